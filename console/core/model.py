@@ -1,0 +1,193 @@
+"""Records shared by every layer: frozen, slotted, stdlib only."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+# ---------------------------------------------------------------- profiles
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateSpec:
+    """Run the node's agent against the simulated amdsmi (console/sim)."""
+
+    gpu: str = "MI300X"  # MI300X | MI325X | MI355X
+    count: int = 8  # physical GPUs
+    compute_partition: str = "SPX"
+    memory_partition: str = "NPS1"
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    host: str
+    port: int = 22
+    user: str | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None  # None = the user's ~/.ssh/known_hosts, strict
+    jump: str | None = None  # ProxyJump host: "user@host:port" or a Host alias
+    python: str = "python3"
+    sudo: bool = False
+    state_dir: str = "~/.rocm-console"
+    transport: str = "ssh"  # ssh | local
+    simulate: SimulateSpec | None = None
+    vllm: str = "vllm"
+    source: str = ""  # profile file the node came from (for error messages)
+
+
+@dataclass(frozen=True, slots=True)
+class ServePreset:
+    name: str
+    model: str
+    tp: int = 1
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    runtime: str = "host"  # host | docker
+    image: str | None = None
+    port: int | None = None
+    served_model_name: str | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPreset:
+    name: str
+    client: str = "vllm-bench"  # vllm-bench | benchmark_serving
+    backend: str = "vllm"
+    endpoint: str | None = None
+    dataset: str = "random"
+    dataset_path: str | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    range_ratio: float | None = None
+    num_prompts: int = 100
+    request_rate: float | None = None  # None = inf
+    max_concurrency: tuple[int, ...] = ()  # several values = a sweep
+    burstiness: float | None = None
+    seed: int | None = None
+    ignore_eos: bool = False
+    percentile_metrics: str | None = None
+    metric_percentiles: str | None = None
+    extra_args: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    nodes: tuple[NodeSpec, ...] = ()
+    serve_presets: tuple[ServePreset, ...] = ()
+    bench_presets: tuple[BenchPreset, ...] = ()
+    keys: tuple[tuple[str, str], ...] = ()  # [keys] table: binding id -> key(s)
+    files: tuple[str, ...] = ()  # the files it was read from, in order
+
+    def node(self, name: str) -> NodeSpec | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+
+# ---------------------------------------------------------------- telemetry
+
+
+class NodeHealth(str, enum.Enum):
+    CONNECTING = "connecting"
+    LIVE = "live"
+    STALE = "stale"
+    DOWN = "down"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    name: str
+    vram_mib: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatic:
+    """Facts that change only with a partition switch or a driver reload."""
+
+    index: int  # logical GPU index on the node (amdsmi handle order)
+    physical: int  # physical GPU the logical one belongs to
+    partition_id: int  # 0 on the primary partition
+    bdf: str | None = None
+    model: str | None = None  # market name, e.g. "AMD Instinct MI300X"
+    serial: str | None = None
+    vbios: str | None = None
+    vram_total_mib: float | None = None
+    compute_partition: str | None = None  # SPX | DPX | QPX | CPX
+    memory_partition: str | None = None  # NPS1 | NPS2 | NPS4
+    memory_caps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMetrics:
+    """One tick of one logical GPU. None = the device reported N/A."""
+
+    index: int
+    util_pct: float | None = None
+    umc_pct: float | None = None
+    vram_used_mib: float | None = None
+    vram_total_mib: float | None = None
+    power_w: float | None = None
+    power_cap_w: float | None = None
+    temp_junction_c: float | None = None
+    temp_mem_c: float | None = None
+    gfx_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentHello:
+    source: str  # amdsmi | amdsmi (simulated) | amd-smi | rocm-smi
+    hostname: str
+    interval: float
+    note: str | None = None  # why a fallback source was chosen
+    agent_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StaticInfo:
+    ts: float
+    gpus: tuple[GpuStatic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryFrame:
+    ts: float  # agent clock, epoch seconds
+    seq: int
+    gpus: tuple[GpuMetrics, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFailure:
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeInfo:
+    hostname: str | None = None
+    python: str | None = None
+    rocm: str | None = None
+    amdsmi: str | None = None
+    vllm: str | None = None
+    numa_balancing: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    """What the console knows about a node at one instant."""
+
+    name: str
+    health: NodeHealth
+    error: str | None = None
+    source: str | None = None
+    last_sample_ts: float | None = None  # console clock when the last frame arrived
+    static: tuple[GpuStatic, ...] = ()
+    latest: TelemetryFrame | None = None
+    probe: ProbeInfo | None = None
+    interval: float = 1.0
+    extra: dict = field(default_factory=dict, compare=False)

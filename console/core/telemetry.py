@@ -1,0 +1,162 @@
+"""Parse the node agent's JSON lines into records.
+
+The agent (console/agent/node_agent.py) writes one JSON object per line with a
+``kind``: hello, static, sample, probe or error. Anything else is a protocol
+error: a line the console cannot trust is reported, never half-used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from console.core.model import (
+    AgentFailure,
+    AgentHello,
+    GpuMetrics,
+    GpuProcess,
+    GpuStatic,
+    ProbeInfo,
+    StaticInfo,
+    TelemetryFrame,
+)
+
+AgentMessage = AgentHello | StaticInfo | TelemetryFrame | ProbeInfo | AgentFailure
+
+
+class AgentProtocolError(ValueError):
+    """A line from the agent that is not valid protocol."""
+
+
+def parse_agent_line(line: str) -> AgentMessage:
+    text = line.strip()
+    if not text:
+        raise AgentProtocolError("empty line")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AgentProtocolError(f"not JSON: {_clip(text)} ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise AgentProtocolError(f"not a JSON object: {_clip(text)}")
+    kind = obj.get("kind")
+    parser = _PARSERS.get(kind)  # type: ignore[arg-type]
+    if parser is None:
+        raise AgentProtocolError(f"unknown kind {kind!r}")
+    try:
+        return parser(obj)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AgentProtocolError(f"bad {kind} line: {exc}") from None
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _num(value: Any) -> float | None:
+    """A metric value: a finite number or None (the device said N/A)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    raise ValueError(f"expected a number or null, got {value!r}")
+
+
+def _opt_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string or null, got {value!r}")
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _hello(obj: dict) -> AgentHello:
+    return AgentHello(
+        source=str(obj["source"]) + (" (simulated)" if obj.get("simulated") else ""),
+        hostname=str(obj.get("hostname") or ""),
+        interval=float(obj.get("interval") or 1.0),
+        note=_opt_str(obj.get("note")),
+        agent_version=str(obj.get("agent_version") or ""),
+    )
+
+
+def _static_gpu(g: dict) -> GpuStatic:
+    return GpuStatic(
+        index=_int(g["index"]),
+        physical=_int(g["physical"]),
+        partition_id=_int(g.get("partition_id") or 0),
+        bdf=_opt_str(g.get("bdf")),
+        model=_opt_str(g.get("model")),
+        serial=_opt_str(g.get("serial")),
+        vbios=_opt_str(g.get("vbios")),
+        vram_total_mib=_num(g.get("vram_total_mib")),
+        compute_partition=_opt_str(g.get("compute_partition")),
+        memory_partition=_opt_str(g.get("memory_partition")),
+        memory_caps=tuple(str(c) for c in g.get("memory_caps") or ()),
+    )
+
+
+def _static(obj: dict) -> StaticInfo:
+    return StaticInfo(ts=float(obj["ts"]), gpus=tuple(_static_gpu(g) for g in obj["gpus"]))
+
+
+def _process(p: dict) -> GpuProcess:
+    return GpuProcess(pid=_int(p["pid"]), name=str(p.get("name") or "?"), vram_mib=_num(p.get("vram_mib")))
+
+
+def _metrics(g: dict) -> GpuMetrics:
+    return GpuMetrics(
+        index=_int(g["index"]),
+        util_pct=_num(g.get("util_pct")),
+        umc_pct=_num(g.get("umc_pct")),
+        vram_used_mib=_num(g.get("vram_used_mib")),
+        vram_total_mib=_num(g.get("vram_total_mib")),
+        power_w=_num(g.get("power_w")),
+        power_cap_w=_num(g.get("power_cap_w")),
+        temp_junction_c=_num(g.get("temp_junction_c")),
+        temp_mem_c=_num(g.get("temp_mem_c")),
+        gfx_clock_mhz=_num(g.get("gfx_clock_mhz")),
+        mem_clock_mhz=_num(g.get("mem_clock_mhz")),
+        processes=tuple(_process(p) for p in g.get("processes") or ()),
+    )
+
+
+def _sample(obj: dict) -> TelemetryFrame:
+    return TelemetryFrame(
+        ts=float(obj["ts"]), seq=_int(obj["seq"]), gpus=tuple(_metrics(g) for g in obj["gpus"])
+    )
+
+
+def _probe(obj: dict) -> ProbeInfo:
+    def s(key: str) -> str | None:
+        v = obj.get(key)
+        return None if v is None else str(v).strip()
+
+    return ProbeInfo(
+        hostname=s("hostname"),
+        python=s("python"),
+        rocm=s("rocm"),
+        amdsmi=s("amdsmi"),
+        vllm=s("vllm"),
+        numa_balancing=s("numa_balancing"),
+        source=s("source"),
+    )
+
+
+def _error(obj: dict) -> AgentFailure:
+    return AgentFailure(message=str(obj.get("message") or "agent failed without a message"))
+
+
+_PARSERS = {
+    "hello": _hello,
+    "static": _static,
+    "sample": _sample,
+    "probe": _probe,
+    "error": _error,
+}

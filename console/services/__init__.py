@@ -1,0 +1,1 @@
+"""asyncio orchestration of nodes; no Textual. Services emit typed events."""

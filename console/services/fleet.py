@@ -1,0 +1,256 @@
+"""FleetTelemetry: one resident agent stream per node, bounded history, node health.
+
+Each node has its own task: connect, install the agent, read its JSON lines,
+and on any failure mark the node down with a one-line reason and retry with
+capped backoff. A slow or dead node never delays another one. Listeners get
+events synchronously on the event loop and must not block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
+
+from console.core.backoff import backoff_delay
+from console.core.model import (
+    AgentFailure,
+    AgentHello,
+    GpuStatic,
+    NodeHealth,
+    NodeSnapshot,
+    NodeSpec,
+    ProbeInfo,
+    StaticInfo,
+    TelemetryFrame,
+)
+from console.core.series import RingSeries, capacity_for
+from console.core.telemetry import AgentProtocolError, parse_agent_line
+from console.services.agent_bundle import install_agent, run_probe
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+# Metrics kept as history per logical GPU (field names of GpuMetrics).
+HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram_used_mib", "gfx_clock_mhz")
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStateChanged:
+    node: str
+    health: NodeHealth
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryReceived:
+    node: str
+    frame: TelemetryFrame
+    received_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyChanged:
+    """The node's logical GPUs changed (first contact, partition switch)."""
+
+    node: str
+    gpus: tuple[GpuStatic, ...]
+
+
+FleetEvent = NodeStateChanged | TelemetryReceived | TopologyChanged
+Listener = Callable[[FleetEvent], None]
+
+
+class _NodeTrack:
+    """Mutable per-node state, owned by the service (the outside sees snapshots)."""
+
+    def __init__(self, spec: NodeSpec, history: int) -> None:
+        self.spec = spec
+        self.history = history
+        self.snapshot = NodeSnapshot(name=spec.name, health=NodeHealth.CONNECTING)
+        self.series: dict[tuple[int, str], RingSeries] = {}
+        self.frames = 0
+
+    def record(self, frame: TelemetryFrame, at: float) -> None:
+        for gpu in frame.gpus:
+            for metric in HISTORY_METRICS:
+                key = (gpu.index, metric)
+                series = self.series.get(key)
+                if series is None:
+                    series = self.series[key] = RingSeries(self.history)
+                series.append(frame.ts, getattr(gpu, metric))
+        self.frames += 1
+
+
+class FleetTelemetry:
+    def __init__(
+        self,
+        nodes: Iterable[NodeSpec],
+        pool: TransportPool | None = None,
+        *,
+        interval: float = 1.0,
+        history_s: float = 600.0,
+        stale_after: float | None = None,
+        clock: Callable[[], float] = time.time,
+        backoff_cap: float = 10.0,
+    ) -> None:
+        self.pool = pool or TransportPool()
+        self.interval = interval
+        self.history_s = history_s
+        self._stale_after = stale_after
+        self._clock = clock
+        self._backoff_cap = backoff_cap
+        self._tracks = {n.name: _NodeTrack(n, capacity_for(history_s, interval)) for n in nodes}
+        self._listeners: list[Listener] = []
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._watchdog: asyncio.Task | None = None
+
+    # ------------------------------------------------------------ public API
+
+    @property
+    def node_names(self) -> list[str]:
+        return list(self._tracks)
+
+    @property
+    def stale_after(self) -> float:
+        return self._stale_after if self._stale_after is not None else max(3.0, 3 * self.interval)
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def snapshot(self, node: str) -> NodeSnapshot:
+        return self._tracks[node].snapshot
+
+    def snapshots(self) -> list[NodeSnapshot]:
+        return [t.snapshot for t in self._tracks.values()]
+
+    def spec(self, node: str) -> NodeSpec:
+        return self._tracks[node].spec
+
+    def series(self, node: str, gpu_index: int, metric: str) -> RingSeries | None:
+        return self._tracks[node].series.get((gpu_index, metric))
+
+    def frames_received(self, node: str) -> int:
+        return self._tracks[node].frames
+
+    async def start(self) -> None:
+        for name, track in self._tracks.items():
+            if name not in self._tasks:
+                self._tasks[name] = asyncio.create_task(self._follow(track), name=f"telemetry:{name}")
+        if self._watchdog is None:
+            self._watchdog = asyncio.create_task(self._watch_staleness(), name="telemetry:watchdog")
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values()) + ([self._watchdog] if self._watchdog else [])
+        self._tasks.clear()
+        self._watchdog = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.pool.close()
+
+    async def set_interval(self, interval: float) -> None:
+        """Restart every agent stream at a new sampling interval (0.1–10 s)."""
+        interval = min(10.0, max(0.1, interval))
+        if interval == self.interval:
+            return
+        self.interval = interval
+        for name, task in list(self._tasks.items()):
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            track = self._tracks[name]
+            self._tasks[name] = asyncio.create_task(self._follow(track), name=f"telemetry:{name}")
+
+    async def restart_node(self, node: str) -> None:
+        """Drop the node's stream and connect again now (e.g. after a partition switch)."""
+        task = self._tasks.get(node)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._tasks[node] = asyncio.create_task(self._follow(self._tracks[node]), name=f"telemetry:{node}")
+
+    # ------------------------------------------------------------ internals
+
+    def _emit(self, event: FleetEvent) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def _set_health(self, track: _NodeTrack, health: NodeHealth, error: str | None = None) -> None:
+        snap = track.snapshot
+        if snap.health == health and snap.error == error:
+            return
+        track.snapshot = replace(snap, health=health, error=error)
+        self._emit(NodeStateChanged(track.spec.name, health, error))
+
+    async def _follow(self, track: _NodeTrack) -> None:
+        attempt = 0
+        while True:
+            try:
+                got_frame = await self._stream_once(track)
+                if got_frame:
+                    attempt = 0
+                reason = f"{track.spec.name}: agent stopped unexpectedly"
+                self._set_health(track, NodeHealth.DOWN, reason)
+            except TransportError as exc:
+                self._set_health(track, NodeHealth.DOWN, exc.reason)
+            except AgentProtocolError as exc:
+                self._set_health(track, NodeHealth.DOWN, f"{track.spec.name}: agent protocol error: {exc}")
+            except OSError as exc:  # e.g. the agent bundle could not be read
+                self._set_health(track, NodeHealth.DOWN, f"{track.spec.name}: {exc}")
+            await asyncio.sleep(backoff_delay(attempt, cap=self._backoff_cap))
+            attempt += 1
+
+    async def _stream_once(self, track: _NodeTrack) -> bool:
+        """Run one agent session; True if at least one frame arrived."""
+        transport = self.pool.get(track.spec)
+        command = await install_agent(transport, track.spec)
+        if track.snapshot.probe is None:
+            probe = await run_probe(transport, command)
+            if probe is not None:
+                track.snapshot = replace(track.snapshot, probe=probe)
+        argv = command.argv("telemetry", "--interval", f"{self.interval:g}")
+        got_frame = False
+        stream = transport.stream_lines(argv, env=command.env_dict())
+        try:
+            async for line in stream:
+                if not line.strip():
+                    continue
+                message = parse_agent_line(line)
+                if isinstance(message, TelemetryFrame):
+                    got_frame = True
+                self._apply(track, message)
+        finally:
+            await stream.aclose()
+        return got_frame
+
+    def _apply(self, track: _NodeTrack, message) -> None:
+        snap = track.snapshot
+        if isinstance(message, AgentHello):
+            track.snapshot = replace(snap, source=message.source, interval=message.interval)
+        elif isinstance(message, StaticInfo):
+            track.snapshot = replace(snap, static=message.gpus)
+            self._emit(TopologyChanged(track.spec.name, message.gpus))
+        elif isinstance(message, TelemetryFrame):
+            now = self._clock()
+            track.record(message, now)
+            track.snapshot = replace(snap, latest=message, last_sample_ts=now)
+            self._set_health(track, NodeHealth.LIVE, None)
+            self._emit(TelemetryReceived(track.spec.name, message, now))
+        elif isinstance(message, ProbeInfo):
+            track.snapshot = replace(snap, probe=message)
+        elif isinstance(message, AgentFailure):
+            raise TransportError(f"{track.spec.name}: {message.message}", "command")
+
+    async def _watch_staleness(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            now = self._clock()
+            for track in self._tracks.values():
+                snap = track.snapshot
+                if snap.health == NodeHealth.LIVE and snap.last_sample_ts is not None:
+                    age = now - snap.last_sample_ts
+                    if age > self.stale_after:
+                        self._set_health(track, NodeHealth.STALE, f"no sample for {age:.0f} s")

@@ -1,0 +1,74 @@
+"""One fresh sample per node, in parallel, with a deadline: `rocm-console status`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Iterable
+
+from console.core.model import (
+    AgentFailure,
+    AgentHello,
+    NodeHealth,
+    NodeSnapshot,
+    NodeSpec,
+    StaticInfo,
+    TelemetryFrame,
+)
+from console.core.telemetry import AgentProtocolError, parse_agent_line
+from console.services.agent_bundle import install_agent, run_probe
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+
+async def sample_node(pool: TransportPool, node: NodeSpec, *, probe: bool = True) -> NodeSnapshot:
+    snap = NodeSnapshot(name=node.name, health=NodeHealth.CONNECTING)
+    transport = pool.get(node)
+    command = await install_agent(transport, node)
+    if probe:
+        snap = replace(snap, probe=await run_probe(transport, command))
+    result = await transport.run(
+        command.argv("telemetry", "--count", "1", "--interval", "0.1"), env=command.env_dict(), timeout=60
+    )
+    for line in result.stdout.splitlines():
+        if not line.strip():
+            continue
+        message = parse_agent_line(line)
+        if isinstance(message, AgentHello):
+            snap = replace(snap, source=message.source)
+        elif isinstance(message, StaticInfo):
+            snap = replace(snap, static=message.gpus)
+        elif isinstance(message, TelemetryFrame):
+            snap = replace(snap, latest=message, last_sample_ts=time.time(), health=NodeHealth.LIVE)
+        elif isinstance(message, AgentFailure):
+            return replace(snap, health=NodeHealth.DOWN, error=f"{node.name}: {message.message}")
+    if snap.latest is None:
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return replace(snap, health=NodeHealth.DOWN, error=f"{node.name}: agent exited {result.exit_status}: {last}")
+    return snap
+
+
+async def collect_status(
+    nodes: Iterable[NodeSpec], *, timeout: float = 20.0, pool: TransportPool | None = None, probe: bool = True
+) -> list[NodeSnapshot]:
+    """Sample every node concurrently; a node past the deadline is reported down, not waited for."""
+    pool = pool or TransportPool()
+    nodes = list(nodes)
+
+    async def one(node: NodeSpec) -> NodeSnapshot:
+        try:
+            return await asyncio.wait_for(sample_node(pool, node, probe=probe), timeout)
+        except asyncio.TimeoutError:
+            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: no answer within {timeout:g} s")
+        except TransportError as exc:
+            return NodeSnapshot(node.name, NodeHealth.DOWN, error=exc.reason)
+        except AgentProtocolError as exc:
+            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: agent protocol error: {exc}")
+        except OSError as exc:
+            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: {exc}")
+
+    try:
+        return list(await asyncio.gather(*(one(n) for n in nodes)))
+    finally:
+        await pool.close()

@@ -1,0 +1,1 @@
+"""The only Textual code: app, screens, widgets."""
