@@ -1,0 +1,748 @@
+"""TOML profiles -> Profile, with strict validation.
+
+Every problem is a ProfileError whose one-line text names the file, the line
+(best effort), the table and the key, so a typo never turns into a silent default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date, datetime, time
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from console.core.errors import ProfileError
+from console.core.model import BenchPreset, NodeSpec, Profile, ServePreset, SimulateSpec
+
+__all__ = [
+    "COMPUTE_PARTITIONS",
+    "GPU_MODELS",
+    "MEMORY_PARTITIONS",
+    "SAMPLE_PROFILES",
+    "demo_profile_path",
+    "discover_profile_paths",
+    "load_profile",
+]
+
+GPU_MODELS = ("MI300X", "MI325X", "MI355X")
+COMPUTE_PARTITIONS = ("SPX", "DPX", "QPX", "CPX")
+MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
+# Compute modes the driver accepts under each memory mode (reference/amdsmi.md).
+_VALID_NPS = {
+    "SPX": ("NPS1",),
+    "DPX": ("NPS1", "NPS2"),
+    "QPX": ("NPS1", "NPS4"),
+    "CPX": ("NPS1", "NPS4"),
+}
+# Shipped samples in profiles/: loaded only via --profile / --demo, never found by
+# discovery, so running from the repo never dials the example's hosts.
+SAMPLE_PROFILES = ("example.toml", "demo.toml")
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
+_BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_SECRET_MSG = "secrets do not belong in profiles; export it in the environment"
+# Flags that carry secrets on a vllm command line.
+_SECRET_FLAGS = ("--hf-token", "--api-key")
+# Serve flags the console sets itself from dedicated keys; a second copy in args
+# would silently win or clash, so point at the key instead.
+_OWNED_SERVE_FLAGS = {
+    "-tp": "tp",
+    "--tensor-parallel-size": "tp",
+    "--port": "port",
+    "--served-model-name": "served_model_name",
+}
+_PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+# ---------------------------------------------------------------- public API
+
+
+def demo_profile_path() -> Path:
+    """The repo's profiles/demo.toml (three simulated local nodes)."""
+    return Path(__file__).resolve().parents[2] / "profiles" / "demo.toml"
+
+
+def discover_profile_paths(
+    explicit: Sequence[str], cwd: Path, config_dir: Path | None
+) -> list[Path]:
+    """Which profile files to load, in order.
+
+    Explicit paths win outright. Otherwise cwd/profiles/*.toml (minus the shipped
+    samples), then config_dir/*.toml; each group sorted by name.
+    """
+    if explicit:
+        found: list[Path] = []
+        for raw in explicit:
+            path = Path(raw).expanduser()
+            if not path.is_absolute():
+                path = cwd / path
+            if not path.exists():
+                raise ProfileError(str(raw), None, None, None, "no such profile file")
+            found.append(path)
+        return _unique(found)
+    found = [
+        p for p in _toml_files(cwd / "profiles") if p.name not in SAMPLE_PROFILES
+    ]
+    if config_dir is not None:
+        found += _toml_files(config_dir)
+    return _unique(found)
+
+
+def load_profile(paths: Sequence[str | Path]) -> Profile:
+    """Read, validate and merge profile files in order. Raises ProfileError."""
+    merged = _Merged()
+    for path in _unique([Path(p) for p in paths]):
+        file = str(path)
+        ctx = _Context(file, _read_text(path, file))
+        _merge_file(merged, ctx, _parse_toml(ctx))
+    return Profile(
+        nodes=tuple(n for n, _ in merged.nodes.values()),
+        serve_presets=tuple(s for s, _ in merged.serve.values()),
+        bench_presets=tuple(b for b, _ in merged.bench.values()),
+        keys=tuple(merged.keys.items()),
+        files=tuple(merged.files),
+    )
+
+
+# ---------------------------------------------------------------- files
+
+
+def _toml_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.toml") if p.is_file())
+
+
+def _unique(paths: list[Path]) -> list[Path]:
+    """Drop repeats of the same file (e.g. config_dir == cwd/profiles)."""
+    seen: set[Path] = set()
+    out = []
+    for path in paths:
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(path)
+    return out
+
+
+def _read_text(path: Path, file: str) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ProfileError(file, None, None, None, f"cannot read file: {reason}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ProfileError(file, None, None, line, "not UTF-8 text") from None
+    return text.removeprefix("\ufeff")  # editors on Windows add a BOM
+
+
+def _parse_toml(ctx: _Context) -> dict:
+    try:
+        return tomllib.loads(ctx.text)
+    except tomllib.TOMLDecodeError as exc:
+        text = str(exc)
+        line = None
+        found = re.search(r"\s*\(at line (\d+), column (\d+)\)", text)
+        if found:
+            line = int(found.group(1))
+            text = text[: found.start()] + f" (column {found.group(2)})" + text[found.end() :]
+        elif "(at end of document)" in text:
+            line = ctx.text.count("\n") + 1
+            text = text.replace(" (at end of document)", " (at end of file)")
+        raise ProfileError(ctx.file, None, None, line, f"invalid TOML: {text}") from None
+
+
+# ---------------------------------------------------------------- line finder
+
+
+class _Locator:
+    """Maps a key path to the line that defines it.
+
+    tomllib reports lines only for syntax errors, so scan the text: track the
+    current [table] header and note each `key =` line as (line, full path).
+    """
+
+    def __init__(self, text: str) -> None:
+        self._entries = list(_scan_lines(text))
+
+    def find(self, target: tuple[str, ...]) -> int | None:
+        """First line whose path is the longest prefix of target; else the first
+        line inside target (a table only defined by its sub-tables); else None."""
+        best_line, best_len = None, 0
+        for lineno, path in self._entries:
+            n = len(path)
+            if best_len < n <= len(target) and target[:n] == path:
+                best_line, best_len = lineno, n
+        if best_line is None:
+            inside = (ln for ln, path in self._entries if path[: len(target)] == target)
+            best_line = next(inside, None)
+        return best_line
+
+
+def _scan_lines(text: str):
+    table: tuple[str, ...] = ()
+    open_string: str | None = None  # delimiter of a multi-line string in progress
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if open_string:
+            if line.count(open_string) % 2:
+                open_string = None
+            continue
+        stripped = line.lstrip()
+        if stripped.startswith("["):
+            parsed = _parse_key_path(stripped, 2 if stripped.startswith("[[") else 1)
+            if parsed:
+                table = parsed[0]
+                yield lineno, table
+            continue
+        parsed = _parse_key_path(line, 0)
+        if parsed and line[parsed[1] : parsed[1] + 1] == "=":
+            yield lineno, table + parsed[0]
+            rest = line[parsed[1] + 1 :]
+            open_string = next((d for d in ('"""', "'''") if rest.count(d) % 2), None)
+
+
+def _parse_key_path(text: str, pos: int) -> tuple[tuple[str, ...], int] | None:
+    """Parse a dotted TOML key at pos; return (parts, position after it)."""
+    parts: list[str] = []
+    while True:
+        pos = _skip_blanks(text, pos)
+        part = _parse_key_part(text, pos)
+        if part is None:
+            return None
+        parts.append(part[0])
+        pos = _skip_blanks(text, part[1])
+        if text[pos : pos + 1] != ".":
+            return tuple(parts), pos
+        pos += 1
+
+
+def _parse_key_part(text: str, pos: int) -> tuple[str, int] | None:
+    quote = text[pos : pos + 1]
+    if quote == "'":
+        end = text.find("'", pos + 1)
+        return None if end < 0 else (text[pos + 1 : end], end + 1)
+    if quote == '"':
+        end = pos + 1
+        while end < len(text) and text[end] != '"':
+            end += 2 if text[end] == "\\" else 1
+        if end >= len(text):
+            return None
+        try:  # let the TOML parser decode the escapes exactly
+            return tomllib.loads(f"k = {text[pos : end + 1]}")["k"], end + 1
+        except tomllib.TOMLDecodeError:
+            return None
+    found = _BARE_KEY_RE.match(text, pos)
+    return (found.group(), found.end()) if found else None
+
+
+def _skip_blanks(text: str, pos: int) -> int:
+    while text[pos : pos + 1] in (" ", "\t"):
+        pos += 1
+    return pos
+
+
+# ---------------------------------------------------------------- context
+
+
+class _Context:
+    """One file being loaded: its name, text and line finder."""
+
+    def __init__(self, file: str, text: str) -> None:
+        self.file = file
+        self.text = text
+        self.locator = _Locator(text)
+
+    def error(
+        self, table: tuple[str, ...] | None, key: tuple[str, ...], message: str
+    ) -> ProfileError:
+        path = (table or ()) + key
+        return ProfileError(
+            self.file,
+            _fmt_path(table) if table else None,
+            _fmt_path(key) if key else None,
+            self.locator.find(path) if path else None,
+            message,
+        )
+
+
+def _fmt_path(parts: tuple[str, ...]) -> str:
+    """Dotted TOML path, quoting parts that are not bare keys."""
+    return ".".join(
+        p if _BARE_KEY_RE.fullmatch(p) else json.dumps(p, ensure_ascii=False)
+        for p in parts
+    )
+
+
+class _Invalid(Exception):
+    """A value failed a check; key is the path below the table, if any."""
+
+    def __init__(self, message: str, key: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+
+
+# ---------------------------------------------------------------- value checks
+
+_Check = Callable[[object], object]
+
+
+def _describe(value: object) -> str:
+    """A TOML-flavoured name (and short view) of a value for messages."""
+    if isinstance(value, bool):
+        return f"boolean {'true' if value else 'false'}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"float {value}"
+    if isinstance(value, str):
+        shown = json.dumps(value, ensure_ascii=False)
+        return "string " + (shown if len(shown) <= 40 else shown[:37] + '..."')
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, datetime):
+        return "a date-time"
+    if isinstance(value, date):
+        return "a date"
+    if isinstance(value, time):
+        return "a time"
+    return type(value).__name__
+
+
+def _expected(what: str, value: object) -> _Invalid:
+    return _Invalid(f"expected {what}, got {_describe(value)}")
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int  # bool is an int subclass; TOML true is not 1
+
+
+def _is_number(value: object) -> bool:
+    return _is_int(value) or type(value) is float
+
+
+def _text(value: object) -> str:
+    """A non-empty, single-line string (it may end up on a command line)."""
+    if not isinstance(value, str):
+        raise _expected("a string", value)
+    if not value.strip():
+        raise _Invalid("must not be empty")
+    if any(c in value for c in "\n\r\0"):
+        raise _Invalid("must be a single line")
+    return value
+
+
+def _token(value: object) -> str:
+    """A non-empty string without spaces (host names, users, images)."""
+    text = _text(value)
+    if any(c.isspace() for c in text):
+        raise _Invalid(f"must not contain spaces, got {_describe(text)}")
+    return text
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise _expected("true or false", value)
+    return value
+
+
+def _integer(value: object) -> int:
+    if not _is_int(value):
+        raise _expected("an integer", value)
+    return value  # type: ignore[return-value]
+
+
+def _int_range(low: int, high: int | None = None) -> _Check:
+    def check(value: object) -> int:
+        number = _integer(value)
+        if number < low or (high is not None and number > high):
+            bounds = f"{low}..{high}" if high is not None else f">= {low}"
+            raise _Invalid(f"must be {bounds}, got {number}")
+        return number
+
+    return check
+
+
+_port = _int_range(1, 65535)
+
+
+def _number(value: object) -> float:
+    if not _is_number(value):
+        raise _expected("a number", value)
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise _Invalid(f"must be a finite number, got {value}")
+    return number
+
+
+def _positive(value: object) -> float:
+    number = _number(value)
+    if number <= 0:
+        raise _Invalid(f"must be > 0, got {value}")
+    return number
+
+
+def _range_ratio(value: object) -> float:
+    number = _number(value)
+    if not 0 <= number < 1:  # vLLM's random dataset asserts 0 <= ratio < 1
+        raise _Invalid(f"must be >= 0 and < 1, got {value}")
+    return number
+
+
+def _choice(*choices: str) -> _Check:
+    """One of choices, matched without regard to case, stored as spelled here."""
+    by_fold = {c.casefold(): c for c in choices}
+
+    def check(value: object) -> str:
+        if not isinstance(value, str):
+            raise _expected("a string", value)
+        if value.casefold() not in by_fold:
+            raise _Invalid(f"must be one of: {', '.join(choices)} (got {_describe(value)})")
+        return by_fold[value.casefold()]
+
+    return check
+
+
+def _string_list(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _expected("an array of strings", value)
+    for i, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            raise _Invalid(f"item {i}: expected a string, got {_describe(item)}")
+    return tuple(value)
+
+
+def _args(value: object) -> tuple[str, ...]:
+    args = _string_list(value)
+    for arg in args:
+        if _flag(arg) in _SECRET_FLAGS:
+            raise _Invalid(f"{arg.split('=', 1)[0]}: {_SECRET_MSG}")
+    return args
+
+
+def _flag(arg: str) -> str:
+    """'--tensor_parallel_size=8' -> '--tensor-parallel-size' (vLLM accepts both)."""
+    name = arg.split("=", 1)[0]
+    return name[:2] + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+def _looks_secret(name: str) -> bool:
+    """HF_TOKEN, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, OPENAI_API_KEY...
+
+    Word-wise so TOKENIZERS_PARALLELISM or MAX_TOKENS stay allowed.
+    """
+    words = re.split(r"[_\-.]+", name.upper())
+    if any(w.endswith("TOKEN") or "SECRET" in w or "PASSW" in w for w in words):
+        return True
+    return name.upper().replace("-", "_").endswith(("API_KEY", "APIKEY"))
+
+
+def _env(value: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict):
+        raise _expected("a table of NAME = \"value\"", value)
+    pairs = []
+    for name, item in value.items():
+        if _looks_secret(name):
+            raise _Invalid(_SECRET_MSG, (name,))
+        if not _ENV_NAME_RE.match(name):
+            raise _Invalid("not a valid environment variable name", (name,))
+        if not isinstance(item, str):
+            hint = f'; write "{item}"' if _is_number(item) else ""
+            raise _Invalid(f"expected a string, got {_describe(item)}{hint}", (name,))
+        pairs.append((name, item))
+    return tuple(pairs)
+
+
+def _request_rate(value: object) -> float | None:
+    """Requests per second; "inf" (or TOML inf) = all at once, stored as None."""
+    if isinstance(value, str) and value.strip().casefold() == "inf":
+        return None
+    if type(value) is float and math.isinf(value) and value > 0:
+        return None
+    if isinstance(value, str):
+        raise _Invalid(f'expected a number or "inf", got {_describe(value)}')
+    return _positive(value)
+
+
+def _concurrency(value: object) -> tuple[int, ...]:
+    """One limit, or a list of them for a sweep."""
+    check = _int_range(1)
+    if not isinstance(value, list):
+        if not _is_int(value):
+            raise _expected("an integer or an array of integers", value)
+        return (check(value),)
+    if not value:
+        raise _Invalid("must list at least one value")
+    out = []
+    for i, item in enumerate(value, 1):
+        try:
+            out.append(check(item))
+        except _Invalid as exc:
+            raise _Invalid(f"item {i}: {exc.message}") from None
+    return tuple(out)
+
+
+def _percentile_metrics(value: object) -> str:
+    text = _token(value)
+    bad = [m for m in text.split(",") if m not in _PERCENTILE_METRICS]
+    if bad:
+        raise _Invalid(
+            f"unknown metric {bad[0]!r} (comma-separated, from: {', '.join(_PERCENTILE_METRICS)})"
+        )
+    return text
+
+
+def _metric_percentiles(value: object) -> str:
+    text = _token(value)
+    for part in text.split(","):
+        try:
+            number = float(part)
+        except ValueError:
+            number = math.nan
+        if not 0 < number <= 100:
+            raise _Invalid(f"expected comma-separated percentiles in (0, 100], got {part!r}")
+    return text
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _check_fields(data: Mapping[str, object], fields: Mapping[str, _Check]) -> dict:
+    """Check each key of a table in file order; unknown keys are errors."""
+    out = {}
+    for key, value in data.items():
+        check = fields.get(key)
+        if check is None:
+            raise _Invalid(_SECRET_MSG if _looks_secret(key) else _unknown(key, fields), (key,))
+        try:
+            out[key] = check(value)
+        except _Invalid as exc:
+            raise _Invalid(exc.message, (key, *exc.key)) from None
+    return out
+
+
+def _unknown(key: str, known: Sequence[str] | Mapping[str, object], what: str = "key") -> str:
+    names = list(known)
+    message = f"unknown {what} (expected one of: {', '.join(names)})"
+    close = difflib.get_close_matches(key, names, n=1)
+    return f"{message}; did you mean '{close[0]}'?" if close else message
+
+
+def _table(value: object) -> dict:
+    if not isinstance(value, dict):
+        raise _expected("a table", value)
+    return value
+
+
+_SIMULATE_FIELDS: dict[str, _Check] = {
+    "gpu": _choice(*GPU_MODELS),
+    "count": _int_range(1, 16),
+    "compute_partition": _choice(*COMPUTE_PARTITIONS),
+    "memory_partition": _choice(*MEMORY_PARTITIONS),
+    "seed": _integer,
+}
+
+
+def _simulate(value: object) -> SimulateSpec | None:
+    """`simulate = true` means the defaults; a table sets them; false = off."""
+    if isinstance(value, bool):
+        return SimulateSpec() if value else None
+    if not isinstance(value, dict):
+        raise _expected("true, false or a table", value)
+    spec = SimulateSpec(**_check_fields(value, _SIMULATE_FIELDS))
+    if spec.memory_partition not in _VALID_NPS[spec.compute_partition]:
+        allowed = "/".join(_VALID_NPS[spec.compute_partition])
+        raise _Invalid(
+            f"{spec.compute_partition} needs {allowed}, not {spec.memory_partition}",
+            ("memory_partition",),
+        )
+    return spec
+
+
+_NODE_FIELDS: dict[str, _Check] = {
+    "host": _token,
+    "port": _port,
+    "user": _token,
+    "identity_file": _text,
+    "known_hosts": _text,
+    "jump": _token,  # ProxyJump: a Host alias or user@host:port (commas chain hops)
+    "python": _text,
+    "sudo": _boolean,
+    "state_dir": _text,
+    "transport": _choice("ssh", "local"),
+    "vllm": _text,  # may hold spaces, e.g. "/opt/venv/bin/vllm" or "uv run vllm"
+    "simulate": _simulate,
+}
+
+_SERVE_FIELDS: dict[str, _Check] = {
+    "model": _text,
+    "tp": _int_range(1),
+    "args": _args,
+    "env": _env,
+    "runtime": _choice("host", "docker"),
+    "image": _token,
+    "port": _port,
+    "served_model_name": _text,
+}
+
+_BENCH_FIELDS: dict[str, _Check] = {
+    "client": _choice("vllm-bench", "benchmark_serving"),
+    "backend": _token,
+    "endpoint": _token,
+    "dataset": _token,
+    "dataset_path": _text,
+    "input_len": _int_range(1),
+    "output_len": _int_range(1),
+    "range_ratio": _range_ratio,
+    "num_prompts": _int_range(1),
+    "request_rate": _request_rate,
+    "max_concurrency": _concurrency,
+    "burstiness": _positive,
+    "seed": _integer,
+    "ignore_eos": _boolean,
+    "percentile_metrics": _percentile_metrics,
+    "metric_percentiles": _metric_percentiles,
+    "extra_args": _args,
+}
+
+_SECTIONS = ("nodes", "serve", "bench", "keys")
+
+
+def _node(name: str, data: dict, file: str) -> NodeSpec:
+    values = _check_fields(data, _NODE_FIELDS)
+    if "host" not in values:
+        if values.get("transport") != "local":
+            raise _Invalid(
+                'missing required key (the SSH host; only transport = "local" may omit it)',
+                ("host",),
+            )
+        values["host"] = "localhost"
+    return NodeSpec(name=name, source=file, **values)
+
+
+def _serve(name: str, data: dict, file: str) -> ServePreset:
+    values = _check_fields(data, _SERVE_FIELDS)
+    if "model" not in values:
+        raise _Invalid("missing required key (the model to serve)", ("model",))
+    for arg in values.get("args", ()):
+        owner = _OWNED_SERVE_FLAGS.get(_flag(arg))
+        if owner:
+            raise _Invalid(f"remove {arg!r} from args and set {owner} = ... instead", ("args",))
+    docker = values.get("runtime") == "docker"
+    if docker and "image" not in values:
+        raise _Invalid('missing required key (runtime = "docker" needs an image)', ("image",))
+    if not docker and "image" in values:
+        raise _Invalid('image is only used with runtime = "docker"', ("image",))
+    return ServePreset(name=name, source=file, **values)
+
+
+def _bench(name: str, data: dict, file: str) -> BenchPreset:
+    return BenchPreset(name=name, source=file, **_check_fields(data, _BENCH_FIELDS))
+
+
+def _keys(data: dict) -> dict[str, str]:
+    out = {}
+    for binding, key in data.items():
+        if not _NAME_RE.match(binding):
+            raise _Invalid("invalid binding id (letters, digits, '_', '.', '-')", (binding,))
+        try:
+            out[binding] = _text(key)
+        except _Invalid as exc:
+            raise _Invalid(exc.message, (binding,)) from None
+    return out
+
+
+# ---------------------------------------------------------------- merging
+
+
+class _Merged:
+    """What the files loaded so far define, with the file each name came from."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, tuple[NodeSpec, str]] = {}
+        self.serve: dict[str, tuple[ServePreset, str]] = {}
+        self.bench: dict[str, tuple[BenchPreset, str]] = {}
+        self.keys: dict[str, str] = {}
+        self.files: list[str] = []
+
+
+_BUILDERS = {
+    "nodes": ("node", _node, _NODE_FIELDS),
+    "serve": ("serve preset", _serve, _SERVE_FIELDS),
+    "bench": ("bench preset", _bench, _BENCH_FIELDS),
+}
+
+
+def _merge_file(merged: _Merged, ctx: _Context, data: dict) -> None:
+    for section, value in data.items():
+        if section not in _SECTIONS:
+            if _looks_secret(section):
+                raise ctx.error(None, (section,), _SECRET_MSG)
+            raise ctx.error((section,), (), _unknown(section, _SECTIONS, "table"))
+        try:
+            body = _table(value)
+        except _Invalid as exc:
+            raise ctx.error((section,), (), exc.message) from None
+        if section == "keys":
+            try:
+                merged.keys.update(_keys(body))  # later files override bindings
+            except _Invalid as exc:
+                raise ctx.error(("keys",), exc.key, exc.message) from None
+            continue
+        _merge_named(merged, ctx, section, body)
+    merged.files.append(ctx.file)
+
+
+def _merge_named(merged: _Merged, ctx: _Context, section: str, body: dict) -> None:
+    what, build, fields = _BUILDERS[section]
+    target: dict = getattr(merged, section)
+    for name, value in body.items():
+        table = (section, name)
+        if not _NAME_RE.match(name):
+            raise ctx.error(table, (), f"invalid {what} name (letters, digits, '_', '.', '-')")
+        try:
+            _check_dotted_name(section, name, value, fields)
+            item = build(name, _table(value), ctx.file)
+        except _Invalid as exc:
+            raise ctx.error(table, exc.key, exc.message) from None
+        if name in target:
+            earlier = target[name][1]
+            raise ctx.error(table, (), f"{what} '{name}' is also defined in {earlier}")
+        target[name] = (item, ctx.file)
+
+
+def _check_dotted_name(section: str, name: str, value: object, fields: Mapping) -> None:
+    """[serve.llama-3.1-8b] is the table "llama-3" holding "1-8b": say so plainly."""
+    if not isinstance(value, dict):
+        return
+    for key, inner in value.items():
+        if key in fields or not isinstance(inner, dict):
+            continue
+        parts = [name, key]
+        while len(inner) == 1 and not any(k in fields for k in inner):
+            (sub, nested), = inner.items()
+            if not isinstance(nested, dict):
+                break
+            parts.append(sub)
+            inner = nested
+        if not any(k in fields for k in inner):
+            continue  # a plain unknown key (e.g. a misspelt env table), said elsewhere
+        full = ".".join(parts)
+        raise _Invalid(
+            f"unknown key; a name with dots must be quoted: [{section}.{json.dumps(full)}]",
+            (key,),
+        )
