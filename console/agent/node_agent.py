@@ -1,0 +1,865 @@
+#!/usr/bin/env python3
+"""rocm-console node agent: GPU telemetry as JSON lines.
+
+Runs on the GPU node (stdlib + amdsmi, Python >= 3.8, no import from the
+console package):
+
+    python3 node_agent.py telemetry [--interval 1.0] [--count N] [--amdsmi-path DIR]...
+    python3 node_agent.py probe [--amdsmi-path DIR]...
+
+telemetry writes one ``hello`` line, a ``static`` line (again whenever the
+GPUs are re-enumerated with different facts), then one ``sample`` line per
+tick for every logical GPU.  Sources, in order: the amdsmi Python module
+(no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``.  When
+none works it writes an ``error`` line and exits 3.  Missing values are null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+AGENT_VERSION = "1"
+MIN_INTERVAL = 0.1
+MAX_INTERVAL = 10.0
+PARTITION_CHECK_EVERY = 5  # ticks between partition-mode checks (getters can wake the GPU)
+CLI_TIMEOUT = 30.0  # amd-smi on a partitioned node can take seconds per call
+MAX_CLI_FAILURES = 5  # consecutive failed CLI ticks before the agent gives up
+
+EXIT_OK, EXIT_USAGE, EXIT_NO_SOURCE = 0, 2, 3
+
+# "unsupported" markers of the C library that can leak through the wrapper
+_SENTINELS = frozenset((0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF))
+_MIB_PER_UNIT = {"B": 1.0 / 2 ** 20, "KB": 1.0 / 1024, "KIB": 1.0 / 1024, "MB": 1.0,
+                 "MIB": 1.0, "GB": 1024.0, "GIB": 1024.0}
+_IDENTITY_FIELDS = ("model", "serial", "vbios", "compute_partition", "memory_partition",
+                    "memory_caps")
+
+
+class AgentError(Exception):
+    """A failure that ends the agent with an ``error`` line and exit 3."""
+
+
+class SourceUnavailable(Exception):
+    """This telemetry source does not work here; the next one is tried."""
+
+
+# ------------------------------------------------------------------ values
+
+
+def num(value):
+    """The one normaliser: a finite number, or None for N/A, sentinels and junk."""
+    if isinstance(value, dict):  # amd-smi CLI leaf {"value": N, "unit": "..."}
+        value = value.get("value")
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, int):
+        return None if value in _SENTINELS else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) and value not in _SENTINELS else None
+    return None
+
+
+def text(value):
+    """A non-empty string, or None for N/A and empty values."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    s = str(value).strip()
+    return None if s in ("", "N/A", "n/a") else s
+
+
+def mib(value, default_unit="MB"):
+    """A size in MiB; amd-smi's 'MB' is 2**20 bytes (it divides by 1024*1024)."""
+    unit = value.get("unit") if isinstance(value, dict) else None
+    n = num(value)
+    factor = _MIB_PER_UNIT.get(str(unit or default_unit).upper())
+    return None if n is None or factor is None else n * factor
+
+
+def dig(obj, *keys):
+    """obj[k1][k2]... or None as soon as a level is missing or not a dict."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def first(*values):
+    for value in values:
+        if value is not None:
+            return value
+    return None
+
+
+def enum_member(module, enum, name):
+    return getattr(getattr(module, enum, None), name, None)
+
+
+def split_bdf(bdf):
+    """'0000:0c:00.1' -> ('0000:0c:00', 1): partitions share domain:bus:device."""
+    if not bdf or "." not in bdf:
+        return None, None
+    prefix, _, func = bdf.strip().rpartition(".")
+    try:
+        return prefix.lower(), int(func, 16)
+    except ValueError:
+        return prefix.lower(), None
+
+
+def caps_list(value):
+    """Memory partition caps as a list of mode names ('NPS1,NPS4' or a list)."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [t for t in (text(v) for v in value) if t]
+
+
+# ------------------------------------------------------------ static facts
+
+
+def assemble_static(raws):
+    """Turn per-logical-GPU facts into static records.
+
+    ``raws`` are dicts with index, bdf, partition_hint and the static fields.
+    Physical GPUs are numbered by first appearance of their BDF prefix; a
+    secondary partition that reports N/A for an identity fact (model, serial,
+    partition modes, ...) gets its physical GPU's primary value: those are
+    facts of the one device.  Per-partition values (VRAM) are never copied.
+    """
+    groups = {}
+    rows = []
+    for raw in raws:
+        prefix, func = split_bdf(raw.get("bdf"))
+        physical = groups.setdefault(prefix or "#%d" % raw["index"], len(groups))
+        hint = num(raw.get("partition_hint"))
+        partition_id = int(hint) if hint is not None else (func if func is not None else 0)
+        rows.append({
+            "index": raw["index"],
+            "physical": physical,
+            "partition_id": partition_id,
+            "bdf": raw.get("bdf"),
+            "model": raw.get("model"),
+            "serial": raw.get("serial"),
+            "vbios": raw.get("vbios"),
+            "vram_total_mib": raw.get("vram_total_mib"),
+            "compute_partition": raw.get("compute_partition"),
+            "memory_partition": raw.get("memory_partition"),
+            "memory_caps": raw.get("memory_caps") or [],
+        })
+    primaries = primaries_of(rows)
+    for row in rows:
+        primary = primaries[row["physical"]]
+        for key in _IDENTITY_FIELDS:
+            if not row[key] and primary[key]:
+                row[key] = primary[key]
+    return rows
+
+
+def primaries_of(rows):
+    """{physical: static row of its partition 0} (the first row if none is 0)."""
+    primaries = {}
+    for row in rows:
+        if row["partition_id"] == 0:
+            primaries.setdefault(row["physical"], row)
+    for row in rows:
+        primaries.setdefault(row["physical"], row)
+    return primaries
+
+
+def gpu_metrics(index, **values):
+    """A sample record with every key present (missing ones null)."""
+    record = {"index": index}
+    for key in ("util_pct", "umc_pct", "vram_used_mib", "vram_total_mib", "power_w",
+                "power_cap_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz",
+                "mem_clock_mhz"):
+        record[key] = values.get(key)
+    record["processes"] = values.get("processes")
+    return record
+
+
+# ------------------------------------------------------------------ samplers
+
+
+class Sampler:
+    """A telemetry source.  The tick loop calls, in order:
+
+    ``static()`` once, then every tick ``refresh(tick)`` (returns new static
+    records after a re-enumeration, else None) and ``sample()`` (the tick's
+    records, or None when this tick's data could not be read); ``close()``.
+    """
+
+    source = ""
+    simulated = False
+
+    def static(self):
+        raise NotImplementedError
+
+    def refresh(self, tick):
+        return None
+
+    def sample(self):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+
+class AmdsmiSampler(Sampler):
+    """The amdsmi Python module: library calls only, no process per tick."""
+
+    source = "amdsmi"
+
+    def __init__(self, module):
+        self.m = module
+        self.simulated = bool(getattr(module, "__simulated__", False))
+        # Enum members resolved once; a missing one makes its calls fail -> null.
+        self._hotspot = enum_member(module, "AmdSmiTemperatureType", "HOTSPOT")
+        self._vram_sensor = enum_member(module, "AmdSmiTemperatureType", "VRAM")
+        self._current = enum_member(module, "AmdSmiTemperatureMetric", "CURRENT")
+        self._gfx = enum_member(module, "AmdSmiClkType", "GFX")
+        self._mem = enum_member(module, "AmdSmiClkType", "MEM")
+        self.handles = []
+        self.rows = []
+        self._primaries = []  # (handle, (compute, memory)) of each physical GPU
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                module.amdsmi_init()
+        except Exception as exc:
+            raise AgentError("amdsmi_init failed (%s)" % describe(exc)) from None
+        self._enumerate()
+
+    def _api(self, name, *args):
+        """One amdsmi call.  A failure (AmdSmiLibraryException, a function this
+        release lacks, ...) means 'unknown' for the fields it feeds, nothing more."""
+        try:
+            return getattr(self.m, name)(*args)
+        except Exception:
+            return None
+
+    # -- enumeration
+
+    def _enumerate(self):
+        try:
+            self.handles = list(self.m.amdsmi_get_processor_handles())
+        except Exception as exc:
+            raise AgentError("amdsmi_get_processor_handles failed (%s)" % describe(exc)) from None
+        self.rows = assemble_static([self._raw_static(i, h) for i, h in enumerate(self.handles)])
+        # Partition modes are watched on one handle per physical GPU (its primary).
+        self._primaries = [(self.handles[r["index"]], (r["compute_partition"], r["memory_partition"]))
+                           for r in primaries_of(self.rows).values()]
+
+    def _raw_static(self, index, h):
+        asic = self._api("amdsmi_get_gpu_asic_info", h)
+        board = self._api("amdsmi_get_gpu_board_info", h)
+        vbios = self._api("amdsmi_get_gpu_vbios_info", h)
+        vram = self._api("amdsmi_get_gpu_vram_usage", h)
+        kfd = self._api("amdsmi_get_gpu_kfd_info", h)
+        config = self._api("amdsmi_get_gpu_memory_partition_config", h)
+        compute, memory = self._partition_modes(h)
+        return {
+            "index": index,
+            "bdf": text(self._api("amdsmi_get_gpu_device_bdf", h)),
+            "partition_hint": dig(kfd, "current_partition_id"),
+            "model": text(dig(asic, "market_name")),
+            "serial": first(text(dig(asic, "asic_serial")), text(dig(board, "product_serial"))),
+            "vbios": text(dig(vbios, "version")),
+            "vram_total_mib": num(dig(vram, "vram_total")),
+            "compute_partition": compute,
+            "memory_partition": memory,
+            "memory_caps": caps_list(dig(config, "partition_caps")),
+        }
+
+    def _partition_modes(self, h):
+        return (text(self._api("amdsmi_get_gpu_compute_partition", h)),
+                text(self._api("amdsmi_get_gpu_memory_partition", h)))
+
+    def _reinit(self):
+        # After a partition change every handle is invalid (reference §4).
+        self._api("amdsmi_shut_down")
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                self.m.amdsmi_init()
+        except Exception as exc:
+            raise AgentError("amdsmi_init failed after a GPU change (%s)" % describe(exc)) from None
+        self._enumerate()
+        return self.rows
+
+    # -- Sampler
+
+    def static(self):
+        return self.rows
+
+    def refresh(self, tick):
+        if tick == 0:
+            return None
+        handles = self._api("amdsmi_get_processor_handles")
+        if handles is None or len(handles) != len(self.handles):
+            return self._reinit()
+        if tick % PARTITION_CHECK_EVERY == 0:
+            for h, modes in self._primaries:
+                if self._partition_modes(h) != modes:
+                    return self._reinit()
+        return None
+
+    def sample(self):
+        return [self._gpu(i, h) for i, h in enumerate(self.handles)]
+
+    def _gpu(self, index, h):
+        activity = self._api("amdsmi_get_gpu_activity", h)
+        vram = self._api("amdsmi_get_gpu_vram_usage", h)
+        power = self._api("amdsmi_get_power_info", h)
+        cap = num(dig(self._api("amdsmi_get_power_cap_info", h), "power_cap"))
+        return gpu_metrics(
+            index,
+            util_pct=num(dig(activity, "gfx_activity")),
+            umc_pct=num(dig(activity, "umc_activity")),
+            vram_used_mib=num(dig(vram, "vram_used")),
+            vram_total_mib=num(dig(vram, "vram_total")),
+            power_w=first(num(dig(power, "current_socket_power")),
+                          num(dig(power, "socket_power")),
+                          num(dig(power, "average_socket_power"))),
+            power_cap_w=None if cap is None else cap / 1e6,  # µW -> W
+            temp_junction_c=num(self._api("amdsmi_get_temp_metric", h, self._hotspot, self._current)),
+            temp_mem_c=num(self._api("amdsmi_get_temp_metric", h, self._vram_sensor, self._current)),
+            gfx_clock_mhz=num(dig(self._api("amdsmi_get_clock_info", h, self._gfx), "clk")),
+            mem_clock_mhz=num(dig(self._api("amdsmi_get_clock_info", h, self._mem), "clk")),
+            processes=self._processes(h),
+        )
+
+    def _processes(self, h):
+        items = self._api("amdsmi_get_gpu_process_list", h)
+        if items is None:
+            return None
+        out = []
+        for item in items:
+            if not isinstance(item, dict):  # older API: process handles, info per call
+                item = self._api("amdsmi_get_gpu_process_info", h, item)
+                if not isinstance(item, dict):
+                    continue
+            pid = num(item.get("pid"))
+            if pid is None:
+                continue
+            used = first(num(dig(item, "memory_usage", "vram_mem")), num(item.get("mem")))
+            out.append({"pid": int(pid), "name": text(item.get("name")) or "",
+                        "vram_mib": None if used is None else used / 2.0 ** 20})
+        return out
+
+    def close(self):
+        self._api("amdsmi_shut_down")
+
+
+def run_json(argv, timeout=CLI_TIMEOUT):
+    """Run a vendor CLI and parse its JSON; raises SourceUnavailable on failure."""
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout,
+                              encoding="utf-8", errors="replace")
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SourceUnavailable("%s: %s" % (os.path.basename(argv[0]), describe(exc))) from None
+    if proc.returncode != 0:
+        last = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:]
+        raise SourceUnavailable("%s exited %d%s" % (
+            os.path.basename(argv[0]), proc.returncode, ": " + last[0] if last else ""))
+    return parse_json_output(proc.stdout, argv[0])
+
+
+def parse_json_output(out, what="command"):
+    """The JSON document in a CLI's stdout; warnings printed before it are skipped."""
+    starts = [i for i in (out.find("{"), out.find("[")) if i >= 0]
+    if starts:
+        try:
+            return json.JSONDecoder().raw_decode(out, min(starts))[0]
+        except ValueError:
+            pass
+    raise SourceUnavailable("%s printed no JSON" % os.path.basename(what))
+
+
+def gpu_list(doc, key="gpu_data"):
+    """amd-smi >= 26 wraps per-GPU lists in an object, older releases print the list."""
+    if isinstance(doc, dict):
+        doc = doc.get(key)
+    return [g for g in doc if isinstance(g, dict)] if isinstance(doc, list) else []
+
+
+class CliSampler(Sampler):
+    """Shared tick logic of the CLI fallbacks: one command per tick."""
+
+    def __init__(self):
+        self.doc = self._read_metrics()  # fails fast: then the next source is tried
+        self.rows = self._read_static()
+        self._failures = 0
+
+    def _read_metrics(self):
+        raise NotImplementedError
+
+    def _read_static(self):
+        raise NotImplementedError
+
+    def _partition_changed(self, tick):
+        return False
+
+    def _count(self, doc):
+        raise NotImplementedError
+
+    def static(self):
+        return self.rows
+
+    def refresh(self, tick):
+        if tick == 0:
+            return None  # __init__ already read this tick's document
+        try:
+            self.doc = self._read_metrics()
+            self._failures = 0
+        except SourceUnavailable as exc:
+            self.doc = None
+            self._failures += 1
+            sys.stderr.write("node_agent: %s\n" % exc)
+            if self._failures >= MAX_CLI_FAILURES:
+                raise AgentError("%s failed %d times in a row (%s)"
+                                 % (self.source, self._failures, exc)) from None
+            return None
+        if self._count(self.doc) != len(self.rows) or self._partition_changed(tick):
+            self.rows = self._read_static()
+            return self.rows
+        return None
+
+
+class AmdSmiCliSampler(CliSampler):
+    """``amd-smi metric --json`` per tick; ``static --json`` once per enumeration;
+    ``partition --json`` then and every PARTITION_CHECK_EVERY ticks."""
+
+    source = "amd-smi"
+
+    def __init__(self, exe):
+        self.exe = exe
+        super().__init__()
+
+    def _read_metrics(self):
+        return run_json([self.exe, "metric", "--json"])
+
+    def _count(self, doc):
+        return len(gpu_list(doc))
+
+    def _read_partitions(self):
+        """{gpu index: (compute, memory, caps)} from ``amd-smi partition --json``."""
+        try:
+            # --current --memory: the accelerator table needs root and is not used
+            doc = run_json([self.exe, "partition", "--current", "--memory", "--json"])
+        except SourceUnavailable:
+            return {}  # older amd-smi has no partition command; static may carry it
+        out = {}
+        if isinstance(doc, dict):
+            for entry in gpu_list(doc, "current_partition"):
+                i = num(entry.get("gpu_id", entry.get("gpu")))
+                if i is not None:
+                    out[int(i)] = [text(entry.get("accelerator_type")), text(entry.get("memory")), []]
+            for entry in gpu_list(doc, "memory_partition"):
+                i = num(entry.get("gpu_id", entry.get("gpu")))
+                if i is not None:
+                    row = out.setdefault(int(i), [None, None, []])
+                    row[1] = row[1] or text(entry.get("current_memory_partition"))
+                    row[2] = caps_list(entry.get("memory_partition_caps"))
+        return out
+
+    def _read_static(self):
+        try:
+            static = dict((int(first(num(g.get("gpu")), pos)), g) for pos, g in
+                          enumerate(gpu_list(run_json([self.exe, "static", "--json"]))))
+        except SourceUnavailable as exc:
+            sys.stderr.write("node_agent: %s\n" % exc)
+            static = {}
+        parts = self._read_partitions()
+        self._modes = parts
+        raws = []
+        for pos, metric in enumerate(gpu_list(self.doc)):
+            index = int(first(num(metric.get("gpu")), pos))
+            st = static.get(index, {})
+            part = parts.get(index, [None, None, []])
+            raws.append({
+                "index": index,
+                "bdf": text(dig(st, "bus", "bdf")),
+                "partition_hint": dig(st, "partition", "partition_id"),
+                "model": text(dig(st, "asic", "market_name")),
+                "serial": first(text(dig(st, "asic", "asic_serial")),
+                                text(dig(st, "board", "product_serial"))),
+                "vbios": text(dig(first(st.get("vbios"), st.get("ifwi")), "version")),
+                "vram_total_mib": first(mib(dig(st, "vram", "size")),
+                                        mib(dig(metric, "mem_usage", "total_vram"))),
+                "compute_partition": first(part[0], text(dig(st, "partition", "compute_partition"))),
+                "memory_partition": first(part[1], text(dig(st, "partition", "memory_partition"))),
+                "memory_caps": part[2],
+            })
+        self._caps_w = {i: first(num(dig(g, "limit", "ppt0", "socket_power_limit")),
+                                 num(dig(g, "limit", "socket_power")))
+                        for i, g in static.items()}
+        return assemble_static(raws)
+
+    def _partition_changed(self, tick):
+        if tick % PARTITION_CHECK_EVERY or not self._modes:
+            return False
+        return self._read_partitions() != self._modes
+
+    def sample(self):
+        if self.doc is None:
+            return None
+        out = []
+        for pos, g in enumerate(gpu_list(self.doc)):
+            index = int(first(num(g.get("gpu")), pos))
+            out.append(gpu_metrics(
+                index,
+                util_pct=num(dig(g, "usage", "gfx_activity")),
+                umc_pct=num(dig(g, "usage", "umc_activity")),
+                vram_used_mib=mib(dig(g, "mem_usage", "used_vram")),
+                vram_total_mib=mib(dig(g, "mem_usage", "total_vram")),
+                power_w=num(dig(g, "power", "socket_power")),
+                power_cap_w=self._caps_w.get(index),
+                temp_junction_c=num(dig(g, "temperature", "hotspot")),
+                temp_mem_c=num(dig(g, "temperature", "mem")),
+                gfx_clock_mhz=num(dig(g, "clock", "gfx_0", "clk")),
+                mem_clock_mhz=num(dig(g, "clock", "mem_0", "clk")),
+                processes=None,  # not read: one more process per tick
+            ))
+        return out
+
+
+ROCM_SMI_TICK_ARGS = ("--showuse", "--showmemuse", "--showpower", "--showtemp",
+                      "--showmeminfo", "vram", "--showcomputepartition",
+                      "--showmemorypartition", "--json")
+ROCM_SMI_STATIC_ARGS = ("--showbus", "--showproductname", "--showserial", "--showvbios",
+                        "--json")
+
+
+def ci_get(record, *names):
+    """rocm-smi keys change case between releases ('Card series'/'Card Series')."""
+    lowered = dict((k.lower(), v) for k, v in record.items())
+    return first(*(lowered.get(n.lower()) for n in names))
+
+
+def rocm_cards(doc):
+    """[(index, record)] of a rocm-smi document {"card0": {...}, "system": {...}}."""
+    cards = []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key.startswith("card") and key[4:].isdigit() and isinstance(value, dict):
+                cards.append((int(key[4:]), value))
+    return sorted(cards, key=lambda c: c[0])
+
+
+class RocmSmiCliSampler(CliSampler):
+    """``rocm-smi ... --json`` per tick (string values, VRAM in bytes)."""
+
+    source = "rocm-smi"
+
+    def __init__(self, exe):
+        self.exe = exe
+        super().__init__()
+
+    def _read_metrics(self):
+        return run_json([self.exe] + list(ROCM_SMI_TICK_ARGS))
+
+    def _count(self, doc):
+        return len(rocm_cards(doc))
+
+    def _modes_of(self, doc):
+        return [(text(ci_get(c, "Compute Partition")), text(ci_get(c, "Memory Partition")))
+                for _, c in rocm_cards(doc)]
+
+    def _read_static(self):
+        try:
+            static = dict(rocm_cards(run_json([self.exe] + list(ROCM_SMI_STATIC_ARGS))))
+        except SourceUnavailable as exc:
+            sys.stderr.write("node_agent: %s\n" % exc)
+            static = {}
+        self._modes = self._modes_of(self.doc)
+        raws = []
+        for index, card in rocm_cards(self.doc):
+            st = static.get(index, {})
+            raws.append({
+                "index": index,
+                "bdf": (text(ci_get(st, "PCI Bus")) or "").lower() or None,
+                "model": text(ci_get(st, "Card Series", "Card Model", "Device Name")),
+                "serial": text(ci_get(st, "Serial Number")),
+                "vbios": text(ci_get(st, "VBIOS version")),
+                "vram_total_mib": mib(ci_get(card, "VRAM Total Memory (B)"), "B"),
+                "compute_partition": text(ci_get(card, "Compute Partition")),
+                "memory_partition": text(ci_get(card, "Memory Partition")),
+            })
+        return assemble_static(raws)
+
+    def _partition_changed(self, tick):
+        return self._modes_of(self.doc) != self._modes  # free: in every tick's output
+
+    def sample(self):
+        if self.doc is None:
+            return None
+        return [gpu_metrics(
+            index,
+            util_pct=num(ci_get(c, "GPU use (%)")),
+            umc_pct=num(ci_get(c, "GPU Memory Read/Write Activity (%)")),
+            vram_used_mib=mib(ci_get(c, "VRAM Total Used Memory (B)"), "B"),
+            vram_total_mib=mib(ci_get(c, "VRAM Total Memory (B)"), "B"),
+            power_w=num(ci_get(c, "Current Socket Graphics Package Power (W)",
+                               "Average Graphics Package Power (W)")),
+            temp_junction_c=num(ci_get(c, "Temperature (Sensor junction) (C)")),
+            temp_mem_c=num(ci_get(c, "Temperature (Sensor memory) (C)")),
+        ) for index, c in rocm_cards(self.doc)]
+
+
+# ------------------------------------------------------------ source choice
+
+
+def describe(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+def load_amdsmi(paths):
+    """(module, None) or (None, one-line reason).
+
+    The real module prints to stdout and raises KeyError (not ImportError)
+    when libamd_smi.so is missing, so stdout is redirected and any exception
+    is caught.
+    """
+    for path in reversed(paths or ()):
+        sys.path.insert(0, path)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            import amdsmi  # noqa: PLC0415 - optional, found at run time
+    except Exception as exc:
+        return None, describe(exc)
+    return amdsmi, None
+
+
+def open_sampler(paths):
+    """(sampler, note): the first source that works; AgentError when none does."""
+    module, why = load_amdsmi(paths)
+    if module is not None:
+        return AmdsmiSampler(module), None  # init failure is final: the CLIs use the same library
+    reasons = ["amdsmi module unavailable (%s)" % why]
+    fallbacks = (("amd-smi", AmdSmiCliSampler, "amd-smi metric --json"),
+                 ("rocm-smi", RocmSmiCliSampler, "rocm-smi --json"))
+    for name, cls, how in fallbacks:
+        exe = shutil.which(name)
+        if exe is None:
+            reasons.append("%s not found" % name)
+            continue
+        try:
+            sampler = cls(exe)
+        except SourceUnavailable as exc:
+            reasons.append("%s failed (%s)" % (name, exc))
+            continue
+        return sampler, "%s; using %s" % ("; ".join(reasons), how)
+    raise AgentError("no telemetry source: " + "; ".join(reasons))
+
+
+# ------------------------------------------------------------------ output
+
+
+class JsonLineWriter:
+    """One compact JSON object per line, flushed so the console sees it at once."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, obj):
+        self.stream.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        self.stream.flush()
+
+    def silence(self):
+        """After EPIPE: point the stream at /dev/null so exit-time flushes stay quiet."""
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+        except (OSError, ValueError):  # io.UnsupportedOperation is both
+            pass
+
+
+def claim_stdout():
+    """A private stream on the real stdout; fd 1 then points at stderr.
+
+    Vendor code (Python prints, or C code writing to fd 1) can then never put
+    a non-JSON line into the stream the console parses.
+    """
+    sys.stdout.flush()
+    try:
+        fd = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:
+        return sys.stdout
+    return open(fd, "w", encoding="utf-8", newline="\n")
+
+
+# ------------------------------------------------------------------ tick loop
+
+
+def next_deadline(deadline, interval, now):
+    """The next tick time on the fixed grid; missed ticks are skipped, not burst."""
+    deadline += interval
+    if deadline <= now:
+        deadline += (math.floor((now - deadline) / interval) + 1) * interval
+    return deadline
+
+
+def run_ticks(sampler, writer, interval, count, clock=time.monotonic, sleep=time.sleep):
+    """Write static once (and on change), then one sample per tick."""
+    static = sampler.static()
+    writer.write({"kind": "static", "ts": time.time(), "gpus": static})
+    deadline = clock()
+    tick = 0
+    while count is None or tick < count:
+        if tick:
+            sleep(max(0.0, deadline - clock()))
+        changed = sampler.refresh(tick)
+        if changed is not None and changed != static:
+            static = changed
+            writer.write({"kind": "static", "ts": time.time(), "gpus": static})
+        gpus = sampler.sample()
+        if gpus is not None:  # a CLI tick that failed is skipped: the console marks it stale
+            writer.write({"kind": "sample", "ts": time.time(), "seq": tick, "gpus": gpus})
+        deadline = next_deadline(deadline, interval, clock())
+        tick += 1
+
+
+def telemetry(args, writer):
+    sampler = None
+    try:
+        sampler, note = open_sampler(args.amdsmi_path)
+        writer.write({"kind": "hello", "agent_version": AGENT_VERSION, "source": sampler.source,
+                      "simulated": sampler.simulated, "note": note,
+                      "hostname": socket.gethostname(), "interval": args.interval,
+                      "pid": os.getpid()})
+        run_ticks(sampler, writer, args.interval, args.count)
+    except AgentError as exc:
+        writer.write({"kind": "error", "message": str(exc)})
+        return EXIT_NO_SOURCE
+    finally:
+        if sampler is not None:
+            sampler.close()
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------ probe
+
+
+def read_text(path):
+    try:
+        with open(path) as fh:
+            return fh.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def rocm_version():
+    roots = [os.environ.get("ROCM_PATH"), "/opt/rocm"]
+    for root in roots:
+        if root:
+            found = read_text(os.path.join(root, ".info", "version"))
+            if found:
+                return found
+    return None
+
+
+def dist_version(name):
+    """An installed distribution's version without spawning a process."""
+    try:
+        from importlib import metadata  # Python >= 3.8
+        return metadata.version(name)
+    except Exception:
+        return None
+
+
+def probe(args):
+    module, _ = load_amdsmi(args.amdsmi_path)
+    if module is not None:
+        source = "amdsmi"
+    else:
+        source = next((n for n in ("amd-smi", "rocm-smi") if shutil.which(n)), None)
+    version = getattr(module, "__version__", None) if module is not None else None
+    return {"kind": "probe", "hostname": socket.gethostname(),
+            "python": platform.python_version(), "rocm": rocm_version(),
+            "amdsmi": None if version is None else str(version), "vllm": dist_version("vllm"),
+            "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"), "source": source}
+
+
+# ------------------------------------------------------------------ main
+
+
+class JsonArgumentParser(argparse.ArgumentParser):
+    """Usage errors become an ``error`` line (exit 2): the console reads stdout only."""
+
+    writer = None
+
+    def error(self, message):
+        if JsonArgumentParser.writer is not None:
+            JsonArgumentParser.writer.write({"kind": "error", "message": message})
+        self.exit(EXIT_USAGE, "%s: error: %s\n" % (self.prog, message))
+
+
+def interval_arg(value):
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a number of seconds, got %r" % value) from None
+    if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:  # also rejects nan
+        raise argparse.ArgumentTypeError("must be between %g and %g seconds, got %s"
+                                         % (MIN_INTERVAL, MAX_INTERVAL, value))
+    return seconds
+
+
+def count_arg(value):
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer, got %r" % value)
+    return n
+
+
+def build_parser():
+    parser = JsonArgumentParser(prog="node_agent.py", description=__doc__.splitlines()[0])
+    modes = parser.add_subparsers(dest="mode", parser_class=JsonArgumentParser)
+    modes.required = True
+    tel = modes.add_parser("telemetry", help="stream GPU telemetry as JSON lines")
+    tel.add_argument("--interval", type=interval_arg, default=1.0, help="seconds (0.1-10)")
+    tel.add_argument("--count", type=count_arg, default=None, help="ticks, then exit 0")
+    prb = modes.add_parser("probe", help="print one JSON line about this node")
+    for sub in (tel, prb):
+        sub.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR",
+                         help="put DIR first on sys.path before importing amdsmi")
+    return parser
+
+
+def main(argv=None):
+    writer = JsonLineWriter(claim_stdout())
+    JsonArgumentParser.writer = writer
+    try:
+        args = build_parser().parse_args(argv)
+        if args.mode == "probe":
+            writer.write(probe(args))
+            return EXIT_OK
+        return telemetry(args, writer)
+    except BrokenPipeError:  # the console went away: nothing left to report to
+        writer.silence()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

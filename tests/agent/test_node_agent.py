@@ -1,0 +1,638 @@
+"""The node agent, run as a subprocess exactly as the console runs it.
+
+amdsmi path: against the simulator (console/sim/amdsmi.py copied into a temp
+dir as amdsmi.py, like the console uploads it).  Fallbacks: fake ``amd-smi``
+and ``rocm-smi`` executables first on PATH that print recorded JSON.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "console" / "agent" / "node_agent.py"
+SIM = ROOT / "console" / "sim" / "amdsmi.py"
+
+pytestmark = pytest.mark.timeout(60)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def run_agent(*args, env=None, timeout=30):
+    proc = subprocess.run([sys.executable, str(AGENT), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc
+
+
+def json_lines(stdout):
+    """Every stdout line must be a JSON object: nothing else may reach the console."""
+    lines = stdout.splitlines()
+    out = []
+    for line in lines:
+        obj = json.loads(line)
+        assert isinstance(obj, dict) and "kind" in obj, line
+        out.append(obj)
+    return out
+
+
+def kinds(lines):
+    return [o["kind"] for o in lines]
+
+
+def base_env(path_dirs=()):
+    """An environment whose PATH holds only the given dirs (no real amd-smi/rocm-smi)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_CONSOLE_SIM")}
+    env["PATH"] = os.pathsep.join([str(d) for d in path_dirs] + ["/nonexistent"])
+    return env
+
+
+def load_agent_module():
+    spec = importlib.util.spec_from_file_location("node_agent_under_test", AGENT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def broken_amdsmi(tmp_path):
+    """A module that behaves like the real one without libamd_smi.so."""
+    d = tmp_path / "broken"
+    d.mkdir()
+    (d / "amdsmi.py").write_text(textwrap.dedent("""\
+        print("/opt/rocm/lib/libamd_smi.so: cannot open shared object file: No such file or directory")
+        print("Unable to find libamd_smi.so library try installing amd-smi-lib from your package manager")
+        raise KeyError("libamd_smi.so")
+    """))
+    return d
+
+
+# --------------------------------------------------------- fake vendor CLIs
+
+FAKE_CLI = """\
+#!{python}
+# Prints recorded JSON: <dir>/<key>.<n>.json for the n-th call of a key, else <key>.json.
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+data = os.path.join(here, "data")
+name = os.path.basename(sys.argv[0])
+args = sys.argv[1:]
+if name == "rocm-smi":
+    key = "rocm-static" if "--showbus" in args else "rocm-tick"
+else:
+    key = args[0] if args else "none"
+with open(os.path.join(data, "calls.log"), "a") as log:
+    log.write(name + " " + " ".join(args) + "\\n")
+counter = os.path.join(data, key + ".count")
+n = int(open(counter).read()) + 1 if os.path.exists(counter) else 1
+open(counter, "w").write(str(n))
+for candidate in ("%s.%d.json" % (key, n), key + ".json"):
+    path = os.path.join(data, candidate)
+    if os.path.exists(path):
+        pre = os.path.join(data, key + ".preamble")
+        if os.path.exists(pre):
+            sys.stdout.write(open(pre).read())
+        sys.stdout.write(open(path).read())
+        sys.exit(0)
+sys.stderr.write("%s: error: argument command: invalid choice: %r\\n" % (name, key))
+sys.exit(2)
+"""
+
+
+def leaf(value, unit):
+    return {"value": value, "unit": unit}
+
+
+def amd_metric(gpu, gfx=37, power=512, used=150000, total=196592):
+    return {
+        "gpu": gpu,
+        "usage": {"gfx_activity": leaf(gfx, "%"), "umc_activity": leaf(12, "%"), "mm_activity": "N/A"},
+        "power": {"socket_power": leaf(power, "W"), "gfx_voltage": "N/A", "soc_voltage": "N/A",
+                  "mem_voltage": "N/A", "throttle_status": "UNTHROTTLED", "power_management": "ENABLED"},
+        "clock": {"gfx_0": {"clk": leaf(1420, "MHz"), "min_clk": leaf(500, "MHz"), "max_clk": leaf(2100, "MHz"),
+                            "clk_locked": "N/A", "deep_sleep": "DISABLED"},
+                  "mem_0": {"clk": leaf(1300, "MHz"), "min_clk": leaf(900, "MHz"), "max_clk": leaf(1300, "MHz"),
+                            "clk_locked": "N/A", "deep_sleep": "DISABLED"}},
+        "temperature": {"edge": "N/A", "hotspot": leaf(61, "C"), "mem": leaf(48, "C")},
+        "mem_usage": {"total_vram": leaf(total, "MB"), "used_vram": leaf(used, "MB"),
+                      "free_vram": leaf(total - used, "MB")},
+    }
+
+
+def amd_static(gpu, bdf, new_layout=True):
+    rec = {
+        "gpu": gpu,
+        "asic": {"market_name": "AMD Instinct MI300X", "asic_serial": "0x5E4F%04X" % gpu,
+                 "target_graphics_version": "gfx942"},
+        "bus": {"bdf": bdf, "max_pcie_width": 16},
+        "board": {"product_serial": "692451%04d" % gpu, "product_name": "N/A"},
+        "vram": {"type": "HBM", "size": leaf(196592, "MB")},
+    }
+    if new_layout:  # ROCm 7.x: ifwi + per-PPT limits, partition not in static
+        rec["ifwi"] = {"name": "AMD MI300X", "version": "113-M3000100-102"}
+        rec["limit"] = {"ppt0": {"max_power_limit": leaf(750, "W"), "min_power_limit": leaf(0, "W"),
+                                 "socket_power_limit": leaf(700, "W")}}
+    else:  # ROCm 6.x: vbios + flat limits + partition section
+        rec["vbios"] = {"name": "AMD MI300X", "version": "113-M3000100-101"}
+        rec["limit"] = {"max_power": leaf(750, "W"), "min_power": leaf(0, "W"),
+                        "socket_power": leaf(750, "W")}
+        rec["partition"] = {"compute_partition": "SPX", "memory_partition": "NPS1", "partition_id": 0}
+    return rec
+
+
+BDFS = ["0000:0c:00.0", "0000:22:00.0"]
+
+
+def make_fake_cli(tmp_path, name, files):
+    bindir = tmp_path / "bin"
+    data = bindir / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    exe = bindir / name
+    exe.write_text(FAKE_CLI.format(python=sys.executable))
+    exe.chmod(0o755)
+    for fname, content in files.items():
+        (data / fname).write_text(content if isinstance(content, str) else json.dumps(content))
+    return bindir
+
+
+def calls(bindir):
+    log = bindir / "data" / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+# ------------------------------------------------------------ static checks
+
+
+def test_agent_parses_as_python_38():
+    src = AGENT.read_text()
+    ast.parse(src, feature_version=(3, 8))
+    assert "from console" not in src and "import console" not in src
+
+
+def test_agent_runs_on_python_38_when_available(broken_amdsmi):
+    # A real interpreter, not a pyenv shim (a shell script that needs PATH).
+    found = sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))
+    which = shutil.which("python3.8")
+    py38 = found[0] if found else (which if which and "shims" not in which else None)
+    if not py38:
+        pytest.skip("no Python 3.8 here")
+    proc = subprocess.run([str(py38), str(AGENT), "telemetry", "--count", "1",
+                           "--amdsmi-path", str(broken_amdsmi)],
+                          env=base_env(), capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 3, proc.stderr
+    assert kinds(json_lines(proc.stdout)) == ["error"]
+
+
+# ------------------------------------------------------------ CLI handling
+
+
+@pytest.mark.parametrize("value", ["0.05", "10.5", "0", "-1", "nan", "abc"])
+def test_interval_outside_range_is_an_error_line_and_exit_2(value):
+    proc = run_agent("telemetry", "--interval", value, "--count", "1")
+    assert proc.returncode == 2
+    (line,) = json_lines(proc.stdout)
+    assert line["kind"] == "error" and "interval" in line["message"]
+
+
+def test_count_must_be_positive():
+    proc = run_agent("telemetry", "--count", "0")
+    assert proc.returncode == 2
+    assert kinds(json_lines(proc.stdout)) == ["error"]
+
+
+def test_next_deadline_skips_missed_ticks_instead_of_bursting():
+    agent = load_agent_module()
+    assert agent.next_deadline(10.0, 1.0, 10.2) == pytest.approx(11.0)  # on time
+    assert agent.next_deadline(10.0, 1.0, 11.0) == pytest.approx(12.0)  # exactly late
+    assert agent.next_deadline(10.0, 1.0, 13.4) == pytest.approx(14.0)  # overran 3 ticks: skip
+
+
+def test_normaliser_maps_na_and_sentinels_to_none():
+    agent = load_agent_module()
+    for bad in ("N/A", None, 0xFFFF, 0xFFFFFFFF, 2 ** 64 - 1, "junk", float("nan"), True, [1], "N/A "):
+        assert agent.num(bad) is None, bad
+    assert agent.num(42) == 42 and agent.num("35.0") == 35.0
+    assert agent.num({"value": 61, "unit": "C"}) == 61
+    assert agent.num({"value": "N/A", "unit": "C"}) is None
+    assert agent.mib({"value": 2, "unit": "GB"}) == 2048
+    assert agent.mib("1048576", "B") == 1.0
+
+
+# ------------------------------------------------------------ no source
+
+
+def test_no_source_at_all_is_an_error_line_and_exit_3(broken_amdsmi):
+    proc = run_agent("telemetry", "--count", "2", "--amdsmi-path", str(broken_amdsmi), env=base_env())
+    assert proc.returncode == 3
+    (line,) = json_lines(proc.stdout)  # the module's garbage went to stderr
+    assert line["kind"] == "error"
+    msg = line["message"]
+    assert msg.startswith("no telemetry source: amdsmi")
+    assert "KeyError: 'libamd_smi.so'" in msg
+    assert "amd-smi not found" in msg and "rocm-smi not found" in msg
+    assert "cannot open shared object file" in proc.stderr
+
+
+# ------------------------------------------------------------ amd-smi fallback
+
+
+def test_amd_smi_fallback_new_object_shape(tmp_path, broken_amdsmi):
+    bindir = make_fake_cli(tmp_path, "amd-smi", {
+        "metric.json": {"gpu_data": [amd_metric(0), amd_metric(1, gfx=0, power="N/A")]},
+        "static.json": {"gpu_data": [amd_static(0, BDFS[0]), amd_static(1, BDFS[1])]},
+        "partition.json": {
+            "current_partition": [
+                {"gpu_id": 0, "memory": "NPS1", "accelerator_type": "SPX", "accelerator_profile_index": 0,
+                 "partition_id": "0"},
+                {"gpu_id": 1, "memory": "NPS1", "accelerator_type": "SPX", "accelerator_profile_index": 0,
+                 "partition_id": "0"}],
+            "memory_partition": [
+                {"gpu_id": 0, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"},
+                {"gpu_id": 1, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"}],
+            "partition_profiles": [], "partition_resources": []},
+        # real amd-smi may warn on stdout before the JSON
+        "metric.preamble": "WARNING: User is missing the following required groups: render\n",
+    })
+    proc = run_agent("telemetry", "--count", "3", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi),
+                     env=base_env([bindir]))
+    assert proc.returncode == 0, proc.stderr
+    lines = json_lines(proc.stdout)
+    assert kinds(lines) == ["hello", "static", "sample", "sample", "sample"]
+    hello = lines[0]
+    assert hello["source"] == "amd-smi" and hello["simulated"] is False
+    assert hello["note"] == ("amdsmi module unavailable (KeyError: 'libamd_smi.so'); "
+                             "using amd-smi metric --json")
+    static = lines[1]["gpus"]
+    assert [(g["index"], g["physical"], g["partition_id"]) for g in static] == [(0, 0, 0), (1, 1, 0)]
+    g0 = static[0]
+    assert g0["bdf"] == BDFS[0] and g0["model"] == "AMD Instinct MI300X"
+    assert g0["serial"] == "0x5E4F0000" and g0["vbios"] == "113-M3000100-102"
+    assert g0["vram_total_mib"] == 196592
+    assert (g0["compute_partition"], g0["memory_partition"], g0["memory_caps"]) == ("SPX", "NPS1", ["NPS1", "NPS4"])
+    s0, s1 = lines[2]["gpus"]
+    assert s0 == {"index": 0, "util_pct": 37, "umc_pct": 12, "vram_used_mib": 150000, "vram_total_mib": 196592,
+                  "power_w": 512, "power_cap_w": 700, "temp_junction_c": 61, "temp_mem_c": 48,
+                  "gfx_clock_mhz": 1420, "mem_clock_mhz": 1300, "processes": None}
+    assert s1["power_w"] is None and s1["util_pct"] == 0
+    assert [line["seq"] for line in lines[2:]] == [0, 1, 2]
+    # static facts once, one metric call per tick
+    log = calls(bindir)
+    assert log.count("amd-smi static --json") == 1
+    assert log.count("amd-smi metric --json") == 3
+    assert "amd-smi partition --current --memory --json" in log
+
+
+def test_amd_smi_fallback_old_list_shape(tmp_path, broken_amdsmi):
+    # <26: top-level lists, vbios + flat limits + partition inside static; no `partition` command.
+    bindir = make_fake_cli(tmp_path, "amd-smi", {
+        "metric.json": [amd_metric(0, used=1024)],
+        "static.json": [amd_static(0, BDFS[0], new_layout=False)],
+    })
+    proc = run_agent("telemetry", "--count", "2", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi),
+                     env=base_env([bindir]))
+    assert proc.returncode == 0, proc.stderr
+    lines = json_lines(proc.stdout)
+    assert kinds(lines) == ["hello", "static", "sample", "sample"]
+    (g0,) = lines[1]["gpus"]
+    assert g0["vbios"] == "113-M3000100-101"
+    assert (g0["compute_partition"], g0["memory_partition"]) == ("SPX", "NPS1")
+    (s0,) = lines[2]["gpus"]
+    assert s0["power_cap_w"] == 750 and s0["vram_used_mib"] == 1024
+
+
+def test_amd_smi_reenumerates_when_the_gpu_count_changes(tmp_path, broken_amdsmi):
+    cpx = [amd_metric(i, used=100, total=24574) for i in range(8)]
+    cpx_static = [amd_static(i, "0000:0c:00.%d" % i) for i in range(8)]
+    bindir = make_fake_cli(tmp_path, "amd-smi", {
+        "metric.1.json": {"gpu_data": [amd_metric(0)]},
+        "metric.2.json": {"gpu_data": [amd_metric(0)]},
+        "metric.json": {"gpu_data": cpx},
+        "static.1.json": {"gpu_data": [amd_static(0, BDFS[0])]},
+        "static.json": {"gpu_data": cpx_static},
+    })
+    proc = run_agent("telemetry", "--count", "4", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi),
+                     env=base_env([bindir]))
+    assert proc.returncode == 0, proc.stderr
+    lines = json_lines(proc.stdout)
+    assert kinds(lines) == ["hello", "static", "sample", "sample", "static", "sample", "sample"]
+    new = lines[4]["gpus"]
+    assert [(g["physical"], g["partition_id"]) for g in new] == [(0, i) for i in range(8)]
+    assert len(lines[5]["gpus"]) == 8
+
+
+def test_amd_smi_that_fails_falls_through_to_rocm_smi(tmp_path, broken_amdsmi):
+    bindir = make_fake_cli(tmp_path, "amd-smi", {})  # every command fails
+    make_fake_cli(tmp_path, "rocm-smi", {
+        "rocm-tick.json": {
+            "card0": {"GPU use (%)": "55", "GPU Memory Allocated (VRAM%)": "20",
+                      "GPU Memory Read/Write Activity (%)": "7",
+                      "Current Socket Graphics Package Power (W)": "401.0",
+                      "Temperature (Sensor edge) (C)": "N/A", "Temperature (Sensor junction) (C)": "58.0",
+                      "Temperature (Sensor memory) (C)": "44.0",
+                      "VRAM Total Memory (B)": str(196592 * 2 ** 20),
+                      "VRAM Total Used Memory (B)": str(2 * 2 ** 30),
+                      "Compute Partition": "SPX", "Memory Partition": "NPS1"},
+            "system": {"Driver version": "6.8.5"}},
+        "rocm-static.json": {"card0": {"PCI Bus": "0000:0C:00.0", "Card Series": "AMD Instinct MI300X",
+                                       "Serial Number": "692451000", "VBIOS version": "113-M3000100-102"}},
+    })
+    proc = run_agent("telemetry", "--count", "2", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi),
+                     env=base_env([bindir]))
+    assert proc.returncode == 0, proc.stderr
+    lines = json_lines(proc.stdout)
+    assert kinds(lines) == ["hello", "static", "sample", "sample"]
+    hello = lines[0]
+    assert hello["source"] == "rocm-smi"
+    assert "amd-smi failed" in hello["note"] and hello["note"].endswith("using rocm-smi --json")
+    (g0,) = lines[1]["gpus"]
+    assert g0["bdf"] == "0000:0c:00.0" and g0["model"] == "AMD Instinct MI300X"
+    assert g0["vram_total_mib"] == 196592 and g0["compute_partition"] == "SPX"
+    (s0,) = lines[2]["gpus"]
+    assert s0["util_pct"] == 55 and s0["umc_pct"] == 7 and s0["power_w"] == 401
+    assert s0["temp_junction_c"] == 58 and s0["vram_used_mib"] == 2048
+    assert s0["power_cap_w"] is None and s0["gfx_clock_mhz"] is None  # not asked for: null, not invented
+
+
+# ------------------------------------------------------------ probe
+
+
+def test_probe_prints_one_line_with_all_keys(broken_amdsmi):
+    proc = run_agent("probe", "--amdsmi-path", str(broken_amdsmi), env=base_env())
+    assert proc.returncode == 0
+    (line,) = json_lines(proc.stdout)
+    assert set(line) == {"kind", "hostname", "python", "rocm", "amdsmi", "vllm", "numa_balancing", "source"}
+    assert line["kind"] == "probe"
+    assert line["python"] == "%d.%d.%d" % sys.version_info[:3]
+    assert line["amdsmi"] is None and line["source"] is None
+
+
+def test_probe_reads_rocm_version_from_rocm_path(tmp_path, broken_amdsmi):
+    (tmp_path / "rocm" / ".info").mkdir(parents=True)
+    (tmp_path / "rocm" / ".info" / "version").write_text("7.0.2-56\n")
+    env = base_env()
+    env["ROCM_PATH"] = str(tmp_path / "rocm")
+    (line,) = json_lines(run_agent("probe", "--amdsmi-path", str(broken_amdsmi), env=env).stdout)
+    assert line["rocm"] == "7.0.2-56"
+
+
+# ------------------------------------------------------------ broken pipe
+
+
+def test_broken_pipe_exits_quietly_with_status_0(tmp_path, broken_amdsmi):
+    bindir = make_fake_cli(tmp_path, "amd-smi", {
+        "metric.json": {"gpu_data": [amd_metric(0)]},
+        "static.json": {"gpu_data": [amd_static(0, BDFS[0])]},
+    })
+    proc = subprocess.Popen([sys.executable, str(AGENT), "telemetry", "--interval", "0.1",
+                             "--amdsmi-path", str(broken_amdsmi)],
+                            cwd=ROOT, env=base_env([bindir]), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    assert json.loads(first)["kind"] == "hello"
+    proc.stdout.close()  # the console went away
+    rc = proc.wait(timeout=20)
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert rc == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+# ------------------------------------------------------------ amdsmi (simulator)
+
+SIM_SPEC = {"gpu": "MI300X", "count": 8, "compute_partition": "CPX", "memory_partition": "NPS1", "seed": 0}
+
+
+class SimNode:
+    """A simulated node: the fake amdsmi.py in its own dir plus a state folder."""
+
+    def __init__(self, tmp_path):
+        self.module_dir = tmp_path / "upload"
+        self.module_dir.mkdir()
+        shutil.copy(SIM, self.module_dir / "amdsmi.py")  # as the console uploads it
+        self.state_dir = tmp_path / "sim-state"
+
+    def env(self, **spec):
+        env = base_env()
+        env["ROCM_CONSOLE_SIM_DIR"] = str(self.state_dir)
+        env["ROCM_CONSOLE_SIM_SPEC"] = json.dumps(dict(SIM_SPEC, **spec))
+        return env
+
+    def argv(self, *args):
+        return [sys.executable, str(AGENT), "telemetry", *args, "--amdsmi-path", str(self.module_dir)]
+
+    def run(self, *args, spec=None, python=sys.executable):
+        argv = self.argv(*args)
+        argv[0] = str(python)
+        return subprocess.run(argv, cwd=ROOT, env=self.env(**(spec or {})), capture_output=True,
+                              text=True, timeout=60)
+
+    def library(self, monkeypatch):
+        """The simulator loaded in this process, pointed at the same state folder."""
+        monkeypatch.setenv("ROCM_CONSOLE_SIM_DIR", str(self.state_dir))
+        spec = importlib.util.spec_from_file_location("amdsmi_sim_for_test", self.module_dir / "amdsmi.py")
+        lib = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(lib)
+        return lib
+
+    def edit_state(self, change):
+        path = self.state_dir / "state.json"
+        state = json.loads(path.read_text())
+        change(state)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, path)
+
+
+@pytest.fixture
+def sim(tmp_path):
+    assert SIM.exists(), "console/sim/amdsmi.py is missing"
+    return SimNode(tmp_path)
+
+
+def ok_lines(proc):
+    assert proc.returncode == 0, proc.stderr
+    return json_lines(proc.stdout)
+
+
+def test_sim_spx_has_8_rows_and_a_simulated_amdsmi_hello(sim):
+    lines = ok_lines(sim.run("--count", "2", "--interval", "0.1", spec={"compute_partition": "SPX"}))
+    assert kinds(lines) == ["hello", "static", "sample", "sample"]
+    hello = lines[0]
+    assert hello["source"] == "amdsmi" and hello["simulated"] is True and hello["note"] is None
+    assert hello["agent_version"] == "1" and hello["interval"] == 0.1 and isinstance(hello["pid"], int)
+    assert set(hello) == {"kind", "agent_version", "source", "simulated", "note", "hostname", "interval", "pid"}
+    static = lines[1]["gpus"]
+    assert [(g["index"], g["physical"], g["partition_id"]) for g in static] == [(i, i, 0) for i in range(8)]
+    g0 = static[0]
+    assert set(g0) == {"index", "physical", "partition_id", "bdf", "model", "serial", "vbios", "vram_total_mib",
+                       "compute_partition", "memory_partition", "memory_caps"}
+    assert g0["model"] == "AMD Instinct MI300X" and g0["bdf"] == "0000:0c:00.0"
+    assert g0["serial"] and g0["vbios"] and g0["vram_total_mib"] == 196592
+    assert (g0["compute_partition"], g0["memory_partition"]) == ("SPX", "NPS1")
+    assert g0["memory_caps"] == ["NPS1", "NPS4"]
+    for sample in lines[2:]:
+        assert len(sample["gpus"]) == 8 and isinstance(sample["ts"], float)
+        for i, g in enumerate(sample["gpus"]):
+            assert g["index"] == i
+            assert set(g) == {"index", "util_pct", "umc_pct", "vram_used_mib", "vram_total_mib", "power_w",
+                              "power_cap_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz", "mem_clock_mhz",
+                              "processes"}
+            assert g["power_cap_w"] == 750  # W, not µW
+            assert 100 < g["power_w"] <= 750
+            assert 30 < g["temp_junction_c"] < 100 and g["temp_mem_c"] is not None
+            assert g["util_pct"] is not None and g["gfx_clock_mhz"] is not None and g["mem_clock_mhz"] == 1300
+            assert g["vram_total_mib"] == 196592 and g["processes"] == []
+    assert [s["seq"] for s in lines[2:]] == [0, 1]
+
+
+def test_sim_cpx_has_64_rows_grouped_by_physical_gpu(sim):
+    lines = ok_lines(sim.run("--count", "2", "--interval", "0.1"))
+    assert kinds(lines) == ["hello", "static", "sample", "sample"]
+    static = lines[1]["gpus"]
+    assert len(static) == 64
+    assert [(g["physical"], g["partition_id"]) for g in static] == [(i // 8, i % 8) for i in range(64)]
+    assert static[9]["bdf"] == "0000:22:00.1"
+    assert all(g["compute_partition"] == "CPX" and g["memory_partition"] == "NPS1" for g in static)
+    assert all(g["vram_total_mib"] == 196592 // 8 for g in static)  # VRAM per partition
+    assert static[1]["serial"] == static[0]["serial"] != static[8]["serial"]  # one device
+    sample = lines[2]["gpus"]
+    assert len(sample) == 64
+    for g in sample:
+        assert g["vram_total_mib"] == 24574 and g["vram_used_mib"] is not None
+        if g["index"] % 8 == 0:  # primary partition carries the physical GPU's metrics
+            assert g["power_w"] is not None and g["power_cap_w"] == 750
+            assert g["temp_junction_c"] is not None and g["gfx_clock_mhz"] is not None
+        else:  # secondaries report N/A: null, never the primary's values
+            for key in ("power_w", "power_cap_w", "temp_junction_c", "temp_mem_c", "util_pct", "umc_pct",
+                        "gfx_clock_mhz", "mem_clock_mhz"):
+                assert g[key] is None, (g["index"], key)
+
+
+def test_sim_processes_and_per_call_faults(sim, monkeypatch):
+    lib = sim.library(monkeypatch)
+    monkeypatch.setenv("ROCM_CONSOLE_SIM_SPEC", json.dumps(dict(SIM_SPEC, compute_partition="SPX")))
+    lib.amdsmi_init()  # creates state.json
+    lib.amdsmi_shut_down()
+    sim.edit_state(lambda s: s["faults"].update({"amdsmi_get_power_info": 9}))  # RETRY on one call
+    (sim.state_dir / "processes.json").write_text(json.dumps(
+        [{"pid": 4242, "name": "vllm serve", "gpu": 3, "vram_bytes": 3 * 2 ** 30, "sticky": True}]))
+    lines = ok_lines(sim.run("--count", "1", "--interval", "0.1"))
+    gpus = lines[2]["gpus"]
+    assert gpus[3]["processes"] == [{"pid": 4242, "name": "vllm serve", "vram_mib": 3072.0}]
+    assert gpus[3]["vram_used_mib"] >= 3072 and gpus[2]["processes"] == []
+    # one failing call makes only its field null
+    assert all(g["power_w"] is None for g in gpus)
+    assert all(g["power_cap_w"] == 750 and g["temp_junction_c"] is not None for g in gpus)
+
+
+def test_sim_static_is_emitted_once_without_changes(sim):
+    lines = ok_lines(sim.run("--count", "3", "--interval", "0.1"))
+    assert kinds(lines) == ["hello", "static", "sample", "sample", "sample"]
+
+
+def test_sim_partition_switch_mid_run_reemits_static(sim, monkeypatch):
+    spec = {"compute_partition": "SPX", "root": True, "switch_seconds": 0}
+    proc = subprocess.Popen(sim.argv("--count", "40", "--interval", "0.1"), cwd=ROOT, env=sim.env(**spec),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        head = [json.loads(proc.stdout.readline()) for _ in range(3)]
+        assert kinds(head) == ["hello", "static", "sample"]
+        assert len(head[1]["gpus"]) == 8
+        # Another process (the console's partition service) switches every GPU to CPX.
+        lib = sim.library(monkeypatch)
+        lib.amdsmi_init()
+        for handle in lib.amdsmi_get_processor_handles():
+            lib.amdsmi_set_gpu_compute_partition(handle, lib.AmdSmiComputePartitionType.CPX)
+        lib.amdsmi_shut_down()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    lines = head + json_lines(out)
+    statics = [o for o in lines if o["kind"] == "static"]
+    assert len(statics) == 2
+    new = statics[1]["gpus"]
+    assert len(new) == 64 and all(g["compute_partition"] == "CPX" for g in new)
+    assert [(g["physical"], g["partition_id"]) for g in new] == [(i // 8, i % 8) for i in range(64)]
+    after = lines[lines.index(statics[1]) + 1:]
+    assert after and all(o["kind"] == "sample" and len(o["gpus"]) == 64 for o in after)
+    samples = [o for o in lines if o["kind"] == "sample"]
+    assert len(samples) == 40
+    # detected at a partition check (every 5 ticks), not after the run
+    assert lines.index(statics[1]) <= 2 + 11
+
+
+def test_sim_stdout_only_json_even_with_a_noisy_import(sim, tmp_path):
+    # A noisy module that works: prints on import, then re-exports the simulator.
+    noisy = tmp_path / "noisy"
+    noisy.mkdir()
+    shutil.copy(SIM, noisy / "amdsmi_sim_impl.py")
+    (noisy / "amdsmi.py").write_text("print('garbage from a vendor module')\nfrom amdsmi_sim_impl import *\n"
+                                     "from amdsmi_sim_impl import __simulated__\n")
+    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1",
+            "--amdsmi-path", str(noisy)]
+    proc = subprocess.run(argv, cwd=ROOT, env=sim.env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert kinds(json_lines(proc.stdout)) == ["hello", "static", "sample"]
+    assert "garbage from a vendor module" in proc.stderr
+
+
+def test_sim_release_without_some_functions(sim, tmp_path):
+    # An older amdsmi lacking calls: their fields are null, the rest still flows.
+    old = tmp_path / "old"
+    old.mkdir()
+    shutil.copy(SIM, old / "amdsmi_sim_impl.py")
+    (old / "amdsmi.py").write_text("from amdsmi_sim_impl import *\n"
+                                   "del amdsmi_get_gpu_kfd_info, amdsmi_get_gpu_process_list\n")
+    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1",
+            "--amdsmi-path", str(old)]
+    lines = ok_lines(subprocess.run(argv, cwd=ROOT, env=sim.env(), capture_output=True, text=True, timeout=60))
+    assert lines[0]["simulated"] is False  # this wrapper does not re-export __simulated__
+    static = lines[1]["gpus"]
+    assert [g["partition_id"] for g in static[:9]] == [0, 1, 2, 3, 4, 5, 6, 7, 0]  # from the BDF function
+    gpus = lines[2]["gpus"]
+    assert all(g["processes"] is None for g in gpus)
+    assert gpus[0]["power_w"] is not None
+
+
+def test_sim_probe(sim):
+    argv = [sys.executable, str(AGENT), "probe", "--amdsmi-path", str(sim.module_dir)]
+    proc = subprocess.run(argv, cwd=ROOT, env=sim.env(), capture_output=True, text=True, timeout=60)
+    (line,) = ok_lines(proc)
+    assert line["source"] == "amdsmi" and line["amdsmi"] == "7.0.2+sim"
+
+
+def test_sim_amdsmi_init_failure_is_an_error_line_and_exit_3(sim):
+    proc = sim.run("--count", "1", spec={"gpu": "MI999X"})
+    assert proc.returncode == 3
+    (line,) = json_lines(proc.stdout)
+    assert line["kind"] == "error" and line["message"].startswith("amdsmi_init failed")
+
+
+def test_sim_runs_on_python_38(sim):
+    found = sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))
+    if not found:
+        pytest.skip("no Python 3.8 here")
+    lines = ok_lines(sim.run("--count", "2", "--interval", "0.1", python=found[0]))
+    assert kinds(lines) == ["hello", "static", "sample", "sample"] and len(lines[2]["gpus"]) == 64
+
+
+def test_sim_ticks_keep_their_schedule(sim):
+    lines = ok_lines(sim.run("--count", "6", "--interval", "0.2", spec={"compute_partition": "SPX"}))
+    ts = [o["ts"] for o in lines if o["kind"] == "sample"]
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    assert all(g > 0.12 for g in gaps), gaps  # never a burst
+    # every tick sits on the 0.2 s grid of the first one: no drift accumulates
+    offsets = [(t - ts[0]) / 0.2 for t in ts]
+    assert all(abs(o - round(o)) < 0.4 for o in offsets), offsets
+    assert ts[-1] - ts[0] < 1.0 + 0.3
