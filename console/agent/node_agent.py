@@ -318,7 +318,34 @@ class AmdsmiSampler(Sampler):
         return None
 
     def sample(self):
-        return [self._gpu(i, h) for i, h in enumerate(self.handles)]
+        gpus = [self._gpu(i, h) for i, h in enumerate(self.handles)]
+        self._fill_partition_util(gpus)
+        return gpus
+
+    def _fill_partition_util(self, gpus):
+        """Secondary partitions have no activity of their own, but the primary's
+        gpu_metrics carries xcp_stats: the gfx busy % of every XCC of every
+        partition (reference §2). Their mean is that partition's real load."""
+        by_physical = {}
+        for row in self.rows:
+            by_physical.setdefault(row["physical"], []).append(row)
+        for rows in by_physical.values():
+            if len(rows) < 2 or all(gpus[r["index"]]["util_pct"] is not None for r in rows):
+                continue
+            primary = next((r for r in rows if r["partition_id"] == 0), None)
+            if primary is None:
+                continue
+            xcps = dig(self._api("amdsmi_get_gpu_metrics_info", self.handles[primary["index"]]), "xcp_stats")
+            if not isinstance(xcps, list):
+                continue
+            for r in rows:
+                pid = r["partition_id"]
+                if gpus[r["index"]]["util_pct"] is not None or not 0 <= pid < len(xcps):
+                    continue
+                busy = [num(v) for v in (dig(xcps[pid], "gfx_busy_inst") or [])]
+                busy = [v for v in busy if v is not None]
+                if busy:
+                    gpus[r["index"]]["util_pct"] = sum(busy) / len(busy)
 
     def _gpu(self, index, h):
         activity = self._api("amdsmi_get_gpu_activity", h)

@@ -512,9 +512,11 @@ def test_sim_cpx_has_64_rows_grouped_by_physical_gpu(sim):
             assert g["power_w"] is not None and g["power_cap_w"] == 750
             assert g["temp_junction_c"] is not None and g["gfx_clock_mhz"] is not None
         else:  # secondaries report N/A: null, never the primary's values
-            for key in ("power_w", "power_cap_w", "temp_junction_c", "temp_mem_c", "util_pct", "umc_pct",
+            for key in ("power_w", "power_cap_w", "temp_junction_c", "temp_mem_c", "umc_pct",
                         "gfx_clock_mhz", "mem_clock_mhz"):
                 assert g[key] is None, (g["index"], key)
+            # ...except their own gfx load, read from the primary's xcp_stats
+            assert 0 <= g["util_pct"] <= 100
 
 
 def test_sim_processes_and_per_call_faults(sim, monkeypatch):

@@ -52,3 +52,22 @@ async def test_slow_node_does_not_hold_the_others(sim_node, tmp_path):
     by = {s.name: s for s in snaps}
     assert by["fast"].health == NodeHealth.LIVE
     assert by["slow"].health == NodeHealth.DOWN and "no answer within 3 s" in by["slow"].error
+
+
+async def test_cpx_partition_load_comes_from_xcp_stats(sim_node, tmp_path):
+    """A process on logical GPU 3 (a secondary CPX partition) shows as load on that row only."""
+    node = sim_node("cpx", compute="CPX", seed=7)
+    sim_dir = tmp_path / "state" / "sim" / "cpx"
+    sim_dir.mkdir(parents=True)
+    (sim_dir / "processes.json").write_text(
+        '[{"pid": 999999, "name": "vllm", "gpu": 3, "vram_bytes": 10737418240, "sticky": true}]'
+    )
+    [snap] = await collect_status([node], timeout=60)
+    gpus = node_dict(snap)["gpus"]
+    busy = gpus[3]
+    assert busy["partition_id"] == 3 and busy["util_pct"] >= 30
+    assert busy["processes"] and busy["processes"][0]["name"] == "vllm"
+    assert busy["vram_used_mib"] >= 10240
+    idle_secondaries = [g for g in gpus[1:8] if g["index"] != 3]
+    assert all(g["util_pct"] is not None and g["util_pct"] < 30 for g in idle_secondaries)
+    assert busy["power_w"] is None  # still no per-partition power: not invented
