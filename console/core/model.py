@@ -18,6 +18,7 @@ class SimulateSpec:
     compute_partition: str = "SPX"
     memory_partition: str = "NPS1"
     seed: int = 0
+    busy: tuple[int, ...] = ()  # logical GPUs with a simulated workload from the start
 
 
 @dataclass(frozen=True, slots=True)

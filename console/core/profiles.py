@@ -548,12 +548,21 @@ def _table(value: object) -> dict:
     return value
 
 
+def _gpu_indices(value: object) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise _expected("an array of GPU indices", value)
+    check = _int_range(0, 1023)
+    return tuple(check(v) for v in value)
+
+
 _SIMULATE_FIELDS: dict[str, _Check] = {
     "gpu": _choice(*GPU_MODELS),
     "count": _int_range(1, 16),
     "compute_partition": _choice(*COMPUTE_PARTITIONS),
     "memory_partition": _choice(*MEMORY_PARTITIONS),
     "seed": _integer,
+    # logical GPUs that carry a simulated workload from the start (the demo's load)
+    "busy": _gpu_indices,
 }
 
 

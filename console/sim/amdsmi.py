@@ -389,6 +389,16 @@ def _new_state(spec):
     }
 
 
+def _busy_processes(spec):
+    """Sticky workloads on the logical GPUs listed in the spec's "busy" (the demo's load)."""
+    out = []
+    for n, gpu in enumerate(spec.get("busy") or ()):
+        if isinstance(gpu, int) and not isinstance(gpu, bool) and gpu >= 0:
+            out.append({"pid": 4000 + 17 * n, "name": "python3 (sim workload)", "gpu": gpu,
+                        "vram_bytes": (20 + 7 * (n % 5)) * 2 ** 30, "sticky": True})
+    return out
+
+
 class _JsonFile:
     """A JSON file re-read only when it changes (telemetry reads it very often)."""
 
@@ -730,6 +740,9 @@ def amdsmi_init(flag=AmdSmiInitFlags.INIT_AMD_GPUS):
         if not isinstance(spec, dict):
             raise AmdSmiLibraryException(AmdSmiStatus.INIT_ERROR, ENV_SPEC + " must be an object")
         _write_json(state_path, _new_state(spec))
+        busy = _busy_processes(spec)
+        if busy:
+            _write_json(os.path.join(folder, "processes.json"), busy)
     _lib.state_file = _JsonFile(state_path)
     _lib.procs_file = _JsonFile(os.path.join(folder, "processes.json"))
     state = _lib.state()

@@ -718,9 +718,9 @@ def test_shipped_example_and_demo_load():
     demo = load_profile([demo_profile_path()])
     specs = {n.name: (n.transport, n.simulate) for n in demo.nodes}
     assert specs == {
-        "mi300x-spx": ("local", SimulateSpec("MI300X", 8, "SPX", "NPS1", 1)),
-        "mi300x-cpx": ("local", SimulateSpec("MI300X", 8, "CPX", "NPS1", 2)),
-        "mi355x": ("local", SimulateSpec("MI355X", 8, "SPX", "NPS1", 3)),
+        "mi300x-spx": ("local", SimulateSpec("MI300X", 8, "SPX", "NPS1", 1, (0, 1, 2, 3))),
+        "mi300x-cpx": ("local", SimulateSpec("MI300X", 8, "CPX", "NPS1", 2, (0, 3, 9, 10, 17, 26, 27, 28, 40, 63))),
+        "mi355x": ("local", SimulateSpec("MI355X", 8, "SPX", "NPS1", 3, (0, 1, 2, 3, 4, 5))),
     }
 
 
@@ -795,3 +795,13 @@ def test_discover_in_repo_skips_samples():
     assert not any(
         p.name in ("example.toml", "demo.toml") for p in discover_profile_paths([], REPO, None)
     )
+
+
+def test_simulate_busy_must_be_gpu_indices(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text('[nodes.a]\ntransport = "local"\nsimulate = { gpu = "MI300X", busy = [0, "x"] }\n')
+    with pytest.raises(ProfileError) as err:
+        load_profile([path])
+    assert "[nodes.a]" in str(err.value) and "simulate.busy" in str(err.value)
+    path.write_text('[nodes.a]\ntransport = "local"\nsimulate = { gpu = "MI300X", busy = [1, 5] }\n')
+    assert load_profile([path]).nodes[0].simulate.busy == (1, 5)

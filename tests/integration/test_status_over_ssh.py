@@ -78,7 +78,7 @@ def test_wrong_client_key_is_refused(sshd, tmp_path):
     profile = write_profile(tmp_path / "lab.toml", sshd, identity=stranger)
     proc = run_cli("status", "--profile", str(profile))
     assert proc.returncode == 1
-    assert "DOWN" in proc.stdout and "auth" in proc.stdout.lower()
+    assert "DOWN" in proc.stdout and "permission denied for user" in proc.stdout
     assert "Traceback" not in proc.stderr
 
 

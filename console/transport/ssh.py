@@ -1,0 +1,679 @@
+"""SshTransport: the Transport protocol over one asyncssh connection per node.
+
+One connection per node, opened lazily and shared by every command, stream,
+upload and port forward. A dead link is noticed by keepalives (every 5 s, given
+up after 3 unanswered: ~20 s after the last data) and the next call opens a new
+connection; ``connect(retries=N)`` retries with capped exponential backoff
+(:func:`retry_schedule`). Port forwards die with their connection: forward again
+after a reconnect. At most ``max_sessions`` commands/streams/uploads run at once
+on the connection (sshd's MaxSessions is 10 by default); more wait their turn.
+
+Security: host keys are always checked against ``node.known_hosts`` or the
+user's ``~/.ssh/known_hosts`` (or ``UserKnownHostsFile`` from ~/.ssh/config);
+there is no way to turn that off from here.
+
+Commands are argv lists quoted with ``shlex.join``. Every command runs under a
+tiny ``sh`` wrapper that reports its process group on stderr (the line is
+removed from what callers see), so a timed-out ``run`` or an early-closed
+``stream_lines`` can kill the remote process group: OpenSSH refuses "signal"
+channel requests for root logins (no post-auth privilege separation), and
+closing a channel alone does not stop a remote process that does not write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import errno
+import os
+import posixpath
+import re
+import secrets
+import shlex
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+import asyncssh
+
+from console.core.backoff import backoff_delay
+from console.core.model import NodeSpec
+from console.transport.base import CommandResult, TransportError, env_argv
+
+_T = TypeVar("_T")
+
+KEEPALIVE_INTERVAL = 5.0
+KEEPALIVE_COUNT_MAX = 3
+BACKOFF_BASE = 0.5
+BACKOFF_CAP = 30.0
+RETRYABLE_KINDS = frozenset({"unreachable", "timeout", "closed"})
+# OpenSSH's MaxSessions (default 10) caps session channels per connection; more
+# concurrent commands wait for a free slot (at most SESSION_WAIT s) instead of failing.
+# The default leaves headroom: sshd frees a session a moment after the client
+# sees it closed, and the kill of a timed-out command needs a session of its own.
+MAX_SESSIONS = 8
+SESSION_WAIT = 60.0
+OPEN_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4)  # a refused session open is retried this often
+
+_PGID_MARK = "rocm-console-pgid"
+# Runs as `sh -c _WRAPPER sh ARGV...`: report our process group, become the command.
+_WRAPPER = f'echo "{_PGID_MARK} $$" >&2; exec "$@"'
+_PGID_RE = re.compile(rf"^{_PGID_MARK} (\d+)$")
+# `sh -c _KILL sh PGID`: the whole group if it is one, else the single process.
+_KILL = 'kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null; exit 0'
+# `sh -c _SPAWN sh LOG ARGV...`: detached, own session, output appended to LOG.
+_SPAWN = (
+    'log=$1; shift; '
+    'case $log in "~/"*) log="$HOME/${log#"~/"}";; esac; '
+    'mkdir -p -- "$(dirname -- "$log")" && : >>"$log" || exit 1; '
+    'exec setsid "$@" >>"$log" 2>&1 </dev/null & echo $!'
+)
+
+
+def retry_schedule(retries: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> list[float]:
+    """Delays to sleep between ``retries + 1`` connection attempts: 0.5, 1, 2, … capped at 30 s."""
+    if retries < 0:
+        raise ValueError("retries must be >= 0")
+    return [backoff_delay(i, base=base, cap=cap) for i in range(retries)]
+
+
+def parse_jump(jump: str) -> tuple[str | None, str, int | None]:
+    """Split a ProxyJump spec ``[user@]host[:port]`` (``[v6addr]:port`` too)."""
+    user: str | None = None
+    rest = jump.strip()
+    if not rest:
+        raise ValueError("empty jump host")
+    if "@" in rest:
+        user, rest = rest.rsplit("@", 1)
+        user = user or None
+    port: int | None = None
+    if rest.startswith("["):
+        host, sep, tail = rest[1:].partition("]")
+        if not sep:
+            raise ValueError(f"bad jump host {jump!r}")
+        if tail.startswith(":"):
+            port = int(tail[1:])
+        elif tail:
+            raise ValueError(f"bad jump host {jump!r}")
+    elif rest.count(":") == 1:
+        host, port_s = rest.split(":")
+        port = int(port_s)
+    else:
+        host = rest
+    if not host or (port is not None and not 0 < port < 65536):
+        raise ValueError(f"bad jump host {jump!r}")
+    return user, host, port
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _oserror_text(exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve host name ({exc.strerror or exc})"
+    codes = {exc.errno}
+    text = str(exc)
+    # asyncio's create_connection reports several addresses as one OSError without errno.
+    if exc.errno is None and "Connect call failed" in text and "[Errno 111]" in text:
+        codes = {errno.ECONNREFUSED}
+    if errno.ECONNREFUSED in codes or isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return "no route to host"
+    return _one_line(exc.strerror or text or type(exc).__name__)
+
+
+def _returncode_text(proc: asyncssh.SSHClientProcess) -> str:
+    sig = proc.exit_signal
+    if sig:
+        return f"was killed by signal {sig[0]}"
+    return f"exited with status {proc.exit_status}"
+
+
+class _PortForward:
+    """A local listener on 127.0.0.1:local_port tunnelled to the node."""
+
+    def __init__(self, listener: asyncssh.SSHListener, remote: str) -> None:
+        self._listener = listener
+        self.local_port: int = listener.get_port()
+        self.remote = remote
+
+    async def close(self) -> None:
+        self._listener.close()
+        try:
+            await asyncio.wait_for(self._listener.wait_closed(), 5)
+        except (asyncio.TimeoutError, asyncssh.Error, OSError):
+            pass
+
+    def __repr__(self) -> str:
+        return f"<PortForward 127.0.0.1:{self.local_port} -> {self.remote}>"
+
+
+class _Stderr:
+    """Collects a wrapped command's stderr; picks out the process-group line."""
+
+    def __init__(self, keep_all: bool) -> None:
+        self.keep_all = keep_all
+        self.lines: list[str] = []
+        self.tail: collections.deque[str] = collections.deque(maxlen=20)
+        self.pgid: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+
+    def feed(self, line: str) -> None:
+        if not self.pgid.done():
+            m = _PGID_RE.match(line.rstrip("\r\n"))
+            if m:
+                self.pgid.set_result(int(m.group(1)))
+                return
+        if self.keep_all:
+            self.lines.append(line)
+        if line.strip():
+            self.tail.append(line.strip())
+
+    async def drain(self, proc: asyncssh.SSHClientProcess) -> None:
+        try:
+            while True:
+                line = await proc.stderr.readline()
+                if not line:
+                    break
+                self.feed(line)
+        except Exception:  # noqa: BLE001, S110 - the stdout side reports link failures
+            pass
+        finally:
+            if not self.pgid.done():
+                self.pgid.set_result(None)
+
+    def last_line(self) -> str:
+        return self.tail[-1] if self.tail else ""
+
+
+class SshTransport:
+    """Transport for one node over SSH; see the module docstring."""
+
+    def __init__(
+        self, node: NodeSpec, *, connect_timeout: float = 10.0, max_sessions: int = MAX_SESSIONS
+    ) -> None:
+        self.node = node
+        self.node_name = node.name
+        self.connect_timeout = connect_timeout
+        self.max_sessions = max_sessions
+        self._slots: asyncio.Semaphore | None = None
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._jump: asyncssh.SSHClientConnection | None = None
+        self._lock: asyncio.Lock | None = None
+        self._sleep = asyncio.sleep  # replaced in tests
+        self._bg: set[asyncio.Task] = set()
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "idle"
+        return f"<SshTransport {self.node_name} {self._where()} {state}>"
+
+    async def __aenter__(self) -> SshTransport:  # noqa: PYI034
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---------------------------------------------------------------- connection
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    def _where(self, host: str | None = None, port: int | None = None) -> str:
+        return f"{host or self.node.host}:{port or self.node.port}"
+
+    def _err(self, kind: str, text: str) -> TransportError:
+        return TransportError(_one_line(f"{self.node_name}: {text}"), kind=kind)
+
+    async def connect(self, *, retries: int = 0) -> None:
+        """Open the connection unless it is up; retry retryable failures with backoff."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.connected:
+                return
+            delays = retry_schedule(retries)
+            for attempt in range(retries + 1):
+                try:
+                    await self._open()
+                    return
+                except TransportError as err:
+                    if err.kind not in RETRYABLE_KINDS or attempt >= retries:
+                        raise
+                    await self._sleep(delays[attempt])
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        if not self.connected:
+            await self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    async def _open(self) -> None:
+        await self._drop()
+        node = self.node
+        known_hosts = self._known_hosts_arg()
+        client_keys: object = [os.path.expanduser(node.identity_file)] if node.identity_file else ()
+        tunnel: object = ()
+        if node.jump:
+            try:
+                juser, jhost, jport = parse_jump(node.jump)
+            except ValueError as exc:
+                raise self._err("unreachable", f"jump host: {exc}") from None
+            self._jump = await self._connect_one(
+                jhost, jport, juser, client_keys, known_hosts, tunnel=(), label="jump host ", via=""
+            )
+            tunnel = self._jump
+        try:
+            self._conn = await self._connect_one(
+                node.host,
+                node.port,
+                node.user,
+                client_keys,
+                known_hosts,
+                tunnel=tunnel,
+                label="",
+                via=f" via jump host {node.jump}" if node.jump else "",
+            )
+        except BaseException:
+            await self._drop()
+            raise
+
+    def _known_hosts_arg(self) -> object:
+        if self.node.known_hosts:
+            path = os.path.expanduser(self.node.known_hosts)
+            if not os.path.isfile(path):
+                raise self._err("host_key", f"known_hosts file {path} does not exist")
+            return path
+        return ()  # asyncssh: UserKnownHostsFile from ~/.ssh/config, else ~/.ssh/known_hosts
+
+    async def _connect_one(
+        self,
+        host: str,
+        port: int | None,
+        user: str | None,
+        client_keys: object,
+        known_hosts: object,
+        *,
+        tunnel: object,
+        label: str,
+        via: str,
+    ) -> asyncssh.SSHClientConnection:
+        # Port 22 and no user: leave them to ~/.ssh/config (Port, User), as ssh does.
+        port_arg: object = port if port and port != 22 else ()
+        where = f"{label}{self._where(host, port or 22)}{via}"
+        kwargs: dict[str, object] = {
+            "host": host,
+            "port": port_arg,
+            "tunnel": tunnel,
+            "username": user if user else (),
+            "client_keys": client_keys,
+            "known_hosts": known_hosts,
+            "keepalive_interval": KEEPALIVE_INTERVAL,
+            "keepalive_count_max": KEEPALIVE_COUNT_MAX,
+            "connect_timeout": self.connect_timeout,
+        }
+        try:
+            # What asyncssh.connect() will resolve from ~/.ssh/config (config=() loads it;
+            # the options class alone defaults to no config): port, user, known_hosts.
+            options = await asyncssh.SSHClientConnectionOptions.construct(config=(), **kwargs)
+            if options.known_hosts is None:  # "UserKnownHostsFile none" must not disable checking
+                kwargs["known_hosts"] = os.path.expanduser("~/.ssh/known_hosts")
+                options = await asyncssh.SSHClientConnectionOptions.construct(config=(), **kwargs)
+        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+            raise self._err("auth", f"cannot use identity file {self.node.identity_file}: {exc}") from None
+        except OSError as exc:
+            raise self._err("auth", f"cannot read SSH key or config: {_oserror_text(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - ConfigParseError, ValueError, ...
+            raise self._err("unreachable", f"bad SSH settings for {where}: {exc}") from None
+        host = options.host or host  # after HostName from ~/.ssh/config: what known_hosts lists
+        where = f"{label}{self._where(host, options.port)}{via}"
+        try:
+            return await asyncssh.connect(**kwargs)  # type: ignore[arg-type]
+        except asyncssh.HostKeyNotVerifiable:
+            raise self._err("host_key", self._host_key_text(label, host, via, options)) from None
+        except asyncssh.PermissionDenied:
+            keys = f"key {self.node.identity_file}" if self.node.identity_file else "default keys"
+            raise self._err(
+                "auth",
+                f"permission denied for user {options.username} on {where} "
+                f"(tried {keys} and the SSH agent)",
+            ) from None
+        except (asyncio.TimeoutError, TimeoutError):
+            raise self._err("timeout", f"{where} did not complete the SSH login within {self.connect_timeout:g} s") from None
+        except OSError as exc:
+            raise self._err("unreachable", f"cannot reach {where}: {_oserror_text(exc)}") from None
+        except asyncssh.ChannelOpenError as exc:  # the jump host could not open the tunnel
+            raise self._err("unreachable", f"cannot reach {where}: {exc.reason}") from None
+        except asyncssh.DisconnectError as exc:
+            raise self._err("unreachable", f"SSH handshake with {where} failed: {exc.reason or type(exc).__name__}") from None
+        except asyncssh.Error as exc:
+            raise self._err("unreachable", f"SSH error with {where}: {exc.reason}") from None
+
+    def _host_key_text(self, label: str, host: str, via: str, options: object) -> str:
+        port = getattr(options, "port", self.node.port)
+        known = self.node.known_hosts and os.path.expanduser(self.node.known_hosts)
+        files = [known] if known else [os.path.expanduser("~/.ssh/known_hosts")]
+        kh = getattr(options, "known_hosts", None)
+        if not known and isinstance(kh, (list, tuple)) and kh and all(isinstance(p, str) for p in kh):
+            files = [os.path.expanduser(p) for p in kh]
+        mismatch = False
+        try:
+            existing = [p for p in files if os.path.isfile(p)]
+            if existing:
+                trusted = asyncssh.read_known_hosts(existing).match(host, host, port)
+                mismatch = bool(trusted[0] or trusted[1])
+        except Exception:  # noqa: BLE001, S110 - only the wording depends on it
+            pass
+        where = f"{label}{host}:{port}{via}"
+        if mismatch:
+            return (
+                f"host key for {where} does not match the one in {', '.join(files)} "
+                "(host reinstalled, or someone in the middle?)"
+            )
+        return f"host key for {where} not trusted (not in {', '.join(files)})"
+
+    async def _drop(self) -> None:
+        conns, self._conn, self._jump = (self._conn, self._jump), None, None
+        for conn in conns:
+            if conn is None:
+                continue
+            conn.close()
+            try:
+                await asyncio.wait_for(conn.wait_closed(), 5)
+            except (asyncio.TimeoutError, asyncssh.Error, OSError):
+                pass
+
+    async def close(self) -> None:
+        """Close the connection (a later call opens a new one)."""
+        for task in list(self._bg):
+            task.cancel()
+        await self._drop()
+
+    # ---------------------------------------------------------------- commands
+
+    @contextlib.asynccontextmanager
+    async def _session(self, what: str) -> AsyncIterator[None]:
+        """Hold one of max_sessions session slots (run, stream, spawn, sftp)."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_sessions)
+        try:
+            await asyncio.wait_for(self._slots.acquire(), SESSION_WAIT)
+        except asyncio.TimeoutError:
+            raise self._err(
+                "command",
+                f"cannot start {what}: all {self.max_sessions} SSH sessions of the connection "
+                f"stayed busy for {SESSION_WAIT:g} s",
+            ) from None
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    async def _open_channel(
+        self, conn: asyncssh.SSHClientConnection, opener: Callable[[], Awaitable[_T]]
+    ) -> _T:
+        """Await ``opener()`` (opens a session channel); retry briefly if sshd refuses it.
+
+        A refused open ran nothing on the node, so retrying it is safe.
+        """
+        for delay in (*OPEN_RETRY_DELAYS, None):
+            try:
+                return await opener()
+            except asyncssh.ChannelOpenError:
+                if delay is None or conn.is_closed():
+                    raise
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _io_error(self, exc: BaseException, what: str) -> TransportError:
+        conn_closed = self._conn is None or self._conn.is_closed()
+        if isinstance(exc, asyncssh.ChannelOpenError) and not conn_closed:
+            return self._err(
+                "command",
+                f"cannot start {what}: the node refused a new SSH session ({exc.reason}; "
+                "is sshd's MaxSessions lower than the console's max_sessions?)",
+            )
+        reason = getattr(exc, "reason", "") or str(exc) or type(exc).__name__
+        return self._err("closed", f"SSH connection to {self._where()} lost during {what} ({reason})")
+
+    async def _start(
+        self, argv: Sequence[str], env: Mapping[str, str] | None, input: str | None
+    ) -> tuple[asyncssh.SSHClientConnection, asyncssh.SSHClientProcess]:
+        args = env_argv(argv, env)
+        if not args:
+            raise ValueError("empty argv")
+        command = shlex.join(["sh", "-c", _WRAPPER, "sh", *args])
+        conn = await self._connection()
+        try:
+            if input:
+                proc = await self._open_channel(
+                    conn,
+                    lambda: conn.create_process(command, input=input, encoding="utf-8", errors="replace"),
+                )
+            else:
+                proc = await self._open_channel(
+                    conn,
+                    lambda: conn.create_process(
+                        command, stdin=asyncssh.DEVNULL, encoding="utf-8", errors="replace"
+                    ),
+                )
+        except (asyncssh.Error, OSError) as exc:
+            raise self._io_error(exc, _name(argv)) from None
+        return conn, proc
+
+    async def _kill(
+        self,
+        conn: asyncssh.SSHClientConnection,
+        proc: asyncssh.SSHClientProcess,
+        err: _Stderr,
+        drain: asyncio.Task,
+    ) -> None:
+        """TERM the command's process group if it still runs, then close the channel.
+
+        ``drain`` (the stderr reader) must still run here: it is what finds the
+        process-group line, which may be buffered but not yet read.
+        """
+        try:
+            if proc.returncode is None and not conn.is_closed():
+                try:
+                    pgid = await asyncio.wait_for(asyncio.shield(err.pgid), 2)
+                except asyncio.TimeoutError:
+                    pgid = None
+                if pgid and proc.returncode is None and not conn.is_closed():
+                    await asyncio.wait_for(
+                        conn.run(shlex.join(["sh", "-c", _KILL, "sh", str(pgid)]), stdin=asyncssh.DEVNULL),
+                        5,
+                    )
+        except (asyncio.TimeoutError, asyncssh.Error, OSError):
+            pass
+        finally:
+            proc.close()
+            drain.cancel()
+
+    def _kill_later(
+        self,
+        conn: asyncssh.SSHClientConnection,
+        proc: asyncssh.SSHClientProcess,
+        err: _Stderr,
+        drain: asyncio.Task,
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(self._kill(conn, proc, err, drain))
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        input: str | None = None,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        async with self._session(_name(argv)):
+            return await self._run(argv, env, input, timeout)
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None,
+        input: str | None,
+        timeout: float | None,
+    ) -> CommandResult:
+        conn, proc = await self._start(argv, env, input)
+        err = _Stderr(keep_all=True)
+        drain = asyncio.get_running_loop().create_task(err.drain(proc))
+
+        async def collect() -> str:
+            out = await proc.stdout.read()
+            await asyncio.shield(drain)  # a timeout must not stop the stderr reader
+            await proc.wait_closed()
+            return out
+
+        try:
+            stdout = await asyncio.wait_for(collect(), timeout)
+        except asyncio.TimeoutError:
+            await self._kill(conn, proc, err, drain)
+            raise self._err("timeout", f"{_name(argv)} timed out after {timeout:g} s") from None
+        except asyncio.CancelledError:
+            self._kill_later(conn, proc, err, drain)
+            raise
+        except (asyncssh.Error, OSError) as exc:
+            proc.close()
+            drain.cancel()
+            raise self._io_error(exc, _name(argv)) from None
+        if proc.returncode is None:
+            raise self._io_error(ConnectionError("no exit status"), _name(argv))
+        return CommandResult(exit_status=proc.returncode, stdout=stdout, stderr="".join(err.lines))
+
+    async def stream_lines(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> AsyncIterator[str]:
+        async with self._session(_name(argv)), contextlib.aclosing(self._stream(argv, env)) as lines:
+            async for line in lines:
+                yield line
+
+    async def _stream(self, argv: Sequence[str], env: Mapping[str, str] | None) -> AsyncIterator[str]:
+        conn, proc = await self._start(argv, env, None)
+        err = _Stderr(keep_all=False)
+        drain = asyncio.get_running_loop().create_task(err.drain(proc))
+        finished = False
+        try:
+            while True:
+                try:
+                    line = await proc.stdout.readline()
+                except (asyncssh.Error, OSError) as exc:
+                    raise self._io_error(exc, _name(argv)) from None
+                if not line:
+                    break
+                yield line.removesuffix("\n").removesuffix("\r")
+            await drain
+            try:
+                await proc.wait_closed()
+            except (asyncssh.Error, OSError) as exc:
+                raise self._io_error(exc, _name(argv)) from None
+            finished = True
+            code = proc.returncode
+            if code is None:
+                raise self._io_error(ConnectionError("no exit status"), _name(argv))
+            if code != 0:
+                last = err.last_line()
+                raise self._err("command", f"{_name(argv)} {_returncode_text(proc)}" + (f": {last}" if last else ""))
+        finally:
+            if not finished:
+                try:
+                    await self._kill(conn, proc, err, drain)
+                except asyncio.CancelledError:
+                    proc.close()
+                    drain.cancel()
+                    raise
+
+    async def spawn_detached(
+        self,
+        argv: Sequence[str],
+        *,
+        log_path: str,
+        env: Mapping[str, str] | None = None,
+    ) -> int:
+        async with self._session(f"start of {_name(argv)}"):
+            return await self._spawn_detached(argv, log_path, env)
+
+    async def _spawn_detached(
+        self, argv: Sequence[str], log_path: str, env: Mapping[str, str] | None
+    ) -> int:
+        args = env_argv(argv, env)
+        if not args:
+            raise ValueError("empty argv")
+        conn = await self._connection()
+        command = shlex.join(["sh", "-c", _SPAWN, "sh", log_path, *args])
+        try:
+            result = await asyncio.wait_for(
+                self._open_channel(conn, lambda: conn.run(command, stdin=asyncssh.DEVNULL)), 30
+            )
+        except asyncio.TimeoutError:
+            raise self._err("timeout", f"starting {_name(argv)} timed out") from None
+        except (asyncssh.Error, OSError) as exc:
+            raise self._io_error(exc, f"start of {_name(argv)}") from None
+        out = str(result.stdout or "").strip().splitlines()
+        if result.exit_status != 0 or not out or not out[-1].strip().isdigit():
+            lines = [ln.strip() for ln in str(result.stderr or "").splitlines() if ln.strip()]
+            detail = lines[-1] if lines else f"exit status {result.exit_status}"
+            raise self._err("command", f"cannot start {_name(argv)} (log {log_path}): {detail}")
+        return int(out[-1].strip())
+
+    async def upload(self, data: bytes, remote_path: str, *, mode: int = 0o644) -> None:
+        async with self._session(f"upload to {remote_path}"):
+            await self._upload(data, remote_path, mode)
+
+    async def _upload(self, data: bytes, remote_path: str, mode: int) -> None:
+        conn = await self._connection()
+        path = remote_path
+        try:
+            sftp = await self._open_channel(conn, conn.start_sftp_client)
+            async with sftp:
+                if path == "~" or path.startswith("~/"):
+                    home = await sftp.realpath(".")
+                    path = posixpath.join(home, path[2:])
+                parent, base = posixpath.split(path)
+                if not base:
+                    raise self._err("command", f"upload target {remote_path} is a directory")
+                if parent:
+                    await sftp.makedirs(parent, exist_ok=True)
+                tmp = posixpath.join(parent, f".{base}.{secrets.token_hex(4)}.tmp")
+                try:
+                    async with sftp.open(tmp, "wb", attrs=asyncssh.SFTPAttrs(permissions=mode)) as f:
+                        await f.write(data)
+                    await sftp.chmod(tmp, mode)  # the create mode went through the umask
+                    try:
+                        await sftp.posix_rename(tmp, path)
+                    except asyncssh.SFTPOpUnsupported:
+                        if await sftp.exists(path):
+                            await sftp.remove(path)
+                        await sftp.rename(tmp, path)
+                except BaseException:
+                    try:
+                        await asyncio.wait_for(sftp.remove(tmp), 5)
+                    except (asyncio.TimeoutError, asyncssh.Error, OSError):
+                        pass
+                    raise
+        except TransportError:
+            raise
+        except asyncssh.SFTPError as exc:
+            raise self._err("command", f"upload to {remote_path} failed: {exc.reason}") from None
+        except (asyncssh.Error, OSError) as exc:
+            raise self._io_error(exc, f"upload to {remote_path}") from None
+
+    async def forward_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> _PortForward:
+        conn = await self._connection()
+        try:
+            listener = await conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
+        except (asyncssh.Error, OSError) as exc:
+            if isinstance(exc, OSError) and self.connected:
+                raise self._err("command", f"cannot listen on 127.0.0.1: {_oserror_text(exc)}") from None
+            raise self._io_error(exc, f"port forward to {remote_host}:{remote_port}") from None
+        return _PortForward(listener, f"{remote_host}:{remote_port}")
+
+
+def _name(argv: Sequence[str]) -> str:
+    return posixpath.basename(argv[0]) if argv else "command"
