@@ -53,27 +53,41 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
     return digest.hexdigest()[:16], tuple(files)
 
 
-async def resolve_state_dir(transport: Transport, node: NodeSpec) -> str:
-    """Absolute state dir on the node: a quoted '~' is never expanded by a remote shell."""
-    state_dir = node.state_dir
-    if state_dir == "~" or state_dir.startswith("~/"):
-        result = await transport.run(["sh", "-c", 'printf %s "$HOME"'], timeout=30)
-        home = result.stdout.strip()
-        if not result.ok or not home.startswith("/"):
-            raise TransportError(f"{node.name}: cannot find the home directory for state_dir {state_dir!r}", "command")
-        state_dir = home + state_dir[1:]
-    return state_dir.rstrip("/") or "/"
+def expand_home(path: str, home: str, node_name: str) -> str:
+    """Absolute path on the node: a quoted '~' is never expanded by a remote shell."""
+    if path == "~" or path.startswith("~/"):
+        if not home.startswith("/"):
+            raise TransportError(f"{node_name}: cannot find the home directory for {path!r}", "command")
+        path = home + path[1:]
+    return path.rstrip("/") or "/"
+
+
+# One round trip does both jobs: print $HOME and whether every bundle file is
+# there. Paths arrive as arguments (never spliced into the script), and a
+# leading "~/" is expanded by the script itself because a quoted ~ is not.
+_CHECK_SCRIPT = r"""
+printf '%s\n' "$HOME"
+for f; do
+  case $f in "~/"*) f="$HOME/${f#"~/"}" ;; esac
+  [ -f "$f" ] || { echo missing; exit 0; }
+done
+echo present
+"""
 
 
 async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
-    state_dir = await resolve_state_dir(transport, node)
     digest, files = _bundle(node.simulate is not None)
+    raw_base = f"{node.state_dir.rstrip('/') or '/'}/agent/{digest}"
+    check = await transport.run(
+        ["sh", "-c", _CHECK_SCRIPT, "sh", *(f"{raw_base}/{name}" for name, _ in files)], timeout=30
+    )
+    out = check.stdout.splitlines()
+    if not check.ok or len(out) < 2:
+        raise TransportError(f"{node.name}: cannot inspect state_dir {node.state_dir!r}: {check.stderr.strip()[:120]}", "command")
+    state_dir = expand_home(node.state_dir, out[0].strip(), node.name)
     base = f"{state_dir}/agent/{digest}"
     paths = [f"{base}/{name}" for name, _ in files]
-    check = await transport.run(
-        ["sh", "-c", 'for f; do [ -f "$f" ] || exit 1; done', "sh", *paths], timeout=30
-    )
-    if not check.ok:
+    if out[-1].strip() != "present":
         for (name, data), path in zip(files, paths):
             await transport.upload(data, path, mode=0o644)
     env: list[tuple[str, str]] = []

@@ -1,0 +1,38 @@
+"""Shipping the agent: uploaded once by content hash, paths taken literally, ~ expanded on the node."""
+
+import pytest
+
+from console.services.agent_bundle import expand_home, install_agent
+from console.transport.base import TransportError
+from console.transport.local import LocalTransport
+
+
+async def test_upload_once_then_reuse(sim_node, tmp_path):
+    node = sim_node("a")
+    t = LocalTransport("a")
+    cmd = await install_agent(t, node)
+    agent = tmp_path / "state" / "agent"
+    [bundle] = list(agent.iterdir())
+    assert (bundle / "node_agent.py").is_file() and (bundle / "sim" / "amdsmi.py").is_file()
+    mtime = (bundle / "node_agent.py").stat().st_mtime_ns
+    again = await install_agent(t, node)
+    assert again == cmd and (bundle / "node_agent.py").stat().st_mtime_ns == mtime
+    assert dict(cmd.env)["ROCM_CONSOLE_SIM_DIR"].endswith("/sim/a")
+
+
+async def test_state_dir_with_shell_metacharacters_is_literal(sim_node, tmp_path):
+    marker = tmp_path / "pwned"
+    weird = tmp_path / f"st ate$(touch {marker})'\""
+    node = sim_node("a", state_dir=str(weird))
+    cmd = await install_agent(LocalTransport("a"), node)
+    assert cmd.agent_path.startswith(str(weird))
+    assert not marker.exists()
+    result = await LocalTransport("a").run(cmd.argv("telemetry", "--count", "1"), env=cmd.env_dict(), timeout=30)
+    assert result.ok and '"kind":"sample"' in result.stdout
+
+
+def test_expand_home():
+    assert expand_home("~/.rocm-console", "/home/u", "n") == "/home/u/.rocm-console"
+    assert expand_home("/srv/rc/", "/home/u", "n") == "/srv/rc"
+    with pytest.raises(TransportError, match="n: cannot find the home directory"):
+        expand_home("~/x", "", "n")
