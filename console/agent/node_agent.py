@@ -6,6 +6,7 @@ console package):
 
     python3 node_agent.py telemetry [--interval 1.0] [--count N] [--amdsmi-path DIR]...
     python3 node_agent.py probe [--amdsmi-path DIR]...
+    python3 node_agent.py instance --state-dir DIR start|list|stop NAME|logs NAME|remove NAME
 
 telemetry writes one ``hello`` line, a ``static`` line (again whenever the
 GPUs are re-enumerated with different facts), then one ``sample`` line per
@@ -869,7 +870,52 @@ def build_parser():
     for sub in (tel, prb):
         sub.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR",
                          help="put DIR first on sys.path before importing amdsmi")
+    inst = modes.add_parser("instance", help="start/list/stop/logs of supervised instances")
+    inst.add_argument("--state-dir", required=True)
+    ops = inst.add_subparsers(dest="op", parser_class=JsonArgumentParser)
+    ops.required = True
+    ops.add_parser("start", help="spec JSON on stdin")
+    ops.add_parser("list")
+    for op in ("stop", "logs", "remove"):
+        sub = ops.add_parser(op)
+        sub.add_argument("name")
+        if op == "stop":
+            sub.add_argument("--int-timeout", type=float, default=30.0)
+            sub.add_argument("--term-timeout", type=float, default=10.0)
+        if op == "logs":
+            sub.add_argument("--offset", type=int, default=0)
+            sub.add_argument("--lines", type=int, default=None)
+            sub.add_argument("--follow", action="store_true")
+            sub.add_argument("--max-seconds", type=float, default=None)
+    mon = modes.add_parser("instance-monitor", help=argparse.SUPPRESS)
+    mon.add_argument("folder")
     return parser
+
+
+def instance(args, writer):
+    """Supervisor commands; one JSON line per record (logs: the raw log bytes)."""
+    import supervisor  # shipped beside this file
+
+    try:
+        if args.op == "start":
+            spec = json.loads(sys.stdin.read() or "{}")
+            if not isinstance(spec, dict):
+                raise supervisor.SupervisorError("the spec on stdin must be a JSON object")
+            writer.write(supervisor.start(args.state_dir, spec, os.path.abspath(__file__)))
+        elif args.op == "list":
+            for rec in supervisor.list_instances(args.state_dir) + supervisor.foreign_vllm(args.state_dir):
+                writer.write(rec)
+        elif args.op == "stop":
+            writer.write(supervisor.stop(args.state_dir, args.name, args.int_timeout, args.term_timeout))
+        elif args.op == "remove":
+            writer.write(supervisor.remove(args.state_dir, args.name))
+        elif args.op == "logs":
+            supervisor.logs(args.state_dir, args.name, writer.stream.buffer, offset=args.offset,
+                            follow=args.follow, lines=args.lines, max_seconds=args.max_seconds)
+    except (supervisor.SupervisorError, ValueError) as exc:
+        writer.write({"kind": "error", "message": str(exc)})
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 def main(argv=None):
@@ -880,6 +926,12 @@ def main(argv=None):
         if args.mode == "probe":
             writer.write(probe(args))
             return EXIT_OK
+        if args.mode == "instance":
+            return instance(args, writer)
+        if args.mode == "instance-monitor":
+            import supervisor
+
+            return supervisor.monitor(args.folder)
         return telemetry(args, writer)
     except BrokenPipeError:  # the console went away: nothing left to report to
         writer.silence()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +20,9 @@ from console.transport.base import Transport, TransportError
 
 _PKG = Path(__file__).resolve().parents[1]
 AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
+SUPERVISOR_SOURCE = _PKG / "agent" / "supervisor.py"
 SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
+SIM_VLLM_SOURCE = _PKG / "sim" / "vllm.py"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,7 @@ class AgentCommand:
     python: str
     env: tuple[tuple[str, str], ...]
     state_dir: str
+    vllm: tuple[str, ...] = ("vllm",)  # how `vllm` is run on the node (the simulator's on sim nodes)
 
     def argv(self, mode: str, *extra: str) -> list[str]:
         argv = [self.python, self.agent_path, mode, *extra]
@@ -44,9 +48,11 @@ class AgentCommand:
 
 @lru_cache(maxsize=4)
 def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
-    files = [("node_agent.py", AGENT_SOURCE.read_bytes())]
+    files = [("node_agent.py", AGENT_SOURCE.read_bytes()), ("supervisor.py", SUPERVISOR_SOURCE.read_bytes())]
     if simulated:
         files.append(("sim/amdsmi.py", SIM_AMDSMI_SOURCE.read_bytes()))
+        if SIM_VLLM_SOURCE.exists():
+            files.append(("sim/vllm.py", SIM_VLLM_SOURCE.read_bytes()))
     digest = hashlib.sha256()
     for name, data in files:
         digest.update(name.encode() + b"\0" + data)
@@ -98,8 +104,12 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
             ("ROCM_CONSOLE_SIM_DIR", f"{state_dir}/sim/{node.name}"),
             ("ROCM_CONSOLE_SIM_SPEC", json.dumps(asdict(node.simulate), sort_keys=True)),
         ]
+    vllm = tuple(shlex.split(node.vllm))
+    if node.simulate is not None and node.vllm == "vllm":
+        vllm = (node.python, f"{base}/sim/vllm.py")
     return AgentCommand(
-        agent_path=paths[0], amdsmi_paths=amdsmi_paths, python=node.python, env=tuple(env), state_dir=state_dir
+        agent_path=paths[0], amdsmi_paths=amdsmi_paths, python=node.python, env=tuple(env),
+        state_dir=state_dir, vllm=vllm,
     )
 
 

@@ -1,0 +1,403 @@
+"""Instance supervisor: runs ON the node (stdlib only, Python >= 3.8).
+
+Every instance lives in ``<state_dir>/instances/<name>/``:
+
+    spec.json   what was started (argv, env with secrets redacted, gpus, port, runtime)
+    log         stdout + stderr of the process
+    pid         the process (its own process group, so a stop reaches every child)
+    started     epoch seconds
+    exit.json   {"code": int|null, "signal": int|null, "ended": epoch}, written when it ends
+
+``start`` detaches a small monitor (its own session, so it outlives the SSH
+session and the console) that starts the command in a new process group,
+waits for it and records how it ended. ``stop`` signals the group: SIGINT,
+then SIGTERM, then SIGKILL after timeouts, and waits until no member is left.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SECRET_RE = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|APIKEY", re.I)
+FOLLOW_POLL = 0.2
+
+
+class SupervisorError(Exception):
+    """A refusal with a one-line reason."""
+
+
+# ------------------------------------------------------------------ files
+
+
+def _write_json(path, data):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _read_json(path, default=None):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return default
+
+
+def _read_int(path):
+    try:
+        with open(path) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def instances_dir(state_dir):
+    return os.path.join(os.path.expanduser(state_dir), "instances")
+
+
+def instance_dir(state_dir, name):
+    if not NAME_RE.match(name or ""):
+        raise SupervisorError("bad instance name %r (letters, digits, . _ -; at most 64)" % name)
+    return os.path.join(instances_dir(state_dir), name)
+
+
+def redact_env(env):
+    return {k: ("***" if SECRET_RE.search(k) else v) for k, v in env.items()}
+
+
+# ------------------------------------------------------------------ processes
+
+
+def pid_alive(pid):
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes (its parent has not reaped it yet).
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def group_alive(pgid):
+    """True while any live (non-zombie) process is in the group."""
+    if not pgid or pgid <= 0:
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % entry) as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+        return False
+    except OSError:
+        return True
+
+
+def port_free(port, host="0.0.0.0"):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, port))
+        return True
+    except OSError as exc:
+        return exc.errno != errno.EADDRINUSE
+    finally:
+        sock.close()
+
+
+# ------------------------------------------------------------------ commands
+
+
+def start(state_dir, spec, agent_path):
+    """Start spec["argv"] detached; returns the instance record."""
+    name = spec.get("name")
+    folder = instance_dir(state_dir, name)
+    argv = spec.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise SupervisorError("spec.argv must be a non-empty list of strings")
+    env = spec.get("env") or {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise SupervisorError("spec.env must map strings to strings")
+    if os.path.exists(folder):
+        rec = describe(state_dir, name)
+        if rec["state"] == "running":
+            raise SupervisorError("instance %s is already running (pid %s)" % (name, rec["pid"]))
+        _remove_tree(folder)
+    port = spec.get("port")
+    if isinstance(port, int) and not port_free(port):
+        raise SupervisorError("port %d is already in use on this node" % port)
+    os.makedirs(folder)
+    stored = dict(spec)
+    stored["env"] = redact_env(env)
+    stored.pop("inherit_env", None)
+    _write_json(os.path.join(folder, "spec.json"), stored)
+    # The real environment (secrets included) goes to the monitor through a
+    # private file that it deletes at once: never into argv or spec.json.
+    env_file = os.path.join(folder, ".env.json")
+    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(env, fh)
+    with open(os.devnull, "rb") as devnull, open(os.path.join(folder, "log"), "ab") as log:
+        subprocess.Popen(
+            [sys.executable, agent_path, "instance-monitor", folder],
+            stdin=devnull, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+        )
+    # Wait (bounded) for the monitor to report the real pid.
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if _read_int(os.path.join(folder, "pid")) or os.path.exists(os.path.join(folder, "exit.json")):
+            break
+        time.sleep(0.02)
+    return describe(state_dir, name)
+
+
+def monitor(folder):
+    """The detached parent of one instance: start it, wait, record the exit."""
+    spec = _read_json(os.path.join(folder, "spec.json"), {})
+    env_file = os.path.join(folder, ".env.json")
+    extra_env = _read_json(env_file, {}) or {}
+    try:
+        os.unlink(env_file)
+    except OSError:
+        pass
+    env = dict(os.environ)
+    env.update(extra_env)
+    # The monitor itself must survive the stop signals sent to the instance group.
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    log_path = os.path.join(folder, "log")
+    try:
+        with open(os.devnull, "rb") as devnull, open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                spec["argv"], stdin=devnull, stdout=log, stderr=log, env=env,
+                cwd=spec.get("cwd") or None, preexec_fn=_own_group_default_signals, close_fds=True,
+            )
+    except OSError as exc:
+        with open(log_path, "a") as log:
+            log.write("rocm-console: cannot start %s: %s\n" % (spec["argv"][0], exc.strerror))
+        _write_json(os.path.join(folder, "exit.json"), {"code": 127, "signal": None, "ended": time.time()})
+        return 127
+    with open(os.path.join(folder, "started"), "w") as fh:
+        fh.write("%.3f" % time.time())
+    with open(os.path.join(folder, "pid"), "w") as fh:
+        fh.write(str(proc.pid))
+    code = proc.wait()
+    _write_json(os.path.join(folder, "exit.json"), {
+        "code": code if code >= 0 else None,
+        "signal": -code if code < 0 else None,
+        "ended": time.time(),
+    })
+    return 0
+
+
+def _own_group_default_signals():
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def describe(state_dir, name):
+    folder = instance_dir(state_dir, name)
+    spec = _read_json(os.path.join(folder, "spec.json"), {}) or {}
+    pid = _read_int(os.path.join(folder, "pid"))
+    exit_info = _read_json(os.path.join(folder, "exit.json"))
+    started = None
+    try:
+        with open(os.path.join(folder, "started")) as fh:
+            started = float(fh.read().strip())
+    except (OSError, ValueError):
+        pass
+    if exit_info is not None:
+        state = "exited"
+    elif pid and pid_alive(pid):
+        state = "running"
+    elif pid:
+        state = "exited"  # the monitor died too (e.g. SIGKILL of the host): exit unknown
+        exit_info = {"code": None, "signal": None, "ended": None}
+    else:
+        state = "starting"
+    try:
+        log_size = os.path.getsize(os.path.join(folder, "log"))
+    except OSError:
+        log_size = 0
+    return {
+        "kind": "instance",
+        "name": name,
+        "state": state,
+        "pid": pid,
+        "started": started,
+        "exit_code": exit_info.get("code") if exit_info else None,
+        "exit_signal": exit_info.get("signal") if exit_info else None,
+        "ended": exit_info.get("ended") if exit_info else None,
+        "log_size": log_size,
+        "spec": spec,
+    }
+
+
+def list_instances(state_dir):
+    root = instances_dir(state_dir)
+    try:
+        names = sorted(n for n in os.listdir(root) if NAME_RE.match(n))
+    except OSError:
+        names = []
+    return [describe(state_dir, n) for n in names if os.path.isfile(os.path.join(root, n, "spec.json"))]
+
+
+def foreign_vllm(state_dir):
+    """`vllm serve` processes on this node that no instance of ours started."""
+    ours = set()
+    for rec in list_instances(state_dir):
+        if rec["pid"]:
+            ours.add(rec["pid"])
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                args = [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
+            with open("/proc/%d/stat" % pid) as fh:
+                pgid = int(fh.read().rsplit(")", 1)[1].split()[2])
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid in ours or pgid in ours:
+            continue
+        if _is_vllm_serve(args):
+            found.append({"kind": "foreign", "pid": pid, "argv": args})
+    return found
+
+
+def _is_vllm_serve(args):
+    for i, arg in enumerate(args[:-1]):
+        if os.path.basename(arg) in ("vllm", "vllm.py") and args[i + 1] == "serve":
+            return True
+    return "vllm.entrypoints.openai.api_server" in args
+
+
+def stop(state_dir, name, int_timeout=30.0, term_timeout=10.0):
+    """SIGINT the group, then SIGTERM, then SIGKILL; returns the record and how it ended."""
+    rec = describe(state_dir, name)
+    if rec["state"] != "running":
+        rec["stopped_by"] = None
+        return rec
+    pgid = rec["pid"]
+    spec = rec["spec"]
+    if spec.get("runtime") == "docker" and spec.get("container"):
+        subprocess.run(["docker", "stop", "-t", str(int(int_timeout)), spec["container"]],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=int_timeout + 30)
+    used = None
+    for sig, wait in ((signal.SIGINT, int_timeout), (signal.SIGTERM, term_timeout), (signal.SIGKILL, 10.0)):
+        if not group_alive(pgid):
+            break
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        used = signal.Signals(sig).name
+        deadline = time.time() + wait
+        while time.time() < deadline and group_alive(pgid):
+            time.sleep(0.1)
+    # Give the monitor a moment to record the exit status.
+    deadline = time.time() + 5
+    folder = instance_dir(state_dir, name)
+    while time.time() < deadline and not os.path.exists(os.path.join(folder, "exit.json")):
+        time.sleep(0.05)
+    rec = describe(state_dir, name)
+    rec["stopped_by"] = used
+    return rec
+
+
+def logs(state_dir, name, out, offset=0, follow=False, lines=None, max_seconds=None):
+    """Write the log from a byte offset (or its last N lines); follow until the instance ends."""
+    folder = instance_dir(state_dir, name)
+    path = os.path.join(folder, "log")
+    if not os.path.isdir(folder):
+        raise SupervisorError("no instance named %s" % name)
+    if lines is not None:
+        offset = _offset_of_last_lines(path, lines)
+    started = time.time()
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while True:
+            chunk = fh.read(65536)
+            if chunk:
+                out.write(chunk)
+                out.flush()
+                continue
+            if not follow:
+                return
+            if describe(state_dir, name)["state"] == "exited":
+                rest = fh.read()
+                if rest:
+                    out.write(rest)
+                    out.flush()
+                return
+            if max_seconds is not None and time.time() - started > max_seconds:
+                return
+            time.sleep(FOLLOW_POLL)
+
+
+def _offset_of_last_lines(path, n):
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return 0
+    with open(path, "rb") as fh:
+        block = min(size, max(65536, n * 512))
+        fh.seek(size - block)
+        data = fh.read()
+    cut = len(data)
+    for _ in range(n + (1 if data.endswith(b"\n") else 0)):
+        cut = data.rfind(b"\n", 0, cut)
+        if cut < 0:
+            return size - block
+    return size - block + cut + 1
+
+
+def _remove_tree(folder):
+    for root, dirs, files in os.walk(folder, topdown=False):
+        for f in files:
+            os.unlink(os.path.join(root, f))
+        for d in dirs:
+            os.rmdir(os.path.join(root, d))
+    os.rmdir(folder)
+
+
+def remove(state_dir, name):
+    rec = describe(state_dir, name)
+    if rec["state"] == "running":
+        raise SupervisorError("instance %s is running; stop it first" % name)
+    _remove_tree(instance_dir(state_dir, name))
+    return {"kind": "removed", "name": name}
