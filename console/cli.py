@@ -16,6 +16,8 @@ from console.core.profiles import demo_profile_path, discover_profile_paths, loa
 from console.core.status_view import fmt_num, merged_gpu_rows, node_dict
 
 EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT = 0, 1, 2
+# Serve presets taken from AMD's guides, always available.
+PRESETS_PATH = Path(__file__).resolve().parents[1] / "profiles" / "presets.toml"
 
 
 class UsageError(Exception):
@@ -50,6 +52,35 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
     status.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for each node")
     status.add_argument("--no-probe", action="store_true", help="skip the version probe (faster)")
+
+    serve = sub.add_parser("serve", help="start, list, stop and read vLLM instances on the nodes")
+    serve_sub = serve.add_subparsers(dest="serve_command", metavar="ACTION")
+    serve_sub.required = True
+    start = serve_sub.add_parser("start", help="start a serve preset on chosen GPUs")
+    start.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
+    start.add_argument("--preset", required=True, metavar="NAME", help="serve preset name")
+    start.add_argument("--gpus", metavar="LIST", help="logical GPU indices, e.g. 0,1 (default: the first free ones)")
+    start.add_argument("--port", type=int, help="port on the node (default: the preset's, or the first free from 8000)")
+    start.add_argument("--name", help="instance name (default: preset-gGPUS)")
+    start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a serve flag, e.g. max_model_len=4096 (repeatable)")
+    start.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeatable)")
+    start.add_argument("--arg", action="append", default=[], metavar="ARG", help="extra argument for vllm serve (repeatable)")
+    start.add_argument("--wait", action="store_true", help="wait until ready (exit 0) or failed (exit 1)")
+    start.add_argument("--timeout", type=float, default=900.0, help="seconds --wait waits (default 900)")
+    lst = serve_sub.add_parser("list", help="every instance on the nodes, with its state")
+    lst.add_argument("--node", action="append", metavar="NAME")
+    stop = serve_sub.add_parser("stop", help="stop an instance (SIGINT, then SIGTERM, then SIGKILL)")
+    stop.add_argument("name")
+    stop.add_argument("--node", metavar="NAME")
+    logs = serve_sub.add_parser("logs", help="an instance's log")
+    logs.add_argument("name")
+    logs.add_argument("--node", metavar="NAME")
+    logs.add_argument("--follow", "-f", action="store_true")
+    logs.add_argument("--lines", "-n", type=int, default=None, metavar="N", help="only the last N lines")
+    for p in (start, lst, stop, logs):
+        _common(p, suppress=True)
+        p.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -60,10 +91,11 @@ def user_config_dir() -> Path:
 
 
 def load_selected_profile(args: argparse.Namespace) -> Profile:
+    builtin = [PRESETS_PATH] if PRESETS_PATH.exists() else []
     if args.demo:
-        return load_profile([demo_profile_path()])
+        return load_profile([*builtin, demo_profile_path()])
     paths = discover_profile_paths(args.profile or [], Path.cwd(), user_config_dir())
-    profile = load_profile(paths)
+    profile = load_profile([*builtin, *paths])
     if not profile.nodes:
         searched = ", ".join(str(p) for p in paths) or "./profiles/*.toml, " + str(user_config_dir())
         raise UsageError(f"no nodes defined (searched {searched}); pass --profile FILE or try --demo")
@@ -138,10 +170,16 @@ def cmd_tui(args: argparse.Namespace) -> int:
     return run_app(profile, interval=args.interval)
 
 
+def cmd_serve_entry(args: argparse.Namespace) -> int:
+    from console.cli_serve import cmd_serve
+
+    return cmd_serve(args, load_selected_profile(args))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {None: cmd_tui, "status": cmd_status}
+    handlers = {None: cmd_tui, "status": cmd_status, "serve": cmd_serve_entry}
     try:
         return handlers[args.command](args)
     except (ProfileError, UsageError) as exc:

@@ -277,10 +277,34 @@ def foreign_vllm(state_dir):
         if rec["pid"]:
             ours.add(rec["pid"])
     found = []
+    procs = _process_table()
+    children = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    for pid, (ppid, pgid, args) in sorted(procs.items()):
+        if pid in ours or pgid in ours or not _is_vllm_serve(args):
+            continue
+        # Skip a vllm serve whose parent is one too (a wrapper re-exec), report the top one.
+        if ppid in procs and _is_vllm_serve(procs[ppid][2]):
+            continue
+        # GPU memory is held by the engine/worker children, not the API server:
+        # report the whole tree so the console can match it to GPU processes.
+        tree, todo = [], [pid]
+        while todo and len(tree) < 4096:
+            p = todo.pop()
+            tree.append(p)
+            todo.extend(children.get(p, ()))
+        found.append({"kind": "foreign", "pid": pid, "pids": sorted(tree), "argv": args})
+    return found
+
+
+def _process_table():
+    """{pid: (ppid, pgid, argv)} of every readable process."""
+    table = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return found
+        return table
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -289,14 +313,11 @@ def foreign_vllm(state_dir):
             with open("/proc/%d/cmdline" % pid, "rb") as fh:
                 args = [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
             with open("/proc/%d/stat" % pid) as fh:
-                pgid = int(fh.read().rsplit(")", 1)[1].split()[2])
+                fields = fh.read().rsplit(")", 1)[1].split()
+            table[pid] = (int(fields[1]), int(fields[2]), args)
         except (OSError, ValueError, IndexError):
             continue
-        if pid in ours or pgid in ours:
-            continue
-        if _is_vllm_serve(args):
-            found.append({"kind": "foreign", "pid": pid, "argv": args})
-    return found
+    return table
 
 
 def _is_vllm_serve(args):

@@ -101,6 +101,11 @@ class FatalLine:
     line: str
     specific: bool = True  # False for generic wrappers ("engine failed to start")
 
+    @property
+    def message(self) -> str:
+        """The line without process tag, level, timestamp and [file:line]: what a person reads."""
+        return _message(self.line).strip()
+
 
 @dataclass(frozen=True, slots=True)
 class ServerStopping:
@@ -311,6 +316,12 @@ _FATAL_RULES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
             r"max seq len \(\d+\).*(?:larger than the maximum number of tokens that can be"
             r" stored in KV cache|larger than the available KV cache memory)"
         ),
+        True,
+    ),
+    (
+        # vLLM V1 checks free memory at worker start: another process holds the GPU.
+        "not enough free GPU memory",
+        re.compile(r"Free memory on device .* is less than desired GPU memory utilization"),
         True,
     ),
     (

@@ -38,8 +38,9 @@ class AgentCommand:
 
     def argv(self, mode: str, *extra: str) -> list[str]:
         argv = [self.python, self.agent_path, mode, *extra]
-        for path in self.amdsmi_paths:
-            argv += ["--amdsmi-path", path]
+        if mode in ("telemetry", "probe"):  # the modes that import amdsmi
+            for path in self.amdsmi_paths:
+                argv += ["--amdsmi-path", path]
         return argv
 
     def env_dict(self) -> dict[str, str]:
@@ -81,16 +82,31 @@ echo present
 """
 
 
+DEFAULT_STATE_DIR = NodeSpec.__dataclass_fields__["state_dir"].default
+
+
+def node_state_dir(node: NodeSpec) -> str:
+    """Where the node keeps agent, instances and simulator state.
+
+    Several local nodes (the demo) share one machine and one home: each gets
+    its own folder so their instances and simulated GPUs never mix.
+    """
+    if node.transport == "local" and node.state_dir == DEFAULT_STATE_DIR:
+        return f"{DEFAULT_STATE_DIR}/local/{node.name}"
+    return node.state_dir
+
+
 async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     digest, files = _bundle(node.simulate is not None)
-    raw_base = f"{node.state_dir.rstrip('/') or '/'}/agent/{digest}"
+    state_dir_raw = node_state_dir(node)
+    raw_base = f"{state_dir_raw.rstrip('/') or '/'}/agent/{digest}"
     check = await transport.run(
         ["sh", "-c", _CHECK_SCRIPT, "sh", *(f"{raw_base}/{name}" for name, _ in files)], timeout=30
     )
     out = check.stdout.splitlines()
     if not check.ok or len(out) < 2:
-        raise TransportError(f"{node.name}: cannot inspect state_dir {node.state_dir!r}: {check.stderr.strip()[:120]}", "command")
-    state_dir = expand_home(node.state_dir, out[0].strip(), node.name)
+        raise TransportError(f"{node.name}: cannot inspect state_dir {state_dir_raw!r}: {check.stderr.strip()[:120]}", "command")
+    state_dir = expand_home(state_dir_raw, out[0].strip(), node.name)
     base = f"{state_dir}/agent/{digest}"
     paths = [f"{base}/{name}" for name, _ in files]
     if out[-1].strip() != "present":

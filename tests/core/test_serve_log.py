@@ -370,3 +370,14 @@ def test_stage_order_and_labels():
     assert S.READY >= S.READY and S.READY > S.STARTING
     assert S.LOADING_WEIGHTS.label == "loading weights"
     assert S.READY == "ready"  # a str enum, for JSON
+
+
+def test_free_memory_check_failure_is_the_specific_reason():
+    lines = [
+        "(Worker pid=21833) ERROR 11-21 08:39:10 [multiproc_executor.py:772] ValueError: Free memory on device "
+        "(157.98/191.98 GiB) on startup is less than desired GPU memory utilization (0.9, 172.79 GiB). Decrease GPU "
+        "memory utilization or reduce GPU memory used by other processes.",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
+    state = ServeLogState().feed_lines(lines)
+    assert state.fatal.reason == "not enough free GPU memory"

@@ -1,0 +1,209 @@
+"""`rocm-console serve start|list|stop|logs`: vLLM instances from scripts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Sequence
+
+from console.core.model import NodeSpec, Profile
+from console.core.serve_argv import redact
+from console.services.instances import (
+    InstanceError,
+    InstanceService,
+    InstanceState,
+    InstanceView,
+    place_unmanaged,
+    since,
+)
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class ServeUsageError(Exception):
+    """Bad input: exit 2."""
+
+
+def pick_node(profile: Profile, name: str | None) -> NodeSpec:
+    if name:
+        node = profile.node(name)
+        if node is None:
+            raise ServeUsageError(f"unknown node {name!r} (known: {', '.join(n.name for n in profile.nodes) or 'none'})")
+        return node
+    if len(profile.nodes) != 1:
+        raise ServeUsageError(f"--node is needed: the profile has {len(profile.nodes)} nodes "
+                              f"({', '.join(n.name for n in profile.nodes)})")
+    return profile.nodes[0]
+
+
+def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ServeUsageError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def parse_gpus(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        gpus = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ServeUsageError(f"--gpus {text!r}: expected a comma-separated list of GPU indices, e.g. 0,1") from None
+    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
+        raise ServeUsageError(f"--gpus {text!r}: expected distinct non-negative GPU indices")
+    return gpus
+
+
+def view_line(v: InstanceView) -> str:
+    gpus = ",".join(map(str, v.gpus)) or "-"
+    detail = v.reason or v.stage_detail or v.stage or ""
+    return (f"{v.node:<14} {v.name:<28} {v.state.value:<9} gpus {gpus:<8} port {v.port or '-':<6} "
+            f"pid {v.pid or '-':<8} {since(v.started):>7}  {v.model or ''}  {detail}").rstrip()
+
+
+def _print_views(views: Sequence[InstanceView], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"instances": [_redacted(v.as_dict()) for v in views]}, indent=2))
+    elif not views:
+        print("no instances")
+    else:
+        for v in views:
+            print(view_line(v))
+
+
+def _redacted(d: dict) -> dict:
+    d["argv"] = list(redact(d.get("argv") or []))
+    return d
+
+
+async def _start(args: argparse.Namespace, profile: Profile) -> int:
+    node = pick_node(profile, args.node)
+    preset = next((p for p in profile.serve_presets if p.name == args.preset), None)
+    if preset is None:
+        names = ", ".join(p.name for p in profile.serve_presets) or "none"
+        raise ServeUsageError(f"unknown serve preset {args.preset!r} (known: {names})")
+    overrides = parse_pairs(args.set, "--set")
+    env = parse_pairs(args.env, "--env")
+    gpus = parse_gpus(args.gpus)
+    pool = TransportPool()
+    service = InstanceService(pool)
+    try:
+        snapshot = await sample_node(pool, node, probe=False)
+        if gpus is None:
+            gpus = _free_gpus(snapshot, await service.list(node), preset.tp, overrides)
+        view = await service.start(node, preset, gpus=gpus, snapshot=snapshot, port=args.port, name=args.name,
+                                   overrides=overrides, extra_env=env, extra_args=args.arg)
+        if not args.json:
+            print(f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
+                  flush=True)
+        if args.wait:
+            shown: set[tuple] = set()
+
+            def progress(v: InstanceView) -> None:
+                key = (v.stage, v.stage_detail)
+                if not args.json and v.stage and key not in shown:
+                    shown.add(key)
+                    print(f"  {v.stage}: {v.stage_detail or ''}".rstrip(), flush=True)
+
+            view = await service.wait_ready(node, view.name, timeout=args.timeout, on_update=progress)
+            if not args.json:
+                print(f"{view.name}: {view.state.value}" + (f" — {view.reason}" if view.reason else ""))
+        if args.json:
+            print(json.dumps(_redacted(view.as_dict()), indent=2))
+        return EXIT_FAILED if view.state == InstanceState.FAILED else EXIT_OK
+    finally:
+        await pool.close()
+
+
+def _free_gpus(snapshot, views, tp: int, overrides) -> list[int]:
+    for key, value in overrides.items():
+        if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
+            tp = int(value)
+    busy = {g for v in views if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+            for g in v.gpus}
+    free = [g.index for g in snapshot.static if g.index not in busy]
+    if len(free) < tp:
+        raise InstanceError(f"{snapshot.name}: TP {tp} needs {tp} free GPUs, {len(free)} free")
+    return free[:tp]
+
+
+async def _list(args: argparse.Namespace, profile: Profile) -> int:
+    names = args.node or [n.name for n in profile.nodes]
+    nodes = [pick_node(profile, n) for n in names]
+    pool = TransportPool()
+    service = InstanceService(pool)
+    views: list[InstanceView] = []
+    failed = False
+    try:
+        async def one(node: NodeSpec) -> list[InstanceView]:
+            views = await service.list_checked(node)
+            if any(v.state == InstanceState.UNMANAGED for v in views):
+                views = place_unmanaged(views, await sample_node(pool, node, probe=False))
+            return views
+
+        results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
+        for node, res in zip(nodes, results):
+            if isinstance(res, BaseException):
+                failed = True
+                print(f"rocm-console: {res}", file=sys.stderr)
+            else:
+                views.extend(res)
+    finally:
+        await pool.close()
+    _print_views(views, args.json)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _stop(args: argparse.Namespace, profile: Profile) -> int:
+    node = pick_node(profile, args.node)
+    pool = TransportPool()
+    try:
+        view = await InstanceService(pool).stop(node, args.name)
+    finally:
+        await pool.close()
+    if args.json:
+        print(json.dumps(_redacted(view.as_dict()), indent=2))
+    else:
+        print(f"{view.name}: {view.state.value}" + (f", {view.reason}" if view.reason else ""))
+    return EXIT_OK
+
+
+async def _logs(args: argparse.Namespace, profile: Profile) -> int:
+    node = pick_node(profile, args.node)
+    pool = TransportPool()
+    service = InstanceService(pool)
+    try:
+        if await service.get(node, args.name) is None:
+            raise InstanceError(f"{node.name}: no instance named {args.name}")
+        collected = []
+        async for line in service.log_lines(node, args.name, follow=args.follow, lines=args.lines):
+            if args.json:
+                collected.append(line)
+            else:
+                print(line, flush=True)
+        if args.json:
+            print(json.dumps({"name": args.name, "node": node.name, "lines": collected}))
+    finally:
+        await pool.close()
+    return EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace, profile: Profile) -> int:
+    handler = {"start": _start, "list": _list, "stop": _stop, "logs": _logs}[args.serve_command]
+    try:
+        return asyncio.run(handler(args, profile))
+    except ServeUsageError as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (InstanceError, TransportError) as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_FAILED

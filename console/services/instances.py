@@ -1,0 +1,396 @@
+"""vLLM instances on nodes: start, watch to ready (log stages + /health), list, stop, logs.
+
+The node's supervisor (console/agent/supervisor.py) owns the processes; this
+service only asks it. So an instance outlives the console and the SSH link,
+and a restarted console finds it again with `list`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import AsyncIterator, Callable, Mapping, Sequence
+
+import httpx
+
+from console.core.model import NodeSnapshot, NodeSpec, ServePreset
+from console.core.serve_argv import build_docker_argv, build_serve_argv
+from console.core.serve_log import ServeLogState, ServeStage
+from console.core.serve_rules import check_cpx_tp, check_gpus_free, check_port, check_tp, choose_port
+from console.services.agent_bundle import AgentCommand, install_agent
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Secrets travel from the console's environment to the instance, never through profiles.
+PASSTHROUGH_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+class InstanceState(str, enum.Enum):
+    STARTING = "starting"
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    EXITED = "exited"
+    UNMANAGED = "unmanaged"
+
+
+class InstanceError(Exception):
+    """A refusal or failure with a one-line reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceView:
+    node: str
+    name: str
+    state: InstanceState
+    pid: int | None = None
+    port: int | None = None
+    gpus: tuple[int, ...] = ()
+    model: str | None = None
+    preset: str | None = None
+    started: float | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    stage: str | None = None
+    stage_detail: str | None = None
+    reason: str | None = None
+    served_models: tuple[str, ...] = ()
+    version: str | None = None
+    argv: tuple[str, ...] = field(default=(), compare=False)
+    pids: tuple[int, ...] = ()  # an unmanaged server's process tree
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        d["state"] = self.state.value
+        d["gpus"] = list(self.gpus)
+        d["served_models"] = list(self.served_models)
+        d["argv"] = list(self.argv)
+        d["pids"] = list(self.pids)
+        return d
+
+
+def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None) -> list[InstanceView]:
+    """Give unmanaged servers the GPUs their processes hold; drop those on no GPU of this node.
+
+    Without a process list (CLI fallbacks report none) every one is kept.
+    """
+    if snapshot is None or snapshot.latest is None or not snapshot.latest.gpus:
+        return list(views)
+    holders: dict[int, list[int]] = {}
+    for gpu in snapshot.latest.gpus:
+        for proc in gpu.processes:
+            holders.setdefault(proc.pid, []).append(gpu.index)
+    out = []
+    for v in views:
+        if v.state != InstanceState.UNMANAGED:
+            out.append(v)
+            continue
+        gpus = sorted({g for pid in v.pids for g in holders.get(pid, ())})
+        if gpus:
+            out.append(replace(v, gpus=tuple(gpus)))
+    return out
+
+
+def view_from_record(node: str, rec: dict) -> InstanceView:
+    if rec.get("kind") == "foreign":
+        return InstanceView(node=node, name=f"pid-{rec['pid']}", state=InstanceState.UNMANAGED,
+                            pid=rec["pid"], argv=tuple(rec.get("argv") or ()), model=_model_of(rec.get("argv") or []),
+                            pids=tuple(rec.get("pids") or (rec["pid"],)))
+    spec = rec.get("spec") or {}
+    if rec["state"] in ("running", "starting"):
+        state = InstanceState.STARTING  # until its log or /health says more
+    elif rec.get("exit_code") == 0 or rec.get("exit_signal") in (2, 15):
+        state = InstanceState.EXITED  # a clean exit, or ended by SIGINT/SIGTERM
+    else:
+        state = InstanceState.FAILED
+    return InstanceView(
+        node=node, name=rec["name"], state=state, pid=rec.get("pid"), port=spec.get("port"),
+        gpus=tuple(spec.get("gpus") or ()), model=spec.get("model"), preset=spec.get("preset"),
+        started=rec.get("started"), exit_code=rec.get("exit_code"), exit_signal=rec.get("exit_signal"),
+        argv=tuple(spec.get("argv") or ()),
+    )
+
+
+def _model_of(argv: Sequence[str]) -> str | None:
+    for i, a in enumerate(argv[:-1]):
+        if a == "serve":
+            return argv[i + 1]
+    return None
+
+
+class InstanceService:
+    def __init__(self, pool: TransportPool | None = None, *, http_timeout: float = 3.0) -> None:
+        self.pool = pool or TransportPool()
+        self._commands: dict[str, AgentCommand] = {}
+        self._http_timeout = http_timeout
+
+    async def _agent(self, node: NodeSpec) -> AgentCommand:
+        cmd = self._commands.get(node.name)
+        if cmd is None:
+            cmd = self._commands[node.name] = await install_agent(self.pool.get(node), node)
+        return cmd
+
+    async def _call(self, node: NodeSpec, op: str, *args: str, input: str | None = None, timeout: float = 60) -> list[dict]:
+        cmd = await self._agent(node)
+        argv = cmd.argv("instance", "--state-dir", cmd.state_dir, op, *args)
+        result = await self.pool.get(node).run(argv, env=cmd.env_dict(), input=input, timeout=timeout)
+        records = []
+        for line in result.stdout.splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "error":
+                raise InstanceError(f"{node.name}: {rec.get('message')}")
+            records.append(rec)
+        if not result.ok and not records:
+            raise InstanceError(f"{node.name}: agent instance {op} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+        return records
+
+    # ------------------------------------------------------------ queries
+
+    async def list(self, node: NodeSpec) -> list[InstanceView]:
+        return [view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)]
+
+    async def list_checked(self, node: NodeSpec) -> list[InstanceView]:
+        """list(), with running instances marked ready or loading by one /health call each."""
+        views = await self.list(node)
+        forwards: dict = {}
+        try:
+            out = []
+            for v in views:
+                if v.state == InstanceState.STARTING and v.port:
+                    try:
+                        ok, models, version = await self.health(node, v.port, forwards)
+                    except TransportError:
+                        ok, models, version = False, (), None
+                    v = replace(v, state=InstanceState.READY if ok else InstanceState.LOADING,
+                                served_models=models, version=version)
+                out.append(v)
+            return out
+        finally:
+            for fwd in forwards.values():
+                await fwd.close()
+
+    async def get(self, node: NodeSpec, name: str) -> InstanceView | None:
+        return next((v for v in await self.list(node) if v.name == name), None)
+
+    # ------------------------------------------------------------ start
+
+    async def start(
+        self,
+        node: NodeSpec,
+        preset: ServePreset,
+        *,
+        gpus: Sequence[int],
+        snapshot: NodeSnapshot | None = None,
+        port: int | None = None,
+        name: str | None = None,
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> InstanceView:
+        gpus = tuple(gpus)
+        existing = await self.list(node)
+        name = name or self._default_name(preset, gpus, existing)
+        if not NAME_RE.match(name):
+            raise InstanceError(f"bad instance name {name!r} (letters, digits, . _ -)")
+        busy = {g: v.name for v in existing if v.state in _ACTIVE for g in v.gpus}
+        used_ports = {v.port for v in existing if v.state in _ACTIVE and v.port}
+        tp = preset.tp
+        for key, value in (overrides or {}).items():
+            if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
+                tp = int(value)
+        partitions = []
+        if snapshot is not None:
+            by_index = {g.index: g for g in snapshot.static}
+            unknown = [g for g in gpus if g not in by_index]
+            if unknown and snapshot.static:
+                raise InstanceError(f"{node.name}: no GPU {unknown[0]} (the node has {len(snapshot.static)})")
+            partitions = [by_index[g].compute_partition for g in gpus if g in by_index]
+        port = port or preset.port or choose_port(used_ports)
+        for refusal in (check_tp(tp, gpus), check_cpx_tp(tp, partitions), check_gpus_free(gpus, busy),
+                        check_port(port, used_ports)):
+            if refusal:
+                raise InstanceError(f"{node.name}: {refusal}")
+        cmd = await self._agent(node)
+        env = dict(extra_env or {})
+        environ = os.environ if environ is None else environ
+        for secret in PASSTHROUGH_SECRETS:
+            if secret in environ and secret not in env:
+                env[secret] = environ[secret]
+        if tp != preset.tp:
+            overrides = {k: v for k, v in (overrides or {}).items() if k.replace("-", "_") not in ("tp", "tensor_parallel_size")}
+            preset = replace(preset, tp=tp)
+        if preset.runtime == "docker":
+            command = build_docker_argv(preset, name=f"rocm-console-{name}", port=port, gpus=gpus,
+                                        overrides=overrides or {}, extra_args=extra_args, extra_env=env)
+        else:
+            command = build_serve_argv(preset, vllm=" ".join(_quote_all(cmd.vllm)), port=port, gpus=gpus,
+                                       overrides=overrides or {}, extra_args=extra_args, extra_env=env)
+        spec = {
+            "name": name, "argv": list(command.argv), "env": dict(command.env), "port": port,
+            "gpus": list(gpus), "model": preset.model, "preset": preset.name, "runtime": preset.runtime,
+            "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
+        }
+        # The simulator's env (state dir) must reach the fake vllm too.
+        spec["env"].update(cmd.env_dict())
+        [rec] = await self._call(node, "start", input=json.dumps(spec), timeout=60)
+        return view_from_record(node.name, rec)
+
+    @staticmethod
+    def _default_name(preset: ServePreset, gpus: Sequence[int], existing: Sequence[InstanceView]) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", preset.name).strip("-.") or "vllm"
+        base = f"{base}-g{'-'.join(str(g) for g in gpus)}" if gpus else base
+        taken = {v.name for v in existing}
+        name, n = base[:60], 2
+        while name in taken:
+            name, n = f"{base[:56]}-{n}", n + 1
+        return name
+
+    # ------------------------------------------------------------ watch
+
+    async def log_lines(self, node: NodeSpec, name: str, *, follow: bool = False, lines: int | None = None,
+                        offset: int = 0) -> AsyncIterator[str]:
+        cmd = await self._agent(node)
+        args = ["logs", name, "--offset", str(offset)]
+        if lines is not None:
+            args += ["--lines", str(lines)]
+        if follow:
+            args.append("--follow")
+        argv = cmd.argv("instance", "--state-dir", cmd.state_dir, *args)
+        async for line in self.pool.get(node).stream_lines(argv, env=cmd.env_dict()):
+            yield line
+
+    async def health(self, node: NodeSpec, port: int, forwards: dict) -> tuple[bool, tuple[str, ...], str | None]:
+        """(healthy, served models, version) through an SSH forward of the node's port."""
+        fwd = forwards.get(port)
+        if fwd is None:
+            fwd = forwards[port] = await self.pool.get(node).forward_port(port)
+        base = f"http://127.0.0.1:{fwd.local_port}"
+        async with httpx.AsyncClient(timeout=self._http_timeout) as client:
+            try:
+                r = await client.get(base + "/health")
+            except httpx.HTTPError:
+                return False, (), None
+            if r.status_code != 200:
+                return False, (), None
+            models: tuple[str, ...] = ()
+            version = None
+            try:
+                models = tuple(m["id"] for m in (await client.get(base + "/v1/models")).json().get("data", []))
+                version = (await client.get(base + "/version")).json().get("version")
+            except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+                pass
+            return True, models, version
+
+    async def wait_ready(
+        self,
+        node: NodeSpec,
+        name: str,
+        *,
+        timeout: float = 900.0,
+        on_update: Callable[[InstanceView], None] | None = None,
+        health_every: float = 1.0,
+    ) -> InstanceView:
+        """Follow the log (stages) and /health until ready, failed, or the timeout."""
+        view = await self.get(node, name)
+        if view is None:
+            raise InstanceError(f"{node.name}: no instance named {name}")
+        log = ServeLogState()
+        forwards: dict = {}
+        done = asyncio.Event()
+        state = {"view": replace(view, state=InstanceState.LOADING if view.state == InstanceState.STARTING else view.state)}
+
+        def update(v: InstanceView) -> None:
+            state["view"] = v
+            if on_update:
+                on_update(v)
+
+        async def follow_log() -> None:
+            nonlocal log
+            async for line in self.log_lines(node, name, follow=True):
+                log = log.feed(line)
+                v = state["view"]
+                if log.stage is not None and (v.stage != log.stage.value or v.stage_detail != log.stage_detail):
+                    update(replace(v, stage=log.stage.value, stage_detail=log.stage_detail))
+            done.set()  # the process ended
+
+        async def poll_health() -> None:
+            while not done.is_set():
+                v = state["view"]
+                if v.port:
+                    try:
+                        ok, models, version = await self.health(node, v.port, forwards)
+                    except TransportError:
+                        ok, models, version = False, (), None
+                    if ok:
+                        update(replace(v, state=InstanceState.READY, served_models=models, version=version,
+                                       stage=ServeStage.READY.value))
+                        done.set()
+                        return
+                try:
+                    await asyncio.wait_for(done.wait(), health_every)
+                except asyncio.TimeoutError:
+                    pass
+
+        tasks = [asyncio.create_task(follow_log()), asyncio.create_task(poll_health())]
+        try:
+            await asyncio.wait_for(done.wait(), timeout)
+        except asyncio.TimeoutError:
+            raise InstanceError(f"{node.name}: {name} not ready after {timeout:g} s (stage: {state['view'].stage or 'unknown'})") from None
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for fwd in forwards.values():
+                await fwd.close()
+        v = state["view"]
+        if v.state == InstanceState.READY:
+            return v
+        final = await self.get(node, name) or v
+        reason = f"{log.fatal.reason}: {log.fatal.message}" if log.fatal else None
+        if reason is None:
+            reason = f"exited with code {final.exit_code}" if final.exit_code is not None else "exited"
+        failed = replace(final, state=InstanceState.FAILED, stage=log.stage.value if log.stage else None, reason=reason)
+        update(failed)
+        return failed
+
+    # ------------------------------------------------------------ stop
+
+    async def stop(self, node: NodeSpec, name: str, *, int_timeout: float = 30.0, term_timeout: float = 10.0) -> InstanceView:
+        [rec] = await self._call(node, "stop", name, "--int-timeout", f"{int_timeout:g}",
+                                 "--term-timeout", f"{term_timeout:g}", timeout=int_timeout + term_timeout + 60)
+        view = view_from_record(node.name, rec)
+        if rec.get("stopped_by"):
+            view = replace(view, state=InstanceState.STOPPED, reason=f"stopped with {rec['stopped_by']}")
+        return view
+
+
+_ACTIVE = (InstanceState.STARTING, InstanceState.LOADING, InstanceState.READY, InstanceState.STOPPING,
+           InstanceState.UNMANAGED)
+
+
+def _quote_all(parts: Sequence[str]) -> list[str]:
+    import shlex
+
+    return [shlex.quote(p) for p in parts]
+
+
+def since(started: float | None, now: float | None = None) -> str:
+    if not started:
+        return ""
+    s = int((now or time.time()) - started)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
