@@ -97,11 +97,13 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
     pool = TransportPool()
     service = InstanceService(pool)
     try:
-        snapshot = await sample_node(pool, node, probe=False)
+        snapshot = await sample_node(pool, node, probe=True)  # the probe gives the vLLM version
         if gpus is None:
             gpus = _free_gpus(snapshot, await service.list(node), preset.tp, overrides)
         view = await service.start(node, preset, gpus=gpus, snapshot=snapshot, port=args.port, name=args.name,
                                    overrides=overrides, extra_env=env, extra_args=args.arg)
+        for warning in view.warnings:
+            print(f"rocm-console: warning: {warning}", file=sys.stderr)
         if not args.json:
             print(f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
                   flush=True)

@@ -12,6 +12,7 @@ import enum
 import json
 import os
 import re
+import shlex
 import time
 from dataclasses import dataclass, field, replace
 from typing import AsyncIterator, Callable, Mapping, Sequence
@@ -21,7 +22,14 @@ import httpx
 from console.core.model import NodeSnapshot, NodeSpec, ServePreset
 from console.core.serve_argv import build_docker_argv, build_serve_argv
 from console.core.serve_log import ServeLogState, ServeStage
-from console.core.serve_rules import check_cpx_tp, check_gpus_free, check_port, check_tp, choose_port
+from console.core.serve_rules import (
+    check_cpx_tp,
+    check_gpus_free,
+    check_port,
+    check_tp,
+    choose_port,
+    version_warnings,
+)
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -66,6 +74,7 @@ class InstanceView:
     version: str | None = None
     argv: tuple[str, ...] = field(default=(), compare=False)
     pids: tuple[int, ...] = ()  # an unmanaged server's process tree
+    warnings: tuple[str, ...] = ()  # flags/env the node's vLLM version may not know
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
@@ -74,6 +83,7 @@ class InstanceView:
         d["served_models"] = list(self.served_models)
         d["argv"] = list(self.argv)
         d["pids"] = list(self.pids)
+        d["warnings"] = list(self.warnings)
         return d
 
 
@@ -234,12 +244,17 @@ class InstanceService:
         if tp != preset.tp:
             overrides = {k: v for k, v in (overrides or {}).items() if k.replace("-", "_") not in ("tp", "tensor_parallel_size")}
             preset = replace(preset, tp=tp)
-        if preset.runtime == "docker":
-            command = build_docker_argv(preset, name=f"rocm-console-{name}", port=port, gpus=gpus,
-                                        overrides=overrides or {}, extra_args=extra_args, extra_env=env)
-        else:
-            command = build_serve_argv(preset, vllm=" ".join(_quote_all(cmd.vllm)), port=port, gpus=gpus,
-                                       overrides=overrides or {}, extra_args=extra_args, extra_env=env)
+        try:
+            if preset.runtime == "docker":
+                command = build_docker_argv(preset, name=f"rocm-console-{name}", port=port, gpus=gpus,
+                                            overrides=overrides or {}, extra_args=extra_args, extra_env=env)
+            else:
+                command = build_serve_argv(preset, vllm=shlex.join(cmd.vllm), port=port, gpus=gpus,
+                                           overrides=overrides or {}, extra_args=extra_args, extra_env=env)
+        except ValueError as exc:
+            raise InstanceError(f"{node.name}: preset {preset.name}: {exc}") from None
+        probe = snapshot.probe if snapshot is not None else None
+        warnings = tuple(version_warnings(probe.vllm if probe else None, command.argv, command.env))
         spec = {
             "name": name, "argv": list(command.argv), "env": dict(command.env), "port": port,
             "gpus": list(gpus), "model": preset.model, "preset": preset.name, "runtime": preset.runtime,
@@ -248,7 +263,7 @@ class InstanceService:
         # The simulator's env (state dir) must reach the fake vllm too.
         spec["env"].update(cmd.env_dict())
         [rec] = await self._call(node, "start", input=json.dumps(spec), timeout=60)
-        return view_from_record(node.name, rec)
+        return replace(view_from_record(node.name, rec), warnings=warnings)
 
     @staticmethod
     def _default_name(preset: ServePreset, gpus: Sequence[int], existing: Sequence[InstanceView]) -> str:
@@ -381,12 +396,6 @@ class InstanceService:
 
 _ACTIVE = (InstanceState.STARTING, InstanceState.LOADING, InstanceState.READY, InstanceState.STOPPING,
            InstanceState.UNMANAGED)
-
-
-def _quote_all(parts: Sequence[str]) -> list[str]:
-    import shlex
-
-    return [shlex.quote(p) for p in parts]
 
 
 def since(started: float | None, now: float | None = None) -> str:

@@ -1,0 +1,57 @@
+"""Every key binding of the console, for the help screen and for checking [keys] remaps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True, slots=True)
+class KeyHelp:
+    where: str
+    keys: str
+    action: str
+    binding_id: str = ""
+
+
+def binding_sections() -> list[tuple[str, list[Binding]]]:
+    # Imported here: the app imports this module, and the classes import the app's helpers.
+    from console.ui.app import ConsoleApp
+    from console.ui.screens.detail import DetailScreen
+    from console.ui.screens.fleet import FleetScreen
+    from console.ui.screens.help import HelpScreen
+    from console.ui.widgets.gpu_table import GpuTable
+
+    def own(cls) -> list[Binding]:
+        return [b for b in cls.__dict__.get("BINDINGS", []) if isinstance(b, Binding)]
+
+    return [
+        ("everywhere", own(ConsoleApp)),
+        ("fleet", own(FleetScreen) + own(GpuTable)),
+        ("detail", own(DetailScreen)),
+        ("help", own(HelpScreen)),
+    ]
+
+
+def known_binding_ids() -> set[str]:
+    return {b.id for _, bindings in binding_sections() for b in bindings if b.id}
+
+
+def describe_keys(keymap: Mapping[str, str], key_display: Callable[[Binding], str]) -> list[KeyHelp]:
+    rows: list[KeyHelp] = []
+    for where, bindings in binding_sections():
+        for b in bindings:
+            keys = keymap.get(b.id, b.key) if b.id else b.key
+            shown = ", ".join(key_display(Binding(k.strip(), b.action)) for k in keys.split(","))
+            rows.append(KeyHelp(where, shown, b.description or b.action, b.id or ""))
+    rows += [
+        KeyHelp("everywhere", "^p", "Command palette (per-node commands)"),
+        KeyHelp("everywhere", "^q, ^c", "Quit (Textual)"),
+        KeyHelp("filter box", "enter", "Keep the filter, back to the table"),
+        KeyHelp("mouse", "click", "Select a row"),
+        KeyHelp("mouse", "double click", "Open the row's detail"),
+        KeyHelp("mouse", "wheel", "Scroll"),
+    ]
+    return rows

@@ -1,0 +1,100 @@
+"""The fleet screen (default): every node's header and every logical GPU."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from console.ui.fleet_view import FleetView
+from console.ui.widgets.gpu_table import GpuTable
+from console.ui.widgets.status_bar import StatusBar
+
+FILTER_HINT = "filter: node name, model, cpx, nps1, busy, idle, live, stale, down (Enter keeps, Esc clears)"
+
+
+class FleetScreen(Screen):
+    BINDINGS = [
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter"),
+        Binding("r", "restart_node", "Reconnect node", show=False, id="restart-node"),
+    ]
+
+    def __init__(self, view: FleetView) -> None:
+        super().__init__(id="fleet-screen")
+        self.view = view
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status-bar")
+        yield GpuTable(self.view.fleet.series, id="gpu-table")
+        yield Input(placeholder=FILTER_HINT, id="filter-input", compact=True)
+        yield Footer()
+
+    @property
+    def table(self) -> GpuTable:
+        return self.query_one(GpuTable)
+
+    def on_mount(self) -> None:
+        self.query_one("#filter-input", Input).cursor_blink = self.app.cursor_blink  # type: ignore[attr-defined]
+        self.table.focus()
+        self.redraw(self.app.clock())  # type: ignore[attr-defined]
+
+    def on_screen_resume(self) -> None:
+        if not getattr(self.app, "paused", False):
+            self.redraw(self.app.clock())  # type: ignore[attr-defined]
+
+    def redraw(self, now: float) -> None:
+        snapshots = self.view.fleet.snapshots()
+        self.table.show(snapshots, self.view.generation, self.view.layout_version, now)
+        self.query_one(StatusBar).show(snapshots, self.app.sampling_interval,  # type: ignore[attr-defined]
+                                       self.table.filter_text)
+
+    # ------------------------------------------------------------ filter
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter-input", Input)
+        box.add_class("-open")
+        box.focus()
+
+    def set_filter(self, text: str) -> None:
+        box = self.query_one("#filter-input", Input)
+        box.value = text  # Input.Changed applies it to the table
+        box.set_class(bool(text), "-open")
+        self.table.set_filter(text)
+        self._redraw_status()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter-input":
+            self.table.set_filter(event.value)
+            self._redraw_status()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter-input":
+            event.input.set_class(bool(event.value.strip()), "-open")
+            self.table.focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_filter":
+            box = self.query_one("#filter-input", Input)
+            return bool(box.value) or box.has_class("-open")
+        return True
+
+    def action_clear_filter(self) -> None:
+        self.set_filter("")
+        self.table.focus()
+
+    def _redraw_status(self) -> None:
+        self.query_one(StatusBar).show(self.view.fleet.snapshots(), self.app.sampling_interval,  # type: ignore[attr-defined]
+                                       self.table.filter_text)
+
+    # ------------------------------------------------------------ rows
+
+    def on_gpu_table_row_activated(self, event: GpuTable.RowActivated) -> None:
+        node, gpu = event.key
+        self.app.open_detail(node, gpu)  # type: ignore[attr-defined]
+
+    def action_restart_node(self) -> None:
+        row = self.table.cursor_row
+        if row is not None:
+            self.app.restart_node(row.node)  # type: ignore[attr-defined]

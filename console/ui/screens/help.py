@@ -1,0 +1,40 @@
+"""`?`: every key binding, with the id to remap it in the [keys] table of a profile."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from console.ui.keys import KeyHelp
+
+_INTRO = (" [b]Keys[/b]  ·  remap any key with an id in a profile:  "
+          "[i]\\[keys] pause = \"space\"[/i]  ·  Esc closes")
+
+
+class HelpScreen(Screen):
+    BINDINGS = [
+        Binding("escape,question_mark", "close", "Close", id="close-help"),
+    ]
+
+    def __init__(self, rows: list[KeyHelp]) -> None:
+        super().__init__(id="help-screen")
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        yield Static(_INTRO, id="help-intro")
+        yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("Where", "Keys", "Action", Text("Id for [keys]"))
+        for row in self.rows:
+            # Text, not str: DataTable would read '[' in a key name as markup.
+            table.add_row(*(Text(cell) for cell in (row.where, row.keys, row.action, row.binding_id)))
+        table.focus()
+
+    def action_close(self) -> None:
+        self.app.pop_screen()

@@ -1,0 +1,72 @@
+"""Columns of the GPU table: which fit the terminal width, and how a cell's text is cut."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from rich.cells import cell_len, set_cell_size
+
+from console.core.model import GpuMetrics, GpuStatic
+from console.ui.rows import Row
+
+_SPARK_MAX = 16
+GAP = 1  # spaces between columns
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    title: str
+    width: int
+    right: bool = True
+
+
+@lru_cache(maxsize=16)
+def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
+    """Columns that fit `width`, and the sparkline width; least useful dropped first."""
+    order = ["gpu", "util", "vram", "power", "tj", "tmem", "gfx", "part"]
+    spec = {
+        "gpu": Column("gpu", "GPU", 7), "util": Column("util", "UTIL", 5),
+        "vram": Column("vram", "VRAM GiB", 10), "power": Column("power", "POWER W", 10),
+        "tj": Column("tj", "TJ", 4), "tmem": Column("tmem", "TMEM", 5), "gfx": Column("gfx", "GFX", 5),
+        "part": Column("part", "PART", 9, right=False),
+    }
+    droppable = ["gfx", "tmem", "part"]  # in this order when the terminal is too narrow
+    vllm_min = 6
+    while True:
+        cols = [spec[k] for k in order]
+        fixed = sum(c.width for c in cols) + GAP * len(cols)
+        room = width - fixed - vllm_min
+        if room >= 0 or not droppable:
+            break
+        order.remove(droppable.pop(0))
+    spark = max(0, min(_SPARK_MAX, room // 2 - 1))
+    if spark < 3:
+        spark = 0
+    used = fixed + (2 * (spark + 1) if spark else 0)
+    cols.append(Column("vllm", "vLLM", max(0, width - used), right=False))
+    return tuple(cols), spark
+
+
+def vram_total(static: GpuStatic | None, m: GpuMetrics | None) -> float | None:
+    if m is not None and m.vram_total_mib is not None:
+        return m.vram_total_mib
+    return static.vram_total_mib if static is not None else None
+
+
+def gpu_label(row: Row) -> str:
+    """'0' for a whole GPU; '1┬  8', '├  9', '└ 15' for the partitions of physical GPU 1."""
+    if not row.tree:
+        return f"{row.gpu}"
+    if row.tree == "┬":
+        return f"{row.physical}┬{row.gpu:>3}"
+    return f"{row.tree}{row.gpu:>3}"
+
+
+def fit(text: str, width: int, right: bool) -> str:
+    if width <= 0:
+        return ""
+    if cell_len(text) > width:
+        return set_cell_size(text, width - 1) + "…" if width > 1 else text[:width]
+    return text.rjust(width) if right else set_cell_size(text, width)

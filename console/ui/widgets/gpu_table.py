@@ -1,0 +1,383 @@
+"""The fleet's GPU table: a Line API widget that renders only the lines on screen.
+
+A DataTable would keep every cell of 4096 rows as state and rebuild them each
+tick; here the table keeps the latest snapshots and renders a visible line on
+demand, caching each line until its node's data generation changes.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from console.core.model import NodeHealth, NodeSnapshot
+from console.core.series import RingSeries
+from console.ui import format as fmt
+from console.ui.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
+from console.ui.widgets.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
+
+SeriesLookup = Callable[[str, int, str], "RingSeries | None"]
+
+_CACHE_LIMIT = 4096  # lines; cleared wholesale past this (bounded memory)
+
+
+class GpuTable(ScrollView, can_focus=True):
+    """One header line per node, then one line per logical GPU under its physical GPU."""
+
+    DEFAULT_CSS = """
+    GpuTable { height: 1fr; background: $surface; overflow-x: hidden; }
+    GpuTable > .gpu-table--columns { text-style: bold; color: $text-muted; background: $panel; }
+    GpuTable > .gpu-table--node { text-style: bold; background: $boost; }
+    GpuTable > .gpu-table--live { color: $text-success; }
+    GpuTable > .gpu-table--stale { color: $text-warning; text-style: bold; }
+    GpuTable > .gpu-table--down { color: $text-error; text-style: bold; }
+    GpuTable > .gpu-table--connecting { color: $text-muted; }
+    GpuTable > .gpu-table--warn { color: $text-warning; }
+    GpuTable > .gpu-table--crit { color: $text-error; text-style: bold; }
+    GpuTable > .gpu-table--spark { color: $accent; }
+    GpuTable > .gpu-table--muted { color: $text-muted; }
+    GpuTable > .gpu-table--aged { text-style: dim; }
+    GpuTable > .gpu-table--cursor { background: $block-cursor-blurred-background; }
+    GpuTable:focus > .gpu-table--cursor { background: $block-cursor-background; }
+    """
+
+    COMPONENT_CLASSES = {
+        "gpu-table--columns", "gpu-table--node", "gpu-table--live", "gpu-table--stale",
+        "gpu-table--down", "gpu-table--connecting", "gpu-table--warn", "gpu-table--crit",
+        "gpu-table--spark", "gpu-table--muted", "gpu-table--aged", "gpu-table--cursor",
+    }
+
+    BINDINGS = [
+        Binding("enter", "activate", "Detail", id="open-detail"),
+        Binding("up,k", "cursor(-1)", "Up", show=False, id="cursor-up"),
+        Binding("down,j", "cursor(1)", "Down", show=False, id="cursor-down"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="page-up"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="page-down"),
+        Binding("home", "jump(0)", "First row", show=False, id="first-row"),
+        Binding("end", "jump(-1)", "Last row", show=False, id="last-row"),
+        Binding("right_square_bracket", "node_step(1)", "Next node", show=False, id="next-node"),
+        Binding("left_square_bracket", "node_step(-1)", "Previous node", show=False, id="prev-node"),
+    ]
+
+    class RowActivated(Message):
+        """Enter or a double click on a row: open its detail."""
+
+        def __init__(self, key: RowKey) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(self, series: SeriesLookup, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._series = series
+        self._snapshots: dict[str, NodeSnapshot] = {}
+        self._pairs: dict[str, dict[int, GpuPair]] = {}
+        self._drawn_gen: dict[str, int] = {}
+        self._layout_version = -1
+        self._filter = RowFilter()
+        self._rows: list[Row] = []
+        self._row_index: dict[RowKey, int] = {}
+        self._cursor = 0
+        self._now = 0.0
+        # Rendered lines by row identity -> (data key, strip): a line is rebuilt only
+        # when its node's generation (or the cursor, width, clock second) moved.
+        self._cache: dict[tuple, tuple[tuple, Strip]] = {}
+        self._styles: dict[str, Style] = {}  # resolved component styles, until the CSS changes
+        self._pairs_gen: dict[str, int] = {}
+        self.redraws = 0  # how many times new data was taken in (tests, perf)
+
+    # ------------------------------------------------------------ data in
+
+    def show(self, snapshots: list[NodeSnapshot], generation: dict[str, int], layout_version: int,
+             now: float) -> bool:
+        """Take the fleet's current state; repaint only if something on screen can differ."""
+        changed = False
+        for snap in snapshots:
+            gen = generation.get(snap.name, 0)
+            if self._drawn_gen.get(snap.name) != gen or snap.name not in self._snapshots:
+                self._snapshots[snap.name] = snap
+                self._drawn_gen[snap.name] = gen
+                changed = True
+        relayout = layout_version != self._layout_version
+        # busy/idle filters depend on the latest metrics, not only on the topology.
+        if relayout or (changed and self._filter):
+            self._layout_version = layout_version
+            self._rebuild_rows()
+        ticked = int(now) != int(self._now)
+        self._now = now
+        if changed or relayout or ticked:
+            self.redraws += 1
+            self.refresh()
+        return changed
+
+    def set_filter(self, text: str) -> None:
+        self._filter = RowFilter(text)
+        self._rebuild_rows()
+        self.refresh()
+
+    @property
+    def filter_text(self) -> str:
+        return self._filter.text
+
+    @property
+    def rows(self) -> list[Row]:
+        return self._rows
+
+    @property
+    def cursor_row(self) -> Row | None:
+        return self._rows[self._cursor] if self._rows else None
+
+    def select(self, key: RowKey) -> bool:
+        index = self._row_index.get(key)
+        if index is None:
+            return False
+        self._move(index)
+        return True
+
+    def _rebuild_rows(self) -> None:
+        current = self.cursor_row
+        snaps = list(self._snapshots.values())
+        self._rows = build_rows(snaps, self._filter)
+        self._row_index = {row.key: i for i, row in enumerate(self._rows)}
+        self._cache.clear()
+        width = self.size.width or 80
+        self.virtual_size = Size(width, len(self._rows) + 1)
+        index = self._row_index.get(current.key) if current else None
+        if index is None and current is not None:
+            index = self._row_index.get((current.node, None))
+        self._cursor = min(index if index is not None else self._cursor, max(0, len(self._rows) - 1))
+        self._scroll_to_cursor()
+
+    # ------------------------------------------------------------ navigation
+
+    def _body_height(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def _scroll_to_cursor(self) -> None:
+        top = int(self.scroll_offset.y)
+        height = self._body_height()
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=False)
+        elif self._cursor >= top + height:
+            self.scroll_to(y=self._cursor - height + 1, animate=False)
+
+    def _move(self, index: int) -> None:
+        if not self._rows:
+            return
+        index = max(0, min(len(self._rows) - 1, index))
+        if index != self._cursor:
+            self._cursor = index
+            self.refresh()
+        self._scroll_to_cursor()
+
+    def action_cursor(self, delta: int) -> None:
+        self._move(self._cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self._move(self._cursor + direction * self._body_height())
+
+    def action_jump(self, where: int) -> None:
+        self._move(0 if where == 0 else len(self._rows) - 1)
+
+    def action_node_step(self, direction: int) -> None:
+        headers = [i for i, row in enumerate(self._rows) if row.is_header]
+        if direction > 0:
+            target = next((i for i in headers if i > self._cursor), None)
+        else:
+            target = next((i for i in reversed(headers) if i < self._cursor), None)
+        if target is not None:
+            self._move(target)
+
+    def action_activate(self) -> None:
+        row = self.cursor_row
+        if row is not None:
+            self.post_message(self.RowActivated(row.key))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y == 0:
+            return
+        index = int(self.scroll_offset.y) + offset.y - 1
+        if 0 <= index < len(self._rows):
+            self._move(index)
+            if event.chain >= 2:
+                self.action_activate()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._cache.clear()
+        self.virtual_size = Size(event.size.width, len(self._rows) + 1)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._forget_styles()
+
+    def on_focus(self) -> None:
+        self._forget_styles()  # the cursor colour depends on :focus
+
+    def on_blur(self) -> None:
+        self._forget_styles()
+
+    def _forget_styles(self) -> None:
+        self._styles.clear()
+        self._cache.clear()
+
+    # ------------------------------------------------------------ rendering
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y == 0:
+            return self._cached("columns", (width,), lambda: self._columns_strip(width))
+        index = int(self.scroll_offset.y) + y - 1
+        if index >= len(self._rows):
+            if index == 0 and self._filter:
+                note = f" nothing matches the filter {self._filter.text!r} (Esc clears it)"
+                return Strip([Segment(note, self._style("base") + self._style("muted"))]).adjust_cell_length(
+                    width, self._style("base"))
+            return Strip.blank(width, self._style("base"))
+        row = self._rows[index]
+        gen = self._drawn_gen.get(row.node, 0)
+        cursor = index == self._cursor
+        if row.is_header:
+            version = (gen, width, cursor, int(self._now))
+            return self._cached(row.key, version, lambda: self._node_strip(row, width, cursor))
+        version = (gen, width, cursor, row.tree)
+        return self._cached(row.key, version, lambda: self._gpu_strip(row, width, cursor))
+
+    def _cached(self, key, version: tuple, build: Callable[[], Strip]) -> Strip:
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        if hit is None and len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        strip = build()
+        self._cache[key] = (version, strip)
+        return strip
+
+    def _style(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self._resolve_style(name)
+        return style
+
+    def _resolve_style(self, name: str) -> Style:
+        if name == "base":
+            return self.rich_style
+        # Resolved in full, because theme colours such as $boost and $text-muted are
+        # translucent and must be blended over the background. Only the classes that
+        # set a background keep it; the others are laid over cursor and header rows.
+        style = self.get_component_rich_style(f"gpu-table--{name}")
+        if name in ("columns", "node", "cursor"):
+            return style
+        return Style(color=style.color, bold=style.bold, dim=style.dim, italic=style.italic)
+
+    def _node_pairs(self, node: str) -> dict[int, GpuPair]:
+        """Static facts and metrics by GPU index, rebuilt lazily: only for nodes on screen."""
+        gen = self._drawn_gen.get(node, 0)
+        if self._pairs_gen.get(node) != gen or node not in self._pairs:
+            self._pairs[node] = gpu_pairs(self._snapshots[node])
+            self._pairs_gen[node] = gen
+        return self._pairs[node]
+
+    def _columns_strip(self, width: int) -> Strip:
+        cols, spark = layout_columns(width)
+        base = self._style("base") + self._style("columns")
+        cells = []
+        for col in cols:
+            title = col.title
+            if spark and col.key in ("util", "power"):
+                cells.append(fit(title, col.width, col.right) + " " + " " * spark)
+            else:
+                cells.append(fit(title, col.width, col.right))
+        text = (" " * GAP).join(cells)
+        return Strip([Segment(fit(text, width, False), base)], width)
+
+    def _row_base(self, cursor: bool, kind: str | None = None) -> Style:
+        base = self._style("base")
+        if kind:
+            base = base + self._style(kind)
+        return base + self._style("cursor") if cursor else base
+
+    def _node_strip(self, row: Row, width: int, cursor: bool) -> Strip:
+        snap = self._snapshots[row.node]
+        base = self._row_base(cursor, "node")
+        state_style = base + self._style(snap.health.value)
+        marker = {"live": "●", "stale": "◐", "down": "✖", "connecting": "○"}[snap.health.value]
+        segments = [Segment(f" {marker} ", state_style), Segment(snap.name, base), Segment("  ", base),
+                    Segment(fmt.state_text(snap, self._now), state_style)]
+        facts = fmt.node_facts(snap)
+        if facts:
+            segments.append(Segment("  " + " · ".join(facts), base if cursor else base + self._style("muted")))
+        return Strip(segments).adjust_cell_length(width, base)
+
+    def _gpu_strip(self, row: Row, width: int, cursor: bool) -> Strip:
+        snap = self._snapshots[row.node]
+        static, m = self._node_pairs(row.node).get(row.gpu, (None, None))  # type: ignore[arg-type]
+        base = self._row_base(cursor)
+        # Muted grey is unreadable on the cursor bar: the cursor row keeps its own colour.
+        muted = Style() if cursor else self._style("muted")
+        cells = self._gpu_cells(row, static, m, muted)
+        cols, spark = layout_columns(width)
+        segments: list[Segment] = []
+        for col in cols:
+            text, style = cells[col.key]
+            if segments:
+                segments.append(Segment(" " * GAP, base))
+            segments.append(Segment(fit(text, col.width, col.right), base + style if style else base))
+            if spark and col.key in _SPARKS:
+                metric, top = _SPARKS[col.key](m)
+                series = self._series(row.node, row.gpu, metric)  # type: ignore[arg-type]
+                values = series.values(spark) if series is not None else []
+                segments.append(Segment(" " + fmt.sparkline(values, spark, top), base + self._style("spark")))
+        strip = Strip(segments).adjust_cell_length(width, base)
+        if snap.health != NodeHealth.LIVE:
+            strip = strip.apply_style(self._style("aged"))  # last values, visibly old
+        return strip
+
+    def _gpu_cells(self, row: Row, static, m, muted: Style) -> dict[str, tuple[str, Style | None]]:
+        """Text and threshold style of every column for one logical GPU."""
+        # Partitions after a physical GPU's first report N/A for device-wide values:
+        # those cells stay empty rather than repeat or invent a number.
+        later_partition = row.tree in ("├", "└")
+
+        def device(value: float | None, text: str, style: Style | None) -> tuple[str, Style | None]:
+            if value is None:
+                return ("", None) if later_partition else (text, muted)
+            return text, style
+
+        def temp(value: float | None, limits: tuple[float, float]) -> tuple[str, Style | None]:
+            return device(value, fmt.temp(value), self._level(fmt.level(value, limits)))
+
+        util = m.util_pct if m else None
+        used, total = (m.vram_used_mib if m else None), vram_total(static, m)
+        power, cap = (m.power_w, m.power_cap_w) if m else (None, None)
+        gfx = m.gfx_clock_mhz if m else None
+        part = fmt.partition_text(static.compute_partition, static.memory_partition) if static else "?"
+        return {
+            "gpu": (gpu_label(row), muted if later_partition else None),
+            "util": (fmt.pct(util), muted if util is None else None),
+            "vram": (fmt.gib_pair(used, total), self._level(fmt.fraction_level(used, total, fmt.VRAM_FRACTION))),
+            "power": device(power, fmt.watts_pair(power, cap),
+                            self._level(fmt.fraction_level(power, cap, fmt.POWER_FRACTION))),
+            "tj": temp(m.temp_junction_c if m else None, fmt.TEMP_JUNCTION),
+            "tmem": temp(m.temp_mem_c if m else None, fmt.TEMP_MEM),
+            "gfx": device(gfx, fmt.mhz(gfx), None),
+            "part": (part, muted),
+            "vllm": ("", None),  # filled once serve instances are tracked (issue C)
+        }
+
+    def _level(self, level: str) -> Style | None:
+        return None if level == fmt.OK else self._style(level)
+
+
+# Sparkline after these columns: (metric, top of the scale) for a GPU's latest metrics.
+_SPARKS = {
+    "util": lambda m: ("util_pct", 100.0),
+    "power": lambda m: ("power_w", m.power_cap_w if m else None),
+}

@@ -1,0 +1,50 @@
+"""One line on top of every screen: fleet summary, sampling interval, filter, PAUSED."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.markup import escape
+from textual.widgets import Static
+
+from console.core.model import NodeHealth, NodeSnapshot
+
+
+class StatusBar(Horizontal):
+    DEFAULT_CSS = """
+    StatusBar { height: 1; background: $panel; }
+    StatusBar > #status-summary { width: 1fr; height: 1; }
+    StatusBar > #paused-marker { display: none; width: auto; height: 1; padding: 0 1;
+                                 background: $warning; color: $text; text-style: bold; }
+    """
+
+    _drawn = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status-summary")
+        yield Static("⏸ PAUSED", id="paused-marker")
+
+    def show(self, snapshots: list[NodeSnapshot], interval: float, filter_text: str = "",
+             context: str = "") -> None:
+        counts = {h: 0 for h in NodeHealth}
+        gpus = 0
+        for snap in snapshots:
+            counts[snap.health] += 1
+            gpus += len(snap.static) or (len(snap.latest.gpus) if snap.latest else 0)
+        parts = ["[b] rocm-console [/b]"]
+        if context:
+            parts.append(f"[b]{escape(context)}[/b]")
+        states = [f"{len(snapshots)} nodes"]
+        for health, mark, var in ((NodeHealth.LIVE, "●", "$text-success"), (NodeHealth.STALE, "◐", "$text-warning"),
+                                  (NodeHealth.DOWN, "✖", "$text-error"), (NodeHealth.CONNECTING, "○", "$text-muted")):
+            if counts[health]:
+                states.append(f"[{var}]{mark} {counts[health]} {health.value}[/]")
+        parts.append(" ".join(states))
+        parts.append(f"{gpus} GPUs")
+        parts.append(f"every {interval:g} s")
+        if filter_text:
+            parts.append(f"[i]filter: {escape(filter_text)}[/i]")
+        markup = " · ".join(parts)
+        if markup != self._drawn:
+            self._drawn = markup
+            self.query_one("#status-summary", Static).update(markup)
