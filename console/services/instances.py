@@ -260,8 +260,13 @@ class InstanceService:
             "gpus": list(gpus), "model": preset.model, "preset": preset.name, "runtime": preset.runtime,
             "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
         }
-        # The simulator's env (state dir) must reach the fake vllm too.
+        # The simulator's env (state dir) must reach the fake vllm too, with the
+        # VRAM of the chosen logical GPUs (a CPX partition has 1/8 of the GPU).
         spec["env"].update(cmd.env_dict())
+        if node.simulate is not None and snapshot is not None:
+            vram = [g.vram_total_mib for g in snapshot.static if g.index in gpus and g.vram_total_mib]
+            if vram:
+                spec["env"]["ROCM_CONSOLE_SIM_GPU_VRAM_MB"] = str(int(min(vram)))
         [rec] = await self._call(node, "start", input=json.dumps(spec), timeout=60)
         return replace(view_from_record(node.name, rec), warnings=warnings)
 
