@@ -30,6 +30,7 @@ from console.ui.screens.fleet import FleetScreen
 # Sampling intervals that + and - step through (seconds).
 INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 REDRAW_INTERVAL = 0.25  # 4 Hz: fast enough to feel live, cheap at 4096 rows
+STOP_TIMEOUT = 5.0  # seconds quitting waits for the node streams to close
 
 _SAMPLING = Binding.Group("Interval", compact=True)
 
@@ -49,9 +50,8 @@ class ConsoleApp(App[int]):
         Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
     ]
 
-    # Screens get -short below 32 rows and -narrow below 100 columns (app.tcss).
+    # Screens get -short below 32 rows (app.tcss); the GPU table fits columns itself.
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
 
     paused: reactive[bool] = reactive(False)
 
@@ -100,7 +100,10 @@ class ConsoleApp(App[int]):
 
     async def on_unmount(self) -> None:
         if self._fleet_started:
-            await self.fleet.stop()
+            try:  # quitting must not hang on a node that will not close
+                await asyncio.wait_for(self.fleet.stop(), STOP_TIMEOUT)
+            except asyncio.TimeoutError:
+                pass
 
     def _warn_unknown_keys(self, keymap: dict[str, str]) -> None:
         from console.ui.keys import known_binding_ids
@@ -230,5 +233,6 @@ class ConsoleApp(App[int]):
 
 
 def run_app(profile: Profile, *, interval: float = 1.0) -> int:
-    ConsoleApp(profile, interval=interval).run()
-    return 0
+    app = ConsoleApp(profile, interval=interval)
+    app.run()
+    return app.return_code or 0

@@ -48,7 +48,7 @@ def describe_keys(keymap: Mapping[str, str], key_display: Callable[[Binding], st
             rows.append(KeyHelp(where, shown, b.description or b.action, b.id or ""))
     rows += [
         KeyHelp("everywhere", "^p", "Command palette (per-node commands)"),
-        KeyHelp("everywhere", "^q, ^c", "Quit (Textual)"),
+        KeyHelp("everywhere", "^q", "Quit (Textual's own key)"),
         KeyHelp("filter box", "enter", "Keep the filter, back to the table"),
         KeyHelp("mouse", "click", "Select a row"),
         KeyHelp("mouse", "double click", "Open the row's detail"),

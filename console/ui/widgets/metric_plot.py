@@ -20,7 +20,6 @@ class MetricPlot(PlotextPlot):
         super().__init__(id=id)
         self.title = title
         self.ylim = ylim
-        self._empty = True
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -34,10 +33,10 @@ class MetricPlot(PlotextPlot):
         plt.title(title or self.title)
         plotted = False
         for trace in traces:
-            xs = [t - now for t, v in zip(trace.times, trace.values) if v is not None]
-            ys = [v for v in trace.values if v is not None]
-            if xs:
-                plt.plot(xs, ys, label=trace.label if len(traces) > 1 else "", marker="braille")
+            points = [(t - now, v) for t, v in zip(trace.times, trace.values) if v is not None]
+            if points:
+                xs, ys = zip(*points)
+                plt.plot(list(xs), list(ys), label=trace.label if len(traces) > 1 else "", marker="braille")
                 plotted = True
         limits = ylim or self.ylim
         if limits is not None and plotted:
@@ -45,5 +44,4 @@ class MetricPlot(PlotextPlot):
         if not plotted:
             plt.xticks([])
             plt.yticks([])
-        self._empty = not plotted
         self.refresh()

@@ -1,0 +1,79 @@
+"""UI test fixtures: replayed nodes (recorded agent traces), frozen clocks, no blinking."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+from rich.console import Console
+
+from console.core.model import NodeSpec, Profile
+from console.services.fleet import FleetTelemetry
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+from console.transport.replay import ReplayTransport, load_traces
+from console.ui.app import ConsoleApp
+from console.ui.screenshots import DEMO_NODES, TRACES, Scene, scene_profile
+
+
+class FaultyReplay(ReplayTransport):
+    """A looping replay whose link a test can freeze (agent silent) or cut (link down)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cut = False
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+
+    def _check_link(self) -> None:
+        if self.cut:
+            raise TransportError(f"{self.node_name}: connection refused", "unreachable")
+
+    async def stream_lines(self, argv, *, env=None):
+        async for line in super().stream_lines(argv, env=env):
+            await self.flowing.wait()
+            self._check_link()
+            yield line
+
+
+@pytest.fixture
+def live_app():
+    """An app over looping replays (new samples every `pace` s): collection never stops."""
+
+    def make(nodes=DEMO_NODES, *, pace=0.2, stale_after=None, keys=(), size=None, **app_kwargs):
+        traces = load_traces(TRACES, nodes)
+        transports: dict[str, FaultyReplay] = {}
+
+        def factory(node: NodeSpec) -> FaultyReplay:
+            transports[node.name] = FaultyReplay(node.name, traces[node.name], end="loop", pace=pace)
+            return transports[node.name]
+
+        profile = scene_profile(Scene("pilot", nodes=tuple(nodes)))
+        profile = Profile(nodes=profile.nodes, keys=tuple(keys))
+        fleet = FleetTelemetry(profile.nodes, TransportPool(factory), stale_after=stale_after, backoff_cap=0.3)
+        app = ConsoleApp(profile, fleet=fleet, notify_health=False, cursor_blink=False, redraw_interval=0.05,
+                         **app_kwargs)
+        app.transports = transports  # type: ignore[attr-defined]
+        return app
+
+    return make
+
+
+async def wait_for(pilot, predicate, timeout: float = 10.0) -> bool:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        if predicate():
+            return True
+        await pilot.pause(0.02)
+    return predicate()
+
+
+def screen_text(app) -> str:
+    """What a person sees, as plain text."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
+                      color_system="truecolor", record=True, legacy_windows=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text(styles=False)
