@@ -207,10 +207,10 @@ class FleetTelemetry:
         """Run one agent session; True if at least one frame arrived."""
         transport = self.pool.get(track.spec)
         command = await install_agent(transport, track.spec)
+        probe_task = None
         if track.snapshot.probe is None:
-            probe = await run_probe(transport, command)
-            if probe is not None:
-                track.snapshot = replace(track.snapshot, probe=probe)
+            # Versions are nice to have: fetch them beside the stream, never before it.
+            probe_task = asyncio.create_task(self._probe(track, transport, command))
         argv = command.argv("telemetry", "--interval", f"{self.interval:g}")
         got_frame = False
         stream = transport.stream_lines(argv, env=command.env_dict())
@@ -224,7 +224,16 @@ class FleetTelemetry:
                 self._apply(track, message)
         finally:
             await stream.aclose()
+            if probe_task is not None:
+                # Let a probe in flight finish (it is bounded by its own timeout)
+                # so a node that drops at once still shows its versions.
+                await asyncio.gather(probe_task, return_exceptions=True)
         return got_frame
+
+    async def _probe(self, track: _NodeTrack, transport, command) -> None:
+        probe = await run_probe(transport, command)
+        if probe is not None:
+            track.snapshot = replace(track.snapshot, probe=probe)
 
     def _apply(self, track: _NodeTrack, message) -> None:
         snap = track.snapshot

@@ -75,6 +75,10 @@ class LocalTransport:
             ) from None
         except asyncio.CancelledError:
             _kill_group(proc.pid)
+            try:  # reap it, so no zombie or closed-loop warning is left behind
+                await asyncio.wait_for(proc.wait(), 2)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
             raise
         return CommandResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
 

@@ -35,3 +35,22 @@ def test_backoff_doubles_then_caps():
     assert backoff_delay(10_000, cap=30) == 30
     with pytest.raises(ValueError):
         backoff_delay(-1)
+
+
+def test_ring_series_wraps_many_times_and_keeps_order():
+    s = RingSeries(5)
+    for i in range(23):
+        s.append(float(i), None if i % 4 == 0 else float(i))
+    assert s.times() == [18.0, 19.0, 20.0, 21.0, 22.0]
+    assert s.values() == [18.0, 19.0, None, 21.0, 22.0]
+    assert list(s)[2] == (20.0, None)
+    assert s.values(last=0) == [] and s.latest() == 22.0
+
+
+def test_last_values_across_the_wrap_point():
+    s = RingSeries(600)
+    for i in range(700):
+        s.append(float(i), float(i))
+    assert s.values(150) == [float(i) for i in range(550, 700)]
+    assert s.values(3) == [697.0, 698.0, 699.0]
+    assert s.values(10_000) == [float(i) for i in range(100, 700)]
