@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (start, lst, stop, logs):
         _common(p, suppress=True)
         p.add_argument("--json", action="store_true", help="print JSON")
+
+    from console.cli_partition import add_parser as add_partition_parser
+
+    for p in add_partition_parser(sub):
+        _common(p, suppress=True)
     return parser
 
 
@@ -176,10 +181,16 @@ def cmd_serve_entry(args: argparse.Namespace) -> int:
     return cmd_serve(args, load_selected_profile(args))
 
 
+def cmd_partition_entry(args: argparse.Namespace) -> int:
+    from console.cli_partition import cmd_partition
+
+    return cmd_partition(args, load_selected_profile(args))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {None: cmd_tui, "status": cmd_status, "serve": cmd_serve_entry}
+    handlers = {None: cmd_tui, "status": cmd_status, "serve": cmd_serve_entry, "partition": cmd_partition_entry}
     try:
         return handlers[args.command](args)
     except (ProfileError, UsageError) as exc:
@@ -187,6 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `rocm-console status | head`: the reader left, nothing to report
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

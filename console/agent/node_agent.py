@@ -7,6 +7,7 @@ console package):
     python3 node_agent.py telemetry [--interval 1.0] [--count N] [--amdsmi-path DIR]...
     python3 node_agent.py probe [--amdsmi-path DIR]...
     python3 node_agent.py instance --state-dir DIR start|list|stop NAME|logs NAME|remove NAME
+    python3 node_agent.py partition show|set [--gpus all|0,1] [--compute CPX] [--memory NPS4 --reload-driver]
 
 telemetry writes one ``hello`` line, a ``static`` line (again whenever the
 GPUs are re-enumerated with different facts), then one ``sample`` line per
@@ -36,7 +37,7 @@ PARTITION_CHECK_EVERY = 5  # ticks between partition-mode checks (getters can wa
 CLI_TIMEOUT = 30.0  # amd-smi on a partitioned node can take seconds per call
 MAX_CLI_FAILURES = 5  # consecutive failed CLI ticks before the agent gives up
 
-EXIT_OK, EXIT_USAGE, EXIT_NO_SOURCE = 0, 2, 3
+EXIT_OK, EXIT_USAGE, EXIT_NO_SOURCE, EXIT_PARTITION = 0, 2, 3, 4
 
 # "unsupported" markers of the C library that can leak through the wrapper
 _SENTINELS = frozenset((0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF))
@@ -821,7 +822,8 @@ def probe(args):
     return {"kind": "probe", "hostname": socket.gethostname(),
             "python": platform.python_version(), "rocm": rocm_version(),
             "amdsmi": None if version is None else str(version), "vllm": dist_version("vllm"),
-            "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"), "source": source}
+            "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"), "source": source,
+            "uid": os.geteuid()}
 
 
 # ------------------------------------------------------------------ main
@@ -887,9 +889,46 @@ def build_parser():
             sub.add_argument("--lines", type=int, default=None)
             sub.add_argument("--follow", action="store_true")
             sub.add_argument("--max-seconds", type=float, default=None)
+    part = modes.add_parser("partition", help="show or set compute/memory partition modes")
+    part_ops = part.add_subparsers(dest="op", parser_class=JsonArgumentParser)
+    part_ops.required = True
+    part_show = part_ops.add_parser("show")
+    part_set = part_ops.add_parser("set")
+    part_set.add_argument("--gpus", default="all", help="physical GPUs: all or 0,1,...")
+    part_set.add_argument("--compute", type=str.upper, default=None)
+    part_set.add_argument("--memory", type=str.upper, default=None)
+    part_set.add_argument("--reload-driver", action="store_true",
+                          help="confirm the amdgpu driver reload a memory switch needs")
+    for sub in (part_show, part_set):
+        sub.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR",
+                         help="put DIR first on sys.path before importing amdsmi")
     mon = modes.add_parser("instance-monitor", help=argparse.SUPPRESS)
     mon.add_argument("folder")
     return parser
+
+
+def partition(args, writer):
+    """Partition show/set; failures are an error line with a reason class, exit 4."""
+    import partitions  # shipped beside this file
+
+    try:
+        if args.op == "show":
+            writer.write(partitions.show(load_amdsmi, args.amdsmi_path))
+            return EXIT_OK
+        physical = None
+        if args.gpus != "all":
+            try:
+                physical = sorted({int(x) for x in args.gpus.split(",") if x.strip()})
+            except ValueError:
+                raise partitions.PartitionError("--gpus %r: expected all or 0,1,..." % args.gpus, "invalid")
+        if args.compute is None and args.memory is None:
+            raise partitions.PartitionError("nothing to set: give --compute and/or --memory", "invalid")
+        writer.write(partitions.set_modes(load_amdsmi, args.amdsmi_path, physical, args.compute,
+                                          args.memory, args.reload_driver))
+        return EXIT_OK
+    except partitions.PartitionError as exc:
+        writer.write({"kind": "error", "message": str(exc), "reason": exc.kind})
+        return EXIT_PARTITION
 
 
 def instance(args, writer):
@@ -928,6 +967,8 @@ def main(argv=None):
             return EXIT_OK
         if args.mode == "instance":
             return instance(args, writer)
+        if args.mode == "partition":
+            return partition(args, writer)
         if args.mode == "instance-monitor":
             import supervisor
 

@@ -176,6 +176,7 @@ class ProbeInfo:
     vllm: str | None = None
     numa_balancing: str | None = None
     source: str | None = None
+    uid: int | None = None  # of the agent's user: 0 means partition switches need no sudo
 
 
 @dataclass(frozen=True, slots=True)

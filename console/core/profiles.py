@@ -21,6 +21,7 @@ except ModuleNotFoundError:  # Python < 3.11
 
 from console.core.errors import ProfileError
 from console.core.model import BenchPreset, NodeSpec, Profile, ServePreset, SimulateSpec
+from console.core.partition_rules import VALID_NPS
 
 __all__ = [
     "COMPUTE_PARTITIONS",
@@ -36,12 +37,6 @@ GPU_MODELS = ("MI300X", "MI325X", "MI355X")
 COMPUTE_PARTITIONS = ("SPX", "DPX", "QPX", "CPX")
 MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
 # Compute modes the driver accepts under each memory mode (reference/amdsmi.md).
-_VALID_NPS = {
-    "SPX": ("NPS1",),
-    "DPX": ("NPS1", "NPS2"),
-    "QPX": ("NPS1", "NPS4"),
-    "CPX": ("NPS1", "NPS4"),
-}
 # Shipped samples in profiles/: loaded only via --profile / --demo, never found by
 # discovery, so running from the repo never dials the example's hosts.
 SAMPLE_PROFILES = ("example.toml", "demo.toml")
@@ -573,8 +568,8 @@ def _simulate(value: object) -> SimulateSpec | None:
     if not isinstance(value, dict):
         raise _expected("true, false or a table", value)
     spec = SimulateSpec(**_check_fields(value, _SIMULATE_FIELDS))
-    if spec.memory_partition not in _VALID_NPS[spec.compute_partition]:
-        allowed = "/".join(_VALID_NPS[spec.compute_partition])
+    if spec.memory_partition not in VALID_NPS[spec.compute_partition]:
+        allowed = "/".join(VALID_NPS[spec.compute_partition])
         raise _Invalid(
             f"{spec.compute_partition} needs {allowed}, not {spec.memory_partition}",
             ("memory_partition",),

@@ -146,6 +146,7 @@ def _probe(obj: dict) -> ProbeInfo:
         vllm=s("vllm"),
         numa_balancing=s("numa_balancing"),
         source=s("source"),
+        uid=obj["uid"] if isinstance(obj.get("uid"), int) and not isinstance(obj.get("uid"), bool) else None,
     )
 
 

@@ -21,6 +21,7 @@ from console.transport.base import Transport, TransportError
 _PKG = Path(__file__).resolve().parents[1]
 AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
 SUPERVISOR_SOURCE = _PKG / "agent" / "supervisor.py"
+PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
 SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
 SIM_VLLM_SOURCE = _PKG / "sim" / "vllm.py"
 
@@ -38,7 +39,7 @@ class AgentCommand:
 
     def argv(self, mode: str, *extra: str) -> list[str]:
         argv = [self.python, self.agent_path, mode, *extra]
-        if mode in ("telemetry", "probe"):  # the modes that import amdsmi
+        if mode in ("telemetry", "probe", "partition"):  # the modes that import amdsmi
             for path in self.amdsmi_paths:
                 argv += ["--amdsmi-path", path]
         return argv
@@ -49,7 +50,11 @@ class AgentCommand:
 
 @lru_cache(maxsize=4)
 def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
-    files = [("node_agent.py", AGENT_SOURCE.read_bytes()), ("supervisor.py", SUPERVISOR_SOURCE.read_bytes())]
+    files = [
+        ("node_agent.py", AGENT_SOURCE.read_bytes()),
+        ("supervisor.py", SUPERVISOR_SOURCE.read_bytes()),
+        ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
+    ]
     if simulated:
         files.append(("sim/amdsmi.py", SIM_AMDSMI_SOURCE.read_bytes()))
         if SIM_VLLM_SOURCE.exists():

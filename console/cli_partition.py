@@ -1,0 +1,137 @@
+"""`rocm-console partition show|set`: compute and memory partition modes from scripts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Callable
+
+from console.core.model import NodeHealth, Profile
+from console.core.partition_rules import parse_physical, physical_gpus
+from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
+from console.services.status import collect_status, sample_node
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class PartitionUsageError(Exception):
+    """Bad input: exit 2."""
+
+
+def add_parser(sub) -> list[argparse.ArgumentParser]:
+    part = sub.add_parser("partition", help="show or switch compute (SPX/DPX/QPX/CPX) and memory (NPS1/NPS4) modes")
+    ops = part.add_subparsers(dest="partition_command", metavar="ACTION")
+    ops.required = True
+    show = ops.add_parser("show", help="modes of every physical GPU")
+    show.add_argument("--node", action="append", metavar="NAME")
+    setp = ops.add_parser("set", help="switch modes (root on the node: sudo = true or a root login)")
+    setp.add_argument("--node", required=True, metavar="NAME")
+    setp.add_argument("--gpus", default="all", metavar="all|0,1", help="physical GPUs (default all)")
+    setp.add_argument("--compute", type=str.upper, choices=("SPX", "DPX", "QPX", "CPX"))
+    setp.add_argument("--memory", type=str.upper, choices=("NPS1", "NPS2", "NPS4"))
+    setp.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    setp.add_argument("--reload-driver", action="store_true",
+                      help="second confirmation a memory switch needs (the amdgpu driver is reloaded)")
+    for p in (show, setp):
+        p.add_argument("--json", action="store_true", help="print JSON")
+    return [show, setp]
+
+
+def _rows(snapshot) -> list[dict]:
+    return [{"physical": p.physical, "model": p.model, "compute_partition": p.compute, "memory_partition": p.memory,
+             "memory_caps": list(p.memory_caps), "logical_gpus": len(p.logical)} for p in physical_gpus(snapshot)]
+
+
+async def _show(args, profile: Profile) -> int:
+    names = args.node or [n.name for n in profile.nodes]
+    nodes = []
+    for name in names:
+        node = profile.node(name)
+        if node is None:
+            raise PartitionUsageError(f"unknown node {name!r} (known: {', '.join(n.name for n in profile.nodes)})")
+        nodes.append(node)
+    snaps = await collect_status(nodes, probe=False)
+    doc = [{"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps]
+    if args.json:
+        print(json.dumps({"nodes": doc}, indent=2))
+    else:
+        for node in doc:
+            print(f"{node['name']}  {node['state'].upper()}  {node['error'] or ''}".rstrip())
+            for g in node["gpus"]:
+                caps = "/".join(g["memory_caps"]) or "?"
+                print(f"  GPU {g['physical']}  {g['compute_partition'] or '?'}/{g['memory_partition'] or '?'}"
+                      f"  {g['logical_gpus']} logical  (memory modes {caps})  {g['model'] or ''}")
+    return EXIT_OK if all(s.health == NodeHealth.LIVE for s in snaps) else EXIT_FAILED
+
+
+def _confirm(question: str, ask: Callable[[str], str]) -> bool:
+    return ask(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
+    node = profile.node(args.node)
+    if node is None:
+        raise PartitionUsageError(f"unknown node {args.node!r} (known: {', '.join(n.name for n in profile.nodes)})")
+    if not args.compute and not args.memory:
+        raise PartitionUsageError("nothing to set: give --compute and/or --memory")
+    pool = TransportPool()
+    service = PartitionService(pool)
+    try:
+        snapshot = await sample_node(pool, node, probe=True)
+        chosen = parse_physical(args.gpus, [p.physical for p in physical_gpus(snapshot)])
+        if isinstance(chosen, str):
+            raise PartitionUsageError(chosen)
+        reasons, summary = await service.check(node, snapshot, chosen, compute=args.compute, memory=args.memory)
+        say = (lambda *_: None) if args.json else print
+        say(f"{node.name}: {summary}")
+        if reasons:
+            raise PartitionRefused(reasons)
+        if not args.yes:
+            if ask is None:
+                raise PartitionUsageError("confirmation needed: run in a terminal or pass --yes")
+            if not _confirm("Switch now?", ask):
+                say("cancelled")
+                return EXIT_FAILED
+        reload_ok = args.reload_driver
+        if args.memory and not reload_ok:
+            if ask is None or args.yes:
+                raise PartitionUsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
+            reload_ok = _confirm("This reloads the amdgpu driver and stops all GPU work on the node. Go on?", ask)
+            if not reload_ok:
+                say("cancelled")
+                return EXIT_FAILED
+        say("switching… (the GPUs are re-enumerated afterwards)")
+        result = await service.switch(node, snapshot, chosen, compute=args.compute, memory=args.memory,
+                                      reload_confirmed=reload_ok)
+    except PartitionRefused as exc:
+        for reason in exc.reasons:
+            print(f"rocm-console: {node.name}: refused: {reason}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        await pool.close()
+    if args.json:
+        print(json.dumps({"node": node.name, "summary": result.summary, "seconds": result.seconds,
+                          "logical_gpus": result.logical_gpus, "gpus": list(result.gpus)}, indent=2))
+    else:
+        modes = sorted({f"{g['compute_partition']}/{g['memory_partition']}" for g in result.gpus
+                        if g["physical"] in chosen})
+        print(f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs (verified, {result.seconds:.1f} s)")
+    return EXIT_OK
+
+
+def cmd_partition(args: argparse.Namespace, profile: Profile) -> int:
+    ask = input if sys.stdin.isatty() else None
+    try:
+        if args.partition_command == "show":
+            return asyncio.run(_show(args, profile))
+        return asyncio.run(_set(args, profile, ask))
+    except PartitionUsageError as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (PartitionFailed, TransportError) as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_FAILED

@@ -1,0 +1,105 @@
+"""Partition show/switch on a node: preflight, root through sudo, the switch, verification."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from console.core.model import NodeSnapshot, NodeSpec
+from console.core.partition_rules import describe_change, physical_gpus, preflight
+from console.services.agent_bundle import install_agent
+from console.services.instances import InstanceService, InstanceState
+from console.services.transports import TransportPool
+from console.transport.base import env_argv
+
+SWITCH_TIMEOUT = 900.0  # a memory switch with a driver reload can take minutes
+
+
+class PartitionRefused(Exception):
+    """Preflight said no; ``reasons`` holds one line each."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+class PartitionFailed(Exception):
+    """The node refused or failed the switch; ``kind`` is no_perm, busy, invalid, unsupported or failed."""
+
+    def __init__(self, message: str, kind: str = "failed") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchResult:
+    node: str
+    gpus: tuple[dict, ...]  # per physical GPU: compute_partition, memory_partition, logical_gpus, ...
+    logical_gpus: int
+    seconds: float
+    summary: str
+
+
+class PartitionService:
+    def __init__(self, pool: TransportPool | None = None, instances: InstanceService | None = None) -> None:
+        self.pool = pool or TransportPool()
+        self.instances = instances or InstanceService(self.pool)
+
+    async def _agent_run(self, node: NodeSpec, args: list[str], *, root: bool, timeout: float) -> dict:
+        cmd = await install_agent(self.pool.get(node), node)
+        argv = cmd.argv("partition", *args)
+        env = cmd.env_dict()
+        if root:
+            # `sudo -n` never prompts: without passwordless sudo it fails at once with a
+            # clear line. The environment goes inside sudo (which would reset it).
+            argv = ["sudo", "-n", *env_argv(argv, env)]
+            env = {}
+        result = await self.pool.get(node).run(argv, env=env, timeout=timeout)
+        records = [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
+        for rec in records:
+            if rec.get("kind") == "error":
+                raise PartitionFailed(f"{node.name}: {rec.get('message')}", rec.get("reason") or "failed")
+            if rec.get("kind") == "partitions":
+                return rec
+        last = (result.stderr.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
+        if "password is required" in last or "sudo:" in last:
+            raise PartitionFailed(f"{node.name}: sudo refused ({last.strip()}): allow passwordless sudo or log in as root",
+                                  "no_perm")
+        raise PartitionFailed(f"{node.name}: partition command failed: {last.strip()}")
+
+    async def show(self, node: NodeSpec) -> list[dict]:
+        rec = await self._agent_run(node, ["show"], root=False, timeout=120)
+        return rec["gpus"]
+
+    async def check(self, node: NodeSpec, snapshot: NodeSnapshot, physical: list[int], *,
+                    compute: str | None, memory: str | None) -> tuple[list[str], str]:
+        """(refusals, what will happen) without changing anything."""
+        views = await self.instances.list(node)
+        on_gpu = {g: v.name for v in views
+                  if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+                  for g in v.gpus}
+        probe = snapshot.probe
+        is_root = probe.uid == 0 if probe is not None and probe.uid is not None else None
+        can_be_root = None if is_root is None else (is_root or node.sudo)
+        reasons = preflight(snapshot, physical, compute=compute, memory=memory, instances_on_gpu=on_gpu,
+                            can_be_root=can_be_root)
+        return reasons, describe_change(snapshot, physical, compute, memory)
+
+    async def switch(self, node: NodeSpec, snapshot: NodeSnapshot, physical: list[int], *,
+                     compute: str | None, memory: str | None, reload_confirmed: bool = False) -> SwitchResult:
+        reasons, summary = await self.check(node, snapshot, physical, compute=compute, memory=memory)
+        if memory is not None and not reload_confirmed:
+            reasons.append("a memory partition change reloads the amdgpu driver: it needs a second confirmation")
+        if reasons:
+            raise PartitionRefused(reasons)
+        all_physical = [p.physical for p in physical_gpus(snapshot)]
+        args = ["set", "--gpus", "all" if sorted(physical) == all_physical else ",".join(map(str, physical))]
+        if compute:
+            args += ["--compute", compute]
+        if memory:
+            args += ["--memory", memory, "--reload-driver"]
+        probe = snapshot.probe
+        root = bool(node.sudo and not (probe is not None and probe.uid == 0))
+        rec = await self._agent_run(node, args, root=root, timeout=SWITCH_TIMEOUT)
+        return SwitchResult(node=node.name, gpus=tuple(rec["gpus"]), logical_gpus=rec.get("logical_gpus", 0),
+                            seconds=rec.get("seconds", 0.0), summary=summary)
