@@ -874,6 +874,8 @@ def build_parser():
                          help="put DIR first on sys.path before importing amdsmi")
     inst = modes.add_parser("instance", help="start/list/stop/logs of supervised instances")
     inst.add_argument("--state-dir", required=True)
+    inst.add_argument("--group", choices=("instances", "runs"), default="instances",
+                      help="instances (vllm serve) or runs (benchmark clients)")
     ops = inst.add_subparsers(dest="op", parser_class=JsonArgumentParser)
     ops.required = True
     ops.add_parser("start", help="spec JSON on stdin")
@@ -889,6 +891,7 @@ def build_parser():
             sub.add_argument("--lines", type=int, default=None)
             sub.add_argument("--follow", action="store_true")
             sub.add_argument("--max-seconds", type=float, default=None)
+            sub.add_argument("--split-cr", action="store_true", help="turn \\r redraws into line ends")
     part = modes.add_parser("partition", help="show or set compute/memory partition modes")
     part_ops = part.add_subparsers(dest="op", parser_class=JsonArgumentParser)
     part_ops.required = True
@@ -935,6 +938,7 @@ def instance(args, writer):
     """Supervisor commands; one JSON line per record (logs: the raw log bytes)."""
     import supervisor  # shipped beside this file
 
+    supervisor.GROUP = args.group
     try:
         if args.op == "start":
             spec = json.loads(sys.stdin.read() or "{}")
@@ -942,7 +946,8 @@ def instance(args, writer):
                 raise supervisor.SupervisorError("the spec on stdin must be a JSON object")
             writer.write(supervisor.start(args.state_dir, spec, os.path.abspath(__file__)))
         elif args.op == "list":
-            for rec in supervisor.list_instances(args.state_dir) + supervisor.foreign_vllm(args.state_dir):
+            foreign = supervisor.foreign_vllm(args.state_dir) if args.group == "instances" else []
+            for rec in supervisor.list_instances(args.state_dir) + foreign:
                 writer.write(rec)
         elif args.op == "stop":
             writer.write(supervisor.stop(args.state_dir, args.name, args.int_timeout, args.term_timeout))
@@ -950,7 +955,8 @@ def instance(args, writer):
             writer.write(supervisor.remove(args.state_dir, args.name))
         elif args.op == "logs":
             supervisor.logs(args.state_dir, args.name, writer.stream.buffer, offset=args.offset,
-                            follow=args.follow, lines=args.lines, max_seconds=args.max_seconds)
+                            follow=args.follow, lines=args.lines, max_seconds=args.max_seconds,
+                            split_cr=args.split_cr)
     except (supervisor.SupervisorError, ValueError) as exc:
         writer.write({"kind": "error", "message": str(exc)})
         return EXIT_USAGE

@@ -61,8 +61,13 @@ def _read_int(path):
         return None
 
 
+# "instances" for vllm serve, "runs" for benchmark clients: same supervision,
+# separate folders. One agent process serves one command, so a module setting is enough.
+GROUP = "instances"
+
+
 def instances_dir(state_dir):
-    return os.path.join(os.path.expanduser(state_dir), "instances")
+    return os.path.join(os.path.expanduser(state_dir), GROUP)
 
 
 def instance_dir(state_dir, name):
@@ -360,8 +365,14 @@ def stop(state_dir, name, int_timeout=30.0, term_timeout=10.0):
     return rec
 
 
-def logs(state_dir, name, out, offset=0, follow=False, lines=None, max_seconds=None):
-    """Write the log from a byte offset (or its last N lines); follow until the instance ends."""
+def logs(state_dir, name, out, offset=0, follow=False, lines=None, max_seconds=None, split_cr=False):
+    """Write the log from a byte offset (or its last N lines); follow until the instance ends.
+
+    split_cr turns tqdm's carriage-return redraws into line ends (same byte
+    count, so offsets stay valid): a line-based reader then sees progress live.
+    """
+    if split_cr:
+        out = _CrSplitter(out)
     folder = instance_dir(state_dir, name)
     path = os.path.join(folder, "log")
     if not os.path.isdir(folder):
@@ -388,6 +399,17 @@ def logs(state_dir, name, out, offset=0, follow=False, lines=None, max_seconds=N
             if max_seconds is not None and time.time() - started > max_seconds:
                 return
             time.sleep(FOLLOW_POLL)
+
+
+class _CrSplitter:
+    def __init__(self, out):
+        self.out = out
+
+    def write(self, data):
+        self.out.write(data.replace(b"\r", b"\n"))
+
+    def flush(self):
+        self.out.flush()
 
 
 def _offset_of_last_lines(path, n):

@@ -370,7 +370,8 @@ def test_probe_prints_one_line_with_all_keys(broken_amdsmi):
     proc = run_agent("probe", "--amdsmi-path", str(broken_amdsmi), env=base_env())
     assert proc.returncode == 0
     (line,) = json_lines(proc.stdout)
-    assert set(line) == {"kind", "hostname", "python", "rocm", "amdsmi", "vllm", "numa_balancing", "source"}
+    assert set(line) == {"kind", "hostname", "python", "rocm", "amdsmi", "vllm", "numa_balancing", "source", "uid"}
+    assert line["uid"] == os.geteuid()
     assert line["kind"] == "probe"
     assert line["python"] == "%d.%d.%d" % sys.version_info[:3]
     assert line["amdsmi"] is None and line["source"] is None

@@ -1,0 +1,121 @@
+"""Poll an instance's /metrics and turn histogram deltas into windowed percentiles.
+
+Parsing is prometheus_client's; the bucket math is console.core.histograms.
+Bucket bounds come from the scrape, never from a table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from console.core import histograms as H
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSample:
+    """One scrape, summarised. Latencies in milliseconds; None when not (yet) known."""
+
+    ts: float
+    ttft_p50: float | None
+    ttft_p90: float | None
+    ttft_p99: float | None
+    itl_p50: float | None
+    itl_p90: float | None
+    itl_p99: float | None
+    e2e_p50: float | None
+    e2e_p99: float | None
+    queue_p50: float | None
+    queue_p99: float | None
+    output_tok_s: float | None
+    running: float | None
+    waiting: float | None
+    kv_cache_pct: float | None
+    itl_metric: str | None  # which name the server had (version fallback)
+
+
+def scrape_samples(text: str) -> list[tuple[str, dict, float]]:
+    samples = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.append((s.name, dict(s.labels), float(s.value)))
+    return samples
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value * 1000.0
+
+
+class LiveMetrics:
+    """Feed scrapes in; read LiveSample out. Bounded: windows keep at most a few thousand snapshots."""
+
+    def __init__(self, window_s: float = 10.0) -> None:
+        self.ttft = H.WindowedPercentiles(window_s)
+        self.itl = H.WindowedPercentiles(window_s)
+        self.e2e = H.WindowedPercentiles(window_s)
+        self.queue = H.WindowedPercentiles(window_s)
+        self._tokens: tuple[float, float] | None = None  # (ts, generation tokens counter)
+        self.itl_metric: str | None = None
+
+    def feed(self, ts: float, text: str) -> LiveSample:
+        samples = scrape_samples(text)
+        self.ttft.add(ts, H.histogram_from_samples(samples, H.TTFT[0]))
+        found = H.first_histogram(samples, H.ITL)
+        if found is not None:
+            self.itl_metric, hist = found
+            self.itl.add(ts, hist)
+        self.e2e.add(ts, H.histogram_from_samples(samples, "vllm:e2e_request_latency_seconds"))
+        self.queue.add(ts, H.histogram_from_samples(samples, "vllm:request_queue_time_seconds"))
+        tokens = H.counter_value(samples, H.GENERATION_TOKENS)
+        tok_s = None
+        if tokens is not None:
+            if self._tokens is not None:
+                tok_s = H.rate(tokens, self._tokens[1], ts - self._tokens[0])
+            self._tokens = (ts, tokens)
+        kv = H.gauge_value(samples, H.KV_CACHE, agg="max")
+        t, i, e, q = self.ttft.stats(), self.itl.stats(), self.e2e.stats(), self.queue.stats()
+        return LiveSample(
+            ts=ts,
+            ttft_p50=_ms(t.p50), ttft_p90=_ms(t.p90), ttft_p99=_ms(t.p99),
+            itl_p50=_ms(i.p50), itl_p90=_ms(i.p90), itl_p99=_ms(i.p99),
+            e2e_p50=_ms(e.p50), e2e_p99=_ms(e.p99),
+            queue_p50=_ms(q.p50), queue_p99=_ms(q.p99),
+            output_tok_s=tok_s,
+            running=H.gauge_value(samples, H.NUM_RUNNING),
+            waiting=H.gauge_value(samples, H.NUM_WAITING),
+            kv_cache_pct=None if kv is None else kv * 100.0,
+            itl_metric=self.itl_metric,
+        )
+
+
+async def poll_metrics(
+    base_url: str,
+    on_sample: Callable[[LiveSample], None],
+    *,
+    interval: float = 1.0,
+    window_s: float = 10.0,
+    stop: asyncio.Event,
+    clock: Callable[[], float] = time.time,
+    timeout: float = 3.0,
+) -> LiveMetrics:
+    """Scrape every interval until stop is set. A failed scrape is skipped, not fatal."""
+    live = LiveMetrics(window_s)
+    async with httpx.AsyncClient(timeout=timeout) as client:
+        while not stop.is_set():
+            started = clock()
+            try:
+                r = await client.get(base_url + "/metrics")
+                if r.status_code == 200:
+                    on_sample(live.feed(clock(), r.text))
+            except (httpx.HTTPError, ValueError):
+                pass
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.05, interval - (clock() - started)))
+            except asyncio.TimeoutError:
+                pass
+    return live
