@@ -7,7 +7,8 @@ It is self-contained on purpose: stdlib only, Python >= 3.8, never imports
 
 Commands
     serve [MODEL] [flags]   OpenAI-compatible HTTP server with vLLM 0.32's log lines
-    bench ...               prints "not simulated yet", exit 2
+    bench serve [flags]     vLLM 0.32's benchmark client (see "bench serve" below)
+    bench OTHER ...         prints "not simulated yet", exit 2
     --version               prints the version
 
 serve flags (vLLM's spelling; `--max_model_len` is read as `--max-model-len`, like vLLM)
@@ -80,6 +81,26 @@ Log shapes follow the real 0.32 samples: engine lines are `(EngineCore pid=N)` (
 (only the APIServer process exists). "Application startup complete." is printed right after
 the socket starts listening, so a client that sees it can connect.
 
+bench serve
+    Every flag of 0.32's `vllm bench serve` is accepted (defaults as in 0.32: --backend openai,
+    --num-prompts 1000, --random-input-len 1024, --random-output-len 128, --request-rate inf,
+    --ready-check-timeout-sec 0, ...); unknown flags: "vllm: error: unrecognized arguments", exit 2.
+    Real HTTP against any OpenAI-compatible server (streamed SSE, keep-alive); backends vllm,
+    openai (/v1/completions) and openai-chat (/v1/chat/completions); datasets random and sharegpt.
+    Output as 0.32 prints it: the Namespace line, the (MainProcess pid=N) log lines, /tokenize
+    alignment warnings, "Starting initial single prompt test run...", "Skipping endpoint ready
+    check." (or the ready check with its bar and "Initial test run failed" ValueError, exit 1),
+    the traffic lines, tqdm on stderr, failed requests with aiohttp-like tracebacks, the result
+    block, and --save-result JSON with 0.32's keys (per-request arrays with --save-detailed).
+    Metrics use vLLM's formulas (numpy-style mean/median/std/percentiles, TPOT = (e2el - ttft) /
+    (tokens - 1), peak tok/s and concurrent requests per 1-second bucket). Failed requests still
+    exit 0; SIGINT prints the KeyboardInterrupt traceback and exits 130; SIGTERM kills it (143).
+    stdout is block-buffered into a pipe like the real client's (flushed by log lines and when the
+    bar starts; set PYTHONUNBUFFERED=1 to stream it). Deviations: no tokenizer (tokens are counted
+    like the fake server does, no special tokens, so the random dataset's prompts are exactly
+    --random-input-len tokens), numpy's RNG is replaced by random.Random(seed), other datasets and
+    backends end with NotImplementedError (exit 1), no *.pytorch.json, no plots.
+
 Deviations from real vLLM: one engine even with DP > 1; n > 1, logprobs, stop strings,
 tools and batched prompts are not simulated (400); prefix caching never hits; an engine
 crash ends the process with exit code 1.
@@ -89,10 +110,12 @@ import argparse
 import asyncio
 import atexit
 import bisect
+import codecs
 import collections
 import email.utils
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -102,6 +125,7 @@ import sys
 import time
 import uuid
 import zlib
+from urllib.parse import urlsplit
 
 try:
     import fcntl
@@ -2068,6 +2092,1832 @@ class Sim:
             await asyncio.sleep(0)
 
 
+# ----------------------------------------------------------------------- bench serve
+#
+# `vllm bench serve` of vLLM 0.32 (vllm/benchmarks/serve.py): same flags, same stdout and
+# stderr, same metrics and result JSON, against any OpenAI-compatible server. Requests are
+# real HTTP (asyncio streams, SSE). Only the random and sharegpt datasets and the vllm,
+# openai and openai-chat backends are simulated; there is no tokenizer (tokens are counted
+# like the fake server counts them: max(words, chars / 4)).
+
+BENCH_SRC = SITE + "/vllm/benchmarks/serve.py"
+BENCH_REQ_SRC = SITE + "/vllm/benchmarks/lib/endpoint_request_func.py"
+BENCH_DATASETS_SRC = SITE + "/vllm/benchmarks/datasets/datasets.py"
+BENCH_TOP_USAGE = ("usage: vllm [-h] [-v]\n"
+                   "            {chat,complete,serve,launch,bench,collect-env,download-kernels,preload,"
+                   "run-batch,snapshot}\n"
+                   "            ...")
+BENCH_DATASETS = ["sharegpt", "burstgpt", "random", "random-mm", "random-rerank", "hf", "custom", "custom_audio",
+                  "custom_image", "prefix_repetition", "spec_bench", "speed_bench", "timed_trace"]
+BENCH_BACKENDS = ["vllm", "openai", "openai-chat", "openai-responses", "openai-audio", "openai-embeddings",
+                  "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
+                  "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling", "vllm-rerank"]
+BENCH_SIMULATED_BACKENDS = ("vllm", "openai", "openai-chat")
+BENCH_OPENAI_COMPATIBLE = ("vllm", "openai", "openai-chat", "openai-responses")
+BENCH_SPEED_SUBSETS = ["throughput_16k", "throughput_1k", "throughput_8k", "qualitative", "throughput_2k",
+                       "throughput_32k"]
+INF = float("inf")
+
+
+class _Repr(object):
+    """A value whose repr() is fixed text (for the Namespace line)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def _json_arg(text):
+    return json.loads(text)
+
+
+_json_arg.__name__ = "loads"  # argparse: "invalid loads value", like type=json.loads
+
+# (flag, dest, kind, default, choices) in the order 0.32 prints its Namespace.
+# kind: str int float flag list* list+ json selftimed
+BENCH_ARGS = [
+    ("--trust-remote-code", "trust_remote_code", "flag", False, None),
+    ("--seed", "seed", "int", 0, None),
+    ("--num-prompts", "num_prompts", "int", 1000, None),
+    ("--dataset-name", "dataset_name", "str", "random", BENCH_DATASETS),
+    ("--no-stream", "no_stream", "flag", False, None),
+    ("--dataset-path", "dataset_path", "str", None, None),
+    ("--no-oversample", "no_oversample", "flag", False, None),
+    ("--skip-chat-template", "skip_chat_template", "flag", False, None),
+    ("--enable-multimodal-chat", "enable_multimodal_chat", "flag", False, None),
+    ("--disable-shuffle", "disable_shuffle", "flag", False, None),
+    ("--custom-output-len", "custom_output_len", "int", 256, None),
+    ("--custom-ensure-client-side-data", "custom_ensure_client_side_data", "flag", False, None),
+    ("--spec-bench-output-len", "spec_bench_output_len", "int", 256, None),
+    ("--spec-bench-category", "spec_bench_category", "str", None, None),
+    ("--sharegpt-output-len", "sharegpt_output_len", "int", None, None),
+    ("--timed-trace-chunk-hash-size", "timed_trace_chunk_hash_size", "int", 16, None),
+    ("--timed-trace-sec-multiplier", "timed_trace_sec_multiplier", "float", 1, None),
+    ("--timed-trace-label-timestamp", "timed_trace_label_timestamp", "str", "timestamp", None),
+    ("--timed-trace-label-input-length", "timed_trace_label_input_length", "str", "input_length", None),
+    ("--timed-trace-label-output-length", "timed_trace_label_output_length", "str", "output_length", None),
+    ("--timed-trace-label-hash-ids", "timed_trace_label_hash_ids", "str", "hash_ids", None),
+    ("--blazedit-min-distance", "blazedit_min_distance", "float", 0.0, None),
+    ("--blazedit-max-distance", "blazedit_max_distance", "float", 1.0, None),
+    ("--asr-max-audio-len-sec", "asr_max_audio_len_sec", "float", INF, None),
+    ("--asr-min-audio-len-sec", "asr_min_audio_len_sec", "float", 0.0, None),
+    ("--random-input-len", "random_input_len", "int", 1024, None),
+    ("--random-output-len", "random_output_len", "int", 128, None),
+    ("--random-range-ratio", "random_range_ratio", "str", "0.0", None),
+    ("--random-prefix-len", "random_prefix_len", "int", 0, None),
+    ("--random-batch-size", "random_batch_size", "int", 1, None),
+    ("--no-reranker", "no_reranker", "flag", False, None),
+    ("--random-mm-base-items-per-request", "random_mm_base_items_per_request", "int", 1, None),
+    ("--random-mm-num-mm-items-range-ratio", "random_mm_num_mm_items_range_ratio", "float", 0.0, None),
+    ("--random-mm-limit-mm-per-prompt", "random_mm_limit_mm_per_prompt", "json", {"image": 255, "video": 1}, None),
+    ("--random-mm-bucket-config", "random_mm_bucket_config", "str",
+     _Repr("{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}"), None),
+    ("--hf-subset", "hf_subset", "str", None, None),
+    ("--hf-split", "hf_split", "str", None, None),
+    ("--hf-name", "hf_name", "str", None, None),
+    ("--hf-output-len", "hf_output_len", "int", None, None),
+    ("--bfcl-categories", "bfcl_categories", "str", None, None),
+    ("--prefix-repetition-prefix-len", "prefix_repetition_prefix_len", "int", 256, None),
+    ("--prefix-repetition-suffix-len", "prefix_repetition_suffix_len", "int", 256, None),
+    ("--prefix-repetition-num-prefixes", "prefix_repetition_num_prefixes", "int", 10, None),
+    ("--prefix-repetition-output-len", "prefix_repetition_output_len", "int", 128, None),
+    ("--speed-bench-dataset-subset", "speed_bench_dataset_subset", "str", "qualitative", BENCH_SPEED_SUBSETS),
+    ("--speed-bench-output-len", "speed_bench_output_len", "int", 4096, None),
+    ("--speed-bench-category", "speed_bench_category", "str", None, None),
+    ("--label", "label", "str", None, None),
+    ("--backend", "backend", "str", "openai", BENCH_BACKENDS),
+    ("--base-url", "base_url", "str", None, None),
+    ("--host", "host", "str", "127.0.0.1", None),
+    ("--port", "port", "int", 8000, None),
+    ("--endpoint", "endpoint", "str", "/v1/completions", None),
+    ("--header", "header", "list*", None, None),
+    ("--max-concurrency", "max_concurrency", "int", None, None),
+    ("--model", "model", "str", None, None),
+    ("--input-len", "input_len", "int", None, None),
+    ("--output-len", "output_len", "int", None, None),
+    ("--tokenizer", "tokenizer", "str", None, None),
+    ("--tokenizer-mode", "tokenizer_mode", "str", "auto", None),
+    ("--use-beam-search", "use_beam_search", "flag", False, None),
+    ("--logprobs", "logprobs", "int", None, None),
+    ("--request-rate", "request_rate", "float", INF, None),
+    ("--burstiness", "burstiness", "float", 1.0, None),
+    ("--probe-request-rate", "probe_request_rate", "float", 0.0, None),
+    ("--disable-tqdm", "disable_tqdm", "flag", False, None),
+    ("--num-warmups", "num_warmups", "int", 0, None),
+    ("--profile", "profile", "flag", False, None),
+    ("--save-result", "save_result", "flag", False, None),
+    ("--save-detailed", "save_detailed", "flag", False, None),
+    ("--append-result", "append_result", "flag", False, None),
+    ("--metadata", "metadata", "list*", None, None),
+    ("--result-dir", "result_dir", "str", None, None),
+    ("--result-filename", "result_filename", "str", None, None),
+    ("--ignore-eos", "ignore_eos", "flag", False, None),
+    ("--self-timed", "self_timed", "selftimed", None, None),
+    ("--percentile-metrics", "percentile_metrics", "str", None, None),
+    ("--metric-percentiles", "metric_percentiles", "str", "99", None),
+    ("--goodput", "goodput", "list+", None, None),
+    ("--request-id-prefix", "request_id_prefix", "str", None, None),
+    ("--top-p", "top_p", "float", None, None),
+    ("--top-k", "top_k", "int", None, None),
+    ("--min-p", "min_p", "float", None, None),
+    ("--temperature", "temperature", "float", None, None),
+    ("--frequency-penalty", "frequency_penalty", "float", None, None),
+    ("--presence-penalty", "presence_penalty", "float", None, None),
+    ("--repetition-penalty", "repetition_penalty", "float", None, None),
+    ("--served-model-name", "served_model_name", "str", None, None),
+    ("--lora-modules", "lora_modules", "list+", None, None),
+    ("--lora-assignment", "lora_assignment", "str", "random", ["random", "round-robin"]),
+    ("--ramp-up-strategy", "ramp_up_strategy", "str", None, ["linear", "exponential"]),
+    ("--ramp-up-start-rps", "ramp_up_start_rps", "int", None, None),
+    ("--ramp-up-end-rps", "ramp_up_end_rps", "int", None, None),
+    ("--ready-check-timeout-sec", "ready_check_timeout_sec", "int", 0, None),
+    ("--chat-template-kwargs", "chat_template_kwargs", "json", None, None),
+    ("--extra-body", "extra_body", "json", None, None),
+    ("--skip-tokenizer-init", "skip_tokenizer_init", "flag", False, None),
+    ("--insecure", "insecure", "flag", False, None),
+    ("--plot-timeline", "plot_timeline", "flag", False, None),
+    ("--timeline-itl-thresholds", "timeline_itl_thresholds", "str", "25,50", None),
+    ("--plot-dataset-stats", "plot_dataset_stats", "flag", False, None),
+]
+BENCH_NAMESPACE_TAIL = [
+    ("log_config_file", None),
+    ("logging_config", _Repr("LoggingConfig(log_level='INFO', formatter='text', configure_logging=True, "
+                             "pylogging_config_file=None)")),
+]
+
+
+class BenchArgError(Exception):
+    pass
+
+
+class _BenchParser(argparse.ArgumentParser):
+    def error(self, message):
+        sys.stderr.write("usage: vllm bench serve [options]\n"
+                         "vllm bench <bench_type> [options] serve: error: %s\n" % message)
+        raise BenchArgError(message)
+
+
+def bench_parser():
+    p = _BenchParser(prog="vllm bench serve", usage="vllm bench serve [options]", add_help=False,
+                     description="Benchmark the online serving throughput (rocm-console simulator).")
+    p.add_argument("-h", "--help", action="store_true", dest="help_requested")
+    types = {"str": str, "int": int, "float": float, "json": _json_arg}
+    for flag, dest, kind, default, choices in BENCH_ARGS:
+        if kind == "flag":
+            p.add_argument(flag, dest=dest, action="store_true", default=default)
+        elif kind == "selftimed":
+            p.add_argument("--self-timed", dest=dest, action="store_const", const=True, default=default)
+            p.add_argument("--no-self-timed", dest=dest, action="store_const", const=False)
+        elif kind in ("list*", "list+"):
+            p.add_argument(flag, dest=dest, nargs=kind[-1], default=default)
+        else:
+            p.add_argument(flag, dest=dest, type=types[kind], default=default, choices=choices)
+    return p
+
+
+def parse_bench_args(argv):
+    parser = bench_parser()
+    args, extra = parser.parse_known_args([_normalize(a) for a in argv])
+    if extra:
+        sys.stderr.write("%s\nvllm: error: unrecognized arguments: %s\n" % (BENCH_TOP_USAGE, " ".join(extra)))
+        raise BenchArgError("unrecognized arguments")
+    if args.request_id_prefix is None:
+        args.request_id_prefix = "bench-%s-" % uuid.uuid4().hex[:8]
+    return args
+
+
+def bench_namespace(args):
+    items = [("subparser", "bench"), ("bench_type", "serve"),
+             ("dispatch_function", _Repr("<function BenchmarkServingSubcommand.cmd at 0x7f%010x>"
+                                         % (id(args) & 0xffffffffff)))]
+    items += [(dest, getattr(args, dest)) for _, dest, _, _, _ in BENCH_ARGS]
+    items += BENCH_NAMESPACE_TAIL
+    return "Namespace(%s)" % ", ".join("%s=%r" % (k, v) for k, v in items)
+
+
+# ------------------------------------------------------------------- bench: texts
+
+
+def _bench_main_frames():
+    """Frames from the `vllm` script down to main_async (asyncio.run, no uvloop)."""
+    return (["Traceback (most recent call last):"]
+            + _frame("/usr/local/bin/vllm", 8, "<module>", "sys.exit(main())", "main()")
+            + _frame(_v("entrypoints/cli/main.py"), 120, "main", "args.dispatch_function(args)")
+            + _frame(_v("entrypoints/cli/benchmark/serve.py"), 22, "cmd", "main(args)")
+            + _frame(BENCH_SRC, 2004, "main", "return asyncio.run(main_async(args))",
+                     "asyncio.run(main_async(args))")
+            + _frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
+            + _frame(PYLIB + "/asyncio/runners.py", 118, "run", "return self._loop.run_until_complete(task)",
+                     "self._loop.run_until_complete(task)")
+            + _frame(PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()",
+                     "future.result()"))
+
+
+class BenchFatal(Exception):
+    """An exception that ends `vllm bench serve` with a traceback on stderr and exit 1."""
+
+    def __init__(self, frames, last, cause=None):
+        Exception.__init__(self, last)
+        self.frames = frames
+        self.last = last
+        self.cause = cause
+
+    def text(self):
+        lines = []
+        if self.cause:
+            lines += self.cause.rstrip("\n").split("\n")
+            lines += ["", "The above exception was the direct cause of the following exception:", ""]
+        lines += _bench_main_frames() + self.frames + self.last.split("\n")
+        return "\n".join(lines) + "\n"
+
+
+def _fatal_in_main_async(line, code, last, caret=None, cause=None):
+    return BenchFatal(_frame(BENCH_SRC, line, "main_async", code, caret), last, cause)
+
+
+def _aiohttp_client_frames():
+    aio = SITE + "/aiohttp/"
+    return (_frame(aio + "client.py", 1756, "__aenter__", "self._resp: _RetType_co = await self._coro",
+                   "await self._coro")
+            + _frame(aio + "client.py", 900, "_request", "resp = await handler(req)", "await handler(req)"))
+
+
+def aiohttp_connect_error(host, port, addr, strerror, errno_, where):
+    """traceback.format_exception() text of aiohttp's ClientConnectorError (connection refused)."""
+    aio = SITE + "/aiohttp/"
+    eyes = SITE + "/aiohappyeyeballs/impl.py"
+    sel = PYLIB + "/asyncio/selector_events.py"
+    kind = {111: "ConnectionRefusedError", 113: "OSError", 101: "OSError"}.get(errno_, "OSError")
+    first = (["Traceback (most recent call last):"]
+             + _frame(aio + "connector.py", 1322, "_wrap_create_connection",
+                      "sock = await aiohappyeyeballs.start_connection(", "await aiohappyeyeballs.start_connection(")
+             + _frame(eyes, 124, "start_connection", "raise first_exception")
+             + _frame(eyes, 75, "start_connection", "sock = await _connect_sock(", "await _connect_sock(")
+             + _frame(eyes, 210, "_connect_sock", "await loop.sock_connect(sock, address)")
+             + _frame(sel, 634, "sock_connect", "return await fut", "await fut")
+             + _frame(sel, 674, "_sock_connect_cb", "raise OSError(err, f'Connect call failed {address}')")
+             + ["%s: [Errno %d] %s" % (kind, errno_, strerror)])
+    second = (["Traceback (most recent call last):"] + where + _aiohttp_client_frames()
+              + _frame(aio + "client.py", 854, "_connect_and_send_request",
+                       "conn = await self._connector.connect(", "await self._connector.connect(")
+              + _frame(aio + "connector.py", 665, "connect",
+                       "proto = await self._create_connection(req, traces, timeout)",
+                       "await self._create_connection(req, traces, timeout)")
+              + _frame(aio + "connector.py", 1263, "_create_connection",
+                       "_, proto = await self._create_direct_connection(req, traces, timeout)",
+                       "await self._create_direct_connection(req, traces, timeout)")
+              + _frame(aio + "connector.py", 1641, "_create_direct_connection", "raise last_exc")
+              + _frame(aio + "connector.py", 1610, "_create_direct_connection",
+                       "transp, proto = await self._wrap_create_connection(",
+                       "await self._wrap_create_connection(")
+              + _frame(aio + "connector.py", 1345, "_wrap_create_connection",
+                       "raise client_error(req.connection_key, exc) from exc")
+              + ["aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host %s:%d ssl:default [%s]"
+                 % (host, port, strerror)])
+    return "\n".join(first + ["", "The above exception was the direct cause of the following exception:", ""]
+                     + second) + "\n"
+
+
+def aiohttp_disconnected_error(where):
+    aio = SITE + "/aiohttp/"
+    return "\n".join(
+        ["Traceback (most recent call last):"] + where + _aiohttp_client_frames()
+        + _frame(aio + "client.py", 871, "_connect_and_send_request", "await resp.start(conn)")
+        + _frame(aio + "client_reqrep.py", 1129, "start",
+                 "message, payload = await protocol.read()  # type: ignore[union-attr]",
+                 "await protocol.read()")
+        + _frame(aio + "streams.py", 703, "read", "await self._waiter")
+        + ["aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected"]) + "\n"
+
+
+def aiohttp_payload_error(where):
+    aio = SITE + "/aiohttp/"
+    first = (["Traceback (most recent call last):"]
+             + _frame(aio + "client_proto.py", 145, "connection_lost", "uncompleted = self._parser.feed_eof()",
+                      "self._parser.feed_eof()")
+             + ['  File "aiohttp/_http_parser.pyx", line 620, in aiohttp._http_parser.HttpParser.feed_eof',
+                "aiohttp.http_exceptions.TransferEncodingError: 400, message:",
+                "  Not enough data to satisfy transfer length header."])
+    second = (["Traceback (most recent call last):"] + where
+              + _frame(aio + "streams.py", 46, "__anext__", "rv = await self.read_func()", "await self.read_func()")
+              + _frame(aio + "streams.py", 471, "readany", 'await self._wait("readany")')
+              + _frame(aio + "streams.py", 365, "_wait", "await waiter")
+              + ["aiohttp.client_exceptions.ClientPayloadError: Response payload is not completed: "
+                 "<TransferEncodingError: 400, message='Not enough data to satisfy transfer length header.'>"])
+    return "\n".join(first + ["", "The above exception was the direct cause of the following exception:", ""]
+                     + second) + "\n"
+
+
+def _request_where(chat, streaming):
+    """The endpoint_request_func.py frame an aiohttp error surfaces in."""
+    func = "async_request_openai_chat_completions" if chat else "async_request_openai_completions"
+    if streaming:
+        return _frame(BENCH_REQ_SRC, 414 if chat else 237, func,
+                      "async for chunk_bytes in response.content.iter_any():")
+    return _frame(BENCH_REQ_SRC, 410 if chat else 232, func,
+                  "async with session.post(url=api_url, json=payload, headers=headers) as response:")
+
+
+def python_exception_text(exc, where):
+    """Text like traceback.format_exception() for an unexpected client-side exception."""
+    name = type(exc).__name__
+    mod = type(exc).__module__
+    if mod not in ("builtins", "__main__"):
+        name = mod + "." + name
+    return "\n".join(["Traceback (most recent call last):"] + where + ["%s: %s" % (name, exc)]) + "\n"
+
+
+def _keyboard_interrupt_text(in_requests, chat):
+    if in_requests:
+        inner = (_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
+                        "await benchmark(")
+                 + _frame(BENCH_SRC, 1081, "benchmark", "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
+                          "await asyncio.gather(*tasks)")
+                 + _frame(BENCH_SRC, 979, "limited_request_func", "output = await request_func(",
+                          "await request_func(")
+                 + _request_where(chat, True)
+                 + _frame(SITE + "/aiohttp/streams.py", 46, "__anext__", "rv = await self.read_func()",
+                          "await self.read_func()")
+                 + _frame(SITE + "/aiohttp/streams.py", 471, "readany", 'await self._wait("readany")')
+                 + _frame(SITE + "/aiohttp/streams.py", 365, "_wait", "await waiter"))
+    else:
+        inner = (_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
+                        "await benchmark(")
+                 + _frame(PYLIB + "/asyncio/tasks.py", 665, "sleep", "return await future", "await future"))
+    first = (["Traceback (most recent call last):"]
+             + _frame(PYLIB + "/asyncio/runners.py", 118, "run", "return self._loop.run_until_complete(task)",
+                      "self._loop.run_until_complete(task)")
+             + _frame(PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()",
+                      "future.result()")
+             + inner + ["asyncio.exceptions.CancelledError"])
+    second = (_bench_main_frames()[:-9]
+              + _frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
+              + _frame(PYLIB + "/asyncio/runners.py", 123, "run", "raise KeyboardInterrupt()")
+              + ["KeyboardInterrupt"])
+    return "\n".join(first + ["", "During handling of the above exception, another exception occurred:", ""]
+                     + second) + "\n"
+
+
+def bench_out(text=""):
+    """print() to stdout: block-buffered into a pipe or file, like the real client."""
+    try:
+        sys.stdout.write(text + "\n")
+    except (OSError, ValueError):
+        pass
+
+
+def bench_flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def bench_err(text):
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def bench_log(level, src, msg):
+    """vLLM's logger: to stdout, flushed after every record (logging.StreamHandler)."""
+    bench_out("(MainProcess pid=%d) %s %s [%s] %s" % (os.getpid(), level, time.strftime("%m-%d %H:%M:%S"), src, msg))
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+# ----------------------------------------------------------------- bench: tqdm
+
+
+class _EMA(object):
+    """tqdm.utils.EMA."""
+
+    def __init__(self, smoothing=0.3):
+        self.alpha = smoothing
+        self.last = 0.0
+        self.calls = 0
+
+    def __call__(self, x=None):
+        beta = 1 - self.alpha
+        if x is not None:
+            self.last = self.alpha * x + beta * self.last
+            self.calls += 1
+        return self.last / (1 - beta ** self.calls) if self.calls else self.last
+
+
+def tqdm_interval(t):
+    sign = "-" if t < 0 else ""
+    mins, s = divmod(abs(int(t)), 60)
+    h, m = divmod(mins, 60)
+    return "%s%d:%02d:%02d" % (sign, h, m, s) if h else "%s%02d:%02d" % (sign, m, s)
+
+
+TQDM_CHARSET = u" " + u"".join(chr(c) for c in range(0x258F, 0x2587, -1))
+
+
+class BenchBar(object):
+    """tqdm(total=N) as `vllm bench serve` uses it: stderr, `\\r` redraws at most every 0.1 s
+    (mininterval, dynamic miniters, EMA rate with smoothing 0.3), width = terminal columns - 1
+    on a tty and a 10-character bar otherwise (tqdm ignores $COLUMNS), a final redraw with the
+    overall rate and a newline at close()."""
+
+    def __init__(self, total, bar_format=None, unit="it"):
+        self.total = total
+        self.bar_format = bar_format
+        self.unit = unit
+        self.n = 0
+        self.last_print_n = 0
+        self.miniters = 0
+        self.mininterval = 0.1
+        self.maxinterval = 10.0
+        self.ema_dn = _EMA()
+        self.ema_dt = _EMA()
+        self.ema_miniters = _EMA()
+        self.overall = False
+        self.closed = False
+        self.last_len = 0
+        try:
+            self.ncols = os.get_terminal_size(sys.stderr.fileno())[0] - 1
+        except (OSError, ValueError, AttributeError):
+            self.ncols = None
+        bench_flush()  # tqdm's status_printer flushes both streams
+        self.start_t = self.last_print_t = time.time()
+        self.refresh()
+
+    def update(self, n=1):
+        if self.closed:
+            return
+        self.n += n
+        cur_t = time.time()
+        if self.miniters > 1 and cur_t - self.last_print_t >= self.maxinterval:
+            self.miniters = 1  # what tqdm's monitor thread does
+        if self.n - self.last_print_n >= self.miniters:
+            dt = cur_t - self.last_print_t
+            if dt >= self.mininterval:
+                dn = self.n - self.last_print_n
+                if dt and dn:
+                    self.ema_dn(dn)
+                    self.ema_dt(dt)
+                self.refresh()
+                if dt >= self.maxinterval:
+                    self.miniters = dn * self.mininterval / dt
+                else:
+                    self.miniters = self.ema_miniters(dn * (self.mininterval / dt if dt else 1))
+                self.last_print_n = self.n
+                self.last_print_t = cur_t
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        self.overall = True
+        self.refresh()
+        bench_err("\n")
+
+    def refresh(self):
+        s = self.format()
+        pad = u" " * max(self.last_len - len(s), 0)
+        self.last_len = len(s)
+        bench_err(u"\r" + s + pad)
+
+    def format(self):
+        n, total = self.n, self.total
+        elapsed = time.time() - self.start_t
+        rate = None
+        if not self.overall:
+            dt = self.ema_dt()
+            rate = self.ema_dn() / dt if dt else None
+        if rate is None and elapsed:
+            rate = n / elapsed
+        inv_rate = 1 / rate if rate else None
+        rate_noinv = ("%5.2f" % rate if rate else "?") + self.unit + "/s"
+        rate_inv = ("%5.2f" % inv_rate if inv_rate else "?") + "s/" + self.unit
+        rate_fmt = rate_inv if inv_rate and inv_rate > 1 else rate_noinv
+        remaining = (total - n) / rate if rate and total else 0
+        remaining_str = tqdm_interval(remaining) if rate else "?"
+        elapsed_str = tqdm_interval(elapsed)
+        frac = float(n) / total if total else 0.0
+        if self.bar_format is not None:  # "{desc} |{bar}| {elapsed} elapsed, {remaining} remaining"
+            left, right = " |", "| %s elapsed, %s remaining" % (elapsed_str, remaining_str)
+        else:
+            left = "{0:3.0f}%|".format(frac * 100)
+            right = "| %s/%s [%s<%s, %s]" % (n, total, elapsed_str, remaining_str, rate_fmt)
+        width = max(1, self.ncols - len(left) - len(right)) if self.ncols else 10
+        full, part = divmod(int(frac * width * 8), 8)
+        bar = TQDM_CHARSET[-1] * full
+        if full < width:
+            bar += TQDM_CHARSET[part] + TQDM_CHARSET[0] * (width - full - 1)
+        res = left + bar + right
+        return res[:self.ncols] if self.ncols else res
+
+
+# --------------------------------------------------------------- bench: datasets
+
+
+BENCH_WORDS = ("the of and to in a is it for on as by at be or an we are was his her can all one had but not "
+               "you has new may use way out up two so do if no my who its get how our any old see now man day "
+               "per top end set run big low key map row bit box cut fix hot mix net sum tag tip web ask add "
+               "air arm art bed car dog eye far fun gas job law lot oil red sea sun tea war win yes age bad "
+               "few hit let lie own pay put say six ten try via yet").split()
+
+
+class BenchSample(object):
+    __slots__ = ("prompt", "prompt_len", "expected_output_len", "request_id")
+
+    def __init__(self, prompt, prompt_len, expected_output_len, request_id):
+        self.prompt = prompt
+        self.prompt_len = prompt_len
+        self.expected_output_len = expected_output_len
+        self.request_id = request_id
+
+
+def bench_count_tokens(text):
+    """Tokens the way the simulated server counts them: max(words, chars / 4)."""
+    return count_text_tokens(text)
+
+
+def _range_ratios(text):
+    try:
+        value = float(text)
+        return value, value
+    except (TypeError, ValueError):
+        data = json.loads(text)
+        return float(data.get("input", 0.0)), float(data.get("output", 0.0))
+
+
+def _dataset_frames(lambda_line, lambda_code, lambda_caret):
+    return (_frame(BENCH_SRC, 2165, "main_async", "input_requests = get_samples(args, tokenizer)",
+                   "get_samples(args, tokenizer)")
+            + _frame(BENCH_DATASETS_SRC, 2413, "get_samples",
+                     "input_requests = dataset_mapping[args.dataset_name]()", "dataset_mapping[args.dataset_name]()")
+            + _frame(BENCH_DATASETS_SRC, lambda_line, "<lambda>", lambda_code, lambda_caret))
+
+
+def bench_random_samples(args):
+    """RandomDataset.sample(): lengths uniform around the means, prompts of short words (no
+    tokenizer special tokens, so `--random-input-len 64` gives 64-token prompts)."""
+    rin, rout = _range_ratios(args.random_range_ratio)
+    frames = _dataset_frames(2258, "\"random\": lambda: RandomDataset(", "RandomDataset(")
+    for which, r in (("input", rin), ("output", rout)):
+        if not 0.0 <= r < 1.0:
+            raise BenchFatal(frames + _frame(_v("benchmarks/datasets/utils.py"), 65, "get_sampling_params",
+                                             'raise ValueError("%s_range_ratio must be in [0, 1).")' % which),
+                             "ValueError: %s_range_ratio must be in [0, 1)." % which)
+    num_special = 0
+    real_input_len = max(0, int(args.random_input_len) - num_special)
+    in_low = int(math.floor(real_input_len * (1 - rin)))
+    in_high = int(math.ceil(real_input_len * (1 + rin)))
+    out_low = max(int(math.floor(args.random_output_len * (1 - rout))), 1)
+    out_high = max(int(math.ceil(args.random_output_len * (1 + rout))), 1)
+    prefix_len = max(0, int(args.random_prefix_len))
+    if prefix_len + in_low < 1:
+        raise BenchFatal(frames + _frame(BENCH_DATASETS_SRC, 606, "sample", "raise ValueError("),
+                         "ValueError: --random-input-len is too small: with tokenizer special tokens %d and input "
+                         "range ratio %s, the minimum possible total input tokens (prefix + sampled) is %d. "
+                         "Increase --random-input-len and/or --random-prefix-len, or decrease the input range "
+                         "ratio so that prefix_len + floor(max(0, random_input_len - num_special)) * (1 - "
+                         "input_range_ratio) >= 1." % (num_special, rin, prefix_len + in_low))
+    bench_log("INFO", "utils.py:88", "Sampling input_len from [%s, %s] and output_len from [%s, %s]"
+              % (in_low, in_high, out_low, out_high))
+    rng = random.Random(args.seed)
+    n = max(0, args.num_prompts)
+    input_lens = [rng.randint(in_low, in_high) for _ in range(n)]
+    output_lens = [rng.randint(out_low, out_high) for _ in range(n)]
+    offsets = [rng.randrange(len(BENCH_WORDS)) for _ in range(n)]
+    prefix = [rng.choice(BENCH_WORDS) for _ in range(prefix_len)]
+    samples = []
+    w = len(BENCH_WORDS)
+    for i in range(n):
+        words = prefix + [BENCH_WORDS[(offsets[i] + i + j) % w] for j in range(input_lens[i])]
+        samples.append(BenchSample(" ".join(words), prefix_len + input_lens[i], output_lens[i],
+                                   args.request_id_prefix + str(i)))
+    return samples
+
+
+def bench_sharegpt_samples(args):
+    frames = _dataset_frames(2303, "\"sharegpt\": lambda: ShareGPTDataset(", "ShareGPTDataset(")
+    frames += _frame(BENCH_DATASETS_SRC, 1334, "__init__", "self.load_data()")
+    path = args.dataset_path
+    if path is None:
+        raise BenchFatal(frames + _frame(BENCH_DATASETS_SRC, 1338, "load_data",
+                                         'raise ValueError("dataset_path must be provided for loading data.")'),
+                         "ValueError: dataset_path must be provided for loading data.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, IOError) as exc:
+        raise BenchFatal(frames + _frame(BENCH_DATASETS_SRC, 1340, "load_data",
+                                         'with open(self.dataset_path, encoding="utf-8") as f:',
+                                         'open(self.dataset_path, encoding="utf-8")'),
+                         "%s: [Errno %s] %s: %r" % (type(exc).__name__, exc.errno, exc.strerror, path))
+    except ValueError as exc:
+        raise BenchFatal(frames + _frame(BENCH_DATASETS_SRC, 1341, "load_data", "self.data = json.load(f)",
+                                         "json.load(f)"), "json.decoder.JSONDecodeError: %s" % exc)
+    entries = [e for e in (data if isinstance(data, list) else [])
+               if isinstance(e, dict) and isinstance(e.get("conversations"), list) and len(e["conversations"]) >= 2]
+    if not args.disable_shuffle:
+        random.Random(args.seed).shuffle(entries)
+    output_len = args.sharegpt_output_len
+    samples = []
+    for entry in entries:
+        if len(samples) >= args.num_prompts:
+            break
+        try:
+            prompt = str(entry["conversations"][0]["value"])
+            completion = str(entry["conversations"][1]["value"])
+        except (KeyError, TypeError):
+            continue
+        prompt_len = bench_count_tokens(prompt)
+        new_output_len = bench_count_tokens(completion) if output_len is None else output_len
+        too_short = prompt_len < 4 or (output_len is None and new_output_len < 4)
+        if too_short or prompt_len > 1024 or prompt_len + new_output_len > 2048:
+            continue
+        samples.append(BenchSample(prompt, prompt_len, new_output_len, args.request_id_prefix + str(len(samples))))
+    if args.no_oversample:
+        bench_log("INFO", "datasets.py:310", "Skipping oversampling. Total samples: %d." % len(samples))
+    elif len(samples) < args.num_prompts:
+        if not samples:
+            raise BenchFatal(frames[:-3] + _frame(BENCH_DATASETS_SRC, 319, "maybe_oversample_requests",
+                                                  "random.choice(requests),")
+                             + _frame(PYLIB + "/random.py", 347, "choice",
+                                      "raise IndexError('Cannot choose from an empty sequence')"),
+                             "IndexError: Cannot choose from an empty sequence")
+        rng = random.Random(args.seed)
+        base = len(samples)
+        for i in range(args.num_prompts - base):
+            s = rng.choice(samples[:base])
+            samples.append(BenchSample(s.prompt, s.prompt_len, s.expected_output_len,
+                                       args.request_id_prefix + str(base + i)))
+        bench_log("INFO", "datasets.py:324", "Oversampled requests to reach %d total samples." % args.num_prompts)
+    return samples
+
+
+# ------------------------------------------------------------------ bench: HTTP
+
+
+class BenchHttpError(Exception):
+    """How a request failed on the wire, rendered like aiohttp's exception text."""
+
+    def __init__(self, kind, host=None, port=None, exc=None):
+        Exception.__init__(self, kind)
+        self.kind = kind
+        self.host = host
+        self.port = port
+        self.exc = exc
+
+    def message(self):
+        """str() of the aiohttp exception."""
+        if self.kind == "connect":
+            return "Cannot connect to host %s:%d ssl:default [%s]" % (self.host, self.port, self._strerror())
+        if self.kind == "disconnected":
+            return "Server disconnected"
+        return ("Response payload is not completed: <TransferEncodingError: 400, message='Not enough data to "
+                "satisfy transfer length header.'>")
+
+    def _strerror(self):
+        exc = self.exc
+        if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+            return exc.strerror
+        return str(exc)
+
+    def text(self, where_post, where_stream):
+        if self.kind == "connect":
+            errno_ = getattr(self.exc, "errno", None) or 111
+            return aiohttp_connect_error(self.host, self.port, None, self._strerror(), errno_, where_post)
+        if self.kind == "disconnected":
+            return aiohttp_disconnected_error(where_post)
+        return aiohttp_payload_error(where_stream)
+
+
+class _Conn(object):
+    __slots__ = ("reader", "writer", "key")
+
+    def __init__(self, reader, writer, key):
+        self.reader = reader
+        self.writer = writer
+        self.key = key
+
+    def close(self):
+        try:
+            self.writer.close()
+        except Exception:
+            pass
+
+
+def join_host_port(host, port):
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+
+
+class BenchHttp(object):
+    """A small keep-alive HTTP/1.1 client on asyncio streams (what aiohttp does for the real one)."""
+
+    def __init__(self, ssl_context=None):
+        self.ssl_context = ssl_context
+        self.idle = {}
+        self.open = set()
+
+    def close_all(self):
+        for conn in list(self.open):
+            conn.close()
+        self.open.clear()
+        self.idle.clear()
+
+    async def _connect(self, key):
+        scheme, host, port = key
+        ctx = None
+        if scheme == "https":
+            ctx = self.ssl_context
+            if ctx is None:
+                import ssl
+                ctx = ssl.create_default_context()
+        try:
+            reader, writer = await asyncio.open_connection(host, port, ssl=ctx, limit=1 << 22)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise BenchHttpError("connect", host, port, exc)
+        conn = _Conn(reader, writer, key)
+        self.open.add(conn)
+        return conn
+
+    def _drop(self, conn):
+        self.open.discard(conn)
+        conn.close()
+
+    async def request(self, method, url, headers=None, body=b"", on_data=None):
+        """Returns (status, reason, body); for a 200 with on_data, each body piece goes to on_data
+        as it arrives instead. Raises BenchHttpError."""
+        parts = urlsplit(url)
+        scheme = (parts.scheme or "http").lower()
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if scheme == "https" else 80)
+        key = (scheme, host, port)
+        target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+        lines = ["%s %s HTTP/1.1" % (method, target), "Host: %s" % join_host_port(host, port),
+                 "User-Agent: Python/%d.%d aiohttp/3.13.2" % sys.version_info[:2], "Accept: */*"]
+        for k, v in (headers or {}).items():
+            lines.append("%s: %s" % (k, v))
+        if body or method == "POST":
+            lines.append("Content-Length: %d" % len(body))
+        raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + (body or b"")
+        idle = self.idle.get(key) or []
+        conn = idle.pop() if idle else None
+        reused = conn is not None
+        if conn is None:
+            conn = await self._connect(key)
+        try:
+            try:
+                conn.writer.write(raw)
+                await conn.writer.drain()
+                status_line = await conn.reader.readline()
+            except (OSError, ConnectionError):
+                status_line = b""
+            if not status_line:
+                self._drop(conn)
+                if reused:  # a stale keep-alive connection: retry once on a new one
+                    return await self.request(method, url, headers, body, on_data)
+                raise BenchHttpError("disconnected", host, port)
+            try:
+                version, status, reason = self._status(status_line)
+                resp_headers = await self._headers(conn.reader)
+            except (ValueError, OSError, ConnectionError):
+                self._drop(conn)
+                raise BenchHttpError("disconnected", host, port)
+            stream = on_data if status == 200 else None
+            pieces = []
+            sink = stream or pieces.append
+            try:
+                complete = await self._body(conn.reader, resp_headers, sink)
+            except (ValueError, OSError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                self._drop(conn)
+                raise BenchHttpError("payload", host, port)
+            keep = complete and version == "HTTP/1.1" and "close" not in resp_headers.get("connection", "").lower()
+            if keep:
+                self.idle.setdefault(key, []).append(conn)
+            else:
+                self._drop(conn)
+            return status, reason, b"".join(pieces)
+        except BaseException:
+            if conn in self.open and conn not in (self.idle.get(key) or []):
+                self._drop(conn)
+            raise
+
+    @staticmethod
+    def _status(line):
+        text = line.decode("latin-1").rstrip("\r\n")
+        parts = text.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+            raise ValueError(text)
+        return parts[0], int(parts[1]), parts[2] if len(parts) > 2 else ""
+
+    @staticmethod
+    async def _headers(reader):
+        headers = {}
+        while True:
+            line = await reader.readline()
+            if not line:
+                raise ValueError("eof in headers")
+            if line in (b"\r\n", b"\n"):
+                return headers
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+
+    @staticmethod
+    async def _body(reader, headers, sink):
+        """Read the body into sink(); True if it ended cleanly (so the connection can be reused)."""
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            while True:
+                size_line = await reader.readline()
+                if not size_line:
+                    raise ValueError("eof in chunked body")
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while True:
+                        trailer = await reader.readline()
+                        if not trailer:
+                            raise ValueError("eof in trailer")
+                        if trailer in (b"\r\n", b"\n"):
+                            return True
+                data = await reader.readexactly(size)
+                await reader.readexactly(2)
+                sink(data)
+        length = headers.get("content-length")
+        if length is not None:
+            n = int(length)
+            if n:
+                sink(await reader.readexactly(n))
+            return True
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                return False
+            sink(data)
+
+
+# -------------------------------------------------------------- bench: requests
+
+
+class BenchInput(object):
+    def __init__(self, prompt, api_url, prompt_len, output_len, model, model_name=None, logprobs=None,
+                 extra_headers=None, extra_body=None, ignore_eos=False, request_id=None, chat=False):
+        self.prompt = prompt
+        self.api_url = api_url
+        self.prompt_len = prompt_len
+        self.output_len = output_len
+        self.model = model
+        self.model_name = model_name
+        self.logprobs = logprobs
+        self.extra_headers = extra_headers
+        self.extra_body = extra_body
+        self.ignore_eos = ignore_eos
+        self.request_id = request_id
+        self.chat = chat
+
+    def replace(self, **changes):
+        new = BenchInput.__new__(BenchInput)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
+
+
+class BenchOutput(object):
+    def __init__(self):
+        self.generated_text = ""
+        self.success = False
+        self.latency = 0.0
+        self.output_tokens = 0
+        self.ttft = 0.0
+        self.itl = []
+        self.tpot = 0.0
+        self.prompt_len = 0
+        self.error = ""
+        self.start_time = 0.0
+        self.client_queue_time = 0.0
+
+
+class SseHandler(object):
+    """vllm.benchmarks.lib.endpoint_request_func.StreamedResponseHandler."""
+
+    def __init__(self):
+        self.buffer = ""
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def add_chunk(self, chunk_bytes):
+        self.buffer += self.decoder.decode(chunk_bytes)
+        messages = []
+        while "\n\n" in self.buffer:
+            message, self.buffer = self.buffer.split("\n\n", 1)
+            message = message.strip()
+            if message:
+                messages.append(message)
+        if self.buffer.startswith("data: "):
+            content = self.buffer[len("data: "):].strip()
+            if content == "[DONE]":
+                messages.append(self.buffer.strip())
+                self.buffer = ""
+            elif content:
+                try:
+                    json.loads(content)
+                    messages.append(self.buffer.strip())
+                    self.buffer = ""
+                except ValueError:
+                    pass
+        return messages
+
+
+def _validate_api_url(inp):
+    suffix = "chat/completions" if inp.chat else "completions"
+    if inp.api_url.endswith(suffix):
+        return
+    name = "OpenAI Chat Completions API" if inp.chat else "OpenAI Completions API"
+    func = "async_request_openai_chat_completions" if inp.chat else "async_request_openai_completions"
+    raise BenchFatal(
+        _frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
+        + _frame(BENCH_SRC, 1081, "benchmark", "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
+                 "await asyncio.gather(*tasks)")
+        + _frame(BENCH_SRC, 979, "limited_request_func", "output = await request_func(", "await request_func(")
+        + _frame(BENCH_REQ_SRC, 390 if inp.chat else 205, func,
+                 '_validate_api_url(api_url, "%s", "%s")' % (name, suffix))
+        + _frame(BENCH_REQ_SRC, 127, "_validate_api_url",
+                 'raise ValueError(f"{api_name} URL must end with one of: {expected_suffixes}.")'),
+        "ValueError: %s URL must end with one of: {'%s'}." % (name, suffix))
+
+
+async def bench_request(inp, http, pbar=None):
+    """async_request_openai_completions / async_request_openai_chat_completions."""
+    _validate_api_url(inp)
+    chat = inp.chat
+    payload = collections.OrderedDict()
+    payload["model"] = inp.model_name if inp.model_name else inp.model
+    if chat:
+        payload["messages"] = [{"role": "user", "content": [{"type": "text", "text": inp.prompt}]}]
+        payload["max_completion_tokens"] = inp.output_len
+    else:
+        payload["prompt"] = inp.prompt
+        payload["repetition_penalty"] = 1.0
+        payload["max_tokens"] = inp.output_len
+        payload["logprobs"] = inp.logprobs
+    payload["stream"] = True
+    payload["stream_options"] = {"include_usage": True}
+    if inp.ignore_eos:
+        payload["ignore_eos"] = inp.ignore_eos
+    if inp.extra_body:
+        payload.update(inp.extra_body)
+    headers = collections.OrderedDict([("Content-Type", "application/json")])
+    if os.environ.get("OPENAI_API_KEY"):
+        headers["Authorization"] = "Bearer " + os.environ["OPENAI_API_KEY"]
+    if inp.extra_headers:
+        headers.update(inp.extra_headers)
+    if inp.request_id:
+        headers["x-request-id"] = inp.request_id
+    body = json.dumps(payload).encode("utf-8")
+
+    out = BenchOutput()
+    out.prompt_len = inp.prompt_len
+    st = time.perf_counter()
+    out.start_time = st
+    state = {"first": False, "recent": st, "text": []}
+    handler = SseHandler()
+
+    def on_data(chunk_bytes):
+        chunk_bytes = chunk_bytes.strip()
+        if not chunk_bytes:
+            return
+        for message in handler.add_chunk(chunk_bytes):
+            if message.startswith(":"):
+                continue
+            chunk = message[len("data: "):] if message.startswith("data: ") else message
+            if chunk == "[DONE]":
+                continue
+            timestamp = time.perf_counter()
+            data = json.loads(chunk)
+            choices = data.get("choices")
+            if choices:
+                if chat:
+                    text = choices[0]["delta"].get("content")
+                else:
+                    text = choices[0].get("text")
+                    timestamp = time.perf_counter()
+                if not state["first"]:
+                    state["first"] = True
+                    out.ttft = timestamp - st
+                else:
+                    out.itl.append(timestamp - state["recent"])
+                state["recent"] = timestamp
+                state["text"].append(text or "")
+            else:
+                usage = data.get("usage")
+                if usage:
+                    out.output_tokens = usage.get("completion_tokens")
+                    if usage.get("prompt_tokens") is not None:
+                        out.prompt_len = usage.get("prompt_tokens")
+
+    try:
+        status, reason, _ = await http.request("POST", inp.api_url, headers, body, on_data)
+        if status == 200:
+            if state["first"]:
+                out.success = True
+            else:
+                out.success = False
+                out.error = ("Never received a valid chunk to calculate TTFT."
+                             "This response will be marked as failed!")
+            out.generated_text = "".join(state["text"])
+            out.latency = state["recent"] - st
+        else:
+            out.error = reason or ""
+            out.success = False
+    except BenchHttpError as exc:
+        out.success = False
+        out.error = exc.text(_request_where(chat, False), _request_where(chat, True))
+    except Exception as exc:  # e.g. a JSON decode error in the stream
+        out.success = False
+        out.error = python_exception_text(exc, _request_where(chat, True))
+    if pbar is not None:
+        pbar.update(1)
+    return out
+
+
+# --------------------------------------------------------------- bench: metrics
+
+
+def np_percentile(values, p):
+    """numpy.percentile(values, p), linear interpolation."""
+    a = sorted(values)
+    if not a:
+        return 0.0
+    idx = (len(a) - 1) * p / 100.0
+    lo = int(math.floor(idx))
+    hi = min(lo + 1, len(a) - 1)
+    t = idx - lo
+    x, y = a[lo], a[hi]
+    diff = y - x
+    return y - diff * (1 - t) if t >= 0.5 else x + diff * t
+
+
+def np_mean(values):
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def np_std(values):
+    if not values:
+        return 0.0
+    m = np_mean(values)
+    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / len(values))
+
+
+def np_median(values):
+    return np_percentile(values, 50)
+
+
+def _stats_ms(values, percentiles):
+    values = values or [0.0]
+    return (np_mean(values) * 1000, np_median(values) * 1000, np_std(values) * 1000,
+            [(p, np_percentile(values, p) * 1000) for p in percentiles])
+
+
+def calculate_metrics(outputs, dur_s, has_tokenizer, percentiles, goodput):
+    """serve.py calculate_metrics(): the same numbers; prints the failed requests and the tip."""
+    actual_output_lens = []
+    total_input = completed = good_completed = 0
+    itls, tpots, all_tpots, ttfts, e2els = [], [], [], [], []
+    for o in outputs:
+        if o.success:
+            output_len = o.output_tokens
+            if not output_len:
+                output_len = bench_count_tokens(o.generated_text) if has_tokenizer else 1
+            actual_output_lens.append(output_len)
+            total_input += o.prompt_len
+            tpot = 0.0
+            if output_len > 1:
+                tpot = (o.latency - o.ttft) / (output_len - 1)
+                tpots.append(tpot)
+            all_tpots.append(tpot)
+            itls += o.itl
+            ttfts.append(o.ttft)
+            e2els.append(o.latency)
+            completed += 1
+        else:
+            actual_output_lens.append(0)
+    if goodput:
+        valid, slos = [], []
+        for name, series in (("ttft", ttfts), ("tpot", all_tpots), ("e2el", e2els)):
+            if name in goodput:
+                valid.append(series)
+                slos.append(goodput[name] / 1000.0)
+        for req in zip(*valid):
+            if all(s >= r for s, r in zip(slos, req)):
+                good_completed += 1
+    if completed == 0:
+        bench_err("%s:1165: UserWarning: All requests failed. This is likely due to a misconfiguration on the "
+                  "benchmark arguments.\n  metrics, actual_output_lens = calculate_metrics(\n" % BENCH_SRC)
+    successful = [o for o in outputs if o.success]
+    failed = [o for o in outputs if not o.success]
+    if failed:
+        bench_out("Failed requests during benchmark run detected (capping to 10):")
+        for i, o in enumerate(failed[:10]):
+            bench_out("Error %d: %s" % (i, o.error))
+    max_tokens_per_s = 0.0
+    max_concurrent = 0
+    if successful:
+        min_start = min(o.start_time for o in successful)
+        max_end = max(o.start_time + o.latency for o in successful)
+        seconds = int(math.ceil(max_end - min_start)) + 1
+        tokens = [0] * seconds
+        concurrent = [0] * seconds
+        for o in successful:
+            t = o.start_time + o.ttft
+            times = [t]
+            for gap in o.itl:
+                t += gap
+                times.append(t)
+            for t in times:
+                bucket = int(t - min_start)
+                if 0 <= bucket < seconds:
+                    tokens[bucket] += 1
+            for second in range(int(o.start_time - min_start), int(o.start_time + o.latency - min_start) + 1):
+                concurrent[second] += 1
+        max_tokens_per_s = float(max(tokens))
+        max_concurrent = int(max(concurrent))
+        bench_out("tip: install termplotlib and gnuplot to plot the metrics")
+    total_output = sum(actual_output_lens)
+    m = {"completed": completed, "failed": len(failed), "total_input": total_input, "total_output": total_output,
+         "request_throughput": completed / dur_s, "request_goodput": good_completed / dur_s,
+         "output_throughput": total_output / dur_s, "total_token_throughput": (total_input + total_output) / dur_s,
+         "max_output_tokens_per_s": max_tokens_per_s, "max_concurrent_requests": max_concurrent, "rtfx": 0.0}
+    for name, series in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
+        mean, median, std, pcts = _stats_ms(series, percentiles)
+        m["mean_%s_ms" % name] = mean
+        m["median_%s_ms" % name] = median
+        m["std_%s_ms" % name] = std
+        m["percentiles_%s_ms" % name] = pcts
+    return m, actual_output_lens
+
+
+def _row(label, value, fmt="{:<10}"):
+    bench_out(("{:<40} " + fmt).format(label, value))
+
+
+def parse_goodput(pairs):
+    out = collections.OrderedDict()
+    for pair in pairs:
+        name, sep, value = pair.partition(":")
+        if not sep or ":" in value:
+            raise ValueError(pair)
+        out[name] = float(value)
+    return out
+
+
+# ------------------------------------------------------------------- bench: run
+
+
+class BenchRun(object):
+    def __init__(self, args):
+        self.args = args
+        self.http = None
+        self.pbar = None
+        self.session_open = False
+        self.phase = "setup"
+        self.chat = args.backend == "openai-chat"
+        self.rand = random.Random(args.seed)
+
+    # -- entry
+
+    def run(self):
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        task = loop.create_task(self.main_async())
+        interrupted = []
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            def on_sigint():
+                interrupted.append(True)
+                task.cancel()
+            try:
+                loop.add_signal_handler(signal.SIGINT, on_sigint)
+            except (ValueError, RuntimeError, NotImplementedError):
+                pass
+        try:
+            try:
+                return loop.run_until_complete(task)
+            except asyncio.CancelledError:
+                if not interrupted:
+                    raise
+                bench_err(_keyboard_interrupt_text(self.phase == "main", self.chat))
+                if self.pbar is not None:
+                    self.pbar.close()
+                if self.session_open:
+                    bench_err("Unclosed client session\nclient_session: <aiohttp.client.ClientSession object at "
+                              "0x7f%010x>\n" % (id(self) & 0xffffffffff))
+                return 130
+            except BenchFatal as exc:
+                bench_flush()
+                bench_err(exc.text())
+                return 1
+        finally:
+            try:
+                pending = [t for t in asyncio_all_tasks(loop) if not t.done()]
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            except Exception:
+                pass
+            if self.http is not None:
+                self.http.close_all()
+            try:
+                loop.run_until_complete(asyncio.sleep(0))
+            except Exception:
+                pass
+            loop.close()
+
+    # -- small HTTP helpers
+
+    async def _get_json(self, url, method="GET", payload=None, headers=None):
+        hdrs = collections.OrderedDict(headers or {})
+        body = b""
+        if payload is not None:
+            hdrs["Content-Type"] = "application/json"
+            body = json.dumps(payload).encode("utf-8")
+        status, reason, raw = await self.http.request(method, url, hdrs, body)
+        if status >= 400:
+            raise ValueError("%d, message=%r, url=%r" % (status, reason, url))
+        return json.loads(raw.decode("utf-8"))
+
+    async def fetch_first_model(self, base_url, headers):
+        models_url = base_url + "/v1/models"
+        where = _frame(BENCH_SRC, 166, "get_first_model_from_server",
+                       "async with session.get(models_url, headers=headers) as response:")
+        frames = (_frame(BENCH_SRC, 2081, "main_async", "model_name, model_id = await get_first_model_from_server(",
+                         "await get_first_model_from_server(")
+                  + _frame(BENCH_SRC, 177, "get_first_model_from_server", "raise RuntimeError("))
+        head = ("RuntimeError: Failed to fetch models from server at %s. Check that:\n1. The server is running\n"
+                "2. The server URL is correct\nError: " % models_url)
+        try:
+            data = await self._get_json(models_url, headers=headers)
+        except BenchHttpError as exc:
+            raise BenchFatal(frames, head + exc.message(), exc.text(where, where))
+        except ValueError as exc:
+            raise BenchFatal(frames, head + str(exc),
+                             python_exception_text(exc, where).replace("builtins.", ""))
+        if isinstance(data, dict) and data.get("data"):
+            first = data["data"][0]
+            return first.get("id"), first.get("root", first.get("id"))
+        raise BenchFatal(_frame(BENCH_SRC, 2081, "main_async",
+                                "model_name, model_id = await get_first_model_from_server(",
+                                "await get_first_model_from_server(")
+                         + _frame(BENCH_SRC, 172, "get_first_model_from_server", "raise ValueError("),
+                         "ValueError: No models found on the server at %s. Make sure the server is running and "
+                         "has models loaded." % base_url)
+
+    async def align_prompts(self, base_url, model_id, samples):
+        """_align_prompts_to_server_tokenizer(): /tokenize the first prompt, re-align on a mismatch."""
+        if not samples or not isinstance(samples[0].prompt, str):
+            return samples
+
+        async def tokenize(prompt):
+            data = await self._get_json(base_url + "/tokenize", "POST",
+                                        {"model": model_id, "prompt": prompt, "add_special_tokens": False})
+            return data["tokens"]
+
+        try:
+            first = await tokenize(samples[0].prompt)
+        except Exception:
+            bench_out("WARNING: /tokenize unavailable, skipping alignment.")
+            return samples
+        expected = samples[0].prompt_len
+        if len(first) == expected:
+            return samples
+        bench_out("WARNING: tokenizer mismatch (server=%d, expected=%d), re-aligning prompts."
+                  % (len(first), expected))
+        sem = asyncio.Semaphore(64)
+
+        async def fix(s):
+            async with sem:
+                tokens = await tokenize(s.prompt)
+                if len(tokens) <= s.prompt_len:
+                    return s
+                data = await self._get_json(base_url + "/detokenize", "POST",
+                                            {"model": model_id, "tokens": tokens[:s.prompt_len]})
+                return BenchSample(data["prompt"], s.prompt_len, s.expected_output_len, s.request_id)
+
+        results = await asyncio.gather(*[fix(s) for s in samples], return_exceptions=True)
+        return [r if isinstance(r, BenchSample) else s for s, r in zip(samples, results)]
+
+    async def _metrics_probe(self, base_url):
+        """The real client GETs /metrics twice (spec-decode and diffusion stats) before and after."""
+        for _ in range(2):
+            try:
+                await self.http.request("GET", base_url + "/metrics")
+            except Exception:
+                pass
+
+    async def _profile(self, base_url, what, headers):
+        try:
+            status, _, _ = await self.http.request("POST", base_url + "/" + what, headers or {})
+            return status == 200
+        except Exception:
+            return False
+
+    # -- main_async()
+
+    async def main_async(self):
+        a = self.args
+        bench_out(bench_namespace(a))
+        if a.max_concurrency is not None and a.max_concurrency <= 0:
+            raise _fatal_in_main_async(2010, 'raise ValueError("--max-concurrency must be greater than 0")',
+                                       "ValueError: --max-concurrency must be greater than 0")
+        if a.ramp_up_strategy is not None:
+            problem = None
+            if a.request_rate != INF:
+                problem = (2031, "When using ramp-up, do not specify --request-rate. The request rate will be "
+                                 "controlled by ramp-up parameters. Please remove the --request-rate argument.")
+            elif a.ramp_up_start_rps is None or a.ramp_up_end_rps is None:
+                problem = (2037, "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps "
+                                 "must be specified")
+            elif a.ramp_up_start_rps < 0 or a.ramp_up_end_rps < 0:
+                problem = (2042, "Ramp-up start and end RPS must be non-negative")
+            elif a.ramp_up_start_rps > a.ramp_up_end_rps:
+                problem = (2044, "Ramp-up start RPS must be less than end RPS")
+            elif a.ramp_up_strategy == "exponential" and a.ramp_up_start_rps == 0:
+                problem = (2046, "For exponential ramp-up, the start RPS cannot be 0.")
+            if problem:
+                raise _fatal_in_main_async(problem[0], "raise ValueError(", "ValueError: " + problem[1])
+        label = a.label
+        if a.base_url is not None:
+            api_url = a.base_url + a.endpoint
+            base_url = a.base_url
+        else:
+            base_url = "http://" + join_host_port(a.host, a.port)
+            api_url = base_url + a.endpoint
+        headers = None
+        if a.header:
+            headers = collections.OrderedDict()
+            for item in a.header:
+                if "=" not in item:
+                    raise _fatal_in_main_async(
+                        2067, 'raise ValueError("Invalid header format. Please use KEY=VALUE format.")',
+                        "ValueError: Invalid header format. Please use KEY=VALUE format.")
+                k, v = item.split("=", 1)
+                headers[k.strip()] = v.strip()
+        ssl_context = None
+        if a.insecure or "https://" in base_url:
+            import ssl
+            ssl_context = ssl._create_unverified_context() if a.insecure else ssl.create_default_context()
+        self.http = BenchHttp(ssl_context)
+
+        if a.model is None:
+            bench_out("Model not specified, fetching first model from server...")
+            model_name, model_id = await self.fetch_first_model(base_url, headers)
+            bench_out("First model name: %s, first model id: %s" % (model_name, model_id))
+        else:
+            model_name, model_id = a.served_model_name, a.model
+        has_tokenizer = not a.skip_tokenizer_init
+        tokenizer_id = (a.tokenizer if a.tokenizer is not None else model_id) if has_tokenizer else None
+
+        if a.dataset_name in ("random", "random-mm", "random-rerank", "prefix_repetition") and a.dataset_path:
+            raise _fatal_in_main_async(
+                2114, "raise ValueError(",
+                "ValueError: Cannot use '%s' dataset with --dataset-path. Please specify the appropriate "
+                "--dataset-name (e.g., 'sharegpt', 'custom', 'hf') for your dataset file: %s"
+                % (a.dataset_name, a.dataset_path))
+        if a.input_len is not None:
+            a.random_input_len = a.input_len
+        if a.output_len is not None:
+            a.random_output_len = a.sharegpt_output_len = a.output_len
+        if a.dataset_name in ("random", "random-mm") and a.backend in BENCH_OPENAI_COMPATIBLE:
+            a.ignore_eos = True
+        if a.dataset_name != "timed_trace" and a.self_timed is not None:
+            raise _fatal_in_main_async(2157, "raise ValueError(",
+                                       "ValueError: --self-timed/--no-self-timed is only supported with "
+                                       "--dataset-name=timed_trace")
+        if a.dataset_name == "random":
+            samples = bench_random_samples(a)
+        elif a.dataset_name == "sharegpt":
+            samples = bench_sharegpt_samples(a)
+        else:
+            raise _fatal_in_main_async(2165, "input_requests = get_samples(args, tokenizer)",
+                                       "NotImplementedError: rocm-console's vLLM simulator only simulates the "
+                                       "'random' and 'sharegpt' datasets, not %r" % a.dataset_name,
+                                       "get_samples(args, tokenizer)")
+        if a.dataset_name in ("random", "prefix_repetition"):
+            samples = await self.align_prompts(base_url, model_id, samples)
+        goodput = {}
+        if a.goodput:
+            try:
+                goodput = parse_goodput(a.goodput)
+            except ValueError:
+                raise _fatal_in_main_async(
+                    2172, "goodput_config_dict = check_goodput_args(args)",
+                    "argparse.ArgumentTypeError: Invalid format found for service level objectives. Specify "
+                    "service level objectives for goodput as \"KEY:VALUE\" pairs, where the key is a metric name, "
+                    "and the value is a number in milliseconds.", "check_goodput_args(args)")
+            for name, value in goodput.items():
+                if name not in ("ttft", "tpot", "e2el"):
+                    raise _fatal_in_main_async(
+                        2172, "goodput_config_dict = check_goodput_args(args)",
+                        "ValueError: Invalid metric name found, %s: %s. The service level objective name should "
+                        "be one of ['ttft', 'tpot', 'e2el']. " % (name, value), "check_goodput_args(args)")
+                if value < 0:
+                    raise _fatal_in_main_async(
+                        2172, "goodput_config_dict = check_goodput_args(args)",
+                        "ValueError: Invalid value found, %s: %s. The service level objective value should be "
+                        "non-negative." % (name, value), "check_goodput_args(args)")
+        if a.backend not in BENCH_SIMULATED_BACKENDS:
+            raise _fatal_in_main_async(2220, "benchmark_result = await benchmark(",
+                                       "NotImplementedError: rocm-console's vLLM simulator only simulates the "
+                                       "vllm, openai and openai-chat backends, not %r" % a.backend,
+                                       "await benchmark(")
+        sampling = collections.OrderedDict(
+            (k, v) for k, v in (("top_p", a.top_p), ("top_k", a.top_k), ("min_p", a.min_p),
+                                ("temperature", a.temperature), ("frequency_penalty", a.frequency_penalty),
+                                ("presence_penalty", a.presence_penalty),
+                                ("repetition_penalty", a.repetition_penalty)) if v is not None)
+        if "temperature" not in sampling:
+            bench_out("WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
+                      "The default will be determined on the server side and can be model/API specific. For the "
+                      "old behavior, include --temperature=0.")
+        extra_body = dict(sampling)
+        extra_body.update(a.extra_body or {})
+        percentile_metrics = a.percentile_metrics or "ttft,tpot,itl"
+        result = await self.benchmark(
+            api_url=api_url, base_url=base_url, model_id=model_id, model_name=model_name,
+            has_tokenizer=has_tokenizer, samples=samples, headers=headers, extra_body=extra_body,
+            selected_metrics=percentile_metrics.split(","),
+            percentiles=[float(p) for p in a.metric_percentiles.split(",")], goodput=goodput)
+
+        result_json = collections.OrderedDict()
+        current_dt = time.strftime("%Y%m%d-%H%M%S")
+        result_json["date"] = current_dt
+        result_json["endpoint_type"] = a.backend
+        result_json["backend"] = a.backend
+        result_json["label"] = label
+        result_json["model_id"] = model_id
+        result_json["tokenizer_id"] = tokenizer_id
+        result_json["num_prompts"] = a.num_prompts
+        for item in a.metadata or []:
+            if "=" not in item:
+                raise _fatal_in_main_async(2273, "raise ValueError(",
+                                           "ValueError: Invalid metadata format. Please use KEY=VALUE format.")
+            k, v = item.split("=", 1)
+            result_json[k.strip()] = v.strip()
+        result_json["request_rate"] = a.request_rate if a.request_rate < INF else "inf"
+        result_json["burstiness"] = a.burstiness
+        result_json["max_concurrency"] = a.max_concurrency
+        if a.ramp_up_strategy is not None:
+            result_json["ramp_up_strategy"] = a.ramp_up_strategy
+            result_json["ramp_up_start_rps"] = a.ramp_up_start_rps
+            result_json["ramp_up_end_rps"] = a.ramp_up_end_rps
+        result_json.update(result)
+        file_name = self.result_filename(model_id, label, current_dt)
+        if not a.save_detailed:
+            for field in ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors"):
+                result_json.pop(field, None)
+        if (a.save_result or a.append_result) and file_name:
+            with open(file_name, "a+" if a.append_result else "w", encoding="utf-8") as f:
+                if a.append_result and f.tell() != 0:
+                    f.write("\n")
+                json.dump(result_json, f)
+        return 0
+
+    def result_filename(self, model_id, label, current_dt):
+        a = self.args
+        if not (a.plot_timeline or a.save_result or a.append_result):
+            return None
+        base_model_id = model_id.split("/")[-1]
+        conc = "-concurrency%s" % a.max_concurrency if a.max_concurrency is not None else ""
+        label = label or a.backend
+        if a.ramp_up_strategy is not None:
+            name = "%s-ramp-up-%s-%sqps-%sqps%s-%s-%s.json" % (label, a.ramp_up_strategy, a.ramp_up_start_rps,
+                                                             a.ramp_up_end_rps, conc, base_model_id, current_dt)
+        else:
+            name = "%s-%sqps%s-%s-%s.json" % (label, a.request_rate, conc, base_model_id, current_dt)
+        if a.result_filename:
+            name = a.result_filename
+        if a.result_dir:
+            os.makedirs(a.result_dir, exist_ok=True)
+            name = os.path.join(a.result_dir, name)
+        return name
+
+    # -- arrivals
+
+    def arrival_plan(self, n):
+        """get_request(): (cumulative delay, rate) per request; Poisson/gamma gaps, seeded."""
+        a = self.args
+        rates, delays = [], []
+        for i in range(n):
+            rate = a.request_rate
+            if a.ramp_up_strategy and a.ramp_up_start_rps is not None and a.ramp_up_end_rps is not None:
+                progress = i / float(max(n - 1, 1))
+                if a.ramp_up_strategy == "linear":
+                    rate = a.ramp_up_start_rps + (a.ramp_up_end_rps - a.ramp_up_start_rps) * progress
+                else:
+                    rate = a.ramp_up_start_rps * (float(a.ramp_up_end_rps) / a.ramp_up_start_rps) ** progress
+            if not rate > 0:
+                raise BenchFatal(_frame(BENCH_SRC, 456, "get_request", "assert current_request_rate > 0.0, ("),
+                                 "AssertionError: Obtained non-positive request rate %s." % rate)
+            rates.append(rate)
+            if rate == INF:
+                delays.append(0.0)
+            elif a.burstiness == INF:
+                delays.append(1.0 / rate)
+            else:
+                delays.append(self.rand.gammavariate(a.burstiness, 1.0 / (rate * a.burstiness)))
+        for i in range(1, len(delays)):
+            delays[i] += delays[i - 1]
+        if a.ramp_up_strategy is None and delays and delays[-1] != 0:
+            factor = (n / a.request_rate) / delays[-1]
+            delays = [d * factor for d in delays]
+        return delays, rates
+
+    # -- benchmark()
+
+    async def wait_for_endpoint(self, test_input, timeout_seconds, retry_interval=5):
+        bench_out("Waiting for endpoint to become up in %d seconds" % timeout_seconds)
+        deadline = time.perf_counter() + timeout_seconds
+        output = BenchOutput()
+        bar = BenchBar(timeout_seconds, bar_format="{desc} |{bar}| {elapsed} elapsed, {remaining} remaining",
+                       unit="s")
+        while True:
+            remaining = deadline - time.perf_counter()
+            elapsed = timeout_seconds - remaining
+            bar.update(min(elapsed - bar.n, timeout_seconds - bar.n))
+            bar.refresh()
+            if remaining <= 0:
+                bar.close()
+                break
+            output = await bench_request(test_input, self.http)
+            if output.success:
+                bar.close()
+                return output
+            last = str(output.error).rstrip().rsplit("\n", 1)[-1]
+            bench_log("WARNING", "ready_checker.py:71", "Endpoint is not ready. Error='%s'" % last)
+            sleep = min(retry_interval, remaining)
+            if sleep > 0:
+                await asyncio.sleep(sleep)
+        return output
+
+    async def benchmark(self, api_url, base_url, model_id, model_name, has_tokenizer, samples, headers,
+                        extra_body, selected_metrics, percentiles, goodput):
+        a = self.args
+        max_concurrency = a.max_concurrency
+        request_rate = a.request_rate
+        self.session_open = True
+        bench_out("Starting initial single prompt test run...")
+        if not samples:
+            raise BenchFatal(_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
+                                    "await benchmark(")
+                             + _frame(BENCH_SRC, 839, "benchmark", "input_requests[0].prompt,"),
+                             "IndexError: list index out of range")
+        first = samples[0]
+        test_input = BenchInput(first.prompt, api_url, first.prompt_len, first.expected_output_len, model_id,
+                                model_name, a.logprobs, headers, extra_body or None, a.ignore_eos, chat=self.chat)
+        if a.ready_check_timeout_sec > 0:
+            self.phase = "ready"
+            test_output = await self.wait_for_endpoint(test_input, a.ready_check_timeout_sec)
+            if not test_output.success:
+                raise BenchFatal(_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
+                                        "await benchmark(")
+                                 + _frame(BENCH_SRC, 884, "benchmark", "raise ValueError("),
+                                 "ValueError: Initial test run failed - Please make sure benchmark arguments are "
+                                 "correctly specified. Error: %s" % test_output.error)
+            bench_out("Initial test run completed.")
+        else:
+            bench_out("Skipping endpoint ready check.")
+        sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+
+        if a.num_warmups > 0:
+            self.phase = "warmup"
+            bench_out("Warming up with %d requests..." % a.num_warmups)
+            warm_bar = None if a.disable_tqdm else BenchBar(a.num_warmups)
+            self.pbar = warm_bar
+
+            async def warm():
+                if sem is None:
+                    return await bench_request(test_input, self.http, warm_bar)
+                async with sem:
+                    return await bench_request(test_input, self.http, warm_bar)
+
+            await asyncio.gather(*[warm() for _ in range(a.num_warmups)])
+            if warm_bar is not None:
+                warm_bar.close()
+            self.pbar = None
+            bench_out("Warmup run completed.")
+
+        bench_out("Starting main benchmark run...")
+        lora_iter = None
+        if a.lora_modules:
+            mods = list(a.lora_modules)
+            if a.lora_assignment == "round-robin":
+                lora_iter = iter([mods[i % len(mods)] for i in range(len(samples))])
+            else:
+                lora_iter = iter([self.rand.choice(mods) for _ in range(len(samples))])
+        if a.profile:
+            bench_out("Starting profiler...")
+            if await self._profile(base_url, "start_profile", headers):
+                bench_out("Profiler started")
+        distribution = "Poisson process" if a.burstiness == 1.0 else "Gamma distribution"
+        if a.ramp_up_strategy is not None:
+            bench_out("Traffic ramp-up strategy: %s." % a.ramp_up_strategy)
+            bench_out("Will increase RPS from %s to %s RPS over the duration of the benchmark."
+                      % (a.ramp_up_start_rps, a.ramp_up_end_rps))
+        else:
+            bench_out("Traffic request rate: %s" % request_rate)
+        bench_out("Burstiness factor: %s (%s)" % (a.burstiness, distribution))
+        bench_out("Maximum request concurrency: %s" % max_concurrency)
+        await self._metrics_probe(base_url)
+        if not a.burstiness > 0:
+            raise BenchFatal(_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
+                                    "await benchmark(")
+                             + _frame(BENCH_SRC, 440, "get_request", "assert burstiness > 0, ("),
+                             "AssertionError: A positive burstiness factor is expected, but given %s."
+                             % a.burstiness)
+        delays, rates = self.arrival_plan(len(samples))
+        self.phase = "main"
+        pbar = None if a.disable_tqdm else BenchBar(len(samples))
+        self.pbar = pbar
+
+        async def limited(inp, arrival):
+            if sem is None:
+                out = await bench_request(inp, self.http, pbar)
+            else:
+                async with sem:
+                    out = await bench_request(inp, self.http, pbar)
+            out.client_queue_time = out.start_time - arrival
+            return out
+
+        probe_outputs = []
+        probe_stop = asyncio.Event()
+        probe_task = None
+        if a.probe_request_rate > 0:
+            bench_out("Probe request rate: %s req/s" % a.probe_request_rate)
+            probe_input = test_input.replace(prompt="Hi", prompt_len=1, output_len=1)
+
+            async def probe_loop():
+                while not probe_stop.is_set():
+                    probe_outputs.append(await bench_request(probe_input, self.http))
+                    await asyncio.sleep(1.0 / a.probe_request_rate)
+
+            probe_task = asyncio.ensure_future(probe_loop())
+
+        start = time.perf_counter()
+        tasks = []
+        start_ts = time.time()
+        for i, s in enumerate(samples):
+            if delays[i] > 0:
+                wait = start_ts + delays[i] - time.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            req_model_id, req_model_name = model_id, model_name
+            if lora_iter is not None:
+                req_model_id = req_model_name = next(lora_iter)
+            inp = BenchInput(s.prompt, api_url, s.prompt_len, s.expected_output_len or 0, req_model_id,
+                             req_model_name, a.logprobs, headers, extra_body or None, a.ignore_eos, s.request_id,
+                             chat=self.chat)
+            tasks.append(asyncio.ensure_future(limited(inp, time.perf_counter())))
+        outputs = await asyncio.gather(*tasks)
+        if probe_task is not None:
+            probe_stop.set()
+            await probe_task
+        if pbar is not None:
+            pbar.close()
+        self.pbar = None
+        self.phase = "report"
+        duration = time.perf_counter() - start
+        await self._metrics_probe(base_url)
+
+        m, actual_output_lens = calculate_metrics(outputs, duration, has_tokenizer, percentiles, goodput)
+        bench_out("{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
+        _row("Successful requests:", m["completed"])
+        _row("Failed requests:", m["failed"])
+        if max_concurrency is not None:
+            _row("Maximum request concurrency:", max_concurrency)
+        if request_rate != INF:
+            _row("Request rate configured (RPS):", request_rate, "{:<10.2f}")
+        _row("Benchmark duration (s):", duration, "{:<10.2f}")
+        _row("Total input tokens:", m["total_input"])
+        if has_tokenizer:
+            _row("Total generated tokens:", m["total_output"])
+        _row("Request throughput (req/s):", m["request_throughput"], "{:<10.2f}")
+        if goodput:
+            _row("Request goodput (req/s):", m["request_goodput"], "{:<10.2f}")
+        if has_tokenizer:
+            _row("Output token throughput (tok/s):", m["output_throughput"], "{:<10.2f}")
+            _row("Peak output token throughput (tok/s):", m["max_output_tokens_per_s"], "{:<10.2f}")
+        _row("Peak concurrent requests:", m["max_concurrent_requests"], "{:<10.2f}")
+        if has_tokenizer:
+            _row("Total token throughput (tok/s):", m["total_token_throughput"], "{:<10.2f}")
+
+        probe_stats = None
+        if probe_task is not None:
+            lats = [o.latency for o in probe_outputs if o.success]
+            if lats:
+                probe_stats = collections.OrderedDict([
+                    ("probe_completed", len(lats)), ("probe_failed", len(probe_outputs) - len(lats)),
+                    ("probe_median_e2el_ms", np_median(lats) * 1000),
+                    ("probe_p99_e2el_ms", np_percentile(lats, 99) * 1000),
+                    ("probe_max_e2el_ms", max(lats) * 1000)])
+                bench_out("{s:{c}^{n}}".format(s="Probe Requests", n=50, c="-"))
+                _row("Probe requests completed:", probe_stats["probe_completed"])
+                _row("Probe requests failed:", probe_stats["probe_failed"])
+                _row("Median probe E2EL (ms):", probe_stats["probe_median_e2el_ms"], "{:<10.2f}")
+                _row("P99 probe E2EL (ms):", probe_stats["probe_p99_e2el_ms"], "{:<10.2f}")
+                _row("Max probe E2EL (ms):", probe_stats["probe_max_e2el_ms"], "{:<10.2f}")
+
+        result = collections.OrderedDict([
+            ("duration", duration), ("completed", m["completed"]), ("failed", m["failed"]),
+            ("total_input_tokens", m["total_input"]), ("total_output_tokens", m["total_output"]),
+            ("request_throughput", m["request_throughput"]),
+            ("request_goodput", m["request_goodput"] if goodput else None),
+            ("output_throughput", m["output_throughput"]), ("total_token_throughput", m["total_token_throughput"]),
+            ("input_lens", [o.prompt_len for o in outputs]), ("output_lens", actual_output_lens),
+            ("ttfts", [o.ttft for o in outputs]), ("itls", [o.itl for o in outputs]),
+            ("latencies", [o.latency for o in outputs]), ("start_times", [o.start_time for o in outputs]),
+            ("queue_times", [o.client_queue_time for o in outputs]),
+            ("generated_texts", [o.generated_text for o in outputs]), ("errors", [o.error for o in outputs]),
+            ("max_output_tokens_per_s", m["max_output_tokens_per_s"]),
+            ("max_concurrent_requests", m["max_concurrent_requests"]), ("rtfx", m["rtfx"])])
+        queue_times = e2els_queue = None
+        if max_concurrency is not None:
+            queue_times = [o.client_queue_time for o in outputs if o.success]
+            if request_rate != INF:
+                e2els_queue = [o.latency + o.client_queue_time for o in outputs if o.success]
+        if probe_stats is not None:
+            result.update(probe_stats)
+
+        def one_metric(attr, name, header, values=None):
+            if attr not in selected_metrics:
+                return
+            if values is None:
+                mean, median, std = m["mean_%s_ms" % attr], m["median_%s_ms" % attr], m["std_%s_ms" % attr]
+                pcts = m["percentiles_%s_ms" % attr]
+            else:
+                mean, median, std, pcts = _stats_ms(values, percentiles)
+            bench_out("{s:{c}^{n}}".format(s=header, n=50, c="-"))
+            _row("Mean %s (ms):" % name, mean, "{:<10.2f}")
+            _row("Median %s (ms):" % name, median, "{:<10.2f}")
+            result["mean_%s_ms" % attr] = mean
+            result["median_%s_ms" % attr] = median
+            result["std_%s_ms" % attr] = std
+            for p, value in pcts:
+                word = str(int(p)) if int(p) == p else str(p)
+                _row("P%s %s (ms):" % (word, name), value, "{:<10.2f}")
+                result["p%s_%s_ms" % (word, attr)] = value
+
+        if has_tokenizer:
+            one_metric("ttft", "TTFT", "Time to First Token")
+            one_metric("tpot", "TPOT", "Time per Output Token (excl. 1st token)")
+            one_metric("itl", "ITL", "Inter-token Latency")
+        one_metric("e2el", "E2EL", "End-to-end Latency")
+        if queue_times is not None:
+            one_metric("client_queue_time", "Client Queue Time", "Client-side Queueing", queue_times)
+        if e2els_queue is not None:
+            one_metric("e2el_including_client_queue", "E2EL incl. Client Queue",
+                       "Queue-inclusive End-to-end Latency", e2els_queue)
+        bench_out("=" * 50)
+        if a.profile:
+            bench_out("Stopping profiler...")
+            if await self._profile(base_url, "stop_profile", headers):
+                bench_out("Profiler stopped")
+        self.session_open = False
+        return result
+
+
+def asyncio_all_tasks(loop):
+    try:
+        return asyncio.all_tasks(loop)
+    except AttributeError:  # pragma: no cover - Python < 3.7
+        return asyncio.Task.all_tasks(loop)
+
+
+BENCH_HELP = """usage: vllm bench serve [options]
+
+Benchmark the online serving throughput (rocm-console's vLLM simulator %s: the random and
+sharegpt datasets and the vllm, openai and openai-chat backends are simulated; every other
+flag of vLLM 0.32 is accepted).
+"""
+
+
+def bench_main(argv):
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write("usage: vllm bench [-h] {latency,mm-processor,serve,startup,sweep,throughput} ...\n")
+        return 0 if argv else 2
+    if argv[0] != "serve":
+        sys.stderr.write("vllm bench %s: not simulated yet (rocm-console's vLLM simulator %s)\n" % (argv[0], VERSION))
+        return 2
+    try:
+        args = parse_bench_args(argv[1:])
+    except BenchArgError:
+        return 2
+    if args.help_requested:
+        sys.stdout.write(BENCH_HELP % VERSION)
+        return 0
+    return BenchRun(args).run()
+
+
 # ---------------------------------------------------------------------------- entry
 
 
@@ -2078,15 +3928,14 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     if not argv or argv[0] in ("-h", "--help"):
-        sys.stdout.write(TOP_USAGE + "\n\nvLLM CLI (rocm-console simulator %s): serve is simulated.\n" % VERSION)
+        sys.stdout.write(TOP_USAGE + "\n\nvLLM CLI (rocm-console simulator %s): serve and bench serve are simulated.\n" % VERSION)
         return 0 if argv else 2
     command = argv[0]
     if command in ("-v", "--version"):
         sys.stdout.write(VERSION + "\n")
         return 0
     if command == "bench":
-        sys.stderr.write("vllm bench: not simulated yet (rocm-console's vLLM simulator %s)\n" % VERSION)
-        return 2
+        return bench_main(argv[1:])
     if command != "serve":
         sys.stderr.write("%s\nvllm: error: argument subparser: invalid choice: %r (choose from 'chat', "
                          "'complete', 'serve', 'bench', 'collect-env', 'run-batch')\n" % (TOP_USAGE, command))
