@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     for p in add_partition_parser(sub):
         _common(p, suppress=True)
+    from console.cli_results import add_parser as add_results_parser
+
+    for p in add_results_parser(sub):
+        _common(p, suppress=True)
     return parser
 
 
@@ -187,10 +191,17 @@ def cmd_partition_entry(args: argparse.Namespace) -> int:
     return cmd_partition(args, load_selected_profile(args))
 
 
+def cmd_results_entry(args: argparse.Namespace) -> int:
+    from console.cli_results import cmd_results
+
+    return cmd_results(args, None)  # results are local: no profile or node needed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {None: cmd_tui, "status": cmd_status, "serve": cmd_serve_entry, "partition": cmd_partition_entry}
+    handlers = {None: cmd_tui, "status": cmd_status, "serve": cmd_serve_entry, "partition": cmd_partition_entry,
+                "results": cmd_results_entry}
     try:
         return handlers[args.command](args)
     except (ProfileError, UsageError) as exc:

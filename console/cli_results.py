@@ -1,0 +1,329 @@
+"""`rocm-console results list|show|compare|export|import`: the local results store from scripts.
+
+Results live in the user's data folder (`$ROCM_CONSOLE_DATA_DIR/results` when
+set); no profile or node is needed. Bad input (an unknown or ambiguous id, a
+missing path) is one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from console.core.errors import ProfileError
+from console.core.results import (
+    ReferenceMatch,
+    StoredRun,
+    compare_table,
+    export_csv,
+    export_json,
+    export_markdown,
+    format_value,
+    load_reference_numbers,
+    metric_label,
+    reference_as_run,
+    reference_matches,
+    run_date,
+    run_summary,
+    run_to_dict,
+)
+from console.services.results import ImportReport, ResultStore
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+REFERENCE_PATH = Path(__file__).resolve().parents[1] / "profiles" / "reference_numbers.toml"
+
+
+class ResultsUsageError(Exception):
+    """Bad input: exit 2."""
+
+
+def add_parser(sub) -> list[argparse.ArgumentParser]:
+    results = sub.add_parser("results", help="stored benchmark results: list, show, compare, export, import")
+    ops = results.add_subparsers(dest="results_command", metavar="ACTION")
+    ops.required = True
+    lst = ops.add_parser("list", help="stored runs, oldest first")
+    lst.add_argument("--node", metavar="NAME", help="only runs on this node")
+    lst.add_argument("--label", metavar="TEXT", help="only runs with this label")
+    lst.add_argument("--model", metavar="TEXT", help="only runs whose model contains TEXT")
+    lst.add_argument("--since", metavar="WHEN", help="only runs stored since a date (2026-11-21) or for a time (7d, 12h)")
+    show = ops.add_parser("show", help="one run: context, setup, metrics, live summary")
+    show.add_argument("id", help="run id or a unique prefix")
+    compare = ops.add_parser("compare", help="runs side by side with deltas against the first")
+    compare.add_argument("ids", nargs="+", metavar="ID")
+    compare.add_argument("--reference", action="store_true",
+                         help="add the seeds' published numbers for the same configuration")
+    export = ops.add_parser("export", help="runs as JSON, CSV or Markdown")
+    export.add_argument("ids", nargs="*", metavar="ID")
+    export.add_argument("--all", action="store_true", help="every stored run")
+    export.add_argument("--format", required=True, choices=("json", "csv", "md"))
+    export.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    imp = ops.add_parser("import", help="vLLM result JSON or captured client output (files or folders)")
+    imp.add_argument("paths", nargs="+", metavar="PATH")
+    imp.add_argument("--label", metavar="TEXT", help="label for every imported run")
+    imp.add_argument("--node", metavar="NAME", help="node the runs ran on (else unknown)")
+    for p in (lst, show, compare, imp):
+        p.add_argument("--json", action="store_true", help="print JSON")
+    return [lst, show, compare, export, imp]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: set[int] = frozenset()) -> str:
+    widths = [len(h) for h in head]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(head), *(line(r) for r in rows)]) + "\n"
+
+
+def _short_model(model: object) -> str:
+    if not isinstance(model, str) or not model:
+        return "-"
+    return model.rstrip("/").rsplit("/", 1)[-1] or model
+
+
+def _since(text: str | None) -> float | None:
+    if text is None:
+        return None
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([dhm])\s*", text)
+    if found:
+        scale = {"d": 86400, "h": 3600, "m": 60}[found.group(2)]
+        return time.time() - float(found.group(1)) * scale
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise ResultsUsageError(f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m") from None
+
+
+def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
+    runs = []
+    for ref in refs:
+        try:
+            runs.append(store.get(ref))
+        except KeyError as exc:
+            raise ResultsUsageError(exc.args[0]) from None
+    return runs
+
+
+# ---------------------------------------------------------------- list / show
+
+
+def _list(args, store: ResultStore) -> int:
+    runs = store.list(node=args.node, label=args.label, model=args.model, since=_since(args.since))
+    for problem in store.errors:
+        print(f"rocm-console: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"runs": [_list_dict(r) for r in runs]}, indent=2, default=str, allow_nan=False))
+        return EXIT_OK
+    if not runs:
+        print("no stored results" + (" match" if any((args.node, args.label, args.model, args.since)) else "")
+              + f" ({store.root})")
+        return EXIT_OK
+    head = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
+    rows = []
+    for run in runs:
+        s = run_summary(run)
+        done = format_value("completed", s["completed"])
+        failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
+        rows.append([
+            run.id, s["date"][:16], s["node"] or "-", _short_model(s["model"]), s["partition"] or "-",
+            s["setup"], f"{done}/{failed}", format_value("output_throughput", s["output_throughput"]),
+            format_value("median_ttft_ms", s["median_ttft_ms"]), format_value("median_itl_ms", s["median_itl_ms"]),
+        ])
+    sys.stdout.write(_table(head, rows, right={6, 7, 8, 9}))
+    return EXIT_OK
+
+
+def _list_dict(run: StoredRun) -> dict:
+    data = run_summary(run)
+    data["created"] = run.created
+    data["source"] = run.source
+    return _plain(data)
+
+
+def _show(args, store: ResultStore) -> int:
+    (run,) = _get_runs(store, [args.id])
+    if args.json:
+        print(json.dumps(run_to_dict(run), indent=2, ensure_ascii=False, allow_nan=False))
+        return EXIT_OK
+    out = [f"Run     {run.id}"]
+    out.append(f"Date    {run_date(run)}  ({run.origin}{', label ' + run.label if run.label else ''})")
+    if run.source:
+        part = run.context.get("source_part")
+        out.append(f"Source  {run.source}" + (f" ({part})" if part else ""))
+    context = {k: v for k, v in run.context.items() if v is not None and k not in ("source_part", "client_args")}
+    if context:
+        out.append("Context")
+        width = max(len(k) for k in context)
+        out += [f"  {k:<{width}}  {format_value(k, v)}" for k, v in context.items()]
+    setup = {k: v for k, v in run.setup.items() if v is not None}
+    if setup:
+        out.append("Setup")
+        width = max(len(k) for k in setup)
+        out += [f"  {k:<{width}}  {format_value(k, v)}" for k, v in setup.items()]
+    if run.metrics:
+        out.append("Metrics")
+        labels = {k: metric_label(k) + ":" for k in run.metrics}
+        width = max(40, *(len(v) for v in labels.values()))
+        out += [f"  {labels[k]:<{width}} {format_value(k, v)}" for k, v in run.metrics.items()]
+    if run.live:
+        out.append("Live (from /metrics during the run)")
+        width = max(len(k) for k in run.live)
+        out += [f"  {k:<{width}}  {format_value(k, v)}" for k, v in run.live.items()]
+    if run.result is not None:
+        arrays = [k for k, v in run.result.items() if isinstance(v, list)]
+        if arrays:
+            out.append(f"Per-request arrays kept: {', '.join(arrays)} (show --json)")
+    print("\n".join(out))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _pick_references(runs: Sequence[StoredRun]) -> list[ReferenceMatch]:
+    try:
+        rows = load_reference_numbers(REFERENCE_PATH)
+    except ProfileError as exc:
+        raise ResultsUsageError(str(exc)) from None
+    picked: dict[str, ReferenceMatch] = {}
+    for run in runs:
+        matches = reference_matches(run, rows)
+        exact = [m for m in matches if m.exact]
+        for match in exact or matches[:3]:
+            picked.setdefault(match.row.id, match)
+    return list(picked.values())
+
+
+def _cell(row: dict, i: int) -> str:
+    key = row["key"]
+    value = row["values"][i]
+    if row["section"] != "metric":
+        if key == "model":
+            return _short_model(value)
+        return format_value(key, value)
+    text = format_value(key, value)
+    delta = row["delta"][i]
+    if i == 0 or delta is None:
+        return text
+    sign = "+" if delta >= 0 else "-"
+    pct = row["delta_pct"][i]
+    extra = f"{sign}{format_value(key, abs(delta))}" + (f" {pct:+.1f}%" if pct is not None else "")
+    return f"{text} ({extra})"
+
+
+def _compare(args, store: ResultStore) -> int:
+    runs = _get_runs(store, args.ids)
+    if len(runs) < 2 and not args.reference:
+        raise ResultsUsageError("compare needs two or more runs (or one run and --reference)")
+    matches = _pick_references(runs) if args.reference else []
+    columns = runs + [reference_as_run(m.row) for m in matches]
+    rows = compare_table(columns)
+    if args.json:
+        doc = {
+            "runs": [r.id for r in runs],
+            "references": [{"id": m.row.id, "seed": m.row.seed, "section": m.row.section,
+                            "unverified": list(m.unverified)} for m in matches],
+            "rows": rows,
+        }
+        print(json.dumps(_plain(doc), indent=2, default=str, allow_nan=False))
+        return EXIT_OK
+    head = [""] + [r.id for r in columns]
+    body = [[row["label"]] + [_cell(row, i) for i in range(len(columns))] for row in rows if row["key"] != "id"]
+    sys.stdout.write(_table(head, body))
+    if args.reference:
+        if not matches:
+            print("no reference numbers for this configuration in " + str(REFERENCE_PATH.name))
+        for m in matches:
+            note = f" (not verified: {', '.join(m.unverified)})" if m.unverified else ""
+            print(f"ref:{m.row.id} = seed {m.row.seed}, {m.row.section}{note}")
+    return EXIT_OK
+
+
+def _plain(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------- export / import
+
+
+def _export(args, store: ResultStore) -> int:
+    if args.all:
+        if args.ids:
+            raise ResultsUsageError("give run ids or --all, not both")
+        runs = store.list()
+    elif args.ids:
+        runs = _get_runs(store, args.ids)
+    else:
+        raise ResultsUsageError("export needs run ids (or --all)")
+    text = {"json": export_json, "csv": export_csv, "md": export_markdown}[args.format](runs)
+    if args.output:
+        try:
+            Path(args.output).expanduser().write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ResultsUsageError(f"--output {args.output}: {exc.strerror or exc}") from None
+        print(f"{len(runs)} run(s) written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _print_report(report: ImportReport) -> None:
+    for run in report.imported:
+        part = run.context.get("source_part")
+        where = run.source + (f" {part}" if part else "")
+        conc = run.setup.get("max_concurrency")
+        what = _short_model(run.setup.get("model")) + (f" c{conc}" if conc is not None else "")
+        tput = run.metrics.get("output_throughput")
+        tput_text = f"  {format_value('output_throughput', tput)} tok/s" if tput is not None else ""
+        print(f"imported        {run.id}  {where}  {what}{tput_text}")
+    for dup in report.duplicates:
+        print(f"already stored  {dup.id}  {dup.path}" + (f" {dup.part}" if dup.part else ""))
+    for item in report.skipped:
+        print(f"skipped         {item.path}" + (f" {item.part}" if item.part else "") + f": {item.reason}")
+    for item in report.unreadable:
+        print(f"rocm-console: {item.path}: {item.reason}", file=sys.stderr)
+    print(f"{len(report.imported)} imported, {len(report.duplicates)} already stored, "
+          f"{len(report.skipped)} skipped, {len(report.unreadable)} unreadable ({report.files} files read)")
+
+
+def _import(args, store: ResultStore) -> int:
+    report = store.import_paths(args.paths, label=args.label, node=args.node)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, default=str))
+        for item in report.unreadable:
+            print(f"rocm-console: {item.path}: {item.reason}", file=sys.stderr)
+    else:
+        _print_report(report)
+    return report.exit_code
+
+
+def cmd_results(args: argparse.Namespace, profile=None) -> int:
+    """Run a `results` action. The profile is not needed (results are local)."""
+    store = ResultStore()
+    actions = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import}
+    try:
+        return actions[args.results_command](args, store)
+    except ResultsUsageError as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValueError as exc:  # a stored file that cannot be read
+        print(f"rocm-console: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_FAILED
