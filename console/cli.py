@@ -82,14 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p, suppress=True)
         p.add_argument("--json", action="store_true", help="print JSON")
 
-    from console.cli_partition import add_parser as add_partition_parser
+    from console import cli_bench, cli_partition, cli_results
 
-    for p in add_partition_parser(sub):
-        _common(p, suppress=True)
-    from console.cli_results import add_parser as add_results_parser
-
-    for p in add_results_parser(sub):
-        _common(p, suppress=True)
+    for module in (cli_partition, cli_bench, cli_results):
+        for p in module.add_parser(sub):
+            _common(p, suppress=True)
     return parser
 
 
@@ -191,6 +188,12 @@ def cmd_partition_entry(args: argparse.Namespace) -> int:
     return cmd_partition(args, load_selected_profile(args))
 
 
+def cmd_bench_entry(args: argparse.Namespace) -> int:
+    from console.cli_bench import cmd_bench
+
+    return cmd_bench(args, load_selected_profile(args))
+
+
 def cmd_results_entry(args: argparse.Namespace) -> int:
     from console.cli_results import cmd_results
 
@@ -201,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {None: cmd_tui, "status": cmd_status, "serve": cmd_serve_entry, "partition": cmd_partition_entry,
-                "results": cmd_results_entry}
+                "bench": cmd_bench_entry, "results": cmd_results_entry}
     try:
         return handlers[args.command](args)
     except (ProfileError, UsageError) as exc:

@@ -129,6 +129,8 @@ async def test_real_vllm_through_the_console(sshd, tiny_model, short_tmp):
         finally:
             await transport.close()
 
+        await real_benchmark_through_the_console(sshd, profile, short_tmp)
+
         logs = cli(profile, "serve", "logs", "real", "--node", "ssh-node", "--lines", "200")
         assert "Application startup complete." in logs.stdout
 
@@ -139,6 +141,41 @@ async def test_real_vllm_through_the_console(sshd, tiny_model, short_tmp):
     finally:
         if pgid and not group_gone(pgid):
             os.killpg(pgid, 9)
+
+
+async def real_benchmark_through_the_console(sshd, profile: Path, tmp: Path) -> None:
+    """The real `vllm bench serve`, started by the console next to the real server."""
+    from console.core.bench_result import normalize_result
+    from console.core.profiles import load_profile
+    from console.services.bench import BenchProgressed, BenchRunner, LiveMetricsSampled
+    from console.services.instances import InstanceService
+    from console.services.transports import TransportPool
+
+    loaded = load_profile([ROOT / "profiles" / "presets.toml", profile])
+    node = loaded.node("ssh-node")
+    preset = next(p for p in loaded.bench_presets if p.name == "tiny")
+    pool = TransportPool()
+    events = []
+    try:
+        [view] = [v for v in await InstanceService(pool).list_checked(node) if v.name == "real"]
+        outcome = await BenchRunner(pool).run(node, view, preset, max_concurrency=4, on_event=events.append,
+                                              extra_env=serve_env(tmp / "b", base={}))
+        node_json = json.loads((await pool.get(node).run(
+            ["cat", f"{tmp / 'node-state'}/runs/{outcome.run}/result.json"])).stdout)
+    finally:
+        await pool.close()
+    progress = [e.progress for e in events if isinstance(e, BenchProgressed)]
+    assert progress and progress[-1].n == progress[-1].total == preset.num_prompts, outcome.reason
+    live = [e.sample for e in events if isinstance(e, LiveMetricsSampled)]
+    assert any(s.ttft_p50 is not None for s in live), "no live TTFT window from the real /metrics"
+    assert any(s.itl_p50 is not None for s in live) and live[-1].itl_metric == "vllm:inter_token_latency_seconds"
+    assert outcome.ok, outcome.reason
+    assert outcome.result_json == node_json  # vLLM's own numbers, unchanged
+    assert normalize_result(node_json).completed == preset.num_prompts
+    # the printed block agrees with the JSON to the printed precision
+    from console.core.bench_result import block_disagreements
+
+    assert block_disagreements(outcome.block, node_json) == {}
 
 
 @pytest.mark.timeout(600)

@@ -1,0 +1,272 @@
+"""`rocm-console bench run|sweep|runs|attach|cancel`: benchmark presets against an instance."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+
+from console.core.model import NodeSpec, Profile
+from console.core.results import StoredRun, run_from_console, run_to_dict
+from console.core.status_view import fmt_num
+from console.services.bench import (
+    BenchFinished,
+    BenchProgressed,
+    BenchRunError,
+    BenchRunner,
+    BenchStarted,
+    LiveMetricsSampled,
+    RunOutcome,
+    live_summary,
+)
+from console.services.instances import InstanceError, InstanceService, InstanceState, InstanceView
+from console.services.results import ResultStore
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BenchUsageError(Exception):
+    """Bad input: exit 2."""
+
+
+def add_parser(sub) -> list[argparse.ArgumentParser]:
+    bench = sub.add_parser("bench", help="run benchmark presets against an instance; sweeps")
+    ops = bench.add_subparsers(dest="bench_command", metavar="ACTION")
+    ops.required = True
+    run = ops.add_parser("run", help="one run of a preset (its first concurrency, or --concurrency)")
+    sweep = ops.add_parser("sweep", help="a preset over several concurrencies, one run after another")
+    for p in (run, sweep):
+        p.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
+        p.add_argument("--instance", required=True, metavar="NAME", help="a ready instance on the node")
+        p.add_argument("--preset", required=True, metavar="NAME", help="benchmark preset")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a preset key, e.g. num_prompts=50 (repeatable)")
+        p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                       help="environment for the client on the node (repeatable)")
+        p.add_argument("--label", help="label stored with the result")
+        p.add_argument("--no-store", action="store_true", help="do not store the result")
+    run.add_argument("--concurrency", type=int, metavar="N", help="max concurrency for this run")
+    sweep.add_argument("--concurrency", required=False, metavar="LIST",
+                       help="comma list, e.g. 1,4,16,64 (default: the preset's max_concurrency list)")
+    runs = ops.add_parser("runs", help="benchmark runs on a node (running and finished)")
+    runs.add_argument("--node", metavar="NAME")
+    cancel = ops.add_parser("cancel", help="stop a running benchmark cleanly")
+    cancel.add_argument("run")
+    cancel.add_argument("--node", metavar="NAME")
+    parsers = [run, sweep, runs, cancel]
+    for p in parsers:
+        p.add_argument("--json", action="store_true", help="print JSON")
+    return parsers
+
+
+def _pick_node(profile: Profile, name: str | None) -> NodeSpec:
+    from console.cli_serve import ServeUsageError, pick_node
+
+    try:
+        return pick_node(profile, name)
+    except ServeUsageError as exc:
+        raise BenchUsageError(str(exc)) from None
+
+
+def _pairs(items, flag) -> dict[str, str]:
+    from console.cli_serve import ServeUsageError, parse_pairs
+
+    try:
+        return parse_pairs(items, flag)
+    except ServeUsageError as exc:
+        raise BenchUsageError(str(exc)) from None
+
+
+class _Printer:
+    """Plain progress lines: at most one every few seconds, readable in a log file."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.last = 0.0
+        self.live = None
+
+    def __call__(self, event) -> None:
+        if self.quiet:
+            return
+        if isinstance(event, BenchStarted):
+            print(f"started {event.run} on {event.node}" + (f" (concurrency {event.max_concurrency})"
+                                                          if event.max_concurrency else ""), flush=True)
+        elif isinstance(event, LiveMetricsSampled):
+            self.live = event.sample
+        elif isinstance(event, BenchProgressed):
+            now = time.monotonic()
+            p = event.progress
+            if now - self.last >= 2.0 or p.n == p.total:
+                self.last = now
+                live = self.live
+                extra = ""
+                if live is not None:
+                    extra = (f"  TTFT p50 {fmt_num(live.ttft_p50, '{:.1f}')} ms  ITL p50 {fmt_num(live.itl_p50, '{:.1f}')} ms"
+                             f"  {fmt_num(live.output_tok_s)} tok/s  running {fmt_num(live.running)}"
+                             f"  KV {fmt_num(live.kv_cache_pct, '{:.0f}%')}")
+                eta = f" ETA {p.remaining_s:.0f}s" if p.remaining_s is not None else ""
+                print(f"  {p.n}/{p.total} ({p.fraction * 100:.0f}%){eta}{extra}", flush=True)
+
+
+def format_outcome(outcome: RunOutcome) -> str:
+    r = outcome.result
+    if r is None:
+        return f"{outcome.run}: no result ({outcome.reason})"
+    m = r.metrics
+    lines = [f"{outcome.run}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
+             f"  completed {int(r.completed or 0)}  failed {int(r.failed or 0)}  duration {fmt_num(r.duration, '{:.2f}')} s",
+             f"  output {fmt_num(m.get('output_throughput'), '{:.1f}')} tok/s  total {fmt_num(m.get('total_token_throughput'), '{:.1f}')} tok/s"
+             f"  requests {fmt_num(m.get('request_throughput'), '{:.2f}')}/s"]
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        if f"mean_{metric}_ms" in m:
+            lines.append(f"  {metric.upper():<5} mean {fmt_num(m.get(f'mean_{metric}_ms'), '{:.2f}')}  median "
+                         f"{fmt_num(m.get(f'median_{metric}_ms'), '{:.2f}')}  p99 {fmt_num(m.get(f'p99_{metric}_ms'), '{:.2f}')} ms")
+    return "\n".join(lines)
+
+
+async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, preset_name: str, argv) -> dict:
+    snap = await sample_node(pool, node, probe=True)
+    gpus = [g for g in snap.static if g.index in view.gpus]
+    first = gpus[0] if gpus else None
+    spec_argv = list(view.argv)
+    return {
+        "node": node.name,
+        "gpu_model": first.model if first else None,
+        "compute_partition": first.compute_partition if first else None,
+        "memory_partition": first.memory_partition if first else None,
+        "instance": view.name,
+        "serve_preset": view.preset,
+        "serve_args": spec_argv,
+        "vllm_version": view.version or (snap.probe.vllm if snap.probe else None),
+        "bench_preset": preset_name,
+        "client_argv": list(argv),
+        "gpus": list(view.gpus),
+    }
+
+
+async def _ready_instance(service: InstanceService, node: NodeSpec, name: str) -> InstanceView:
+    view = next((v for v in await service.list_checked(node) if v.name == name), None)
+    if view is None:
+        raise BenchUsageError(f"{node.name}: no instance named {name}")
+    if view.state != InstanceState.READY:
+        raise BenchRunError(f"{node.name}: instance {name} is {view.state.value}, not ready")
+    return view
+
+
+async def _run_points(args, profile: Profile, points: list[int | None]) -> int:
+    node = _pick_node(profile, args.node)
+    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
+    if preset is None:
+        names = ", ".join(p.name for p in profile.bench_presets) or "none"
+        raise BenchUsageError(f"unknown bench preset {args.preset!r} (known: {names})")
+    overrides = _pairs(args.set, "--set")
+    env = _pairs(args.env, "--env")
+    pool = TransportPool()
+    runner = BenchRunner(pool)
+    store = None if args.no_store else ResultStore()
+    stored: list[StoredRun] = []
+    outcomes: list[RunOutcome] = []
+    sweep_id = uuid.uuid4().hex[:8] if len(points) > 1 else None
+    try:
+        view = await _ready_instance(InstanceService(pool), node, args.instance)
+        printer = _Printer(quiet=args.json)
+        for point in points:
+            outcome = await runner.run(node, view, preset, overrides=overrides, max_concurrency=point,
+                                       on_event=printer, extra_env=env)
+            outcomes.append(outcome)
+            if not args.json:
+                print(format_outcome(outcome), flush=True)
+            if store is not None and outcome.result_json is not None:
+                context = await _context(pool, node, view, preset.name, outcome.argv)
+                context.update(sweep_id=sweep_id, sweep_point=point)
+                run = run_from_console(context, outcome.result_json, live_summary(outcome.live),
+                                       setup=preset, block=outcome.block, label=args.label)
+                run_id = store.save(run)
+                stored.append(store.get(run_id))
+                if not args.json:
+                    print(f"  stored as {run_id}", flush=True)
+    finally:
+        await pool.close()
+    if len(points) > 1 and not args.json:
+        print("\nconcurrency  output tok/s  median TTFT ms  median ITL ms  failed")
+        for point, o in zip(points, outcomes):
+            m = o.result.metrics if o.result else {}
+            print(f"{point or '-':>11}  {fmt_num(m.get('output_throughput'), '{:.1f}'):>12}  "
+                  f"{fmt_num(m.get('median_ttft_ms'), '{:.2f}'):>14}  {fmt_num(m.get('median_itl_ms'), '{:.2f}'):>13}  "
+                  f"{int(o.result.failed or 0) if o.result else '-':>6}")
+    if args.json:
+        doc = [run_to_dict(r) for r in stored] if stored else [
+            {"run": o.run, "ok": o.ok, "reason": o.reason, "result": o.result_json} for o in outcomes]
+        print(json.dumps(doc[0] if len(points) == 1 and doc else doc, indent=2))
+    return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILED
+
+
+def _sweep_points(args, profile: Profile) -> list[int | None]:
+    if args.bench_command == "run":
+        if args.concurrency is not None:
+            if args.concurrency < 1:
+                raise BenchUsageError(f"--concurrency {args.concurrency}: must be >= 1")
+            return [args.concurrency]
+        preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
+        return [preset.max_concurrency[0] if preset and preset.max_concurrency else None]
+    if args.concurrency:
+        try:
+            points = [int(x) for x in args.concurrency.split(",") if x.strip()]
+        except ValueError:
+            raise BenchUsageError(f"--concurrency {args.concurrency!r}: expected a list like 1,4,16,64") from None
+        if not points or min(points) < 1:
+            raise BenchUsageError(f"--concurrency {args.concurrency!r}: expected positive numbers")
+        return points
+    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
+    if preset is None or len(preset.max_concurrency) < 2:
+        raise BenchUsageError(f"preset {args.preset!r} has no concurrency list: give --concurrency 1,4,16")
+    return list(preset.max_concurrency)
+
+
+async def _runs(args, profile: Profile) -> int:
+    node = _pick_node(profile, args.node)
+    pool = TransportPool()
+    try:
+        recs = await BenchRunner(pool).runs(node)
+    finally:
+        await pool.close()
+    if args.json:
+        print(json.dumps({"runs": recs}, indent=2))
+    else:
+        for r in recs:
+            print(f"{r['name']:<48} {r['state']:<8} exit {r.get('exit_code')}  instance {r['spec'].get('instance')}")
+        if not recs:
+            print("no runs")
+    return EXIT_OK
+
+
+async def _cancel(args, profile: Profile) -> int:
+    node = _pick_node(profile, args.node)
+    pool = TransportPool()
+    try:
+        await BenchRunner(pool).cancel(node, args.run)
+    finally:
+        await pool.close()
+    print(f"{args.run}: cancelled")
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace, profile: Profile) -> int:
+    try:
+        if args.bench_command in ("run", "sweep"):
+            return asyncio.run(_run_points(args, profile, _sweep_points(args, profile)))
+        if args.bench_command == "runs":
+            return asyncio.run(_runs(args, profile))
+        return asyncio.run(_cancel(args, profile))
+    except BenchUsageError as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (BenchRunError, InstanceError, TransportError) as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_FAILED
