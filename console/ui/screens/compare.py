@@ -1,0 +1,221 @@
+"""Stored runs side by side (compare_table), deltas against the first run coloured
+better / worse, and on `r` the seeds' published numbers for the same configuration.
+
+The reference file (profiles/reference_numbers.toml) is read in a thread worker
+the first time `r` is pressed; the result comes back as a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from console.core.errors import ProfileError
+from console.core.results import (
+    ReferenceMatch,
+    StoredRun,
+    compare_table,
+    format_value,
+    load_reference_numbers,
+    reference_as_run,
+    reference_matches,
+)
+
+REFERENCE_PATH = Path(__file__).resolve().parents[3] / "profiles" / "reference_numbers.toml"
+
+
+def short_model(model: object) -> str:
+    if not isinstance(model, str) or not model:
+        return "-"
+    return model.rstrip("/").rsplit("/", 1)[-1] or model
+
+
+def pick_references(runs: Sequence[StoredRun], path: Path) -> list[ReferenceMatch]:
+    """The reference rows for the runs' configurations: every exact match, else the
+    best three (the same choice as `results compare --reference`). ProfileError if
+    the file is wrong."""
+    rows = load_reference_numbers(path)
+    picked: dict[str, ReferenceMatch] = {}
+    for run in runs:
+        matches = reference_matches(run, rows)
+        exact = [m for m in matches if m.exact]
+        for match in exact or matches[:3]:
+            picked.setdefault(match.row.id, match)
+    return list(picked.values())
+
+
+def verdict(row: dict, i: int) -> str | None:
+    """'better' / 'worse' / None (equal, unknown, or no better direction) for column i's delta."""
+    delta = row["delta"][i]
+    direction = row.get("better")
+    if delta is None or direction not in ("higher", "lower") or delta == 0:
+        return None
+    return "better" if (delta > 0) == (direction == "higher") else "worse"
+
+
+def compare_cell(row: dict, i: int, styles: dict[str, str]) -> Text:
+    """A value, and for the metric rows of the other columns its delta, coloured better/worse."""
+    key = row["key"]
+    value = row["values"][i]
+    if row["section"] != "metric":
+        return Text(short_model(value) if key == "model" else format_value(key, value))
+    text = Text(format_value(key, value))
+    delta = row["delta"][i]
+    if i == 0 or delta is None:
+        return text
+    sign = "+" if delta >= 0 else "-"
+    pct = row["delta_pct"][i]
+    extra = f"{sign}{format_value(key, abs(delta))}" + (f" {pct:+.1f}%" if pct is not None else "")
+    judged = verdict(row, i)
+    text.append(f"  {extra}", style=styles.get(judged or "same", ""))
+    return text
+
+
+class CompareScreen(Screen):
+    """runs: in column order (deltas against the first); show_reference: the seeds' numbers at once."""
+
+    DEFAULT_CSS = """
+    #compare-title { height: 1; background: $boost; }
+    #compare-table { height: 1fr; }
+    #compare-notes { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
+    """
+
+    BINDINGS = [
+        Binding("escape,backspace", "back", "Back", id="compare-back"),
+        Binding("r", "toggle_reference", "Reference numbers", id="compare-reference"),
+    ]
+
+    class ReferencesLoaded(Message):
+        def __init__(self, matches: list[ReferenceMatch] | None, error: str | None = None) -> None:
+            super().__init__()
+            self.matches = matches
+            self.error = error
+
+    def __init__(self, runs: Sequence[StoredRun], *, reference_path: Path | None = None,
+                 show_reference: bool = False) -> None:
+        super().__init__(id="compare-screen")
+        self.runs = list(runs)
+        self.reference_path = reference_path or REFERENCE_PATH
+        self.show_reference = show_reference
+        self.matches: list[ReferenceMatch] | None = None  # None: not read yet
+        self.reference_error: str | None = None
+        self.rows: list[dict] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="compare-title")
+        yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True, fixed_columns=1)
+        yield Static(id="compare-notes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).focus()
+        self._fill()
+        if self.show_reference:
+            self._load_references()
+
+    # ------------------------------------------------------------ references
+
+    def _load_references(self) -> None:
+        runs, path = list(self.runs), self.reference_path
+
+        def read() -> None:
+            try:
+                matches = pick_references(runs, path)
+            except (ProfileError, OSError) as exc:
+                self.post_message(self.ReferencesLoaded(None, " ".join(str(exc).split())))
+            else:
+                self.post_message(self.ReferencesLoaded(matches))
+
+        self.run_worker(read, thread=True, name="compare-references", group="compare-references",
+                        exclusive=True, exit_on_error=False)
+
+    def on_compare_screen_references_loaded(self, message: ReferencesLoaded) -> None:
+        self.matches = message.matches if message.matches is not None else []
+        self.reference_error = message.error
+        if message.error:
+            self.notify(message.error, title="reference numbers", severity="error", markup=False)
+        self._fill()
+
+    def action_toggle_reference(self) -> None:
+        self.show_reference = not self.show_reference
+        if self.show_reference and self.matches is None:
+            self._load_references()
+        self._fill()
+
+    # ------------------------------------------------------------ drawing
+
+    @property
+    def columns(self) -> list[StoredRun]:
+        refs = [reference_as_run(m.row) for m in self.matches or ()] if self.show_reference else []
+        return self.runs + refs
+
+    def _styles(self) -> dict[str, str]:
+        variables = self.app.get_css_variables()
+        return {"better": f"bold {variables.get('text-success', 'green')}",
+                "worse": f"bold {variables.get('text-error', 'red')}", "same": "dim"}
+
+    def _fill(self) -> None:
+        columns = self.columns
+        self.rows = compare_table(columns)
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        table.add_column(Text("Run"), key="label")
+        for i, run in enumerate(columns):
+            table.add_column(Text(run.id), key=f"col{i}")
+        styles = self._styles()
+        previous = None
+        first_metric = None
+        for n, row in enumerate(self.rows):
+            if row["key"] == "id":
+                continue
+            if previous is not None and row["section"] != previous:
+                table.add_row(*([Text("")] * (len(columns) + 1)), key=f"gap{n}")
+            previous = row["section"]
+            label = Text(row["label"], style="bold" if row["section"] == "metric" else "")
+            table.add_row(label, *(compare_cell(row, i, styles) for i in range(len(columns))), key=f"row{n}")
+            if first_metric is None and row["section"] == "metric":
+                first_metric = table.row_count - 1
+        if first_metric is not None:
+            table.move_cursor(row=first_metric, animate=False)
+        self.query_one("#compare-title", Static).update(self._title())
+        self.query_one("#compare-notes", Static).update(self._notes())
+
+    def _title(self) -> Text:
+        title = Text.assemble((" Compare ", "bold"), f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}")
+        if len(self.runs) > 1 or self.show_reference:
+            title.append(", deltas against the first: ")
+            styles = self._styles()
+            title.append("better", style=styles["better"])
+            title.append(" or ")
+            title.append("worse", style=styles["worse"])
+        if self.show_reference:
+            title.append(" · with the seeds' reference numbers (r hides them)")
+        else:
+            title.append(" · r adds the seeds' reference numbers")
+        return title
+
+    def _notes(self) -> Text:
+        if not self.show_reference:
+            return Text("")
+        if self.matches is None:
+            return Text("reading the reference numbers…")
+        if self.reference_error:
+            return Text(self.reference_error)
+        if not self.matches:
+            return Text(f"no reference numbers for this configuration in {self.reference_path.name} "
+                        "(a row needs the same model and concurrency or rate)")
+        lines = []
+        for m in self.matches:
+            note = f" (not verified: {', '.join(m.unverified)})" if m.unverified else ""
+            lines.append(f"ref:{m.row.id} = seed {m.row.seed}, {m.row.section}{note}")
+        return Text("\n".join(lines))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()

@@ -1,0 +1,713 @@
+"""Stored benchmark runs (issue D's history, G's import): list, filter, mark, compare, export, import.
+
+Newest first: date, node, model, partition, setup (dataset in/out, concurrency or
+rate, prompts), completed/failed, output tok/s, median TTFT and ITL. `/` filters
+(every word must match), space marks runs (the first marked is the baseline of
+a comparison), `c` compares the marked runs (CompareScreen), `e` exports them
+(JSON, CSV or Markdown), `i` imports result files or captured client output,
+Enter opens a run's detail.
+
+Every ResultStore call and every file write runs in a thread worker; the results
+come back as this screen's messages (workers never touch widgets).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import (
+    Button,
+    DataTable,
+    Footer,
+    Input,
+    RadioButton,
+    RadioSet,
+    Static,
+)
+
+from console.core.results import (
+    StoredRun,
+    export_csv,
+    export_json,
+    export_markdown,
+    format_value,
+    metric_label,
+    run_date,
+    run_summary,
+)
+from console.services.results import ImportReport, ResultStore
+from console.ui.screens.compare import REFERENCE_PATH, CompareScreen, short_model
+
+EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
+FILTER_HINT = "filter: node, model, partition, dataset, c64, label… (every word must match; Enter keeps, Esc clears)"
+_COLUMNS = (("mark", ""), ("date", "Date"), ("node", "Node"), ("model", "Model"), ("partition", "Partition"),
+            ("setup", "Setup"), ("done", "OK/Fail"), ("tput", "Out tok/s"), ("ttft", "TTFT p50"),
+            ("itl", "ITL p50"))
+_RIGHT = {"done", "tput", "ttft", "itl"}
+_MARK_WIDTH = 3
+_SHRINK = (("model", 14), ("setup", 14))  # what gives way in a narrow terminal, down to these widths
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def run_cells(run: StoredRun) -> dict[str, str]:
+    """The list's columns of one run, as text."""
+    s = run_summary(run)
+    done = format_value("completed", s["completed"])
+    failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
+    return {
+        "date": s["date"][:16],
+        "node": s["node"] or "-",
+        "model": short_model(s["model"]),
+        "partition": s["partition"] or "-",
+        "setup": s["setup"],
+        "done": f"{done}/{failed}",
+        "tput": format_value("output_throughput", s["output_throughput"]),
+        "ttft": format_value("median_ttft_ms", s["median_ttft_ms"]),
+        "itl": format_value("median_itl_ms", s["median_itl_ms"]),
+    }
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def fit_cells(rows: list[dict[str, str]], width: int) -> list[dict[str, str]]:
+    """Shorten the model, then the setup, so every column fits `width` cells (with the
+    table's cell padding and a scrollbar); the numbers are never cut."""
+    keys = [k for k, _ in _COLUMNS[1:]]
+    widths = {k: max([len(label)] + [len(r[k]) for r in rows]) for k, label in _COLUMNS[1:]}
+    over = _MARK_WIDTH + 2 + sum(widths[k] + 2 for k in keys) + 2 - width
+    if over <= 0:
+        return rows
+    for key, least in _SHRINK:
+        cut = max(0, min(widths[key] - least, over))
+        widths[key] -= cut
+        over -= cut
+    return [{k: (_cut(v, widths[k]) if k in dict(_SHRINK) else v) for k, v in r.items()} for r in rows]
+
+
+def run_haystack(run: StoredRun) -> str:
+    """Everything the filter looks at, case-folded."""
+    cells = run_cells(run)
+    extra = [run.id, run.label or "", run.origin, str(run.setup.get("model") or ""),
+             str(run.context.get("gpu_model") or ""), str(run.context.get("serve_preset") or ""),
+             os.path.basename(run.source or "")]
+    return " ".join([*cells.values(), *extra]).casefold()
+
+
+def matches_filter(run: StoredRun, text: str) -> bool:
+    hay = run_haystack(run)
+    return all(word in hay for word in text.casefold().split())
+
+
+def expand_paths(text: str) -> list[str]:
+    """Paths typed in the import prompt: shell quoting, ~, and globs (`seeds/004_*.txt`)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    out: list[str] = []
+    for word in words:
+        word = os.path.expanduser(word)
+        found = sorted(glob.glob(word)) if any(c in word for c in "*?[") else []
+        out.extend(found or [word])
+    return out
+
+
+def import_summary(report: ImportReport) -> str:
+    """'9 imported, 0 duplicates, 1 skipped (x.txt: no result block)'."""
+    text = (f"{len(report.imported)} imported, {len(report.duplicates)} duplicate"
+            f"{'s' if len(report.duplicates) != 1 else ''}, {len(report.skipped)} skipped")
+    reasons = [f"{os.path.basename(s.path)}{' ' + s.part if s.part else ''}: {s.reason}" for s in report.skipped]
+    if reasons:
+        text += " (" + "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "") + ")"
+    if report.unreadable:
+        text += f", {len(report.unreadable)} unreadable (" + "; ".join(
+            f"{u.path}: {u.reason}" for u in report.unreadable[:3]) + ")"
+    return text
+
+
+def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path) -> Path:
+    """Write runs as json / csv / md; returns the absolute path. OSError if it cannot."""
+    target = Path(path).expanduser()
+    if not target.is_absolute():
+        target = Path.cwd() / target
+    text = EXPORTERS[fmt](list(runs))
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def default_export_name(fmt: str) -> str:
+    return f"rocm-console-results.{fmt}"
+
+
+# ---------------------------------------------------------------- prompts
+
+
+_PROMPT_CSS = """
+{cls} {{ align: center middle; }}
+{cls} > Vertical {{
+    width: 90; max-width: 100%; height: auto;
+    border: round $accent; border-title-style: bold; background: $surface; padding: 0 1;
+}}
+{cls} Input {{ background: $panel; margin: 1 0 0 0; }}
+{cls} Input:focus {{ background: $primary 35%; }}
+{cls} .prompt-help {{ color: $text-muted; height: auto; }}
+{cls} .prompt-buttons {{ height: auto; align-horizontal: right; margin-top: 1; }}
+{cls} .prompt-buttons Button {{ margin-left: 1; }}
+{cls} RadioSet {{ layout: horizontal; height: auto; width: auto; margin-top: 1; }}
+{cls} RadioSet > RadioButton {{ width: auto; margin-right: 2; }}
+"""
+
+
+class ImportPrompt(ModalScreen["str | None"]):
+    """Dismisses with the typed paths (files, folders, globs), or None."""
+
+    DEFAULT_CSS = _PROMPT_CSS.format(cls="ImportPrompt")
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="history-import-cancel")]
+
+    def __init__(self, value: str = "") -> None:
+        super().__init__(id="history-import-prompt")
+        self.value = value
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = "Import results"
+            box.border_subtitle = "Enter imports · Esc cancels"
+            yield Input(self.value, placeholder="path(s): result JSON, captured bench output, folders, globs",
+                        id="import-path", compact=True)
+            yield Static("vLLM --save-result JSON (any version, --append-result lines too) or the text "
+                         "output of vllm bench serve / benchmark_serving.py. Runs already stored are "
+                         "skipped as duplicates.", classes="prompt-help", markup=False)
+            with Horizontal(classes="prompt-buttons"):
+                yield Button("Import", variant="primary", id="import-go")
+                yield Button("Cancel", id="import-cancel")
+
+    def on_mount(self) -> None:
+        box = self.query_one(Input)
+        box.cursor_blink = getattr(self.app, "cursor_blink", True)
+        box.focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._go()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "import-go":
+            self._go()
+        else:
+            self.dismiss(None)
+
+    def _go(self) -> None:
+        value = self.query_one(Input).value.strip()
+        if value:
+            self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExportPrompt(ModalScreen["tuple[str, str] | None"]):
+    """Dismisses with (format, path) or None; the path's extension follows the format."""
+
+    DEFAULT_CSS = _PROMPT_CSS.format(cls="ExportPrompt")
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="history-export-cancel"),
+        # Enter writes from the format choice too (a RadioSet would take it to toggle).
+        Binding("enter", "submit", "Export", show=False, priority=True, id="history-export-go"),
+    ]
+
+    def __init__(self, count: int, fmt: str = "csv", path: str | None = None) -> None:
+        super().__init__(id="history-export-prompt")
+        self.count = count
+        self.fmt = fmt
+        self.path = path or default_export_name(fmt)
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = f"Export {self.count} run{'s' if self.count != 1 else ''}"
+            box.border_subtitle = "Enter writes · Esc cancels"
+            with RadioSet(id="export-format", compact=True):
+                for fmt, label in (("json", "JSON"), ("csv", "CSV"), ("md", "Markdown")):
+                    yield RadioButton(label, value=fmt == self.fmt, id=f"export-{fmt}")
+            yield Input(self.path, placeholder="file to write (relative to the folder the console runs in)",
+                        id="export-path", compact=True)
+            yield Static("JSON: every stored field. CSV: one row per run. Markdown: the runs and their "
+                         "metrics side by side with deltas against the first.", classes="prompt-help",
+                         markup=False)
+            with Horizontal(classes="prompt-buttons"):
+                yield Button("Export", variant="primary", id="export-go")
+                yield Button("Cancel", id="export-cancel")
+
+    def on_mount(self) -> None:
+        box = self.query_one(Input)
+        box.cursor_blink = getattr(self.app, "cursor_blink", True)
+        box.focus()
+
+    @on(RadioSet.Changed)
+    def _format_changed(self, event: RadioSet.Changed) -> None:
+        event.stop()
+        fmt = (event.pressed.id or "export-csv").removeprefix("export-")
+        box = self.query_one(Input)
+        stem, ext = os.path.splitext(box.value)
+        if ext.lstrip(".") in EXPORTERS or not box.value:
+            box.value = f"{stem or 'rocm-console-results'}.{fmt}"
+        self.fmt = fmt
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._go()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "export-go":
+            self._go()
+        else:
+            self.dismiss(None)
+
+    def action_submit(self) -> None:
+        focused = self.focused
+        if isinstance(focused, Button):
+            focused.press()
+        else:
+            self._go()
+
+    def _go(self) -> None:
+        path = self.query_one(Input).value.strip()
+        if path:
+            self.dismiss((self.fmt, path))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+# ---------------------------------------------------------------- run detail
+
+
+def _facts(title: str, items: Sequence[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None,
+                  padding=(0, 1), expand=False)
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in items:
+        table.add_row(key, value)
+    return table
+
+
+class RunDetailScreen(Screen):
+    """One stored run: every metric, the context, the setup, the live summary."""
+
+    DEFAULT_CSS = """
+    #run-title { height: 1; background: $boost; }
+    #run-body { height: 1fr; padding: 0 1; }
+    #run-body > Static { height: auto; margin-bottom: 1; }
+    """
+    BINDINGS = [Binding("escape,backspace", "back", "Back", id="run-detail-back")]
+
+    def __init__(self, run: StoredRun) -> None:
+        super().__init__(id="run-detail-screen")
+        self.run = run
+
+    def compose(self) -> ComposeResult:
+        run = self.run
+        yield Static(Text.assemble((" Run ", "bold"), run.id, f" · {run_date(run)} · {run.origin}",
+                                   f" · label {run.label}" if run.label else ""), id="run-title")
+        with VerticalScroll(id="run-body"):
+            head = [("id", run.id), ("date", run_date(run)), ("origin", run.origin)]
+            if run.label:
+                head.append(("label", run.label))
+            if run.source:
+                part = run.context.get("source_part")
+                head.append(("source", run.source + (f" ({part})" if part else "")))
+            yield Static(_facts("Run", head), id="run-head")
+            if run.metrics:
+                yield Static(_facts("Metrics", [(metric_label(k), format_value(k, v))
+                                                for k, v in run.metrics.items()]), id="run-metrics")
+            setup = [(k, format_value(k, v)) for k, v in run.setup.items() if v is not None]
+            if setup:
+                yield Static(_facts("Setup", setup), id="run-setup")
+            context = [(k, format_value(k, v)) for k, v in run.context.items()
+                       if v is not None and k not in ("source_part",)]
+            yield Static(_facts("Context", context) if context else
+                         Text("Context: not recorded (an imported file says nothing about the node, "
+                              "partition or serve flags)", style="dim"), id="run-context")
+            if run.live:
+                yield Static(_facts("Live (from /metrics during the run)",
+                                    [(k, format_value(k, v)) for k, v in run.live.items()]), id="run-live")
+            if run.result is not None:
+                arrays = [k for k, v in run.result.items() if isinstance(v, list)]
+                if arrays:
+                    yield Static(Text(f"Per-request arrays kept: {', '.join(arrays)} "
+                                      f"(rocm-console results show {run.id} --json)", style="dim"))
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#run-body").focus()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+# ---------------------------------------------------------------- the list
+
+
+class HistoryScreen(Screen):
+    """store: the ResultStore (default: the user's data folder, $ROCM_CONSOLE_DATA_DIR)."""
+
+    DEFAULT_CSS = """
+    #history-title { height: 1; background: $boost; }
+    #history-table { height: 1fr; }
+    #history-detail { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
+    #history-status { height: auto; max-height: 3; padding: 0 1; }
+    #history-status.-error { color: $text-error; }
+    #history-filter { display: none; dock: bottom; margin-bottom: 1; }
+    #history-filter.-open { display: block; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="history-back"),
+        Binding("enter", "open_run", "Detail", id="history-open", priority=True),
+        Binding("space", "mark", "Mark", id="history-mark"),
+        Binding("c", "compare", "Compare", id="history-compare"),
+        Binding("e", "export", "Export", id="history-export"),
+        Binding("i", "import", "Import", id="history-import"),
+        Binding("slash", "filter", "Filter", id="history-filter"),
+        Binding("ctrl+r", "reload", "Reload", show=False, id="history-reload"),
+    ]
+
+    class RunsLoaded(Message):
+        def __init__(self, runs: list[StoredRun], errors: list[str]) -> None:
+            super().__init__()
+            self.runs = runs
+            self.errors = errors
+
+    class ImportFinished(Message):
+        def __init__(self, report: ImportReport | None, error: str | None = None) -> None:
+            super().__init__()
+            self.report = report
+            self.error = error
+
+    class ExportFinished(Message):
+        def __init__(self, path: Path | None, count: int, error: str | None = None) -> None:
+            super().__init__()
+            self.path = path
+            self.count = count
+            self.error = error
+
+    def __init__(self, store: ResultStore | None = None, *, reference_path: Path | None = None) -> None:
+        super().__init__(id="history-screen")
+        self.store = store if store is not None else ResultStore()
+        self.reference_path = reference_path or REFERENCE_PATH
+        self.runs: list[StoredRun] = []  # newest first
+        self.shown: list[StoredRun] = []  # after the filter
+        self.marked: list[str] = []  # run ids, in the order they were marked
+        self.loaded = False
+        self.load_errors: list[str] = []
+        self.status = ""
+        self.last_export: Path | None = None
+        self.last_import: ImportReport | None = None
+        self._export_choice: tuple[str, str] | None = None
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="history-title")
+        table = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static(id="history-detail")
+        yield Static(id="history-status")
+        yield Input(placeholder=FILTER_HINT, id="history-filter", compact=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, label in _COLUMNS:
+            table.add_column(Text(label, justify="right" if key in _RIGHT else "left"), key=key,
+                             width=_MARK_WIDTH if key == "mark" else None)
+        self.query_one("#history-filter", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
+        table.focus()
+        self._show_title()
+        self.action_reload()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#history-table", DataTable)
+
+    @property
+    def filter_text(self) -> str:
+        return self.query_one("#history-filter", Input).value.strip()
+
+    # ------------------------------------------------------------ loading
+
+    def action_reload(self) -> None:
+        store = self.store
+
+        def load() -> None:
+            runs = store.list()
+            self.post_message(self.RunsLoaded(list(reversed(runs)), list(store.errors)))
+
+        self.run_worker(load, thread=True, name="history-load", group="history-load", exclusive=True,
+                        exit_on_error=False)
+
+    def on_history_screen_runs_loaded(self, message: RunsLoaded) -> None:
+        self.runs = message.runs
+        self.load_errors = message.errors
+        self.loaded = True
+        known = {r.id for r in self.runs}
+        self.marked = [i for i in self.marked if i in known]
+        if message.errors:
+            self._set_status(f"{len(message.errors)} stored file(s) could not be read: {message.errors[0]}",
+                             error=True)
+        self._fill()
+
+    # ------------------------------------------------------------ drawing
+
+    def _fill(self) -> None:
+        table = self.table
+        current = self.cursor_run
+        text = self.filter_text
+        self.shown = [r for r in self.runs if matches_filter(r, text)] if text else list(self.runs)
+        table.clear()
+        fitted = fit_cells([run_cells(run) for run in self.shown], self.size.width or 120)
+        for run, cells in zip(self.shown, fitted):
+            row = [self._mark_cell(run.id)]
+            row += [Text(cells[key], justify="right" if key in _RIGHT else "left") for key, _ in _COLUMNS[1:]]
+            table.add_row(*row, key=run.id)
+        if current is not None and current in [r.id for r in self.shown]:
+            table.move_cursor(row=[r.id for r in self.shown].index(current), animate=False)
+        self._show_title()
+        self._show_detail()
+
+    def _mark_cell(self, run_id: str) -> Text:
+        if run_id not in self.marked:
+            return Text("")
+        return Text(f"✓{self.marked.index(run_id) + 1}", style="bold")
+
+    def _show_title(self) -> None:
+        title = Text.assemble((" Results ", "bold"))
+        if not self.loaded:
+            title.append("reading…")
+        else:
+            shown = f"{len(self.shown)} of {len(self.runs)}" if self.filter_text else f"{len(self.runs)}"
+            title.append(f"{shown} run{'s' if len(self.runs) != 1 else ''}, newest first")
+            if self.marked:
+                title.append(f" · {len(self.marked)} marked")
+            if self.filter_text:
+                title.append(f" · filter {self.filter_text!r}")
+        self.query_one("#history-title", Static).update(title)
+
+    def _show_detail(self) -> None:
+        run = self._run(self.cursor_run)
+        box = self.query_one("#history-detail", Static)
+        if run is None:
+            box.update(Text("no stored results yet: i imports result files or bench output"
+                            if self.loaded and not self.runs else ""))
+            return
+        parts = [run.id]
+        if run.label:
+            parts.append(f"label {run.label}")
+        if run.source:
+            part = run.context.get("source_part")
+            parts.append(f"from {os.path.basename(run.source)}" + (f" ({part})" if part else ""))
+        elif run.origin == "console":
+            preset = run.context.get("bench_preset")
+            parts.append("run by the console" + (f", preset {preset}" if preset else ""))
+        box.update(Text(" · ".join(parts)))
+
+    def _set_status(self, text: str, *, error: bool = False) -> None:
+        self.status = text
+        box = self.query_one("#history-status", Static)
+        box.update(Text(text))
+        box.set_class(error, "-error")
+
+    def on_resize(self) -> None:
+        if self.loaded:
+            self._fill()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    # ------------------------------------------------------------ selection
+
+    @property
+    def cursor_run(self) -> str | None:
+        table = self.table
+        if not self.shown or table.cursor_row is None or not 0 <= table.cursor_row < len(self.shown):
+            return None
+        return self.shown[table.cursor_row].id
+
+    def _run(self, run_id: str | None) -> StoredRun | None:
+        return next((r for r in self.runs if r.id == run_id), None)
+
+    def action_mark(self) -> None:
+        run_id = self.cursor_run
+        if run_id is None:
+            return
+        if run_id in self.marked:
+            self.marked.remove(run_id)
+        else:
+            self.marked.append(run_id)
+        table = self.table
+        for other in self.shown:  # numbers shift when one is unmarked
+            table.update_cell(other.id, "mark", self._mark_cell(other.id))
+        if table.cursor_row is not None and table.cursor_row + 1 < len(self.shown):
+            table.move_cursor(row=table.cursor_row + 1, animate=False)
+        self._show_title()
+
+    def _chosen(self) -> list[StoredRun]:
+        """The marked runs in marking order, else the cursor's run."""
+        runs = [r for r in (self._run(i) for i in self.marked) if r is not None]
+        if not runs:
+            run = self._run(self.cursor_run)
+            runs = [run] if run is not None else []
+        return runs
+
+    # ------------------------------------------------------------ actions
+
+    def action_open_run(self) -> None:
+        box = self.query_one("#history-filter", Input)
+        if box.has_focus:  # Enter in the filter keeps it and goes back to the list
+            box.set_class(bool(box.value.strip()), "-open")
+            self.table.focus()
+            return
+        run = self._run(self.cursor_run)
+        if run is not None:
+            self.app.push_screen(RunDetailScreen(run))
+
+    def action_compare(self) -> None:
+        runs = [r for r in (self._run(i) for i in self.marked) if r is not None]
+        if not runs:
+            self.notify("mark runs with space, then c compares them (one marked run: with the seeds' "
+                        "reference numbers)", markup=False)
+            return
+        self.app.push_screen(CompareScreen(runs, reference_path=self.reference_path,
+                                           show_reference=len(runs) == 1))
+
+    def action_export(self) -> None:
+        runs = self._chosen()
+        if not runs:
+            self.notify("nothing to export: no stored runs", markup=False)
+            return
+        fmt, path = self._export_choice or ("csv", None)
+
+        def chosen(answer: tuple[str, str] | None) -> None:
+            if answer is not None:
+                self._export_choice = answer
+                self.export(runs, *answer)
+
+        self.app.push_screen(ExportPrompt(len(runs), fmt, path), chosen)
+
+    def export(self, runs: Sequence[StoredRun], fmt: str, path: str) -> None:
+        """Write runs in a thread worker; ExportFinished reports the path."""
+        runs = list(runs)
+
+        def write() -> None:
+            try:
+                target = write_export(runs, fmt, path)
+            except (OSError, ValueError) as exc:
+                reason = getattr(exc, "strerror", None) or str(exc)
+                self.post_message(self.ExportFinished(None, len(runs), f"{path}: {reason}"))
+            else:
+                self.post_message(self.ExportFinished(target, len(runs)))
+
+        self.run_worker(write, thread=True, name="history-export", group="history-export", exit_on_error=False)
+
+    def on_history_screen_export_finished(self, message: ExportFinished) -> None:
+        if message.error:
+            self._set_status(f"export failed: {message.error}", error=True)
+            self.notify(message.error, title="export failed", severity="error", markup=False)
+            return
+        self.last_export = message.path
+        text = f"{message.count} run{'s' if message.count != 1 else ''} written to {message.path}"
+        self._set_status(text)
+        self.notify(text, title="exported", markup=False)
+
+    def action_import(self) -> None:
+        def chosen(text: str | None) -> None:
+            if text:
+                self.import_paths(text)
+
+        self.app.push_screen(ImportPrompt(), chosen)
+
+    def import_paths(self, text: str) -> None:
+        """Import what the text names (files, folders, globs) in a thread worker."""
+        store = self.store
+        self._set_status(f"importing {text}…")
+
+        def run() -> None:
+            try:
+                report = store.import_paths(expand_paths(text))
+            except (OSError, ValueError) as exc:
+                self.post_message(self.ImportFinished(None, " ".join(str(exc).split())))
+            else:
+                self.post_message(self.ImportFinished(report))
+
+        self.run_worker(run, thread=True, name="history-import", group="history-import", exit_on_error=False)
+
+    def on_history_screen_import_finished(self, message: ImportFinished) -> None:
+        if message.report is None:
+            self._set_status(f"import failed: {message.error}", error=True)
+            self.notify(message.error or "import failed", title="import failed", severity="error", markup=False)
+            return
+        report = message.report
+        self.last_import = report
+        text = import_summary(report)
+        failed = not report.imported and not report.duplicates
+        self._set_status(text, error=failed)
+        self.notify(text, title="import", severity="warning" if failed else "information", markup=False)
+        self.action_reload()
+
+    # ------------------------------------------------------------ filter and leaving
+
+    def action_filter(self) -> None:
+        box = self.query_one("#history-filter", Input)
+        box.add_class("-open")
+        box.focus()
+
+    @on(Input.Changed, "#history-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._fill()
+
+    @on(Input.Submitted, "#history-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        event.input.set_class(bool(event.value.strip()), "-open")
+        self.table.focus()
+
+    def set_filter(self, text: str) -> None:
+        box = self.query_one("#history-filter", Input)
+        box.value = text
+        box.set_class(bool(text), "-open")
+        self._fill()
+
+    def action_back(self) -> None:
+        """Esc: close the filter first, then drop the marks, then leave."""
+        box = self.query_one("#history-filter", Input)
+        if box.value or box.has_class("-open"):
+            self.set_filter("")
+            self.table.focus()
+            return
+        if self.marked:
+            self.marked = []
+            self._fill()
+            return
+        if len(self.app.screen_stack) > 1:
+            self.app.pop_screen()

@@ -1,0 +1,196 @@
+"""The results history: import through the prompt, list, filter, mark, compare, export, detail."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from textual.app import App
+from textual.widgets import DataTable, Input, Static
+
+from console.services.results import ResultStore
+from console.ui.screens.compare import CompareScreen, verdict
+from console.ui.screens.history import (
+    ExportPrompt,
+    HistoryScreen,
+    ImportPrompt,
+    RunDetailScreen,
+    expand_paths,
+)
+
+from .conftest import screen_text, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED_GLOB = str(ROOT / "tests" / "fixtures" / "seeds" / "004_*.txt")
+
+
+class Host(App):
+    def __init__(self, screen_factory) -> None:
+        super().__init__()
+        self.cursor_blink = False
+        self._factory = screen_factory
+
+    def on_mount(self) -> None:
+        self.push_screen(self._factory())
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def text_of(screen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+async def import_seed(pilot, app) -> HistoryScreen:
+    screen = app.screen
+    assert isinstance(screen, HistoryScreen)
+    assert await wait_for(pilot, lambda: screen.loaded)
+    assert screen.runs == []
+    await pilot.press("i")
+    await pilot.pause()
+    assert isinstance(app.screen, ImportPrompt)
+    app.screen.query_one(Input).value = SEED_GLOB  # a glob, as typed
+    await pilot.press("enter")
+    assert await wait_for(pilot, lambda: len(screen.runs) == 9 and screen.last_import is not None)
+    await pilot.pause()
+    return screen
+
+
+async def test_import_list_compare_export(data_dir, tmp_path):
+    app = Host(HistoryScreen)  # the default store: $ROCM_CONSOLE_DATA_DIR/results
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await import_seed(pilot, app)
+        assert app.screen is screen
+        assert screen.status == "9 imported, 0 duplicates, 0 skipped"
+        assert (data_dir / "results").is_dir() and len(list((data_dir / "results").glob("*.json"))) == 9
+        table = screen.query_one(DataTable)
+        assert table.row_count == 9
+        assert "9 runs, newest first" in text_of(screen, "#history-title")
+        # newest first: the file's last block is the first row
+        first = table.get_row_at(0)
+        assert str(first[3]) == "Llama-3.1-70B-Instruct" and str(first[7]) == "1559.19"
+        assert str(first[5]) == "sharegpt c512 n1024" and str(first[6]) == "1024/?"  # old blocks print no failed count
+
+        # importing again: all duplicates
+        await pilot.press("i")
+        await pilot.pause()
+        app.screen.query_one(Input).value = SEED_GLOB
+        await pilot.press("enter")
+        assert await wait_for(pilot, lambda: screen.status.startswith("0 imported, 9 duplicates"))
+        assert len(screen.runs) == 9
+
+        # mark the two oldest c128 runs (rows 8 and 5 newest-first), compare
+        table.move_cursor(row=8)
+        await pilot.press("space")
+        table.move_cursor(row=5)
+        await pilot.press("space")
+        baseline, other = screen.runs[8], screen.runs[5]
+        assert screen.marked == [baseline.id, other.id]
+        assert str(table.get_row_at(8)[0]) == "✓1" and str(table.get_row_at(5)[0]) == "✓2"
+        await pilot.press("c")
+        await pilot.pause()
+        compare = app.screen
+        assert isinstance(compare, CompareScreen)
+        assert [r.id for r in compare.runs] == [baseline.id, other.id]
+        row = next(r for r in compare.rows if r["key"] == "output_throughput")
+        assert row["values"] == [1998.36, 1992.04]
+        assert verdict(row, 1) == "worse"
+        ctable = compare.query_one(DataTable)
+        cells = [str(c) for c in ctable.get_row(next(k for k in ctable.rows
+                                                     if str(ctable.get_row(k)[0]).startswith("Output token")))]
+        assert cells[1] == "1998.36" and cells[2] == "1992.04  -6.32 -0.3%"
+        ttft = next(r for r in compare.rows if r["key"] == "median_ttft_ms")
+        assert verdict(ttft, 1) in ("better", "worse")
+
+        # r: the seeds' reference row for the same configuration joins as a column
+        await pilot.press("r")
+        assert await wait_for(pilot, lambda: compare.matches is not None)
+        await pilot.pause()
+        refs = ["seed004-bf16-tp4-c128", "seed004-bf16-tp4-seqs4096-c128"]  # the two c128 blocks of seed 004
+        assert sorted(m.row.id for m in compare.matches) == refs
+        assert [c.id for c in compare.columns[2:]] == [f"ref:{m.row.id}" for m in compare.matches]
+        assert "ref:seed004-bf16-tp4-c128 = seed 004" in text_of(compare, "#compare-notes")
+        await pilot.press("r")
+        assert len(compare.columns) == 2
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen
+
+        # export the marked runs as CSV
+        out = tmp_path / "out" / "two.csv"
+        out.parent.mkdir()
+        await pilot.press("e")
+        await pilot.pause()
+        prompt = app.screen
+        assert isinstance(prompt, ExportPrompt)
+        await pilot.click("#export-json")
+        assert prompt.query_one(Input).value == "rocm-console-results.json"
+        await pilot.click("#export-csv")
+        prompt.query_one(Input).value = str(out)
+        await pilot.press("enter")
+        assert await wait_for(pilot, lambda: screen.last_export is not None)
+        assert screen.last_export == out
+        rows = list(csv.DictReader(io.StringIO(out.read_text())))
+        assert [r["id"] for r in rows] == [baseline.id, other.id]
+        assert rows[0]["output_throughput"] == "1998.36"
+        assert f"2 runs written to {out}" in screen.status
+
+
+async def test_filter_detail_and_escape(data_dir):
+    app = Host(HistoryScreen)
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await import_seed(pilot, app)
+        await pilot.press("slash")
+        for key in "c128":
+            await pilot.press(key)
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        assert table.row_count == 2 and "2 of 9 runs" in text_of(screen, "#history-title")
+        await pilot.press("enter")  # keeps the filter, back to the list
+        assert table.has_focus and screen.filter_text == "c128"
+        await pilot.press("enter")  # the run's detail
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, RunDetailScreen)
+        assert detail.run.setup["max_concurrency"] == 128
+        body = screen_text(app)
+        assert "Median TTFT (ms)" in body and "Successful requests" in body
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen
+        await pilot.press("escape")  # clears the filter
+        assert table.row_count == 9 and screen.filter_text == ""
+        await pilot.press("c")  # nothing marked: a hint, no screen
+        await pilot.pause()
+        assert app.screen is screen
+
+
+async def test_import_reports_skipped_and_unreadable(tmp_path):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("no benchmark here\n")
+    store = ResultStore(tmp_path / "store")
+    app = Host(lambda: HistoryScreen(store))
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = app.screen
+        assert await wait_for(pilot, lambda: screen.loaded)
+        screen.import_paths(f"{junk} {tmp_path / 'missing.json'}")
+        assert await wait_for(pilot, lambda: screen.last_import is not None)
+        assert screen.status == ("0 imported, 0 duplicates, 1 skipped (junk.txt: no result block), "
+                                 f"1 unreadable ({tmp_path / 'missing.json'}: no such file or folder)")
+        assert screen.query_one("#history-status").has_class("-error")
+        assert "no stored results yet" in text_of(screen, "#history-detail")
+
+
+def test_expand_paths(tmp_path):
+    (tmp_path / "a b.json").write_text("{}")
+    (tmp_path / "c.json").write_text("{}")
+    assert expand_paths(f"'{tmp_path}/a b.json'") == [f"{tmp_path}/a b.json"]
+    assert expand_paths(f"{tmp_path}/*.json") == [f"{tmp_path}/a b.json", f"{tmp_path}/c.json"]
+    assert expand_paths(f"{tmp_path}/none-*.json") == [f"{tmp_path}/none-*.json"]
+    json.dumps(expand_paths(""))
