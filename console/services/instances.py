@@ -388,7 +388,7 @@ class InstanceService:
         update(failed)
         return failed
 
-    # ------------------------------------------------------------ stop
+    # ------------------------------------------------------------ stop / forget
 
     async def stop(self, node: NodeSpec, name: str, *, int_timeout: float = 30.0, term_timeout: float = 10.0) -> InstanceView:
         [rec] = await self._call(node, "stop", name, "--int-timeout", f"{int_timeout:g}",
@@ -397,6 +397,104 @@ class InstanceService:
         if rec.get("stopped_by"):
             view = replace(view, state=InstanceState.STOPPED, reason=f"stopped with {rec['stopped_by']}")
         return view
+
+    async def remove(self, node: NodeSpec, name: str) -> None:
+        """Forget an ended instance: its folder (spec, log, exit status) is deleted on the node."""
+        await self._call(node, "remove", name, timeout=30)
+
+
+class InstancePoller:
+    """An instance list cheap enough to ask for every few seconds (a console's view of a node).
+
+    - running instances: /health only until it answers once, then ready is remembered for
+      that pid; while loading, the stage comes from the log's last lines (skipped for the
+      names in `watched`, whose log someone already follows);
+    - failed instances: the fatal line, read once from the log and remembered;
+    - unmanaged servers: placed on the GPUs their processes hold (needs the node's snapshot).
+    """
+
+    def __init__(self, service: InstanceService, *, log_tail: int = 400) -> None:
+        self.service = service
+        self.log_tail = log_tail
+        self._ready: dict[tuple, tuple[tuple[str, ...], str | None]] = {}
+        self._ended: dict[tuple, tuple[str | None, str | None, str | None]] = {}
+
+    @staticmethod
+    def _key(view: InstanceView) -> tuple:
+        return (view.node, view.name, view.pid)
+
+    def mark_ready(self, view: InstanceView) -> None:
+        """Someone else saw it ready (e.g. wait_ready): no more /health calls for it."""
+        self._ready[self._key(view)] = (view.served_models, view.version)
+
+    async def poll(self, node: NodeSpec, snapshot: NodeSnapshot | None = None, *,
+                   watched: Sequence[str] = ()) -> list[InstanceView]:
+        views = await self.service.list(node)
+        forwards: dict = {}
+        out: list[InstanceView] = []
+        try:
+            for v in views:
+                if v.state == InstanceState.STARTING:
+                    v = await self._running(node, v, forwards, watched)
+                elif v.state == InstanceState.FAILED:
+                    v = await self._failed(node, v)
+                out.append(v)
+        finally:
+            for fwd in forwards.values():
+                await fwd.close()
+        seen = {self._key(v) for v in views}
+        for cache in (self._ready, self._ended):
+            for key in [k for k in cache if k[0] == node.name and k not in seen]:
+                del cache[key]
+        if any(v.state == InstanceState.UNMANAGED for v in out):
+            out = place_unmanaged(out, snapshot)
+        return out
+
+    async def _running(self, node: NodeSpec, v: InstanceView, forwards: dict,
+                       watched: Sequence[str]) -> InstanceView:
+        known = self._ready.get(self._key(v))
+        if known is not None:
+            return replace(v, state=InstanceState.READY, served_models=known[0], version=known[1],
+                           stage=ServeStage.READY.value)
+        ok, models, version = False, (), None
+        if v.port:
+            try:
+                ok, models, version = await self.service.health(node, v.port, forwards)
+            except TransportError:
+                ok = False
+        if ok:
+            self._ready[self._key(v)] = (models, version)
+            return replace(v, state=InstanceState.READY, served_models=models, version=version,
+                           stage=ServeStage.READY.value)
+        v = replace(v, state=InstanceState.LOADING)
+        if v.name in watched:
+            return v
+        log = await self._tail(node, v.name)
+        if log.stage is not None:
+            v = replace(v, stage=log.stage.value, stage_detail=log.stage_detail or None)
+        if log.fatal is not None:
+            v = replace(v, reason=f"{log.fatal.reason}: {log.fatal.message}")
+        return v
+
+    async def _failed(self, node: NodeSpec, v: InstanceView) -> InstanceView:
+        key = self._key(v)
+        known = self._ended.get(key)
+        if known is None:
+            log = await self._tail(node, v.name)
+            reason = f"{log.fatal.reason}: {log.fatal.message}" if log.fatal else None
+            if reason is None:
+                reason = f"exited with code {v.exit_code}" if v.exit_code is not None else "exited"
+            known = self._ended[key] = (log.stage.value if log.stage else None, log.stage_detail or None, reason)
+        return replace(v, stage=known[0], stage_detail=known[1], reason=known[2])
+
+    async def _tail(self, node: NodeSpec, name: str) -> ServeLogState:
+        log = ServeLogState()
+        try:
+            async for line in self.service.log_lines(node, name, lines=self.log_tail):
+                log = log.feed(line)
+        except (TransportError, InstanceError):
+            pass
+        return log
 
 
 _ACTIVE = (InstanceState.STARTING, InstanceState.LOADING, InstanceState.READY, InstanceState.STOPPING,

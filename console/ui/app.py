@@ -4,6 +4,11 @@ Data flow: FleetTelemetry calls our listener on the event loop; the listener
 bumps per-node generations (FleetView) and posts a coalescing TelemetryUpdated.
 A 4 Hz clock asks the active screen to redraw what changed; pausing stops the
 clock's drawing, never the collection.
+
+vLLM instances: one async worker per node asks the instance source for the node's
+list every few seconds (InstancesUpdated); start and stop run in workers that
+report through InstanceProgressed / InstanceSettled. Workers never touch widgets:
+the handlers fill the InstanceBoard and mark the screen dirty.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from dataclasses import replace
+from typing import Sequence
+
 from textual.app import App
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -21,16 +29,29 @@ from textual.screen import Screen
 
 from console.core.model import NodeHealth, Profile
 from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged
+from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.transports import TransportPool
-from console.ui.commands import FleetCommands
+from console.transport.base import TransportError
+from console.ui.commands import FleetCommands, InstanceCommands
 from console.ui.fleet_view import FleetView
-from console.ui.messages import NodeHealthChanged, TelemetryUpdated
+from console.ui.instance_board import ACTIVE, ENDED, InstanceBoard
+from console.ui.instance_source import InstanceSource, ServiceInstances, one_line
+from console.ui.messages import (
+    InstanceActionFailed,
+    InstanceProgressed,
+    InstanceSettled,
+    InstancesUpdated,
+    NodeHealthChanged,
+    TelemetryUpdated,
+)
 from console.ui.screens.fleet import FleetScreen
 
 # Sampling intervals that + and - step through (seconds).
 INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 REDRAW_INTERVAL = 0.25  # 4 Hz: fast enough to feel live, cheap at 4096 rows
 STOP_TIMEOUT = 5.0  # seconds quitting waits for the node streams to close
+INSTANCE_POLL_INTERVAL = 3.0  # seconds between two instance lists of a node
+READY_TIMEOUT = 1800.0  # a start that is not ready after this is reported as stuck
 
 _SAMPLING = Binding.Group("Interval", compact=True)
 
@@ -39,14 +60,15 @@ class ConsoleApp(App[int]):
     TITLE = "rocm-console"
     # Absolute: Textual resolves a relative path against the file of the *subclass*.
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
-    COMMANDS = App.COMMANDS | {FleetCommands}
+    COMMANDS = App.COMMANDS | {FleetCommands, InstanceCommands}
 
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("question_mark", "help", "Help", id="help"),
         Binding("p", "toggle_pause", "Pause", id="pause"),
-        Binding("plus,equals_sign", "sample_faster", "Faster", id="sample-faster", group=_SAMPLING),
-        Binding("minus", "sample_slower", "Slower", id="sample-slower", group=_SAMPLING),
+        Binding("plus,equals_sign", "sample_faster", "Faster", show=False, id="sample-faster", group=_SAMPLING),
+        Binding("minus", "sample_slower", "Slower", show=False, id="sample-slower", group=_SAMPLING),
+        Binding("i", "instances", "Instances", id="instances"),
         Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
     ]
 
@@ -66,6 +88,8 @@ class ConsoleApp(App[int]):
         redraw_interval: float = REDRAW_INTERVAL,
         notify_health: bool = True,
         cursor_blink: bool = True,
+        instances: InstanceSource | None = None,
+        instance_poll_interval: float = INSTANCE_POLL_INTERVAL,
     ) -> None:
         super().__init__()
         self.profile = profile
@@ -83,6 +107,13 @@ class ConsoleApp(App[int]):
         self._interval_lock = asyncio.Lock()
         self._health: dict[str, NodeHealth] = {}
         self._fleet_started = False
+        # vLLM instances: the source (real service over the fleet's connections, or injected).
+        self.instances: InstanceSource = instances or ServiceInstances(self.fleet.pool)
+        self.board = InstanceBoard(self.fleet.node_names)
+        self.instance_poll_interval = instance_poll_interval
+        self._poll_wake: dict[str, asyncio.Event] = {}
+        self._following: set[tuple[str, str]] = set()  # starts whose wait_ready worker runs
+        self.last_preset: str | None = None  # the start dialog offers it first next time
 
     # ------------------------------------------------------------ lifecycle
 
@@ -96,9 +127,16 @@ class ConsoleApp(App[int]):
             self._warn_unknown_keys(keymap)
         await self.fleet.start()  # only creates tasks: never waits for a node
         self._fleet_started = True
+        for node in self.fleet.node_names:
+            self._poll_wake[node] = asyncio.Event()
+            self.run_worker(self._watch_instances(node), name=f"instances:{node}", group=f"instances:{node}",
+                            exclusive=True, exit_on_error=False)
         self.set_interval(self.redraw_interval, self._tick, name="redraw-clock")
 
     async def on_unmount(self) -> None:
+        # The instance workers share the fleet's connections: stop them before those close.
+        for worker in list(self.workers):
+            worker.cancel()
         if self._fleet_started:
             try:  # quitting must not hang on a node that will not close
                 await asyncio.wait_for(self.fleet.stop(), STOP_TIMEOUT)
@@ -135,6 +173,203 @@ class ConsoleApp(App[int]):
                         severity="error", markup=False)
         elif message.health == NodeHealth.LIVE and before in (NodeHealth.DOWN, NodeHealth.STALE):
             self.notify(f"{message.node} is live again", markup=False)
+
+    # ------------------------------------------------------------ instances in
+
+    async def _watch_instances(self, node: str) -> None:
+        """Endless: the node's instance list every few seconds while the node is live."""
+        spec = self.fleet.spec(node)
+        wake = self._poll_wake[node]
+        while True:
+            snap = self.fleet.snapshot(node)
+            wait = 0.5  # not live yet: look again soon, so the first list follows the first sample
+            if snap.health in (NodeHealth.LIVE, NodeHealth.STALE) and snap.latest is not None:
+                watched = [name for n, name in self._following if n == node]
+                try:
+                    views = await self.instances.poll(spec, snap, watched=watched)
+                except (InstanceError, TransportError) as exc:
+                    self.post_message(InstancesUpdated(node, None, one_line(exc)))
+                except Exception as exc:  # a surprise must not end the polling
+                    self.post_message(InstancesUpdated(node, None, f"{node}: {type(exc).__name__}: {one_line(exc)}"))
+                else:
+                    self.post_message(InstancesUpdated(node, views))
+                wait = self.instance_poll_interval
+            wake.clear()
+            try:
+                await asyncio.wait_for(wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+
+    def poll_instances_now(self, node: str) -> None:
+        wake = self._poll_wake.get(node)
+        if wake is not None:
+            wake.set()
+
+    def on_instances_updated(self, message: InstancesUpdated) -> None:
+        if self.board.set_polled(message.node, message.views, message.error):
+            self._dirty = True
+
+    def on_instance_progressed(self, message: InstanceProgressed) -> None:
+        view = message.view
+        if view.state == InstanceState.READY:
+            self.instances.mark_ready(view)
+        self.board.progress(view)
+        self._dirty = True
+
+    def on_instance_settled(self, message: InstanceSettled) -> None:
+        view = message.view
+        if message.action == "forget":
+            self.board.forget(view.node, view.name)
+            self.notify(f"{view.name} on {view.node}: forgotten", markup=False)
+        else:
+            self.board.progress(view)
+            if message.action == "start" and view.state == InstanceState.READY:
+                self.instances.mark_ready(view)
+                models = ", ".join(view.served_models) or view.model or ""
+                self.notify(f"{view.name} on {view.node} is ready" + (f": {models} on port {view.port}"
+                                                                       if models else ""),
+                            title="vLLM ready", markup=False)
+            elif message.action == "start":
+                self.notify(view.reason or "failed", title=f"{view.name} on {view.node} failed",
+                            severity="error", timeout=15, markup=False)
+            else:
+                self.notify(f"{view.name} on {view.node}: {view.state.value}"
+                            + (f" ({view.reason})" if view.reason else ""), title="vLLM stopped", markup=False)
+        self._dirty = True
+        self.poll_instances_now(view.node)
+
+    def on_instance_action_failed(self, message: InstanceActionFailed) -> None:
+        self.board.drop_live(message.node, message.name)
+        self.notify(message.reason, title=f"{message.action} {message.name}: failed", severity="error",
+                    timeout=15, markup=False)
+        self._dirty = True
+        self.poll_instances_now(message.node)
+
+    # ------------------------------------------------------------ instance actions
+
+    def request_redraw(self) -> None:
+        self._dirty = True
+
+    def follow_start(self, view: InstanceView) -> None:
+        """A start the node accepted: show it at once and follow it to ready or failed."""
+        self.board.progress(view)
+        self._dirty = True
+        for warning in view.warnings:
+            self.notify(warning, title=f"{view.name}: vLLM version", severity="warning", timeout=10, markup=False)
+        self.run_worker(self._run_wait_ready(view), name=f"start:{view.node}:{view.name}",
+                        group=f"start:{view.node}:{view.name}", exclusive=True, exit_on_error=False)
+        self.poll_instances_now(view.node)
+
+    async def _run_wait_ready(self, view: InstanceView) -> None:
+        key = (view.node, view.name)
+        self._following.add(key)
+        spec = self.fleet.spec(view.node)
+        try:
+            final = await self.instances.wait_ready(
+                spec, view.name, timeout=READY_TIMEOUT,
+                on_update=lambda v: self.post_message(InstanceProgressed(v)))
+        except (InstanceError, TransportError) as exc:
+            self.post_message(InstanceActionFailed(view.node, view.name, "start", one_line(exc)))
+        else:
+            self.post_message(InstanceSettled(final, "start"))
+        finally:
+            self._following.discard(key)
+
+    def confirm_stop(self, node: str, name: str) -> None:
+        from console.ui.screens.confirm import ConfirmScreen
+
+        view = self.board.find(node, name)
+        refusal = _stop_refusal(view, node, name)
+        if refusal:
+            self.notify(refusal, markup=False)
+            return
+        assert view is not None  # _stop_refusal said so
+        gpus = ",".join(map(str, view.gpus))
+        question = (f"Stop {name} on {node}?\n{view.model or '?'} on GPU {gpus}, port {view.port or '?'}.\n"
+                    "vLLM gets SIGINT, then SIGTERM after 30 s, then SIGKILL.")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.stop_instance(node, name)
+
+        self.push_screen(ConfirmScreen("Stop instance", question, "Stop"), answered)
+
+    def stop_instance(self, node: str, name: str) -> None:
+        view = self.board.find(node, name)
+        if view is not None:
+            self.board.progress(replace(view, state=InstanceState.STOPPING))
+            self._dirty = True
+        self.run_worker(self._run_stop(node, name), name=f"stop:{node}:{name}", group=f"stop:{node}:{name}",
+                        exclusive=True, exit_on_error=False)
+
+    async def _run_stop(self, node: str, name: str) -> None:
+        try:
+            view = await self.instances.stop(self.fleet.spec(node), name)
+        except (InstanceError, TransportError) as exc:
+            self.post_message(InstanceActionFailed(node, name, "stop", one_line(exc)))
+        else:
+            self.post_message(InstanceSettled(view, "stop"))
+
+    def confirm_forget(self, node: str, name: str) -> None:
+        from console.ui.screens.confirm import ConfirmScreen
+
+        view = self.board.find(node, name)
+        if view is None or view.state not in ENDED:
+            self.notify(f"{name} is still running: stop it first (x)" if view else f"no instance {name} on {node}",
+                        markup=False)
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._run_forget(view), name=f"forget:{node}:{name}", exit_on_error=False)
+
+        self.push_screen(ConfirmScreen("Forget instance", f"Forget {name} on {node}?\nIts log and exit status "
+                                       "are deleted on the node.", "Forget"), answered)
+
+    async def _run_forget(self, view: InstanceView) -> None:
+        try:
+            await self.instances.remove(self.fleet.spec(view.node), view.name)
+        except (InstanceError, TransportError) as exc:
+            self.post_message(InstanceActionFailed(view.node, view.name, "forget", one_line(exc)))
+        else:
+            self.post_message(InstanceSettled(view, "forget"))
+
+    def open_start_dialog(self, node: str | None = None, gpus: Sequence[int] = (), preset: str | None = None,
+                          on_done: Callable[[InstanceView | None], None] | None = None) -> None:
+        from console.ui.screens.start_dialog import StartDialog
+
+        if not self.profile.serve_presets:
+            self.notify("no serve presets in the profile ([serve.NAME] tables)", severity="warning", markup=False)
+            return
+        node = node or self.fleet.node_names[0]
+        self.push_screen(StartDialog(node, tuple(gpus), preset), on_done)
+
+    def open_log(self, node: str, name: str) -> None:
+        from console.ui.screens.log_viewer import LogScreen
+
+        view = self.board.find(node, name)
+        if view is not None and view.state == InstanceState.UNMANAGED:
+            self.notify(f"{name} was started outside the console: its log is wherever its owner sent it",
+                        markup=False)
+            return
+        screen = LogScreen(node, name)
+        screen.set_class(self.paused, "-paused")
+        self.push_screen(screen)
+
+    def action_instances(self) -> None:
+        from console.ui.screens.instances import InstancesScreen
+
+        if isinstance(self.screen, InstancesScreen):
+            self.pop_screen()
+            return
+        below = next((s for s in self.screen_stack if isinstance(s, InstancesScreen)), None)
+        if below is not None:
+            while self.screen is not below:
+                self.pop_screen()
+            return
+        screen = InstancesScreen()
+        screen.set_class(self.paused, "-paused")
+        self.push_screen(screen)
 
     # ------------------------------------------------------------ drawing
 
@@ -230,6 +465,19 @@ class ConsoleApp(App[int]):
         screen = DetailScreen(self.view, node, gpu)
         screen.set_class(self.paused, "-paused")
         self.push_screen(screen)
+
+
+def _stop_refusal(view: InstanceView | None, node: str, name: str) -> str | None:
+    if view is None:
+        return f"no instance {name} on {node}"
+    if view.state == InstanceState.UNMANAGED:
+        pid = f" (kill -INT {view.pid} on the node)" if view.pid else ""
+        return f"{name} was started outside the console: stop it on {node}{pid}"
+    if view.state == InstanceState.STOPPING:
+        return f"{name} is already stopping"
+    if view.state not in ACTIVE:
+        return f"{name} has already ended ({view.state.value}); d in the instances panel forgets it"
+    return None
 
 
 def run_app(profile: Profile, *, interval: float = 1.0) -> int:

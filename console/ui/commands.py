@@ -7,6 +7,9 @@ from typing import Callable, Iterator
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from console.services.instances import InstanceState
+from console.ui.instance_board import ACTIVE
+
 
 class FleetCommands(Provider):
     """'mi300x-cpx: open node detail', 'mi300x-cpx: reconnect telemetry', ..."""
@@ -32,6 +35,39 @@ class FleetCommands(Provider):
     async def discover(self) -> Hits:
         for name, callback, help_text in self._commands():
             yield DiscoveryHit(name, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback, help_text in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+
+
+class InstanceCommands(Provider):
+    """'mi300x-cpx: start tiny (tiny-llama, TP 1)', 'tiny-g12 on mi300x-cpx: stop', '... : logs'."""
+
+    def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+        app = self.app
+        yield ("Show vLLM instances", app.action_instances,  # type: ignore[attr-defined]
+               "every instance of every node: state, stage, GPUs, port")
+        for node in app.fleet.node_names:  # type: ignore[attr-defined]
+            for preset in app.profile.serve_presets:  # type: ignore[attr-defined]
+                yield (f"{node}: start {preset.name}", partial(app.open_start_dialog, node, (), preset.name),  # type: ignore[attr-defined]
+                       f"{preset.model}, TP {preset.tp}: on the first free GPUs (editable)")
+        for view in app.board.views():  # type: ignore[attr-defined]
+            where = f"{view.name} on {view.node}"
+            if view.state in ACTIVE and view.state != InstanceState.UNMANAGED:
+                yield (f"{where}: stop", partial(app.confirm_stop, view.node, view.name),  # type: ignore[attr-defined]
+                       f"{view.state.value}; asks first")
+            if view.state != InstanceState.UNMANAGED:
+                yield (f"{where}: logs", partial(app.open_log, view.node, view.name),  # type: ignore[attr-defined]
+                       "the vLLM log with its startup stage, followed live")
+
+    async def discover(self) -> Hits:
+        for name, callback, help_text in self._commands():
+            if not name.endswith(": logs") and ": start " not in name:  # the list stays short
+                yield DiscoveryHit(name, callback, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)

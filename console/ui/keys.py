@@ -19,18 +19,28 @@ class KeyHelp:
 def binding_sections() -> list[tuple[str, list[Binding]]]:
     # Imported here: the app imports this module, and the classes import the app's helpers.
     from console.ui.app import ConsoleApp
+    from console.ui.screens.confirm import ConfirmScreen
     from console.ui.screens.detail import DetailScreen
     from console.ui.screens.fleet import FleetScreen
     from console.ui.screens.help import HelpScreen
+    from console.ui.screens.instances import InstancesScreen
+    from console.ui.screens.log_viewer import LogScreen
+    from console.ui.screens.start_dialog import StartDialog
     from console.ui.widgets.gpu_table import GpuTable
 
     def own(cls) -> list[Binding]:
         return [b for b in cls.__dict__.get("BINDINGS", []) if isinstance(b, Binding)]
 
+    # An id may appear in several sections for the same action (s starts an instance
+    # on the fleet and in the instances panel): one [keys] entry remaps both.
     return [
         ("everywhere", own(ConsoleApp)),
         ("fleet", own(FleetScreen) + own(GpuTable)),
         ("detail", own(DetailScreen)),
+        ("instances", own(InstancesScreen)),
+        ("log", own(LogScreen)),
+        ("start", own(StartDialog)),
+        ("confirm", own(ConfirmScreen)),
         ("help", own(HelpScreen)),
     ]
 
@@ -50,6 +60,7 @@ def describe_keys(keymap: Mapping[str, str], key_display: Callable[[Binding], st
         KeyHelp("everywhere", "^p", "Command palette (per-node commands)"),
         KeyHelp("everywhere", "^q", "Quit (Textual's own key)"),
         KeyHelp("filter box", "enter", "Keep the filter, back to the table"),
+        KeyHelp("start", "enter", "Start (tab: next field)"),
         KeyHelp("mouse", "click", "Select a row"),
         KeyHelp("mouse", "double click", "Open the row's detail"),
         KeyHelp("mouse", "wheel", "Scroll"),

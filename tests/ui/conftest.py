@@ -14,6 +14,7 @@ from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.replay import ReplayTransport, load_traces
 from console.ui.app import ConsoleApp
+from console.ui.instance_source import StaticInstances
 from console.ui.screenshots import DEMO_NODES, TRACES, Scene, scene_profile
 
 
@@ -52,6 +53,7 @@ def live_app():
         profile = scene_profile(Scene("pilot", nodes=tuple(nodes)))
         profile = Profile(nodes=profile.nodes, keys=tuple(keys))
         fleet = FleetTelemetry(profile.nodes, TransportPool(factory), stale_after=stale_after, backoff_cap=0.3)
+        app_kwargs.setdefault("instances", StaticInstances())  # replayed nodes run no vLLM
         app = ConsoleApp(profile, fleet=fleet, notify_health=False, cursor_blink=False, redraw_interval=0.05,
                          **app_kwargs)
         app.transports = transports  # type: ignore[attr-defined]

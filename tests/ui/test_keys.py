@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from console.ui.app import ConsoleApp
 from console.ui.keys import binding_sections, describe_keys, known_binding_ids
+from console.ui.screens.confirm import ConfirmScreen
 from console.ui.screens.detail import DetailScreen
+from console.ui.screens.instances import InstancesScreen
+from console.ui.screens.log_viewer import LogScreen
+from console.ui.screens.start_dialog import StartDialog
 from console.ui.screens.fleet import FleetScreen
 from console.ui.screens.help import HelpScreen
 from console.ui.widgets.gpu_table import GpuTable
@@ -12,13 +16,22 @@ from console.ui.widgets.gpu_table import GpuTable
 from .conftest import wait_for
 
 _OWNERS = {"everywhere": [ConsoleApp], "fleet": [FleetScreen, GpuTable], "detail": [DetailScreen],
-           "help": [HelpScreen]}
+           "instances": [InstancesScreen], "log": [LogScreen], "start": [StartDialog],
+           "confirm": [ConfirmScreen], "help": [HelpScreen]}
 
 
 def test_binding_ids_are_unique_kebab_case_and_actions_exist():
-    ids = [b.id for _, bindings in binding_sections() for b in bindings]
-    assert all(ids) and len(ids) == len(set(ids))
-    assert all(i == i.lower() and "_" not in i and " " not in i for i in ids)
+    assert {where for where, _ in binding_sections()} == set(_OWNERS)
+    for _, bindings in binding_sections():
+        ids = [b.id for b in bindings]
+        assert all(ids) and len(ids) == len(set(ids))  # unique within a screen
+        assert all(i == i.lower() and "_" not in i and " " not in i for i in ids)
+    # An id shared by two screens (s: start-instance) means the same thing in both:
+    # one [keys] entry remaps both.
+    actions: dict[str, str] = {}
+    for _, bindings in binding_sections():
+        for b in bindings:
+            assert actions.setdefault(b.id, b.action) == b.action, b
     for where, bindings in binding_sections():
         for b in bindings:
             name = b.action.split("(")[0]

@@ -7,7 +7,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from console.services.instances import InstanceState
 from console.ui.fleet_view import FleetView
+from console.ui.instance_board import ACTIVE
 from console.ui.widgets.gpu_table import GpuTable
 from console.ui.widgets.status_bar import StatusBar
 
@@ -17,8 +19,11 @@ FILTER_HINT = "filter: node name, model, cpx, nps1, busy, idle, live, stale, dow
 class FleetScreen(Screen):
     BINDINGS = [
         Binding("slash", "filter", "Filter", id="filter"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter"),
+        Binding("escape", "clear_filter", "Clear filter / GPU marks", show=False, id="clear-filter"),
         Binding("r", "restart_node", "Reconnect node", show=False, id="restart-node"),
+        Binding("s", "start_instance", "Start vLLM", id="start-instance"),
+        Binding("l", "open_log", "vLLM log", show=False, id="instance-log"),
+        Binding("x", "stop_instance", "Stop vLLM", show=False, id="stop-instance"),
     ]
 
     def __init__(self, view: FleetView) -> None:
@@ -46,7 +51,8 @@ class FleetScreen(Screen):
 
     def redraw(self, now: float) -> None:
         snapshots = self.view.fleet.snapshots()
-        self.table.show(snapshots, self.view.generation, self.view.layout_version, now)
+        self.table.show(snapshots, self.view.generation, self.view.layout_version, now,
+                        self.app.board)  # type: ignore[attr-defined]
         self.query_one(StatusBar).show(snapshots, self.app.sampling_interval,  # type: ignore[attr-defined]
                                        self.table.filter_text)
 
@@ -77,11 +83,16 @@ class FleetScreen(Screen):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_filter":
             box = self.query_one("#filter-input", Input)
-            return bool(box.value) or box.has_class("-open")
+            return bool(box.value) or box.has_class("-open") or bool(self.table.selection[1])
         return True
 
     def action_clear_filter(self) -> None:
-        self.set_filter("")
+        """Esc: close the filter first; with no filter, drop the GPU marks."""
+        box = self.query_one("#filter-input", Input)
+        if box.value or box.has_class("-open"):
+            self.set_filter("")
+        else:
+            self.table.clear_selection()
         self.table.focus()
 
     def _redraw_status(self) -> None:
@@ -93,6 +104,51 @@ class FleetScreen(Screen):
     def on_gpu_table_row_activated(self, event: GpuTable.RowActivated) -> None:
         node, gpu = event.key
         self.app.open_detail(node, gpu)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------ vLLM instances
+
+    def action_start_instance(self) -> None:
+        """s: the marked GPUs (space), else the cursor's GPU; on a node header, the first free ones."""
+        node, gpus = self.table.selection
+        row = self.table.cursor_row
+        if node is None:
+            if row is None:
+                return
+            node, gpus = row.node, (() if row.gpu is None else (row.gpu,))
+
+        def started(view) -> None:
+            if view is not None:
+                self.table.clear_selection()
+
+        self.app.open_start_dialog(node, gpus, on_done=started)  # type: ignore[attr-defined]
+
+    def _cursor_instance(self, verb: str):
+        row = self.table.cursor_row
+        if row is None:
+            return None
+        board = self.app.board  # type: ignore[attr-defined]
+        if row.gpu is None:
+            views = [v for v in board.views(row.node) if v.state in (*ACTIVE, InstanceState.FAILED)]
+            if len(views) == 1:
+                return views[0]
+            self.app.notify(f"{verb}: put the cursor on a GPU row with an instance (i lists them all)",
+                            markup=False)
+            return None
+        views = board.on_gpus(row.node).get(row.gpu)
+        if not views:
+            self.app.notify(f"no vLLM instance on {row.node} GPU {row.gpu}", markup=False)
+            return None
+        return views[0]
+
+    def action_open_log(self) -> None:
+        view = self._cursor_instance("log")
+        if view is not None:
+            self.app.open_log(view.node, view.name)  # type: ignore[attr-defined]
+
+    def action_stop_instance(self) -> None:
+        view = self._cursor_instance("stop")
+        if view is not None:
+            self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
 
     def action_restart_node(self) -> None:
         row = self.table.cursor_row

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Footer, Static
 from console.ui.keys import KeyHelp
 
 _INTRO = (" [b]Keys[/b]  ·  remap any key with an id in a profile:  "
-          "[i]\\[keys] pause = \"space\"[/i]  ·  Esc closes")
+          "[i]\\[keys] pause = \"f9\"[/i]  ·  Esc closes")
 
 
 class HelpScreen(Screen):

@@ -11,6 +11,7 @@ from console.core.model import GpuMetrics, GpuStatic
 from console.ui.rows import Row
 
 _SPARK_MAX = 16
+_VLLM_WANT = 28  # cells for '● llama-3.1-8b-fp8-g4 ready' before sparklines widen
 GAP = 1  # spaces between columns
 
 
@@ -41,7 +42,9 @@ def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
         if room >= 0 or not droppable:
             break
         order.remove(droppable.pop(0))
-    spark = max(0, min(_SPARK_MAX, room // 2 - 1))
+    # Sparklines of 3 cells when they fit; beyond that the vLLM column (instance name and
+    # state) gets up to _VLLM_WANT cells before the sparklines grow.
+    spark = max(min(3, room // 2 - 1), min(_SPARK_MAX, (room + vllm_min - _VLLM_WANT) // 2 - 1))
     if spark < 3:
         spark = 0
     used = fixed + (2 * (spark + 1) if spark else 0)

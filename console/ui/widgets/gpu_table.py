@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -21,6 +22,7 @@ from textual.strip import Strip
 from console.core.model import NodeHealth, NodeSnapshot
 from console.core.series import RingSeries
 from console.ui import format as fmt
+from console.ui import instance_board as ib
 from console.ui.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
 from console.ui.widgets.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
 
@@ -47,12 +49,19 @@ class GpuTable(ScrollView, can_focus=True):
     GpuTable > .gpu-table--aged { text-style: dim; }
     GpuTable > .gpu-table--cursor { background: $block-cursor-blurred-background; }
     GpuTable:focus > .gpu-table--cursor { background: $block-cursor-background; }
+    GpuTable > .gpu-table--selected { color: $text-accent; text-style: bold; }
+    GpuTable > .gpu-table--ready { color: $text-success; }
+    GpuTable > .gpu-table--loading { color: $text-warning; }
+    GpuTable > .gpu-table--failed { color: $text-error; text-style: bold; }
+    GpuTable > .gpu-table--unmanaged { color: $text-muted; }
     """
 
     COMPONENT_CLASSES = {
         "gpu-table--columns", "gpu-table--node", "gpu-table--live", "gpu-table--stale",
         "gpu-table--down", "gpu-table--connecting", "gpu-table--warn", "gpu-table--crit",
         "gpu-table--spark", "gpu-table--muted", "gpu-table--aged", "gpu-table--cursor",
+        "gpu-table--selected", "gpu-table--ready", "gpu-table--loading", "gpu-table--failed",
+        "gpu-table--unmanaged",
     }
 
     BINDINGS = [
@@ -65,6 +74,7 @@ class GpuTable(ScrollView, can_focus=True):
         Binding("end", "jump(-1)", "Last row", show=False, id="last-row"),
         Binding("right_square_bracket", "node_step(1)", "Next node", show=False, id="next-node"),
         Binding("left_square_bracket", "node_step(-1)", "Previous node", show=False, id="prev-node"),
+        Binding("space", "toggle_select", "Mark GPU for s (on a node: all)", show=False, id="select-gpu"),
     ]
 
     class RowActivated(Message):
@@ -77,6 +87,11 @@ class GpuTable(ScrollView, can_focus=True):
     def __init__(self, series: SeriesLookup, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._series = series
+        self._board: ib.InstanceBoard | None = None
+        self._drawn_igen: dict[str, int] = {}  # instance generation per node, as drawn
+        # GPUs marked with space, for the start dialog: one node at a time.
+        self._selected_node: str | None = None
+        self._selected: set[int] = set()
         self._snapshots: dict[str, NodeSnapshot] = {}
         self._pairs: dict[str, dict[int, GpuPair]] = {}
         self._drawn_gen: dict[str, int] = {}
@@ -96,14 +111,19 @@ class GpuTable(ScrollView, can_focus=True):
     # ------------------------------------------------------------ data in
 
     def show(self, snapshots: list[NodeSnapshot], generation: dict[str, int], layout_version: int,
-             now: float) -> bool:
+             now: float, instances: ib.InstanceBoard | None = None) -> bool:
         """Take the fleet's current state; repaint only if something on screen can differ."""
         changed = False
+        self._board = instances
         for snap in snapshots:
             gen = generation.get(snap.name, 0)
             if self._drawn_gen.get(snap.name) != gen or snap.name not in self._snapshots:
                 self._snapshots[snap.name] = snap
                 self._drawn_gen[snap.name] = gen
+                changed = True
+            igen = instances.generation.get(snap.name, 0) if instances is not None else 0
+            if self._drawn_igen.get(snap.name) != igen:
+                self._drawn_igen[snap.name] = igen
                 changed = True
         relayout = layout_version != self._layout_version
         # busy/idle filters depend on the latest metrics, not only on the topology.
@@ -134,6 +154,48 @@ class GpuTable(ScrollView, can_focus=True):
     def cursor_row(self) -> Row | None:
         return self._rows[self._cursor] if self._rows else None
 
+    # ------------------------------------------------------------ GPU selection (space)
+
+    @property
+    def selection(self) -> tuple[str | None, tuple[int, ...]]:
+        """(node, GPUs) marked with space; (None, ()) when none are."""
+        if not self._selected:
+            return None, ()
+        return self._selected_node, tuple(sorted(self._selected))
+
+    def clear_selection(self) -> bool:
+        had = bool(self._selected)
+        self._selected = set()
+        self._selected_node = None
+        if had:
+            self._cache.clear()
+            self.refresh()
+        return had
+
+    def set_selection(self, node: str, gpus: set[int] | tuple[int, ...]) -> None:
+        self._selected_node = node if gpus else None
+        self._selected = set(gpus)
+        self._cache.clear()
+        self.refresh()
+
+    def action_toggle_select(self) -> None:
+        """Space: mark or unmark the GPU (a node header: all its GPUs shown); marks stay on one node."""
+        row = self.cursor_row
+        if row is None:
+            return
+        current = self._selected if self._selected_node == row.node else set()
+        if row.is_header:
+            gpus = {r.gpu for r in self._rows if r.node == row.node and r.gpu is not None}
+            chosen = set() if gpus and gpus <= current else current | gpus
+        else:
+            chosen = current ^ {row.gpu}
+        self.set_selection(row.node, chosen)  # type: ignore[arg-type]
+        if not row.is_header:
+            self._move(self._cursor + 1)
+
+    def is_selected(self, row: Row) -> bool:
+        return row.node == self._selected_node and row.gpu in self._selected
+
     def select(self, key: RowKey) -> bool:
         index = self._row_index.get(key)
         if index is None:
@@ -147,7 +209,7 @@ class GpuTable(ScrollView, can_focus=True):
         self._rows = build_rows(snaps, self._filter)
         self._row_index = {row.key: i for i, row in enumerate(self._rows)}
         self._cache.clear()
-        width = self.size.width or 80
+        width = self._content_width() or 80
         self.virtual_size = Size(width, len(self._rows) + 1)
         index = self._row_index.get(current.key) if current else None
         if index is None and current is not None:
@@ -230,8 +292,12 @@ class GpuTable(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------ rendering
 
+    def _content_width(self) -> int:
+        # Without the vertical scrollbar: a line as wide as the widget would lose its last cells.
+        return self.scrollable_content_region.width
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self._content_width()
         if y == 0:
             return self._cached("columns", (width,), lambda: self._columns_strip(width))
         index = int(self.scroll_offset.y) + y - 1
@@ -242,12 +308,12 @@ class GpuTable(ScrollView, can_focus=True):
                     width, self._style("base"))
             return Strip.blank(width, self._style("base"))
         row = self._rows[index]
-        gen = self._drawn_gen.get(row.node, 0)
+        gen = (self._drawn_gen.get(row.node, 0), self._drawn_igen.get(row.node, 0))
         cursor = index == self._cursor
         if row.is_header:
             version = (gen, width, cursor, int(self._now))
             return self._cached(row.key, version, lambda: self._node_strip(row, width, cursor))
-        version = (gen, width, cursor, row.tree)
+        version = (gen, width, cursor, row.tree, self.is_selected(row))
         return self._cached(row.key, version, lambda: self._gpu_strip(row, width, cursor))
 
     def _cached(self, key, version: tuple, build: Callable[[], Strip]) -> Strip:
@@ -311,6 +377,9 @@ class GpuTable(ScrollView, can_focus=True):
         marker = {"live": "●", "stale": "◐", "down": "✖", "connecting": "○"}[snap.health.value]
         segments = [Segment(f" {marker} ", state_style), Segment(snap.name, base), Segment("  ", base),
                     Segment(fmt.state_text(snap, self._now), state_style)]
+        summary = ib.node_summary(self._board.counts(row.node)) if self._board is not None else ""
+        if summary:
+            segments.append(Segment("  " + summary, base))
         facts = fmt.node_facts(snap)
         if facts:
             segments.append(Segment("  " + " · ".join(facts), base if cursor else base + self._style("muted")))
@@ -329,6 +398,11 @@ class GpuTable(ScrollView, can_focus=True):
             text, style = cells[col.key]
             if segments:
                 segments.append(Segment(" " * GAP, base))
+            if col.key == "vllm":
+                segments.extend(self._vllm_segments(row, col.width, base))
+                continue
+            if col.key == "gpu" and self.is_selected(row):
+                text, style = "✓" + fit(text, col.width - 1, True), self._style("selected")
             segments.append(Segment(fit(text, col.width, col.right), base + style if style else base))
             if spark and col.key in _SPARKS:
                 metric, top = _SPARKS[col.key](m)
@@ -369,8 +443,26 @@ class GpuTable(ScrollView, can_focus=True):
             "tmem": temp(m.temp_mem_c if m else None, fmt.TEMP_MEM),
             "gfx": device(gfx, fmt.mhz(gfx), None),
             "part": (part, muted),
-            "vllm": ("", None),  # filled once serve instances are tracked (issue C)
+            "vllm": ("", None),  # drawn by _vllm_segments
         }
+
+    def _vllm_segments(self, row: Row, width: int, base: Style) -> list[Segment]:
+        """'● tiny-g12 ready': the state's glyph and word coloured; the name is cut first."""
+        if width <= 0:
+            return []
+        views = self._board.on_gpus(row.node).get(row.gpu) if self._board is not None else None  # type: ignore[arg-type]
+        if not views:
+            return [Segment(" " * width, base)]
+        name, word, level = ib.gpu_text(views)
+        style = base + self._style(level if level != ib.ENDED_LEVEL else "muted")
+        head = ib.glyph(views[0]) + " "
+        tail = " " + word
+        room = width - cell_len(head) - cell_len(tail)
+        if room < min(8, cell_len(name)):  # too narrow for all three: glyph and name
+            tail = ""
+            room = width - cell_len(head)
+        return [Segment(head, style), Segment(fit(name, max(0, min(room, cell_len(name))), False), base),
+                Segment(fit(tail, width - cell_len(head) - min(max(0, room), cell_len(name)), False), style)]
 
     def _level(self, level: str) -> Style | None:
         return None if level == fmt.OK else self._style(level)

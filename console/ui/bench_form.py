@@ -1,0 +1,124 @@
+"""The start-benchmark dialog's fields as text -> a request, or one readable line saying what is wrong.
+
+Pure (no Textual). The preset's own checks (console.core.bench_argv) judge the
+overrides, so the dialog and `rocm-console bench run --set` refuse with the same words.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from console.core.bench_argv import apply_bench_overrides, build_bench_argv, sweep_points
+from console.core.model import BenchPreset
+from console.services.instances import InstanceView
+from console.ui.bench_view import MAX_SWEEP_POINTS, dataset_text
+from console.ui.start_form import FormError, parse_pairs
+
+_KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
+
+__all__ = ["BenchRequest", "FormError", "check_request", "parse_bench_overrides", "parse_concurrency",
+           "preset_prompt", "instance_prompt", "points_text", "parse_label", "parse_env"]
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    """What the dialog returns: everything BenchScreen needs besides the services."""
+
+    node: str
+    instance: InstanceView
+    preset: BenchPreset  # as in the profile; overrides are applied by the runner
+    points: tuple[int | None, ...]  # one = a run, several = a sweep
+    overrides: dict[str, str] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    label: str | None = None
+
+    @property
+    def sweep(self) -> bool:
+        return len(self.points) > 1
+
+
+def parse_concurrency(text: str) -> tuple[int, ...] | None:
+    """'4' -> (4,), '1,4,16' / '1 4 16' -> a sweep; blank -> None (the preset's)."""
+    parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
+    if not parts:
+        return None
+    points = []
+    for part in parts:
+        if not part.isdigit() or int(part) < 1:
+            raise FormError(f"concurrency: {part!r} is not a whole number ≥ 1 (e.g. 8, or 1,4,16 for a sweep)")
+        points.append(int(part))
+    if len(points) > MAX_SWEEP_POINTS:
+        raise FormError(f"concurrency: {len(points)} points; a sweep has at most {MAX_SWEEP_POINTS}")
+    return tuple(points)
+
+
+def parse_bench_overrides(text: str) -> dict[str, str]:
+    """'num_prompts=50 request_rate=4' (shell quoting allowed; `key=` unsets an optional key)."""
+    try:
+        items = shlex.split(text)
+    except ValueError as exc:
+        raise FormError(f"overrides: {exc}") from None
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise FormError(f"overrides: {item!r} is not KEY=VALUE (e.g. num_prompts=50)")
+        if not _KEY_RE.match(key):
+            raise FormError(f"overrides: {key!r} is not a preset key (e.g. num_prompts, request_rate, input_len)")
+        out[key] = value
+    return out
+
+
+def parse_env(text: str) -> dict[str, str]:
+    return parse_pairs(text, "env")
+
+
+def parse_label(text: str) -> str | None:
+    text = " ".join(text.split())
+    if len(text) > 120:
+        raise FormError("label: at most 120 characters")
+    return text or None
+
+
+def check_request(preset: BenchPreset, overrides: dict[str, str], concurrency: tuple[int, ...] | None
+                  ) -> tuple[BenchPreset, tuple[int | None, ...]]:
+    """The preset with the overrides applied and the points to run; FormError with one line."""
+    try:
+        effective = apply_bench_overrides(preset, overrides)
+    except ValueError as exc:
+        raise FormError(f"overrides: {_strip_set(str(exc))}") from None
+    points: tuple[int | None, ...] = concurrency if concurrency else sweep_points(effective)
+    if len(points) > MAX_SWEEP_POINTS:
+        raise FormError(f"concurrency: {len(points)} points; a sweep has at most {MAX_SWEEP_POINTS}")
+    try:  # what the runner will build: refuse here what it would refuse there
+        build_bench_argv(effective, client_cmd=("vllm",), base_url="http://127.0.0.1:8000", model="model",
+                         result_dir="/tmp/check", result_filename="result.json", max_concurrency=points[0])
+    except ValueError as exc:
+        raise FormError(_strip_set(str(exc))) from None
+    return effective, points
+
+
+def _strip_set(message: str) -> str:
+    return message[len("--set "):] if message.startswith("--set ") else message
+
+
+def points_text(points: Sequence[int | None]) -> str:
+    return ",".join(str(p) if p else "∞" for p in points)
+
+
+def preset_prompt(preset: BenchPreset) -> str:
+    """'tiny — random 64/64 · 20 prompts · concurrency 4'."""
+    conc = f"concurrency {points_text(preset.max_concurrency)}" if preset.max_concurrency else "no concurrency limit"
+    rate = "" if preset.request_rate is None else f" · rate {preset.request_rate:g}/s"
+    return f"{preset.name} — {dataset_text(preset)} · {preset.num_prompts} prompts · {conc}{rate}"
+
+
+def instance_prompt(view: InstanceView) -> str:
+    """'b1 on sim-a — tiny-llama · GPU 1 · port 18611'."""
+    model = view.served_models[0] if view.served_models else (view.model or "?")
+    gpus = ",".join(map(str, view.gpus)) or "?"
+    return f"{view.name} on {view.node} — {model} · GPU {gpus} · port {view.port or '?'}"

@@ -1,0 +1,549 @@
+"""What the benchmark screen shows, kept apart from Textual: the state of a run or
+sweep fed by the bench service's events, and the texts, tables and chart data
+drawn from it.
+
+Everything is bounded: live samples per point (MAX_LIVE_POINTS), client output
+lines waiting to be drawn (MAX_PENDING_LOG), sweep points (MAX_SWEEP_POINTS).
+Only the running point keeps its live series; a finished point keeps its
+summary row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Sequence
+
+from rich.table import Table
+from rich.text import Text
+
+from console.core.bench_output import BenchProgress, SetupLine, parse_progress
+from console.core.model import BenchPreset, NodeSnapshot
+from console.services.bench import (
+    BenchFinished,
+    BenchLogLine,
+    BenchProgressed,
+    BenchSetupSeen,
+    BenchStarted,
+    LiveMetricsSampled,
+    RunOutcome,
+)
+from console.services.instances import InstanceView
+from console.services.live_metrics import LiveSample
+from console.ui.charts import Trace
+
+MAX_LIVE_POINTS = 3600  # an hour at the poller's 1 Hz
+MAX_PENDING_LOG = 2000  # client lines waiting for the next redraw
+MAX_SWEEP_POINTS = 64
+GPU_LEAD_S = 10.0  # GPU charts start this long before the run: idle -> load is visible
+
+
+# ---------------------------------------------------------------- the screen's own events
+# The worker reports these next to the service's events, through the same door
+# (BenchScreen.feed), so tests can replay a whole session without a runner.
+
+
+@dataclass(frozen=True, slots=True)
+class PointBegan:
+    index: int
+    point: int | None  # max concurrency of this run (None: no limit)
+
+
+@dataclass(frozen=True, slots=True)
+class PointFailed:
+    """The point could not start or could not be followed (BenchRunError, a transport error)."""
+
+    index: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunStored:
+    index: int
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFailed:
+    index: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SweepEnded:
+    """The worker ran every point (or stopped early: cancelled, a point failed to start)."""
+
+
+# ---------------------------------------------------------------- state
+
+
+_PHASES = {
+    "ready_check_wait": "waiting for the endpoint",
+    "initial_test_start": "initial test request",
+    "initial_test_done": "initial test done",
+    "warmup_start": "warming up",
+    "warmup_done": "warm-up done",
+    "main_start": "running",
+}
+
+
+@dataclass
+class PointState:
+    """One run (one point of a sweep)."""
+
+    index: int
+    point: int | None
+    run: str | None = None
+    argv: tuple[str, ...] = ()
+    started_at: float | None = None  # console clock at BenchStarted
+    finished_at: float | None = None
+    phase: str = "starting the client"
+    progress: BenchProgress | None = None
+    setup: dict[str, SetupLine] = field(default_factory=dict)
+    live: deque = field(default_factory=lambda: deque(maxlen=MAX_LIVE_POINTS))
+    outcome: RunOutcome | None = None
+    error: str | None = None  # could not start / lost the output
+    stored_id: str | None = None
+    store_error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome is not None or self.error is not None
+
+    @property
+    def last_live(self) -> LiveSample | None:
+        return self.live[-1] if self.live else None
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRow:
+    """One finished point, as the sweep table and the Pareto charts show it."""
+
+    index: int
+    point: int | None
+    run: str | None
+    ok: bool
+    reason: str | None
+    completed: int | None = None
+    failed: int | None = None
+    output_tok_s: float | None = None
+    median_ttft_ms: float | None = None
+    median_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    stored_id: str | None = None
+
+
+def row_from(state: PointState, cancelled: bool = False) -> SweepRow:
+    o = state.outcome
+    if o is None:
+        return SweepRow(state.index, state.point, state.run, False, state.error or "no result",
+                        stored_id=state.stored_id)
+    r = o.result
+    m = r.metrics if r is not None else {}
+    reason = "cancelled" if cancelled and not o.ok else o.reason
+    return SweepRow(
+        index=state.index, point=state.point, run=o.run, ok=o.ok, reason=reason,
+        completed=None if r is None or r.completed is None else int(r.completed),
+        failed=None if r is None or r.failed is None else int(r.failed),
+        output_tok_s=m.get("output_throughput"), median_ttft_ms=m.get("median_ttft_ms"),
+        median_itl_ms=m.get("median_itl_ms"), p99_itl_ms=m.get("p99_itl_ms"), stored_id=state.stored_id,
+    )
+
+
+class BenchSession:
+    """A run or a sweep, as far as the events have told. apply() returns True when something changed."""
+
+    def __init__(self, points: Sequence[int | None], clock: Callable[[], float]) -> None:
+        self.points: list[int | None] = list(points)[:MAX_SWEEP_POINTS] or [None]
+        self.clock = clock
+        self.current: PointState | None = None
+        self.rows: list[SweepRow] = []
+        self.log_pending: deque[str] = deque(maxlen=MAX_PENDING_LOG)
+        self.log_lines = 0  # client lines received (all points)
+        self.cancel_requested = False
+        self.ended = False
+
+    @property
+    def sweep(self) -> bool:
+        return len(self.points) > 1
+
+    @property
+    def running(self) -> bool:
+        return not self.ended
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_requested or any(r.reason == "cancelled" for r in self.rows)
+
+    def _for(self, run: str) -> PointState | None:
+        cur = self.current
+        if cur is None or cur.finished:
+            return None
+        if cur.run is None or cur.run == run:
+            return cur
+        return None  # a stray event of another run
+
+    def apply(self, event: object) -> bool:
+        cur = self.current
+        if isinstance(event, PointBegan):
+            self.current = PointState(event.index, event.point)
+            return True
+        if isinstance(event, PointFailed):
+            if cur is None or cur.index != event.index:
+                cur = self.current = PointState(event.index, self.points[event.index]
+                                                if 0 <= event.index < len(self.points) else None)
+            cur.error = event.reason
+            cur.phase = "failed"
+            cur.finished_at = self.clock()
+            self._add_row(cur)
+            return True
+        if isinstance(event, RunStored) or isinstance(event, StoreFailed):
+            return self._stored(event)
+        if isinstance(event, SweepEnded):
+            self.ended = True
+            return True
+        if isinstance(event, BenchStarted):
+            if cur is None or cur.finished:
+                return False
+            cur.run = event.run
+            cur.argv = event.argv
+            cur.started_at = self.clock()
+            cur.phase = "client started"
+            return True
+        run = getattr(event, "run", None)
+        if run is None:
+            return False
+        state = self._for(run)
+        if state is None:
+            return False
+        if isinstance(event, BenchProgressed):
+            state.progress = event.progress
+            if event.progress.phase == "main" and state.phase not in ("running",):
+                state.phase = "running"
+            return True
+        if isinstance(event, LiveMetricsSampled):
+            state.live.append(event.sample)
+            return True
+        if isinstance(event, BenchSetupSeen):
+            if len(state.setup) < 64 or event.line.kind in state.setup:
+                state.setup[event.line.kind] = event.line
+            phase = _PHASES.get(event.line.kind)
+            if phase:
+                state.phase = phase
+            return True
+        if isinstance(event, BenchLogLine):
+            if parse_progress(event.text) is not None:
+                return False  # tqdm redraws: the progress bar shows them
+            self.log_pending.append(event.text.rstrip())
+            self.log_lines += 1
+            return True
+        if isinstance(event, BenchFinished):
+            state.outcome = event.outcome
+            state.finished_at = self.clock()
+            state.phase = "finished" if event.outcome.ok else (
+                "cancelled" if (self.cancel_requested or event.outcome.cancelled) else "failed")
+            self._add_row(state)
+            return True
+        return False
+
+    def _add_row(self, state: PointState) -> None:
+        row = row_from(state, cancelled=self.cancel_requested)
+        self.rows = [r for r in self.rows if r.index != state.index] + [row]
+        self.rows.sort(key=lambda r: r.index)
+
+    def _stored(self, event: RunStored | StoreFailed) -> bool:
+        cur = self.current
+        if cur is not None and cur.index == event.index:
+            if isinstance(event, RunStored):
+                cur.stored_id = event.run_id
+            else:
+                cur.store_error = event.reason
+        self.rows = [replace(r, stored_id=event.run_id) if isinstance(event, RunStored) and r.index == event.index
+                     else r for r in self.rows]
+        return True
+
+
+# ---------------------------------------------------------------- texts
+
+
+def _num(value: float | None, fmt: str = "{:.1f}", na: str = "–") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return na
+    return fmt.format(value)
+
+
+def duration(seconds: float | None) -> str:
+    """0:07, 12:03, 1:02:03."""
+    if seconds is None or seconds < 0 or math.isinf(seconds):
+        return "–"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def point_text(point: int | None) -> str:
+    return f"concurrency {point}" if point else "no concurrency limit"
+
+
+def rate_text(preset: BenchPreset) -> str:
+    return "rate inf" if preset.request_rate is None else f"rate {preset.request_rate:g}/s"
+
+
+def dataset_text(preset: BenchPreset) -> str:
+    if preset.input_len is not None or preset.output_len is not None:
+        return f"{preset.dataset} {preset.input_len or '?'}/{preset.output_len or '?'}"
+    return preset.dataset
+
+
+def instance_text(view: InstanceView) -> str:
+    gpus = ",".join(map(str, view.gpus)) or "?"
+    model = view.served_models[0] if view.served_models else view.model
+    parts = [f"GPU {gpus}" if len(view.gpus) <= 1 else f"GPUs {gpus}"]
+    if view.port:
+        parts.append(f"port {view.port}")
+    return f"{view.name} ({model or '?'} · {' · '.join(parts)})"
+
+
+def setup_text(preset: BenchPreset, points: Sequence[int | None], node: str, view: InstanceView) -> str:
+    """'tiny · random 64/64 · 40 prompts · concurrency 4 · rate inf · on sim-a: b1 (tiny-llama · GPU 1 · port 8000)'."""
+    conc = (f"concurrency {','.join(str(p) if p else '∞' for p in points)}" if len(points) > 1
+            else point_text(points[0] if points else None))
+    client = "benchmark_serving.py" if preset.client == "benchmark_serving" else "vllm bench serve"
+    return (f"{preset.name} · {dataset_text(preset)} · {preset.num_prompts} prompts · {conc} · "
+            f"{rate_text(preset)} · {client} · on {node}: {instance_text(view)}")
+
+
+def progress_text(state: PointState | None, now: float, total_hint: int | None = None) -> str:
+    """'23/40 requests · 57% · 7.9 req/s · elapsed 0:03 · ETA 0:02'."""
+    if state is None:
+        return f"0/{total_hint or '?'} requests · waiting to start"
+    p = state.progress
+    parts = []
+    if p is None:
+        parts.append(f"0/{total_hint or '?'} requests")
+    else:
+        what = "warm-up" if p.phase == "warmup" else "requests"
+        parts.append(f"{p.n}/{p.total} {what}")
+        parts.append(f"{p.fraction * 100:.0f}%")
+        if p.rate is not None:
+            parts.append(f"{p.rate:.1f} req/s")
+    if state.started_at is not None:
+        end = state.finished_at if state.finished_at is not None else now
+        parts.append(f"elapsed {duration(end - state.started_at)}")
+    if not state.finished and p is not None and p.remaining_s is not None:
+        parts.append(f"ETA {duration(p.remaining_s)}")
+    if state.finished:
+        parts.append(state.phase)
+    elif p is None or p.phase != "main":
+        parts.append(state.phase)
+    return " · ".join(parts)
+
+
+def live_now_text(sample: LiveSample | None) -> str:
+    if sample is None:
+        return "server metrics: no sample yet"
+    return (f"server now: TTFT p50 {_num(sample.ttft_p50)} ms · ITL p50 {_num(sample.itl_p50, '{:.2f}')} ms · "
+            f"{_num(sample.output_tok_s, '{:.0f}')} tok/s · running {_num(sample.running, '{:.0f}')} · "
+            f"waiting {_num(sample.waiting, '{:.0f}')} · KV {_num(sample.kv_cache_pct, '{:.1f}')}%")
+
+
+def failure_text(state: PointState, cancelled: bool = False) -> str | None:
+    """Why the run did not succeed, one line (None when it did)."""
+    if state.error:
+        return state.error
+    o = state.outcome
+    if o is None or o.ok:
+        return None
+    if cancelled and o.reason != "cancelled":
+        return "cancelled"
+    reason = o.reason or "failed"
+    r = o.result
+    if r is not None and reason != "cancelled" and not (r.failed and "failed" in reason):
+        reason += f" ({int(r.completed or 0)} completed, {int(r.failed or 0)} failed)"
+    return reason
+
+
+def first_errors(outcome: RunOutcome | None, limit: int = 3) -> list[str]:
+    """The first distinct error messages of a run, for the failure panel."""
+    if outcome is None:
+        return []
+    seen: list[str] = []
+    for e in outcome.errors:
+        msg = " ".join(e.message.split())[:200]
+        if msg and msg not in seen:
+            seen.append(msg)
+        if len(seen) >= limit:
+            break
+    return seen
+
+
+_LATENCY_ROWS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL"))
+
+
+def result_table(state: PointState, cancelled: bool = False) -> Table:
+    """vLLM's own numbers (the result JSON), or why there are none."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column()
+    o = state.outcome
+    r = o.result if o is not None else None
+    failure = failure_text(state, cancelled)
+    if failure:
+        grid.add_row(Text(f"✖ {failure}", style="bold red"))
+        for msg in first_errors(o):
+            if msg != failure and msg not in failure:
+                grid.add_row(Text(f"  {msg}", style="red"))
+    if r is None:
+        if not failure:
+            grid.add_row(Text("waiting for the result…", style="dim"))
+        return grid
+    m = r.metrics
+    head = Text()
+    if not failure:
+        head.append("✔ ", style="bold green")
+    head.append(f"{int(r.completed or 0)} completed", style="bold")
+    head.append(" · ")
+    head.append(f"{int(r.failed or 0)} failed", style="bold red" if r.failed else "")
+    head.append(f" · {_num(r.duration, '{:.2f}')} s")
+    if r.max_concurrency:
+        head.append(f" · concurrency {r.max_concurrency}")
+    grid.add_row(head)
+    grid.add_row(Text(f"{_num(m.get('request_throughput'), '{:.2f}')} req/s · output "
+                      f"{_num(m.get('output_throughput'))} tok/s · total {_num(m.get('total_token_throughput'))} tok/s"
+                      + (f" · peak {_num(m.get('max_output_tokens_per_s'), '{:.0f}')} tok/s"
+                         if m.get("max_output_tokens_per_s") else "")))
+    lat = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
+    lat.add_column("ms")
+    for head_text in ("mean", "median", "p99"):
+        lat.add_column(head_text, justify="right")
+    for key, label in _LATENCY_ROWS:
+        if f"mean_{key}_ms" in m or f"median_{key}_ms" in m:
+            lat.add_row(label, *(_num(m.get(f"{stat}_{key}_ms"), "{:.2f}") for stat in ("mean", "median", "p99")))
+    if lat.row_count:
+        grid.add_row(lat)
+    if state.stored_id:
+        grid.add_row(Text.assemble(("stored as ", "dim"), (state.stored_id, "bold")))
+    elif state.store_error:
+        grid.add_row(Text(f"not stored: {state.store_error}", style="yellow"))
+    return grid
+
+
+SWEEP_COLUMNS = ("conc.", "out tok/s", "TTFT med", "ITL med", "ITL p99", "failed", "stored")
+
+
+def sweep_cells(row: SweepRow) -> tuple[Text, ...]:
+    conc = str(row.point) if row.point else "∞"
+    if row.run is None and not row.ok and row.completed is None:
+        return (Text(conc), Text("–", justify="right"), Text("–", justify="right"), Text("–", justify="right"),
+                Text("–", justify="right"), Text("–", justify="right"), Text(row.reason or "failed", style="red"))
+    failed = Text(str(row.failed) if row.failed is not None else "–", justify="right",
+                  style="bold red" if row.failed else "")
+    stored = Text(row.stored_id or ("" if row.ok else (row.reason or "failed")),
+                  style="" if row.stored_id else ("red" if not row.ok else "dim"))
+    return (Text(conc), Text(_num(row.output_tok_s), justify="right"),
+            Text(_num(row.median_ttft_ms, "{:.2f}"), justify="right"),
+            Text(_num(row.median_itl_ms, "{:.2f}"), justify="right"),
+            Text(_num(row.p99_itl_ms, "{:.2f}"), justify="right"), failed, stored)
+
+
+# ---------------------------------------------------------------- chart data
+
+
+@dataclass(frozen=True, slots=True)
+class ParetoPoint:
+    x: float
+    y: float
+    label: str
+
+
+def pareto_points(rows: Iterable[SweepRow], x_attr: str) -> list[ParetoPoint]:
+    """One point per finished point with numbers: x = latency (ms), y = output tok/s."""
+    out = []
+    for r in rows:
+        x, y = getattr(r, x_attr), r.output_tok_s
+        if x is None or y is None:
+            continue
+        out.append(ParetoPoint(float(x), float(y), f"c{r.point}" if r.point else "c∞"))
+    return out
+
+
+def pareto_front(points: Sequence[ParetoPoint]) -> list[ParetoPoint]:
+    """The points no other beats on both (lower latency and higher throughput), by latency."""
+    front: list[ParetoPoint] = []
+    for p in sorted(points, key=lambda p: (p.x, -p.y)):
+        if not front or p.y > front[-1].y:
+            front.append(p)
+    return front
+
+
+def live_traces(samples: Iterable[LiveSample], pairs: Sequence[tuple[str, str]]) -> list[Trace]:
+    """Traces of LiveSample attributes: pairs of (attribute, label)."""
+    samples = list(samples)
+    times = [s.ts for s in samples]
+    return [Trace(label, times, [getattr(s, attr) for s in samples]) for attr, label in pairs]
+
+
+def _combine(traces: Sequence[tuple[list[float], list[float | None]]],
+             how: Callable[[list[float]], float]) -> tuple[list[float], list[float | None]]:
+    if len(traces) == 1:
+        return traces[0]
+    buckets: dict[float, list[float]] = {}
+    for times, values in traces:
+        for t, v in zip(times, values):
+            bucket = buckets.setdefault(t, [])
+            if v is not None:
+                bucket.append(v)
+    order = sorted(buckets)
+    return order, [how(buckets[t]) if buckets[t] else None for t in order]
+
+
+def gpu_traces(snapshot: NodeSnapshot | None, series, node: str, gpus: Sequence[int],
+               since_agent: float | None, until_agent: float | None,
+               to_console: Callable[[float], float]) -> tuple[Trace, Trace]:
+    """Utilization (mean of the instance's GPUs) and power (sum over their physical GPUs)
+    from the fleet's ring buffers, between two agent-clock times, on the console's clock.
+
+    Secondary partitions report no power: their physical GPU's primary partition is
+    counted once instead.
+    """
+    statics = {g.index: g for g in snapshot.static} if snapshot is not None else {}
+
+    def read(gpu: int, metric: str) -> tuple[list[float], list[float | None]]:
+        s = series(node, gpu, metric)
+        times: list[float] = []
+        values: list[float | None] = []
+        if s is None:
+            return times, values
+        for t, v in s:
+            if since_agent is not None and t < since_agent:
+                continue
+            if until_agent is not None and t > until_agent:
+                break
+            times.append(to_console(t))
+            values.append(v)
+        return times, values
+
+    util = [read(g, "util_pct") for g in gpus]
+    power_sources: list[int] = []
+    seen_physical: set[int] = set()
+    for g in gpus:
+        st = statics.get(g)
+        if st is None:
+            power_sources.append(g)
+            continue
+        if st.physical in seen_physical:
+            continue
+        seen_physical.add(st.physical)
+        primary = next((p for p in statics.values() if p.physical == st.physical and p.partition_id == 0), st)
+        power_sources.append(primary.index)
+    power = [read(g, "power_w") for g in power_sources]
+    ut, uv = _combine(util, lambda xs: sum(xs) / len(xs)) if util else ([], [])
+    pt, pv = _combine(power, sum) if power else ([], [])
+    ulabel = f"GPU {gpus[0]}" if len(gpus) == 1 else f"mean of {len(gpus)} GPUs"
+    plabel = f"GPU {gpus[0]}" if len(gpus) == 1 else f"sum of {len(power_sources)} GPUs"
+    return Trace(ulabel, ut, uv), Trace(plabel, pt, pv)
+
+
+def last_value(trace: Trace) -> float | None:
+    return next((v for v in reversed(trace.values) if v is not None), None)

@@ -1,0 +1,129 @@
+"""Where the console's vLLM instances come from: the instance service, or a fixed list.
+
+The app only talks to an InstanceSource, so screenshots and snapshot tests show
+instances without starting processes (StaticInstances), while the real console
+uses the instance service over the fleet's own connections (ServiceInstances).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator, Callable, Mapping, Protocol, Sequence
+
+from console.core.model import NodeSnapshot, NodeSpec, ServePreset
+from console.services.instances import (
+    InstanceError,
+    InstancePoller,
+    InstanceService,
+    InstanceView,
+)
+from console.services.transports import TransportPool
+from console.ui.instance_board import RUNNING
+
+
+def one_line(exc: BaseException | str) -> str:
+    """An error as one readable line (never a traceback)."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+class InstanceSource(Protocol):
+    async def poll(self, node: NodeSpec, snapshot: NodeSnapshot | None, *,
+                   watched: Sequence[str] = ()) -> list[InstanceView]: ...
+
+    async def start(self, node: NodeSpec, preset: ServePreset, *, gpus: Sequence[int],
+                    snapshot: NodeSnapshot | None = None, port: int | None = None, name: str | None = None,
+                    overrides: Mapping[str, str] | None = None,
+                    extra_env: Mapping[str, str] | None = None) -> InstanceView: ...
+
+    async def wait_ready(self, node: NodeSpec, name: str, *, timeout: float,
+                         on_update: Callable[[InstanceView], None] | None = None) -> InstanceView: ...
+
+    async def stop(self, node: NodeSpec, name: str) -> InstanceView: ...
+
+    async def remove(self, node: NodeSpec, name: str) -> None: ...
+
+    def log_lines(self, node: NodeSpec, name: str, *, follow: bool = False,
+                  lines: int | None = None) -> AsyncIterator[str]: ...
+
+    def mark_ready(self, view: InstanceView) -> None: ...
+
+
+class ServiceInstances:
+    """The real thing: InstanceService and its poller on a shared TransportPool."""
+
+    def __init__(self, pool: TransportPool) -> None:
+        self.service = InstanceService(pool)
+        self.poller = InstancePoller(self.service)
+
+    async def poll(self, node, snapshot, *, watched=()):
+        return await self.poller.poll(node, snapshot, watched=watched)
+
+    async def start(self, node, preset, *, gpus, snapshot=None, port=None, name=None, overrides=None,
+                    extra_env=None):
+        return await self.service.start(node, preset, gpus=gpus, snapshot=snapshot, port=port, name=name,
+                                        overrides=overrides, extra_env=extra_env)
+
+    async def wait_ready(self, node, name, *, timeout, on_update=None):
+        return await self.service.wait_ready(node, name, timeout=timeout, on_update=on_update)
+
+    async def stop(self, node, name):
+        return await self.service.stop(node, name)
+
+    async def remove(self, node, name):
+        await self.service.remove(node, name)
+
+    def log_lines(self, node, name, *, follow=False, lines=None):
+        return self.service.log_lines(node, name, follow=follow, lines=lines)
+
+    def mark_ready(self, view):
+        self.poller.mark_ready(view)
+
+
+class StaticInstances:
+    """A fixed instance list per node, and fixed logs (screenshots, snapshot tests, replayed nodes).
+
+    Nothing can be started or stopped: those say so in one line, like a refusal.
+    """
+
+    def __init__(self, views: Sequence[InstanceView] = (), logs: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.views = list(views)
+        self.logs = dict(logs or {})
+        self.polls = 0
+
+    async def poll(self, node, snapshot, *, watched=()):
+        self.polls += 1
+        return [v for v in self.views if v.node == node.name]
+
+    def _refuse(self, node: NodeSpec, what: str):
+        raise InstanceError(f"{node.name}: recorded node: instances cannot be {what} here")
+
+    async def start(self, node, preset, *, gpus, snapshot=None, port=None, name=None, overrides=None,
+                    extra_env=None):
+        self._refuse(node, "started")
+
+    async def wait_ready(self, node, name, *, timeout, on_update=None):
+        view = next((v for v in self.views if v.node == node.name and v.name == name), None)
+        if view is None:
+            raise InstanceError(f"{node.name}: no instance named {name}")
+        return view
+
+    async def stop(self, node, name):
+        self._refuse(node, "stopped")
+
+    async def remove(self, node, name):
+        self._refuse(node, "forgotten")
+
+    async def log_lines(self, node, name, *, follow=False, lines=None):
+        text = self.logs.get(name)
+        if text is None:
+            raise InstanceError(f"{node.name}: no log recorded for {name}")
+        for line in text[-lines:] if lines else text:
+            yield line
+            await asyncio.sleep(0)
+        view = next((v for v in self.views if v.node == node.name and v.name == name), None)
+        if follow and view is not None and view.state in RUNNING:
+            await asyncio.Event().wait()  # a running instance: the log stays open, silent
+
+    def mark_ready(self, view):
+        return None

@@ -1,0 +1,622 @@
+"""A benchmark run or sweep against one instance: progress, live charts, the client's
+output, then vLLM's own result table (and, for a sweep, a table and Pareto charts).
+
+Data flow. One async worker runs the points one after another with
+BenchRunner.run(on_event=...). The callback only posts messages (progress and
+live samples coalesce: a newer one replaces one still queued); their handler
+feeds the event to the session (console/ui/bench_view.py, no Textual) and marks
+the screen dirty. The screen's own clock (4 Hz) redraws what changed. Results
+are stored by a thread worker, like `rocm-console bench run` stores them.
+
+Tests and screenshots drive the same screen without a runner: runner=None and
+feed(event) with recorded or synthetic events.
+
+Keys: x cancels the run (after a confirmation); Esc leaves. A run left this way
+goes on on the node (it runs detached there); `rocm-console bench runs` lists it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from typing import Callable, Mapping, Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.markup import escape
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Log, ProgressBar, Static
+
+from console.core.bench_argv import apply_bench_overrides
+from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
+from console.core.results import run_from_console
+from console.services.bench import (
+    BenchFinished,
+    BenchProgressed,
+    BenchRunError,
+    BenchRunner,
+    BenchStarted,
+    LiveMetricsSampled,
+    RunOutcome,
+    live_summary,
+)
+from console.services.instances import InstanceError, InstanceView
+from console.transport.base import TransportError
+from console.ui import bench_view as bv
+from console.ui.instance_source import one_line
+from console.ui.widgets.metric_plot import MetricPlot
+from console.ui.widgets.pareto_plot import ParetoPlot
+
+REDRAW_INTERVAL = 0.25  # 4 Hz at most
+MAX_LOG_LINES = 2000  # in the Log widget
+
+# (widget id, title, LiveSample attributes and labels, y limits)
+LIVE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], tuple[float, float] | None], ...] = (
+    ("chart-ttft", "TTFT ms", (("ttft_p50", "p50"), ("ttft_p99", "p99")), None),
+    ("chart-itl", "ITL ms", (("itl_p50", "p50"), ("itl_p99", "p99")), None),
+    ("chart-tokens", "Output tok/s", (("output_tok_s", "tok/s"),), None),
+    ("chart-requests", "Requests", (("running", "running"), ("waiting", "waiting")), None),
+    ("chart-kv", "KV cache %", (("kv_cache_pct", "KV %"),), (0.0, 100.0)),
+)
+
+
+class BenchScreen(Screen):
+    """Run `points` (one = a run, several = a sweep) of `preset` against `instance` on `node`.
+
+    fleet: the FleetTelemetry (GPU utilization and power from its ring buffers), or
+    None. runner: a BenchRunner, or None to drive the screen with feed(). store: a
+    ResultStore to keep each result in (None: not stored).
+    """
+
+    DEFAULT_CSS = """
+    BenchScreen { layout: vertical; }
+    BenchScreen #bench-title { height: 2; background: $boost; padding: 0 1; }
+    BenchScreen #bench-banner { display: none; height: auto; max-height: 3; padding: 0 1; }
+    BenchScreen #bench-banner.-failed { display: block; background: $error 30%; color: $text; text-style: bold; }
+    BenchScreen #bench-banner.-ok { display: block; background: $success 20%; color: $text; }
+    BenchScreen #bench-banner.-cancelled { display: block; background: $warning 25%; color: $text; }
+    BenchScreen #bench-progress-row { height: 1; padding: 0 1; }
+    BenchScreen #bench-progress { width: auto; }
+    BenchScreen #bench-progress Bar { width: 32; }
+    BenchScreen #bench-progress-text { width: 1fr; padding: 0 0 0 1; }
+    BenchScreen #bench-live-text { height: 1; padding: 0 1; color: $text-muted; }
+    BenchScreen #bench-charts { grid-size: 4 2; grid-gutter: 0 1; height: 1fr; min-height: 12; }
+    BenchScreen #bench-bottom { height: 14; }
+    BenchScreen.-sweep #bench-bottom { height: 17; }
+    BenchScreen #bench-log { width: 1fr; border: round $panel-lighten-2; border-title-color: $text-muted; }
+    BenchScreen #bench-result { width: 1fr; border: round $panel-lighten-2; padding: 0 1; overflow-y: auto; }
+    BenchScreen #bench-sweep-box { display: none; width: 2fr; }
+    BenchScreen.-sweep #bench-sweep-box { display: block; }
+    BenchScreen.-sweep #bench-result { display: none; }
+    BenchScreen #bench-sweep { height: auto; max-height: 8; border: round $panel-lighten-2; }
+    BenchScreen #bench-pareto { height: 1fr; }
+    BenchScreen.-short #bench-bottom { height: 11; }
+    BenchScreen.-short.-sweep #bench-bottom { height: 13; }
+    BenchScreen.-short #bench-live-text { display: none; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "leave", "Back", id="close-bench"),
+        Binding("x", "cancel_run", "Cancel run", id="cancel-bench"),
+    ]
+
+    class Fed(Message):
+        """An event for the session (from the runner's callback or the worker).
+
+        Progress and live samples of the same run coalesce: the newest replaces
+        one still queued (the screen draws at 4 Hz anyway).
+        """
+
+        def __init__(self, event: object) -> None:
+            super().__init__()
+            self.event = event
+
+        def can_replace(self, message: Message) -> bool:
+            if not isinstance(message, BenchScreen.Fed):
+                return False
+            mine, other = self.event, message.event
+            return (type(mine) is type(other) and isinstance(mine, (BenchProgressed, LiveMetricsSampled))
+                    and mine.run == other.run)  # type: ignore[attr-defined]
+
+    def __init__(
+        self,
+        fleet,
+        node: NodeSpec,
+        instance: InstanceView,
+        preset: BenchPreset,
+        *,
+        runner: BenchRunner | None,
+        store=None,
+        points: Sequence[int | None] = (None,),
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        label: str | None = None,
+        clock: Callable[[], float] = time.time,
+        redraw_interval: float = REDRAW_INTERVAL,
+    ) -> None:
+        super().__init__(id="bench-screen")
+        self.fleet = fleet
+        self.node = node
+        self.instance = instance
+        self.preset = preset
+        self.runner = runner
+        self.store = store
+        self.overrides = dict(overrides or {})
+        self.extra_env = dict(extra_env or {})
+        self.label = label
+        self.clock = clock
+        self.redraw_interval = redraw_interval
+        try:
+            self.effective = apply_bench_overrides(preset, self.overrides)
+            self.config_error: str | None = None
+        except ValueError as exc:
+            self.effective = preset
+            self.config_error = one_line(exc)
+        self.session = bv.BenchSession(list(points) or [None], clock)
+        self.outcomes: list[RunOutcome] = []  # the worker's, in point order (for callers and tests)
+        self.redraws = 0
+        self._dirty = True
+        self._ready = False
+        self._cancel_sent: str | None = None
+        self._drawn: dict[str, object] = {}
+        self._gpu_window: tuple[float | None, float | None] = (None, None)  # agent clock
+        if self.session.sweep:
+            self.add_class("-sweep")
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="bench-title")
+        yield Static(id="bench-banner")
+        with Horizontal(id="bench-progress-row"):
+            yield ProgressBar(total=self.effective.num_prompts or 100, show_eta=False, id="bench-progress")
+            yield Static(id="bench-progress-text")
+        yield Static(id="bench-live-text")
+        with Grid(id="bench-charts"):
+            for widget_id, title, _, ylim in LIVE_CHARTS:
+                yield MetricPlot(title, ylim=ylim, id=widget_id)
+            yield MetricPlot("GPU utilization %", ylim=(0.0, 100.0), id="chart-gpu-util")
+            yield MetricPlot("GPU power W", id="chart-gpu-power")
+            yield MetricPlot("E2E latency ms", id="chart-e2e")
+        with Horizontal(id="bench-bottom"):
+            log = Log(max_lines=MAX_LOG_LINES, id="bench-log")
+            log.border_title = "Client output"
+            yield log
+            yield Static(id="bench-result")
+            with Vertical(id="bench-sweep-box"):
+                table = DataTable(id="bench-sweep", cursor_type="none", zebra_stripes=True)
+                table.can_focus = False
+                table.border_title = "Sweep"
+                table.add_columns(*bv.SWEEP_COLUMNS)
+                yield table
+                with Horizontal(id="bench-pareto"):
+                    yield ParetoPlot("Output tok/s vs median TTFT", "median TTFT ms", id="pareto-ttft")
+                    yield ParetoPlot("Output tok/s vs median ITL", "median ITL ms", id="pareto-itl")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._ready = True
+        self.query_one("#bench-result", Static).border_title = "Result · vLLM's numbers"
+        self.set_interval(self.redraw_interval, self._tick, name="bench-clock")
+        if self.config_error:
+            self.feed(bv.PointFailed(0, f"bench preset {self.preset.name}: {self.config_error}"))
+            self.feed(bv.SweepEnded())
+        elif self.runner is not None:
+            self.run_worker(self._run_points(), name=f"bench:{self.node.name}:{self.instance.name}",
+                            group=f"bench:{self.node.name}:{self.instance.name}", exclusive=True,
+                            exit_on_error=False)
+        self.draw_now()
+
+    # ------------------------------------------------------------ events in
+
+    def feed(self, event: object) -> None:
+        """Apply one event (the service's, or bench_view's own) and mark the screen dirty."""
+        if isinstance(event, BenchStarted):
+            self._gpu_window = (self._agent_now(), None)
+        if self.session.apply(event):
+            self._dirty = True
+        if isinstance(event, BenchFinished):
+            self._gpu_window = (self._gpu_window[0], self._agent_now())
+        elif isinstance(event, bv.PointFailed) and self._gpu_window[0] is not None:
+            self._gpu_window = (self._gpu_window[0], self._agent_now())
+        if isinstance(event, BenchStarted) and self.session.cancel_requested:
+            self._send_cancel()  # x was pressed before the run had a name
+
+    def _post(self, event: object) -> None:
+        self.post_message(self.Fed(event))
+
+    def on_bench_screen_fed(self, message: Fed) -> None:
+        message.stop()
+        self.feed(message.event)
+
+    # ------------------------------------------------------------ the worker (no widgets)
+
+    async def _run_points(self) -> None:
+        runner = self.runner
+        assert runner is not None
+        for index, point in enumerate(self.session.points):
+            if self.session.cancel_requested:
+                break
+            self._post(bv.PointBegan(index, point))
+            try:
+                outcome = await runner.run(self.node, self.instance, self.preset, overrides=self.overrides,
+                                           max_concurrency=point, on_event=self._post,
+                                           extra_env=self.extra_env or None)
+            except (BenchRunError, InstanceError, TransportError) as exc:
+                self._post(bv.PointFailed(index, one_line(exc)))
+                break  # the next point would fail the same way
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never a traceback on the screen
+                self._post(bv.PointFailed(index, f"{type(exc).__name__}: {one_line(exc)}"))
+                break
+            self.outcomes.append(outcome)
+            if self.store is not None and outcome.result_json is not None:
+                try:
+                    context = await self._context(outcome, point)
+                    run = run_from_console(context, outcome.result_json, live_summary(outcome.live),
+                                           setup=self.effective, block=outcome.block, label=self.label)
+                except Exception as exc:
+                    self._post(bv.StoreFailed(index, one_line(exc)))
+                else:
+                    self.run_worker(functools.partial(self._store_run, index, run), thread=True,
+                                    name=f"bench-store:{outcome.run}", group="bench-store", exit_on_error=False)
+            if outcome.cancelled or self.session.cancel_requested:
+                break
+        self._post(bv.SweepEnded())
+
+    def _store_run(self, index: int, run) -> None:
+        """Thread worker: file I/O off the event loop; reports through a message."""
+        try:
+            run_id = self.store.save(run)
+        except Exception as exc:  # disk full, permissions: say so, keep the screen
+            self._post(bv.StoreFailed(index, one_line(exc)))
+        else:
+            self._post(bv.RunStored(index, run_id))
+
+    async def _context(self, outcome: RunOutcome, point: int | None) -> dict:
+        """What `bench run` stores with a result: where it ran and with what."""
+        view = self.instance
+        snap = self._snapshot()
+        statics = [g for g in snap.static if g.index in view.gpus] if snap is not None else []
+        probe = snap.probe if snap is not None else None
+        if not statics and self.runner is not None:
+            try:  # no telemetry for this node (yet): ask it once, like the CLI does
+                from console.services.status import sample_node
+
+                fresh = await sample_node(self.runner.pool, self.node, probe=True)
+                statics = [g for g in fresh.static if g.index in view.gpus]
+                probe = probe or fresh.probe
+            except Exception:
+                pass
+        first = statics[0] if statics else None
+        return {
+            "node": self.node.name,
+            "gpu_model": first.model if first else None,
+            "compute_partition": first.compute_partition if first else None,
+            "memory_partition": first.memory_partition if first else None,
+            "instance": view.name,
+            "serve_preset": view.preset,
+            "serve_args": list(view.argv),
+            "vllm_version": view.version or (probe.vllm if probe else None),
+            "bench_preset": self.preset.name,
+            "client_argv": list(outcome.argv),
+            "gpus": list(view.gpus),
+            "sweep_id": self._sweep_id(),
+            "sweep_point": point,
+        }
+
+    def _sweep_id(self) -> str | None:
+        if not self.session.sweep:
+            return None
+        if not hasattr(self, "_sweep_id_value"):
+            import uuid
+
+            self._sweep_id_value = uuid.uuid4().hex[:8]
+        return self._sweep_id_value
+
+    # ------------------------------------------------------------ GPU telemetry
+
+    def _snapshot(self) -> NodeSnapshot | None:
+        if self.fleet is None:
+            return None
+        try:
+            return self.fleet.snapshot(self.node.name)
+        except KeyError:
+            return None
+
+    def _agent_now(self) -> float | None:
+        snap = self._snapshot()
+        return snap.latest.ts if snap is not None and snap.latest is not None else None
+
+    def _to_console(self, snap: NodeSnapshot | None) -> Callable[[float], float]:
+        """Agent clock -> console clock (the skew is the last frame's: its ts vs when it arrived)."""
+        if snap is None or snap.latest is None or snap.last_sample_ts is None:
+            return lambda t: t
+        skew = snap.latest.ts - snap.last_sample_ts
+        return lambda t: t - skew
+
+    # ------------------------------------------------------------ drawing (the clock)
+
+    def _tick(self) -> None:
+        if getattr(self.app, "paused", False):
+            return
+        snap = self._snapshot()
+        gpu_key = snap.latest.ts if snap is not None and snap.latest is not None else None
+        second = int(self.clock())
+        if not self._dirty and self._drawn.get("gpu") == gpu_key and self._drawn.get("second") == second:
+            return
+        self.draw_now()
+
+    def redraw(self, now: float) -> None:
+        """The console app's clock calls this too: draw only when something changed."""
+        self._tick()
+
+    def draw_now(self) -> None:
+        if not self._ready:
+            return
+        now = self.clock()
+        self._dirty = False
+        self._drawn["second"] = int(now)
+        session = self.session
+        cur = session.current
+        with self.app.batch_update():
+            self._draw_title(now)
+            self._draw_progress(cur, now)
+            self._draw_log()
+            self._draw_live(cur)
+            self._draw_gpu(cur)
+            self._draw_result(cur)
+            if session.sweep:
+                self._draw_sweep()
+        self.redraws += 1
+
+    def _set(self, widget_id: str, content) -> None:
+        """Update a Static only when its text changed."""
+        key = content.plain if isinstance(content, Text) else str(content)
+        if self._drawn.get(widget_id) == key:
+            return
+        self._drawn[widget_id] = key
+        self.query_one(f"#{widget_id}", Static).update(content)
+
+    def _state_word(self) -> tuple[str, str]:
+        s = self.session
+        cur = s.current
+        if s.ended:
+            if cur is not None and cur.phase == "cancelled" or s.cancel_requested:
+                return "cancelled", "$text-warning"
+            if any(not r.ok for r in s.rows) or not s.rows:
+                return "failed" if not s.sweep else "finished with failures", "$text-error"
+            return "finished", "$text-success"
+        if s.cancel_requested:
+            return "cancelling…", "$text-warning"
+        return (cur.phase if cur is not None else "starting"), "$text-accent"
+
+    def _draw_title(self, now: float) -> None:
+        s = self.session
+        cur = s.current
+        word, var = self._state_word()
+        first = f"[b]Benchmark[/b] {escape(self.preset.name)} → [b]{escape(self.instance.name)}[/b] on [b]{escape(self.node.name)}[/b]"
+        if s.sweep:
+            index = cur.index + 1 if cur is not None else 0
+            first += f" · sweep point {index}/{len(s.points)}"
+            if cur is not None:
+                first += f" ({bv.point_text(cur.point)})"
+        if cur is not None and cur.run:
+            first += f" · run {escape(cur.run)}"
+        first += f" · [{var}]{escape(word)}[/]"
+        if getattr(self.app, "paused", False):
+            first += " · [$text-warning]⏸ paused[/]"
+        setup = bv.setup_text(self.effective, s.points, self.node.name, self.instance)
+        self._set("bench-title", first + "\n[dim]" + escape(setup) + "[/dim]")
+        self._draw_banner()
+
+    def _draw_banner(self) -> None:
+        s = self.session
+        banner = self.query_one("#bench-banner", Static)
+        kind, text = "", ""
+        if s.sweep:
+            bad = [r for r in s.rows if not r.ok]
+            if s.ended and s.rows:
+                done = sum(1 for r in s.rows if r.ok)
+                stored = sum(1 for r in s.rows if r.stored_id)
+                text = f"sweep: {done} of {len(s.points)} points ok · {stored} stored"
+                kind = "-ok" if not bad and len(s.rows) == len(s.points) else "-failed"
+                if s.cancel_requested:
+                    kind = "-cancelled"
+            if bad:
+                r = bad[0]
+                text = (text + " · " if text else "") + f"c{r.point or '∞'}: {r.reason}"
+                kind = kind or ("-cancelled" if r.reason == "cancelled" else "-failed")
+        else:
+            cur = s.current
+            if cur is not None and cur.finished:
+                failure = bv.failure_text(cur, s.cancel_requested)
+                if failure:
+                    kind = "-cancelled" if failure == "cancelled" else "-failed"
+                    text = ("✖ " if kind == "-failed" else "■ ") + failure
+                    if failure == "cancelled" and cur.outcome is not None and cur.outcome.result is not None:
+                        text += f" after {int(cur.outcome.result.completed or 0)} completed"
+                else:
+                    text = "✔ every request completed"
+                    kind = "-ok"
+                    if cur.stored_id:
+                        text += f" · stored as {cur.stored_id}"
+        for cls in ("-ok", "-failed", "-cancelled"):
+            banner.set_class(cls == kind, cls)
+        self._set("bench-banner", Text(text))
+
+    def _draw_progress(self, cur: bv.PointState | None, now: float) -> None:
+        bar = self.query_one("#bench-progress", ProgressBar)
+        total = self.effective.num_prompts or None
+        if cur is not None and cur.progress is not None:
+            p = cur.progress
+            if bar.total != p.total:
+                bar.update(total=max(1, p.total))
+            bar.update(progress=p.n)
+        else:
+            bar.update(total=total or 100, progress=0)
+        self._set("bench-progress-text", Text(bv.progress_text(cur, now, total)))
+        self._set("bench-live-text", Text(bv.live_now_text(cur.last_live if cur is not None else None)))
+
+    def _draw_log(self) -> None:
+        pending = self.session.log_pending
+        if not pending:
+            return
+        lines = list(pending)
+        pending.clear()
+        log = self.query_one("#bench-log", Log)
+        log.write_lines(lines)
+        log.border_title = f"Client output · {self.session.log_lines} lines"
+
+    def _draw_live(self, cur: bv.PointState | None) -> None:
+        key = (id(cur), len(cur.live) if cur is not None else 0,
+               cur.live[-1].ts if cur is not None and cur.live else None)
+        if self._drawn.get("live") == key:
+            return
+        self._drawn["live"] = key
+        samples = list(cur.live) if cur is not None else []
+        t0 = cur.started_at if cur is not None and cur.started_at is not None else (
+            samples[0].ts if samples else 0.0)
+        last = samples[-1] if samples else None
+        suffix = " · x: s since start"
+        for widget_id, title, pairs, ylim in LIVE_CHARTS:
+            traces = bv.live_traces(samples, pairs)
+            now_vals = " ".join(f"{label} {bv._num(getattr(last, attr) if last else None, _fmt(attr))}"
+                                for attr, label in pairs)
+            plot = self.query_one(f"#{widget_id}", MetricPlot)
+            plot.replot(traces, now=t0, title=f"{title} · {now_vals}" if last else title + suffix, ylim=ylim)
+        e2e = bv.live_traces(samples, (("e2e_p50", "p50"), ("e2e_p99", "p99")))
+        title = "E2E latency ms"
+        if last is not None:
+            title += f" · p50 {bv._num(last.e2e_p50, '{:.0f}')} p99 {bv._num(last.e2e_p99, '{:.0f}')}"
+        self.query_one("#chart-e2e", MetricPlot).replot(e2e, now=t0, title=title)
+
+    def _draw_gpu(self, cur: bv.PointState | None) -> None:
+        snap = self._snapshot()
+        gpu_key = snap.latest.ts if snap is not None and snap.latest is not None else None
+        key = (gpu_key, id(cur), self._gpu_window)
+        if self._drawn.get("gpu-key") == key:
+            return
+        self._drawn["gpu-key"] = key
+        self._drawn["gpu"] = gpu_key
+        util_plot = self.query_one("#chart-gpu-util", MetricPlot)
+        power_plot = self.query_one("#chart-gpu-power", MetricPlot)
+        if snap is None or not self.instance.gpus:
+            util_plot.replot([], 0.0, "GPU utilization % · no telemetry")
+            power_plot.replot([], 0.0, "GPU power W · no telemetry")
+            return
+        start, end = self._gpu_window
+        if start is None and cur is not None and cur.started_at is not None:
+            start = self._agent_now()  # the fleet had no frame when the run started
+            self._gpu_window = (start, end)
+        since = start - bv.GPU_LEAD_S if start is not None else None
+        to_console = self._to_console(snap)
+        util, power = bv.gpu_traces(snap, self.fleet.series, self.node.name, self.instance.gpus,
+                                    since, end, to_console)
+        t0 = cur.started_at if cur is not None and cur.started_at is not None else (
+            to_console(start) if start is not None else (util.times[-1] if util.times else 0.0))
+        u, p = bv.last_value(util), bv.last_value(power)
+        util_plot.replot([util], t0, f"GPU util % · {util.label} {bv._num(u, '{:.0f}')}%")
+        power_plot.replot([power], t0, f"GPU power W · {power.label} {bv._num(p, '{:.0f}')} W")
+
+    def _draw_result(self, cur: bv.PointState | None) -> None:
+        if self.session.sweep:
+            return
+        if cur is None or not cur.finished:
+            self._set("bench-result", Text("the result table appears when the run ends", style="dim"))
+            return
+        key = ("result", cur.index, cur.stored_id, cur.store_error, cur.phase, id(cur.outcome), cur.error)
+        if self._drawn.get("bench-result") == key:
+            return
+        self._drawn["bench-result"] = key
+        self.query_one("#bench-result", Static).update(bv.result_table(cur, self.session.cancel_requested))
+
+    def _draw_sweep(self) -> None:
+        rows = tuple(self.session.rows)
+        if self._drawn.get("sweep") == rows:
+            return
+        self._drawn["sweep"] = rows
+        table = self.query_one("#bench-sweep", DataTable)
+        table.clear()
+        for row in rows:
+            table.add_row(*bv.sweep_cells(row))
+        table.border_title = f"Sweep · {len(rows)}/{len(self.session.points)} points"
+        self.query_one("#pareto-ttft", ParetoPlot).replot(bv.pareto_points(rows, "median_ttft_ms"))
+        self.query_one("#pareto-itl", ParetoPlot).replot(bv.pareto_points(rows, "median_itl_ms"))
+
+    # ------------------------------------------------------------ keys
+
+    def action_leave(self) -> None:
+        s = self.session
+        cur = s.current
+        if s.running and self.runner is not None:
+            if cur is not None and cur.run and not cur.finished:
+                rest = len(s.points) - cur.index - 1
+                more = f" The sweep's other {rest} point{'s' if rest != 1 else ''} will not start." if rest else ""
+                self.app.notify(
+                    f"{cur.run} goes on on {self.node.name}; the console stops following it.{more} "
+                    f"`rocm-console bench runs --node {self.node.name}` lists it; its result JSON stays in "
+                    "the run's folder on the node.",
+                    title="benchmark left running", timeout=12, markup=False)
+            else:
+                self.app.notify("the benchmark was not started", markup=False)
+        self.app.pop_screen()
+
+    def action_cancel_run(self) -> None:
+        from console.ui.screens.confirm import ConfirmScreen
+
+        s = self.session
+        if not s.running or s.current is None and self.runner is None:
+            self.app.notify("no benchmark is running", markup=False)
+            return
+        if s.cancel_requested:
+            self.app.notify("already cancelling", markup=False)
+            return
+        cur = s.current
+        run = cur.run if cur is not None and cur.run else "the benchmark"
+        rest = len(s.points) - (cur.index + 1 if cur is not None else 0)
+        question = (f"Cancel {run} on {self.node.name}?\nThe client gets SIGINT (then SIGTERM): requests in "
+                    "flight are dropped and no result is written.")
+        if s.sweep and rest:
+            question += f"\nThe sweep's other {rest} point{'s' if rest != 1 else ''} will not run."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.cancel_run()
+
+        self.app.push_screen(ConfirmScreen("Cancel benchmark", question, "Cancel run"), answered)
+
+    def cancel_run(self) -> None:
+        """Stop the client on the node (no confirmation: the key asks first)."""
+        self.session.cancel_requested = True
+        self._dirty = True
+        self._send_cancel()
+
+    def _send_cancel(self) -> None:
+        cur = self.session.current
+        if self.runner is None or cur is None or not cur.run or cur.finished or self._cancel_sent == cur.run:
+            return  # no name yet: feed(BenchStarted) sends it
+        self._cancel_sent = cur.run
+        self.run_worker(self._run_cancel(cur.run), name=f"bench-cancel:{cur.run}", group="bench-cancel",
+                        exit_on_error=False)
+
+    async def _run_cancel(self, run: str) -> None:
+        try:
+            await self.runner.cancel(self.node, run)  # type: ignore[union-attr]
+        except (BenchRunError, InstanceError, TransportError) as exc:
+            self.app.notify(one_line(exc), title=f"cancel {run}: failed", severity="error", markup=False)
+
+
+def _fmt(attr: str) -> str:
+    if attr.startswith("itl"):
+        return "{:.2f}"
+    if attr in ("kv_cache_pct",):
+        return "{:.1f}"
+    if attr in ("output_tok_s", "running", "waiting"):
+        return "{:.0f}"
+    return "{:.1f}"

@@ -1,0 +1,219 @@
+"""Start a benchmark: preset, instance, concurrency (one value, or a list for a sweep),
+preset overrides, client environment, label.
+
+The form is checked by console/ui/bench_form.py (the preset's own checks); a
+problem shows as one line under the fields, nothing typed is lost. The dialog
+starts nothing: it dismisses with a BenchRequest (or None), and the caller
+pushes BenchScreen with it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.markup import escape
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static
+
+from console.core.model import BenchPreset
+from console.services.instances import InstanceView
+from console.ui.bench_form import (
+    BenchRequest,
+    FormError,
+    check_request,
+    instance_prompt,
+    parse_bench_overrides,
+    parse_concurrency,
+    parse_env,
+    parse_label,
+    points_text,
+    preset_prompt,
+)
+from console.ui.bench_view import dataset_text, rate_text
+
+_PLACEHOLDERS = {
+    "bench-concurrency": "blank: the preset's · 8 · or 1,4,16,64 for a sweep",
+    "bench-overrides": "num_prompts=50 request_rate=4 input_len=1024",
+    "bench-env": "KEY=VALUE for the client on the node",
+    "bench-label": "optional, stored with the result",
+}
+
+
+class StartBenchDialog(ModalScreen["BenchRequest | None"]):
+    """presets: the profile's bench presets; instances: the ready instances to choose from.
+
+    instance: (node, name) to preselect (e.g. the selected row); preset: a preset name
+    to preselect (e.g. the last one used).
+    """
+
+    DEFAULT_CSS = """
+    StartBenchDialog { align: center middle; }
+    StartBenchDialog #bench-start-box {
+        width: 100; max-width: 100%; height: auto; max-height: 100%;
+        border: round $accent; border-title-style: bold; background: $surface; padding: 0 1;
+    }
+    StartBenchDialog #bench-start-fields {
+        grid-size: 2; grid-columns: 12 1fr; grid-rows: 1; grid-gutter: 1 1; height: auto; margin: 1 0;
+    }
+    StartBenchDialog.-short #bench-start-fields { grid-gutter: 0 1; margin: 0; }
+    StartBenchDialog #bench-start-fields > Label { color: $text-muted; }
+    StartBenchDialog #bench-start-fields > Input,
+    StartBenchDialog #bench-start-fields > Select > SelectCurrent { background: $panel; }
+    StartBenchDialog #bench-start-fields > Input:focus,
+    StartBenchDialog #bench-start-fields > Select:focus > SelectCurrent { background: $primary 35%; }
+    StartBenchDialog #bench-start-preview { height: auto; }
+    StartBenchDialog #bench-start-error { height: auto; min-height: 1; color: $text-muted; }
+    StartBenchDialog #bench-start-error.-error { color: $text-error; text-style: bold; }
+    StartBenchDialog #bench-start-buttons { height: auto; align-horizontal: right; }
+    StartBenchDialog #bench-start-buttons Button { margin-left: 1; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="cancel-bench-start"),
+        Binding("ctrl+s", "submit", "Run", id="submit-bench-start"),
+    ]
+
+    def __init__(self, presets: Sequence[BenchPreset], instances: Sequence[InstanceView], *,
+                 instance: tuple[str, str] | None = None, preset: str | None = None,
+                 cursor_blink: bool | None = None) -> None:
+        super().__init__(id="bench-start-dialog")
+        self.presets = tuple(presets)
+        self.instances = tuple(instances)
+        names = [p.name for p in self.presets]
+        self.preset_name = preset if preset in names else (names[0] if names else None)
+        keys = [(v.node, v.name) for v in self.instances]
+        self.instance_key = instance if instance in keys else (keys[0] if keys else None)
+        self.cursor_blink = cursor_blink
+
+    # ------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="bench-start-box") as box:
+            box.border_title = "Run a benchmark"
+            box.border_subtitle = "Enter runs · Esc cancels"
+            with Grid(id="bench-start-fields"):
+                yield Label("Preset")
+                yield Select([(Text(preset_prompt(p)), p.name) for p in self.presets],
+                             value=self.preset_name if self.preset_name else Select.BLANK,
+                             allow_blank=not self.presets, id="bench-preset", compact=True)
+                yield Label("Instance")
+                yield Select([(Text(instance_prompt(v)), (v.node, v.name)) for v in self.instances],
+                             value=self.instance_key if self.instance_key else Select.BLANK,
+                             allow_blank=not self.instances, id="bench-instance", compact=True)
+                yield Label("Concurrency")
+                yield Input(placeholder=_PLACEHOLDERS["bench-concurrency"], id="bench-concurrency", compact=True)
+                yield Label("Overrides")
+                yield Input(placeholder=_PLACEHOLDERS["bench-overrides"], id="bench-overrides", compact=True)
+                yield Label("Env")
+                yield Input(placeholder=_PLACEHOLDERS["bench-env"], id="bench-env", compact=True)
+                yield Label("Label")
+                yield Input(placeholder=_PLACEHOLDERS["bench-label"], id="bench-label", compact=True)
+            yield Static(id="bench-start-preview")
+            yield Static(id="bench-start-error")
+            with Horizontal(id="bench-start-buttons"):
+                yield Button("Run", variant="primary", id="bench-start-go")
+                yield Button("Cancel", id="bench-start-cancel")
+
+    def on_mount(self) -> None:
+        blink = self.cursor_blink if self.cursor_blink is not None else getattr(self.app, "cursor_blink", True)
+        for box in self.query(Input):
+            box.cursor_blink = blink
+        self.query_one("#bench-concurrency", Input).focus()
+        if not self.presets:
+            self._show_error("no bench presets in the profile ([bench.NAME] tables)")
+        elif not self.instances:
+            self._show_error("no ready instance to benchmark: start one first (s)")
+        self._refresh_preview()
+
+    # ------------------------------------------------------------ reading the form
+
+    def _value(self, widget_id: str) -> str:
+        return self.query_one(f"#{widget_id}", Input).value
+
+    def _preset(self) -> BenchPreset | None:
+        name = self.query_one("#bench-preset", Select).value
+        return next((p for p in self.presets if p.name == name), None)
+
+    def _instance(self) -> InstanceView | None:
+        key = self.query_one("#bench-instance", Select).value
+        return next((v for v in self.instances if (v.node, v.name) == key), None)
+
+    def read_form(self) -> BenchRequest:
+        """The request the fields describe, or FormError with one line."""
+        preset = self._preset()
+        if preset is None:
+            raise FormError("preset: choose one" if self.presets else "no bench presets in the profile")
+        view = self._instance()
+        if view is None:
+            raise FormError("instance: choose one" if self.instances else "no ready instance to benchmark")
+        concurrency = parse_concurrency(self._value("bench-concurrency"))
+        overrides = parse_bench_overrides(self._value("bench-overrides"))
+        env = parse_env(self._value("bench-env"))
+        label = parse_label(self._value("bench-label"))
+        _, points = check_request(preset, overrides, concurrency)
+        return BenchRequest(view.node, view, preset, points, overrides, env, label)
+
+    def _refresh_preview(self) -> None:
+        preset, view = self._preset(), self._instance()
+        if preset is None or view is None:
+            self.query_one("#bench-start-preview", Static).update("")
+            return
+        try:
+            overrides = parse_bench_overrides(self._value("bench-overrides"))
+            concurrency = parse_concurrency(self._value("bench-concurrency"))
+            effective, points = check_request(preset, overrides, concurrency)
+        except FormError:
+            effective, points = preset, (tuple(preset.max_concurrency) or (None,))
+        what = (f"a sweep of {len(points)} runs (concurrency {points_text(points)})" if len(points) > 1
+                else f"one run at concurrency {points_text(points)}" if points[0] else "one run, no concurrency limit")
+        line = (f"[b]{escape(what)}[/b] · {escape(dataset_text(effective))} · {effective.num_prompts} prompts "
+                f"{'each ' if len(points) > 1 else ''}· {escape(rate_text(effective))}\n"
+                f"against [b]{escape(view.name)}[/b] on {escape(view.node)} "
+                f"({escape(view.served_models[0] if view.served_models else view.model or '?')})"
+                " [dim]· the client runs detached on the node[/dim]")
+        self.query_one("#bench-start-preview", Static).update(line)
+
+    def _show_error(self, message: str) -> None:
+        box = self.query_one("#bench-start-error", Static)
+        box.update(Text(message))
+        box.set_class(bool(message), "-error")
+
+    # ------------------------------------------------------------ events
+
+    @on(Select.Changed)
+    def _select_changed(self, _: Select.Changed) -> None:
+        self._show_error("")
+        self._refresh_preview()
+
+    @on(Input.Changed)
+    def _input_changed(self, _: Input.Changed) -> None:
+        self._show_error("")
+        self._refresh_preview()
+
+    @on(Input.Submitted)
+    def _input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "bench-start-go":
+            self.action_submit()
+        else:
+            self.action_cancel()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def action_submit(self) -> None:
+        try:
+            request = self.read_form()
+        except FormError as exc:
+            self._show_error(str(exc))
+            return
+        self.dismiss(request)

@@ -1,0 +1,248 @@
+"""`i`: every vLLM instance of every node, with its state, stage or failure, GPUs, port, model, uptime."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from console.services.instances import InstanceView
+from console.ui import instance_board as ib
+from console.ui.start_form import gpus_text
+from console.ui.widgets.status_bar import StatusBar
+
+_LEVEL_STYLE = {ib.READY: "green", ib.LOADING: "yellow", ib.FAILED: "bold red", ib.UNMANAGED: "dim",
+                ib.ENDED_LEVEL: "dim"}
+_EMPTY = ("No vLLM instances yet. Press [b]s[/b] to start one; on the fleet screen, mark GPUs "
+          "with [b]space[/b] first and press [b]s[/b] there.")
+COLUMNS = ("Node", "Name", "State", "Stage / reason", "GPUs", "Port", "Up", "Model")
+_CAPS = {"Name": 30, "Stage / reason": 26}  # longer values are cut (the line below the table has them whole)
+_MODEL_MIN = 14
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def uptime(view: InstanceView, now: float) -> str:
+    if view.state not in ib.ACTIVE or not view.started:
+        return ""
+    s = max(0, int(now - view.started))
+    if s >= 86400:
+        return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s"
+
+
+def gpu_ranges(gpus: tuple[int, ...]) -> str:
+    """(0, 1, 2, 3, 6) -> '0-3,6'."""
+    out: list[str] = []
+    run: list[int] = []
+    for g in sorted(gpus):
+        if run and g == run[-1] + 1:
+            run.append(g)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+        run = [g]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+    return ",".join(out) or "-"
+
+
+def row_texts(view: InstanceView, now: float) -> tuple[str, ...]:
+    """The cells of one instance as plain text, in COLUMNS order."""
+    return (view.node, view.name, f"{ib.glyph(view)} {view.state.value}", ib.short_detail(view),
+            gpu_ranges(view.gpus), str(view.port or "-"), uptime(view, now), view.model or "")
+
+
+def fit_rows(rows: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
+    """Cut long names and reasons, then the model column to what is left of `width`."""
+    rows = [tuple(_cut(t, _CAPS[c]) if c in _CAPS else t for c, t in zip(COLUMNS, r)) for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(COLUMNS)]
+    used = sum(w + 2 for w in widths[:-1]) + 2 + 2  # cell padding, the model's padding, a scrollbar
+    model_width = max(_MODEL_MIN, width - used)
+    return [r[:-1] + (_cut(r[-1], model_width),) for r in rows]
+
+
+def styled(view: InstanceView, texts: tuple[str, ...]) -> tuple[Text, ...]:
+    level = ib.level(view)
+    cells = [Text(t) for t in texts]  # Text: names and reasons are not markup
+    cells[2].stylize(_LEVEL_STYLE.get(level, ""))
+    if level == ib.FAILED:
+        cells[3].stylize("red")
+    elif level == ib.LOADING:
+        cells[3].stylize("yellow")
+    return tuple(cells)
+
+
+class InstancesScreen(Screen):
+    BINDINGS = [
+        # priority: the table's own Enter would hide this one from the footer
+        Binding("enter", "open_log", "Log", id="open-log", priority=True),
+        Binding("l", "open_log", "Log", show=False, id="instance-log"),
+        Binding("s", "start_instance", "Start", id="start-instance"),
+        Binding("x", "stop_instance", "Stop", id="stop-instance"),
+        Binding("d", "forget_instance", "Forget ended", show=False, id="forget-instance"),
+        Binding("escape,backspace", "back", "Back", id="close-instances"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="instances-screen")
+        self._drawn: tuple | None = None
+        self._keys: list[tuple[str, str]] = []
+        self._ready = False
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status-bar")
+        yield Static(id="instances-title")
+        table = DataTable(id="instances-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        yield table
+        yield Static(id="instances-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._ready = True
+        self.query_one(DataTable).focus()
+        self.redraw(self.app.clock())  # type: ignore[attr-defined]
+
+    def on_screen_resume(self) -> None:
+        self.set_class(getattr(self.app, "paused", False), "-paused")
+        if self._ready and not getattr(self.app, "paused", False):
+            self.redraw(self.app.clock())  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------ drawing
+
+    @property
+    def board(self) -> ib.InstanceBoard:
+        return self.app.board  # type: ignore[attr-defined]
+
+    def redraw(self, now: float) -> None:
+        if not self._ready:
+            return
+        app = self.app
+        self.query_one(StatusBar).show(app.fleet.snapshots(), app.sampling_interval)  # type: ignore[attr-defined]
+        views = self.board.views()
+        rows = tuple(fit_rows([row_texts(v, now) for v in views], self.size.width))
+        title = self._title(views)
+        key = (rows, title)
+        if key != self._drawn:
+            self._drawn = key
+            self.query_one("#instances-title", Static).update(title)
+            self._fill(views, rows)
+        self._show_detail()
+
+    def _title(self, views: list[InstanceView]) -> str:
+        counts: dict[str, int] = {}
+        for v in views:
+            counts[ib.level(v)] = counts.get(ib.level(v), 0) + 1
+        nodes = len({v.node for v in views})
+        parts = [f" [b]vLLM instances[/b] {len(views)} on {nodes} node{'s' if nodes != 1 else ''}"]
+        for level, var in ((ib.READY, "$text-success"), (ib.LOADING, "$text-warning"),
+                           (ib.FAILED, "$text-error"), (ib.UNMANAGED, "$text-muted"), (ib.ENDED_LEVEL, "$text-muted")):
+            if counts.get(level):
+                parts.append(f"[{var}]{counts[level]} {level}[/]")
+        board = self.board
+        fleet = self.app.fleet  # type: ignore[attr-defined]
+        for node in fleet.node_names:
+            if node in board.errors:
+                parts.append(f"[$text-error]{escape(board.errors[node])}[/]")
+            elif node not in board.polled_once:
+                parts.append(f"[i]{escape(node)}: not read yet[/i]")
+            elif fleet.snapshot(node).health.value in ("down", "stale"):
+                parts.append(f"[$text-warning]{escape(node)} {fleet.snapshot(node).health.value}: last known[/]")
+        return " · ".join(parts)
+
+    def _fill(self, views: list[InstanceView], rows: tuple) -> None:
+        table = self.query_one(DataTable)
+        current = self.selected_key
+        table.clear()
+        self._keys = [(v.node, v.name) for v in views]
+        for view, texts in zip(views, rows):
+            table.add_row(*styled(view, texts), key=f"{view.node}\0{view.name}")
+        if current in self._keys:
+            table.move_cursor(row=self._keys.index(current), animate=False)
+        if not views:
+            self.query_one("#instances-detail", Static).update(_EMPTY)
+
+    def _show_detail(self) -> None:
+        view = self.selected
+        if view is None:
+            if self._keys:
+                self.query_one("#instances-detail", Static).update("")
+            return
+        lines = [f"[b]{escape(view.name)}[/b] on {escape(view.node)}: {escape(ib.detail(view))}"]
+        facts = []
+        if view.preset:
+            facts.append(f"preset {view.preset}")
+        if view.pid:
+            facts.append(f"pid {view.pid}")
+        if view.version:
+            facts.append(f"vLLM {view.version}")
+        if view.exit_code is not None:
+            facts.append(f"exit code {view.exit_code}")
+        if view.exit_signal:
+            facts.append(f"signal {view.exit_signal}")
+        if facts:
+            lines.append("[dim]" + escape(" · ".join(facts)) + "[/dim]")
+        self.query_one("#instances-detail", Static).update("\n".join(lines))
+
+    def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    # ------------------------------------------------------------ selection
+
+    @property
+    def selected_key(self) -> tuple[str, str] | None:
+        table = self.query_one(DataTable)
+        if not self._keys or table.cursor_row is None or not 0 <= table.cursor_row < len(self._keys):
+            return None
+        return self._keys[table.cursor_row]
+
+    @property
+    def selected(self) -> InstanceView | None:
+        key = self.selected_key
+        return self.board.find(*key) if key else None
+
+    def select(self, node: str, name: str) -> bool:
+        if (node, name) not in self._keys:
+            return False
+        self.query_one(DataTable).move_cursor(row=self._keys.index((node, name)), animate=False)
+        return True
+
+    # ------------------------------------------------------------ keys
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_open_log(self) -> None:
+        view = self.selected
+        if view is not None:
+            self.app.open_log(view.node, view.name)  # type: ignore[attr-defined]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_log()
+
+    def action_stop_instance(self) -> None:
+        view = self.selected
+        if view is None:
+            self.app.notify("no instance selected", markup=False)
+            return
+        self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
+
+    def action_forget_instance(self) -> None:
+        view = self.selected
+        if view is not None:
+            self.app.confirm_forget(view.node, view.name)  # type: ignore[attr-defined]
+
+    def action_start_instance(self) -> None:
+        view = self.selected
+        node = view.node if view is not None else None
+        self.app.open_start_dialog(node)  # type: ignore[attr-defined]
+

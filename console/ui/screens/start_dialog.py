@@ -1,0 +1,298 @@
+"""Start a serve preset on chosen GPUs: preset, GPUs, port, name, overrides, environment.
+
+The form is checked here (console/ui/start_form.py); the serve rules by the
+instance service, in a worker, while the dialog stays open: a refusal shows as
+one line under the fields (and as a toast), so nothing typed is lost.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.markup import escape
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static
+
+from console.core.model import ServePreset
+from console.services.instances import InstanceError, InstanceView
+from console.transport.base import TransportError
+from console.ui import format as fmt
+from console.ui.instance_source import one_line
+from console.ui.start_form import (
+    FormError,
+    StartRequest,
+    default_preset,
+    free_gpus,
+    gpus_text,
+    override_tp,
+    parse_gpus,
+    parse_name,
+    parse_pairs,
+    parse_port,
+    preset_prompt,
+)
+
+_PLACEHOLDERS = {
+    "start-gpus": "e.g. 0,1 or 0-3 · blank: the first free ones",
+    "start-port": "blank: the preset's, or the first free from 8000",
+    "start-overrides": "max_model_len=4096 gpu_memory_utilization=0.9",
+    "start-env": "VLLM_USE_TRITON_FLASH_ATTN=0 (HF_TOKEN comes from your environment)",
+}
+
+
+class StartDialog(ModalScreen["InstanceView | None"]):
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="cancel-start"),
+        Binding("ctrl+s", "submit", "Start", id="submit-start"),
+    ]
+
+    class Refused(Message):
+        def __init__(self, reason: str) -> None:
+            super().__init__()
+            self.reason = reason
+
+    class Accepted(Message):
+        def __init__(self, view: InstanceView, preset: str) -> None:
+            super().__init__()
+            self.view = view
+            self.preset = preset
+
+    def __init__(self, node: str, gpus: tuple[int, ...] = (), preset: str | None = None) -> None:
+        super().__init__(id="start-dialog")
+        self.node = node
+        self.gpus = gpus
+        self.preset_name = preset
+        self.busy = False
+
+    # ------------------------------------------------------------ layout
+
+    @property
+    def presets(self) -> tuple[ServePreset, ...]:
+        return self.app.profile.serve_presets  # type: ignore[attr-defined]
+
+    def compose(self) -> ComposeResult:
+        app = self.app
+        nodes = app.fleet.node_names  # type: ignore[attr-defined]
+        snap = app.fleet.snapshot(self.node)  # type: ignore[attr-defined]
+        modes = {g.compute_partition for g in snap.static if g.index in self.gpus}
+        preset = self.preset_name or default_preset(self.presets, len(self.gpus or (1,)),
+                                                    app.last_preset,  # type: ignore[attr-defined]
+                                                    modes.pop() if len(modes) == 1 else None)
+        with Vertical(id="start-box") as box:
+            box.border_title = "Start a vLLM instance"
+            box.border_subtitle = "Enter starts · Esc cancels"
+            with Grid(id="start-fields"):
+                yield Label("Node")
+                yield Select([(n, n) for n in nodes], value=self.node, allow_blank=False, id="start-node",
+                             compact=True)
+                yield Label("Preset")
+                yield Select([(Text(preset_prompt(p)), p.name) for p in self.presets], value=preset,
+                             allow_blank=False, id="start-preset", compact=True)
+                yield Label("GPUs")
+                yield Input(gpus_text(self.gpus), placeholder=_PLACEHOLDERS["start-gpus"], id="start-gpus",
+                            compact=True)
+                yield Label("Port")
+                yield Input(placeholder=_PLACEHOLDERS["start-port"], id="start-port", compact=True)
+                yield Label("Name")
+                yield Input(placeholder=self._default_name(), id="start-name", compact=True)
+                yield Label("Overrides")
+                yield Input(placeholder=_PLACEHOLDERS["start-overrides"], id="start-overrides", compact=True)
+                yield Label("Env")
+                yield Input(placeholder=_PLACEHOLDERS["start-env"], id="start-env", compact=True)
+            yield Static(id="start-preview")
+            yield Static(id="start-error")
+            with Horizontal(id="start-buttons"):
+                yield Button("Start", variant="primary", id="start-go")
+                yield Button("Cancel", id="start-cancel")
+
+    def on_mount(self) -> None:
+        blink = getattr(self.app, "cursor_blink", True)
+        for box in self.query(Input):
+            box.cursor_blink = blink
+        # Enter in the GPUs field starts: mark GPUs, s, Enter. Shift+Tab reaches the preset.
+        self.query_one("#start-gpus", Input).focus()
+        self._refresh_preview()
+
+    # ------------------------------------------------------------ reading the form
+
+    def _value(self, widget_id: str) -> str:
+        return self.query_one(f"#{widget_id}", Input).value
+
+    def _preset(self) -> ServePreset | None:
+        name = self.query_one("#start-preset", Select).value
+        return next((p for p in self.presets if p.name == name), None)
+
+    def _node(self) -> str:
+        value = self.query_one("#start-node", Select).value
+        return value if isinstance(value, str) else self.node
+
+    def _known_gpus(self, node: str) -> list[int]:
+        snap = self.app.fleet.snapshot(node)  # type: ignore[attr-defined]
+        return [g.index for g in snap.static]
+
+    def _busy(self, node: str) -> set[int]:
+        """GPUs an instance holds, or any other process (the telemetry's process list)."""
+        busy = set(self.app.board.busy_gpus(node))  # type: ignore[attr-defined]
+        latest = self.app.fleet.snapshot(node).latest  # type: ignore[attr-defined]
+        if latest is not None:
+            busy |= {g.index for g in latest.gpus if g.processes}
+        return busy
+
+    def _default_name(self) -> str:
+        return "blank: <preset>-g<GPUs>"
+
+    def read_form(self) -> tuple[StartRequest, ServePreset]:
+        """The request the fields describe, or FormError with one line."""
+        preset = self._preset()
+        if preset is None:
+            raise FormError("preset: choose one")
+        node = self._node()
+        known = self._known_gpus(node)
+        gpus = parse_gpus(self._value("start-gpus"), known)
+        overrides = parse_pairs(self._value("start-overrides"), "overrides")
+        env = parse_pairs(self._value("start-env"), "env")
+        port = parse_port(self._value("start-port"))
+        name = parse_name(self._value("start-name"))
+        if not gpus:
+            tp = override_tp(preset, overrides)
+            if not known:
+                raise FormError(f"GPUs: {node} has not reported its GPUs yet: give them (e.g. 0)")
+            busy = self._busy(node)
+            chosen = free_gpus(known, busy, tp)
+            if chosen is None:
+                free = len([g for g in known if g not in busy])
+                raise FormError(f"GPUs: TP {tp} needs {tp} free GPU{'s' if tp != 1 else ''}, {node} has {free}")
+            gpus = chosen
+        return StartRequest(node, preset.name, gpus, port, name, overrides, env), preset
+
+    def _refresh_preview(self) -> None:
+        """What will run where, and early warnings (the service has the last word)."""
+        preset = self._preset()
+        node = self._node()
+        if preset is None:
+            self.query_one("#start-preview", Static).update("")
+            return
+        try:
+            tp = override_tp(preset, parse_pairs(self._value("start-overrides"), "overrides"))
+        except FormError:
+            tp = preset.tp
+        try:
+            gpus = parse_gpus(self._value("start-gpus"))
+        except FormError:
+            gpus = ()
+        snap = self.app.fleet.snapshot(node)  # type: ignore[attr-defined]
+        line = f"[b]{escape(preset.model)}[/b] · TP {tp} on {escape(node)}"
+        if gpus:
+            parts = sorted({fmt.partition_text(g.compute_partition, g.memory_partition)
+                            for g in snap.static if g.index in gpus})
+            line += f" · GPU{'s' if len(gpus) > 1 else ''} {gpus_text(gpus)}"
+            if parts:
+                line += f" ({' '.join(parts)})"
+        else:
+            line += " · the first free GPUs"
+        if self.app.fleet.spec(node).simulate is not None:  # type: ignore[attr-defined]
+            line += " [dim]· simulated vLLM[/dim]"
+        elif snap.probe is not None:
+            line += f" [dim]· vLLM {escape(snap.probe.vllm or 'not found')} on the node[/dim]"
+        warnings = []
+        if gpus and len(gpus) != tp:
+            warnings.append(f"TP {tp} needs {tp} GPU{'s' if tp != 1 else ''}, {len(gpus)} given")
+        serving = self.app.board.busy_gpus(node)  # type: ignore[attr-defined]
+        taken = [g for g in gpus if g in serving]
+        if taken:
+            warnings.append(f"GPU {gpus_text(taken)} already serve{'s' if len(taken) == 1 else ''} an instance")
+        others = [g for g in gpus if g in self._busy(node) and g not in serving]
+        if others:
+            warnings.append(f"GPU {gpus_text(others)}: another process uses {'it' if len(others) == 1 else 'them'}")
+        for warning in warnings:
+            line += f"\n[$text-warning]⚠ {escape(warning)}[/]"
+        self.query_one("#start-preview", Static).update(line)
+
+    def _show_error(self, message: str, kind: str = "error") -> None:
+        box = self.query_one("#start-error", Static)
+        box.update(Text(message))
+        box.set_class(kind == "error" and bool(message), "-error")
+        box.set_class(kind == "busy", "-busy")
+
+    # ------------------------------------------------------------ events
+
+    @on(Select.Changed)
+    def _select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "start-node" and event.value != self.node:
+            # Another node: the selected GPU numbers meant the first node's GPUs.
+            self.node = event.value  # type: ignore[assignment]
+            self.query_one("#start-gpus", Input).value = ""
+        self._show_error("")
+        self._refresh_preview()
+
+    @on(Input.Changed)
+    def _input_changed(self, event: Input.Changed) -> None:
+        if not self.busy:
+            self._show_error("")
+        self._refresh_preview()
+
+    @on(Input.Submitted)
+    def _input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_submit()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "start-go":
+            self.action_submit()
+        else:
+            self.action_cancel()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def action_submit(self) -> None:
+        if self.busy:
+            return
+        try:
+            request, preset = self.read_form()
+        except FormError as exc:
+            self._show_error(str(exc))
+            return
+        self.busy = True
+        button = self.query_one("#start-go", Button)
+        button.disabled = True
+        button.label = "Starting…"
+        self._show_error(f"starting {preset.name} on {request.node} GPU {gpus_text(request.gpus)}…", "busy")
+        self.run_worker(self._run_start(request, preset), name="start-dialog", group="start-dialog",
+                        exclusive=True, exit_on_error=False)
+
+    async def _run_start(self, request: StartRequest, preset: ServePreset) -> None:
+        app = self.app
+        try:
+            view = await app.instances.start(  # type: ignore[attr-defined]
+                app.fleet.spec(request.node), preset, gpus=request.gpus,  # type: ignore[attr-defined]
+                snapshot=app.fleet.snapshot(request.node), port=request.port,  # type: ignore[attr-defined]
+                name=request.name, overrides=request.overrides, extra_env=request.env)
+        except (InstanceError, TransportError) as exc:
+            self.post_message(self.Refused(one_line(exc)))
+        except Exception as exc:  # never a traceback in the dialog
+            self.post_message(self.Refused(f"{request.node}: {type(exc).__name__}: {one_line(exc)}"))
+        else:
+            self.post_message(self.Accepted(view, preset.name))
+
+    def on_start_dialog_refused(self, message: Refused) -> None:
+        self.busy = False
+        button = self.query_one("#start-go", Button)
+        button.disabled = False
+        button.label = "Start"
+        self._show_error(message.reason)
+        self.app.notify(message.reason, title="start refused", severity="error", timeout=10, markup=False)
+
+    def on_start_dialog_accepted(self, message: Accepted) -> None:
+        app = self.app
+        app.last_preset = message.preset  # type: ignore[attr-defined]
+        app.follow_start(message.view)  # type: ignore[attr-defined]
+        view = message.view
+        app.notify(f"{view.name} on {view.node}: GPU {gpus_text(view.gpus)}, port {view.port}",
+                   title="vLLM starting", markup=False)
+        self.dismiss(view)

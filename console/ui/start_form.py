@@ -1,0 +1,154 @@
+"""The start dialog's fields as text -> a start request, or one readable line saying what is wrong.
+
+Pure (no Textual). Only the form is checked here (syntax, GPUs that exist); the
+serve rules (TP = GPU count, CPX needs TP 1, GPUs and ports free) are the
+instance service's, so the dialog and `serve start` refuse with the same words.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Collection, Iterable, Sequence
+
+from console.core.model import ServePreset
+from console.services.instances import NAME_RE
+
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_KEY_RE = re.compile(r"-{0,2}[A-Za-z0-9][A-Za-z0-9_-]*\Z")
+_RANGE_RE = re.compile(r"(\d+)\s*-\s*(\d+)\Z")
+
+
+class FormError(ValueError):
+    """One line for the dialog: which field, what is wrong, what would do."""
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    node: str
+    preset: str
+    gpus: tuple[int, ...] = ()  # empty: the first free GPUs, as many as the preset's TP
+    port: int | None = None  # None: the preset's, or the first free from 8000
+    name: str | None = None  # None: preset-gGPUS
+    overrides: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def gpus_text(gpus: Iterable[int]) -> str:
+    """'0,1,2,3' (the form the GPUs field takes back)."""
+    return ",".join(str(g) for g in gpus)
+
+
+def parse_gpus(text: str, known: Collection[int] = ()) -> tuple[int, ...]:
+    """'0,1' / '0 1' / '0-3' -> GPU indexes; `known` (the node's GPUs) when the node reported them."""
+    gpus: list[int] = []
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        if part.isdigit():
+            gpus.append(int(part))
+            continue
+        m = _RANGE_RE.match(part)
+        if m and int(m.group(1)) <= int(m.group(2)):
+            gpus.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+            continue
+        raise FormError(f"GPUs: {part!r} is not a GPU index (e.g. 0,1 or 0-3; blank picks free ones)")
+    seen: set[int] = set()
+    for gpu in gpus:
+        if gpu in seen:
+            raise FormError(f"GPUs: GPU {gpu} is given twice")
+        seen.add(gpu)
+    if known:
+        missing = [g for g in gpus if g not in known]
+        if missing:
+            raise FormError(f"GPUs: no GPU {missing[0]} on this node (it has {_span(known)})")
+    return tuple(gpus)
+
+
+def _span(known: Collection[int]) -> str:
+    ordered = sorted(known)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}-{ordered[-1]}" if len(ordered) > 1 else f"only {ordered[0]}"
+    return gpus_text(ordered)
+
+
+def parse_port(text: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise FormError(f"port: {text!r} is not a port number (1-65535; blank picks a free one)")
+    return int(text)
+
+
+def parse_name(text: str) -> str | None:
+    text = text.strip()
+    if not text:
+        return None
+    if not NAME_RE.match(text):
+        raise FormError(f"name: {text!r} is not a valid name (letters, digits, . _ -, at most 64)")
+    return text
+
+
+def parse_pairs(text: str, what: str) -> dict[str, str]:
+    """'max_model_len=4096 gpu_memory_utilization=0.9' (shell quoting allowed) -> a dict."""
+    try:
+        items = shlex.split(text)
+    except ValueError as exc:
+        raise FormError(f"{what}: {exc}") from None
+    out: dict[str, str] = {}
+    example = "max_model_len=4096" if what == "overrides" else "VLLM_USE_V1=1"
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise FormError(f"{what}: {item!r} is not KEY=VALUE (e.g. {example})")
+        if what == "env" and not _ENV_NAME_RE.match(key):
+            raise FormError(f"env: {key!r} is not an environment variable name")
+        if what == "overrides":
+            if not _KEY_RE.match(key):
+                raise FormError(f"overrides: {key!r} is not a vLLM flag name (e.g. {example})")
+            if value == "":
+                raise FormError(f"overrides: {key} has no value (use {key}=false to drop the flag)")
+        out[key] = value
+    return out
+
+
+def override_tp(preset: ServePreset, overrides: dict[str, str]) -> int:
+    """The TP a start will use: the preset's, unless overridden (tp=2, tensor_parallel_size=2)."""
+    for key, value in overrides.items():
+        if key.lstrip("-").replace("-", "_") in ("tp", "tensor_parallel_size"):
+            if not value.strip().isdigit() or int(value) < 1:
+                raise FormError(f"overrides: {key}={value!r}: the tensor-parallel size is a whole number ≥ 1")
+            return int(value)
+    return preset.tp
+
+
+def free_gpus(indexes: Iterable[int], busy: Collection[int], count: int) -> tuple[int, ...] | None:
+    """The first `count` GPUs not busy, or None if there are not enough."""
+    free = [g for g in sorted(indexes) if g not in busy]
+    return tuple(free[:count]) if len(free) >= count else None
+
+
+def preset_prompt(preset: ServePreset) -> str:
+    """What the preset list shows: 'tiny — tiny-llama · TP 1'."""
+    extra = " · docker" if preset.runtime == "docker" else ""
+    return f"{preset.name} — {preset.model} · TP {preset.tp}{extra}"
+
+
+def default_preset(presets: Sequence[ServePreset], gpu_count: int, last: str | None = None,
+                   partition: str | None = None) -> str | None:
+    """The last one used if any, else the first whose TP fits the selected GPUs (one named
+    for their partition mode first, e.g. '...-cpx' on CPX GPUs), else the first."""
+    names = [p.name for p in presets]
+    if last in names:
+        return last
+    fitting = [p for p in presets if gpu_count and p.tp == gpu_count]
+    mode = (partition or "").lower()
+    for p in fitting:
+        if mode and mode != "spx" and mode in p.name.lower().replace("_", "-").split("-"):
+            return p.name
+    if fitting:
+        return fitting[0].name
+    return names[0] if names else None
