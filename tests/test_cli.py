@@ -31,6 +31,14 @@ simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", seed = 11 }}
     return path
 
 
+def free_port() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -75,14 +83,15 @@ def test_unknown_node_and_bad_flags(profile):
 
 
 def test_serve_lifecycle_on_the_simulator(profile):
-    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "3", "--port", "18931",
+    port = free_port()
+    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "3", "--port", port,
                 "--name", "t", "--wait", "--timeout", "60")
     try:
         assert start.returncode == 0, start.stdout + start.stderr
         assert "t: ready" in start.stdout
         listing = run("serve", "list", "--profile", str(profile), "--json")
         [inst] = [i for i in json.loads(listing.stdout)["instances"] if i["name"] == "t"]
-        assert inst["state"] == "ready" and inst["gpus"] == [3] and inst["port"] == 18931
+        assert inst["state"] == "ready" and inst["gpus"] == [3] and inst["port"] == int(port)
         logs = run("serve", "logs", "t", "--profile", str(profile), "--lines", "50")
         assert "Application startup complete." in logs.stdout
         status = json.loads(run("status", "--profile", str(profile), "--json", "--no-probe").stdout)
@@ -99,7 +108,7 @@ def test_serve_lifecycle_on_the_simulator(profile):
 
 def test_bench_run_and_sweep_store_results(profile, tmp_path):
     env = {"ROCM_CONSOLE_DATA_DIR": str(tmp_path / "data")}
-    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "2", "--port", "18932",
+    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "2", "--port", free_port(),
                 "--name", "b", "--wait", "--timeout", "60")
     assert start.returncode == 0, start.stderr
     try:

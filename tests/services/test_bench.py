@@ -22,6 +22,14 @@ from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 TINY_SERVE = ServePreset(name="tiny", model="tiny-llama")
 TINY_BENCH = BenchPreset(name="tiny", dataset="random", input_len=64, output_len=64, num_prompts=40,
                          max_concurrency=(4,), ignore_eos=True, percentile_metrics="ttft,tpot,itl,e2el")
@@ -59,7 +67,7 @@ async def start_instance(pool, node, port, name):
 async def test_run_with_progress_live_metrics_and_stored_result(sim_node, tmp_path):
     node = sim_node("b1")
     pool = TransportPool()
-    svc, view = await start_instance(pool, node, 18611, "b1")
+    svc, view = await start_instance(pool, node, free_port(), "b1")
     events = []
     try:
         outcome = await BenchRunner(pool).run(node, view, TINY_BENCH, max_concurrency=4, on_event=events.append)
@@ -88,7 +96,7 @@ async def test_dropped_link_mid_run_still_collects_the_result(sim_node):
     node = sim_node("b2")
     transport = DroppingTransport("b2")
     pool = TransportPool(lambda n: transport)
-    svc, view = await start_instance(pool, node, 18612, "b2")
+    svc, view = await start_instance(pool, node, free_port(), "b2")
     try:
         outcome = await BenchRunner(pool).run(node, view, TINY_BENCH, max_concurrency=4)
     finally:
@@ -102,7 +110,7 @@ async def test_dropped_link_mid_run_still_collects_the_result(sim_node):
 async def test_requests_failing_is_a_failed_run(sim_node):
     node = sim_node("b3")
     pool = TransportPool()
-    svc, view = await start_instance(pool, node, 18613, "b3")
+    svc, view = await start_instance(pool, node, free_port(), "b3")
     runner = BenchRunner(pool)
     slow = BenchPreset(name="slow", dataset="random", input_len=64, output_len=512, num_prompts=60,
                        max_concurrency=(2,), ignore_eos=True)

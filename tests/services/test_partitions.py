@@ -57,7 +57,7 @@ async def test_refused_while_an_instance_runs(sim_node, svc, tmp_path):
     node = sim_node("busy")
     instances = svc.instances
     snap = await sample_node(svc.pool, node)
-    await instances.start(node, TINY, gpus=[2], snapshot=snap, port=18777, name="on-two")
+    await instances.start(node, TINY, gpus=[2], snapshot=snap, port=0 or None, name="on-two")
     try:
         await instances.wait_ready(node, "on-two", timeout=60)
         snap = await sample_node(svc.pool, node)
