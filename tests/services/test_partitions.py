@@ -15,6 +15,14 @@ from console.services.transports import TransportPool
 TINY = ServePreset(name="tiny", model="tiny-llama", tp=1)
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(autouse=True)
 def fast(monkeypatch):
     monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
@@ -57,7 +65,7 @@ async def test_refused_while_an_instance_runs(sim_node, svc, tmp_path):
     node = sim_node("busy")
     instances = svc.instances
     snap = await sample_node(svc.pool, node)
-    await instances.start(node, TINY, gpus=[2], snapshot=snap, port=0 or None, name="on-two")
+    await instances.start(node, TINY, gpus=[2], snapshot=snap, port=free_port(), name="on-two")
     try:
         await instances.wait_ready(node, "on-two", timeout=60)
         snap = await sample_node(svc.pool, node)
