@@ -69,6 +69,7 @@ class ConsoleApp(App[int]):
         Binding("plus,equals_sign", "sample_faster", "Faster", show=False, id="sample-faster", group=_SAMPLING),
         Binding("minus", "sample_slower", "Slower", show=False, id="sample-slower", group=_SAMPLING),
         Binding("i", "instances", "Instances", id="instances"),
+        Binding("h", "history", "Results", show=False, id="history"),
         Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
     ]
 
@@ -355,6 +356,24 @@ class ConsoleApp(App[int]):
         screen = LogScreen(node, name)
         screen.set_class(self.paused, "-paused")
         self.push_screen(screen)
+
+    def open_partition_dialog(self, node: str, logical_gpus: Sequence[int] = ()) -> None:
+        from console.ui.screens.partition import PartitionScreen
+
+        self.push_screen(PartitionScreen.for_selection(self.fleet, node, logical_gpus,
+                                                       presets=self.profile.serve_presets))
+
+    def on_start_preset_requested(self, message) -> None:
+        # The partition dialog offers the CPX preset for the GPUs it just created.
+        self.open_start_dialog(message.node, message.gpus, message.preset_name)
+
+    def action_history(self) -> None:
+        from console.ui.screens.history import HistoryScreen
+
+        if isinstance(self.screen, HistoryScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(HistoryScreen())
 
     def action_instances(self) -> None:
         from console.ui.screens.instances import InstancesScreen

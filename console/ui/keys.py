@@ -26,6 +26,9 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from console.ui.screens.instances import InstancesScreen
     from console.ui.screens.log_viewer import LogScreen
     from console.ui.screens.start_dialog import StartDialog
+    from console.ui.screens.compare import CompareScreen
+    from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
+    from console.ui.screens.partition import PartitionScreen, ReloadConfirm
     from console.ui.widgets.gpu_table import GpuTable
 
     def own(cls) -> list[Binding]:
@@ -41,6 +44,10 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
         ("log", own(LogScreen)),
         ("start", own(StartDialog)),
         ("confirm", own(ConfirmScreen)),
+        ("partition", own(PartitionScreen) + own(ReloadConfirm)),
+        ("results", own(HistoryScreen) + own(RunDetailScreen)),
+        ("prompts", own(ImportPrompt) + own(ExportPrompt)),
+        ("compare", own(CompareScreen)),
         ("help", own(HelpScreen)),
     ]
 

@@ -15,9 +15,15 @@ from console.ui.widgets.gpu_table import GpuTable
 
 from .conftest import wait_for
 
+from console.ui.screens.compare import CompareScreen  # noqa: E402
+from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen  # noqa: E402
+from console.ui.screens.partition import PartitionScreen, ReloadConfirm  # noqa: E402
+
 _OWNERS = {"everywhere": [ConsoleApp], "fleet": [FleetScreen, GpuTable], "detail": [DetailScreen],
            "instances": [InstancesScreen], "log": [LogScreen], "start": [StartDialog],
-           "confirm": [ConfirmScreen], "help": [HelpScreen]}
+           "confirm": [ConfirmScreen], "help": [HelpScreen],
+           "partition": [PartitionScreen, ReloadConfirm], "results": [HistoryScreen, RunDetailScreen],
+           "prompts": [ImportPrompt, ExportPrompt], "compare": [CompareScreen]}
 
 
 def test_binding_ids_are_unique_kebab_case_and_actions_exist():

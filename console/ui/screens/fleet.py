@@ -24,6 +24,7 @@ class FleetScreen(Screen):
         Binding("s", "start_instance", "Start vLLM", id="start-instance"),
         Binding("l", "open_log", "vLLM log", show=False, id="instance-log"),
         Binding("x", "stop_instance", "Stop vLLM", show=False, id="stop-instance"),
+        Binding("P", "partition", "Partition", show=False, id="partition"),
     ]
 
     def __init__(self, view: FleetView) -> None:
@@ -149,6 +150,16 @@ class FleetScreen(Screen):
         view = self._cursor_instance("stop")
         if view is not None:
             self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
+
+    def action_partition(self) -> None:
+        """P: switch partition modes of the marked GPUs' physical GPUs (none marked: the whole node)."""
+        node, gpus = self.table.selection
+        if node is None:
+            row = self.table.cursor_row
+            if row is None:
+                return
+            node, gpus = row.node, ()
+        self.app.open_partition_dialog(node, gpus)  # type: ignore[attr-defined]
 
     def action_restart_node(self) -> None:
         row = self.table.cursor_row

@@ -178,7 +178,7 @@ class ImportPrompt(ModalScreen["str | None"]):
     """Dismisses with the typed paths (files, folders, globs), or None."""
 
     DEFAULT_CSS = _PROMPT_CSS.format(cls="ImportPrompt")
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="history-import-cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="import-cancel")]
 
     def __init__(self, value: str = "") -> None:
         super().__init__(id="history-import-prompt")
@@ -228,9 +228,9 @@ class ExportPrompt(ModalScreen["tuple[str, str] | None"]):
 
     DEFAULT_CSS = _PROMPT_CSS.format(cls="ExportPrompt")
     BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="history-export-cancel"),
+        Binding("escape", "cancel", "Cancel", id="export-cancel"),
         # Enter writes from the format choice too (a RadioSet would take it to toggle).
-        Binding("enter", "submit", "Export", show=False, priority=True, id="history-export-go"),
+        Binding("enter", "submit", "Export", show=False, priority=True, id="export-go"),
     ]
 
     def __init__(self, count: int, fmt: str = "csv", path: str | None = None) -> None:

@@ -186,9 +186,9 @@ class ReloadConfirm(ModalScreen[bool]):
     """
 
     BINDINGS = [
-        Binding("y", "answer(True)", "Reload and switch", id="partition-reload-yes"),
-        Binding("n,escape", "answer(False)", "Cancel", id="partition-reload-no"),
-        Binding("left,right", "switch_button", "Switch button", show=False, id="partition-reload-switch"),
+        Binding("y", "answer(True)", "Reload and switch", id="reload-yes"),
+        Binding("n,escape", "answer(False)", "Cancel", id="reload-no"),
+        Binding("left,right", "switch_button", "Switch button", show=False, id="reload-switch"),
     ]
 
     def __init__(self, node: str, change: str) -> None:
@@ -274,8 +274,8 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
 
     BINDINGS = [
         Binding("escape", "close", "Cancel", id="partition-cancel"),
-        Binding("ctrl+s", "confirm", "Switch", id="partition-confirm"),
-        Binding("s", "start_preset", "Start preset", show=False, id="partition-start-preset"),
+        Binding("ctrl+s", "confirm", "Switch", id="partition-go"),
+        Binding("s", "start_preset", "Start preset", show=False, id="offer-preset"),
     ]
 
     # states
