@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 
+from console.core.bench_argv import apply_bench_overrides
 from console.core.model import NodeSpec, Profile
 from console.core.results import StoredRun, run_from_console, run_to_dict
 from console.core.status_view import fmt_num
@@ -186,7 +187,8 @@ async def _run_points(args, profile: Profile, points: list[int | None]) -> int:
                 context = await _context(pool, node, view, preset.name, outcome.argv)
                 context.update(sweep_id=sweep_id, sweep_point=point)
                 run = run_from_console(context, outcome.result_json, live_summary(outcome.live),
-                                       setup=preset, block=outcome.block, label=args.label)
+                                       setup=apply_bench_overrides(preset, overrides), block=outcome.block,
+                                       label=args.label)
                 run_id = store.save(run)
                 stored.append(store.get(run_id))
                 if not args.json:

@@ -285,7 +285,8 @@ class BenchRunner:
         rec = next((json.loads(l) for l in listing.stdout.splitlines()
                     if l.startswith("{") and json.loads(l).get("name") == run), {})
         exit_code = rec.get("exit_code")
-        cancelled = rec.get("exit_signal") in (2, 15) or (rec.get("spec") or {}).get("cancelled", False)
+        # SIGINT/SIGTERM as a signal, or as Python's exit codes for them (130, 143)
+        cancelled = rec.get("exit_signal") in (2, 15) or exit_code in (130, 143)
         folder = f"{cmd.state_dir}/runs/{run}"
         read = await transport.run(["cat", f"{folder}/{RESULT_FILE}"], timeout=60)
         result_json, result = None, None

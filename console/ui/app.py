@@ -357,6 +357,32 @@ class ConsoleApp(App[int]):
         screen.set_class(self.paused, "-paused")
         self.push_screen(screen)
 
+    def open_bench_dialog(self, instance: InstanceView | None = None) -> None:
+        """b: pick a benchmark preset for a ready instance, then watch it on the bench screen."""
+        from console.services.bench import BenchRunner
+        from console.services.results import ResultStore
+        from console.ui.screens.bench import BenchScreen
+        from console.ui.screens.bench_start import StartBenchDialog
+
+        ready = [v for v in self.board.views() if v.state == InstanceState.READY and v.port]
+        if not ready:
+            self.notify("no ready vLLM instance to benchmark (s starts one)", markup=False)
+            return
+        if not self.profile.bench_presets:
+            self.notify("no benchmark presets in the profile ([bench.NAME] tables)", severity="warning",
+                        markup=False)
+            return
+        key = (instance.node, instance.name) if instance is not None else None
+
+        def chosen(request) -> None:
+            if request is not None:
+                self.push_screen(BenchScreen.from_request(
+                    request, fleet=self.fleet, runner=BenchRunner(self.fleet.pool), store=ResultStore(),
+                    clock=self.clock))
+
+        self.push_screen(StartBenchDialog(self.profile.bench_presets, ready, instance=key,
+                                          cursor_blink=self.cursor_blink), chosen)
+
     def open_partition_dialog(self, node: str, logical_gpus: Sequence[int] = ()) -> None:
         from console.ui.screens.partition import PartitionScreen
 

@@ -11,16 +11,30 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from console.core.bench_argv import apply_bench_overrides, build_bench_argv, sweep_points
+from console.core.bench_argv import (
+    apply_bench_overrides,
+    build_bench_argv,
+    sweep_points,
+)
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
-from console.ui.bench_view import MAX_SWEEP_POINTS, dataset_text
+from console.ui.bench_view import MAX_SWEEP_POINTS, dataset_text, gpu_ranges
 from console.ui.start_form import FormError, parse_pairs
 
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
 
-__all__ = ["BenchRequest", "FormError", "check_request", "parse_bench_overrides", "parse_concurrency",
-           "preset_prompt", "instance_prompt", "points_text", "parse_label", "parse_env"]
+__all__ = [
+    "BenchRequest",
+    "FormError",
+    "check_request",
+    "instance_prompt",
+    "parse_bench_overrides",
+    "parse_concurrency",
+    "parse_env",
+    "parse_label",
+    "points_text",
+    "preset_prompt",
+]
 
 
 @dataclass(frozen=True)
@@ -103,7 +117,7 @@ def check_request(preset: BenchPreset, overrides: dict[str, str], concurrency: t
 
 
 def _strip_set(message: str) -> str:
-    return message[len("--set "):] if message.startswith("--set ") else message
+    return message.removeprefix("--set ")
 
 
 def points_text(points: Sequence[int | None]) -> str:
@@ -118,7 +132,7 @@ def preset_prompt(preset: BenchPreset) -> str:
 
 
 def instance_prompt(view: InstanceView) -> str:
-    """'b1 on sim-a — tiny-llama · GPU 1 · port 18611'."""
+    """'b1 on sim-a · GPU 1 · port 18611 — tiny-llama'."""
     model = view.served_models[0] if view.served_models else (view.model or "?")
-    gpus = ",".join(map(str, view.gpus)) or "?"
-    return f"{view.name} on {view.node} — {model} · GPU {gpus} · port {view.port or '?'}"
+    gpus = f"GPU{'s' if len(view.gpus) > 1 else ''} {gpu_ranges(view.gpus)}"
+    return f"{view.name} on {view.node} · {gpus} · port {view.port or '?'} — {model}"

@@ -36,6 +36,7 @@ from console.ui.charts import Trace
 MAX_LIVE_POINTS = 3600  # an hour at the poller's 1 Hz
 MAX_PENDING_LOG = 2000  # client lines waiting for the next redraw
 MAX_SWEEP_POINTS = 64
+MAX_LOG_LINE = 400  # characters of one client line (a Namespace(...) line runs to thousands)
 GPU_LEAD_S = 10.0  # GPU charts start this long before the run: idle -> load is visible
 
 
@@ -172,10 +173,6 @@ class BenchSession:
     def running(self) -> bool:
         return not self.ended
 
-    @property
-    def cancelled(self) -> bool:
-        return self.cancel_requested or any(r.reason == "cancelled" for r in self.rows)
-
     def _for(self, run: str) -> PointState | None:
         cur = self.current
         if cur is None or cur.finished:
@@ -198,7 +195,7 @@ class BenchSession:
             cur.finished_at = self.clock()
             self._add_row(cur)
             return True
-        if isinstance(event, RunStored) or isinstance(event, StoreFailed):
+        if isinstance(event, (RunStored, StoreFailed)):
             return self._stored(event)
         if isinstance(event, SweepEnded):
             self.ended = True
@@ -235,7 +232,8 @@ class BenchSession:
         if isinstance(event, BenchLogLine):
             if parse_progress(event.text) is not None:
                 return False  # tqdm redraws: the progress bar shows them
-            self.log_pending.append(event.text.rstrip())
+            text = event.text.rstrip()
+            self.log_pending.append(text if len(text) <= MAX_LOG_LINE else text[: MAX_LOG_LINE - 1] + "…")
             self.log_lines += 1
             return True
         if isinstance(event, BenchFinished):
@@ -297,22 +295,57 @@ def dataset_text(preset: BenchPreset) -> str:
     return preset.dataset
 
 
+def gpu_ranges(gpus: Sequence[int]) -> str:
+    """(0, 1, 2, 3, 6) -> '0-3,6'."""
+    out: list[str] = []
+    run: list[int] = []
+    for g in sorted(gpus):
+        if run and g == run[-1] + 1:
+            run.append(g)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+        run = [g]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+    return ",".join(out) or "?"
+
+
 def instance_text(view: InstanceView) -> str:
-    gpus = ",".join(map(str, view.gpus)) or "?"
+    """'amd/Llama-3.1-70B-Instruct-FP8-KV on GPUs 0-3, port 8000'."""
     model = view.served_models[0] if view.served_models else view.model
-    parts = [f"GPU {gpus}" if len(view.gpus) <= 1 else f"GPUs {gpus}"]
+    where = f"GPU{'s' if len(view.gpus) > 1 else ''} {gpu_ranges(view.gpus)}"
     if view.port:
-        parts.append(f"port {view.port}")
-    return f"{view.name} ({model or '?'} · {' · '.join(parts)})"
+        where += f", port {view.port}"
+    return f"{model or '?'} on {where}"
 
 
-def setup_text(preset: BenchPreset, points: Sequence[int | None], node: str, view: InstanceView) -> str:
-    """'tiny · random 64/64 · 40 prompts · concurrency 4 · rate inf · on sim-a: b1 (tiny-llama · GPU 1 · port 8000)'."""
+def setup_text(preset: BenchPreset, points: Sequence[int | None], view: InstanceView) -> str:
+    """'random 64/64 · 40 prompts · concurrency 4 · rate inf · vllm bench serve · tiny-llama on GPU 1, port 8000'."""
     conc = (f"concurrency {','.join(str(p) if p else '∞' for p in points)}" if len(points) > 1
             else point_text(points[0] if points else None))
     client = "benchmark_serving.py" if preset.client == "benchmark_serving" else "vllm bench serve"
-    return (f"{preset.name} · {dataset_text(preset)} · {preset.num_prompts} prompts · {conc} · "
-            f"{rate_text(preset)} · {client} · on {node}: {instance_text(view)}")
+    each = " each" if len(points) > 1 else ""
+    return (f"{dataset_text(preset)} · {preset.num_prompts} prompts{each} · {conc} · "
+            f"{rate_text(preset)} · {client} · {instance_text(view)}")
+
+
+def compact(value: float | None, na: str = "–") -> str:
+    """A number in few characters: 0.42, 24.6, 2480, 27.8k."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return na
+    v = abs(value)
+    if v == 0:
+        return "0"
+    if v >= 100_000:
+        return f"{value / 1000:.0f}k"
+    if v >= 10_000:
+        return f"{value / 1000:.1f}k"
+    if v >= 100:
+        return f"{value:.0f}"
+    if v >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
 
 
 def progress_text(state: PointState | None, now: float, total_hint: int | None = None) -> str:
@@ -341,10 +374,11 @@ def progress_text(state: PointState | None, now: float, total_hint: int | None =
     return " · ".join(parts)
 
 
-def live_now_text(sample: LiveSample | None) -> str:
+def live_now_text(sample: LiveSample | None, final: bool = False) -> str:
+    """The server's last /metrics sample in one line (windowed percentiles)."""
     if sample is None:
-        return "server metrics: no sample yet"
-    return (f"server now: TTFT p50 {_num(sample.ttft_p50)} ms · ITL p50 {_num(sample.itl_p50, '{:.2f}')} ms · "
+        return "server /metrics: no sample yet · charts: x = seconds since the run started"
+    return (f"{'server, last sample' if final else 'server now'}: TTFT p50 {_num(sample.ttft_p50)} ms · ITL p50 {_num(sample.itl_p50, '{:.2f}')} ms · "
             f"{_num(sample.output_tok_s, '{:.0f}')} tok/s · running {_num(sample.running, '{:.0f}')} · "
             f"waiting {_num(sample.waiting, '{:.0f}')} · KV {_num(sample.kv_cache_pct, '{:.1f}')}%")
 
@@ -429,7 +463,7 @@ def result_table(state: PointState, cancelled: bool = False) -> Table:
     return grid
 
 
-SWEEP_COLUMNS = ("conc.", "out tok/s", "TTFT med", "ITL med", "ITL p99", "failed", "stored")
+SWEEP_COLUMNS = ("conc", "tok/s", "TTFT", "ITL", "ITL p99", "failed", "stored as")  # latencies: ms, median
 
 
 def sweep_cells(row: SweepRow) -> tuple[Text, ...]:
@@ -441,10 +475,9 @@ def sweep_cells(row: SweepRow) -> tuple[Text, ...]:
                   style="bold red" if row.failed else "")
     stored = Text(row.stored_id or ("" if row.ok else (row.reason or "failed")),
                   style="" if row.stored_id else ("red" if not row.ok else "dim"))
-    return (Text(conc), Text(_num(row.output_tok_s), justify="right"),
-            Text(_num(row.median_ttft_ms, "{:.2f}"), justify="right"),
-            Text(_num(row.median_itl_ms, "{:.2f}"), justify="right"),
-            Text(_num(row.p99_itl_ms, "{:.2f}"), justify="right"), failed, stored)
+    return (Text(conc), Text(_num(row.output_tok_s, "{:.0f}"), justify="right"),
+            Text(compact(row.median_ttft_ms), justify="right"), Text(compact(row.median_itl_ms), justify="right"),
+            Text(compact(row.p99_itl_ms), justify="right"), failed, stored)
 
 
 # ---------------------------------------------------------------- chart data
@@ -540,8 +573,8 @@ def gpu_traces(snapshot: NodeSnapshot | None, series, node: str, gpus: Sequence[
     power = [read(g, "power_w") for g in power_sources]
     ut, uv = _combine(util, lambda xs: sum(xs) / len(xs)) if util else ([], [])
     pt, pv = _combine(power, sum) if power else ([], [])
-    ulabel = f"GPU {gpus[0]}" if len(gpus) == 1 else f"mean of {len(gpus)} GPUs"
-    plabel = f"GPU {gpus[0]}" if len(gpus) == 1 else f"sum of {len(power_sources)} GPUs"
+    ulabel = f"GPU {gpus[0]}" if len(gpus) == 1 else f"{len(gpus)} GPUs"  # their mean
+    plabel = f"GPU {gpus[0]}" if len(gpus) == 1 else f"{len(power_sources)} GPUs"  # their sum
     return Trace(ulabel, ut, uv), Trace(plabel, pt, pv)
 
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from console.core.model import GpuStatic, NodeSnapshot
-from console.core.series import RingSeries
+from console.core.series import BlockSeries, RingSeries
 from console.ui.format import MIB_PER_GIB
 
-SeriesLookup = Callable[[str, int, str], "RingSeries | None"]
+SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class ChartSet:
     note: str = ""
 
 
-def _trace(series: RingSeries | None, label: str, scale: float = 1.0) -> Trace:
+def _trace(series: RingSeries | BlockSeries | None, label: str, scale: float = 1.0) -> Trace:
     if series is None:
         return Trace(label, [], [])
     times, values = [], []

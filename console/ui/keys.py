@@ -26,6 +26,8 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from console.ui.screens.instances import InstancesScreen
     from console.ui.screens.log_viewer import LogScreen
     from console.ui.screens.start_dialog import StartDialog
+    from console.ui.screens.bench import BenchScreen
+    from console.ui.screens.bench_start import StartBenchDialog
     from console.ui.screens.compare import CompareScreen
     from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
     from console.ui.screens.partition import PartitionScreen, ReloadConfirm
@@ -44,6 +46,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
         ("log", own(LogScreen)),
         ("start", own(StartDialog)),
         ("confirm", own(ConfirmScreen)),
+        ("benchmark", own(BenchScreen) + own(StartBenchDialog)),
         ("partition", own(PartitionScreen) + own(ReloadConfirm)),
         ("results", own(HistoryScreen) + own(RunDetailScreen)),
         ("prompts", own(ImportPrompt) + own(ExportPrompt)),

@@ -15,6 +15,8 @@ from console.ui.widgets.gpu_table import GpuTable
 
 from .conftest import wait_for
 
+from console.ui.screens.bench import BenchScreen  # noqa: E402
+from console.ui.screens.bench_start import StartBenchDialog  # noqa: E402
 from console.ui.screens.compare import CompareScreen  # noqa: E402
 from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen  # noqa: E402
 from console.ui.screens.partition import PartitionScreen, ReloadConfirm  # noqa: E402
@@ -22,7 +24,7 @@ from console.ui.screens.partition import PartitionScreen, ReloadConfirm  # noqa:
 _OWNERS = {"everywhere": [ConsoleApp], "fleet": [FleetScreen, GpuTable], "detail": [DetailScreen],
            "instances": [InstancesScreen], "log": [LogScreen], "start": [StartDialog],
            "confirm": [ConfirmScreen], "help": [HelpScreen],
-           "partition": [PartitionScreen, ReloadConfirm], "results": [HistoryScreen, RunDetailScreen],
+           "benchmark": [BenchScreen, StartBenchDialog], "partition": [PartitionScreen, ReloadConfirm], "results": [HistoryScreen, RunDetailScreen],
            "prompts": [ImportPrompt, ExportPrompt], "compare": [CompareScreen]}
 
 

@@ -18,6 +18,7 @@ goes on on the node (it runs detached there); `rocm-console bench runs` lists it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from typing import Callable, Mapping, Sequence
@@ -48,20 +49,33 @@ from console.services.instances import InstanceError, InstanceView
 from console.transport.base import TransportError
 from console.ui import bench_view as bv
 from console.ui.instance_source import one_line
-from console.ui.widgets.metric_plot import MetricPlot
-from console.ui.widgets.pareto_plot import ParetoPlot
+from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
 
 REDRAW_INTERVAL = 0.25  # 4 Hz at most
 MAX_LOG_LINES = 2000  # in the Log widget
 
-# (widget id, title, LiveSample attributes and labels, y limits)
-LIVE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], tuple[float, float] | None], ...] = (
-    ("chart-ttft", "TTFT ms", (("ttft_p50", "p50"), ("ttft_p99", "p99")), None),
-    ("chart-itl", "ITL ms", (("itl_p50", "p50"), ("itl_p99", "p99")), None),
-    ("chart-tokens", "Output tok/s", (("output_tok_s", "tok/s"),), None),
-    ("chart-requests", "Requests", (("running", "running"), ("waiting", "waiting")), None),
-    ("chart-kv", "KV cache %", (("kv_cache_pct", "KV %"),), (0.0, 100.0)),
+# (widget id, title, LiveSample attributes and legend labels, unit of the values in the title, y limits)
+LIVE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], str, tuple[float, float] | None], ...] = (
+    ("chart-ttft", "TTFT", (("ttft_p50", "p50"), ("ttft_p99", "p99")), " ms", None),
+    ("chart-itl", "ITL", (("itl_p50", "p50"), ("itl_p99", "p99")), " ms", None),
+    ("chart-tokens", "Output", (("output_tok_s", ""),), " tok/s", None),
+    ("chart-requests", "", (("running", "running"), ("waiting", "waiting")), "", None),
+    ("chart-kv", "KV cache", (("kv_cache_pct", ""),), "%", (0.0, 100.0)),
+    ("chart-e2e", "E2E", (("e2e_p50", "p50"), ("e2e_p99", "p99")), " ms", None),
 )
+# Titles before the first sample.
+_EMPTY_TITLES = {"chart-ttft": "TTFT ms", "chart-itl": "ITL ms", "chart-tokens": "Output tok/s",
+                 "chart-requests": "Requests running · waiting", "chart-kv": "KV cache %", "chart-e2e": "E2E ms"}
+
+
+def chart_title(title: str, pairs: Sequence[tuple[str, str]], unit: str, sample) -> str:
+    """'TTFT p50 2480 · p99 5210 ms', 'Output 2167 tok/s', 'running 64 · waiting 0'."""
+    def value(attr: str) -> str:
+        v = getattr(sample, attr)
+        return bv._num(v, "{:.0f}") if attr in ("running", "waiting") else bv.compact(v)
+
+    values = " · ".join(f"{label} {value(attr)}".strip() for attr, label in pairs)
+    return f"{title} {values}{unit}".strip()
 
 
 class BenchScreen(Screen):
@@ -74,7 +88,8 @@ class BenchScreen(Screen):
 
     DEFAULT_CSS = """
     BenchScreen { layout: vertical; }
-    BenchScreen #bench-title { height: 2; background: $boost; padding: 0 1; }
+    BenchScreen #bench-title { height: 2; background: $boost; padding: 0 1; text-wrap: nowrap;
+                               text-overflow: ellipsis; }
     BenchScreen #bench-banner { display: none; height: auto; max-height: 3; padding: 0 1; }
     BenchScreen #bench-banner.-failed { display: block; background: $error 30%; color: $text; text-style: bold; }
     BenchScreen #bench-banner.-ok { display: block; background: $success 20%; color: $text; }
@@ -84,20 +99,30 @@ class BenchScreen(Screen):
     BenchScreen #bench-progress Bar { width: 32; }
     BenchScreen #bench-progress-text { width: 1fr; padding: 0 0 0 1; }
     BenchScreen #bench-live-text { height: 1; padding: 0 1; color: $text-muted; }
-    BenchScreen #bench-charts { grid-size: 4 2; grid-gutter: 0 1; height: 1fr; min-height: 12; }
+    BenchScreen #bench-charts { grid-size: 4 2; grid-gutter: 0 1; height: 1fr; min-height: 10; }
     BenchScreen #bench-bottom { height: 14; }
     BenchScreen.-sweep #bench-bottom { height: 17; }
-    BenchScreen #bench-log { width: 1fr; border: round $panel-lighten-2; border-title-color: $text-muted; }
-    BenchScreen #bench-result { width: 1fr; border: round $panel-lighten-2; padding: 0 1; overflow-y: auto; }
+    BenchScreen #bench-log { width: 1fr; border: round $panel-lighten-2; border-title-color: $text-muted;
+                             overflow: auto auto; }
+    BenchScreen #bench-result { width: 1fr; height: 100%; border: round $panel-lighten-2; padding: 0 1;
+                                border-title-color: $text-muted; overflow-y: auto; }
     BenchScreen #bench-sweep-box { display: none; width: 2fr; }
     BenchScreen.-sweep #bench-sweep-box { display: block; }
     BenchScreen.-sweep #bench-result { display: none; }
-    BenchScreen #bench-sweep { height: auto; max-height: 8; border: round $panel-lighten-2; }
+    BenchScreen #bench-sweep { height: auto; max-height: 8; border: round $panel-lighten-2; overflow-x: hidden; }
     BenchScreen #bench-pareto { height: 1fr; }
-    BenchScreen.-short #bench-bottom { height: 11; }
-    BenchScreen.-short.-sweep #bench-bottom { height: 13; }
+    BenchScreen.-short #bench-bottom { height: 10; }
+    BenchScreen.-short.-sweep #bench-bottom { height: 11; }
     BenchScreen.-short #bench-live-text { display: none; }
+    BenchScreen.-short #bench-banner { max-height: 1; }
+    BenchScreen.-short #bench-charts { grid-size: 4 1; min-height: 7; }
+    BenchScreen.-short #chart-requests, BenchScreen.-short #chart-kv,
+    BenchScreen.-short #chart-gpu-power, BenchScreen.-short #chart-e2e { display: none; }
     """
+
+    # Its own breakpoints, so the layout fits wherever the screen is hosted: below 32 rows
+    # one row of charts (TTFT, ITL, tok/s, GPU util) and a lower bottom pane.
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
 
     BINDINGS = [
         Binding("escape", "leave", "Back", id="close-bench"),
@@ -173,15 +198,17 @@ class BenchScreen(Screen):
         yield Static(id="bench-title")
         yield Static(id="bench-banner")
         with Horizontal(id="bench-progress-row"):
-            yield ProgressBar(total=self.effective.num_prompts or 100, show_eta=False, id="bench-progress")
+            yield ProgressBar(total=self.effective.num_prompts or 100, show_eta=False, show_percentage=False,
+                              id="bench-progress")
             yield Static(id="bench-progress-text")
         yield Static(id="bench-live-text")
         with Grid(id="bench-charts"):
-            for widget_id, title, _, ylim in LIVE_CHARTS:
-                yield MetricPlot(title, ylim=ylim, id=widget_id)
-            yield MetricPlot("GPU utilization %", ylim=(0.0, 100.0), id="chart-gpu-util")
-            yield MetricPlot("GPU power W", id="chart-gpu-power")
-            yield MetricPlot("E2E latency ms", id="chart-e2e")
+            for widget_id, _, _, _, ylim in LIVE_CHARTS[:5]:
+                yield LivePlot(_EMPTY_TITLES[widget_id], ylim=ylim, id=widget_id)
+            yield LivePlot("GPU util %", ylim=(0.0, 100.0), id="chart-gpu-util")
+            yield LivePlot("GPU power W", id="chart-gpu-power")
+            widget_id, _, _, _, ylim = LIVE_CHARTS[5]
+            yield LivePlot(_EMPTY_TITLES[widget_id], ylim=ylim, id=widget_id)
         with Horizontal(id="bench-bottom"):
             log = Log(max_lines=MAX_LOG_LINES, id="bench-log")
             log.border_title = "Client output"
@@ -225,6 +252,8 @@ class BenchScreen(Screen):
             self._gpu_window = (self._gpu_window[0], self._agent_now())
         if isinstance(event, BenchStarted) and self.session.cancel_requested:
             self._send_cancel()  # x was pressed before the run had a name
+        if isinstance(event, bv.SweepEnded) and self.is_mounted:
+            self.refresh_bindings()  # x: nothing left to cancel
 
     def _post(self, event: object) -> None:
         self.post_message(self.Fed(event))
@@ -232,6 +261,19 @@ class BenchScreen(Screen):
     def on_bench_screen_fed(self, message: Fed) -> None:
         message.stop()
         self.feed(message.event)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_run" and (not self.session.running or self.session.cancel_requested):
+            return None  # shown dimmed: nothing to cancel
+        return True
+
+    @classmethod
+    def from_request(cls, request, *, fleet, runner: BenchRunner | None, store=None,
+                     clock: Callable[[], float] = time.time) -> "BenchScreen":
+        """The screen for what StartBenchDialog returned (a bench_form.BenchRequest)."""
+        return cls(fleet, fleet.spec(request.node), request.instance, request.preset, runner=runner, store=store,
+                   points=list(request.points), overrides=request.overrides, extra_env=request.extra_env,
+                   label=request.label, clock=clock)
 
     # ------------------------------------------------------------ the worker (no widgets)
 
@@ -254,10 +296,9 @@ class BenchScreen(Screen):
             except Exception as exc:  # never a traceback on the screen
                 self._post(bv.PointFailed(index, f"{type(exc).__name__}: {one_line(exc)}"))
                 break
-            self.outcomes.append(outcome)
             if self.store is not None and outcome.result_json is not None:
                 try:
-                    context = await self._context(outcome, point)
+                    context = await self._run_context(outcome, point)
                     run = run_from_console(context, outcome.result_json, live_summary(outcome.live),
                                            setup=self.effective, block=outcome.block, label=self.label)
                 except Exception as exc:
@@ -265,6 +306,7 @@ class BenchScreen(Screen):
                 else:
                     self.run_worker(functools.partial(self._store_run, index, run), thread=True,
                                     name=f"bench-store:{outcome.run}", group="bench-store", exit_on_error=False)
+            self.outcomes.append(dataclasses.replace(outcome, live=()))  # bounded: the series went to the store
             if outcome.cancelled or self.session.cancel_requested:
                 break
         self._post(bv.SweepEnded())
@@ -278,7 +320,7 @@ class BenchScreen(Screen):
         else:
             self._post(bv.RunStored(index, run_id))
 
-    async def _context(self, outcome: RunOutcome, point: int | None) -> dict:
+    async def _run_context(self, outcome: RunOutcome, point: int | None) -> dict:
         """What `bench run` stores with a result: where it ran and with what."""
         view = self.instance
         snap = self._snapshot()
@@ -400,19 +442,20 @@ class BenchScreen(Screen):
         s = self.session
         cur = s.current
         word, var = self._state_word()
-        first = f"[b]Benchmark[/b] {escape(self.preset.name)} → [b]{escape(self.instance.name)}[/b] on [b]{escape(self.node.name)}[/b]"
+        first = (f"[b]Benchmark[/b] {escape(self.preset.name)} → [b]{escape(self.instance.name)}[/b] "
+                 f"on [b]{escape(self.node.name)}[/b]")
         if s.sweep:
             index = cur.index + 1 if cur is not None else 0
-            first += f" · sweep point {index}/{len(s.points)}"
+            first += f" · point {index}/{len(s.points)}"
             if cur is not None:
-                first += f" ({bv.point_text(cur.point)})"
-        if cur is not None and cur.run:
-            first += f" · run {escape(cur.run)}"
+                first += f" (c{cur.point or '∞'})"
         first += f" · [{var}]{escape(word)}[/]"
         if getattr(self.app, "paused", False):
             first += " · [$text-warning]⏸ paused[/]"
-        setup = bv.setup_text(self.effective, s.points, self.node.name, self.instance)
-        self._set("bench-title", first + "\n[dim]" + escape(setup) + "[/dim]")
+        second = bv.setup_text(self.effective, s.points, self.instance)
+        if cur is not None and cur.run:
+            second += f" · run {cur.run}"
+        self._set("bench-title", first + "\n[dim]" + escape(second) + "[/dim]")
         self._draw_banner()
 
     def _draw_banner(self) -> None:
@@ -461,7 +504,8 @@ class BenchScreen(Screen):
         else:
             bar.update(total=total or 100, progress=0)
         self._set("bench-progress-text", Text(bv.progress_text(cur, now, total)))
-        self._set("bench-live-text", Text(bv.live_now_text(cur.last_live if cur is not None else None)))
+        self._set("bench-live-text", Text(bv.live_now_text(cur.last_live if cur is not None else None,
+                                                           final=cur is not None and cur.finished)))
 
     def _draw_log(self) -> None:
         pending = self.session.log_pending
@@ -471,6 +515,8 @@ class BenchScreen(Screen):
         pending.clear()
         log = self.query_one("#bench-log", Log)
         log.write_lines(lines)
+        if log.auto_scroll:  # again once the new lines are laid out (a first batch can land early)
+            self.call_after_refresh(log.scroll_end, animate=False)
         log.border_title = f"Client output · {self.session.log_lines} lines"
 
     def _draw_live(self, cur: bv.PointState | None) -> None:
@@ -483,31 +529,26 @@ class BenchScreen(Screen):
         t0 = cur.started_at if cur is not None and cur.started_at is not None else (
             samples[0].ts if samples else 0.0)
         last = samples[-1] if samples else None
-        suffix = " · x: s since start"
-        for widget_id, title, pairs, ylim in LIVE_CHARTS:
-            traces = bv.live_traces(samples, pairs)
-            now_vals = " ".join(f"{label} {bv._num(getattr(last, attr) if last else None, _fmt(attr))}"
-                                for attr, label in pairs)
-            plot = self.query_one(f"#{widget_id}", MetricPlot)
-            plot.replot(traces, now=t0, title=f"{title} · {now_vals}" if last else title + suffix, ylim=ylim)
-        e2e = bv.live_traces(samples, (("e2e_p50", "p50"), ("e2e_p99", "p99")))
-        title = "E2E latency ms"
-        if last is not None:
-            title += f" · p50 {bv._num(last.e2e_p50, '{:.0f}')} p99 {bv._num(last.e2e_p99, '{:.0f}')}"
-        self.query_one("#chart-e2e", MetricPlot).replot(e2e, now=t0, title=title)
+        for widget_id, title, pairs, unit, ylim in LIVE_CHARTS:
+            plot = self.query_one(f"#{widget_id}", LivePlot)
+            if last is None:
+                plot.replot([], t0, _EMPTY_TITLES[widget_id], ylim=ylim)
+                continue
+            plot.replot(bv.live_traces(samples, pairs), t0, chart_title(title, pairs, unit, last), ylim=ylim)
 
     def _draw_gpu(self, cur: bv.PointState | None) -> None:
         snap = self._snapshot()
         gpu_key = snap.latest.ts if snap is not None and snap.latest is not None else None
-        key = (gpu_key, id(cur), self._gpu_window)
+        self._drawn["gpu"] = gpu_key
+        closed = self._gpu_window[1] is not None  # the run ended: its window no longer moves
+        key = (None if closed else gpu_key, id(cur), self._gpu_window)
         if self._drawn.get("gpu-key") == key:
             return
         self._drawn["gpu-key"] = key
-        self._drawn["gpu"] = gpu_key
-        util_plot = self.query_one("#chart-gpu-util", MetricPlot)
-        power_plot = self.query_one("#chart-gpu-power", MetricPlot)
+        util_plot = self.query_one("#chart-gpu-util", LivePlot)
+        power_plot = self.query_one("#chart-gpu-power", LivePlot)
         if snap is None or not self.instance.gpus:
-            util_plot.replot([], 0.0, "GPU utilization % · no telemetry")
+            util_plot.replot([], 0.0, "GPU util % · no telemetry")
             power_plot.replot([], 0.0, "GPU power W · no telemetry")
             return
         start, end = self._gpu_window
@@ -520,9 +561,9 @@ class BenchScreen(Screen):
                                     since, end, to_console)
         t0 = cur.started_at if cur is not None and cur.started_at is not None else (
             to_console(start) if start is not None else (util.times[-1] if util.times else 0.0))
-        u, p = bv.last_value(util), bv.last_value(power)
-        util_plot.replot([util], t0, f"GPU util % · {util.label} {bv._num(u, '{:.0f}')}%")
-        power_plot.replot([power], t0, f"GPU power W · {power.label} {bv._num(p, '{:.0f}')} W")
+        uv, pv = bv._num(bv.last_value(util), "{:.0f}"), bv._num(bv.last_value(power), "{:.0f}")
+        util_plot.replot([util], t0, f"GPU util {uv}% · {util.label}")
+        power_plot.replot([power], t0, f"GPU power {pv} W · {power.label}")
 
     def _draw_result(self, cur: bv.PointState | None) -> None:
         if self.session.sweep:
@@ -545,7 +586,7 @@ class BenchScreen(Screen):
         table.clear()
         for row in rows:
             table.add_row(*bv.sweep_cells(row))
-        table.border_title = f"Sweep · {len(rows)}/{len(self.session.points)} points"
+        table.border_title = f"Sweep · {len(rows)}/{len(self.session.points)} points · medians, ms"
         self.query_one("#pareto-ttft", ParetoPlot).replot(bv.pareto_points(rows, "median_ttft_ms"))
         self.query_one("#pareto-itl", ParetoPlot).replot(bv.pareto_points(rows, "median_itl_ms"))
 
@@ -595,6 +636,7 @@ class BenchScreen(Screen):
         """Stop the client on the node (no confirmation: the key asks first)."""
         self.session.cancel_requested = True
         self._dirty = True
+        self.refresh_bindings()
         self._send_cancel()
 
     def _send_cancel(self) -> None:
@@ -610,13 +652,3 @@ class BenchScreen(Screen):
             await self.runner.cancel(self.node, run)  # type: ignore[union-attr]
         except (BenchRunError, InstanceError, TransportError) as exc:
             self.app.notify(one_line(exc), title=f"cancel {run}: failed", severity="error", markup=False)
-
-
-def _fmt(attr: str) -> str:
-    if attr.startswith("itl"):
-        return "{:.2f}"
-    if attr in ("kv_cache_pct",):
-        return "{:.1f}"
-    if attr in ("output_tok_s", "running", "waiting"):
-        return "{:.0f}"
-    return "{:.1f}"

@@ -164,18 +164,20 @@ class StartBenchDialog(ModalScreen["BenchRequest | None"]):
             self.query_one("#bench-start-preview", Static).update("")
             return
         try:
-            overrides = parse_bench_overrides(self._value("bench-overrides"))
             concurrency = parse_concurrency(self._value("bench-concurrency"))
-            effective, points = check_request(preset, overrides, concurrency)
         except FormError:
-            effective, points = preset, (tuple(preset.max_concurrency) or (None,))
+            concurrency = None
+        try:
+            effective, points = check_request(preset, parse_bench_overrides(self._value("bench-overrides")),
+                                              concurrency)
+        except FormError:  # the error line says what is wrong; preview what is known
+            effective, points = preset, concurrency or (tuple(preset.max_concurrency) or (None,))
         what = (f"a sweep of {len(points)} runs (concurrency {points_text(points)})" if len(points) > 1
                 else f"one run at concurrency {points_text(points)}" if points[0] else "one run, no concurrency limit")
         line = (f"[b]{escape(what)}[/b] · {escape(dataset_text(effective))} · {effective.num_prompts} prompts "
                 f"{'each ' if len(points) > 1 else ''}· {escape(rate_text(effective))}\n"
                 f"against [b]{escape(view.name)}[/b] on {escape(view.node)} "
-                f"({escape(view.served_models[0] if view.served_models else view.model or '?')})"
-                " [dim]· the client runs detached on the node[/dim]")
+                f"({escape(view.served_models[0] if view.served_models else view.model or '?')})")
         self.query_one("#bench-start-preview", Static).update(line)
 
     def _show_error(self, message: str) -> None:

@@ -25,6 +25,7 @@ class FleetScreen(Screen):
         Binding("l", "open_log", "vLLM log", show=False, id="instance-log"),
         Binding("x", "stop_instance", "Stop vLLM", show=False, id="stop-instance"),
         Binding("P", "partition", "Partition", show=False, id="partition"),
+        Binding("b", "benchmark", "Benchmark", show=False, id="start-bench"),
     ]
 
     def __init__(self, view: FleetView) -> None:
@@ -150,6 +151,15 @@ class FleetScreen(Screen):
         view = self._cursor_instance("stop")
         if view is not None:
             self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
+
+    def action_benchmark(self) -> None:
+        """b: benchmark the instance under the cursor (or choose one)."""
+        row = self.table.cursor_row
+        view = None
+        if row is not None and row.gpu is not None:
+            views = self.app.board.on_gpus(row.node).get(row.gpu)  # type: ignore[attr-defined]
+            view = views[0] if views else None
+        self.app.open_bench_dialog(view)  # type: ignore[attr-defined]
 
     def action_partition(self) -> None:
         """P: switch partition modes of the marked GPUs' physical GPUs (none marked: the whole node)."""

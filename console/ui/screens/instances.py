@@ -87,6 +87,7 @@ class InstancesScreen(Screen):
         Binding("l", "open_log", "Log", show=False, id="instance-log"),
         Binding("s", "start_instance", "Start", id="start-instance"),
         Binding("x", "stop_instance", "Stop", id="stop-instance"),
+        Binding("b", "benchmark", "Benchmark", id="start-bench"),
         Binding("d", "forget_instance", "Forget ended", show=False, id="forget-instance"),
         Binding("escape,backspace", "back", "Back", id="close-instances"),
     ]
@@ -235,6 +236,9 @@ class InstancesScreen(Screen):
             self.app.notify("no instance selected", markup=False)
             return
         self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
+
+    def action_benchmark(self) -> None:
+        self.app.open_bench_dialog(self.selected)  # type: ignore[attr-defined]
 
     def action_forget_instance(self) -> None:
         view = self.selected

@@ -20,13 +20,13 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.core.model import NodeHealth, NodeSnapshot
-from console.core.series import RingSeries
+from console.core.series import BlockSeries, RingSeries
 from console.ui import format as fmt
 from console.ui import instance_board as ib
 from console.ui.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
 from console.ui.widgets.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
 
-SeriesLookup = Callable[[str, int, str], "RingSeries | None"]
+SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
 
 _CACHE_LIMIT = 4096  # lines; cleared wholesale past this (bounded memory)
 

@@ -1,0 +1,101 @@
+"""The benchmark screen's charts, each a PlotextPlot with its own plotext state.
+
+Titles go in the widget's border title, not plotext's: plotext drops a title
+that is wider than its canvas, and these titles carry the current values.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from textual_plotext import PlotextPlot
+
+from console.ui.bench_view import ParetoPoint, pareto_front
+from console.ui.charts import Trace
+
+
+class LivePlot(PlotextPlot):
+    """x: seconds since `t0` (the run's start); gaps (None) are dropped, not drawn as zero."""
+
+    DEFAULT_CSS = """
+    LivePlot {
+        height: 1fr; min-height: 5;
+        border-top: solid $panel-lighten-2; border-title-align: center; border-title-color: $text;
+    }
+    """
+
+    def __init__(self, title: str, *, ylim: tuple[float, float] | None = None, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = title
+        self.ylim = ylim
+        self.plotted = 0  # points drawn by the last replot (tests)
+
+    def replot(self, traces: Sequence[Trace], t0: float, title: str | None = None,
+               ylim: tuple[float, float] | None = None) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        if title is not None:
+            self.border_title = title
+        count = 0
+        for trace in traces:
+            points = [(t - t0, v) for t, v in zip(trace.times, trace.values) if v is not None]
+            if points:
+                xs, ys = zip(*points)
+                plt.plot(list(xs), list(ys), label=trace.label if len(traces) > 1 else "", marker="braille")
+                count += len(points)
+        limits = ylim or self.ylim
+        if limits is not None and count:
+            plt.ylim(*limits)
+        if not count:
+            plt.xticks([])
+            plt.yticks([])
+        self.plotted = count
+        self.refresh()
+
+
+class ParetoPlot(PlotextPlot):
+    """y: output tokens/s; x: a latency in ms; one labelled point per sweep point.
+    The Pareto front (no other point has both lower latency and higher throughput) is joined."""
+
+    DEFAULT_CSS = """
+    ParetoPlot {
+        height: 1fr; min-height: 5;
+        border-top: solid $panel-lighten-2; border-title-align: center; border-title-color: $text;
+    }
+    """
+
+    def __init__(self, title: str, xlabel: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = title
+        self.xlabel = xlabel
+        self.points: tuple[ParetoPoint, ...] = ()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.replot([])
+
+    def replot(self, points: Sequence[ParetoPoint]) -> None:
+        self.points = tuple(points)
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        if not points:
+            plt.xticks([])
+            plt.yticks([])
+            self.refresh()
+            return
+        xs = [p.x for p in points]
+        ys = [p.y for p in points]
+        xspan = (max(xs) - min(xs)) or max(1.0, abs(xs[0]) * 0.2)
+        yspan = (max(ys) - min(ys)) or max(1.0, abs(ys[0]) * 0.2)
+        front = pareto_front(points)
+        if len(front) > 1:
+            plt.plot([p.x for p in front], [p.y for p in front], marker="braille", color="gray")
+        plt.scatter(xs, ys, marker="●", color="cyan")
+        for p in points:
+            plt.text(p.label, p.x + xspan * 0.04, p.y, alignment="left", color="orange")
+        plt.xlim(max(0.0, min(xs) - xspan * 0.15), max(xs) + xspan * 0.35)
+        plt.ylim(max(0.0, min(ys) - yspan * 0.2), max(ys) + yspan * 0.2)
+        plt.xlabel(self.xlabel)
+        self.refresh()
