@@ -258,6 +258,22 @@ async def shoot(scene: Scene, out: Path) -> Path:
     return path
 
 
+# Benchmark screens: synthetic runs fed to the real screen (console/ui/bench_scenes.py).
+BENCH_README = ("bench-running", "bench-sweep")
+
+
+async def shoot_bench(name: str, out: Path) -> Path:
+    from console.ui.bench_scenes import SCENES as BENCH_SCENES, BenchSceneApp, prepare
+
+    scene = BENCH_SCENES[name]
+    app = BenchSceneApp(scene)
+    async with app.run_test(size=scene.size, notifications=False) as pilot:
+        await prepare(pilot)
+        path = out / f"{name}.svg"
+        path.write_text(app.export_screenshot(title=f"rocm-console — {name}"), encoding="utf-8")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m console.ui.screenshots", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*",
@@ -272,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         path = asyncio.run(shoot(SCENES[name], args.out))
         print(f"{path}  {SCENES[name].doc}")
+    if not args.names or args.names == ["all"]:
+        for name in BENCH_README:
+            print(f"{asyncio.run(shoot_bench(name, args.out))}  benchmark screen")
     return 0
 
 
