@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,12 +32,6 @@ simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", seed = 11 }}
     return path
 
 
-def free_port() -> str:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
@@ -83,7 +78,7 @@ def test_unknown_node_and_bad_flags(profile):
 
 
 def test_serve_lifecycle_on_the_simulator(profile):
-    port = free_port()
+    port = str(free_port())
     start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "3", "--port", port,
                 "--name", "t", "--wait", "--timeout", "60")
     try:
@@ -108,7 +103,7 @@ def test_serve_lifecycle_on_the_simulator(profile):
 
 def test_bench_run_and_sweep_store_results(profile, tmp_path):
     env = {"ROCM_CONSOLE_DATA_DIR": str(tmp_path / "data")}
-    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "2", "--port", free_port(),
+    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "2", "--port", str(free_port()),
                 "--name", "b", "--wait", "--timeout", "60")
     assert start.returncode == 0, start.stderr
     try:

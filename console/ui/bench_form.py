@@ -18,7 +18,8 @@ from console.core.bench_argv import (
 )
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
-from console.ui.bench_view import MAX_SWEEP_POINTS, dataset_text, gpu_ranges
+from console.ui.bench_view import MAX_SWEEP_POINTS, dataset_text
+from console.ui.format import gpu_span
 from console.ui.start_form import FormError, parse_pairs
 
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
@@ -134,5 +135,5 @@ def preset_prompt(preset: BenchPreset) -> str:
 def instance_prompt(view: InstanceView) -> str:
     """'b1 on sim-a · GPU 1 · port 18611 — tiny-llama'."""
     model = view.served_models[0] if view.served_models else (view.model or "?")
-    gpus = f"GPU{'s' if len(view.gpus) > 1 else ''} {gpu_ranges(view.gpus)}"
+    gpus = f"GPU{'s' if len(view.gpus) > 1 else ''} {gpu_span(view.gpus, '?')}"
     return f"{view.name} on {view.node} · {gpus} · port {view.port or '?'} — {model}"

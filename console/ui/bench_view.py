@@ -32,6 +32,7 @@ from console.services.bench import (
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample
 from console.ui.charts import Trace
+from console.ui.format import gpu_span
 
 MAX_LIVE_POINTS = 3600  # an hour at the poller's 1 Hz
 MAX_PENDING_LOG = 2000  # client lines waiting for the next redraw
@@ -295,26 +296,11 @@ def dataset_text(preset: BenchPreset) -> str:
     return preset.dataset
 
 
-def gpu_ranges(gpus: Sequence[int]) -> str:
-    """(0, 1, 2, 3, 6) -> '0-3,6'."""
-    out: list[str] = []
-    run: list[int] = []
-    for g in sorted(gpus):
-        if run and g == run[-1] + 1:
-            run.append(g)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
-        run = [g]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
-    return ",".join(out) or "?"
-
 
 def instance_text(view: InstanceView) -> str:
     """'amd/Llama-3.1-70B-Instruct-FP8-KV on GPUs 0-3, port 8000'."""
     model = view.served_models[0] if view.served_models else view.model
-    where = f"GPU{'s' if len(view.gpus) > 1 else ''} {gpu_ranges(view.gpus)}"
+    where = f"GPU{'s' if len(view.gpus) > 1 else ''} {gpu_span(view.gpus, '?')}"
     if view.port:
         where += f", port {view.port}"
     return f"{model or '?'} on {where}"

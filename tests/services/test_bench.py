@@ -21,13 +21,8 @@ from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
+from tests.helpers import free_port
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 TINY_SERVE = ServePreset(name="tiny", model="tiny-llama")

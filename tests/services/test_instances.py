@@ -13,6 +13,7 @@ from console.core.model import ServePreset
 from console.services.instances import InstanceError, InstanceService, InstanceState, place_unmanaged
 from console.services.status import sample_node
 from console.services.transports import TransportPool
+from tests.helpers import free_port
 
 TINY = ServePreset(name="tiny", model="tiny-llama", tp=1, args=("--dtype", "float32", "--max-model-len", "2048"))
 
@@ -36,10 +37,6 @@ async def service():
     await pool.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_start_ready_stop_and_adopt(sim_node, service):

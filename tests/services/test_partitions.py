@@ -11,16 +11,11 @@ from console.services.instances import InstanceService
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.status import sample_node
 from console.services.transports import TransportPool
+from tests.helpers import free_port
 
 TINY = ServePreset(name="tiny", model="tiny-llama", tp=1)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(autouse=True)

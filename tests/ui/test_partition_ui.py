@@ -15,6 +15,7 @@ from textual.widgets import Button, Input, Static
 from console.core.model import Profile, ServePreset, SimulateSpec
 from console.services.fleet import FleetTelemetry
 from console.services.partitions import PartitionService
+from console.ui.format import gpu_span
 from console.ui.screens.partition import (
     PartitionScreen,
     PartitionSwitched,
@@ -23,7 +24,6 @@ from console.ui.screens.partition import (
     new_logical_gpus,
     physical_of,
     preset_for_mode,
-    span_text,
 )
 
 from .conftest import wait_for
@@ -196,7 +196,7 @@ async def test_no_root_failure_names_sudo(sim_node, tmp_path):
 
 
 def test_helpers():
-    assert span_text([0, 1, 2, 5, 7, 8]) == "0-2,5,7,8"
+    assert gpu_span([0, 1, 2, 5, 7, 8]) == "0-2,5,7,8"
     assert preset_for_mode(PRESETS, "CPX") is CPX_PRESET
     assert preset_for_mode(PRESETS, "SPX") is None and preset_for_mode(PRESETS, "QPX") is None
     from console.services.partitions import SwitchResult

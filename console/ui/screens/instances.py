@@ -13,6 +13,7 @@ from console.services.instances import InstanceView
 from console.ui import instance_board as ib
 from console.ui.start_form import gpus_text
 from console.ui.widgets.status_bar import StatusBar
+from console.ui.format import gpu_span
 
 _LEVEL_STYLE = {ib.READY: "green", ib.LOADING: "yellow", ib.FAILED: "bold red", ib.UNMANAGED: "dim",
                 ib.ENDED_LEVEL: "dim"}
@@ -38,26 +39,11 @@ def uptime(view: InstanceView, now: float) -> str:
     return f"{s // 60}m{s % 60:02d}s"
 
 
-def gpu_ranges(gpus: tuple[int, ...]) -> str:
-    """(0, 1, 2, 3, 6) -> '0-3,6'."""
-    out: list[str] = []
-    run: list[int] = []
-    for g in sorted(gpus):
-        if run and g == run[-1] + 1:
-            run.append(g)
-            continue
-        if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
-        run = [g]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
-    return ",".join(out) or "-"
-
 
 def row_texts(view: InstanceView, now: float) -> tuple[str, ...]:
     """The cells of one instance as plain text, in COLUMNS order."""
     return (view.node, view.name, f"{ib.glyph(view)} {view.state.value}", ib.short_detail(view),
-            gpu_ranges(view.gpus), str(view.port or "-"), uptime(view, now), view.model or "")
+            gpu_span(view.gpus, '-'), str(view.port or "-"), uptime(view, now), view.model or "")
 
 
 def fit_rows(rows: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:

@@ -57,6 +57,7 @@ from console.services.partitions import (
     SwitchResult,
 )
 from console.transport.base import TransportError
+from console.ui.format import gpu_span
 
 ROOT_HINT = "needs root on the node: set sudo = true for it in the profile (passwordless sudo), or log in as root"
 CHECK_DELAY = 0.3  # seconds of quiet typing in the GPUs field before the preflight runs again
@@ -93,22 +94,6 @@ class StartPresetRequested(Message):
 
 # ---------------------------------------------------------------- pure helpers
 
-
-def span_text(indexes: Iterable[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> '0-2,5,7,8' (runs of three or more become ranges)."""
-    ordered = sorted(set(indexes))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{ordered[i]}-{ordered[j]}")
-        else:
-            parts.extend(str(x) for x in ordered[i:j + 1])
-        i = j + 1
-    return ",".join(parts)
 
 
 def physical_of(snapshot: NodeSnapshot, logical: Iterable[int]) -> list[int]:
@@ -148,7 +133,7 @@ def modes_now(snapshot: NodeSnapshot, physical: Sequence[int]) -> str:
             groups.setdefault((p.compute or "?", p.memory or "?", len(p.logical)), []).append(p.physical)
     lines = []
     for (compute, memory, n), phys in groups.items():
-        lines.append(f"GPU {span_text(phys)}  {compute}/{memory} · {n} logical GPU{'s' if n != 1 else ''} each")
+        lines.append(f"GPU {gpu_span(phys)}  {compute}/{memory} · {n} logical GPU{'s' if n != 1 else ''} each")
     return "\n".join(lines) or "-"
 
 
@@ -159,7 +144,7 @@ def modes_after(result: SwitchResult, physical: Sequence[int]) -> str:
         if g.get("physical") in physical:
             key = (g.get("compute_partition") or "?", g.get("memory_partition") or "?", int(g.get("logical_gpus") or 0))
             groups.setdefault(key, []).append(int(g["physical"]))
-    return "\n".join(f"GPU {span_text(phys)}  {compute}/{memory} · {n} logical GPU{'s' if n != 1 else ''} each"
+    return "\n".join(f"GPU {gpu_span(phys)}  {compute}/{memory} · {n} logical GPU{'s' if n != 1 else ''} each"
                      for (compute, memory, n), phys in groups.items()) or "-"
 
 
@@ -434,7 +419,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
                            for p in targets):
             now = sorted({f"{p.compute}/{p.memory}" for p in targets})
             verb = "is" if len(targets) == 1 else "are"
-            return [f"nothing to change: GPU {span_text(physical)} {verb} already {', '.join(now)}"]
+            return [f"nothing to change: GPU {gpu_span(physical)} {verb} already {', '.join(now)}"]
         return []
 
     # ------------------------------------------------------------ preflight
@@ -580,7 +565,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self.query_one("#partition-preflight", Static).display = False
         self.query_one("#partition-box").border_subtitle = "switching: the dialog stays until the node answers"
         target = "/".join(m for m in (compute, memory) if m)
-        self._switch_text = f"switching {self.node} GPU {span_text(physical)} to {target}"
+        self._switch_text = f"switching {self.node} GPU {gpu_span(physical)} to {target}"
         self._show_elapsed()
         self._ticker = self.set_interval(0.5, self._show_elapsed)
         self.run_worker(self._run_switch(self._snapshot(), physical, compute, memory, reload_confirmed),
@@ -622,7 +607,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         chosen = [g for g in result.gpus if g.get("physical") in physical]
         modes = sorted({f"{g.get('compute_partition') or '?'}/{g.get('memory_partition') or '?'}" for g in chosen})
         box = self.query_one("#partition-result", Static)
-        box.update(Text(f"✓ {self.node}: GPU {span_text(physical)} now {', '.join(modes) or '?'} (verified, "
+        box.update(Text(f"✓ {self.node}: GPU {gpu_span(physical)} now {', '.join(modes) or '?'} (verified, "
                         f"{result.seconds:.1f} s): {result.logical_gpus} logical GPUs on the node.\n"
                         "The table shows the new rows as soon as the node's telemetry reconnects."))
         box.set_class(True, "-on", "-ok")
@@ -645,7 +630,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         if self.offer is not None and self.new_gpus:
             p = self.offer
             offer = self.query_one("#partition-offer", Static)
-            offer.update(Text(f"Serve on the new logical GPUs {span_text(self.new_gpus)}? {p.name}: {p.model}, "
+            offer.update(Text(f"Serve on the new logical GPUs {gpu_span(self.new_gpus)}? {p.name}: {p.model}, "
                               f"TP {p.tp} (one instance per logical GPU; s opens the start dialog on GPU "
                               f"{self.new_gpus[0]})"))
             offer.add_class("-on")
