@@ -9,6 +9,7 @@ events synchronously on the event loop and must not block.
 from __future__ import annotations
 
 import asyncio
+import operator
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
@@ -25,7 +26,7 @@ from console.core.model import (
     StaticInfo,
     TelemetryFrame,
 )
-from console.core.series import RingSeries, capacity_for
+from console.core.series import BlockSeries, SeriesBlock, capacity_for
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.services.agent_bundle import install_agent, run_probe
 from console.services.transports import TransportPool
@@ -33,6 +34,8 @@ from console.transport.base import TransportError
 
 # Metrics kept as history per logical GPU (field names of GpuMetrics).
 HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram_used_mib", "gfx_clock_mhz")
+_METRIC_COLUMN = {metric: i for i, metric in enumerate(HISTORY_METRICS)}
+_history_values = operator.attrgetter(*HISTORY_METRICS)
 
 
 # ---------------------------------------------------------------- events
@@ -71,18 +74,24 @@ class _NodeTrack:
         self.spec = spec
         self.history = history
         self.snapshot = NodeSnapshot(name=spec.name, health=NodeHealth.CONNECTING)
-        self.series: dict[tuple[int, str], RingSeries] = {}
+        # One block per logical GPU: every HISTORY_METRICS column shares its timestamps.
+        self.history_blocks: dict[int, SeriesBlock] = {}
         self.frames = 0
 
     def record(self, frame: TelemetryFrame, at: float) -> None:
+        blocks = self.history_blocks
+        ts = frame.ts
         for gpu in frame.gpus:
-            for metric in HISTORY_METRICS:
-                key = (gpu.index, metric)
-                series = self.series.get(key)
-                if series is None:
-                    series = self.series[key] = RingSeries(self.history)
-                series.append(frame.ts, getattr(gpu, metric))
+            block = blocks.get(gpu.index)
+            if block is None:
+                block = blocks[gpu.index] = SeriesBlock(self.history, len(HISTORY_METRICS))
+            block.append(ts, _history_values(gpu))
         self.frames += 1
+
+    def series(self, gpu_index: int, metric: str) -> BlockSeries | None:
+        block = self.history_blocks.get(gpu_index)
+        column = _METRIC_COLUMN.get(metric)
+        return None if block is None or column is None else block.column(column)
 
 
 class FleetTelemetry:
@@ -130,8 +139,9 @@ class FleetTelemetry:
     def spec(self, node: str) -> NodeSpec:
         return self._tracks[node].spec
 
-    def series(self, node: str, gpu_index: int, metric: str) -> RingSeries | None:
-        return self._tracks[node].series.get((gpu_index, metric))
+    def series(self, node: str, gpu_index: int, metric: str) -> BlockSeries | None:
+        """The history of one metric of one logical GPU (None before its first sample)."""
+        return self._tracks[node].series(gpu_index, metric)
 
     def frames_received(self, node: str) -> int:
         return self._tracks[node].frames
@@ -207,23 +217,37 @@ class FleetTelemetry:
         """Run one agent session; True if at least one frame arrived."""
         transport = self.pool.get(track.spec)
         command = await install_agent(transport, track.spec)
-        probe_task = None
-        if track.snapshot.probe is None:
-            # Versions are nice to have: fetch them beside the stream, never before it.
-            probe_task = asyncio.create_task(self._probe(track, transport, command))
+        # Versions are nice to have: fetched beside the stream once the agent has
+        # said something, never before it. Started together, the probe's process
+        # competes for the CPU with the agent's start-up and delays the first frame.
+        want_probe = track.snapshot.probe is None
+        probe_task: asyncio.Task | None = None
+
+        def start_probe() -> None:
+            nonlocal probe_task
+            if want_probe and probe_task is None:
+                probe_task = asyncio.create_task(self._probe(track, transport, command))
+
         argv = command.argv("telemetry", "--interval", f"{self.interval:g}")
         got_frame = False
+        cancelled = False
         stream = transport.stream_lines(argv, env=command.env_dict())
         try:
             async for line in stream:
+                start_probe()
                 if not line.strip():
                     continue
                 message = parse_agent_line(line)
                 if isinstance(message, TelemetryFrame):
                     got_frame = True
                 self._apply(track, message)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
         finally:
             await stream.aclose()
+            if not cancelled:
+                start_probe()  # the agent ended before its first line: the versions may say why
             if probe_task is not None:
                 # Let a probe in flight finish (it is bounded by its own timeout)
                 # so a node that drops at once still shows its versions.

@@ -167,6 +167,10 @@ class ConsoleApp(App[int]):
     def on_node_health_changed(self, message: NodeHealthChanged) -> None:
         before = self._health.get(message.node)
         self._health[message.node] = message.health
+        if not self.paused:
+            # A node that comes up, goes stale or drops is shown at once, not at the
+            # next clock tick (the first full frame at start-up is up to 0.25 s sooner).
+            self.redraw_now()
         if not self.notify_health:
             return
         if message.health == NodeHealth.DOWN:

@@ -1,0 +1,384 @@
+"""The console at fleet scale: N nodes x 8 MI300X in CPX (64 logical GPUs each) at 1 Hz.
+
+    python tests/perf/fleet_scale.py [--nodes 64] [--seconds 60] [--size 120x36] [--quick]
+
+Prints one JSON object; asserts nothing (the budgets are printed beside the figures).
+
+What runs is the real console: FleetTelemetry (parsing, history, health), the
+instance poller, and the real ConsoleApp with its fleet screen, headless, in this
+process. What is simulated is the far end of each node's link: 64 agent processes
+would measure the agents, not the console, so every node replays the agent lines
+recorded against the simulated CPX node (tests/fixtures/traces/mi300x-cpx.jsonl:
+hello, static, then 30 samples of 64 logical GPUs, looped) at 1 Hz, each line
+stamped with a fresh agent timestamp when it is "sent"; each node has its own
+random phase in the second (seeded), as real agents do. The instance list every
+node is polled for is answered empty.
+
+Headless Textual skips turning a frame into terminal bytes; this script does
+that step for every frame (CompositorUpdate.render_segments), so the paint cost
+is the one a real terminal run pays.
+
+Phases after every node is live (plus a short settle):
+- steady (2/3 of --seconds): the user watches; every --visit seconds the view
+  moves on to the next node (one `]`), so the latency is sampled on many nodes
+  with different phases. Console CPU % of one core (process time / wall time:
+  the app, the services and the replay's string formatting), sample-to-screen
+  latency (agent timestamp -> the frame that repaints that node's rows is
+  rendered to terminal bytes; only samples that arrived while their node was
+  already on screen count), redraw time per frame.
+- keys (1/3): a key every 0.5 s (down/up, ]/[ between nodes, PgDn/PgUp), as
+  the driver delivers them; key-to-repaint = key sent -> first frame that shows
+  the moved cursor rendered to terminal bytes.
+Peak RSS is the process's maximum resident set (ru_maxrss) over the whole run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from textual import events  # noqa: E402
+
+from console.core.model import NodeSpec, Profile, SimulateSpec  # noqa: E402
+from console.services.fleet import FleetTelemetry, TelemetryReceived  # noqa: E402
+from console.services.transports import TransportPool  # noqa: E402
+from console.transport.base import CommandResult  # noqa: E402
+from console.transport.replay import ReplayTrace, ReplayTransport, _is_sample  # noqa: E402
+from console.ui.app import ConsoleApp  # noqa: E402
+
+TRACE = ROOT / "tests" / "fixtures" / "traces" / "mi300x-cpx.jsonl"
+BUDGETS = {  # name: (comparison, limit)
+    "cpu_percent": ("<=", 20.0),
+    "peak_rss_mb": ("<=", 250.0),
+    "sample_to_screen_p95_ms": ("<=", 1500.0),
+    "key_to_repaint_p95_ms": ("<=", 100.0),
+}
+KEYS = [("down", None), ("right_square_bracket", "]"), ("down", None), ("pagedown", None),
+        ("up", None), ("left_square_bracket", "["), ("pageup", None), ("right_square_bracket", "]")]
+
+
+class LiveReplay(ReplayTransport):
+    """A node whose agent 'sends' the recorded samples at 1 Hz with fresh timestamps.
+
+    The lines are prepared once as templates (only ts and seq change), so the
+    replay costs a string format per line, not a JSON encode: what the console
+    measures is the console's own work on the received line.
+    """
+
+    def __init__(self, name: str, trace: ReplayTrace, gpu_json: list[str], *, phase: float,
+                 interval: float = 1.0) -> None:
+        super().__init__(name, trace, end="hold")
+        self.gpu_json = gpu_json
+        self.phase = phase
+        self.interval = interval
+        self.sent = 0
+
+    async def run(self, argv, *, env=None, input=None, timeout=None) -> CommandResult:
+        argv = list(argv)
+        if "instance" in argv and "list" in argv:
+            return CommandResult(0, "", "")  # no vLLM instances on the node
+        return await super().run(argv, env=env, input=input, timeout=timeout)
+
+    async def stream_lines(self, argv, *, env=None):
+        self._check_link()
+        for line in self.trace.stream:  # hello and static, as the agent starts
+            if not _is_sample(line):
+                yield line
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.phase
+        seq = 0
+        while True:
+            delay = deadline - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            gpus = self.gpu_json[seq % len(self.gpu_json)]
+            self.sent += 1
+            yield f'{{"kind":"sample","ts":{time.time()!r},"seq":{seq},"gpus":{gpus}}}'
+            seq += 1
+            deadline += self.interval
+            now = loop.time()
+            if deadline <= now:  # missed ticks are skipped, as the agent does
+                deadline += ((now - deadline) // self.interval + 1) * self.interval
+
+
+def build(nodes: int, interval: float, seed: int = 0) -> tuple[Profile, FleetTelemetry, dict[str, LiveReplay]]:
+    trace = ReplayTrace.load(TRACE)
+    gpu_json = [json.dumps(json.loads(line)["gpus"], separators=(",", ":"))
+                for line in trace.stream if _is_sample(line)]
+    names = [f"cpx-{i:02d}" for i in range(nodes)]
+    specs = tuple(NodeSpec(name=n, host="localhost", transport="local", simulate=SimulateSpec()) for n in names)
+    rng = random.Random(seed)
+    transports = {n: LiveReplay(n, trace, gpu_json, phase=rng.uniform(0, interval), interval=interval)
+                  for n in names}
+    fleet = FleetTelemetry(specs, TransportPool(lambda spec: transports[spec.name]), interval=interval)
+    return Profile(nodes=specs), fleet, transports
+
+
+def summary(values: list[float], digits: int = 1) -> dict:
+    if not values:
+        return {"n": 0}
+    s = sorted(values)
+
+    def pct(p: float) -> float:
+        return round(s[min(len(s) - 1, int(round(p * (len(s) - 1))))], digits)
+
+    return {"p50": round(statistics.median(s), digits), "p95": pct(0.95), "max": round(s[-1], digits), "n": len(s)}
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Probe:
+    """Instrumentation around the real app: which frames were painted, with what."""
+
+    def __init__(self, app: ConsoleApp, fleet: FleetTelemetry) -> None:
+        self.app = app
+        self.recording = False
+        self.received: dict[str, dict[float, float]] = {}  # node -> agent ts -> received at
+        self.counted: dict[str, float] = {}  # node -> agent ts already counted
+        self.visible_since: dict[str, float] = {}
+        self.rendered: set[str] = set()  # nodes with a row rendered since the last frame
+        self.sample_to_screen: list[float] = []
+        self.paint_ms: list[float] = []  # compositor render + terminal bytes, per frame
+        self.clock_redraw_ms: list[float] = []  # the app's clock redraw (data -> widgets)
+        self.frames = 0
+        self.key: tuple[float, tuple, asyncio.Future] | None = None
+        fleet.subscribe(self._on_event)
+
+    def _on_event(self, event) -> None:
+        if isinstance(event, TelemetryReceived):
+            seen = self.received.setdefault(event.node, {})
+            seen[event.frame.ts] = event.received_at
+            if len(seen) > 8:
+                del seen[next(iter(seen))]
+
+    def install(self) -> None:
+        app = self.app
+        screen = app.screen
+        self.table = table = screen.query_one("GpuTable")
+        render_line, display = table.render_line, app._display
+        compositor_refresh, redraw_now = screen._compositor_refresh, app.redraw_now
+
+        def timed_render_line(y: int):
+            index = int(table.scroll_offset.y) + y - 1
+            if y > 0 and 0 <= index < len(table.rows):
+                self.rendered.add(table.rows[index].node)
+            return render_line(y)
+
+        def timed_display(scr, renderable) -> None:
+            display(scr, renderable)
+            if renderable is None or scr is not app.screen:
+                return
+            renderable.render_segments(app.console)  # what a real terminal run writes
+            self._painted(time.time(), time.perf_counter())
+
+        def timed_compositor_refresh() -> None:
+            t = time.perf_counter()
+            compositor_refresh()
+            if self.recording:
+                self.paint_ms.append((time.perf_counter() - t) * 1000)
+
+        def timed_redraw_now(now=None) -> None:
+            t = time.perf_counter()
+            redraw_now(now)
+            if self.recording:
+                self.clock_redraw_ms.append((time.perf_counter() - t) * 1000)
+
+        table.render_line = timed_render_line
+        app._display = timed_display
+        screen._compositor_refresh = timed_compositor_refresh
+        app.redraw_now = timed_redraw_now
+
+    def _state(self) -> tuple:
+        return (self.table._cursor, int(self.table.scroll_offset.y))
+
+    def _painted(self, wall: float, perf: float) -> None:
+        table = self.table
+        if self.recording:
+            self.frames += 1
+        for node in self.rendered:
+            snap = table._snapshots.get(node)
+            if snap is None or snap.latest is None:
+                continue
+            ts = snap.latest.ts
+            if self.counted.get(node) == ts:
+                continue
+            self.counted[node] = ts
+            received = self.received.get(node, {}).get(ts)
+            since = self.visible_since.get(node)
+            # Only samples that arrived while the node was on screen: a node scrolled
+            # into view shows its latest sample at once, that is not a sample's latency.
+            if self.recording and received is not None and since is not None and since <= received:
+                self.sample_to_screen.append((wall - ts) * 1000)
+        self.rendered = set()
+        top = int(table.scroll_offset.y)
+        visible = {r.node for r in table.rows[top: top + max(0, table.size.height - 1)]}
+        for node in visible:
+            self.visible_since.setdefault(node, wall)
+        for node in [n for n in self.visible_since if n not in visible]:
+            del self.visible_since[node]
+        if self.key is not None:
+            t0, before, done = self.key
+            if self._state() != before and not done.done():
+                done.set_result((perf - t0) * 1000)
+
+    async def press(self, key: str, char: str | None, timeout: float = 2.0) -> float | None:
+        done = asyncio.get_running_loop().create_future()
+        event = events.Key(key, char)
+        event.set_sender(self.app)
+        self.key = (time.perf_counter(), self._state(), done)
+        self.app._driver.send_message(event)  # as the terminal driver delivers a key
+        try:
+            return await asyncio.wait_for(done, timeout)
+        except asyncio.TimeoutError:
+            return None  # the key moved nothing (end of the table)
+        finally:
+            self.key = None
+
+
+def check(name: str, value: float | None) -> dict:
+    op, limit = BUDGETS[name]
+    met = None if value is None else (value <= limit if op == "<=" else value >= limit)
+    return {"figure": value, "budget": f"{op} {limit:g}", "met": met}
+
+
+async def measure(args) -> dict:
+    width, height = (int(x) for x in args.size.lower().split("x"))
+    profile, fleet, transports = build(args.nodes, args.interval, args.seed)
+    app = ConsoleApp(profile, fleet=fleet)
+    probe = Probe(app, fleet)
+    out: dict = {}
+    async with app.run_test(size=(width, height)):
+        t_start = time.monotonic()
+        while not all(fleet.frames_received(n) > 0 for n in fleet.node_names):
+            if time.monotonic() - t_start > 120:
+                raise SystemExit("nodes did not all go live within 120 s")
+            await asyncio.sleep(0.05)
+        out["all_live_after_s"] = round(time.monotonic() - t_start, 2)
+        probe.install()
+        await asyncio.sleep(args.settle)
+        gc.collect()
+
+        steady_s = args.seconds * 2 / 3
+        keys_s = args.seconds - steady_s
+        probe.recording = True
+        sent0 = sum(t.sent for t in transports.values())
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        visited = 1
+        while (left := steady_s - (time.monotonic() - wall0)) > 0:
+            await asyncio.sleep(min(args.visit, left))
+            if steady_s - (time.monotonic() - wall0) > 1.0 and await probe.press("right_square_bracket", "]"):
+                visited += 1
+        cpu1, wall1 = time.process_time(), time.monotonic()
+        sent1 = sum(t.sent for t in transports.values())
+        steady = {
+            "seconds": round(wall1 - wall0, 1),
+            "cpu_percent": round(100 * (cpu1 - cpu0) / (wall1 - wall0), 1),
+            "samples_per_s": round((sent1 - sent0) / (wall1 - wall0), 1),
+            "frames_per_s": round(probe.frames / (wall1 - wall0), 2),
+            "nodes_watched": visited,
+            "sample_to_screen_ms": summary(probe.sample_to_screen),
+            "clock_redraw_ms": summary(probe.clock_redraw_ms, 2),
+            "paint_ms": summary(probe.paint_ms, 2),
+            "rss_mb": round(rss_mb(), 1),
+        }
+
+        key_ms: list[float] = []
+        no_effect = 0
+        cpu2, wall2 = time.process_time(), time.monotonic()
+        i = 0
+        while time.monotonic() - wall2 < keys_s:
+            key, char = KEYS[i % len(KEYS)]
+            i += 1
+            t = time.monotonic()
+            ms = await probe.press(key, char)
+            if ms is None:
+                no_effect += 1
+            else:
+                key_ms.append(ms)
+            await asyncio.sleep(max(0.0, 0.5 - (time.monotonic() - t)))
+        cpu3, wall3 = time.process_time(), time.monotonic()
+        probe.recording = False
+        keys = {
+            "seconds": round(wall3 - wall2, 1),
+            "cpu_percent": round(100 * (cpu3 - cpu2) / (wall3 - wall2), 1),
+            "presses": i,
+            "no_effect": no_effect,
+            "key_to_repaint_ms": summary(key_ms),
+        }
+        out["rows"] = len(probe.table.rows)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out.update(steady=steady, keys=keys, peak_rss_mb=round(peak, 1))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured time (steady 2/3, keys 1/3)")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between a node's samples")
+    parser.add_argument("--size", default="120x36", help="terminal COLSxROWS")
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds after all nodes are live")
+    parser.add_argument("--visit", type=float, default=4.0, help="seconds on one node in the steady phase")
+    parser.add_argument("--seed", type=int, default=0, help="of the nodes' phases")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 15 s measured, 1 s settle")
+    args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.settle = min(args.seconds, 15.0), 1.0
+    load0 = os.getloadavg()
+    m = asyncio.run(measure(args))
+    steady, keys = m["steady"], m["keys"]
+    result = {
+        "script": "fleet_scale",
+        "source": "replayed agent traces",
+        "quick": args.quick,
+        "nodes": args.nodes,
+        "logical_gpus": m["rows"] - args.nodes,
+        "sample_interval_s": args.interval,
+        "terminal": args.size,
+        "seconds": args.seconds,
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "loadavg_before": [round(x, 2) for x in load0],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "all_live_after_s": m["all_live_after_s"],
+        "cpu_percent": steady["cpu_percent"],
+        "peak_rss_mb": m["peak_rss_mb"],
+        "sample_to_screen_ms": steady["sample_to_screen_ms"],
+        "key_to_repaint_ms": keys["key_to_repaint_ms"],
+        "redraw_ms_per_frame": {"clock_redraw": steady["clock_redraw_ms"], "paint": steady["paint_ms"]},
+        "steady": steady,
+        "keys": keys,
+    }
+    budgets = {
+        "cpu_percent": check("cpu_percent", steady["cpu_percent"]),
+        "peak_rss_mb": check("peak_rss_mb", m["peak_rss_mb"]),
+        "sample_to_screen_p95_ms": check("sample_to_screen_p95_ms", steady["sample_to_screen_ms"].get("p95")),
+        "key_to_repaint_p95_ms": check("key_to_repaint_p95_ms", keys["key_to_repaint_ms"].get("p95")),
+    }
+    result["budgets"] = budgets
+    result["budgets_met"] = all(b["met"] for b in budgets.values())
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

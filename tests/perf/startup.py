@@ -1,0 +1,205 @@
+"""Time to the first full fleet frame of `rocm-console --demo` vs a bare Textual hello-world app.
+
+    python tests/perf/startup.py [--pairs 10] [--cold 3] [--quick]
+
+Prints one JSON object; asserts nothing (the budget is printed beside the figures).
+
+Each run is a fresh process on a pseudo-terminal (120x36, TERM=xterm-256color),
+timed from just before it is spawned until a marker shows up in the bytes it
+writes to the terminal, i.e. what the user sees:
+
+- hello world: a Textual app with one Static("Hello, world"); marker "Hello, world";
+- console: `python -m console --demo` (what the rocm-console entry point runs),
+  marker "● 3 live" in the status bar: the first frame in which every demo node
+  is live with its GPUs drawn (the status bar and the table are redrawn in one
+  batch). The real agent samples the simulated nodes through the local
+  transport. first_paint_s: until "rocm-console" (the status bar's first paint).
+
+Then each app is quit with its key (q / ctrl+q), as a user would; a run that
+does not exit is killed with its process group (the session it was started in).
+
+Warm runs reuse one HOME (agent bundle installed, simulator state created), as
+a second start on the same machine does; hello world and console runs
+alternate (the order flips every pair) and the budgeted figure is the median of
+the per-pair ratios console / hello. Cold runs (a fresh HOME each: the agent
+bundle is installed, the simulator state created) are reported beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import platform
+import pty
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUDGET_RATIO = 1.5
+ROWS, COLS = 36, 120
+
+HELLO = r"""
+from textual.app import App
+from textual.widgets import Static
+
+class Hello(App):
+    def compose(self):
+        yield Static("Hello, world")
+
+Hello().run()
+"""
+
+HELLO_RUN = {"argv": [sys.executable, "-c", HELLO], "markers": {"frame": b"Hello, world"}, "quit": b"\x11"}
+CONSOLE_RUN = {"argv": [sys.executable, "-m", "console", "--demo"],
+               "markers": {"first_paint": b"rocm-console", "frame": "● 3 live".encode()}, "quit": b"q"}
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_once(spec: dict, home: Path, timeout: float = 60.0) -> dict:
+    """Seconds from spawn to each marker on the terminal; then quit the app."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+    env = {**os.environ, "HOME": str(home), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    env.pop("TEXTUAL", None)
+    seen: dict[str, float] = {}
+    all_seen = threading.Event()
+    buf = bytearray()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(spec["argv"], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
+                            start_new_session=True)
+    os.close(slave)
+
+    def drain() -> None:  # read everything: a terminal nobody reads would block the app's writes
+        try:
+            while True:
+                data = os.read(master, 65536)
+                if not data:
+                    break
+                now = time.monotonic()
+                # Only the tail can hold a marker split across reads.
+                tail_start = max(0, len(buf) - 64)
+                buf.extend(data)
+                window = bytes(buf[tail_start:])
+                for name, marker in spec["markers"].items():
+                    if name not in seen and marker in window:
+                        seen[name] = now - t0
+                if len(seen) == len(spec["markers"]):
+                    all_seen.set()
+                del buf[:-64]
+        except OSError:
+            pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        all_seen.wait(timeout)
+        os.write(master, spec["quit"])
+        try:
+            proc.wait(timeout=15)
+            exit_s = None
+        except subprocess.TimeoutExpired:
+            exit_s = "killed"
+    finally:
+        if proc.poll() is None or _group_alive(proc.pid):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the session this run created, nothing else
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        os.close(master)
+        reader.join(timeout=2)
+    out = {f"{name}_s": round(seen[name], 3) for name in spec["markers"] if name in seen}
+    if exit_s:
+        out["quit"] = exit_s
+    if "frame" not in seen:
+        out["error"] = f"marker not seen within {timeout:.0f} s (exit code {proc.returncode})"
+    return out
+
+
+def stats(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3), "runs": len(values)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=10, help="alternating hello/console warm pairs")
+    parser.add_argument("--cold", type=int, default=3, help="console runs with a fresh HOME each")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 pairs, 1 cold run")
+    args = parser.parse_args()
+    if args.quick:
+        args.pairs, args.cold = min(args.pairs, 3), min(args.cold, 1)
+    load0 = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="rc-startup-") as tmp:
+        cold = []
+        for i in range(max(1, args.cold)):
+            home = Path(tmp) / f"cold{i}"
+            home.mkdir()
+            cold.append(run_once(CONSOLE_RUN, home))
+        warm_home = Path(tmp) / "cold0"  # installed by the first cold run
+        hello, console, ratios = [], [], []
+        for i in range(args.pairs):
+            if i % 2 == 0:
+                h, c = run_once(HELLO_RUN, warm_home), run_once(CONSOLE_RUN, warm_home)
+            else:
+                c, h = run_once(CONSOLE_RUN, warm_home), run_once(HELLO_RUN, warm_home)
+            hello.append(h)
+            console.append(c)
+            if "frame_s" in h and "frame_s" in c:
+                ratios.append(c["frame_s"] / h["frame_s"])
+    errors = [r["error"] for r in cold + hello + console if "error" in r]
+    ratio = round(statistics.median(ratios), 3) if ratios else None
+    hello_frame = stats([r["frame_s"] for r in hello if "frame_s" in r])
+    console_frame = stats([r["frame_s"] for r in console if "frame_s" in r])
+    result = {
+        "script": "startup",
+        "quick": args.quick,
+        "terminal": f"{COLS}x{ROWS} (pty)",
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "loadavg_before": [round(x, 2) for x in load0],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "pairs": args.pairs,
+        "console_argv": "python -m console --demo",
+        "hello_world_first_frame_s": hello_frame,
+        "console_full_fleet_frame_s": console_frame,
+        "console_first_paint_s": stats([r["first_paint_s"] for r in console if "first_paint_s" in r]),
+        "console_cold_full_fleet_frame_s": stats([r["frame_s"] for r in cold if "frame_s" in r]),
+        "ratio_per_pair": [round(r, 3) for r in ratios],
+        "ratio_median": ratio,
+        "ratio_of_medians": (round(console_frame["median"] / hello_frame["median"], 3)
+                             if hello_frame and console_frame else None),
+        "budget": f"<= {BUDGET_RATIO:g}",
+        "met": ratio is not None and ratio <= BUDGET_RATIO,
+        "errors": errors,
+    }
+    result["budgets"] = {"full_fleet_frame_vs_hello": {"figure": ratio, "budget": result["budget"],
+                                                        "met": result["met"]}}
+    result["budgets_met"] = result["met"]
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

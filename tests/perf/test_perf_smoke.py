@@ -1,0 +1,88 @@
+"""Smoke check of the performance scripts: each runs with --quick and prints one JSON object.
+
+No budget is asserted here (CI machines are noisy): only that every script runs
+end to end and reports its figures, its budgets and the machine's load. The
+figures themselves are produced by running the scripts in full (tests/perf/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.vllm_cpu import vllm_available
+
+ROOT = Path(__file__).resolve().parents[2]
+PERF = Path(__file__).resolve().parent
+
+COMMON = ("script", "quick", "machine", "python", "loadavg_before", "budgets", "budgets_met")
+
+
+def run_quick(script: str, timeout: float = 240) -> dict:
+    proc = subprocess.run([sys.executable, str(PERF / script), "--quick"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{proc.stderr[-2000:]}"
+    out = proc.stdout.strip()
+    assert out.count("\n") == 0, f"{script} printed more than one line:\n{out[:2000]}"
+    result = json.loads(out)  # exactly one JSON object
+    assert isinstance(result, dict)
+    for key in COMMON:
+        assert key in result, f"{script}: no {key!r} in {sorted(result)}"
+    assert result["script"] == script.removesuffix(".py") and result["quick"] is True
+    assert len(result["loadavg_before"]) == 3
+    for name, budget in result["budgets"].items():
+        assert {"figure", "budget", "met"} <= set(budget), name
+        assert isinstance(budget["figure"], numbers.Real), f"{script}: budget {name} has no figure"
+    return result
+
+
+def number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+@pytest.mark.timeout(240)
+def test_fleet_scale_quick():
+    r = run_quick("fleet_scale.py")
+    assert r["source"] == "replayed agent traces"
+    assert r["nodes"] == 64 and r["logical_gpus"] == 64 * 64
+    assert number(r["cpu_percent"]) and number(r["peak_rss_mb"])
+    for key in ("sample_to_screen_ms", "key_to_repaint_ms"):
+        assert r[key]["n"] > 0 and number(r[key]["p50"]) and number(r[key]["p95"])
+    assert number(r["redraw_ms_per_frame"]["paint"]["p95"])
+    assert set(r["budgets"]) == {"cpu_percent", "peak_rss_mb", "sample_to_screen_p95_ms", "key_to_repaint_p95_ms"}
+
+
+@pytest.mark.timeout(240)
+def test_agent_cost_quick():
+    r = run_quick("agent_cost.py")
+    for case in ("spx_8_gpus", "cpx_64_partitions"):
+        c = r[case]
+        assert number(c["resident_cpu_ms_per_tick"]) and number(c["spawn_cpu_ms_per_tick"]) and number(c["ratio"])
+        assert c["budget"] == ">= 100" and isinstance(c["met"], bool)
+    assert "note" in r  # says why when a ratio misses its budget
+
+
+@pytest.mark.timeout(240)
+def test_startup_quick():
+    r = run_quick("startup.py")
+    assert not r["errors"]
+    assert number(r["hello_world_first_frame_s"]["median"])
+    assert number(r["console_full_fleet_frame_s"]["median"])
+    assert number(r["ratio_median"]) and r["budget"] == "<= 1.5"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not vllm_available() and not os.environ.get("CI"),
+                    reason="vLLM-CPU venv missing (scripts/setup-vllm-cpu); CI always runs it")
+def test_observer_effect_quick():
+    r = run_quick("observer_effect.py", timeout=300)
+    assert r["pairs"] == 1 and len(r["runs"]) == 2
+    assert number(r["output_tok_s_with"]["median"]) and number(r["output_tok_s_without"]["median"])
+    assert number(r["ratio_median"]) and r["budget"] == ">= 0.98"
