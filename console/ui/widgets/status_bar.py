@@ -46,5 +46,7 @@ class StatusBar(Horizontal):
             parts.append(f"[i]filter: {escape(filter_text)}[/i]")
         markup = " · ".join(parts)
         if markup != self._drawn:
-            self._drawn = markup
+            # Remembered only once shown: a redraw before the bar's children are
+            # mounted raises NoMatches here, and must not make the next one a no-op.
             self.query_one("#status-summary", Static).update(markup)
+            self._drawn = markup
