@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import AsyncIterator, Callable, Mapping, Sequence
 
-import httpx
 
 from console.core.model import NodeSnapshot, NodeSpec, ServePreset
 from console.core.serve_argv import build_docker_argv, build_serve_argv
@@ -300,6 +299,8 @@ class InstanceService:
         if fwd is None:
             fwd = forwards[port] = await self.pool.get(node).forward_port(port)
         base = f"http://127.0.0.1:{fwd.local_port}"
+        import httpx  # here, not at the top: the fleet screen starts without it (~50 ms)
+
         async with httpx.AsyncClient(timeout=self._http_timeout) as client:
             try:
                 r = await client.get(base + "/health")

@@ -11,8 +11,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from console.core import histograms as H
 
@@ -40,6 +38,9 @@ class LiveSample:
 
 
 def scrape_samples(text: str) -> list[tuple[str, dict, float]]:
+    # Imported on first use: building the CLI or opening the fleet never needs it.
+    from prometheus_client.parser import text_string_to_metric_families
+
     samples = []
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -104,6 +105,8 @@ async def poll_metrics(
     timeout: float = 3.0,
 ) -> LiveMetrics:
     """Scrape every interval until stop is set. A failed scrape is skipped, not fatal."""
+    import httpx  # on first use, like prometheus_client above
+
     live = LiveMetrics(window_s)
     async with httpx.AsyncClient(timeout=timeout) as client:
         while not stop.is_set():
