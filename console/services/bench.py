@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shlex
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -330,7 +329,3 @@ class BenchRunner:
             cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "list"),
             env=cmd.env_dict(), timeout=30)
         return [json.loads(l) for l in listing.stdout.splitlines() if l.startswith("{")]
-
-
-def describe_argv(argv: tuple[str, ...]) -> str:
-    return shlex.join(argv)
