@@ -19,6 +19,9 @@ import time
 
 COMPUTE_MODES = ("SPX", "DPX", "TPX", "QPX", "CPX")
 MEMORY_MODES = ("NPS1", "NPS2", "NPS4", "NPS8")
+# The amdsmi enum each setter takes, and the members asked for by mode name.
+COMPUTE_ENUM = ("AmdSmiComputePartitionType", COMPUTE_MODES)
+MEMORY_ENUM = ("AmdSmiMemoryPartitionType", MEMORY_MODES)
 CLI_TIMEOUT = 300.0  # a memory switch can take minutes
 
 # amdsmi status codes (reference §3) -> what a person should read.
@@ -124,26 +127,29 @@ class AmdsmiPartitions:
                 pass
             out.append({
                 "physical": i,
-                "compute_partition": self._get(self.m.amdsmi_get_gpu_compute_partition, h),
-                "memory_partition": self._get(self.m.amdsmi_get_gpu_memory_partition, h),
+                "compute_partition": self._get("amdsmi_get_gpu_compute_partition", h),
+                "memory_partition": self._get("amdsmi_get_gpu_memory_partition", h),
                 "memory_caps": caps,
                 "logical_gpus": n,
             })
         return out
 
-    @staticmethod
-    def _get(fn, h):
+    def _get(self, name, h):
+        """A partition getter (a mode name, "N/A" or "" when unknown) -> the mode or None."""
         try:
-            return _text(fn(h))
+            return _text(getattr(self.m, name)(h))
         except Exception:
             return None
 
+    def _member(self, spec, mode):
+        enum_name, modes = spec
+        return getattr(getattr(self.m, enum_name), mode) if mode in modes else None
+
     def set_compute(self, physical, mode):
         targets = self._targets(physical)
-        enum = getattr(self.m, "AmdSmiComputePartitionType")
         for i, h in targets:
             try:
-                self.m.amdsmi_set_gpu_compute_partition(h, getattr(enum, mode))
+                self.m.amdsmi_set_gpu_compute_partition(h, self._member(COMPUTE_ENUM, mode))
             except Exception as exc:
                 err = explain(exc)
                 raise PartitionError("GPU %d: %s" % (i, err), err.kind)
@@ -151,10 +157,9 @@ class AmdsmiPartitions:
 
     def set_memory(self, physical, mode):
         targets = self._targets(physical)
-        enum = getattr(self.m, "AmdSmiMemoryPartitionType")
         for i, h in targets:
             try:
-                self.m.amdsmi_set_gpu_memory_partition(h, getattr(enum, mode))
+                self.m.amdsmi_set_gpu_memory_partition(h, self._member(MEMORY_ENUM, mode))
             except Exception as exc:
                 err = explain(exc)
                 raise PartitionError("GPU %d: %s" % (i, err), err.kind)
