@@ -241,10 +241,11 @@ def percent(value, bits):
 
 
 def busy_mean(per_xcc):
-    """One partition's gfx busy %: the mean over its XCCs (unused XCC slots are N/A)."""
+    """One partition's gfx busy %: the mean over its XCCs.  Unused XCC slots are
+    "N/A" (or UINT32_MAX, > 100, where the wrapper left them): skipped."""
     if not isinstance(per_xcc, (list, tuple)):
         return None
-    values = [v for v in (percent(x, 32) for x in per_xcc) if v is not None]
+    values = [x for x in per_xcc if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 100]
     return sum(values) / float(len(values)) if values else None
 
 
@@ -367,8 +368,9 @@ class AmdsmiSampler(Sampler):
 
     # -- the reads of a tick
 
-    def _physical_metrics(self, h):
-        """One gpu_metrics read of a primary partition: the physical GPU's values."""
+    def _physical_metrics(self, h, partitions):
+        """One gpu_metrics read of a primary partition: the physical GPU's values
+        and the gfx busy % of its first ``partitions`` partitions."""
         raw = self._api("amdsmi_get_gpu_metrics_info", h)
         if not isinstance(raw, dict):
             return None
@@ -388,7 +390,7 @@ class AmdsmiSampler(Sampler):
                                    reading(raw.get("average_gfxclk_frequency"), 16)),
             "mem_clock_mhz": first(reading(raw.get("current_uclk"), 16),
                                    reading(raw.get("average_uclk_frequency"), 16)),
-            "xcp_busy": [busy_mean(x) for x in xcps] if isinstance(xcps, list) else [],
+            "xcp_busy": [busy_mean(x) for x in xcps[:partitions]] if isinstance(xcps, list) else [],
         }
 
     def _vram_usage(self, h):
@@ -421,7 +423,7 @@ class AmdsmiSampler(Sampler):
         """gpu_metrics of every physical GPU; True when a partition count changed."""
         changed = False
         for gpu in self._gpus:
-            gpu["metrics"] = metrics = self._physical_metrics(gpu["primary"])
+            gpu["metrics"] = metrics = self._physical_metrics(gpu["primary"], gpu["partitions"])
             count = metrics["partitions"] if metrics else None
             changed = changed or (count is not None and count != gpu["baseline"])
         return changed

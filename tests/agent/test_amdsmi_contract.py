@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import importlib.util
+import inspect
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -154,7 +155,7 @@ def read_interface(pkg: Path, version: str) -> Interface:
             methods = {s.name: Params.of(s) for s in node.body if isinstance(s, ast.FunctionDef)}
             classes[node.name] = {"bases": [b.id for b in node.bases if isinstance(b, ast.Name)],
                                   "methods": methods, "init": methods.get("__init__")}
-    for name, cls in classes.items():  # inherited methods and constructors
+    for cls in classes.values():  # inherited methods and constructors
         base = cls["bases"][0] if cls["bases"] else None
         while base in classes:
             for m, p in classes[base]["methods"].items():
@@ -545,8 +546,6 @@ def test_simulator_exceptions_match(real):
                 wrong.append(f"{name}.{method}() missing")
         init = spec["init"]
         if init is not None:
-            import inspect  # noqa: PLC0415 - only here
-
             params = [p for p in inspect.signature(ours.__init__).parameters.values() if p.name != "self"]
             required = [p.name for p in params if p.default is inspect.Parameter.empty]
             if required != init.positional[:init.required]:
