@@ -548,21 +548,23 @@ def bus_id(value):
     return s.lower() if s else None
 
 
-# amd-smi field paths, newest spelling first. Renames seen across releases:
-# metric power socket_power (6.1+) / average_socket_power (6.0);
-# clock gfx_0..7 and mem_0 (6.1.1+) / gfx and mem (before); static vbios (6.x) /
-# ifwi (7.x); static limit ppt0.socket_power_limit (7.x) / flat socket_power (6.x).
+# amd-smi field paths, newest spelling first. Renames in ROCm/amdsmi's CLI history:
+# metric power socket_power (6.1+) / current_power, average_power and power_limit
+# (6.0, amdsmi_commands.py before Feb 2024) / average_socket_power (2023); clock
+# gfx_0..7 and mem_0 (6.1.1+) / "gfx" and "MEM" (before); static vbios (6.x) / ifwi
+# (7.x); static limit ppt0.socket_power_limit (7.x) / flat socket_power (6.x).
 AMD_METRIC_FIELDS = (
     ("util_pct", (("usage", "gfx_activity"),), num),
     ("umc_pct", (("usage", "umc_activity"),), num),
     ("vram_used_mib", (("mem_usage", "used_vram"),), mib_mb),
     ("vram_total_mib", (("mem_usage", "total_vram"),), mib_mb),
-    ("power_w", (("power", "socket_power"), ("power", "current_socket_power"),
-                 ("power", "average_socket_power")), num),
+    ("power_w", (("power", "socket_power"), ("power", "current_power"), ("power", "average_power"),
+                 ("power", "current_socket_power"), ("power", "average_socket_power")), num),
+    ("power_cap_w", (("power", "power_limit"),), num),  # 6.0 only; later releases: static limit
     ("temp_junction_c", (("temperature", "hotspot"),), num),
     ("temp_mem_c", (("temperature", "mem"), ("temperature", "vram")), num),
     ("gfx_clock_mhz", (("clock", "gfx_0", "clk"), ("clock", "gfx", "clk")), num),
-    ("mem_clock_mhz", (("clock", "mem_0", "clk"), ("clock", "mem", "clk")), num),
+    ("mem_clock_mhz", (("clock", "mem_0", "clk"), ("clock", "MEM", "clk"), ("clock", "mem", "clk")), num),
 )
 AMD_STATIC_FIELDS = (
     ("bdf", (("bus", "bdf"), ("bdf",)), bus_id),
@@ -779,7 +781,7 @@ class AmdSmiCliSampler(CliSampler):
             index = int(first(num(g.get("gpu")), pos))
             records[index] = g
             values = amd_metric_values(g, self.warn)
-            values["power_cap_w"] = self._caps_w.get(index)
+            values["power_cap_w"] = first(self._caps_w.get(index), values["power_cap_w"])
             procs = self._procs.get(index, []) if self._procs is not None else None
             out.append(gpu_metrics(index, processes=procs, **values))
         self._fill_partition_util(out, records)

@@ -293,15 +293,26 @@ def test_usage_spellings(node, usage, util):
     assert "warning" not in proc.stderr
 
 
-def test_old_clock_and_power_names_are_read(node):
-    """Before 6.1.1 the clock section was gfx/mem, before 6.1 power was average_socket_power."""
-    doc = lilbee_metric()["gpu_data"]  # and the pre-26 top-level list
-    doc[0]["clock"] = {"gfx": {"clk": {"value": 1420, "unit": "MHz"}}, "mem": {"clk": "1300 MHz"}}
-    doc[0]["power"] = {"average_socket_power": {"value": 512, "unit": "W"}}
+def test_amd_smi_6_0_names_are_read(node):
+    """ROCm 6.0's amd-smi (amdsmi_commands.py before Feb 2024): clock sections "gfx" and
+    "MEM", power current_power/power_limit as bare numbers, and the pre-26 top-level list."""
+    doc = lilbee_metric()["gpu_data"]
+    doc[0]["clock"] = {"gfx": {"clk": 1420, "max_clk": 2100}, "MEM": {"clk": 1300}}
+    doc[0]["power"] = {"current_power": 512, "current_gfx_voltage": "N/A", "power_limit": 750}
     node.answer_doc("amd-smi metric", doc)
     proc, lines = node.run(count=1)
     sample = lines[-1]["gpus"][0]
-    assert (sample["gfx_clock_mhz"], sample["mem_clock_mhz"], sample["power_w"]) == (1420, 1300, 512)
+    assert (sample["gfx_clock_mhz"], sample["mem_clock_mhz"]) == (1420, 1300)
+    assert (sample["power_w"], sample["power_cap_w"]) == (512, 750)
+
+
+@pytest.mark.parametrize("power", [{"average_power": "512 W"}, {"average_socket_power": {"value": 512, "unit": "W"}}])
+def test_average_power_spellings_are_read(node, power):
+    doc = lilbee_metric()
+    doc["gpu_data"][0]["power"] = power
+    node.answer_doc("amd-smi metric", doc)
+    proc, lines = node.run(count=1)
+    assert lines[-1]["gpus"][0]["power_w"] == 512
 
 
 def test_partitioned_gpu_gets_each_partitions_load_from_the_primary_xcp_table(node):
