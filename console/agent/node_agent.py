@@ -483,6 +483,8 @@ def is_na(value):
     """The tool's own 'not available' (None, "N/A", {"value": "N/A", ...})."""
     if isinstance(value, dict) and "value" in value:
         value = value["value"]
+    if isinstance(value, int) and not isinstance(value, bool) and value in _SENTINELS:
+        return True  # the library's "unsupported" marker printed as a number
     return value is None or (isinstance(value, str) and text(value) is None)
 
 
@@ -708,6 +710,7 @@ class AmdSmiCliSampler(CliSampler):
     def __init__(self, exe):
         self.exe = exe
         self._procs = None
+        self._procs_failed = False
         self._caps_w = {}
         self._modes = {}
         super().__init__()
@@ -733,7 +736,9 @@ class AmdSmiCliSampler(CliSampler):
         try:
             self._procs = amd_processes(run_json([self.exe, "process", "--json"]), self.warn)
         except SourceUnavailable as exc:
-            sys.stderr.write("node_agent: %s\n" % exc)
+            if not self._procs_failed:  # said once; asked again every few ticks
+                sys.stderr.write("node_agent: %s; processes reported as null\n" % exc)
+            self._procs_failed = True
             self._procs = None  # unknown, not "no processes"
 
     def _read_static(self):
