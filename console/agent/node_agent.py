@@ -458,7 +458,7 @@ _MISSING = object()
 
 def lookup(record, path):
     """The value at ``path`` (a tuple of keys), _MISSING when a level is absent or
-    N/A, or ``(BadShape, "a.b")`` naming the level whose shape is unknown."""
+    N/A, or a BadShape naming the level ("usage") whose shape is unknown."""
     obj = record
     for depth, key in enumerate(path):
         if not isinstance(obj, dict):
