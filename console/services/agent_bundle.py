@@ -23,7 +23,7 @@ AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
 SUPERVISOR_SOURCE = _PKG / "agent" / "supervisor.py"
 PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
 SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
-SIM_VLLM_SOURCE = _PKG / "sim" / "vllm.py"
+SIM_VLLM_PACKAGE = _PKG / "sim" / "vllm"  # run on the node as a folder: `python3 .../sim/vllm serve`
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +57,8 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
     ]
     if simulated:
         files.append(("sim/amdsmi.py", SIM_AMDSMI_SOURCE.read_bytes()))
-        if SIM_VLLM_SOURCE.exists():
-            files.append(("sim/vllm.py", SIM_VLLM_SOURCE.read_bytes()))
+        for module in sorted(SIM_VLLM_PACKAGE.glob("*.py")):
+            files.append((f"sim/vllm/{module.name}", module.read_bytes()))
     digest = hashlib.sha256()
     for name, data in files:
         digest.update(name.encode() + b"\0" + data)
@@ -127,7 +127,7 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
         ]
     vllm = tuple(shlex.split(node.vllm))
     if node.simulate is not None and node.vllm == "vllm":
-        vllm = (node.python, f"{base}/sim/vllm.py")
+        vllm = (node.python, f"{base}/sim/vllm")
     return AgentCommand(
         agent_path=paths[0], amdsmi_paths=amdsmi_paths, python=node.python, env=tuple(env),
         state_dir=state_dir, vllm=vllm,

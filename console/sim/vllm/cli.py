@@ -1,0 +1,66 @@
+"""The `vllm` command line: serve, bench serve, --version."""
+
+import asyncio
+import atexit
+import logging
+import sys
+
+from .bench_args import BenchArgError, parse_bench_args
+from .bench_run import BenchRun
+from .constants import VERSION
+from .serve_args import parse_serve_args
+from .server import Sim
+
+BENCH_HELP = """usage: vllm bench serve [options]
+
+Benchmark the online serving throughput (rocm-console's vLLM simulator %s: the random and
+sharegpt datasets and the vllm, openai and openai-chat backends are simulated; every other
+flag of vLLM 0.32 is accepted).
+"""
+
+
+def bench_main(argv):
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write("usage: vllm bench [-h] {latency,mm-processor,serve,startup,sweep,throughput} ...\n")
+        return 0 if argv else 2
+    if argv[0] != "serve":
+        sys.stderr.write("vllm bench %s: not simulated yet (rocm-console's vLLM simulator %s)\n" % (argv[0], VERSION))
+        return 2
+    try:
+        args = parse_bench_args(argv[1:])
+    except BenchArgError:
+        return 2
+    if args.help_requested:
+        sys.stdout.write(BENCH_HELP % VERSION)
+        return 0
+    return BenchRun(args).run()
+
+
+TOP_USAGE = "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(TOP_USAGE + "\n\nvLLM CLI (rocm-console simulator %s): serve and bench serve are simulated.\n" % VERSION)
+        return 0 if argv else 2
+    command = argv[0]
+    if command in ("-v", "--version"):
+        sys.stdout.write(VERSION + "\n")
+        return 0
+    if command == "bench":
+        return bench_main(argv[1:])
+    if command != "serve":
+        sys.stderr.write("%s\nvllm: error: argument subparser: invalid choice: %r (choose from 'chat', "
+                         "'complete', 'serve', 'bench', 'collect-env', 'run-batch')\n" % (TOP_USAGE, command))
+        return 2
+    parser, args = parse_serve_args(argv[1:])
+    sim = Sim(parser, args)
+    atexit.register(sim.registry.unregister)
+    try:
+        return asyncio.run(sim.main())
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        sim.registry.unregister()
