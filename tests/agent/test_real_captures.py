@@ -230,6 +230,28 @@ def test_process_parser_reads_every_process(capture):
     assert procs == want
 
 
+@pytest.mark.parametrize("capture", captures("partition"))
+def test_partition_readers_read_every_gpu(node, capture):
+    """Both agent readers of `amd-smi partition`: `partition show` on a CLI-only node
+    (what a switch is verified against) and the telemetry sampler's static modes."""
+    expected = capture["expect_partition"]
+    for call in capture["answers"]:
+        node.answer(call, HARDWARE / capture["file"])
+    proc, line = partition_cmd(node, "show")
+    assert proc.returncode == 0, line
+    assert line["kind"] == "partitions"
+    # no `amd-smi list` answers here, so each gpu_id is its own card
+    assert line["gpus"] == [{"physical": e["gpu"], "compute_partition": e.get("compute_partition"),
+                             "memory_partition": e.get("memory_partition"), "memory_caps": e["memory_caps"],
+                             "logical_gpus": 1} for e in expected]
+    assert "amd-smi partition --current --memory --json" in node.calls()
+
+    agent = load_agent()
+    modes = agent.amd_partitions(agent.parse_json_output(capture_text(capture)))
+    assert modes == dict((e["gpu"], (e.get("compute_partition"), e.get("memory_partition"), e["memory_caps"]))
+                         for e in expected)
+
+
 def test_every_indexed_file_exists_and_every_fixture_is_indexed():
     indexed = {c["file"] for c in INDEX}
     present = {p.name for p in HARDWARE.iterdir() if p.name != "INDEX.toml"}
