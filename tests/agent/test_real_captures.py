@@ -443,6 +443,21 @@ def test_partition_show_over_pre_26_amd_smi_reads_static_partition(node):
     assert "amd-smi static --partition --json" in node.calls()
 
 
+def test_partition_answer_without_compute_modes_takes_them_from_static(node):
+    """The real memory-only answer (MI355X `partition -m`) on an amd-smi whose static
+    output still carries the partition section: compute from static, memory and caps
+    from the partition command, each GPU once."""
+    node.answer("amd-smi partition", HARDWARE / "amd-smi_partition-m_mi355x_spx_fishman.json")
+    node.answer_doc("amd-smi static", [
+        {"gpu": g, "partition": {"compute_partition": "SPX", "memory_partition": "NPS4", "partition_id": 0}}
+        for g in range(8)])
+    proc, line = partition_cmd(node, "show")
+    assert proc.returncode == 0, line
+    assert [(g["compute_partition"], g["memory_partition"], g["memory_caps"]) for g in line["gpus"]] == \
+        [("SPX", "NPS1", ["NPS1", "NPS2"])] * 8  # the partition command's memory mode wins
+    assert "amd-smi static --partition --json" in node.calls()
+
+
 def test_partition_show_over_rocm_smi(node):
     node.answer_doc("rocm-smi", {
         "card0": {"PCI Bus": "0000:0C:00.0", "Compute Partition": "DPX", "Memory Partition": "NPS1"},
