@@ -251,11 +251,14 @@ class CliPartitions:
                 row = modes.setdefault(_index(e, pos), [None, None, None])
                 row[1] = row[1] or _text(e.get("current_memory_partition"))
                 row[2] = _caps(e.get("memory_partition_caps"))
-        if not modes:  # before 26 the modes were in static
+        if not modes or any(row[0] is None for row in modes.values()):
+            # before 26 the modes were in static; an answer with the memory table
+            # alone (a real `partition -m` shape) leaves the compute mode to it too
             for pos, r in enumerate(_records(self._json([self.amd_smi, "static", "--partition", "--json"]))):
                 part = r.get("partition") if isinstance(r.get("partition"), dict) else {}
-                modes[_index(r, pos)] = [_text(part.get("compute_partition")),
-                                         _text(part.get("memory_partition")), None]
+                row = modes.setdefault(_index(r, pos), [None, None, None])
+                row[0] = row[0] or _text(part.get("compute_partition"))
+                row[1] = row[1] or _text(part.get("memory_partition"))
         if not logical:
             logical = [(i, None) for i in sorted(modes)]
         return _group(logical, modes)
