@@ -8,6 +8,13 @@ connection; ``connect(retries=N)`` retries with capped exponential backoff
 after a reconnect. At most ``max_sessions`` commands/streams/uploads run at once
 on the connection (sshd's MaxSessions is 10 by default); more wait their turn.
 
+Uploads go over SFTP. A hardened sshd that serves no SFTP subsystem refuses
+that request; then the file goes over a plain command channel instead: ``sh``
+writes stdin to a temporary file beside the target, checks its SHA-256 against
+what was sent and only then renames it over the target, so a cut-short upload
+never leaves half a file under the final name (``upload_channel`` says which
+way the last upload went).
+
 Security: host keys are always checked against ``node.known_hosts`` or the
 user's ``~/.ssh/known_hosts`` (or ``UserKnownHostsFile`` from ~/.ssh/config);
 there is no way to turn that off from here.
@@ -26,6 +33,7 @@ import asyncio
 import collections
 import contextlib
 import errno
+import hashlib
 import os
 import posixpath
 import re
@@ -55,6 +63,7 @@ RETRYABLE_KINDS = frozenset({"unreachable", "timeout", "closed"})
 MAX_SESSIONS = 8
 SESSION_WAIT = 60.0
 OPEN_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4)  # a refused session open is retried this often
+UPLOAD_TIMEOUT = 300.0  # an upload over a command channel; the agent bundle is ~200 KB
 
 _PGID_MARK = "rocm-console-pgid"
 # Runs as `sh -c _WRAPPER sh ARGV...`: report our process group, become the command.
@@ -69,6 +78,29 @@ _SPAWN = (
     'mkdir -p -- "$(dirname -- "$log")" && : >>"$log" || exit 1; '
     'exec setsid "$@" >>"$log" 2>&1 </dev/null & echo $!'
 )
+# `sh -c _EXEC_UPLOAD sh PATH MODE SHA256 PYTHON`, the file on stdin: the upload
+# when sshd serves no SFTP. Written beside PATH under a temporary name, checked
+# against the SHA-256 the console computed, then renamed over PATH (one
+# rename(2) in one folder: atomic). The temporary file goes on any failure.
+_EXEC_UPLOAD = r"""
+path=$1 mode=$2 want=$3 py=$4
+case $path in "~") path=$HOME ;; "~/"*) path="$HOME/${path#"~/"}" ;; esac
+if [ -d "$path" ]; then echo "$path is a directory" >&2; exit 1; fi
+dir=$(dirname -- "$path") && base=$(basename -- "$path") && mkdir -p -- "$dir" || exit 1
+tmp="$dir/.$base.$$.tmp"
+trap 'rm -f -- "$tmp"' EXIT
+trap 'exit 1' HUP INT TERM PIPE
+(umask 077 && cat >"$tmp") || exit 1
+if command -v sha256sum >/dev/null 2>&1; then got=$(sha256sum <"$tmp")
+elif command -v shasum >/dev/null 2>&1; then got=$(shasum -a 256 <"$tmp")
+else got=$("$py" -c 'import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' <"$tmp")
+fi || { echo "cannot compute a SHA-256 (no sha256sum, shasum or $py)" >&2; exit 1; }
+got=${got%% *}
+if [ "$got" != "$want" ]; then
+  echo "content check failed: sha256 ${got:-none} on the node, $want sent (upload cut short?)" >&2; exit 1
+fi
+chmod "$mode" "$tmp" && mv -f -- "$tmp" "$path"
+"""
 
 
 def retry_schedule(retries: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> list[float]:
@@ -204,6 +236,9 @@ class SshTransport:
         self._lock: asyncio.Lock | None = None
         self._sleep = asyncio.sleep  # replaced in tests
         self._bg: set[asyncio.Task] = set()
+        # Why this connection's sshd gave no SFTP: (connection, reason); asked once per connection.
+        self._no_sftp: tuple[asyncssh.SSHClientConnection, str] | None = None
+        self.upload_channel: str | None = None  # "sftp" or "exec": how the last upload went
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "idle"
@@ -421,8 +456,10 @@ class SshTransport:
         for delay in (*OPEN_RETRY_DELAYS, None):
             try:
                 return await opener()
-            except asyncssh.ChannelOpenError:
-                if delay is None or conn.is_closed():
+            except asyncssh.ChannelOpenError as exc:
+                # A refused request (exec, subsystem) on an opened session is sshd's
+                # answer, not a full session table: asking again gets the same answer.
+                if delay is None or conn.is_closed() or exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED:
                     raise
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -430,10 +467,16 @@ class SshTransport:
     def _io_error(self, exc: BaseException, what: str) -> TransportError:
         conn_closed = self._conn is None or self._conn.is_closed()
         if isinstance(exc, asyncssh.ChannelOpenError) and not conn_closed:
+            if exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED:
+                return self._err(
+                    "command",
+                    f"cannot start {what}: the node's sshd opened a session but refused to run it "
+                    "(ForceCommand or a restricted account in sshd_config?)",
+                )
             return self._err(
                 "command",
                 f"cannot start {what}: the node refused a new SSH session ({exc.reason}; "
-                "is sshd's MaxSessions lower than the console's max_sessions?)",
+                f"is sshd's MaxSessions lower than the console's max_sessions {self.max_sessions}?)",
             )
         reason = getattr(exc, "reason", "") or str(exc) or type(exc).__name__
         return self._err("closed", f"SSH connection to {self._where()} lost during {what} ({reason})")
@@ -628,9 +671,49 @@ class SshTransport:
 
     async def _upload(self, data: bytes, remote_path: str, mode: int) -> None:
         conn = await self._connection()
+        sftp = await self._start_sftp(conn, f"upload to {remote_path}")
+        if sftp is None:
+            self.upload_channel = "exec"
+            await self._exec_upload(conn, data, remote_path, mode)
+            return
+        self.upload_channel = "sftp"
+        await self._sftp_upload(sftp, data, remote_path, mode)
+
+    async def sftp_refusal(self) -> str | None:
+        """None when the node's sshd serves SFTP, else why not (one line); asked once per connection."""
+        async with self._session("SFTP check"):
+            conn = await self._connection()
+            sftp = await self._start_sftp(conn, "SFTP check")
+            if sftp is None:
+                return self._no_sftp[1] if self._no_sftp else "SFTP unavailable"
+            sftp.exit()
+            return None
+
+    async def _start_sftp(
+        self, conn: asyncssh.SSHClientConnection, what: str
+    ) -> asyncssh.SFTPClient | None:
+        """An SFTP client, or None when this connection's sshd serves no SFTP."""
+        if self._no_sftp is not None and self._no_sftp[0] is conn:
+            return None
+        try:
+            return await self._open_channel(conn, conn.start_sftp_client)
+        except asyncssh.ChannelOpenError as exc:
+            if conn.is_closed() or exc.code != asyncssh.OPEN_REQUEST_SESSION_FAILED:
+                raise self._io_error(exc, what) from None
+            reason = "sshd refused the sftp subsystem request (no Subsystem sftp in sshd_config)"
+        except (asyncssh.SFTPError, asyncssh.ConnectionLost) as exc:
+            if conn.is_closed():
+                raise self._io_error(exc, what) from None
+            # The subsystem started but never spoke SFTP (a wrong Subsystem path, ...).
+            reason = f"the sftp subsystem did not start ({_one_line(exc.reason or type(exc).__name__)})"
+        except (asyncssh.Error, OSError) as exc:
+            raise self._io_error(exc, what) from None
+        self._no_sftp = (conn, reason)
+        return None
+
+    async def _sftp_upload(self, sftp: asyncssh.SFTPClient, data: bytes, remote_path: str, mode: int) -> None:
         path = remote_path
         try:
-            sftp = await self._open_channel(conn, conn.start_sftp_client)
             async with sftp:
                 if path == "~" or path.startswith("~/"):
                     home = await sftp.realpath(".")
@@ -663,6 +746,43 @@ class SshTransport:
             raise self._err("command", f"upload to {remote_path} failed: {exc.reason}") from None
         except (asyncssh.Error, OSError) as exc:
             raise self._io_error(exc, f"upload to {remote_path}") from None
+
+    async def _exec_upload(
+        self, conn: asyncssh.SSHClientConnection, data: bytes, remote_path: str, mode: int
+    ) -> None:
+        """The upload over a command channel (see _EXEC_UPLOAD): for nodes without SFTP."""
+        if not remote_path or remote_path.endswith("/"):
+            raise self._err("command", f"upload target {remote_path} is a directory")
+        why = self._no_sftp[1] if self._no_sftp else "no SFTP"
+        command = shlex.join(
+            ["sh", "-c", _EXEC_UPLOAD, "sh", remote_path, format(mode & 0o7777, "o"),
+             hashlib.sha256(data).hexdigest(), self.node.python or "python3"]
+        )
+        proc: asyncssh.SSHClientProcess | None = None
+        done = False
+        try:
+            proc = await self._open_channel(conn, lambda: conn.create_process(command, encoding=None))
+            _, stderr = await asyncio.wait_for(proc.communicate(data), UPLOAD_TIMEOUT)
+            done = True
+        except asyncio.TimeoutError:
+            raise self._err(
+                "timeout", f"upload to {remote_path} ({why}; sent through sh) timed out after {UPLOAD_TIMEOUT:g} s"
+            ) from None
+        except (asyncssh.Error, OSError) as exc:
+            raise self._io_error(exc, f"upload to {remote_path}") from None
+        finally:
+            if proc is not None and not done:
+                # Cut short (timeout, cancel): drop the unsent rest instead of flushing it;
+                # the node's sh then sees a short file, its check fails, nothing is renamed.
+                proc.channel.abort()
+            elif proc is not None:
+                proc.close()
+        if proc.returncode is None:
+            raise self._io_error(ConnectionError("no exit status"), f"upload to {remote_path}")
+        if proc.returncode != 0:
+            lines = [ln.strip() for ln in bytes(stderr or b"").decode("utf-8", "replace").splitlines() if ln.strip()]
+            detail = lines[-1] if lines else _returncode_text(proc)
+            raise self._err("command", f"upload to {remote_path} failed ({why}; sent through sh): {detail}")
 
     async def forward_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> _PortForward:
         conn = await self._connection()

@@ -1,7 +1,8 @@
 """A real OpenSSH server on 127.0.0.1 for integration tests.
 
 ``SshServer.create(tmpdir)`` generates a host key and a client key pair,
-writes an ``sshd_config`` and a ``known_hosts`` file, and ``start()`` runs
+writes an ``sshd_config`` and a ``known_hosts`` file (``sftp=False``: a
+hardened variant without ``Subsystem sftp``, so SFTP requests are refused), and ``start()`` runs
 ``/usr/sbin/sshd -D -e`` in a new session (its own process group) on a free
 port. ``stop()`` kills only what it started: the sshd process group it
 created and the per-connection sshd processes forked from it (OpenSSH calls
@@ -97,7 +98,7 @@ class SshServer:
     # ------------------------------------------------------------ setup
 
     @classmethod
-    def create(cls, root: Path) -> SshServer:
+    def create(cls, root: Path, *, sftp: bool = True) -> SshServer:
         root.mkdir(parents=True, exist_ok=True)
         server = cls(root, free_port())
         keygen(server.host_key, "rocm-console-test-host")
@@ -123,7 +124,7 @@ class SshServer:
                     "X11Forwarding no",
                     "PrintMotd no",
                     "UseDNS no",
-                    "Subsystem sftp internal-sftp",
+                    *(["Subsystem sftp internal-sftp"] if sftp else []),
                     "AcceptEnv none",
                     "LogLevel VERBOSE",
                     "",
