@@ -82,9 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p, suppress=True)
         p.add_argument("--json", action="store_true", help="print JSON")
 
-    from console import cli_bench, cli_partition, cli_results
+    from console import cli_bench, cli_doctor, cli_partition, cli_results
 
-    for module in (cli_partition, cli_bench, cli_results):
+    for module in (cli_partition, cli_bench, cli_results, cli_doctor):
         for p in module.add_parser(sub):
             _common(p, suppress=True)
     return parser
@@ -200,11 +200,17 @@ def cmd_results_entry(args: argparse.Namespace) -> int:
     return cmd_results(args, None)  # results are local: no profile or node needed
 
 
+def cmd_doctor_entry(args: argparse.Namespace) -> int:
+    from console.cli_doctor import cmd_doctor
+
+    return cmd_doctor(args, load_selected_profile(args))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {None: cmd_tui, "status": cmd_status, "serve": cmd_serve_entry, "partition": cmd_partition_entry,
-                "bench": cmd_bench_entry, "results": cmd_results_entry}
+                "bench": cmd_bench_entry, "results": cmd_results_entry, "doctor": cmd_doctor_entry}
     try:
         return handlers[args.command](args)
     except (ProfileError, UsageError) as exc:

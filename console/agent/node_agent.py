@@ -8,6 +8,7 @@ console package):
     python3 node_agent.py probe [--amdsmi-path DIR]...
     python3 node_agent.py instance --state-dir DIR start|list|stop NAME|logs NAME|remove NAME
     python3 node_agent.py partition show|set [--gpus all|0,1] [--compute CPX] [--memory NPS4 --reload-driver]
+    python3 node_agent.py doctor [--vllm CMD] [--sudo] [--amdsmi-path DIR]...   (doctor.py)
 
 telemetry writes one ``hello`` line, a ``static`` line (again whenever the
 GPUs are re-enumerated with different facts), then one ``sample`` line per
@@ -1308,6 +1309,11 @@ def build_parser():
     for sub in (part_show, part_set):
         sub.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR",
                          help="put DIR first on sys.path before importing amdsmi")
+    doc = modes.add_parser("doctor", help="check this node for rocm-console (one JSON line)")
+    doc.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR")
+    doc.add_argument("--vllm", default="vllm", help="how vllm is run on this node (a command line)")
+    doc.add_argument("--sudo", action="store_true", help="the console runs partition switches through sudo -n")
+    doc.add_argument("--sysroot", default="/", help="read /proc, /sys, /dev, /opt below this folder")
     mon = modes.add_parser("instance-monitor", help=argparse.SUPPRESS)
     mon.add_argument("folder")
     return parser
@@ -1378,6 +1384,11 @@ def main(argv=None):
             return instance(args, writer)
         if args.mode == "partition":
             return partition(args, writer)
+        if args.mode == "doctor":
+            import doctor  # shipped beside this file
+
+            writer.write(doctor.run(sys.modules[__name__], args))
+            return EXIT_OK
         if args.mode == "instance-monitor":
             import supervisor
 

@@ -22,6 +22,7 @@ _PKG = Path(__file__).resolve().parents[1]
 AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
 SUPERVISOR_SOURCE = _PKG / "agent" / "supervisor.py"
 PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
+DOCTOR_SOURCE = _PKG / "agent" / "doctor.py"
 SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
 SIM_VLLM_PACKAGE = _PKG / "sim" / "vllm"  # run on the node as a folder: `python3 .../sim/vllm serve`
 
@@ -36,10 +37,11 @@ class AgentCommand:
     env: tuple[tuple[str, str], ...]
     state_dir: str
     vllm: tuple[str, ...] = ("vllm",)  # how `vllm` is run on the node (the simulator's on sim nodes)
+    sysroot: str | None = None  # where the doctor reads /proc, /sys, /dev (the simulated host's files)
 
     def argv(self, mode: str, *extra: str) -> list[str]:
         argv = [self.python, self.agent_path, mode, *extra]
-        if mode in ("telemetry", "probe", "partition"):  # the modes that import amdsmi
+        if mode in ("telemetry", "probe", "partition", "doctor"):  # the modes that import amdsmi
             for path in self.amdsmi_paths:
                 argv += ["--amdsmi-path", path]
         return argv
@@ -54,9 +56,13 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("node_agent.py", AGENT_SOURCE.read_bytes()),
         ("supervisor.py", SUPERVISOR_SOURCE.read_bytes()),
         ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
+        ("doctor.py", DOCTOR_SOURCE.read_bytes()),
     ]
     if simulated:
+        from console.sim.host import FILES as SIM_HOST_FILES
+
         files.append(("sim/amdsmi.py", SIM_AMDSMI_SOURCE.read_bytes()))
+        files.extend((f"sim/host/{name}", data) for name, data in sorted(SIM_HOST_FILES.items()))
         for module in sorted(SIM_VLLM_PACKAGE.glob("*.py")):
             files.append((f"sim/vllm/{module.name}", module.read_bytes()))
     digest = hashlib.sha256()
@@ -130,7 +136,7 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
         vllm = (node.python, f"{base}/sim/vllm")
     return AgentCommand(
         agent_path=paths[0], amdsmi_paths=amdsmi_paths, python=node.python, env=tuple(env),
-        state_dir=state_dir, vllm=vllm,
+        state_dir=state_dir, vllm=vllm, sysroot=f"{base}/sim/host" if node.simulate is not None else None,
     )
 
 

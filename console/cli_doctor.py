@@ -1,0 +1,49 @@
+"""`rocm-console doctor`: per node, what a person debugging a real node needs.
+
+Which telemetry source loads and why the others do not, ROCm / driver / amd-smi /
+vLLM versions, GPU models and partition modes, and the host settings AMD's guides
+recommend, each line ok / warn / fail with its fix. Exit 0 when nothing fails,
+1 when a line fails, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from console.core.doctor import exit_code, render_text, to_json
+from console.core.model import Profile
+
+EXIT_BAD_INPUT = 2
+
+
+def add_parser(sub) -> list[argparse.ArgumentParser]:
+    doctor = sub.add_parser(
+        "doctor", help="check each node: telemetry source, versions, GPUs, host settings (ok/warn/fail + fix)"
+    )
+    doctor.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    doctor.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each node (default 90)")
+    return [doctor]
+
+
+def cmd_doctor(args: argparse.Namespace, profile: Profile) -> int:
+    from console.services.doctor import collect_doctor
+
+    known = {n.name: n for n in profile.nodes}
+    unknown = [n for n in args.node or () if n not in known]
+    if unknown:
+        print(f"rocm-console: unknown node {unknown[0]!r} (known: {', '.join(known) or 'none'})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not args.timeout > 0:
+        print(f"rocm-console: --timeout {args.timeout:g}: must be more than 0 seconds", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    nodes = [known[n] for n in dict.fromkeys(args.node)] if args.node else list(profile.nodes)
+    reports = asyncio.run(collect_doctor(nodes, timeout=args.timeout))
+    if args.json:
+        print(json.dumps(to_json(reports), indent=2))
+    else:
+        sys.stdout.write(render_text(reports))
+    return exit_code(reports)

@@ -1,0 +1,176 @@
+"""`rocm-console doctor`: records, the rules the console adds, and rendering.
+
+The node agent's doctor mode (console/agent/doctor.py) writes one ``doctor``
+line: checks (ok / warn / fail, each with its fix) and raw facts. Here that
+line becomes records; the console adds what only it knows (how it reached the
+node, vLLM environment names the node's vLLM does not know) and renders a
+table or JSON. Exit rule: any fail -> 1, else 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.core.serve_rules import version_warnings
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+LEVELS = (OK, WARN, FAIL)
+_RANK = {OK: 0, WARN: 1, FAIL: 2}
+
+
+class DoctorOutputError(ValueError):
+    """The agent's doctor line is missing or malformed (one line saying what)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorCheck:
+    id: str  # stable name: "source.amdsmi", "numa_balancing", "env.HIP_FORCE_DEV_KERNARG", ...
+    title: str
+    level: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDoctor:
+    name: str
+    checks: tuple[DoctorCheck, ...]
+    facts: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def level(self) -> str:
+        return worst(c.level for c in self.checks)
+
+    def count(self, level: str) -> int:
+        return sum(1 for c in self.checks if c.level == level)
+
+
+def worst(levels: Iterable[str]) -> str:
+    return max(levels, key=lambda lv: _RANK.get(lv, 2), default=OK)
+
+
+def exit_code(nodes: Sequence[NodeDoctor]) -> int:
+    """0 when every line is ok or warn, 1 when any fails."""
+    return 1 if any(n.level == FAIL for n in nodes) else 0
+
+
+def down_node(name: str, title: str, reason: str, fix: str = "") -> NodeDoctor:
+    """A node the doctor could not run on: one fail line naming it and why."""
+    detail = reason if reason.startswith(f"{name}:") else f"{name}: {reason}"
+    return NodeDoctor(name, (DoctorCheck("connection", title, FAIL, detail, fix),))
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def _check(obj: Any, n: int) -> DoctorCheck:
+    if not isinstance(obj, dict):
+        raise DoctorOutputError(f"check {n} is not an object")
+    values = {}
+    for key in ("id", "title", "level", "detail"):
+        value = obj.get(key)
+        if not isinstance(value, str) or not value:
+            raise DoctorOutputError(f"check {n}: {key!r} missing or not text")
+        values[key] = value
+    if values["level"] not in LEVELS:
+        raise DoctorOutputError(f"check {n} ({values['id']}): unknown level {values['level']!r}")
+    fix = obj.get("fix") or ""
+    if not isinstance(fix, str):
+        raise DoctorOutputError(f"check {n} ({values['id']}): 'fix' is not text")
+    return DoctorCheck(values["id"], values["title"], values["level"], values["detail"], fix)
+
+
+def parse_doctor_output(stdout: str) -> tuple[tuple[DoctorCheck, ...], dict[str, Any]]:
+    """(checks, facts) from the agent's stdout; DoctorOutputError when there is no usable line."""
+    for line in stdout.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("kind") == "error":
+            raise DoctorOutputError(f"the agent said: {obj.get('message')}")
+        if obj.get("kind") != "doctor":
+            continue
+        checks, facts = obj.get("checks"), obj.get("facts")
+        if not isinstance(checks, list) or not checks:
+            raise DoctorOutputError("doctor line without checks")
+        if not isinstance(facts, dict):
+            raise DoctorOutputError("doctor line without facts")
+        return tuple(_check(c, n) for n, c in enumerate(checks)), facts
+    raise DoctorOutputError("no doctor line in the agent's output")
+
+
+# ------------------------------------------------------------------ console-side rules
+
+
+def vllm_env_checks(facts: Mapping[str, Any]) -> list[DoctorCheck]:
+    """Environment names in the node's login environment that its vLLM ignores or rejects."""
+    env = facts.get("env")
+    if not isinstance(env, dict) or not env:
+        return []
+    version = facts.get("vllm") if isinstance(facts.get("vllm"), str) else None
+    pairs = {str(k): str(v) for k, v in env.items()}
+    return [
+        DoctorCheck("env.vllm_version", "environment vs vLLM", WARN, text,
+                    "unset it in the node's environment (or fix its value)")
+        for text in version_warnings(version, [], pairs)
+    ]
+
+
+def link_check(how: str, sftp_refusal: str | None) -> DoctorCheck:
+    """How the console reaches the node and ships files to it."""
+    if sftp_refusal:
+        return DoctorCheck("link", "console link", OK,
+                           f"{how}; sshd serves no SFTP ({sftp_refusal}): files go through sh on a command "
+                           "channel, checked by SHA-256")
+    return DoctorCheck("link", "console link", OK, how)
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def node_dict(node: NodeDoctor) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "level": node.level,
+        "counts": {lv: node.count(lv) for lv in LEVELS},
+        "checks": [
+            {"id": c.id, "title": c.title, "level": c.level, "detail": c.detail, "fix": c.fix}
+            for c in node.checks
+        ],
+        "facts": dict(node.facts),
+    }
+
+
+def to_json(nodes: Sequence[NodeDoctor]) -> dict[str, Any]:
+    return {"nodes": [node_dict(n) for n in nodes], "level": worst(n.level for n in nodes)}
+
+
+def _summary(node: NodeDoctor) -> str:
+    parts = [f"{node.count(lv)} {lv}" for lv in (FAIL, WARN) if node.count(lv)]
+    return ", ".join(parts) if parts else "all ok"
+
+
+def render_text(nodes: Sequence[NodeDoctor]) -> str:
+    """One block per node: a header, then `level  title  detail` and an indented fix."""
+    out: list[str] = []
+    for node in nodes:
+        out.append(f"{node.name}  {node.level.upper()}  ({_summary(node)})")
+        width = min(28, max((len(c.title) for c in node.checks), default=0))
+        for c in node.checks:
+            out.append(f"  {c.level:<4}  {c.title:<{width}}  {c.detail}")
+            if c.fix and c.level != OK:
+                out.append(f"  {'':<4}  {'':<{width}}  fix: {c.fix}")
+        out.append("")
+    failed = [n.name for n in nodes if n.level == FAIL]
+    warned = [n.name for n in nodes if n.level == WARN]
+    tail = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: "
+    tail += f"{len(failed)} failing" + (f" ({', '.join(failed)})" if failed else "")
+    tail += f", {len(warned)} with warnings" + (f" ({', '.join(warned)})" if warned else "")
+    out.append(tail)
+    return "\n".join(out) + "\n"

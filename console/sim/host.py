@@ -1,0 +1,21 @@
+"""The host files a simulated node shows the doctor: a plausible MI300-class server.
+
+``node_agent.py doctor --sysroot DIR`` reads /proc, /sys, /dev and /opt below
+DIR; for simulated nodes the console uploads these files under
+``<agent bundle>/sim/host/`` and points the doctor there, so the demo answers
+like a well-set-up node (versions match the simulated amdsmi: ROCm 7.0.2,
+amdgpu 6.12.12). The device nodes are plain empty files, readable and
+writable by the user who uploaded them.
+"""
+
+from __future__ import annotations
+
+RENDER_NODES = 8
+
+FILES: dict[str, bytes] = {
+    "proc/sys/kernel/numa_balancing": b"0\n",
+    "sys/module/amdgpu/version": b"6.12.12\n",
+    "opt/rocm/.info/version": b"7.0.2-56\n",
+    "dev/kfd": b"",
+    **{f"dev/dri/renderD{128 + i}": b"" for i in range(RENDER_NODES)},
+}
