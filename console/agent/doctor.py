@@ -66,15 +66,18 @@ def one_line(text, limit=400):
 class Host(object):
     """Where the checks look: files below sysroot, environment, user, commands."""
 
-    def __init__(self, sysroot="/", environ=None, euid=None, user=None, groups=None,
-                 which=None, run=None):
+    def __init__(self, sysroot="/", environ=None, euid=None, user=None, which=None, run=None, access=None):
         self.sysroot = sysroot or "/"
         self.environ = dict(os.environ if environ is None else environ)
         self.euid = os.geteuid() if euid is None else euid
         self.user = user if user is not None else _user_name(self.euid)
-        self.groups = set(os.getgroups() if groups is None else groups)
         self.which = which or (lambda name: shutil.which(name, path=self.environ.get("PATH")))
         self._run = run
+        self._access = access or (lambda path: os.access(path, os.R_OK | os.W_OK))
+
+    def can_open(self, absolute):
+        """Readable and writable by this user (what opening a GPU device needs)."""
+        return self._access(self.path(absolute))
 
     def path(self, absolute):
         return os.path.join(self.sysroot, absolute.lstrip("/"))
@@ -328,7 +331,7 @@ def _driver_check(host, facts):
     if version:
         return check("driver", "amdgpu driver", OK, "amdgpu %s loaded (/sys/module/amdgpu/version)" % version)
     installed = None
-    if host.sysroot == "/" and host.which("modinfo"):
+    if host.which("modinfo"):
         code, out, _ = host.run(["modinfo", "-F", "version", "amdgpu"])
         installed = out.strip() if code == 0 and out.strip() else None
     facts["amdgpu_installed"] = installed
@@ -445,12 +448,12 @@ def check_env(host, gpus, facts):
 
 
 def _access(host, path):
-    full = host.path(path)
+    """(read-write for this user, owning group) of a device; (None, None) when it is missing."""
     try:
-        st = os.stat(full)
+        st = os.stat(host.path(path))
     except OSError:
         return None, None
-    return os.access(full, os.R_OK | os.W_OK), _group_name(st.st_gid)
+    return host.can_open(path), _group_name(st.st_gid)
 
 
 def check_devices(host, facts):

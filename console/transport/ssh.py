@@ -762,7 +762,9 @@ class SshTransport:
         done = False
         try:
             proc = await self._open_channel(conn, lambda: conn.create_process(command, encoding=None))
-            _, stderr = await asyncio.wait_for(proc.communicate(data), UPLOAD_TIMEOUT)
+            proc.stdin.write(data)
+            proc.stdin.write_eof()  # explicit: communicate() sends no EOF for an empty file
+            _, stderr = await asyncio.wait_for(proc.communicate(), UPLOAD_TIMEOUT)
             done = True
         except asyncio.TimeoutError:
             raise self._err(

@@ -69,6 +69,10 @@ async def test_upload_without_sftp_is_atomic_with_mode_and_parents(hardened, ssh
     assert target.read_bytes() == data
     assert target.stat().st_mode & 0o777 == 0o640
 
+    await hardened.upload(b"", str(target.parent / "empty"))  # nothing to send is still a whole file
+    assert (target.parent / "empty").read_bytes() == b""
+    (target.parent / "empty").unlink()
+
     inode = target.stat().st_ino
     await hardened.upload(b"#!/bin/sh\necho replaced\n", str(target), mode=0o755)
     assert target.read_bytes() == b"#!/bin/sh\necho replaced\n"
@@ -160,3 +164,47 @@ def test_node_without_sftp_goes_live_on_first_contact(sshd_no_sftp, tmp_path):
     assert (bundle / "sim" / "amdsmi.py").read_bytes() == (here / "sim" / "amdsmi.py").read_bytes()
     assert not list(bundle.rglob("*.tmp"))
     assert sshd_log(sshd_no_sftp, SFTP_REFUSED) and sshd_log(sshd_no_sftp, SFTP_STARTED) == []
+
+
+# ------------------------------------------------------------------ doctor over ssh
+
+
+def doctor_json(profile: Path, *args: str) -> tuple[int, dict]:
+    proc = run_cli("doctor", "--profile", str(profile), "--json", *args)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_doctor_over_real_sshd(sshd, tmp_path):
+    code, doc = doctor_json(write_profile(tmp_path / "lab.toml", sshd, compute="CPX"))
+    assert code == 0, doc
+    [node] = doc["nodes"]
+    checks = {c["id"]: c for c in node["checks"]}
+    assert checks["link"]["detail"] == f"SSH to {sshd.user}@127.0.0.1:{sshd.port}"
+    assert checks["source.amdsmi"]["level"] == "ok"
+    assert checks["gpus"]["detail"] == "8 x AMD Instinct MI300X, CPX/NPS1, 64 logical GPUs"
+    assert checks["vllm"]["detail"].startswith("vLLM 0.32.0+sim")
+    assert node["facts"]["python_path"] == "/usr/bin/python3"  # the node's python ran it, over SSH
+    assert all(c["level"] != "fail" for c in node["checks"])
+
+
+def test_doctor_on_a_node_without_sftp(sshd_no_sftp, tmp_path):
+    code, doc = doctor_json(write_profile(tmp_path / "lab.toml", sshd_no_sftp))
+    assert code == 0, doc
+    [node] = doc["nodes"]
+    link = node["checks"][0]
+    assert link["id"] == "link" and link["level"] == "ok"
+    assert "sshd serves no SFTP (sshd refused the sftp subsystem request" in link["detail"]
+    assert "files go through sh" in link["detail"]
+    assert {c["id"]: c for c in node["checks"]}["gpus"]["level"] == "ok"
+
+
+def test_doctor_names_a_missing_python_on_the_node(sshd, tmp_path):
+    profile = write_profile(tmp_path / "lab.toml", sshd)
+    profile.write_text(profile.read_text().replace('python = "/usr/bin/python3"', 'python = "/opt/none/python3"'))
+    code, doc = doctor_json(profile)
+    assert code == 1
+    [check] = doc["nodes"][0]["checks"]
+    assert check["level"] == "fail" and check["title"] == "agent"
+    assert check["detail"].startswith("ssh-node: /opt/none/python3 not found on the node")
+    assert 'set python = "/path/to/python3" for ssh-node' in check["fix"]
