@@ -51,7 +51,7 @@ RECOMMENDED_ENV = (
 VISIBLE_DEVICES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 ENV_PREFIXES = ("VLLM_", "HIP_", "HSA_", "ROCR_", "ROCM_", "NCCL_", "RCCL_", "TORCH_", "PYTORCH_",
                 "CUDA_VISIBLE_DEVICES", "SAFETENSORS_")
-SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
 def check(id_, title, level, detail, fix=""):
@@ -63,7 +63,7 @@ def one_line(text, limit=400):
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
-class Host(object):
+class Host:
     """Where the checks look: files below sysroot, environment, user, commands."""
 
     def __init__(self, sysroot="/", environ=None, euid=None, user=None, which=None, run=None, access=None):
@@ -94,9 +94,9 @@ class Host(object):
         if self._run is not None:
             return self._run(argv, timeout)
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout,
-                                  env=self.environ)
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # noqa: UP022 - 3.8
+                                  stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout,  # noqa: UP021
+                                  env=self.environ, check=False)
         except subprocess.TimeoutExpired:
             return None, "", "timed out after %g s" % timeout
         except OSError as exc:
@@ -130,7 +130,7 @@ def last_line(*texts):
 
 
 def amdsmi_fix(error, python):
-    if error.startswith("ModuleNotFoundError") or error.startswith("ImportError: No module"):
+    if error.startswith(("ModuleNotFoundError", "ImportError: No module")):
         return ("install the amdsmi package of this ROCm into %s: `%s -m pip install /opt/rocm/share/amd_smi`"
                 % (python, python))
     if "libamd_smi" in error or error.startswith("OSError"):
@@ -347,7 +347,7 @@ def _driver_check(host, facts):
 
 
 # "AMDSMI Tool: 24.6.3+9578815 | AMDSMI Library version: 24.6.3.0 | ROCm version: 6.2.4"
-_AMD_SMI_VERSION = re.compile(r"AMDSMI Tool:\s*([^|\s]+)", re.I)
+_AMD_SMI_VERSION = re.compile(r"AMDSMI Tool:\s*([^|\s]+)", re.IGNORECASE)
 
 
 def _amd_smi_version(host, facts):
@@ -547,10 +547,8 @@ def run_checks(agent, amdsmi_paths, host, vllm_argv=("vllm",), profile_sudo=Fals
             gpu_checks, gpus = check_gpus(sampler)
             checks.extend(gpu_checks)
         finally:
-            try:
+            with contextlib.suppress(Exception):  # closing must not hide the report
                 sampler.close()
-            except Exception:
-                pass
     facts["gpus"] = gpus
     checks.extend(check_versions(agent, host, list(vllm_argv), facts))
     checks.append(check_numa(host, facts))
