@@ -1,5 +1,7 @@
 """Shipping the agent: uploaded once by content hash, paths taken literally, ~ expanded on the node."""
 
+from pathlib import Path
+
 import pytest
 
 from console.services.agent_bundle import expand_home, install_agent
@@ -36,3 +38,24 @@ def test_expand_home():
     assert expand_home("/srv/rc/", "/home/u", "n") == "/srv/rc"
     with pytest.raises(TransportError, match="n: cannot find the home directory"):
         expand_home("~/x", "", "n")
+
+
+async def test_a_failed_upload_is_one_clear_error_and_stops_the_rest(sim_node, tmp_path):
+    # Files after the first go side by side; one failing must surface as itself.
+    class Flaky(LocalTransport):
+        def __init__(self):
+            super().__init__("a")
+            self.started = []
+
+        async def upload(self, data, remote_path, *, mode=0o644):
+            self.started.append(remote_path)
+            if remote_path.endswith("/partitions.py"):
+                raise TransportError("a: upload to partitions.py failed: disk full", "command")
+            await super().upload(data, remote_path, mode=mode)
+
+    t = Flaky()
+    with pytest.raises(TransportError, match="^a: upload to partitions.py failed: disk full$"):
+        await install_agent(t, sim_node("a"))
+    assert t.started[0].endswith("/node_agent.py")  # alone first: it settles SFTP or sh
+    cmd = await install_agent(LocalTransport("a"), sim_node("a"))  # a later contact completes the bundle
+    assert Path(cmd.agent_path).parent.joinpath("partitions.py").is_file()
