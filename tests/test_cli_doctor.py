@@ -102,3 +102,22 @@ simulate = {{ gpu = "MI325X", count = 4, compute_partition = "CPX", memory_parti
     text = run("--profile", str(profile), "--timeout", "30")
     assert text.returncode == 1
     assert text.stdout.splitlines()[-1].startswith("3 nodes: 2 failing (gone, nopython)")
+
+
+def test_a_python_too_old_for_the_agent_is_named(tmp_path):
+    old = sorted(Path.home().glob(".pyenv/versions/3.[67].*/bin/python3.[67]"))
+    if not old:
+        pytest.skip("no Python older than 3.8 here")
+    profile = tmp_path / "lab.toml"
+    profile.write_text(f"""
+[nodes.old]
+transport = "local"
+python = "{old[0]}"
+state_dir = "{tmp_path / 'state'}"
+simulate = {{ gpu = "MI300X", count = 2 }}
+""")
+    proc = run("--profile", str(profile), "--json")
+    assert proc.returncode == 1
+    [check] = json.loads(proc.stdout)["nodes"][0]["checks"]
+    assert check["level"] == "fail" and "SyntaxError" in check["detail"]
+    assert check["fix"].startswith(f"the agent needs Python >= 3.8 ({old[0]} on the node)")
