@@ -20,7 +20,8 @@ from console.cli.common import (
 )
 from console.core.bench_argv import apply_bench_overrides
 from console.core.model import NodeSpec, Profile
-from console.core.results import StoredRun, run_from_console, run_to_dict
+from console.core.results.build import run_from_console
+from console.core.results.record import StoredRun, run_to_dict
 from console.core.status_view import fmt_num
 from console.services.bench import (
     BenchProgressed,
@@ -36,6 +37,7 @@ from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
+
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
     bench = sub.add_parser("bench", help="run benchmark presets against an instance; sweeps")

@@ -26,21 +26,20 @@ from console.cli.common import (
     say_error,
 )
 from console.core.errors import ProfileError
-from console.core.results import (
-    ReferenceMatch,
-    StoredRun,
-    compare_table,
-    export_csv,
-    export_json,
-    export_markdown,
+from console.core.results.compare import compare_table
+from console.core.results.display import (
     format_value,
-    load_reference_numbers,
     metric_label,
-    reference_as_run,
-    reference_matches,
     run_date,
     run_summary,
-    run_to_dict,
+)
+from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.record import StoredRun, run_to_dict
+from console.core.results.reference import (
+    ReferenceMatch,
+    load_reference_numbers,
+    reference_as_run,
+    reference_matches,
 )
 from console.services.results import ImportReport, ResultStore
 

@@ -37,16 +37,14 @@ from textual.widgets import (
     Static,
 )
 
-from console.core.results import (
-    StoredRun,
-    export_csv,
-    export_json,
-    export_markdown,
+from console.core.results.display import (
     format_value,
     metric_label,
     run_date,
     run_summary,
 )
+from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
 from console.ui.screens.compare import REFERENCE_PATH, CompareScreen, short_model
 
