@@ -10,6 +10,7 @@ Without the amdsmi module the CLIs are used: ``amd-smi set -g N -C MODE`` then
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -64,9 +65,10 @@ def explain(exc):
 
 
 def _text(value):
+    """'SPX', 'NPS1', or None for N/A; amd-smi's profile table marks the current one 'SPX*'."""
     if value is None:
         return None
-    text = str(value).strip()
+    text = str(value).strip().rstrip("*").strip()
     return None if not text or text.upper() == "N/A" else text.upper()
 
 
@@ -207,8 +209,66 @@ class CliPartitions:
             raise PartitionError("%s: %s" % (os.path.basename(argv[0]), last), kind)
         return proc.stdout
 
+    def _json(self, argv):
+        """A CLI's JSON document (text before it, such as amd-smi's permission
+        banner, skipped), or None when the command fails or prints none."""
+        try:
+            out = self._run(argv)
+        except PartitionError:
+            return None
+        decoder = json.JSONDecoder()
+        for match in re.finditer(r"(?:^|\n)[ \t]*([\[{])", out):
+            try:
+                return decoder.raw_decode(out, match.start(1))[0]
+            except ValueError:
+                continue
+        return None
+
     def read(self):
-        return []  # the telemetry stream already reports modes on these paths
+        """Per physical GPU: modes, memory caps and logical count, as the amdsmi path
+        reports them; [] when neither CLI answers (the caller then cannot verify)."""
+        if self.amd_smi:
+            gpus = self._read_amd_smi()
+            if gpus:
+                return gpus
+        return self._read_rocm_smi() if self.rocm_smi else []
+
+    def _read_amd_smi(self):
+        # logical GPUs and their BDFs; partitions of one GPU share domain:bus:device
+        listed = _records(self._json([self.amd_smi, "list", "--json"]))
+        logical = [(_index(r, pos), r.get("bdf")) for pos, r in enumerate(listed)]
+        modes = {}
+        doc = self._json([self.amd_smi, "partition", "--current", "--memory", "--json"])  # amd-smi >= 26
+        if isinstance(doc, dict):
+            for pos, e in enumerate(_records(doc, "current_partition")):
+                modes[_index(e, pos)] = [_text(e.get("accelerator_type")), _text(e.get("memory")), None]
+            for pos, e in enumerate(_records(doc, "memory_partition")):
+                row = modes.setdefault(_index(e, pos), [None, None, None])
+                row[1] = row[1] or _text(e.get("current_memory_partition"))
+                row[2] = _caps(e.get("memory_partition_caps"))
+        if not modes:  # before 26 the modes were in static
+            for pos, r in enumerate(_records(self._json([self.amd_smi, "static", "--partition", "--json"]))):
+                part = r.get("partition") if isinstance(r.get("partition"), dict) else {}
+                modes[_index(r, pos)] = [_text(part.get("compute_partition")),
+                                         _text(part.get("memory_partition")), None]
+        if not logical:
+            logical = [(i, None) for i in sorted(modes)]
+        return _group(logical, modes)
+
+    def _read_rocm_smi(self):
+        doc = self._json([self.rocm_smi, "--showbus", "--showcomputepartition", "--showmemorypartition",
+                          "--json"])
+        logical, modes = [], {}
+        for key, card in sorted((doc or {}).items()) if isinstance(doc, dict) else ():
+            if not (key.startswith("card") and key[4:].isdigit() and isinstance(card, dict)):
+                continue
+            lowered = dict((k.lower(), v) for k, v in card.items())
+            index = int(key[4:])
+            logical.append((index, lowered.get("pci bus")))
+            modes[index] = [_text(lowered.get("compute partition")), _text(lowered.get("memory partition")),
+                            None]
+        logical.sort()
+        return _group(logical, modes)
 
     def _each(self, physical, args_for):
         for p in physical if physical is not None else [None]:
@@ -228,6 +288,45 @@ class CliPartitions:
         else:
             self._each(physical, lambda p: [self.rocm_smi] + ([] if p is None else ["-d", str(p)])
                        + ["--setmemorypartition", mode])
+
+
+def _records(doc, key="gpu_data"):
+    """amd-smi >= 26 wraps per-GPU lists in an object, older releases print the list."""
+    if isinstance(doc, dict):
+        doc = doc.get(key)
+    return [r for r in doc if isinstance(r, dict)] if isinstance(doc, list) else []
+
+
+def _index(record, pos):
+    for key in ("gpu", "gpu_id"):
+        try:
+            return int(str(record.get(key)).strip())
+        except ValueError:
+            continue
+    return pos
+
+
+def _caps(value):
+    if isinstance(value, str):
+        value = value.split(",")
+    return [c for c in (_text(v) for v in value or ()) if c] if isinstance(value, (list, tuple)) else None
+
+
+def _group(logical, modes):
+    """[{physical, modes of its first partition, logical_gpus}] by shared BDF prefix."""
+    order, members = [], {}
+    for index, bdf in logical:
+        key = _physical_key(bdf.strip().lower()) if isinstance(bdf, str) and bdf.strip() else ("#", index)
+        if key not in members:
+            order.append(key)
+            members[key] = []
+        members[key].append(index)
+    out = []
+    for i, key in enumerate(order):
+        compute, memory, caps = modes.get(members[key][0], (None, None, None))
+        out.append({"physical": i, "compute_partition": compute, "memory_partition": memory,
+                    "memory_caps": caps, "logical_gpus": len(members[key])})
+    return out
 
 
 # ------------------------------------------------------------------ entry points
