@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Sequence
 
 from console.cli.common import (
     EXIT_FAILED,
@@ -33,6 +34,7 @@ from console.services.bench import (
     live_summary,
 )
 from console.services.instances import InstanceError, InstanceService, InstanceState, InstanceView
+from console.services.live_metrics import LiveSample
 from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
@@ -76,7 +78,7 @@ class _Printer:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.last = 0.0
-        self.live = None
+        self.live: LiveSample | None = None
 
     def __call__(self, event) -> None:
         if self.quiet:
@@ -146,7 +148,7 @@ async def _ready_instance(service: InstanceService, node: NodeSpec, name: str) -
     return view
 
 
-async def _run_points(args, profile: Profile, points: list[int | None]) -> int:
+async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> int:
     node = pick_node(profile, args.node)
     preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
     if preset is None:
@@ -195,7 +197,7 @@ async def _run_points(args, profile: Profile, points: list[int | None]) -> int:
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILED
 
 
-def _sweep_points(args, profile: Profile) -> list[int | None]:
+def _sweep_points(args, profile: Profile) -> Sequence[int | None]:
     if args.bench_command == "run":
         if args.concurrency is not None:
             if args.concurrency < 1:

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 from console.cli.common import (
     EXIT_FAILED,
@@ -25,6 +25,7 @@ from console.services.partitions import PartitionFailed, PartitionRefused, Parti
 from console.services.status import collect_status, sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
+
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
     part = sub.add_parser("partition", help="show or switch compute (SPX/DPX/QPX/CPX) and memory (NPS1/NPS4) modes")
@@ -54,7 +55,7 @@ def _rows(snapshot) -> list[dict]:
 async def _show(args, profile: Profile) -> int:
     nodes = select_nodes(profile, args.node)
     snaps = await collect_status(nodes, probe=False)
-    doc = [{"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps]
+    doc: list[dict[str, Any]] = [{"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps]
     if args.json:
         print(json.dumps({"nodes": doc}, indent=2))
     else:

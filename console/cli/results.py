@@ -13,7 +13,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -81,7 +81,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 # ---------------------------------------------------------------- helpers
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: set[int] = frozenset()) -> str:
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Container[int] = frozenset()) -> str:
     widths = [len(h) for h in head]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
@@ -293,7 +293,7 @@ def _export(args, store: ResultStore) -> int:
 def _print_report(report: ImportReport) -> None:
     for run in report.imported:
         part = run.context.get("source_part")
-        where = run.source + (f" {part}" if part else "")
+        where = (run.source or "") + (f" {part}" if part else "")
         conc = run.setup.get("max_concurrency")
         what = _short_model(run.setup.get("model")) + (f" c{conc}" if conc is not None else "")
         tput = run.metrics.get("output_throughput")

@@ -168,7 +168,7 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
             return views
 
         results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
-        for node, res in zip(nodes, results):
+        for res in results:
             if isinstance(res, BaseException):
                 failed = True
                 say_error(res)

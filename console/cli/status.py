@@ -44,7 +44,7 @@ def format_status_table(snapshots: Sequence[NodeSnapshot]) -> str:
             if m and m.power_w is not None:
                 power = f"{m.power_w:.0f}/{fmt_num(m.power_cap_w)}"
             lines.append(
-                f"{static.index if static else m.index:>4} {static.physical if static else '?':>3} {part:<9} {model:<20} "
+                f"{static.index if static else (m.index if m else '?'):>4} {static.physical if static else '?':>3} {part:<9} {model:<20} "
                 f"{fmt_num(m.util_pct if m else None, '{:.0f}%'):>5} {vram:>13} {power:>11} "
                 f"{fmt_num(m.temp_junction_c if m else None):>4} {fmt_num(m.temp_mem_c if m else None):>4} "
                 f"{len(m.processes) if m else 0:>5}"

@@ -115,7 +115,7 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     base = f"{state_dir}/agent/{digest}"
     paths = [f"{base}/{name}" for name, _ in files]
     if out[-1].strip() != "present":
-        for (name, data), path in zip(files, paths):
+        for (_name, data), path in zip(files, paths):
             await transport.upload(data, path, mode=0o644)
     env: list[tuple[str, str]] = []
     amdsmi_paths: tuple[str, ...] = ()

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
-from typing import Callable
-
 from dataclasses import replace
-from typing import Sequence
+from pathlib import Path
+from typing import Callable, Sequence
 
 from textual.app import App
 from textual.css.query import NoMatches
@@ -59,7 +57,7 @@ class ConsoleApp(App[int]):
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     COMMANDS = App.COMMANDS | {FleetCommands, InstanceCommands}
 
-    BINDINGS = APP_BINDINGS
+    BINDINGS = [*APP_BINDINGS]
 
     # Screens get -short below 32 rows (app.tcss); the GPU table fits columns itself.
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]

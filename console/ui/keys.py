@@ -32,18 +32,18 @@ APP_BINDINGS = [
 def binding_sections() -> list[tuple[str, list[Binding]]]:
     # Imported here, not at the top: the app imports this module at start-up and
     # most screens are loaded only when first opened.
+    from console.ui.screens.bench import BenchScreen
+    from console.ui.screens.bench_start import StartBenchDialog
+    from console.ui.screens.compare import CompareScreen
     from console.ui.screens.confirm import ConfirmScreen
     from console.ui.screens.detail import DetailScreen
     from console.ui.screens.fleet import FleetScreen
     from console.ui.screens.help import HelpScreen
+    from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
     from console.ui.screens.instances import InstancesScreen
     from console.ui.screens.log_viewer import LogScreen
-    from console.ui.screens.start_dialog import StartDialog
-    from console.ui.screens.bench import BenchScreen
-    from console.ui.screens.bench_start import StartBenchDialog
-    from console.ui.screens.compare import CompareScreen
-    from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
     from console.ui.screens.partition import PartitionScreen, ReloadConfirm
+    from console.ui.screens.start_dialog import StartDialog
     from console.ui.widgets.gpu_table import GpuTable
 
     def own(cls) -> list[Binding]:

@@ -20,10 +20,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from console.core.telemetry import parse_agent_line
 

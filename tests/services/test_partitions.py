@@ -7,7 +7,6 @@ import json
 import pytest
 
 from console.core.model import ServePreset
-from console.services.instances import InstanceService
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.status import sample_node
 from console.services.transports import TransportPool

@@ -29,7 +29,7 @@ _BLOCK_SETUP_KEYS = ("max_concurrency", "request_rate")
 
 def _redacted_args(args: Mapping[str, object]) -> dict:
     """Client arguments (a Namespace) with secret-looking values masked."""
-    out = {}
+    out: dict[str, object] = {}
     for key, value in args.items():
         key = str(key)
         if value is not None and (looks_secret(key) or key in ("header", "headers")):
@@ -45,7 +45,7 @@ def _context(context: Mapping | None, **extra: object) -> dict:
     """Every CONTEXT_KEYS key (None when unknown), plus any other given keys; secrets masked."""
     given = dict(context or {})
     given.update({k: v for k, v in extra.items() if v is not None})
-    out: dict = {key: None for key in CONTEXT_KEYS}
+    out: dict = dict.fromkeys(CONTEXT_KEYS)
     for key, value in given.items():
         out[str(key)] = value
     for key in ("serve_args", "client_argv"):
@@ -67,7 +67,7 @@ def _context(context: Mapping | None, **extra: object) -> dict:
 
 
 def full_setup(values: Mapping[str, object]) -> dict:
-    out: dict = {key: None for key in SETUP_KEYS}
+    out: dict = dict.fromkeys(SETUP_KEYS)
     out.update(values)
     for key in SETUP_NUMERIC_KEYS:
         if isinstance(out.get(key), str):

@@ -82,11 +82,11 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
         for key in run.metrics:
             union.setdefault(key, 1.0)
     for key in result_metric_keys(union):
-        values = [r.metrics.get(key) for r in runs]
-        base = values[0]
+        numbers: list[float | None] = [r.metrics.get(key) for r in runs]
+        base = numbers[0]
         delta: list[float | None] = [None]
         pct: list[float | None] = [None]
-        for value in values[1:]:
+        for value in numbers[1:]:
             if value is None or base is None or not (math.isfinite(value) and math.isfinite(base)):
                 delta.append(None)
                 pct.append(None)
@@ -94,6 +94,6 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
             diff = value - base
             delta.append(diff)
             pct.append(diff / base * 100.0 if base != 0 else None)
-        rows.append({"section": "metric", "key": key, "label": metric_label(key), "values": values,
+        rows.append({"section": "metric", "key": key, "label": metric_label(key), "values": numbers,
                      "delta": delta, "delta_pct": pct, "better": better(key)})
     return rows

@@ -7,6 +7,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from console.core.bench_output import BenchError, BenchStreamParser
 from console.core.results.build import run_from_block, run_from_result
@@ -50,7 +51,7 @@ def _json_objects(text: str) -> list[object]:
         out += value if isinstance(value, list) else [value]
 
 
-def _is_result_object(obj: object) -> bool:
+def _is_result_object(obj: object) -> TypeGuard[Mapping]:
     return isinstance(obj, Mapping) and ("completed" in obj or "duration" in obj)
 
 
@@ -139,7 +140,7 @@ def runs_from_file(
     return out
 
 
-def _failed_reason(errors: Sequence[BenchError], before_line: int) -> str:
+def _failed_reason(errors: Sequence[BenchError], before_line: float) -> str:
     found = [e for e in errors if e.line <= before_line]
     all_failed = next((e for e in reversed(found) if e.kind == "all_failed"), None)
     reason = all_failed.message if all_failed else "All requests failed (0 successful requests)"

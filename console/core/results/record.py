@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import overload
 
 from console.core.bench_result import BenchResult
 
@@ -78,6 +79,14 @@ class StoredRun:
     def model(self) -> str | None:
         return self.setup.get("model")
 
+
+
+@overload
+def jsonable(value: Mapping) -> dict: ...
+
+
+@overload
+def jsonable(value: object) -> object: ...
 
 
 def jsonable(value: object) -> object:
@@ -190,7 +199,7 @@ def run_from_dict(data: Mapping) -> StoredRun:
             number = as_number(setup[key])
             if number is not None:
                 setup[key] = number
-    context = {key: None for key in CONTEXT_KEYS}
+    context = dict.fromkeys(CONTEXT_KEYS)
     context.update(data.get("context") or {})
     result = data.get("result")
     live = data.get("live")

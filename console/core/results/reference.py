@@ -249,7 +249,7 @@ def reference_matches(run: StoredRun, reference_rows: Iterable[ReferenceRow]) ->
 
 def reference_as_run(row: ReferenceRow) -> StoredRun:
     """A reference row as a (never stored) run, to sit in a comparison as a column."""
-    context = {key: None for key in CONTEXT_KEYS}
+    context = dict.fromkeys(CONTEXT_KEYS)
     context.update({"gpu_model": row.gpu, "serve_args": list(row.serve_args) or None,
                     "tp": row.tp, "reference": f"seed {row.seed}: {row.section}"})
     setup = full_setup({

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -215,7 +215,7 @@ class BenchScreen(Screen):
             yield log
             yield Static(id="bench-result")
             with Vertical(id="bench-sweep-box"):
-                table = DataTable(id="bench-sweep", cursor_type="none", zebra_stripes=True)
+                table: DataTable[Any] = DataTable(id="bench-sweep", cursor_type="none", zebra_stripes=True)
                 table.can_focus = False
                 table.border_title = "Sweep"
                 table.add_columns(*bv.SWEEP_COLUMNS)
@@ -269,7 +269,7 @@ class BenchScreen(Screen):
 
     @classmethod
     def from_request(cls, request, *, fleet, runner: BenchRunner | None, store=None,
-                     clock: Callable[[], float] = time.time) -> "BenchScreen":
+                     clock: Callable[[], float] = time.time) -> BenchScreen:
         """The screen for what StartBenchDialog returned (a bench_form.BenchRequest)."""
         return cls(fleet, fleet.spec(request.node), request.instance, request.preset, runner=runner, store=store,
                    points=list(request.points), overrides=request.overrides, extra_env=request.extra_env,

@@ -18,6 +18,7 @@ import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -390,7 +391,7 @@ class HistoryScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="history-title")
-        table = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Any] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static(id="history-detail")
         yield Static(id="history-status")

@@ -32,6 +32,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import (
     Button,
     Input,
@@ -321,8 +322,8 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self.new_gpus: tuple[int, ...] = ()
         self._generation = 0
         self._started = 0.0
-        self._ticker = None
-        self._debounce = None
+        self._ticker: Timer | None = None
+        self._debounce: Timer | None = None
         self._gpus_text: str | None = None
         self._target: tuple[list[int], str | None, str | None] | None = None
 

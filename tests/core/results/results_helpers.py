@@ -29,5 +29,5 @@ def strict_json(text: str):
 
 def make_run(run_id: str, metrics: dict, **kw) -> StoredRun:
     setup = {"model": "org/M", "max_concurrency": 64, **kw.pop("setup", {})}
-    return StoredRun(id=run_id, created=NOW, origin="import", context={k: None for k in CONTEXT_KEYS},
+    return StoredRun(id=run_id, created=NOW, origin="import", context=dict.fromkeys(CONTEXT_KEYS),
                      setup=setup, metrics=metrics, **kw)
