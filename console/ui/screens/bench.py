@@ -34,7 +34,7 @@ from textual.widgets import DataTable, Footer, Log, ProgressBar, Static
 
 from console.core.bench_argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
-from console.core.results import run_from_console
+from console.core.results.build import run_from_console
 from console.services.bench import (
     BenchFinished,
     BenchProgressed,
