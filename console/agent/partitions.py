@@ -20,6 +20,9 @@ import time
 
 COMPUTE_MODES = ("SPX", "DPX", "TPX", "QPX", "CPX")
 MEMORY_MODES = ("NPS1", "NPS2", "NPS4", "NPS8")
+# The amdsmi enum each setter takes, and the members asked for by mode name.
+COMPUTE_ENUM = ("AmdSmiComputePartitionType", COMPUTE_MODES)
+MEMORY_ENUM = ("AmdSmiMemoryPartitionType", MEMORY_MODES)
 CLI_TIMEOUT = 300.0  # a memory switch can take minutes
 
 # amdsmi status codes (reference §3) -> what a person should read.
@@ -126,26 +129,29 @@ class AmdsmiPartitions:
                 pass
             out.append({
                 "physical": i,
-                "compute_partition": self._get(self.m.amdsmi_get_gpu_compute_partition, h),
-                "memory_partition": self._get(self.m.amdsmi_get_gpu_memory_partition, h),
+                "compute_partition": self._get("amdsmi_get_gpu_compute_partition", h),
+                "memory_partition": self._get("amdsmi_get_gpu_memory_partition", h),
                 "memory_caps": caps,
                 "logical_gpus": n,
             })
         return out
 
-    @staticmethod
-    def _get(fn, h):
+    def _get(self, name, h):
+        """A partition getter (a mode name, "N/A" or "" when unknown) -> the mode or None."""
         try:
-            return _text(fn(h))
+            return _text(getattr(self.m, name)(h))
         except Exception:
             return None
 
+    def _member(self, spec, mode):
+        enum_name, modes = spec
+        return getattr(getattr(self.m, enum_name), mode) if mode in modes else None
+
     def set_compute(self, physical, mode):
         targets = self._targets(physical)
-        enum = getattr(self.m, "AmdSmiComputePartitionType")
         for i, h in targets:
             try:
-                self.m.amdsmi_set_gpu_compute_partition(h, getattr(enum, mode))
+                self.m.amdsmi_set_gpu_compute_partition(h, self._member(COMPUTE_ENUM, mode))
             except Exception as exc:
                 err = explain(exc)
                 raise PartitionError("GPU %d: %s" % (i, err), err.kind)
@@ -153,10 +159,9 @@ class AmdsmiPartitions:
 
     def set_memory(self, physical, mode):
         targets = self._targets(physical)
-        enum = getattr(self.m, "AmdSmiMemoryPartitionType")
         for i, h in targets:
             try:
-                self.m.amdsmi_set_gpu_memory_partition(h, getattr(enum, mode))
+                self.m.amdsmi_set_gpu_memory_partition(h, self._member(MEMORY_ENUM, mode))
             except Exception as exc:
                 err = explain(exc)
                 raise PartitionError("GPU %d: %s" % (i, err), err.kind)
@@ -246,11 +251,14 @@ class CliPartitions:
                 row = modes.setdefault(_index(e, pos), [None, None, None])
                 row[1] = row[1] or _text(e.get("current_memory_partition"))
                 row[2] = _caps(e.get("memory_partition_caps"))
-        if not modes:  # before 26 the modes were in static
+        if not modes or any(row[0] is None for row in modes.values()):
+            # before 26 the modes were in static; an answer with the memory table
+            # alone (a real `partition -m` shape) leaves the compute mode to it too
             for pos, r in enumerate(_records(self._json([self.amd_smi, "static", "--partition", "--json"]))):
                 part = r.get("partition") if isinstance(r.get("partition"), dict) else {}
-                modes[_index(r, pos)] = [_text(part.get("compute_partition")),
-                                         _text(part.get("memory_partition")), None]
+                row = modes.setdefault(_index(r, pos), [None, None, None])
+                row[0] = row[0] or _text(part.get("compute_partition"))
+                row[1] = row[1] or _text(part.get("memory_partition"))
         if not logical:
             logical = [(i, None) for i in sorted(modes)]
         return _group(logical, modes)
@@ -376,5 +384,13 @@ def set_modes(load_amdsmi, paths, physical, compute=None, memory=None, reload_dr
         g = wrong[0]
         raise PartitionError("GPU %d reports %s/%s after the switch" % (
             g["physical"], g["compute_partition"], g["memory_partition"]))
+    # a mode that cannot be read back is not a pass: say which GPUs stay unverified
+    seen = set(g["physical"] for g in chosen)
+    unverified = sorted(set(p for p in (physical or ()) if p not in seen)
+                        | set(g["physical"] for g in chosen
+                              if (compute and g["compute_partition"] is None)
+                              or (memory and g["memory_partition"] is None)))
+    if not chosen:
+        unverified = sorted(physical) if physical else ["all"]
     return {"kind": "partitions", "gpus": gpus, "seconds": round(time.time() - started, 2),
-            "logical_gpus": sum(g["logical_gpus"] for g in gpus)}
+            "logical_gpus": sum(g["logical_gpus"] for g in gpus), "unverified": unverified}

@@ -113,11 +113,12 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
         await pool.close()
     if args.json:
         print(json.dumps({"node": node.name, "summary": result.summary, "seconds": result.seconds,
-                          "logical_gpus": result.logical_gpus, "gpus": list(result.gpus)}, indent=2))
+                          "logical_gpus": result.logical_gpus, "gpus": list(result.gpus),
+                          "unverified": list(result.unverified)}, indent=2))
     else:
         modes = sorted({f"{g['compute_partition']}/{g['memory_partition']}" for g in result.gpus
                         if g["physical"] in chosen})
-        print(f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs (verified, {result.seconds:.1f} s)")
+        print(f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs ({result.verification()}, {result.seconds:.1f} s)")
     return EXIT_OK
 
 

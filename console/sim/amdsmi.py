@@ -65,7 +65,9 @@ class AmdSmiInitFlags(IntEnum):
     INIT_AMD_APUS = (1 << 0) | (1 << 1)
 
 
-class AmdSmiStatus(IntEnum):
+class _Status(IntEnum):
+    """amdsmi_status_t; the real package has these only as amdsmi_wrapper.AMDSMI_STATUS_* ints."""
+
     SUCCESS = 0
     INVAL = 1
     NOT_SUPPORTED = 2
@@ -111,9 +113,6 @@ class AmdSmiComputePartitionType(IntEnum):
     QPX = 4
     CPX = 5
 
-
-# The real wrapper exposes both names for the same enum.
-AmdSmiAcceleratorPartitionType = AmdSmiComputePartitionType
 
 
 class AmdSmiMemoryPartitionType(IntEnum):
@@ -189,21 +188,21 @@ class AmdSmiGpuBlock(IntEnum):
 # ---------------------------------------------------------------------- exceptions
 
 _ERROR_TEXT = {
-    AmdSmiStatus.INVAL: "Invalid parameters",
-    AmdSmiStatus.NOT_SUPPORTED: "Feature not supported",
-    AmdSmiStatus.TIMEOUT: "Timeout in API call",
-    AmdSmiStatus.RETRY: "Retry operation",
-    AmdSmiStatus.NO_PERM: "Permission Denied",
-    AmdSmiStatus.INIT_ERROR: "Initialization error",
-    AmdSmiStatus.BUSY: "Device busy",
-    AmdSmiStatus.NOT_FOUND: "Device Not found",
-    AmdSmiStatus.NOT_INIT: "Device not initialized",
-    AmdSmiStatus.DRIVER_NOT_LOADED: "Driver not loaded",
-    AmdSmiStatus.NO_DATA: "No data was found for given input",
-    AmdSmiStatus.INSUFFICIENT_SIZE: "Insufficient size for operation",
-    AmdSmiStatus.UNEXPECTED_DATA: "The data read or provided was unexpected",
-    AmdSmiStatus.AMDGPU_RESTART_ERR: "AMDGPU restart failed",
-    AmdSmiStatus.SETTING_UNAVAILABLE: "Setting is not available",
+    _Status.INVAL: "Invalid parameters",
+    _Status.NOT_SUPPORTED: "Feature not supported",
+    _Status.TIMEOUT: "Timeout in API call",
+    _Status.RETRY: "Retry operation",
+    _Status.NO_PERM: "Permission Denied",
+    _Status.INIT_ERROR: "Initialization error",
+    _Status.BUSY: "Device busy",
+    _Status.NOT_FOUND: "Device Not found",
+    _Status.NOT_INIT: "Device not initialized",
+    _Status.DRIVER_NOT_LOADED: "Driver not loaded",
+    _Status.NO_DATA: "No data was found for given input",
+    _Status.INSUFFICIENT_SIZE: "Insufficient size for operation",
+    _Status.UNEXPECTED_DATA: "The data read or provided was unexpected",
+    _Status.AMDGPU_RESTART_ERR: "AMDGPU restart failed",
+    _Status.SETTING_UNAVAILABLE: "Setting is not available",
 }
 
 
@@ -219,7 +218,7 @@ class AmdSmiLibraryException(AmdSmiException):
         super().__init__(err_code)
         self.err_code = err_code
         try:
-            name = AmdSmiStatus(err_code).name
+            name = _Status(err_code).name
         except ValueError:
             name = "UNKNOWN_ERROR"
         text = _ERROR_TEXT.get(err_code, "An unknown error occurred")
@@ -239,12 +238,12 @@ class AmdSmiLibraryException(AmdSmiException):
 
 class AmdSmiRetryException(AmdSmiLibraryException):
     def __init__(self, detail=None):
-        super().__init__(AmdSmiStatus.RETRY, detail)
+        super().__init__(_Status.RETRY, detail)
 
 
 class AmdSmiTimeoutException(AmdSmiLibraryException):
     def __init__(self, detail=None):
-        super().__init__(AmdSmiStatus.TIMEOUT, detail)
+        super().__init__(_Status.TIMEOUT, detail)
 
 
 class AmdSmiParameterException(AmdSmiException):
@@ -265,9 +264,9 @@ class AmdSmiParameterException(AmdSmiException):
 
 def _error(code, detail=None):
     """The exception class the real wrapper raises for `code`."""
-    if code == AmdSmiStatus.RETRY:
+    if code == _Status.RETRY:
         return AmdSmiRetryException(detail)
-    if code == AmdSmiStatus.TIMEOUT:
+    if code == _Status.TIMEOUT:
         return AmdSmiTimeoutException(detail)
     return AmdSmiLibraryException(code, detail)
 
@@ -333,7 +332,7 @@ def _sim_dir():
     path = os.environ.get(ENV_DIR)
     if not path:
         raise AmdSmiLibraryException(
-            AmdSmiStatus.DRIVER_NOT_LOADED,
+            _Status.DRIVER_NOT_LOADED,
             "{} is not set; the simulated amdsmi needs a state folder".format(ENV_DIR),
         )
     return path
@@ -352,17 +351,17 @@ def _new_state(spec):
     gpu = str(spec.get("gpu", "MI300X")).upper()
     if gpu not in MODELS:
         raise AmdSmiLibraryException(
-            AmdSmiStatus.INIT_ERROR, "unknown gpu {!r}; one of {}".format(gpu, sorted(MODELS))
+            _Status.INIT_ERROR, "unknown gpu {!r}; one of {}".format(gpu, sorted(MODELS))
         )
     model = MODELS[gpu]
     count = spec.get("count", 8)
     compute = str(spec.get("compute_partition", "SPX")).upper()
     memory = str(spec.get("memory_partition", "NPS1")).upper()
     if not isinstance(count, int) or not 1 <= count <= 64:
-        raise AmdSmiLibraryException(AmdSmiStatus.INIT_ERROR, "count must be 1..64")
+        raise AmdSmiLibraryException(_Status.INIT_ERROR, "count must be 1..64")
     if compute not in model.compute_modes or memory not in _memory_caps(model, compute):
         raise AmdSmiLibraryException(
-            AmdSmiStatus.INIT_ERROR,
+            _Status.INIT_ERROR,
             "{}/{} is not a valid mode for {}".format(compute, memory, gpu),
         )
     buses = list(_BUSES) + ["{:02x}".format(0xE0 + i) for i in range(count)]
@@ -437,7 +436,7 @@ class _Library:
     def state(self):
         data = self.state_file.read()
         if data is None:
-            raise AmdSmiLibraryException(AmdSmiStatus.DRIVER_NOT_LOADED, "state.json vanished")
+            raise AmdSmiLibraryException(_Status.DRIVER_NOT_LOADED, "state.json vanished")
         return data
 
     def fresh_state(self):
@@ -446,7 +445,7 @@ class _Library:
             with open(self.state_file.path) as f:
                 return json.load(f)
         except (OSError, ValueError) as exc:
-            raise AmdSmiLibraryException(AmdSmiStatus.DRIVER_NOT_LOADED, "state.json: {}".format(exc))
+            raise AmdSmiLibraryException(_Status.DRIVER_NOT_LOADED, "state.json: {}".format(exc))
 
     def save(self, state):
         _write_json(self.state_file.path, state)
@@ -479,14 +478,14 @@ class _Wrapper:
     amdsmi_processor_handle = ProcessorHandle
 
 
-for _status in AmdSmiStatus:
+for _status in _Status:
     setattr(_Wrapper, "AMDSMI_STATUS_" + _status.name, int(_status))
 amdsmi_wrapper = _Wrapper
 
 
 def _require_init():
     if _lib.refcount <= 0:
-        raise AmdSmiLibraryException(AmdSmiStatus.NOT_INIT)
+        raise AmdSmiLibraryException(_Status.NOT_INIT)
 
 
 def _fault(api):
@@ -501,7 +500,7 @@ def _gpu(handle, api):
     if not isinstance(handle, ProcessorHandle):
         raise AmdSmiParameterException(handle, ProcessorHandle)
     if _lib.refcount <= 0 or handle._session != _lib.session:
-        raise AmdSmiLibraryException(AmdSmiStatus.NOT_INIT, "handle used after amdsmi_shut_down")
+        raise AmdSmiLibraryException(_Status.NOT_INIT, "handle used after amdsmi_shut_down")
     _fault(api)
     return handle
 
@@ -519,7 +518,7 @@ def _is_root(state):
 
 def _require_root(state):
     if not _is_root(state):
-        raise AmdSmiLibraryException(AmdSmiStatus.NO_PERM, "partition changes need root")
+        raise AmdSmiLibraryException(_Status.NO_PERM, "partition changes need root")
 
 
 def _sleep_switch(state):
@@ -749,15 +748,15 @@ def amdsmi_init(flag=AmdSmiInitFlags.INIT_AMD_GPUS):
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
-        raise AmdSmiLibraryException(AmdSmiStatus.DRIVER_NOT_LOADED, str(exc))
+        raise AmdSmiLibraryException(_Status.DRIVER_NOT_LOADED, str(exc))
     state_path = os.path.join(folder, "state.json")
     if not os.path.exists(state_path):
         try:
             spec = json.loads(os.environ.get(ENV_SPEC) or "{}")
         except ValueError as exc:
-            raise AmdSmiLibraryException(AmdSmiStatus.INIT_ERROR, "bad {}: {}".format(ENV_SPEC, exc))
+            raise AmdSmiLibraryException(_Status.INIT_ERROR, "bad {}: {}".format(ENV_SPEC, exc))
         if not isinstance(spec, dict):
-            raise AmdSmiLibraryException(AmdSmiStatus.INIT_ERROR, ENV_SPEC + " must be an object")
+            raise AmdSmiLibraryException(_Status.INIT_ERROR, ENV_SPEC + " must be an object")
         _write_json(state_path, _new_state(spec))
         busy = _busy_processes(spec)
         if busy:
@@ -800,7 +799,7 @@ def amdsmi_gpu_driver_reload():
     _require_root(state)
     if _busy_physical(state):
         raise AmdSmiLibraryException(
-            AmdSmiStatus.AMDGPU_RESTART_ERR, "GPU processes still running; amdgpu cannot unload"
+            _Status.AMDGPU_RESTART_ERR, "GPU processes still running; amdgpu cannot unload"
         )
     _sleep_switch(state)
     state = _lib.fresh_state()
@@ -949,7 +948,7 @@ def amdsmi_get_power_info(processor_handle):
         "gfx_voltage": int(600 + 350 * s["gfx_clk"] / model.gfx_max),
         "soc_voltage": 785,
         "mem_voltage": 1100,
-        "power_limit": model.power_cap_w * 1000000,  # µW
+        "power_limit": model.power_cap_w,  # W (amdsmi 7.x; 6.x gave hwmon's µW)
     }
 
 
@@ -977,14 +976,14 @@ def amdsmi_get_temp_metric(processor_handle, sensor_type, metric):
         raise AmdSmiParameterException(metric, AmdSmiTemperatureMetric)
     # MI3xx has no edge sensor; secondary partitions have no thermal data.
     if _secondary(h) or sensor_type in (AmdSmiTemperatureType.EDGE, AmdSmiTemperatureType.PLX):
-        raise AmdSmiLibraryException(AmdSmiStatus.NOT_SUPPORTED)
+        raise AmdSmiLibraryException(_Status.NOT_SUPPORTED)
     is_hotspot = sensor_type == AmdSmiTemperatureType.HOTSPOT
     if metric == AmdSmiTemperatureMetric.CRITICAL:
         return 110 if is_hotspot else 95
     if metric == AmdSmiTemperatureMetric.EMERGENCY:
         return 115 if is_hotspot else 100
     if metric != AmdSmiTemperatureMetric.CURRENT:
-        raise AmdSmiLibraryException(AmdSmiStatus.NOT_SUPPORTED)
+        raise AmdSmiLibraryException(_Status.NOT_SUPPORTED)
     s = _physical_sample(_lib.state(), h.phys, _now())
     if is_hotspot:
         return int(round(s["hotspot"]))
@@ -998,7 +997,7 @@ def amdsmi_get_clock_info(processor_handle, clock_type):
     if not isinstance(clock_type, AmdSmiClkType):
         raise AmdSmiParameterException(clock_type, AmdSmiClkType)
     if clock_type not in (AmdSmiClkType.GFX, AmdSmiClkType.MEM, AmdSmiClkType.SOC):
-        raise AmdSmiLibraryException(AmdSmiStatus.NOT_SUPPORTED)
+        raise AmdSmiLibraryException(_Status.NOT_SUPPORTED)
     if _secondary(h):
         return _all_na(("clk", "min_clk", "max_clk", "clk_locked", "clk_deep_sleep"))
     state = _lib.state()
@@ -1080,28 +1079,30 @@ def amdsmi_get_energy_count(processor_handle):
     }
 
 
-_METRIC_KEYS = (
-    "temperature_edge", "temperature_hotspot", "temperature_mem", "temperature_vrgfx",
-    "temperature_vrsoc", "temperature_vrmem", "temperature_hbm",
-    "average_gfx_activity", "average_umc_activity", "average_mm_activity",
-    "average_socket_power", "current_socket_power", "energy_accumulator",
-    "system_clock_counter", "average_gfxclk_frequency", "average_socclk_frequency",
-    "average_uclk_frequency", "current_gfxclk", "current_socclk", "current_uclk",
-    "current_vclk0", "current_dclk0", "current_gfxclks", "throttle_status",
-    "indep_throttle_status", "pcie_link_width", "pcie_link_speed",
-    "voltage_soc", "voltage_gfx", "voltage_mem", "xgmi_link_width", "xgmi_link_speed",
-    "xgmi_read_data_acc", "xgmi_write_data_acc", "xgmi_link_status",
-    "accumulation_counter", "prochot_residency_acc", "ppt_residency_acc",
-    "socket_thm_residency_acc", "vr_thm_residency_acc", "hbm_thm_residency_acc",
-    "num_partition", "xcp_stats", "vram_max_bandwidth",
-)
+# Sizes of the per-partition arrays of amdsmi_gpu_metrics_t (amdsmi.h).
+_MAX_XCP, _MAX_XCC, _MAX_JPEG, _MAX_VCN = 8, 8, 32, 4
+
+
+def _per_xcp(rows, size):
+    """An xcp_stats.* value as the 7.0.2 wrapper returns it: one list per XCP slot
+    (all 8), each padded to the C array size; unused slots are UINT_MAX -> "N/A"."""
+    out = []
+    for i in range(_MAX_XCP):
+        row = list(rows[i]) if i < len(rows) else []
+        out.append(row + ["N/A"] * (size - len(row)))
+    return out
 
 
 def amdsmi_get_gpu_metrics_info(processor_handle):
-    """The flat gpu_metrics dict (a subset of the real keys)."""
+    """The flat gpu_metrics dict of amdsmi 7.0.2 (a subset of its keys, same names and shapes).
+
+    Only a physical GPU's primary partition has a gpu_metrics table (the other
+    partitions' devices have no such sysfs file): NOT_SUPPORTED there.  The
+    primary's table carries every partition's gfx busy % in xcp_stats.
+    """
     h = _gpu(processor_handle, "amdsmi_get_gpu_metrics_info")
-    if _secondary(h):  # only XCP 0 carries gpu_metrics
-        return _all_na(_METRIC_KEYS)
+    if _secondary(h):
+        raise AmdSmiLibraryException(_Status.NOT_SUPPORTED, "no gpu_metrics on a secondary partition")
     state = _lib.state()
     model = _model(state)
     t = _now()
@@ -1110,8 +1111,9 @@ def amdsmi_get_gpu_metrics_info(processor_handle):
     xcc_per_xcp = max(1, model.xcds // n)
     ticks = int(t * 100)  # accumulators advance at 100 Hz
     xgmi_kb = int(t * 1000) % (1 << 40)
+    busy = [int(round(100 * u)) for u in s["per_partition"]]
     metrics = {
-        "temperature_edge": "N/A",
+        "temperature_edge": "N/A",  # MI300 and later have no edge sensor
         "temperature_hotspot": int(round(s["hotspot"])),
         "temperature_mem": int(round(s["mem_temp"])),
         "temperature_vrgfx": "N/A",
@@ -1121,21 +1123,22 @@ def amdsmi_get_gpu_metrics_info(processor_handle):
         "average_gfx_activity": int(round(100 * s["gfx"])),
         "average_umc_activity": int(round(100 * s["umc"])),
         "average_mm_activity": 0,
-        "average_socket_power": "N/A",
+        "average_socket_power": "N/A",  # MI300 and later: current power only
         "current_socket_power": int(round(s["power"])),
-        "energy_accumulator": int(_energy_uj(state, h.phys, t) / 15.259),
+        "energy_accumulator": int(_energy_uj(state, h.phys, t) / 15.259),  # 15.259 uJ units
         "system_clock_counter": int(t * 1e9),
-        "average_gfxclk_frequency": s["gfx_clk"],
-        "average_socclk_frequency": s["soc_clk"],
-        "average_uclk_frequency": s["mem_clk"],
+        "average_gfxclk_frequency": "N/A",
+        "average_socclk_frequency": "N/A",
+        "average_uclk_frequency": "N/A",
+        # gpu_metrics >= 1.4 has per-XCC clocks; the library copies XCC 0's to current_gfxclk
         "current_gfxclk": s["gfx_clk"],
         "current_socclk": s["soc_clk"],
         "current_uclk": s["mem_clk"],
         "current_vclk0": 29,
         "current_dclk0": 22,
         "current_gfxclks": [s["gfx_clk"]] * model.xcds,
-        "throttle_status": 0,
-        "indep_throttle_status": 0,
+        "throttle_status": False,
+        "indep_throttle_status": False,
         "pcie_link_width": 16,
         "pcie_link_speed": 320,  # 0.1 GT/s units: Gen5
         "voltage_soc": 785,
@@ -1154,15 +1157,10 @@ def amdsmi_get_gpu_metrics_info(processor_handle):
         "hbm_thm_residency_acc": 0,
         "num_partition": n,
         # Per partition (XCP), per XCC: the only per-logical-GPU load figure.
-        "xcp_stats": [
-            {
-                "gfx_busy_inst": [int(round(100 * u))] * xcc_per_xcp,
-                "jpeg_busy": [0] * 4,
-                "vcn_busy": [0] * 4,
-                "gfx_busy_acc": [int(ticks * u)] * xcc_per_xcp,
-            }
-            for u in s["per_partition"]
-        ],
+        "xcp_stats.gfx_busy_inst": _per_xcp([[b] * xcc_per_xcp for b in busy], _MAX_XCC),
+        "xcp_stats.jpeg_busy": _per_xcp([[0] * (_MAX_JPEG // n)] * n, _MAX_JPEG),
+        "xcp_stats.vcn_busy": _per_xcp([[0] * max(1, _MAX_VCN // n)] * n, _MAX_VCN),
+        "xcp_stats.gfx_busy_acc": _per_xcp([[int(ticks * b / 100.0)] * xcc_per_xcp for b in busy], _MAX_XCC),
         "vram_max_bandwidth": model.vram_bandwidth,
     }
     return metrics
@@ -1270,7 +1268,7 @@ def amdsmi_get_gpu_accelerator_partition_profile(processor_handle):
         compute = state["gpus"][h.phys]["compute_partition"]
         result = {"partition_id": [h.partition], "partition_profile": _profile(_model(state), compute)}
     except AmdSmiLibraryException as exc:
-        if exc.get_error_code() == AmdSmiStatus.NOT_SUPPORTED:
+        if exc.get_error_code() == _Status.NOT_SUPPORTED:
             raise
     return result
 
@@ -1301,19 +1299,19 @@ def _set_compute(h, mode):
     model = _model(state)
     gpu = state["gpus"][h.phys]
     if mode == "INVALID":
-        raise AmdSmiLibraryException(AmdSmiStatus.INVAL)
+        raise AmdSmiLibraryException(_Status.INVAL)
     if mode not in model.compute_modes:
         raise AmdSmiLibraryException(
-            AmdSmiStatus.SETTING_UNAVAILABLE, "{} has no {} mode".format(model.name, mode)
+            _Status.SETTING_UNAVAILABLE, "{} has no {} mode".format(model.name, mode)
         )
     if gpu["compute_partition"] == mode:  # sysfs write of the current mode is a no-op
         return
     if gpu["memory_partition"] not in COMPATIBLE[mode]:
         raise AmdSmiLibraryException(
-            AmdSmiStatus.INVAL, "{} is not valid with {}".format(mode, gpu["memory_partition"])
+            _Status.INVAL, "{} is not valid with {}".format(mode, gpu["memory_partition"])
         )
     if h.phys in _busy_physical(state):
-        raise AmdSmiLibraryException(AmdSmiStatus.BUSY, "processes are using this GPU")
+        raise AmdSmiLibraryException(_Status.BUSY, "processes are using this GPU")
     _sleep_switch(state)
     state = _lib.fresh_state()
     state["gpus"][h.phys]["compute_partition"] = mode
@@ -1333,7 +1331,7 @@ def amdsmi_set_gpu_accelerator_partition_profile(processor_handle, profile_index
         raise AmdSmiParameterException(profile_index, int)
     modes = _model(_lib.state()).compute_modes
     if not 0 <= profile_index < len(modes):
-        raise AmdSmiLibraryException(AmdSmiStatus.INVAL, "no profile {}".format(profile_index))
+        raise AmdSmiLibraryException(_Status.INVAL, "no profile {}".format(profile_index))
     _set_compute(h, modes[profile_index])
 
 
@@ -1347,21 +1345,21 @@ def amdsmi_set_gpu_memory_partition(processor_handle, memory_partition):
     _require_root(state)
     model = _model(state)
     if mode == "UNKNOWN":
-        raise AmdSmiLibraryException(AmdSmiStatus.INVAL)
+        raise AmdSmiLibraryException(_Status.INVAL)
     if mode not in model.memory_caps:
         raise AmdSmiLibraryException(
-            AmdSmiStatus.SETTING_UNAVAILABLE, "{} has no {} mode".format(model.name, mode)
+            _Status.SETTING_UNAVAILABLE, "{} has no {} mode".format(model.name, mode)
         )
     for gpu in state["gpus"]:
         if mode not in COMPATIBLE[gpu["compute_partition"]]:
             raise AmdSmiLibraryException(
-                AmdSmiStatus.INVAL,
+                _Status.INVAL,
                 "GPU {} is in {}, not valid with {}".format(gpu["index"], gpu["compute_partition"], mode),
             )
     if all(g["memory_partition"] == mode and not g.get("pending_memory_partition") for g in state["gpus"]):
         return
     if _busy_physical(state):
-        raise AmdSmiLibraryException(AmdSmiStatus.BUSY, "processes are using the GPUs")
+        raise AmdSmiLibraryException(_Status.BUSY, "processes are using the GPUs")
     for gpu in state["gpus"]:
         gpu["pending_memory_partition"] = None if gpu["memory_partition"] == mode else mode
     _lib.save(state)

@@ -525,16 +525,17 @@ def test_sim_processes_and_per_call_faults(sim, monkeypatch):
     monkeypatch.setenv("ROCM_CONSOLE_SIM_SPEC", json.dumps(dict(SIM_SPEC, compute_partition="SPX")))
     lib.amdsmi_init()  # creates state.json
     lib.amdsmi_shut_down()
-    sim.edit_state(lambda s: s["faults"].update({"amdsmi_get_power_info": 9}))  # RETRY on one call
+    sim.edit_state(lambda s: s["faults"].update({"amdsmi_get_gpu_metrics_info": 9}))  # RETRY on one call
     (sim.state_dir / "processes.json").write_text(json.dumps(
         [{"pid": 4242, "name": "vllm serve", "gpu": 3, "vram_bytes": 3 * 2 ** 30, "sticky": True}]))
     lines = ok_lines(sim.run("--count", "1", "--interval", "0.1"))
     gpus = lines[2]["gpus"]
     assert gpus[3]["processes"] == [{"pid": 4242, "name": "vllm serve", "vram_mib": 3072.0}]
     assert gpus[3]["vram_used_mib"] >= 3072 and gpus[2]["processes"] == []
-    # one failing call makes only its field null
-    assert all(g["power_w"] is None for g in gpus)
-    assert all(g["power_cap_w"] == 750 and g["temp_junction_c"] is not None for g in gpus)
+    # one failing call makes only the fields it feeds null
+    for key in ("util_pct", "umc_pct", "power_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz"):
+        assert all(g[key] is None for g in gpus), key
+    assert all(g["power_cap_w"] == 750 and g["vram_total_mib"] == 196592 for g in gpus)
 
 
 def test_sim_static_is_emitted_once_without_changes(sim):
@@ -571,7 +572,7 @@ def test_sim_partition_switch_mid_run_reemits_static(sim, monkeypatch):
     assert after and all(o["kind"] == "sample" and len(o["gpus"]) == 64 for o in after)
     samples = [o for o in lines if o["kind"] == "sample"]
     assert len(samples) == 40
-    # detected at a partition check (every 5 ticks), not after the run
+    # detected from gpu_metrics' partition count at the next tick, not after the run
     assert lines.index(statics[1]) <= 2 + 11
 
 
@@ -639,3 +640,178 @@ def test_sim_ticks_keep_their_schedule(sim):
     offsets = [(t - ts[0]) / 0.2 for t in ts]
     assert all(abs(o - round(o)) < 0.4 for o in offsets), offsets
     assert ts[-1] - ts[0] < 1.0 + 0.3
+
+
+# ------------------------------------------------- amdsmi path: cost and freshness
+
+
+class CountingAmdsmi:
+    """The simulator as the agent sees it, with every amdsmi_* call recorded by name;
+    ``overrides`` replace single functions (a driver or release that differs)."""
+
+    def __init__(self, lib, overrides=None):
+        self._lib = lib
+        self._overrides = overrides or {}
+        self.calls = []
+
+    def __getattr__(self, name):
+        target = self._overrides.get(name) or getattr(self._lib, name)
+        if not name.startswith("amdsmi_") or not callable(target):
+            return target
+
+        def counted(*args, **kwargs):
+            self.calls.append(name)
+            return target(*args, **kwargs)
+        return counted
+
+
+def in_process(sim, monkeypatch, overrides=None, **spec):
+    """(agent module, AmdsmiSampler on a counting simulator, the counter, the simulator);
+    ``overrides``: {amdsmi function name: make(simulator) -> replacement}."""
+    monkeypatch.setenv("ROCM_CONSOLE_SIM_SPEC", json.dumps(dict(SIM_SPEC, **spec)))
+    lib = sim.library(monkeypatch)
+    counting = CountingAmdsmi(lib, dict((name, make(lib)) for name, make in (overrides or {}).items()))
+    agent = load_agent_module()
+    return agent, agent.AmdsmiSampler(counting), counting, lib
+
+
+def tick(sampler, n):
+    changed = sampler.refresh(n)
+    return changed, sampler.sample()
+
+
+STATIC_CALLS = {"amdsmi_get_gpu_asic_info", "amdsmi_get_gpu_board_info", "amdsmi_get_gpu_vbios_info",
+                "amdsmi_get_gpu_kfd_info", "amdsmi_get_gpu_device_bdf", "amdsmi_get_gpu_memory_partition_config"}
+
+
+@pytest.mark.parametrize("mode,logical", [("SPX", 8), ("DPX", 16), ("QPX", 32), ("CPX", 64)])
+def test_amdsmi_tick_costs_at_most_3_library_calls_per_physical_gpu(sim, monkeypatch, mode, logical):
+    memory = "NPS4" if mode in ("QPX", "CPX") else "NPS1"
+    _, sampler, counting, _ = in_process(sim, monkeypatch, compute_partition=mode, memory_partition=memory)
+    assert len(sampler.static()) == logical
+    per_tick = []
+    for n in range(3 * 8 + 2):
+        counting.calls.clear()
+        changed, gpus = tick(sampler, n)
+        assert changed is None and len(gpus) == logical
+        per_tick.append(len(counting.calls))
+        assert counting.calls.count("amdsmi_get_gpu_metrics_info") == 8  # one per physical GPU
+        assert not STATIC_CALLS & set(counting.calls)  # static facts are not read again
+    assert max(per_tick) <= 3 * 8, per_tick
+
+
+def test_amdsmi_cpx_partition_load_is_its_own_not_the_gpu_average(sim, monkeypatch):
+    # GPU 1's partitions 1-7 (logical 9-15) run work, its partition 0 (logical 8) is idle.
+    _, sampler, _, _ = in_process(sim, monkeypatch, busy=list(range(9, 16)))
+    _, gpus = tick(sampler, 0)
+    assert all(g["util_pct"] >= 35 for g in gpus[9:16]), [g["util_pct"] for g in gpus[9:16]]
+    # Before, partition 0 showed amdsmi_get_gpu_activity: the whole GPU's average (~35 %).
+    assert gpus[8]["util_pct"] < 10
+    assert all(g["util_pct"] < 10 for g in gpus[16:24])  # an idle GPU
+    assert gpus[8]["power_w"] > gpus[16]["power_w"]  # the physical GPU's power, on its primary row
+
+
+def test_amdsmi_cpx_new_process_and_its_vram_show_within_the_stated_staleness(sim, monkeypatch):
+    _, sampler, _, _ = in_process(sim, monkeypatch)
+    n = 0
+    for n in range(5):
+        _, gpus = tick(sampler, n)
+    before = gpus[13]["vram_used_mib"]
+    assert gpus[13]["processes"] == []
+    (sim.state_dir / "processes.json").write_text(json.dumps(
+        [{"pid": 5151, "name": "vllm serve", "gpu": 13, "vram_bytes": 10 * 2 ** 30, "sticky": True}]))
+    seen_vram = seen_proc = None
+    for k in range(1, 12):
+        _, gpus = tick(sampler, n + k)
+        if seen_vram is None and gpus[13]["vram_used_mib"] >= before + 10240:
+            seen_vram = k
+        if seen_proc is None and gpus[13]["processes"]:
+            seen_proc = k
+    # docs/hardware.md: VRAM at most 8 ticks old in CPX, processes at most 10
+    assert seen_vram is not None and seen_vram <= 8, seen_vram
+    assert seen_proc is not None and seen_proc <= 10, seen_proc
+    assert gpus[13]["processes"] == [{"pid": 5151, "name": "vllm serve", "vram_mib": 10240.0}]
+
+
+def test_amdsmi_spx_vram_of_65535_mib_is_a_reading_not_a_sentinel(sim, monkeypatch):
+    # 0xFFFF is "unsupported" only in 16-bit fields; vram_used is a uint32 in MB.
+    _, sampler, _, lib = in_process(sim, monkeypatch, compute_partition="SPX")
+    baseline_mib = 283 + 8  # the simulator's driver reservation on an SPX GPU
+    (sim.state_dir / "processes.json").write_text(json.dumps(
+        [{"pid": 6161, "name": "big", "gpu": 2, "vram_bytes": (65535 - baseline_mib) * 2 ** 20, "sticky": True}]))
+    _, gpus = tick(sampler, 0)
+    assert gpus[2]["vram_used_mib"] == 65535
+
+
+def switch_all(sim, monkeypatch, compute=None, memory=None):
+    """Another process (the console's partition service) switches every GPU."""
+    lib = sim.library(monkeypatch)
+    lib.amdsmi_init()
+    handles = lib.amdsmi_get_processor_handles()
+    if memory:
+        lib.amdsmi_set_gpu_memory_partition(handles[0], lib.AmdSmiMemoryPartitionType[memory])
+        lib.amdsmi_gpu_driver_reload()
+    if compute:
+        for h in handles:
+            if lib.amdsmi_get_gpu_kfd_info(h)["current_partition_id"] == 0:
+                lib.amdsmi_set_gpu_compute_partition(h, lib.AmdSmiComputePartitionType[compute])
+    lib.amdsmi_shut_down()
+
+
+def test_amdsmi_compute_switch_is_seen_at_the_next_tick(sim, monkeypatch):
+    _, sampler, _, _ = in_process(sim, monkeypatch, compute_partition="SPX", root=True, switch_seconds=0)
+    tick(sampler, 0)
+    switch_all(sim, monkeypatch, compute="CPX")
+    changed, gpus = tick(sampler, 1)  # gpu_metrics' num_partition says 8 now
+    assert changed is not None and len(changed) == 64 and all(r["compute_partition"] == "CPX" for r in changed)
+    assert len(gpus) == 64 and all(g["util_pct"] is not None for g in gpus)
+
+
+def test_amdsmi_memory_switch_is_seen_within_a_few_ticks(sim, monkeypatch):
+    _, sampler, _, _ = in_process(sim, monkeypatch, root=True, switch_seconds=0)  # CPX, NPS1
+    tick(sampler, 0)
+    switch_all(sim, monkeypatch, memory="NPS4")  # the partition count stays 8: only the check lane sees it
+    for n in range(1, 4):
+        changed, _ = tick(sampler, n)
+        if changed is not None:
+            break
+    assert changed is not None, "memory mode change not seen in 3 ticks"
+    assert all(r["memory_partition"] == "NPS4" for r in changed)
+
+
+def test_amdsmi_without_num_partition_a_compute_switch_is_still_seen(sim, monkeypatch):
+    # gpu_metrics before 1.6 (older drivers): no partition count, no xcp_stats.
+    def old_metrics(lib):
+        def read(h):
+            raw = lib.amdsmi_get_gpu_metrics_info(h)
+            return dict((k, v) for k, v in raw.items() if k != "num_partition" and not k.startswith("xcp_stats"))
+        return read
+
+    _, sampler, counting, _ = in_process(sim, monkeypatch, {"amdsmi_get_gpu_metrics_info": old_metrics},
+                                         compute_partition="SPX", root=True, switch_seconds=0)
+    _, gpus = tick(sampler, 0)
+    assert all(g["util_pct"] is not None for g in gpus)  # SPX: average_gfx_activity
+    switch_all(sim, monkeypatch, compute="CPX")
+    for n in range(1, 3 * 8 + 1):
+        counting.calls.clear()
+        changed, gpus = tick(sampler, n)
+        if changed is not None:
+            break
+        assert len(counting.calls) <= 3 * 8
+    assert changed is not None and len(changed) == 64, "compute switch not seen in %d ticks" % n
+    # without xcp_stats a partition's own load is unknown: null, not the GPU's average
+    assert gpus[1]["util_pct"] is None and gpus[0]["util_pct"] is None
+
+
+def test_amdsmi_a_device_count_that_never_matches_re_enumerates_once(sim, monkeypatch):
+    # 8 x CPX = 64 DRM nodes; with the 64-node limit one partition can be missing (ROCm 6.4.0 notes).
+    _, sampler, counting, _ = in_process(
+        sim, monkeypatch, {"amdsmi_get_processor_handles": lambda lib: lambda: lib.amdsmi_get_processor_handles()[:63]})
+    assert len(sampler.static()) == 63
+    inits = []
+    for n in range(10):
+        counting.calls.clear()
+        tick(sampler, n)
+        inits.append(counting.calls.count("amdsmi_init"))
+    assert sum(inits) <= 1, inits  # one re-enumeration at most, then the driver's count is the baseline
+    assert len(counting.calls) <= 3 * 8

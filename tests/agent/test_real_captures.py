@@ -230,6 +230,28 @@ def test_process_parser_reads_every_process(capture):
     assert procs == want
 
 
+@pytest.mark.parametrize("capture", captures("partition"))
+def test_partition_readers_read_every_gpu(node, capture):
+    """Both agent readers of `amd-smi partition`: `partition show` on a CLI-only node
+    (what a switch is verified against) and the telemetry sampler's static modes."""
+    expected = capture["expect_partition"]
+    for call in capture["answers"]:
+        node.answer(call, HARDWARE / capture["file"])
+    proc, line = partition_cmd(node, "show")
+    assert proc.returncode == 0, line
+    assert line["kind"] == "partitions"
+    # no `amd-smi list` answers here, so each gpu_id is its own card
+    assert line["gpus"] == [{"physical": e["gpu"], "compute_partition": e.get("compute_partition"),
+                             "memory_partition": e.get("memory_partition"), "memory_caps": e["memory_caps"],
+                             "logical_gpus": 1} for e in expected]
+    assert "amd-smi partition --current --memory --json" in node.calls()
+
+    agent = load_agent()
+    modes = agent.amd_partitions(agent.parse_json_output(capture_text(capture)))
+    assert modes == dict((e["gpu"], (e.get("compute_partition"), e.get("memory_partition"), e["memory_caps"]))
+                         for e in expected)
+
+
 def test_every_indexed_file_exists_and_every_fixture_is_indexed():
     indexed = {c["file"] for c in INDEX}
     present = {p.name for p in HARDWARE.iterdir() if p.name != "INDEX.toml"}
@@ -421,6 +443,21 @@ def test_partition_show_over_pre_26_amd_smi_reads_static_partition(node):
     assert "amd-smi static --partition --json" in node.calls()
 
 
+def test_partition_answer_without_compute_modes_takes_them_from_static(node):
+    """The real memory-only answer (MI355X `partition -m`) on an amd-smi whose static
+    output still carries the partition section: compute from static, memory and caps
+    from the partition command, each GPU once."""
+    node.answer("amd-smi partition", HARDWARE / "amd-smi_partition-m_mi355x_spx_fishman.json")
+    node.answer_doc("amd-smi static", [
+        {"gpu": g, "partition": {"compute_partition": "SPX", "memory_partition": "NPS4", "partition_id": 0}}
+        for g in range(8)])
+    proc, line = partition_cmd(node, "show")
+    assert proc.returncode == 0, line
+    assert [(g["compute_partition"], g["memory_partition"], g["memory_caps"]) for g in line["gpus"]] == \
+        [("SPX", "NPS1", ["NPS1", "NPS2"])] * 8  # the partition command's memory mode wins
+    assert "amd-smi static --partition --json" in node.calls()
+
+
 def test_partition_show_over_rocm_smi(node):
     node.answer_doc("rocm-smi", {
         "card0": {"PCI Bus": "0000:0C:00.0", "Compute Partition": "DPX", "Memory Partition": "NPS1"},
@@ -446,3 +483,17 @@ def test_partition_set_over_amd_smi_verifies_from_a_fresh_read(node, tmp_path):
     proc, line = partition_cmd(node, "set", "--gpus", "0", "--compute", "CPX")
     assert proc.returncode == 4 and line["kind"] == "error"
     assert "GPU 0 reports SPX/NPS1 after the switch" in line["message"]
+
+
+def test_partition_set_whose_mode_cannot_be_read_back_is_unverified_not_passed(node, tmp_path):
+    done = tmp_path / "set.txt"
+    done.write_text("GPU: 0\n    ACCELERATOR_PARTITION: Successfully set accelerator partition to CPX\n")
+    node.answer("amd-smi set", done)
+    node.answer_doc("amd-smi list", cpx_list(1))
+    # the read-back answers with the memory table only and static has no partition: compute mode unknown
+    node.answer_doc("amd-smi partition", {"memory_partition": [
+        {"gpu_id": i, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"} for i in range(8)]})
+    node.answer_doc("amd-smi static", {"gpu_data": []})
+    proc, line = partition_cmd(node, "set", "--gpus", "0", "--compute", "CPX")
+    assert proc.returncode == 0, line
+    assert line["unverified"] == [0]

@@ -94,7 +94,7 @@ def test_missing_sim_dir_is_driver_not_loaded(monkeypatch):
     mod = load_module()
     with pytest.raises(mod.AmdSmiLibraryException) as err:
         mod.amdsmi_init()
-    assert err.value.get_error_code() == mod.AmdSmiStatus.DRIVER_NOT_LOADED
+    assert err.value.get_error_code() == mod.amdsmi_wrapper.AMDSMI_STATUS_DRIVER_NOT_LOADED
     assert "ROCM_CONSOLE_SIM_DIR" in err.value.get_error_info()
 
 
@@ -102,7 +102,7 @@ def test_calls_before_init_raise_not_init(sim_dir):
     mod = load_module()
     with pytest.raises(mod.AmdSmiLibraryException) as err:
         mod.amdsmi_get_processor_handles()
-    assert err.value.get_error_code() == mod.AmdSmiStatus.NOT_INIT
+    assert err.value.get_error_code() == mod.amdsmi_wrapper.AMDSMI_STATUS_NOT_INIT
 
 
 def test_init_flag_must_be_enum(sim_dir):
@@ -134,7 +134,7 @@ def test_invalid_spec_is_init_error(sim_dir, monkeypatch):
     mod = load_module()
     with pytest.raises(mod.AmdSmiLibraryException) as err:
         mod.amdsmi_init()
-    assert err.value.get_error_code() == mod.AmdSmiStatus.INIT_ERROR
+    assert err.value.get_error_code() == mod.amdsmi_wrapper.AMDSMI_STATUS_INIT_ERROR
 
 
 def test_handles_die_at_shut_down_and_init_is_ref_counted(amdsmi):
@@ -145,7 +145,7 @@ def test_handles_die_at_shut_down_and_init_is_ref_counted(amdsmi):
     amdsmi.amdsmi_shut_down()
     with pytest.raises(amdsmi.AmdSmiLibraryException) as err:
         amdsmi.amdsmi_get_gpu_device_bdf(handles[0])
-    assert err.value.get_error_code() == amdsmi.AmdSmiStatus.NOT_INIT
+    assert err.value.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NOT_INIT
     amdsmi.amdsmi_init()
     with pytest.raises(amdsmi.AmdSmiLibraryException):  # old session's handle stays dead
         amdsmi.amdsmi_get_gpu_device_bdf(handles[0])
@@ -204,17 +204,23 @@ def test_secondary_partitions_report_na(amdsmi):
     assert set(m.amdsmi_get_power_info(secondary).values()) == {"N/A"}
     assert set(m.amdsmi_get_gpu_activity(secondary).values()) == {"N/A"}
     assert m.amdsmi_get_clock_info(secondary, m.AmdSmiClkType.GFX)["clk"] == "N/A"
-    assert m.amdsmi_get_gpu_metrics_info(secondary)["current_socket_power"] == "N/A"
+    with pytest.raises(m.AmdSmiLibraryException) as err:  # only the primary has a gpu_metrics table
+        m.amdsmi_get_gpu_metrics_info(secondary)
+    assert err.value.get_error_code() == m.amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED
     with pytest.raises(m.AmdSmiLibraryException) as err:
         m.amdsmi_get_temp_metric(secondary, m.AmdSmiTemperatureType.HOTSPOT, m.AmdSmiTemperatureMetric.CURRENT)
-    assert err.value.get_error_code() == m.AmdSmiStatus.NOT_SUPPORTED
+    assert err.value.get_error_code() == m.amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED
     # The primary partition carries the physical GPU's values.
     assert isinstance(m.amdsmi_get_power_info(primary)["socket_power"], int)
-    assert m.amdsmi_get_power_info(primary)["power_limit"] == 750 * 10**6
+    assert m.amdsmi_get_power_info(primary)["power_limit"] == 750  # W in amdsmi 7.x
     temp = m.amdsmi_get_temp_metric(primary, m.AmdSmiTemperatureType.HOTSPOT, m.AmdSmiTemperatureMetric.CURRENT)
     assert 35 <= temp <= 95
     metrics = m.amdsmi_get_gpu_metrics_info(primary)
-    assert metrics["num_partition"] == 8 and len(metrics["xcp_stats"]) == 8
+    # ...and every partition's gfx load: one list per XCP slot (8), one entry per XCC
+    # slot (8); in CPX each partition has one XCC, the other slots are N/A
+    busy = metrics["xcp_stats.gfx_busy_inst"]
+    assert metrics["num_partition"] == 8 and len(busy) == 8
+    assert all(len(xcp) == 8 and isinstance(xcp[0], int) and xcp[1:] == ["N/A"] * 7 for xcp in busy)
 
 
 def test_vram_is_per_partition(amdsmi):
@@ -242,7 +248,7 @@ def test_edge_temperature_not_supported(amdsmi):
     h = amdsmi.amdsmi_get_processor_handles()[0]
     with pytest.raises(amdsmi.AmdSmiLibraryException) as err:
         amdsmi.amdsmi_get_temp_metric(h, amdsmi.AmdSmiTemperatureType.EDGE, amdsmi.AmdSmiTemperatureMetric.CURRENT)
-    assert err.value.get_error_code() == amdsmi.AmdSmiStatus.NOT_SUPPORTED
+    assert err.value.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED
 
 
 # ---------------------------------------------------------- processes and setters
@@ -283,7 +289,7 @@ def test_compute_switch_busy_with_live_process(amdsmi, sim_dir):
     write_processes(sim_dir, [{"pid": os.getpid(), "name": "vllm", "gpu": 0, "vram_bytes": 1}])
     with pytest.raises(amdsmi.AmdSmiLibraryException) as err:
         amdsmi.amdsmi_set_gpu_compute_partition(handles[0], amdsmi.AmdSmiComputePartitionType.CPX)
-    assert err.value.get_error_code() == amdsmi.AmdSmiStatus.BUSY
+    assert err.value.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_BUSY
     # Other physical GPUs are free.
     amdsmi.amdsmi_set_gpu_compute_partition(handles[1], amdsmi.AmdSmiComputePartitionType.CPX)
     assert amdsmi.amdsmi_get_gpu_compute_partition(handles[1]) == "CPX"
@@ -299,13 +305,13 @@ def test_no_perm_when_not_root(amdsmi, sim_dir):
     ):
         with pytest.raises(amdsmi.AmdSmiLibraryException) as err:
             call(h, arg)
-        assert err.value.get_error_code() == amdsmi.AmdSmiStatus.NO_PERM
+        assert err.value.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NO_PERM
     with pytest.raises(amdsmi.AmdSmiLibraryException) as err:
         amdsmi.amdsmi_gpu_driver_reload()
-    assert err.value.get_error_code() == amdsmi.AmdSmiStatus.NO_PERM
+    assert err.value.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NO_PERM
     with pytest.raises(amdsmi.AmdSmiLibraryException) as err:
         amdsmi.amdsmi_get_gpu_accelerator_partition_profile_config(h)
-    assert err.value.get_error_code() == amdsmi.AmdSmiStatus.NO_PERM
+    assert err.value.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NO_PERM
     assert amdsmi.amdsmi_get_gpu_compute_partition(h) == "SPX"  # getters need no root
 
 
@@ -314,13 +320,13 @@ def test_invalid_combinations(amdsmi):
     m = amdsmi
     with pytest.raises(m.AmdSmiLibraryException) as err:
         m.amdsmi_set_gpu_compute_partition(h, m.AmdSmiComputePartitionType.TPX)
-    assert err.value.get_error_code() == m.AmdSmiStatus.SETTING_UNAVAILABLE
+    assert err.value.get_error_code() == m.amdsmi_wrapper.AMDSMI_STATUS_SETTING_UNAVAILABLE
     with pytest.raises(m.AmdSmiLibraryException) as err:  # NPS4 needs QPX/CPX everywhere
         m.amdsmi_set_gpu_memory_partition(h, m.AmdSmiMemoryPartitionType.NPS4)
-    assert err.value.get_error_code() == m.AmdSmiStatus.INVAL
+    assert err.value.get_error_code() == m.amdsmi_wrapper.AMDSMI_STATUS_INVAL
     with pytest.raises(m.AmdSmiLibraryException) as err:  # MI300X has no NPS2
         m.amdsmi_set_gpu_memory_partition(h, m.AmdSmiMemoryPartitionType.NPS2)
-    assert err.value.get_error_code() == m.AmdSmiStatus.SETTING_UNAVAILABLE
+    assert err.value.get_error_code() == m.amdsmi_wrapper.AMDSMI_STATUS_SETTING_UNAVAILABLE
 
 
 def test_memory_partition_pending_until_driver_reload(amdsmi, sim_dir):
@@ -336,7 +342,7 @@ def test_memory_partition_pending_until_driver_reload(amdsmi, sim_dir):
     write_processes(sim_dir, [{"pid": os.getpid(), "name": "vllm", "gpu": 5, "vram_bytes": 1}])
     with pytest.raises(m.AmdSmiLibraryException) as err:
         m.amdsmi_gpu_driver_reload()
-    assert err.value.get_error_code() == m.AmdSmiStatus.AMDGPU_RESTART_ERR
+    assert err.value.get_error_code() == m.amdsmi_wrapper.AMDSMI_STATUS_AMDGPU_RESTART_ERR
     assert m.amdsmi_get_gpu_memory_partition(handles[0]) == "NPS1"
 
     write_processes(sim_dir, [])
@@ -356,7 +362,7 @@ def test_compute_mode_must_fit_memory_mode(amdsmi):
     m.amdsmi_gpu_driver_reload()
     with pytest.raises(m.AmdSmiLibraryException) as err:
         m.amdsmi_set_gpu_compute_partition(handles[0], m.AmdSmiComputePartitionType.SPX)
-    assert err.value.get_error_code() == m.AmdSmiStatus.INVAL
+    assert err.value.get_error_code() == m.amdsmi_wrapper.AMDSMI_STATUS_INVAL
 
 
 def test_accelerator_profiles(amdsmi):
@@ -465,7 +471,14 @@ def test_metrics_info_shape(amdsmi):
     assert len(metrics["current_gfxclks"]) == 8
     assert metrics["num_partition"] == 1
     assert isinstance(metrics["current_socket_power"], int)
-    assert metrics["xcp_stats"][0]["gfx_busy_inst"][0] == metrics["average_gfx_activity"]
+    assert metrics["average_socket_power"] == "N/A"  # MI300: current power only
+    assert metrics["current_gfxclk"] == metrics["current_gfxclks"][0]
+    # SPX: XCP 0 holds all 8 XCCs, XCP slots 1-7 are unused (N/A), as the 7.0.2 wrapper returns them
+    busy = metrics["xcp_stats.gfx_busy_inst"]
+    assert busy[0] == [metrics["average_gfx_activity"]] * 8
+    assert busy[1:] == [["N/A"] * 8] * 7
+    assert [len(x) for x in metrics["xcp_stats.jpeg_busy"]] == [32] * 8
+    assert "xcp_stats" not in metrics  # 7.0.2 flattens the struct into dotted keys
 
 
 def test_prints_nothing_to_stdout(sim_dir, capsys):

@@ -608,7 +608,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         chosen = [g for g in result.gpus if g.get("physical") in physical]
         modes = sorted({f"{g.get('compute_partition') or '?'}/{g.get('memory_partition') or '?'}" for g in chosen})
         box = self.query_one("#partition-result", Static)
-        box.update(Text(f"✓ {self.node}: GPU {gpu_span(physical)} now {', '.join(modes) or '?'} (verified, "
+        box.update(Text(f"✓ {self.node}: GPU {gpu_span(physical)} now {', '.join(modes) or '?'} ({result.verification()}, "
                         f"{result.seconds:.1f} s): {result.logical_gpus} logical GPUs on the node.\n"
                         "The table shows the new rows as soon as the node's telemetry reconnects."))
         box.set_class(True, "-on", "-ok")
