@@ -144,8 +144,9 @@ class BenchScreen(Screen):
             if not isinstance(message, BenchScreen.Fed):
                 return False
             mine, other = self.event, message.event
-            return (type(mine) is type(other) and isinstance(mine, (BenchProgressed, LiveMetricsSampled))
-                    and mine.run == other.run)  # type: ignore[attr-defined]
+            kinds = (BenchProgressed, LiveMetricsSampled)
+            return (type(mine) is type(other) and isinstance(mine, kinds) and isinstance(other, kinds)
+                    and mine.run == other.run)
 
     def __init__(
         self,

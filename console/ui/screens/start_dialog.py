@@ -7,6 +7,8 @@ one line under the fields (and as a toast), so nothing typed is lost.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -244,11 +246,11 @@ class StartDialog(FormDialog["InstanceView | None"]):
                         exclusive=True, exit_on_error=False)
 
     async def _run_start(self, request: StartRequest, preset: ServePreset) -> None:
-        app = self.app
+        app: Any = self.app  # the ConsoleApp
         try:
-            view = await app.instances.start(  # type: ignore[attr-defined]
-                app.fleet.spec(request.node), preset, gpus=request.gpus,  # type: ignore[attr-defined]
-                snapshot=app.fleet.snapshot(request.node), port=request.port,  # type: ignore[attr-defined]
+            view = await app.instances.start(
+                app.fleet.spec(request.node), preset, gpus=request.gpus,
+                snapshot=app.fleet.snapshot(request.node), port=request.port,
                 name=request.name, overrides=request.overrides, extra_env=request.env)
         except (InstanceError, TransportError) as exc:
             self.post_message(self.Refused(one_line(exc)))
