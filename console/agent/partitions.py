@@ -384,5 +384,13 @@ def set_modes(load_amdsmi, paths, physical, compute=None, memory=None, reload_dr
         g = wrong[0]
         raise PartitionError("GPU %d reports %s/%s after the switch" % (
             g["physical"], g["compute_partition"], g["memory_partition"]))
+    # a mode that cannot be read back is not a pass: say which GPUs stay unverified
+    seen = set(g["physical"] for g in chosen)
+    unverified = sorted(set(p for p in (physical or ()) if p not in seen)
+                        | set(g["physical"] for g in chosen
+                              if (compute and g["compute_partition"] is None)
+                              or (memory and g["memory_partition"] is None)))
+    if not chosen:
+        unverified = sorted(physical) if physical else ["all"]
     return {"kind": "partitions", "gpus": gpus, "seconds": round(time.time() - started, 2),
-            "logical_gpus": sum(g["logical_gpus"] for g in gpus)}
+            "logical_gpus": sum(g["logical_gpus"] for g in gpus), "unverified": unverified}

@@ -22,6 +22,7 @@ import math
 import shlex
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 try:
     import tomllib
@@ -137,7 +138,7 @@ def apply_bench_overrides(preset: BenchPreset, overrides: Mapping[str, str]) -> 
     if not overrides:
         return preset
     checks = _profiles._BENCH_FIELDS  # the profile's own checks: one source of truth
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     for key, raw in overrides.items():
         name = _override_key(str(key))
         text = "" if raw is None else str(raw)

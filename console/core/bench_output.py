@@ -362,10 +362,10 @@ def _setup_from_args(args: Mapping[str, object]) -> dict[str, object]:
             out[name] = _rate_value(out[name])
     dataset = str(args.get("dataset_name") or "")
     in_key, out_key = _LEN_FLAGS.get(dataset, (None, None))
-    for name, key, generic in (("input_len", in_key, "input_len"), ("output_len", out_key, "output_len")):
+    for name, flag, generic in (("input_len", in_key, "input_len"), ("output_len", out_key, "output_len")):
         value = args.get(generic)  # 0.33's generic --input-len/--output-len win
-        if value is None and key:
-            value = args.get(key)
+        if value is None and flag:
+            value = args.get(flag)
         if value is not None:
             out[name] = value
     return out
@@ -554,8 +554,8 @@ def _setup_value(kind: str, match: re.Match) -> object:
     if kind == "ramp_up_strategy":
         return text
     number = _number(text)
-    integral = number is not None and math.isfinite(number) and number == int(number)
-    if kind in ("max_concurrency", "ready_check_wait", "warmup_start") and integral:
+    if kind in ("max_concurrency", "ready_check_wait", "warmup_start") and number is not None \
+            and math.isfinite(number) and number == int(number):
         return int(number)
     return number
 

@@ -361,7 +361,7 @@ def _integer(value: object) -> int:
     return value  # type: ignore[return-value]
 
 
-def _int_range(low: int, high: int | None = None) -> _Check:
+def _int_range(low: int, high: int | None = None) -> Callable[[object], int]:
     def check(value: object) -> int:
         number = _integer(value)
         if number < low or (high is not None and number > high):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Callable
 
 from console.core.model import (
     AgentFailure,
@@ -40,7 +40,7 @@ def parse_agent_line(line: str) -> AgentMessage:
     if not isinstance(obj, dict):
         raise AgentProtocolError(f"not a JSON object: {_clip(text)}")
     kind = obj.get("kind")
-    parser = _PARSERS.get(kind)  # type: ignore[arg-type]
+    parser = _PARSERS.get(kind) if isinstance(kind, str) else None
     if parser is None:
         raise AgentProtocolError(f"unknown kind {kind!r}")
     try:
@@ -154,7 +154,7 @@ def _error(obj: dict) -> AgentFailure:
     return AgentFailure(message=str(obj.get("message") or "agent failed without a message"))
 
 
-_PARSERS = {
+_PARSERS: dict[str, Callable[[dict], AgentMessage]] = {
     "hello": _hello,
     "static": _static,
     "sample": _sample,

@@ -74,7 +74,7 @@ class BenchLogLine:
 @dataclass(frozen=True, slots=True)
 class BenchFinished:
     run: str
-    outcome: "RunOutcome"
+    outcome: RunOutcome
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,10 @@ class RunOutcome:
         if self.cancelled:
             return "cancelled"
         r = self.result
-        if r is not None and (r.failed or 0) > 0:
+        failed = (r.failed or 0) if r is not None else 0
+        if r is not None and failed > 0:
             first = next((e.message for e in self.errors if e.kind == "request_error"), None)
-            return f"{int(r.failed)} of {int((r.completed or 0) + r.failed)} requests failed" + (f": {first}" if first else "")
+            return f"{int(failed)} of {int((r.completed or 0) + failed)} requests failed" + (f": {first}" if first else "")
         if r is not None and not r.completed:
             return "no request completed" + (f": {self.errors[0].message}" if self.errors else "")
         if self.errors:
@@ -281,8 +282,8 @@ class BenchRunner:
         transport = self.pool.get(node)
         listing = await transport.run(cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "list"),
                                       env=cmd.env_dict(), timeout=30)
-        rec = next((json.loads(l) for l in listing.stdout.splitlines()
-                    if l.startswith("{") and json.loads(l).get("name") == run), {})
+        rec: dict = next((json.loads(line) for line in listing.stdout.splitlines()
+                    if line.startswith("{") and json.loads(line).get("name") == run), {})
         exit_code = rec.get("exit_code")
         # SIGINT/SIGTERM as a signal, or as Python's exit codes for them (130, 143)
         cancelled = rec.get("exit_signal") in (2, 15) or exit_code in (130, 143)
@@ -328,4 +329,4 @@ class BenchRunner:
         listing = await self.pool.get(node).run(
             cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "list"),
             env=cmd.env_dict(), timeout=30)
-        return [json.loads(l) for l in listing.stdout.splitlines() if l.startswith("{")]
+        return [json.loads(line) for line in listing.stdout.splitlines() if line.startswith("{")]

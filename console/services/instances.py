@@ -8,6 +8,7 @@ and a restarted console finds it again with `list`.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import enum
 import json
 import os
@@ -15,8 +16,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field, replace
-from typing import AsyncIterator, Callable, Mapping, Sequence
-
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from console.core.model import NodeSnapshot, NodeSpec, ServePreset
 from console.core.serve_argv import build_docker_argv, build_serve_argv
@@ -76,7 +76,7 @@ class InstanceView:
     warnings: tuple[str, ...] = ()  # flags/env the node's vLLM version may not know
 
     def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        d = {k: getattr(self, k) for k in self.__slots__}
         d["state"] = self.state.value
         d["gpus"] = list(self.gpus)
         d["served_models"] = list(self.served_models)
@@ -172,7 +172,7 @@ class InstanceService:
     async def list(self, node: NodeSpec) -> list[InstanceView]:
         return [view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)]
 
-    async def list_checked(self, node: NodeSpec) -> list[InstanceView]:
+    async def list_checked(self, node: NodeSpec) -> builtins.list[InstanceView]:  # list: the method above
         """list(), with running instances marked ready or loading by one /health call each."""
         views = await self.list(node)
         forwards: dict = {}
@@ -254,7 +254,7 @@ class InstanceService:
             raise InstanceError(f"{node.name}: preset {preset.name}: {exc}") from None
         probe = snapshot.probe if snapshot is not None else None
         warnings = tuple(version_warnings(probe.vllm if probe else None, command.argv, command.env))
-        spec = {
+        spec: dict[str, Any] = {
             "name": name, "argv": list(command.argv), "env": dict(command.env), "port": port,
             "gpus": list(gpus), "model": preset.model, "preset": preset.name, "runtime": preset.runtime,
             "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
@@ -457,7 +457,8 @@ class InstancePoller:
         if known is not None:
             return replace(v, state=InstanceState.READY, served_models=known[0], version=known[1],
                            stage=ServeStage.READY.value)
-        ok, models, version = False, (), None
+        ok, version = False, None
+        models: tuple[str, ...] = ()
         if v.port:
             try:
                 ok, models, version = await self.service.health(node, v.port, forwards)

@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-
 from console.core import histograms as H
 
 

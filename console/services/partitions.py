@@ -38,6 +38,14 @@ class SwitchResult:
     logical_gpus: int
     seconds: float
     summary: str
+    unverified: tuple = ()  # physical GPUs (or "all") whose mode could not be read back after the switch
+
+    def verification(self) -> str:
+        """'verified', or which GPUs could not be read back (a switch is never called verified blind)."""
+        if not self.unverified:
+            return "verified"
+        which = "any GPU" if "all" in self.unverified else "GPU " + ", ".join(map(str, self.unverified))
+        return f"not verified: the mode of {which} could not be read back, check with `partition show`"
 
 
 class PartitionService:
@@ -102,4 +110,5 @@ class PartitionService:
         root = bool(node.sudo and not (probe is not None and probe.uid == 0))
         rec = await self._agent_run(node, args, root=root, timeout=SWITCH_TIMEOUT)
         return SwitchResult(node=node.name, gpus=tuple(rec["gpus"]), logical_gpus=rec.get("logical_gpus", 0),
-                            seconds=rec.get("seconds", 0.0), summary=summary)
+                            seconds=rec.get("seconds", 0.0), summary=summary,
+                            unverified=tuple(rec.get("unverified") or ()))

@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.core.results import StoredRun, run_from_dict, run_to_dict, runs_from_file
+from console.core.results.file_import import runs_from_file
+from console.core.results.record import StoredRun, run_from_dict, run_to_dict
 
 __all__ = [
     "DATA_DIR_ENV",

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
-from typing import Callable
-
 from dataclasses import replace
-from typing import Sequence
+from pathlib import Path
+from typing import Callable, Sequence
 
 from textual.app import App
-from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -36,6 +33,7 @@ from console.ui.commands import FleetCommands, InstanceCommands
 from console.ui.fleet_view import FleetView
 from console.ui.instance_board import ACTIVE, ENDED, InstanceBoard
 from console.ui.instance_source import InstanceSource, ServiceInstances, one_line
+from console.ui.keys import APP_BINDINGS, describe_keys, known_binding_ids
 from console.ui.messages import (
     InstanceActionFailed,
     InstanceProgressed,
@@ -53,25 +51,13 @@ STOP_TIMEOUT = 5.0  # seconds quitting waits for the node streams to close
 INSTANCE_POLL_INTERVAL = 3.0  # seconds between two instance lists of a node
 READY_TIMEOUT = 1800.0  # a start that is not ready after this is reported as stuck
 
-_SAMPLING = Binding.Group("Interval", compact=True)
-
-
 class ConsoleApp(App[int]):
     TITLE = "rocm-console"
     # Absolute: Textual resolves a relative path against the file of the *subclass*.
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     COMMANDS = App.COMMANDS | {FleetCommands, InstanceCommands}
 
-    BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("question_mark", "help", "Help", id="help"),
-        Binding("p", "toggle_pause", "Pause", id="pause"),
-        Binding("plus,equals_sign", "sample_faster", "Faster", show=False, id="sample-faster", group=_SAMPLING),
-        Binding("minus", "sample_slower", "Slower", show=False, id="sample-slower", group=_SAMPLING),
-        Binding("i", "instances", "Instances", id="instances"),
-        Binding("h", "history", "Results", show=False, id="history"),
-        Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
-    ]
+    BINDINGS = [*APP_BINDINGS]
 
     # Screens get -short below 32 rows (app.tcss); the GPU table fits columns itself.
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
@@ -145,8 +131,6 @@ class ConsoleApp(App[int]):
                 pass
 
     def _warn_unknown_keys(self, keymap: dict[str, str]) -> None:
-        from console.ui.keys import known_binding_ids
-
         unknown = sorted(set(keymap) - known_binding_ids())
         if unknown:
             self.notify(f"[keys]: unknown binding id {', '.join(unknown)} (see ? for ids)",
@@ -459,7 +443,6 @@ class ConsoleApp(App[int]):
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
 
     def action_help(self) -> None:
-        from console.ui.keys import describe_keys
         from console.ui.screens.help import HelpScreen
 
         if isinstance(self.screen, HelpScreen):

@@ -196,7 +196,7 @@ def result_json(shape: RunShape, preset: BenchPreset) -> dict:
 def result_block(result: dict) -> list[str]:
     """The printed block, as `vllm bench serve` prints it."""
     def row(label: str, value, fmt: str = "{:<10}") -> str:
-        return "{:<40} ".format(label) + fmt.format(value)
+        return f"{label:<40} " + fmt.format(value)
 
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
              row("Successful requests:", result["completed"]), row("Failed requests:", result["failed"])]

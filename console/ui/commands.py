@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
@@ -15,8 +15,8 @@ class FleetCommands(Provider):
     """'mi300x-cpx: open node detail', 'mi300x-cpx: reconnect telemetry', ..."""
 
     def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
-        app = self.app
-        for node in app.fleet.node_names:  # type: ignore[attr-defined]
+        app: Any = self.app  # the ConsoleApp (imported here it would import itself back)
+        for node in app.fleet.node_names:
             yield (f"{node}: open node detail", partial(app.open_detail, node, None),
                    "charts, processes and versions of the whole node")
             yield (f"{node}: show only this node", partial(app.apply_filter, node),

@@ -18,7 +18,7 @@ class FleetView:
     def __init__(self, fleet: FleetTelemetry) -> None:
         self.fleet = fleet
         # Per-node data generation: bumped by every event of that node.
-        self.generation: dict[str, int] = {name: 0 for name in fleet.node_names}
+        self.generation: dict[str, int] = dict.fromkeys(fleet.node_names, 0)
         # Bumped when the set of rows may change (GPUs re-enumerated, a state change
         # that a 'live'/'down' filter sees).
         self.layout_version = 0

@@ -151,7 +151,7 @@ class InstanceBoard:
         self._on_gpu: dict[str, dict[int, tuple[InstanceView, ...]]] = {}
         self.errors: dict[str, str] = {}  # node -> why its last poll failed
         self.polled_once: set[str] = set()
-        self.generation: dict[str, int] = {n: 0 for n in nodes}
+        self.generation: dict[str, int] = dict.fromkeys(nodes, 0)
         self.version = 0
 
     # ------------------------------------------------------------ in

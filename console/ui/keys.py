@@ -1,36 +1,49 @@
-"""Every key binding of the console, for the help screen and for checking [keys] remaps."""
+"""Every key binding of the console, for the help screen and for checking [keys] remaps.
+
+The app's own bindings are defined here (the app imports them); each screen keeps its
+own. Nothing this module imports imports it back: the app imports keys, keys reads the
+screens' classes, and the help screen only shows the rows that describe_keys() makes.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from textual.binding import Binding
 
+if TYPE_CHECKING:
+    from console.ui.screens.help import KeyHelp
 
-@dataclass(frozen=True, slots=True)
-class KeyHelp:
-    where: str
-    keys: str
-    action: str
-    binding_id: str = ""
+_SAMPLING = Binding.Group("Interval", compact=True)
+
+# ConsoleApp.BINDINGS: keys that work on every screen.
+APP_BINDINGS = [
+    Binding("q", "quit", "Quit", id="quit"),
+    Binding("question_mark", "help", "Help", id="help"),
+    Binding("p", "toggle_pause", "Pause", id="pause"),
+    Binding("plus,equals_sign", "sample_faster", "Faster", show=False, id="sample-faster", group=_SAMPLING),
+    Binding("minus", "sample_slower", "Slower", show=False, id="sample-slower", group=_SAMPLING),
+    Binding("i", "instances", "Instances", id="instances"),
+    Binding("h", "history", "Results", show=False, id="history"),
+    Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
+]
 
 
 def binding_sections() -> list[tuple[str, list[Binding]]]:
-    # Imported here: the app imports this module, and the classes import the app's helpers.
-    from console.ui.app import ConsoleApp
+    # Imported here, not at the top: the app imports this module at start-up and
+    # most screens are loaded only when first opened.
+    from console.ui.screens.bench import BenchScreen
+    from console.ui.screens.bench_start import StartBenchDialog
+    from console.ui.screens.compare import CompareScreen
     from console.ui.screens.confirm import ConfirmScreen
     from console.ui.screens.detail import DetailScreen
     from console.ui.screens.fleet import FleetScreen
     from console.ui.screens.help import HelpScreen
+    from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
     from console.ui.screens.instances import InstancesScreen
     from console.ui.screens.log_viewer import LogScreen
-    from console.ui.screens.start_dialog import StartDialog
-    from console.ui.screens.bench import BenchScreen
-    from console.ui.screens.bench_start import StartBenchDialog
-    from console.ui.screens.compare import CompareScreen
-    from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
     from console.ui.screens.partition import PartitionScreen, ReloadConfirm
+    from console.ui.screens.start_dialog import StartDialog
     from console.ui.widgets.gpu_table import GpuTable
 
     def own(cls) -> list[Binding]:
@@ -39,7 +52,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     # An id may appear in several sections for the same action (s starts an instance
     # on the fleet and in the instances panel): one [keys] entry remaps both.
     return [
-        ("everywhere", own(ConsoleApp)),
+        ("everywhere", list(APP_BINDINGS)),
         ("fleet", own(FleetScreen) + own(GpuTable)),
         ("detail", own(DetailScreen)),
         ("instances", own(InstancesScreen)),
@@ -60,6 +73,8 @@ def known_binding_ids() -> set[str]:
 
 
 def describe_keys(keymap: Mapping[str, str], key_display: Callable[[Binding], str]) -> list[KeyHelp]:
+    from console.ui.screens.help import KeyHelp
+
     rows: list[KeyHelp] = []
     for where, bindings in binding_sections():
         for b in bindings:

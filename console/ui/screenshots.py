@@ -104,7 +104,7 @@ DEMO_LOG = [
 ]
 
 
-def scene_instances(scene: "Scene") -> StaticInstances:
+def scene_instances(scene: Scene) -> StaticInstances:
     """The demo instances of the scene's nodes that stay live (a down node is never asked)."""
     quiet = set(scene.down) | set(scene.stale)
     views = [v for v in demo_instances() if v.node in scene.nodes and v.node not in quiet]
@@ -178,6 +178,7 @@ def scene_profile(scene: Scene) -> Profile:
 def build_app(scene: Scene):
     """The app for a scene, and the pilot coroutine that brings it to the scene's state."""
     from console.ui.app import ConsoleApp
+    from console.ui.widgets.gpu_table import GpuTable
 
     traces = load_traces(TRACES, scene.nodes)
     clock = FrozenClock(T0 - scene.age)
@@ -226,7 +227,7 @@ def build_app(scene: Scene):
                      what=lambda: f"instances polled on {sorted(app.board.polled_once)}")
         app.redraw_now()
         if scene.select is not None:
-            app.screen.query_one("GpuTable").select(scene.select)
+            app.screen.query_one(GpuTable).select(scene.select)
         await pilot.pause()
         for key in scene.press:
             await pilot.press(key)
@@ -263,7 +264,8 @@ BENCH_README = ("bench-running", "bench-sweep")
 
 
 async def shoot_bench(name: str, out: Path) -> Path:
-    from console.ui.bench_scenes import SCENES as BENCH_SCENES, BenchSceneApp, prepare
+    from console.ui.bench_scenes import SCENES as BENCH_SCENES
+    from console.ui.bench_scenes import BenchSceneApp, prepare
 
     scene = BENCH_SCENES[name]
     app = BenchSceneApp(scene)

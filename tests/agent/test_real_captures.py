@@ -20,10 +20,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from console.core.telemetry import parse_agent_line
 
@@ -483,3 +483,17 @@ def test_partition_set_over_amd_smi_verifies_from_a_fresh_read(node, tmp_path):
     proc, line = partition_cmd(node, "set", "--gpus", "0", "--compute", "CPX")
     assert proc.returncode == 4 and line["kind"] == "error"
     assert "GPU 0 reports SPX/NPS1 after the switch" in line["message"]
+
+
+def test_partition_set_whose_mode_cannot_be_read_back_is_unverified_not_passed(node, tmp_path):
+    done = tmp_path / "set.txt"
+    done.write_text("GPU: 0\n    ACCELERATOR_PARTITION: Successfully set accelerator partition to CPX\n")
+    node.answer("amd-smi set", done)
+    node.answer_doc("amd-smi list", cpx_list(1))
+    # the read-back answers with the memory table only and static has no partition: compute mode unknown
+    node.answer_doc("amd-smi partition", {"memory_partition": [
+        {"gpu_id": i, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"} for i in range(8)]})
+    node.answer_doc("amd-smi static", {"gpu_data": []})
+    proc, line = partition_cmd(node, "set", "--gpus", "0", "--compute", "CPX")
+    assert proc.returncode == 0, line
+    assert line["unverified"] == [0]

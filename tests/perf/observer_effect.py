@@ -60,9 +60,9 @@ from tests.integration.vllm_cpu import (  # noqa: E402
     VllmServer,
     ensure_tiny_model,
     serve_env,
+    venv_path,
     vllm_available,
     vllm_bin,
-    venv_path,
 )
 
 PRESETS = ROOT / "profiles" / "presets.toml"

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from console.core.model import BenchPreset, ServePreset
-from console.core.results import run_from_console
+from console.core.results.build import run_from_console
 from console.services.bench import (
     BenchFinished,
     BenchProgressed,
@@ -22,8 +22,6 @@ from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
 from tests.helpers import free_port
-
-
 
 TINY_SERVE = ServePreset(name="tiny", model="tiny-llama")
 TINY_BENCH = BenchPreset(name="tiny", dataset="random", input_len=64, output_len=64, num_prompts=40,

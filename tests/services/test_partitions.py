@@ -7,7 +7,6 @@ import json
 import pytest
 
 from console.core.model import ServePreset
-from console.services.instances import InstanceService
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.status import sample_node
 from console.services.transports import TransportPool
@@ -106,3 +105,11 @@ async def test_memory_switch_needs_second_confirmation(sim_node, svc, tmp_path):
     result = await svc.switch(node, snap, list(range(8)), compute=None, memory="NPS4", reload_confirmed=True)
     assert {g["memory_partition"] for g in result.gpus} == {"NPS4"}
     assert "driver is reloaded" in result.summary
+
+
+def test_a_switch_is_only_called_verified_when_every_mode_was_read_back():
+    from console.services.partitions import SwitchResult
+    ok = SwitchResult(node="n", gpus=(), logical_gpus=8, seconds=1.0, summary="")
+    assert ok.verification() == "verified"
+    blind = SwitchResult(node="n", gpus=(), logical_gpus=8, seconds=1.0, summary="", unverified=(0, 3))
+    assert blind.verification().startswith("not verified: the mode of GPU 0, 3 could not be read back")

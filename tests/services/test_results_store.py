@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from console.core.results import run_from_console, run_to_dict
+from console.core.results.build import run_from_console
+from console.core.results.record import run_to_dict
 from console.services.results import DATA_DIR_ENV, ResultStore, default_root
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -77,10 +77,10 @@ def test_runs_under_python_38_if_available(sim_dir):
         pytest.skip("no python3.8")
     env = dict(os.environ, PYENV_VERSION="3.8.18")
     code = (
-        "import sys; sys.path.insert(0, {!r}); import amdsmi; amdsmi.amdsmi_init();"
+        f"import sys; sys.path.insert(0, {str(SIM_FILE.parent)!r}); import amdsmi; amdsmi.amdsmi_init();"
         "h = amdsmi.amdsmi_get_processor_handles(); amdsmi.amdsmi_get_gpu_metrics_info(h[0]);"
         "sys.stderr.write('%d.%d %d' % (sys.version_info[0], sys.version_info[1], len(h)))"
-    ).format(str(SIM_FILE.parent))
+    )
     proc = subprocess.run([exe, "-c", code], env=env, capture_output=True, text=True)
     if proc.returncode != 0 and "command not found" in proc.stderr:
         pytest.skip("python3.8 shim without an interpreter")

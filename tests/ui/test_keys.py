@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from console.ui.app import ConsoleApp
 from console.ui.keys import binding_sections, describe_keys, known_binding_ids
-from console.ui.screens.confirm import ConfirmScreen
-from console.ui.screens.detail import DetailScreen
-from console.ui.screens.instances import InstancesScreen
-from console.ui.screens.log_viewer import LogScreen
-from console.ui.screens.start_dialog import StartDialog
-from console.ui.screens.fleet import FleetScreen
-from console.ui.screens.help import HelpScreen
-from console.ui.widgets.gpu_table import GpuTable
-
-from .conftest import wait_for
-
 from console.ui.screens.bench import BenchScreen  # noqa: E402
 from console.ui.screens.bench_start import StartBenchDialog  # noqa: E402
 from console.ui.screens.compare import CompareScreen  # noqa: E402
+from console.ui.screens.confirm import ConfirmScreen
+from console.ui.screens.detail import DetailScreen
+from console.ui.screens.fleet import FleetScreen
+from console.ui.screens.help import HelpScreen
 from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen  # noqa: E402
+from console.ui.screens.instances import InstancesScreen
+from console.ui.screens.log_viewer import LogScreen
 from console.ui.screens.partition import PartitionScreen, ReloadConfirm  # noqa: E402
+from console.ui.screens.start_dialog import StartDialog
+from console.ui.widgets.gpu_table import GpuTable
+
+from .conftest import wait_for
 
 _OWNERS = {"everywhere": [ConsoleApp], "fleet": [FleetScreen, GpuTable], "detail": [DetailScreen],
            "instances": [InstancesScreen], "log": [LogScreen], "start": [StartDialog],

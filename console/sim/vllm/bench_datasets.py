@@ -105,10 +105,10 @@ def bench_sharegpt_samples(args):
         raise BenchFatal(frames + tb_frame(BENCH_DATASETS_SRC, 1340, "load_data",
                                          'with open(self.dataset_path, encoding="utf-8") as f:',
                                          'open(self.dataset_path, encoding="utf-8")'),
-                         "%s: [Errno %s] %s: %r" % (type(exc).__name__, exc.errno, exc.strerror, path))
+                         "%s: [Errno %s] %s: %r" % (type(exc).__name__, exc.errno, exc.strerror, path)) from None
     except ValueError as exc:
         raise BenchFatal(frames + tb_frame(BENCH_DATASETS_SRC, 1341, "load_data", "self.data = json.load(f)",
-                                         "json.load(f)"), "json.decoder.JSONDecodeError: %s" % exc)
+                                         "json.load(f)"), "json.decoder.JSONDecodeError: %s" % exc) from None
     entries = [e for e in (data if isinstance(data, list) else [])
                if isinstance(e, dict) and isinstance(e.get("conversations"), list) and len(e["conversations"]) >= 2]
     if not args.disable_shuffle:

@@ -89,7 +89,7 @@ class BenchHttp(object):
         try:
             reader, writer = await asyncio.open_connection(host, port, ssl=ctx, limit=1 << 22)
         except (OSError, asyncio.TimeoutError) as exc:
-            raise BenchHttpError("connect", host, port, exc)
+            raise BenchHttpError("connect", host, port, exc) from None
         conn = _Conn(reader, writer, key)
         self.open.add(conn)
         return conn
@@ -136,7 +136,7 @@ class BenchHttp(object):
                 resp_headers = await self._headers(conn.reader)
             except (ValueError, OSError, ConnectionError):
                 self._drop(conn)
-                raise BenchHttpError("disconnected", host, port)
+                raise BenchHttpError("disconnected", host, port) from None
             stream = on_data if status == 200 else None
             pieces = []
             sink = stream or pieces.append
@@ -144,7 +144,7 @@ class BenchHttp(object):
                 complete = await self._body(conn.reader, resp_headers, sink)
             except (ValueError, OSError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
                 self._drop(conn)
-                raise BenchHttpError("payload", host, port)
+                raise BenchHttpError("payload", host, port) from None
             keep = complete and version == "HTTP/1.1" and "close" not in resp_headers.get("connection", "").lower()
             if keep:
                 self.idle.setdefault(key, []).append(conn)

@@ -124,10 +124,10 @@ class BenchRun(object):
         try:
             data = await self._get_json(models_url, headers=headers)
         except BenchHttpError as exc:
-            raise BenchFatal(frames, head + exc.message(), exc.text(where, where))
+            raise BenchFatal(frames, head + exc.message(), exc.text(where, where)) from None
         except ValueError as exc:
             raise BenchFatal(frames, head + str(exc),
-                             python_exception_text(exc, where).replace("builtins.", ""))
+                             python_exception_text(exc, where).replace("builtins.", "")) from None
         if isinstance(data, dict) and data.get("data"):
             first = data["data"][0]
             return first.get("id"), first.get("root", first.get("id"))
@@ -279,7 +279,7 @@ class BenchRun(object):
                     2172, "goodput_config_dict = check_goodput_args(args)",
                     "argparse.ArgumentTypeError: Invalid format found for service level objectives. Specify "
                     "service level objectives for goodput as \"KEY:VALUE\" pairs, where the key is a metric name, "
-                    "and the value is a number in milliseconds.", "check_goodput_args(args)")
+                    "and the value is a number in milliseconds.", "check_goodput_args(args)") from None
             for name, value in goodput.items():
                 if name not in ("ttft", "tpot", "e2el"):
                     raise _fatal_in_main_async(

@@ -2,11 +2,12 @@
 
 import json
 import os
+import sys
 import time
 
-try:
+if sys.platform != "win32":  # every node is Linux; fcntl is POSIX-only
     import fcntl
-except ImportError:  # pragma: no cover - every node is Linux
+else:  # pragma: no cover
     fcntl = None
 
 def _pid_alive(pid):
@@ -87,7 +88,7 @@ class GpuRegistry:
 
     def used_by_others(self):
         """VRAM bytes that other live (or sticky) simulated processes hold on our GPUs."""
-        used = dict((g, 0) for g in self.gpus)
+        used = dict.fromkeys(self.gpus, 0)
         if not self.path:
             return used
         for e in self._entries(self._read()):

@@ -99,7 +99,7 @@ class OpenAIServer(HttpServer):
         try:
             data = json.loads(body.decode("utf-8")) if body else None
         except (ValueError, UnicodeError) as exc:
-            raise BadRequest("JSON decode error: %s" % exc)
+            raise BadRequest("JSON decode error: %s" % exc) from None
         if not isinstance(data, dict):
             raise BadRequest("The request body must be a JSON object")
         return data

@@ -131,14 +131,14 @@ class Sim:
         except socket.gaierror as exc:
             self.log.raw(api_head_frames() + ["socket.gaierror: [Errno %s] %s" % (exc.errno, exc.strerror)],
                          err=True)
-            raise Fail(1)
+            raise Fail(1) from None
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(addr)
         except OSError as exc:
             sock.close()
             self.log.raw(port_in_use_traceback(exc), err=True)
-            raise Fail(1)
+            raise Fail(1) from None
         sock.setblocking(False)
         return sock
 
@@ -381,7 +381,7 @@ class Sim:
             self.server = await asyncio.start_server(self.http.handle, sock=self.sock, backlog=2048)
         except OSError as exc:
             self.log.raw(port_in_use_traceback(exc), err=True)
-            raise Fail(1)
+            raise Fail(1) from None
         L.uvicorn("Application startup complete.")
 
     async def _stats_loop(self):

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -34,7 +34,7 @@ from textual.widgets import DataTable, Footer, Log, ProgressBar, Static
 
 from console.core.bench_argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
-from console.core.results import run_from_console
+from console.core.results.build import run_from_console
 from console.services.bench import (
     BenchFinished,
     BenchProgressed,
@@ -144,8 +144,9 @@ class BenchScreen(Screen):
             if not isinstance(message, BenchScreen.Fed):
                 return False
             mine, other = self.event, message.event
-            return (type(mine) is type(other) and isinstance(mine, (BenchProgressed, LiveMetricsSampled))
-                    and mine.run == other.run)  # type: ignore[attr-defined]
+            kinds = (BenchProgressed, LiveMetricsSampled)
+            return (type(mine) is type(other) and isinstance(mine, kinds) and isinstance(other, kinds)
+                    and mine.run == other.run)
 
     def __init__(
         self,
@@ -215,7 +216,7 @@ class BenchScreen(Screen):
             yield log
             yield Static(id="bench-result")
             with Vertical(id="bench-sweep-box"):
-                table = DataTable(id="bench-sweep", cursor_type="none", zebra_stripes=True)
+                table: DataTable[Any] = DataTable(id="bench-sweep", cursor_type="none", zebra_stripes=True)
                 table.can_focus = False
                 table.border_title = "Sweep"
                 table.add_columns(*bv.SWEEP_COLUMNS)
@@ -269,7 +270,7 @@ class BenchScreen(Screen):
 
     @classmethod
     def from_request(cls, request, *, fleet, runner: BenchRunner | None, store=None,
-                     clock: Callable[[], float] = time.time) -> "BenchScreen":
+                     clock: Callable[[], float] = time.time) -> BenchScreen:
         """The screen for what StartBenchDialog returned (a bench_form.BenchRequest)."""
         return cls(fleet, fleet.spec(request.node), request.instance, request.preset, runner=runner, store=store,
                    points=list(request.points), overrides=request.overrides, extra_env=request.extra_env,

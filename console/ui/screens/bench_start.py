@@ -17,7 +17,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from console.core.model import BenchPreset
@@ -35,6 +34,7 @@ from console.ui.bench_form import (
     preset_prompt,
 )
 from console.ui.bench_view import dataset_text, rate_text
+from console.ui.screens.form_dialog import FormDialog
 
 _PLACEHOLDERS = {
     "bench-concurrency": "blank: the preset's · 8 · or 1,4,16,64 for a sweep",
@@ -44,7 +44,7 @@ _PLACEHOLDERS = {
 }
 
 
-class StartBenchDialog(ModalScreen["BenchRequest | None"]):
+class StartBenchDialog(FormDialog["BenchRequest | None"]):
     """presets: the profile's bench presets; instances: the ready instances to choose from.
 
     instance: (node, name) to preselect (e.g. the selected row); preset: a preset name
@@ -73,6 +73,9 @@ class StartBenchDialog(ModalScreen["BenchRequest | None"]):
     StartBenchDialog #bench-start-buttons Button { margin-left: 1; }
     """
 
+    GO_BUTTON = "bench-start-go"
+    FIRST_FIELD = "#bench-concurrency"
+    ERROR_LINE = "#bench-start-error"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-bench-start"),
         Binding("ctrl+s", "submit", "Run", id="submit-bench-start"),
@@ -119,15 +122,11 @@ class StartBenchDialog(ModalScreen["BenchRequest | None"]):
                 yield Button("Run", variant="primary", id="bench-start-go")
                 yield Button("Cancel", id="bench-start-cancel")
 
-    def on_mount(self) -> None:
-        blink = self.cursor_blink if self.cursor_blink is not None else getattr(self.app, "cursor_blink", True)
-        for box in self.query(Input):
-            box.cursor_blink = blink
-        self.query_one("#bench-concurrency", Input).focus()
+    def form_mounted(self) -> None:
         if not self.presets:
-            self._show_error("no bench presets in the profile ([bench.NAME] tables)")
+            self.show_error("no bench presets in the profile ([bench.NAME] tables)")
         elif not self.instances:
-            self._show_error("no ready instance to benchmark: start one first (s)")
+            self.show_error("no ready instance to benchmark: start one first (s)")
         self._refresh_preview()
 
     # ------------------------------------------------------------ reading the form
@@ -180,42 +179,22 @@ class StartBenchDialog(ModalScreen["BenchRequest | None"]):
                 f"({escape(view.served_models[0] if view.served_models else view.model or '?')})")
         self.query_one("#bench-start-preview", Static).update(line)
 
-    def _show_error(self, message: str) -> None:
-        box = self.query_one("#bench-start-error", Static)
-        box.update(Text(message))
-        box.set_class(bool(message), "-error")
-
     # ------------------------------------------------------------ events
 
     @on(Select.Changed)
     def _select_changed(self, _: Select.Changed) -> None:
-        self._show_error("")
+        self.show_error("")
         self._refresh_preview()
 
     @on(Input.Changed)
     def _input_changed(self, _: Input.Changed) -> None:
-        self._show_error("")
+        self.show_error("")
         self._refresh_preview()
 
-    @on(Input.Submitted)
-    def _input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.action_submit()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "bench-start-go":
-            self.action_submit()
-        else:
-            self.action_cancel()
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    def action_submit(self) -> None:
+    def submit(self) -> None:
         try:
             request = self.read_form()
         except FormError as exc:
-            self._show_error(str(exc))
+            self.show_error(str(exc))
             return
         self.dismiss(request)

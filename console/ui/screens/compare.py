@@ -18,11 +18,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console.core.errors import ProfileError
-from console.core.results import (
+from console.core.results.compare import compare_table
+from console.core.results.display import format_value
+from console.core.results.record import StoredRun
+from console.core.results.reference import (
     ReferenceMatch,
-    StoredRun,
-    compare_table,
-    format_value,
     load_reference_numbers,
     reference_as_run,
     reference_matches,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -45,7 +47,7 @@ class DetailScreen(Screen):
         with Horizontal(id="detail-info"):
             yield Static(id="detail-facts")
             # Not focusable: the arrow keys belong to prev/next; the mouse still scrolls it.
-            processes = DataTable(id="detail-processes", cursor_type="none", zebra_stripes=True)
+            processes: DataTable[Any] = DataTable(id="detail-processes", cursor_type="none", zebra_stripes=True)
             processes.can_focus = False
             processes.add_columns("GPU", "PID", "Process", "VRAM GiB")
             yield processes

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from console.ui.keys import KeyHelp
+
+@dataclass(frozen=True, slots=True)
+class KeyHelp:
+    """One row of the help: where a key works, the keys (remapped), what it does, its [keys] id."""
+
+    where: str
+    keys: str
+    action: str
+    binding_id: str = ""
 
 _INTRO = (" [b]Keys[/b]  ·  remap any key with an id in a profile:  "
           "[i]\\[keys] pause = \"f9\"[/i]  ·  Esc closes")

@@ -18,6 +18,7 @@ import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -26,7 +27,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import (
     Button,
     DataTable,
@@ -37,18 +38,17 @@ from textual.widgets import (
     Static,
 )
 
-from console.core.results import (
-    StoredRun,
-    export_csv,
-    export_json,
-    export_markdown,
+from console.core.results.display import (
     format_value,
     metric_label,
     run_date,
     run_summary,
 )
+from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
 from console.ui.screens.compare import REFERENCE_PATH, CompareScreen, short_model
+from console.ui.screens.form_dialog import FormDialog
 
 EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
 FILTER_HINT = "filter: node, model, partition, dataset, c64, label… (every word must match; Enter keeps, Esc clears)"
@@ -174,9 +174,10 @@ _PROMPT_CSS = """
 """
 
 
-class ImportPrompt(ModalScreen["str | None"]):
+class ImportPrompt(FormDialog["str | None"]):
     """Dismisses with the typed paths (files, folders, globs), or None."""
 
+    GO_BUTTON = "import-go"
     DEFAULT_CSS = _PROMPT_CSS.format(cls="ImportPrompt")
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="import-cancel")]
 
@@ -197,35 +198,16 @@ class ImportPrompt(ModalScreen["str | None"]):
                 yield Button("Import", variant="primary", id="import-go")
                 yield Button("Cancel", id="import-cancel")
 
-    def on_mount(self) -> None:
-        box = self.query_one(Input)
-        box.cursor_blink = getattr(self.app, "cursor_blink", True)
-        box.focus()
-
-    @on(Input.Submitted)
-    def _submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._go()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "import-go":
-            self._go()
-        else:
-            self.dismiss(None)
-
-    def _go(self) -> None:
+    def submit(self) -> None:
         value = self.query_one(Input).value.strip()
         if value:
             self.dismiss(value)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
-
-class ExportPrompt(ModalScreen["tuple[str, str] | None"]):
+class ExportPrompt(FormDialog["tuple[str, str] | None"]):
     """Dismisses with (format, path) or None; the path's extension follows the format."""
 
+    GO_BUTTON = "export-go"
     DEFAULT_CSS = _PROMPT_CSS.format(cls="ExportPrompt")
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="export-cancel"),
@@ -255,11 +237,6 @@ class ExportPrompt(ModalScreen["tuple[str, str] | None"]):
                 yield Button("Export", variant="primary", id="export-go")
                 yield Button("Cancel", id="export-cancel")
 
-    def on_mount(self) -> None:
-        box = self.query_one(Input)
-        box.cursor_blink = getattr(self.app, "cursor_blink", True)
-        box.focus()
-
     @on(RadioSet.Changed)
     def _format_changed(self, event: RadioSet.Changed) -> None:
         event.stop()
@@ -270,32 +247,17 @@ class ExportPrompt(ModalScreen["tuple[str, str] | None"]):
             box.value = f"{stem or 'rocm-console-results'}.{fmt}"
         self.fmt = fmt
 
-    @on(Input.Submitted)
-    def _submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._go()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "export-go":
-            self._go()
-        else:
-            self.dismiss(None)
-
     def action_submit(self) -> None:
         focused = self.focused
         if isinstance(focused, Button):
             focused.press()
         else:
-            self._go()
+            self.submit()
 
-    def _go(self) -> None:
+    def submit(self) -> None:
         path = self.query_one(Input).value.strip()
         if path:
             self.dismiss((self.fmt, path))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 # ---------------------------------------------------------------- run detail
@@ -429,7 +391,7 @@ class HistoryScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="history-title")
-        table = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Any] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static(id="history-detail")
         yield Static(id="history-status")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,9 +13,8 @@ from textual.widgets import DataTable, Footer, Static
 
 from console.services.instances import InstanceView
 from console.ui import instance_board as ib
-from console.ui.start_form import gpus_text
-from console.ui.widgets.status_bar import StatusBar
 from console.ui.format import gpu_span
+from console.ui.widgets.status_bar import StatusBar
 
 _LEVEL_STYLE = {ib.READY: "green", ib.LOADING: "yellow", ib.FAILED: "bold red", ib.UNMANAGED: "dim",
                 ib.ENDED_LEVEL: "dim"}
@@ -87,7 +88,7 @@ class InstancesScreen(Screen):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status-bar")
         yield Static(id="instances-title")
-        table = DataTable(id="instances-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Any] = DataTable(id="instances-table", cursor_type="row", zebra_stripes=True)
         table.add_columns(*COLUMNS)
         yield table
         yield Static(id="instances-detail")

@@ -9,6 +9,7 @@ worker, which ends the stream on the node.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -76,9 +77,9 @@ class LogScreen(Screen):
     # ------------------------------------------------------------ stream (worker: no widgets)
 
     async def _watch_log(self) -> None:
-        app = self.app
+        app: Any = self.app  # the ConsoleApp
         try:
-            async for raw in app.instances.log_lines(app.fleet.spec(self.node), self.instance_name,  # type: ignore[attr-defined]
+            async for raw in app.instances.log_lines(app.fleet.spec(self.node), self.instance_name,
                                                      follow=True, lines=TAIL_LINES):
                 line = clean_line(raw)
                 self._pending.append(line)

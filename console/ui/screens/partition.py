@@ -32,6 +32,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import (
     Button,
     Input,
@@ -321,8 +322,8 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self.new_gpus: tuple[int, ...] = ()
         self._generation = 0
         self._started = 0.0
-        self._ticker = None
-        self._debounce = None
+        self._ticker: Timer | None = None
+        self._debounce: Timer | None = None
         self._gpus_text: str | None = None
         self._target: tuple[list[int], str | None, str | None] | None = None
 
@@ -607,7 +608,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         chosen = [g for g in result.gpus if g.get("physical") in physical]
         modes = sorted({f"{g.get('compute_partition') or '?'}/{g.get('memory_partition') or '?'}" for g in chosen})
         box = self.query_one("#partition-result", Static)
-        box.update(Text(f"✓ {self.node}: GPU {gpu_span(physical)} now {', '.join(modes) or '?'} (verified, "
+        box.update(Text(f"✓ {self.node}: GPU {gpu_span(physical)} now {', '.join(modes) or '?'} ({result.verification()}, "
                         f"{result.seconds:.1f} s): {result.logical_gpus} logical GPUs on the node.\n"
                         "The table shows the new rows as soon as the node's telemetry reconnects."))
         box.set_class(True, "-on", "-ok")

@@ -7,6 +7,8 @@ one line under the fields (and as a toast), so nothing typed is lost.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -14,7 +16,6 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.markup import escape
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from console.core.model import ServePreset
@@ -22,6 +23,7 @@ from console.services.instances import InstanceError, InstanceView
 from console.transport.base import TransportError
 from console.ui import format as fmt
 from console.ui.instance_source import one_line
+from console.ui.screens.form_dialog import FormDialog
 from console.ui.start_form import (
     FormError,
     StartRequest,
@@ -44,7 +46,10 @@ _PLACEHOLDERS = {
 }
 
 
-class StartDialog(ModalScreen["InstanceView | None"]):
+class StartDialog(FormDialog["InstanceView | None"]):
+    GO_BUTTON = "start-go"
+    FIRST_FIELD = "#start-gpus"  # Enter in the GPUs field starts: mark GPUs, s, Enter. Shift+Tab reaches the preset.
+    ERROR_LINE = "#start-error"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-start"),
         Binding("ctrl+s", "submit", "Start", id="submit-start"),
@@ -109,12 +114,7 @@ class StartDialog(ModalScreen["InstanceView | None"]):
                 yield Button("Start", variant="primary", id="start-go")
                 yield Button("Cancel", id="start-cancel")
 
-    def on_mount(self) -> None:
-        blink = getattr(self.app, "cursor_blink", True)
-        for box in self.query(Input):
-            box.cursor_blink = blink
-        # Enter in the GPUs field starts: mark GPUs, s, Enter. Shift+Tab reaches the preset.
-        self.query_one("#start-gpus", Input).focus()
+    def form_mounted(self) -> None:
         self._refresh_preview()
 
     # ------------------------------------------------------------ reading the form
@@ -212,12 +212,6 @@ class StartDialog(ModalScreen["InstanceView | None"]):
             line += f"\n[$text-warning]⚠ {escape(warning)}[/]"
         self.query_one("#start-preview", Static).update(line)
 
-    def _show_error(self, message: str, kind: str = "error") -> None:
-        box = self.query_one("#start-error", Static)
-        box.update(Text(message))
-        box.set_class(kind == "error" and bool(message), "-error")
-        box.set_class(kind == "busy", "-busy")
-
     # ------------------------------------------------------------ events
 
     @on(Select.Changed)
@@ -226,52 +220,37 @@ class StartDialog(ModalScreen["InstanceView | None"]):
             # Another node: the selected GPU numbers meant the first node's GPUs.
             self.node = event.value  # type: ignore[assignment]
             self.query_one("#start-gpus", Input).value = ""
-        self._show_error("")
+        self.show_error("")
         self._refresh_preview()
 
     @on(Input.Changed)
     def _input_changed(self, event: Input.Changed) -> None:
         if not self.busy:
-            self._show_error("")
+            self.show_error("")
         self._refresh_preview()
 
-    @on(Input.Submitted)
-    def _input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.action_submit()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "start-go":
-            self.action_submit()
-        else:
-            self.action_cancel()
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    def action_submit(self) -> None:
+    def submit(self) -> None:
         if self.busy:
             return
         try:
             request, preset = self.read_form()
         except FormError as exc:
-            self._show_error(str(exc))
+            self.show_error(str(exc))
             return
         self.busy = True
         button = self.query_one("#start-go", Button)
         button.disabled = True
         button.label = "Starting…"
-        self._show_error(f"starting {preset.name} on {request.node} GPU {gpus_text(request.gpus)}…", "busy")
+        self.show_error(f"starting {preset.name} on {request.node} GPU {gpus_text(request.gpus)}…", "busy")
         self.run_worker(self._run_start(request, preset), name="start-dialog", group="start-dialog",
                         exclusive=True, exit_on_error=False)
 
     async def _run_start(self, request: StartRequest, preset: ServePreset) -> None:
-        app = self.app
+        app: Any = self.app  # the ConsoleApp
         try:
-            view = await app.instances.start(  # type: ignore[attr-defined]
-                app.fleet.spec(request.node), preset, gpus=request.gpus,  # type: ignore[attr-defined]
-                snapshot=app.fleet.snapshot(request.node), port=request.port,  # type: ignore[attr-defined]
+            view = await app.instances.start(
+                app.fleet.spec(request.node), preset, gpus=request.gpus,
+                snapshot=app.fleet.snapshot(request.node), port=request.port,
                 name=request.name, overrides=request.overrides, extra_env=request.env)
         except (InstanceError, TransportError) as exc:
             self.post_message(self.Refused(one_line(exc)))
@@ -285,7 +264,7 @@ class StartDialog(ModalScreen["InstanceView | None"]):
         button = self.query_one("#start-go", Button)
         button.disabled = False
         button.label = "Start"
-        self._show_error(message.reason)
+        self.show_error(message.reason)
         self.app.notify(message.reason, title="start refused", severity="error", timeout=10, markup=False)
 
     def on_start_dialog_accepted(self, message: Accepted) -> None:

@@ -188,8 +188,8 @@ class GpuTable(ScrollView, can_focus=True):
             gpus = {r.gpu for r in self._rows if r.node == row.node and r.gpu is not None}
             chosen = set() if gpus and gpus <= current else current | gpus
         else:
-            chosen = current ^ {row.gpu}
-        self.set_selection(row.node, chosen)  # type: ignore[arg-type]
+            chosen = current ^ ({row.gpu} if row.gpu is not None else set())
+        self.set_selection(row.node, chosen)
         if not row.is_header:
             self._move(self._cursor + 1)
 
@@ -311,7 +311,7 @@ class GpuTable(ScrollView, can_focus=True):
         gen = (self._drawn_gen.get(row.node, 0), self._drawn_igen.get(row.node, 0))
         cursor = index == self._cursor
         if row.is_header:
-            version = (gen, width, cursor, int(self._now))
+            version: tuple = (gen, width, cursor, int(self._now))
             return self._cached(row.key, version, lambda: self._node_strip(row, width, cursor))
         version = (gen, width, cursor, row.tree, self.is_selected(row))
         return self._cached(row.key, version, lambda: self._gpu_strip(row, width, cursor))

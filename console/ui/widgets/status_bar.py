@@ -26,7 +26,7 @@ class StatusBar(Horizontal):
 
     def show(self, snapshots: list[NodeSnapshot], interval: float, filter_text: str = "",
              context: str = "") -> None:
-        counts = {h: 0 for h in NodeHealth}
+        counts = dict.fromkeys(NodeHealth, 0)
         gpus = 0
         for snap in snapshots:
             counts[snap.health] += 1

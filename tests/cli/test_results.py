@@ -14,7 +14,7 @@ import pytest
 
 from console.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 CPU = FIXTURES / "vllm-0.32-cpu"
 SEED_004 = FIXTURES / "seeds" / "004_040c923192cb04a5.txt"

@@ -6,20 +6,25 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Callable
+from typing import Any, Callable
 
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_profile_options,
+    guarded,
+    load_selected_profile,
+    pick_node,
+    say_error,
+    select_nodes,
+)
 from console.core.model import NodeHealth, Profile
 from console.core.partition_rules import parse_physical, physical_gpus
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.status import collect_status, sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-
-
-class PartitionUsageError(Exception):
-    """Bad input: exit 2."""
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -38,6 +43,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
                       help="second confirmation a memory switch needs (the amdgpu driver is reloaded)")
     for p in (show, setp):
         p.add_argument("--json", action="store_true", help="print JSON")
+        add_profile_options(p)
     return [show, setp]
 
 
@@ -47,15 +53,9 @@ def _rows(snapshot) -> list[dict]:
 
 
 async def _show(args, profile: Profile) -> int:
-    names = args.node or [n.name for n in profile.nodes]
-    nodes = []
-    for name in names:
-        node = profile.node(name)
-        if node is None:
-            raise PartitionUsageError(f"unknown node {name!r} (known: {', '.join(n.name for n in profile.nodes)})")
-        nodes.append(node)
+    nodes = select_nodes(profile, args.node)
     snaps = await collect_status(nodes, probe=False)
-    doc = [{"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps]
+    doc: list[dict[str, Any]] = [{"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps]
     if args.json:
         print(json.dumps({"nodes": doc}, indent=2))
     else:
@@ -73,18 +73,16 @@ def _confirm(question: str, ask: Callable[[str], str]) -> bool:
 
 
 async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
-    node = profile.node(args.node)
-    if node is None:
-        raise PartitionUsageError(f"unknown node {args.node!r} (known: {', '.join(n.name for n in profile.nodes)})")
+    node = pick_node(profile, args.node)  # --node is required
     if not args.compute and not args.memory:
-        raise PartitionUsageError("nothing to set: give --compute and/or --memory")
+        raise UsageError("nothing to set: give --compute and/or --memory")
     pool = TransportPool()
     service = PartitionService(pool)
     try:
         snapshot = await sample_node(pool, node, probe=True)
         chosen = parse_physical(args.gpus, [p.physical for p in physical_gpus(snapshot)])
         if isinstance(chosen, str):
-            raise PartitionUsageError(chosen)
+            raise UsageError(chosen)
         reasons, summary = await service.check(node, snapshot, chosen, compute=args.compute, memory=args.memory)
         say = (lambda *_: None) if args.json else print
         say(f"{node.name}: {summary}")
@@ -92,14 +90,14 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
             raise PartitionRefused(reasons)
         if not args.yes:
             if ask is None:
-                raise PartitionUsageError("confirmation needed: run in a terminal or pass --yes")
+                raise UsageError("confirmation needed: run in a terminal or pass --yes")
             if not _confirm("Switch now?", ask):
                 say("cancelled")
                 return EXIT_FAILED
         reload_ok = args.reload_driver
         if args.memory and not reload_ok:
             if ask is None or args.yes:
-                raise PartitionUsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
+                raise UsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
             reload_ok = _confirm("This reloads the amdgpu driver and stops all GPU work on the node. Go on?", ask)
             if not reload_ok:
                 say("cancelled")
@@ -109,29 +107,23 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
                                       reload_confirmed=reload_ok)
     except PartitionRefused as exc:
         for reason in exc.reasons:
-            print(f"rocm-console: {node.name}: refused: {reason}", file=sys.stderr)
+            say_error(f"{node.name}: refused: {reason}")
         return EXIT_FAILED
     finally:
         await pool.close()
     if args.json:
         print(json.dumps({"node": node.name, "summary": result.summary, "seconds": result.seconds,
-                          "logical_gpus": result.logical_gpus, "gpus": list(result.gpus)}, indent=2))
+                          "logical_gpus": result.logical_gpus, "gpus": list(result.gpus),
+                          "unverified": list(result.unverified)}, indent=2))
     else:
         modes = sorted({f"{g['compute_partition']}/{g['memory_partition']}" for g in result.gpus
                         if g["physical"] in chosen})
-        print(f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs (verified, {result.seconds:.1f} s)")
+        print(f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs ({result.verification()}, {result.seconds:.1f} s)")
     return EXIT_OK
 
 
-def cmd_partition(args: argparse.Namespace, profile: Profile) -> int:
+def run(args: argparse.Namespace) -> int:
+    profile = load_selected_profile(args)
     ask = input if sys.stdin.isatty() else None
-    try:
-        if args.partition_command == "show":
-            return asyncio.run(_show(args, profile))
-        return asyncio.run(_set(args, profile, ask))
-    except PartitionUsageError as exc:
-        print(f"rocm-console: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (PartitionFailed, TransportError) as exc:
-        print(f"rocm-console: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    command = _show(args, profile) if args.partition_command == "show" else _set(args, profile, ask)
+    return guarded(lambda: asyncio.run(command), failures=(PartitionFailed, TransportError))

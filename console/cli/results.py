@@ -13,35 +13,37 @@ import math
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_profile_options,
+    guarded,
+    say_error,
+)
 from console.core.errors import ProfileError
-from console.core.results import (
-    ReferenceMatch,
-    StoredRun,
-    compare_table,
-    export_csv,
-    export_json,
-    export_markdown,
+from console.core.results.compare import compare_table
+from console.core.results.display import (
     format_value,
-    load_reference_numbers,
     metric_label,
-    reference_as_run,
-    reference_matches,
     run_date,
     run_summary,
-    run_to_dict,
+)
+from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.record import StoredRun, run_to_dict
+from console.core.results.reference import (
+    ReferenceMatch,
+    load_reference_numbers,
+    reference_as_run,
+    reference_matches,
 )
 from console.services.results import ImportReport, ResultStore
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-REFERENCE_PATH = Path(__file__).resolve().parents[1] / "profiles" / "reference_numbers.toml"
-
-
-class ResultsUsageError(Exception):
-    """Bad input: exit 2."""
+REFERENCE_PATH = Path(__file__).resolve().parents[2] / "profiles" / "reference_numbers.toml"
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -70,13 +72,16 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     imp.add_argument("--node", metavar="NAME", help="node the runs ran on (else unknown)")
     for p in (lst, show, compare, imp):
         p.add_argument("--json", action="store_true", help="print JSON")
-    return [lst, show, compare, export, imp]
+    parsers = [lst, show, compare, export, imp]
+    for p in parsers:
+        add_profile_options(p)  # accepted like everywhere, though results need no profile
+    return parsers
 
 
 # ---------------------------------------------------------------- helpers
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: set[int] = frozenset()) -> str:
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Container[int] = frozenset()) -> str:
     widths = [len(h) for h in head]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
@@ -103,7 +108,7 @@ def _since(text: str | None) -> float | None:
     try:
         return datetime.fromisoformat(text.strip()).timestamp()
     except ValueError:
-        raise ResultsUsageError(f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m") from None
+        raise UsageError(f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m") from None
 
 
 def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
@@ -112,7 +117,7 @@ def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
         try:
             runs.append(store.get(ref))
         except KeyError as exc:
-            raise ResultsUsageError(exc.args[0]) from None
+            raise UsageError(exc.args[0]) from None
     return runs
 
 
@@ -122,7 +127,7 @@ def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
 def _list(args, store: ResultStore) -> int:
     runs = store.list(node=args.node, label=args.label, model=args.model, since=_since(args.since))
     for problem in store.errors:
-        print(f"rocm-console: {problem}", file=sys.stderr)
+        say_error(problem)
     if args.json:
         print(json.dumps({"runs": [_list_dict(r) for r in runs]}, indent=2, default=str, allow_nan=False))
         return EXIT_OK
@@ -196,7 +201,7 @@ def _pick_references(runs: Sequence[StoredRun]) -> list[ReferenceMatch]:
     try:
         rows = load_reference_numbers(REFERENCE_PATH)
     except ProfileError as exc:
-        raise ResultsUsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     picked: dict[str, ReferenceMatch] = {}
     for run in runs:
         matches = reference_matches(run, rows)
@@ -226,7 +231,7 @@ def _cell(row: dict, i: int) -> str:
 def _compare(args, store: ResultStore) -> int:
     runs = _get_runs(store, args.ids)
     if len(runs) < 2 and not args.reference:
-        raise ResultsUsageError("compare needs two or more runs (or one run and --reference)")
+        raise UsageError("compare needs two or more runs (or one run and --reference)")
     matches = _pick_references(runs) if args.reference else []
     columns = runs + [reference_as_run(m.row) for m in matches]
     rows = compare_table(columns)
@@ -267,18 +272,18 @@ def _plain(value):
 def _export(args, store: ResultStore) -> int:
     if args.all:
         if args.ids:
-            raise ResultsUsageError("give run ids or --all, not both")
+            raise UsageError("give run ids or --all, not both")
         runs = store.list()
     elif args.ids:
         runs = _get_runs(store, args.ids)
     else:
-        raise ResultsUsageError("export needs run ids (or --all)")
+        raise UsageError("export needs run ids (or --all)")
     text = {"json": export_json, "csv": export_csv, "md": export_markdown}[args.format](runs)
     if args.output:
         try:
             Path(args.output).expanduser().write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise ResultsUsageError(f"--output {args.output}: {exc.strerror or exc}") from None
+            raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
         print(f"{len(runs)} run(s) written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -288,7 +293,7 @@ def _export(args, store: ResultStore) -> int:
 def _print_report(report: ImportReport) -> None:
     for run in report.imported:
         part = run.context.get("source_part")
-        where = run.source + (f" {part}" if part else "")
+        where = (run.source or "") + (f" {part}" if part else "")
         conc = run.setup.get("max_concurrency")
         what = _short_model(run.setup.get("model")) + (f" c{conc}" if conc is not None else "")
         tput = run.metrics.get("output_throughput")
@@ -299,7 +304,7 @@ def _print_report(report: ImportReport) -> None:
     for item in report.skipped:
         print(f"skipped         {item.path}" + (f" {item.part}" if item.part else "") + f": {item.reason}")
     for item in report.unreadable:
-        print(f"rocm-console: {item.path}: {item.reason}", file=sys.stderr)
+        say_error(f"{item.path}: {item.reason}")
     print(f"{len(report.imported)} imported, {len(report.duplicates)} already stored, "
           f"{len(report.skipped)} skipped, {len(report.unreadable)} unreadable ({report.files} files read)")
 
@@ -309,21 +314,19 @@ def _import(args, store: ResultStore) -> int:
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
         for item in report.unreadable:
-            print(f"rocm-console: {item.path}: {item.reason}", file=sys.stderr)
+            say_error(f"{item.path}: {item.reason}")
     else:
         _print_report(report)
     return report.exit_code
 
 
-def cmd_results(args: argparse.Namespace, profile=None) -> int:
-    """Run a `results` action. The profile is not needed (results are local)."""
+def run(args: argparse.Namespace) -> int:
+    """Run a `results` action. No profile is needed (results are local)."""
     store = ResultStore()
-    actions = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import}
+    action = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import}[
+        args.results_command]
     try:
-        return actions[args.results_command](args, store)
-    except ResultsUsageError as exc:
-        print(f"rocm-console: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return guarded(lambda: action(args, store))
     except ValueError as exc:  # a stored file that cannot be read
-        print(f"rocm-console: {' '.join(str(exc).split())}", file=sys.stderr)
+        say_error(" ".join(str(exc).split()))
         return EXIT_FAILED

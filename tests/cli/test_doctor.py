@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IDS = {"link", "python", "source.amdsmi", "source.amd-smi", "source.rocm-smi", "gpus", "sample", "rocm", "driver",
        "amd-smi", "vllm", "numa_balancing", "kfd", "render", "root"}
 

@@ -13,34 +13,27 @@ import asyncio
 import json
 import sys
 
+from console.cli.common import UsageError, add_profile_options, load_selected_profile, select_nodes
 from console.core.doctor import exit_code, render_text, to_json
-from console.core.model import Profile
-
-EXIT_BAD_INPUT = 2
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
     doctor = sub.add_parser(
         "doctor", help="check each node: telemetry source, versions, GPUs, host settings (ok/warn/fail + fix)"
     )
+    add_profile_options(doctor)
     doctor.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
     doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
     doctor.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each node (default 90)")
     return [doctor]
 
 
-def cmd_doctor(args: argparse.Namespace, profile: Profile) -> int:
+def run(args: argparse.Namespace) -> int:
     from console.services.doctor import collect_doctor
 
-    known = {n.name: n for n in profile.nodes}
-    unknown = [n for n in args.node or () if n not in known]
-    if unknown:
-        print(f"rocm-console: unknown node {unknown[0]!r} (known: {', '.join(known) or 'none'})", file=sys.stderr)
-        return EXIT_BAD_INPUT
     if not args.timeout > 0:
-        print(f"rocm-console: --timeout {args.timeout:g}: must be more than 0 seconds", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    nodes = [known[n] for n in dict.fromkeys(args.node)] if args.node else list(profile.nodes)
+        raise UsageError(f"--timeout {args.timeout:g}: must be more than 0 seconds")
+    nodes = select_nodes(load_selected_profile(args), args.node)
     reports = asyncio.run(collect_doctor(nodes, timeout=args.timeout))
     if args.json:
         print(json.dumps(to_json(reports), indent=2))

@@ -5,9 +5,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from typing import Sequence
 
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_profile_options,
+    guarded,
+    load_selected_profile,
+    parse_pairs,
+    pick_node,
+    say_error,
+    select_nodes,
+)
 from console.core.model import NodeSpec, Profile
 from console.core.serve_argv import redact
 from console.services.instances import (
@@ -22,33 +33,38 @@ from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-
-class ServeUsageError(Exception):
-    """Bad input: exit 2."""
-
-
-def pick_node(profile: Profile, name: str | None) -> NodeSpec:
-    if name:
-        node = profile.node(name)
-        if node is None:
-            raise ServeUsageError(f"unknown node {name!r} (known: {', '.join(n.name for n in profile.nodes) or 'none'})")
-        return node
-    if len(profile.nodes) != 1:
-        raise ServeUsageError(f"--node is needed: the profile has {len(profile.nodes)} nodes "
-                              f"({', '.join(n.name for n in profile.nodes)})")
-    return profile.nodes[0]
-
-
-def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ServeUsageError(f"{flag} {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value
-    return out
+def add_parser(sub) -> list[argparse.ArgumentParser]:
+    serve = sub.add_parser("serve", help="start, list, stop and read vLLM instances on the nodes")
+    serve_sub = serve.add_subparsers(dest="serve_command", metavar="ACTION")
+    serve_sub.required = True
+    start = serve_sub.add_parser("start", help="start a serve preset on chosen GPUs")
+    start.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
+    start.add_argument("--preset", required=True, metavar="NAME", help="serve preset name")
+    start.add_argument("--gpus", metavar="LIST", help="logical GPU indices, e.g. 0,1 (default: the first free ones)")
+    start.add_argument("--port", type=int, help="port on the node (default: the preset's, or the first free from 8000)")
+    start.add_argument("--name", help="instance name (default: preset-gGPUS)")
+    start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a serve flag, e.g. max_model_len=4096 (repeatable)")
+    start.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeatable)")
+    start.add_argument("--arg", action="append", default=[], metavar="ARG", help="extra argument for vllm serve (repeatable)")
+    start.add_argument("--wait", action="store_true", help="wait until ready (exit 0) or failed (exit 1)")
+    start.add_argument("--timeout", type=float, default=900.0, help="seconds --wait waits (default 900)")
+    lst = serve_sub.add_parser("list", help="every instance on the nodes, with its state")
+    lst.add_argument("--node", action="append", metavar="NAME")
+    stop = serve_sub.add_parser("stop", help="stop an instance (SIGINT, then SIGTERM, then SIGKILL)")
+    stop.add_argument("name")
+    stop.add_argument("--node", metavar="NAME")
+    logs = serve_sub.add_parser("logs", help="an instance's log")
+    logs.add_argument("name")
+    logs.add_argument("--node", metavar="NAME")
+    logs.add_argument("--follow", "-f", action="store_true")
+    logs.add_argument("--lines", "-n", type=int, default=None, metavar="N", help="only the last N lines")
+    parsers = [start, lst, stop, logs]
+    for p in parsers:
+        add_profile_options(p)
+        p.add_argument("--json", action="store_true", help="print JSON")
+    return parsers
 
 
 def parse_gpus(text: str | None) -> list[int] | None:
@@ -57,9 +73,9 @@ def parse_gpus(text: str | None) -> list[int] | None:
     try:
         gpus = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ServeUsageError(f"--gpus {text!r}: expected a comma-separated list of GPU indices, e.g. 0,1") from None
+        raise UsageError(f"--gpus {text!r}: expected a comma-separated list of GPU indices, e.g. 0,1") from None
     if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
-        raise ServeUsageError(f"--gpus {text!r}: expected distinct non-negative GPU indices")
+        raise UsageError(f"--gpus {text!r}: expected distinct non-negative GPU indices")
     return gpus
 
 
@@ -90,7 +106,7 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
     preset = next((p for p in profile.serve_presets if p.name == args.preset), None)
     if preset is None:
         names = ", ".join(p.name for p in profile.serve_presets) or "none"
-        raise ServeUsageError(f"unknown serve preset {args.preset!r} (known: {names})")
+        raise UsageError(f"unknown serve preset {args.preset!r} (known: {names})")
     overrides = parse_pairs(args.set, "--set")
     env = parse_pairs(args.env, "--env")
     gpus = parse_gpus(args.gpus)
@@ -103,7 +119,7 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
         view = await service.start(node, preset, gpus=gpus, snapshot=snapshot, port=args.port, name=args.name,
                                    overrides=overrides, extra_env=env, extra_args=args.arg)
         for warning in view.warnings:
-            print(f"rocm-console: warning: {warning}", file=sys.stderr)
+            say_error(f"warning: {warning}")
         if not args.json:
             print(f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
                   flush=True)
@@ -139,8 +155,7 @@ def _free_gpus(snapshot, views, tp: int, overrides) -> list[int]:
 
 
 async def _list(args: argparse.Namespace, profile: Profile) -> int:
-    names = args.node or [n.name for n in profile.nodes]
-    nodes = [pick_node(profile, n) for n in names]
+    nodes = select_nodes(profile, args.node)
     pool = TransportPool()
     service = InstanceService(pool)
     views: list[InstanceView] = []
@@ -153,10 +168,10 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
             return views
 
         results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
-        for node, res in zip(nodes, results):
+        for res in results:
             if isinstance(res, BaseException):
                 failed = True
-                print(f"rocm-console: {res}", file=sys.stderr)
+                say_error(res)
             else:
                 views.extend(res)
     finally:
@@ -199,13 +214,7 @@ async def _logs(args: argparse.Namespace, profile: Profile) -> int:
     return EXIT_OK
 
 
-def cmd_serve(args: argparse.Namespace, profile: Profile) -> int:
+def run(args: argparse.Namespace) -> int:
+    profile = load_selected_profile(args)
     handler = {"start": _start, "list": _list, "stop": _stop, "logs": _logs}[args.serve_command]
-    try:
-        return asyncio.run(handler(args, profile))
-    except ServeUsageError as exc:
-        print(f"rocm-console: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (InstanceError, TransportError) as exc:
-        print(f"rocm-console: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    return guarded(lambda: asyncio.run(handler(args, profile)), failures=(InstanceError, TransportError))

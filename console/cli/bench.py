@@ -5,16 +5,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 import uuid
+from collections.abc import Sequence
 
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_profile_options,
+    guarded,
+    load_selected_profile,
+    parse_pairs,
+    pick_node,
+)
 from console.core.bench_argv import apply_bench_overrides
 from console.core.model import NodeSpec, Profile
-from console.core.results import StoredRun, run_from_console, run_to_dict
+from console.core.results.build import run_from_console
+from console.core.results.record import StoredRun, run_to_dict
 from console.core.status_view import fmt_num
 from console.services.bench import (
-    BenchFinished,
     BenchProgressed,
     BenchRunError,
     BenchRunner,
@@ -24,16 +34,11 @@ from console.services.bench import (
     live_summary,
 )
 from console.services.instances import InstanceError, InstanceService, InstanceState, InstanceView
+from console.services.live_metrics import LiveSample
 from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-
-
-class BenchUsageError(Exception):
-    """Bad input: exit 2."""
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -63,25 +68,8 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     parsers = [run, sweep, runs, cancel]
     for p in parsers:
         p.add_argument("--json", action="store_true", help="print JSON")
+        add_profile_options(p)
     return parsers
-
-
-def _pick_node(profile: Profile, name: str | None) -> NodeSpec:
-    from console.cli_serve import ServeUsageError, pick_node
-
-    try:
-        return pick_node(profile, name)
-    except ServeUsageError as exc:
-        raise BenchUsageError(str(exc)) from None
-
-
-def _pairs(items, flag) -> dict[str, str]:
-    from console.cli_serve import ServeUsageError, parse_pairs
-
-    try:
-        return parse_pairs(items, flag)
-    except ServeUsageError as exc:
-        raise BenchUsageError(str(exc)) from None
 
 
 class _Printer:
@@ -90,7 +78,7 @@ class _Printer:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.last = 0.0
-        self.live = None
+        self.live: LiveSample | None = None
 
     def __call__(self, event) -> None:
         if self.quiet:
@@ -154,20 +142,20 @@ async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, pres
 async def _ready_instance(service: InstanceService, node: NodeSpec, name: str) -> InstanceView:
     view = next((v for v in await service.list_checked(node) if v.name == name), None)
     if view is None:
-        raise BenchUsageError(f"{node.name}: no instance named {name}")
+        raise UsageError(f"{node.name}: no instance named {name}")
     if view.state != InstanceState.READY:
         raise BenchRunError(f"{node.name}: instance {name} is {view.state.value}, not ready")
     return view
 
 
-async def _run_points(args, profile: Profile, points: list[int | None]) -> int:
-    node = _pick_node(profile, args.node)
+async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> int:
+    node = pick_node(profile, args.node)
     preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
     if preset is None:
         names = ", ".join(p.name for p in profile.bench_presets) or "none"
-        raise BenchUsageError(f"unknown bench preset {args.preset!r} (known: {names})")
-    overrides = _pairs(args.set, "--set")
-    env = _pairs(args.env, "--env")
+        raise UsageError(f"unknown bench preset {args.preset!r} (known: {names})")
+    overrides = parse_pairs(args.set, "--set")
+    env = parse_pairs(args.env, "--env")
     pool = TransportPool()
     runner = BenchRunner(pool)
     store = None if args.no_store else ResultStore()
@@ -209,11 +197,11 @@ async def _run_points(args, profile: Profile, points: list[int | None]) -> int:
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILED
 
 
-def _sweep_points(args, profile: Profile) -> list[int | None]:
+def _sweep_points(args, profile: Profile) -> Sequence[int | None]:
     if args.bench_command == "run":
         if args.concurrency is not None:
             if args.concurrency < 1:
-                raise BenchUsageError(f"--concurrency {args.concurrency}: must be >= 1")
+                raise UsageError(f"--concurrency {args.concurrency}: must be >= 1")
             return [args.concurrency]
         preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
         return [preset.max_concurrency[0] if preset and preset.max_concurrency else None]
@@ -221,18 +209,18 @@ def _sweep_points(args, profile: Profile) -> list[int | None]:
         try:
             points = [int(x) for x in args.concurrency.split(",") if x.strip()]
         except ValueError:
-            raise BenchUsageError(f"--concurrency {args.concurrency!r}: expected a list like 1,4,16,64") from None
+            raise UsageError(f"--concurrency {args.concurrency!r}: expected a list like 1,4,16,64") from None
         if not points or min(points) < 1:
-            raise BenchUsageError(f"--concurrency {args.concurrency!r}: expected positive numbers")
+            raise UsageError(f"--concurrency {args.concurrency!r}: expected positive numbers")
         return points
     preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
     if preset is None or len(preset.max_concurrency) < 2:
-        raise BenchUsageError(f"preset {args.preset!r} has no concurrency list: give --concurrency 1,4,16")
+        raise UsageError(f"preset {args.preset!r} has no concurrency list: give --concurrency 1,4,16")
     return list(preset.max_concurrency)
 
 
 async def _runs(args, profile: Profile) -> int:
-    node = _pick_node(profile, args.node)
+    node = pick_node(profile, args.node)
     pool = TransportPool()
     try:
         recs = await BenchRunner(pool).runs(node)
@@ -249,7 +237,7 @@ async def _runs(args, profile: Profile) -> int:
 
 
 async def _cancel(args, profile: Profile) -> int:
-    node = _pick_node(profile, args.node)
+    node = pick_node(profile, args.node)
     pool = TransportPool()
     try:
         await BenchRunner(pool).cancel(node, args.run)
@@ -259,16 +247,11 @@ async def _cancel(args, profile: Profile) -> int:
     return EXIT_OK
 
 
-def cmd_bench(args: argparse.Namespace, profile: Profile) -> int:
-    try:
-        if args.bench_command in ("run", "sweep"):
-            return asyncio.run(_run_points(args, profile, _sweep_points(args, profile)))
-        if args.bench_command == "runs":
-            return asyncio.run(_runs(args, profile))
-        return asyncio.run(_cancel(args, profile))
-    except BenchUsageError as exc:
-        print(f"rocm-console: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (BenchRunError, InstanceError, TransportError) as exc:
-        print(f"rocm-console: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+async def _run_or_sweep(args, profile: Profile) -> int:
+    return await _run_points(args, profile, _sweep_points(args, profile))
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = load_selected_profile(args)
+    action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
+    return guarded(lambda: asyncio.run(action(args, profile)), failures=(BenchRunError, InstanceError, TransportError))

@@ -1,0 +1,58 @@
+"""The root parser and the dispatch: the TUI by default, else one command group's `run`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from console import __version__
+from console.cli import bench, doctor, partition, results, serve, status
+from console.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_profile_options, load_selected_profile
+from console.core.errors import ProfileError
+
+# In the order `rocm-console --help` lists them.
+COMMAND_GROUPS = {"status": status, "serve": serve, "partition": partition, "bench": bench, "results": results,
+                  "doctor": doctor}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rocm-console",
+        description="Terminal control console for vLLM on AMD Instinct GPU nodes.",
+    )
+    parser.add_argument("--version", action="version", version=f"rocm-console {__version__}")
+    add_profile_options(parser, suppress=False)
+    parser.add_argument("--interval", type=float, default=1.0, help="sampling interval in seconds (0.1-10)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for group in COMMAND_GROUPS.values():
+        group.add_parser(sub)
+    return parser
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    if not 0.1 <= args.interval <= 10:
+        raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
+    profile = load_selected_profile(args)
+    from console.ui.app import run_app
+
+    return run_app(profile, interval=args.interval)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command is None:
+            return run_tui(args)
+        return COMMAND_GROUPS[args.command].run(args)
+    except (ProfileError, UsageError) as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `rocm-console status | head`: the reader left, nothing to report
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK

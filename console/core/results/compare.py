@@ -1,0 +1,99 @@
+"""Runs side by side: context, setup and metrics rows with deltas against the first run."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from console.core.bench_result import result_metric_keys
+from console.core.results.display import better, metric_label, run_date
+from console.core.results.record import StoredRun
+
+_COMPARE_CONTEXT = (
+    ("label", "Label"),
+    ("origin", "Origin"),
+    ("node", "Node"),
+    ("gpu_model", "GPU"),
+    ("partition", "Partition"),
+    ("serve_preset", "Serve preset"),
+    ("vllm_version", "vLLM"),
+    ("bench_preset", "Benchmark preset"),
+)
+_COMPARE_SETUP = (
+    ("model", "Model"),
+    ("backend", "Backend"),
+    ("dataset", "Dataset"),
+    ("input_len", "Input len"),
+    ("output_len", "Output len"),
+    ("num_prompts", "Prompts"),
+    ("request_rate", "Request rate"),
+    ("max_concurrency", "Max concurrency"),
+    ("burstiness", "Burstiness"),
+)
+
+
+def _context_value(run: StoredRun, key: str) -> object:
+    if key == "label":
+        return run.label
+    if key == "origin":
+        return run.origin
+    if key == "partition":
+        ctx = run.context
+        if ctx.get("compute_partition") or ctx.get("memory_partition"):
+            return f"{ctx.get('compute_partition') or '?'}/{ctx.get('memory_partition') or '?'}"
+        return None
+    return run.context.get(key)
+
+
+def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
+    """Runs side by side, deltas against the first run.
+
+    Rows, in order: {"section": "run", "key": "id", ...} (the column heads), the
+    context and setup rows any run knows ("context" / "setup"), then every metric
+    any run has ("metric", in the result block's order). Each row: key, label,
+    values (one per run, None = missing), delta (value - first run's) and
+    delta_pct (delta / first * 100; None when either is missing or the first is 0)
+    for numeric metric rows (None elsewhere and in the first column), and
+    better ("higher" | "lower" | None).
+    """
+    if not runs:
+        return []
+    n = len(runs)
+    rows: list[dict] = [{
+        "section": "run", "key": "id", "label": "Run", "values": [r.id for r in runs],
+        "delta": [None] * n, "delta_pct": [None] * n, "better": None,
+    }]
+    rows.append({
+        "section": "run", "key": "date", "label": "Date", "values": [run_date(r) for r in runs],
+        "delta": [None] * n, "delta_pct": [None] * n, "better": None,
+    })
+    for section, keys, get in (
+        ("context", _COMPARE_CONTEXT, _context_value),
+        ("setup", _COMPARE_SETUP, lambda r, k: r.setup.get(k)),
+    ):
+        for key, label in keys:
+            values = [get(r, key) for r in runs]
+            if all(v is None for v in values):
+                continue
+            rows.append({"section": section, "key": key, "label": label, "values": values,
+                         "delta": [None] * n, "delta_pct": [None] * n, "better": None})
+    union: dict[str, float] = {}
+    for run in runs:
+        for key in run.metrics:
+            union.setdefault(key, 1.0)
+    for key in result_metric_keys(union):
+        numbers: list[float | None] = [r.metrics.get(key) for r in runs]
+        base = numbers[0]
+        delta: list[float | None] = [None]
+        pct: list[float | None] = [None]
+        for value in numbers[1:]:
+            if value is None or base is None or not (math.isfinite(value) and math.isfinite(base)):
+                delta.append(None)
+                pct.append(None)
+                continue
+            diff = value - base
+            delta.append(diff)
+            pct.append(diff / base * 100.0 if base != 0 else None)
+        rows.append({"section": "metric", "key": key, "label": metric_label(key), "values": numbers,
+                     "delta": delta, "delta_pct": pct, "better": better(key)})
+    return rows

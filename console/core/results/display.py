@@ -1,0 +1,157 @@
+"""How runs read to a person: metric labels, formatted values, dates, one-line summaries."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+import time
+from collections.abc import Mapping
+
+from console.core.results.record import StoredRun, as_number, jsonable
+
+_INT_METRICS = frozenset({
+    "completed", "failed", "total_input_tokens", "total_output_tokens", "num_prompts",
+    "max_concurrency", "probe_completed", "probe_failed", "spec_decode_num_drafts",
+    "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
+})
+
+
+SUMMARY_LABELS = {
+    "completed": "Successful requests",
+    "failed": "Failed requests",
+    "max_concurrency": "Maximum request concurrency",
+    "request_rate": "Request rate configured (RPS)",
+    "duration": "Benchmark duration (s)",
+    "total_input_tokens": "Total input tokens",
+    "total_output_tokens": "Total generated tokens",
+    "request_throughput": "Request throughput (req/s)",
+    "request_goodput": "Request goodput (req/s)",
+    "input_throughput": "Input token throughput (tok/s)",
+    "output_throughput": "Output token throughput (tok/s)",
+    "max_output_tokens_per_s": "Peak output token throughput (tok/s)",
+    "max_concurrent_requests": "Peak concurrent requests",
+    "total_token_throughput": "Total token throughput (tok/s)",
+    "rtfx": "RTFx (inverse real-time factor)",
+    # seed 000's offline tables (benchmark_throughput.py / benchmark_latency.py)
+    "throughput_tok_s": "Offline throughput (tok/s)",
+    "latency_s": "Offline latency (s)",
+}
+STAT_KEY_RE = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(.+)_ms$")
+_STAT_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+_HIGHER_BETTER = frozenset({
+    "completed", "request_throughput", "request_goodput", "input_throughput", "output_throughput",
+    "total_token_throughput", "max_output_tokens_per_s", "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length", "throughput_tok_s",
+})
+_LOWER_BETTER = frozenset({"failed", "duration", "latency_s"})
+
+
+def metric_label(key: str) -> str:
+    """`median_ttft_ms` -> `Median TTFT (ms)`, `output_throughput` -> `Output token throughput (tok/s)`."""
+    if key in SUMMARY_LABELS:
+        return SUMMARY_LABELS[key]
+    found = STAT_KEY_RE.match(key)
+    if found:
+        stat = found.group(1)
+        stat = stat.upper() if stat.startswith("p") else stat.capitalize()
+        name = _STAT_NAMES.get(found.group(3), found.group(3).replace("_", " "))
+        return f"{stat} {name} (ms)"
+    return key
+
+
+def better(key: str) -> str | None:
+    """"higher" or "lower" when a direction is better for this metric, else None."""
+    if key in _HIGHER_BETTER:
+        return "higher"
+    if key in _LOWER_BETTER or STAT_KEY_RE.match(key):
+        return "lower"
+    return None
+
+
+def format_value(key: str, value: object) -> str:
+    """A value as a table shows it: counts as integers, other numbers with 2 decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        number = float(value)
+        if math.isinf(number):
+            return "inf" if number > 0 else "-inf"
+        if math.isnan(number):
+            return "nan"
+        if key in _INT_METRICS or (isinstance(value, int) and not isinstance(value, bool)):
+            return str(int(number)) if number.is_integer() else f"{number:.2f}"
+        return f"{number:.2f}"
+    if isinstance(value, (list, tuple)):
+        return shlex.join(str(v) for v in value)
+    if isinstance(value, Mapping):
+        return json.dumps(jsonable(value), sort_keys=True)
+    return str(value)
+
+
+def run_date(run: StoredRun) -> str:
+    """When the benchmark ran: vLLM's `date` when recorded, else when the run was stored."""
+    if run.created <= 0 and run.origin == "reference":
+        return "-"
+    date = run.setup.get("date")
+    if isinstance(date, str):
+        try:
+            parsed = time.strptime(date, "%Y%m%d-%H%M%S")
+            return time.strftime("%Y-%m-%d %H:%M:%S", parsed)
+        except ValueError:
+            pass
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.created))
+
+
+def model_name(model: object) -> str | None:
+    if not isinstance(model, str) or not model.strip():
+        return None
+    return model.rstrip("/").rsplit("/", 1)[-1] or model
+
+
+def setup_summary(run: StoredRun) -> str:
+    """`random 8192/1024 c64 n128` / `sharegpt rate 1 n500`."""
+    setup = run.setup
+    parts = []
+    if setup.get("dataset"):
+        parts.append(str(setup["dataset"]))
+    if setup.get("input_len") is not None or setup.get("output_len") is not None:
+        parts.append(f"{setup.get('input_len') if setup.get('input_len') is not None else '?'}/"
+                     f"{setup.get('output_len') if setup.get('output_len') is not None else '?'}")
+    if setup.get("max_concurrency") is not None:
+        parts.append(f"c{setup['max_concurrency']}")
+    rate = as_number(setup.get("request_rate"))
+    if rate is not None and not math.isinf(rate):
+        parts.append(f"rate {rate:g}")
+    if setup.get("num_prompts") is not None:
+        parts.append(f"n{setup['num_prompts']}")
+    return " ".join(parts) or "-"
+
+
+def run_summary(run: StoredRun) -> dict:
+    """The columns of `results list` for one run."""
+    ctx = run.context
+    partition = None
+    if ctx.get("compute_partition") or ctx.get("memory_partition"):
+        partition = f"{ctx.get('compute_partition') or '?'}/{ctx.get('memory_partition') or '?'}"
+    preset = ctx.get("bench_preset")
+    summary = setup_summary(run)
+    return {
+        "id": run.id,
+        "date": run_date(run),
+        "origin": run.origin,
+        "label": run.label,
+        "node": ctx.get("node"),
+        "gpu_model": ctx.get("gpu_model"),
+        "model": run.setup.get("model"),
+        "partition": partition,
+        "setup": f"{preset}: {summary}" if preset else summary,
+        "completed": run.metrics.get("completed"),
+        "failed": run.metrics.get("failed"),
+        "output_throughput": run.metrics.get("output_throughput"),
+        "median_ttft_ms": run.metrics.get("median_ttft_ms"),
+        "median_itl_ms": run.metrics.get("median_itl_ms"),
+    }

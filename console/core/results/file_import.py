@@ -1,0 +1,167 @@
+"""File contents to StoredRuns: result JSON objects or captured `vllm bench serve` output."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeGuard
+
+from console.core.bench_output import BenchError, BenchStreamParser
+from console.core.results.build import run_from_block, run_from_result
+from console.core.results.record import StoredRun, as_number
+
+_MAX_REASON = 300
+
+
+@dataclass
+class FileParse:
+    """What one file holds: kind ("json" | "text" | None), runs found (not yet
+    deduplicated) and parts skipped with their reason (part, reason); part is
+    None for the whole file."""
+
+    kind: str | None = None
+    runs: list[StoredRun] = field(default_factory=list)
+    skipped: list[tuple[str | None, str]] = field(default_factory=list)
+
+
+def _one_line(text: str, limit: int = _MAX_REASON) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json_objects(text: str) -> list[object]:
+    """One object, a JSON array, or newline-separated objects (`--append-result`)."""
+    decoder = json.JSONDecoder()
+    out: list[object] = []
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= len(text):
+            return out
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+        out += value if isinstance(value, list) else [value]
+
+
+def _is_result_object(obj: object) -> TypeGuard[Mapping]:
+    return isinstance(obj, Mapping) and ("completed" in obj or "duration" in obj)
+
+
+def _first_error_text(errors: object) -> str | None:
+    if not isinstance(errors, list):
+        return None
+    for item in errors:
+        if isinstance(item, str) and item.strip():
+            lines = [ln.strip() for ln in item.strip().splitlines() if ln.strip()]
+            return lines[-1] if lines else None
+    return None
+
+
+def _decode(data: bytes | str) -> str:
+    text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else str(data)
+    return text.lstrip("\ufeff")
+
+
+def runs_from_file(
+    data: bytes | str,
+    *,
+    source: str | None,
+    label: str | None = None,
+    node: str | None = None,
+    created: float | None = None,
+) -> FileParse:
+    """Every run in a file's content: a result JSON (one object, an array, or
+    `--append-result` lines) or a captured text output with result blocks
+    (stdout, stdout+stderr, a terminal capture with CRLF, `\\r` progress and ANSI).
+
+    A failed run is skipped with the reason it shows: `Initial test run failed - …`,
+    `All requests failed …` (a block or object with nothing completed), or
+    `no result block`.
+    """
+    created = time.time() if created is None else created
+    text = _decode(data)
+    out = FileParse()
+    head = text.lstrip()[:1]
+    json_error: str | None = None
+    if head in ("{", "["):
+        try:
+            objects = _json_objects(text)
+        except ValueError as exc:
+            json_error = str(exc)
+        else:
+            out.kind = "json"
+            many = len(objects) > 1
+            for i, obj in enumerate(objects, 1):
+                part = f"object {i}" if many else None
+                if not _is_result_object(obj):
+                    what = "a JSON object" if isinstance(obj, Mapping) else f"JSON {type(obj).__name__}"
+                    out.skipped.append((part, f"not a vLLM benchmark result ({what} without 'completed'/'duration')"))
+                    continue
+                completed = as_number(obj.get("completed"))
+                if completed == 0:
+                    first = _first_error_text(obj.get("errors"))
+                    reason = "All requests failed (completed = 0)" + (f": {first}" if first else "")
+                    out.skipped.append((part, _one_line(reason)))
+                    continue
+                out.runs.append(run_from_result(obj, source=source, label=label, node=node,
+                                                created=created, part=part))
+            if not objects:
+                out.skipped.append((None, "empty JSON file"))
+            return out
+    parser = BenchStreamParser()
+    parser.feed(text)
+    parser.close()
+    blocks = parser.blocks
+    errors = parser.errors
+    if blocks:
+        out.kind = "text"
+    for i, block in enumerate(blocks, 1):
+        part = f"block {i} (lines {block.start_line}-{block.end_line})"
+        if not block.complete:
+            out.skipped.append((part, "result block cut short (the output ends inside it)"))
+            continue
+        if block.metrics.get("completed") == 0:
+            out.skipped.append((part, _failed_reason(errors, block.start_line)))
+            continue
+        if not block.metrics:
+            out.skipped.append((part, "result block without values"))
+            continue
+        out.runs.append(run_from_block(block, source=source, label=label, node=node, created=created))
+    if not blocks:
+        out.skipped.append((None, _no_block_reason(errors, json_error)))
+    return out
+
+
+def _failed_reason(errors: Sequence[BenchError], before_line: float) -> str:
+    found = [e for e in errors if e.line <= before_line]
+    all_failed = next((e for e in reversed(found) if e.kind == "all_failed"), None)
+    reason = all_failed.message if all_failed else "All requests failed (0 successful requests)"
+    first = next((e for e in found if e.kind == "request_error"), None)
+    if first is not None:
+        reason += f"; first error: {first.message}"
+    return _one_line(reason)
+
+
+def _no_block_reason(errors: Sequence[BenchError], json_error: str | None) -> str:
+    initial = next((e for e in errors if e.kind == "initial_test_failed"), None)
+    if initial is not None:
+        message = initial.message
+        at = message.find("Initial test run failed")
+        return _one_line(message[at:] if at >= 0 else message)
+    all_failed = next((e for e in errors if e.kind == "all_failed"), None)
+    if all_failed is not None:
+        return _one_line(_failed_reason(errors, math.inf))
+    if json_error is not None:
+        return _one_line(f"no result block ({json_error})")
+    exceptions = [e for e in errors if e.kind in ("exception", "request_error")]
+    if exceptions:
+        return _one_line(f"no result block ({exceptions[-1].message})")
+    return "no result block"

@@ -1,0 +1,218 @@
+"""The stored run: its record, its JSON form (and back), its fingerprint and id."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import overload
+
+from console.core.bench_result import BenchResult
+
+FORMAT = "rocm-console-result/1"
+
+# Context of a run, in display order. Every key is present in a StoredRun (None = unknown).
+CONTEXT_KEYS: tuple[str, ...] = (
+    "node",
+    "gpu_model",
+    "compute_partition",
+    "memory_partition",
+    "instance",
+    "serve_preset",
+    "serve_args",  # list of str, secrets masked
+    "env",  # dict, secrets masked
+    "vllm_version",
+    "bench_preset",
+    "client_argv",  # list of str, secrets masked
+    "sweep_id",
+    "sweep_point",
+)
+# Setup keys always present (None = unknown), in display order; others follow when known.
+SETUP_KEYS: tuple[str, ...] = (
+    "model",
+    "backend",
+    "dataset",
+    "input_len",
+    "output_len",
+    "num_prompts",
+    "request_rate",
+    "max_concurrency",
+    "burstiness",
+    "seed",
+)
+SETUP_NUMERIC_KEYS = ("request_rate", "burstiness", "range_ratio")
+_ID_PART_RE = re.compile(r"[^A-Za-z0-9.]+")
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One benchmark run as stored. Treat the dicts as read-only.
+
+    origin: "console" (run by the console) or "import" (read from a file);
+    source: the imported file's path, else None; created: epoch seconds of the run
+    (console) or of the import; metrics: result-JSON metric key -> float; result:
+    vLLM's JSON object as written (per-request arrays kept), None for text
+    imports; live: the live series summary, None when there was none;
+    fingerprint: sha256 of the canonical content (dedupe).
+    """
+
+    id: str
+    created: float
+    origin: str
+    source: str | None = None
+    label: str | None = None
+    context: dict = field(default_factory=dict, hash=False)
+    setup: dict = field(default_factory=dict, hash=False)
+    metrics: dict = field(default_factory=dict, hash=False)
+    result: dict | None = field(default=None, hash=False, repr=False)
+    live: dict | None = field(default=None, hash=False, repr=False)
+    fingerprint: str = ""
+
+    @property
+    def node(self) -> str | None:
+        return self.context.get("node")
+
+    @property
+    def model(self) -> str | None:
+        return self.setup.get("model")
+
+
+
+@overload
+def jsonable(value: Mapping) -> dict: ...
+
+
+@overload
+def jsonable(value: object) -> object: ...
+
+
+def jsonable(value: object) -> object:
+    """Plain strict-JSON data: non-finite floats -> "inf"/"-inf"/"nan", tuples ->
+    lists, mapping keys -> str, anything else unknown -> its str()."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, BenchResult):
+        return jsonable(dict(value.raw))
+    if isinstance(value, Mapping):
+        return {(k if isinstance(k, str) else str(k)): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in items]
+    return str(value)
+
+
+def as_number(value: object) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def fingerprint_of(result: Mapping | None, metrics: Mapping, setup: Mapping) -> str:
+    """sha256 of what identifies a run's content (not its label, node or import time).
+
+    With vLLM's JSON object: the object (the legacy `request_goodput:` key read as
+    `request_goodput`), so the same result saved by the console and imported from
+    its file is one run. Without one (a text block): the metrics and the setup.
+    """
+    if result is not None:
+        data = {("request_goodput" if k == "request_goodput:" else k): v for k, v in result.items()}
+        if "request_goodput:" in result and "request_goodput" in result:
+            data["request_goodput"] = result["request_goodput"]
+        content = {"result": data}
+    else:
+        content = {"metrics": dict(metrics), "setup": {k: v for k, v in setup.items() if v is not None}}
+    return hashlib.sha256(_canonical(content).encode("utf-8")).hexdigest()
+
+
+def new_run_id(created: float, node: str | None, fingerprint: str) -> str:
+    """`20261121-083012-<node or import>-<6 hex>` (local time of `created`)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(created))
+    part = _ID_PART_RE.sub("-", node or "import").strip("-.") or "import"
+    hex6 = (fingerprint or hashlib.sha256(repr(created).encode()).hexdigest())[:6]
+    return f"{stamp}-{part[:40]}-{hex6}"
+
+
+
+def run_to_dict(run: StoredRun) -> dict:
+    """Strict JSON data (non-finite numbers as "inf"/"nan" strings)."""
+    return {
+        "format": FORMAT,
+        "id": run.id,
+        "created": run.created,
+        "created_iso": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.created)),
+        "origin": run.origin,
+        "source": run.source,
+        "label": run.label,
+        "context": jsonable(run.context),
+        "setup": jsonable(run.setup),
+        "metrics": jsonable(run.metrics),
+        "result": jsonable(run.result) if run.result is not None else None,
+        "live": jsonable(run.live) if run.live is not None else None,
+        "fingerprint": run.fingerprint,
+    }
+
+
+def run_from_dict(data: Mapping) -> StoredRun:
+    """The inverse of run_to_dict. Raises ValueError naming what is wrong."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a stored run is a JSON object, not {type(data).__name__}")  # noqa: TRY004
+    fmt = data.get("format", FORMAT)
+    if not isinstance(fmt, str) or not fmt.startswith("rocm-console-result/"):
+        raise ValueError(f"not a rocm-console result (format {fmt!r})")
+    for key in ("id", "created", "origin"):
+        if key not in data:
+            raise ValueError(f"stored run without '{key}'")
+    if not isinstance(data["id"], str) or not data["id"]:
+        raise ValueError("stored run 'id' is not a string")
+    created = as_number(data["created"])
+    if created is None:
+        raise ValueError("stored run 'created' is not a number")
+    for key in ("context", "setup", "metrics"):
+        if data.get(key) is not None and not isinstance(data[key], Mapping):
+            raise ValueError(f"stored run '{key}' is not an object")
+    metrics = {}
+    for key, value in (data.get("metrics") or {}).items():
+        number = as_number(value)
+        if number is not None:
+            metrics[str(key)] = number
+    setup = dict(data.get("setup") or {})
+    for key in SETUP_NUMERIC_KEYS:
+        if isinstance(setup.get(key), str):
+            number = as_number(setup[key])
+            if number is not None:
+                setup[key] = number
+    context = dict.fromkeys(CONTEXT_KEYS)
+    context.update(data.get("context") or {})
+    result = data.get("result")
+    live = data.get("live")
+    return StoredRun(
+        id=data["id"],
+        created=created,
+        origin=str(data["origin"]),
+        source=data.get("source"),
+        label=data.get("label"),
+        context=context,
+        setup=setup,
+        metrics=metrics,
+        result=dict(result) if isinstance(result, Mapping) else None,
+        live=dict(live) if isinstance(live, Mapping) else None,
+        fingerprint=str(data.get("fingerprint") or ""),
+    )

@@ -1,0 +1,33 @@
+"""`rocm-console bench run|sweep` as a user runs it: results stored, bad input is exit 2."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.cli_helpers import one_line_error, run
+from tests.helpers import free_port
+
+
+def test_bench_run_and_sweep_store_results(profile, tmp_path):
+    env = {"ROCM_CONSOLE_DATA_DIR": str(tmp_path / "data")}
+    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "2", "--port", str(free_port()),
+                "--name", "b", "--wait", "--timeout", "60")
+    assert start.returncode == 0, start.stderr
+    try:
+        one = run("bench", "run", "--profile", str(profile), "--instance", "b", "--preset", "tiny", "--json", env=env)
+        assert one.returncode == 0, one.stderr
+        doc = json.loads(one.stdout)
+        assert doc["metrics"]["completed"] == 20 and doc["context"]["instance"] == "b"
+        assert doc["context"]["compute_partition"] == "SPX" and doc["context"]["gpu_model"] == "AMD Instinct MI300X"
+        sweep = run("bench", "sweep", "--profile", str(profile), "--instance", "b", "--preset", "tiny",
+                    "--concurrency", "1,2", "--set", "num_prompts=6", env=env)
+        assert sweep.returncode == 0, sweep.stderr
+        assert "concurrency  output tok/s" in sweep.stdout
+        listed = run("results", "list", "--json", env=env)
+        assert len(json.loads(listed.stdout)["runs"]) == 3
+        bad = run("bench", "run", "--profile", str(profile), "--instance", "nope", "--preset", "tiny", env=env)
+        assert bad.returncode == 2 and "no instance named nope" in one_line_error(bad)
+        bad = run("bench", "sweep", "--profile", str(profile), "--instance", "b", "--preset", "tiny", env=env)
+        assert bad.returncode == 2 and "--concurrency" in one_line_error(bad)
+    finally:
+        run("serve", "stop", "b", "--profile", str(profile))
