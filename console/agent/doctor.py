@@ -39,18 +39,26 @@ VLLM_TIMEOUT = 60.0  # `vllm --version` imports torch: seconds on a real node
 # and "AITER switches"; the MI300X benchmark guide's "System optimization").
 # (name, value, why, only for nodes with several MI300-class GPUs)
 RECOMMENDED_ENV = (
-    ("HIP_FORCE_DEV_KERNARG", "1",
-     "faster kernel launches; AMD's vLLM images set it, bare-metal hosts must", False),
+    ("HIP_FORCE_DEV_KERNARG", "1", "faster kernel launches; AMD's vLLM images set it, bare-metal hosts must", False),
     ("TORCH_BLAS_PREFER_HIPBLASLT", "1", "hipBLASLt for GEMMs (faster linear layers)", False),
-    ("VLLM_ROCM_USE_AITER", "1",
-     "AITER kernels, recommended for most workloads (off by default)", False),
-    ("NCCL_MIN_NCHANNELS", "112",
-     "112 RCCL channels instead of 32-64 for tensor/pipeline parallel on MI300X", True),
+    ("VLLM_ROCM_USE_AITER", "1", "AITER kernels, recommended for most workloads (off by default)", False),
+    ("NCCL_MIN_NCHANNELS", "112", "112 RCCL channels instead of 32-64 for tensor/pipeline parallel on MI300X", True),
 )
 # Set in the login environment they pin every instance to the same GPUs.
 VISIBLE_DEVICES = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-ENV_PREFIXES = ("VLLM_", "HIP_", "HSA_", "ROCR_", "ROCM_", "NCCL_", "RCCL_", "TORCH_", "PYTORCH_",
-                "CUDA_VISIBLE_DEVICES", "SAFETENSORS_")
+ENV_PREFIXES = (
+    "VLLM_",
+    "HIP_",
+    "HSA_",
+    "ROCR_",
+    "ROCM_",
+    "NCCL_",
+    "RCCL_",
+    "TORCH_",
+    "PYTORCH_",
+    "CUDA_VISIBLE_DEVICES",
+    "SAFETENSORS_",
+)
 SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
@@ -60,7 +68,7 @@ def check(id_, title, level, detail, fix=""):
 
 def one_line(text, limit=400):
     line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class Host:
@@ -94,9 +102,16 @@ class Host:
         if self._run is not None:
             return self._run(argv, timeout)
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # noqa: UP022 - 3.8
-                                  stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout,  # noqa: UP021
-                                  env=self.environ, check=False)
+            proc = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,  # noqa: UP022 - 3.8
+                stderr=subprocess.PIPE,
+                universal_newlines=True,
+                timeout=timeout,  # noqa: UP021
+                env=self.environ,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return None, "", "timed out after %g s" % timeout
         except OSError as exc:
@@ -131,11 +146,15 @@ def last_line(*texts):
 
 def amdsmi_fix(error, python):
     if error.startswith(("ModuleNotFoundError", "ImportError: No module")):
-        return ("install the amdsmi package of this ROCm into %s: `%s -m pip install /opt/rocm/share/amd_smi`"
-                % (python, python))
+        return "install the amdsmi package of this ROCm into %s: `%s -m pip install /opt/rocm/share/amd_smi`" % (
+            python,
+            python,
+        )
     if "libamd_smi" in error or error.startswith("OSError"):
-        return ("libamd_smi.so not found: install amd-smi-lib (ROCm's package), or point ROCM_PATH "
-                "or LD_LIBRARY_PATH at the ROCm lib folder")
+        return (
+            "libamd_smi.so not found: install amd-smi-lib (ROCm's package), or point ROCM_PATH "
+            "or LD_LIBRARY_PATH at the ROCm lib folder"
+        )
     return "reinstall the amdsmi package that matches ROCm: `%s -m pip install /opt/rocm/share/amd_smi`" % python
 
 
@@ -164,8 +183,15 @@ def check_sources(agent, paths, host, python):
     if module is None:
         said = _captured(buf)
         facts["amdsmi_error"] = why
-        failed.append(check("source.amdsmi", "amdsmi module", FAIL, "cannot import amdsmi: %s%s" % (
-            why, " (the library printed: %s)" % said if said else ""), amdsmi_fix(why, python)))
+        failed.append(
+            check(
+                "source.amdsmi",
+                "amdsmi module",
+                FAIL,
+                "cannot import amdsmi: %s%s" % (why, " (the library printed: %s)" % said if said else ""),
+                amdsmi_fix(why, python),
+            )
+        )
     else:
         version = getattr(module, "__version__", None)
         facts["amdsmi"] = None if version is None else str(version)
@@ -179,14 +205,30 @@ def check_sources(agent, paths, host, python):
             final = True
             facts["amdsmi_error"] = one_line(exc)
             said = _captured(buf)
-            failed.append(check("source.amdsmi", "amdsmi module", FAIL, "%s imports, but %s%s" % (
-                shown, one_line(exc), " (it printed: %s)" % said if said else ""),
-                "is the amdgpu driver loaded and /dev/kfd open to this user? (see those lines)"))
+            failed.append(
+                check(
+                    "source.amdsmi",
+                    "amdsmi module",
+                    FAIL,
+                    "%s imports, but %s%s" % (shown, one_line(exc), " (it printed: %s)" % said if said else ""),
+                    "is the amdgpu driver loaded and /dev/kfd open to this user? (see those lines)",
+                )
+            )
 
-    fallbacks = (("amd-smi", "AmdSmiCliSampler", "amd-smi metric --json",
-                  "install amd-smi (ROCm's amd-smi-lib package) and put /opt/rocm/bin on PATH"),
-                 ("rocm-smi", "RocmSmiCliSampler", "rocm-smi --json",
-                  "install rocm-smi (ROCm's rocm-smi-lib package) and put /opt/rocm/bin on PATH"))
+    fallbacks = (
+        (
+            "amd-smi",
+            "AmdSmiCliSampler",
+            "amd-smi metric --json",
+            "install amd-smi (ROCm's amd-smi-lib package) and put /opt/rocm/bin on PATH",
+        ),
+        (
+            "rocm-smi",
+            "RocmSmiCliSampler",
+            "rocm-smi --json",
+            "install rocm-smi (ROCm's rocm-smi-lib package) and put /opt/rocm/bin on PATH",
+        ),
+    )
     later = []
     for name, cls_name, how, fix in fallbacks:
         exe = host.which(name)
@@ -194,8 +236,11 @@ def check_sources(agent, paths, host, python):
         cid, title = "source." + name, name + " CLI"
         where = "on PATH at %s" % exe if exe else "not on PATH"
         if sampler is not None or final:
-            reason = ("%s works" % used["title"]) if sampler is not None else \
-                "the agent does not fall back when amdsmi imports but cannot initialise"
+            reason = (
+                ("%s works" % used["title"])
+                if sampler is not None
+                else "the agent does not fall back when amdsmi imports but cannot initialise"
+            )
             later.append(check(cid, title, OK, "not tried, %s; %s" % (reason, where)))
             continue
         if exe is None:
@@ -204,8 +249,9 @@ def check_sources(agent, paths, host, python):
         try:
             sampler = getattr(agent, cls_name)(exe)
         except Exception as exc:  # SourceUnavailable, or anything a strange output raises
-            failed.append(check(cid, title, FAIL, "%s failed: %s" % (how, one_line(exc)),
-                                "run `%s` on the node to see why" % how))
+            failed.append(
+                check(cid, title, FAIL, "%s failed: %s" % (how, one_line(exc)), "run `%s` on the node to see why" % how)
+            )
             continue
         used = check(cid, title, OK, "telemetry through `%s` (%s): a process per tick" % (how, exe))
     if sampler is not None:
@@ -214,8 +260,15 @@ def check_sources(agent, paths, host, python):
     facts["source"] = sampler.source if sampler is not None else None
     checks = failed + ([used] if used is not None else []) + later
     if sampler is None:
-        checks.append(check("telemetry", "telemetry", FAIL, "no telemetry source works on this node",
-                            "fix one of the sources above (the amdsmi module is the cheap one)"))
+        checks.append(
+            check(
+                "telemetry",
+                "telemetry",
+                FAIL,
+                "no telemetry source works on this node",
+                "fix one of the sources above (the amdsmi module is the cheap one)",
+            )
+        )
     return checks, facts, sampler
 
 
@@ -224,10 +277,16 @@ def describe_gpus(rows):
     out = {}
     for row in rows:
         phys = row.get("physical", row.get("index"))
-        entry = out.setdefault(phys, {"physical": phys, "model": row.get("model"),
-                                      "compute_partition": row.get("compute_partition"),
-                                      "memory_partition": row.get("memory_partition"),
-                                      "logical_gpus": 0})
+        entry = out.setdefault(
+            phys,
+            {
+                "physical": phys,
+                "model": row.get("model"),
+                "compute_partition": row.get("compute_partition"),
+                "memory_partition": row.get("memory_partition"),
+                "logical_gpus": 0,
+            },
+        )
         entry["logical_gpus"] += 1
     return [out[k] for k in sorted(out, key=lambda k: (k is None, k))]
 
@@ -252,11 +311,25 @@ def check_gpus(sampler):
     try:
         gpus = describe_gpus(sampler.static())
     except Exception as exc:
-        return [check("gpus", "GPUs", FAIL, "cannot list the GPUs: %s: %s" % (type(exc).__name__, exc),
-                      "see the telemetry source lines")], []
+        return [
+            check(
+                "gpus",
+                "GPUs",
+                FAIL,
+                "cannot list the GPUs: %s: %s" % (type(exc).__name__, exc),
+                "see the telemetry source lines",
+            )
+        ], []
     if not gpus:
-        return [check("gpus", "GPUs", FAIL, "%s lists no GPU" % sampler.source,
-                      "is the amdgpu driver loaded? (`dmesg | grep amdgpu`)")], []
+        return [
+            check(
+                "gpus",
+                "GPUs",
+                FAIL,
+                "%s lists no GPU" % sampler.source,
+                "is the amdgpu driver loaded? (`dmesg | grep amdgpu`)",
+            )
+        ], []
     models = sorted({g["model"] or "unknown model" for g in gpus})
     modes = {}
     for g in gpus:
@@ -266,26 +339,54 @@ def check_gpus(sampler):
     if len(modes) == 1:
         shown = next(iter(modes))
     else:
-        shown = ", ".join("GPU %s %s" % (_ranges(sorted(p for p in v if p is not None)), k)
-                          for k, v in sorted(modes.items(), key=lambda kv: kv[1]))
-    detail = "%d x %s, %s, %d logical GPU%s" % (len(gpus), " + ".join(models), shown, logical,
-                                                 "" if logical == 1 else "s")
+        shown = ", ".join(
+            "GPU %s %s" % (_ranges(sorted(p for p in v if p is not None)), k)
+            for k, v in sorted(modes.items(), key=lambda kv: kv[1])
+        )
+    detail = "%d x %s, %s, %d logical GPU%s" % (
+        len(gpus),
+        " + ".join(models),
+        shown,
+        logical,
+        "" if logical == 1 else "s",
+    )
     checks = [check("gpus", "GPUs", OK, detail)]
     try:
         sampler.refresh(0)
         rows = sampler.sample()
     except Exception as exc:
-        checks.append(check("sample", "one sample", FAIL, "reading a sample failed: %s: %s"
-                            % (type(exc).__name__, exc), "see the telemetry source lines"))
+        checks.append(
+            check(
+                "sample",
+                "one sample",
+                FAIL,
+                "reading a sample failed: %s: %s" % (type(exc).__name__, exc),
+                "see the telemetry source lines",
+            )
+        )
         return checks, gpus
     if not rows:
-        checks.append(check("sample", "one sample", WARN, "%s gave no sample this time" % sampler.source,
-                            "run the doctor again; if it persists, see the telemetry source lines"))
+        checks.append(
+            check(
+                "sample",
+                "one sample",
+                WARN,
+                "%s gave no sample this time" % sampler.source,
+                "run the doctor again; if it persists, see the telemetry source lines",
+            )
+        )
     else:
         read = [r for r in rows if r.get("util_pct") is not None or r.get("vram_used_mib") is not None]
         level = OK if read else WARN
-        checks.append(check("sample", "one sample", level, "%d of %d GPUs report utilisation or VRAM"
-                            % (len(read), len(rows)), "" if read else "every value was N/A: see the driver line"))
+        checks.append(
+            check(
+                "sample",
+                "one sample",
+                level,
+                "%d of %d GPUs report utilisation or VRAM" % (len(read), len(rows)),
+                "" if read else "every value was N/A: see the driver line",
+            )
+        )
     return checks, gpus
 
 
@@ -315,8 +416,15 @@ def check_versions(agent, host, vllm_argv, facts):
     if rocm:
         checks = [check("rocm", "ROCm", OK, "ROCm %s (%s)" % (rocm, where))]
     else:
-        checks = [check("rocm", "ROCm", WARN, "no ROCm version file (/opt/rocm/.info/version)",
-                        "install ROCm, or set ROCM_PATH to where it is installed")]
+        checks = [
+            check(
+                "rocm",
+                "ROCm",
+                WARN,
+                "no ROCm version file (/opt/rocm/.info/version)",
+                "install ROCm, or set ROCM_PATH to where it is installed",
+            )
+        ]
     checks.append(_driver_check(host, facts))
     checks.append(_amd_smi_version(host, facts))
     checks.append(_vllm_check(agent, host, vllm_argv, facts))
@@ -336,14 +444,21 @@ def _driver_check(host, facts):
         installed = out.strip() if code == 0 and out.strip() else None
     facts["amdgpu_installed"] = installed
     if loaded:
-        return check("driver", "amdgpu driver", WARN,
-                     "amdgpu loaded without a version: the kernel's in-box driver (kernel %s)%s"
-                     % (platform.release(), ", amdgpu-dkms %s installed" % installed if installed else ""),
-                     "ROCm supports its own amdgpu-dkms driver: install it with the ROCm installer, then reboot")
-    return check("driver", "amdgpu driver", FAIL,
-                 "the amdgpu kernel module is not loaded%s" % (" (amdgpu %s is installed)" % installed
-                                                               if installed else ""),
-                 "`sudo modprobe amdgpu`, and `dmesg | grep -i amdgpu` for why it did not load at boot")
+        return check(
+            "driver",
+            "amdgpu driver",
+            WARN,
+            "amdgpu loaded without a version: the kernel's in-box driver (kernel %s)%s"
+            % (platform.release(), ", amdgpu-dkms %s installed" % installed if installed else ""),
+            "ROCm supports its own amdgpu-dkms driver: install it with the ROCm installer, then reboot",
+        )
+    return check(
+        "driver",
+        "amdgpu driver",
+        FAIL,
+        "the amdgpu kernel module is not loaded%s" % (" (amdgpu %s is installed)" % installed if installed else ""),
+        "`sudo modprobe amdgpu`, and `dmesg | grep -i amdgpu` for why it did not load at boot",
+    )
 
 
 # "AMDSMI Tool: 24.6.3+9578815 | AMDSMI Library version: 24.6.3.0 | ROCm version: 6.2.4"
@@ -358,18 +473,26 @@ def _amd_smi_version(host, facts):
         detail = "amd-smi not on PATH"
         if package:
             detail += "; amdsmi Python package %s" % package
-        return check("amd-smi", "amd-smi", WARN if not package else OK, detail,
-                     "" if package else "install amd-smi (ROCm's amd-smi-lib package)")
+        return check(
+            "amd-smi",
+            "amd-smi",
+            WARN if not package else OK,
+            detail,
+            "" if package else "install amd-smi (ROCm's amd-smi-lib package)",
+        )
     code, out, err = host.run([exe, "version"])
     line = last_line(out)
     if code != 0 or not line:
-        return check("amd-smi", "amd-smi", WARN, "`amd-smi version` failed: %s"
-                     % one_line(last_line(err, out) or "exit %s" % code),
-                     "run `amd-smi version` on the node to see why")
+        return check(
+            "amd-smi",
+            "amd-smi",
+            WARN,
+            "`amd-smi version` failed: %s" % one_line(last_line(err, out) or "exit %s" % code),
+            "run `amd-smi version` on the node to see why",
+        )
     m = _AMD_SMI_VERSION.search(line)
     facts["amd_smi"] = m.group(1).strip() if m else line
-    return check("amd-smi", "amd-smi", OK, one_line(line) + ("; amdsmi Python package %s" % package
-                                                               if package else ""))
+    return check("amd-smi", "amd-smi", OK, one_line(line) + ("; amdsmi Python package %s" % package if package else ""))
 
 
 _VERSION = re.compile(r"^\d+\.\d+")
@@ -387,8 +510,12 @@ def vllm_version(agent, host, argv):
     line = last_line(out)
     if code == 0 and _VERSION.match(line):
         return line, "`%s --version`" % " ".join(shlex.quote(a) for a in argv), None
-    return None, None, "`%s --version` failed: %s" % (" ".join(shlex.quote(a) for a in argv),
-                                                      one_line(last_line(err, out) or "exit %s" % code, 200))
+    return (
+        None,
+        None,
+        "`%s --version` failed: %s"
+        % (" ".join(shlex.quote(a) for a in argv), one_line(last_line(err, out) or "exit %s" % code, 200)),
+    )
 
 
 def _vllm_check(agent, host, argv, facts):
@@ -396,9 +523,14 @@ def _vllm_check(agent, host, argv, facts):
     facts["vllm"] = version
     if version:
         return check("vllm", "vLLM", OK, "vLLM %s (%s)" % (version, how))
-    return check("vllm", "vLLM", WARN, why,
-                 "install vLLM for ROCm on the node (AMD's rocm/vllm images carry it), or set "
-                 "vllm = \"<command>\" for this node in the profile")
+    return check(
+        "vllm",
+        "vLLM",
+        WARN,
+        why,
+        "install vLLM for ROCm on the node (AMD's rocm/vllm images carry it), or set "
+        'vllm = "<command>" for this node in the profile',
+    )
 
 
 # ------------------------------------------------------------------ host settings
@@ -407,15 +539,27 @@ def _vllm_check(agent, host, argv, facts):
 def check_numa(host, facts):
     value = host.read("/proc/sys/kernel/numa_balancing")
     facts["numa_balancing"] = value
-    fix = ("`sudo sysctl -w kernel.numa_balancing=0`; to keep it after a reboot: "
-           "`echo kernel.numa_balancing=0 | sudo tee /etc/sysctl.d/90-numa-balancing.conf`")
+    fix = (
+        "`sudo sysctl -w kernel.numa_balancing=0`; to keep it after a reboot: "
+        "`echo kernel.numa_balancing=0 | sudo tee /etc/sysctl.d/90-numa-balancing.conf`"
+    )
     if value == "0":
         return check("numa_balancing", "NUMA balancing", OK, "kernel.numa_balancing = 0 (off, as AMD recommends)")
     if value is None:
-        return check("numa_balancing", "NUMA balancing", WARN,
-                     "cannot read /proc/sys/kernel/numa_balancing", "check it is 0: " + fix)
-    return check("numa_balancing", "NUMA balancing", WARN,
-                 "kernel.numa_balancing = %s: automatic NUMA balancing costs GPU throughput" % value, fix)
+        return check(
+            "numa_balancing",
+            "NUMA balancing",
+            WARN,
+            "cannot read /proc/sys/kernel/numa_balancing",
+            "check it is 0: " + fix,
+        )
+    return check(
+        "numa_balancing",
+        "NUMA balancing",
+        WARN,
+        "kernel.numa_balancing = %s: automatic NUMA balancing costs GPU throughput" % value,
+        fix,
+    )
 
 
 def check_env(host, gpus, facts):
@@ -435,15 +579,27 @@ def check_env(host, gpus, facts):
             checks.append(check(cid, title, OK, "%s=%s (%s)" % (name, have, why)))
             continue
         detail = ("%s is not set" % name) if have is None else ("%s=%s, recommended %s" % (name, have, want))
-        checks.append(check(cid, title, WARN, "%s: %s" % (detail, why),
-                            "set %s=%s in the serve preset's env, or export it in the node's environment"
-                            % (name, want)))
+        checks.append(
+            check(
+                cid,
+                title,
+                WARN,
+                "%s: %s" % (detail, why),
+                "set %s=%s in the serve preset's env, or export it in the node's environment" % (name, want),
+            )
+        )
     for name in VISIBLE_DEVICES:
         if name in host.environ:
-            checks.append(check("env." + name, name, WARN,
-                                "%s=%s in the login environment limits every vLLM instance to those GPUs"
-                                % (name, host.environ[name]),
-                                "unset it in the node's shell profile: the console picks the GPUs per instance"))
+            checks.append(
+                check(
+                    "env." + name,
+                    name,
+                    WARN,
+                    "%s=%s in the login environment limits every vLLM instance to those GPUs"
+                    % (name, host.environ[name]),
+                    "unset it in the node's shell profile: the console picks the GPUs per instance",
+                )
+            )
     return checks
 
 
@@ -458,20 +614,31 @@ def _access(host, path):
 
 def check_devices(host, facts):
     user = host.user
-    group_fix = ("add %s to the render and video groups: `sudo usermod -aG render,video %s`, "
-                 "then log in again" % (user, user))
+    group_fix = "add %s to the render and video groups: `sudo usermod -aG render,video %s`, then log in again" % (
+        user,
+        user,
+    )
     checks = []
     ok, group = _access(host, "/dev/kfd")
     facts["kfd"] = None if ok is None else {"rw": ok, "group": group}
     if ok is None:
-        checks.append(check("kfd", "/dev/kfd", FAIL, "/dev/kfd does not exist: the amdgpu/KFD driver is not loaded",
-                            "`sudo modprobe amdgpu` (see the driver line)"))
+        checks.append(
+            check(
+                "kfd",
+                "/dev/kfd",
+                FAIL,
+                "/dev/kfd does not exist: the amdgpu/KFD driver is not loaded",
+                "`sudo modprobe amdgpu` (see the driver line)",
+            )
+        )
     elif ok:
-        checks.append(check("kfd", "/dev/kfd", OK, "/dev/kfd is readable and writable by %s (group %s)"
-                            % (user, group)))
+        checks.append(
+            check("kfd", "/dev/kfd", OK, "/dev/kfd is readable and writable by %s (group %s)" % (user, group))
+        )
     else:
-        checks.append(check("kfd", "/dev/kfd", FAIL, "%s cannot open /dev/kfd read-write (group %s)"
-                            % (user, group), group_fix))
+        checks.append(
+            check("kfd", "/dev/kfd", FAIL, "%s cannot open /dev/kfd read-write (group %s)" % (user, group), group_fix)
+        )
 
     dri = host.path("/dev/dri")
     try:
@@ -486,15 +653,37 @@ def check_devices(host, facts):
             denied.append(n)
     facts["render_nodes"] = {"count": len(nodes), "denied": denied, "groups": sorted(g for g in groups if g)}
     if not nodes:
-        checks.append(check("render", "/dev/dri render nodes", FAIL, "no /dev/dri/renderD* device",
-                            "`sudo modprobe amdgpu` (see the driver line)"))
+        checks.append(
+            check(
+                "render",
+                "/dev/dri render nodes",
+                FAIL,
+                "no /dev/dri/renderD* device",
+                "`sudo modprobe amdgpu` (see the driver line)",
+            )
+        )
     elif denied:
-        checks.append(check("render", "/dev/dri render nodes", FAIL, "%s cannot open %d of %d render nodes "
-                            "(%s; group %s)" % (user, len(denied), len(nodes), ", ".join(denied[:4]),
-                                                "/".join(sorted(g for g in groups if g))), group_fix))
+        checks.append(
+            check(
+                "render",
+                "/dev/dri render nodes",
+                FAIL,
+                "%s cannot open %d of %d render nodes "
+                "(%s; group %s)"
+                % (user, len(denied), len(nodes), ", ".join(denied[:4]), "/".join(sorted(g for g in groups if g))),
+                group_fix,
+            )
+        )
     else:
-        checks.append(check("render", "/dev/dri render nodes", OK, "%d render nodes, read-write for %s (group %s)"
-                            % (len(nodes), user, "/".join(sorted(g for g in groups if g)))))
+        checks.append(
+            check(
+                "render",
+                "/dev/dri render nodes",
+                OK,
+                "%d render nodes, read-write for %s (group %s)"
+                % (len(nodes), user, "/".join(sorted(g for g in groups if g))),
+            )
+        )
     return checks
 
 
@@ -515,15 +704,29 @@ def check_root(host, profile_sudo, facts):
         if code == 0 and profile_sudo:
             return check("root", title, OK, "`sudo -n` works for %s and the profile uses it (sudo = true)" % host.user)
         if code == 0:
-            return check("root", title, WARN, "`sudo -n` works for %s, but the profile has sudo = false: "
-                         "partition switches will be refused" % host.user,
-                         "set sudo = true for this node in the profile")
-        why = "%s is not root and `sudo -n` refused: %s" % (host.user, one_line(last_line(err, out) or
-                                                                               "exit %s" % code, 200))
-    fix = ("log in as root, or allow passwordless sudo for %s (a NOPASSWD line in /etc/sudoers.d/) "
-           "and set sudo = true in the profile" % host.user)
-    return check("root", title, FAIL if profile_sudo else WARN,
-                 why + ("" if profile_sudo else ": partition switches will be refused"), fix)
+            return check(
+                "root",
+                title,
+                WARN,
+                "`sudo -n` works for %s, but the profile has sudo = false: "
+                "partition switches will be refused" % host.user,
+                "set sudo = true for this node in the profile",
+            )
+        why = "%s is not root and `sudo -n` refused: %s" % (
+            host.user,
+            one_line(last_line(err, out) or "exit %s" % code, 200),
+        )
+    fix = (
+        "log in as root, or allow passwordless sudo for %s (a NOPASSWD line in /etc/sudoers.d/) "
+        "and set sudo = true in the profile" % host.user
+    )
+    return check(
+        "root",
+        title,
+        FAIL if profile_sudo else WARN,
+        why + ("" if profile_sudo else ": partition switches will be refused"),
+        fix,
+    )
 
 
 # ------------------------------------------------------------------ entry point

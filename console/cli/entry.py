@@ -12,8 +12,14 @@ from console.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_profile_
 from console.core.errors import ProfileError
 
 # In the order `rocm-console --help` lists them.
-COMMAND_GROUPS = {"status": status, "serve": serve, "partition": partition, "bench": bench, "results": results,
-                  "doctor": doctor}
+COMMAND_GROUPS = {
+    "status": status,
+    "serve": serve,
+    "partition": partition,
+    "bench": bench,
+    "results": results,
+    "doctor": doctor,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

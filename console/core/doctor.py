@@ -116,8 +116,13 @@ def vllm_env_checks(facts: Mapping[str, Any]) -> list[DoctorCheck]:
     version = facts.get("vllm") if isinstance(facts.get("vllm"), str) else None
     pairs = {str(k): str(v) for k, v in env.items()}
     return [
-        DoctorCheck("env.vllm_version", "environment vs vLLM", WARN, text,
-                    "unset it in the node's environment (or fix its value)")
+        DoctorCheck(
+            "env.vllm_version",
+            "environment vs vLLM",
+            WARN,
+            text,
+            "unset it in the node's environment (or fix its value)",
+        )
         for text in version_warnings(version, [], pairs)
     ]
 
@@ -125,9 +130,13 @@ def vllm_env_checks(facts: Mapping[str, Any]) -> list[DoctorCheck]:
 def link_check(how: str, sftp_refusal: str | None) -> DoctorCheck:
     """How the console reaches the node and ships files to it."""
     if sftp_refusal:
-        return DoctorCheck("link", "console link", OK,
-                           f"{how}; sshd serves no SFTP ({sftp_refusal}): files go through sh on a command "
-                           "channel, checked by SHA-256")
+        return DoctorCheck(
+            "link",
+            "console link",
+            OK,
+            f"{how}; sshd serves no SFTP ({sftp_refusal}): files go through sh on a command "
+            "channel, checked by SHA-256",
+        )
     return DoctorCheck("link", "console link", OK, how)
 
 
@@ -140,8 +149,7 @@ def node_dict(node: NodeDoctor) -> dict[str, Any]:
         "level": node.level,
         "counts": {lv: node.count(lv) for lv in LEVELS},
         "checks": [
-            {"id": c.id, "title": c.title, "level": c.level, "detail": c.detail, "fix": c.fix}
-            for c in node.checks
+            {"id": c.id, "title": c.title, "level": c.level, "detail": c.detail, "fix": c.fix} for c in node.checks
         ],
         "facts": dict(node.facts),
     }

@@ -110,15 +110,18 @@ def node_state_dir(node: NodeSpec) -> str:
 
 async def _upload_all(transport: Transport, items: list[tuple[bytes, str]]) -> None:
     """The first file alone (it settles how this node takes files: SFTP or sh), then the
-    rest side by side: each upload is a session round trip, ~0.2 s over a command channel."""
+    rest side by side: each upload is a session round trip, ~0.2 s over a command channel.
+    The first failure is raised as itself; the uploads still running are cancelled."""
     first, *rest = items
     await transport.upload(first[0], first[1], mode=0o644)
+    tasks = [asyncio.ensure_future(transport.upload(data, path, mode=0o644)) for data, path in rest]
     try:
-        async with asyncio.TaskGroup() as group:
-            for data, path in rest:
-                group.create_task(transport.upload(data, path, mode=0o644))
-    except BaseExceptionGroup as exc:  # one clear line: the first failure, the others were cancelled
-        raise exc.exceptions[0] from None
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
@@ -130,7 +133,9 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     )
     out = check.stdout.splitlines()
     if not check.ok or len(out) < 2:
-        raise TransportError(f"{node.name}: cannot inspect state_dir {state_dir_raw!r}: {check.stderr.strip()[:120]}", "command")
+        raise TransportError(
+            f"{node.name}: cannot inspect state_dir {state_dir_raw!r}: {check.stderr.strip()[:120]}", "command"
+        )
     state_dir = expand_home(state_dir_raw, out[0].strip(), node.name)
     base = f"{state_dir}/agent/{digest}"
     paths = [f"{base}/{name}" for name, _ in files]
@@ -148,8 +153,13 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     if node.simulate is not None and node.vllm == "vllm":
         vllm = (node.python, f"{base}/sim/vllm")
     return AgentCommand(
-        agent_path=paths[0], amdsmi_paths=amdsmi_paths, python=node.python, env=tuple(env),
-        state_dir=state_dir, vllm=vllm, sysroot=f"{base}/sim/host" if node.simulate is not None else None,
+        agent_path=paths[0],
+        amdsmi_paths=amdsmi_paths,
+        python=node.python,
+        env=tuple(env),
+        state_dir=state_dir,
+        vllm=vllm,
+        sysroot=f"{base}/sim/host" if node.simulate is not None else None,
     )
 
 

@@ -56,18 +56,20 @@ async def _link(transport: Transport, node: NodeSpec) -> DoctorCheck:
 
 
 def _python_fix(node: NodeSpec) -> str:
-    return (f"install Python >= 3.8 on the node, or set python = \"/path/to/python3\" for {node.name} "
-            "in the profile")
+    return f'install Python >= 3.8 on the node, or set python = "/path/to/python3" for {node.name} in the profile'
 
 
 def _agent_failed(node: NodeSpec, command: AgentCommand, exit_status: int, stderr: str, why: str) -> NodeDoctor:
     last = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
     if exit_status == _EXIT_NOT_FOUND:
-        return down_node(node.name, "agent", f"{node.python} not found on the node ({last or 'exit 127'})",
-                         _python_fix(node))
+        return down_node(
+            node.name, "agent", f"{node.python} not found on the node ({last or 'exit 127'})", _python_fix(node)
+        )
     reason = f"the agent's doctor gave no report ({why}; exit {exit_status}{': ' + last if last else ''})"
     return down_node(
-        node.name, "agent", reason,
+        node.name,
+        "agent",
+        reason,
         f"the agent needs Python >= 3.8 ({node.python} on the node); run "
         f"`{shlex.join(doctor_argv(node, command))}` there to see the error",
     )
@@ -105,8 +107,12 @@ async def collect_doctor(
         try:
             return await asyncio.wait_for(doctor_node(pool, node, timeout=timeout), timeout)
         except asyncio.TimeoutError:
-            return down_node(node.name, "connection", f"no answer within {timeout:g} s",
-                             "is the node up and its sshd answering? try `--timeout` with more seconds")
+            return down_node(
+                node.name,
+                "connection",
+                f"no answer within {timeout:g} s",
+                "is the node up and its sshd answering? try `--timeout` with more seconds",
+            )
         except TransportError as exc:  # the SFTP check's link went down
             return down_node(node.name, "connection", exc.reason, _transport_fix(exc.kind))
         except OSError as exc:

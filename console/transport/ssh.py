@@ -73,7 +73,7 @@ _PGID_RE = re.compile(rf"^{_PGID_MARK} (\d+)$")
 _KILL = 'kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null; exit 0'
 # `sh -c _SPAWN sh LOG ARGV...`: detached, own session, output appended to LOG.
 _SPAWN = (
-    'log=$1; shift; '
+    "log=$1; shift; "
     'case $log in "~/"*) log="$HOME/${log#"~/"}";; esac; '
     'mkdir -p -- "$(dirname -- "$log")" && : >>"$log" || exit 1; '
     'exec setsid "$@" >>"$log" 2>&1 </dev/null & echo $!'
@@ -223,9 +223,7 @@ class _Stderr:
 class SshTransport:
     """Transport for one node over SSH; see the module docstring."""
 
-    def __init__(
-        self, node: NodeSpec, *, connect_timeout: float = 10.0, max_sessions: int = MAX_SESSIONS
-    ) -> None:
+    def __init__(self, node: NodeSpec, *, connect_timeout: float = 10.0, max_sessions: int = MAX_SESSIONS) -> None:
         self.node = node
         self.node_name = node.name
         self.connect_timeout = connect_timeout
@@ -372,17 +370,20 @@ class SshTransport:
             keys = f"key {self.node.identity_file}" if self.node.identity_file else "default keys"
             raise self._err(
                 "auth",
-                f"permission denied for user {options.username} on {where} "
-                f"(tried {keys} and the SSH agent)",
+                f"permission denied for user {options.username} on {where} (tried {keys} and the SSH agent)",
             ) from None
         except (asyncio.TimeoutError, TimeoutError):
-            raise self._err("timeout", f"{where} did not complete the SSH login within {self.connect_timeout:g} s") from None
+            raise self._err(
+                "timeout", f"{where} did not complete the SSH login within {self.connect_timeout:g} s"
+            ) from None
         except OSError as exc:
             raise self._err("unreachable", f"cannot reach {where}: {_oserror_text(exc)}") from None
         except asyncssh.ChannelOpenError as exc:  # the jump host could not open the tunnel
             raise self._err("unreachable", f"cannot reach {where}: {exc.reason}") from None
         except asyncssh.DisconnectError as exc:
-            raise self._err("unreachable", f"SSH handshake with {where} failed: {exc.reason or type(exc).__name__}") from None
+            raise self._err(
+                "unreachable", f"SSH handshake with {where} failed: {exc.reason or type(exc).__name__}"
+            ) from None
         except asyncssh.Error as exc:
             raise self._err("unreachable", f"SSH error with {where}: {exc.reason}") from None
 
@@ -446,9 +447,7 @@ class SshTransport:
         finally:
             self._slots.release()
 
-    async def _open_channel(
-        self, conn: asyncssh.SSHClientConnection, opener: Callable[[], Awaitable[_T]]
-    ) -> _T:
+    async def _open_channel(self, conn: asyncssh.SSHClientConnection, opener: Callable[[], Awaitable[_T]]) -> _T:
         """Await ``opener()`` (opens a session channel); retry briefly if sshd refuses it.
 
         A refused open ran nothing on the node, so retrying it is safe.
@@ -498,9 +497,7 @@ class SshTransport:
             else:
                 proc = await self._open_channel(
                     conn,
-                    lambda: conn.create_process(
-                        command, stdin=asyncssh.DEVNULL, encoding="utf-8", errors="replace"
-                    ),
+                    lambda: conn.create_process(command, stdin=asyncssh.DEVNULL, encoding="utf-8", errors="replace"),
                 )
         except (asyncssh.Error, OSError) as exc:
             raise self._io_error(exc, _name(argv)) from None
@@ -590,9 +587,7 @@ class SshTransport:
             raise self._io_error(ConnectionError("no exit status"), _name(argv))
         return CommandResult(exit_status=proc.returncode, stdout=stdout, stderr="".join(err.lines))
 
-    async def stream_lines(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
-    ) -> AsyncIterator[str]:
+    async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
         async with self._session(_name(argv)), contextlib.aclosing(self._stream(argv, env)) as lines:
             async for line in lines:
                 yield line
@@ -642,9 +637,7 @@ class SshTransport:
         async with self._session(f"start of {_name(argv)}"):
             return await self._spawn_detached(argv, log_path, env)
 
-    async def _spawn_detached(
-        self, argv: Sequence[str], log_path: str, env: Mapping[str, str] | None
-    ) -> int:
+    async def _spawn_detached(self, argv: Sequence[str], log_path: str, env: Mapping[str, str] | None) -> int:
         args = env_argv(argv, env)
         if not args:
             raise ValueError("empty argv")
@@ -689,9 +682,7 @@ class SshTransport:
             sftp.exit()
             return None
 
-    async def _start_sftp(
-        self, conn: asyncssh.SSHClientConnection, what: str
-    ) -> asyncssh.SFTPClient | None:
+    async def _start_sftp(self, conn: asyncssh.SSHClientConnection, what: str) -> asyncssh.SFTPClient | None:
         """An SFTP client, or None when this connection's sshd serves no SFTP."""
         if self._no_sftp is not None and self._no_sftp[0] is conn:
             return None
@@ -747,16 +738,22 @@ class SshTransport:
         except (asyncssh.Error, OSError) as exc:
             raise self._io_error(exc, f"upload to {remote_path}") from None
 
-    async def _exec_upload(
-        self, conn: asyncssh.SSHClientConnection, data: bytes, remote_path: str, mode: int
-    ) -> None:
+    async def _exec_upload(self, conn: asyncssh.SSHClientConnection, data: bytes, remote_path: str, mode: int) -> None:
         """The upload over a command channel (see _EXEC_UPLOAD): for nodes without SFTP."""
         if not remote_path or remote_path.endswith("/"):
             raise self._err("command", f"upload target {remote_path} is a directory")
         why = self._no_sftp[1] if self._no_sftp else "no SFTP"
         command = shlex.join(
-            ["sh", "-c", _EXEC_UPLOAD, "sh", remote_path, format(mode & 0o7777, "o"),
-             hashlib.sha256(data).hexdigest(), self.node.python or "python3"]
+            [
+                "sh",
+                "-c",
+                _EXEC_UPLOAD,
+                "sh",
+                remote_path,
+                format(mode & 0o7777, "o"),
+                hashlib.sha256(data).hexdigest(),
+                self.node.python or "python3",
+            ]
         )
         proc: asyncssh.SSHClientProcess | None = None
         done = False

@@ -42,13 +42,21 @@ def broken_amdsmi(tmp_path):
     (d / "amdsmi.py").write_text(
         'print("/opt/rocm/lib/libamd_smi.so: cannot open shared object file: No such file or directory")\n'
         'print("Unable to find libamd_smi.so library try installing amd-smi-lib from your package manager")\n'
-        'raise KeyError("libamd_smi.so")\n')
+        'raise KeyError("libamd_smi.so")\n'
+    )
     return d
 
 
 def run_doctor(*args, env=None, cwd=ROOT):
-    proc = subprocess.run([sys.executable, str(AGENT), "doctor", *args], cwd=cwd, env=env,
-                          capture_output=True, check=False, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(AGENT), "doctor", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [line["kind"] for line in lines] == ["doctor"], proc.stdout  # one line, nothing else on stdout
@@ -60,8 +68,11 @@ def by_id(record):
 
 
 def make_sysroot(root: Path, *, numa="0", amdgpu="6.12.12", rocm="7.0.2-56", kfd=True, render=2) -> Path:
-    files = {"proc/sys/kernel/numa_balancing": numa, "sys/module/amdgpu/version": amdgpu,
-             "opt/rocm/.info/version": rocm}
+    files = {
+        "proc/sys/kernel/numa_balancing": numa,
+        "sys/module/amdgpu/version": amdgpu,
+        "opt/rocm/.info/version": rocm,
+    }
     for rel, text in files.items():
         if text is not None:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -79,8 +90,12 @@ def make_sysroot(root: Path, *, numa="0", amdgpu="6.12.12", rocm="7.0.2-56", kfd
 def host(sysroot, *, environ=None, euid=1000, run=None, which=None, denied=()):
     """A Host where nothing on this machine leaks in: only what the test gives."""
     return doctor.Host(
-        sysroot=str(sysroot), environ=environ or {"PATH": "/nonexistent"}, euid=euid, user="alice",
-        which=which or (lambda name: None), run=run or (lambda argv, timeout: (None, "", "not run")),
+        sysroot=str(sysroot),
+        environ=environ or {"PATH": "/nonexistent"},
+        euid=euid,
+        user="alice",
+        which=which or (lambda name: None),
+        run=run or (lambda argv, timeout: (None, "", "not run")),
         access=lambda path: os.path.basename(path) not in denied,
     )
 
@@ -99,10 +114,21 @@ def test_doctor_runs_on_python_38_when_available(tmp_path):
     if not found:
         pytest.skip("no Python 3.8 here")
     proc = subprocess.run(
-        [str(found[0]), str(AGENT), "doctor", "--amdsmi-path", str(SIM_DIR), "--sysroot",
-         str(make_sysroot(tmp_path / "root"))],
-        env=sim_env(tmp_path, {"gpu": "MI300X", "count": 2}), capture_output=True, check=False, text=True,
-        timeout=60)
+        [
+            str(found[0]),
+            str(AGENT),
+            "doctor",
+            "--amdsmi-path",
+            str(SIM_DIR),
+            "--sysroot",
+            str(make_sysroot(tmp_path / "root")),
+        ],
+        env=sim_env(tmp_path, {"gpu": "MI300X", "count": 2}),
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     checks = by_id(json.loads(proc.stdout))
     assert checks["python"]["detail"].startswith("Python 3.8.")
@@ -148,7 +174,13 @@ def test_missing_module_says_how_to_install_it(tmp_path):
     env["PYTHONNOUSERSITE"] = "1"
     record = subprocess.run(
         [sys.executable, "-S", str(AGENT), "doctor", "--sysroot", str(make_sysroot(tmp_path / "root"))],
-        env=env, capture_output=True, check=False, text=True, timeout=60, cwd=tmp_path)
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     # -S: no site-packages, so no amdsmi package at all
     amdsmi = by_id(json.loads(record.stdout))["source.amdsmi"]
     assert amdsmi["detail"] == "cannot import amdsmi: ModuleNotFoundError: No module named 'amdsmi'"
@@ -156,15 +188,21 @@ def test_missing_module_says_how_to_install_it(tmp_path):
 
 
 def test_fallback_to_amd_smi_names_why_amdsmi_did_not_load(tmp_path, broken_amdsmi):
-    bindir = make_fake_cli(tmp_path, "amd-smi", {
-        "metric.json": {"gpu_data": [amd_metric(0), amd_metric(1)]},
-        "static.json": {"gpu_data": [amd_static(0, BDFS[0], new_layout=False),
-                                     amd_static(1, BDFS[1], new_layout=False)]},
-        "version.json": "AMDSMI Tool: 26.0.2+39589fda | AMDSMI Library version: 26.0.2 | ROCm version: 7.0.2 "
-                        "| amdgpu version: 6.14.14 | amd_hsmp version: N/A\n",
-    })
-    record = run_doctor("--amdsmi-path", str(broken_amdsmi), "--sysroot", str(make_sysroot(tmp_path / "root")),
-                        env=base_env([bindir]))
+    bindir = make_fake_cli(
+        tmp_path,
+        "amd-smi",
+        {
+            "metric.json": {"gpu_data": [amd_metric(0), amd_metric(1)]},
+            "static.json": {
+                "gpu_data": [amd_static(0, BDFS[0], new_layout=False), amd_static(1, BDFS[1], new_layout=False)]
+            },
+            "version.json": "AMDSMI Tool: 26.0.2+39589fda | AMDSMI Library version: 26.0.2 | ROCm version: 7.0.2 "
+            "| amdgpu version: 6.14.14 | amd_hsmp version: N/A\n",
+        },
+    )
+    record = run_doctor(
+        "--amdsmi-path", str(broken_amdsmi), "--sysroot", str(make_sysroot(tmp_path / "root")), env=base_env([bindir])
+    )
     checks = by_id(record)
     # amdsmi failed but a fallback works: a warning, with the verbatim reason and its fix
     assert checks["source.amdsmi"]["level"] == "warn"
@@ -200,8 +238,15 @@ def sim_env(tmp_path, spec):
 
 def test_simulated_node_lists_models_and_partition_modes(tmp_path):
     env = sim_env(tmp_path, {"gpu": "MI300X", "count": 8, "compute_partition": "CPX"})
-    record = run_doctor("--amdsmi-path", str(SIM_DIR), "--sysroot", str(make_sysroot(tmp_path / "root")),
-                        "--vllm", f"{sys.executable} {SIM_DIR / 'vllm'}", env=env)
+    record = run_doctor(
+        "--amdsmi-path",
+        str(SIM_DIR),
+        "--sysroot",
+        str(make_sysroot(tmp_path / "root")),
+        "--vllm",
+        f"{sys.executable} {SIM_DIR / 'vllm'}",
+        env=env,
+    )
     checks = by_id(record)
     assert checks["source.amdsmi"]["level"] == "ok" and "(simulated)" in checks["source.amdsmi"]["detail"]
     assert checks["gpus"]["detail"] == "8 x AMD Instinct MI300X, CPX/NPS1, 64 logical GPUs"
@@ -209,8 +254,13 @@ def test_simulated_node_lists_models_and_partition_modes(tmp_path):
     assert checks["vllm"]["level"] == "ok" and checks["vllm"]["detail"].startswith("vLLM 0.32.0+sim (")
     facts = record["facts"]
     assert facts["simulated"] is True and facts["vllm"] == "0.32.0+sim"
-    assert facts["gpus"][0] == {"physical": 0, "model": "AMD Instinct MI300X", "compute_partition": "CPX",
-                                "memory_partition": "NPS1", "logical_gpus": 8}
+    assert facts["gpus"][0] == {
+        "physical": 0,
+        "model": "AMD Instinct MI300X",
+        "compute_partition": "CPX",
+        "memory_partition": "NPS1",
+        "logical_gpus": 8,
+    }
 
 
 def test_amdsmi_that_imports_but_cannot_initialise_is_final(tmp_path):
@@ -227,8 +277,10 @@ def test_amdsmi_that_imports_but_cannot_initialise_is_final(tmp_path):
 
 
 def test_gpus_in_mixed_modes_are_grouped_by_mode():
-    rows = [{"physical": p, "model": "AMD Instinct MI300X", "compute_partition": c, "memory_partition": "NPS1"}
-            for p, c in [(0, "CPX")] * 8 + [(1, "CPX")] * 8 + [(2, "SPX"), (3, "SPX"), (4, "CPX")] * 1]
+    rows = [
+        {"physical": p, "model": "AMD Instinct MI300X", "compute_partition": c, "memory_partition": "NPS1"}
+        for p, c in [(0, "CPX")] * 8 + [(1, "CPX")] * 8 + [(2, "SPX"), (3, "SPX"), (4, "CPX")] * 1
+    ]
     rows[-1:] = [dict(rows[-1]) for _ in range(8)]
 
     class Fake:
@@ -244,8 +296,7 @@ def test_gpus_in_mixed_modes_are_grouped_by_mode():
             return [{"util_pct": 1.0, "vram_used_mib": 1.0}] * len(rows)
 
     checks, gpus = doctor.check_gpus(Fake())
-    assert checks[0]["detail"] == ("5 x AMD Instinct MI300X, GPU 0-1,4 CPX/NPS1, GPU 2-3 SPX/NPS1, "
-                                   "26 logical GPUs")
+    assert checks[0]["detail"] == ("5 x AMD Instinct MI300X, GPU 0-1,4 CPX/NPS1, GPU 2-3 SPX/NPS1, 26 logical GPUs")
     assert [g["logical_gpus"] for g in gpus] == [8, 8, 1, 1, 8]
 
 
@@ -256,15 +307,19 @@ def test_versions_from_the_node(tmp_path):
     root = make_sysroot(tmp_path)
     vllm = tmp_path / "bin" / "vllm"
     vllm.parent.mkdir()
-    vllm.write_text("#!/bin/sh\necho 'INFO 05-01 12:00:00 [__init__.py:244] Automatically detected platform rocm.'\n"
-                    "echo 0.9.2.dev364+gb432b7a28.rocm700\n")
+    vllm.write_text(
+        "#!/bin/sh\necho 'INFO 05-01 12:00:00 [__init__.py:244] Automatically detected platform rocm.'\n"
+        "echo 0.9.2.dev364+gb432b7a28.rocm700\n"
+    )
     vllm.chmod(0o755)
     h = doctor.Host(sysroot=str(root), environ={"PATH": str(vllm.parent)}, euid=0)
     facts = {}
     checks = {c["id"]: c for c in doctor.check_versions(NoAgent(), h, ["vllm"], facts)}
     assert checks["rocm"]["detail"] == "ROCm 7.0.2-56 (/opt/rocm/.info/version)"
     assert checks["driver"]["detail"] == "amdgpu 6.12.12 loaded (/sys/module/amdgpu/version)"
-    assert checks["vllm"]["level"] == "ok" and checks["vllm"]["detail"].startswith("vLLM 0.9.2.dev364+gb432b7a28.rocm700")
+    assert checks["vllm"]["level"] == "ok" and checks["vllm"]["detail"].startswith(
+        "vLLM 0.9.2.dev364+gb432b7a28.rocm700"
+    )
     assert facts["vllm"] == "0.9.2.dev364+gb432b7a28.rocm700" and facts["amdgpu"] == "6.12.12"
 
 
@@ -364,9 +419,15 @@ def test_root_for_partition_switches(tmp_path):
 
 def test_environment_against_the_guides(tmp_path):
     mi300 = [{"model": "AMD Instinct MI300X"}] * 8
-    environ = {"PATH": "/x", "HIP_FORCE_DEV_KERNARG": "1", "VLLM_ROCM_USE_AITER": "0",
-               "HIP_VISIBLE_DEVICES": "0,1", "VLLM_API_KEY": "sk-secret", "HF_TOKEN": "hf_secret",
-               "VLLM_USE_TRITON_FLASH_ATTN": "0"}
+    environ = {
+        "PATH": "/x",
+        "HIP_FORCE_DEV_KERNARG": "1",
+        "VLLM_ROCM_USE_AITER": "0",
+        "HIP_VISIBLE_DEVICES": "0,1",
+        "VLLM_API_KEY": "sk-secret",
+        "HF_TOKEN": "hf_secret",
+        "VLLM_USE_TRITON_FLASH_ATTN": "0",
+    }
     facts = {}
     checks = {c["id"]: c for c in doctor.check_env(host(tmp_path, environ=environ), mi300, facts)}
     assert checks["env.HIP_FORCE_DEV_KERNARG"]["level"] == "ok"
@@ -396,15 +457,19 @@ def test_sim_host_files_give_a_healthy_node(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(data)
     facts = {}
-    checks = [doctor.check_numa(host(tmp_path), facts), *doctor.check_devices(host(tmp_path), facts),
-              doctor._driver_check(host(tmp_path), facts)]
+    checks = [
+        doctor.check_numa(host(tmp_path), facts),
+        *doctor.check_devices(host(tmp_path), facts),
+        doctor._driver_check(host(tmp_path), facts),
+    ]
     assert [c["level"] for c in checks] == ["ok"] * 4
     assert doctor.rocm_version(host(tmp_path))[0] == "7.0.2-56"
 
 
 def test_usage_error_is_an_error_line():
-    proc = subprocess.run([sys.executable, str(AGENT), "doctor", "--bogus"], capture_output=True, check=False, text=True,
-                          timeout=30)
+    proc = subprocess.run(
+        [sys.executable, str(AGENT), "doctor", "--bogus"], capture_output=True, check=False, text=True, timeout=30
+    )
     assert proc.returncode == 2
     [line] = [json.loads(x) for x in proc.stdout.splitlines()]
     assert line["kind"] == "error" and "--bogus" in line["message"]

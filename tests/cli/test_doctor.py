@@ -12,15 +12,36 @@ import pytest
 from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-IDS = {"link", "python", "source.amdsmi", "source.amd-smi", "source.rocm-smi", "gpus", "sample", "rocm", "driver",
-       "amd-smi", "vllm", "numa_balancing", "kfd", "render", "root"}
+IDS = {
+    "link",
+    "python",
+    "source.amdsmi",
+    "source.amd-smi",
+    "source.rocm-smi",
+    "gpus",
+    "sample",
+    "rocm",
+    "driver",
+    "amd-smi",
+    "vllm",
+    "numa_balancing",
+    "kfd",
+    "render",
+    "root",
+}
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", "doctor", *args], cwd=ROOT, capture_output=True, check=False,
-                          text=True, timeout=100)
+    return subprocess.run(
+        [sys.executable, "-m", "console", "doctor", *args],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=100,
+    )
 
 
 def test_demo_json_schema():
@@ -55,10 +76,13 @@ def test_demo_table_for_one_node():
     assert lines[-1].startswith("1 node: 0 failing")
 
 
-@pytest.mark.parametrize("args,message", [
-    (("--demo", "--node", "nope"), "rocm-console: unknown node 'nope' (known: mi300x-spx, mi300x-cpx, mi355x)"),
-    (("--demo", "--timeout", "0"), "rocm-console: --timeout 0: must be more than 0 seconds"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("--demo", "--node", "nope"), "rocm-console: unknown node 'nope' (known: mi300x-spx, mi300x-cpx, mi355x)"),
+        (("--demo", "--timeout", "0"), "rocm-console: --timeout 0: must be more than 0 seconds"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, message):
     proc = run(*args)
     assert proc.returncode == 2 and proc.stderr.strip() == message and proc.stdout == ""
@@ -77,12 +101,12 @@ known_hosts = "{known}"
 [nodes.nopython]
 transport = "local"
 python = "python-nonexistent"
-state_dir = "{tmp_path / 'state'}"
+state_dir = "{tmp_path / "state"}"
 simulate = {{ gpu = "MI300X", count = 2 }}
 
 [nodes.sim]
 transport = "local"
-state_dir = "{tmp_path / 'state'}"
+state_dir = "{tmp_path / "state"}"
 simulate = {{ gpu = "MI325X", count = 4, compute_partition = "CPX", memory_partition = "NPS4" }}
 """)
     proc = run("--profile", str(profile), "--json", "--timeout", "30")
@@ -113,7 +137,7 @@ def test_a_python_too_old_for_the_agent_is_named(tmp_path):
 [nodes.old]
 transport = "local"
 python = "{old[0]}"
-state_dir = "{tmp_path / 'state'}"
+state_dir = "{tmp_path / "state"}"
 simulate = {{ gpu = "MI300X", count = 2 }}
 """)
     proc = run("--profile", str(profile), "--json")

@@ -27,23 +27,32 @@ def chk(id_="numa_balancing", level="ok", detail="kernel.numa_balancing = 0", fi
 
 
 def test_parse_skips_other_lines_and_keeps_order():
-    stdout = "warning: noise\n" + line([chk(), chk("kfd", "fail", "no /dev/kfd", "modprobe amdgpu")],
-                                       {"rocm": "7.0.2"}) + "\n"
+    stdout = (
+        "warning: noise\n"
+        + line([chk(), chk("kfd", "fail", "no /dev/kfd", "modprobe amdgpu")], {"rocm": "7.0.2"})
+        + "\n"
+    )
     checks, facts = parse_doctor_output(stdout)
     assert [c.id for c in checks] == ["numa_balancing", "kfd"]
     assert checks[1] == DoctorCheck("kfd", "NUMA balancing", "fail", "no /dev/kfd", "modprobe amdgpu")
     assert facts == {"rocm": "7.0.2"}
 
 
-@pytest.mark.parametrize("stdout,message", [
-    ("", "no doctor line in the agent's output"),
-    ('{"kind": "error", "message": "unrecognized arguments: --sudo"}', "the agent said: unrecognized arguments: --sudo"),
-    (line([]), "doctor line without checks"),
-    (line([chk(level="maybe")]), "check 0 (numa_balancing): unknown level 'maybe'"),
-    (line([{"id": "x", "title": "X", "level": "ok"}]), "check 0: 'detail' missing or not text"),
-    (line([chk(fix=3)]), "check 0 (numa_balancing): 'fix' is not text"),
-    (json.dumps({"kind": "doctor", "checks": [chk()]}), "doctor line without facts"),
-])
+@pytest.mark.parametrize(
+    "stdout,message",
+    [
+        ("", "no doctor line in the agent's output"),
+        (
+            '{"kind": "error", "message": "unrecognized arguments: --sudo"}',
+            "the agent said: unrecognized arguments: --sudo",
+        ),
+        (line([]), "doctor line without checks"),
+        (line([chk(level="maybe")]), "check 0 (numa_balancing): unknown level 'maybe'"),
+        (line([{"id": "x", "title": "X", "level": "ok"}]), "check 0: 'detail' missing or not text"),
+        (line([chk(fix=3)]), "check 0 (numa_balancing): 'fix' is not text"),
+        (json.dumps({"kind": "doctor", "checks": [chk()]}), "doctor line without facts"),
+    ],
+)
 def test_parse_rejects_what_it_cannot_trust(stdout, message):
     with pytest.raises(DoctorOutputError) as info:
         parse_doctor_output(stdout)
@@ -51,8 +60,11 @@ def test_parse_rejects_what_it_cannot_trust(stdout, message):
 
 
 def node(name, *levels):
-    return NodeDoctor(name, tuple(DoctorCheck(f"c{i}", f"check {i}", lv, f"detail {i}", f"fix {i}")
-                                  for i, lv in enumerate(levels)), {"rocm": "7.0.2"})
+    return NodeDoctor(
+        name,
+        tuple(DoctorCheck(f"c{i}", f"check {i}", lv, f"detail {i}", f"fix {i}") for i, lv in enumerate(levels)),
+        {"rocm": "7.0.2"},
+    )
 
 
 def test_exit_rule_and_levels():

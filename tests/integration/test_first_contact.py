@@ -84,7 +84,8 @@ async def test_upload_without_sftp_is_atomic_with_mode_and_parents(hardened, ssh
     refused = sshd_log(sshd_no_sftp, SFTP_REFUSED)
     assert len(refused) == 1 and "failed" in refused[0], refused
     assert await hardened.sftp_refusal() == (
-        "sshd refused the sftp subsystem request (no Subsystem sftp in sshd_config)")
+        "sshd refused the sftp subsystem request (no Subsystem sftp in sshd_config)"
+    )
 
 
 @pytest.mark.asyncio

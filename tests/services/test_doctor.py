@@ -44,8 +44,10 @@ async def test_deadline_per_node_and_the_others_still_answer(sim_node):
     [hung] = reports[1].checks
     assert (hung.level, hung.title) == ("fail", "connection") and hung.detail == "b: no answer within 3 s"
     [nopy] = reports[2].checks
-    assert nopy.title == "agent" and nopy.detail == "c: /opt/py/bin/python3 not found on the node " \
-        "(sh: 1: exec: /opt/py/bin/python3: not found)"
+    assert (
+        nopy.title == "agent"
+        and nopy.detail == "c: /opt/py/bin/python3 not found on the node (sh: 1: exec: /opt/py/bin/python3: not found)"
+    )
     assert 'set python = "/path/to/python3" for c' in nopy.fix
     assert exit_code(reports) == 1 and exit_code(reports[:1]) == 0
 
