@@ -176,8 +176,10 @@ def build(out: Path, seed: int) -> Path:
     try:
         log(f"training byte-level BPE tokenizer (vocab {VOCAB_SIZE}) on {Path(sysconfig.get_paths()['stdlib'])}")
         tokenizer = build_tokenizer(tmp)
-        log(f"building random Llama (seed {seed}, {MODEL_SHAPE['num_hidden_layers']} layers, "
-            f"hidden {MODEL_SHAPE['hidden_size']}, vocab {len(tokenizer)})")
+        log(
+            f"building random Llama (seed {seed}, {MODEL_SHAPE['num_hidden_layers']} layers, "
+            f"hidden {MODEL_SHAPE['hidden_size']}, vocab {len(tokenizer)})"
+        )
         build_model(tmp, tokenizer, seed)
         check(tmp)
         info = {

@@ -45,10 +45,16 @@ EXIT_OK, EXIT_USAGE, EXIT_NO_SOURCE, EXIT_PARTITION = 0, 2, 3, 4
 _SENTINELS = frozenset((0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF))
 # One reading as the CLIs print it: "45.0", "(1402Mhz)", "750 W", "12 %", "1.1 GB".
 _NUMBER_WITH_UNIT = re.compile(r"^\(?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%]*)\s*\)?$")
-_MIB_PER_UNIT = {"B": 1.0 / 2 ** 20, "KB": 1.0 / 1024, "KIB": 1.0 / 1024, "MB": 1.0,
-                 "MIB": 1.0, "GB": 1024.0, "GIB": 1024.0}
-_IDENTITY_FIELDS = ("model", "serial", "vbios", "compute_partition", "memory_partition",
-                    "memory_caps")
+_MIB_PER_UNIT = {
+    "B": 1.0 / 2**20,
+    "KB": 1.0 / 1024,
+    "KIB": 1.0 / 1024,
+    "MB": 1.0,
+    "MIB": 1.0,
+    "GB": 1024.0,
+    "GIB": 1024.0,
+}
+_IDENTITY_FIELDS = ("model", "serial", "vbios", "compute_partition", "memory_partition", "memory_caps")
 
 
 class AgentError(Exception):
@@ -166,19 +172,21 @@ def assemble_static(raws):
         physical = groups.setdefault(prefix or "#%d" % raw["index"], len(groups))
         hint = num(raw.get("partition_hint"))
         partition_id = int(hint) if hint is not None else (func if func is not None else 0)
-        rows.append({
-            "index": raw["index"],
-            "physical": physical,
-            "partition_id": partition_id,
-            "bdf": raw.get("bdf"),
-            "model": raw.get("model"),
-            "serial": raw.get("serial"),
-            "vbios": raw.get("vbios"),
-            "vram_total_mib": raw.get("vram_total_mib"),
-            "compute_partition": raw.get("compute_partition"),
-            "memory_partition": raw.get("memory_partition"),
-            "memory_caps": raw.get("memory_caps") or [],
-        })
+        rows.append(
+            {
+                "index": raw["index"],
+                "physical": physical,
+                "partition_id": partition_id,
+                "bdf": raw.get("bdf"),
+                "model": raw.get("model"),
+                "serial": raw.get("serial"),
+                "vbios": raw.get("vbios"),
+                "vram_total_mib": raw.get("vram_total_mib"),
+                "compute_partition": raw.get("compute_partition"),
+                "memory_partition": raw.get("memory_partition"),
+                "memory_caps": raw.get("memory_caps") or [],
+            }
+        )
     primaries = primaries_of(rows)
     for row in rows:
         primary = primaries[row["physical"]]
@@ -202,9 +210,18 @@ def primaries_of(rows):
 def gpu_metrics(index, **values):
     """A sample record with every key present (missing ones null)."""
     record = {"index": index}
-    for key in ("util_pct", "umc_pct", "vram_used_mib", "vram_total_mib", "power_w",
-                "power_cap_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz",
-                "mem_clock_mhz"):
+    for key in (
+        "util_pct",
+        "umc_pct",
+        "vram_used_mib",
+        "vram_total_mib",
+        "power_w",
+        "power_cap_w",
+        "temp_junction_c",
+        "temp_mem_c",
+        "gfx_clock_mhz",
+        "mem_clock_mhz",
+    ):
         record[key] = values.get(key)
     record["processes"] = values.get("processes")
     return record
@@ -333,16 +350,18 @@ class AmdsmiSampler(Sampler):
         for physical in sorted(primaries):
             row = primaries[physical]
             primary = self.handles[row["index"]]
-            self._gpus.append({
-                "primary_index": row["index"],
-                "primary": primary,
-                "partitions": sum(1 for r in self.rows if r["physical"] == physical),
-                # the partition count gpu_metrics should report; a change means a switch
-                "baseline": sum(1 for r in self.rows if r["physical"] == physical),
-                "modes": (row["compute_partition"], row["memory_partition"]),
-                "power_cap_w": self._power_cap(primary),
-                "metrics": None,
-            })
+            self._gpus.append(
+                {
+                    "primary_index": row["index"],
+                    "primary": primary,
+                    "partitions": sum(1 for r in self.rows if r["physical"] == physical),
+                    # the partition count gpu_metrics should report; a change means a switch
+                    "baseline": sum(1 for r in self.rows if r["physical"] == physical),
+                    "modes": (row["compute_partition"], row["memory_partition"]),
+                    "power_cap_w": self._power_cap(primary),
+                    "metrics": None,
+                }
+            )
         self._vram_next = self._procs_next = self._check_next = 0
 
     def _raw_static(self, index, h):
@@ -400,15 +419,20 @@ class AmdsmiSampler(Sampler):
             "util_pct": percent(raw.get("average_gfx_activity"), 16),
             "umc_pct": percent(raw.get("average_umc_activity"), 16),
             # MI300 and later report current power only, older GPUs the average (W)
-            "power_w": first(reading(raw.get("current_socket_power"), 16),
-                             reading(raw.get("average_socket_power"), 16)),
+            "power_w": first(
+                reading(raw.get("current_socket_power"), 16), reading(raw.get("average_socket_power"), 16)
+            ),
             "temp_junction_c": reading(raw.get("temperature_hotspot"), 16),
             "temp_mem_c": reading(raw.get("temperature_mem"), 16),
             # MI300 (gpu_metrics >= 1.4) has per-XCC clocks; current_gfxclk is XCC 0's
-            "gfx_clock_mhz": first(reading(raw.get("current_gfxclk"), 16), first(*gfxclks),
-                                   reading(raw.get("average_gfxclk_frequency"), 16)),
-            "mem_clock_mhz": first(reading(raw.get("current_uclk"), 16),
-                                   reading(raw.get("average_uclk_frequency"), 16)),
+            "gfx_clock_mhz": first(
+                reading(raw.get("current_gfxclk"), 16),
+                first(*gfxclks),
+                reading(raw.get("average_gfxclk_frequency"), 16),
+            ),
+            "mem_clock_mhz": first(
+                reading(raw.get("current_uclk"), 16), reading(raw.get("average_uclk_frequency"), 16)
+            ),
             "xcp_busy": [busy_mean(x) for x in xcps[:partitions]] if isinstance(xcps, list) else [],
         }
 
@@ -434,8 +458,13 @@ class AmdsmiSampler(Sampler):
             if pid is None:
                 continue
             used = first(reading(dig(item, "memory_usage", "vram_mem"), 64), reading(item.get("mem"), 64))
-            out.append({"pid": int(pid), "name": text(item.get("name")) or "",
-                        "vram_mib": None if used is None else used / 2.0 ** 20})
+            out.append(
+                {
+                    "pid": int(pid),
+                    "name": text(item.get("name")) or "",
+                    "vram_mib": None if used is None else used / 2.0**20,
+                }
+            )
         return out
 
     def _read_all_metrics(self):
@@ -500,11 +529,17 @@ class AmdsmiSampler(Sampler):
             # an unpartitioned GPU: the GPU use amd-smi shows; a partition: its XCCs' busy %
             util = first(metrics.get("util_pct"), own) if gpu["partitions"] == 1 else own
             used, total = self._vram.get(row["index"], (None, None))
-            values = {"util_pct": util, "vram_used_mib": used, "vram_total_mib": total,
-                      "processes": self._procs.get(row["index"])}
+            values = {
+                "util_pct": util,
+                "vram_used_mib": used,
+                "vram_total_mib": total,
+                "processes": self._procs.get(row["index"]),
+            }
             if row["index"] == gpu["primary_index"]:  # the physical GPU's values, shown once
-                values.update((k, metrics.get(k)) for k in (
-                    "umc_pct", "power_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz", "mem_clock_mhz"))
+                values.update(
+                    (k, metrics.get(k))
+                    for k in ("umc_pct", "power_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz", "mem_clock_mhz")
+                )
                 values["power_cap_w"] = gpu["power_cap_w"]
             gpus.append(gpu_metrics(row["index"], **values))
         return gpus
@@ -516,15 +551,22 @@ class AmdsmiSampler(Sampler):
 def run_json(argv, timeout=CLI_TIMEOUT):
     """Run a vendor CLI and parse its JSON; raises SourceUnavailable on failure."""
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout,
-                              encoding="utf-8", errors="replace")
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+            encoding="utf-8",
+            errors="replace",
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         raise SourceUnavailable("%s: %s" % (os.path.basename(argv[0]), describe(exc))) from None
     if proc.returncode != 0:
         last = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:]
-        raise SourceUnavailable("%s exited %d%s" % (
-            os.path.basename(argv[0]), proc.returncode, ": " + last[0] if last else ""))
+        raise SourceUnavailable(
+            "%s exited %d%s" % (os.path.basename(argv[0]), proc.returncode, ": " + last[0] if last else "")
+        )
     return parse_json_output(proc.stdout, argv[0])
 
 
@@ -610,8 +652,8 @@ class ShapeWarnings(object):
         if len(shown) > 60:
             shown = shown[:57] + "..."
         (self.stream or sys.stderr).write(
-            "node_agent: warning: %s: cannot read %s (got %s); reporting it as null\n"
-            % (self.where, field, shown))
+            "node_agent: warning: %s: cannot read %s (got %s); reporting it as null\n" % (self.where, field, shown)
+        )
 
 
 def pick(record, paths, parse=num, warn=None):
@@ -662,8 +704,17 @@ AMD_METRIC_FIELDS = (
     ("umc_pct", (("usage", "umc_activity"),), num),
     ("vram_used_mib", (("mem_usage", "used_vram"),), mib_mb),
     ("vram_total_mib", (("mem_usage", "total_vram"),), mib_mb),
-    ("power_w", (("power", "socket_power"), ("power", "current_power"), ("power", "average_power"),
-                 ("power", "current_socket_power"), ("power", "average_socket_power")), num),
+    (
+        "power_w",
+        (
+            ("power", "socket_power"),
+            ("power", "current_power"),
+            ("power", "average_power"),
+            ("power", "current_socket_power"),
+            ("power", "average_socket_power"),
+        ),
+        num,
+    ),
     ("power_cap_w", (("power", "power_limit"),), num),  # 6.0 only; later releases: static limit
     ("temp_junction_c", (("temperature", "hotspot"),), num),
     ("temp_mem_c", (("temperature", "mem"), ("temperature", "vram")), num),
@@ -680,8 +731,7 @@ AMD_STATIC_FIELDS = (
     ("vram_total_mib", (("vram", "size"),), mib_mb),
     ("compute_partition", (("partition", "compute_partition"),), text),
     ("memory_partition", (("partition", "memory_partition"),), text),
-    ("power_cap_w", (("limit", "ppt0", "socket_power_limit"), ("limit", "socket_power"),
-                     ("limit", "power_cap")), num),
+    ("power_cap_w", (("limit", "ppt0", "socket_power_limit"), ("limit", "socket_power"), ("limit", "power_cap")), num),
 )
 
 
@@ -736,9 +786,13 @@ def amd_processes(doc, warn=None):
             pid = num(info.get("pid"))
             if pid is None:
                 continue
-            procs.append({"pid": int(pid), "name": text(info.get("name")) or "",
-                          "vram_mib": pick(info, (("memory_usage", "vram_mem"), ("mem_usage",), ("mem",)),
-                                           mib_bytes, warn)})
+            procs.append(
+                {
+                    "pid": int(pid),
+                    "name": text(info.get("name")) or "",
+                    "vram_mib": pick(info, (("memory_usage", "vram_mem"), ("mem_usage",), ("mem",)), mib_bytes, warn),
+                }
+            )
     return out
 
 
@@ -783,8 +837,7 @@ class CliSampler(Sampler):
             self._failures += 1
             sys.stderr.write("node_agent: %s\n" % exc)
             if self._failures >= MAX_CLI_FAILURES:
-                raise AgentError("%s failed %d times in a row (%s)"
-                                 % (self.source, self._failures, exc)) from None
+                raise AgentError("%s failed %d times in a row (%s)" % (self.source, self._failures, exc)) from None
             return None
         self._each_tick(tick)
         if self._count(self.doc) != len(self.rows) or self._partition_changed(tick):
@@ -845,8 +898,10 @@ class AmdSmiCliSampler(CliSampler):
 
     def _read_static(self):
         try:
-            static = dict((int(first(num(g.get("gpu")), pos)), g) for pos, g in
-                          enumerate(gpu_list(run_json([self.exe, "static", "--json"]))))
+            static = dict(
+                (int(first(num(g.get("gpu")), pos)), g)
+                for pos, g in enumerate(gpu_list(run_json([self.exe, "static", "--json"])))
+            )
         except SourceUnavailable as exc:
             sys.stderr.write("node_agent: %s\n" % exc)
             static = {}
@@ -859,19 +914,22 @@ class AmdSmiCliSampler(CliSampler):
             facts = amd_static_facts(static.get(index, {}), self.warn)
             part = parts.get(index, (None, None, []))
             self._caps_w[index] = facts["power_cap_w"]
-            raws.append({
-                "index": index,
-                "bdf": facts["bdf"],
-                "partition_hint": facts["partition_hint"],
-                "model": facts["model"],
-                "serial": facts["serial"],
-                "vbios": facts["vbios"],
-                "vram_total_mib": first(facts["vram_total_mib"],
-                                        pick(metric, (("mem_usage", "total_vram"),), mib_mb)),
-                "compute_partition": first(part[0], facts["compute_partition"]),
-                "memory_partition": first(part[1], facts["memory_partition"]),
-                "memory_caps": part[2],
-            })
+            raws.append(
+                {
+                    "index": index,
+                    "bdf": facts["bdf"],
+                    "partition_hint": facts["partition_hint"],
+                    "model": facts["model"],
+                    "serial": facts["serial"],
+                    "vbios": facts["vbios"],
+                    "vram_total_mib": first(
+                        facts["vram_total_mib"], pick(metric, (("mem_usage", "total_vram"),), mib_mb)
+                    ),
+                    "compute_partition": first(part[0], facts["compute_partition"]),
+                    "memory_partition": first(part[1], facts["memory_partition"]),
+                    "memory_caps": part[2],
+                }
+            )
         return assemble_static(raws)
 
     def _partition_changed(self, tick):
@@ -940,11 +998,19 @@ def mode_name(value):
     return s.rstrip("*").strip().upper() or None if s else None
 
 
-ROCM_SMI_TICK_ARGS = ("--showuse", "--showmemuse", "--showpower", "--showtemp",
-                      "--showclocks", "--showmeminfo", "vram", "--showcomputepartition",
-                      "--showmemorypartition", "--json")
-ROCM_SMI_STATIC_ARGS = ("--showbus", "--showproductname", "--showserial", "--showvbios",
-                        "--showmaxpower", "--json")
+ROCM_SMI_TICK_ARGS = (
+    "--showuse",
+    "--showmemuse",
+    "--showpower",
+    "--showtemp",
+    "--showclocks",
+    "--showmeminfo",
+    "vram",
+    "--showcomputepartition",
+    "--showmemorypartition",
+    "--json",
+)
+ROCM_SMI_STATIC_ARGS = ("--showbus", "--showproductname", "--showserial", "--showvbios", "--showmaxpower", "--json")
 
 
 def ci_get(record, *names):
@@ -974,8 +1040,11 @@ ROCM_METRIC_FIELDS = (
     ("power_w", ("Current Socket Graphics Package Power (W)", "Average Graphics Package Power (W)"), num),
     ("power_cap_w", ("Max Graphics Package Power (W)",), num),
     ("temp_junction_c", ("Temperature (Sensor junction) (C)",), num),
-    ("temp_mem_c", ("Temperature (Sensor memory) (C)", "Temperature (Sensor mem) (C)",
-                    "Temperature (Sensor HBM 0) (C)"), num),
+    (
+        "temp_mem_c",
+        ("Temperature (Sensor memory) (C)", "Temperature (Sensor mem) (C)", "Temperature (Sensor HBM 0) (C)"),
+        num,
+    ),
     ("gfx_clock_mhz", ("sclk clock speed:",), num),
     ("mem_clock_mhz", ("mclk clock speed:",), num),
 )
@@ -1018,8 +1087,10 @@ class RocmSmiCliSampler(CliSampler):
         return len(rocm_cards(doc))
 
     def _modes_of(self, doc):
-        return [(mode_name(ci_get(c, "Compute Partition")), mode_name(ci_get(c, "Memory Partition")))
-                for _, c in rocm_cards(doc)]
+        return [
+            (mode_name(ci_get(c, "Compute Partition")), mode_name(ci_get(c, "Memory Partition")))
+            for _, c in rocm_cards(doc)
+        ]
 
     def _read_static(self):
         try:
@@ -1032,16 +1103,18 @@ class RocmSmiCliSampler(CliSampler):
         raws = []
         for index, card in rocm_cards(self.doc):
             st = static.get(index, {})
-            raws.append({
-                "index": index,
-                "bdf": bus_id(ci_get(st, "PCI Bus")),
-                "model": text(ci_get(st, "Card Series", "Device Name", "Card Model")),
-                "serial": text(ci_get(st, "Serial Number")),
-                "vbios": text(ci_get(st, "VBIOS version")),
-                "vram_total_mib": rocm_value(card, ("VRAM Total Memory (B)",), mib_bytes, self.warn),
-                "compute_partition": mode_name(ci_get(card, "Compute Partition")),
-                "memory_partition": mode_name(ci_get(card, "Memory Partition")),
-            })
+            raws.append(
+                {
+                    "index": index,
+                    "bdf": bus_id(ci_get(st, "PCI Bus")),
+                    "model": text(ci_get(st, "Card Series", "Device Name", "Card Model")),
+                    "serial": text(ci_get(st, "Serial Number")),
+                    "vbios": text(ci_get(st, "VBIOS version")),
+                    "vram_total_mib": rocm_value(card, ("VRAM Total Memory (B)",), mib_bytes, self.warn),
+                    "compute_partition": mode_name(ci_get(card, "Compute Partition")),
+                    "memory_partition": mode_name(ci_get(card, "Memory Partition")),
+                }
+            )
         return assemble_static(raws)
 
     def _partition_changed(self, tick):
@@ -1050,8 +1123,10 @@ class RocmSmiCliSampler(CliSampler):
     def sample(self):
         if self.doc is None:
             return None
-        return [gpu_metrics(index, **rocm_metric_values(c, self.warn, self._static.get(index)))
-                for index, c in rocm_cards(self.doc)]
+        return [
+            gpu_metrics(index, **rocm_metric_values(c, self.warn, self._static.get(index)))
+            for index, c in rocm_cards(self.doc)
+        ]
 
 
 # ------------------------------------------------------------ source choice
@@ -1084,8 +1159,10 @@ def open_sampler(paths):
     if module is not None:
         return AmdsmiSampler(module), None  # init failure is final: the CLIs use the same library
     reasons = ["amdsmi module unavailable (%s)" % why]
-    fallbacks = (("amd-smi", AmdSmiCliSampler, "amd-smi metric --json"),
-                 ("rocm-smi", RocmSmiCliSampler, "rocm-smi --json"))
+    fallbacks = (
+        ("amd-smi", AmdSmiCliSampler, "amd-smi metric --json"),
+        ("rocm-smi", RocmSmiCliSampler, "rocm-smi --json"),
+    )
     for name, cls, how in fallbacks:
         exe = shutil.which(name)
         if exe is None:
@@ -1172,10 +1249,18 @@ def telemetry(args, writer):
     sampler = None
     try:
         sampler, note = open_sampler(args.amdsmi_path)
-        writer.write({"kind": "hello", "agent_version": AGENT_VERSION, "source": sampler.source,
-                      "simulated": sampler.simulated, "note": note,
-                      "hostname": socket.gethostname(), "interval": args.interval,
-                      "pid": os.getpid()})
+        writer.write(
+            {
+                "kind": "hello",
+                "agent_version": AGENT_VERSION,
+                "source": sampler.source,
+                "simulated": sampler.simulated,
+                "note": note,
+                "hostname": socket.gethostname(),
+                "interval": args.interval,
+                "pid": os.getpid(),
+            }
+        )
         run_ticks(sampler, writer, args.interval, args.count)
     except AgentError as exc:
         writer.write({"kind": "error", "message": str(exc)})
@@ -1211,6 +1296,7 @@ def dist_version(name):
     """An installed distribution's version without spawning a process."""
     try:
         from importlib import metadata  # Python >= 3.8
+
         return metadata.version(name)
     except Exception:
         return None
@@ -1223,11 +1309,17 @@ def probe(args):
     else:
         source = next((n for n in ("amd-smi", "rocm-smi") if shutil.which(n)), None)
     version = getattr(module, "__version__", None) if module is not None else None
-    return {"kind": "probe", "hostname": socket.gethostname(),
-            "python": platform.python_version(), "rocm": rocm_version(),
-            "amdsmi": None if version is None else str(version), "vllm": dist_version("vllm"),
-            "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"), "source": source,
-            "uid": os.geteuid()}
+    return {
+        "kind": "probe",
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "rocm": rocm_version(),
+        "amdsmi": None if version is None else str(version),
+        "vllm": dist_version("vllm"),
+        "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"),
+        "source": source,
+        "uid": os.geteuid(),
+    }
 
 
 # ------------------------------------------------------------------ main
@@ -1250,8 +1342,9 @@ def interval_arg(value):
     except ValueError:
         raise argparse.ArgumentTypeError("must be a number of seconds, got %r" % value) from None
     if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:  # also rejects nan
-        raise argparse.ArgumentTypeError("must be between %g and %g seconds, got %s"
-                                         % (MIN_INTERVAL, MAX_INTERVAL, value))
+        raise argparse.ArgumentTypeError(
+            "must be between %g and %g seconds, got %s" % (MIN_INTERVAL, MAX_INTERVAL, value)
+        )
     return seconds
 
 
@@ -1274,12 +1367,21 @@ def build_parser():
     tel.add_argument("--count", type=count_arg, default=None, help="ticks, then exit 0")
     prb = modes.add_parser("probe", help="print one JSON line about this node")
     for sub in (tel, prb):
-        sub.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR",
-                         help="put DIR first on sys.path before importing amdsmi")
+        sub.add_argument(
+            "--amdsmi-path",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="put DIR first on sys.path before importing amdsmi",
+        )
     inst = modes.add_parser("instance", help="start/list/stop/logs of supervised instances")
     inst.add_argument("--state-dir", required=True)
-    inst.add_argument("--group", choices=("instances", "runs"), default="instances",
-                      help="instances (vllm serve) or runs (benchmark clients)")
+    inst.add_argument(
+        "--group",
+        choices=("instances", "runs"),
+        default="instances",
+        help="instances (vllm serve) or runs (benchmark clients)",
+    )
     ops = inst.add_subparsers(dest="op", parser_class=JsonArgumentParser)
     ops.required = True
     ops.add_parser("start", help="spec JSON on stdin")
@@ -1304,11 +1406,17 @@ def build_parser():
     part_set.add_argument("--gpus", default="all", help="physical GPUs: all or 0,1,...")
     part_set.add_argument("--compute", type=str.upper, default=None)
     part_set.add_argument("--memory", type=str.upper, default=None)
-    part_set.add_argument("--reload-driver", action="store_true",
-                          help="confirm the amdgpu driver reload a memory switch needs")
+    part_set.add_argument(
+        "--reload-driver", action="store_true", help="confirm the amdgpu driver reload a memory switch needs"
+    )
     for sub in (part_show, part_set):
-        sub.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR",
-                         help="put DIR first on sys.path before importing amdsmi")
+        sub.add_argument(
+            "--amdsmi-path",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="put DIR first on sys.path before importing amdsmi",
+        )
     doc = modes.add_parser("doctor", help="check this node for rocm-console (one JSON line)")
     doc.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR")
     doc.add_argument("--vllm", default="vllm", help="how vllm is run on this node (a command line)")
@@ -1335,8 +1443,9 @@ def partition(args, writer):
                 raise partitions.PartitionError("--gpus %r: expected all or 0,1,..." % args.gpus, "invalid")
         if args.compute is None and args.memory is None:
             raise partitions.PartitionError("nothing to set: give --compute and/or --memory", "invalid")
-        writer.write(partitions.set_modes(load_amdsmi, args.amdsmi_path, physical, args.compute,
-                                          args.memory, args.reload_driver))
+        writer.write(
+            partitions.set_modes(load_amdsmi, args.amdsmi_path, physical, args.compute, args.memory, args.reload_driver)
+        )
         return EXIT_OK
     except partitions.PartitionError as exc:
         writer.write({"kind": "error", "message": str(exc), "reason": exc.kind})
@@ -1363,9 +1472,16 @@ def instance(args, writer):
         elif args.op == "remove":
             writer.write(supervisor.remove(args.state_dir, args.name))
         elif args.op == "logs":
-            supervisor.logs(args.state_dir, args.name, writer.stream.buffer, offset=args.offset,
-                            follow=args.follow, lines=args.lines, max_seconds=args.max_seconds,
-                            split_cr=args.split_cr)
+            supervisor.logs(
+                args.state_dir,
+                args.name,
+                writer.stream.buffer,
+                offset=args.offset,
+                follow=args.follow,
+                lines=args.lines,
+                max_seconds=args.max_seconds,
+                split_cr=args.split_cr,
+            )
     except (supervisor.SupervisorError, ValueError) as exc:
         writer.write({"kind": "error", "message": str(exc)})
         return EXIT_USAGE

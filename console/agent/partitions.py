@@ -127,13 +127,15 @@ class AmdsmiPartitions:
                 caps = [c for c in (_text(x) for x in raw or ()) if c]
             except Exception:
                 pass
-            out.append({
-                "physical": i,
-                "compute_partition": self._get("amdsmi_get_gpu_compute_partition", h),
-                "memory_partition": self._get("amdsmi_get_gpu_memory_partition", h),
-                "memory_caps": caps,
-                "logical_gpus": n,
-            })
+            out.append(
+                {
+                    "physical": i,
+                    "compute_partition": self._get("amdsmi_get_gpu_compute_partition", h),
+                    "memory_partition": self._get("amdsmi_get_gpu_memory_partition", h),
+                    "memory_caps": caps,
+                    "logical_gpus": n,
+                }
+            )
         return out
 
     def _get(self, name, h):
@@ -203,8 +205,9 @@ class CliPartitions:
 
     def _run(self, argv):
         try:
-            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  universal_newlines=True, timeout=CLI_TIMEOUT)
+            proc = subprocess.run(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=CLI_TIMEOUT
+            )
         except subprocess.TimeoutExpired:
             raise PartitionError("%s timed out" % os.path.basename(argv[0]))
         if proc.returncode != 0:
@@ -264,8 +267,7 @@ class CliPartitions:
         return _group(logical, modes)
 
     def _read_rocm_smi(self):
-        doc = self._json([self.rocm_smi, "--showbus", "--showcomputepartition", "--showmemorypartition",
-                          "--json"])
+        doc = self._json([self.rocm_smi, "--showbus", "--showcomputepartition", "--showmemorypartition", "--json"])
         logical, modes = [], {}
         for key, card in sorted((doc or {}).items()) if isinstance(doc, dict) else ():
             if not (key.startswith("card") and key[4:].isdigit() and isinstance(card, dict)):
@@ -273,8 +275,7 @@ class CliPartitions:
             lowered = dict((k.lower(), v) for k, v in card.items())
             index = int(key[4:])
             logical.append((index, lowered.get("pci bus")))
-            modes[index] = [_text(lowered.get("compute partition")), _text(lowered.get("memory partition")),
-                            None]
+            modes[index] = [_text(lowered.get("compute partition")), _text(lowered.get("memory partition")), None]
         logical.sort()
         return _group(logical, modes)
 
@@ -286,16 +287,20 @@ class CliPartitions:
         if self.amd_smi:
             self._each(physical, lambda p: [self.amd_smi, "set"] + ([] if p is None else ["-g", str(p)]) + ["-C", mode])
         else:
-            self._each(physical, lambda p: [self.rocm_smi] + ([] if p is None else ["-d", str(p)])
-                       + ["--setcomputepartition", mode])
+            self._each(
+                physical,
+                lambda p: [self.rocm_smi] + ([] if p is None else ["-d", str(p)]) + ["--setcomputepartition", mode],
+            )
 
     def set_memory(self, physical, mode):
         if self.amd_smi:
             self._each(physical, lambda p: [self.amd_smi, "set"] + ([] if p is None else ["-g", str(p)]) + ["-M", mode])
             self._run([self.amd_smi, "reset", "-r"])
         else:
-            self._each(physical, lambda p: [self.rocm_smi] + ([] if p is None else ["-d", str(p)])
-                       + ["--setmemorypartition", mode])
+            self._each(
+                physical,
+                lambda p: [self.rocm_smi] + ([] if p is None else ["-d", str(p)]) + ["--setmemorypartition", mode],
+            )
 
 
 def _records(doc, key="gpu_data"):
@@ -332,8 +337,15 @@ def _group(logical, modes):
     out = []
     for i, key in enumerate(order):
         compute, memory, caps = modes.get(members[key][0], (None, None, None))
-        out.append({"physical": i, "compute_partition": compute, "memory_partition": memory,
-                    "memory_caps": caps, "logical_gpus": len(members[key])})
+        out.append(
+            {
+                "physical": i,
+                "compute_partition": compute,
+                "memory_partition": memory,
+                "memory_caps": caps,
+                "logical_gpus": len(members[key]),
+            }
+        )
     return out
 
 
@@ -361,12 +373,15 @@ def show(load_amdsmi, paths):
 def set_modes(load_amdsmi, paths, physical, compute=None, memory=None, reload_driver=False):
     """Switch, then verify from a fresh enumeration; returns the partitions record."""
     if compute is not None and compute not in COMPUTE_MODES:
-        raise PartitionError("unknown compute partition %r (one of %s)" % (compute, ", ".join(COMPUTE_MODES)), "invalid")
+        raise PartitionError(
+            "unknown compute partition %r (one of %s)" % (compute, ", ".join(COMPUTE_MODES)), "invalid"
+        )
     if memory is not None and memory not in MEMORY_MODES:
         raise PartitionError("unknown memory partition %r (one of %s)" % (memory, ", ".join(MEMORY_MODES)), "invalid")
     if memory is not None and not reload_driver:
-        raise PartitionError("a memory partition change reloads the amdgpu driver: confirm with --reload-driver",
-                             "invalid")
+        raise PartitionError(
+            "a memory partition change reloads the amdgpu driver: confirm with --reload-driver", "invalid"
+        )
     backend = open_backend(load_amdsmi, paths)
     started = time.time()
     try:
@@ -378,19 +393,33 @@ def set_modes(load_amdsmi, paths, physical, compute=None, memory=None, reload_dr
     finally:
         backend.close()
     chosen = [g for g in gpus if physical is None or g["physical"] in physical]
-    wrong = [g for g in chosen if (compute and g["compute_partition"] not in (None, compute))
-             or (memory and g["memory_partition"] not in (None, memory))]
+    wrong = [
+        g
+        for g in chosen
+        if (compute and g["compute_partition"] not in (None, compute))
+        or (memory and g["memory_partition"] not in (None, memory))
+    ]
     if wrong:
         g = wrong[0]
-        raise PartitionError("GPU %d reports %s/%s after the switch" % (
-            g["physical"], g["compute_partition"], g["memory_partition"]))
+        raise PartitionError(
+            "GPU %d reports %s/%s after the switch" % (g["physical"], g["compute_partition"], g["memory_partition"])
+        )
     # a mode that cannot be read back is not a pass: say which GPUs stay unverified
     seen = set(g["physical"] for g in chosen)
-    unverified = sorted(set(p for p in (physical or ()) if p not in seen)
-                        | set(g["physical"] for g in chosen
-                              if (compute and g["compute_partition"] is None)
-                              or (memory and g["memory_partition"] is None)))
+    unverified = sorted(
+        set(p for p in (physical or ()) if p not in seen)
+        | set(
+            g["physical"]
+            for g in chosen
+            if (compute and g["compute_partition"] is None) or (memory and g["memory_partition"] is None)
+        )
+    )
     if not chosen:
         unverified = sorted(physical) if physical else ["all"]
-    return {"kind": "partitions", "gpus": gpus, "seconds": round(time.time() - started, 2),
-            "logical_gpus": sum(g["logical_gpus"] for g in gpus), "unverified": unverified}
+    return {
+        "kind": "partitions",
+        "gpus": gpus,
+        "seconds": round(time.time() - started, 2),
+        "logical_gpus": sum(g["logical_gpus"] for g in gpus),
+        "unverified": unverified,
+    }

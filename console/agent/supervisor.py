@@ -172,7 +172,11 @@ def start(state_dir, spec, agent_path):
     with open(os.devnull, "rb") as devnull, open(os.path.join(folder, "log"), "ab") as log:
         subprocess.Popen(
             [sys.executable, agent_path, "instance-monitor", folder],
-            stdin=devnull, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            stdin=devnull,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
         )
     # Wait (bounded) for the monitor to report the real pid.
     deadline = time.time() + 10
@@ -201,8 +205,14 @@ def monitor(folder):
     try:
         with open(os.devnull, "rb") as devnull, open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                spec["argv"], stdin=devnull, stdout=log, stderr=log, env=env,
-                cwd=spec.get("cwd") or None, preexec_fn=_own_group_default_signals, close_fds=True,
+                spec["argv"],
+                stdin=devnull,
+                stdout=log,
+                stderr=log,
+                env=env,
+                cwd=spec.get("cwd") or None,
+                preexec_fn=_own_group_default_signals,
+                close_fds=True,
             )
     except OSError as exc:
         with open(log_path, "a") as log:
@@ -214,11 +224,14 @@ def monitor(folder):
     with open(os.path.join(folder, "pid"), "w") as fh:
         fh.write(str(proc.pid))
     code = proc.wait()
-    _write_json(os.path.join(folder, "exit.json"), {
-        "code": code if code >= 0 else None,
-        "signal": -code if code < 0 else None,
-        "ended": time.time(),
-    })
+    _write_json(
+        os.path.join(folder, "exit.json"),
+        {
+            "code": code if code >= 0 else None,
+            "signal": -code if code < 0 else None,
+            "ended": time.time(),
+        },
+    )
     return 0
 
 
@@ -341,8 +354,12 @@ def stop(state_dir, name, int_timeout=30.0, term_timeout=10.0):
     pgid = rec["pid"]
     spec = rec["spec"]
     if spec.get("runtime") == "docker" and spec.get("container"):
-        subprocess.run(["docker", "stop", "-t", str(int(int_timeout)), spec["container"]],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=int_timeout + 30)
+        subprocess.run(
+            ["docker", "stop", "-t", str(int(int_timeout)), spec["container"]],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=int_timeout + 30,
+        )
     used = None
     for sig, wait in ((signal.SIGINT, int_timeout), (signal.SIGTERM, term_timeout), (signal.SIGKILL, 10.0)):
         if not group_alive(pgid):

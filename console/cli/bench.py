@@ -51,15 +51,29 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         p.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
         p.add_argument("--instance", required=True, metavar="NAME", help="a ready instance on the node")
         p.add_argument("--preset", required=True, metavar="NAME", help="benchmark preset")
-        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a preset key, e.g. num_prompts=50 (repeatable)")
-        p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                       help="environment for the client on the node (repeatable)")
+        p.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a preset key, e.g. num_prompts=50 (repeatable)",
+        )
+        p.add_argument(
+            "--env",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="environment for the client on the node (repeatable)",
+        )
         p.add_argument("--label", help="label stored with the result")
         p.add_argument("--no-store", action="store_true", help="do not store the result")
     run.add_argument("--concurrency", type=int, metavar="N", help="max concurrency for this run")
-    sweep.add_argument("--concurrency", required=False, metavar="LIST",
-                       help="comma list, e.g. 1,4,16,64 (default: the preset's max_concurrency list)")
+    sweep.add_argument(
+        "--concurrency",
+        required=False,
+        metavar="LIST",
+        help="comma list, e.g. 1,4,16,64 (default: the preset's max_concurrency list)",
+    )
     runs = ops.add_parser("runs", help="benchmark runs on a node (running and finished)")
     runs.add_argument("--node", metavar="NAME")
     cancel = ops.add_parser("cancel", help="stop a running benchmark cleanly")
@@ -84,8 +98,11 @@ class _Printer:
         if self.quiet:
             return
         if isinstance(event, BenchStarted):
-            print(f"started {event.run} on {event.node}" + (f" (concurrency {event.max_concurrency})"
-                                                          if event.max_concurrency else ""), flush=True)
+            print(
+                f"started {event.run} on {event.node}"
+                + (f" (concurrency {event.max_concurrency})" if event.max_concurrency else ""),
+                flush=True,
+            )
         elif isinstance(event, LiveMetricsSampled):
             self.live = event.sample
         elif isinstance(event, BenchProgressed):
@@ -96,9 +113,11 @@ class _Printer:
                 live = self.live
                 extra = ""
                 if live is not None:
-                    extra = (f"  TTFT p50 {fmt_num(live.ttft_p50, '{:.1f}')} ms  ITL p50 {fmt_num(live.itl_p50, '{:.1f}')} ms"
-                             f"  {fmt_num(live.output_tok_s)} tok/s  running {fmt_num(live.running)}"
-                             f"  KV {fmt_num(live.kv_cache_pct, '{:.0f}%')}")
+                    extra = (
+                        f"  TTFT p50 {fmt_num(live.ttft_p50, '{:.1f}')} ms  ITL p50 {fmt_num(live.itl_p50, '{:.1f}')} ms"
+                        f"  {fmt_num(live.output_tok_s)} tok/s  running {fmt_num(live.running)}"
+                        f"  KV {fmt_num(live.kv_cache_pct, '{:.0f}%')}"
+                    )
                 eta = f" ETA {p.remaining_s:.0f}s" if p.remaining_s is not None else ""
                 print(f"  {p.n}/{p.total} ({p.fraction * 100:.0f}%){eta}{extra}", flush=True)
 
@@ -108,14 +127,18 @@ def format_outcome(outcome: RunOutcome) -> str:
     if r is None:
         return f"{outcome.run}: no result ({outcome.reason})"
     m = r.metrics
-    lines = [f"{outcome.run}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
-             f"  completed {int(r.completed or 0)}  failed {int(r.failed or 0)}  duration {fmt_num(r.duration, '{:.2f}')} s",
-             f"  output {fmt_num(m.get('output_throughput'), '{:.1f}')} tok/s  total {fmt_num(m.get('total_token_throughput'), '{:.1f}')} tok/s"
-             f"  requests {fmt_num(m.get('request_throughput'), '{:.2f}')}/s"]
+    lines = [
+        f"{outcome.run}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
+        f"  completed {int(r.completed or 0)}  failed {int(r.failed or 0)}  duration {fmt_num(r.duration, '{:.2f}')} s",
+        f"  output {fmt_num(m.get('output_throughput'), '{:.1f}')} tok/s  total {fmt_num(m.get('total_token_throughput'), '{:.1f}')} tok/s"
+        f"  requests {fmt_num(m.get('request_throughput'), '{:.2f}')}/s",
+    ]
     for metric in ("ttft", "tpot", "itl", "e2el"):
         if f"mean_{metric}_ms" in m:
-            lines.append(f"  {metric.upper():<5} mean {fmt_num(m.get(f'mean_{metric}_ms'), '{:.2f}')}  median "
-                         f"{fmt_num(m.get(f'median_{metric}_ms'), '{:.2f}')}  p99 {fmt_num(m.get(f'p99_{metric}_ms'), '{:.2f}')} ms")
+            lines.append(
+                f"  {metric.upper():<5} mean {fmt_num(m.get(f'mean_{metric}_ms'), '{:.2f}')}  median "
+                f"{fmt_num(m.get(f'median_{metric}_ms'), '{:.2f}')}  p99 {fmt_num(m.get(f'p99_{metric}_ms'), '{:.2f}')} ms"
+            )
     return "\n".join(lines)
 
 
@@ -166,17 +189,23 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
         view = await _ready_instance(InstanceService(pool), node, args.instance)
         printer = _Printer(quiet=args.json)
         for point in points:
-            outcome = await runner.run(node, view, preset, overrides=overrides, max_concurrency=point,
-                                       on_event=printer, extra_env=env)
+            outcome = await runner.run(
+                node, view, preset, overrides=overrides, max_concurrency=point, on_event=printer, extra_env=env
+            )
             outcomes.append(outcome)
             if not args.json:
                 print(format_outcome(outcome), flush=True)
             if store is not None and outcome.result_json is not None:
                 context = await _context(pool, node, view, preset.name, outcome.argv)
                 context.update(sweep_id=sweep_id, sweep_point=point)
-                run = run_from_console(context, outcome.result_json, live_summary(outcome.live),
-                                       setup=apply_bench_overrides(preset, overrides), block=outcome.block,
-                                       label=args.label)
+                run = run_from_console(
+                    context,
+                    outcome.result_json,
+                    live_summary(outcome.live),
+                    setup=apply_bench_overrides(preset, overrides),
+                    block=outcome.block,
+                    label=args.label,
+                )
                 run_id = store.save(run)
                 stored.append(store.get(run_id))
                 if not args.json:
@@ -187,12 +216,17 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
         print("\nconcurrency  output tok/s  median TTFT ms  median ITL ms  failed")
         for point, o in zip(points, outcomes):
             m = o.result.metrics if o.result else {}
-            print(f"{point or '-':>11}  {fmt_num(m.get('output_throughput'), '{:.1f}'):>12}  "
-                  f"{fmt_num(m.get('median_ttft_ms'), '{:.2f}'):>14}  {fmt_num(m.get('median_itl_ms'), '{:.2f}'):>13}  "
-                  f"{int(o.result.failed or 0) if o.result else '-':>6}")
+            print(
+                f"{point or '-':>11}  {fmt_num(m.get('output_throughput'), '{:.1f}'):>12}  "
+                f"{fmt_num(m.get('median_ttft_ms'), '{:.2f}'):>14}  {fmt_num(m.get('median_itl_ms'), '{:.2f}'):>13}  "
+                f"{int(o.result.failed or 0) if o.result else '-':>6}"
+            )
     if args.json:
-        doc = [run_to_dict(r) for r in stored] if stored else [
-            {"run": o.run, "ok": o.ok, "reason": o.reason, "result": o.result_json} for o in outcomes]
+        doc = (
+            [run_to_dict(r) for r in stored]
+            if stored
+            else [{"run": o.run, "ok": o.ok, "reason": o.reason, "result": o.result_json} for o in outcomes]
+        )
         print(json.dumps(doc[0] if len(points) == 1 and doc else doc, indent=2))
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILED
 

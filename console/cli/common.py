@@ -25,11 +25,16 @@ def add_profile_options(parser: argparse.ArgumentParser, *, suppress: bool = Tru
     """--profile and --demo; on subcommands (suppress) they do not overwrite the top-level values."""
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument(
-        "--profile", action="append", metavar="FILE", default=default,
+        "--profile",
+        action="append",
+        metavar="FILE",
+        default=default,
         help="profile TOML file (repeatable); default: ./profiles/*.toml, then the user config dir",
     )
     parser.add_argument(
-        "--demo", action="store_true", default=argparse.SUPPRESS if suppress else False,
+        "--demo",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
         help="use the simulated demo nodes (no GPU, no SSH)",
     )
 
@@ -75,8 +80,9 @@ def pick_node(profile: Profile, name: str | None) -> NodeSpec:
             raise UsageError(f"unknown node {name!r} (known: {_known(profile)})")
         return node
     if len(profile.nodes) != 1:
-        raise UsageError(f"--node is needed: the profile has {len(profile.nodes)} nodes "
-                         f"({', '.join(n.name for n in profile.nodes)})")
+        raise UsageError(
+            f"--node is needed: the profile has {len(profile.nodes)} nodes ({', '.join(n.name for n in profile.nodes)})"
+        )
     return profile.nodes[0]
 
 

@@ -39,8 +39,11 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     setp.add_argument("--compute", type=str.upper, choices=("SPX", "DPX", "QPX", "CPX"))
     setp.add_argument("--memory", type=str.upper, choices=("NPS1", "NPS2", "NPS4"))
     setp.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    setp.add_argument("--reload-driver", action="store_true",
-                      help="second confirmation a memory switch needs (the amdgpu driver is reloaded)")
+    setp.add_argument(
+        "--reload-driver",
+        action="store_true",
+        help="second confirmation a memory switch needs (the amdgpu driver is reloaded)",
+    )
     for p in (show, setp):
         p.add_argument("--json", action="store_true", help="print JSON")
         add_profile_options(p)
@@ -48,14 +51,25 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 
 
 def _rows(snapshot) -> list[dict]:
-    return [{"physical": p.physical, "model": p.model, "compute_partition": p.compute, "memory_partition": p.memory,
-             "memory_caps": list(p.memory_caps), "logical_gpus": len(p.logical)} for p in physical_gpus(snapshot)]
+    return [
+        {
+            "physical": p.physical,
+            "model": p.model,
+            "compute_partition": p.compute,
+            "memory_partition": p.memory,
+            "memory_caps": list(p.memory_caps),
+            "logical_gpus": len(p.logical),
+        }
+        for p in physical_gpus(snapshot)
+    ]
 
 
 async def _show(args, profile: Profile) -> int:
     nodes = select_nodes(profile, args.node)
     snaps = await collect_status(nodes, probe=False)
-    doc: list[dict[str, Any]] = [{"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps]
+    doc: list[dict[str, Any]] = [
+        {"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps
+    ]
     if args.json:
         print(json.dumps({"nodes": doc}, indent=2))
     else:
@@ -63,8 +77,10 @@ async def _show(args, profile: Profile) -> int:
             print(f"{node['name']}  {node['state'].upper()}  {node['error'] or ''}".rstrip())
             for g in node["gpus"]:
                 caps = "/".join(g["memory_caps"]) or "?"
-                print(f"  GPU {g['physical']}  {g['compute_partition'] or '?'}/{g['memory_partition'] or '?'}"
-                      f"  {g['logical_gpus']} logical  (memory modes {caps})  {g['model'] or ''}")
+                print(
+                    f"  GPU {g['physical']}  {g['compute_partition'] or '?'}/{g['memory_partition'] or '?'}"
+                    f"  {g['logical_gpus']} logical  (memory modes {caps})  {g['model'] or ''}"
+                )
     return EXIT_OK if all(s.health == NodeHealth.LIVE for s in snaps) else EXIT_FAILED
 
 
@@ -103,8 +119,9 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
                 say("cancelled")
                 return EXIT_FAILED
         say("switching… (the GPUs are re-enumerated afterwards)")
-        result = await service.switch(node, snapshot, chosen, compute=args.compute, memory=args.memory,
-                                      reload_confirmed=reload_ok)
+        result = await service.switch(
+            node, snapshot, chosen, compute=args.compute, memory=args.memory, reload_confirmed=reload_ok
+        )
     except PartitionRefused as exc:
         for reason in exc.reasons:
             say_error(f"{node.name}: refused: {reason}")
@@ -112,13 +129,26 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
     finally:
         await pool.close()
     if args.json:
-        print(json.dumps({"node": node.name, "summary": result.summary, "seconds": result.seconds,
-                          "logical_gpus": result.logical_gpus, "gpus": list(result.gpus),
-                          "unverified": list(result.unverified)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "node": node.name,
+                    "summary": result.summary,
+                    "seconds": result.seconds,
+                    "logical_gpus": result.logical_gpus,
+                    "gpus": list(result.gpus),
+                    "unverified": list(result.unverified),
+                },
+                indent=2,
+            )
+        )
     else:
-        modes = sorted({f"{g['compute_partition']}/{g['memory_partition']}" for g in result.gpus
-                        if g["physical"] in chosen})
-        print(f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs ({result.verification()}, {result.seconds:.1f} s)")
+        modes = sorted(
+            {f"{g['compute_partition']}/{g['memory_partition']}" for g in result.gpus if g["physical"] in chosen}
+        )
+        print(
+            f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs ({result.verification()}, {result.seconds:.1f} s)"
+        )
     return EXIT_OK
 
 

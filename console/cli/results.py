@@ -54,13 +54,16 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     lst.add_argument("--node", metavar="NAME", help="only runs on this node")
     lst.add_argument("--label", metavar="TEXT", help="only runs with this label")
     lst.add_argument("--model", metavar="TEXT", help="only runs whose model contains TEXT")
-    lst.add_argument("--since", metavar="WHEN", help="only runs stored since a date (2026-11-21) or for a time (7d, 12h)")
+    lst.add_argument(
+        "--since", metavar="WHEN", help="only runs stored since a date (2026-11-21) or for a time (7d, 12h)"
+    )
     show = ops.add_parser("show", help="one run: context, setup, metrics, live summary")
     show.add_argument("id", help="run id or a unique prefix")
     compare = ops.add_parser("compare", help="runs side by side with deltas against the first")
     compare.add_argument("ids", nargs="+", metavar="ID")
-    compare.add_argument("--reference", action="store_true",
-                         help="add the seeds' published numbers for the same configuration")
+    compare.add_argument(
+        "--reference", action="store_true", help="add the seeds' published numbers for the same configuration"
+    )
     export = ops.add_parser("export", help="runs as JSON, CSV or Markdown")
     export.add_argument("ids", nargs="*", metavar="ID")
     export.add_argument("--all", action="store_true", help="every stored run")
@@ -87,7 +90,9 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Container[
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     return "\n".join([line(head), *(line(r) for r in rows)]) + "\n"
 
@@ -108,7 +113,9 @@ def _since(text: str | None) -> float | None:
     try:
         return datetime.fromisoformat(text.strip()).timestamp()
     except ValueError:
-        raise UsageError(f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m") from None
+        raise UsageError(
+            f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m"
+        ) from None
 
 
 def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
@@ -132,8 +139,11 @@ def _list(args, store: ResultStore) -> int:
         print(json.dumps({"runs": [_list_dict(r) for r in runs]}, indent=2, default=str, allow_nan=False))
         return EXIT_OK
     if not runs:
-        print("no stored results" + (" match" if any((args.node, args.label, args.model, args.since)) else "")
-              + f" ({store.root})")
+        print(
+            "no stored results"
+            + (" match" if any((args.node, args.label, args.model, args.since)) else "")
+            + f" ({store.root})"
+        )
         return EXIT_OK
     head = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
     rows = []
@@ -141,11 +151,20 @@ def _list(args, store: ResultStore) -> int:
         s = run_summary(run)
         done = format_value("completed", s["completed"])
         failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
-        rows.append([
-            run.id, s["date"][:16], s["node"] or "-", _short_model(s["model"]), s["partition"] or "-",
-            s["setup"], f"{done}/{failed}", format_value("output_throughput", s["output_throughput"]),
-            format_value("median_ttft_ms", s["median_ttft_ms"]), format_value("median_itl_ms", s["median_itl_ms"]),
-        ])
+        rows.append(
+            [
+                run.id,
+                s["date"][:16],
+                s["node"] or "-",
+                _short_model(s["model"]),
+                s["partition"] or "-",
+                s["setup"],
+                f"{done}/{failed}",
+                format_value("output_throughput", s["output_throughput"]),
+                format_value("median_ttft_ms", s["median_ttft_ms"]),
+                format_value("median_itl_ms", s["median_itl_ms"]),
+            ]
+        )
     sys.stdout.write(_table(head, rows, right={6, 7, 8, 9}))
     return EXIT_OK
 
@@ -238,8 +257,10 @@ def _compare(args, store: ResultStore) -> int:
     if args.json:
         doc = {
             "runs": [r.id for r in runs],
-            "references": [{"id": m.row.id, "seed": m.row.seed, "section": m.row.section,
-                            "unverified": list(m.unverified)} for m in matches],
+            "references": [
+                {"id": m.row.id, "seed": m.row.seed, "section": m.row.section, "unverified": list(m.unverified)}
+                for m in matches
+            ],
             "rows": rows,
         }
         print(json.dumps(_plain(doc), indent=2, default=str, allow_nan=False))
@@ -305,8 +326,10 @@ def _print_report(report: ImportReport) -> None:
         print(f"skipped         {item.path}" + (f" {item.part}" if item.part else "") + f": {item.reason}")
     for item in report.unreadable:
         say_error(f"{item.path}: {item.reason}")
-    print(f"{len(report.imported)} imported, {len(report.duplicates)} already stored, "
-          f"{len(report.skipped)} skipped, {len(report.unreadable)} unreadable ({report.files} files read)")
+    print(
+        f"{len(report.imported)} imported, {len(report.duplicates)} already stored, "
+        f"{len(report.skipped)} skipped, {len(report.unreadable)} unreadable ({report.files} files read)"
+    )
 
 
 def _import(args, store: ResultStore) -> int:
@@ -324,7 +347,8 @@ def run(args: argparse.Namespace) -> int:
     """Run a `results` action. No profile is needed (results are local)."""
     store = ResultStore()
     action = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import}[
-        args.results_command]
+        args.results_command
+    ]
     try:
         return guarded(lambda: action(args, store))
     except ValueError as exc:  # a stored file that cannot be read

@@ -44,10 +44,17 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     start.add_argument("--gpus", metavar="LIST", help="logical GPU indices, e.g. 0,1 (default: the first free ones)")
     start.add_argument("--port", type=int, help="port on the node (default: the preset's, or the first free from 8000)")
     start.add_argument("--name", help="instance name (default: preset-gGPUS)")
-    start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a serve flag, e.g. max_model_len=4096 (repeatable)")
+    start.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a serve flag, e.g. max_model_len=4096 (repeatable)",
+    )
     start.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeatable)")
-    start.add_argument("--arg", action="append", default=[], metavar="ARG", help="extra argument for vllm serve (repeatable)")
+    start.add_argument(
+        "--arg", action="append", default=[], metavar="ARG", help="extra argument for vllm serve (repeatable)"
+    )
     start.add_argument("--wait", action="store_true", help="wait until ready (exit 0) or failed (exit 1)")
     start.add_argument("--timeout", type=float, default=900.0, help="seconds --wait waits (default 900)")
     lst = serve_sub.add_parser("list", help="every instance on the nodes, with its state")
@@ -82,8 +89,10 @@ def parse_gpus(text: str | None) -> list[int] | None:
 def view_line(v: InstanceView) -> str:
     gpus = ",".join(map(str, v.gpus)) or "-"
     detail = v.reason or v.stage_detail or v.stage or ""
-    return (f"{v.node:<14} {v.name:<28} {v.state.value:<9} gpus {gpus:<8} port {v.port or '-':<6} "
-            f"pid {v.pid or '-':<8} {since(v.started):>7}  {v.model or ''}  {detail}").rstrip()
+    return (
+        f"{v.node:<14} {v.name:<28} {v.state.value:<9} gpus {gpus:<8} port {v.port or '-':<6} "
+        f"pid {v.pid or '-':<8} {since(v.started):>7}  {v.model or ''}  {detail}"
+    ).rstrip()
 
 
 def _print_views(views: Sequence[InstanceView], as_json: bool) -> None:
@@ -116,13 +125,24 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
         snapshot = await sample_node(pool, node, probe=True)  # the probe gives the vLLM version
         if gpus is None:
             gpus = _free_gpus(snapshot, await service.list(node), preset.tp, overrides)
-        view = await service.start(node, preset, gpus=gpus, snapshot=snapshot, port=args.port, name=args.name,
-                                   overrides=overrides, extra_env=env, extra_args=args.arg)
+        view = await service.start(
+            node,
+            preset,
+            gpus=gpus,
+            snapshot=snapshot,
+            port=args.port,
+            name=args.name,
+            overrides=overrides,
+            extra_env=env,
+            extra_args=args.arg,
+        )
         for warning in view.warnings:
             say_error(f"warning: {warning}")
         if not args.json:
-            print(f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
-                  flush=True)
+            print(
+                f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
+                flush=True,
+            )
         if args.wait:
             shown: set[tuple] = set()
 
@@ -146,8 +166,12 @@ def _free_gpus(snapshot, views, tp: int, overrides) -> list[int]:
     for key, value in overrides.items():
         if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
             tp = int(value)
-    busy = {g for v in views if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
-            for g in v.gpus}
+    busy = {
+        g
+        for v in views
+        if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+        for g in v.gpus
+    }
     free = [g.index for g in snapshot.static if g.index not in busy]
     if len(free) < tp:
         raise InstanceError(f"{snapshot.name}: TP {tp} needs {tp} free GPUs, {len(free)} free")
@@ -161,6 +185,7 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
     views: list[InstanceView] = []
     failed = False
     try:
+
         async def one(node: NodeSpec) -> list[InstanceView]:
             views = await service.list_checked(node)
             if any(v.state == InstanceState.UNMANAGED for v in views):

@@ -54,13 +54,18 @@ _ALIASES = {
     "random_output_len": "output_len",
     "random_range_ratio": "range_ratio",
 }
-_TEXT_FIELDS = frozenset({
-    "client", "backend", "endpoint", "dataset", "dataset_path",
-    "percentile_metrics", "metric_percentiles",
-})
-_OPTIONAL_FIELDS = frozenset(
-    f.name for f in dataclasses.fields(BenchPreset) if f.default is None
+_TEXT_FIELDS = frozenset(
+    {
+        "client",
+        "backend",
+        "endpoint",
+        "dataset",
+        "dataset_path",
+        "percentile_metrics",
+        "metric_percentiles",
+    }
 )
+_OPTIONAL_FIELDS = frozenset(f.name for f in dataclasses.fields(BenchPreset) if f.default is None)
 
 # Flags the console sets from build arguments, and flags that belong to a preset
 # key: a copy in extra_args would silently win (argparse keeps the last one).
@@ -219,8 +224,7 @@ def _length_flags(preset: BenchPreset, client: str) -> list[str]:
     if dataset in own_output:
         if preset.input_len is not None:
             raise ValueError(
-                f"bench preset {preset.name!r}: the {dataset} dataset brings its own prompts; "
-                "input_len cannot be set"
+                f"bench preset {preset.name!r}: the {dataset} dataset brings its own prompts; input_len cannot be set"
             )
         if preset.output_len is not None:
             out += [own_output[dataset], str(preset.output_len)]

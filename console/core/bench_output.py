@@ -265,8 +265,7 @@ def _split_top(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-_SPECIAL_VALUES = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan, "None": None,
-                   "True": True, "False": False}
+_SPECIAL_VALUES = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan, "None": None, "True": True, "False": False}
 
 
 def _value(text: str) -> object:
@@ -381,14 +380,26 @@ def _rate_value(value: object) -> object:
 
 
 # a shown command: the client followed directly by its flags
-_COMMAND_RE = re.compile(
-    r"(?:\bvllm\s+bench\s+serve|\bbenchmark_serving\.py)(?P<rest>(?:\s+\\)?\s+--[A-Za-z].*)"
-)
+_COMMAND_RE = re.compile(r"(?:\bvllm\s+bench\s+serve|\bbenchmark_serving\.py)(?P<rest>(?:\s+\\)?\s+--[A-Za-z].*)")
 _BOOL_FLAGS = {
-    "ignore_eos", "save_result", "save_detailed", "append_result", "disable_tqdm",
-    "trust_remote_code", "use_beam_search", "profile", "disable_shuffle",
-    "skip_chat_template", "no_stream", "no_oversample", "insecure", "plot_timeline",
-    "plot_dataset_stats", "skip_tokenizer_init", "enable_multimodal_chat", "self_timed",
+    "ignore_eos",
+    "save_result",
+    "save_detailed",
+    "append_result",
+    "disable_tqdm",
+    "trust_remote_code",
+    "use_beam_search",
+    "profile",
+    "disable_shuffle",
+    "skip_chat_template",
+    "no_stream",
+    "no_oversample",
+    "insecure",
+    "plot_timeline",
+    "plot_dataset_stats",
+    "skip_tokenizer_init",
+    "enable_multimodal_chat",
+    "self_timed",
 }
 
 
@@ -554,8 +565,12 @@ def _setup_value(kind: str, match: re.Match) -> object:
     if kind == "ramp_up_strategy":
         return text
     number = _number(text)
-    if kind in ("max_concurrency", "ready_check_wait", "warmup_start") and number is not None \
-            and math.isfinite(number) and number == int(number):
+    if (
+        kind in ("max_concurrency", "ready_check_wait", "warmup_start")
+        and number is not None
+        and math.isfinite(number)
+        and number == int(number)
+    ):
         return int(number)
     return number
 
@@ -566,9 +581,7 @@ _INITIAL_FAIL_RE = re.compile(r"Initial test run failed\b.*")
 _ALL_FAILED_RE = re.compile(r"All requests failed\b.*")
 _FAILED_HEADER_RE = re.compile(r"^Failed requests during benchmark run detected.*")
 _ERROR_N_RE = re.compile(r"^Error (?P<n>\d+): ?(?P<text>.*)$")
-_EXCEPTION_RE = re.compile(
-    r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)(?::\s.*)?$"
-)
+_EXCEPTION_RE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)(?::\s.*)?$")
 _TRACEBACK_START = "Traceback (most recent call last):"
 _SEP_RE = re.compile(r"\r\n|\r|\n")
 _MAX_DETAIL_LINES = 200
@@ -772,7 +785,9 @@ class BenchStreamParser:
             if self._block is not None:
                 self._finish_block(events, complete=False)
             self._block = {
-                "metrics": {}, "printed": {}, "unknown": {},
+                "metrics": {},
+                "printed": {},
+                "unknown": {},
                 "start": self._line,
                 "setup": self.setup,
                 "args": dict(self._context_args),
@@ -962,8 +977,15 @@ class BenchStreamParser:
 
 def _replace_phase(progress: BenchProgress, phase: str) -> BenchProgress:
     return BenchProgress(
-        progress.n, progress.total, progress.pct, progress.elapsed_s,
-        progress.remaining_s, progress.rate, progress.raw, progress.desc, phase,
+        progress.n,
+        progress.total,
+        progress.pct,
+        progress.elapsed_s,
+        progress.remaining_s,
+        progress.rate,
+        progress.raw,
+        progress.desc,
+        phase,
     )
 
 

@@ -53,15 +53,35 @@ SUMMARY_KEYS: tuple[str, ...] = (
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
 
 # Keys that describe the run rather than measure it.
-_SETUP_KEYS = frozenset({
-    "date", "backend", "endpoint_type", "label", "model_id", "tokenizer_id",
-    "num_prompts", "request_rate", "burstiness", "max_concurrency", "best_of",
-    "use_beam_search", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps",
-})
-_INT_KEYS = frozenset({
-    "completed", "failed", "total_input_tokens", "total_output_tokens",
-    "num_prompts", "max_concurrency",
-})
+_SETUP_KEYS = frozenset(
+    {
+        "date",
+        "backend",
+        "endpoint_type",
+        "label",
+        "model_id",
+        "tokenizer_id",
+        "num_prompts",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+        "best_of",
+        "use_beam_search",
+        "ramp_up_strategy",
+        "ramp_up_start_rps",
+        "ramp_up_end_rps",
+    }
+)
+_INT_KEYS = frozenset(
+    {
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "num_prompts",
+        "max_concurrency",
+    }
+)
 _RENAMED = {"request_goodput:": "request_goodput"}
 _STAT_KEY_RE = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(.+)_ms$")
 _EMPTY: Mapping = MappingProxyType({})
@@ -334,9 +354,9 @@ def block_disagreements(block, result: Mapping[str, object] | BenchResult) -> di
     printed text) whose value differs from the JSON's: key -> (printed, json value).
     Keys the JSON lacks are not compared."""
     printed = getattr(block, "printed", block)
-    raw = result.raw if isinstance(result, BenchResult) else {
-        _RENAMED.get(str(k), str(k)): v for k, v in result.items()
-    }
+    raw = (
+        result.raw if isinstance(result, BenchResult) else {_RENAMED.get(str(k), str(k)): v for k, v in result.items()}
+    )
     out: dict[str, tuple[str, object]] = {}
     for key, text in printed.items():
         if key not in raw or raw[key] is None:

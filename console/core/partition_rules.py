@@ -41,8 +41,16 @@ def physical_gpus(snapshot: NodeSnapshot) -> list[PhysicalGpu]:
     out = []
     for phys, rows in sorted(groups.items()):
         primary = next((r for r in rows if r.partition_id == 0), rows[0])
-        out.append(PhysicalGpu(phys, primary.model, primary.compute_partition, primary.memory_partition,
-                               primary.memory_caps, tuple(sorted(r.index for r in rows))))
+        out.append(
+            PhysicalGpu(
+                phys,
+                primary.model,
+                primary.compute_partition,
+                primary.memory_partition,
+                primary.memory_caps,
+                tuple(sorted(r.index for r in rows)),
+            )
+        )
     return out
 
 
@@ -56,7 +64,11 @@ def parse_physical(text: str, available: Sequence[int]) -> list[int] | str:
         return f"--gpus {text!r}: expected all or physical GPU indices like 0,1"
     missing = [p for p in chosen if p not in available]
     if missing or not chosen:
-        return f"--gpus {text!r}: no physical GPU {missing[0] if missing else ''} (the node has {len(available)})".replace("  ", " ")
+        return (
+            f"--gpus {text!r}: no physical GPU {missing[0] if missing else ''} (the node has {len(available)})".replace(
+                "  ", " "
+            )
+        )
     return chosen
 
 
@@ -123,8 +135,10 @@ def describe_change(snapshot: NodeSnapshot, physical: Sequence[int], compute: st
     before = sum(len(p.logical) for p in gpus.values())
     after = before
     if compute:
-        after = sum(LOGICAL_PER_PHYSICAL.get(compute, len(p.logical)) if p.physical in physical else len(p.logical)
-                    for p in gpus.values())
+        after = sum(
+            LOGICAL_PER_PHYSICAL.get(compute, len(p.logical)) if p.physical in physical else len(p.logical)
+            for p in gpus.values()
+        )
     model = (targets[0].model or "GPU").replace("AMD Instinct ", "") if targets else "GPU"
     frm = ", ".join(sorted({f"{p.compute}/{p.memory}" for p in targets})) or "?"
     to = ", ".join(sorted({f"{compute or p.compute}/{memory or p.memory}" for p in targets})) or "?"

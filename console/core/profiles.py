@@ -66,9 +66,7 @@ def demo_profile_path() -> Path:
     return Path(__file__).resolve().parents[2] / "profiles" / "demo.toml"
 
 
-def discover_profile_paths(
-    explicit: Sequence[str], cwd: Path, config_dir: Path | None
-) -> list[Path]:
+def discover_profile_paths(explicit: Sequence[str], cwd: Path, config_dir: Path | None) -> list[Path]:
     """Which profile files to load, in order.
 
     Explicit paths win outright. Otherwise cwd/profiles/*.toml (minus the shipped
@@ -84,9 +82,7 @@ def discover_profile_paths(
                 raise ProfileError(str(raw), None, None, None, "no such profile file")
             found.append(path)
         return _unique(found)
-    found = [
-        p for p in _toml_files(cwd / "profiles") if p.name not in SAMPLE_PROFILES
-    ]
+    found = [p for p in _toml_files(cwd / "profiles") if p.name not in SAMPLE_PROFILES]
     if config_dir is not None:
         found += _toml_files(config_dir)
     return _unique(found)
@@ -259,9 +255,7 @@ class _Context:
         self.text = text
         self.locator = _Locator(text)
 
-    def error(
-        self, table: tuple[str, ...] | None, key: tuple[str, ...], message: str
-    ) -> ProfileError:
+    def error(self, table: tuple[str, ...] | None, key: tuple[str, ...], message: str) -> ProfileError:
         path = (table or ()) + key
         return ProfileError(
             self.file,
@@ -274,10 +268,7 @@ class _Context:
 
 def _fmt_path(parts: tuple[str, ...]) -> str:
     """Dotted TOML path, quoting parts that are not bare keys."""
-    return ".".join(
-        p if _BARE_KEY_RE.fullmatch(p) else json.dumps(p, ensure_ascii=False)
-        for p in parts
-    )
+    return ".".join(p if _BARE_KEY_RE.fullmatch(p) else json.dumps(p, ensure_ascii=False) for p in parts)
 
 
 class _Invalid(Exception):
@@ -448,7 +439,7 @@ def _looks_secret(name: str) -> bool:
 
 def _env(value: object) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, dict):
-        raise _expected("a table of NAME = \"value\"", value)
+        raise _expected('a table of NAME = "value"', value)
     pairs = []
     for name, item in value.items():
         if _looks_secret(name):
@@ -495,9 +486,7 @@ def _percentile_metrics(value: object) -> str:
     text = _token(value)
     bad = [m for m in text.split(",") if m not in _PERCENTILE_METRICS]
     if bad:
-        raise _Invalid(
-            f"unknown metric {bad[0]!r} (comma-separated, from: {', '.join(_PERCENTILE_METRICS)})"
-        )
+        raise _Invalid(f"unknown metric {bad[0]!r} (comma-separated, from: {', '.join(_PERCENTILE_METRICS)})")
     return text
 
 
@@ -738,7 +727,7 @@ def _check_dotted_name(section: str, name: str, value: object, fields: Mapping) 
             continue
         parts = [name, key]
         while len(inner) == 1 and not any(k in fields for k in inner):
-            (sub, nested), = inner.items()
+            ((sub, nested),) = inner.items()
             if not isinstance(nested, dict):
                 break
             parts.append(sub)

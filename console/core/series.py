@@ -77,7 +77,7 @@ def _ordered(ring: array, start: int, size: int, last: int | None) -> list[float
     end = start + size
     cap = len(ring)
     if begin >= cap:
-        return ring[begin - cap:end - cap].tolist()
+        return ring[begin - cap : end - cap].tolist()
     if end <= cap:
         return ring[begin:end].tolist()
     return ring[begin:].tolist() + ring[: end - cap].tolist()

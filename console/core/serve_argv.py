@@ -34,10 +34,12 @@ MASK = "***"
 DOCKER_RUN_FLAGS: tuple[str, ...] = (
     "--ipc=host",
     "--network=host",
-    "--group-add", "render",
+    "--group-add",
+    "render",
     "--device=/dev/kfd",
     "--device=/dev/dri",
-    "--security-opt", "seccomp=unconfined",
+    "--security-opt",
+    "seccomp=unconfined",
     "--cap-add=SYS_PTRACE",
 )
 
@@ -123,9 +125,7 @@ def _refuse_flag(flag: str, where: str) -> None:
     if owner:
         raise ValueError(f"{where} {flag}: the console sets it from {owner}")
     if norm in _SECRET_FLAGS:
-        raise ValueError(
-            f"{where} {flag}: secrets stay out of argv; export {_SECRET_ENV_HINT[norm]} instead"
-        )
+        raise ValueError(f"{where} {flag}: secrets stay out of argv; export {_SECRET_ENV_HINT[norm]} instead")
 
 
 def apply_overrides(args: Sequence[str], overrides: Mapping[str, str]) -> tuple[str, ...]:
@@ -251,9 +251,7 @@ def build_serve_argv(
     """
     _check_common(preset, port, host, gpus)
     _check_env_names(extra_env)
-    argv = _serve_tail(
-        preset, vllm=vllm, port=port, host=host, overrides=overrides, extra_args=extra_args
-    )
+    argv = _serve_tail(preset, vllm=vllm, port=port, host=host, overrides=overrides, extra_args=extra_args)
     env = dict(preset.env)
     env.update(extra_env)
     if gpus:
@@ -320,9 +318,7 @@ def build_docker_argv(
     for key in by_name:
         argv += ["-e", key]
     argv.append(image)
-    argv += _serve_tail(
-        preset, vllm=vllm, port=port, host=host, overrides=overrides, extra_args=extra_args
-    )
+    argv += _serve_tail(preset, vllm=vllm, port=port, host=host, overrides=overrides, extra_args=extra_args)
     return ServeCommand(tuple(argv), tuple(secret_values.items()))
 
 
@@ -371,9 +367,7 @@ def _redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
 
 def _redact_text(text: str) -> str:
     text = _TEXT_FLAG_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-    return _TEXT_ASSIGN_RE.sub(
-        lambda m: f"{m.group(1)}={MASK}" if looks_secret(m.group(1)) else m.group(0), text
-    )
+    return _TEXT_ASSIGN_RE.sub(lambda m: f"{m.group(1)}={MASK}" if looks_secret(m.group(1)) else m.group(0), text)
 
 
 def redact(value):

@@ -159,9 +159,7 @@ def _grouped(value: int) -> str:
 _VERSION = r"v?(\d+\.\d+(?:\.\d+)?[\w.+-]*)"
 
 # 0.33: "vLLM server version 0.33.0, serving model M"; 0.6.3-0.11: "vLLM API server version X"
-_BANNER_RE = re.compile(
-    r"vLLM (?:API )?server version " + _VERSION + r"(?:,? serving model (\S+))?"
-)
+_BANNER_RE = re.compile(r"vLLM (?:API )?server version " + _VERSION + r"(?:,? serving model (\S+))?")
 # 0.32/0.33 ASCII logo: "  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0"
 _LOGO_VERSION_RE = re.compile(r"[\u2580-\u259f]\s+version\s+" + _VERSION + r"\s*$")
 _LOGO_MODEL_RE = re.compile(r"[\u2580-\u259f]\s+model\s+(\S+)\s*$")
@@ -170,33 +168,21 @@ _ARGS_MODEL_RE = re.compile(r"(?:'model': |\bmodel=)'([^']+)'")
 _ARGS_RE = re.compile(r"(?:^|\s)(?:non-default args: \{|args: Namespace\()")
 _ENGINE_RE = re.compile(r"Initializing an? (V1 )?LLM engine \(v([^)\s]+)\) with config")
 _LOAD_START_RE = re.compile(r"Starting to load model (.+?)(?:\.\.\.)?\s*$")
-_SHARDS_RE = re.compile(
-    r"Loading (?:safetensors|pt|npcache|bin)?\s*checkpoint shards:\s*(\d+)%[^|]*\|\s*(\d+)/(\d+)"
-)
+_SHARDS_RE = re.compile(r"Loading (?:safetensors|pt|npcache|bin)?\s*checkpoint shards:\s*(\d+)%[^|]*\|\s*(\d+)/(\d+)")
 _V0_WEIGHTS_RE = re.compile(r"Loading model weights took ([\d.]+) GB")
-_V1_WEIGHTS_RE = re.compile(
-    r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"
-)
+_V1_WEIGHTS_RE = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds")
 _WEIGHTS_TIME_RE = re.compile(r"Loading weights took ([\d.]+) seconds")
 _KV_TOKENS_RE = re.compile(r"(?:GPU |CPU |XPU |TPU )?KV cache size: ([\d,_]+) tokens")
-_CONCURRENCY_RE = re.compile(
-    r"Maximum concurrency for ([\d,_]+) tokens per request: ([\d.]+)x"
-)
+_CONCURRENCY_RE = re.compile(r"Maximum concurrency for ([\d,_]+) tokens per request: ([\d.]+)x")
 _V0_BLOCKS_RE = re.compile(r"# (?:GPU|CPU|XPU) blocks: (\d+), # CPU blocks: (\d+)")
 _GRAPH_START_RE = re.compile(
     r"Capturing (?:the model for )?(?:CUDA|cuda|HIP) ?graphs?(?: shapes)?(?: \(([^)]*)\))?",
 )
 _GRAPH_PROGRESS_RE = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
-_GRAPH_DONE_RE = re.compile(
-    r"Graph capturing finished in ([\d.]+) secs?(?:, took ([\d.]+) GiB)?"
-)
-_ENGINE_DONE_RE = re.compile(
-    r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"
-)
+_GRAPH_DONE_RE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took ([\d.]+) GiB)?")
+_ENGINE_DONE_RE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
 _SERVER_URL_RE = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S+)")
-_SERVER_MISC_RE = re.compile(
-    r"Available routes are:|Started server process \[\d+\]|Waiting for application startup\."
-)
+_SERVER_MISC_RE = re.compile(r"Available routes are:|Started server process \[\d+\]|Waiting for application startup\.")
 _UVICORN_RE = re.compile(r"Uvicorn running on (?:socket )?(.+?)(?: \(Press CTRL\+C to quit\))?\s*$")
 _READY_RE = re.compile(r"Application startup complete\.")
 _STOPPING_RE = re.compile(
@@ -222,9 +208,7 @@ def _stage(line: str) -> StageReached | ServerStopping | None:
         return StageReached(ServeStage.SERVER_STARTING, "", line)
 
     if m := _ENGINE_DONE_RE.search(msg):
-        return StageReached(
-            ServeStage.ENGINE_READY, f"engine ready in {_num(float(m.group(1)))} s", line
-        )
+        return StageReached(ServeStage.ENGINE_READY, f"engine ready in {_num(float(m.group(1)))} s", line)
     if m := _GRAPH_DONE_RE.search(msg):
         detail = f"graphs captured in {_num(float(m.group(1)))} s"
         if m.group(2):
@@ -250,13 +234,9 @@ def _stage(line: str) -> StageReached | ServerStopping | None:
             parts.append(f"max concurrency {conc.group(2)}x")  # type: ignore[union-attr]
             if tokens is None:
                 parts[-1] += f" at {_grouped(_int(conc.group(1)))} tokens"  # type: ignore[union-attr]
-        return StageReached(
-            ServeStage.KV_CACHE, ", ".join(parts), line, kv_tokens=tokens, max_concurrency=factor
-        )
+        return StageReached(ServeStage.KV_CACHE, ", ".join(parts), line, kv_tokens=tokens, max_concurrency=factor)
     if m := _V0_BLOCKS_RE.search(msg):
-        return StageReached(
-            ServeStage.KV_CACHE, f"{_grouped(int(m.group(1)))} GPU blocks", line
-        )
+        return StageReached(ServeStage.KV_CACHE, f"{_grouped(int(m.group(1)))} GPU blocks", line)
 
     if m := _V1_WEIGHTS_RE.search(msg):
         detail = f"{_num(float(m.group(1)))} GiB in {_num(float(m.group(2)))} s"
@@ -264,13 +244,9 @@ def _stage(line: str) -> StageReached | ServerStopping | None:
     if m := _V0_WEIGHTS_RE.search(msg):
         return StageReached(ServeStage.WEIGHTS_LOADED, f"{_num(float(m.group(1)))} GB", line)
     if m := _WEIGHTS_TIME_RE.search(msg):
-        return StageReached(
-            ServeStage.WEIGHTS_LOADED, f"in {_num(float(m.group(1)))} s", line
-        )
+        return StageReached(ServeStage.WEIGHTS_LOADED, f"in {_num(float(m.group(1)))} s", line)
     if m := _SHARDS_RE.search(msg):
-        return StageReached(
-            ServeStage.LOADING_WEIGHTS, f"shards {m.group(2)}/{m.group(3)}", line
-        )
+        return StageReached(ServeStage.LOADING_WEIGHTS, f"shards {m.group(2)}/{m.group(3)}", line)
     if m := _LOAD_START_RE.search(msg):
         return StageReached(ServeStage.LOADING_WEIGHTS, m.group(1), line)
 
@@ -283,7 +259,10 @@ def _stage(line: str) -> StageReached | ServerStopping | None:
         version, model = m.group(1).rstrip(".,"), m.group(2)
         detail = f"vLLM {version}" + (f", model {model.rstrip(',')}" if model else "")
         return StageReached(
-            ServeStage.STARTING, detail, line, version=version,
+            ServeStage.STARTING,
+            detail,
+            line,
+            version=version,
             model=model.rstrip(",") if model else None,
         )
     if m := _LOGO_VERSION_RE.search(msg):

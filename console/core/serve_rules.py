@@ -64,7 +64,7 @@ def check_cpx_tp(
 
 
 def check_gpus_free(gpus: Sequence[int], busy: Mapping[int, str]) -> str | None:
-    """"GPU 3 already serves instance llama-a" (GPUs grouped per instance)."""
+    """ "GPU 3 already serves instance llama-a" (GPUs grouped per instance)."""
     taken: dict[str, list[int]] = {}
     for gpu in gpus:
         if gpu in busy:
@@ -145,20 +145,29 @@ _ENV_SPANS: tuple[_Span, ...] = (
         "VLLM_ROCM_USE_AITER VLLM_ROCM_USE_AITER_MOE VLLM_ROCM_USE_AITER_RMSNORM"
         " VLLM_ROCM_USE_AITER_LINEAR VLLM_ROCM_USE_AITER_MLA VLLM_ROCM_USE_SKINNY_GEMM"
         " VLLM_ROCM_FP8_PADDING VLLM_ROCM_MOE_PADDING",
-        absent_upto=(0, 6, 3), first_seen="0.8.5",
+        absent_upto=(0, 6, 3),
+        first_seen="0.8.5",
     ),
     _Span("VLLM_ROCM_USE_AITER_MHA", absent_upto=(0, 9, 1), first_seen="0.9.2"),
     *_spans(
         "VLLM_ROCM_USE_AITER_PAGED_ATTN VLLM_ROCM_CUSTOM_PAGED_ATTN",
-        absent_upto=(0, 6, 3), first_seen="0.8.5", absent_from=(0, 33, 0), last_seen="0.12",
+        absent_upto=(0, 6, 3),
+        first_seen="0.8.5",
+        absent_from=(0, 33, 0),
+        last_seen="0.12",
     ),
     _Span(
         "VLLM_USE_AITER_UNIFIED_ATTENTION",
-        absent_upto=(0, 9, 2), first_seen="0.10.2", absent_from=(0, 12, 0), last_seen="0.11",
+        absent_upto=(0, 9, 2),
+        first_seen="0.10.2",
+        absent_from=(0, 12, 0),
+        last_seen="0.11",
         late_hint="renamed VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION in 0.12",
     ),
     _Span(
-        "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION", absent_upto=(0, 11, 0), first_seen="0.12",
+        "VLLM_ROCM_USE_AITER_UNIFIED_ATTENTION",
+        absent_upto=(0, 11, 0),
+        first_seen="0.12",
         early_hint="0.10.2-0.11 call it VLLM_USE_AITER_UNIFIED_ATTENTION",
     ),
     _Span("VLLM_ROCM_USE_AITER_FP8BMM", absent_upto=(0, 9, 2), first_seen="0.10.2"),
@@ -166,25 +175,35 @@ _ENV_SPANS: tuple[_Span, ...] = (
     _Span("VLLM_USE_TRITON_FLASH_ATTN", absent_from=(0, 12, 0), last_seen="0.11"),
     _Span(
         "VLLM_V1_USE_PREFILL_DECODE_ATTENTION",
-        absent_upto=(0, 8, 5), first_seen="0.9.1", absent_from=(0, 33, 0), last_seen="0.12",
+        absent_upto=(0, 8, 5),
+        first_seen="0.9.1",
+        absent_from=(0, 33, 0),
+        last_seen="0.12",
     ),
     *_spans(
         "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"
         " VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB",
-        absent_upto=(0, 9, 1), first_seen="0.9.2",
+        absent_upto=(0, 9, 1),
+        first_seen="0.9.2",
     ),
     *_spans(
         "VLLM_RPC_TIMEOUT VLLM_ENGINE_ITERATION_TIMEOUT_S VLLM_ATTENTION_BACKEND",
-        absent_from=(0, 33, 0), last_seen="0.12",
+        absent_from=(0, 33, 0),
+        last_seen="0.12",
     ),
     _Span(
-        "VLLM_USE_V1", absent_upto=(0, 6, 3), first_seen="0.8.5",
-        absent_from=(0, 12, 0), last_seen="0.11", late_hint="V1 is the only engine from 0.11",
+        "VLLM_USE_V1",
+        absent_upto=(0, 6, 3),
+        first_seen="0.8.5",
+        absent_from=(0, 12, 0),
+        last_seen="0.11",
+        late_hint="V1 is the only engine from 0.11",
     ),
     _Span("VLLM_ENGINE_READY_TIMEOUT_S", absent_upto=(0, 12, 0), first_seen="0.33"),
     *_spans(
         "VLLM_USE_ROCM_CUSTOM_PAGED_ATTN VLLM_ROCM_PREFER_TORCH VLLM_ROCM_PREFER_TRITON",
-        absent_from=(0, 8, 5), last_seen="0.6.3+rocm (a fork-only variable)",
+        absent_from=(0, 8, 5),
+        last_seen="0.6.3+rocm (a fork-only variable)",
     ),
 )
 _ENV_BY_NAME = {span.name: span for span in _ENV_SPANS}
@@ -192,7 +211,9 @@ _ENV_BY_NAME = {span.name: span for span in _ENV_SPANS}
 # §3: "--num-scheduler-steps exists through 0.9.x; --async-scheduling appears in 0.10".
 _FLAG_SPANS: tuple[_Span, ...] = (
     _Span(
-        "--num-scheduler-steps", absent_from=(0, 10, 0), last_seen="0.9.x",
+        "--num-scheduler-steps",
+        absent_from=(0, 10, 0),
+        last_seen="0.9.x",
         late_hint="--async-scheduling replaces it",
     ),
     _Span("--async-scheduling", absent_upto=(0, 9, 2), first_seen="0.10"),
@@ -210,9 +231,7 @@ def _flag_name(arg: str) -> str | None:
     return "--" + name[2:].replace("_", "-")
 
 
-def _span_warning(
-    span: _Span, kind: str, version: Version, shown: str
-) -> tuple[str, str] | None:
+def _span_warning(span: _Span, kind: str, version: Version, shown: str) -> tuple[str, str] | None:
     """(warning, hint) when the version lies where the name is known to be absent."""
     if span.absent_upto is not None and version <= span.absent_upto:
         text = f"{kind} {span.name} is not in vLLM {shown} (first in {span.first_seen})"
@@ -270,16 +289,11 @@ def version_warnings(
 
     aiter_on = env_map.get("VLLM_ROCM_USE_AITER", "").strip().lower() in _TRUE
     for name, value in env_map.items():
-        if (
-            name.startswith("VLLM_ROCM_USE_AITER_")
-            and value.strip().lower() in _TRUE
-            and not aiter_on
-        ):
+        if name.startswith("VLLM_ROCM_USE_AITER_") and value.strip().lower() in _TRUE and not aiter_on:
             warnings.append(f"env {name}={value} has no effect without VLLM_ROCM_USE_AITER=1")
     mode = env_map.get("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION")
     if mode is not None and mode.strip().upper() not in _QUICK_REDUCE_MODES:
         warnings.append(
-            f"env VLLM_ROCM_QUICK_REDUCE_QUANTIZATION={mode}: expected one of "
-            + ", ".join(_QUICK_REDUCE_MODES)
+            f"env VLLM_ROCM_QUICK_REDUCE_QUANTIZATION={mode}: expected one of " + ", ".join(_QUICK_REDUCE_MODES)
         )
     return warnings

@@ -26,8 +26,9 @@ def gpu_dict(static: GpuStatic | None, m: GpuMetrics | None) -> dict:
         "memory_partition": static.memory_partition if static else None,
         "util_pct": m.util_pct if m else None,
         "vram_used_mib": m.vram_used_mib if m else None,
-        "vram_total_mib": (m.vram_total_mib if m and m.vram_total_mib is not None
-                           else static.vram_total_mib if static else None),
+        "vram_total_mib": (
+            m.vram_total_mib if m and m.vram_total_mib is not None else static.vram_total_mib if static else None
+        ),
         "power_w": m.power_w if m else None,
         "power_cap_w": m.power_cap_w if m else None,
         "temp_junction_c": m.temp_junction_c if m else None,

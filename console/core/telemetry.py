@@ -128,9 +128,7 @@ def _metrics(g: dict) -> GpuMetrics:
 
 
 def _sample(obj: dict) -> TelemetryFrame:
-    return TelemetryFrame(
-        ts=float(obj["ts"]), seq=_int(obj["seq"]), gpus=tuple(_metrics(g) for g in obj["gpus"])
-    )
+    return TelemetryFrame(ts=float(obj["ts"]), seq=_int(obj["seq"]), gpus=tuple(_metrics(g) for g in obj["gpus"]))
 
 
 def _probe(obj: dict) -> ProbeInfo:

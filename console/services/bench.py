@@ -94,8 +94,13 @@ class RunOutcome:
     def ok(self) -> bool:
         """Finished and every request completed (vLLM exits 0 even when requests failed)."""
         r = self.result
-        return (self.exit_code == 0 and r is not None and (r.completed or 0) > 0
-                and not (r.failed or 0) and not self.cancelled)
+        return (
+            self.exit_code == 0
+            and r is not None
+            and (r.completed or 0) > 0
+            and not (r.failed or 0)
+            and not self.cancelled
+        )
 
     @property
     def reason(self) -> str | None:
@@ -107,7 +112,9 @@ class RunOutcome:
         failed = (r.failed or 0) if r is not None else 0
         if r is not None and failed > 0:
             first = next((e.message for e in self.errors if e.kind == "request_error"), None)
-            return f"{int(failed)} of {int((r.completed or 0) + failed)} requests failed" + (f": {first}" if first else "")
+            return f"{int(failed)} of {int((r.completed or 0) + failed)} requests failed" + (
+                f": {first}" if first else ""
+            )
         if r is not None and not r.completed:
             return "no request completed" + (f": {self.errors[0].message}" if self.errors else "")
         if self.errors:
@@ -120,6 +127,7 @@ BenchEvent = BenchStarted | BenchProgressed | BenchSetupSeen | LiveMetricsSample
 
 def live_summary(samples: tuple[LiveSample, ...]) -> dict:
     """What is stored with a result: peaks and medians of the live series."""
+
     def values(attr: str) -> list[float]:
         return [v for v in (getattr(s, attr) for s in samples) if v is not None]
 
@@ -185,19 +193,32 @@ class BenchRunner:
             raise BenchRunError(f"{node.name}: instance {instance.name} serves no known model")
         try:
             argv = build_bench_argv(
-                preset, client_cmd=self.client_command(node, cmd, preset),
-                base_url=f"http://127.0.0.1:{instance.port}", model=model, result_dir=folder,
-                result_filename=RESULT_FILE, max_concurrency=max_concurrency,
+                preset,
+                client_cmd=self.client_command(node, cmd, preset),
+                base_url=f"http://127.0.0.1:{instance.port}",
+                model=model,
+                result_dir=folder,
+                result_filename=RESULT_FILE,
+                max_concurrency=max_concurrency,
                 tokenizer=instance.model if instance.served_models and instance.model != model else None,
             )
         except ValueError as exc:
             raise BenchRunError(f"bench preset {preset.name}: {exc}") from None
         env = {**cmd.env_dict(), **(extra_env or {}), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
-        spec = {"name": name, "argv": list(argv), "env": env, "instance": instance.name,
-                "preset": preset.name, "max_concurrency": max_concurrency}
+        spec = {
+            "name": name,
+            "argv": list(argv),
+            "env": env,
+            "instance": instance.name,
+            "preset": preset.name,
+            "max_concurrency": max_concurrency,
+        }
         result = await self.pool.get(node).run(
             cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "start"),
-            env=cmd.env_dict(), input=json.dumps(spec), timeout=60)
+            env=cmd.env_dict(),
+            input=json.dumps(spec),
+            timeout=60,
+        )
         for line in result.stdout.splitlines():
             if line.startswith("{"):
                 rec = json.loads(line)
@@ -234,8 +255,11 @@ class BenchRunner:
                         live.append(s)
                     emit(LiveMetricsSampled(run, s))
 
-                poller = asyncio.create_task(poll_metrics(f"http://127.0.0.1:{forward.local_port}", sampled,
-                                                          interval=self.metrics_interval, stop=stop))
+                poller = asyncio.create_task(
+                    poll_metrics(
+                        f"http://127.0.0.1:{forward.local_port}", sampled, interval=self.metrics_interval, stop=stop
+                    )
+                )
             except TransportError:
                 poller = None  # live charts are a bonus; the run goes on
         offset = 0
@@ -243,8 +267,19 @@ class BenchRunner:
         try:
             while True:
                 try:
-                    args = cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "logs", run,
-                                    "--offset", str(offset), "--follow", "--split-cr")
+                    args = cmd.argv(
+                        "instance",
+                        "--state-dir",
+                        cmd.state_dir,
+                        "--group",
+                        "runs",
+                        "logs",
+                        run,
+                        "--offset",
+                        str(offset),
+                        "--follow",
+                        "--split-cr",
+                    )
                     async for line in self.pool.get(node).stream_lines(args, env=cmd.env_dict()):
                         offset += len(line.encode()) + 1
                         attempt = 0
@@ -277,13 +312,29 @@ class BenchRunner:
         elif isinstance(event, SetupLine):
             emit(BenchSetupSeen(run, event))
 
-    async def _collect(self, node: NodeSpec, cmd: AgentCommand, run: str, parser: BenchStreamParser,
-                       live: tuple[LiveSample, ...], argv: tuple[str, ...]) -> RunOutcome:
+    async def _collect(
+        self,
+        node: NodeSpec,
+        cmd: AgentCommand,
+        run: str,
+        parser: BenchStreamParser,
+        live: tuple[LiveSample, ...],
+        argv: tuple[str, ...],
+    ) -> RunOutcome:
         transport = self.pool.get(node)
-        listing = await transport.run(cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "list"),
-                                      env=cmd.env_dict(), timeout=30)
-        rec: dict = next((json.loads(line) for line in listing.stdout.splitlines()
-                    if line.startswith("{") and json.loads(line).get("name") == run), {})
+        listing = await transport.run(
+            cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "list"),
+            env=cmd.env_dict(),
+            timeout=30,
+        )
+        rec: dict = next(
+            (
+                json.loads(line)
+                for line in listing.stdout.splitlines()
+                if line.startswith("{") and json.loads(line).get("name") == run
+            ),
+            {},
+        )
         exit_code = rec.get("exit_code")
         # SIGINT/SIGTERM as a signal, or as Python's exit codes for them (130, 143)
         cancelled = rec.get("exit_signal") in (2, 15) or exit_code in (130, 143)
@@ -296,10 +347,18 @@ class BenchRunner:
                 result = load_result_file(read.stdout)[-1]
             except (ValueError, IndexError):
                 result_json, result = None, None
-        return RunOutcome(run=run, node=node.name, exit_code=exit_code, result=result, result_json=result_json,
-                          block=parser.blocks[-1] if parser.blocks else None, errors=tuple(parser.errors),
-                          live=live, argv=tuple(redact(list(argv or rec.get("spec", {}).get("argv", [])))),
-                          cancelled=bool(cancelled))
+        return RunOutcome(
+            run=run,
+            node=node.name,
+            exit_code=exit_code,
+            result=result,
+            result_json=result_json,
+            block=parser.blocks[-1] if parser.blocks else None,
+            errors=tuple(parser.errors),
+            live=live,
+            argv=tuple(redact(list(argv or rec.get("spec", {}).get("argv", [])))),
+            cancelled=bool(cancelled),
+        )
 
     async def run(
         self,
@@ -312,8 +371,9 @@ class BenchRunner:
         on_event: Callable[[BenchEvent], None] | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> RunOutcome:
-        name, argv = await self.start(node, instance, preset, overrides=overrides,
-                                      max_concurrency=max_concurrency, extra_env=extra_env)
+        name, argv = await self.start(
+            node, instance, preset, overrides=overrides, max_concurrency=max_concurrency, extra_env=extra_env
+        )
         if on_event:
             on_event(BenchStarted(name, node.name, tuple(redact(list(argv))), max_concurrency))
         return await self.follow(node, instance, name, on_event=on_event, argv=argv)
@@ -321,12 +381,28 @@ class BenchRunner:
     async def cancel(self, node: NodeSpec, run: str) -> None:
         cmd = await self._agent(node)
         await self.pool.get(node).run(
-            cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "stop", run,
-                     "--int-timeout", "10", "--term-timeout", "5"), env=cmd.env_dict(), timeout=60)
+            cmd.argv(
+                "instance",
+                "--state-dir",
+                cmd.state_dir,
+                "--group",
+                "runs",
+                "stop",
+                run,
+                "--int-timeout",
+                "10",
+                "--term-timeout",
+                "5",
+            ),
+            env=cmd.env_dict(),
+            timeout=60,
+        )
 
     async def runs(self, node: NodeSpec) -> list[dict]:
         cmd = await self._agent(node)
         listing = await self.pool.get(node).run(
             cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "list"),
-            env=cmd.env_dict(), timeout=30)
+            env=cmd.env_dict(),
+            timeout=30,
+        )
         return [json.loads(line) for line in listing.stdout.splitlines() if line.startswith("{")]

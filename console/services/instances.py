@@ -110,9 +110,15 @@ def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None
 
 def view_from_record(node: str, rec: dict) -> InstanceView:
     if rec.get("kind") == "foreign":
-        return InstanceView(node=node, name=f"pid-{rec['pid']}", state=InstanceState.UNMANAGED,
-                            pid=rec["pid"], argv=tuple(rec.get("argv") or ()), model=_model_of(rec.get("argv") or []),
-                            pids=tuple(rec.get("pids") or (rec["pid"],)))
+        return InstanceView(
+            node=node,
+            name=f"pid-{rec['pid']}",
+            state=InstanceState.UNMANAGED,
+            pid=rec["pid"],
+            argv=tuple(rec.get("argv") or ()),
+            model=_model_of(rec.get("argv") or []),
+            pids=tuple(rec.get("pids") or (rec["pid"],)),
+        )
     spec = rec.get("spec") or {}
     if rec["state"] in ("running", "starting"):
         state = InstanceState.STARTING  # until its log or /health says more
@@ -121,9 +127,17 @@ def view_from_record(node: str, rec: dict) -> InstanceView:
     else:
         state = InstanceState.FAILED
     return InstanceView(
-        node=node, name=rec["name"], state=state, pid=rec.get("pid"), port=spec.get("port"),
-        gpus=tuple(spec.get("gpus") or ()), model=spec.get("model"), preset=spec.get("preset"),
-        started=rec.get("started"), exit_code=rec.get("exit_code"), exit_signal=rec.get("exit_signal"),
+        node=node,
+        name=rec["name"],
+        state=state,
+        pid=rec.get("pid"),
+        port=spec.get("port"),
+        gpus=tuple(spec.get("gpus") or ()),
+        model=spec.get("model"),
+        preset=spec.get("preset"),
+        started=rec.get("started"),
+        exit_code=rec.get("exit_code"),
+        exit_signal=rec.get("exit_signal"),
         argv=tuple(spec.get("argv") or ()),
     )
 
@@ -147,7 +161,9 @@ class InstanceService:
             cmd = self._commands[node.name] = await install_agent(self.pool.get(node), node)
         return cmd
 
-    async def _call(self, node: NodeSpec, op: str, *args: str, input: str | None = None, timeout: float = 60) -> list[dict]:
+    async def _call(
+        self, node: NodeSpec, op: str, *args: str, input: str | None = None, timeout: float = 60
+    ) -> list[dict]:
         cmd = await self._agent(node)
         argv = cmd.argv("instance", "--state-dir", cmd.state_dir, op, *args)
         result = await self.pool.get(node).run(argv, env=cmd.env_dict(), input=input, timeout=timeout)
@@ -164,7 +180,9 @@ class InstanceService:
                 raise InstanceError(f"{node.name}: {rec.get('message')}")
             records.append(rec)
         if not result.ok and not records:
-            raise InstanceError(f"{node.name}: agent instance {op} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+            raise InstanceError(
+                f"{node.name}: agent instance {op} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}"
+            )
         return records
 
     # ------------------------------------------------------------ queries
@@ -184,8 +202,12 @@ class InstanceService:
                         ok, models, version = await self.health(node, v.port, forwards)
                     except TransportError:
                         ok, models, version = False, (), None
-                    v = replace(v, state=InstanceState.READY if ok else InstanceState.LOADING,
-                                served_models=models, version=version)
+                    v = replace(
+                        v,
+                        state=InstanceState.READY if ok else InstanceState.LOADING,
+                        served_models=models,
+                        version=version,
+                    )
                 out.append(v)
             return out
         finally:
@@ -230,8 +252,12 @@ class InstanceService:
                 raise InstanceError(f"{node.name}: no GPU {unknown[0]} (the node has {len(snapshot.static)})")
             partitions = [by_index[g].compute_partition for g in gpus if g in by_index]
         port = port or preset.port or choose_port(used_ports)
-        for refusal in (check_tp(tp, gpus), check_cpx_tp(tp, partitions), check_gpus_free(gpus, busy),
-                        check_port(port, used_ports)):
+        for refusal in (
+            check_tp(tp, gpus),
+            check_cpx_tp(tp, partitions),
+            check_gpus_free(gpus, busy),
+            check_port(port, used_ports),
+        ):
             if refusal:
                 raise InstanceError(f"{node.name}: {refusal}")
         cmd = await self._agent(node)
@@ -241,22 +267,44 @@ class InstanceService:
             if secret in environ and secret not in env:
                 env[secret] = environ[secret]
         if tp != preset.tp:
-            overrides = {k: v for k, v in (overrides or {}).items() if k.replace("-", "_") not in ("tp", "tensor_parallel_size")}
+            overrides = {
+                k: v for k, v in (overrides or {}).items() if k.replace("-", "_") not in ("tp", "tensor_parallel_size")
+            }
             preset = replace(preset, tp=tp)
         try:
             if preset.runtime == "docker":
-                command = build_docker_argv(preset, name=f"rocm-console-{name}", port=port, gpus=gpus,
-                                            overrides=overrides or {}, extra_args=extra_args, extra_env=env)
+                command = build_docker_argv(
+                    preset,
+                    name=f"rocm-console-{name}",
+                    port=port,
+                    gpus=gpus,
+                    overrides=overrides or {},
+                    extra_args=extra_args,
+                    extra_env=env,
+                )
             else:
-                command = build_serve_argv(preset, vllm=shlex.join(cmd.vllm), port=port, gpus=gpus,
-                                           overrides=overrides or {}, extra_args=extra_args, extra_env=env)
+                command = build_serve_argv(
+                    preset,
+                    vllm=shlex.join(cmd.vllm),
+                    port=port,
+                    gpus=gpus,
+                    overrides=overrides or {},
+                    extra_args=extra_args,
+                    extra_env=env,
+                )
         except ValueError as exc:
             raise InstanceError(f"{node.name}: preset {preset.name}: {exc}") from None
         probe = snapshot.probe if snapshot is not None else None
         warnings = tuple(version_warnings(probe.vllm if probe else None, command.argv, command.env))
         spec: dict[str, Any] = {
-            "name": name, "argv": list(command.argv), "env": dict(command.env), "port": port,
-            "gpus": list(gpus), "model": preset.model, "preset": preset.name, "runtime": preset.runtime,
+            "name": name,
+            "argv": list(command.argv),
+            "env": dict(command.env),
+            "port": port,
+            "gpus": list(gpus),
+            "model": preset.model,
+            "preset": preset.name,
+            "runtime": preset.runtime,
             "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
         }
         # The simulator's env (state dir) must reach the fake vllm too, with the
@@ -281,8 +329,9 @@ class InstanceService:
 
     # ------------------------------------------------------------ watch
 
-    async def log_lines(self, node: NodeSpec, name: str, *, follow: bool = False, lines: int | None = None,
-                        offset: int = 0) -> AsyncIterator[str]:
+    async def log_lines(
+        self, node: NodeSpec, name: str, *, follow: bool = False, lines: int | None = None, offset: int = 0
+    ) -> AsyncIterator[str]:
         cmd = await self._agent(node)
         args = ["logs", name, "--offset", str(offset)]
         if lines is not None:
@@ -333,7 +382,9 @@ class InstanceService:
         log = ServeLogState()
         forwards: dict = {}
         done = asyncio.Event()
-        state = {"view": replace(view, state=InstanceState.LOADING if view.state == InstanceState.STARTING else view.state)}
+        state = {
+            "view": replace(view, state=InstanceState.LOADING if view.state == InstanceState.STARTING else view.state)
+        }
 
         def update(v: InstanceView) -> None:
             state["view"] = v
@@ -358,8 +409,15 @@ class InstanceService:
                     except TransportError:
                         ok, models, version = False, (), None
                     if ok:
-                        update(replace(v, state=InstanceState.READY, served_models=models, version=version,
-                                       stage=ServeStage.READY.value))
+                        update(
+                            replace(
+                                v,
+                                state=InstanceState.READY,
+                                served_models=models,
+                                version=version,
+                                stage=ServeStage.READY.value,
+                            )
+                        )
                         done.set()
                         return
                 try:
@@ -371,7 +429,9 @@ class InstanceService:
         try:
             await asyncio.wait_for(done.wait(), timeout)
         except asyncio.TimeoutError:
-            raise InstanceError(f"{node.name}: {name} not ready after {timeout:g} s (stage: {state['view'].stage or 'unknown'})") from None
+            raise InstanceError(
+                f"{node.name}: {name} not ready after {timeout:g} s (stage: {state['view'].stage or 'unknown'})"
+            ) from None
         finally:
             for t in tasks:
                 t.cancel()
@@ -391,9 +451,19 @@ class InstanceService:
 
     # ------------------------------------------------------------ stop / forget
 
-    async def stop(self, node: NodeSpec, name: str, *, int_timeout: float = 30.0, term_timeout: float = 10.0) -> InstanceView:
-        [rec] = await self._call(node, "stop", name, "--int-timeout", f"{int_timeout:g}",
-                                 "--term-timeout", f"{term_timeout:g}", timeout=int_timeout + term_timeout + 60)
+    async def stop(
+        self, node: NodeSpec, name: str, *, int_timeout: float = 30.0, term_timeout: float = 10.0
+    ) -> InstanceView:
+        [rec] = await self._call(
+            node,
+            "stop",
+            name,
+            "--int-timeout",
+            f"{int_timeout:g}",
+            "--term-timeout",
+            f"{term_timeout:g}",
+            timeout=int_timeout + term_timeout + 60,
+        )
         view = view_from_record(node.name, rec)
         if rec.get("stopped_by"):
             view = replace(view, state=InstanceState.STOPPED, reason=f"stopped with {rec['stopped_by']}")
@@ -428,8 +498,9 @@ class InstancePoller:
         """Someone else saw it ready (e.g. wait_ready): no more /health calls for it."""
         self._ready[self._key(view)] = (view.served_models, view.version)
 
-    async def poll(self, node: NodeSpec, snapshot: NodeSnapshot | None = None, *,
-                   watched: Sequence[str] = ()) -> list[InstanceView]:
+    async def poll(
+        self, node: NodeSpec, snapshot: NodeSnapshot | None = None, *, watched: Sequence[str] = ()
+    ) -> list[InstanceView]:
         views = await self.service.list(node)
         forwards: dict = {}
         out: list[InstanceView] = []
@@ -451,12 +522,12 @@ class InstancePoller:
             out = place_unmanaged(out, snapshot)
         return out
 
-    async def _running(self, node: NodeSpec, v: InstanceView, forwards: dict,
-                       watched: Sequence[str]) -> InstanceView:
+    async def _running(self, node: NodeSpec, v: InstanceView, forwards: dict, watched: Sequence[str]) -> InstanceView:
         known = self._ready.get(self._key(v))
         if known is not None:
-            return replace(v, state=InstanceState.READY, served_models=known[0], version=known[1],
-                           stage=ServeStage.READY.value)
+            return replace(
+                v, state=InstanceState.READY, served_models=known[0], version=known[1], stage=ServeStage.READY.value
+            )
         ok, version = False, None
         models: tuple[str, ...] = ()
         if v.port:
@@ -466,8 +537,9 @@ class InstancePoller:
                 ok = False
         if ok:
             self._ready[self._key(v)] = (models, version)
-            return replace(v, state=InstanceState.READY, served_models=models, version=version,
-                           stage=ServeStage.READY.value)
+            return replace(
+                v, state=InstanceState.READY, served_models=models, version=version, stage=ServeStage.READY.value
+            )
         v = replace(v, state=InstanceState.LOADING)
         if v.name in watched:
             return v
@@ -499,8 +571,13 @@ class InstancePoller:
         return log
 
 
-_ACTIVE = (InstanceState.STARTING, InstanceState.LOADING, InstanceState.READY, InstanceState.STOPPING,
-           InstanceState.UNMANAGED)
+_ACTIVE = (
+    InstanceState.STARTING,
+    InstanceState.LOADING,
+    InstanceState.READY,
+    InstanceState.STOPPING,
+    InstanceState.UNMANAGED,
+)
 
 
 def since(started: float | None, now: float | None = None) -> str:

@@ -71,30 +71,44 @@ class PartitionService:
                 return rec
         last = (result.stderr.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
         if "password is required" in last or "sudo:" in last:
-            raise PartitionFailed(f"{node.name}: sudo refused ({last.strip()}): allow passwordless sudo or log in as root",
-                                  "no_perm")
+            raise PartitionFailed(
+                f"{node.name}: sudo refused ({last.strip()}): allow passwordless sudo or log in as root", "no_perm"
+            )
         raise PartitionFailed(f"{node.name}: partition command failed: {last.strip()}")
 
     async def show(self, node: NodeSpec) -> list[dict]:
         rec = await self._agent_run(node, ["show"], root=False, timeout=120)
         return rec["gpus"]
 
-    async def check(self, node: NodeSpec, snapshot: NodeSnapshot, physical: list[int], *,
-                    compute: str | None, memory: str | None) -> tuple[list[str], str]:
+    async def check(
+        self, node: NodeSpec, snapshot: NodeSnapshot, physical: list[int], *, compute: str | None, memory: str | None
+    ) -> tuple[list[str], str]:
         """(refusals, what will happen) without changing anything."""
         views = await self.instances.list(node)
-        on_gpu = {g: v.name for v in views
-                  if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
-                  for g in v.gpus}
+        on_gpu = {
+            g: v.name
+            for v in views
+            if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+            for g in v.gpus
+        }
         probe = snapshot.probe
         is_root = probe.uid == 0 if probe is not None and probe.uid is not None else None
         can_be_root = None if is_root is None else (is_root or node.sudo)
-        reasons = preflight(snapshot, physical, compute=compute, memory=memory, instances_on_gpu=on_gpu,
-                            can_be_root=can_be_root)
+        reasons = preflight(
+            snapshot, physical, compute=compute, memory=memory, instances_on_gpu=on_gpu, can_be_root=can_be_root
+        )
         return reasons, describe_change(snapshot, physical, compute, memory)
 
-    async def switch(self, node: NodeSpec, snapshot: NodeSnapshot, physical: list[int], *,
-                     compute: str | None, memory: str | None, reload_confirmed: bool = False) -> SwitchResult:
+    async def switch(
+        self,
+        node: NodeSpec,
+        snapshot: NodeSnapshot,
+        physical: list[int],
+        *,
+        compute: str | None,
+        memory: str | None,
+        reload_confirmed: bool = False,
+    ) -> SwitchResult:
         reasons, summary = await self.check(node, snapshot, physical, compute=compute, memory=memory)
         if memory is not None and not reload_confirmed:
             reasons.append("a memory partition change reloads the amdgpu driver: it needs a second confirmation")
@@ -109,6 +123,11 @@ class PartitionService:
         probe = snapshot.probe
         root = bool(node.sudo and not (probe is not None and probe.uid == 0))
         rec = await self._agent_run(node, args, root=root, timeout=SWITCH_TIMEOUT)
-        return SwitchResult(node=node.name, gpus=tuple(rec["gpus"]), logical_gpus=rec.get("logical_gpus", 0),
-                            seconds=rec.get("seconds", 0.0), summary=summary,
-                            unverified=tuple(rec.get("unverified") or ()))
+        return SwitchResult(
+            node=node.name,
+            gpus=tuple(rec["gpus"]),
+            logical_gpus=rec.get("logical_gpus", 0),
+            seconds=rec.get("seconds", 0.0),
+            summary=summary,
+            unverified=tuple(rec.get("unverified") or ()),
+        )

@@ -104,8 +104,13 @@ class ImportReport:
 
 
 def _imported_dict(run: StoredRun) -> dict:
-    return {"id": run.id, "path": run.source, "part": run.context.get("source_part"),
-            "model": run.setup.get("model"), "max_concurrency": run.setup.get("max_concurrency")}
+    return {
+        "id": run.id,
+        "path": run.source,
+        "part": run.context.get("source_part"),
+        "model": run.setup.get("model"),
+        "max_concurrency": run.setup.get("max_concurrency"),
+    }
 
 
 class ResultStore:
@@ -304,8 +309,15 @@ class ResultStore:
                 self._import_file(file, label, node, created, known, report)
         return report
 
-    def _import_file(self, file: Path, label: str | None, node: str | None, created: float,
-                     known: dict[str, str], report: ImportReport) -> None:
+    def _import_file(
+        self,
+        file: Path,
+        label: str | None,
+        node: str | None,
+        created: float,
+        known: dict[str, str],
+        report: ImportReport,
+    ) -> None:
         shown = str(file)
         try:
             size = file.stat().st_size

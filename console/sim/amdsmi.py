@@ -33,7 +33,6 @@ from collections import namedtuple
 from enum import IntEnum
 
 
-
 def _now() -> float:
     """The simulator's clock. ROCM_CONSOLE_SIM_TIME freezes it, for deterministic screenshots."""
     frozen = os.environ.get("ROCM_CONSOLE_SIM_TIME")
@@ -43,6 +42,7 @@ def _now() -> float:
         except ValueError:
             pass
     return time.time()
+
 
 __simulated__ = True
 __version__ = "7.0.2+sim"
@@ -112,7 +112,6 @@ class AmdSmiComputePartitionType(IntEnum):
     TPX = 3
     QPX = 4
     CPX = 5
-
 
 
 class AmdSmiMemoryPartitionType(IntEnum):
@@ -284,19 +283,67 @@ _Model = namedtuple(
 # vram_type is the amdsmi_vram_type_t value (HBM3 4, HBM3E 5).
 MODELS = {
     "MI300X": _Model(
-        "MI300X", "AMD Instinct MI300X", 0x74A1, "gfx942", 304, 8, 196592, 4, "HYNIX",
-        5300, 750, 140, 500, 2100, 1143, 1300,
-        ("SPX", "DPX", "QPX", "CPX"), ("NPS1", "NPS4"), "113-M3000100-102",
+        "MI300X",
+        "AMD Instinct MI300X",
+        0x74A1,
+        "gfx942",
+        304,
+        8,
+        196592,
+        4,
+        "HYNIX",
+        5300,
+        750,
+        140,
+        500,
+        2100,
+        1143,
+        1300,
+        ("SPX", "DPX", "QPX", "CPX"),
+        ("NPS1", "NPS4"),
+        "113-M3000100-102",
     ),
     "MI325X": _Model(
-        "MI325X", "AMD Instinct MI325X", 0x74A5, "gfx942", 304, 8, 262128, 5, "HYNIX",
-        6000, 1000, 165, 500, 2100, 1143, 1300,
-        ("SPX", "DPX", "QPX", "CPX"), ("NPS1", "NPS4"), "113-M3250100-100",
+        "MI325X",
+        "AMD Instinct MI325X",
+        0x74A5,
+        "gfx942",
+        304,
+        8,
+        262128,
+        5,
+        "HYNIX",
+        6000,
+        1000,
+        165,
+        500,
+        2100,
+        1143,
+        1300,
+        ("SPX", "DPX", "QPX", "CPX"),
+        ("NPS1", "NPS4"),
+        "113-M3250100-100",
     ),
     "MI355X": _Model(
-        "MI355X", "AMD Instinct MI355X", 0x75A3, "gfx950", 256, 8, 294896, 5, "SAMSUNG",
-        8000, 1400, 220, 500, 2400, 1200, 1300,
-        ("SPX", "DPX", "QPX", "CPX"), ("NPS1", "NPS2"), "113-M3550100-100",
+        "MI355X",
+        "AMD Instinct MI355X",
+        0x75A3,
+        "gfx950",
+        256,
+        8,
+        294896,
+        5,
+        "SAMSUNG",
+        8000,
+        1400,
+        220,
+        500,
+        2400,
+        1200,
+        1300,
+        ("SPX", "DPX", "QPX", "CPX"),
+        ("NPS1", "NPS2"),
+        "113-M3550100-100",
     ),
 }
 
@@ -350,9 +397,7 @@ def _new_state(spec):
     """state.json content for a fresh node built from ROCM_CONSOLE_SIM_SPEC."""
     gpu = str(spec.get("gpu", "MI300X")).upper()
     if gpu not in MODELS:
-        raise AmdSmiLibraryException(
-            _Status.INIT_ERROR, "unknown gpu {!r}; one of {}".format(gpu, sorted(MODELS))
-        )
+        raise AmdSmiLibraryException(_Status.INIT_ERROR, "unknown gpu {!r}; one of {}".format(gpu, sorted(MODELS)))
     model = MODELS[gpu]
     count = spec.get("count", 8)
     compute = str(spec.get("compute_partition", "SPX")).upper()
@@ -393,8 +438,15 @@ def _busy_processes(spec):
     out = []
     for n, gpu in enumerate(spec.get("busy") or ()):
         if isinstance(gpu, int) and not isinstance(gpu, bool) and gpu >= 0:
-            out.append({"pid": 4000 + 17 * n, "name": "python3 (sim workload)", "gpu": gpu,
-                        "vram_bytes": (20 + 7 * (n % 5)) * 2 ** 30, "sticky": True})
+            out.append(
+                {
+                    "pid": 4000 + 17 * n,
+                    "name": "python3 (sim workload)",
+                    "gpu": gpu,
+                    "vram_bytes": (20 + 7 * (n % 5)) * 2**30,
+                    "sticky": True,
+                }
+            )
     return out
 
 
@@ -680,9 +732,9 @@ def _compute_physical_sample(state, phys, t, used):
     lagged = sum(load(t - lag)[0] for lag in (0, 8, 16, 24)) / 4
     jitter = _wave(seed, phys, 99, t) - 0.5  # small independent wobble, -0.5..0.5
 
-    power = model.idle_w + (0.96 * model.power_cap_w - model.idle_w) * gfx ** 1.1
+    power = model.idle_w + (0.96 * model.power_cap_w - model.idle_w) * gfx**1.1
     power = min(model.power_cap_w, power + 0.04 * model.idle_w * jitter)
-    hotspot = min(95.0, max(35.0, 37 + 53 * lagged ** 0.9 + 2 * jitter))
+    hotspot = min(95.0, max(35.0, 37 + 53 * lagged**0.9 + 2 * jitter))
     mem_temp = max(30.0, hotspot - 4 - 6 * lagged)
 
     if not any(busy):  # idle: deep sleep, clock below the DPM minimum
@@ -798,9 +850,7 @@ def amdsmi_gpu_driver_reload():
     state = _lib.fresh_state()
     _require_root(state)
     if _busy_physical(state):
-        raise AmdSmiLibraryException(
-            _Status.AMDGPU_RESTART_ERR, "GPU processes still running; amdgpu cannot unload"
-        )
+        raise AmdSmiLibraryException(_Status.AMDGPU_RESTART_ERR, "GPU processes still running; amdgpu cannot unload")
     _sleep_switch(state)
     state = _lib.fresh_state()
     for gpu in state["gpus"]:
@@ -848,9 +898,7 @@ def amdsmi_get_gpu_board_info(processor_handle):
         "model_number": "102-G{}-00".format(model.name[2:5]),
         "product_serial": "PCB" + _serial(state, h.phys)[:9],
         "fru_id": "FRU-{:02d}".format(h.phys),
-        "product_name": "{}-O OAM {}GB {}W".format(
-            model.name, int(round(model.vram_mb / 1024.0)), model.power_cap_w
-        ),
+        "product_name": "{}-O OAM {}GB {}W".format(model.name, int(round(model.vram_mb / 1024.0)), model.power_cap_w),
         "manufacturer_name": "AMD",
     }
 
@@ -870,9 +918,7 @@ def amdsmi_get_gpu_device_uuid(processor_handle):
     state = _lib.state()
     d = _digest("uuid", state.get("seed", 0), h.phys, h.partition)
     # Shaped like the driver's: partition and device id up front.
-    return "{:02x}ff{:04x}-0000-1000-80{}-{}".format(
-        h.partition, _model(state).device_id, d[:2], d[2:14]
-    )
+    return "{:02x}ff{:04x}-0000-1000-80{}-{}".format(h.partition, _model(state).device_id, d[:2], d[2:14])
 
 
 def amdsmi_get_gpu_enumeration_info(processor_handle):
@@ -932,8 +978,13 @@ def amdsmi_get_gpu_activity(processor_handle):
 def amdsmi_get_power_info(processor_handle):
     h = _gpu(processor_handle, "amdsmi_get_power_info")
     keys = (
-        "socket_power", "current_socket_power", "average_socket_power",
-        "gfx_voltage", "soc_voltage", "mem_voltage", "power_limit",
+        "socket_power",
+        "current_socket_power",
+        "average_socket_power",
+        "gfx_voltage",
+        "soc_voltage",
+        "mem_voltage",
+        "power_limit",
     )
     if _secondary(h):
         return _all_na(keys)
@@ -1185,14 +1236,16 @@ def amdsmi_get_gpu_process_list(processor_handle):
         vram = int(e.get("vram_bytes", 0) or 0)
         started = float(e.get("started", file_time))
         share = 1.0 / len(entries)
-        out.append({
-            "name": str(e.get("name") or "N/A"),
-            "pid": int(e.get("pid", 0)),
-            "mem": vram,
-            "engine_usage": {"gfx": int(max(0.0, t - started) * gfx * share * 1e9), "enc": 0},
-            "memory_usage": {"gtt_mem": 2 * MiB, "cpu_mem": 64 * MiB, "vram_mem": vram},
-            "cu_occupancy": int(round(cus * gfx * share)),
-        })
+        out.append(
+            {
+                "name": str(e.get("name") or "N/A"),
+                "pid": int(e.get("pid", 0)),
+                "mem": vram,
+                "engine_usage": {"gfx": int(max(0.0, t - started) * gfx * share * 1e9), "enc": 0},
+                "memory_usage": {"gtt_mem": 2 * MiB, "cpu_mem": 64 * MiB, "vram_mem": vram},
+                "cu_occupancy": int(round(cus * gfx * share)),
+            }
+        )
     return out
 
 
@@ -1226,11 +1279,13 @@ def _resources(model, compute):
     out = []
     for kind, total in _RESOURCES:
         per = max(1, total // n)
-        out.append({
-            "resource_type": kind,
-            "partition_resource": per,
-            "num_partitions_share_resource": max(1, (n * per) // total),
-        })
+        out.append(
+            {
+                "resource_type": kind,
+                "partition_resource": per,
+                "num_partitions_share_resource": max(1, (n * per) // total),
+            }
+        )
     return out
 
 
@@ -1279,9 +1334,7 @@ def amdsmi_get_gpu_accelerator_partition_profile_config(processor_handle):
     _require_root(state)  # NO_PERM for non-root since ROCm 6.4.0
     model = _model(state)
     profiles = [_profile(model, mode) for mode in model.compute_modes]
-    resource_profiles = [
-        dict(r, profile_index=p["profile_index"]) for p in profiles for r in p["resources"]
-    ]
+    resource_profiles = [dict(r, profile_index=p["profile_index"]) for p in profiles for r in p["resources"]]
     for p in profiles:
         del p["num_resources"]
     return {
@@ -1301,15 +1354,11 @@ def _set_compute(h, mode):
     if mode == "INVALID":
         raise AmdSmiLibraryException(_Status.INVAL)
     if mode not in model.compute_modes:
-        raise AmdSmiLibraryException(
-            _Status.SETTING_UNAVAILABLE, "{} has no {} mode".format(model.name, mode)
-        )
+        raise AmdSmiLibraryException(_Status.SETTING_UNAVAILABLE, "{} has no {} mode".format(model.name, mode))
     if gpu["compute_partition"] == mode:  # sysfs write of the current mode is a no-op
         return
     if gpu["memory_partition"] not in COMPATIBLE[mode]:
-        raise AmdSmiLibraryException(
-            _Status.INVAL, "{} is not valid with {}".format(mode, gpu["memory_partition"])
-        )
+        raise AmdSmiLibraryException(_Status.INVAL, "{} is not valid with {}".format(mode, gpu["memory_partition"]))
     if h.phys in _busy_physical(state):
         raise AmdSmiLibraryException(_Status.BUSY, "processes are using this GPU")
     _sleep_switch(state)
@@ -1347,9 +1396,7 @@ def amdsmi_set_gpu_memory_partition(processor_handle, memory_partition):
     if mode == "UNKNOWN":
         raise AmdSmiLibraryException(_Status.INVAL)
     if mode not in model.memory_caps:
-        raise AmdSmiLibraryException(
-            _Status.SETTING_UNAVAILABLE, "{} has no {} mode".format(model.name, mode)
-        )
+        raise AmdSmiLibraryException(_Status.SETTING_UNAVAILABLE, "{} has no {} mode".format(model.name, mode))
     for gpu in state["gpus"]:
         if mode not in COMPATIBLE[gpu["compute_partition"]]:
             raise AmdSmiLibraryException(

@@ -58,9 +58,7 @@ class Transport(Protocol):
         """Run to completion. Raises TransportError (kind timeout) past ``timeout``."""
         ...
 
-    def stream_lines(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
-    ) -> AsyncIterator[str]:
+    def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
         """Yield stdout lines (without newline) of a long-running command.
 
         Ends when the command exits. Raises TransportError when the link

@@ -70,9 +70,7 @@ class LocalTransport:
         except asyncio.TimeoutError:
             _kill_group(proc.pid)
             await proc.wait()
-            raise TransportError(
-                f"{self.node_name}: {argv[0]} timed out after {timeout:g} s", "timeout"
-            ) from None
+            raise TransportError(f"{self.node_name}: {argv[0]} timed out after {timeout:g} s", "timeout") from None
         except asyncio.CancelledError:
             _kill_group(proc.pid)
             try:  # reap it, so no zombie or closed-loop warning is left behind
@@ -82,9 +80,7 @@ class LocalTransport:
             raise
         return CommandResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
 
-    async def stream_lines(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
-    ) -> AsyncIterator[str]:
+    async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
         proc = await self._start(argv, env)
         assert proc.stdout is not None and proc.stderr is not None
         stderr_task = asyncio.ensure_future(proc.stderr.read(64 * 1024))
@@ -114,16 +110,18 @@ class LocalTransport:
                     pass
             stderr_task.cancel()
 
-    async def spawn_detached(
-        self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None
-    ) -> int:
+    async def spawn_detached(self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None) -> int:
         path = Path(log_path).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "ab") as log, open(os.devnull, "rb") as devnull:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=devnull, stdout=log, stderr=log,
-                    env=_merged_env(env), start_new_session=True,
+                    *argv,
+                    stdin=devnull,
+                    stdout=log,
+                    stderr=log,
+                    env=_merged_env(env),
+                    start_new_session=True,
                 )
             except OSError as exc:
                 raise TransportError(f"{self.node_name}: cannot run {argv[0]}: {exc.strerror}", "command") from None

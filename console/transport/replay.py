@@ -104,9 +104,7 @@ class ReplayTransport:
             return CommandResult(0, self.trace.probe + "\n", "")
         return CommandResult(127, "", f"replay: {argv[0]}: not recorded")
 
-    async def stream_lines(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
-    ) -> AsyncIterator[str]:
+    async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
         self._check_link()
         self.commands.append(list(argv))
         lines = self.trace.stream
@@ -140,8 +138,7 @@ class ReplayTransport:
                 await asyncio.sleep(self.pace if self.pace is not None else 0)
                 yield json.dumps({**sample, "ts": sample["ts"] + shift, "seq": seq}, separators=(",", ":"))
 
-    async def spawn_detached(self, argv: Sequence[str], *, log_path: str,
-                             env: Mapping[str, str] | None = None) -> int:
+    async def spawn_detached(self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None) -> int:
         raise TransportError(f"{self.node_name}: replay cannot start processes", "command")
 
     async def upload(self, data: bytes, remote_path: str, *, mode: int = 0o644) -> None:

@@ -51,6 +51,7 @@ STOP_TIMEOUT = 5.0  # seconds quitting waits for the node streams to close
 INSTANCE_POLL_INTERVAL = 3.0  # seconds between two instance lists of a node
 READY_TIMEOUT = 1800.0  # a start that is not ready after this is reported as stuck
 
+
 class ConsoleApp(App[int]):
     TITLE = "rocm-console"
     # Absolute: Textual resolves a relative path against the file of the *subclass*.
@@ -116,8 +117,13 @@ class ConsoleApp(App[int]):
         self._fleet_started = True
         for node in self.fleet.node_names:
             self._poll_wake[node] = asyncio.Event()
-            self.run_worker(self._watch_instances(node), name=f"instances:{node}", group=f"instances:{node}",
-                            exclusive=True, exit_on_error=False)
+            self.run_worker(
+                self._watch_instances(node),
+                name=f"instances:{node}",
+                group=f"instances:{node}",
+                exclusive=True,
+                exit_on_error=False,
+            )
         self.set_interval(self.redraw_interval, self._tick, name="redraw-clock")
 
     async def on_unmount(self) -> None:
@@ -133,8 +139,9 @@ class ConsoleApp(App[int]):
     def _warn_unknown_keys(self, keymap: dict[str, str]) -> None:
         unknown = sorted(set(keymap) - known_binding_ids())
         if unknown:
-            self.notify(f"[keys]: unknown binding id {', '.join(unknown)} (see ? for ids)",
-                        severity="warning", markup=False)
+            self.notify(
+                f"[keys]: unknown binding id {', '.join(unknown)} (see ? for ids)", severity="warning", markup=False
+            )
 
     # ------------------------------------------------------------ telemetry in
 
@@ -158,8 +165,7 @@ class ConsoleApp(App[int]):
         if not self.notify_health:
             return
         if message.health == NodeHealth.DOWN:
-            self.notify(message.error or "unreachable", title=f"{message.node} is down",
-                        severity="error", markup=False)
+            self.notify(message.error or "unreachable", title=f"{message.node} is down", severity="error", markup=False)
         elif message.health == NodeHealth.LIVE and before in (NodeHealth.DOWN, NodeHealth.STALE):
             self.notify(f"{message.node} is live again", markup=False)
 
@@ -215,22 +221,33 @@ class ConsoleApp(App[int]):
             if message.action == "start" and view.state == InstanceState.READY:
                 self.instances.mark_ready(view)
                 models = ", ".join(view.served_models) or view.model or ""
-                self.notify(f"{view.name} on {view.node} is ready" + (f": {models} on port {view.port}"
-                                                                       if models else ""),
-                            title="vLLM ready", markup=False)
+                self.notify(
+                    f"{view.name} on {view.node} is ready" + (f": {models} on port {view.port}" if models else ""),
+                    title="vLLM ready",
+                    markup=False,
+                )
             elif message.action == "start":
-                self.notify(view.reason or "failed", title=f"{view.name} on {view.node} failed",
-                            severity="error", timeout=15, markup=False)
+                self.notify(
+                    view.reason or "failed",
+                    title=f"{view.name} on {view.node} failed",
+                    severity="error",
+                    timeout=15,
+                    markup=False,
+                )
             else:
-                self.notify(f"{view.name} on {view.node}: {view.state.value}"
-                            + (f" ({view.reason})" if view.reason else ""), title="vLLM stopped", markup=False)
+                self.notify(
+                    f"{view.name} on {view.node}: {view.state.value}" + (f" ({view.reason})" if view.reason else ""),
+                    title="vLLM stopped",
+                    markup=False,
+                )
         self._dirty = True
         self.poll_instances_now(view.node)
 
     def on_instance_action_failed(self, message: InstanceActionFailed) -> None:
         self.board.drop_live(message.node, message.name)
-        self.notify(message.reason, title=f"{message.action} {message.name}: failed", severity="error",
-                    timeout=15, markup=False)
+        self.notify(
+            message.reason, title=f"{message.action} {message.name}: failed", severity="error", timeout=15, markup=False
+        )
         self._dirty = True
         self.poll_instances_now(message.node)
 
@@ -245,8 +262,13 @@ class ConsoleApp(App[int]):
         self._dirty = True
         for warning in view.warnings:
             self.notify(warning, title=f"{view.name}: vLLM version", severity="warning", timeout=10, markup=False)
-        self.run_worker(self._run_wait_ready(view), name=f"start:{view.node}:{view.name}",
-                        group=f"start:{view.node}:{view.name}", exclusive=True, exit_on_error=False)
+        self.run_worker(
+            self._run_wait_ready(view),
+            name=f"start:{view.node}:{view.name}",
+            group=f"start:{view.node}:{view.name}",
+            exclusive=True,
+            exit_on_error=False,
+        )
         self.poll_instances_now(view.node)
 
     async def _run_wait_ready(self, view: InstanceView) -> None:
@@ -255,8 +277,8 @@ class ConsoleApp(App[int]):
         spec = self.fleet.spec(view.node)
         try:
             final = await self.instances.wait_ready(
-                spec, view.name, timeout=READY_TIMEOUT,
-                on_update=lambda v: self.post_message(InstanceProgressed(v)))
+                spec, view.name, timeout=READY_TIMEOUT, on_update=lambda v: self.post_message(InstanceProgressed(v))
+            )
         except (InstanceError, TransportError) as exc:
             self.post_message(InstanceActionFailed(view.node, view.name, "start", one_line(exc)))
         else:
@@ -274,8 +296,10 @@ class ConsoleApp(App[int]):
             return
         assert view is not None  # _stop_refusal said so
         gpus = ",".join(map(str, view.gpus))
-        question = (f"Stop {name} on {node}?\n{view.model or '?'} on GPU {gpus}, port {view.port or '?'}.\n"
-                    "vLLM gets SIGINT, then SIGTERM after 30 s, then SIGKILL.")
+        question = (
+            f"Stop {name} on {node}?\n{view.model or '?'} on GPU {gpus}, port {view.port or '?'}.\n"
+            "vLLM gets SIGINT, then SIGTERM after 30 s, then SIGKILL."
+        )
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -288,8 +312,13 @@ class ConsoleApp(App[int]):
         if view is not None:
             self.board.progress(replace(view, state=InstanceState.STOPPING))
             self._dirty = True
-        self.run_worker(self._run_stop(node, name), name=f"stop:{node}:{name}", group=f"stop:{node}:{name}",
-                        exclusive=True, exit_on_error=False)
+        self.run_worker(
+            self._run_stop(node, name),
+            name=f"stop:{node}:{name}",
+            group=f"stop:{node}:{name}",
+            exclusive=True,
+            exit_on_error=False,
+        )
 
     async def _run_stop(self, node: str, name: str) -> None:
         try:
@@ -304,16 +333,23 @@ class ConsoleApp(App[int]):
 
         view = self.board.find(node, name)
         if view is None or view.state not in ENDED:
-            self.notify(f"{name} is still running: stop it first (x)" if view else f"no instance {name} on {node}",
-                        markup=False)
+            self.notify(
+                f"{name} is still running: stop it first (x)" if view else f"no instance {name} on {node}", markup=False
+            )
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self.run_worker(self._run_forget(view), name=f"forget:{node}:{name}", exit_on_error=False)
 
-        self.push_screen(ConfirmScreen("Forget instance", f"Forget {name} on {node}?\nIts log and exit status "
-                                       "are deleted on the node.", "Forget"), answered)
+        self.push_screen(
+            ConfirmScreen(
+                "Forget instance",
+                f"Forget {name} on {node}?\nIts log and exit status are deleted on the node.",
+                "Forget",
+            ),
+            answered,
+        )
 
     async def _run_forget(self, view: InstanceView) -> None:
         try:
@@ -323,8 +359,13 @@ class ConsoleApp(App[int]):
         else:
             self.post_message(InstanceSettled(view, "forget"))
 
-    def open_start_dialog(self, node: str | None = None, gpus: Sequence[int] = (), preset: str | None = None,
-                          on_done: Callable[[InstanceView | None], None] | None = None) -> None:
+    def open_start_dialog(
+        self,
+        node: str | None = None,
+        gpus: Sequence[int] = (),
+        preset: str | None = None,
+        on_done: Callable[[InstanceView | None], None] | None = None,
+    ) -> None:
         from console.ui.screens.start_dialog import StartDialog
 
         if not self.profile.serve_presets:
@@ -338,8 +379,7 @@ class ConsoleApp(App[int]):
 
         view = self.board.find(node, name)
         if view is not None and view.state == InstanceState.UNMANAGED:
-            self.notify(f"{name} was started outside the console: its log is wherever its owner sent it",
-                        markup=False)
+            self.notify(f"{name} was started outside the console: its log is wherever its owner sent it", markup=False)
             return
         screen = LogScreen(node, name)
         screen.set_class(self.paused, "-paused")
@@ -357,25 +397,32 @@ class ConsoleApp(App[int]):
             self.notify("no ready vLLM instance to benchmark (s starts one)", markup=False)
             return
         if not self.profile.bench_presets:
-            self.notify("no benchmark presets in the profile ([bench.NAME] tables)", severity="warning",
-                        markup=False)
+            self.notify("no benchmark presets in the profile ([bench.NAME] tables)", severity="warning", markup=False)
             return
         key = (instance.node, instance.name) if instance is not None else None
 
         def chosen(request) -> None:
             if request is not None:
-                self.push_screen(BenchScreen.from_request(
-                    request, fleet=self.fleet, runner=BenchRunner(self.fleet.pool), store=ResultStore(),
-                    clock=self.clock))
+                self.push_screen(
+                    BenchScreen.from_request(
+                        request,
+                        fleet=self.fleet,
+                        runner=BenchRunner(self.fleet.pool),
+                        store=ResultStore(),
+                        clock=self.clock,
+                    )
+                )
 
-        self.push_screen(StartBenchDialog(self.profile.bench_presets, ready, instance=key,
-                                          cursor_blink=self.cursor_blink), chosen)
+        self.push_screen(
+            StartBenchDialog(self.profile.bench_presets, ready, instance=key, cursor_blink=self.cursor_blink), chosen
+        )
 
     def open_partition_dialog(self, node: str, logical_gpus: Sequence[int] = ()) -> None:
         from console.ui.screens.partition import PartitionScreen
 
-        self.push_screen(PartitionScreen.for_selection(self.fleet, node, logical_gpus,
-                                                       presets=self.profile.serve_presets))
+        self.push_screen(
+            PartitionScreen.for_selection(self.fleet, node, logical_gpus, presets=self.profile.serve_presets)
+        )
 
     def on_start_preset_requested(self, message) -> None:
         # The partition dialog offers the CPX preset for the GPUs it just created.

@@ -99,8 +99,9 @@ def parse_label(text: str) -> str | None:
     return text or None
 
 
-def check_request(preset: BenchPreset, overrides: dict[str, str], concurrency: tuple[int, ...] | None
-                  ) -> tuple[BenchPreset, tuple[int | None, ...]]:
+def check_request(
+    preset: BenchPreset, overrides: dict[str, str], concurrency: tuple[int, ...] | None
+) -> tuple[BenchPreset, tuple[int | None, ...]]:
     """The preset with the overrides applied and the points to run; FormError with one line."""
     try:
         effective = apply_bench_overrides(preset, overrides)
@@ -110,8 +111,15 @@ def check_request(preset: BenchPreset, overrides: dict[str, str], concurrency: t
     if len(points) > MAX_SWEEP_POINTS:
         raise FormError(f"concurrency: {len(points)} points; a sweep has at most {MAX_SWEEP_POINTS}")
     try:  # what the runner will build: refuse here what it would refuse there
-        build_bench_argv(effective, client_cmd=("vllm",), base_url="http://127.0.0.1:8000", model="model",
-                         result_dir="/tmp/check", result_filename="result.json", max_concurrency=points[0])
+        build_bench_argv(
+            effective,
+            client_cmd=("vllm",),
+            base_url="http://127.0.0.1:8000",
+            model="model",
+            result_dir="/tmp/check",
+            result_filename="result.json",
+            max_concurrency=points[0],
+        )
     except ValueError as exc:
         raise FormError(_strip_set(str(exc))) from None
     return effective, points

@@ -72,14 +72,29 @@ class SceneFleet:
         self.clock = clock
         self.busy = set(busy)
         self.loads: list[tuple[float, float]] = []
-        self.static = tuple(GpuStatic(index=i, physical=i, partition_id=0, model="AMD Instinct MI300X",
-                                      vram_total_mib=196592.0, compute_partition="SPX", memory_partition="NPS1")
-                            for i in range(8))
+        self.static = tuple(
+            GpuStatic(
+                index=i,
+                physical=i,
+                partition_id=0,
+                model="AMD Instinct MI300X",
+                vram_total_mib=196592.0,
+                compute_partition="SPX",
+                memory_partition="NPS1",
+            )
+            for i in range(8)
+        )
 
     def snapshot(self, node: str) -> NodeSnapshot:
         now = math.floor(self.clock())
-        return NodeSnapshot(name=node, health=NodeHealth.LIVE, source="amdsmi", last_sample_ts=now,
-                            static=self.static, latest=TelemetryFrame(ts=now, seq=int(now - T0), gpus=()))
+        return NodeSnapshot(
+            name=node,
+            health=NodeHealth.LIVE,
+            source="amdsmi",
+            last_sample_ts=now,
+            static=self.static,
+            latest=TelemetryFrame(ts=now, seq=int(now - T0), gpus=()),
+        )
 
     def _loaded(self, t: float) -> float:
         """0..1: how busy the instance's GPUs are at t."""
@@ -112,9 +127,20 @@ def profile_presets() -> dict[str, BenchPreset]:
 
 
 def instance_70b() -> InstanceView:
-    return InstanceView(node=NODE, name="llama-3.1-70b-fp8-tp4", state=InstanceState.READY, pid=41230, port=8000,
-                        gpus=(0, 1, 2, 3), model=MODEL, preset="llama-3.1-70b-fp8", started=T0 - 11520,
-                        stage="ready", served_models=(MODEL,), version="0.9.1")
+    return InstanceView(
+        node=NODE,
+        name="llama-3.1-70b-fp8-tp4",
+        state=InstanceState.READY,
+        pid=41230,
+        port=8000,
+        gpus=(0, 1, 2, 3),
+        model=MODEL,
+        preset="llama-3.1-70b-fp8",
+        started=T0 - 11520,
+        stage="ready",
+        served_models=(MODEL,),
+        version="0.9.1",
+    )
 
 
 def node_spec() -> NodeSpec:
@@ -158,7 +184,8 @@ def _sample(shape: RunShape, start: float, k: int) -> LiveSample:
         itl_p99=None if k < 2 else shape.itl_ms * (2.4 + 0.3 * wob),
         e2e_p50=None if e2e is None else e2e * (1 + 0.03 * wob),
         e2e_p99=None if e2e is None else e2e * (1.15 + 0.03 * wob),
-        queue_p50=0.0, queue_p99=None,
+        queue_p50=0.0,
+        queue_p99=None,
         output_tok_s=None if k < 1 else (0.0 if dead else shape.tok_s * (0.93 + 0.06 * wob) * (0.5 + 0.5 * tail)),
         running=running,
         waiting=0.0 if dead or shape.point else max(0.0, 12 + 8 * wob),
@@ -173,19 +200,32 @@ def result_json(shape: RunShape, preset: BenchPreset) -> dict:
     out_tokens = completed * shape.output_len
     duration = shape.duration
     m = {
-        "date": "20260101-000100", "backend": "vllm", "model_id": MODEL, "tokenizer_id": MODEL,
-        "num_prompts": shape.prompts, "request_rate": "inf" if preset.request_rate is None else preset.request_rate,
-        "burstiness": 1.0, "max_concurrency": shape.point,
-        "duration": duration, "completed": completed, "failed": shape.failed,
-        "total_input_tokens": completed * shape.input_len, "total_output_tokens": out_tokens,
-        "request_throughput": completed / duration, "request_goodput": None,
+        "date": "20260101-000100",
+        "backend": "vllm",
+        "model_id": MODEL,
+        "tokenizer_id": MODEL,
+        "num_prompts": shape.prompts,
+        "request_rate": "inf" if preset.request_rate is None else preset.request_rate,
+        "burstiness": 1.0,
+        "max_concurrency": shape.point,
+        "duration": duration,
+        "completed": completed,
+        "failed": shape.failed,
+        "total_input_tokens": completed * shape.input_len,
+        "total_output_tokens": out_tokens,
+        "request_throughput": completed / duration,
+        "request_goodput": None,
         "output_throughput": out_tokens / duration,
         "total_token_throughput": (out_tokens + completed * shape.input_len) / duration,
-        "max_output_tokens_per_s": shape.tok_s * 1.08, "max_concurrent_requests": float(shape.point or 64),
+        "max_output_tokens_per_s": shape.tok_s * 1.08,
+        "max_concurrent_requests": float(shape.point or 64),
     }
-    for key, med, mean_f, p99_f in (("ttft", shape.ttft_ms, 1.04, 2.2), ("tpot", shape.itl_ms * 0.99, 1.0, 1.12),
-                                     ("itl", shape.itl_ms, 1.01, 2.6),
-                                     ("e2el", shape.ttft_ms + shape.itl_ms * shape.output_len, 1.01, 1.14)):
+    for key, med, mean_f, p99_f in (
+        ("ttft", shape.ttft_ms, 1.04, 2.2),
+        ("tpot", shape.itl_ms * 0.99, 1.0, 1.12),
+        ("itl", shape.itl_ms, 1.01, 2.6),
+        ("e2el", shape.ttft_ms + shape.itl_ms * shape.output_len, 1.01, 1.14),
+    ):
         m[f"mean_{key}_ms"] = med * mean_f
         m[f"median_{key}_ms"] = med
         m[f"std_{key}_ms"] = med * 0.2
@@ -195,21 +235,31 @@ def result_json(shape: RunShape, preset: BenchPreset) -> dict:
 
 def result_block(result: dict) -> list[str]:
     """The printed block, as `vllm bench serve` prints it."""
+
     def row(label: str, value, fmt: str = "{:<10}") -> str:
         return f"{label:<40} " + fmt.format(value)
 
-    lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
-             row("Successful requests:", result["completed"]), row("Failed requests:", result["failed"])]
+    lines = [
+        "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
+        row("Successful requests:", result["completed"]),
+        row("Failed requests:", result["failed"]),
+    ]
     if result.get("max_concurrency"):
         lines.append(row("Maximum request concurrency:", result["max_concurrency"]))
-    lines += [row("Benchmark duration (s):", result["duration"], "{:<10.2f}"),
-              row("Total input tokens:", result["total_input_tokens"]),
-              row("Total generated tokens:", result["total_output_tokens"]),
-              row("Request throughput (req/s):", result["request_throughput"], "{:<10.2f}"),
-              row("Output token throughput (tok/s):", result["output_throughput"], "{:<10.2f}"),
-              row("Total token throughput (tok/s):", result["total_token_throughput"], "{:<10.2f}")]
-    for key, title in (("ttft", "Time to First Token"), ("tpot", "Time per Output Token (excl. 1st token)"),
-                       ("itl", "Inter-token Latency"), ("e2el", "End-to-end Latency")):
+    lines += [
+        row("Benchmark duration (s):", result["duration"], "{:<10.2f}"),
+        row("Total input tokens:", result["total_input_tokens"]),
+        row("Total generated tokens:", result["total_output_tokens"]),
+        row("Request throughput (req/s):", result["request_throughput"], "{:<10.2f}"),
+        row("Output token throughput (tok/s):", result["output_throughput"], "{:<10.2f}"),
+        row("Total token throughput (tok/s):", result["total_token_throughput"], "{:<10.2f}"),
+    ]
+    for key, title in (
+        ("ttft", "Time to First Token"),
+        ("tpot", "Time per Output Token (excl. 1st token)"),
+        ("itl", "Inter-token Latency"),
+        ("e2el", "End-to-end Latency"),
+    ):
         lines.append("{s:{c}^{n}}".format(s=title, n=50, c="-"))
         for stat in ("mean", "median", "p99"):
             label = {"mean": "Mean", "median": "Median", "p99": "P99"}[stat]
@@ -218,24 +268,45 @@ def result_block(result: dict) -> list[str]:
     return lines
 
 
-def run_timeline(shape: RunShape, preset: BenchPreset, index: int, start: float, *,
-                 until: float | None = None, run: str | None = None) -> list[tuple[float, object]]:
+def run_timeline(
+    shape: RunShape,
+    preset: BenchPreset,
+    index: int,
+    start: float,
+    *,
+    until: float | None = None,
+    run: str | None = None,
+) -> list[tuple[float, object]]:
     """(time, event) for one point: begun, started, setup lines, progress and samples each
     second, then (unless cut by `until`, seconds after start) the result and BenchFinished."""
     conc = shape.point
     if run is None:
         run = f"{preset.name}-c{conc}-20260101-00{index:02d}00" if conc else f"{preset.name}-20260101-000000"
     events: list[tuple[float, object]] = [(start - 1.0, bv.PointBegan(index, conc))]
-    argv = ("vllm", "bench", "serve", "--model", MODEL, "--dataset-name", preset.dataset,
-            "--num-prompts", str(shape.prompts))
+    argv = (
+        "vllm",
+        "bench",
+        "serve",
+        "--model",
+        MODEL,
+        "--dataset-name",
+        preset.dataset,
+        "--num-prompts",
+        str(shape.prompts),
+    )
     events.append((start, BenchStarted(run, NODE, argv, conc)))
-    setup = [("namespace", "Namespace(subparser='bench', bench_type='serve', backend='vllm', base_url="
-              f"'http://127.0.0.1:8000', model='{MODEL}', dataset_name='{preset.dataset}', num_prompts="
-              f"{shape.prompts}, max_concurrency={conc}, ...)"),
-             ("initial_test_start", "Starting initial single prompt test run..."),
-             ("main_start", "Initial test run completed. Starting main benchmark run..."),
-             ("request_rate", "Traffic request rate: inf"),
-             ("burstiness", "Burstiness factor: 1.0 (Poisson process)")]
+    setup = [
+        (
+            "namespace",
+            "Namespace(subparser='bench', bench_type='serve', backend='vllm', base_url="
+            f"'http://127.0.0.1:8000', model='{MODEL}', dataset_name='{preset.dataset}', num_prompts="
+            f"{shape.prompts}, max_concurrency={conc}, ...)",
+        ),
+        ("initial_test_start", "Starting initial single prompt test run..."),
+        ("main_start", "Initial test run completed. Starting main benchmark run..."),
+        ("request_rate", "Traffic request rate: inf"),
+        ("burstiness", "Burstiness factor: 1.0 (Poisson process)"),
+    ]
     if conc:
         setup.append(("max_concurrency", f"Maximum request concurrency: {conc}"))
     for i, (kind, text) in enumerate(setup):
@@ -249,9 +320,23 @@ def run_timeline(shape: RunShape, preset: BenchPreset, index: int, start: float,
         done = min(shape.prompts, round(shape.prompts * (k / shape.duration) ** 1.15))
         rate = done / max(1.0, k) if k else None
         remaining = (shape.prompts - done) / rate if rate else None
-        events.append((t, BenchProgressed(run, BenchProgress(
-            n=done, total=shape.prompts, pct=float(int(100 * done / shape.prompts)), elapsed_s=float(k),
-            remaining_s=None if remaining is None else float(round(remaining)), rate=rate, raw=""))))
+        events.append(
+            (
+                t,
+                BenchProgressed(
+                    run,
+                    BenchProgress(
+                        n=done,
+                        total=shape.prompts,
+                        pct=float(int(100 * done / shape.prompts)),
+                        elapsed_s=float(k),
+                        remaining_s=None if remaining is None else float(round(remaining)),
+                        rate=rate,
+                        raw="",
+                    ),
+                ),
+            )
+        )
         events.append((t + 0.5, LiveMetricsSampled(run, _sample(shape, start + 1, k))))
     if until is not None and until < end:
         return events
@@ -259,25 +344,54 @@ def run_timeline(shape: RunShape, preset: BenchPreset, index: int, start: float,
     result = result_json(shape, preset)
     errors: tuple[BenchError, ...] = ()
     if shape.failed:
-        events.append((t, BenchProgressed(run, BenchProgress(
-            n=shape.prompts, total=shape.prompts, pct=100.0, elapsed_s=float(last), remaining_s=0.0,
-            rate=shape.prompts / max(1, last), raw=""))))
-        message = ("Error 0: aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected")
+        events.append(
+            (
+                t,
+                BenchProgressed(
+                    run,
+                    BenchProgress(
+                        n=shape.prompts,
+                        total=shape.prompts,
+                        pct=100.0,
+                        elapsed_s=float(last),
+                        remaining_s=0.0,
+                        rate=shape.prompts / max(1, last),
+                        raw="",
+                    ),
+                ),
+            )
+        )
+        message = "Error 0: aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected"
         events.append((t, BenchLogLine(run, f"Failed requests: {shape.failed} of {shape.prompts}")))
         events.append((t, BenchLogLine(run, message)))
-        errors = (BenchError("request_error", "ServerDisconnectedError: Server disconnected", index=0),
-                  BenchError("request_error", "ClientConnectorError: Cannot connect to host 127.0.0.1:8000 "
-                             "[Connection refused]", index=1))
+        errors = (
+            BenchError("request_error", "ServerDisconnectedError: Server disconnected", index=0),
+            BenchError(
+                "request_error",
+                "ClientConnectorError: Cannot connect to host 127.0.0.1:8000 [Connection refused]",
+                index=1,
+            ),
+        )
     for line in result_block(result):
         events.append((t, BenchLogLine(run, line)))
-    outcome = RunOutcome(run=run, node=NODE, exit_code=0, result=normalize_result(result), result_json=result,
-                         block=None, errors=errors, live=(), argv=argv)
+    outcome = RunOutcome(
+        run=run,
+        node=NODE,
+        exit_code=0,
+        result=normalize_result(result),
+        result_json=result,
+        block=None,
+        errors=errors,
+        live=(),
+        argv=argv,
+    )
     events.append((t + 0.5, BenchFinished(run, outcome)))
     return events
 
 
-def play(screen, clock: SceneClock, timeline: Iterable[tuple[float, object]], *,
-         fleet: SceneFleet | None = None) -> None:
+def play(
+    screen, clock: SceneClock, timeline: Iterable[tuple[float, object]], *, fleet: SceneFleet | None = None
+) -> None:
     """Feed a timeline to the screen, moving the clock to each event's time."""
     for t, event in sorted(timeline, key=lambda te: te[0]):
         clock.now = t
@@ -302,17 +416,31 @@ class BenchScene:
     size: tuple[int, int] = (120, 36)
 
 
-SINGLE = RunShape(point=64, prompts=128, input_len=8192, output_len=1024, duration=58.0, tok_s=2310.0,
-                  ttft_ms=2480.0, itl_ms=24.6)
-FAILING = RunShape(point=None, prompts=500, input_len=4096, output_len=512, duration=96.0, tok_s=1180.0,
-                   ttft_ms=410.0, itl_ms=31.0, failed=288, fail_at=41)
+SINGLE = RunShape(
+    point=64, prompts=128, input_len=8192, output_len=1024, duration=58.0, tok_s=2310.0, ttft_ms=2480.0, itl_ms=24.6
+)
+FAILING = RunShape(
+    point=None,
+    prompts=500,
+    input_len=4096,
+    output_len=512,
+    duration=96.0,
+    tok_s=1180.0,
+    ttft_ms=410.0,
+    itl_ms=31.0,
+    failed=288,
+    fail_at=41,
+)
 SWEEP = (
-    RunShape(point=128, prompts=1024, input_len=0, output_len=230, duration=64.0, tok_s=3700.0, ttft_ms=180.0,
-             itl_ms=29.5),
-    RunShape(point=256, prompts=1024, input_len=0, output_len=230, duration=42.0, tok_s=5600.0, ttft_ms=420.0,
-             itl_ms=38.0),
-    RunShape(point=512, prompts=1024, input_len=0, output_len=230, duration=35.0, tok_s=6700.0, ttft_ms=2900.0,
-             itl_ms=52.0),
+    RunShape(
+        point=128, prompts=1024, input_len=0, output_len=230, duration=64.0, tok_s=3700.0, ttft_ms=180.0, itl_ms=29.5
+    ),
+    RunShape(
+        point=256, prompts=1024, input_len=0, output_len=230, duration=42.0, tok_s=5600.0, ttft_ms=420.0, itl_ms=38.0
+    ),
+    RunShape(
+        point=512, prompts=1024, input_len=0, output_len=230, duration=35.0, tok_s=6700.0, ttft_ms=2900.0, itl_ms=52.0
+    ),
 )
 
 SCENES = {
@@ -332,8 +460,17 @@ class BenchSceneApp(App):
         self.clock = SceneClock(T0)
         self.fleet = SceneFleet(self.clock)
         preset = profile_presets()[scene.preset]
-        self.bench = BenchScreen(self.fleet, node_spec(), instance_70b(), preset, runner=None, store=None,
-                                 points=list(scene.points), clock=self.clock, redraw_interval=3600)
+        self.bench = BenchScreen(
+            self.fleet,
+            node_spec(),
+            instance_70b(),
+            preset,
+            runner=None,
+            store=None,
+            points=list(scene.points),
+            clock=self.clock,
+            redraw_interval=3600,
+        )
 
     def on_mount(self) -> None:
         self.push_screen(self.bench)
@@ -351,7 +488,7 @@ class BenchSceneApp(App):
                 finished = [e for _, e in timeline if isinstance(e, BenchFinished)]
                 if finished:
                     stamp = 100 + index
-                    screen.feed(bv.RunStored(index, f"20260101-000{stamp}-{NODE}-{(index * 7919 + 0xa3c5e1):06x}"))
+                    screen.feed(bv.RunStored(index, f"20260101-000{stamp}-{NODE}-{(index * 7919 + 0xA3C5E1):06x}"))
             start = self.clock.now + 3
         if scene.until is None:
             screen.feed(bv.SweepEnded())
@@ -381,10 +518,15 @@ class StartDialogSceneApp(App):
         from console.ui.screens.bench_start import StartBenchDialog
 
         small = "amd/Llama-3.1-8B-Instruct-FP8-KV"
-        views = [instance_70b(), replace(instance_70b(), name="llama-3.1-8b-fp8-g4", gpus=(4,), port=8001,
-                                         model=small, served_models=(small,))]
-        self.push_screen(StartBenchDialog(list(profile_presets().values()), views, preset="random-8192-1024-c64",
-                                          cursor_blink=False))
+        views = [
+            instance_70b(),
+            replace(
+                instance_70b(), name="llama-3.1-8b-fp8-g4", gpus=(4,), port=8001, model=small, served_models=(small,)
+            ),
+        ]
+        self.push_screen(
+            StartBenchDialog(list(profile_presets().values()), views, preset="random-8192-1024-c64", cursor_blink=False)
+        )
 
     async def fill(self, pilot) -> None:
         from textual.widgets import Input

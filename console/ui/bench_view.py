@@ -139,17 +139,25 @@ class SweepRow:
 def row_from(state: PointState, cancelled: bool = False) -> SweepRow:
     o = state.outcome
     if o is None:
-        return SweepRow(state.index, state.point, state.run, False, state.error or "no result",
-                        stored_id=state.stored_id)
+        return SweepRow(
+            state.index, state.point, state.run, False, state.error or "no result", stored_id=state.stored_id
+        )
     r = o.result
     m = r.metrics if r is not None else {}
     reason = "cancelled" if cancelled and not o.ok else o.reason
     return SweepRow(
-        index=state.index, point=state.point, run=o.run, ok=o.ok, reason=reason,
+        index=state.index,
+        point=state.point,
+        run=o.run,
+        ok=o.ok,
+        reason=reason,
         completed=None if r is None or r.completed is None else int(r.completed),
         failed=None if r is None or r.failed is None else int(r.failed),
-        output_tok_s=m.get("output_throughput"), median_ttft_ms=m.get("median_ttft_ms"),
-        median_itl_ms=m.get("median_itl_ms"), p99_itl_ms=m.get("p99_itl_ms"), stored_id=state.stored_id,
+        output_tok_s=m.get("output_throughput"),
+        median_ttft_ms=m.get("median_ttft_ms"),
+        median_itl_ms=m.get("median_itl_ms"),
+        p99_itl_ms=m.get("p99_itl_ms"),
+        stored_id=state.stored_id,
     )
 
 
@@ -189,8 +197,9 @@ class BenchSession:
             return True
         if isinstance(event, PointFailed):
             if cur is None or cur.index != event.index:
-                cur = self.current = PointState(event.index, self.points[event.index]
-                                                if 0 <= event.index < len(self.points) else None)
+                cur = self.current = PointState(
+                    event.index, self.points[event.index] if 0 <= event.index < len(self.points) else None
+                )
             cur.error = event.reason
             cur.phase = "failed"
             cur.finished_at = self.clock()
@@ -240,8 +249,11 @@ class BenchSession:
         if isinstance(event, BenchFinished):
             state.outcome = event.outcome
             state.finished_at = self.clock()
-            state.phase = "finished" if event.outcome.ok else (
-                "cancelled" if (self.cancel_requested or event.outcome.cancelled) else "failed")
+            state.phase = (
+                "finished"
+                if event.outcome.ok
+                else ("cancelled" if (self.cancel_requested or event.outcome.cancelled) else "failed")
+            )
             self._add_row(state)
             return True
         return False
@@ -258,8 +270,10 @@ class BenchSession:
                 cur.stored_id = event.run_id
             else:
                 cur.store_error = event.reason
-        self.rows = [replace(r, stored_id=event.run_id) if isinstance(event, RunStored) and r.index == event.index
-                     else r for r in self.rows]
+        self.rows = [
+            replace(r, stored_id=event.run_id) if isinstance(event, RunStored) and r.index == event.index else r
+            for r in self.rows
+        ]
         return True
 
 
@@ -296,7 +310,6 @@ def dataset_text(preset: BenchPreset) -> str:
     return preset.dataset
 
 
-
 def instance_text(view: InstanceView) -> str:
     """'amd/Llama-3.1-70B-Instruct-FP8-KV on GPUs 0-3, port 8000'."""
     model = view.served_models[0] if view.served_models else view.model
@@ -308,12 +321,17 @@ def instance_text(view: InstanceView) -> str:
 
 def setup_text(preset: BenchPreset, points: Sequence[int | None], view: InstanceView) -> str:
     """'random 64/64 · 40 prompts · concurrency 4 · rate inf · vllm bench serve · tiny-llama on GPU 1, port 8000'."""
-    conc = (f"concurrency {','.join(str(p) if p else '∞' for p in points)}" if len(points) > 1
-            else point_text(points[0] if points else None))
+    conc = (
+        f"concurrency {','.join(str(p) if p else '∞' for p in points)}"
+        if len(points) > 1
+        else point_text(points[0] if points else None)
+    )
     client = "benchmark_serving.py" if preset.client == "benchmark_serving" else "vllm bench serve"
     each = " each" if len(points) > 1 else ""
-    return (f"{dataset_text(preset)} · {preset.num_prompts} prompts{each} · {conc} · "
-            f"{rate_text(preset)} · {client} · {instance_text(view)}")
+    return (
+        f"{dataset_text(preset)} · {preset.num_prompts} prompts{each} · {conc} · "
+        f"{rate_text(preset)} · {client} · {instance_text(view)}"
+    )
 
 
 def compact(value: float | None, na: str = "–") -> str:
@@ -364,9 +382,11 @@ def live_now_text(sample: LiveSample | None, final: bool = False) -> str:
     """The server's last /metrics sample in one line (windowed percentiles)."""
     if sample is None:
         return "server /metrics: no sample yet · charts: x = seconds since the run started"
-    return (f"{'server, last sample' if final else 'server now'}: TTFT p50 {_num(sample.ttft_p50)} ms · ITL p50 {_num(sample.itl_p50, '{:.2f}')} ms · "
-            f"{_num(sample.output_tok_s, '{:.0f}')} tok/s · running {_num(sample.running, '{:.0f}')} · "
-            f"waiting {_num(sample.waiting, '{:.0f}')} · KV {_num(sample.kv_cache_pct, '{:.1f}')}%")
+    return (
+        f"{'server, last sample' if final else 'server now'}: TTFT p50 {_num(sample.ttft_p50)} ms · ITL p50 {_num(sample.itl_p50, '{:.2f}')} ms · "
+        f"{_num(sample.output_tok_s, '{:.0f}')} tok/s · running {_num(sample.running, '{:.0f}')} · "
+        f"waiting {_num(sample.waiting, '{:.0f}')} · KV {_num(sample.kv_cache_pct, '{:.1f}')}%"
+    )
 
 
 def failure_text(state: PointState, cancelled: bool = False) -> str | None:
@@ -429,10 +449,17 @@ def result_table(state: PointState, cancelled: bool = False) -> Table:
     if r.max_concurrency:
         head.append(f" · concurrency {r.max_concurrency}")
     grid.add_row(head)
-    grid.add_row(Text(f"{_num(m.get('request_throughput'), '{:.2f}')} req/s · output "
-                      f"{_num(m.get('output_throughput'))} tok/s · total {_num(m.get('total_token_throughput'))} tok/s"
-                      + (f" · peak {_num(m.get('max_output_tokens_per_s'), '{:.0f}')} tok/s"
-                         if m.get("max_output_tokens_per_s") else "")))
+    grid.add_row(
+        Text(
+            f"{_num(m.get('request_throughput'), '{:.2f}')} req/s · output "
+            f"{_num(m.get('output_throughput'))} tok/s · total {_num(m.get('total_token_throughput'))} tok/s"
+            + (
+                f" · peak {_num(m.get('max_output_tokens_per_s'), '{:.0f}')} tok/s"
+                if m.get("max_output_tokens_per_s")
+                else ""
+            )
+        )
+    )
     lat = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
     lat.add_column("ms")
     for head_text in ("mean", "median", "p99"):
@@ -455,15 +482,31 @@ SWEEP_COLUMNS = ("conc", "tok/s", "TTFT", "ITL", "ITL p99", "failed", "stored as
 def sweep_cells(row: SweepRow) -> tuple[Text, ...]:
     conc = str(row.point) if row.point else "∞"
     if row.run is None and not row.ok and row.completed is None:
-        return (Text(conc), Text("–", justify="right"), Text("–", justify="right"), Text("–", justify="right"),
-                Text("–", justify="right"), Text("–", justify="right"), Text(row.reason or "failed", style="red"))
-    failed = Text(str(row.failed) if row.failed is not None else "–", justify="right",
-                  style="bold red" if row.failed else "")
-    stored = Text(row.stored_id or ("" if row.ok else (row.reason or "failed")),
-                  style="" if row.stored_id else ("red" if not row.ok else "dim"))
-    return (Text(conc), Text(_num(row.output_tok_s, "{:.0f}"), justify="right"),
-            Text(compact(row.median_ttft_ms), justify="right"), Text(compact(row.median_itl_ms), justify="right"),
-            Text(compact(row.p99_itl_ms), justify="right"), failed, stored)
+        return (
+            Text(conc),
+            Text("–", justify="right"),
+            Text("–", justify="right"),
+            Text("–", justify="right"),
+            Text("–", justify="right"),
+            Text("–", justify="right"),
+            Text(row.reason or "failed", style="red"),
+        )
+    failed = Text(
+        str(row.failed) if row.failed is not None else "–", justify="right", style="bold red" if row.failed else ""
+    )
+    stored = Text(
+        row.stored_id or ("" if row.ok else (row.reason or "failed")),
+        style="" if row.stored_id else ("red" if not row.ok else "dim"),
+    )
+    return (
+        Text(conc),
+        Text(_num(row.output_tok_s, "{:.0f}"), justify="right"),
+        Text(compact(row.median_ttft_ms), justify="right"),
+        Text(compact(row.median_itl_ms), justify="right"),
+        Text(compact(row.p99_itl_ms), justify="right"),
+        failed,
+        stored,
+    )
 
 
 # ---------------------------------------------------------------- chart data
@@ -503,8 +546,9 @@ def live_traces(samples: Iterable[LiveSample], pairs: Sequence[tuple[str, str]])
     return [Trace(label, times, [getattr(s, attr) for s in samples]) for attr, label in pairs]
 
 
-def _combine(traces: Sequence[tuple[list[float], list[float | None]]],
-             how: Callable[[list[float]], float]) -> tuple[list[float], list[float | None]]:
+def _combine(
+    traces: Sequence[tuple[list[float], list[float | None]]], how: Callable[[list[float]], float]
+) -> tuple[list[float], list[float | None]]:
     if len(traces) == 1:
         return traces[0]
     buckets: dict[float, list[float]] = {}
@@ -517,9 +561,15 @@ def _combine(traces: Sequence[tuple[list[float], list[float | None]]],
     return order, [how(buckets[t]) if buckets[t] else None for t in order]
 
 
-def gpu_traces(snapshot: NodeSnapshot | None, series, node: str, gpus: Sequence[int],
-               since_agent: float | None, until_agent: float | None,
-               to_console: Callable[[float], float]) -> tuple[Trace, Trace]:
+def gpu_traces(
+    snapshot: NodeSnapshot | None,
+    series,
+    node: str,
+    gpus: Sequence[int],
+    since_agent: float | None,
+    until_agent: float | None,
+    to_console: Callable[[float], float],
+) -> tuple[Trace, Trace]:
     """Utilization (mean of the instance's GPUs) and power (sum over their physical GPUs)
     from the fleet's ring buffers, between two agent-clock times, on the console's clock.
 

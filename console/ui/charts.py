@@ -96,8 +96,7 @@ def _mean(values: list[float]) -> float:
 
 def node_charts(snapshot: NodeSnapshot, series: SeriesLookup) -> ChartSet:
     node = snapshot.name
-    indexes = [g.index for g in snapshot.static] or (
-        [g.index for g in snapshot.latest.gpus] if snapshot.latest else [])
+    indexes = [g.index for g in snapshot.static] or ([g.index for g in snapshot.latest.gpus] if snapshot.latest else [])
 
     def each(metric: str, scale: float = 1.0) -> list[Trace]:
         return [_trace(series(node, i, metric), "", scale) for i in indexes]
@@ -106,8 +105,10 @@ def node_charts(snapshot: NodeSnapshot, series: SeriesLookup) -> ChartSet:
     return ChartSet(
         util=[_combine(each("util_pct"), _mean, "mean util %")],
         power=[_combine(each("power_w"), sum, "total W")],
-        temps=[_combine(each("temp_junction_c"), max, "hottest junction"),
-               _combine(each("temp_mem_c"), max, "hottest memory")],
+        temps=[
+            _combine(each("temp_junction_c"), max, "hottest junction"),
+            _combine(each("temp_mem_c"), max, "hottest memory"),
+        ],
         vram=[_combine(each("vram_used_mib", MIB_PER_GIB), sum, "used GiB")],
         vram_total_gib=total,
         note=f"all {len(indexes)} GPUs",

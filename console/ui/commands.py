@@ -17,15 +17,27 @@ class FleetCommands(Provider):
     def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app: Any = self.app  # the ConsoleApp (imported here it would import itself back)
         for node in app.fleet.node_names:
-            yield (f"{node}: open node detail", partial(app.open_detail, node, None),
-                   "charts, processes and versions of the whole node")
-            yield (f"{node}: show only this node", partial(app.apply_filter, node),
-                   "filter the fleet table to this node")
-            yield (f"{node}: reconnect telemetry", partial(app.restart_node, node),
-                   "drop the agent stream and connect again now")
+            yield (
+                f"{node}: open node detail",
+                partial(app.open_detail, node, None),
+                "charts, processes and versions of the whole node",
+            )
+            yield (
+                f"{node}: show only this node",
+                partial(app.apply_filter, node),
+                "filter the fleet table to this node",
+            )
+            yield (
+                f"{node}: reconnect telemetry",
+                partial(app.restart_node, node),
+                "drop the agent stream and connect again now",
+            )
         paused = getattr(app, "paused", False)
-        yield ("Resume drawing" if paused else "Pause drawing", app.action_toggle_pause,
-               "telemetry keeps being collected while paused")
+        yield (
+            "Resume drawing" if paused else "Pause drawing",
+            app.action_toggle_pause,
+            "telemetry keeps being collected while paused",
+        )
         yield ("Sample faster", app.action_sample_faster, "shorter sampling interval on every node")
         yield ("Sample slower", app.action_sample_slower, "longer sampling interval on every node")
         yield ("Clear filter", partial(app.apply_filter, ""), "show every node and GPU")
@@ -49,20 +61,32 @@ class InstanceCommands(Provider):
 
     def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.app
-        yield ("Show vLLM instances", app.action_instances,  # type: ignore[attr-defined]
-               "every instance of every node: state, stage, GPUs, port")
+        yield (
+            "Show vLLM instances",
+            app.action_instances,  # type: ignore[attr-defined]
+            "every instance of every node: state, stage, GPUs, port",
+        )
         for node in app.fleet.node_names:  # type: ignore[attr-defined]
             for preset in app.profile.serve_presets:  # type: ignore[attr-defined]
-                yield (f"{node}: start {preset.name}", partial(app.open_start_dialog, node, (), preset.name),  # type: ignore[attr-defined]
-                       f"{preset.model}, TP {preset.tp}: on the first free GPUs (editable)")
+                yield (
+                    f"{node}: start {preset.name}",
+                    partial(app.open_start_dialog, node, (), preset.name),  # type: ignore[attr-defined]
+                    f"{preset.model}, TP {preset.tp}: on the first free GPUs (editable)",
+                )
         for view in app.board.views():  # type: ignore[attr-defined]
             where = f"{view.name} on {view.node}"
             if view.state in ACTIVE and view.state != InstanceState.UNMANAGED:
-                yield (f"{where}: stop", partial(app.confirm_stop, view.node, view.name),  # type: ignore[attr-defined]
-                       f"{view.state.value}; asks first")
+                yield (
+                    f"{where}: stop",
+                    partial(app.confirm_stop, view.node, view.name),  # type: ignore[attr-defined]
+                    f"{view.state.value}; asks first",
+                )
             if view.state != InstanceState.UNMANAGED:
-                yield (f"{where}: logs", partial(app.open_log, view.node, view.name),  # type: ignore[attr-defined]
-                       "the vLLM log with its startup stage, followed live")
+                yield (
+                    f"{where}: logs",
+                    partial(app.open_log, view.node, view.name),  # type: ignore[attr-defined]
+                    "the vLLM log with its startup stage, followed live",
+                )
 
     async def discover(self) -> Hits:
         for name, callback, help_text in self._commands():

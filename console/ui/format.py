@@ -165,6 +165,6 @@ def gpu_span(indexes, empty: str = "") -> str:
         if j - i >= 2:
             parts.append(f"{ordered[i]}-{ordered[j]}")
         else:
-            parts.extend(str(x) for x in ordered[i:j + 1])
+            parts.extend(str(x) for x in ordered[i : j + 1])
         i = j + 1
     return ",".join(parts) or empty

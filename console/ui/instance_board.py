@@ -23,8 +23,14 @@ ENDED = (State.FAILED, State.EXITED, State.STOPPED)
 READY, LOADING, FAILED, UNMANAGED, ENDED_LEVEL = "ready", "loading", "failed", "unmanaged", "ended"
 
 _GLYPH = {
-    State.READY: "●", State.STARTING: "◐", State.LOADING: "◐", State.STOPPING: "◌",
-    State.FAILED: "✖", State.EXITED: "○", State.STOPPED: "○", State.UNMANAGED: "◇",
+    State.READY: "●",
+    State.STARTING: "◐",
+    State.LOADING: "◐",
+    State.STOPPING: "◌",
+    State.FAILED: "✖",
+    State.EXITED: "○",
+    State.STOPPED: "○",
+    State.UNMANAGED: "◇",
 }
 
 _STAGE_RANK = {s.value: i for i, s in enumerate(ServeStage)}
@@ -133,8 +139,15 @@ def merge(polled: InstanceView, live: InstanceView | None) -> InstanceView:
         if polled.state == State.READY and live.state in (State.STARTING, State.LOADING):
             state = State.READY
         served = polled.served_models or live.served_models
-        return replace(polled, state=state, stage=stage, stage_detail=stage_detail, reason=reason,
-                       served_models=served, version=polled.version or live.version)
+        return replace(
+            polled,
+            state=state,
+            stage=stage,
+            stage_detail=stage_detail,
+            reason=reason,
+            served_models=served,
+            version=polled.version or live.version,
+        )
     if polled.state in ENDED:
         # Ended: the list is right about that; a stop we asked for reads 'stopped'.
         state = State.STOPPED if live.state in (State.STOPPED, State.STOPPING) else polled.state
@@ -251,7 +264,7 @@ class InstanceBoard:
             for gpu in v.gpus:
                 if v.state in ACTIVE:
                     active.setdefault(gpu, []).append(v)
-                elif (gpu not in latest_ended or (v.started or 0) > (latest_ended[gpu].started or 0)):
+                elif gpu not in latest_ended or (v.started or 0) > (latest_ended[gpu].started or 0):
                     latest_ended[gpu] = v
         found = {g: tuple(vs) for g, vs in active.items()}
         for gpu, v in latest_ended.items():

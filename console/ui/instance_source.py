@@ -28,23 +28,34 @@ def one_line(exc: BaseException | str) -> str:
 
 
 class InstanceSource(Protocol):
-    async def poll(self, node: NodeSpec, snapshot: NodeSnapshot | None, *,
-                   watched: Sequence[str] = ()) -> list[InstanceView]: ...
+    async def poll(
+        self, node: NodeSpec, snapshot: NodeSnapshot | None, *, watched: Sequence[str] = ()
+    ) -> list[InstanceView]: ...
 
-    async def start(self, node: NodeSpec, preset: ServePreset, *, gpus: Sequence[int],
-                    snapshot: NodeSnapshot | None = None, port: int | None = None, name: str | None = None,
-                    overrides: Mapping[str, str] | None = None,
-                    extra_env: Mapping[str, str] | None = None) -> InstanceView: ...
+    async def start(
+        self,
+        node: NodeSpec,
+        preset: ServePreset,
+        *,
+        gpus: Sequence[int],
+        snapshot: NodeSnapshot | None = None,
+        port: int | None = None,
+        name: str | None = None,
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> InstanceView: ...
 
-    async def wait_ready(self, node: NodeSpec, name: str, *, timeout: float,
-                         on_update: Callable[[InstanceView], object] | None = None) -> InstanceView: ...
+    async def wait_ready(
+        self, node: NodeSpec, name: str, *, timeout: float, on_update: Callable[[InstanceView], object] | None = None
+    ) -> InstanceView: ...
 
     async def stop(self, node: NodeSpec, name: str) -> InstanceView: ...
 
     async def remove(self, node: NodeSpec, name: str) -> None: ...
 
-    def log_lines(self, node: NodeSpec, name: str, *, follow: bool = False,
-                  lines: int | None = None) -> AsyncIterator[str]: ...
+    def log_lines(
+        self, node: NodeSpec, name: str, *, follow: bool = False, lines: int | None = None
+    ) -> AsyncIterator[str]: ...
 
     def mark_ready(self, view: InstanceView) -> None: ...
 
@@ -59,10 +70,10 @@ class ServiceInstances:
     async def poll(self, node, snapshot, *, watched=()):
         return await self.poller.poll(node, snapshot, watched=watched)
 
-    async def start(self, node, preset, *, gpus, snapshot=None, port=None, name=None, overrides=None,
-                    extra_env=None):
-        return await self.service.start(node, preset, gpus=gpus, snapshot=snapshot, port=port, name=name,
-                                        overrides=overrides, extra_env=extra_env)
+    async def start(self, node, preset, *, gpus, snapshot=None, port=None, name=None, overrides=None, extra_env=None):
+        return await self.service.start(
+            node, preset, gpus=gpus, snapshot=snapshot, port=port, name=name, overrides=overrides, extra_env=extra_env
+        )
 
     async def wait_ready(self, node, name, *, timeout, on_update=None):
         return await self.service.wait_ready(node, name, timeout=timeout, on_update=on_update)
@@ -98,8 +109,7 @@ class StaticInstances:
     def _refuse(self, node: NodeSpec, what: str):
         raise InstanceError(f"{node.name}: recorded node: instances cannot be {what} here")
 
-    async def start(self, node, preset, *, gpus, snapshot=None, port=None, name=None, overrides=None,
-                    extra_env=None):
+    async def start(self, node, preset, *, gpus, snapshot=None, port=None, name=None, overrides=None, extra_env=None):
         self._refuse(node, "started")
 
     async def wait_ready(self, node, name, *, timeout, on_update=None):

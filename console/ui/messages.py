@@ -59,8 +59,11 @@ class InstanceProgressed(Message):
         self.view = view
 
     def can_replace(self, message: Message) -> bool:
-        return (isinstance(message, InstanceProgressed) and message.view.node == self.view.node
-                and message.view.name == self.view.name)
+        return (
+            isinstance(message, InstanceProgressed)
+            and message.view.node == self.view.node
+            and message.view.name == self.view.name
+        )
 
 
 class InstanceSettled(Message):

@@ -62,8 +62,9 @@ class RowFilter:
     def __bool__(self) -> bool:
         return bool(self.words)
 
-    def _word_matches(self, word: str, snapshot: NodeSnapshot, static: GpuStatic | None,
-                      metrics: GpuMetrics | None) -> bool:
+    def _word_matches(
+        self, word: str, snapshot: NodeSnapshot, static: GpuStatic | None, metrics: GpuMetrics | None
+    ) -> bool:
         if word in ("busy", "idle"):
             if static is None and metrics is None:
                 return False

@@ -47,29 +47,125 @@ def demo_instances(t0: float = T0) -> list[InstanceView]:
     ready, loading, failed = InstanceState.READY, InstanceState.LOADING, InstanceState.FAILED
 
     def v(node, name, state, gpus, port, model, preset, age, pid, **kw) -> InstanceView:
-        return InstanceView(node=node, name=name, state=state, gpus=gpus, port=port, model=model, preset=preset,
-                            started=t0 - age, pid=pid, **kw)
+        return InstanceView(
+            node=node,
+            name=name,
+            state=state,
+            gpus=gpus,
+            port=port,
+            model=model,
+            preset=preset,
+            started=t0 - age,
+            pid=pid,
+            **kw,
+        )
 
     return [
-        v("mi300x-spx", "llama-3.1-70b-fp8-tp4", ready, (0, 1, 2, 3), 8000, _70B, "llama-3.1-70b-fp8", 11520,
-          41230, stage="ready", served_models=(_70B,), version="0.9.1"),
-        v("mi300x-spx", "llama-3.1-8b-fp8-g4", ready, (4,), 8001, _8B, "llama-3.1-8b-fp8", 1500, 41300,
-          stage="ready", served_models=(_8B,), version="0.9.1"),
-        v("mi300x-spx", "llama-3.1-8b-fp8-g5", InstanceState.EXITED, (5,), 8002, _8B, "llama-3.1-8b-fp8", 7300,
-          41400, exit_signal=2),
-        v("mi300x-cpx", "cpx-g0", ready, (0,), 8000, _8B, "llama-3.1-8b-fp8-cpx", 3720, 52000, stage="ready",
-          served_models=(_8B,), version="0.9.1"),
-        v("mi300x-cpx", "cpx-g1", ready, (1,), 8001, _8B, "llama-3.1-8b-fp8-cpx", 3700, 52001, stage="ready",
-          served_models=(_8B,), version="0.9.1"),
-        v("mi300x-cpx", "cpx-g12", loading, (12,), 8002, _8B, "llama-3.1-8b-fp8-cpx", 48, 52112,
-          stage="kv-cache", stage_detail="KV cache 180,224 tokens, max concurrency 22.00x"),
-        v("mi300x-cpx", "cpx-g13", failed, (13,), 8003, _8B, "llama-3.1-8b-fp8-cpx", 400, 52113, exit_code=1,
-          stage="engine-init",
-          reason="max_model_len too large: User-specified max_model_len (999999) is greater than the derived "
-                 "max_model_len (max_position_embeddings=131072 in model's config.json)."),
-        InstanceView(node="mi355x", name="pid-63000", state=InstanceState.UNMANAGED, pid=63000,
-                     gpus=tuple(range(8)), model="amd/Llama-3.3-70B-Instruct-FP8-KV",
-                     pids=tuple(range(63000, 63008))),
+        v(
+            "mi300x-spx",
+            "llama-3.1-70b-fp8-tp4",
+            ready,
+            (0, 1, 2, 3),
+            8000,
+            _70B,
+            "llama-3.1-70b-fp8",
+            11520,
+            41230,
+            stage="ready",
+            served_models=(_70B,),
+            version="0.9.1",
+        ),
+        v(
+            "mi300x-spx",
+            "llama-3.1-8b-fp8-g4",
+            ready,
+            (4,),
+            8001,
+            _8B,
+            "llama-3.1-8b-fp8",
+            1500,
+            41300,
+            stage="ready",
+            served_models=(_8B,),
+            version="0.9.1",
+        ),
+        v(
+            "mi300x-spx",
+            "llama-3.1-8b-fp8-g5",
+            InstanceState.EXITED,
+            (5,),
+            8002,
+            _8B,
+            "llama-3.1-8b-fp8",
+            7300,
+            41400,
+            exit_signal=2,
+        ),
+        v(
+            "mi300x-cpx",
+            "cpx-g0",
+            ready,
+            (0,),
+            8000,
+            _8B,
+            "llama-3.1-8b-fp8-cpx",
+            3720,
+            52000,
+            stage="ready",
+            served_models=(_8B,),
+            version="0.9.1",
+        ),
+        v(
+            "mi300x-cpx",
+            "cpx-g1",
+            ready,
+            (1,),
+            8001,
+            _8B,
+            "llama-3.1-8b-fp8-cpx",
+            3700,
+            52001,
+            stage="ready",
+            served_models=(_8B,),
+            version="0.9.1",
+        ),
+        v(
+            "mi300x-cpx",
+            "cpx-g12",
+            loading,
+            (12,),
+            8002,
+            _8B,
+            "llama-3.1-8b-fp8-cpx",
+            48,
+            52112,
+            stage="kv-cache",
+            stage_detail="KV cache 180,224 tokens, max concurrency 22.00x",
+        ),
+        v(
+            "mi300x-cpx",
+            "cpx-g13",
+            failed,
+            (13,),
+            8003,
+            _8B,
+            "llama-3.1-8b-fp8-cpx",
+            400,
+            52113,
+            exit_code=1,
+            stage="engine-init",
+            reason="max_model_len too large: User-specified max_model_len (999999) is greater than the derived "
+            "max_model_len (max_position_embeddings=131072 in model's config.json).",
+        ),
+        InstanceView(
+            node="mi355x",
+            name="pid-63000",
+            state=InstanceState.UNMANAGED,
+            pid=63000,
+            gpus=tuple(range(8)),
+            model="amd/Llama-3.3-70B-Instruct-FP8-KV",
+            pids=tuple(range(63000, 63008)),
+        ),
     ]
 
 
@@ -79,13 +175,23 @@ _E = "(EngineCore_0 pid=52160) INFO 01-01 00:00:{:02d} [{}] {}"
 _W = "(VllmWorker rank=0 pid=52201) INFO 01-01 00:00:{:02d} [{}] {}"
 DEMO_LOG = [
     _P.format(12, "api_server.py:1287", "vLLM API server version 0.9.1"),
-    _P.format(12, "cli_args.py:309", "non-default args: {'model': '" + _8B + "', 'port': 8002, 'dtype': 'float16', "
-              "'max_model_len': 8192, 'kv_cache_dtype': 'fp8', 'gpu_memory_utilization': 0.9}"),
-    _P.format(17, "config.py:823", "This model supports multiple tasks: {'generate', 'embed'}. Defaulting to 'generate'."),
+    _P.format(
+        12,
+        "cli_args.py:309",
+        "non-default args: {'model': '" + _8B + "', 'port': 8002, 'dtype': 'float16', "
+        "'max_model_len': 8192, 'kv_cache_dtype': 'fp8', 'gpu_memory_utilization': 0.9}",
+    ),
+    _P.format(
+        17, "config.py:823", "This model supports multiple tasks: {'generate', 'embed'}. Defaulting to 'generate'."
+    ),
     _P.format(17, "config.py:1946", "Defaulting to use mp for distributed inference"),
     _P.format(17, "config.py:2195", "Chunked prefill is enabled with max_num_batched_tokens=131072."),
-    _E.format(19, "core.py:69", "Initializing a V1 LLM engine (v0.9.1) with config: model='" + _8B + "', "
-              "dtype=torch.float16, max_seq_len=8192, tensor_parallel_size=1, kv_cache_dtype=fp8"),
+    _E.format(
+        19,
+        "core.py:69",
+        "Initializing a V1 LLM engine (v0.9.1) with config: model='" + _8B + "', "
+        "dtype=torch.float16, max_seq_len=8192, tensor_parallel_size=1, kv_cache_dtype=fp8",
+    ),
     _W.format(21, "parallel_state.py:1065", "rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0"),
     _W.format(21, "gpu_model_runner.py:1595", "Starting to load model " + _8B + "..."),
     _W.format(21, "rocm.py:224", "Using Triton Attention backend on V1 engine."),
@@ -95,10 +201,17 @@ DEMO_LOG = [
     _W.format(27, "default_loader.py:272", "Loading weights took 5.48 seconds"),
     _W.format(27, "gpu_model_runner.py:1624", "Model loading took 8.49 GiB and 5.720341 seconds"),
     _W.format(31, "gpu_worker.py:227", "Memory profiling takes 3.81 seconds"),
-    _W.format(31, "gpu_worker.py:227", "the current vLLM instance can use total_gpu_memory (23.98GiB) x "
-              "gpu_memory_utilization (0.90) = 21.58GiB"),
-    _W.format(31, "gpu_worker.py:227", "model weights take 8.49GiB; non_torch_memory takes 0.38GiB; "
-              "PyTorch activation peak memory takes 1.71GiB; the rest of the memory reserved for KV Cache is 11.00GiB."),
+    _W.format(
+        31,
+        "gpu_worker.py:227",
+        "the current vLLM instance can use total_gpu_memory (23.98GiB) x gpu_memory_utilization (0.90) = 21.58GiB",
+    ),
+    _W.format(
+        31,
+        "gpu_worker.py:227",
+        "model weights take 8.49GiB; non_torch_memory takes 0.38GiB; "
+        "PyTorch activation peak memory takes 1.71GiB; the rest of the memory reserved for KV Cache is 11.00GiB.",
+    ),
     _E.format(32, "kv_cache_utils.py:716", "GPU KV cache size: 180,224 tokens"),
     _E.format(32, "kv_cache_utils.py:720", "Maximum concurrency for 8,192 tokens per request: 22.00x"),
 ]
@@ -137,42 +250,97 @@ class Scene:
     readme: bool = False  # written to screenshots/ by default (the others are test snapshots)
 
 
-SCENES: dict[str, Scene] = {s.name: s for s in (
-    Scene("fleet", readme=True, doc="fleet screen: an SPX node and a CPX node (64 logical GPUs)"),
-    Scene("fleet-80x24", readme=True, size=(80, 24), doc="the fleet screen in an 80x24 terminal"),
-    Scene("gpu-detail", readme=True, select=("mi300x-spx", 0), press=("enter",),
-          doc="GPU detail: charts, processes, facts"),
-    Scene("gpu-detail-80x24", size=(80, 24), select=("mi300x-spx", 0), press=("enter",),
-          doc="GPU detail in an 80x24 terminal"),
-    Scene("cpx-partition-detail", select=("mi300x-cpx", 9), press=("enter",),
-          doc="a secondary CPX partition: device-wide charts come from its physical GPU"),
-    Scene("node-detail", readme=True, select=("mi300x-cpx", None), press=("enter",),
-          doc="node detail (Enter on a node header)"),
-    Scene("help", readme=True, press=("question_mark",), doc="help: every binding with its id for [keys]"),
-    Scene("node-down", readme=True, nodes=("mi300x-spx", "mi355x"), down=("mi355x",),
-          doc="a node whose link dropped: last values kept, dimmed, with the reason"),
-    Scene("node-stale", nodes=("mi300x-spx", "mi355x"), stale=("mi355x",), age=7.0,
-          doc="a node whose agent went silent: stale with the sample age"),
-    Scene("filter", press=("slash", *"busy", "space", *"cpx", "enter"), doc="/ filter: busy GPUs in CPX mode"),
-    Scene("paused", press=("p",), doc="p: drawing paused, collection continues"),
-    Scene("light", readme=True, theme="textual-light", doc="the light theme"),
-    Scene("instances", readme=True, press=("i",),
-          doc="i: every vLLM instance with its state, stage or failure, GPUs, port, model, uptime"),
-    Scene("instances-80x24", size=(80, 24), press=("i",), doc="the instances panel in an 80x24 terminal"),
-    Scene("start-dialog", readme=True, select=("mi300x-spx", 6), press=("space", "s"),
-          doc="s: start a serve preset on the GPUs marked with space"),
-    Scene("start-dialog-80x24", size=(80, 24), select=("mi300x-cpx", 12), press=("s",),
-          doc="the start dialog in an 80x24 terminal (a CPX GPU: the CPX preset is offered)"),
-    Scene("instance-log", readme=True, select=("mi300x-cpx", 12), press=("l",), wait_log=True,
-          doc="l: an instance's vLLM log with its startup stage, followed live"),
-    Scene("stop-confirm", select=("mi300x-spx", 4), press=("x",), doc="x: stop an instance, after a confirmation"),
-)}
+SCENES: dict[str, Scene] = {
+    s.name: s
+    for s in (
+        Scene("fleet", readme=True, doc="fleet screen: an SPX node and a CPX node (64 logical GPUs)"),
+        Scene("fleet-80x24", readme=True, size=(80, 24), doc="the fleet screen in an 80x24 terminal"),
+        Scene(
+            "gpu-detail",
+            readme=True,
+            select=("mi300x-spx", 0),
+            press=("enter",),
+            doc="GPU detail: charts, processes, facts",
+        ),
+        Scene(
+            "gpu-detail-80x24",
+            size=(80, 24),
+            select=("mi300x-spx", 0),
+            press=("enter",),
+            doc="GPU detail in an 80x24 terminal",
+        ),
+        Scene(
+            "cpx-partition-detail",
+            select=("mi300x-cpx", 9),
+            press=("enter",),
+            doc="a secondary CPX partition: device-wide charts come from its physical GPU",
+        ),
+        Scene(
+            "node-detail",
+            readme=True,
+            select=("mi300x-cpx", None),
+            press=("enter",),
+            doc="node detail (Enter on a node header)",
+        ),
+        Scene("help", readme=True, press=("question_mark",), doc="help: every binding with its id for [keys]"),
+        Scene(
+            "node-down",
+            readme=True,
+            nodes=("mi300x-spx", "mi355x"),
+            down=("mi355x",),
+            doc="a node whose link dropped: last values kept, dimmed, with the reason",
+        ),
+        Scene(
+            "node-stale",
+            nodes=("mi300x-spx", "mi355x"),
+            stale=("mi355x",),
+            age=7.0,
+            doc="a node whose agent went silent: stale with the sample age",
+        ),
+        Scene("filter", press=("slash", *"busy", "space", *"cpx", "enter"), doc="/ filter: busy GPUs in CPX mode"),
+        Scene("paused", press=("p",), doc="p: drawing paused, collection continues"),
+        Scene("light", readme=True, theme="textual-light", doc="the light theme"),
+        Scene(
+            "instances",
+            readme=True,
+            press=("i",),
+            doc="i: every vLLM instance with its state, stage or failure, GPUs, port, model, uptime",
+        ),
+        Scene("instances-80x24", size=(80, 24), press=("i",), doc="the instances panel in an 80x24 terminal"),
+        Scene(
+            "start-dialog",
+            readme=True,
+            select=("mi300x-spx", 6),
+            press=("space", "s"),
+            doc="s: start a serve preset on the GPUs marked with space",
+        ),
+        Scene(
+            "start-dialog-80x24",
+            size=(80, 24),
+            select=("mi300x-cpx", 12),
+            press=("s",),
+            doc="the start dialog in an 80x24 terminal (a CPX GPU: the CPX preset is offered)",
+        ),
+        Scene(
+            "instance-log",
+            readme=True,
+            select=("mi300x-cpx", 12),
+            press=("l",),
+            wait_log=True,
+            doc="l: an instance's vLLM log with its startup stage, followed live",
+        ),
+        Scene("stop-confirm", select=("mi300x-spx", 4), press=("x",), doc="x: stop an instance, after a confirmation"),
+    )
+}
 
 
 def scene_profile(scene: Scene) -> Profile:
-    return Profile(nodes=tuple(
-        NodeSpec(name=n, host="localhost", transport="local", simulate=_SIMULATE.get(n)) for n in scene.nodes),
-        serve_presets=load_profile([PRESETS]).serve_presets)
+    return Profile(
+        nodes=tuple(
+            NodeSpec(name=n, host="localhost", transport="local", simulate=_SIMULATE.get(n)) for n in scene.nodes
+        ),
+        serve_presets=load_profile([PRESETS]).serve_presets,
+    )
 
 
 def build_app(scene: Scene):
@@ -188,8 +356,9 @@ def build_app(scene: Scene):
     def factory(node: NodeSpec) -> ReplayTransport:
         name = node.name
         if name in scene.down:
-            t = ReplayTransport(name, traces[name], end="fail",
-                                fail_reason=f"{name}: connection lost (no keepalive reply for 15 s)")
+            t = ReplayTransport(
+                name, traces[name], end="fail", fail_reason=f"{name}: connection lost (no keepalive reply for 15 s)"
+            )
         elif name in scene.stale:
             t = ReplayTransport(name, traces[name], end="hold")
         else:
@@ -197,34 +366,40 @@ def build_app(scene: Scene):
         transports[name] = t
         return t
 
-    fleet = FleetTelemetry(scene_profile(scene).nodes, TransportPool(factory), clock=clock,
-                           stale_after=3.0, backoff_cap=60.0)
+    fleet = FleetTelemetry(
+        scene_profile(scene).nodes, TransportPool(factory), clock=clock, stale_after=3.0, backoff_cap=60.0
+    )
     instances = scene_instances(scene)
-    app = ConsoleApp(scene_profile(scene), fleet=fleet, clock=clock, notify_health=False,
-                     cursor_blink=False, instances=instances)
+    app = ConsoleApp(
+        scene_profile(scene), fleet=fleet, clock=clock, notify_health=False, cursor_blink=False, instances=instances
+    )
     if scene.theme:
         app.theme = scene.theme
 
     def state() -> str:
-        return "; ".join(f"{n}: {fleet.snapshot(n).health.value} {fleet.frames_received(n)} frames "
-                         f"{fleet.snapshot(n).error or ''}" for n in scene.nodes)
+        return "; ".join(
+            f"{n}: {fleet.snapshot(n).health.value} {fleet.frames_received(n)} frames {fleet.snapshot(n).error or ''}"
+            for n in scene.nodes
+        )
 
     async def prepare(pilot) -> None:
         # Down and stale nodes deliver everything while the clock reads T0 - age;
         # the others hold back their last sample until the clock reads T0.
         want = {n: traces[n].samples() - (0 if n in scene.down or n in scene.stale else 1) for n in scene.nodes}
         await _until(pilot, lambda: all(fleet.frames_received(n) >= k for n, k in want.items()), what=state)
-        await _until(pilot, lambda: all(fleet.snapshot(n).health == NodeHealth.DOWN for n in scene.down),
-                     what=state)
+        await _until(pilot, lambda: all(fleet.snapshot(n).health == NodeHealth.DOWN for n in scene.down), what=state)
         clock.t = T0
         gate.set()
-        await _until(pilot, lambda: all(fleet.frames_received(n) >= traces[n].samples() for n in scene.nodes),
-                     what=state)
-        await _until(pilot, lambda: all(fleet.snapshot(n).health == NodeHealth.STALE for n in scene.stale),
-                     what=state)
+        await _until(
+            pilot, lambda: all(fleet.frames_received(n) >= traces[n].samples() for n in scene.nodes), what=state
+        )
+        await _until(pilot, lambda: all(fleet.snapshot(n).health == NodeHealth.STALE for n in scene.stale), what=state)
         polled = [n for n in scene.nodes if n not in scene.down and n not in scene.stale]
-        await _until(pilot, lambda: all(n in app.board.polled_once for n in polled),
-                     what=lambda: f"instances polled on {sorted(app.board.polled_once)}")
+        await _until(
+            pilot,
+            lambda: all(n in app.board.polled_once for n in polled),
+            what=lambda: f"instances polled on {sorted(app.board.polled_once)}",
+        )
         app.redraw_now()
         if scene.select is not None:
             app.screen.query_one(GpuTable).select(scene.select)
@@ -233,8 +408,11 @@ def build_app(scene: Scene):
             await pilot.press(key)
         await pilot.pause()
         if scene.wait_log:
-            await _until(pilot, lambda: getattr(app.screen, "received", 0) >= len(DEMO_LOG),
-                         what=lambda: "log lines not received")
+            await _until(
+                pilot,
+                lambda: getattr(app.screen, "received", 0) >= len(DEMO_LOG),
+                what=lambda: "log lines not received",
+            )
         app.redraw_now()
         await pilot.pause()
 
@@ -278,8 +456,9 @@ async def shoot_bench(name: str, out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m console.ui.screenshots", description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*",
-                        help=f"scenes (default: the README set; 'all' for every one): {', '.join(SCENES)}")
+    parser.add_argument(
+        "names", nargs="*", help=f"scenes (default: the README set; 'all' for every one): {', '.join(SCENES)}"
+    )
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the SVGs (default: screenshots/)")
     args = parser.parse_args(argv)
     names = list(SCENES) if args.names == ["all"] else args.names or [n for n, s in SCENES.items() if s.readme]

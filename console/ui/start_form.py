@@ -137,8 +137,9 @@ def preset_prompt(preset: ServePreset) -> str:
     return f"{preset.name} — {preset.model} · TP {preset.tp}{extra}"
 
 
-def default_preset(presets: Sequence[ServePreset], gpu_count: int, last: str | None = None,
-                   partition: str | None = None) -> str | None:
+def default_preset(
+    presets: Sequence[ServePreset], gpu_count: int, last: str | None = None, partition: str | None = None
+) -> str | None:
     """The last one used if any, else the first whose TP fits the selected GPUs (one named
     for their partition mode first, e.g. '...-cpx' on CPX GPUs), else the first."""
     names = [p.name for p in presets]

@@ -62,8 +62,13 @@ class Params:
         positional = [p.arg for p in a.posonlyargs + a.args]
         if positional and positional[0] in ("self", "cls"):
             positional = positional[1:]
-        return cls(positional, len(positional) - len(a.defaults), a.vararg is not None,
-                   [p.arg for p in a.kwonlyargs], a.kwarg is not None)
+        return cls(
+            positional,
+            len(positional) - len(a.defaults),
+            a.vararg is not None,
+            [p.arg for p in a.kwonlyargs],
+            a.kwarg is not None,
+        )
 
     def accepts(self, n_positional: int, keywords: list[str]) -> str | None:
         """None when a call with that shape is accepted, else why not."""
@@ -134,8 +139,9 @@ def package_dir() -> Path:
 
 def read_interface(pkg: Path, version: str) -> Interface:
     parse = lambda name: ast.parse((pkg / name).read_text(encoding="utf-8"), filename=str(pkg / name))  # noqa: E731
-    init, interface, exceptions, wrapper_tree = (parse(n) for n in (
-        "__init__.py", "amdsmi_interface.py", "amdsmi_exception.py", "amdsmi_wrapper.py"))
+    init, interface, exceptions, wrapper_tree = (
+        parse(n) for n in ("__init__.py", "amdsmi_interface.py", "amdsmi_exception.py", "amdsmi_wrapper.py")
+    )
     exports = {p.stem for p in pkg.glob("*.py") if not p.stem.startswith("__")}  # submodules, e.g. amdsmi_wrapper
     for node in ast.walk(init):  # includes the imports inside `try:` (ESMI functions)
         if isinstance(node, ast.ImportFrom):
@@ -146,15 +152,25 @@ def read_interface(pkg: Path, version: str) -> Interface:
         if isinstance(node, ast.FunctionDef):
             functions[node.name] = Params.of(node)
             keys[node.name] = dict_keys_in(node)
-        elif isinstance(node, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id.endswith("Enum") for b in node.bases):
-            enums[node.name] = {t.id: enum_value(s.value, wrapper) for s in node.body if isinstance(s, ast.Assign)
-                                for t in s.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ClassDef) and any(
+            isinstance(b, ast.Name) and b.id.endswith("Enum") for b in node.bases
+        ):
+            enums[node.name] = {
+                t.id: enum_value(s.value, wrapper)
+                for s in node.body
+                if isinstance(s, ast.Assign)
+                for t in s.targets
+                if isinstance(t, ast.Name)
+            }
     classes = {}
     for node in exceptions.body:
         if isinstance(node, ast.ClassDef):
             methods = {s.name: Params.of(s) for s in node.body if isinstance(s, ast.FunctionDef)}
-            classes[node.name] = {"bases": [b.id for b in node.bases if isinstance(b, ast.Name)],
-                                  "methods": methods, "init": methods.get("__init__")}
+            classes[node.name] = {
+                "bases": [b.id for b in node.bases if isinstance(b, ast.Name)],
+                "methods": methods,
+                "init": methods.get("__init__"),
+            }
     for cls in classes.values():  # inherited methods and constructors
         base = cls["bases"][0] if cls["bases"] else None
         while base in classes:
@@ -227,11 +243,12 @@ def module_tuples(tree: ast.Module) -> dict[str, tuple[str, ...]]:
 class UseCollector:
     """Walks one file of our code and lists its amdsmi uses (see the module docstring)."""
 
-    def __init__(self, source: str, filename: str):
+    def __init__(self, source: str, filename: str, shared_own: frozenset[str] = frozenset()):
         self.tree = ast.parse(source, filename=filename)
         self.filename = filename
-        self.own = own_names(self.tree)
+        self.own = own_names(self.tree) | shared_own  # names our agent defines anywhere (AmdSmiCliSampler)
         self.tuples = module_tuples(self.tree)
+        self.record_keys = record_key_constants(self.tree)
         self.uses: list[Use] = []
 
     def at(self, node: ast.AST) -> str:
@@ -252,6 +269,8 @@ class UseCollector:
 
     def names_and_calls(self, node: ast.AST) -> None:
         if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "args":
+                return  # an argparse namespace (doctor's --amdsmi-path), not the library
             if self.api_function(node.attr):
                 self.uses.append(Use("function", node.attr, where=self.at(node)))
             elif API_CLASS.match(node.attr) and node.attr not in self.own:
@@ -262,9 +281,11 @@ class UseCollector:
             if node.attr.startswith("get_error_"):
                 self.uses.append(Use("method", "AmdSmiLibraryException", node.attr, self.at(node)))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) in self.record_keys:
+                return
             if self.api_function(node.value):
                 self.uses.append(Use("function", node.value, where=self.at(node)))
-            elif API_CLASS.match(node.value):
+            elif API_CLASS.match(node.value) and node.value not in self.own:
                 self.uses.append(Use("class", node.value, where=self.at(node)))
             elif node.value.startswith("get_error_"):
                 self.uses.append(Use("method", "AmdSmiLibraryException", node.value, self.at(node)))
@@ -274,8 +295,11 @@ class UseCollector:
             # ("AmdSmiComputePartitionType", COMPUTE_MODES): an enum and the members asked for by name
             enum, members = const_str(node.elts[0]), node.elts[1]
             if enum and API_CLASS.match(enum):
-                names = (self.tuples.get(members.id, ()) if isinstance(members, ast.Name)
-                         else [const_str(e) for e in getattr(members, "elts", [])])
+                names = (
+                    self.tuples.get(members.id, ())
+                    if isinstance(members, ast.Name)
+                    else [const_str(e) for e in getattr(members, "elts", [])]
+                )
                 for member in names:
                     if member:
                         self.uses.append(Use("member", enum, member, self.at(node)))
@@ -288,8 +312,9 @@ class UseCollector:
             self.uses.append(Use("call", func.attr, where=self.at(node), n_positional=len(args), keywords=keywords))
         elif args and self.api_function(const_str(args[0])) and not starred:
             # a forwarding helper: _api("amdsmi_x", a, b) calls amdsmi_x(a, b)
-            self.uses.append(Use("call", const_str(args[0]), where=self.at(node), n_positional=len(args) - 1,
-                                 keywords=keywords))
+            self.uses.append(
+                Use("call", const_str(args[0]), where=self.at(node), n_positional=len(args) - 1, keywords=keywords)
+            )
         fname = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         if fname == "enum_member" and len(args) == 3:
             enum, member = const_str(args[1]), const_str(args[2])
@@ -374,14 +399,39 @@ class UseCollector:
                 yield source, const_str(node.slice)
 
 
-def collect_uses(source: str, filename: str) -> list[Use]:
-    return UseCollector(source, filename).collect()
+def record_key_constants(tree: ast.Module) -> set[int]:
+    """ids of string constants that key our own records: facts["amdsmi_error"] = ..., {"amdsmi_package": ...}.
+
+    Names such as these start like API functions but are keys of the doctor's JSON, never looked up in amdsmi.
+    """
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            out.add(id(node.slice))
+        elif isinstance(node, ast.Dict):
+            out.update(id(k) for k in node.keys if k is not None)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "facts"
+            and node.args
+        ):
+            out.add(id(node.args[0]))
+    return out
+
+
+def collect_uses(source: str, filename: str, shared_own: frozenset[str] = frozenset()) -> list[Use]:
+    return UseCollector(source, filename, shared_own).collect()
 
 
 def agent_uses() -> list[Use]:
+    sources = {path: path.read_text(encoding="utf-8") for path in AGENT_FILES}
+    shared_own = frozenset().union(*(own_names(ast.parse(text)) for text in sources.values()))
     uses = []
-    for path in AGENT_FILES:
-        uses += collect_uses(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+    for path, text in sources.items():
+        uses += collect_uses(text, str(path.relative_to(ROOT)), shared_own)
     return uses
 
 
@@ -440,8 +490,9 @@ def sim_returned_keys(func: ast.FunctionDef, tree: ast.Module) -> set[str]:
     through _all_na(keys) (keys a literal, a local or a module-level tuple)."""
     keys = dict_keys_in(func)
     tuples = module_tuples(tree)
-    local = {t.id: n.value for n in ast.walk(func) if isinstance(n, ast.Assign) for t in n.targets
-             if isinstance(t, ast.Name)}
+    local = {
+        t.id: n.value for n in ast.walk(func) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
     for node in ast.walk(func):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_all_na" and node.args:
             arg = node.args[0]
@@ -471,9 +522,15 @@ def test_the_collector_sees_the_agent_uses():
     """A blind collector would pass everything: the agent's known uses must show up."""
     uses = agent_uses()
     calls = {u.name for u in uses if u.kind == "call"}
-    assert {"amdsmi_init", "amdsmi_get_gpu_metrics_info", "amdsmi_get_gpu_vram_usage",
-            "amdsmi_get_gpu_process_list", "amdsmi_set_gpu_compute_partition",
-            "amdsmi_set_gpu_memory_partition", "amdsmi_gpu_driver_reload"} <= calls
+    assert {
+        "amdsmi_init",
+        "amdsmi_get_gpu_metrics_info",
+        "amdsmi_get_gpu_vram_usage",
+        "amdsmi_get_gpu_process_list",
+        "amdsmi_set_gpu_compute_partition",
+        "amdsmi_set_gpu_memory_partition",
+        "amdsmi_gpu_driver_reload",
+    } <= calls
     keys = {(u.name, u.detail) for u in uses if u.kind == "key"}
     assert ("amdsmi_get_gpu_metrics_info", "xcp_stats.gfx_busy_inst") in keys
     assert ("amdsmi_get_gpu_vram_usage", "vram_used") in keys
@@ -523,8 +580,9 @@ def test_simulator_enums_and_status_codes_match(real):
             if const not in real.wrapper:
                 wrong.append(f"amdsmi_wrapper.{const}: not in the real wrapper")
             elif getattr(sim.amdsmi_wrapper, const) != real.wrapper[const]:
-                wrong.append(f"amdsmi_wrapper.{const} = {getattr(sim.amdsmi_wrapper, const)}, "
-                             f"real {real.wrapper[const]}")
+                wrong.append(
+                    f"amdsmi_wrapper.{const} = {getattr(sim.amdsmi_wrapper, const)}, real {real.wrapper[const]}"
+                )
     assert not wrong, "simulator enums differ from amdsmi %s:\n  %s" % (real.version, "\n  ".join(wrong))
 
 
@@ -534,8 +592,13 @@ def test_simulator_exceptions_match(real):
     for name, spec in sorted(real.exceptions.items()):
         ours = getattr(sim, name, None)
         if ours is None:
-            if name in ("AmdSmiException", "AmdSmiLibraryException", "AmdSmiRetryException",
-                        "AmdSmiTimeoutException", "AmdSmiParameterException"):
+            if name in (
+                "AmdSmiException",
+                "AmdSmiLibraryException",
+                "AmdSmiRetryException",
+                "AmdSmiTimeoutException",
+                "AmdSmiParameterException",
+            ):
                 wrong.append(f"{name}: missing (the agent or the simulator raises/catches it)")
             continue
         bases = [b.__name__ for b in ours.__bases__]
@@ -548,16 +611,16 @@ def test_simulator_exceptions_match(real):
         if init is not None:
             params = [p for p in inspect.signature(ours.__init__).parameters.values() if p.name != "self"]
             required = [p.name for p in params if p.default is inspect.Parameter.empty]
-            if required != init.positional[:init.required]:
-                wrong.append(f"{name}({', '.join(required)}) needs other arguments than real "
-                             f"{name}{init.describe()}")
+            if required != init.positional[: init.required]:
+                wrong.append(f"{name}({', '.join(required)}) needs other arguments than real {name}{init.describe()}")
     assert not wrong, "simulator exceptions differ from amdsmi %s:\n  %s" % (real.version, "\n  ".join(wrong))
 
 
 def test_simulator_returns_real_keys_and_every_key_the_agent_reads(real):
     tree, public = sim_definitions()
-    produced = {name: sim_returned_keys(node, tree) for name, node in public.items()
-                if isinstance(node, ast.FunctionDef)}
+    produced = {
+        name: sim_returned_keys(node, tree) for name, node in public.items() if isinstance(node, ast.FunctionDef)
+    }
     wrong = []
     for name, keys in sorted(produced.items()):
         if name in real.keys and real.keys[name]:
@@ -566,8 +629,9 @@ def test_simulator_returns_real_keys_and_every_key_the_agent_reads(real):
     for use in agent_uses():
         if use.kind == "key" and use.name in produced and use.detail in real.keys.get(use.name, ()):
             if use.detail not in produced[use.name]:
-                wrong.append(f"{name_of(use)}: the agent reads {use.detail!r} ({use.where}) but the simulator "
-                             f"never returns it")
+                wrong.append(
+                    f"{name_of(use)}: the agent reads {use.detail!r} ({use.where}) but the simulator never returns it"
+                )
     assert not wrong, "simulator results differ from amdsmi %s:\n  %s" % (real.version, "\n  ".join(sorted(set(wrong))))
 
 
@@ -575,7 +639,7 @@ def name_of(use: Use) -> str:
     return use.name + "()"
 
 
-SYNTHETIC = '''
+SYNTHETIC = """
 class Sampler:
     def tick(self, h):
         bogus = self._api("amdsmi_get_gpu_warp_drive", h)
@@ -589,20 +653,24 @@ class Sampler:
             pass
         code = exc.get_error_number()
         return self.m.AmdSmiFluxCapacitor.ON
-'''
+"""
 
 
 def test_a_use_the_real_package_lacks_is_named(real):
     found = mismatches(collect_uses(textwrap.dedent(SYNTHETIC), "synthetic.py"), real)
     text = "\n".join(found)
     assert "synthetic.py:4: amdsmi.amdsmi_get_gpu_warp_drive does not exist" in text
-    assert "synthetic.py:5: amdsmi.amdsmi_get_temp_metric(processor_handle, sensor_type, metric): the call passes " \
-           "1 positional argument(s), needs at least 3" in text
+    assert (
+        "synthetic.py:5: amdsmi.amdsmi_get_temp_metric(processor_handle, sensor_type, metric): the call passes "
+        "1 positional argument(s), needs at least 3" in text
+    )
     assert "synthetic.py:7: amdsmi.amdsmi_get_power_info() returns no key 'socket_watts'" in text
     assert "current_socket_power" not in text  # a real key is not reported
     assert "synthetic.py:8: amdsmi.AmdSmiClkType.WARP: no such member" in text
-    assert "synthetic.py:9: amdsmi.amdsmi_get_clock_info(processor_handle, clock_type): the call passes keyword " \
-           "'extra'" in text
+    assert (
+        "synthetic.py:9: amdsmi.amdsmi_get_clock_info(processor_handle, clock_type): the call passes keyword "
+        "'extra'" in text
+    )
     assert "synthetic.py:11: amdsmi.amdsmi_get_gpu_metrics_info() returns no key 'xcp_stats'" in text
     assert "synthetic.py:13: AmdSmiLibraryException.get_error_number(): no such method" in text
     assert "synthetic.py:14: amdsmi.AmdSmiFluxCapacitor does not exist" in text

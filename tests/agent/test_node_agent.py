@@ -30,8 +30,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def run_agent(*args, env=None, timeout=30):
-    proc = subprocess.run([sys.executable, str(AGENT), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(AGENT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
     return proc
 
 
@@ -69,11 +70,13 @@ def broken_amdsmi(tmp_path):
     """A module that behaves like the real one without libamd_smi.so."""
     d = tmp_path / "broken"
     d.mkdir()
-    (d / "amdsmi.py").write_text(textwrap.dedent("""\
+    (d / "amdsmi.py").write_text(
+        textwrap.dedent("""\
         print("/opt/rocm/lib/libamd_smi.so: cannot open shared object file: No such file or directory")
         print("Unable to find libamd_smi.so library try installing amd-smi-lib from your package manager")
         raise KeyError("libamd_smi.so")
-    """))
+    """)
+    )
     return d
 
 
@@ -117,35 +120,63 @@ def amd_metric(gpu, gfx=37, power=512, used=150000, total=196592):
     return {
         "gpu": gpu,
         "usage": {"gfx_activity": leaf(gfx, "%"), "umc_activity": leaf(12, "%"), "mm_activity": "N/A"},
-        "power": {"socket_power": leaf(power, "W"), "gfx_voltage": "N/A", "soc_voltage": "N/A",
-                  "mem_voltage": "N/A", "throttle_status": "UNTHROTTLED", "power_management": "ENABLED"},
-        "clock": {"gfx_0": {"clk": leaf(1420, "MHz"), "min_clk": leaf(500, "MHz"), "max_clk": leaf(2100, "MHz"),
-                            "clk_locked": "N/A", "deep_sleep": "DISABLED"},
-                  "mem_0": {"clk": leaf(1300, "MHz"), "min_clk": leaf(900, "MHz"), "max_clk": leaf(1300, "MHz"),
-                            "clk_locked": "N/A", "deep_sleep": "DISABLED"}},
+        "power": {
+            "socket_power": leaf(power, "W"),
+            "gfx_voltage": "N/A",
+            "soc_voltage": "N/A",
+            "mem_voltage": "N/A",
+            "throttle_status": "UNTHROTTLED",
+            "power_management": "ENABLED",
+        },
+        "clock": {
+            "gfx_0": {
+                "clk": leaf(1420, "MHz"),
+                "min_clk": leaf(500, "MHz"),
+                "max_clk": leaf(2100, "MHz"),
+                "clk_locked": "N/A",
+                "deep_sleep": "DISABLED",
+            },
+            "mem_0": {
+                "clk": leaf(1300, "MHz"),
+                "min_clk": leaf(900, "MHz"),
+                "max_clk": leaf(1300, "MHz"),
+                "clk_locked": "N/A",
+                "deep_sleep": "DISABLED",
+            },
+        },
         "temperature": {"edge": "N/A", "hotspot": leaf(61, "C"), "mem": leaf(48, "C")},
-        "mem_usage": {"total_vram": leaf(total, "MB"), "used_vram": leaf(used, "MB"),
-                      "free_vram": leaf(total - used, "MB")},
+        "mem_usage": {
+            "total_vram": leaf(total, "MB"),
+            "used_vram": leaf(used, "MB"),
+            "free_vram": leaf(total - used, "MB"),
+        },
     }
 
 
 def amd_static(gpu, bdf, new_layout=True):
     rec = {
         "gpu": gpu,
-        "asic": {"market_name": "AMD Instinct MI300X", "asic_serial": "0x5E4F%04X" % gpu,
-                 "target_graphics_version": "gfx942"},
+        "asic": {
+            "market_name": "AMD Instinct MI300X",
+            "asic_serial": "0x5E4F%04X" % gpu,
+            "target_graphics_version": "gfx942",
+        },
         "bus": {"bdf": bdf, "max_pcie_width": 16},
         "board": {"product_serial": "692451%04d" % gpu, "product_name": "N/A"},
         "vram": {"type": "HBM", "size": leaf(196592, "MB")},
     }
     if new_layout:  # ROCm 7.x: ifwi + per-PPT limits, partition not in static
         rec["ifwi"] = {"name": "AMD MI300X", "version": "113-M3000100-102"}
-        rec["limit"] = {"ppt0": {"max_power_limit": leaf(750, "W"), "min_power_limit": leaf(0, "W"),
-                                 "socket_power_limit": leaf(700, "W")}}
+        rec["limit"] = {
+            "ppt0": {
+                "max_power_limit": leaf(750, "W"),
+                "min_power_limit": leaf(0, "W"),
+                "socket_power_limit": leaf(700, "W"),
+            }
+        }
     else:  # ROCm 6.x: vbios + flat limits + partition section
         rec["vbios"] = {"name": "AMD MI300X", "version": "113-M3000100-101"}
-        rec["limit"] = {"max_power": leaf(750, "W"), "min_power": leaf(0, "W"),
-                        "socket_power": leaf(750, "W")}
+        rec["limit"] = {"max_power": leaf(750, "W"), "min_power": leaf(0, "W"), "socket_power": leaf(750, "W")}
         rec["partition"] = {"compute_partition": "SPX", "memory_partition": "NPS1", "partition_id": 0}
     return rec
 
@@ -186,9 +217,13 @@ def test_agent_runs_on_python_38_when_available(broken_amdsmi):
     py38 = found[0] if found else (which if which and "shims" not in which else None)
     if not py38:
         pytest.skip("no Python 3.8 here")
-    proc = subprocess.run([str(py38), str(AGENT), "telemetry", "--count", "1",
-                           "--amdsmi-path", str(broken_amdsmi)],
-                          env=base_env(), capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [str(py38), str(AGENT), "telemetry", "--count", "1", "--amdsmi-path", str(broken_amdsmi)],
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 3, proc.stderr
     assert kinds(json_lines(proc.stdout)) == ["error"]
 
@@ -219,7 +254,7 @@ def test_next_deadline_skips_missed_ticks_instead_of_bursting():
 
 def test_normaliser_maps_na_and_sentinels_to_none():
     agent = load_agent_module()
-    for bad in ("N/A", None, 0xFFFF, 0xFFFFFFFF, 2 ** 64 - 1, "junk", float("nan"), True, [1], "N/A "):
+    for bad in ("N/A", None, 0xFFFF, 0xFFFFFFFF, 2**64 - 1, "junk", float("nan"), True, [1], "N/A "):
         assert agent.num(bad) is None, bad
     assert agent.num(42) == 42 and agent.num("35.0") == 35.0
     assert agent.num({"value": 61, "unit": "C"}) == 61
@@ -247,31 +282,49 @@ def test_no_source_at_all_is_an_error_line_and_exit_3(broken_amdsmi):
 
 
 def test_amd_smi_fallback_new_object_shape(tmp_path, broken_amdsmi):
-    bindir = make_fake_cli(tmp_path, "amd-smi", {
-        "metric.json": {"gpu_data": [amd_metric(0), amd_metric(1, gfx=0, power="N/A")]},
-        "static.json": {"gpu_data": [amd_static(0, BDFS[0]), amd_static(1, BDFS[1])]},
-        "partition.json": {
-            "current_partition": [
-                {"gpu_id": 0, "memory": "NPS1", "accelerator_type": "SPX", "accelerator_profile_index": 0,
-                 "partition_id": "0"},
-                {"gpu_id": 1, "memory": "NPS1", "accelerator_type": "SPX", "accelerator_profile_index": 0,
-                 "partition_id": "0"}],
-            "memory_partition": [
-                {"gpu_id": 0, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"},
-                {"gpu_id": 1, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"}],
-            "partition_profiles": [], "partition_resources": []},
-        # real amd-smi may warn on stdout before the JSON
-        "metric.preamble": "WARNING: User is missing the following required groups: render\n",
-    })
-    proc = run_agent("telemetry", "--count", "3", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi),
-                     env=base_env([bindir]))
+    bindir = make_fake_cli(
+        tmp_path,
+        "amd-smi",
+        {
+            "metric.json": {"gpu_data": [amd_metric(0), amd_metric(1, gfx=0, power="N/A")]},
+            "static.json": {"gpu_data": [amd_static(0, BDFS[0]), amd_static(1, BDFS[1])]},
+            "partition.json": {
+                "current_partition": [
+                    {
+                        "gpu_id": 0,
+                        "memory": "NPS1",
+                        "accelerator_type": "SPX",
+                        "accelerator_profile_index": 0,
+                        "partition_id": "0",
+                    },
+                    {
+                        "gpu_id": 1,
+                        "memory": "NPS1",
+                        "accelerator_type": "SPX",
+                        "accelerator_profile_index": 0,
+                        "partition_id": "0",
+                    },
+                ],
+                "memory_partition": [
+                    {"gpu_id": 0, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"},
+                    {"gpu_id": 1, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"},
+                ],
+                "partition_profiles": [],
+                "partition_resources": [],
+            },
+            # real amd-smi may warn on stdout before the JSON
+            "metric.preamble": "WARNING: User is missing the following required groups: render\n",
+        },
+    )
+    proc = run_agent(
+        "telemetry", "--count", "3", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi), env=base_env([bindir])
+    )
     assert proc.returncode == 0, proc.stderr
     lines = json_lines(proc.stdout)
     assert kinds(lines) == ["hello", "static", "sample", "sample", "sample"]
     hello = lines[0]
     assert hello["source"] == "amd-smi" and hello["simulated"] is False
-    assert hello["note"] == ("amdsmi module unavailable (KeyError: 'libamd_smi.so'); "
-                             "using amd-smi metric --json")
+    assert hello["note"] == ("amdsmi module unavailable (KeyError: 'libamd_smi.so'); using amd-smi metric --json")
     static = lines[1]["gpus"]
     assert [(g["index"], g["physical"], g["partition_id"]) for g in static] == [(0, 0, 0), (1, 1, 0)]
     g0 = static[0]
@@ -280,9 +333,20 @@ def test_amd_smi_fallback_new_object_shape(tmp_path, broken_amdsmi):
     assert g0["vram_total_mib"] == 196592
     assert (g0["compute_partition"], g0["memory_partition"], g0["memory_caps"]) == ("SPX", "NPS1", ["NPS1", "NPS4"])
     s0, s1 = lines[2]["gpus"]
-    assert s0 == {"index": 0, "util_pct": 37, "umc_pct": 12, "vram_used_mib": 150000, "vram_total_mib": 196592,
-                  "power_w": 512, "power_cap_w": 700, "temp_junction_c": 61, "temp_mem_c": 48,
-                  "gfx_clock_mhz": 1420, "mem_clock_mhz": 1300, "processes": None}
+    assert s0 == {
+        "index": 0,
+        "util_pct": 37,
+        "umc_pct": 12,
+        "vram_used_mib": 150000,
+        "vram_total_mib": 196592,
+        "power_w": 512,
+        "power_cap_w": 700,
+        "temp_junction_c": 61,
+        "temp_mem_c": 48,
+        "gfx_clock_mhz": 1420,
+        "mem_clock_mhz": 1300,
+        "processes": None,
+    }
     assert s1["power_w"] is None and s1["util_pct"] == 0
     assert [line["seq"] for line in lines[2:]] == [0, 1, 2]
     # static facts once, one metric call per tick
@@ -294,12 +358,17 @@ def test_amd_smi_fallback_new_object_shape(tmp_path, broken_amdsmi):
 
 def test_amd_smi_fallback_old_list_shape(tmp_path, broken_amdsmi):
     # <26: top-level lists, vbios + flat limits + partition inside static; no `partition` command.
-    bindir = make_fake_cli(tmp_path, "amd-smi", {
-        "metric.json": [amd_metric(0, used=1024)],
-        "static.json": [amd_static(0, BDFS[0], new_layout=False)],
-    })
-    proc = run_agent("telemetry", "--count", "2", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi),
-                     env=base_env([bindir]))
+    bindir = make_fake_cli(
+        tmp_path,
+        "amd-smi",
+        {
+            "metric.json": [amd_metric(0, used=1024)],
+            "static.json": [amd_static(0, BDFS[0], new_layout=False)],
+        },
+    )
+    proc = run_agent(
+        "telemetry", "--count", "2", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi), env=base_env([bindir])
+    )
     assert proc.returncode == 0, proc.stderr
     lines = json_lines(proc.stdout)
     assert kinds(lines) == ["hello", "static", "sample", "sample"]
@@ -313,15 +382,20 @@ def test_amd_smi_fallback_old_list_shape(tmp_path, broken_amdsmi):
 def test_amd_smi_reenumerates_when_the_gpu_count_changes(tmp_path, broken_amdsmi):
     cpx = [amd_metric(i, used=100, total=24574) for i in range(8)]
     cpx_static = [amd_static(i, "0000:0c:00.%d" % i) for i in range(8)]
-    bindir = make_fake_cli(tmp_path, "amd-smi", {
-        "metric.1.json": {"gpu_data": [amd_metric(0)]},
-        "metric.2.json": {"gpu_data": [amd_metric(0)]},
-        "metric.json": {"gpu_data": cpx},
-        "static.1.json": {"gpu_data": [amd_static(0, BDFS[0])]},
-        "static.json": {"gpu_data": cpx_static},
-    })
-    proc = run_agent("telemetry", "--count", "4", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi),
-                     env=base_env([bindir]))
+    bindir = make_fake_cli(
+        tmp_path,
+        "amd-smi",
+        {
+            "metric.1.json": {"gpu_data": [amd_metric(0)]},
+            "metric.2.json": {"gpu_data": [amd_metric(0)]},
+            "metric.json": {"gpu_data": cpx},
+            "static.1.json": {"gpu_data": [amd_static(0, BDFS[0])]},
+            "static.json": {"gpu_data": cpx_static},
+        },
+    )
+    proc = run_agent(
+        "telemetry", "--count", "4", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi), env=base_env([bindir])
+    )
     assert proc.returncode == 0, proc.stderr
     lines = json_lines(proc.stdout)
     assert kinds(lines) == ["hello", "static", "sample", "sample", "static", "sample", "sample"]
@@ -332,22 +406,39 @@ def test_amd_smi_reenumerates_when_the_gpu_count_changes(tmp_path, broken_amdsmi
 
 def test_amd_smi_that_fails_falls_through_to_rocm_smi(tmp_path, broken_amdsmi):
     bindir = make_fake_cli(tmp_path, "amd-smi", {})  # every command fails
-    make_fake_cli(tmp_path, "rocm-smi", {
-        "rocm-tick.json": {
-            "card0": {"GPU use (%)": "55", "GPU Memory Allocated (VRAM%)": "20",
-                      "GPU Memory Read/Write Activity (%)": "7",
-                      "Current Socket Graphics Package Power (W)": "401.0",
-                      "Temperature (Sensor edge) (C)": "N/A", "Temperature (Sensor junction) (C)": "58.0",
-                      "Temperature (Sensor memory) (C)": "44.0",
-                      "VRAM Total Memory (B)": str(196592 * 2 ** 20),
-                      "VRAM Total Used Memory (B)": str(2 * 2 ** 30),
-                      "Compute Partition": "SPX", "Memory Partition": "NPS1"},
-            "system": {"Driver version": "6.8.5"}},
-        "rocm-static.json": {"card0": {"PCI Bus": "0000:0C:00.0", "Card Series": "AMD Instinct MI300X",
-                                       "Serial Number": "692451000", "VBIOS version": "113-M3000100-102"}},
-    })
-    proc = run_agent("telemetry", "--count", "2", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi),
-                     env=base_env([bindir]))
+    make_fake_cli(
+        tmp_path,
+        "rocm-smi",
+        {
+            "rocm-tick.json": {
+                "card0": {
+                    "GPU use (%)": "55",
+                    "GPU Memory Allocated (VRAM%)": "20",
+                    "GPU Memory Read/Write Activity (%)": "7",
+                    "Current Socket Graphics Package Power (W)": "401.0",
+                    "Temperature (Sensor edge) (C)": "N/A",
+                    "Temperature (Sensor junction) (C)": "58.0",
+                    "Temperature (Sensor memory) (C)": "44.0",
+                    "VRAM Total Memory (B)": str(196592 * 2**20),
+                    "VRAM Total Used Memory (B)": str(2 * 2**30),
+                    "Compute Partition": "SPX",
+                    "Memory Partition": "NPS1",
+                },
+                "system": {"Driver version": "6.8.5"},
+            },
+            "rocm-static.json": {
+                "card0": {
+                    "PCI Bus": "0000:0C:00.0",
+                    "Card Series": "AMD Instinct MI300X",
+                    "Serial Number": "692451000",
+                    "VBIOS version": "113-M3000100-102",
+                }
+            },
+        },
+    )
+    proc = run_agent(
+        "telemetry", "--count", "2", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi), env=base_env([bindir])
+    )
     assert proc.returncode == 0, proc.stderr
     lines = json_lines(proc.stdout)
     assert kinds(lines) == ["hello", "static", "sample", "sample"]
@@ -390,13 +481,21 @@ def test_probe_reads_rocm_version_from_rocm_path(tmp_path, broken_amdsmi):
 
 
 def test_broken_pipe_exits_quietly_with_status_0(tmp_path, broken_amdsmi):
-    bindir = make_fake_cli(tmp_path, "amd-smi", {
-        "metric.json": {"gpu_data": [amd_metric(0)]},
-        "static.json": {"gpu_data": [amd_static(0, BDFS[0])]},
-    })
-    proc = subprocess.Popen([sys.executable, str(AGENT), "telemetry", "--interval", "0.1",
-                             "--amdsmi-path", str(broken_amdsmi)],
-                            cwd=ROOT, env=base_env([bindir]), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    bindir = make_fake_cli(
+        tmp_path,
+        "amd-smi",
+        {
+            "metric.json": {"gpu_data": [amd_metric(0)]},
+            "static.json": {"gpu_data": [amd_static(0, BDFS[0])]},
+        },
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(AGENT), "telemetry", "--interval", "0.1", "--amdsmi-path", str(broken_amdsmi)],
+        cwd=ROOT,
+        env=base_env([bindir]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     first = proc.stdout.readline()
     assert json.loads(first)["kind"] == "hello"
     proc.stdout.close()  # the console went away
@@ -433,8 +532,7 @@ class SimNode:
     def run(self, *args, spec=None, python=sys.executable):
         argv = self.argv(*args)
         argv[0] = str(python)
-        return subprocess.run(argv, cwd=ROOT, env=self.env(**(spec or {})), capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(argv, cwd=ROOT, env=self.env(**(spec or {})), capture_output=True, text=True, timeout=60)
 
     def library(self, monkeypatch):
         """The simulator loaded in this process, pointed at the same state folder."""
@@ -474,8 +572,19 @@ def test_sim_spx_has_8_rows_and_a_simulated_amdsmi_hello(sim):
     static = lines[1]["gpus"]
     assert [(g["index"], g["physical"], g["partition_id"]) for g in static] == [(i, i, 0) for i in range(8)]
     g0 = static[0]
-    assert set(g0) == {"index", "physical", "partition_id", "bdf", "model", "serial", "vbios", "vram_total_mib",
-                       "compute_partition", "memory_partition", "memory_caps"}
+    assert set(g0) == {
+        "index",
+        "physical",
+        "partition_id",
+        "bdf",
+        "model",
+        "serial",
+        "vbios",
+        "vram_total_mib",
+        "compute_partition",
+        "memory_partition",
+        "memory_caps",
+    }
     assert g0["model"] == "AMD Instinct MI300X" and g0["bdf"] == "0000:0c:00.0"
     assert g0["serial"] and g0["vbios"] and g0["vram_total_mib"] == 196592
     assert (g0["compute_partition"], g0["memory_partition"]) == ("SPX", "NPS1")
@@ -484,9 +593,20 @@ def test_sim_spx_has_8_rows_and_a_simulated_amdsmi_hello(sim):
         assert len(sample["gpus"]) == 8 and isinstance(sample["ts"], float)
         for i, g in enumerate(sample["gpus"]):
             assert g["index"] == i
-            assert set(g) == {"index", "util_pct", "umc_pct", "vram_used_mib", "vram_total_mib", "power_w",
-                              "power_cap_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz", "mem_clock_mhz",
-                              "processes"}
+            assert set(g) == {
+                "index",
+                "util_pct",
+                "umc_pct",
+                "vram_used_mib",
+                "vram_total_mib",
+                "power_w",
+                "power_cap_w",
+                "temp_junction_c",
+                "temp_mem_c",
+                "gfx_clock_mhz",
+                "mem_clock_mhz",
+                "processes",
+            }
             assert g["power_cap_w"] == 750  # W, not µW
             assert 100 < g["power_w"] <= 750
             assert 30 < g["temp_junction_c"] < 100 and g["temp_mem_c"] is not None
@@ -513,8 +633,15 @@ def test_sim_cpx_has_64_rows_grouped_by_physical_gpu(sim):
             assert g["power_w"] is not None and g["power_cap_w"] == 750
             assert g["temp_junction_c"] is not None and g["gfx_clock_mhz"] is not None
         else:  # secondaries report N/A: null, never the primary's values
-            for key in ("power_w", "power_cap_w", "temp_junction_c", "temp_mem_c", "umc_pct",
-                        "gfx_clock_mhz", "mem_clock_mhz"):
+            for key in (
+                "power_w",
+                "power_cap_w",
+                "temp_junction_c",
+                "temp_mem_c",
+                "umc_pct",
+                "gfx_clock_mhz",
+                "mem_clock_mhz",
+            ):
                 assert g[key] is None, (g["index"], key)
             # ...except their own gfx load, read from the primary's xcp_stats
             assert 0 <= g["util_pct"] <= 100
@@ -526,8 +653,9 @@ def test_sim_processes_and_per_call_faults(sim, monkeypatch):
     lib.amdsmi_init()  # creates state.json
     lib.amdsmi_shut_down()
     sim.edit_state(lambda s: s["faults"].update({"amdsmi_get_gpu_metrics_info": 9}))  # RETRY on one call
-    (sim.state_dir / "processes.json").write_text(json.dumps(
-        [{"pid": 4242, "name": "vllm serve", "gpu": 3, "vram_bytes": 3 * 2 ** 30, "sticky": True}]))
+    (sim.state_dir / "processes.json").write_text(
+        json.dumps([{"pid": 4242, "name": "vllm serve", "gpu": 3, "vram_bytes": 3 * 2**30, "sticky": True}])
+    )
     lines = ok_lines(sim.run("--count", "1", "--interval", "0.1"))
     gpus = lines[2]["gpus"]
     assert gpus[3]["processes"] == [{"pid": 4242, "name": "vllm serve", "vram_mib": 3072.0}]
@@ -545,8 +673,14 @@ def test_sim_static_is_emitted_once_without_changes(sim):
 
 def test_sim_partition_switch_mid_run_reemits_static(sim, monkeypatch):
     spec = {"compute_partition": "SPX", "root": True, "switch_seconds": 0}
-    proc = subprocess.Popen(sim.argv("--count", "40", "--interval", "0.1"), cwd=ROOT, env=sim.env(**spec),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        sim.argv("--count", "40", "--interval", "0.1"),
+        cwd=ROOT,
+        env=sim.env(**spec),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         head = [json.loads(proc.stdout.readline()) for _ in range(3)]
         assert kinds(head) == ["hello", "static", "sample"]
@@ -568,7 +702,7 @@ def test_sim_partition_switch_mid_run_reemits_static(sim, monkeypatch):
     new = statics[1]["gpus"]
     assert len(new) == 64 and all(g["compute_partition"] == "CPX" for g in new)
     assert [(g["physical"], g["partition_id"]) for g in new] == [(i // 8, i % 8) for i in range(64)]
-    after = lines[lines.index(statics[1]) + 1:]
+    after = lines[lines.index(statics[1]) + 1 :]
     assert after and all(o["kind"] == "sample" and len(o["gpus"]) == 64 for o in after)
     samples = [o for o in lines if o["kind"] == "sample"]
     assert len(samples) == 40
@@ -581,10 +715,11 @@ def test_sim_stdout_only_json_even_with_a_noisy_import(sim, tmp_path):
     noisy = tmp_path / "noisy"
     noisy.mkdir()
     shutil.copy(SIM, noisy / "amdsmi_sim_impl.py")
-    (noisy / "amdsmi.py").write_text("print('garbage from a vendor module')\nfrom amdsmi_sim_impl import *\n"
-                                     "from amdsmi_sim_impl import __simulated__\n")
-    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1",
-            "--amdsmi-path", str(noisy)]
+    (noisy / "amdsmi.py").write_text(
+        "print('garbage from a vendor module')\nfrom amdsmi_sim_impl import *\n"
+        "from amdsmi_sim_impl import __simulated__\n"
+    )
+    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1", "--amdsmi-path", str(noisy)]
     proc = subprocess.run(argv, cwd=ROOT, env=sim.env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert kinds(json_lines(proc.stdout)) == ["hello", "static", "sample"]
@@ -596,10 +731,10 @@ def test_sim_release_without_some_functions(sim, tmp_path):
     old = tmp_path / "old"
     old.mkdir()
     shutil.copy(SIM, old / "amdsmi_sim_impl.py")
-    (old / "amdsmi.py").write_text("from amdsmi_sim_impl import *\n"
-                                   "del amdsmi_get_gpu_kfd_info, amdsmi_get_gpu_process_list\n")
-    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1",
-            "--amdsmi-path", str(old)]
+    (old / "amdsmi.py").write_text(
+        "from amdsmi_sim_impl import *\ndel amdsmi_get_gpu_kfd_info, amdsmi_get_gpu_process_list\n"
+    )
+    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1", "--amdsmi-path", str(old)]
     lines = ok_lines(subprocess.run(argv, cwd=ROOT, env=sim.env(), capture_output=True, text=True, timeout=60))
     assert lines[0]["simulated"] is False  # this wrapper does not re-export __simulated__
     static = lines[1]["gpus"]
@@ -662,6 +797,7 @@ class CountingAmdsmi:
         def counted(*args, **kwargs):
             self.calls.append(name)
             return target(*args, **kwargs)
+
         return counted
 
 
@@ -680,8 +816,14 @@ def tick(sampler, n):
     return changed, sampler.sample()
 
 
-STATIC_CALLS = {"amdsmi_get_gpu_asic_info", "amdsmi_get_gpu_board_info", "amdsmi_get_gpu_vbios_info",
-                "amdsmi_get_gpu_kfd_info", "amdsmi_get_gpu_device_bdf", "amdsmi_get_gpu_memory_partition_config"}
+STATIC_CALLS = {
+    "amdsmi_get_gpu_asic_info",
+    "amdsmi_get_gpu_board_info",
+    "amdsmi_get_gpu_vbios_info",
+    "amdsmi_get_gpu_kfd_info",
+    "amdsmi_get_gpu_device_bdf",
+    "amdsmi_get_gpu_memory_partition_config",
+}
 
 
 @pytest.mark.parametrize("mode,logical", [("SPX", 8), ("DPX", 16), ("QPX", 32), ("CPX", 64)])
@@ -718,8 +860,9 @@ def test_amdsmi_cpx_new_process_and_its_vram_show_within_the_stated_staleness(si
         _, gpus = tick(sampler, n)
     before = gpus[13]["vram_used_mib"]
     assert gpus[13]["processes"] == []
-    (sim.state_dir / "processes.json").write_text(json.dumps(
-        [{"pid": 5151, "name": "vllm serve", "gpu": 13, "vram_bytes": 10 * 2 ** 30, "sticky": True}]))
+    (sim.state_dir / "processes.json").write_text(
+        json.dumps([{"pid": 5151, "name": "vllm serve", "gpu": 13, "vram_bytes": 10 * 2**30, "sticky": True}])
+    )
     seen_vram = seen_proc = None
     for k in range(1, 12):
         _, gpus = tick(sampler, n + k)
@@ -737,8 +880,11 @@ def test_amdsmi_spx_vram_of_65535_mib_is_a_reading_not_a_sentinel(sim, monkeypat
     # 0xFFFF is "unsupported" only in 16-bit fields; vram_used is a uint32 in MB.
     _, sampler, _, lib = in_process(sim, monkeypatch, compute_partition="SPX")
     baseline_mib = 283 + 8  # the simulator's driver reservation on an SPX GPU
-    (sim.state_dir / "processes.json").write_text(json.dumps(
-        [{"pid": 6161, "name": "big", "gpu": 2, "vram_bytes": (65535 - baseline_mib) * 2 ** 20, "sticky": True}]))
+    (sim.state_dir / "processes.json").write_text(
+        json.dumps(
+            [{"pid": 6161, "name": "big", "gpu": 2, "vram_bytes": (65535 - baseline_mib) * 2**20, "sticky": True}]
+        )
+    )
     _, gpus = tick(sampler, 0)
     assert gpus[2]["vram_used_mib"] == 65535
 
@@ -785,10 +931,17 @@ def test_amdsmi_without_num_partition_a_compute_switch_is_still_seen(sim, monkey
         def read(h):
             raw = lib.amdsmi_get_gpu_metrics_info(h)
             return dict((k, v) for k, v in raw.items() if k != "num_partition" and not k.startswith("xcp_stats"))
+
         return read
 
-    _, sampler, counting, _ = in_process(sim, monkeypatch, {"amdsmi_get_gpu_metrics_info": old_metrics},
-                                         compute_partition="SPX", root=True, switch_seconds=0)
+    _, sampler, counting, _ = in_process(
+        sim,
+        monkeypatch,
+        {"amdsmi_get_gpu_metrics_info": old_metrics},
+        compute_partition="SPX",
+        root=True,
+        switch_seconds=0,
+    )
     _, gpus = tick(sampler, 0)
     assert all(g["util_pct"] is not None for g in gpus)  # SPX: average_gfx_activity
     switch_all(sim, monkeypatch, compute="CPX")
@@ -806,7 +959,8 @@ def test_amdsmi_without_num_partition_a_compute_switch_is_still_seen(sim, monkey
 def test_amdsmi_a_device_count_that_never_matches_re_enumerates_once(sim, monkeypatch):
     # 8 x CPX = 64 DRM nodes; with the 64-node limit one partition can be missing (ROCm 6.4.0 notes).
     _, sampler, counting, _ = in_process(
-        sim, monkeypatch, {"amdsmi_get_processor_handles": lambda lib: lambda: lib.amdsmi_get_processor_handles()[:63]})
+        sim, monkeypatch, {"amdsmi_get_processor_handles": lambda lib: lambda: lib.amdsmi_get_processor_handles()[:63]}
+    )
     assert len(sampler.static()) == 63
     inits = []
     for n in range(10):

@@ -32,10 +32,19 @@ AGENT = ROOT / "console" / "agent" / "node_agent.py"
 HARDWARE = ROOT / "tests" / "fixtures" / "hardware"
 INDEX = tomllib.loads((HARDWARE / "INDEX.toml").read_text())["capture"]
 
-SAMPLE_FIELDS = ("util_pct", "umc_pct", "vram_used_mib", "vram_total_mib", "power_w", "power_cap_w",
-                 "temp_junction_c", "temp_mem_c", "gfx_clock_mhz", "mem_clock_mhz")
-IDENTITY_FIELDS = ("bdf", "model", "serial", "vbios", "vram_total_mib", "compute_partition",
-                   "memory_partition")
+SAMPLE_FIELDS = (
+    "util_pct",
+    "umc_pct",
+    "vram_used_mib",
+    "vram_total_mib",
+    "power_w",
+    "power_cap_w",
+    "temp_junction_c",
+    "temp_mem_c",
+    "gfx_clock_mhz",
+    "mem_clock_mhz",
+)
+IDENTITY_FIELDS = ("bdf", "model", "serial", "vbios", "vram_total_mib", "compute_partition", "memory_partition")
 STATIC_FACTS = IDENTITY_FIELDS + ("power_cap_w",)
 
 pytestmark = pytest.mark.timeout(60)
@@ -84,10 +93,12 @@ class Node:
         self.answers: dict[str, str] = {}
         self.broken = tmp_path / "broken"
         self.broken.mkdir()
-        (self.broken / "amdsmi.py").write_text(textwrap.dedent("""\
+        (self.broken / "amdsmi.py").write_text(
+            textwrap.dedent("""\
             print("/opt/rocm/lib/libamd_smi.so: cannot open shared object file: No such file or directory")
             raise KeyError("libamd_smi.so")
-        """))
+        """)
+        )
         self.tmp = tmp_path
 
     def answer(self, call: str, path: Path) -> None:
@@ -112,9 +123,24 @@ class Node:
     def run(self, count=3):
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_CONSOLE_SIM")}
         env["PATH"] = os.pathsep.join([str(self.bin), "/nonexistent"])
-        proc = subprocess.run([sys.executable, str(AGENT), "telemetry", "--count", str(count),
-                               "--interval", "0.1", "--amdsmi-path", str(self.broken)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=40)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(AGENT),
+                "telemetry",
+                "--count",
+                str(count),
+                "--interval",
+                "0.1",
+                "--amdsmi-path",
+                str(self.broken),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=40,
+        )
         assert "Traceback" not in proc.stderr, proc.stderr
         lines = [json.loads(line) for line in proc.stdout.splitlines()]
         for line in proc.stdout.splitlines():  # every line is protocol the console accepts
@@ -198,8 +224,10 @@ def test_processes_come_from_amd_smi_process_every_few_ticks(node):
     assert len(samples) == 6
     for sample in samples:
         (gpu,) = sample["gpus"]
-        assert gpu["processes"] == [{"pid": 420157, "name": "TransferBench", "vram_mib": 0.0},
-                                    {"pid": 420315, "name": "rvs", "vram_mib": 0.0}]
+        assert gpu["processes"] == [
+            {"pid": 420157, "name": "TransferBench", "vram_mib": 0.0},
+            {"pid": 420315, "name": "rvs", "vram_mib": 0.0},
+        ]
     assert sum(c.startswith("amd-smi process") for c in node.calls()) == 2  # ticks 0 and 5
 
 
@@ -215,8 +243,7 @@ def test_static_parser_reads_every_gpu_record(capture):
     warnings = []
     facts = [agent.amd_static_facts(r, lambda field, value: warnings.append(field)) for r in records]
     for expected in capture["expect_static"]:
-        check(facts[expected["index"]], expected, STATIC_FACTS,
-              "%s GPU %d" % (capture["id"], expected["index"]))
+        check(facts[expected["index"]], expected, STATIC_FACTS, "%s GPU %d" % (capture["id"], expected["index"]))
     assert warnings == []
 
 
@@ -241,15 +268,23 @@ def test_partition_readers_read_every_gpu(node, capture):
     assert proc.returncode == 0, line
     assert line["kind"] == "partitions"
     # no `amd-smi list` answers here, so each gpu_id is its own card
-    assert line["gpus"] == [{"physical": e["gpu"], "compute_partition": e.get("compute_partition"),
-                             "memory_partition": e.get("memory_partition"), "memory_caps": e["memory_caps"],
-                             "logical_gpus": 1} for e in expected]
+    assert line["gpus"] == [
+        {
+            "physical": e["gpu"],
+            "compute_partition": e.get("compute_partition"),
+            "memory_partition": e.get("memory_partition"),
+            "memory_caps": e["memory_caps"],
+            "logical_gpus": 1,
+        }
+        for e in expected
+    ]
     assert "amd-smi partition --current --memory --json" in node.calls()
 
     agent = load_agent()
     modes = agent.amd_partitions(agent.parse_json_output(capture_text(capture)))
-    assert modes == dict((e["gpu"], (e.get("compute_partition"), e.get("memory_partition"), e["memory_caps"]))
-                         for e in expected)
+    assert modes == dict(
+        (e["gpu"], (e.get("compute_partition"), e.get("memory_partition"), e["memory_caps"])) for e in expected
+    )
 
 
 def test_every_indexed_file_exists_and_every_fixture_is_indexed():
@@ -298,13 +333,16 @@ def test_a_section_of_unknown_type_names_the_section(node):
     assert len(warnings) == 1 and "cannot read temperature " in warnings[0]
 
 
-@pytest.mark.parametrize("usage, util", [
-    ("N/A", None),  # secondary partitions print the whole section as N/A (ROCm/amdsmi#134)
-    ("42", 42),  # a bare reading instead of the section
-    ({"gfx_activity": 42}, 42),  # bare number leaf
-    ({"gfx_activity": "42 %"}, 42),  # string with unit
-    ({"gfx_activity": {"value": "N/A", "unit": "%"}}, None),
-])
+@pytest.mark.parametrize(
+    "usage, util",
+    [
+        ("N/A", None),  # secondary partitions print the whole section as N/A (ROCm/amdsmi#134)
+        ("42", 42),  # a bare reading instead of the section
+        ({"gfx_activity": 42}, 42),  # bare number leaf
+        ({"gfx_activity": "42 %"}, 42),  # string with unit
+        ({"gfx_activity": {"value": "N/A", "unit": "%"}}, None),
+    ],
+)
 def test_usage_spellings(node, usage, util):
     doc = lilbee_metric()
     doc["gpu_data"][0]["usage"] = usage
@@ -343,12 +381,16 @@ def test_partitioned_gpu_gets_each_partitions_load_from_the_primary_xcp_table(no
     primary = lilbee_metric()["gpu_data"][0]
     primary["usage"]["gfx_activity"] = {"value": 50, "unit": "%"}  # the whole card
     cell = lambda v: {"value": v, "unit": "%"}  # noqa: E731
-    primary["usage"]["gfx_busy_inst"] = {"xcp_0": [cell(80), cell(80), cell(60), cell(60)] + ["N/A"] * 4,
-                                         "xcp_1": [cell(20), cell(20), cell(20), cell(20)] + ["N/A"] * 4}
+    primary["usage"]["gfx_busy_inst"] = {
+        "xcp_0": [cell(80), cell(80), cell(60), cell(60)] + ["N/A"] * 4,
+        "xcp_1": [cell(20), cell(20), cell(20), cell(20)] + ["N/A"] * 4,
+    }
     secondary = {"gpu": 1, "usage": "N/A", "power": {"socket_power": "N/A"}}
     node.answer_doc("amd-smi metric", {"gpu_data": [primary, secondary]})
-    node.answer_doc("amd-smi static", {"gpu_data": [{"gpu": 0, "bus": {"bdf": "0000:05:00.0"}},
-                                                    {"gpu": 1, "bus": {"bdf": "0000:05:00.1"}}]})
+    node.answer_doc(
+        "amd-smi static",
+        {"gpu_data": [{"gpu": 0, "bus": {"bdf": "0000:05:00.0"}}, {"gpu": 1, "bus": {"bdf": "0000:05:00.1"}}]},
+    )
     proc, lines = node.run(count=1)
     assert proc.returncode == 0, proc.stderr
     assert [(g["physical"], g["partition_id"]) for g in lines[1]["gpus"]] == [(0, 0), (0, 1)]
@@ -359,11 +401,27 @@ def test_partitioned_gpu_gets_each_partitions_load_from_the_primary_xcp_table(no
 
 def test_idle_process_placeholder_is_an_empty_list_not_unknown():
     agent = load_agent()
-    doc = [{"gpu": 0, "process_list": [{"process_info": "No running processes detected"}]},
-           {"gpu": 1, "process_list": "No running processes detected"}]
+    doc = [
+        {"gpu": 0, "process_list": [{"process_info": "No running processes detected"}]},
+        {"gpu": 1, "process_list": "No running processes detected"},
+    ]
     assert agent.amd_processes(doc) == {0: [], 1: []}
-    newer = {"gpu_data": [{"gpu": 0, "process_list": [{"process_info": {
-        "name": "python3", "pid": 7, "memory_usage": {"vram_mem": {"value": 1073741824, "unit": "B"}}}}]}]}
+    newer = {
+        "gpu_data": [
+            {
+                "gpu": 0,
+                "process_list": [
+                    {
+                        "process_info": {
+                            "name": "python3",
+                            "pid": 7,
+                            "memory_usage": {"vram_mem": {"value": 1073741824, "unit": "B"}},
+                        }
+                    }
+                ],
+            }
+        ]
+    }
     assert agent.amd_processes(newer) == {0: [{"pid": 7, "name": "python3", "vram_mib": 1024.0}]}
 
 
@@ -374,8 +432,7 @@ def test_metric_output_of_unknown_shape_falls_through_to_rocm_smi_with_the_reaso
     assert proc.returncode == 0
     hello = lines[0]
     assert hello["source"] == "rocm-smi"
-    assert "amd-smi failed (amd-smi listed no GPU (unknown output shape: an object with keys error))" \
-        in hello["note"]
+    assert "amd-smi failed (amd-smi listed no GPU (unknown output shape: an object with keys error))" in hello["note"]
 
 
 def test_renamed_rocm_smi_keys_are_read(node):
@@ -396,25 +453,52 @@ def test_renamed_rocm_smi_keys_are_read(node):
 
 
 def cpx_list(gpus=2):
-    return [{"gpu": g * 8 + p, "bdf": "0000:%02x:00.%d" % (0x0C + 0x16 * g, p),
-             "uuid": "u%d" % g, "kfd_id": 100 + g * 8 + p, "node_id": 2 + g * 8 + p, "partition_id": p}
-            for g in range(gpus) for p in range(8)]
+    return [
+        {
+            "gpu": g * 8 + p,
+            "bdf": "0000:%02x:00.%d" % (0x0C + 0x16 * g, p),
+            "uuid": "u%d" % g,
+            "kfd_id": 100 + g * 8 + p,
+            "node_id": 2 + g * 8 + p,
+            "partition_id": p,
+        }
+        for g in range(gpus)
+        for p in range(8)
+    ]
 
 
 def cpx_partition(gpus=2):
-    return {"current_partition": [{"gpu_id": i, "memory": "NPS1", "accelerator_type": "CPX",
-                                   "accelerator_profile_index": 3, "partition_id": str(i % 8)}
-                                  for i in range(gpus * 8)],
-            "memory_partition": [{"gpu_id": i, "memory_partition_caps": "NPS1,NPS4",
-                                  "current_memory_partition": "NPS1"} for i in range(gpus * 8)],
-            "partition_profiles": [], "partition_resources": []}
+    return {
+        "current_partition": [
+            {
+                "gpu_id": i,
+                "memory": "NPS1",
+                "accelerator_type": "CPX",
+                "accelerator_profile_index": 3,
+                "partition_id": str(i % 8),
+            }
+            for i in range(gpus * 8)
+        ],
+        "memory_partition": [
+            {"gpu_id": i, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"}
+            for i in range(gpus * 8)
+        ],
+        "partition_profiles": [],
+        "partition_resources": [],
+    }
 
 
 def partition_cmd(node, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_CONSOLE_SIM")}
     env["PATH"] = os.pathsep.join([str(node.bin), "/nonexistent"])
-    proc = subprocess.run([sys.executable, str(AGENT), "partition", *args, "--amdsmi-path", str(node.broken)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=40)
+    proc = subprocess.run(
+        [sys.executable, str(AGENT), "partition", *args, "--amdsmi-path", str(node.broken)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=40,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     (line,) = [json.loads(x) for x in proc.stdout.splitlines()]
     return proc, line
@@ -426,20 +510,36 @@ def test_partition_show_over_amd_smi_groups_logical_gpus_by_bdf(node):
     proc, line = partition_cmd(node, "show")
     assert proc.returncode == 0, line
     assert line["gpus"] == [
-        {"physical": 0, "compute_partition": "CPX", "memory_partition": "NPS1", "memory_caps": ["NPS1", "NPS4"],
-         "logical_gpus": 8},
-        {"physical": 1, "compute_partition": "CPX", "memory_partition": "NPS1", "memory_caps": ["NPS1", "NPS4"],
-         "logical_gpus": 8}]
+        {
+            "physical": 0,
+            "compute_partition": "CPX",
+            "memory_partition": "NPS1",
+            "memory_caps": ["NPS1", "NPS4"],
+            "logical_gpus": 8,
+        },
+        {
+            "physical": 1,
+            "compute_partition": "CPX",
+            "memory_partition": "NPS1",
+            "memory_caps": ["NPS1", "NPS4"],
+            "logical_gpus": 8,
+        },
+    ]
 
 
 def test_partition_show_over_pre_26_amd_smi_reads_static_partition(node):
     node.answer_doc("amd-smi list", [{"gpu": 0, "bdf": "0000:0c:00.0"}, {"gpu": 1, "bdf": "0000:0c:00.1"}])
-    node.answer_doc("amd-smi static", [
-        {"gpu": 0, "partition": {"compute_partition": "DPX", "memory_partition": "NPS1", "partition_id": 0}},
-        {"gpu": 1, "partition": {"compute_partition": "N/A", "memory_partition": "N/A", "partition_id": 1}}])
+    node.answer_doc(
+        "amd-smi static",
+        [
+            {"gpu": 0, "partition": {"compute_partition": "DPX", "memory_partition": "NPS1", "partition_id": 0}},
+            {"gpu": 1, "partition": {"compute_partition": "N/A", "memory_partition": "N/A", "partition_id": 1}},
+        ],
+    )
     proc, line = partition_cmd(node, "show")
-    assert line["gpus"] == [{"physical": 0, "compute_partition": "DPX", "memory_partition": "NPS1",
-                             "memory_caps": None, "logical_gpus": 2}]
+    assert line["gpus"] == [
+        {"physical": 0, "compute_partition": "DPX", "memory_partition": "NPS1", "memory_caps": None, "logical_gpus": 2}
+    ]
     assert "amd-smi static --partition --json" in node.calls()
 
 
@@ -448,21 +548,30 @@ def test_partition_answer_without_compute_modes_takes_them_from_static(node):
     output still carries the partition section: compute from static, memory and caps
     from the partition command, each GPU once."""
     node.answer("amd-smi partition", HARDWARE / "amd-smi_partition-m_mi355x_spx_fishman.json")
-    node.answer_doc("amd-smi static", [
-        {"gpu": g, "partition": {"compute_partition": "SPX", "memory_partition": "NPS4", "partition_id": 0}}
-        for g in range(8)])
+    node.answer_doc(
+        "amd-smi static",
+        [
+            {"gpu": g, "partition": {"compute_partition": "SPX", "memory_partition": "NPS4", "partition_id": 0}}
+            for g in range(8)
+        ],
+    )
     proc, line = partition_cmd(node, "show")
     assert proc.returncode == 0, line
-    assert [(g["compute_partition"], g["memory_partition"], g["memory_caps"]) for g in line["gpus"]] == \
-        [("SPX", "NPS1", ["NPS1", "NPS2"])] * 8  # the partition command's memory mode wins
+    assert [(g["compute_partition"], g["memory_partition"], g["memory_caps"]) for g in line["gpus"]] == [
+        ("SPX", "NPS1", ["NPS1", "NPS2"])
+    ] * 8  # the partition command's memory mode wins
     assert "amd-smi static --partition --json" in node.calls()
 
 
 def test_partition_show_over_rocm_smi(node):
-    node.answer_doc("rocm-smi", {
-        "card0": {"PCI Bus": "0000:0C:00.0", "Compute Partition": "DPX", "Memory Partition": "NPS1"},
-        "card1": {"PCI Bus": "0000:0C:00.1", "Compute Partition": "DPX", "Memory Partition": "NPS1"},
-        "card2": {"PCI Bus": "0000:22:00.0", "Compute Partition": "SPX", "Memory Partition": "NPS1"}})
+    node.answer_doc(
+        "rocm-smi",
+        {
+            "card0": {"PCI Bus": "0000:0C:00.0", "Compute Partition": "DPX", "Memory Partition": "NPS1"},
+            "card1": {"PCI Bus": "0000:0C:00.1", "Compute Partition": "DPX", "Memory Partition": "NPS1"},
+            "card2": {"PCI Bus": "0000:22:00.0", "Compute Partition": "SPX", "Memory Partition": "NPS1"},
+        },
+    )
     proc, line = partition_cmd(node, "show")
     assert [(g["compute_partition"], g["logical_gpus"]) for g in line["gpus"]] == [("DPX", 2), ("SPX", 1)]
 
@@ -478,8 +587,10 @@ def test_partition_set_over_amd_smi_verifies_from_a_fresh_read(node, tmp_path):
     assert line["kind"] == "partitions" and line["logical_gpus"] == 8
     assert "amd-smi set -g 0 -C CPX" in node.calls()
     # the mode read back is checked: a GPU still in SPX after the switch is an error
-    node.answer_doc("amd-smi partition", {"current_partition": [
-        {"gpu_id": i, "memory": "NPS1", "accelerator_type": "SPX"} for i in range(8)]})
+    node.answer_doc(
+        "amd-smi partition",
+        {"current_partition": [{"gpu_id": i, "memory": "NPS1", "accelerator_type": "SPX"} for i in range(8)]},
+    )
     proc, line = partition_cmd(node, "set", "--gpus", "0", "--compute", "CPX")
     assert proc.returncode == 4 and line["kind"] == "error"
     assert "GPU 0 reports SPX/NPS1 after the switch" in line["message"]
@@ -491,8 +602,15 @@ def test_partition_set_whose_mode_cannot_be_read_back_is_unverified_not_passed(n
     node.answer("amd-smi set", done)
     node.answer_doc("amd-smi list", cpx_list(1))
     # the read-back answers with the memory table only and static has no partition: compute mode unknown
-    node.answer_doc("amd-smi partition", {"memory_partition": [
-        {"gpu_id": i, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"} for i in range(8)]})
+    node.answer_doc(
+        "amd-smi partition",
+        {
+            "memory_partition": [
+                {"gpu_id": i, "memory_partition_caps": "NPS1,NPS4", "current_memory_partition": "NPS1"}
+                for i in range(8)
+            ]
+        },
+    )
     node.answer_doc("amd-smi static", {"gpu_data": []})
     proc, line = partition_cmd(node, "set", "--gpus", "0", "--compute", "CPX")
     assert proc.returncode == 0, line

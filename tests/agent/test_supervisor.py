@@ -30,8 +30,13 @@ while True:
 
 
 def agent(state: Path, *args: str, input: str | None = None, timeout: float = 60) -> list[dict]:
-    proc = subprocess.run([PY, str(AGENT), "instance", "--state-dir", str(state), *args],
-                          input=input, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [PY, str(AGENT), "instance", "--state-dir", str(state), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
@@ -73,16 +78,26 @@ def state(tmp_path):
 
 def test_start_list_logs_stop_leaves_no_process(state, tmp_path):
     child_file = tmp_path / "child.pid"
-    rec = start(state, "srv", [PY, "-c", SERVER], env={"CHILD_PID_FILE": str(child_file), "GREETING": "hi there"},
-                port=None, gpus=[0, 1])
+    rec = start(
+        state,
+        "srv",
+        [PY, "-c", SERVER],
+        env={"CHILD_PID_FILE": str(child_file), "GREETING": "hi there"},
+        port=None,
+        gpus=[0, 1],
+    )
     assert rec["state"] == "running" and rec["pid"] > 0
     assert wait_until(lambda: child_file.exists() and child_file.read_text())
     child = int(child_file.read_text())
     assert wait_until(lambda: b"server up hi there" in (state / "instances" / "srv" / "log").read_bytes())
     [listed] = [r for r in agent(state, "list") if r.get("kind") == "instance"]
     assert listed["name"] == "srv" and listed["state"] == "running" and listed["spec"]["gpus"] == [0, 1]
-    out = subprocess.run([PY, str(AGENT), "instance", "--state-dir", str(state), "logs", "srv"],
-                         capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run(
+        [PY, str(AGENT), "instance", "--state-dir", str(state), "logs", "srv"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     assert "server up hi there" in out
     [stopped] = agent(state, "stop", "srv", "--int-timeout", "5")
     assert stopped["state"] == "exited" and stopped["stopped_by"] == "SIGINT"
@@ -104,16 +119,24 @@ def test_crash_records_exit_code_and_log(state):
     assert wait_until(lambda: (state / "instances" / "crash" / "exit.json").exists())
     [rec] = [r for r in agent(state, "list") if r.get("kind") == "instance"]
     assert rec["state"] == "exited" and rec["exit_code"] == 3
-    tail = subprocess.run([PY, str(AGENT), "instance", "--state-dir", str(state), "logs", "crash", "--lines", "1"],
-                          capture_output=True, text=True, timeout=30).stdout
+    tail = subprocess.run(
+        [PY, str(AGENT), "instance", "--state-dir", str(state), "logs", "crash", "--lines", "1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     assert tail.strip() == "ValueError: boom"
 
 
 def test_secrets_never_stored_and_metacharacters_literal(state, tmp_path):
     marker = tmp_path / "pwned"
     evil = f"$(touch {marker}); `id` 'q' \"d\""
-    start(state, "lit", [PY, "-c", "import os,sys; print(repr(sys.argv[1]), os.environ['HF_TOKEN'][:2], flush=True)", evil],
-          env={"HF_TOKEN": "hf_secretvalue", "VLLM_ROCM_USE_AITER": "1"})
+    start(
+        state,
+        "lit",
+        [PY, "-c", "import os,sys; print(repr(sys.argv[1]), os.environ['HF_TOKEN'][:2], flush=True)", evil],
+        env={"HF_TOKEN": "hf_secretvalue", "VLLM_ROCM_USE_AITER": "1"},
+    )
     log = state / "instances" / "lit" / "log"
     assert wait_until(lambda: (state / "instances" / "lit" / "exit.json").exists())
     assert repr(evil) in log.read_text() and "hf" in log.read_text()
@@ -146,10 +169,16 @@ def test_refusals_are_one_line_errors(state):
 
 
 def test_follow_ends_when_instance_exits(state):
-    start(state, "short", [PY, "-c", "import time\nfor i in range(3):\n    print('line', i, flush=True); time.sleep(0.2)"])
+    start(
+        state, "short", [PY, "-c", "import time\nfor i in range(3):\n    print('line', i, flush=True); time.sleep(0.2)"]
+    )
     t0 = time.time()
-    out = subprocess.run([PY, str(AGENT), "instance", "--state-dir", str(state), "logs", "short", "--follow"],
-                         capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run(
+        [PY, str(AGENT), "instance", "--state-dir", str(state), "logs", "short", "--follow"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     assert out.splitlines() == ["line 0", "line 1", "line 2"]
     assert time.time() - t0 < 10
 
@@ -161,8 +190,9 @@ def test_foreign_vllm_serve_is_listed_as_unmanaged(state, tmp_path):
     fake.chmod(0o755)
     proc = subprocess.Popen([str(fake), "serve", "some/model", "--port", "8123"])
     try:
-        assert wait_until(lambda: any(r.get("kind") == "foreign" and r["pid"] == proc.pid
-                                      for r in agent(state, "list")), timeout=10)
+        assert wait_until(
+            lambda: any(r.get("kind") == "foreign" and r["pid"] == proc.pid for r in agent(state, "list")), timeout=10
+        )
     finally:
         proc.kill()
         proc.wait()

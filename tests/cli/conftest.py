@@ -13,7 +13,7 @@ def profile(tmp_path) -> Path:
     path.write_text(f"""
 [nodes.sim]
 transport = "local"
-state_dir = "{tmp_path / 'state'}"
+state_dir = "{tmp_path / "state"}"
 simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", seed = 11 }}
 """)
     return path

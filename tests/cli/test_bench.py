@@ -10,8 +10,23 @@ from tests.helpers import free_port
 
 def test_bench_run_and_sweep_store_results(profile, tmp_path):
     env = {"ROCM_CONSOLE_DATA_DIR": str(tmp_path / "data")}
-    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "2", "--port", str(free_port()),
-                "--name", "b", "--wait", "--timeout", "60")
+    start = run(
+        "serve",
+        "start",
+        "--profile",
+        str(profile),
+        "--preset",
+        "tiny",
+        "--gpus",
+        "2",
+        "--port",
+        str(free_port()),
+        "--name",
+        "b",
+        "--wait",
+        "--timeout",
+        "60",
+    )
     assert start.returncode == 0, start.stderr
     try:
         one = run("bench", "run", "--profile", str(profile), "--instance", "b", "--preset", "tiny", "--json", env=env)
@@ -19,8 +34,21 @@ def test_bench_run_and_sweep_store_results(profile, tmp_path):
         doc = json.loads(one.stdout)
         assert doc["metrics"]["completed"] == 20 and doc["context"]["instance"] == "b"
         assert doc["context"]["compute_partition"] == "SPX" and doc["context"]["gpu_model"] == "AMD Instinct MI300X"
-        sweep = run("bench", "sweep", "--profile", str(profile), "--instance", "b", "--preset", "tiny",
-                    "--concurrency", "1,2", "--set", "num_prompts=6", env=env)
+        sweep = run(
+            "bench",
+            "sweep",
+            "--profile",
+            str(profile),
+            "--instance",
+            "b",
+            "--preset",
+            "tiny",
+            "--concurrency",
+            "1,2",
+            "--set",
+            "num_prompts=6",
+            env=env,
+        )
         assert sweep.returncode == 0, sweep.stderr
         assert "concurrency  output tok/s" in sweep.stdout
         listed = run("results", "list", "--json", env=env)

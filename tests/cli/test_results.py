@@ -142,10 +142,24 @@ def test_export_formats(capsys, tmp_path):
 
 def test_results_needs_no_profile_end_to_end(tmp_path):
     env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
-    proc = subprocess.run([sys.executable, "-m", "console", "results", "import", str(SEED_004), "--json"],
-                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "console", "results", "import", str(SEED_004), "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["imported"]) == 9
-    proc = subprocess.run([sys.executable, "-m", "console", "results", "import", str(tmp_path / "missing")],
-                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "console", "results", "import", str(tmp_path / "missing")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2 and "no such file or folder" in proc.stderr

@@ -15,15 +15,29 @@ def test_bad_flags(profile):
     assert proc.returncode == 2 and "--gpus 'a,b'" in one_line_error(proc)
     proc = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--set", "oops")
     assert proc.returncode == 2 and "expected KEY=VALUE" in one_line_error(proc)
-    proc = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "0",
-               "--set", "port=1234")
+    proc = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "0", "--set", "port=1234")
     assert proc.returncode == 1 and "port" in one_line_error(proc)
 
 
 def test_serve_lifecycle_on_the_simulator(profile):
     port = str(free_port())
-    start = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "3", "--port", port,
-                "--name", "t", "--wait", "--timeout", "60")
+    start = run(
+        "serve",
+        "start",
+        "--profile",
+        str(profile),
+        "--preset",
+        "tiny",
+        "--gpus",
+        "3",
+        "--port",
+        port,
+        "--name",
+        "t",
+        "--wait",
+        "--timeout",
+        "60",
+    )
     try:
         assert start.returncode == 0, start.stdout + start.stderr
         assert "t: ready" in start.stdout

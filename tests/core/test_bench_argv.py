@@ -40,38 +40,69 @@ def flag_value(argv, flag):
 
 
 TINY = BenchPreset(
-    name="tiny", input_len=64, output_len=64, num_prompts=20, max_concurrency=(4,),
-    ignore_eos=True, percentile_metrics="ttft,tpot,itl,e2el",
+    name="tiny",
+    input_len=64,
+    output_len=64,
+    num_prompts=20,
+    max_concurrency=(4,),
+    ignore_eos=True,
+    percentile_metrics="ttft,tpot,itl,e2el",
 )
 
 
 def test_vllm_bench_full_argv():
     assert build(TINY, max_concurrency=4) == (
-        "vllm", "bench", "serve",
-        "--backend", "vllm",
-        "--base-url", "http://127.0.0.1:8011",
-        "--endpoint", "/v1/completions",
-        "--model", "/srv/models/tiny-llama",
-        "--dataset-name", "random",
-        "--random-input-len", "64",
-        "--random-output-len", "64",
-        "--num-prompts", "20",
-        "--request-rate", "inf",
-        "--max-concurrency", "4",
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        "http://127.0.0.1:8011",
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        "/srv/models/tiny-llama",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "64",
+        "--num-prompts",
+        "20",
+        "--request-rate",
+        "inf",
+        "--max-concurrency",
+        "4",
         "--ignore-eos",
-        "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
         "--save-result",
-        "--result-dir", "/state/inst-1/bench",
-        "--result-filename", "run-1.json",
+        "--result-dir",
+        "/state/inst-1/bench",
+        "--result-filename",
+        "run-1.json",
     )
 
 
 def test_every_field_in_its_place():
     preset = BenchPreset(
-        name="all", backend="openai", endpoint="/v1/completions", dataset="random",
-        input_len=128, output_len=32, range_ratio=0.25, num_prompts=7, request_rate=2.5,
-        burstiness=0.5, seed=123, ignore_eos=True, percentile_metrics="ttft,e2el",
-        metric_percentiles="50,99.9", extra_args=("--temperature", "0", "--trust-remote-code"),
+        name="all",
+        backend="openai",
+        endpoint="/v1/completions",
+        dataset="random",
+        input_len=128,
+        output_len=32,
+        range_ratio=0.25,
+        num_prompts=7,
+        request_rate=2.5,
+        burstiness=0.5,
+        seed=123,
+        ignore_eos=True,
+        percentile_metrics="ttft,e2el",
+        metric_percentiles="50,99.9",
+        extra_args=("--temperature", "0", "--trust-remote-code"),
     )
     argv = build(preset, max_concurrency=16, tokenizer="meta-llama/Llama-3.1-70B-Instruct")
     assert argv[:3] == ("vllm", "bench", "serve")
@@ -87,26 +118,42 @@ def test_every_field_in_its_place():
 
 def test_legacy_script_argv():
     preset = BenchPreset(
-        name="sharegpt", client="benchmark_serving", backend="openai-chat", dataset="sharegpt",
-        dataset_path="./ShareGPT_V3_unfiltered_cleaned_split.json", num_prompts=1024,
+        name="sharegpt",
+        client="benchmark_serving",
+        backend="openai-chat",
+        dataset="sharegpt",
+        dataset_path="./ShareGPT_V3_unfiltered_cleaned_split.json",
+        num_prompts=1024,
         max_concurrency=(128, 256, 512),
     )
     argvs = [build(preset, max_concurrency=c) for c in sweep_points(preset)]
     assert [flag_value(a, "--max-concurrency") for a in argvs] == ["128", "256", "512"]
     assert argvs[0] == (
-        "python3", "benchmarks/benchmark_serving.py",
-        "--backend", "openai-chat",
-        "--base-url", "http://127.0.0.1:8011",
-        "--endpoint", "/v1/chat/completions",
-        "--model", "/srv/models/tiny-llama",
-        "--dataset-name", "sharegpt",
-        "--dataset-path", "./ShareGPT_V3_unfiltered_cleaned_split.json",
-        "--num-prompts", "1024",
-        "--request-rate", "inf",
-        "--max-concurrency", "128",
+        "python3",
+        "benchmarks/benchmark_serving.py",
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        "http://127.0.0.1:8011",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        "/srv/models/tiny-llama",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        "./ShareGPT_V3_unfiltered_cleaned_split.json",
+        "--num-prompts",
+        "1024",
+        "--request-rate",
+        "inf",
+        "--max-concurrency",
+        "128",
         "--save-result",
-        "--result-dir", "/state/inst-1/bench",
-        "--result-filename", "run-1.json",
+        "--result-dir",
+        "/state/inst-1/bench",
+        "--result-filename",
+        "run-1.json",
     )
 
 
@@ -211,10 +258,16 @@ def test_overrides_map_to_preset_fields():
     changed = apply_bench_overrides(
         TINY,
         {
-            "num-prompts": "100", "--request_rate": "2", "max_concurrency": "1,4,16",
-            "seed": "", "ignore_eos": "false", "dataset_name": "random",
-            "random_input_len": "1024", "extra_args": "--temperature 0 --metadata 'run=a b'",
-            "percentile_metrics": "ttft", "client": "benchmark_serving",
+            "num-prompts": "100",
+            "--request_rate": "2",
+            "max_concurrency": "1,4,16",
+            "seed": "",
+            "ignore_eos": "false",
+            "dataset_name": "random",
+            "random_input_len": "1024",
+            "extra_args": "--temperature 0 --metadata 'run=a b'",
+            "percentile_metrics": "ttft",
+            "client": "benchmark_serving",
         },
     )
     assert changed.num_prompts == 100 and changed.request_rate == 2.0
@@ -256,9 +309,17 @@ def test_bad_overrides(overrides, message):
 def test_every_flag_exists_in_the_032_help():
     help_flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", HELP.read_text()))
     preset = BenchPreset(
-        name="all", backend="openai", input_len=128, output_len=32, range_ratio=0.25,
-        request_rate=2.5, burstiness=0.5, seed=1, ignore_eos=True,
-        percentile_metrics="ttft", metric_percentiles="99",
+        name="all",
+        backend="openai",
+        input_len=128,
+        output_len=32,
+        range_ratio=0.25,
+        request_rate=2.5,
+        burstiness=0.5,
+        seed=1,
+        ignore_eos=True,
+        percentile_metrics="ttft",
+        metric_percentiles="99",
     )
     argvs = [
         build(preset, max_concurrency=8, tokenizer="t"),

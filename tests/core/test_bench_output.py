@@ -116,14 +116,29 @@ def test_strip_ansi():
 # ---------------------------------------------------------------- real 0.32 output
 
 SAMPLE_032_METRICS = {
-    "completed": 50, "failed": 0, "max_concurrency": 8, "duration": 2.04,
-    "total_input_tokens": 3207, "total_output_tokens": 3200, "request_throughput": 24.50,
-    "output_throughput": 1568.11, "max_output_tokens_per_s": 1657.00,
-    "max_concurrent_requests": 34.00, "total_token_throughput": 3139.65,
-    "mean_ttft_ms": 39.10, "median_ttft_ms": 37.89, "p99_ttft_ms": 57.41,
-    "mean_tpot_ms": 4.20, "median_tpot_ms": 4.05, "p99_tpot_ms": 5.22,
-    "mean_itl_ms": 4.21, "median_itl_ms": 3.91, "p99_itl_ms": 13.05,
-    "mean_e2el_ms": 303.96, "median_e2el_ms": 295.76, "p99_e2el_ms": 370.98,
+    "completed": 50,
+    "failed": 0,
+    "max_concurrency": 8,
+    "duration": 2.04,
+    "total_input_tokens": 3207,
+    "total_output_tokens": 3200,
+    "request_throughput": 24.50,
+    "output_throughput": 1568.11,
+    "max_output_tokens_per_s": 1657.00,
+    "max_concurrent_requests": 34.00,
+    "total_token_throughput": 3139.65,
+    "mean_ttft_ms": 39.10,
+    "median_ttft_ms": 37.89,
+    "p99_ttft_ms": 57.41,
+    "mean_tpot_ms": 4.20,
+    "median_tpot_ms": 4.05,
+    "p99_tpot_ms": 5.22,
+    "mean_itl_ms": 4.21,
+    "median_itl_ms": 3.91,
+    "p99_itl_ms": 13.05,
+    "mean_e2el_ms": 303.96,
+    "median_e2el_ms": 295.76,
+    "p99_e2el_ms": 370.98,
 }
 
 
@@ -132,8 +147,13 @@ def test_032_stdout_events_in_order():
     setup = [(e.kind, e.value) for e in of(events, SetupLine)]
     kinds = [k for k, _ in setup]
     assert kinds == [
-        "namespace", "initial_test_start", "ready_check_skipped", "main_start",
-        "request_rate", "burstiness", "max_concurrency",
+        "namespace",
+        "initial_test_start",
+        "ready_check_skipped",
+        "main_start",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
     ]
     assert setup[4][1] == math.inf and setup[5][1] == 1.0 and setup[6][1] == 8
     progress = of(events, BenchProgress)
@@ -154,12 +174,25 @@ def test_032_stdout_events_in_order():
 def test_032_setup_from_namespace_and_prerun_lines():
     (block,) = parse_result_blocks(raw("bench_serve_stdout.raw"))
     assert block.setup == {
-        "model": "/srv/models/tiny-llama", "backend": "vllm", "endpoint": "/v1/completions",
-        "base_url": "http://127.0.0.1:8011", "host": "127.0.0.1", "port": 8000,
-        "dataset_name": "random", "num_prompts": 50, "request_rate": math.inf,
-        "burstiness": 1.0, "max_concurrency": 8, "seed": 0, "ignore_eos": True,
-        "percentile_metrics": "ttft,tpot,itl,e2el", "metric_percentiles": "99",
-        "range_ratio": 0.0, "num_warmups": 0, "input_len": 64, "output_len": 64,
+        "model": "/srv/models/tiny-llama",
+        "backend": "vllm",
+        "endpoint": "/v1/completions",
+        "base_url": "http://127.0.0.1:8011",
+        "host": "127.0.0.1",
+        "port": 8000,
+        "dataset_name": "random",
+        "num_prompts": 50,
+        "request_rate": math.inf,
+        "burstiness": 1.0,
+        "max_concurrency": 8,
+        "seed": 0,
+        "ignore_eos": True,
+        "percentile_metrics": "ttft,tpot,itl,e2el",
+        "metric_percentiles": "99",
+        "range_ratio": 0.0,
+        "num_warmups": 0,
+        "input_len": 64,
+        "output_len": 64,
     }
     assert block.args["dispatch_function"].startswith("<function BenchmarkServingSubcommand.cmd")
     assert block.args["random_mm_bucket_config"] == {(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}
@@ -276,15 +309,29 @@ def test_seed_002_two_blocks():
     assert len(blocks) == 2 and all(b.complete for b in blocks)
     fp8, fp4 = blocks
     assert fp8.metrics == {
-        "completed": 128, "failed": 0, "max_concurrency": 64, "duration": 149.97,
-        "total_input_tokens": 1048448, "total_output_tokens": 131072,
-        "request_throughput": 0.85, "output_throughput": 873.98,
-        "max_output_tokens_per_s": 1600.00, "max_concurrent_requests": 70.00,
+        "completed": 128,
+        "failed": 0,
+        "max_concurrency": 64,
+        "duration": 149.97,
+        "total_input_tokens": 1048448,
+        "total_output_tokens": 131072,
+        "request_throughput": 0.85,
+        "output_throughput": 873.98,
+        "max_output_tokens_per_s": 1600.00,
+        "max_concurrent_requests": 70.00,
         "total_token_throughput": 7864.95,
-        "mean_ttft_ms": 11639.66, "median_ttft_ms": 7543.86, "p99_ttft_ms": 31797.74,
-        "mean_tpot_ms": 61.81, "median_tpot_ms": 66.91, "p99_tpot_ms": 72.17,
-        "mean_itl_ms": 61.81, "median_itl_ms": 42.31, "p99_itl_ms": 1068.18,
-        "mean_e2el_ms": 74875.13, "median_e2el_ms": 74736.83, "p99_e2el_ms": 101320.40,
+        "mean_ttft_ms": 11639.66,
+        "median_ttft_ms": 7543.86,
+        "p99_ttft_ms": 31797.74,
+        "mean_tpot_ms": 61.81,
+        "median_tpot_ms": 66.91,
+        "p99_tpot_ms": 72.17,
+        "mean_itl_ms": 61.81,
+        "median_itl_ms": 42.31,
+        "p99_itl_ms": 1068.18,
+        "mean_e2el_ms": 74875.13,
+        "median_e2el_ms": 74736.83,
+        "p99_e2el_ms": 101320.40,
     }
     assert fp4.metrics["duration"] == 131.16 and fp4.metrics["total_token_throughput"] == 8992.71
     assert fp4.metrics["p99_e2el_ms"] == 84989.10
@@ -299,7 +346,15 @@ def test_seed_004_every_block_with_its_concurrency():
     assert all(b.complete and len(b.metrics) == 16 for b in blocks)
     assert [b.setup["max_concurrency"] for b in blocks] == [128, 256, 512, 128, 256, 512, 512, 512, 512]
     assert [b.metrics["total_output_tokens"] for b in blocks] == [
-        191594, 191585, 191574, 192022, 191426, 192098, 191650, 191551, 191232,
+        191594,
+        191585,
+        191574,
+        192022,
+        191426,
+        192098,
+        191650,
+        191551,
+        191232,
     ]
     assert [b.metrics["duration"] for b in blocks] == [95.88, 84.43, 84.19, 96.39, 84.40, 75.04, 59.90, 95.24, 122.65]
     first = blocks[0]
@@ -308,8 +363,11 @@ def test_seed_004_every_block_with_its_concurrency():
     assert first.metrics["p99_itl_ms"] == 560.38
     # setup from the shown client command line (the log has no Namespace)
     assert {k: first.setup[k] for k in ("backend", "model", "dataset_name", "num_prompts", "endpoint")} == {
-        "backend": "openai-chat", "model": "meta-llama/Llama-3.1-70B-Instruct",
-        "dataset_name": "sharegpt", "num_prompts": 1024, "endpoint": "/v1/chat/completions",
+        "backend": "openai-chat",
+        "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "dataset_name": "sharegpt",
+        "num_prompts": 1024,
+        "endpoint": "/v1/chat/completions",
     }
     assert first.setup["dataset_path"] == "./ShareGPT_V3_unfiltered_cleaned_split.json"
     assert first.span == (13, 33)
@@ -372,7 +430,10 @@ def test_block_labels(label, key):
 
 def _block(*lines: str) -> str:
     head = "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")
-    return "\n".join([head, *("{:<40} {:<10}".format(*ln) if isinstance(ln, tuple) else ln for ln in lines), "=" * 50]) + "\n"
+    return (
+        "\n".join([head, *("{:<40} {:<10}".format(*ln) if isinstance(ln, tuple) else ln for ln in lines), "=" * 50])
+        + "\n"
+    )
 
 
 def test_063_style_run():
@@ -391,18 +452,29 @@ def test_063_style_run():
         "Maximum request concurrency: None\n"
         "100%|██████████| 10/10 [00:01<00:00,  6.24it/s]\n"
         + _block(
-            ("Successful requests:", 10), ("Benchmark duration (s):", "1.60"),
-            ("Total input tokens:", 5497), ("Total generated tokens:", 1500),
-            ("Request throughput (req/s):", "6.24"), ("Output token throughput (tok/s):", "936.55"),
+            ("Successful requests:", 10),
+            ("Benchmark duration (s):", "1.60"),
+            ("Total input tokens:", 5497),
+            ("Total generated tokens:", 1500),
+            ("Request throughput (req/s):", "6.24"),
+            ("Output token throughput (tok/s):", "936.55"),
             ("Total Token throughput (tok/s):", "4368.77"),
             "{s:{c}^{n}}".format(s="Time to First Token", n=50, c="-"),
-            ("Mean TTFT (ms):", "51.49"), ("Median TTFT (ms):", "48.06"), ("P99 TTFT (ms):", "81.98"),
+            ("Mean TTFT (ms):", "51.49"),
+            ("Median TTFT (ms):", "48.06"),
+            ("P99 TTFT (ms):", "81.98"),
         )
     )
     _, events = feed_all([text])
     kinds = [e.kind for e in of(events, SetupLine)]
-    assert kinds == ["namespace", "initial_test_start", "initial_test_done", "main_start",
-                     "request_rate", "max_concurrency"]
+    assert kinds == [
+        "namespace",
+        "initial_test_start",
+        "initial_test_done",
+        "main_start",
+        "request_rate",
+        "max_concurrency",
+    ]
     (block,) = of(events, BenchResultBlock)
     assert block.metrics["total_token_throughput"] == 4368.77 and "failed" not in block.metrics
     assert block.setup["dataset_name"] == "sonnet"
@@ -427,8 +499,10 @@ def test_012_warmup_phase_and_rate_line_in_block():
         "Maximum request concurrency: 64\n"
         "\r 10%|█         | 100/1000 [00:05<00:45, 20.00it/s]\n"
         + _block(
-            ("Successful requests:", 1000), ("Failed requests:", 0),
-            ("Maximum request concurrency:", 64), ("Request rate configured (RPS):", "20.00"),
+            ("Successful requests:", 1000),
+            ("Failed requests:", 0),
+            ("Maximum request concurrency:", 64),
+            ("Request rate configured (RPS):", "20.00"),
             ("Request goodput (req/s):", "30.12"),
             "{s:{c}^{n}}".format(s="Inter-token Latency", n=50, c="-"),
             ("P99.9 ITL (ms):", "214.35"),
@@ -449,21 +523,30 @@ def test_012_warmup_phase_and_rate_line_in_block():
 
 def test_033_extra_sections():
     text = _block(
-        ("Successful requests:", 10), ("Failed requests:", 2),
+        ("Successful requests:", 10),
+        ("Failed requests:", 2),
         "{s:{c}^{n}}".format(s="Client-side Queueing", n=50, c="-"),
-        ("Mean Client Queue Time (ms):", "1.00"), ("P99 Client Queue Time (ms):", "2.00"),
+        ("Mean Client Queue Time (ms):", "1.00"),
+        ("P99 Client Queue Time (ms):", "2.00"),
         "{s:{c}^{n}}".format(s="Probe Requests", n=50, c="-"),
-        ("Probe requests completed:", 5), ("P99 probe E2EL (ms):", "12.50"),
+        ("Probe requests completed:", 5),
+        ("P99 probe E2EL (ms):", "12.50"),
         "{s:{c}^{n}}".format(s="Speculative Decoding", n=50, c="-"),
-        ("Acceptance rate (%):", "71.20"), ("Drafts:", 300),
+        ("Acceptance rate (%):", "71.20"),
+        ("Drafts:", 300),
         "Per-position acceptance (%):",
         ("  Position 0:", "90.00"),
         ("Some New Counter:", "3"),
     )
     (block,) = parse_result_blocks(text)
     assert block.metrics == {
-        "completed": 10, "failed": 2, "mean_client_queue_time_ms": 1.0, "p99_client_queue_time_ms": 2.0,
-        "probe_completed": 5, "probe_p99_e2el_ms": 12.5, "spec_decode_acceptance_rate": 71.2,
+        "completed": 10,
+        "failed": 2,
+        "mean_client_queue_time_ms": 1.0,
+        "p99_client_queue_time_ms": 2.0,
+        "probe_completed": 5,
+        "probe_p99_e2el_ms": 12.5,
+        "spec_decode_acceptance_rate": 71.2,
         "spec_decode_num_drafts": 300,
     }
     assert block.unknown == {"Some New Counter": 3.0}
@@ -486,8 +569,14 @@ def test_initial_test_failure_is_an_error_without_block():
 
 
 def test_a_crash_traceback_is_an_exception_error():
-    _, events = feed_all([("Traceback (most recent call last):\n  File \"x\", line 1\n"
-                          "FileNotFoundError: [Errno 2] No such file or directory: 'ShareGPT.json'\n")])
+    _, events = feed_all(
+        [
+            (
+                'Traceback (most recent call last):\n  File "x", line 1\n'
+                "FileNotFoundError: [Errno 2] No such file or directory: 'ShareGPT.json'\n"
+            )
+        ]
+    )
     (error,) = of(events, BenchError)
     assert error.kind == "exception" and "ShareGPT.json" in error.message
 
@@ -515,8 +604,7 @@ def test_a_new_header_closes_an_unfinished_block():
 
 def test_prerun_lines_belong_to_one_run():
     text = (
-        "Maximum request concurrency: 8\n" + _block(("Successful requests:", 1))
-        + _block(("Successful requests:", 2))
+        "Maximum request concurrency: 8\n" + _block(("Successful requests:", 1)) + _block(("Successful requests:", 2))
     )
     first, second = parse_result_blocks(text)
     assert first.setup == {"max_concurrency": 8} and second.setup == {}
@@ -540,15 +628,24 @@ def test_emit_other_lines():
 
 
 def test_non_default_args_line():
-    _, events = feed_all(["INFO 07-01 [cli.py:1] non-default args: {'model': 'm', 'num_prompts': 5, 'request_rate': 2.0}\n"
-                          + _block(("Successful requests:", 5))])
+    _, events = feed_all(
+        [
+            "INFO 07-01 [cli.py:1] non-default args: {'model': 'm', 'num_prompts': 5, 'request_rate': 2.0}\n"
+            + _block(("Successful requests:", 5))
+        ]
+    )
     (block,) = of(events, BenchResultBlock)
     assert block.setup == {"model": "m", "num_prompts": 5, "request_rate": 2.0}
 
 
 def test_parse_namespace():
     assert parse_namespace("Namespace(a=1, b='x, y', c=[1, 2], d=inf, e=<function f at 0x1>, f=None)") == {
-        "a": 1, "b": "x, y", "c": [1, 2], "d": math.inf, "e": "<function f at 0x1>", "f": None,
+        "a": 1,
+        "b": "x, y",
+        "c": [1, 2],
+        "d": math.inf,
+        "e": "<function f at 0x1>",
+        "f": None,
     }
     assert parse_namespace("Namespace(a=1, b=(2") == {"a": 1, "b": "(2"}  # cut short
     assert parse_namespace("{'a': 1, 'b': 'x'}") == {"a": 1, "b": "x"}

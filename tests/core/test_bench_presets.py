@@ -22,8 +22,16 @@ SEED_004 = SEEDS / "004_040c923192cb04a5.txt"
 SHARED_SEEDS = ROOT.parent / "shared" / "seeds"
 
 # Flags the console sets itself (the server address, the model, where results go)
-CONSOLE_FLAGS = {"--port", "--host", "--base-url", "--model", "--tokenizer", "--save-result", "--result-dir",
-                 "--result-filename"}
+CONSOLE_FLAGS = {
+    "--port",
+    "--host",
+    "--base-url",
+    "--model",
+    "--tokenizer",
+    "--save-result",
+    "--result-dir",
+    "--result-filename",
+}
 # Flags every argv carries; a seed that leaves them out runs with the same value by default
 DEFAULTS = {"--backend": "vllm", "--endpoint": "/v1/completions", "--request-rate": "inf"}
 
@@ -67,8 +75,13 @@ def flags(argv) -> dict[str, str | bool]:
 def build(preset: BenchPreset, concurrency):
     client = ("vllm",) if preset.client == "vllm-bench" else ("python3", "benchmarks/benchmark_serving.py")
     return build_bench_argv(
-        preset, client_cmd=client, base_url="http://127.0.0.1:8000", model="served-model",
-        result_dir="/state/bench", result_filename="r.json", max_concurrency=concurrency,
+        preset,
+        client_cmd=client,
+        base_url="http://127.0.0.1:8000",
+        model="served-model",
+        result_dir="/state/bench",
+        result_filename="r.json",
+        max_concurrency=concurrency,
     )
 
 
@@ -90,26 +103,59 @@ def test_presets_load(presets):
 
 def test_preset_fields(presets):
     assert presets["random-4096-512-rate1"] == BenchPreset(
-        name="random-4096-512-rate1", dataset="random", input_len=4096, output_len=512, request_rate=1.0,
-        num_prompts=500, ignore_eos=True, percentile_metrics="ttft,tpot,itl,e2el", source=str(PRESETS),
+        name="random-4096-512-rate1",
+        dataset="random",
+        input_len=4096,
+        output_len=512,
+        request_rate=1.0,
+        num_prompts=500,
+        ignore_eos=True,
+        percentile_metrics="ttft,tpot,itl,e2el",
+        source=str(PRESETS),
     )
     assert presets["random-8192-1024-c64"] == BenchPreset(
-        name="random-8192-1024-c64", dataset="random", input_len=8192, output_len=1024, max_concurrency=(64,),
-        num_prompts=128, seed=123, ignore_eos=True, percentile_metrics="ttft,tpot,itl,e2el", source=str(PRESETS),
+        name="random-8192-1024-c64",
+        dataset="random",
+        input_len=8192,
+        output_len=1024,
+        max_concurrency=(64,),
+        num_prompts=128,
+        seed=123,
+        ignore_eos=True,
+        percentile_metrics="ttft,tpot,itl,e2el",
+        source=str(PRESETS),
     )
     assert presets["sharegpt-chat-sweep"] == BenchPreset(
-        name="sharegpt-chat-sweep", client="benchmark_serving", backend="openai-chat",
-        endpoint="/v1/chat/completions", dataset="sharegpt",
-        dataset_path="./ShareGPT_V3_unfiltered_cleaned_split.json", num_prompts=1024,
-        max_concurrency=(128, 256, 512), source=str(PRESETS),
+        name="sharegpt-chat-sweep",
+        client="benchmark_serving",
+        backend="openai-chat",
+        endpoint="/v1/chat/completions",
+        dataset="sharegpt",
+        dataset_path="./ShareGPT_V3_unfiltered_cleaned_split.json",
+        num_prompts=1024,
+        max_concurrency=(128, 256, 512),
+        source=str(PRESETS),
     )
     assert presets["deepseek-random-128-128-c256"] == BenchPreset(
-        name="deepseek-random-128-128-c256", backend="vllm", dataset="random", input_len=128, output_len=128,
-        max_concurrency=(256,), num_prompts=1000, source=str(PRESETS),
+        name="deepseek-random-128-128-c256",
+        backend="vllm",
+        dataset="random",
+        input_len=128,
+        output_len=128,
+        max_concurrency=(256,),
+        num_prompts=1000,
+        source=str(PRESETS),
     )
     assert presets["tiny"] == BenchPreset(
-        name="tiny", dataset="random", input_len=64, output_len=64, num_prompts=20, max_concurrency=(4,),
-        ignore_eos=True, percentile_metrics="ttft,tpot,itl,e2el", source=str(PRESETS),
+        name="tiny",
+        dataset="random",
+        input_len=64,
+        output_len=64,
+        num_prompts=20,
+        max_concurrency=(4,),
+        ignore_eos=True,
+        percentile_metrics="ttft,tpot,itl,e2el",
+        source=str(PRESETS),
     )
 
 

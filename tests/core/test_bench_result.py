@@ -221,9 +221,17 @@ def test_result_metric_keys_order():
     assert keys[-1] == "rtfx"
     (block,) = parse_result_blocks((CPU / "bench_serve_stdout_pty.raw").read_bytes())
     keys = result_metric_keys(block.metrics)
-    assert keys[keys.index("mean_itl_ms") :][:5] == ["mean_itl_ms", "median_itl_ms", "p50_itl_ms", "p90_itl_ms", "p99_itl_ms"]
+    assert keys[keys.index("mean_itl_ms") :][:5] == [
+        "mean_itl_ms",
+        "median_itl_ms",
+        "p50_itl_ms",
+        "p90_itl_ms",
+        "p99_itl_ms",
+    ]
     assert result_metric_keys({"p99.9_itl_ms": 1.0, "p99_itl_ms": 1.0, "p50_itl_ms": 1.0}) == [
-        "p50_itl_ms", "p99_itl_ms", "p99.9_itl_ms",
+        "p50_itl_ms",
+        "p99_itl_ms",
+        "p99.9_itl_ms",
     ]
 
 
@@ -235,8 +243,20 @@ _json = st.recursive(
     max_leaves=20,
 )
 _keys = st.sampled_from(
-    ["request_rate", "completed", "failed", "backend", "date", "request_goodput:", "num_prompts",
-     "max_concurrency", "p99_ttft_ms", "itls", "label", "endpoint_type"]
+    [
+        "request_rate",
+        "completed",
+        "failed",
+        "backend",
+        "date",
+        "request_goodput:",
+        "num_prompts",
+        "max_concurrency",
+        "p99_ttft_ms",
+        "itls",
+        "label",
+        "endpoint_type",
+    ]
 ) | st.text(max_size=12)
 
 

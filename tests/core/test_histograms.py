@@ -121,12 +121,24 @@ def test_bounds_come_from_the_data():
 
 
 def test_sum_over_engines_and_filter():
-    a = hist_samples("vllm:e2e_request_latency_seconds", [("1.0", 1), ("2.5", 3), ("+Inf", 4)], 6.0,
-                     {"engine": "0", "model_name": "m"})
-    b = hist_samples("vllm:e2e_request_latency_seconds", [("1.0", 2), ("2.5", 2), ("+Inf", 2)], 1.5,
-                     {"engine": "1", "model_name": "m"})
-    other = hist_samples("vllm:e2e_request_latency_seconds", [("1.0", 50), ("2.5", 50), ("+Inf", 50)], 9.0,
-                         {"engine": "0", "model_name": "other"})
+    a = hist_samples(
+        "vllm:e2e_request_latency_seconds",
+        [("1.0", 1), ("2.5", 3), ("+Inf", 4)],
+        6.0,
+        {"engine": "0", "model_name": "m"},
+    )
+    b = hist_samples(
+        "vllm:e2e_request_latency_seconds",
+        [("1.0", 2), ("2.5", 2), ("+Inf", 2)],
+        1.5,
+        {"engine": "1", "model_name": "m"},
+    )
+    other = hist_samples(
+        "vllm:e2e_request_latency_seconds",
+        [("1.0", 50), ("2.5", 50), ("+Inf", 50)],
+        9.0,
+        {"engine": "0", "model_name": "other"},
+    )
     samples = a + b + other
     h = histogram_from_samples(samples, E2E[0], {"model_name": "m"})
     assert h == HistogramSnapshot(((1.0, 3.0), (2.5, 5.0), (INF, 6.0)), 7.5, 6.0)
@@ -238,12 +250,14 @@ def test_windowed_percentiles():
 
 def test_window_changes_with_the_load():
     w = WindowedPercentiles(window_s=2)
+
     def slow(n):
         return snap((0.1, 0), (0.5, 0), (2.0, n), (INF, n), total=n * 1.0)
 
     w.add(0, slow(0))
     w.add(1, slow(10))
     assert w.stats().p50 == pytest.approx(0.5 + 1.5 * 0.5)
+
     def fast(n, base):
         return snap((0.1, n), (0.5, n), (2.0, base + n), (INF, base + n), total=base + n * 0.05)
 
@@ -305,8 +319,16 @@ def test_quantile_is_monotonic_and_within_the_bounds(hist, qs):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.text(max_size=30), st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
-                          st.one_of(st.floats(), st.integers(), st.text(max_size=5))), max_size=30))
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=30),
+            st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
+            st.one_of(st.floats(), st.integers(), st.text(max_size=5)),
+        ),
+        max_size=30,
+    )
+)
 def test_fuzz_samples_never_raise(samples):
     for name in ("x", "", "vllm:time_to_first_token_seconds"):
         h = histogram_from_samples(samples, name)

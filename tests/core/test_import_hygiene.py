@@ -41,7 +41,9 @@ def _module_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                    base = ".".join(
+                        package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                    )
                 for alias in node.names:
                     # `from package import submodule` needs the submodule, not the package's __init__
                     deps.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
@@ -59,7 +61,7 @@ def test_no_import_cycles_in_console():
 
     def visit(name: str, path: list[str]) -> None:
         for dep in sorted(graph[name]):
-            assert dep not in path, "import cycle: " + " -> ".join(path[path.index(dep):] + [dep])
+            assert dep not in path, "import cycle: " + " -> ".join(path[path.index(dep) :] + [dep])
             if dep not in finished:
                 visit(dep, path + [dep])
         finished.add(name)

@@ -16,16 +16,34 @@ def snapshot(mode="SPX", memory="NPS1", count=2, procs=None, caps=("NPS1", "NPS4
     for phys in range(count):
         for part in range(per):
             i = phys * per + part
-            static.append(GpuStatic(i, phys, part, model="AMD Instinct MI300X", compute_partition=mode,
-                                    memory_partition=memory, memory_caps=caps))
+            static.append(
+                GpuStatic(
+                    i,
+                    phys,
+                    part,
+                    model="AMD Instinct MI300X",
+                    compute_partition=mode,
+                    memory_partition=memory,
+                    memory_caps=caps,
+                )
+            )
             metrics.append(GpuMetrics(i, processes=tuple((procs or {}).get(i, ()))))
     return NodeSnapshot("n", NodeHealth.LIVE, static=tuple(static), latest=TelemetryFrame(0, 0, tuple(metrics)))
 
 
-@pytest.mark.parametrize("compute, memory, ok", [
-    ("SPX", "NPS1", True), ("SPX", "NPS4", False), ("DPX", "NPS2", True), ("DPX", "NPS4", False),
-    ("QPX", "NPS4", True), ("CPX", "NPS1", True), ("CPX", "NPS4", True), ("CPX", "NPS2", False),
-])
+@pytest.mark.parametrize(
+    "compute, memory, ok",
+    [
+        ("SPX", "NPS1", True),
+        ("SPX", "NPS4", False),
+        ("DPX", "NPS2", True),
+        ("DPX", "NPS4", False),
+        ("QPX", "NPS4", True),
+        ("CPX", "NPS1", True),
+        ("CPX", "NPS4", True),
+        ("CPX", "NPS2", False),
+    ],
+)
 def test_compatibility_table(compute, memory, ok):
     assert (compatibility_refusal(compute, memory) is None) == ok
 
@@ -44,8 +62,7 @@ def test_cpx_describes_64_gpus_and_tp1():
 def test_preflight_refusals_one_line_each():
     snap = snapshot(procs={1: [GpuProcess(42, "python3", 100.0)]})
     assert preflight(snap, [0], compute="CPX", memory=None) == []
-    reasons = preflight(snap, [0, 1], compute="SPX", memory="NPS4", instances_on_gpu={0: "llama-a"},
-                        can_be_root=False)
+    reasons = preflight(snap, [0, 1], compute="SPX", memory="NPS4", instances_on_gpu={0: "llama-a"}, can_be_root=False)
     assert reasons == [
         "GPUs 0, 1: SPX needs NPS1, the memory mode would be NPS4",
         "GPU 0 runs instance llama-a: stop it first",
@@ -53,7 +70,8 @@ def test_preflight_refusals_one_line_each():
         "no root: set sudo = true in the profile (passwordless sudo), or log in as root",
     ]
     assert preflight(snap, [0], compute=None, memory=None) == [
-        "nothing to change: give a compute and/or a memory partition"]
+        "nothing to change: give a compute and/or a memory partition"
+    ]
 
 
 def test_physical_grouping_and_parsing():

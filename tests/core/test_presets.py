@@ -311,25 +311,36 @@ def test_spot_checks_against_the_seeds(presets):
         assert dict(presets[name].env)["VLLM_RPC_TIMEOUT"] == "1800000"
         assert presets[name].tp == 1
     fp8_cc = args("llama-3.3-70b-fp8-mi355")[args("llama-3.3-70b-fp8-mi355").index("--compilation-config") + 1]
-    assert fp8_cc == '{"cudagraph_mode":"FULL_AND_PIECEWISE", "custom_ops": ["-rms_norm", "-quant_fp8", "-silu_and_mul"]}'
+    assert (
+        fp8_cc == '{"cudagraph_mode":"FULL_AND_PIECEWISE", "custom_ops": ["-rms_norm", "-quant_fp8", "-silu_and_mul"]}'
+    )
     fp4 = presets["llama-3.3-70b-mxfp4-mi355"]
     assert ("--compilation-config", '{"cudagraph_mode":"FULL_AND_PIECEWISE"}') in pairs(fp4.name)
     assert dict(fp4.env)["VLLM_ROCM_USE_AITER_FP4_ASM_GEMM"] == "1"
 
     ds = presets["deepseek-v3"]
     assert (ds.model, ds.tp, ds.args, dict(ds.env)) == (
-        "deepseek-ai/DeepSeek-V3", 8, ("--block-size", "1"), {"VLLM_ROCM_USE_AITER": "1"}
+        "deepseek-ai/DeepSeek-V3",
+        8,
+        ("--block-size", "1"),
+        {"VLLM_ROCM_USE_AITER": "1"},
     )
     mx = presets["mixtral-8x22b-fp8"]
     assert mx.model == "amd/Mixtral-8x22B-Instruct-v0.1-FP8-KV" and mx.tp == 8
-    assert dict(mx.env) == {"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_MHA": "0", "VLLM_ROCM_USE_AITER_RMSNORM": "0"}
+    assert dict(mx.env) == {
+        "VLLM_ROCM_USE_AITER": "1",
+        "VLLM_ROCM_USE_AITER_MHA": "0",
+        "VLLM_ROCM_USE_AITER_RMSNORM": "0",
+    }
     assert "fp8" not in mx.args  # seed 000: "AITER does not support fp8 kv cache"
     cpx = presets["llama-3.1-8b-fp8-cpx"]
     assert cpx.tp == 1 and ("--max-model-len", "4608") in pairs(cpx.name)
 
     tiny = presets["tiny"]
     assert (tiny.model, tiny.tp, tiny.args, tiny.env) == (
-        "tiny-llama", 1, ("--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"),
+        "tiny-llama",
+        1,
+        ("--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"),
         (("VLLM_CPU_KVCACHE_SPACE", "1"),),
     )
 
@@ -340,11 +351,19 @@ def norm_seed(text: str) -> str:
 
 
 @pytest.mark.skipif(not SEEDS.is_dir(), reason="seeds folder not next to the repo")
-@pytest.mark.parametrize("excerpt_seed", [
-    (SEED_000_ENV, "000"), (SEED_000_THROUGHPUT, "000"), (SEED_000_SERVE, "000"),
-    (SEED_000_CPX, "000"), (SEED_000_AITER, "000"), (SEED_003_DEEPSEEK, "003"),
-    (SEED_002_FP8, "002"), (SEED_002_FP4, "002"),
-])
+@pytest.mark.parametrize(
+    "excerpt_seed",
+    [
+        (SEED_000_ENV, "000"),
+        (SEED_000_THROUGHPUT, "000"),
+        (SEED_000_SERVE, "000"),
+        (SEED_000_CPX, "000"),
+        (SEED_000_AITER, "000"),
+        (SEED_003_DEEPSEEK, "003"),
+        (SEED_002_FP8, "002"),
+        (SEED_002_FP4, "002"),
+    ],
+)
 def test_excerpts_are_verbatim(excerpt_seed):
     excerpt, prefix = excerpt_seed
     (path,) = SEEDS.glob(f"{prefix}_*.txt")
@@ -383,19 +402,24 @@ def test_every_preset_builds_literal_argv(presets):
         assert "HIP_VISIBLE_DEVICES" not in dict(cmd.env)
     fp8 = presets["llama-3.3-70b-fp8-mi355"]
     cmd = build_docker_argv(fp8, name="llama33", port=8000, gpus=[0], image="rocm/vllm-dev:nightly")
-    assert '{"cudagraph_mode":"FULL_AND_PIECEWISE", "custom_ops": ["-rms_norm", "-quant_fp8", "-silu_and_mul"]}' in cmd.argv
+    assert (
+        '{"cudagraph_mode":"FULL_AND_PIECEWISE", "custom_ops": ["-rms_norm", "-quant_fp8", "-silu_and_mul"]}'
+        in cmd.argv
+    )
 
 
 def test_shell_metacharacters_from_a_profile_stay_literal(tmp_path):
     path = tmp_path / "weird.toml"
-    path.write_text(textwrap.dedent(
-        """
+    path.write_text(
+        textwrap.dedent(
+            """
         [serve."weird.one"]
         model = "/models/a b;$(touch x)`id`|&<>*?"
         args = ["--chat-template", "{{ messages }} && rm -rf / ; echo $HOME", "--compilation-config", '{"k": ["-x", "$y"]}']
         env = { VLLM_NOTE = "a; b | c $(d) 'e' \\"f\\"" }
         """
-    ))
+        )
+    )
     (preset,) = load_profile([path]).serve_presets
     cmd = build_serve_argv(preset, vllm="vllm", port=8000, gpus=[0])
     assert cmd.argv[2] == "/models/a b;$(touch x)`id`|&<>*?"

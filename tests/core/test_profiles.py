@@ -48,7 +48,9 @@ MALFORMED = [
         host = "gpu-a.lab.example"
         prot = 22
         """,
-        3, "nodes.mi300-a", "prot",
+        3,
+        "nodes.mi300-a",
+        "prot",
         "unknown key (expected one of: host, port, user,",
     ),
     (
@@ -58,7 +60,10 @@ MALFORMED = [
         host = "h"
         port = "22"
         """,
-        3, "nodes.a", "port", 'expected an integer, got string "22"',
+        3,
+        "nodes.a",
+        "port",
+        'expected an integer, got string "22"',
     ),
     (
         "port-bool-is-not-int",
@@ -67,7 +72,10 @@ MALFORMED = [
         host = "h"
         port = true
         """,
-        3, "nodes.a", "port", "expected an integer, got boolean true",
+        3,
+        "nodes.a",
+        "port",
+        "expected an integer, got boolean true",
     ),
     (
         "port-out-of-range",
@@ -77,7 +85,10 @@ MALFORMED = [
 
         port = 70000
         """,
-        4, "nodes.a", "port", "must be 1..65535, got 70000",
+        4,
+        "nodes.a",
+        "port",
+        "must be 1..65535, got 70000",
     ),
     (
         "missing-host",
@@ -88,7 +99,10 @@ MALFORMED = [
         [nodes.a]
         user = "me"
         """,
-        4, "nodes.a", "host", "missing required key",
+        4,
+        "nodes.a",
+        "host",
+        "missing required key",
     ),
     (
         "bad-transport",
@@ -97,7 +111,10 @@ MALFORMED = [
         host = "h"
         transport = "telnet"
         """,
-        3, "nodes.a", "transport", "must be one of: ssh, local",
+        3,
+        "nodes.a",
+        "transport",
+        "must be one of: ssh, local",
     ),
     (
         "sudo-not-bool",
@@ -106,7 +123,10 @@ MALFORMED = [
         host = "h"
         sudo = "yes"
         """,
-        3, "nodes.a", "sudo", "expected true or false",
+        3,
+        "nodes.a",
+        "sudo",
+        "expected true or false",
     ),
     (
         "empty-identity-file",
@@ -115,7 +135,10 @@ MALFORMED = [
         host = "h"
         identity_file = ""
         """,
-        3, "nodes.a", "identity_file", "must not be empty",
+        3,
+        "nodes.a",
+        "identity_file",
+        "must not be empty",
     ),
     (
         "host-with-space",
@@ -123,7 +146,10 @@ MALFORMED = [
         [nodes.a]
         host = "gpu a"
         """,
-        2, "nodes.a", "host", "must not contain spaces",
+        2,
+        "nodes.a",
+        "host",
+        "must not contain spaces",
     ),
     (
         "simulate-bad-gpu",
@@ -132,7 +158,10 @@ MALFORMED = [
         transport = "local"
         simulate = { gpu = "MI250X" }
         """,
-        3, "nodes.a", "simulate.gpu", "must be one of: MI300X, MI325X, MI355X",
+        3,
+        "nodes.a",
+        "simulate.gpu",
+        "must be one of: MI300X, MI325X, MI355X",
     ),
     (
         "simulate-count-zero-subtable",
@@ -144,7 +173,10 @@ MALFORMED = [
         gpu = "MI300X"
         count = 0
         """,
-        6, "nodes.a", "simulate.count", "must be 1..16, got 0",
+        6,
+        "nodes.a",
+        "simulate.count",
+        "must be 1..16, got 0",
     ),
     (
         "simulate-wrong-type",
@@ -153,7 +185,10 @@ MALFORMED = [
         transport = "local"
         simulate = "yes"
         """,
-        3, "nodes.a", "simulate", "expected true, false or a table",
+        3,
+        "nodes.a",
+        "simulate",
+        "expected true, false or a table",
     ),
     (
         "simulate-unknown-key",
@@ -162,7 +197,10 @@ MALFORMED = [
         transport = "local"
         simulate.gpus = 8
         """,
-        3, "nodes.a", "simulate.gpus", "did you mean 'gpu'?",
+        3,
+        "nodes.a",
+        "simulate.gpus",
+        "did you mean 'gpu'?",
     ),
     (
         "simulate-cpx-nps2",
@@ -171,7 +209,10 @@ MALFORMED = [
         transport = "local"
         simulate = { compute_partition = "CPX", memory_partition = "NPS2" }
         """,
-        3, "nodes.a", "simulate.memory_partition", "CPX needs NPS1/NPS4, not NPS2",
+        3,
+        "nodes.a",
+        "simulate.memory_partition",
+        "CPX needs NPS1/NPS4, not NPS2",
     ),
     (
         "node-password-is-a-secret",
@@ -180,7 +221,10 @@ MALFORMED = [
         host = "h"
         password = "hunter2"
         """,
-        3, "nodes.a", "password", "secrets do not belong in profiles",
+        3,
+        "nodes.a",
+        "password",
+        "secrets do not belong in profiles",
     ),
     (
         "serve-missing-model",
@@ -188,7 +232,10 @@ MALFORMED = [
         [serve.p]
         tp = 2
         """,
-        1, "serve.p", "model", "missing required key",
+        1,
+        "serve.p",
+        "model",
+        "missing required key",
     ),
     (
         "serve-tp-zero",
@@ -197,7 +244,10 @@ MALFORMED = [
         model = "m"
         tp = 0
         """,
-        3, "serve.p", "tp", "must be >= 1, got 0",
+        3,
+        "serve.p",
+        "tp",
+        "must be >= 1, got 0",
     ),
     (
         "serve-tp-bool",
@@ -206,7 +256,10 @@ MALFORMED = [
         model = "m"
         tp = true
         """,
-        3, "serve.p", "tp", "expected an integer, got boolean true",
+        3,
+        "serve.p",
+        "tp",
+        "expected an integer, got boolean true",
     ),
     (
         "serve-args-string",
@@ -215,7 +268,10 @@ MALFORMED = [
         model = "m"
         args = "--max-model-len 8192"
         """,
-        3, "serve.p", "args", "expected an array of strings",
+        3,
+        "serve.p",
+        "args",
+        "expected an array of strings",
     ),
     (
         "serve-args-item-int",
@@ -227,7 +283,10 @@ MALFORMED = [
             8192,
         ]
         """,
-        3, "serve.p", "args", "item 2: expected a string, got integer 8192",
+        3,
+        "serve.p",
+        "args",
+        "item 2: expected a string, got integer 8192",
     ),
     (
         "serve-env-value-int",
@@ -236,7 +295,10 @@ MALFORMED = [
         model = "m"
         env = { VLLM_ROCM_USE_AITER = 1 }
         """,
-        3, "serve.p", "env.VLLM_ROCM_USE_AITER", 'expected a string, got integer 1; write "1"',
+        3,
+        "serve.p",
+        "env.VLLM_ROCM_USE_AITER",
+        'expected a string, got integer 1; write "1"',
     ),
     (
         "serve-env-hf-token",
@@ -245,7 +307,9 @@ MALFORMED = [
         model = "m"
         env = { HF_TOKEN = "hf_abc" }
         """,
-        3, "serve.p", "env.HF_TOKEN",
+        3,
+        "serve.p",
+        "env.HF_TOKEN",
         "secrets do not belong in profiles; export it in the environment",
     ),
     (
@@ -258,7 +322,10 @@ MALFORMED = [
         VLLM_ROCM_USE_AITER = "1"
         AWS_SECRET_ACCESS_KEY = "x"
         """,
-        6, "serve.p", "env.AWS_SECRET_ACCESS_KEY", "secrets do not belong in profiles",
+        6,
+        "serve.p",
+        "env.AWS_SECRET_ACCESS_KEY",
+        "secrets do not belong in profiles",
     ),
     (
         "serve-env-password",
@@ -267,7 +334,10 @@ MALFORMED = [
         model = "m"
         env.DB_PASSWORD = "x"
         """,
-        3, "serve.p", "env.DB_PASSWORD", "secrets do not belong in profiles",
+        3,
+        "serve.p",
+        "env.DB_PASSWORD",
+        "secrets do not belong in profiles",
     ),
     (
         "serve-env-bad-name",
@@ -276,7 +346,10 @@ MALFORMED = [
         model = "m"
         env = { "1BAD" = "x" }
         """,
-        3, "serve.p", "env.1BAD", "not a valid environment variable name",
+        3,
+        "serve.p",
+        "env.1BAD",
+        "not a valid environment variable name",
     ),
     (
         "serve-docker-without-image",
@@ -285,7 +358,10 @@ MALFORMED = [
         model = "m"
         runtime = "docker"
         """,
-        1, "serve.p", "image", 'runtime = "docker" needs an image',
+        1,
+        "serve.p",
+        "image",
+        'runtime = "docker" needs an image',
     ),
     (
         "serve-image-without-docker",
@@ -294,7 +370,10 @@ MALFORMED = [
         model = "m"
         image = "rocm/vllm-dev:main"
         """,
-        3, "serve.p", "image", 'only used with runtime = "docker"',
+        3,
+        "serve.p",
+        "image",
+        'only used with runtime = "docker"',
     ),
     (
         "serve-bad-runtime",
@@ -303,7 +382,10 @@ MALFORMED = [
         model = "m"
         runtime = "podman"
         """,
-        3, "serve.p", "runtime", "must be one of: host, docker",
+        3,
+        "serve.p",
+        "runtime",
+        "must be one of: host, docker",
     ),
     (
         "serve-tp-in-args",
@@ -312,7 +394,10 @@ MALFORMED = [
         model = "m"
         args = ["--tensor_parallel_size=8"]
         """,
-        3, "serve.p", "args", "set tp = ... instead",
+        3,
+        "serve.p",
+        "args",
+        "set tp = ... instead",
     ),
     (
         "serve-hf-token-flag",
@@ -321,7 +406,10 @@ MALFORMED = [
         model = "m"
         args = ["--hf-token", "hf_abc"]
         """,
-        3, "serve.p", "args", "--hf-token: secrets do not belong in profiles",
+        3,
+        "serve.p",
+        "args",
+        "--hf-token: secrets do not belong in profiles",
     ),
     (
         "serve-dotted-name-unquoted",
@@ -329,7 +417,10 @@ MALFORMED = [
         [serve.llama-3.1-8b]
         model = "m"
         """,
-        1, "serve.llama-3", "1-8b", 'quoted: [serve."llama-3.1-8b"]',
+        1,
+        "serve.llama-3",
+        "1-8b",
+        'quoted: [serve."llama-3.1-8b"]',
     ),
     (
         "bench-bad-client",
@@ -337,7 +428,10 @@ MALFORMED = [
         [bench.b]
         client = "aiperf"
         """,
-        2, "bench.b", "client", "must be one of: vllm-bench, benchmark_serving",
+        2,
+        "bench.b",
+        "client",
+        "must be one of: vllm-bench, benchmark_serving",
     ),
     (
         "bench-request-rate-word",
@@ -345,7 +439,10 @@ MALFORMED = [
         [bench.b]
         request_rate = "fast"
         """,
-        2, "bench.b", "request_rate", 'expected a number or "inf"',
+        2,
+        "bench.b",
+        "request_rate",
+        'expected a number or "inf"',
     ),
     (
         "bench-request-rate-negative",
@@ -353,7 +450,10 @@ MALFORMED = [
         [bench.b]
         request_rate = -1
         """,
-        2, "bench.b", "request_rate", "must be > 0",
+        2,
+        "bench.b",
+        "request_rate",
+        "must be > 0",
     ),
     (
         "bench-concurrency-item",
@@ -361,7 +461,10 @@ MALFORMED = [
         [bench.b]
         max_concurrency = [1, "64"]
         """,
-        2, "bench.b", "max_concurrency", "item 2: expected an integer",
+        2,
+        "bench.b",
+        "max_concurrency",
+        "item 2: expected an integer",
     ),
     (
         "bench-concurrency-bool",
@@ -369,7 +472,10 @@ MALFORMED = [
         [bench.b]
         max_concurrency = true
         """,
-        2, "bench.b", "max_concurrency", "expected an integer or an array of integers",
+        2,
+        "bench.b",
+        "max_concurrency",
+        "expected an integer or an array of integers",
     ),
     (
         "bench-range-ratio",
@@ -377,7 +483,10 @@ MALFORMED = [
         [bench.b]
         range_ratio = 1.5
         """,
-        2, "bench.b", "range_ratio", "must be >= 0 and < 1",
+        2,
+        "bench.b",
+        "range_ratio",
+        "must be >= 0 and < 1",
     ),
     (
         "bench-num-prompts-zero",
@@ -385,7 +494,10 @@ MALFORMED = [
         [bench.b]
         num_prompts = 0
         """,
-        2, "bench.b", "num_prompts", "must be >= 1",
+        2,
+        "bench.b",
+        "num_prompts",
+        "must be >= 1",
     ),
     (
         "bench-ignore-eos-int",
@@ -393,7 +505,10 @@ MALFORMED = [
         [bench.b]
         ignore_eos = 1
         """,
-        2, "bench.b", "ignore_eos", "expected true or false, got integer 1",
+        2,
+        "bench.b",
+        "ignore_eos",
+        "expected true or false, got integer 1",
     ),
     (
         "bench-input-len-float",
@@ -401,7 +516,10 @@ MALFORMED = [
         [bench.b]
         input_len = 4096.0
         """,
-        2, "bench.b", "input_len", "expected an integer, got float 4096.0",
+        2,
+        "bench.b",
+        "input_len",
+        "expected an integer, got float 4096.0",
     ),
     (
         "bench-unknown-key",
@@ -410,7 +528,10 @@ MALFORMED = [
         dataset = "random"
         num_prompt = 10
         """,
-        3, "bench.b", "num_prompt", "did you mean 'num_prompts'?",
+        3,
+        "bench.b",
+        "num_prompt",
+        "did you mean 'num_prompts'?",
     ),
     (
         "bench-percentile-metrics",
@@ -418,7 +539,10 @@ MALFORMED = [
         [bench.b]
         percentile_metrics = "ttft,foo"
         """,
-        2, "bench.b", "percentile_metrics", "unknown metric 'foo'",
+        2,
+        "bench.b",
+        "percentile_metrics",
+        "unknown metric 'foo'",
     ),
     (
         "bench-metric-percentiles",
@@ -426,7 +550,10 @@ MALFORMED = [
         [bench.b]
         metric_percentiles = "50,abc"
         """,
-        2, "bench.b", "metric_percentiles", "percentiles in (0, 100]",
+        2,
+        "bench.b",
+        "metric_percentiles",
+        "percentiles in (0, 100]",
     ),
     (
         "keys-value-int",
@@ -435,7 +562,10 @@ MALFORMED = [
         quit = "q"
         partition = 7
         """,
-        3, "keys", "partition", "expected a string, got integer 7",
+        3,
+        "keys",
+        "partition",
+        "expected a string, got integer 7",
     ),
     (
         "node-not-a-table",
@@ -443,7 +573,10 @@ MALFORMED = [
         [nodes]
         a = 1
         """,
-        2, "nodes.a", None, "expected a table, got integer 1",
+        2,
+        "nodes.a",
+        None,
+        "expected a table, got integer 1",
     ),
     (
         "node-bad-name",
@@ -451,7 +584,10 @@ MALFORMED = [
         [nodes."gpu a"]
         host = "h"
         """,
-        1, 'nodes."gpu a"', None, "invalid node name",
+        1,
+        'nodes."gpu a"',
+        None,
+        "invalid node name",
     ),
     (
         "unknown-top-level-table",
@@ -462,7 +598,9 @@ MALFORMED = [
         [servers.x]
         host = "h"
         """,
-        4, "servers", None,
+        4,
+        "servers",
+        None,
         "unknown table (expected one of: nodes, serve, bench, keys)",
     ),
     (
@@ -470,7 +608,10 @@ MALFORMED = [
         """
         nodes = 3
         """,
-        1, "nodes", None, "expected a table, got integer 3",
+        1,
+        "nodes",
+        None,
+        "expected a table, got integer 3",
     ),
 ]
 
@@ -497,9 +638,7 @@ def test_enough_malformed_cases():
 
 def test_top_level_secret_key(tmp_path):
     err, path = fail(tmp_path, 'hf_token = "hf_abc"\n')
-    assert str(err) == (
-        f"{path}:1: key 'hf_token': secrets do not belong in profiles; export it in the environment"
-    )
+    assert str(err) == (f"{path}:1: key 'hf_token': secrets do not belong in profiles; export it in the environment")
 
 
 def test_secret_value_is_never_echoed(tmp_path):
@@ -609,7 +748,10 @@ def test_full_node(tmp_path):
     node = profile.node("mi300-a")
     assert node is not None
     assert (node.host, node.port, node.user, node.jump) == (
-        "gpu-a.lab.example", 2222, "ops", "ops@bastion.lab.example:22"
+        "gpu-a.lab.example",
+        2222,
+        "ops",
+        "ops@bastion.lab.example:22",
     )
     assert node.sudo is True and node.simulate is None
     assert node.vllm == "/opt/venv/bin/vllm"
@@ -735,9 +877,7 @@ def test_demo_profile_path_is_in_repo():
 def test_error_text_without_line_table_or_key():
     assert str(ProfileError("a.toml", None, None, None, "boom")) == "a.toml: boom"
     assert str(ProfileError("a.toml", "nodes.x", None, 4, "boom")) == "a.toml:4: [nodes.x]: boom"
-    assert str(ProfileError("a.toml", "nodes.x", "port", None, "boom")) == (
-        "a.toml: [nodes.x] key 'port': boom"
-    )
+    assert str(ProfileError("a.toml", "nodes.x", "port", None, "boom")) == ("a.toml: [nodes.x] key 'port': boom")
 
 
 def test_error_pickles():
@@ -792,9 +932,7 @@ def test_discover_config_dir_same_as_cwd_profiles(tmp_path):
 
 
 def test_discover_in_repo_skips_samples():
-    assert not any(
-        p.name in ("example.toml", "demo.toml") for p in discover_profile_paths([], REPO, None)
-    )
+    assert not any(p.name in ("example.toml", "demo.toml") for p in discover_profile_paths([], REPO, None))
 
 
 def test_simulate_busy_must_be_gpu_indices(tmp_path):

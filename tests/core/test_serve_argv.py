@@ -27,8 +27,10 @@ BIG = ServePreset(
     model="amd/Llama-3.1-70B-Instruct-FP8-KV",
     tp=2,
     args=(
-        "--kv-cache-dtype", "fp8",
-        "--gpu_memory_utilization", "0.9",
+        "--kv-cache-dtype",
+        "fp8",
+        "--gpu_memory_utilization",
+        "0.9",
         "--max-num-batched-tokens=65536",
         "--no-enable-prefix-caching",
     ),
@@ -52,9 +54,20 @@ def serve(preset=TINY, **kw):
 def test_host_argv_layout():
     cmd = serve(TINY, vllm="/opt/venv/bin/vllm", port=8011, host="127.0.0.1", gpus=[3])
     assert cmd.argv == (
-        "/opt/venv/bin/vllm", "serve", "/srv/models/tiny-llama",
-        "--host", "127.0.0.1", "--port", "8011", "--tensor-parallel-size", "1",
-        "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager",
+        "/opt/venv/bin/vllm",
+        "serve",
+        "/srv/models/tiny-llama",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8011",
+        "--tensor-parallel-size",
+        "1",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--enforce-eager",
     )
     assert cmd.env == (("VLLM_CPU_KVCACHE_SPACE", "1"), ("CUDA_VISIBLE_DEVICES", "3"))
     assert isinstance(cmd, ServeCommand)
@@ -70,9 +83,17 @@ def test_vllm_prefix_is_split_like_a_shell_word_list():
 def test_default_host_and_served_model_name():
     cmd = serve(BIG, gpus=[4, 5])
     assert cmd.argv[:11] == (
-        "vllm", "serve", "amd/Llama-3.1-70B-Instruct-FP8-KV",
-        "--host", "0.0.0.0", "--port", "8000", "--tensor-parallel-size", "2",
-        "--served-model-name", "llama-70b",
+        "vllm",
+        "serve",
+        "amd/Llama-3.1-70B-Instruct-FP8-KV",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--tensor-parallel-size",
+        "2",
+        "--served-model-name",
+        "llama-70b",
     )
     assert cmd.argv[11:] == BIG.args
     assert dict(cmd.env)["CUDA_VISIBLE_DEVICES"] == "4,5"
@@ -84,8 +105,16 @@ def test_extra_args_go_last():
 
 
 @pytest.mark.parametrize(
-    "bad", [["--port", "9000"], ["--tensor_parallel_size=2"], ["-tp", "2"], ["--host=::"],
-            ["--served-model-name", "x"], ["--api-key", "sk-1"], ["--hf-token=hf_x"]]
+    "bad",
+    [
+        ["--port", "9000"],
+        ["--tensor_parallel_size=2"],
+        ["-tp", "2"],
+        ["--host=::"],
+        ["--served-model-name", "x"],
+        ["--api-key", "sk-1"],
+        ["--hf-token=hf_x"],
+    ],
 )
 def test_extra_args_cannot_override_owned_or_secret_flags(bad):
     with pytest.raises(ValueError):
@@ -101,12 +130,12 @@ def test_override_replaces_a_spaced_value_in_place():
 
 
 def test_override_keeps_the_presets_spelling_and_form():
-    args = apply_overrides(
-        BIG.args, {"gpu_memory_utilization": "0.95", "max-num-batched-tokens": "32768"}
-    )
+    args = apply_overrides(BIG.args, {"gpu_memory_utilization": "0.95", "max-num-batched-tokens": "32768"})
     assert args == (
-        "--kv-cache-dtype", "fp8",
-        "--gpu_memory_utilization", "0.95",
+        "--kv-cache-dtype",
+        "fp8",
+        "--gpu_memory_utilization",
+        "0.95",
         "--max-num-batched-tokens=32768",
         "--no-enable-prefix-caching",
     )
@@ -171,9 +200,7 @@ def test_empty_override_value_is_refused():
 
 
 def test_env_order_and_precedence():
-    preset = ServePreset(
-        name="p", model="m", env=(("A", "1"), ("CUDA_VISIBLE_DEVICES", "7"), ("B", "2"))
-    )
+    preset = ServePreset(name="p", model="m", env=(("A", "1"), ("CUDA_VISIBLE_DEVICES", "7"), ("B", "2")))
     cmd = serve(preset, gpus=[0], extra_env={"B": "20", "C": "3"})
     assert cmd.env == (("A", "1"), ("B", "20"), ("C", "3"), ("CUDA_VISIBLE_DEVICES", "0"))
 
@@ -245,18 +272,40 @@ def test_display_quotes_for_reading_only():
 def test_docker_argv_layout():
     cmd = build_docker_argv(BIG, name="llama-a", port=8001, gpus=[2, 3])
     assert cmd.argv == (
-        "docker", "run", "-d", "--name", "llama-a",
-        "--ipc=host", "--network=host", "--group-add", "render",
-        "--device=/dev/kfd", "--device=/dev/dri",
-        "--security-opt", "seccomp=unconfined", "--cap-add=SYS_PTRACE",
-        "--shm-size", "16G",
-        "-e", "VLLM_ROCM_USE_AITER=1",
-        "-e", "CUDA_VISIBLE_DEVICES=2,3",
-        "-e", "HF_TOKEN",
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        "llama-a",
+        "--ipc=host",
+        "--network=host",
+        "--group-add",
+        "render",
+        "--device=/dev/kfd",
+        "--device=/dev/dri",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--cap-add=SYS_PTRACE",
+        "--shm-size",
+        "16G",
+        "-e",
+        "VLLM_ROCM_USE_AITER=1",
+        "-e",
+        "CUDA_VISIBLE_DEVICES=2,3",
+        "-e",
+        "HF_TOKEN",
         "rocm/vllm-dev:main",
-        "vllm", "serve", "amd/Llama-3.1-70B-Instruct-FP8-KV",
-        "--host", "0.0.0.0", "--port", "8001", "--tensor-parallel-size", "2",
-        "--served-model-name", "llama-70b",
+        "vllm",
+        "serve",
+        "amd/Llama-3.1-70B-Instruct-FP8-KV",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8001",
+        "--tensor-parallel-size",
+        "2",
+        "--served-model-name",
+        "llama-70b",
         *BIG.args,
     )
     assert cmd.env == ()
@@ -265,7 +314,10 @@ def test_docker_argv_layout():
 
 def test_docker_secrets_by_name_only():
     cmd = build_docker_argv(
-        BIG, name="llama-a", port=8001, gpus=[0, 1],
+        BIG,
+        name="llama-a",
+        port=8001,
+        gpus=[0, 1],
         extra_env={"HF_TOKEN": "hf_very_secret", "VLLM_API_KEY": "sk-123", "HF_HOME": "/data"},
         volumes=["/data:/data"],
     )
@@ -281,8 +333,15 @@ def test_docker_secrets_by_name_only():
 def test_docker_options():
     preset = ServePreset(name="p", model="m", tp=1)
     cmd = build_docker_argv(
-        preset, name="c1", port=8000, gpus=[0], image="rocm/vllm:latest", vllm="python3 -m vllm.entrypoints.cli.main",
-        docker="sudo -n docker", shm_size="64G", pass_env=(),
+        preset,
+        name="c1",
+        port=8000,
+        gpus=[0],
+        image="rocm/vllm:latest",
+        vllm="python3 -m vllm.entrypoints.cli.main",
+        docker="sudo -n docker",
+        shm_size="64G",
+        pass_env=(),
     )
     assert cmd.argv[:4] == ("sudo", "-n", "docker", "run")
     assert "64G" in cmd.argv and "HF_TOKEN" not in cmd.argv
@@ -313,22 +372,51 @@ def test_docker_invalid(kw, message):
 
 def test_redact_argv():
     argv = [
-        "vllm", "serve", "m", "--api-key", "sk-1", "--hf-token=hf_2", "--api_key", "sk-3",
-        "-e", "HF_TOKEN=hf_4", "-e", "HF_TOKEN", "--max-model-len", "4096",
-        "TOKENIZERS_PARALLELISM=false", "DB_PASSWORD=pw",
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        "sk-1",
+        "--hf-token=hf_2",
+        "--api_key",
+        "sk-3",
+        "-e",
+        "HF_TOKEN=hf_4",
+        "-e",
+        "HF_TOKEN",
+        "--max-model-len",
+        "4096",
+        "TOKENIZERS_PARALLELISM=false",
+        "DB_PASSWORD=pw",
     ]
     assert redact(argv) == (
-        "vllm", "serve", "m", "--api-key", "***", "--hf-token=***", "--api_key", "***",
-        "-e", "HF_TOKEN=***", "-e", "HF_TOKEN", "--max-model-len", "4096",
-        "TOKENIZERS_PARALLELISM=false", "DB_PASSWORD=***",
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        "***",
+        "--hf-token=***",
+        "--api_key",
+        "***",
+        "-e",
+        "HF_TOKEN=***",
+        "-e",
+        "HF_TOKEN",
+        "--max-model-len",
+        "4096",
+        "TOKENIZERS_PARALLELISM=false",
+        "DB_PASSWORD=***",
     )
 
 
 def test_redact_env_shapes():
     env = {"HF_TOKEN": "x", "OPENAI_API_KEY": "y", "AWS_SECRET_ACCESS_KEY": "z", "MAX_TOKENS": "5", "HOME": "/h"}
     assert redact(env) == {
-        "HF_TOKEN": "***", "OPENAI_API_KEY": "***", "AWS_SECRET_ACCESS_KEY": "***",
-        "MAX_TOKENS": "5", "HOME": "/h",
+        "HF_TOKEN": "***",
+        "OPENAI_API_KEY": "***",
+        "AWS_SECRET_ACCESS_KEY": "***",
+        "MAX_TOKENS": "5",
+        "HOME": "/h",
     }
     assert redact((("HF_TOKEN", "x"), ("A", "b"))) == (("HF_TOKEN", "***"), ("A", "b"))
     assert redact(()) == ()
@@ -344,10 +432,17 @@ def test_redact_text_and_commands():
 @pytest.mark.parametrize(
     ("name", "secret"),
     [
-        ("HF_TOKEN", True), ("HUGGING_FACE_HUB_TOKEN", True), ("GITHUB_TOKEN", True),
-        ("VLLM_API_KEY", True), ("db-password", True), ("MY_SECRET", True),
-        ("TOKENIZERS_PARALLELISM", False), ("MAX_TOKENS", False), ("HF_HOME", False),
-        ("VLLM_ROCM_USE_AITER", False), ("KEY", False),
+        ("HF_TOKEN", True),
+        ("HUGGING_FACE_HUB_TOKEN", True),
+        ("GITHUB_TOKEN", True),
+        ("VLLM_API_KEY", True),
+        ("db-password", True),
+        ("MY_SECRET", True),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("MAX_TOKENS", False),
+        ("HF_HOME", False),
+        ("VLLM_ROCM_USE_AITER", False),
+        ("KEY", False),
     ],
 )
 def test_looks_secret(name, secret):

@@ -56,8 +56,14 @@ def test_every_sample_log_is_covered():
 def test_startup_eager_reaches_ready():
     lines = read_lines("serve_startup_eager.log")
     assert stages(lines) == [
-        S.STARTING, S.ENGINE_INIT, S.LOADING_WEIGHTS, S.WEIGHTS_LOADED, S.KV_CACHE,
-        S.ENGINE_READY, S.SERVER_STARTING, S.READY,
+        S.STARTING,
+        S.ENGINE_INIT,
+        S.LOADING_WEIGHTS,
+        S.WEIGHTS_LOADED,
+        S.KV_CACHE,
+        S.ENGINE_READY,
+        S.SERVER_STARTING,
+        S.READY,
     ]  # --enforce-eager: no graph capture
     state = fold(lines)
     assert state.stage is S.READY
@@ -86,9 +92,7 @@ def test_startup_eager_state_just_before_ready():
 
 def test_startup_eager_details():
     events = {
-        e.stage: e
-        for e in map(parse_serve_line, read_lines("serve_startup_eager.log"))
-        if isinstance(e, StageReached)
+        e.stage: e for e in map(parse_serve_line, read_lines("serve_startup_eager.log")) if isinstance(e, StageReached)
     }
     assert events[S.ENGINE_INIT].detail == "V1 engine, vLLM 0.32.0"
     assert events[S.WEIGHTS_LOADED].detail == "in 0.01 s"
@@ -123,9 +127,7 @@ def test_fail_max_model_len_prefers_the_root_cause():
 
 def test_fail_port_in_use():
     state = fold(read_lines("serve_fail_port_in_use.log"))
-    assert state.fatal == FatalLine(
-        "address already in use", "OSError: [Errno 98] Address already in use"
-    )
+    assert state.fatal == FatalLine("address already in use", "OSError: [Errno 98] Address already in use")
     assert state.stage is S.STARTING
 
 
@@ -180,43 +182,151 @@ def test_noise_lines_in_samples_are_ignored():
 STAGE_LINES = [
     # 0.6.3 (V0)
     ("INFO 10-14 21:03:12 api_server.py:528] vLLM API server version 0.6.3", S.STARTING, "vLLM 0.6.3"),
-    ("INFO 10-14 21:03:12 api_server.py:529] args: Namespace(host=None, port=8000, model='amd/Llama-3.1-70B-Instruct-FP8-KV', tensor_parallel_size=8)", S.STARTING, ""),
-    ("INFO 10-14 21:03:20 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: model='amd/Llama-3.1-70B-Instruct-FP8-KV', speculative_config=None", S.ENGINE_INIT, "engine, vLLM 0.6.3"),
-    ("INFO 10-14 21:03:25 model_runner.py:1056] Starting to load model amd/Llama-3.1-70B-Instruct-FP8-KV...", S.LOADING_WEIGHTS, "amd/Llama-3.1-70B-Instruct-FP8-KV"),
+    (
+        "INFO 10-14 21:03:12 api_server.py:529] args: Namespace(host=None, port=8000, model='amd/Llama-3.1-70B-Instruct-FP8-KV', tensor_parallel_size=8)",
+        S.STARTING,
+        "",
+    ),
+    (
+        "INFO 10-14 21:03:20 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: model='amd/Llama-3.1-70B-Instruct-FP8-KV', speculative_config=None",
+        S.ENGINE_INIT,
+        "engine, vLLM 0.6.3",
+    ),
+    (
+        "INFO 10-14 21:03:25 model_runner.py:1056] Starting to load model amd/Llama-3.1-70B-Instruct-FP8-KV...",
+        S.LOADING_WEIGHTS,
+        "amd/Llama-3.1-70B-Instruct-FP8-KV",
+    ),
     ("INFO 10-14 21:04:02 model_runner.py:1067] Loading model weights took 14.9888 GB", S.WEIGHTS_LOADED, "14.99 GB"),
-    ("INFO 10-14 21:04:10 distributed_gpu_executor.py:57] # GPU blocks: 12345, # CPU blocks: 2048", S.KV_CACHE, "12,345 GPU blocks"),
-    ("INFO 10-14 21:04:10 distributed_gpu_executor.py:61] Maximum concurrency for 8192 tokens per request: 24.11x", S.KV_CACHE, "max concurrency 24.11x at 8,192 tokens"),
-    ("INFO 10-14 21:04:12 model_runner.py:1383] Capturing the model for CUDA graphs. This may lead to unexpected consequences if the model is not static.", S.GRAPH_CAPTURE, "capturing graphs"),
-    ("INFO 10-14 21:04:30 model_runner.py:1511] Graph capturing finished in 18 secs.", S.GRAPH_CAPTURE, "graphs captured in 18 s"),
+    (
+        "INFO 10-14 21:04:10 distributed_gpu_executor.py:57] # GPU blocks: 12345, # CPU blocks: 2048",
+        S.KV_CACHE,
+        "12,345 GPU blocks",
+    ),
+    (
+        "INFO 10-14 21:04:10 distributed_gpu_executor.py:61] Maximum concurrency for 8192 tokens per request: 24.11x",
+        S.KV_CACHE,
+        "max concurrency 24.11x at 8,192 tokens",
+    ),
+    (
+        "INFO 10-14 21:04:12 model_runner.py:1383] Capturing the model for CUDA graphs. This may lead to unexpected consequences if the model is not static.",
+        S.GRAPH_CAPTURE,
+        "capturing graphs",
+    ),
+    (
+        "INFO 10-14 21:04:30 model_runner.py:1511] Graph capturing finished in 18 secs.",
+        S.GRAPH_CAPTURE,
+        "graphs captured in 18 s",
+    ),
     ("INFO 10-14 21:04:31 launcher.py:19] Available routes are:", S.SERVER_STARTING, ""),
     ("INFO:     Started server process [4242]", S.SERVER_STARTING, ""),
     ("INFO:     Waiting for application startup.", S.SERVER_STARTING, ""),
     ("INFO:     Application startup complete.", S.READY, "application startup complete"),
-    ("INFO:     Uvicorn running on socket ('0.0.0.0', 8000) (Press CTRL+C to quit)", S.SERVER_STARTING, "('0.0.0.0', 8000)"),
+    (
+        "INFO:     Uvicorn running on socket ('0.0.0.0', 8000) (Press CTRL+C to quit)",
+        S.SERVER_STARTING,
+        "('0.0.0.0', 8000)",
+    ),
     # 0.8.5 / 0.9.1 (V1)
     ("INFO 05-02 10:11:12 [api_server.py:1043] vLLM API server version 0.8.5", S.STARTING, "vLLM 0.8.5"),
     ("INFO 06-20 10:11:12 [api_server.py:1288] vLLM API server version 0.9.1+rocm", S.STARTING, "vLLM 0.9.1+rocm"),
-    ("INFO 06-20 10:11:12 [cli_args.py:309] non-default args: {'model': 'amd/Llama-3.1-8B-Instruct-FP8-KV', 'max_model_len': 8192}", S.STARTING, ""),
-    ("INFO 05-02 10:11:30 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: model='amd/Llama-3.1-8B-Instruct-FP8-KV'", S.ENGINE_INIT, "V1 engine, vLLM 0.8.5"),
-    ("INFO 05-02 10:12:10 [gpu_model_runner.py:1347] Model loading took 14.2091 GiB and 31.500000 seconds", S.WEIGHTS_LOADED, "14.21 GiB in 31.5 s"),
-    ("INFO 05-02 10:12:30 [kv_cache_utils.py:634] GPU KV cache size: 1,234,567 tokens", S.KV_CACHE, "KV cache 1,234,567 tokens"),
-    ("INFO 05-02 10:12:30 [kv_cache_utils.py:637] Maximum concurrency for 8,192 tokens per request: 12.34x", S.KV_CACHE, "max concurrency 12.34x at 8,192 tokens"),
-    ("INFO 05-02 10:12:55 [gpu_model_runner.py:1686] Graph capturing finished in 25 secs, took 0.52 GiB", S.GRAPH_CAPTURE, "graphs captured in 25 s, 0.52 GiB"),
-    ("INFO 05-02 10:12:55 [core.py:159] init engine (profile, create kv cache, warmup model) took 44.88 seconds", S.ENGINE_READY, "engine ready in 44.88 s"),
-    ("INFO 05-02 10:12:56 [api_server.py:1090] Starting vLLM API server on http://0.0.0.0:8000", S.SERVER_STARTING, "http://0.0.0.0:8000"),
-    ("INFO 06-20 10:12:56 [api_server.py:1351] Starting vLLM API server 0 on http://0.0.0.0:8000", S.SERVER_STARTING, "http://0.0.0.0:8000"),
+    (
+        "INFO 06-20 10:11:12 [cli_args.py:309] non-default args: {'model': 'amd/Llama-3.1-8B-Instruct-FP8-KV', 'max_model_len': 8192}",
+        S.STARTING,
+        "",
+    ),
+    (
+        "INFO 05-02 10:11:30 [core.py:58] Initializing a V1 LLM engine (v0.8.5) with config: model='amd/Llama-3.1-8B-Instruct-FP8-KV'",
+        S.ENGINE_INIT,
+        "V1 engine, vLLM 0.8.5",
+    ),
+    (
+        "INFO 05-02 10:12:10 [gpu_model_runner.py:1347] Model loading took 14.2091 GiB and 31.500000 seconds",
+        S.WEIGHTS_LOADED,
+        "14.21 GiB in 31.5 s",
+    ),
+    (
+        "INFO 05-02 10:12:30 [kv_cache_utils.py:634] GPU KV cache size: 1,234,567 tokens",
+        S.KV_CACHE,
+        "KV cache 1,234,567 tokens",
+    ),
+    (
+        "INFO 05-02 10:12:30 [kv_cache_utils.py:637] Maximum concurrency for 8,192 tokens per request: 12.34x",
+        S.KV_CACHE,
+        "max concurrency 12.34x at 8,192 tokens",
+    ),
+    (
+        "INFO 05-02 10:12:55 [gpu_model_runner.py:1686] Graph capturing finished in 25 secs, took 0.52 GiB",
+        S.GRAPH_CAPTURE,
+        "graphs captured in 25 s, 0.52 GiB",
+    ),
+    (
+        "INFO 05-02 10:12:55 [core.py:159] init engine (profile, create kv cache, warmup model) took 44.88 seconds",
+        S.ENGINE_READY,
+        "engine ready in 44.88 s",
+    ),
+    (
+        "INFO 05-02 10:12:56 [api_server.py:1090] Starting vLLM API server on http://0.0.0.0:8000",
+        S.SERVER_STARTING,
+        "http://0.0.0.0:8000",
+    ),
+    (
+        "INFO 06-20 10:12:56 [api_server.py:1351] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        S.SERVER_STARTING,
+        "http://0.0.0.0:8000",
+    ),
     # 0.10-0.12: process tags, tqdm graph capture
-    ("(EngineCore_0 pid=311) INFO 09-10 08:00:01 [core.py:76] Initializing a V1 LLM engine (v0.10.2) with config: model='m'", S.ENGINE_INIT, "V1 engine, vLLM 0.10.2"),
-    ("(VllmWorker TP0 pid=320) INFO 09-10 08:00:09 [gpu_model_runner.py:2007] Starting to load model amd/Llama-3.1-70B-Instruct-FP8-KV...", S.LOADING_WEIGHTS, "amd/Llama-3.1-70B-Instruct-FP8-KV"),
-    ("(EngineCore_0 pid=311) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  45%|████▌     | 30/67 [00:02<00:03, 12.10it/s]", S.GRAPH_CAPTURE, "capturing graphs (mixed prefill-decode, PIECEWISE) 30/67"),
+    (
+        "(EngineCore_0 pid=311) INFO 09-10 08:00:01 [core.py:76] Initializing a V1 LLM engine (v0.10.2) with config: model='m'",
+        S.ENGINE_INIT,
+        "V1 engine, vLLM 0.10.2",
+    ),
+    (
+        "(VllmWorker TP0 pid=320) INFO 09-10 08:00:09 [gpu_model_runner.py:2007] Starting to load model amd/Llama-3.1-70B-Instruct-FP8-KV...",
+        S.LOADING_WEIGHTS,
+        "amd/Llama-3.1-70B-Instruct-FP8-KV",
+    ),
+    (
+        "(EngineCore_0 pid=311) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  45%|████▌     | 30/67 [00:02<00:03, 12.10it/s]",
+        S.GRAPH_CAPTURE,
+        "capturing graphs (mixed prefill-decode, PIECEWISE) 30/67",
+    ),
     # 0.33
-    ("(APIServer pid=4242) INFO 01-10 12:00:00 [api_server.py:1722] vLLM server version 0.33.0, serving model amd/Llama-3.1-8B-Instruct-FP8-KV", S.STARTING, "vLLM 0.33.0, model amd/Llama-3.1-8B-Instruct-FP8-KV"),
-    ("(EngineCore_DP0 pid=4300) INFO 01-10 12:00:20 [core.py:93] Initializing a V1 LLM engine (v0.33.0) with config: model='m'", S.ENGINE_INIT, "V1 engine, vLLM 0.33.0"),
-    ("(EngineCore_DP0 pid=4300) INFO 01-10 12:00:40 [gpu_model_runner.py:2900] Model loading took 8.5 GiB memory and 12.345678 seconds", S.WEIGHTS_LOADED, "8.5 GiB in 12.35 s"),
-    ("(EngineCore_DP0 pid=4300) INFO 01-10 12:00:50 [kv_cache_utils.py:1300] GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 8,192 tokens per request: 150.70x", S.KV_CACHE, "KV cache 1,234,567 tokens, max concurrency 150.70x"),
-    ("(EngineCore_DP0 pid=4300) INFO 01-10 12:01:00 [gpu_model_runner.py:4100] Graph capturing finished in 7 secs, took 0.41 GiB", S.GRAPH_CAPTURE, "graphs captured in 7 s, 0.41 GiB"),
-    ("(EngineCore_DP0 pid=4300) INFO 01-10 12:01:01 [core.py:250] init engine (profile, create kv cache, warmup model) took 35.12 s", S.ENGINE_READY, "engine ready in 35.12 s"),
-    ("(APIServer pid=4242) INFO 01-10 12:01:02 [api_server.py:1900] Starting vLLM server on http://0.0.0.0:8000", S.SERVER_STARTING, "http://0.0.0.0:8000"),
+    (
+        "(APIServer pid=4242) INFO 01-10 12:00:00 [api_server.py:1722] vLLM server version 0.33.0, serving model amd/Llama-3.1-8B-Instruct-FP8-KV",
+        S.STARTING,
+        "vLLM 0.33.0, model amd/Llama-3.1-8B-Instruct-FP8-KV",
+    ),
+    (
+        "(EngineCore_DP0 pid=4300) INFO 01-10 12:00:20 [core.py:93] Initializing a V1 LLM engine (v0.33.0) with config: model='m'",
+        S.ENGINE_INIT,
+        "V1 engine, vLLM 0.33.0",
+    ),
+    (
+        "(EngineCore_DP0 pid=4300) INFO 01-10 12:00:40 [gpu_model_runner.py:2900] Model loading took 8.5 GiB memory and 12.345678 seconds",
+        S.WEIGHTS_LOADED,
+        "8.5 GiB in 12.35 s",
+    ),
+    (
+        "(EngineCore_DP0 pid=4300) INFO 01-10 12:00:50 [kv_cache_utils.py:1300] GPU KV cache size: 1,234,567 tokens, Maximum concurrency for 8,192 tokens per request: 150.70x",
+        S.KV_CACHE,
+        "KV cache 1,234,567 tokens, max concurrency 150.70x",
+    ),
+    (
+        "(EngineCore_DP0 pid=4300) INFO 01-10 12:01:00 [gpu_model_runner.py:4100] Graph capturing finished in 7 secs, took 0.41 GiB",
+        S.GRAPH_CAPTURE,
+        "graphs captured in 7 s, 0.41 GiB",
+    ),
+    (
+        "(EngineCore_DP0 pid=4300) INFO 01-10 12:01:01 [core.py:250] init engine (profile, create kv cache, warmup model) took 35.12 s",
+        S.ENGINE_READY,
+        "engine ready in 35.12 s",
+    ),
+    (
+        "(APIServer pid=4242) INFO 01-10 12:01:02 [api_server.py:1900] Starting vLLM server on http://0.0.0.0:8000",
+        S.SERVER_STARTING,
+        "http://0.0.0.0:8000",
+    ),
 ]
 
 
@@ -241,19 +351,67 @@ def test_stage_line_fields():
 # (line, reason, specific)
 FATAL_LINES = [
     ("OSError: [Errno 98] Address already in use", "address already in use", True),
-    ("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use", "address already in use", True),
-    ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 191.98 GiB of which 1.20 GiB is free.", "out of GPU memory", True),
-    ("(EngineCore_DP0 pid=4300) ERROR 01-10 12:00:45 [core.py:800] torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.50 GiB.", "out of GPU memory", True),
-    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", "no memory left for the KV cache", True),
-    ("ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV cache (45678). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", "KV cache too small for max_model_len", True),
-    ("(EngineCore_0 pid=311) ERROR 09-10 08:00:30 [core.py:700] ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.34 GiB). Based on the available memory, the estimated maximum model length is 76512. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.", "KV cache too small for max_model_len", True),
-    ("(EngineCore_DP0 pid=4300) ERROR 01-10 12:00:45 [core.py:900] ValueError: To serve at least one request with the model's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.34 GiB).", "KV cache too small for max_model_len", True),
-    ("ValueError: User-specified max_model_len (200000) is greater than the derived max_model_len (max_position_embeddings=131072 or model_max_length=None in model's config.json).", "max_model_len too large", True),
+    (
+        "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use",
+        "address already in use",
+        True,
+    ),
+    (
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 191.98 GiB of which 1.20 GiB is free.",
+        "out of GPU memory",
+        True,
+    ),
+    (
+        "(EngineCore_DP0 pid=4300) ERROR 01-10 12:00:45 [core.py:800] torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.50 GiB.",
+        "out of GPU memory",
+        True,
+    ),
+    (
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+        "no memory left for the KV cache",
+        True,
+    ),
+    (
+        "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV cache (45678). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+        "KV cache too small for max_model_len",
+        True,
+    ),
+    (
+        "(EngineCore_0 pid=311) ERROR 09-10 08:00:30 [core.py:700] ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.34 GiB). Based on the available memory, the estimated maximum model length is 76512. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+        "KV cache too small for max_model_len",
+        True,
+    ),
+    (
+        "(EngineCore_DP0 pid=4300) ERROR 01-10 12:00:45 [core.py:900] ValueError: To serve at least one request with the model's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.34 GiB).",
+        "KV cache too small for max_model_len",
+        True,
+    ),
+    (
+        "ValueError: User-specified max_model_len (200000) is greater than the derived max_model_len (max_position_embeddings=131072 or model_max_length=None in model's config.json).",
+        "max_model_len too large",
+        True,
+    ),
     ("vllm serve: error: unrecognized arguments: --num-scheduler-steps 10", "unrecognized arguments", True),
-    ("vllm serve: error: argument --max-model-len: Value abc cannot be converted to <function human_readable_int>.", "invalid argument", True),
-    ("(EngineCore_DP0 pid=4300) ERROR 01-10 12:00:45 [core.py:708] EngineCore failed to start.", "engine failed to start", False),
-    ("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}", "engine failed to start", False),
-    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig", "invalid configuration", False),
+    (
+        "vllm serve: error: argument --max-model-len: Value abc cannot be converted to <function human_readable_int>.",
+        "invalid argument",
+        True,
+    ),
+    (
+        "(EngineCore_DP0 pid=4300) ERROR 01-10 12:00:45 [core.py:708] EngineCore failed to start.",
+        "engine failed to start",
+        False,
+    ),
+    (
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}",
+        "engine failed to start",
+        False,
+    ),
+    (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+        "invalid configuration",
+        False,
+    ),
     ("huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error.", "model not found", True),
     ("KeyError: 'rope_type'", "uncaught KeyError", False),
 ]

@@ -30,12 +30,8 @@ def test_check_cpx_tp():
     # seeds 000/001 "CPX mode": ONLY tp=1 is supported in CPX mode
     assert check_cpx_tp(1, {0: "CPX", 1: "CPX"}) is None
     assert check_cpx_tp(2, {0: "SPX", 1: "SPX"}) is None
-    assert check_cpx_tp(2, {8: "SPX", 9: "cpx"}) == (
-        "GPU 9 is in CPX mode, where only TP 1 runs (TP 2 asked)"
-    )
-    assert check_cpx_tp(4, ["CPX", None]) == (
-        "the selected GPUs are in CPX mode, where only TP 1 runs (TP 4 asked)"
-    )
+    assert check_cpx_tp(2, {8: "SPX", 9: "cpx"}) == ("GPU 9 is in CPX mode, where only TP 1 runs (TP 2 asked)")
+    assert check_cpx_tp(4, ["CPX", None]) == ("the selected GPUs are in CPX mode, where only TP 1 runs (TP 4 asked)")
     assert check_cpx_tp(4, [None, "DPX"]) is None
 
 

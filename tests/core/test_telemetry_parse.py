@@ -11,34 +11,75 @@ def line(obj) -> str:
 
 
 def test_hello_marks_simulated_source():
-    msg = parse_agent_line(line({"kind": "hello", "source": "amdsmi", "simulated": True,
-                                 "hostname": "n1", "interval": 0.5, "note": None}))
+    msg = parse_agent_line(
+        line({"kind": "hello", "source": "amdsmi", "simulated": True, "hostname": "n1", "interval": 0.5, "note": None})
+    )
     assert isinstance(msg, AgentHello)
     assert msg.source == "amdsmi (simulated)"
     assert msg.interval == 0.5
 
 
 def test_hello_keeps_fallback_note():
-    msg = parse_agent_line(line({"kind": "hello", "source": "amd-smi", "hostname": "n1",
-                                 "note": "amdsmi module unavailable (KeyError: 'libamd_smi.so')"}))
+    msg = parse_agent_line(
+        line(
+            {
+                "kind": "hello",
+                "source": "amd-smi",
+                "hostname": "n1",
+                "note": "amdsmi module unavailable (KeyError: 'libamd_smi.so')",
+            }
+        )
+    )
     assert msg.source == "amd-smi"
     assert "KeyError" in msg.note
 
 
 def test_static_and_sample_with_nulls():
-    st = parse_agent_line(line({"kind": "static", "ts": 1.0, "gpus": [
-        {"index": 0, "physical": 0, "partition_id": 0, "bdf": "0000:0c:00.0", "model": "AMD Instinct MI300X",
-         "vram_total_mib": 24574, "compute_partition": "CPX", "memory_partition": "NPS1", "memory_caps": ["NPS1", "NPS4"]},
-        {"index": 1, "physical": 0, "partition_id": 1, "bdf": "0000:0c:00.1"},
-    ]}))
+    st = parse_agent_line(
+        line(
+            {
+                "kind": "static",
+                "ts": 1.0,
+                "gpus": [
+                    {
+                        "index": 0,
+                        "physical": 0,
+                        "partition_id": 0,
+                        "bdf": "0000:0c:00.0",
+                        "model": "AMD Instinct MI300X",
+                        "vram_total_mib": 24574,
+                        "compute_partition": "CPX",
+                        "memory_partition": "NPS1",
+                        "memory_caps": ["NPS1", "NPS4"],
+                    },
+                    {"index": 1, "physical": 0, "partition_id": 1, "bdf": "0000:0c:00.1"},
+                ],
+            }
+        )
+    )
     assert isinstance(st, StaticInfo)
     assert [g.partition_id for g in st.gpus] == [0, 1]
     assert st.gpus[0].memory_caps == ("NPS1", "NPS4")
-    fr = parse_agent_line(line({"kind": "sample", "ts": 2.0, "seq": 7, "gpus": [
-        {"index": 0, "util_pct": 55, "power_w": 512.5, "power_cap_w": 750.0, "temp_junction_c": 61,
-         "processes": [{"pid": 42, "name": "python3", "vram_mib": 1024.0}]},
-        {"index": 1, "util_pct": None, "power_w": None, "temp_junction_c": None},
-    ]}))
+    fr = parse_agent_line(
+        line(
+            {
+                "kind": "sample",
+                "ts": 2.0,
+                "seq": 7,
+                "gpus": [
+                    {
+                        "index": 0,
+                        "util_pct": 55,
+                        "power_w": 512.5,
+                        "power_cap_w": 750.0,
+                        "temp_junction_c": 61,
+                        "processes": [{"pid": 42, "name": "python3", "vram_mib": 1024.0}],
+                    },
+                    {"index": 1, "util_pct": None, "power_w": None, "temp_junction_c": None},
+                ],
+            }
+        )
+    )
     assert isinstance(fr, TelemetryFrame)
     assert fr.seq == 7
     assert fr.gpus[0].power_w == 512.5 and fr.gpus[0].processes[0].pid == 42
@@ -53,16 +94,19 @@ def test_probe_and_error():
     assert isinstance(er, AgentFailure) and "no telemetry" in er.message
 
 
-@pytest.mark.parametrize("bad, why", [
-    ("", "empty"),
-    ("not json at all", "not JSON"),
-    ("[1, 2]", "not a JSON object"),
-    ('{"kind": "bogus"}', "unknown kind"),
-    ('{"kind": "sample", "ts": 1, "seq": 1}', "bad sample"),
-    ('{"kind": "sample", "ts": 1, "seq": 1, "gpus": [{"index": 0, "util_pct": "12%"}]}', "bad sample"),
-    ('{"kind": "sample", "ts": 1, "seq": true, "gpus": []}', "bad sample"),
-    ('{"kind": "static", "ts": 1, "gpus": [{"index": "0", "physical": 0}]}', "bad static"),
-])
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("", "empty"),
+        ("not json at all", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"kind": "bogus"}', "unknown kind"),
+        ('{"kind": "sample", "ts": 1, "seq": 1}', "bad sample"),
+        ('{"kind": "sample", "ts": 1, "seq": 1, "gpus": [{"index": 0, "util_pct": "12%"}]}', "bad sample"),
+        ('{"kind": "sample", "ts": 1, "seq": true, "gpus": []}', "bad sample"),
+        ('{"kind": "static", "ts": 1, "gpus": [{"index": "0", "physical": 0}]}', "bad static"),
+    ],
+)
 def test_bad_lines_are_protocol_errors(bad, why):
     with pytest.raises(AgentProtocolError, match=why):
         parse_agent_line(bad)

@@ -93,30 +93,74 @@ def test_real_capture_imports_with_the_runs_own_values(server, mode, tmp_path):
     if mode != "stdout":
         assert b"\r" in capture.read_bytes()  # tqdm's redraws are in the file
     env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(tmp_path / "data"))
-    proc = subprocess.run([sys.executable, "-m", "console", "results", "import", str(capture), "--json",
-                           "--label", f"real-{mode}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "console", "results", "import", str(capture), "--json", "--label", f"real-{mode}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    listed = subprocess.run([sys.executable, "-m", "console", "results", "list", "--json", "--label", f"real-{mode}"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    listed = subprocess.run(
+        [sys.executable, "-m", "console", "results", "list", "--json", "--label", f"real-{mode}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     [row] = json.loads(listed.stdout)["runs"]
-    shown = subprocess.run([sys.executable, "-m", "console", "results", "show", row["id"], "--json"],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "console", "results", "show", row["id"], "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     run = json.loads(shown.stdout)
     assert run["origin"] == "import" and run["source"] == str(capture)
     metrics = run["metrics"]
     checked = 0
-    for key in ("completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
-                "output_throughput", "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
-                "mean_tpot_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "p99_e2el_ms"):
+    for key in (
+        "completed",
+        "duration",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "median_itl_ms",
+        "p99_itl_ms",
+        "mean_e2el_ms",
+        "p99_e2el_ms",
+    ):
         assert key in metrics, key
         assert agrees(metrics[key], result[key], 2), (key, metrics[key], result[key])
         checked += 1
     assert checked == 15
     assert run["setup"].get("max_concurrency") == 3
     # importing the same capture again adds nothing
-    again = subprocess.run([sys.executable, "-m", "console", "results", "import", str(capture), "--json"],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "console", "results", "import", str(capture), "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0
-    relisted = subprocess.run([sys.executable, "-m", "console", "results", "list", "--json"],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    relisted = subprocess.run(
+        [sys.executable, "-m", "console", "results", "list", "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert len(json.loads(relisted.stdout)["runs"]) == 1

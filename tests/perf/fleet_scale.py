@@ -66,8 +66,16 @@ BUDGETS = {  # name: (comparison, limit)
     "sample_to_screen_p95_ms": ("<=", 1500.0),
     "key_to_repaint_p95_ms": ("<=", 100.0),
 }
-KEYS = [("down", None), ("right_square_bracket", "]"), ("down", None), ("pagedown", None),
-        ("up", None), ("left_square_bracket", "["), ("pageup", None), ("right_square_bracket", "]")]
+KEYS = [
+    ("down", None),
+    ("right_square_bracket", "]"),
+    ("down", None),
+    ("pagedown", None),
+    ("up", None),
+    ("left_square_bracket", "["),
+    ("pageup", None),
+    ("right_square_bracket", "]"),
+]
 
 
 class LiveReplay(ReplayTransport):
@@ -78,8 +86,9 @@ class LiveReplay(ReplayTransport):
     measures is the console's own work on the received line.
     """
 
-    def __init__(self, name: str, trace: ReplayTrace, gpu_json: list[str], *, phase: float,
-                 interval: float = 1.0) -> None:
+    def __init__(
+        self, name: str, trace: ReplayTrace, gpu_json: list[str], *, phase: float, interval: float = 1.0
+    ) -> None:
         super().__init__(name, trace, end="hold")
         self.gpu_json = gpu_json
         self.phase = phase
@@ -116,13 +125,13 @@ class LiveReplay(ReplayTransport):
 
 def build(nodes: int, interval: float, seed: int = 0) -> tuple[Profile, FleetTelemetry, dict[str, LiveReplay]]:
     trace = ReplayTrace.load(TRACE)
-    gpu_json = [json.dumps(json.loads(line)["gpus"], separators=(",", ":"))
-                for line in trace.stream if _is_sample(line)]
+    gpu_json = [
+        json.dumps(json.loads(line)["gpus"], separators=(",", ":")) for line in trace.stream if _is_sample(line)
+    ]
     names = [f"cpx-{i:02d}" for i in range(nodes)]
     specs = tuple(NodeSpec(name=n, host="localhost", transport="local", simulate=SimulateSpec()) for n in names)
     rng = random.Random(seed)
-    transports = {n: LiveReplay(n, trace, gpu_json, phase=rng.uniform(0, interval), interval=interval)
-                  for n in names}
+    transports = {n: LiveReplay(n, trace, gpu_json, phase=rng.uniform(0, interval), interval=interval) for n in names}
     fleet = FleetTelemetry(specs, TransportPool(lambda spec: transports[spec.name]), interval=interval)
     return Profile(nodes=specs), fleet, transports
 
@@ -230,7 +239,7 @@ class Probe:
                 self.sample_to_screen.append((wall - ts) * 1000)
         self.rendered = set()
         top = int(table.scroll_offset.y)
-        visible = {r.node for r in table.rows[top: top + max(0, table.size.height - 1)]}
+        visible = {r.node for r in table.rows[top : top + max(0, table.size.height - 1)]}
         for node in visible:
             self.visible_since.setdefault(node, wall)
         for node in [n for n in self.visible_since if n not in visible]:

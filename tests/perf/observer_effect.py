@@ -141,9 +141,16 @@ class Watcher:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.log = state_dir / "watcher.log"
         with open(self.log, "w") as log:  # a file, not a pipe nobody reads while the bench runs
-            self.proc = subprocess.Popen([sys.executable, "-c", WATCHER, base_url, str(state_dir), mode], env=env,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                         text=True, cwd=ROOT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", WATCHER, base_url, str(state_dir), mode],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                cwd=ROOT,
+                start_new_session=True,
+            )
         self.ready_after: float | None = None
 
     def _log_tail(self) -> str:
@@ -178,27 +185,47 @@ class Watcher:
 
 
 def bench_once(preset, model: Path, server: VllmServer, tmp: Path, name: str) -> dict:
-    argv = build_bench_argv(preset, client_cmd=(str(vllm_bin()),), base_url=server.base_url, model=str(model),
-                            result_dir=str(tmp / "results"), result_filename=f"{name}.json",
-                            max_concurrency=sweep_points(preset)[0])
+    argv = build_bench_argv(
+        preset,
+        client_cmd=(str(vllm_bin()),),
+        base_url=server.base_url,
+        model=str(model),
+        result_dir=str(tmp / "results"),
+        result_filename=f"{name}.json",
+        max_concurrency=sweep_points(preset)[0],
+    )
     t = time.monotonic()
-    proc = subprocess.run(list(argv), env=serve_env(tmp / "bench"), cwd=tmp, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        list(argv),
+        env=serve_env(tmp / "bench"),
+        cwd=tmp,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     wall = time.monotonic() - t
     if proc.returncode != 0:
         raise RuntimeError(f"vllm bench serve exited {proc.returncode}: {(proc.stderr or proc.stdout)[-800:]}")
     result = json.loads((tmp / "results" / f"{name}.json").read_text())
     if result.get("completed") != preset.num_prompts:
         raise RuntimeError(f"{name}: {result.get('completed')} of {preset.num_prompts} requests completed")
-    return {"output_tok_s": round(result["output_throughput"], 1), "duration_s": round(result["duration"], 3),
-            "client_wall_s": round(wall, 1)}
+    return {
+        "output_tok_s": round(result["output_throughput"], 1),
+        "duration_s": round(result["duration"], 3),
+        "client_wall_s": round(wall, 1),
+    }
 
 
 def stats(values: list[float]) -> dict | None:
     if not values:
         return None
-    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
-            "max": round(max(values), 1), "runs": len(values)}
+    return {
+        "median": round(statistics.median(values), 1),
+        "min": round(min(values), 1),
+        "max": round(max(values), 1),
+        "runs": len(values),
+    }
 
 
 def measure(args) -> dict:
@@ -206,9 +233,13 @@ def measure(args) -> dict:
     preset = next(p for p in load_profile([PRESETS]).bench_presets if p.name == args.preset)
     if args.num_prompts:
         preset = replace(preset, num_prompts=args.num_prompts)
-    out: dict = {"preset": args.preset, "num_prompts": preset.num_prompts,
-                 "input_len": preset.input_len, "output_len": preset.output_len,
-                 "max_concurrency": sweep_points(preset)[0]}
+    out: dict = {
+        "preset": args.preset,
+        "num_prompts": preset.num_prompts,
+        "input_len": preset.input_len,
+        "output_len": preset.output_len,
+        "max_concurrency": sweep_points(preset)[0],
+    }
     # Short: vLLM's AF_UNIX socket paths live under it (serve_env).
     tmp = Path(tempfile.mkdtemp(prefix="rcoe-", dir="/tmp"))
     server = VllmServer(model, free_port(), tmp / "srv")
@@ -266,8 +297,12 @@ def main() -> int:
         "loadavg_before": [round(x, 2) for x in os.getloadavg()],
     }
     if not vllm_available():
-        result.update(error=f"vLLM venv not ready at {venv_path()} (scripts/setup-vllm-cpu)", met=None,
-                      budgets={}, budgets_met=None)
+        result.update(
+            error=f"vLLM venv not ready at {venv_path()} (scripts/setup-vllm-cpu)",
+            met=None,
+            budgets={},
+            budgets_met=None,
+        )
         print(json.dumps(result))
         return 1
     m = measure(args)
@@ -292,8 +327,11 @@ def main() -> int:
         ratio_mean=round(statistics.mean(ratios), 4) if ratios else None,
         budget=f">= {BUDGET_RATIO:g}",
         met=ratio is not None and ratio >= BUDGET_RATIO,
-        watcher_cpu_pct_of_a_core=(round(100 * statistics.median(w["total_cpu_s"] / w["seconds"] for w in watched), 2)
-                                   if watched and all("seconds" in w for w in watched) else None),
+        watcher_cpu_pct_of_a_core=(
+            round(100 * statistics.median(w["total_cpu_s"] / w["seconds"] for w in watched), 2)
+            if watched and all("seconds" in w for w in watched)
+            else None
+        ),
         watcher_console_steady_cpu_pct=round(statistics.median(steady), 2) if steady else None,
         run_to_run_cv_pct_without=noise,
         runs=runs,
@@ -310,7 +348,8 @@ def main() -> int:
                 f"a noisy figure. The watcher's own CPU bounds the effect: {result['watcher_cpu_pct_of_a_core']} % "
                 f"of one core over a run (start-up included; the console process alone "
                 f"{result['watcher_console_steady_cpu_pct']} % once live) on a machine whose "
-                f"{os.cpu_count()} cores vLLM keeps busy.")
+                f"{os.cpu_count()} cores vLLM keeps busy."
+            )
     result["budgets"] = {"output_tok_s_ratio": {"figure": ratio, "budget": result["budget"], "met": result["met"]}}
     result["budgets_met"] = result["met"]
     print(json.dumps(result))

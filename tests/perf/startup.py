@@ -60,8 +60,11 @@ Hello().run()
 """
 
 HELLO_RUN = {"argv": [sys.executable, "-c", HELLO], "markers": {"frame": b"Hello, world"}, "quit": b"\x11"}
-CONSOLE_RUN = {"argv": [sys.executable, "-m", "console", "--demo"],
-               "markers": {"first_paint": b"rocm-console", "frame": "● 3 live".encode()}, "quit": b"q"}
+CONSOLE_RUN = {
+    "argv": [sys.executable, "-m", "console", "--demo"],
+    "markers": {"first_paint": b"rocm-console", "frame": "● 3 live".encode()},
+    "quit": b"q",
+}
 
 
 def _group_alive(pgid: int) -> bool:
@@ -84,8 +87,9 @@ def run_once(spec: dict, home: Path, timeout: float = 60.0) -> dict:
     all_seen = threading.Event()
     buf = bytearray()
     t0 = time.monotonic()
-    proc = subprocess.Popen(spec["argv"], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        spec["argv"], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env, start_new_session=True
+    )
     os.close(slave)
 
     def drain() -> None:  # read everything: a terminal nobody reads would block the app's writes
@@ -138,8 +142,12 @@ def run_once(spec: dict, home: Path, timeout: float = 60.0) -> dict:
 def stats(values: list[float]) -> dict | None:
     if not values:
         return None
-    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "max": round(max(values), 3), "runs": len(values)}
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "runs": len(values),
+    }
 
 
 def main() -> int:
@@ -188,14 +196,16 @@ def main() -> int:
         "console_cold_full_fleet_frame_s": stats([r["frame_s"] for r in cold if "frame_s" in r]),
         "ratio_per_pair": [round(r, 3) for r in ratios],
         "ratio_median": ratio,
-        "ratio_of_medians": (round(console_frame["median"] / hello_frame["median"], 3)
-                             if hello_frame and console_frame else None),
+        "ratio_of_medians": (
+            round(console_frame["median"] / hello_frame["median"], 3) if hello_frame and console_frame else None
+        ),
         "budget": f"<= {BUDGET_RATIO:g}",
         "met": ratio is not None and ratio <= BUDGET_RATIO,
         "errors": errors,
     }
-    result["budgets"] = {"full_fleet_frame_vs_hello": {"figure": ratio, "budget": result["budget"],
-                                                        "met": result["met"]}}
+    result["budgets"] = {
+        "full_fleet_frame_vs_hello": {"figure": ratio, "budget": result["budget"], "met": result["met"]}
+    }
     result["budgets_met"] = result["met"]
     print(json.dumps(result))
     return 0

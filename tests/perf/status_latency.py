@@ -33,8 +33,12 @@ from console.services.status import collect_status  # noqa: E402
 def three_nodes(base: NodeSpec, state: Path) -> list[NodeSpec]:
     specs = [("spx", "SPX", 1), ("cpx", "CPX", 2), ("spx2", "SPX", 3)]
     return [
-        replace(base, name=name, state_dir=str(state),
-                simulate=SimulateSpec(gpu="MI300X", count=8, compute_partition=mode, seed=seed))
+        replace(
+            base,
+            name=name,
+            state_dir=str(state),
+            simulate=SimulateSpec(gpu="MI300X", count=8, compute_partition=mode, seed=seed),
+        )
         for name, mode, seed in specs
     ]
 
@@ -60,8 +64,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    out: dict = {"script": "status_latency", "machine": f"{platform.machine()} {os.cpu_count()} cores",
-                 "python": platform.python_version(), "repeat": args.repeat}
+    out: dict = {
+        "script": "status_latency",
+        "machine": f"{platform.machine()} {os.cpu_count()} cores",
+        "python": platform.python_version(),
+        "repeat": args.repeat,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         local = NodeSpec(name="x", host="localhost", transport="local")
         out["local_3_nodes"] = measure(three_nodes(local, Path(tmp) / "local"), args.repeat)

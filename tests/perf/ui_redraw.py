@@ -52,13 +52,15 @@ class StaggeredReplay(ReplayTransport):
 
 def fleet_of(names_to_trace: dict[str, str], pace: float | None):
     traces = load_traces(TRACES, sorted(set(names_to_trace.values())))
-    nodes = tuple(NodeSpec(name=n, host="localhost", transport="local", simulate=SimulateSpec())
-                  for n in names_to_trace)
+    nodes = tuple(
+        NodeSpec(name=n, host="localhost", transport="local", simulate=SimulateSpec()) for n in names_to_trace
+    )
     offsets = {n: i / len(nodes) for i, n in enumerate(names_to_trace)}
 
     def factory(node: NodeSpec) -> ReplayTransport:
-        return StaggeredReplay(node.name, traces[names_to_trace[node.name]], end="loop", pace=pace,
-                               offset=offsets[node.name])
+        return StaggeredReplay(
+            node.name, traces[names_to_trace[node.name]], end="loop", pace=pace, offset=offsets[node.name]
+        )
 
     return Profile(nodes=nodes), FleetTelemetry(nodes, TransportPool(factory))
 
@@ -141,8 +143,11 @@ async def measure(label: str, names_to_trace: dict[str, str], repeat: int, secon
 
 def _summary(values: list[float]) -> dict:
     values = sorted(values)
-    return {"median": round(statistics.median(values), 3), "p90": round(values[int(0.9 * (len(values) - 1))], 3),
-            "max": round(values[-1], 3)}
+    return {
+        "median": round(statistics.median(values), 3),
+        "p90": round(values[int(0.9 * (len(values) - 1))], 3),
+        "max": round(values[-1], 3),
+    }
 
 
 async def main_async(args) -> dict:

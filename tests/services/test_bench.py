@@ -24,8 +24,16 @@ from console.transport.local import LocalTransport
 from tests.helpers import free_port
 
 TINY_SERVE = ServePreset(name="tiny", model="tiny-llama")
-TINY_BENCH = BenchPreset(name="tiny", dataset="random", input_len=64, output_len=64, num_prompts=40,
-                         max_concurrency=(4,), ignore_eos=True, percentile_metrics="ttft,tpot,itl,e2el")
+TINY_BENCH = BenchPreset(
+    name="tiny",
+    dataset="random",
+    input_len=64,
+    output_len=64,
+    num_prompts=40,
+    max_concurrency=(4,),
+    ignore_eos=True,
+    percentile_metrics="ttft,tpot,itl,e2el",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -75,11 +83,20 @@ async def test_run_with_progress_live_metrics_and_stored_result(sim_node, tmp_pa
     assert isinstance(events[-1], BenchFinished)
     assert outcome.ok and outcome.result.completed == 40 and outcome.result.failed == 0
     # the printed block and vLLM's JSON agree
-    assert outcome.block.metrics["output_throughput"] == pytest.approx(outcome.result_json["output_throughput"], abs=0.01)
+    assert outcome.block.metrics["output_throughput"] == pytest.approx(
+        outcome.result_json["output_throughput"], abs=0.01
+    )
 
     store = ResultStore(tmp_path / "results")
-    run_id = store.save(run_from_console({"node": node.name, "instance": "b1"}, outcome.result_json,
-                                         live_summary(outcome.live), setup=TINY_BENCH, block=outcome.block))
+    run_id = store.save(
+        run_from_console(
+            {"node": node.name, "instance": "b1"},
+            outcome.result_json,
+            live_summary(outcome.live),
+            setup=TINY_BENCH,
+            block=outcome.block,
+        )
+    )
     stored = store.get(run_id)
     assert stored.result == outcome.result_json  # vLLM's own numbers, as written
     assert stored.live["samples"] == len(outcome.live) > 0
@@ -105,8 +122,15 @@ async def test_requests_failing_is_a_failed_run(sim_node):
     pool = TransportPool()
     svc, view = await start_instance(pool, node, free_port(), "b3")
     runner = BenchRunner(pool)
-    slow = BenchPreset(name="slow", dataset="random", input_len=64, output_len=512, num_prompts=60,
-                       max_concurrency=(2,), ignore_eos=True)
+    slow = BenchPreset(
+        name="slow",
+        dataset="random",
+        input_len=64,
+        output_len=512,
+        num_prompts=60,
+        max_concurrency=(2,),
+        ignore_eos=True,
+    )
     try:
         run, argv = await runner.start(node, view, slow, max_concurrency=2)
         follow = asyncio.create_task(runner.follow(node, view, run, argv=argv))

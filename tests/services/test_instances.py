@@ -36,8 +36,6 @@ async def service():
     await pool.close()
 
 
-
-
 async def test_start_ready_stop_and_adopt(sim_node, service):
     svc, started = service
     node = sim_node("n1")
@@ -133,8 +131,9 @@ async def test_unmanaged_servers_are_placed_on_their_gpus(sim_node, service, tmp
     try:
         sim_dir = tmp_path / "state" / "sim" / "n4"
         await sample_node(svc.pool, node, probe=False)  # creates the simulated node
-        (sim_dir / "processes.json").write_text(json.dumps(
-            [{"pid": proc.pid, "name": "python3", "gpu": 6, "vram_bytes": 2 ** 34}]))
+        (sim_dir / "processes.json").write_text(
+            json.dumps([{"pid": proc.pid, "name": "python3", "gpu": 6, "vram_bytes": 2**34}])
+        )
         views = await svc.list(node)
         mine = [v for v in views if v.state == InstanceState.UNMANAGED and v.pid == proc.pid]
         assert mine and mine[0].model == "someone/elses-model"

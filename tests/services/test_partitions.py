@@ -15,8 +15,6 @@ from tests.helpers import free_port
 TINY = ServePreset(name="tiny", model="tiny-llama", tp=1)
 
 
-
-
 @pytest.fixture(autouse=True)
 def fast(monkeypatch):
     monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
@@ -109,6 +107,7 @@ async def test_memory_switch_needs_second_confirmation(sim_node, svc, tmp_path):
 
 def test_a_switch_is_only_called_verified_when_every_mode_was_read_back():
     from console.services.partitions import SwitchResult
+
     ok = SwitchResult(node="n", gpus=(), logical_gpus=8, seconds=1.0, summary="")
     assert ok.verification() == "verified"
     blind = SwitchResult(node="n", gpus=(), logical_gpus=8, seconds=1.0, summary="", unverified=(0, 3))

@@ -29,8 +29,9 @@ def store(tmp_path, monkeypatch) -> ResultStore:
 def console_run(node="mi300x-a", created=NOW, label=None, **result):
     data = json.loads((CPU / "bench_result.json").read_text())
     data.update(result)
-    return run_from_console({"node": node, "gpu_model": "AMD Instinct MI300X"}, data, {"samples": 2},
-                            label=label, created=created)
+    return run_from_console(
+        {"node": node, "gpu_model": "AMD Instinct MI300X"}, data, {"samples": 2}, label=label, created=created
+    )
 
 
 def test_default_root_follows_the_environment(tmp_path, monkeypatch):
@@ -110,14 +111,28 @@ def test_unreadable_stored_file_is_reported_not_fatal(store):
 
 
 def test_import_seeds_then_reimport_adds_nothing(store, tmp_path):
-    report = store.import_paths([SEEDS / "004_040c923192cb04a5.txt", SEEDS / "002_55bd4ff5afc03ea6.txt"],
-                                label="seeds", node="mi300x-a", now=NOW)
+    report = store.import_paths(
+        [SEEDS / "004_040c923192cb04a5.txt", SEEDS / "002_55bd4ff5afc03ea6.txt"],
+        label="seeds",
+        node="mi300x-a",
+        now=NOW,
+    )
     assert len(report.imported) == 11 and report.duplicates == [] and report.skipped == []
     assert report.exit_code == 0
     stored = store.list()
     assert len(stored) == 11
     # runs from one file keep their order
-    assert [r.setup["max_concurrency"] for r in stored if "004" in r.source] == [128, 256, 512, 128, 256, 512, 512, 512, 512]
+    assert [r.setup["max_concurrency"] for r in stored if "004" in r.source] == [
+        128,
+        256,
+        512,
+        128,
+        256,
+        512,
+        512,
+        512,
+        512,
+    ]
     assert {r.label for r in stored} == {"seeds"} and {r.context["node"] for r in stored} == {"mi300x-a"}
     assert all(r.source.endswith(".txt") and Path(r.source).is_absolute() for r in stored)
     again = store.import_paths([SEEDS / "004_040c923192cb04a5.txt"], now=NOW + 60)
@@ -147,7 +162,12 @@ def test_import_folder_recursively_with_skips(store, tmp_path):
     )
     report = store.import_paths([folder], now=NOW)
     assert report.files == 6
-    assert sorted(Path(r.source).name for r in report.imported) == ["append.jsonl", "append.jsonl", "pty.log", "result.json"]
+    assert sorted(Path(r.source).name for r in report.imported) == [
+        "append.jsonl",
+        "append.jsonl",
+        "pty.log",
+        "result.json",
+    ]
     reasons = {Path(s.path).name: s.reason for s in report.skipped}
     assert reasons["notes.txt"] == "no result block"
     assert reasons["weights.bin"] == "binary file"

@@ -257,11 +257,14 @@ def test_edge_temperature_not_supported(amdsmi):
 def test_process_list_and_vram_follow_processes_json(amdsmi, sim_dir):
     handles = amdsmi.amdsmi_get_processor_handles()
     before = amdsmi.amdsmi_get_gpu_vram_usage(handles[2])["vram_used"]
-    write_processes(sim_dir, [
-        {"pid": os.getpid(), "name": "vllm", "gpu": 2, "vram_bytes": 100 * 1024**3},
-        {"pid": 999999999, "name": "gone", "gpu": 2, "vram_bytes": 5 * 1024**3},
-        {"pid": -5, "name": "pinned", "gpu": 3, "vram_bytes": 1024**3, "sticky": True},
-    ])
+    write_processes(
+        sim_dir,
+        [
+            {"pid": os.getpid(), "name": "vllm", "gpu": 2, "vram_bytes": 100 * 1024**3},
+            {"pid": 999999999, "name": "gone", "gpu": 2, "vram_bytes": 5 * 1024**3},
+            {"pid": -5, "name": "pinned", "gpu": 3, "vram_bytes": 1024**3, "sticky": True},
+        ],
+    )
     procs = amdsmi.amdsmi_get_gpu_process_list(handles[2])
     assert [p["name"] for p in procs] == ["vllm"]
     p = procs[0]

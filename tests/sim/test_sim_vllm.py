@@ -21,14 +21,58 @@ from prometheus_client.parser import text_string_to_metric_families
 SIM = Path(__file__).resolve().parents[2] / "console" / "sim" / "vllm"  # a folder, run like on a node
 MiB = 1 << 20
 
-TTFT_LE = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-           20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
-ITL_LE = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-          40.0, 80.0]
-REQUEST_LE = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-              240.0, 480.0, 960.0, 1920.0, 7680.0]
-LINE = re.compile(r"^\((APIServer|EngineCore|Worker|Worker_TP\d+) pid=\d+\) (INFO|WARNING|ERROR) "
-                  r"\d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+\.py:\d+\] ")
+TTFT_LE = [
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+]
+ITL_LE = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
+REQUEST_LE = [
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+]
+LINE = re.compile(
+    r"^\((APIServer|EngineCore|Worker|Worker_TP\d+) pid=\d+\) (INFO|WARNING|ERROR) "
+    r"\d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+\.py:\d+\] "
+)
 
 
 def free_port():
@@ -99,22 +143,38 @@ def serve(tmp_path):
     """Start `vllm.py serve` on a free port; every process started is killed by pid at the end."""
     procs = []
 
-    def start(*args, model="/srv/models/tiny-llama", env=None, port=None, speedup="20", cvd="0",
-              python=sys.executable, command="serve", host="127.0.0.1"):
+    def start(
+        *args,
+        model="/srv/models/tiny-llama",
+        env=None,
+        port=None,
+        speedup="20",
+        cvd="0",
+        python=sys.executable,
+        command="serve",
+        host="127.0.0.1",
+    ):
         port = port or free_port()
         log_path = tmp_path / ("serve-%d.log" % len(procs))
-        full_env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("ROCM_CONSOLE_SIM", "VLLM_", "CUDA_VISIBLE", "HIP_VISIBLE"))}
-        full_env.update({"ROCM_CONSOLE_SIM_VLLM_SPEEDUP": speedup, "ROCM_CONSOLE_SIM_DIR": str(tmp_path / "node"),
-                         "CUDA_VISIBLE_DEVICES": cvd})
+        full_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ROCM_CONSOLE_SIM", "VLLM_", "CUDA_VISIBLE", "HIP_VISIBLE"))
+        }
+        full_env.update(
+            {
+                "ROCM_CONSOLE_SIM_VLLM_SPEEDUP": speedup,
+                "ROCM_CONSOLE_SIM_DIR": str(tmp_path / "node"),
+                "CUDA_VISIBLE_DEVICES": cvd,
+            }
+        )
         full_env.update(env or {})
         argv = [python, str(SIM), command]
         if command == "serve":
             argv += [model, "--host", host, "--port", str(port)]
         argv += list(args)
         with open(log_path, "wb") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full_env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
         procs.append(proc)
         return Served(proc, port, log_path, tmp_path / "node")
 
@@ -128,7 +188,7 @@ def serve(tmp_path):
 def sse(raw):
     events = [block for block in raw.decode().split("\n\n") if block.strip()]
     assert all(e.startswith("data: ") for e in events), events
-    payloads = [e[len("data: "):] for e in events]
+    payloads = [e[len("data: ") :] for e in events]
     assert payloads[-1] == "[DONE]"
     return [json.loads(p) for p in payloads[:-1]]
 
@@ -141,8 +201,11 @@ def sample_value(families, family, sample_name, **labels):
 
 
 def les(families, family):
-    return [float(s.labels["le"]) for s in families[family].samples
-            if s.name == family + "_bucket" and s.labels["le"] != "+Inf"]
+    return [
+        float(s.labels["le"])
+        for s in families[family].samples
+        if s.name == family + "_bucket" and s.labels["le"] != "+Inf"
+    ]
 
 
 # ------------------------------------------------------------------------- the file
@@ -175,8 +238,9 @@ def _python38():
         if not exe:
             continue
         try:
-            out = subprocess.run([exe, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
-                                 text=True, timeout=20)
+            out = subprocess.run(
+                [exe, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, timeout=20
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         if out.returncode == 0 and out.stdout.strip() == "(3, 8)":
@@ -221,8 +285,10 @@ def test_startup_log_has_vllm_032_stages(serve):
     assert LINE.match(lines[0]) and lines[0].endswith("[api_utils.py:347] ")
     assert "version 0.32.0+sim" in lines[2]
     assert lines[3].endswith("model   /srv/models/tiny-llama")
-    assert ("non-default args: {'model_tag': '/srv/models/tiny-llama', 'host': '127.0.0.1', 'port': %d, "
-            "'model': '/srv/models/tiny-llama', 'max_model_len': 1024, 'served_model_name': ['tiny']}" % srv.port) in log
+    assert (
+        "non-default args: {'model_tag': '/srv/models/tiny-llama', 'host': '127.0.0.1', 'port': %d, "
+        "'model': '/srv/models/tiny-llama', 'max_model_len': 1024, 'served_model_name': ['tiny']}" % srv.port
+    ) in log
     expected = [
         "Resolved architecture: LlamaForCausalLM",
         "Using max model len 1024",
@@ -244,8 +310,11 @@ def test_startup_log_has_vllm_032_stages(serve):
     assert -1 not in positions, [t for t, p in zip(expected, positions) if p < 0]
     assert positions == sorted(positions)
     assert re.search(r"Model loading took \d+\.\d\d GiB memory and \d+\.\d{6} seconds", log)
-    assert re.search(r"GPU KV cache size: [\d,]+ tokens, Maximum concurrency for 1,024 tokens per request: "
-                     r"[\d.]+x", log)
+    assert re.search(
+        r"GPU KV cache size: [\d,]+ tokens, Maximum concurrency for 1,024 tokens per request: "
+        r"[\d.]+x",
+        log,
+    )
     assert re.search(r"Graph capturing finished in \d+ secs, took \d+\.\d\d GiB", log)
     for line in lines:
         if line.startswith("("):
@@ -281,9 +350,17 @@ def test_models_and_version(serve):
 
 def test_streamed_completion_is_sse_like_vllm(serve):
     srv = serve().wait_ready()
-    status, headers, raw = srv.request("POST", "/v1/completions", {
-        "prompt": "Once upon a time", "max_tokens": 12, "stream": True, "ignore_eos": True,
-        "stream_options": {"include_usage": True}})
+    status, headers, raw = srv.request(
+        "POST",
+        "/v1/completions",
+        {
+            "prompt": "Once upon a time",
+            "max_tokens": 12,
+            "stream": True,
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     assert status == 200
     assert headers["content-type"].startswith("text/event-stream")
     chunks = sse(raw)
@@ -292,8 +369,15 @@ def test_streamed_completion_is_sse_like_vllm(serve):
     for chunk in tokens:
         assert list(chunk) == ["id", "object", "created", "model", "choices"]
         assert chunk["object"] == "text_completion" and chunk["id"].startswith("cmpl-")
-        assert list(chunk["choices"][0]) == ["index", "text", "logprobs", "finish_reason", "stop_reason",
-                                             "prompt_token_ids", "token_ids"]
+        assert list(chunk["choices"][0]) == [
+            "index",
+            "text",
+            "logprobs",
+            "finish_reason",
+            "stop_reason",
+            "prompt_token_ids",
+            "token_ids",
+        ]
     assert [c["choices"][0]["finish_reason"] for c in tokens] == [None] * 11 + ["length"]
     assert len({c["id"] for c in chunks}) == 1
     assert usage["choices"] == []
@@ -304,9 +388,17 @@ def test_streamed_completion_is_sse_like_vllm(serve):
 
 def test_streamed_chat_is_sse_like_vllm(serve):
     srv = serve().wait_ready()
-    status, _, raw = srv.request("POST", "/v1/chat/completions", {
-        "messages": [{"role": "user", "content": "Say something about GPUs"}], "max_tokens": 8,
-        "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}})
+    status, _, raw = srv.request(
+        "POST",
+        "/v1/chat/completions",
+        {
+            "messages": [{"role": "user", "content": "Say something about GPUs"}],
+            "max_tokens": 8,
+            "stream": True,
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     assert status == 200
     chunks = sse(raw)
     first, tokens, usage = chunks[0], chunks[1:-1], chunks[-1]
@@ -317,8 +409,11 @@ def test_streamed_chat_is_sse_like_vllm(serve):
     assert tokens[-1]["choices"][0]["finish_reason"] == "length"
     assert usage["usage"]["completion_tokens"] == 8
     # without include_usage there is no usage chunk
-    status, _, raw = srv.request("POST", "/v1/chat/completions", {
-        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True, "ignore_eos": True})
+    status, _, raw = srv.request(
+        "POST",
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True, "ignore_eos": True},
+    )
     assert all("usage" not in c for c in sse(raw))
 
 
@@ -332,8 +427,11 @@ def test_non_stream_usage_counts(serve):
     assert usage["prompt_tokens"] == max(45, (len(prompt) + 3) // 4) == 55  # max(words, chars / 4)
     assert usage["total_tokens"] == 75
     assert body["choices"][0]["finish_reason"] == "length" and body["choices"][0]["text"]
-    status, body = srv.json("POST", "/v1/chat/completions", {
-        "messages": [{"role": "user", "content": "hello"}], "max_tokens": 5, "ignore_eos": True})
+    status, body = srv.json(
+        "POST",
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 5, "ignore_eos": True},
+    )
     assert status == 200 and body["object"] == "chat.completion"
     assert body["choices"][0]["message"]["role"] == "assistant"
     assert body["usage"]["completion_tokens"] == 5
@@ -344,8 +442,7 @@ def test_non_stream_usage_counts(serve):
     # without ignore_eos a long request may stop early, never beyond max_tokens
     body = srv.json("POST", "/v1/completions", {"prompt": "tell me", "max_tokens": 1000})[1]
     assert body["usage"]["completion_tokens"] <= 1000
-    assert body["choices"][0]["finish_reason"] == ("length" if body["usage"]["completion_tokens"] == 1000
-                                                   else "stop")
+    assert body["choices"][0]["finish_reason"] == ("length" if body["usage"]["completion_tokens"] == 1000 else "stop")
 
 
 def test_too_long_request_is_rejected(serve):
@@ -368,8 +465,10 @@ def test_keep_alive_and_expect_continue(serve):
     assert len(clients) == 3 and len(set(clients)) == 1
     body = json.dumps({"prompt": "word " * 400, "max_tokens": 2}).encode()
     with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Expect: 100-continue\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+        s.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
         assert s.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
         s.sendall(body)
         data = b""
@@ -399,19 +498,30 @@ def test_metrics_parse_and_grow(serve):
     assert "vllm:prompt_tokens_created" in before
     assert "vllm:time_to_first_token_seconds_created" in before
     for reason in ("stop", "length", "abort"):
-        assert sample_value(before, "vllm:request_success", "vllm:request_success_total",
-                            finished_reason=reason, **labels) == 0
+        assert (
+            sample_value(before, "vllm:request_success", "vllm:request_success_total", finished_reason=reason, **labels)
+            == 0
+        )
 
     srv.json("POST", "/v1/completions", {"prompt": "a b c d e f g h", "max_tokens": 10, "ignore_eos": True})
-    srv.request("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
-                                                 "max_tokens": 6, "stream": True, "ignore_eos": True})
+    srv.request(
+        "POST",
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "stream": True, "ignore_eos": True},
+    )
     after = srv.metrics()
     assert sample_value(after, "vllm:generation_tokens", "vllm:generation_tokens_total", **labels) == 16
     assert sample_value(after, "vllm:prompt_tokens", "vllm:prompt_tokens_total", **labels) > 8
-    assert sample_value(after, "vllm:request_success", "vllm:request_success_total",
-                        finished_reason="length", **labels) == 2
-    for family, count in (("vllm:time_to_first_token_seconds", 2), ("vllm:inter_token_latency_seconds", 14),
-                          ("vllm:e2e_request_latency_seconds", 2), ("vllm:request_queue_time_seconds", 2)):
+    assert (
+        sample_value(after, "vllm:request_success", "vllm:request_success_total", finished_reason="length", **labels)
+        == 2
+    )
+    for family, count in (
+        ("vllm:time_to_first_token_seconds", 2),
+        ("vllm:inter_token_latency_seconds", 14),
+        ("vllm:e2e_request_latency_seconds", 2),
+        ("vllm:request_queue_time_seconds", 2),
+    ):
         assert sample_value(after, family, family + "_count", **labels) == count
         assert sample_value(after, family, family + "_bucket", le="+Inf", **labels) == count
         assert sample_value(after, family, family + "_sum", **labels) > 0 or family.endswith("queue_time_seconds")
@@ -450,10 +560,12 @@ def test_periodic_stats_line(serve):
     srv = serve(env={"VLLM_LOG_STATS_INTERVAL": "0.3"}).wait_ready()
     srv.json("POST", "/v1/completions", {"prompt": "stats please", "max_tokens": 30, "ignore_eos": True})
     assert srv.wait_for("Engine 000: Avg prompt throughput: ", timeout=5)
-    assert re.search(r"\(APIServer pid=\d+\) INFO [\d\- :]+ \[loggers\.py:\d+\] Engine 000: Avg prompt "
-                     r"throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s, Running: \d+ "
-                     r"reqs, Waiting: \d+ reqs, GPU KV cache usage: [\d.]+%, Prefix cache hit rate: [\d.]+%",
-                     srv.log())
+    assert re.search(
+        r"\(APIServer pid=\d+\) INFO [\d\- :]+ \[loggers\.py:\d+\] Engine 000: Avg prompt "
+        r"throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s, Running: \d+ "
+        r"reqs, Waiting: \d+ reqs, GPU KV cache usage: [\d.]+%, Prefix cache hit rate: [\d.]+%",
+        srv.log(),
+    )
 
 
 # --------------------------------------------------------------- GPUs and shutdown
@@ -464,8 +576,9 @@ def test_gpu_footprint_in_processes_json_and_sigint(serve, tmp_path):
     node.mkdir()
     foreign = {"pid": 4000, "name": "python3 (sim workload)", "gpu": 5, "vram_bytes": 1 << 30, "sticky": True}
     (node / "processes.json").write_text(json.dumps([foreign]))
-    srv = serve("-tp", "2", "--gpu-memory-utilization", "0.5", cvd="2,3",
-                env={"ROCM_CONSOLE_SIM_GPU_VRAM_MB": "65536"}).wait_ready()
+    srv = serve(
+        "-tp", "2", "--gpu-memory-utilization", "0.5", cvd="2,3", env={"ROCM_CONSOLE_SIM_GPU_VRAM_MB": "65536"}
+    ).wait_ready()
     mine = srv.mine()
     assert sorted(e["gpu"] for e in mine) == [2, 3]
     for e in mine:
@@ -481,12 +594,14 @@ def test_gpu_footprint_in_processes_json_and_sigint(serve, tmp_path):
     assert srv.mine() == []
     assert srv.processes() == [foreign]
     log = srv.log()
-    for text in ("[shutdown] API server: shutdown triggered",
-                 "[shutdown] Process manager: send sigterm to process EngineCore",
-                 "[shutdown] EngineCore: trigger received signal=SIGTERM",
-                 "[shutdown] Executor: waiting for worker exit count=2",
-                 "[shutdown] API server: shutting down FastAPI HTTP server",
-                 "INFO:     Application shutdown complete."):
+    for text in (
+        "[shutdown] API server: shutdown triggered",
+        "[shutdown] Process manager: send sigterm to process EngineCore",
+        "[shutdown] EngineCore: trigger received signal=SIGTERM",
+        "[shutdown] Executor: waiting for worker exit count=2",
+        "[shutdown] API server: shutting down FastAPI HTTP server",
+        "INFO:     Application shutdown complete.",
+    ):
         assert text in log
     assert "EngineDeadError" not in log
 
@@ -532,31 +647,47 @@ def test_max_model_len_over_the_limit(serve):
     log = _failed(serve("--max-model-len", "4096"))
     assert "non-default args:" in log
     assert "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig" in log
-    assert ("Value error, User-specified max_model_len (4096) is greater than the derived max_model_len "
-            "(max_position_embeddings=2048.0 or model_max_length=None in model's config.json)") in log
+    assert (
+        "Value error, User-specified max_model_len (4096) is greater than the derived max_model_len "
+        "(max_position_embeddings=2048.0 or model_max_length=None in model's config.json)"
+    ) in log
     assert "Initializing a V1 LLM engine" not in log
 
 
 def test_max_model_len_limit_for_big_models(serve):
     log = _failed(serve("--max-model-len", "200000", model="meta-llama/Llama-3.1-8B-Instruct"))
-    assert "User-specified max_model_len (200000) is greater than the derived max_model_len " \
-           "(max_position_embeddings=131072.0" in log
+    assert (
+        "User-specified max_model_len (200000) is greater than the derived max_model_len "
+        "(max_position_embeddings=131072.0" in log
+    )
 
 
 def test_oom_405b_full_utilization(serve):
-    srv = serve("-tp", "4", "--gpu-memory-utilization", "0.99", model="meta-llama/Llama-3.1-405B-Instruct-FP8",
-                cvd="0,1,2,3")
+    srv = serve(
+        "-tp", "4", "--gpu-memory-utilization", "0.99", model="meta-llama/Llama-3.1-405B-Instruct-FP8", cvd="0,1,2,3"
+    )
     log = _failed(srv)
     assert "Model loading took" in log
-    assert re.search(r"torch\.OutOfMemoryError: HIP out of memory\. Tried to allocate [\d.]+ GiB\. GPU 0 has a "
-                     r"total capacity of [\d.]+ GiB", log)
+    assert re.search(
+        r"torch\.OutOfMemoryError: HIP out of memory\. Tried to allocate [\d.]+ GiB\. GPU 0 has a "
+        r"total capacity of [\d.]+ GiB",
+        log,
+    )
     assert "EngineCore failed to start." in log
     assert "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}" in log
 
 
 def test_405b_on_eight_gpus_starts(serve):
-    srv = serve("-tp", "8", "--gpu-memory-utilization", "0.99", "--max-model-len", "8192",
-                model="meta-llama/Llama-3.1-405B-Instruct-FP8", cvd="0,1,2,3,4,5,6,7").wait_ready()
+    srv = serve(
+        "-tp",
+        "8",
+        "--gpu-memory-utilization",
+        "0.99",
+        "--max-model-len",
+        "8192",
+        model="meta-llama/Llama-3.1-405B-Instruct-FP8",
+        cvd="0,1,2,3,4,5,6,7",
+    ).wait_ready()
     assert sorted(e["gpu"] for e in srv.mine()) == list(range(8))
 
 
@@ -567,19 +698,25 @@ def test_weights_larger_than_the_gpu(serve):
     assert "Model loading took" not in log
 
 
-@pytest.mark.parametrize("mode,text", [
-    ("oom", "torch.OutOfMemoryError: HIP out of memory. Tried to allocate"),
-    ("kv", "ValueError: To serve at least one request with the model's max seq len (2048), ("),
-])
+@pytest.mark.parametrize(
+    "mode,text",
+    [
+        ("oom", "torch.OutOfMemoryError: HIP out of memory. Tried to allocate"),
+        ("kv", "ValueError: To serve at least one request with the model's max seq len (2048), ("),
+    ],
+)
 def test_forced_failures(serve, mode, text):
     log = _failed(serve(env={"ROCM_CONSOLE_SIM_VLLM_FAIL": mode}))
     assert text in log
     assert "EngineCore failed to start." in log
     assert "RuntimeError: Engine core initialization failed. See root cause above." in log
     if mode == "kv":
-        assert re.search(r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
-                         r"\(([\d.]+) GiB\)\. Based on the available memory, the estimated maximum model length "
-                         r"is \d+\.", log)
+        assert re.search(
+            r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
+            r"\(([\d.]+) GiB\)\. Based on the available memory, the estimated maximum model length "
+            r"is \d+\.",
+            log,
+        )
 
 
 def test_kv_cache_too_small_for_the_context(serve):
@@ -591,11 +728,15 @@ def test_kv_cache_too_small_for_the_context(serve):
 def test_busy_gpu_leaves_too_little_free_memory(serve, tmp_path):
     node = tmp_path / "node"
     node.mkdir()
-    (node / "processes.json").write_text(json.dumps(
-        [{"pid": 4000, "name": "python3", "gpu": 0, "vram_bytes": 100 << 30, "sticky": True}]))
+    (node / "processes.json").write_text(
+        json.dumps([{"pid": 4000, "name": "python3", "gpu": 0, "vram_bytes": 100 << 30, "sticky": True}])
+    )
     log = _failed(serve())
-    assert re.search(r"ValueError: Free memory on device \([\d.]+/[\d.]+ GiB\) on startup is less than desired "
-                     r"GPU memory utilization \(0\.9, [\d.]+ GiB\)", log)
+    assert re.search(
+        r"ValueError: Free memory on device \([\d.]+/[\d.]+ GiB\) on startup is less than desired "
+        r"GPU memory utilization \(0\.9, [\d.]+ GiB\)",
+        log,
+    )
 
 
 def test_crash_after_ready(serve):
@@ -633,13 +774,42 @@ def test_bad_choice_is_an_argparse_error(serve):
 
 
 def test_accepts_the_flags_we_use(serve):
-    srv = serve("--tensor-parallel-size", "1", "--max-model-len", "2k", "--gpu-memory-utilization", "0.85",
-                "--kv-cache-dtype", "fp8", "--max-num-batched-tokens", "4096", "--max-num-seqs", "64",
-                "--served-model-name", "t", "--dtype", "bfloat16", "--block-size", "32", "--async-scheduling",
-                "--compilation-config", '{"cudagraph_mode": "FULL_AND_PIECEWISE"}', "--quantization", "fp8",
-                "--swap-space", "16", "--distributed-executor-backend", "mp", "--trust-remote-code",
-                "--disable-log-requests", "--load-format", "dummy", "--num-scheduler-steps", "10",
-                "--max_num_seqs=64").wait_ready()
+    srv = serve(
+        "--tensor-parallel-size",
+        "1",
+        "--max-model-len",
+        "2k",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--kv-cache-dtype",
+        "fp8",
+        "--max-num-batched-tokens",
+        "4096",
+        "--max-num-seqs",
+        "64",
+        "--served-model-name",
+        "t",
+        "--dtype",
+        "bfloat16",
+        "--block-size",
+        "32",
+        "--async-scheduling",
+        "--compilation-config",
+        '{"cudagraph_mode": "FULL_AND_PIECEWISE"}',
+        "--quantization",
+        "fp8",
+        "--swap-space",
+        "16",
+        "--distributed-executor-backend",
+        "mp",
+        "--trust-remote-code",
+        "--disable-log-requests",
+        "--load-format",
+        "dummy",
+        "--num-scheduler-steps",
+        "10",
+        "--max_num_seqs=64",
+    ).wait_ready()
     log = srv.log()
     assert "'max_model_len': 2000" in log
     assert "'compilation_config': {'cudagraph_mode': 'FULL_AND_PIECEWISE'}" in log

@@ -21,8 +21,10 @@ SAMPLES = Path("/work/shared/samples/vllm-0.32-cpu")
 FIXTURES = ROOT / "tests" / "fixtures" / "vllm-0.32-cpu"
 MODEL = "/srv/models/tiny-llama"
 
-TQDM = re.compile(r"^ *(\d+)%\|([ \u2588-\u258f]*)\| (\d+)/(\d+) \[(\d\d:\d\d)<(\d\d:\d\d|\?), +"
-                  r"(\?|\d+\.\d\d)(it/s|s/it)\] *$")
+TQDM = re.compile(
+    r"^ *(\d+)%\|([ \u2588-\u258f]*)\| (\d+)/(\d+) \[(\d\d:\d\d)<(\d\d:\d\d|\?), +"
+    r"(\?|\d+\.\d\d)(it/s|s/it)\] *$"
+)
 ROW = re.compile(r"^(.{40}) (\S+) *$")
 
 
@@ -41,10 +43,18 @@ def free_port():
 
 
 def _clean_env(tmp_path, extra=None):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ROCM_CONSOLE_SIM", "VLLM_", "CUDA_VISIBLE", "HIP_VISIBLE", "OPENAI_API_KEY"))}
-    env.update({"ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "20", "ROCM_CONSOLE_SIM_DIR": str(tmp_path / "node"),
-                "CUDA_VISIBLE_DEVICES": "0"})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ROCM_CONSOLE_SIM", "VLLM_", "CUDA_VISIBLE", "HIP_VISIBLE", "OPENAI_API_KEY"))
+    }
+    env.update(
+        {
+            "ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "20",
+            "ROCM_CONSOLE_SIM_DIR": str(tmp_path / "node"),
+            "CUDA_VISIBLE_DEVICES": "0",
+        }
+    )
     env.update(extra or {})
     return env
 
@@ -82,9 +92,14 @@ def procs(tmp_path):
         name = name or f"p{len(started)}"
         out, err = tmp_path / (name + ".out"), tmp_path / (name + ".err")
         with open(out, "wb") as fo, open(err, "wb") as fe:
-            popen = subprocess.Popen([sys.executable, str(SIM)] + [str(a) for a in argv], stdout=fo, stderr=fe,
-                                     env=_clean_env(tmp_path, env), start_new_session=True,
-                                     preexec_fn=_default_sigint)  # noqa: PLW1509 (no threads here)
+            popen = subprocess.Popen(
+                [sys.executable, str(SIM)] + [str(a) for a in argv],
+                stdout=fo,
+                stderr=fe,
+                env=_clean_env(tmp_path, env),
+                start_new_session=True,
+                preexec_fn=_default_sigint,
+            )  # noqa: PLW1509 (no threads here)
         proc = Proc(popen, out, err)
         started.append(proc)
         return proc
@@ -156,8 +171,11 @@ def report_shape(stdout):
     lines = stdout.replace("\r\n", "\n").split("\n")
     first = lines.index("Starting initial single prompt test run...")
     last = max(i for i, line in enumerate(lines) if line == "=" * 50)
-    keep = [line for line in lines[first:last + 1] if not line.startswith("\r") and TQDM.match(line) is None
-            and line.strip()]
+    keep = [
+        line
+        for line in lines[first : last + 1]
+        if not line.startswith("\r") and TQDM.match(line) is None and line.strip()
+    ]
     return [shape(line) for line in keep]
 
 
@@ -178,15 +196,21 @@ def tqdm_frames(stderr):
 
 
 ATTRS = {"TTFT": "ttft", "TPOT": "tpot", "ITL": "itl", "E2EL": "e2el"}
-SCALARS = {"Successful requests:": "completed", "Failed requests:": "failed",
-           "Maximum request concurrency:": "max_concurrency", "Benchmark duration (s):": "duration",
-           "Total input tokens:": "total_input_tokens", "Total generated tokens:": "total_output_tokens",
-           "Request throughput (req/s):": "request_throughput", "Request goodput (req/s):": "request_goodput",
-           "Output token throughput (tok/s):": "output_throughput",
-           "Peak output token throughput (tok/s):": "max_output_tokens_per_s",
-           "Peak concurrent requests:": "max_concurrent_requests",
-           "Total token throughput (tok/s):": "total_token_throughput",
-           "Request rate configured (RPS):": "request_rate"}
+SCALARS = {
+    "Successful requests:": "completed",
+    "Failed requests:": "failed",
+    "Maximum request concurrency:": "max_concurrency",
+    "Benchmark duration (s):": "duration",
+    "Total input tokens:": "total_input_tokens",
+    "Total generated tokens:": "total_output_tokens",
+    "Request throughput (req/s):": "request_throughput",
+    "Request goodput (req/s):": "request_goodput",
+    "Output token throughput (tok/s):": "output_throughput",
+    "Peak output token throughput (tok/s):": "max_output_tokens_per_s",
+    "Peak concurrent requests:": "max_concurrent_requests",
+    "Total token throughput (tok/s):": "total_token_throughput",
+    "Request rate configured (RPS):": "request_rate",
+}
 
 
 def assert_block_matches_json(rows, result):
@@ -195,8 +219,11 @@ def assert_block_matches_json(rows, result):
         m = re.match(r"^(Mean|Median|P[\d.]+) (\w+) \(ms\):$", label)
         if m:
             kind = m.group(1)
-            key = (f"{kind.lower()}_{ATTRS[m.group(2)]}_ms" if kind in ("Mean", "Median")
-                   else f"p{kind[1:]}_{ATTRS[m.group(2)]}_ms")
+            key = (
+                f"{kind.lower()}_{ATTRS[m.group(2)]}_ms"
+                if kind in ("Mean", "Median")
+                else f"p{kind[1:]}_{ATTRS[m.group(2)]}_ms"
+            )
         else:
             key = SCALARS[label]
         value = result[key]
@@ -258,10 +285,31 @@ def test_checkers_accept_the_real_capture():
 def test_run_looks_like_the_real_032_client(procs, server, tmp_path):
     srv = server()
     results = tmp_path / "results"
-    proc = bench(procs, "--backend", "vllm", "--base-url", srv.url, "--model", MODEL, "--dataset-name", "random",
-                 "--random-input-len", 64, "--random-output-len", 16, "--num-prompts", 24, "--max-concurrency", 4,
-                 "--percentile-metrics", "ttft,tpot,itl,e2el", "--ignore-eos", "--save-result",
-                 "--result-dir", results)
+    proc = bench(
+        procs,
+        "--backend",
+        "vllm",
+        "--base-url",
+        srv.url,
+        "--model",
+        MODEL,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        64,
+        "--random-output-len",
+        16,
+        "--num-prompts",
+        24,
+        "--max-concurrency",
+        4,
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--ignore-eos",
+        "--save-result",
+        "--result-dir",
+        results,
+    )
     rc, out, err = finished(proc)
     assert rc == 0, err[-3000:]
     raw = sample("bench_serve_stdout.raw")
@@ -269,8 +317,12 @@ def test_run_looks_like_the_real_032_client(procs, server, tmp_path):
     # stdout: the same Namespace fields in the same order, the same lines and rows in the same order
     assert namespace_keys(out) == namespace_keys(raw)
     assert report_shape(out) == report_shape(raw)
-    assert re.search(r"^\(MainProcess pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[utils\.py:88\] Sampling input_len "
-                     r"from \[64, 64\] and output_len from \[16, 16\]$", out, re.MULTILINE)
+    assert re.search(
+        r"^\(MainProcess pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[utils\.py:88\] Sampling input_len "
+        r"from \[64, 64\] and output_len from \[16, 16\]$",
+        out,
+        re.MULTILINE,
+    )
     assert "WARNING: vllm bench serve no longer sets temperature==0 (greedy)" in out
     for line in out.split("\n"):
         if ROW.match(line) and line.split(":")[0] in ("Successful requests", "Mean TTFT (ms)"):
@@ -305,9 +357,25 @@ def test_run_looks_like_the_real_032_client(procs, server, tmp_path):
 def test_concurrency_limit_and_peak_metrics(procs, server, tmp_path):
     srv = server()
     out_file = tmp_path / "r.json"
-    proc = bench(procs, "--base-url", srv.url, "--model", MODEL, "--random-input-len", 32, "--random-output-len", 24,
-                 "--num-prompts", 30, "--max-concurrency", 3, "--save-result", "--save-detailed",
-                 "--result-filename", out_file)
+    proc = bench(
+        procs,
+        "--base-url",
+        srv.url,
+        "--model",
+        MODEL,
+        "--random-input-len",
+        32,
+        "--random-output-len",
+        24,
+        "--num-prompts",
+        30,
+        "--max-concurrency",
+        3,
+        "--save-result",
+        "--save-detailed",
+        "--result-filename",
+        out_file,
+    )
     rc, out, err = finished(proc)
     assert rc == 0, err[-3000:]
     result = json.loads(out_file.read_text())
@@ -327,20 +395,38 @@ def test_concurrency_limit_and_peak_metrics(procs, server, tmp_path):
 
 def test_no_server_every_request_fails_like_the_capture(procs):
     port = free_port()
-    proc = bench(procs, "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--model", MODEL,
-                 "--random-input-len", 64, "--random-output-len", 16, "--num-prompts", 5)
+    proc = bench(
+        procs,
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{port}",
+        "--model",
+        MODEL,
+        "--random-input-len",
+        64,
+        "--random-output-len",
+        16,
+        "--num-prompts",
+        5,
+    )
     rc, out, err = finished(proc)
     assert rc == 0  # like vLLM: failed requests do not fail the command
     raw = sample("bench_fail_no_server.raw")
     assert namespace_keys(out) == namespace_keys(raw)
     sim_shape = report_shape(out)
-    real_shape = [line for line in report_shape(raw) if "UserWarning" not in line
-                  and not line.startswith("  metrics, actual_output_lens")]
+    real_shape = [
+        line
+        for line in report_shape(raw)
+        if "UserWarning" not in line and not line.startswith("  metrics, actual_output_lens")
+    ]
     assert sim_shape == real_shape
     assert "WARNING: /tokenize unavailable, skipping alignment." in out
     assert out.count("\nError ") == 5
-    assert ("aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host "
-            f"127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', {port})]") in out
+    assert (
+        "aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host "
+        f"127.0.0.1:{port} ssl:default [Connect call failed ('127.0.0.1', {port})]"
+    ) in out
     rows = block_rows(out)
     assert rows["Successful requests:"] == "0" and rows["Failed requests:"] == "5"
     assert "tip: install termplotlib" not in out
@@ -349,45 +435,106 @@ def test_no_server_every_request_fails_like_the_capture(procs):
 
 def test_ready_check_failure_is_initial_test_run_failed(procs):
     port = free_port()
-    proc = bench(procs, "--base-url", f"http://127.0.0.1:{port}", "--model", MODEL, "--num-prompts", 3,
-                 "--random-input-len", 16, "--ready-check-timeout-sec", 1)
+    proc = bench(
+        procs,
+        "--base-url",
+        f"http://127.0.0.1:{port}",
+        "--model",
+        MODEL,
+        "--num-prompts",
+        3,
+        "--random-input-len",
+        16,
+        "--ready-check-timeout-sec",
+        1,
+    )
     rc, out, err = finished(proc)
     assert rc == 1
     assert "Waiting for endpoint to become up in 1 seconds" in out
     assert "[ready_checker.py:71] Endpoint is not ready. Error='aiohttp.client_exceptions.ClientConnectorError" in out
     assert "Starting main benchmark run..." not in out
-    tail = err[err.index("Traceback (most recent call last):"):]
-    assert tail.startswith("Traceback (most recent call last):\n  File \"/usr/local/bin/vllm\"")
-    assert ("ValueError: Initial test run failed - Please make sure benchmark arguments are correctly specified. "
-            "Error: Traceback (most recent call last):") in tail
+    tail = err[err.index("Traceback (most recent call last):") :]
+    assert tail.startswith('Traceback (most recent call last):\n  File "/usr/local/bin/vllm"')
+    assert (
+        "ValueError: Initial test run failed - Please make sure benchmark arguments are correctly specified. "
+        "Error: Traceback (most recent call last):"
+    ) in tail
     assert tail.rstrip().endswith(f"[Connect call failed ('127.0.0.1', {port})]")
 
 
 def test_ready_check_success_and_warmups(procs, server):
     srv = server()
-    proc = bench(procs, "--base-url", srv.url, "--model", MODEL, "--num-prompts", 6, "--random-input-len", 16,
-                 "--random-output-len", 4, "--ready-check-timeout-sec", 10, "--num-warmups", 2,
-                 "--metric-percentiles", "50,90,99.9", "--percentile-metrics", "e2el,ttft")
+    proc = bench(
+        procs,
+        "--base-url",
+        srv.url,
+        "--model",
+        MODEL,
+        "--num-prompts",
+        6,
+        "--random-input-len",
+        16,
+        "--random-output-len",
+        4,
+        "--ready-check-timeout-sec",
+        10,
+        "--num-warmups",
+        2,
+        "--metric-percentiles",
+        "50,90,99.9",
+        "--percentile-metrics",
+        "e2el,ttft",
+    )
     rc, out, err = finished(proc)
     assert rc == 0, err[-2000:]
     lines = out.split("\n")
-    seq = ["Starting initial single prompt test run...", "Waiting for endpoint to become up in 10 seconds",
-           "Initial test run completed.", "Warming up with 2 requests...", "Warmup run completed.",
-           "Starting main benchmark run..."]
+    seq = [
+        "Starting initial single prompt test run...",
+        "Waiting for endpoint to become up in 10 seconds",
+        "Initial test run completed.",
+        "Warming up with 2 requests...",
+        "Warmup run completed.",
+        "Starting main benchmark run...",
+    ]
     assert [line for line in lines if line in seq] == seq
     rows = block_rows(out)
     assert [k for k in rows if "(ms)" in k] == [
-        "Mean TTFT (ms):", "Median TTFT (ms):", "P50 TTFT (ms):", "P90 TTFT (ms):", "P99.9 TTFT (ms):",
-        "Mean E2EL (ms):", "Median E2EL (ms):", "P50 E2EL (ms):", "P90 E2EL (ms):", "P99.9 E2EL (ms):"]
+        "Mean TTFT (ms):",
+        "Median TTFT (ms):",
+        "P50 TTFT (ms):",
+        "P90 TTFT (ms):",
+        "P99.9 TTFT (ms):",
+        "Mean E2EL (ms):",
+        "Median E2EL (ms):",
+        "P50 E2EL (ms):",
+        "P90 E2EL (ms):",
+        "P99.9 E2EL (ms):",
+    ]
     assert "| 2/2 [" in err and "| 6/6 [" in err and " elapsed, " in err
 
 
 def test_server_stopping_mid_run(procs, server, tmp_path):
     srv = server()
     out_file = tmp_path / "r.json"
-    proc = bench(procs, "--base-url", srv.url, "--model", MODEL, "--random-input-len", 32, "--random-output-len", 64,
-                 "--num-prompts", 40, "--max-concurrency", 4, "--save-result", "--save-detailed",
-                 "--result-filename", out_file)
+    proc = bench(
+        procs,
+        "--base-url",
+        srv.url,
+        "--model",
+        MODEL,
+        "--random-input-len",
+        32,
+        "--random-output-len",
+        64,
+        "--num-prompts",
+        40,
+        "--max-concurrency",
+        4,
+        "--save-result",
+        "--save-detailed",
+        "--result-filename",
+        out_file,
+    )
     deadline = time.monotonic() + 30
     while True:
         done = [int(n) for n in re.findall(r"\| (\d+)/40 \[", proc.stderr())]
@@ -404,8 +551,11 @@ def test_server_stopping_mid_run(procs, server, tmp_path):
     assert result["completed"] + result["failed"] == 40
     errors = [e for e in result["errors"] if e]
     assert len(errors) == result["failed"]
-    assert all(("ClientPayloadError: Response payload is not completed" in e)
-               or ("ClientConnectorError: Cannot connect to host" in e) for e in errors)
+    assert all(
+        ("ClientPayloadError: Response payload is not completed" in e)
+        or ("ClientConnectorError: Cannot connect to host" in e)
+        for e in errors
+    )
     assert "Failed requests during benchmark run detected (capping to 10):" in out
     assert len(re.findall(r"^Error \d+: Traceback", out, re.MULTILINE)) == min(10, result["failed"])
     assert out.index("Failed requests during benchmark run") < out.index("Serving Benchmark Result")
@@ -415,8 +565,20 @@ def test_server_stopping_mid_run(procs, server, tmp_path):
 
 def test_disable_tqdm(procs, server):
     srv = server()
-    proc = bench(procs, "--base-url", srv.url, "--model", MODEL, "--num-prompts", 4, "--random-input-len", 16,
-                 "--random-output-len", 4, "--disable-tqdm")
+    proc = bench(
+        procs,
+        "--base-url",
+        srv.url,
+        "--model",
+        MODEL,
+        "--num-prompts",
+        4,
+        "--random-input-len",
+        16,
+        "--random-output-len",
+        4,
+        "--disable-tqdm",
+    )
     rc, out, err = finished(proc)
     assert rc == 0 and err == ""
     assert block_rows(out)["Successful requests:"] == "4"
@@ -425,16 +587,44 @@ def test_disable_tqdm(procs, server):
 def test_model_from_server_chat_rate_goodput_metadata(procs, server, tmp_path):
     srv = server("--served-model-name", "tiny")
     results = tmp_path / "res"
-    proc = bench(procs, "--base-url", srv.url, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-                 "--num-prompts", 8, "--random-input-len", 24, "--random-output-len", 6, "--request-rate", 40,
-                 "--burstiness", 0.5, "--goodput", "ttft:5000", "e2el:10000", "--metadata", "team=amd", "tp=1",
-                 "--label", "chatrun", "--save-result", "--result-dir", results)
+    proc = bench(
+        procs,
+        "--base-url",
+        srv.url,
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--num-prompts",
+        8,
+        "--random-input-len",
+        24,
+        "--random-output-len",
+        6,
+        "--request-rate",
+        40,
+        "--burstiness",
+        0.5,
+        "--goodput",
+        "ttft:5000",
+        "e2el:10000",
+        "--metadata",
+        "team=amd",
+        "tp=1",
+        "--label",
+        "chatrun",
+        "--save-result",
+        "--result-dir",
+        results,
+    )
     rc, out, err = finished(proc)
     assert rc == 0, err[-2000:]
     assert "Model not specified, fetching first model from server...\n" in out
     assert f"First model name: tiny, first model id: {MODEL}\n" in out
-    assert "Traffic request rate: 40.0\nBurstiness factor: 0.5 (Gamma distribution)\n" \
-           "Maximum request concurrency: None\n" in out
+    assert (
+        "Traffic request rate: 40.0\nBurstiness factor: 0.5 (Gamma distribution)\n"
+        "Maximum request concurrency: None\n" in out
+    )
     rows = block_rows(out)
     assert rows["Request rate configured (RPS):"] == "40.00"
     assert "Maximum request concurrency:" not in rows
@@ -443,8 +633,18 @@ def test_model_from_server_chat_rate_goodput_metadata(procs, server, tmp_path):
     assert re.match(r"^chatrun-40\.0qps-tiny-llama-\d{8}-\d{6}\.json$", path.name)
     result = json.loads(path.read_text())
     keys = list(result)
-    assert keys[:10] == ["date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
-                         "team", "tp", "request_rate"]
+    assert keys[:10] == [
+        "date",
+        "endpoint_type",
+        "backend",
+        "label",
+        "model_id",
+        "tokenizer_id",
+        "num_prompts",
+        "team",
+        "tp",
+        "request_rate",
+    ]
     assert result["team"] == "amd" and result["tp"] == "1" and result["label"] == "chatrun"
     assert result["request_rate"] == 40.0 and result["burstiness"] == 0.5 and result["max_concurrency"] is None
     assert result["backend"] == "openai-chat" and result["model_id"] == MODEL
@@ -460,15 +660,34 @@ def test_sharegpt_dataset(procs, server, tmp_path):
     assert rc == 1
     assert err.rstrip().endswith(f"FileNotFoundError: [Errno 2] No such file or directory: {str(missing)!r}")
     assert 'with open(self.dataset_path, encoding="utf-8") as f:' in err
-    data = [{"conversations": [{"from": "human", "value": f"tell me about the {n} GPU and its memory"},
-                               {"from": "gpt", "value": "it has a lot of fast memory for big models " * 2}]}
-            for n in ("MI300X", "MI325X", "MI355X")]
+    data = [
+        {
+            "conversations": [
+                {"from": "human", "value": f"tell me about the {n} GPU and its memory"},
+                {"from": "gpt", "value": "it has a lot of fast memory for big models " * 2},
+            ]
+        }
+        for n in ("MI300X", "MI325X", "MI355X")
+    ]
     data.append({"conversations": [{"from": "human", "value": "too short"}]})
     path = tmp_path / "sg.json"
     path.write_text(json.dumps(data))
     srv = server()
-    rc, out, err = finished(bench(procs, "--base-url", srv.url, "--model", MODEL, "--dataset-name", "sharegpt",
-                                  "--dataset-path", path, "--num-prompts", 5))
+    rc, out, err = finished(
+        bench(
+            procs,
+            "--base-url",
+            srv.url,
+            "--model",
+            MODEL,
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            path,
+            "--num-prompts",
+            5,
+        )
+    )
     assert rc == 0, err[-2000:]
     assert "[datasets.py:324] Oversampled requests to reach 5 total samples." in out
     assert "/tokenize" not in out  # alignment is for the random dataset only
@@ -482,24 +701,69 @@ def test_argument_errors(procs):
     assert err.startswith("usage: vllm [-h] [-v]\n")
     rc, out, err = finished(bench(procs, "--num-prompts", "many"))
     assert rc == 2
-    assert err == ("usage: vllm bench serve [options]\nvllm bench <bench_type> [options] serve: error: argument "
-                   "--num-prompts: invalid int value: 'many'\n")
+    assert err == (
+        "usage: vllm bench serve [options]\nvllm bench <bench_type> [options] serve: error: argument "
+        "--num-prompts: invalid int value: 'many'\n"
+    )
     rc, out, err = finished(bench(procs, "--backend", "tgi"))
     assert rc == 2 and "argument --backend: invalid choice: 'tgi'" in err
     rc, out, err = finished(bench(procs, "--max-concurrency", 0))
     assert rc == 1 and out.startswith("Namespace(")
-    assert err.endswith('    raise ValueError("--max-concurrency must be greater than 0")\n'
-                        "ValueError: --max-concurrency must be greater than 0\n")
+    assert err.endswith(
+        '    raise ValueError("--max-concurrency must be greater than 0")\n'
+        "ValueError: --max-concurrency must be greater than 0\n"
+    )
 
 
 def test_flags_the_console_uses_are_accepted(procs, server):
     srv = server()
-    proc = bench(procs, "--backend", "openai", "--host", "127.0.0.1", "--port", srv.port, "--endpoint",
-                 "/v1/completions", "--tokenizer", MODEL, "--dataset-name", "random", "--random-input-len", 16,
-                 "--random-output-len", 4, "--random-range-ratio", 0.5, "--random-prefix-len", 4, "--num-prompts", 6,
-                 "--request-rate", "inf", "--burstiness", 1.0, "--max-concurrency", 2, "--seed", 7, "--ignore-eos",
-                 "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", 99, "--ready-check-timeout-sec", 0,
-                 "--num-warmups", 0, "--temperature", 0, "--save-detailed", "--request-id-prefix", "rc-")
+    proc = bench(
+        procs,
+        "--backend",
+        "openai",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        srv.port,
+        "--endpoint",
+        "/v1/completions",
+        "--tokenizer",
+        MODEL,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        16,
+        "--random-output-len",
+        4,
+        "--random-range-ratio",
+        0.5,
+        "--random-prefix-len",
+        4,
+        "--num-prompts",
+        6,
+        "--request-rate",
+        "inf",
+        "--burstiness",
+        1.0,
+        "--max-concurrency",
+        2,
+        "--seed",
+        7,
+        "--ignore-eos",
+        "--percentile-metrics",
+        "ttft,tpot,itl",
+        "--metric-percentiles",
+        99,
+        "--ready-check-timeout-sec",
+        0,
+        "--num-warmups",
+        0,
+        "--temperature",
+        0,
+        "--save-detailed",
+        "--request-id-prefix",
+        "rc-",
+    )
     rc, out, err = finished(proc)
     assert rc == 0, err[-2000:]
     assert "Sampling input_len from [8, 24] and output_len from [2, 6]" in out
@@ -511,8 +775,21 @@ def test_flags_the_console_uses_are_accepted(procs, server):
 
 def test_sigint_stops_like_keyboard_interrupt(procs, server):
     srv = server()
-    proc = bench(procs, "--base-url", srv.url, "--model", MODEL, "--random-input-len", 32, "--random-output-len",
-                 1500, "--num-prompts", 16, "--max-concurrency", 4)
+    proc = bench(
+        procs,
+        "--base-url",
+        srv.url,
+        "--model",
+        MODEL,
+        "--random-input-len",
+        32,
+        "--random-output-len",
+        1500,
+        "--num-prompts",
+        16,
+        "--max-concurrency",
+        4,
+    )
     deadline = time.monotonic() + 30
     while "| 0/16 [" not in proc.stderr():
         assert proc.popen.poll() is None and time.monotonic() < deadline
@@ -524,18 +801,32 @@ def test_sigint_stops_like_keyboard_interrupt(procs, server):
     assert "Serving Benchmark Result" not in out
     assert out.rstrip().endswith("Maximum request concurrency: 4")
     assert err.count("Traceback (most recent call last):") == 2
-    assert "\nasyncio.exceptions.CancelledError\n\nDuring handling of the above exception, another exception " \
-           "occurred:\n" in err
+    assert (
+        "\nasyncio.exceptions.CancelledError\n\nDuring handling of the above exception, another exception "
+        "occurred:\n" in err
+    )
     assert "\nKeyboardInterrupt\n\r  0%|          | 0/16 [" in err
-    assert err.endswith("\nUnclosed client session\nclient_session: <aiohttp.client.ClientSession object at "
-                        + err.rsplit(" at ", 1)[1])
+    assert err.endswith(
+        "\nUnclosed client session\nclient_session: <aiohttp.client.ClientSession object at " + err.rsplit(" at ", 1)[1]
+    )
     assert "Task was destroyed" not in err and "Exception ignored" not in err
 
 
 def test_sigterm_ends_the_process_like_the_real_client(procs, server):
     srv = server()
-    proc = bench(procs, "--base-url", srv.url, "--model", MODEL, "--random-input-len", 32, "--random-output-len",
-                 1500, "--num-prompts", 8)
+    proc = bench(
+        procs,
+        "--base-url",
+        srv.url,
+        "--model",
+        MODEL,
+        "--random-input-len",
+        32,
+        "--random-output-len",
+        1500,
+        "--num-prompts",
+        8,
+    )
     deadline = time.monotonic() + 30
     while "| 0/8 [" not in proc.stderr():
         assert proc.popen.poll() is None and time.monotonic() < deadline

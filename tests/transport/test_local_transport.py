@@ -21,8 +21,9 @@ async def test_run_passes_arguments_literally(tmp_path):
 
 async def test_run_env_and_input():
     t = LocalTransport("n")
-    res = await t.run([PY, "-c", "import os,sys; print(os.environ['X_TEST'] + sys.stdin.read())"],
-                      env={"X_TEST": "a b"}, input="-in")
+    res = await t.run(
+        [PY, "-c", "import os,sys; print(os.environ['X_TEST'] + sys.stdin.read())"], env={"X_TEST": "a b"}, input="-in"
+    )
     assert res.stdout.strip() == "a b-in"
 
 

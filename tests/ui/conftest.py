@@ -54,8 +54,9 @@ def live_app():
         profile = Profile(nodes=profile.nodes, keys=tuple(keys))
         fleet = FleetTelemetry(profile.nodes, TransportPool(factory), stale_after=stale_after, backoff_cap=0.3)
         app_kwargs.setdefault("instances", StaticInstances())  # replayed nodes run no vLLM
-        app = ConsoleApp(profile, fleet=fleet, notify_health=False, cursor_blink=False, redraw_interval=0.05,
-                         **app_kwargs)
+        app = ConsoleApp(
+            profile, fleet=fleet, notify_health=False, cursor_blink=False, redraw_interval=0.05, **app_kwargs
+        )
         app.transports = transports  # type: ignore[attr-defined]
         return app
 
@@ -75,7 +76,14 @@ async def wait_for(pilot, predicate, timeout: float = 10.0) -> bool:
 def screen_text(app) -> str:
     """What a person sees, as plain text."""
     width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
-                      color_system="truecolor", record=True, legacy_windows=False)
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        color_system="truecolor",
+        record=True,
+        legacy_windows=False,
+    )
     console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
     return console.export_text(styles=False)

@@ -104,8 +104,17 @@ class BenchHost(App):
 
 
 def bench_screen(node, view, pool, *, points, overrides=FORTY, fleet=None, preset=BENCH_TINY) -> BenchScreen:
-    return BenchScreen(fleet, node, view, preset, runner=BenchRunner(pool), store=ResultStore(), points=points,
-                       overrides=overrides, extra_env={})
+    return BenchScreen(
+        fleet,
+        node,
+        view,
+        preset,
+        runner=BenchRunner(pool),
+        store=ResultStore(),
+        points=points,
+        overrides=overrides,
+        extra_env={},
+    )
 
 
 def fed(messages, kind) -> list:
@@ -204,8 +213,11 @@ async def test_cancel_asks_then_stops_the_client(node, served):
     screen = bench_screen(node, view, pool, points=[2], overrides={"num_prompts": "400"})
     app = BenchHost(screen)
     async with app.run_test(size=(120, 36)) as pilot:
-        assert await wait_for(pilot, lambda: (c := screen.session.current) is not None and c.progress is not None
-                              and c.progress.n > 0, timeout=60)
+        assert await wait_for(
+            pilot,
+            lambda: (c := screen.session.current) is not None and c.progress is not None and c.progress.n > 0,
+            timeout=60,
+        )
         await pilot.press("x")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
@@ -228,8 +240,9 @@ async def test_escape_leaves_and_the_run_goes_on_on_the_node(node, served):
     app = BenchHost(screen)
     runner = BenchRunner(pool)
     async with app.run_test(size=(120, 36)) as pilot:
-        assert await wait_for(pilot, lambda: (c := screen.session.current) is not None and c.run is not None,
-                              timeout=60)
+        assert await wait_for(
+            pilot, lambda: (c := screen.session.current) is not None and c.run is not None, timeout=60
+        )
         run = screen.session.current.run
         await pilot.press("escape")
         await pilot.pause()
@@ -247,13 +260,21 @@ async def test_escape_leaves_and_the_run_goes_on_on_the_node(node, served):
 
 
 def ready(name: str, node: str = "bench-n", gpus=(1,), port=8000) -> InstanceView:
-    return InstanceView(node=node, name=name, state=InstanceState.READY, port=port, gpus=gpus, model="tiny-llama",
-                        served_models=("tiny-llama",))
+    return InstanceView(
+        node=node,
+        name=name,
+        state=InstanceState.READY,
+        port=port,
+        gpus=gpus,
+        model="tiny-llama",
+        served_models=("tiny-llama",),
+    )
 
 
 async def open_start(pilot, app, **kwargs) -> StartBenchDialog:
-    dialog = StartBenchDialog(PROFILE.bench_presets, [ready("a"), ready("b", gpus=(2, 3), port=8001)],
-                              cursor_blink=False, **kwargs)
+    dialog = StartBenchDialog(
+        PROFILE.bench_presets, [ready("a"), ready("b", gpus=(2, 3), port=8001)], cursor_blink=False, **kwargs
+    )
     app.push_screen(dialog, app.results.append)
     await pilot.pause()
     assert app.screen is dialog
@@ -289,13 +310,16 @@ async def test_start_dialog_blank_concurrency_takes_the_presets():
     assert request.points == (4,) and not request.sweep and request.instance.name == "a"
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("bench-overrides", "num_prompts=lots", "num_prompts"),
-    ("bench-overrides", "nonsense_key=1", "nonsense_key"),
-    ("bench-overrides", "num_prompts", "is not KEY=VALUE"),
-    ("bench-concurrency", "4,0", "'0' is not a whole number"),
-    ("bench-env", "1BAD=x", "not an environment variable name"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("bench-overrides", "num_prompts=lots", "num_prompts"),
+        ("bench-overrides", "nonsense_key=1", "nonsense_key"),
+        ("bench-overrides", "num_prompts", "is not KEY=VALUE"),
+        ("bench-concurrency", "4,0", "'0' is not a whole number"),
+        ("bench-env", "1BAD=x", "not an environment variable name"),
+    ],
+)
 async def test_start_dialog_refuses_with_one_line(field, value, words):
     app = BenchHost()
     async with app.run_test(size=(120, 36)) as pilot:
@@ -315,9 +339,23 @@ async def test_start_dialog_refuses_with_one_line(field, value, words):
 
 
 def _sample(ts: float, **values) -> LiveSample:
-    fields = dict(ttft_p50=None, ttft_p90=None, ttft_p99=None, itl_p50=None, itl_p90=None, itl_p99=None,
-                  e2e_p50=None, e2e_p99=None, queue_p50=None, queue_p99=None, output_tok_s=None, running=None,
-                  waiting=None, kv_cache_pct=None, itl_metric=None)
+    fields = dict(
+        ttft_p50=None,
+        ttft_p90=None,
+        ttft_p99=None,
+        itl_p50=None,
+        itl_p90=None,
+        itl_p99=None,
+        e2e_p50=None,
+        e2e_p99=None,
+        queue_p50=None,
+        queue_p99=None,
+        output_tok_s=None,
+        running=None,
+        waiting=None,
+        kv_cache_pct=None,
+        itl_metric=None,
+    )
     fields.update(values)
     return LiveSample(ts=ts, **fields)
 
@@ -343,8 +381,13 @@ def test_session_is_bounded_and_ignores_other_runs():
 
 
 def test_pareto_front_keeps_the_points_nothing_beats():
-    pts = [bv.ParetoPoint(10, 100, "c1"), bv.ParetoPoint(20, 300, "c4"), bv.ParetoPoint(25, 250, "c8"),
-           bv.ParetoPoint(40, 500, "c16"), bv.ParetoPoint(15, 90, "c2")]
+    pts = [
+        bv.ParetoPoint(10, 100, "c1"),
+        bv.ParetoPoint(20, 300, "c4"),
+        bv.ParetoPoint(25, 250, "c8"),
+        bv.ParetoPoint(40, 500, "c16"),
+        bv.ParetoPoint(15, 90, "c2"),
+    ]
     assert [p.label for p in bv.pareto_front(pts)] == ["c1", "c4", "c16"]
 
 
@@ -357,6 +400,13 @@ def test_progress_text_says_count_rate_and_eta():
     preset = BenchPreset(name="p", input_len=1024, output_len=128, num_prompts=500, max_concurrency=(1, 4))
     assert bv.setup_text(preset, [1, 4], ready("a", gpus=(0, 1, 2, 3))) == (
         "random 1024/128 · 500 prompts each · concurrency 1,4 · rate inf · vllm bench serve · "
-        "tiny-llama on GPUs 0-3, port 8000")
+        "tiny-llama on GPUs 0-3, port 8000"
+    )
     assert [bv.compact(v) for v in (0.4242, 24.64, 2480.2, 27782.0, 123456.0, None)] == [
-        "0.42", "24.6", "2480", "27.8k", "123k", "–"]
+        "0.42",
+        "24.6",
+        "2480",
+        "27.8k",
+        "123k",
+        "–",
+    ]

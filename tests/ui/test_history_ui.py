@@ -102,8 +102,12 @@ async def test_import_list_compare_export(data_dir, tmp_path):
         assert row["values"] == [1998.36, 1992.04]
         assert verdict(row, 1) == "worse"
         ctable = compare.query_one(DataTable)
-        cells = [str(c) for c in ctable.get_row(next(k for k in ctable.rows
-                                                     if str(ctable.get_row(k)[0]).startswith("Output token")))]
+        cells = [
+            str(c)
+            for c in ctable.get_row(
+                next(k for k in ctable.rows if str(ctable.get_row(k)[0]).startswith("Output token"))
+            )
+        ]
         assert cells[1] == "1998.36" and cells[2] == "1992.04  -6.32 -0.3%"
         ttft = next(r for r in compare.rows if r["key"] == "median_ttft_ms")
         assert verdict(ttft, 1) in ("better", "worse")
@@ -181,8 +185,10 @@ async def test_import_reports_skipped_and_unreadable(tmp_path):
         assert await wait_for(pilot, lambda: screen.loaded)
         screen.import_paths(f"{junk} {tmp_path / 'missing.json'}")
         assert await wait_for(pilot, lambda: screen.last_import is not None)
-        assert screen.status == ("0 imported, 0 duplicates, 1 skipped (junk.txt: no result block), "
-                                 f"1 unreadable ({tmp_path / 'missing.json'}: no such file or folder)")
+        assert screen.status == (
+            "0 imported, 0 duplicates, 1 skipped (junk.txt: no result block), "
+            f"1 unreadable ({tmp_path / 'missing.json'}: no such file or folder)"
+        )
         assert screen.query_one("#history-status").has_class("-error")
         assert "no stored results yet" in text_of(screen, "#history-detail")
 

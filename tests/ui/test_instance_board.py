@@ -69,13 +69,16 @@ def test_restarted_under_the_same_name_drops_old_news():
 
 def test_each_gpu_shows_its_active_instance_else_its_latest_failure():
     board = ib.InstanceBoard(["n"])
-    board.set_polled("n", [
-        view("old-fail", S.FAILED, gpus=(0,), started=1.0),
-        view("stopped", S.EXITED, gpus=(0,), started=2.0),
-        view("fail", S.FAILED, gpus=(1,), started=3.0),
-        view("tp2", S.READY, gpus=(2, 3), started=4.0),
-        view("foreign", S.UNMANAGED, gpus=(4,)),
-    ])
+    board.set_polled(
+        "n",
+        [
+            view("old-fail", S.FAILED, gpus=(0,), started=1.0),
+            view("stopped", S.EXITED, gpus=(0,), started=2.0),
+            view("fail", S.FAILED, gpus=(1,), started=3.0),
+            view("tp2", S.READY, gpus=(2, 3), started=4.0),
+            view("foreign", S.UNMANAGED, gpus=(4,)),
+        ],
+    )
     shown = {gpu: [v.name for v in vs] for gpu, vs in board.on_gpus("n").items()}
     assert shown == {1: ["fail"], 2: ["tp2"], 3: ["tp2"], 4: ["foreign"]}  # GPU 0 ended cleanly last
     assert board.counts("n") == {"ready": 1, "unmanaged": 1}
@@ -116,7 +119,9 @@ def test_form_fields():
     with pytest.raises(FormError, match="name: 'a b'"):
         parse_name("a b")
     assert parse_pairs("max_model_len=4096 gpu_memory_utilization=0.9", "overrides") == {
-        "max_model_len": "4096", "gpu_memory_utilization": "0.9"}
+        "max_model_len": "4096",
+        "gpu_memory_utilization": "0.9",
+    }
     assert parse_pairs("A='x y'", "env") == {"A": "x y"}
     with pytest.raises(FormError, match="env: '1A' is not an environment variable name"):
         parse_pairs("1A=2", "env")

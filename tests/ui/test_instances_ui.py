@@ -27,8 +27,9 @@ from console.ui.widgets.gpu_table import GpuTable
 from .conftest import screen_text, wait_for
 
 TINY = ServePreset(name="tiny", model="tiny-llama", tp=1, args=("--dtype", "float32", "--max-model-len", "2048"))
-TINY_TP2 = ServePreset(name="tiny-tp2", model="tiny-llama", tp=2,
-                       args=("--dtype", "float32", "--max-model-len", "2048"))
+TINY_TP2 = ServePreset(
+    name="tiny-tp2", model="tiny-llama", tp=2, args=("--dtype", "float32", "--max-model-len", "2048")
+)
 RUNNING = (InstanceState.STARTING, InstanceState.LOADING, InstanceState.READY)
 
 
@@ -58,8 +59,15 @@ async def stop_all(node):
 
 def make_app(*nodes, **kwargs) -> ConsoleApp:
     profile = Profile(nodes=nodes, serve_presets=(TINY, TINY_TP2))
-    return ConsoleApp(profile, interval=0.2, notify_health=False, cursor_blink=False, redraw_interval=0.05,
-                      instance_poll_interval=0.3, **kwargs)
+    return ConsoleApp(
+        profile,
+        interval=0.2,
+        notify_health=False,
+        cursor_blink=False,
+        redraw_interval=0.05,
+        instance_poll_interval=0.3,
+        **kwargs,
+    )
 
 
 def free_port() -> int:
@@ -108,17 +116,20 @@ async def test_start_from_dialog_shows_loading_then_ready(node, stop_all, monkey
     monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "4")  # ~1.5 s of loading: long enough to see
     app = make_app(node)
     seen: list[str] = []
-    async with app.run_test(size=(140, 40), notifications=True,
-                            message_hook=lambda m: seen.append(m.view.state.value)
-                            if isinstance(m, InstanceProgressed) else None) as pilot:
+    async with app.run_test(
+        size=(140, 40),
+        notifications=True,
+        message_hook=lambda m: seen.append(m.view.state.value) if isinstance(m, InstanceProgressed) else None,
+    ) as pilot:
         table = await until_live(pilot, app)
         dialog = await open_dialog(pilot, app, table, 2)
         assert table.selection == ("n1", (2,))
         assert dialog.query_one("#start-gpus", Input).value == "2"  # preselected from the mark
         assert dialog.query_one("#start-preset", Select).value == "tiny"  # TP 1 fits one GPU
         await submit(pilot, dialog, port=str(free_port()), name="ui-a")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), timeout=15), \
-            dialog.query_one("#start-error").render()
+        assert await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), timeout=15), dialog.query_one(
+            "#start-error"
+        ).render()
         assert table.selection == (None, ())  # the marks are used up
         # Loading, with the stage, in the GPU's vLLM cell ...
         assert await wait_for(pilot, lambda: "◐ ui-a" in gpu_line(app, 2), timeout=15), gpu_line(app, 2)
@@ -170,14 +181,12 @@ async def test_instance_started_outside_is_found_and_its_gpu_refused(node, stop_
         async with app.run_test(size=(140, 40), notifications=True) as pilot:
             table = await until_live(pilot, app)
             # the poller finds it, /health marks it ready
-            assert await wait_for(pilot, lambda: "● outside ready" in gpu_line(app, 3), timeout=30), \
-                gpu_line(app, 3)
+            assert await wait_for(pilot, lambda: "● outside ready" in gpu_line(app, 3), timeout=30), gpu_line(app, 3)
             dialog = await open_dialog(pilot, app, table, 3)
             assert "GPU 3 already serves an instance" in str(dialog.query_one("#start-preview").render())
             await submit(pilot, dialog, port=str(free_port()))
             error = dialog.query_one("#start-error")
-            assert await wait_for(pilot, lambda: "already serves instance outside" in str(error.render()),
-                                  timeout=15)
+            assert await wait_for(pilot, lambda: "already serves instance outside" in str(error.render()), timeout=15)
             assert str(error.render()) == "n1: GPU 3 already serves instance outside"
     finally:
         await service.pool.close()
@@ -194,8 +203,11 @@ async def test_override_that_vllm_refuses_ends_failed_with_its_reason(node, stop
         view = app.board.find("n1", "too-long")
         assert view.state == InstanceState.FAILED and view.reason.startswith("max_model_len too large")
         # the poller may see the exit first; the start worker's toast follows with vLLM's own line
-        assert await wait_for(pilot, lambda: any("too-long on n1 failed" in t and "max_model_len too large" in t
-                                                 for t in toasts(app)), timeout=15), toasts(app)
+        assert await wait_for(
+            pilot,
+            lambda: any("too-long on n1 failed" in t and "max_model_len too large" in t for t in toasts(app)),
+            timeout=15,
+        ), toasts(app)
         await pilot.press("i")
         assert await wait_for(pilot, lambda: "max_model_len too large" in screen_text(app))
         assert "✖ failed" in screen_text(app)
@@ -220,8 +232,9 @@ async def test_log_viewer_follows_the_log_with_the_stage(node, stop_all):
         screen = app.screen
         assert isinstance(screen, LogScreen)
         log = screen.query_one(Log)
-        assert await wait_for(pilot, lambda: any("Application startup complete." in line for line in log.lines),
-                              timeout=30)
+        assert await wait_for(
+            pilot, lambda: any("Application startup complete." in line for line in log.lines), timeout=30
+        )
         assert await wait_for(pilot, lambda: "stage: ready" in screen_text(app))
         text = screen_text(app)
         assert "logged on n1" in text and "follow on" in text
@@ -259,10 +272,14 @@ async def test_stop_with_confirmation_from_the_panel(node, stop_all):
         assert app.screen is panel and app.board.find("n1", "to-stop").state == InstanceState.READY
         await pilot.press("x", "y")
         assert app.screen is panel
-        assert await wait_for(pilot, lambda: app.board.find("n1", "to-stop").state
-                              in (InstanceState.STOPPED, InstanceState.EXITED), timeout=30)
-        assert await wait_for(pilot, lambda: any("vLLM stopped" in t and "to-stop on n1: stopped" in t
-                                                 for t in toasts(app)), timeout=30), toasts(app)
+        assert await wait_for(
+            pilot,
+            lambda: app.board.find("n1", "to-stop").state in (InstanceState.STOPPED, InstanceState.EXITED),
+            timeout=30,
+        )
+        assert await wait_for(
+            pilot, lambda: any("vLLM stopped" in t and "to-stop on n1: stopped" in t for t in toasts(app)), timeout=30
+        ), toasts(app)
 
         def row() -> str:
             return next((line for line in screen_text(app).splitlines() if "to-stop" in line), "")
@@ -323,5 +340,6 @@ async def test_palette_has_start_stop_and_log_commands():
         assert dialog.query_one("#start-preset", Select).value == "tiny"
         # every GPU of mi355x holds the unmanaged server: no free one for 'auto'
         from console.ui.start_form import FormError
+
         with pytest.raises(FormError, match="TP 1 needs 1 free GPU, mi355x has 0"):
             dialog.read_form()

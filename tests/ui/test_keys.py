@@ -20,11 +20,21 @@ from console.ui.widgets.gpu_table import GpuTable
 
 from .conftest import wait_for
 
-_OWNERS = {"everywhere": [ConsoleApp], "fleet": [FleetScreen, GpuTable], "detail": [DetailScreen],
-           "instances": [InstancesScreen], "log": [LogScreen], "start": [StartDialog],
-           "confirm": [ConfirmScreen], "help": [HelpScreen],
-           "benchmark": [BenchScreen, StartBenchDialog], "partition": [PartitionScreen, ReloadConfirm], "results": [HistoryScreen, RunDetailScreen],
-           "prompts": [ImportPrompt, ExportPrompt], "compare": [CompareScreen]}
+_OWNERS = {
+    "everywhere": [ConsoleApp],
+    "fleet": [FleetScreen, GpuTable],
+    "detail": [DetailScreen],
+    "instances": [InstancesScreen],
+    "log": [LogScreen],
+    "start": [StartDialog],
+    "confirm": [ConfirmScreen],
+    "help": [HelpScreen],
+    "benchmark": [BenchScreen, StartBenchDialog],
+    "partition": [PartitionScreen, ReloadConfirm],
+    "results": [HistoryScreen, RunDetailScreen],
+    "prompts": [ImportPrompt, ExportPrompt],
+    "compare": [CompareScreen],
+}
 
 
 def test_binding_ids_are_unique_kebab_case_and_actions_exist():

@@ -39,8 +39,10 @@ SEED = ROOT / "tests" / "fixtures" / "seeds" / "004_040c923192cb04a5.txt"
 T0 = 1767225600.0  # 2026-01-01 00:00 UTC
 SIZE = (120, 36)
 NODE = "mi300x-a"
-PRESETS = (ServePreset(name="llama-3.1-70b-fp8", model="amd/Llama-3.1-70B-Instruct-FP8-KV", tp=8),
-           ServePreset(name="llama-3.1-8b-fp8-cpx", model="amd/Llama-3.1-8B-Instruct-FP8-KV", tp=1))
+PRESETS = (
+    ServePreset(name="llama-3.1-70b-fp8", model="amd/Llama-3.1-70B-Instruct-FP8-KV", tp=8),
+    ServePreset(name="llama-3.1-8b-fp8-cpx", model="amd/Llama-3.1-8B-Instruct-FP8-KV", tp=1),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -57,13 +59,33 @@ def utc(monkeypatch):
 
 
 def frozen_snapshot(busy: dict[int, int] | None = None) -> NodeSnapshot:
-    static = tuple(GpuStatic(index=i, physical=i, partition_id=0, bdf=f"0000:{0x0c + i:02x}:00.0",
-                             model="AMD Instinct MI300X", vram_total_mib=196592.0, compute_partition="SPX",
-                             memory_partition="NPS1", memory_caps=("NPS1", "NPS4")) for i in range(8))
-    gpus = tuple(GpuMetrics(index=i, processes=(GpuProcess(pid, "python3", 20480.0),) if pid else ())
-                 for i, pid in ((i, (busy or {}).get(i)) for i in range(8)))
-    return NodeSnapshot(name=NODE, health=NodeHealth.LIVE, source="amdsmi", last_sample_ts=T0,
-                        static=static, latest=TelemetryFrame(T0, 1, gpus), probe=ProbeInfo(uid=1000))
+    static = tuple(
+        GpuStatic(
+            index=i,
+            physical=i,
+            partition_id=0,
+            bdf=f"0000:{0x0C + i:02x}:00.0",
+            model="AMD Instinct MI300X",
+            vram_total_mib=196592.0,
+            compute_partition="SPX",
+            memory_partition="NPS1",
+            memory_caps=("NPS1", "NPS4"),
+        )
+        for i in range(8)
+    )
+    gpus = tuple(
+        GpuMetrics(index=i, processes=(GpuProcess(pid, "python3", 20480.0),) if pid else ())
+        for i, pid in ((i, (busy or {}).get(i)) for i in range(8))
+    )
+    return NodeSnapshot(
+        name=NODE,
+        health=NodeHealth.LIVE,
+        source="amdsmi",
+        last_sample_ts=T0,
+        static=static,
+        latest=TelemetryFrame(T0, 1, gpus),
+        probe=ProbeInfo(uid=1000),
+    )
 
 
 class FrozenFleet:
@@ -90,16 +112,34 @@ class FrozenPartitions:
         self.instances_on_gpu = instances_on_gpu or {}
 
     async def check(self, node, snapshot, physical, *, compute, memory):
-        reasons = preflight(snapshot, physical, compute=compute, memory=memory,
-                            instances_on_gpu=self.instances_on_gpu, can_be_root=node.sudo)
+        reasons = preflight(
+            snapshot,
+            physical,
+            compute=compute,
+            memory=memory,
+            instances_on_gpu=self.instances_on_gpu,
+            can_be_root=node.sudo,
+        )
         return reasons, describe_change(snapshot, physical, compute, memory)
 
     async def switch(self, node, snapshot, physical, *, compute, memory, reload_confirmed=False):
-        gpus = tuple({"physical": p, "compute_partition": compute or "SPX", "memory_partition": memory or "NPS1",
-                      "memory_caps": ["NPS1", "NPS4"], "logical_gpus": 8 if p in physical else 1}
-                     for p in range(8))
-        return SwitchResult(node=node.name, gpus=gpus, logical_gpus=sum(g["logical_gpus"] for g in gpus),
-                            seconds=41.3, summary=describe_change(snapshot, physical, compute, memory))
+        gpus = tuple(
+            {
+                "physical": p,
+                "compute_partition": compute or "SPX",
+                "memory_partition": memory or "NPS1",
+                "memory_caps": ["NPS1", "NPS4"],
+                "logical_gpus": 8 if p in physical else 1,
+            }
+            for p in range(8)
+        )
+        return SwitchResult(
+            node=node.name,
+            gpus=gpus,
+            logical_gpus=sum(g["logical_gpus"] for g in gpus),
+            seconds=41.3,
+            summary=describe_change(snapshot, physical, compute, memory),
+        )
 
 
 class SnapHost(App):
@@ -123,8 +163,11 @@ async def _until(pilot, predicate, timeout: float = 10.0) -> None:
 def partition_app(physical=None, compute="CPX", memory=None, busy=None, instances=None):
     fleet = FrozenFleet(frozen_snapshot(busy))
     service = FrozenPartitions(instances)
-    return SnapHost(lambda: PartitionScreen(fleet, NODE, physical, service=service, presets=PRESETS,
-                                            compute=compute, memory=memory, clock=lambda: 0.0))
+    return SnapHost(
+        lambda: PartitionScreen(
+            fleet, NODE, physical, service=service, presets=PRESETS, compute=compute, memory=memory, clock=lambda: 0.0
+        )
+    )
 
 
 async def _checked(pilot) -> None:

@@ -68,8 +68,9 @@ def text_of(screen, selector: str) -> str:
 
 async def open_dialog(pilot, app, tmp_path, node: str, **kwargs) -> PartitionScreen:
     fleet = app.fleet
-    assert await wait_for(pilot, lambda: len(fleet.snapshot(node).static) > 0 and
-                          fleet.snapshot(node).latest is not None, timeout=30)
+    assert await wait_for(
+        pilot, lambda: len(fleet.snapshot(node).static) > 0 and fleet.snapshot(node).latest is not None, timeout=30
+    )
     set_sim(tmp_path, node, switch_seconds=0)
     screen = PartitionScreen(fleet, node, service=PartitionService(fleet.pool), **kwargs)
     await app.push_screen(screen)
@@ -91,8 +92,9 @@ async def test_cpx_on_two_gpus_reflows_to_22_logical(sim_node, tmp_path):
         assert screen.query_one("#partition-go", Button).disabled
 
         await pilot.click("#compute-cpx")
-        assert "2 physical MI300X SPX/NPS1 → CPX/NPS1: 8 → 22 logical GPUs, TP 1 per logical GPU only" \
-            in text_of(screen, "#partition-change")
+        assert "2 physical MI300X SPX/NPS1 → CPX/NPS1: 8 → 22 logical GPUs, TP 1 per logical GPU only" in text_of(
+            screen, "#partition-change"
+        )
         assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons
         assert "✓ preflight passed" in text_of(screen, "#partition-preflight")
         assert not screen.query_one("#partition-go", Button).disabled
@@ -128,8 +130,14 @@ async def test_busy_gpu_is_refused_and_confirm_stays_disabled(sim_node, tmp_path
     fleet = FleetTelemetry([node], interval=0.2)
     app = Host(fleet, Profile(nodes=(node,), serve_presets=PRESETS))
     async with app.run_test(size=(120, 36)) as pilot:
-        assert await wait_for(pilot, lambda: fleet.snapshot("busy").latest is not None and any(
-            g.processes for g in fleet.snapshot("busy").latest.gpus), timeout=30)
+        assert await wait_for(
+            pilot,
+            lambda: (
+                fleet.snapshot("busy").latest is not None
+                and any(g.processes for g in fleet.snapshot("busy").latest.gpus)
+            ),
+            timeout=30,
+        )
         screen = await open_dialog(pilot, app, tmp_path, "busy", physical=[0, 1], compute="CPX")
         assert await wait_for(pilot, lambda: not screen.checking and screen.reasons, timeout=30)
         assert screen.reasons == ["GPU 1: process 4000 (python3 (sim workload)) is using it"]
@@ -206,16 +214,18 @@ def test_helpers():
     assert new_logical_gpus(result, [2, 3]) == tuple(range(2, 18))
     from console.core.model import GpuStatic, NodeHealth, NodeSnapshot
 
-    snap = NodeSnapshot("n", NodeHealth.LIVE, static=tuple(
-        GpuStatic(index=i, physical=i // 8, partition_id=i % 8) for i in range(16)))
+    snap = NodeSnapshot(
+        "n", NodeHealth.LIVE, static=tuple(GpuStatic(index=i, physical=i // 8, partition_id=i % 8) for i in range(16))
+    )
     assert physical_of(snap, [3, 9, 10]) == [0, 1]
 
 
 def test_for_selection_maps_logical_to_physical():
     from console.core.model import GpuStatic, NodeHealth, NodeSnapshot
 
-    snap = NodeSnapshot("n", NodeHealth.LIVE, static=tuple(
-        GpuStatic(index=i, physical=i // 8, partition_id=i % 8) for i in range(16)))
+    snap = NodeSnapshot(
+        "n", NodeHealth.LIVE, static=tuple(GpuStatic(index=i, physical=i // 8, partition_id=i % 8) for i in range(16))
+    )
 
     class Fleet:
         pool = None

@@ -48,8 +48,9 @@ async def test_fleet_over_replay_reaches_live_with_probe_and_history():
 
 async def test_fail_end_keeps_the_node_down():
     traces = load_traces(TRACES, ["mi355x"])
-    fleet = FleetTelemetry([node("mi355x")], TransportPool(replay_factory(traces, end="fail", fail_reason="x: gone")),
-                           backoff_cap=0.05)
+    fleet = FleetTelemetry(
+        [node("mi355x")], TransportPool(replay_factory(traces, end="fail", fail_reason="x: gone")), backoff_cap=0.05
+    )
     await fleet.start()
     try:
         assert await wait_for(lambda: fleet.snapshot("mi355x").health == NodeHealth.DOWN)
@@ -76,8 +77,9 @@ async def test_commands_get_plausible_answers():
     trace = load_traces(TRACES, ["mi300x-spx"])["mi300x-spx"]
     t = ReplayTransport("mi300x-spx", trace)
     assert (await t.run(["sh", "-c", 'printf %s "$HOME"'])).stdout == "/home/demo\n"
-    check = await t.run(["sh", "-c", 'printf "%s\\n" "$HOME"; for f; do [ -f "$f" ] || exit 1; done; echo present',
-                         "sh", "/x"])
+    check = await t.run(
+        ["sh", "-c", 'printf "%s\\n" "$HOME"; for f; do [ -f "$f" ] || exit 1; done; echo present', "sh", "/x"]
+    )
     assert check.ok and check.stdout.splitlines() == ["/home/demo", "present"]
     assert '"kind":"probe"' in (await t.run(["python3", "/a/node_agent.py", "probe"])).stdout
     assert (await t.run(["rm", "-rf", "/"])).exit_status == 127

@@ -11,12 +11,27 @@ from console.ui.widgets.gpu_table import layout_columns
 
 
 def cpx_node(name="n", health=NodeHealth.LIVE, busy=(0,)) -> NodeSnapshot:
-    static = tuple(GpuStatic(index=i, physical=i // 8, partition_id=i % 8, model="AMD Instinct MI300X",
-                             vram_total_mib=24574, compute_partition="CPX", memory_partition="NPS1")
-                   for i in range(16))
-    gpus = tuple(GpuMetrics(index=i, util_pct=50.0 if i % 8 == 0 else None, vram_used_mib=100.0,
-                            processes=(GpuProcess(100 + i, "python3"),) if i in busy else ())
-                 for i in range(16))
+    static = tuple(
+        GpuStatic(
+            index=i,
+            physical=i // 8,
+            partition_id=i % 8,
+            model="AMD Instinct MI300X",
+            vram_total_mib=24574,
+            compute_partition="CPX",
+            memory_partition="NPS1",
+        )
+        for i in range(16)
+    )
+    gpus = tuple(
+        GpuMetrics(
+            index=i,
+            util_pct=50.0 if i % 8 == 0 else None,
+            vram_used_mib=100.0,
+            processes=(GpuProcess(100 + i, "python3"),) if i in busy else (),
+        )
+        for i in range(16)
+    )
     return NodeSnapshot(name=name, health=health, static=static, latest=TelemetryFrame(0.0, 0, gpus))
 
 

@@ -27,8 +27,7 @@ class Tmux:
         self.home.mkdir()
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True,
-                              timeout=10).stdout
+        return subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True, timeout=10).stdout
 
     def start(self, width: int, height: int) -> None:
         # HOME keeps the agent bundle and the simulator state out of the real home.
@@ -54,8 +53,12 @@ class Tmux:
         raise AssertionError(f"{text!r} never appeared; the pane shows:\n{self.screen()}")
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "-S", self.socket, "has-session", "-t", self.session],
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(
+                ["tmux", "-S", self.socket, "has-session", "-t", self.session], capture_output=True
+            ).returncode
+            == 0
+        )
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)

@@ -59,14 +59,28 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
     if not runs:
         return []
     n = len(runs)
-    rows: list[dict] = [{
-        "section": "run", "key": "id", "label": "Run", "values": [r.id for r in runs],
-        "delta": [None] * n, "delta_pct": [None] * n, "better": None,
-    }]
-    rows.append({
-        "section": "run", "key": "date", "label": "Date", "values": [run_date(r) for r in runs],
-        "delta": [None] * n, "delta_pct": [None] * n, "better": None,
-    })
+    rows: list[dict] = [
+        {
+            "section": "run",
+            "key": "id",
+            "label": "Run",
+            "values": [r.id for r in runs],
+            "delta": [None] * n,
+            "delta_pct": [None] * n,
+            "better": None,
+        }
+    ]
+    rows.append(
+        {
+            "section": "run",
+            "key": "date",
+            "label": "Date",
+            "values": [run_date(r) for r in runs],
+            "delta": [None] * n,
+            "delta_pct": [None] * n,
+            "better": None,
+        }
+    )
     for section, keys, get in (
         ("context", _COMPARE_CONTEXT, _context_value),
         ("setup", _COMPARE_SETUP, lambda r, k: r.setup.get(k)),
@@ -75,8 +89,17 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
             values = [get(r, key) for r in runs]
             if all(v is None for v in values):
                 continue
-            rows.append({"section": section, "key": key, "label": label, "values": values,
-                         "delta": [None] * n, "delta_pct": [None] * n, "better": None})
+            rows.append(
+                {
+                    "section": section,
+                    "key": key,
+                    "label": label,
+                    "values": values,
+                    "delta": [None] * n,
+                    "delta_pct": [None] * n,
+                    "better": None,
+                }
+            )
     union: dict[str, float] = {}
     for run in runs:
         for key in run.metrics:
@@ -94,6 +117,15 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
             diff = value - base
             delta.append(diff)
             pct.append(diff / base * 100.0 if base != 0 else None)
-        rows.append({"section": "metric", "key": key, "label": metric_label(key), "values": numbers,
-                     "delta": delta, "delta_pct": pct, "better": better(key)})
+        rows.append(
+            {
+                "section": "metric",
+                "key": key,
+                "label": metric_label(key),
+                "values": numbers,
+                "delta": delta,
+                "delta_pct": pct,
+                "better": better(key),
+            }
+        )
     return rows

@@ -11,11 +11,21 @@ from collections.abc import Mapping
 
 from console.core.results.record import StoredRun, as_number, jsonable
 
-_INT_METRICS = frozenset({
-    "completed", "failed", "total_input_tokens", "total_output_tokens", "num_prompts",
-    "max_concurrency", "probe_completed", "probe_failed", "spec_decode_num_drafts",
-    "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
-})
+_INT_METRICS = frozenset(
+    {
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "num_prompts",
+        "max_concurrency",
+        "probe_completed",
+        "probe_failed",
+        "spec_decode_num_drafts",
+        "spec_decode_draft_tokens",
+        "spec_decode_accepted_tokens",
+    }
+)
 
 
 SUMMARY_LABELS = {
@@ -40,11 +50,20 @@ SUMMARY_LABELS = {
 }
 STAT_KEY_RE = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(.+)_ms$")
 _STAT_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
-_HIGHER_BETTER = frozenset({
-    "completed", "request_throughput", "request_goodput", "input_throughput", "output_throughput",
-    "total_token_throughput", "max_output_tokens_per_s", "spec_decode_acceptance_rate",
-    "spec_decode_acceptance_length", "throughput_tok_s",
-})
+_HIGHER_BETTER = frozenset(
+    {
+        "completed",
+        "request_throughput",
+        "request_goodput",
+        "input_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "max_output_tokens_per_s",
+        "spec_decode_acceptance_rate",
+        "spec_decode_acceptance_length",
+        "throughput_tok_s",
+    }
+)
 _LOWER_BETTER = frozenset({"failed", "duration", "latency_s"})
 
 
@@ -62,7 +81,7 @@ def metric_label(key: str) -> str:
 
 
 def better(key: str) -> str | None:
-    """"higher" or "lower" when a direction is better for this metric, else None."""
+    """ "higher" or "lower" when a direction is better for this metric, else None."""
     if key in _HIGHER_BETTER:
         return "higher"
     if key in _LOWER_BETTER or STAT_KEY_RE.match(key):
@@ -119,8 +138,10 @@ def setup_summary(run: StoredRun) -> str:
     if setup.get("dataset"):
         parts.append(str(setup["dataset"]))
     if setup.get("input_len") is not None or setup.get("output_len") is not None:
-        parts.append(f"{setup.get('input_len') if setup.get('input_len') is not None else '?'}/"
-                     f"{setup.get('output_len') if setup.get('output_len') is not None else '?'}")
+        parts.append(
+            f"{setup.get('input_len') if setup.get('input_len') is not None else '?'}/"
+            f"{setup.get('output_len') if setup.get('output_len') is not None else '?'}"
+        )
     if setup.get("max_concurrency") is not None:
         parts.append(f"c{setup['max_concurrency']}")
     rate = as_number(setup.get("request_rate"))

@@ -74,8 +74,15 @@ def export_csv(runs: Sequence[StoredRun]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([*_CSV_HEAD, *_CSV_CONTEXT, *(c for _, c in setup_cols), *(c for _, c in metric_cols)])
     for run in runs:
-        head = [run.id, run_date(run), time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.created)),
-                run.origin, run.label, run.source, run.context.get("source_part")]
+        head = [
+            run.id,
+            run_date(run),
+            time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.created)),
+            run.origin,
+            run.label,
+            run.source,
+            run.context.get("source_part"),
+        ]
         row = [_csv_cell(v) for v in head]
         row += [_csv_cell(run.context.get(k)) for k in _CSV_CONTEXT]
         row += [_csv_cell(run.setup.get(k)) for k, _ in setup_cols]
@@ -120,9 +127,19 @@ def export_markdown(runs: Sequence[StoredRun], *, title: str | None = "Benchmark
     body = []
     for run in runs:
         summary = run_summary(run)
-        body.append([run.id, summary["date"], summary["node"] or "-", run.context.get("gpu_model") or "-",
-                     summary["partition"] or "-", run.setup.get("model") or "-", summary["setup"],
-                     run.label or "-", run.source or "-"])
+        body.append(
+            [
+                run.id,
+                summary["date"],
+                summary["node"] or "-",
+                run.context.get("gpu_model") or "-",
+                summary["partition"] or "-",
+                run.setup.get("model") or "-",
+                summary["setup"],
+                run.label or "-",
+                run.source or "-",
+            ]
+        )
     lines += _md_table(head, body, align_right_from=len(head))
     lines.append("")
     rows = [r for r in compare_table(runs) if r["section"] == "metric"]
@@ -133,8 +150,10 @@ def export_markdown(runs: Sequence[StoredRun], *, title: str | None = "Benchmark
     for row in rows:
         cells = [row["label"], format_value(row["key"], row["values"][0])]
         for i in range(1, len(runs)):
-            cells += [format_value(row["key"], row["values"][i]),
-                      _delta_text(row["key"], row["delta"][i], row["delta_pct"][i]) or "-"]
+            cells += [
+                format_value(row["key"], row["values"][i]),
+                _delta_text(row["key"], row["delta"][i], row["delta_pct"][i]) or "-",
+            ]
         body.append(cells)
     lines += _md_table(head, body)
     return "\n".join(lines) + "\n"

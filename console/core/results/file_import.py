@@ -111,8 +111,7 @@ def runs_from_file(
                     reason = "All requests failed (completed = 0)" + (f": {first}" if first else "")
                     out.skipped.append((part, _one_line(reason)))
                     continue
-                out.runs.append(run_from_result(obj, source=source, label=label, node=node,
-                                                created=created, part=part))
+                out.runs.append(run_from_result(obj, source=source, label=label, node=node, created=created, part=part))
             if not objects:
                 out.skipped.append((None, "empty JSON file"))
             return out

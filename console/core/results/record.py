@@ -47,6 +47,7 @@ SETUP_KEYS: tuple[str, ...] = (
 SETUP_NUMERIC_KEYS = ("request_rate", "burstiness", "range_ratio")
 _ID_PART_RE = re.compile(r"[^A-Za-z0-9.]+")
 
+
 @dataclass(frozen=True)
 class StoredRun:
     """One benchmark run as stored. Treat the dicts as read-only.
@@ -78,7 +79,6 @@ class StoredRun:
     @property
     def model(self) -> str | None:
         return self.setup.get("model")
-
 
 
 @overload
@@ -148,7 +148,6 @@ def new_run_id(created: float, node: str | None, fingerprint: str) -> str:
     part = _ID_PART_RE.sub("-", node or "import").strip("-.") or "import"
     hex6 = (fingerprint or hashlib.sha256(repr(created).encode()).hexdigest())[:6]
     return f"{stamp}-{part[:40]}-{hex6}"
-
 
 
 def run_to_dict(run: StoredRun) -> dict:

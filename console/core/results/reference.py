@@ -48,16 +48,29 @@ class ReferenceRow:
 
 _REF_KINDS = ("serving", "offline_throughput", "offline_latency")
 _REF_FIELDS: dict[str, str] = {
-    "seed": "str", "section": "str", "kind": "kind", "gpu": "str", "model": "str", "tp": "int",
-    "client": "str", "precision": "str", "quantization": "str", "dataset": "str",
-    "input_len": "int", "output_len": "int", "num_prompts": "int", "max_concurrency": "int",
-    "request_rate": "rate", "batch_size": "int", "max_num_seqs": "int", "serve_args": "strlist",
-    "note": "str", "metrics": "metrics",
+    "seed": "str",
+    "section": "str",
+    "kind": "kind",
+    "gpu": "str",
+    "model": "str",
+    "tp": "int",
+    "client": "str",
+    "precision": "str",
+    "quantization": "str",
+    "dataset": "str",
+    "input_len": "int",
+    "output_len": "int",
+    "num_prompts": "int",
+    "max_concurrency": "int",
+    "request_rate": "rate",
+    "batch_size": "int",
+    "max_num_seqs": "int",
+    "serve_args": "strlist",
+    "note": "str",
+    "metrics": "metrics",
 }
 _REF_REQUIRED = ("seed", "section", "kind", "gpu", "model", "tp", "metrics")
-_REF_METRIC_KEYS = frozenset(
-    set(SUMMARY_LABELS) | {"input_sequence_throughput"}
-) - {"max_concurrency", "request_rate"}
+_REF_METRIC_KEYS = frozenset(set(SUMMARY_LABELS) | {"input_sequence_throughput"}) - {"max_concurrency", "request_rate"}
 
 
 def _valid_metric_key(key: str) -> bool:
@@ -135,8 +148,11 @@ def _ref_value(ctx, table: tuple[str, ...], key: str, kind: str, value: object) 
         out = {}
         for metric, number in value.items():
             if not _valid_metric_key(metric):
-                raise ctx.error(table + ("metrics",), (metric,),
-                                "unknown metric (use the result JSON's keys, e.g. output_throughput, median_ttft_ms)")
+                raise ctx.error(
+                    table + ("metrics",),
+                    (metric,),
+                    "unknown metric (use the result JSON's keys, e.g. output_throughput, median_ttft_ms)",
+                )
             if isinstance(number, bool) or not isinstance(number, (int, float)):
                 raise ctx.error(table + ("metrics",), (metric,), f"expected a number, got {number!r}")
             out[metric] = float(number)
@@ -250,16 +266,35 @@ def reference_matches(run: StoredRun, reference_rows: Iterable[ReferenceRow]) ->
 def reference_as_run(row: ReferenceRow) -> StoredRun:
     """A reference row as a (never stored) run, to sit in a comparison as a column."""
     context = dict.fromkeys(CONTEXT_KEYS)
-    context.update({"gpu_model": row.gpu, "serve_args": list(row.serve_args) or None,
-                    "tp": row.tp, "reference": f"seed {row.seed}: {row.section}"})
-    setup = full_setup({
-        "model": row.model, "dataset": row.dataset, "input_len": row.input_len,
-        "output_len": row.output_len, "num_prompts": row.num_prompts,
-        "request_rate": row.request_rate, "max_concurrency": row.max_concurrency,
-    })
+    context.update(
+        {
+            "gpu_model": row.gpu,
+            "serve_args": list(row.serve_args) or None,
+            "tp": row.tp,
+            "reference": f"seed {row.seed}: {row.section}",
+        }
+    )
+    setup = full_setup(
+        {
+            "model": row.model,
+            "dataset": row.dataset,
+            "input_len": row.input_len,
+            "output_len": row.output_len,
+            "num_prompts": row.num_prompts,
+            "request_rate": row.request_rate,
+            "max_concurrency": row.max_concurrency,
+        }
+    )
     return StoredRun(
-        id=f"ref:{row.id}", created=0.0, origin="reference", source=row.source or None,
+        id=f"ref:{row.id}",
+        created=0.0,
+        origin="reference",
+        source=row.source or None,
         label=f"seed {row.seed}" + (f" {row.precision}" if row.precision else "") + f" TP{row.tp}",
-        context=context, setup=setup, metrics=dict(row.metrics), result=None, live=None,
+        context=context,
+        setup=setup,
+        metrics=dict(row.metrics),
+        result=None,
+        live=None,
         fingerprint="",
     )

@@ -19,8 +19,9 @@ else:
     if sys.path and os.path.abspath(sys.path[0]) == _HERE:
         del sys.path[0]
     _NAME = "rocm_console_sim_vllm"
-    _spec = importlib.util.spec_from_file_location(_NAME, os.path.join(_HERE, "__init__.py"),
-                                                   submodule_search_locations=[_HERE])
+    _spec = importlib.util.spec_from_file_location(
+        _NAME, os.path.join(_HERE, "__init__.py"), submodule_search_locations=[_HERE]
+    )
     if _spec is None or _spec.loader is None:  # pragma: no cover - the folder holds __init__.py
         raise SystemExit("vllm simulator: cannot load the package in " + _HERE)
     _package = importlib.util.module_from_spec(_spec)

@@ -19,19 +19,52 @@ from .serve_args import normalize_flag
 BENCH_SRC = SITE + "/vllm/benchmarks/serve.py"
 BENCH_REQ_SRC = SITE + "/vllm/benchmarks/lib/endpoint_request_func.py"
 BENCH_DATASETS_SRC = SITE + "/vllm/benchmarks/datasets/datasets.py"
-BENCH_TOP_USAGE = ("usage: vllm [-h] [-v]\n"
-                   "            {chat,complete,serve,launch,bench,collect-env,download-kernels,preload,"
-                   "run-batch,snapshot}\n"
-                   "            ...")
-BENCH_DATASETS = ["sharegpt", "burstgpt", "random", "random-mm", "random-rerank", "hf", "custom", "custom_audio",
-                  "custom_image", "prefix_repetition", "spec_bench", "speed_bench", "timed_trace"]
-BENCH_BACKENDS = ["vllm", "openai", "openai-chat", "openai-responses", "openai-audio", "openai-embeddings",
-                  "openai-embeddings-chat", "openai-embeddings-clip", "openai-embeddings-vlm2vec",
-                  "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling", "vllm-rerank"]
+BENCH_TOP_USAGE = (
+    "usage: vllm [-h] [-v]\n"
+    "            {chat,complete,serve,launch,bench,collect-env,download-kernels,preload,"
+    "run-batch,snapshot}\n"
+    "            ..."
+)
+BENCH_DATASETS = [
+    "sharegpt",
+    "burstgpt",
+    "random",
+    "random-mm",
+    "random-rerank",
+    "hf",
+    "custom",
+    "custom_audio",
+    "custom_image",
+    "prefix_repetition",
+    "spec_bench",
+    "speed_bench",
+    "timed_trace",
+]
+BENCH_BACKENDS = [
+    "vllm",
+    "openai",
+    "openai-chat",
+    "openai-responses",
+    "openai-audio",
+    "openai-embeddings",
+    "openai-embeddings-chat",
+    "openai-embeddings-clip",
+    "openai-embeddings-vlm2vec",
+    "infinity-embeddings",
+    "infinity-embeddings-clip",
+    "vllm-pooling",
+    "vllm-rerank",
+]
 BENCH_SIMULATED_BACKENDS = ("vllm", "openai", "openai-chat")
 BENCH_OPENAI_COMPATIBLE = ("vllm", "openai", "openai-chat", "openai-responses")
-BENCH_SPEED_SUBSETS = ["throughput_16k", "throughput_1k", "throughput_8k", "qualitative", "throughput_2k",
-                       "throughput_32k"]
+BENCH_SPEED_SUBSETS = [
+    "throughput_16k",
+    "throughput_1k",
+    "throughput_8k",
+    "qualitative",
+    "throughput_2k",
+    "throughput_32k",
+]
 INF = float("inf")
 
 
@@ -88,8 +121,13 @@ BENCH_ARGS = [
     ("--random-mm-base-items-per-request", "random_mm_base_items_per_request", "int", 1, None),
     ("--random-mm-num-mm-items-range-ratio", "random_mm_num_mm_items_range_ratio", "float", 0.0, None),
     ("--random-mm-limit-mm-per-prompt", "random_mm_limit_mm_per_prompt", "json", {"image": 255, "video": 1}, None),
-    ("--random-mm-bucket-config", "random_mm_bucket_config", "str",
-     _Repr("{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}"), None),
+    (
+        "--random-mm-bucket-config",
+        "random_mm_bucket_config",
+        "str",
+        _Repr("{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}"),
+        None,
+    ),
     ("--hf-subset", "hf_subset", "str", None, None),
     ("--hf-split", "hf_split", "str", None, None),
     ("--hf-name", "hf_name", "str", None, None),
@@ -159,8 +197,10 @@ BENCH_ARGS = [
 ]
 BENCH_NAMESPACE_TAIL = [
     ("log_config_file", None),
-    ("logging_config", _Repr("LoggingConfig(log_level='INFO', formatter='text', configure_logging=True, "
-                             "pylogging_config_file=None)")),
+    (
+        "logging_config",
+        _Repr("LoggingConfig(log_level='INFO', formatter='text', configure_logging=True, pylogging_config_file=None)"),
+    ),
 ]
 
 
@@ -170,14 +210,19 @@ class BenchArgError(Exception):
 
 class _BenchParser(argparse.ArgumentParser):
     def error(self, message):
-        sys.stderr.write("usage: vllm bench serve [options]\n"
-                         "vllm bench <bench_type> [options] serve: error: %s\n" % message)
+        sys.stderr.write(
+            "usage: vllm bench serve [options]\nvllm bench <bench_type> [options] serve: error: %s\n" % message
+        )
         raise BenchArgError(message)
 
 
 def bench_parser():
-    p = _BenchParser(prog="vllm bench serve", usage="vllm bench serve [options]", add_help=False,
-                     description="Benchmark the online serving throughput (rocm-console simulator).")
+    p = _BenchParser(
+        prog="vllm bench serve",
+        usage="vllm bench serve [options]",
+        add_help=False,
+        description="Benchmark the online serving throughput (rocm-console simulator).",
+    )
     p.add_argument("-h", "--help", action="store_true", dest="help_requested")
     types = {"str": str, "int": int, "float": float, "json": _json_arg}
     for flag, dest, kind, default, choices in BENCH_ARGS:
@@ -205,9 +250,14 @@ def parse_bench_args(argv):
 
 
 def bench_namespace(args):
-    items = [("subparser", "bench"), ("bench_type", "serve"),
-             ("dispatch_function", _Repr("<function BenchmarkServingSubcommand.cmd at 0x7f%010x>"
-                                         % (id(args) & 0xffffffffff)))]
+    items = [
+        ("subparser", "bench"),
+        ("bench_type", "serve"),
+        (
+            "dispatch_function",
+            _Repr("<function BenchmarkServingSubcommand.cmd at 0x7f%010x>" % (id(args) & 0xFFFFFFFFFF)),
+        ),
+    ]
     items += [(dest, getattr(args, dest)) for _, dest, _, _, _ in BENCH_ARGS]
     items += BENCH_NAMESPACE_TAIL
     return "Namespace(%s)" % ", ".join("%s=%r" % (k, v) for k, v in items)

@@ -10,11 +10,13 @@ from .constants import PYLIB
 from .failures import tb_frame, vllm_src
 from .openai_api import count_text_tokens
 
-BENCH_WORDS = ("the of and to in a is it for on as by at be or an we are was his her can all one had but not "
-               "you has new may use way out up two so do if no my who its get how our any old see now man day "
-               "per top end set run big low key map row bit box cut fix hot mix net sum tag tip web ask add "
-               "air arm art bed car dog eye far fun gas job law lot oil red sea sun tea war win yes age bad "
-               "few hit let lie own pay put say six ten try via yet").split()
+BENCH_WORDS = (
+    "the of and to in a is it for on as by at be or an we are was his her can all one had but not "
+    "you has new may use way out up two so do if no my who its get how our any old see now man day "
+    "per top end set run big low key map row bit box cut fix hot mix net sum tag tip web ask add "
+    "air arm art bed car dog eye far fun gas job law lot oil red sea sun tea war win yes age bad "
+    "few hit let lie own pay put say six ten try via yet"
+).split()
 
 
 class BenchSample(object):
@@ -42,23 +44,42 @@ def _range_ratios(text):
 
 
 def _dataset_frames(lambda_line, lambda_code, lambda_caret):
-    return (tb_frame(BENCH_SRC, 2165, "main_async", "input_requests = get_samples(args, tokenizer)",
-                   "get_samples(args, tokenizer)")
-            + tb_frame(BENCH_DATASETS_SRC, 2413, "get_samples",
-                     "input_requests = dataset_mapping[args.dataset_name]()", "dataset_mapping[args.dataset_name]()")
-            + tb_frame(BENCH_DATASETS_SRC, lambda_line, "<lambda>", lambda_code, lambda_caret))
+    return (
+        tb_frame(
+            BENCH_SRC,
+            2165,
+            "main_async",
+            "input_requests = get_samples(args, tokenizer)",
+            "get_samples(args, tokenizer)",
+        )
+        + tb_frame(
+            BENCH_DATASETS_SRC,
+            2413,
+            "get_samples",
+            "input_requests = dataset_mapping[args.dataset_name]()",
+            "dataset_mapping[args.dataset_name]()",
+        )
+        + tb_frame(BENCH_DATASETS_SRC, lambda_line, "<lambda>", lambda_code, lambda_caret)
+    )
 
 
 def bench_random_samples(args):
     """RandomDataset.sample(): lengths uniform around the means, prompts of short words (no
     tokenizer special tokens, so `--random-input-len 64` gives 64-token prompts)."""
     rin, rout = _range_ratios(args.random_range_ratio)
-    frames = _dataset_frames(2258, "\"random\": lambda: RandomDataset(", "RandomDataset(")
+    frames = _dataset_frames(2258, '"random": lambda: RandomDataset(', "RandomDataset(")
     for which, r in (("input", rin), ("output", rout)):
         if not 0.0 <= r < 1.0:
-            raise BenchFatal(frames + tb_frame(vllm_src("benchmarks/datasets/utils.py"), 65, "get_sampling_params",
-                                             'raise ValueError("%s_range_ratio must be in [0, 1).")' % which),
-                             "ValueError: %s_range_ratio must be in [0, 1)." % which)
+            raise BenchFatal(
+                frames
+                + tb_frame(
+                    vllm_src("benchmarks/datasets/utils.py"),
+                    65,
+                    "get_sampling_params",
+                    'raise ValueError("%s_range_ratio must be in [0, 1).")' % which,
+                ),
+                "ValueError: %s_range_ratio must be in [0, 1)." % which,
+            )
     num_special = 0
     real_input_len = max(0, int(args.random_input_len) - num_special)
     in_low = int(math.floor(real_input_len * (1 - rin)))
@@ -67,14 +88,19 @@ def bench_random_samples(args):
     out_high = max(int(math.ceil(args.random_output_len * (1 + rout))), 1)
     prefix_len = max(0, int(args.random_prefix_len))
     if prefix_len + in_low < 1:
-        raise BenchFatal(frames + tb_frame(BENCH_DATASETS_SRC, 606, "sample", "raise ValueError("),
-                         "ValueError: --random-input-len is too small: with tokenizer special tokens %d and input "
-                         "range ratio %s, the minimum possible total input tokens (prefix + sampled) is %d. "
-                         "Increase --random-input-len and/or --random-prefix-len, or decrease the input range "
-                         "ratio so that prefix_len + floor(max(0, random_input_len - num_special)) * (1 - "
-                         "input_range_ratio) >= 1." % (num_special, rin, prefix_len + in_low))
-    bench_log("INFO", "utils.py:88", "Sampling input_len from [%s, %s] and output_len from [%s, %s]"
-              % (in_low, in_high, out_low, out_high))
+        raise BenchFatal(
+            frames + tb_frame(BENCH_DATASETS_SRC, 606, "sample", "raise ValueError("),
+            "ValueError: --random-input-len is too small: with tokenizer special tokens %d and input "
+            "range ratio %s, the minimum possible total input tokens (prefix + sampled) is %d. "
+            "Increase --random-input-len and/or --random-prefix-len, or decrease the input range "
+            "ratio so that prefix_len + floor(max(0, random_input_len - num_special)) * (1 - "
+            "input_range_ratio) >= 1." % (num_special, rin, prefix_len + in_low),
+        )
+    bench_log(
+        "INFO",
+        "utils.py:88",
+        "Sampling input_len from [%s, %s] and output_len from [%s, %s]" % (in_low, in_high, out_low, out_high),
+    )
     rng = random.Random(args.seed)
     n = max(0, args.num_prompts)
     input_lens = [rng.randint(in_low, in_high) for _ in range(n)]
@@ -85,32 +111,52 @@ def bench_random_samples(args):
     w = len(BENCH_WORDS)
     for i in range(n):
         words = prefix + [BENCH_WORDS[(offsets[i] + i + j) % w] for j in range(input_lens[i])]
-        samples.append(BenchSample(" ".join(words), prefix_len + input_lens[i], output_lens[i],
-                                   args.request_id_prefix + str(i)))
+        samples.append(
+            BenchSample(" ".join(words), prefix_len + input_lens[i], output_lens[i], args.request_id_prefix + str(i))
+        )
     return samples
 
 
 def bench_sharegpt_samples(args):
-    frames = _dataset_frames(2303, "\"sharegpt\": lambda: ShareGPTDataset(", "ShareGPTDataset(")
+    frames = _dataset_frames(2303, '"sharegpt": lambda: ShareGPTDataset(', "ShareGPTDataset(")
     frames += tb_frame(BENCH_DATASETS_SRC, 1334, "__init__", "self.load_data()")
     path = args.dataset_path
     if path is None:
-        raise BenchFatal(frames + tb_frame(BENCH_DATASETS_SRC, 1338, "load_data",
-                                         'raise ValueError("dataset_path must be provided for loading data.")'),
-                         "ValueError: dataset_path must be provided for loading data.")
+        raise BenchFatal(
+            frames
+            + tb_frame(
+                BENCH_DATASETS_SRC,
+                1338,
+                "load_data",
+                'raise ValueError("dataset_path must be provided for loading data.")',
+            ),
+            "ValueError: dataset_path must be provided for loading data.",
+        )
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, IOError) as exc:
-        raise BenchFatal(frames + tb_frame(BENCH_DATASETS_SRC, 1340, "load_data",
-                                         'with open(self.dataset_path, encoding="utf-8") as f:',
-                                         'open(self.dataset_path, encoding="utf-8")'),
-                         "%s: [Errno %s] %s: %r" % (type(exc).__name__, exc.errno, exc.strerror, path)) from None
+        raise BenchFatal(
+            frames
+            + tb_frame(
+                BENCH_DATASETS_SRC,
+                1340,
+                "load_data",
+                'with open(self.dataset_path, encoding="utf-8") as f:',
+                'open(self.dataset_path, encoding="utf-8")',
+            ),
+            "%s: [Errno %s] %s: %r" % (type(exc).__name__, exc.errno, exc.strerror, path),
+        ) from None
     except ValueError as exc:
-        raise BenchFatal(frames + tb_frame(BENCH_DATASETS_SRC, 1341, "load_data", "self.data = json.load(f)",
-                                         "json.load(f)"), "json.decoder.JSONDecodeError: %s" % exc) from None
-    entries = [e for e in (data if isinstance(data, list) else [])
-               if isinstance(e, dict) and isinstance(e.get("conversations"), list) and len(e["conversations"]) >= 2]
+        raise BenchFatal(
+            frames + tb_frame(BENCH_DATASETS_SRC, 1341, "load_data", "self.data = json.load(f)", "json.load(f)"),
+            "json.decoder.JSONDecodeError: %s" % exc,
+        ) from None
+    entries = [
+        e
+        for e in (data if isinstance(data, list) else [])
+        if isinstance(e, dict) and isinstance(e.get("conversations"), list) and len(e["conversations"]) >= 2
+    ]
     if not args.disable_shuffle:
         random.Random(args.seed).shuffle(entries)
     output_len = args.sharegpt_output_len
@@ -133,16 +179,20 @@ def bench_sharegpt_samples(args):
         bench_log("INFO", "datasets.py:310", "Skipping oversampling. Total samples: %d." % len(samples))
     elif len(samples) < args.num_prompts:
         if not samples:
-            raise BenchFatal(frames[:-3] + tb_frame(BENCH_DATASETS_SRC, 319, "maybe_oversample_requests",
-                                                  "random.choice(requests),")
-                             + tb_frame(PYLIB + "/random.py", 347, "choice",
-                                      "raise IndexError('Cannot choose from an empty sequence')"),
-                             "IndexError: Cannot choose from an empty sequence")
+            raise BenchFatal(
+                frames[:-3]
+                + tb_frame(BENCH_DATASETS_SRC, 319, "maybe_oversample_requests", "random.choice(requests),")
+                + tb_frame(
+                    PYLIB + "/random.py", 347, "choice", "raise IndexError('Cannot choose from an empty sequence')"
+                ),
+                "IndexError: Cannot choose from an empty sequence",
+            )
         rng = random.Random(args.seed)
         base = len(samples)
         for i in range(args.num_prompts - base):
             s = rng.choice(samples[:base])
-            samples.append(BenchSample(s.prompt, s.prompt_len, s.expected_output_len,
-                                       args.request_id_prefix + str(base + i)))
+            samples.append(
+                BenchSample(s.prompt, s.prompt_len, s.expected_output_len, args.request_id_prefix + str(base + i))
+            )
         bench_log("INFO", "datasets.py:324", "Oversampled requests to reach %d total samples." % args.num_prompts)
     return samples

@@ -27,8 +27,10 @@ class BenchHttpError(Exception):
             return "Cannot connect to host %s:%d ssl:default [%s]" % (self.host, self.port, self._strerror())
         if self.kind == "disconnected":
             return "Server disconnected"
-        return ("Response payload is not completed: <TransferEncodingError: 400, message='Not enough data to "
-                "satisfy transfer length header.'>")
+        return (
+            "Response payload is not completed: <TransferEncodingError: 400, message='Not enough data to "
+            "satisfy transfer length header.'>"
+        )
 
     def _strerror(self):
         exc = self.exc
@@ -85,6 +87,7 @@ class BenchHttp(object):
             ctx = self.ssl_context
             if ctx is None:
                 import ssl
+
                 ctx = ssl.create_default_context()
         try:
             reader, writer = await asyncio.open_connection(host, port, ssl=ctx, limit=1 << 22)
@@ -107,8 +110,12 @@ class BenchHttp(object):
         port = parts.port or (443 if scheme == "https" else 80)
         key = (scheme, host, port)
         target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
-        lines = ["%s %s HTTP/1.1" % (method, target), "Host: %s" % join_host_port(host, port),
-                 "User-Agent: Python/%d.%d aiohttp/3.13.2" % sys.version_info[:2], "Accept: */*"]
+        lines = [
+            "%s %s HTTP/1.1" % (method, target),
+            "Host: %s" % join_host_port(host, port),
+            "User-Agent: Python/%d.%d aiohttp/3.13.2" % sys.version_info[:2],
+            "Accept: */*",
+        ]
         for k, v in (headers or {}).items():
             lines.append("%s: %s" % (k, v))
         if body or method == "POST":

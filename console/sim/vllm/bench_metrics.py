@@ -39,8 +39,12 @@ def np_median(values):
 
 def _stats_ms(values, percentiles):
     values = values or [0.0]
-    return (np_mean(values) * 1000, np_median(values) * 1000, np_std(values) * 1000,
-            [(p, np_percentile(values, p) * 1000) for p in percentiles])
+    return (
+        np_mean(values) * 1000,
+        np_median(values) * 1000,
+        np_std(values) * 1000,
+        [(p, np_percentile(values, p) * 1000) for p in percentiles],
+    )
 
 
 def calculate_metrics(outputs, dur_s, has_tokenizer, percentiles, goodput):
@@ -76,8 +80,10 @@ def calculate_metrics(outputs, dur_s, has_tokenizer, percentiles, goodput):
             if all(s >= r for s, r in zip(slos, req)):
                 good_completed += 1
     if completed == 0:
-        bench_err("%s:1165: UserWarning: All requests failed. This is likely due to a misconfiguration on the "
-                  "benchmark arguments.\n  metrics, actual_output_lens = calculate_metrics(\n" % BENCH_SRC)
+        bench_err(
+            "%s:1165: UserWarning: All requests failed. This is likely due to a misconfiguration on the "
+            "benchmark arguments.\n  metrics, actual_output_lens = calculate_metrics(\n" % BENCH_SRC
+        )
     successful = [o for o in outputs if o.success]
     failed = [o for o in outputs if not o.success]
     if failed:
@@ -108,10 +114,19 @@ def calculate_metrics(outputs, dur_s, has_tokenizer, percentiles, goodput):
         max_concurrent = int(max(concurrent))
         bench_out("tip: install termplotlib and gnuplot to plot the metrics")
     total_output = sum(actual_output_lens)
-    m = {"completed": completed, "failed": len(failed), "total_input": total_input, "total_output": total_output,
-         "request_throughput": completed / dur_s, "request_goodput": good_completed / dur_s,
-         "output_throughput": total_output / dur_s, "total_token_throughput": (total_input + total_output) / dur_s,
-         "max_output_tokens_per_s": max_tokens_per_s, "max_concurrent_requests": max_concurrent, "rtfx": 0.0}
+    m = {
+        "completed": completed,
+        "failed": len(failed),
+        "total_input": total_input,
+        "total_output": total_output,
+        "request_throughput": completed / dur_s,
+        "request_goodput": good_completed / dur_s,
+        "output_throughput": total_output / dur_s,
+        "total_token_throughput": (total_input + total_output) / dur_s,
+        "max_output_tokens_per_s": max_tokens_per_s,
+        "max_concurrent_requests": max_concurrent,
+        "rtfx": 0.0,
+    }
     for name, series in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
         mean, median, std, pcts = _stats_ms(series, percentiles)
         m["mean_%s_ms" % name] = mean

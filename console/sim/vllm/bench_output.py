@@ -11,17 +11,24 @@ from .failures import tb_frame, vllm_src
 
 def _bench_main_frames():
     """Frames from the `vllm` script down to main_async (asyncio.run, no uvloop)."""
-    return (["Traceback (most recent call last):"]
-            + tb_frame("/usr/local/bin/vllm", 8, "<module>", "sys.exit(main())", "main()")
-            + tb_frame(vllm_src("entrypoints/cli/main.py"), 120, "main", "args.dispatch_function(args)")
-            + tb_frame(vllm_src("entrypoints/cli/benchmark/serve.py"), 22, "cmd", "main(args)")
-            + tb_frame(BENCH_SRC, 2004, "main", "return asyncio.run(main_async(args))",
-                     "asyncio.run(main_async(args))")
-            + tb_frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
-            + tb_frame(PYLIB + "/asyncio/runners.py", 118, "run", "return self._loop.run_until_complete(task)",
-                     "self._loop.run_until_complete(task)")
-            + tb_frame(PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()",
-                     "future.result()"))
+    return (
+        ["Traceback (most recent call last):"]
+        + tb_frame("/usr/local/bin/vllm", 8, "<module>", "sys.exit(main())", "main()")
+        + tb_frame(vllm_src("entrypoints/cli/main.py"), 120, "main", "args.dispatch_function(args)")
+        + tb_frame(vllm_src("entrypoints/cli/benchmark/serve.py"), 22, "cmd", "main(args)")
+        + tb_frame(BENCH_SRC, 2004, "main", "return asyncio.run(main_async(args))", "asyncio.run(main_async(args))")
+        + tb_frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
+        + tb_frame(
+            PYLIB + "/asyncio/runners.py",
+            118,
+            "run",
+            "return self._loop.run_until_complete(task)",
+            "self._loop.run_until_complete(task)",
+        )
+        + tb_frame(
+            PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()", "future.result()"
+        )
+    )
 
 
 class BenchFatal(Exception):
@@ -48,9 +55,9 @@ def _fatal_in_main_async(line, code, last, caret=None, cause=None):
 
 def _aiohttp_client_frames():
     aio = SITE + "/aiohttp/"
-    return (tb_frame(aio + "client.py", 1756, "__aenter__", "self._resp: _RetType_co = await self._coro",
-                   "await self._coro")
-            + tb_frame(aio + "client.py", 900, "_request", "resp = await handler(req)", "await handler(req)"))
+    return tb_frame(
+        aio + "client.py", 1756, "__aenter__", "self._resp: _RetType_co = await self._coro", "await self._coro"
+    ) + tb_frame(aio + "client.py", 900, "_request", "resp = await handler(req)", "await handler(req)")
 
 
 def aiohttp_connect_error(host, port, addr, strerror, errno_, where):
@@ -59,74 +66,141 @@ def aiohttp_connect_error(host, port, addr, strerror, errno_, where):
     eyes = SITE + "/aiohappyeyeballs/impl.py"
     sel = PYLIB + "/asyncio/selector_events.py"
     kind = {111: "ConnectionRefusedError", 113: "OSError", 101: "OSError"}.get(errno_, "OSError")
-    first = (["Traceback (most recent call last):"]
-             + tb_frame(aio + "connector.py", 1322, "_wrap_create_connection",
-                      "sock = await aiohappyeyeballs.start_connection(", "await aiohappyeyeballs.start_connection(")
-             + tb_frame(eyes, 124, "start_connection", "raise first_exception")
-             + tb_frame(eyes, 75, "start_connection", "sock = await _connect_sock(", "await _connect_sock(")
-             + tb_frame(eyes, 210, "_connect_sock", "await loop.sock_connect(sock, address)")
-             + tb_frame(sel, 634, "sock_connect", "return await fut", "await fut")
-             + tb_frame(sel, 674, "_sock_connect_cb", "raise OSError(err, f'Connect call failed {address}')")
-             + ["%s: [Errno %d] %s" % (kind, errno_, strerror)])
-    second = (["Traceback (most recent call last):"] + where + _aiohttp_client_frames()
-              + tb_frame(aio + "client.py", 854, "_connect_and_send_request",
-                       "conn = await self._connector.connect(", "await self._connector.connect(")
-              + tb_frame(aio + "connector.py", 665, "connect",
-                       "proto = await self._create_connection(req, traces, timeout)",
-                       "await self._create_connection(req, traces, timeout)")
-              + tb_frame(aio + "connector.py", 1263, "_create_connection",
-                       "_, proto = await self._create_direct_connection(req, traces, timeout)",
-                       "await self._create_direct_connection(req, traces, timeout)")
-              + tb_frame(aio + "connector.py", 1641, "_create_direct_connection", "raise last_exc")
-              + tb_frame(aio + "connector.py", 1610, "_create_direct_connection",
-                       "transp, proto = await self._wrap_create_connection(",
-                       "await self._wrap_create_connection(")
-              + tb_frame(aio + "connector.py", 1345, "_wrap_create_connection",
-                       "raise client_error(req.connection_key, exc) from exc")
-              + ["aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host %s:%d ssl:default [%s]"
-                 % (host, port, strerror)])
-    return "\n".join(first + ["", "The above exception was the direct cause of the following exception:", ""]
-                     + second) + "\n"
+    first = (
+        ["Traceback (most recent call last):"]
+        + tb_frame(
+            aio + "connector.py",
+            1322,
+            "_wrap_create_connection",
+            "sock = await aiohappyeyeballs.start_connection(",
+            "await aiohappyeyeballs.start_connection(",
+        )
+        + tb_frame(eyes, 124, "start_connection", "raise first_exception")
+        + tb_frame(eyes, 75, "start_connection", "sock = await _connect_sock(", "await _connect_sock(")
+        + tb_frame(eyes, 210, "_connect_sock", "await loop.sock_connect(sock, address)")
+        + tb_frame(sel, 634, "sock_connect", "return await fut", "await fut")
+        + tb_frame(sel, 674, "_sock_connect_cb", "raise OSError(err, f'Connect call failed {address}')")
+        + ["%s: [Errno %d] %s" % (kind, errno_, strerror)]
+    )
+    second = (
+        ["Traceback (most recent call last):"]
+        + where
+        + _aiohttp_client_frames()
+        + tb_frame(
+            aio + "client.py",
+            854,
+            "_connect_and_send_request",
+            "conn = await self._connector.connect(",
+            "await self._connector.connect(",
+        )
+        + tb_frame(
+            aio + "connector.py",
+            665,
+            "connect",
+            "proto = await self._create_connection(req, traces, timeout)",
+            "await self._create_connection(req, traces, timeout)",
+        )
+        + tb_frame(
+            aio + "connector.py",
+            1263,
+            "_create_connection",
+            "_, proto = await self._create_direct_connection(req, traces, timeout)",
+            "await self._create_direct_connection(req, traces, timeout)",
+        )
+        + tb_frame(aio + "connector.py", 1641, "_create_direct_connection", "raise last_exc")
+        + tb_frame(
+            aio + "connector.py",
+            1610,
+            "_create_direct_connection",
+            "transp, proto = await self._wrap_create_connection(",
+            "await self._wrap_create_connection(",
+        )
+        + tb_frame(
+            aio + "connector.py",
+            1345,
+            "_wrap_create_connection",
+            "raise client_error(req.connection_key, exc) from exc",
+        )
+        + [
+            "aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host %s:%d ssl:default [%s]"
+            % (host, port, strerror)
+        ]
+    )
+    return (
+        "\n".join(first + ["", "The above exception was the direct cause of the following exception:", ""] + second)
+        + "\n"
+    )
 
 
 def aiohttp_disconnected_error(where):
     aio = SITE + "/aiohttp/"
-    return "\n".join(
-        ["Traceback (most recent call last):"] + where + _aiohttp_client_frames()
-        + tb_frame(aio + "client.py", 871, "_connect_and_send_request", "await resp.start(conn)")
-        + tb_frame(aio + "client_reqrep.py", 1129, "start",
-                 "message, payload = await protocol.read()  # type: ignore[union-attr]",
-                 "await protocol.read()")
-        + tb_frame(aio + "streams.py", 703, "read", "await self._waiter")
-        + ["aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected"]) + "\n"
+    return (
+        "\n".join(
+            ["Traceback (most recent call last):"]
+            + where
+            + _aiohttp_client_frames()
+            + tb_frame(aio + "client.py", 871, "_connect_and_send_request", "await resp.start(conn)")
+            + tb_frame(
+                aio + "client_reqrep.py",
+                1129,
+                "start",
+                "message, payload = await protocol.read()  # type: ignore[union-attr]",
+                "await protocol.read()",
+            )
+            + tb_frame(aio + "streams.py", 703, "read", "await self._waiter")
+            + ["aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected"]
+        )
+        + "\n"
+    )
 
 
 def aiohttp_payload_error(where):
     aio = SITE + "/aiohttp/"
-    first = (["Traceback (most recent call last):"]
-             + tb_frame(aio + "client_proto.py", 145, "connection_lost", "uncompleted = self._parser.feed_eof()",
-                      "self._parser.feed_eof()")
-             + ['  File "aiohttp/_http_parser.pyx", line 620, in aiohttp._http_parser.HttpParser.feed_eof',
-                "aiohttp.http_exceptions.TransferEncodingError: 400, message:",
-                "  Not enough data to satisfy transfer length header."])
-    second = (["Traceback (most recent call last):"] + where
-              + tb_frame(aio + "streams.py", 46, "__anext__", "rv = await self.read_func()", "await self.read_func()")
-              + tb_frame(aio + "streams.py", 471, "readany", 'await self._wait("readany")')
-              + tb_frame(aio + "streams.py", 365, "_wait", "await waiter")
-              + ["aiohttp.client_exceptions.ClientPayloadError: Response payload is not completed: "
-                 "<TransferEncodingError: 400, message='Not enough data to satisfy transfer length header.'>"])
-    return "\n".join(first + ["", "The above exception was the direct cause of the following exception:", ""]
-                     + second) + "\n"
+    first = (
+        ["Traceback (most recent call last):"]
+        + tb_frame(
+            aio + "client_proto.py",
+            145,
+            "connection_lost",
+            "uncompleted = self._parser.feed_eof()",
+            "self._parser.feed_eof()",
+        )
+        + [
+            '  File "aiohttp/_http_parser.pyx", line 620, in aiohttp._http_parser.HttpParser.feed_eof',
+            "aiohttp.http_exceptions.TransferEncodingError: 400, message:",
+            "  Not enough data to satisfy transfer length header.",
+        ]
+    )
+    second = (
+        ["Traceback (most recent call last):"]
+        + where
+        + tb_frame(aio + "streams.py", 46, "__anext__", "rv = await self.read_func()", "await self.read_func()")
+        + tb_frame(aio + "streams.py", 471, "readany", 'await self._wait("readany")')
+        + tb_frame(aio + "streams.py", 365, "_wait", "await waiter")
+        + [
+            "aiohttp.client_exceptions.ClientPayloadError: Response payload is not completed: "
+            "<TransferEncodingError: 400, message='Not enough data to satisfy transfer length header.'>"
+        ]
+    )
+    return (
+        "\n".join(first + ["", "The above exception was the direct cause of the following exception:", ""] + second)
+        + "\n"
+    )
 
 
 def request_where(chat, streaming):
     """The endpoint_request_func.py frame an aiohttp error surfaces in."""
     func = "async_request_openai_chat_completions" if chat else "async_request_openai_completions"
     if streaming:
-        return tb_frame(BENCH_REQ_SRC, 414 if chat else 237, func,
-                      "async for chunk_bytes in response.content.iter_any():")
-    return tb_frame(BENCH_REQ_SRC, 410 if chat else 232, func,
-                  "async with session.post(url=api_url, json=payload, headers=headers) as response:")
+        return tb_frame(
+            BENCH_REQ_SRC, 414 if chat else 237, func, "async for chunk_bytes in response.content.iter_any():"
+        )
+    return tb_frame(
+        BENCH_REQ_SRC,
+        410 if chat else 232,
+        func,
+        "async with session.post(url=api_url, json=payload, headers=headers) as response:",
+    )
 
 
 def python_exception_text(exc, where):
@@ -140,33 +214,52 @@ def python_exception_text(exc, where):
 
 def _keyboard_interrupt_text(in_requests, chat):
     if in_requests:
-        inner = (tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
-                        "await benchmark(")
-                 + tb_frame(BENCH_SRC, 1081, "benchmark", "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
-                          "await asyncio.gather(*tasks)")
-                 + tb_frame(BENCH_SRC, 979, "limited_request_func", "output = await request_func(",
-                          "await request_func(")
-                 + request_where(chat, True)
-                 + tb_frame(SITE + "/aiohttp/streams.py", 46, "__anext__", "rv = await self.read_func()",
-                          "await self.read_func()")
-                 + tb_frame(SITE + "/aiohttp/streams.py", 471, "readany", 'await self._wait("readany")')
-                 + tb_frame(SITE + "/aiohttp/streams.py", 365, "_wait", "await waiter"))
+        inner = (
+            tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
+            + tb_frame(
+                BENCH_SRC,
+                1081,
+                "benchmark",
+                "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
+                "await asyncio.gather(*tasks)",
+            )
+            + tb_frame(BENCH_SRC, 979, "limited_request_func", "output = await request_func(", "await request_func(")
+            + request_where(chat, True)
+            + tb_frame(
+                SITE + "/aiohttp/streams.py", 46, "__anext__", "rv = await self.read_func()", "await self.read_func()"
+            )
+            + tb_frame(SITE + "/aiohttp/streams.py", 471, "readany", 'await self._wait("readany")')
+            + tb_frame(SITE + "/aiohttp/streams.py", 365, "_wait", "await waiter")
+        )
     else:
-        inner = (tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
-                        "await benchmark(")
-                 + tb_frame(PYLIB + "/asyncio/tasks.py", 665, "sleep", "return await future", "await future"))
-    first = (["Traceback (most recent call last):"]
-             + tb_frame(PYLIB + "/asyncio/runners.py", 118, "run", "return self._loop.run_until_complete(task)",
-                      "self._loop.run_until_complete(task)")
-             + tb_frame(PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()",
-                      "future.result()")
-             + inner + ["asyncio.exceptions.CancelledError"])
-    second = (_bench_main_frames()[:-9]
-              + tb_frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
-              + tb_frame(PYLIB + "/asyncio/runners.py", 123, "run", "raise KeyboardInterrupt()")
-              + ["KeyboardInterrupt"])
-    return "\n".join(first + ["", "During handling of the above exception, another exception occurred:", ""]
-                     + second) + "\n"
+        inner = tb_frame(
+            BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark("
+        ) + tb_frame(PYLIB + "/asyncio/tasks.py", 665, "sleep", "return await future", "await future")
+    first = (
+        ["Traceback (most recent call last):"]
+        + tb_frame(
+            PYLIB + "/asyncio/runners.py",
+            118,
+            "run",
+            "return self._loop.run_until_complete(task)",
+            "self._loop.run_until_complete(task)",
+        )
+        + tb_frame(
+            PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()", "future.result()"
+        )
+        + inner
+        + ["asyncio.exceptions.CancelledError"]
+    )
+    second = (
+        _bench_main_frames()[:-9]
+        + tb_frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
+        + tb_frame(PYLIB + "/asyncio/runners.py", 123, "run", "raise KeyboardInterrupt()")
+        + ["KeyboardInterrupt"]
+    )
+    return (
+        "\n".join(first + ["", "During handling of the above exception, another exception occurred:", ""] + second)
+        + "\n"
+    )
 
 
 def bench_out(text=""):

@@ -20,7 +20,7 @@ class _EMA(object):
         if x is not None:
             self.last = self.alpha * x + beta * self.last
             self.calls += 1
-        return self.last / (1 - beta ** self.calls) if self.calls else self.last
+        return self.last / (1 - beta**self.calls) if self.calls else self.last
 
 
 def tqdm_interval(t):
@@ -30,7 +30,7 @@ def tqdm_interval(t):
     return "%s%d:%02d:%02d" % (sign, h, m, s) if h else "%s%02d:%02d" % (sign, m, s)
 
 
-TQDM_CHARSET = u" " + u"".join(chr(c) for c in range(0x258F, 0x2587, -1))
+TQDM_CHARSET = " " + "".join(chr(c) for c in range(0x258F, 0x2587, -1))
 
 
 class BenchBar(object):
@@ -94,9 +94,9 @@ class BenchBar(object):
 
     def refresh(self):
         s = self.format()
-        pad = u" " * max(self.last_len - len(s), 0)
+        pad = " " * max(self.last_len - len(s), 0)
         self.last_len = len(s)
-        bench_err(u"\r" + s + pad)
+        bench_err("\r" + s + pad)
 
     def format(self):
         n, total = self.n, self.total
@@ -126,4 +126,4 @@ class BenchBar(object):
         if full < width:
             bar += TQDM_CHARSET[part] + TQDM_CHARSET[0] * (width - full - 1)
         res = left + bar + right
-        return res[:self.ncols] if self.ncols else res
+        return res[: self.ncols] if self.ncols else res

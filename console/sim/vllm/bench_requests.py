@@ -13,8 +13,21 @@ from .failures import tb_frame
 
 
 class BenchInput(object):
-    def __init__(self, prompt, api_url, prompt_len, output_len, model, model_name=None, logprobs=None,
-                 extra_headers=None, extra_body=None, ignore_eos=False, request_id=None, chat=False):
+    def __init__(
+        self,
+        prompt,
+        api_url,
+        prompt_len,
+        output_len,
+        model,
+        model_name=None,
+        logprobs=None,
+        extra_headers=None,
+        extra_body=None,
+        ignore_eos=False,
+        request_id=None,
+        chat=False,
+    ):
         self.prompt = prompt
         self.api_url = api_url
         self.prompt_len = prompt_len
@@ -66,7 +79,7 @@ class SseHandler(object):
             if message:
                 messages.append(message)
         if self.buffer.startswith("data: "):
-            content = self.buffer[len("data: "):].strip()
+            content = self.buffer[len("data: ") :].strip()
             if content == "[DONE]":
                 messages.append(self.buffer.strip())
                 self.buffer = ""
@@ -88,14 +101,25 @@ def _validate_api_url(inp):
     func = "async_request_openai_chat_completions" if inp.chat else "async_request_openai_completions"
     raise BenchFatal(
         tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
-        + tb_frame(BENCH_SRC, 1081, "benchmark", "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
-                 "await asyncio.gather(*tasks)")
+        + tb_frame(
+            BENCH_SRC,
+            1081,
+            "benchmark",
+            "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
+            "await asyncio.gather(*tasks)",
+        )
         + tb_frame(BENCH_SRC, 979, "limited_request_func", "output = await request_func(", "await request_func(")
-        + tb_frame(BENCH_REQ_SRC, 390 if inp.chat else 205, func,
-                 '_validate_api_url(api_url, "%s", "%s")' % (name, suffix))
-        + tb_frame(BENCH_REQ_SRC, 127, "_validate_api_url",
-                 'raise ValueError(f"{api_name} URL must end with one of: {expected_suffixes}.")'),
-        "ValueError: %s URL must end with one of: {'%s'}." % (name, suffix))
+        + tb_frame(
+            BENCH_REQ_SRC, 390 if inp.chat else 205, func, '_validate_api_url(api_url, "%s", "%s")' % (name, suffix)
+        )
+        + tb_frame(
+            BENCH_REQ_SRC,
+            127,
+            "_validate_api_url",
+            'raise ValueError(f"{api_name} URL must end with one of: {expected_suffixes}.")',
+        ),
+        "ValueError: %s URL must end with one of: {'%s'}." % (name, suffix),
+    )
 
 
 async def bench_request(inp, http, pbar=None):
@@ -141,7 +165,7 @@ async def bench_request(inp, http, pbar=None):
         for message in handler.add_chunk(chunk_bytes):
             if message.startswith(":"):
                 continue
-            chunk = message[len("data: "):] if message.startswith("data: ") else message
+            chunk = message[len("data: ") :] if message.startswith("data: ") else message
             if chunk == "[DONE]":
                 continue
             timestamp = time.perf_counter()
@@ -174,8 +198,7 @@ async def bench_request(inp, http, pbar=None):
                 out.success = True
             else:
                 out.success = False
-                out.error = ("Never received a valid chunk to calculate TTFT."
-                             "This response will be marked as failed!")
+                out.error = "Never received a valid chunk to calculate TTFT.This response will be marked as failed!"
             out.generated_text = "".join(state["text"])
             out.latency = state["recent"] - st
         else:

@@ -58,9 +58,11 @@ class BenchRun(object):
         task = loop.create_task(self.main_async())
         interrupted = []
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+
             def on_sigint():
                 interrupted.append(True)
                 task.cancel()
+
             try:
                 loop.add_signal_handler(signal.SIGINT, on_sigint)
             except (ValueError, RuntimeError, NotImplementedError):
@@ -75,8 +77,10 @@ class BenchRun(object):
                 if self.pbar is not None:
                     self.pbar.close()
                 if self.session_open:
-                    bench_err("Unclosed client session\nclient_session: <aiohttp.client.ClientSession object at "
-                              "0x7f%010x>\n" % (id(self) & 0xffffffffff))
+                    bench_err(
+                        "Unclosed client session\nclient_session: <aiohttp.client.ClientSession object at "
+                        "0x7f%010x>\n" % (id(self) & 0xFFFFFFFFFF)
+                    )
                 return 130
             except BenchFatal as exc:
                 bench_flush()
@@ -114,29 +118,46 @@ class BenchRun(object):
 
     async def fetch_first_model(self, base_url, headers):
         models_url = base_url + "/v1/models"
-        where = tb_frame(BENCH_SRC, 166, "get_first_model_from_server",
-                       "async with session.get(models_url, headers=headers) as response:")
-        frames = (tb_frame(BENCH_SRC, 2081, "main_async", "model_name, model_id = await get_first_model_from_server(",
-                         "await get_first_model_from_server(")
-                  + tb_frame(BENCH_SRC, 177, "get_first_model_from_server", "raise RuntimeError("))
-        head = ("RuntimeError: Failed to fetch models from server at %s. Check that:\n1. The server is running\n"
-                "2. The server URL is correct\nError: " % models_url)
+        where = tb_frame(
+            BENCH_SRC,
+            166,
+            "get_first_model_from_server",
+            "async with session.get(models_url, headers=headers) as response:",
+        )
+        frames = tb_frame(
+            BENCH_SRC,
+            2081,
+            "main_async",
+            "model_name, model_id = await get_first_model_from_server(",
+            "await get_first_model_from_server(",
+        ) + tb_frame(BENCH_SRC, 177, "get_first_model_from_server", "raise RuntimeError(")
+        head = (
+            "RuntimeError: Failed to fetch models from server at %s. Check that:\n1. The server is running\n"
+            "2. The server URL is correct\nError: " % models_url
+        )
         try:
             data = await self._get_json(models_url, headers=headers)
         except BenchHttpError as exc:
             raise BenchFatal(frames, head + exc.message(), exc.text(where, where)) from None
         except ValueError as exc:
-            raise BenchFatal(frames, head + str(exc),
-                             python_exception_text(exc, where).replace("builtins.", "")) from None
+            raise BenchFatal(
+                frames, head + str(exc), python_exception_text(exc, where).replace("builtins.", "")
+            ) from None
         if isinstance(data, dict) and data.get("data"):
             first = data["data"][0]
             return first.get("id"), first.get("root", first.get("id"))
-        raise BenchFatal(tb_frame(BENCH_SRC, 2081, "main_async",
-                                "model_name, model_id = await get_first_model_from_server(",
-                                "await get_first_model_from_server(")
-                         + tb_frame(BENCH_SRC, 172, "get_first_model_from_server", "raise ValueError("),
-                         "ValueError: No models found on the server at %s. Make sure the server is running and "
-                         "has models loaded." % base_url)
+        raise BenchFatal(
+            tb_frame(
+                BENCH_SRC,
+                2081,
+                "main_async",
+                "model_name, model_id = await get_first_model_from_server(",
+                "await get_first_model_from_server(",
+            )
+            + tb_frame(BENCH_SRC, 172, "get_first_model_from_server", "raise ValueError("),
+            "ValueError: No models found on the server at %s. Make sure the server is running and "
+            "has models loaded." % base_url,
+        )
 
     async def align_prompts(self, base_url, model_id, samples):
         """_align_prompts_to_server_tokenizer(): /tokenize the first prompt, re-align on a mismatch."""
@@ -144,8 +165,9 @@ class BenchRun(object):
             return samples
 
         async def tokenize(prompt):
-            data = await self._get_json(base_url + "/tokenize", "POST",
-                                        {"model": model_id, "prompt": prompt, "add_special_tokens": False})
+            data = await self._get_json(
+                base_url + "/tokenize", "POST", {"model": model_id, "prompt": prompt, "add_special_tokens": False}
+            )
             return data["tokens"]
 
         try:
@@ -156,8 +178,7 @@ class BenchRun(object):
         expected = samples[0].prompt_len
         if len(first) == expected:
             return samples
-        bench_out("WARNING: tokenizer mismatch (server=%d, expected=%d), re-aligning prompts."
-                  % (len(first), expected))
+        bench_out("WARNING: tokenizer mismatch (server=%d, expected=%d), re-aligning prompts." % (len(first), expected))
         sem = asyncio.Semaphore(64)
 
         async def fix(s):
@@ -165,8 +186,9 @@ class BenchRun(object):
                 tokens = await tokenize(s.prompt)
                 if len(tokens) <= s.prompt_len:
                     return s
-                data = await self._get_json(base_url + "/detokenize", "POST",
-                                            {"model": model_id, "tokens": tokens[:s.prompt_len]})
+                data = await self._get_json(
+                    base_url + "/detokenize", "POST", {"model": model_id, "tokens": tokens[: s.prompt_len]}
+                )
                 return BenchSample(data["prompt"], s.prompt_len, s.expected_output_len, s.request_id)
 
         results = await asyncio.gather(*[fix(s) for s in samples], return_exceptions=True)
@@ -193,16 +215,24 @@ class BenchRun(object):
         a = self.args
         bench_out(bench_namespace(a))
         if a.max_concurrency is not None and a.max_concurrency <= 0:
-            raise _fatal_in_main_async(2010, 'raise ValueError("--max-concurrency must be greater than 0")',
-                                       "ValueError: --max-concurrency must be greater than 0")
+            raise _fatal_in_main_async(
+                2010,
+                'raise ValueError("--max-concurrency must be greater than 0")',
+                "ValueError: --max-concurrency must be greater than 0",
+            )
         if a.ramp_up_strategy is not None:
             problem = None
             if a.request_rate != INF:
-                problem = (2031, "When using ramp-up, do not specify --request-rate. The request rate will be "
-                                 "controlled by ramp-up parameters. Please remove the --request-rate argument.")
+                problem = (
+                    2031,
+                    "When using ramp-up, do not specify --request-rate. The request rate will be "
+                    "controlled by ramp-up parameters. Please remove the --request-rate argument.",
+                )
             elif a.ramp_up_start_rps is None or a.ramp_up_end_rps is None:
-                problem = (2037, "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps "
-                                 "must be specified")
+                problem = (
+                    2037,
+                    "When using --ramp-up-strategy, both --ramp-up-start-rps and --ramp-up-end-rps must be specified",
+                )
             elif a.ramp_up_start_rps < 0 or a.ramp_up_end_rps < 0:
                 problem = (2042, "Ramp-up start and end RPS must be non-negative")
             elif a.ramp_up_start_rps > a.ramp_up_end_rps:
@@ -224,13 +254,16 @@ class BenchRun(object):
             for item in a.header:
                 if "=" not in item:
                     raise _fatal_in_main_async(
-                        2067, 'raise ValueError("Invalid header format. Please use KEY=VALUE format.")',
-                        "ValueError: Invalid header format. Please use KEY=VALUE format.")
+                        2067,
+                        'raise ValueError("Invalid header format. Please use KEY=VALUE format.")',
+                        "ValueError: Invalid header format. Please use KEY=VALUE format.",
+                    )
                 k, v = item.split("=", 1)
                 headers[k.strip()] = v.strip()
         ssl_context = None
         if a.insecure or "https://" in base_url:
             import ssl
+
             ssl_context = ssl._create_unverified_context() if a.insecure else ssl.create_default_context()
         self.http = BenchHttp(ssl_context)
 
@@ -245,10 +278,12 @@ class BenchRun(object):
 
         if a.dataset_name in ("random", "random-mm", "random-rerank", "prefix_repetition") and a.dataset_path:
             raise _fatal_in_main_async(
-                2114, "raise ValueError(",
+                2114,
+                "raise ValueError(",
                 "ValueError: Cannot use '%s' dataset with --dataset-path. Please specify the appropriate "
                 "--dataset-name (e.g., 'sharegpt', 'custom', 'hf') for your dataset file: %s"
-                % (a.dataset_name, a.dataset_path))
+                % (a.dataset_name, a.dataset_path),
+            )
         if a.input_len is not None:
             a.random_input_len = a.input_len
         if a.output_len is not None:
@@ -256,18 +291,23 @@ class BenchRun(object):
         if a.dataset_name in ("random", "random-mm") and a.backend in BENCH_OPENAI_COMPATIBLE:
             a.ignore_eos = True
         if a.dataset_name != "timed_trace" and a.self_timed is not None:
-            raise _fatal_in_main_async(2157, "raise ValueError(",
-                                       "ValueError: --self-timed/--no-self-timed is only supported with "
-                                       "--dataset-name=timed_trace")
+            raise _fatal_in_main_async(
+                2157,
+                "raise ValueError(",
+                "ValueError: --self-timed/--no-self-timed is only supported with --dataset-name=timed_trace",
+            )
         if a.dataset_name == "random":
             samples = bench_random_samples(a)
         elif a.dataset_name == "sharegpt":
             samples = bench_sharegpt_samples(a)
         else:
-            raise _fatal_in_main_async(2165, "input_requests = get_samples(args, tokenizer)",
-                                       "NotImplementedError: rocm-console's vLLM simulator only simulates the "
-                                       "'random' and 'sharegpt' datasets, not %r" % a.dataset_name,
-                                       "get_samples(args, tokenizer)")
+            raise _fatal_in_main_async(
+                2165,
+                "input_requests = get_samples(args, tokenizer)",
+                "NotImplementedError: rocm-console's vLLM simulator only simulates the "
+                "'random' and 'sharegpt' datasets, not %r" % a.dataset_name,
+                "get_samples(args, tokenizer)",
+            )
         if a.dataset_name in ("random", "prefix_repetition"):
             samples = await self.align_prompts(base_url, model_id, samples)
         goodput = {}
@@ -276,43 +316,73 @@ class BenchRun(object):
                 goodput = parse_goodput(a.goodput)
             except ValueError:
                 raise _fatal_in_main_async(
-                    2172, "goodput_config_dict = check_goodput_args(args)",
+                    2172,
+                    "goodput_config_dict = check_goodput_args(args)",
                     "argparse.ArgumentTypeError: Invalid format found for service level objectives. Specify "
-                    "service level objectives for goodput as \"KEY:VALUE\" pairs, where the key is a metric name, "
-                    "and the value is a number in milliseconds.", "check_goodput_args(args)") from None
+                    'service level objectives for goodput as "KEY:VALUE" pairs, where the key is a metric name, '
+                    "and the value is a number in milliseconds.",
+                    "check_goodput_args(args)",
+                ) from None
             for name, value in goodput.items():
                 if name not in ("ttft", "tpot", "e2el"):
                     raise _fatal_in_main_async(
-                        2172, "goodput_config_dict = check_goodput_args(args)",
+                        2172,
+                        "goodput_config_dict = check_goodput_args(args)",
                         "ValueError: Invalid metric name found, %s: %s. The service level objective name should "
-                        "be one of ['ttft', 'tpot', 'e2el']. " % (name, value), "check_goodput_args(args)")
+                        "be one of ['ttft', 'tpot', 'e2el']. " % (name, value),
+                        "check_goodput_args(args)",
+                    )
                 if value < 0:
                     raise _fatal_in_main_async(
-                        2172, "goodput_config_dict = check_goodput_args(args)",
+                        2172,
+                        "goodput_config_dict = check_goodput_args(args)",
                         "ValueError: Invalid value found, %s: %s. The service level objective value should be "
-                        "non-negative." % (name, value), "check_goodput_args(args)")
+                        "non-negative." % (name, value),
+                        "check_goodput_args(args)",
+                    )
         if a.backend not in BENCH_SIMULATED_BACKENDS:
-            raise _fatal_in_main_async(2220, "benchmark_result = await benchmark(",
-                                       "NotImplementedError: rocm-console's vLLM simulator only simulates the "
-                                       "vllm, openai and openai-chat backends, not %r" % a.backend,
-                                       "await benchmark(")
+            raise _fatal_in_main_async(
+                2220,
+                "benchmark_result = await benchmark(",
+                "NotImplementedError: rocm-console's vLLM simulator only simulates the "
+                "vllm, openai and openai-chat backends, not %r" % a.backend,
+                "await benchmark(",
+            )
         sampling = collections.OrderedDict(
-            (k, v) for k, v in (("top_p", a.top_p), ("top_k", a.top_k), ("min_p", a.min_p),
-                                ("temperature", a.temperature), ("frequency_penalty", a.frequency_penalty),
-                                ("presence_penalty", a.presence_penalty),
-                                ("repetition_penalty", a.repetition_penalty)) if v is not None)
+            (k, v)
+            for k, v in (
+                ("top_p", a.top_p),
+                ("top_k", a.top_k),
+                ("min_p", a.min_p),
+                ("temperature", a.temperature),
+                ("frequency_penalty", a.frequency_penalty),
+                ("presence_penalty", a.presence_penalty),
+                ("repetition_penalty", a.repetition_penalty),
+            )
+            if v is not None
+        )
         if "temperature" not in sampling:
-            bench_out("WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
-                      "The default will be determined on the server side and can be model/API specific. For the "
-                      "old behavior, include --temperature=0.")
+            bench_out(
+                "WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
+                "The default will be determined on the server side and can be model/API specific. For the "
+                "old behavior, include --temperature=0."
+            )
         extra_body = dict(sampling)
         extra_body.update(a.extra_body or {})
         percentile_metrics = a.percentile_metrics or "ttft,tpot,itl"
         result = await self.benchmark(
-            api_url=api_url, base_url=base_url, model_id=model_id, model_name=model_name,
-            has_tokenizer=has_tokenizer, samples=samples, headers=headers, extra_body=extra_body,
+            api_url=api_url,
+            base_url=base_url,
+            model_id=model_id,
+            model_name=model_name,
+            has_tokenizer=has_tokenizer,
+            samples=samples,
+            headers=headers,
+            extra_body=extra_body,
             selected_metrics=percentile_metrics.split(","),
-            percentiles=[float(p) for p in a.metric_percentiles.split(",")], goodput=goodput)
+            percentiles=[float(p) for p in a.metric_percentiles.split(",")],
+            goodput=goodput,
+        )
 
         result_json = collections.OrderedDict()
         current_dt = time.strftime("%Y%m%d-%H%M%S")
@@ -325,8 +395,9 @@ class BenchRun(object):
         result_json["num_prompts"] = a.num_prompts
         for item in a.metadata or []:
             if "=" not in item:
-                raise _fatal_in_main_async(2273, "raise ValueError(",
-                                           "ValueError: Invalid metadata format. Please use KEY=VALUE format.")
+                raise _fatal_in_main_async(
+                    2273, "raise ValueError(", "ValueError: Invalid metadata format. Please use KEY=VALUE format."
+                )
             k, v = item.split("=", 1)
             result_json[k.strip()] = v.strip()
         result_json["request_rate"] = a.request_rate if a.request_rate < INF else "inf"
@@ -356,8 +427,15 @@ class BenchRun(object):
         conc = "-concurrency%s" % a.max_concurrency if a.max_concurrency is not None else ""
         label = label or a.backend
         if a.ramp_up_strategy is not None:
-            name = "%s-ramp-up-%s-%sqps-%sqps%s-%s-%s.json" % (label, a.ramp_up_strategy, a.ramp_up_start_rps,
-                                                             a.ramp_up_end_rps, conc, base_model_id, current_dt)
+            name = "%s-ramp-up-%s-%sqps-%sqps%s-%s-%s.json" % (
+                label,
+                a.ramp_up_strategy,
+                a.ramp_up_start_rps,
+                a.ramp_up_end_rps,
+                conc,
+                base_model_id,
+                current_dt,
+            )
         else:
             name = "%s-%sqps%s-%s-%s.json" % (label, a.request_rate, conc, base_model_id, current_dt)
         if a.result_filename:
@@ -382,8 +460,10 @@ class BenchRun(object):
                 else:
                     rate = a.ramp_up_start_rps * (float(a.ramp_up_end_rps) / a.ramp_up_start_rps) ** progress
             if not rate > 0:
-                raise BenchFatal(tb_frame(BENCH_SRC, 456, "get_request", "assert current_request_rate > 0.0, ("),
-                                 "AssertionError: Obtained non-positive request rate %s." % rate)
+                raise BenchFatal(
+                    tb_frame(BENCH_SRC, 456, "get_request", "assert current_request_rate > 0.0, ("),
+                    "AssertionError: Obtained non-positive request rate %s." % rate,
+                )
             rates.append(rate)
             if rate == INF:
                 delays.append(0.0)
@@ -404,8 +484,7 @@ class BenchRun(object):
         bench_out("Waiting for endpoint to become up in %d seconds" % timeout_seconds)
         deadline = time.perf_counter() + timeout_seconds
         output = BenchOutput()
-        bar = BenchBar(timeout_seconds, bar_format="{desc} |{bar}| {elapsed} elapsed, {remaining} remaining",
-                       unit="s")
+        bar = BenchBar(timeout_seconds, bar_format="{desc} |{bar}| {elapsed} elapsed, {remaining} remaining", unit="s")
         while True:
             remaining = deadline - time.perf_counter()
             elapsed = timeout_seconds - remaining
@@ -425,30 +504,55 @@ class BenchRun(object):
                 await asyncio.sleep(sleep)
         return output
 
-    async def benchmark(self, api_url, base_url, model_id, model_name, has_tokenizer, samples, headers,
-                        extra_body, selected_metrics, percentiles, goodput):
+    async def benchmark(
+        self,
+        api_url,
+        base_url,
+        model_id,
+        model_name,
+        has_tokenizer,
+        samples,
+        headers,
+        extra_body,
+        selected_metrics,
+        percentiles,
+        goodput,
+    ):
         a = self.args
         max_concurrency = a.max_concurrency
         request_rate = a.request_rate
         self.session_open = True
         bench_out("Starting initial single prompt test run...")
         if not samples:
-            raise BenchFatal(tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
-                                    "await benchmark(")
-                             + tb_frame(BENCH_SRC, 839, "benchmark", "input_requests[0].prompt,"),
-                             "IndexError: list index out of range")
+            raise BenchFatal(
+                tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
+                + tb_frame(BENCH_SRC, 839, "benchmark", "input_requests[0].prompt,"),
+                "IndexError: list index out of range",
+            )
         first = samples[0]
-        test_input = BenchInput(first.prompt, api_url, first.prompt_len, first.expected_output_len, model_id,
-                                model_name, a.logprobs, headers, extra_body or None, a.ignore_eos, chat=self.chat)
+        test_input = BenchInput(
+            first.prompt,
+            api_url,
+            first.prompt_len,
+            first.expected_output_len,
+            model_id,
+            model_name,
+            a.logprobs,
+            headers,
+            extra_body or None,
+            a.ignore_eos,
+            chat=self.chat,
+        )
         if a.ready_check_timeout_sec > 0:
             self.phase = "ready"
             test_output = await self.wait_for_endpoint(test_input, a.ready_check_timeout_sec)
             if not test_output.success:
-                raise BenchFatal(tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
-                                        "await benchmark(")
-                                 + tb_frame(BENCH_SRC, 884, "benchmark", "raise ValueError("),
-                                 "ValueError: Initial test run failed - Please make sure benchmark arguments are "
-                                 "correctly specified. Error: %s" % test_output.error)
+                raise BenchFatal(
+                    tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
+                    + tb_frame(BENCH_SRC, 884, "benchmark", "raise ValueError("),
+                    "ValueError: Initial test run failed - Please make sure benchmark arguments are "
+                    "correctly specified. Error: %s" % test_output.error,
+                )
             bench_out("Initial test run completed.")
         else:
             bench_out("Skipping endpoint ready check.")
@@ -487,19 +591,21 @@ class BenchRun(object):
         distribution = "Poisson process" if a.burstiness == 1.0 else "Gamma distribution"
         if a.ramp_up_strategy is not None:
             bench_out("Traffic ramp-up strategy: %s." % a.ramp_up_strategy)
-            bench_out("Will increase RPS from %s to %s RPS over the duration of the benchmark."
-                      % (a.ramp_up_start_rps, a.ramp_up_end_rps))
+            bench_out(
+                "Will increase RPS from %s to %s RPS over the duration of the benchmark."
+                % (a.ramp_up_start_rps, a.ramp_up_end_rps)
+            )
         else:
             bench_out("Traffic request rate: %s" % request_rate)
         bench_out("Burstiness factor: %s (%s)" % (a.burstiness, distribution))
         bench_out("Maximum request concurrency: %s" % max_concurrency)
         await self._metrics_probe(base_url)
         if not a.burstiness > 0:
-            raise BenchFatal(tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(",
-                                    "await benchmark(")
-                             + tb_frame(BENCH_SRC, 440, "get_request", "assert burstiness > 0, ("),
-                             "AssertionError: A positive burstiness factor is expected, but given %s."
-                             % a.burstiness)
+            raise BenchFatal(
+                tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
+                + tb_frame(BENCH_SRC, 440, "get_request", "assert burstiness > 0, ("),
+                "AssertionError: A positive burstiness factor is expected, but given %s." % a.burstiness,
+            )
         delays, rates = self.arrival_plan(len(samples))
         self.phase = "main"
         pbar = None if a.disable_tqdm else BenchBar(len(samples))
@@ -539,9 +645,20 @@ class BenchRun(object):
             req_model_id, req_model_name = model_id, model_name
             if lora_iter is not None:
                 req_model_id = req_model_name = next(lora_iter)
-            inp = BenchInput(s.prompt, api_url, s.prompt_len, s.expected_output_len or 0, req_model_id,
-                             req_model_name, a.logprobs, headers, extra_body or None, a.ignore_eos, s.request_id,
-                             chat=self.chat)
+            inp = BenchInput(
+                s.prompt,
+                api_url,
+                s.prompt_len,
+                s.expected_output_len or 0,
+                req_model_id,
+                req_model_name,
+                a.logprobs,
+                headers,
+                extra_body or None,
+                a.ignore_eos,
+                s.request_id,
+                chat=self.chat,
+            )
             tasks.append(asyncio.ensure_future(limited(inp, time.perf_counter())))
         outputs = await asyncio.gather(*tasks)
         if probe_task is not None:
@@ -580,11 +697,15 @@ class BenchRun(object):
         if probe_task is not None:
             lats = [o.latency for o in probe_outputs if o.success]
             if lats:
-                probe_stats = collections.OrderedDict([
-                    ("probe_completed", len(lats)), ("probe_failed", len(probe_outputs) - len(lats)),
-                    ("probe_median_e2el_ms", np_median(lats) * 1000),
-                    ("probe_p99_e2el_ms", np_percentile(lats, 99) * 1000),
-                    ("probe_max_e2el_ms", max(lats) * 1000)])
+                probe_stats = collections.OrderedDict(
+                    [
+                        ("probe_completed", len(lats)),
+                        ("probe_failed", len(probe_outputs) - len(lats)),
+                        ("probe_median_e2el_ms", np_median(lats) * 1000),
+                        ("probe_p99_e2el_ms", np_percentile(lats, 99) * 1000),
+                        ("probe_max_e2el_ms", max(lats) * 1000),
+                    ]
+                )
                 bench_out("{s:{c}^{n}}".format(s="Probe Requests", n=50, c="-"))
                 _row("Probe requests completed:", probe_stats["probe_completed"])
                 _row("Probe requests failed:", probe_stats["probe_failed"])
@@ -592,19 +713,31 @@ class BenchRun(object):
                 _row("P99 probe E2EL (ms):", probe_stats["probe_p99_e2el_ms"], "{:<10.2f}")
                 _row("Max probe E2EL (ms):", probe_stats["probe_max_e2el_ms"], "{:<10.2f}")
 
-        result = collections.OrderedDict([
-            ("duration", duration), ("completed", m["completed"]), ("failed", m["failed"]),
-            ("total_input_tokens", m["total_input"]), ("total_output_tokens", m["total_output"]),
-            ("request_throughput", m["request_throughput"]),
-            ("request_goodput", m["request_goodput"] if goodput else None),
-            ("output_throughput", m["output_throughput"]), ("total_token_throughput", m["total_token_throughput"]),
-            ("input_lens", [o.prompt_len for o in outputs]), ("output_lens", actual_output_lens),
-            ("ttfts", [o.ttft for o in outputs]), ("itls", [o.itl for o in outputs]),
-            ("latencies", [o.latency for o in outputs]), ("start_times", [o.start_time for o in outputs]),
-            ("queue_times", [o.client_queue_time for o in outputs]),
-            ("generated_texts", [o.generated_text for o in outputs]), ("errors", [o.error for o in outputs]),
-            ("max_output_tokens_per_s", m["max_output_tokens_per_s"]),
-            ("max_concurrent_requests", m["max_concurrent_requests"]), ("rtfx", m["rtfx"])])
+        result = collections.OrderedDict(
+            [
+                ("duration", duration),
+                ("completed", m["completed"]),
+                ("failed", m["failed"]),
+                ("total_input_tokens", m["total_input"]),
+                ("total_output_tokens", m["total_output"]),
+                ("request_throughput", m["request_throughput"]),
+                ("request_goodput", m["request_goodput"] if goodput else None),
+                ("output_throughput", m["output_throughput"]),
+                ("total_token_throughput", m["total_token_throughput"]),
+                ("input_lens", [o.prompt_len for o in outputs]),
+                ("output_lens", actual_output_lens),
+                ("ttfts", [o.ttft for o in outputs]),
+                ("itls", [o.itl for o in outputs]),
+                ("latencies", [o.latency for o in outputs]),
+                ("start_times", [o.start_time for o in outputs]),
+                ("queue_times", [o.client_queue_time for o in outputs]),
+                ("generated_texts", [o.generated_text for o in outputs]),
+                ("errors", [o.error for o in outputs]),
+                ("max_output_tokens_per_s", m["max_output_tokens_per_s"]),
+                ("max_concurrent_requests", m["max_concurrent_requests"]),
+                ("rtfx", m["rtfx"]),
+            ]
+        )
         queue_times = e2els_queue = None
         if max_concurrency is not None:
             queue_times = [o.client_queue_time for o in outputs if o.success]
@@ -640,8 +773,12 @@ class BenchRun(object):
         if queue_times is not None:
             one_metric("client_queue_time", "Client Queue Time", "Client-side Queueing", queue_times)
         if e2els_queue is not None:
-            one_metric("e2el_including_client_queue", "E2EL incl. Client Queue",
-                       "Queue-inclusive End-to-end Latency", e2els_queue)
+            one_metric(
+                "e2el_including_client_queue",
+                "E2EL incl. Client Queue",
+                "Queue-inclusive End-to-end Latency",
+                e2els_queue,
+            )
         bench_out("=" * 50)
         if a.profile:
             bench_out("Stopping profiler...")

@@ -43,7 +43,9 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     if not argv or argv[0] in ("-h", "--help"):
-        sys.stdout.write(TOP_USAGE + "\n\nvLLM CLI (rocm-console simulator %s): serve and bench serve are simulated.\n" % VERSION)
+        sys.stdout.write(
+            TOP_USAGE + "\n\nvLLM CLI (rocm-console simulator %s): serve and bench serve are simulated.\n" % VERSION
+        )
         return 0 if argv else 2
     command = argv[0]
     if command in ("-v", "--version"):
@@ -52,8 +54,10 @@ def main(argv=None):
     if command == "bench":
         return bench_main(argv[1:])
     if command != "serve":
-        sys.stderr.write("%s\nvllm: error: argument subparser: invalid choice: %r (choose from 'chat', "
-                         "'complete', 'serve', 'bench', 'collect-env', 'run-batch')\n" % (TOP_USAGE, command))
+        sys.stderr.write(
+            "%s\nvllm: error: argument subparser: invalid choice: %r (choose from 'chat', "
+            "'complete', 'serve', 'bench', 'collect-env', 'run-batch')\n" % (TOP_USAGE, command)
+        )
         return 2
     parser, args = parse_serve_args(argv[1:])
     sim = Sim(parser, args)

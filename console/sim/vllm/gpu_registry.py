@@ -10,6 +10,7 @@ if sys.platform != "win32":  # every node is Linux; fcntl is POSIX-only
 else:  # pragma: no cover
     fcntl = None
 
+
 def _pid_alive(pid):
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -60,8 +61,9 @@ class GpuRegistry:
                 if fcntl is not None:
                     fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
                 data = self._read()
-                entries = [e for e in self._entries(data)
-                           if not (isinstance(e, dict) and e.get("pid") == self.pid)] + mine
+                entries = [
+                    e for e in self._entries(data) if not (isinstance(e, dict) and e.get("pid") == self.pid)
+                ] + mine
                 if isinstance(data, dict):
                     data = dict(data)
                     data["processes"] = entries
@@ -78,8 +80,12 @@ class GpuRegistry:
         if not self.path:
             return
         self.active = True
-        self._update([{"pid": self.pid, "name": "python3", "gpu": g, "vram_bytes": int(vram_bytes),
-                       "started": self.started} for g in self.gpus])
+        self._update(
+            [
+                {"pid": self.pid, "name": "python3", "gpu": g, "vram_bytes": int(vram_bytes), "started": self.started}
+                for g in self.gpus
+            ]
+        )
 
     def unregister(self):
         if self.active:

@@ -32,8 +32,15 @@ class HttpServer:
                 try:
                     head = await self._read_head(reader)
                 except (ValueError, UnicodeError, asyncio.LimitOverrunError):
-                    await self._send(writer, (client, "-", "-", "1.1"), 400, b"Invalid HTTP request received.",
-                                     "text/plain; charset=utf-8", False, log=False)
+                    await self._send(
+                        writer,
+                        (client, "-", "-", "1.1"),
+                        400,
+                        b"Invalid HTTP request received.",
+                        "text/plain; charset=utf-8",
+                        False,
+                        log=False,
+                    )
                     break
                 if head is None:
                     break
@@ -115,9 +122,12 @@ class HttpServer:
     async def _send(self, writer, ctx, status, body, ctype=JSON_TYPE, keep=True, log=True, extra=()):
         if isinstance(body, (dict, list)):
             body = dumps(body)
-        lines = ["HTTP/1.1 %d %s" % (status, REASONS.get(status, "")),
-                 "date: " + email.utils.formatdate(usegmt=True), "server: uvicorn",
-                 "content-length: %d" % len(body)]
+        lines = [
+            "HTTP/1.1 %d %s" % (status, REASONS.get(status, "")),
+            "date: " + email.utils.formatdate(usegmt=True),
+            "server: uvicorn",
+            "content-length: %d" % len(body),
+        ]
         if ctype:
             lines.append("content-type: " + ctype)
         lines.extend(extra)

@@ -62,8 +62,10 @@ class Log:
         self._emit("INFO:     %s\n" % msg, err=True)
 
     def access(self, client, method, target, version, status):
-        self._emit('INFO:     %s - "%s %s HTTP/%s" %d %s\n'
-                   % (client, method, target, version, status, REASONS.get(status, "")))
+        self._emit(
+            'INFO:     %s - "%s %s HTTP/%s" %d %s\n'
+            % (client, method, target, version, status, REASONS.get(status, ""))
+        )
 
 
 BANNER = [

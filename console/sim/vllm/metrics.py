@@ -25,7 +25,7 @@ def go_float(d):
     s = repr(d)
     dot = s.find(".")
     if d > 0 and dot > 6:
-        mantissa = "{}.{}{}".format(s[0], s[1:dot], s[dot + 1:]).rstrip("0.")
+        mantissa = "{}.{}{}".format(s[0], s[1:dot], s[dot + 1 :]).rstrip("0.")
         return "{}e+0{}".format(mantissa, dot - 1)
     return s
 
@@ -44,7 +44,7 @@ def one_two_five(max_value):
     out, exponent = [], 0
     while True:
         for m in (1, 2, 5):
-            value = m * 10 ** exponent
+            value = m * 10**exponent
             if value > max_value:
                 return out
             out.append(value)
@@ -125,8 +125,7 @@ class Family:
                 cumulative = 0
                 for bound, n in zip(self.bounds, c.counts):
                     cumulative += n
-                    out.append("%s_bucket%s %s" % (self.name, lab(c.labels, le=go_float(bound)),
-                                                   go_float(cumulative)))
+                    out.append("%s_bucket%s %s" % (self.name, lab(c.labels, le=go_float(bound)), go_float(cumulative)))
                 out.append("%s_bucket%s %s" % (self.name, lab(c.labels, le="+Inf"), go_float(c.count)))
                 out.append("%s_count%s %s" % (self.name, lab(c.labels), go_float(c.count)))
                 out.append("%s_sum%s %s" % (self.name, lab(c.labels), go_float(c.sum)))
@@ -145,76 +144,161 @@ class Metrics:
         self.engine = engine
         tokens = one_two_five(max_model_len)
         F = Family
-        self.running = F("vllm:num_requests_running", "Number of requests in model execution batches.",
-                         "gauge", value_fn=lambda: len(engine.running))
-        self.waiting = F("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-                         "gauge", value_fn=lambda: len(engine.waiting))
+        self.running = F(
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            "gauge",
+            value_fn=lambda: len(engine.running),
+        )
+        self.waiting = F(
+            "vllm:num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            "gauge",
+            value_fn=lambda: len(engine.waiting),
+        )
         self.waiting_by_reason = F(
             "vllm:num_requests_waiting_by_reason",
             "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling "
             "capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV transfer, "
-            "blocked status). Sum of all reasons equals vllm:num_requests_waiting.", "gauge",
-            value_fn=lambda: [({"reason": "capacity"}, len(engine.waiting)), ({"reason": "deferred"}, 0)])
+            "blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
+            "gauge",
+            value_fn=lambda: [({"reason": "capacity"}, len(engine.waiting)), ({"reason": "deferred"}, 0)],
+        )
         self.sleep_state = F(
             "vllm:engine_sleep_state",
             "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
-            "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.", "gauge",
-            value_fn=lambda: [({"sleep_state": "awake"}, 1), ({"sleep_state": "weights_offloaded"}, 0),
-                              ({"sleep_state": "discard_all"}, 0)])
-        self.kv_usage = F("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-                          "gauge", value_fn=engine.kv_usage)
-        self.prefix_queries = F("vllm:prefix_cache_queries",
-                                "Prefix cache queries, in terms of number of queried tokens.", "counter")
-        self.prefix_hits = F("vllm:prefix_cache_hits",
-                             "Prefix cache hits, in terms of number of cached tokens.", "counter")
-        self.preemptions = F("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-                             "counter")
+            "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+            "gauge",
+            value_fn=lambda: [
+                ({"sleep_state": "awake"}, 1),
+                ({"sleep_state": "weights_offloaded"}, 0),
+                ({"sleep_state": "discard_all"}, 0),
+            ],
+        )
+        self.kv_usage = F(
+            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge", value_fn=engine.kv_usage
+        )
+        self.prefix_queries = F(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", "counter"
+        )
+        self.prefix_hits = F(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "counter"
+        )
+        self.preemptions = F("vllm:num_preemptions", "Cumulative number of preemption from the engine.", "counter")
         self.prompt_tokens = F("vllm:prompt_tokens", "Number of prefill tokens processed.", "counter")
-        self.generation_tokens = F("vllm:generation_tokens", "Number of generation tokens processed.",
-                                   "counter")
+        self.generation_tokens = F("vllm:generation_tokens", "Number of generation tokens processed.", "counter")
         self.success = F("vllm:request_success", "Count of successfully processed requests.", "counter")
         for reason in FINISH_REASONS:
             self.success.labels(finished_reason=reason)
-        self.req_prompt = F("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
-                            "histogram", tokens)
-        self.req_generation = F("vllm:request_generation_tokens", "Number of generation tokens processed.",
-                                "histogram", tokens)
-        self.iteration = F("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
-                           "histogram", ITERATION_BUCKETS)
-        self.max_gen = F("vllm:request_max_num_generation_tokens",
-                         "Histogram of maximum number of requested generation tokens.", "histogram", tokens)
-        self.params_n = F("vllm:request_params_n", "Histogram of the n request parameter.", "histogram",
-                          [1, 2, 5, 10, 20])
-        self.params_max_tokens = F("vllm:request_params_max_tokens",
-                                   "Histogram of the max_tokens request parameter.", "histogram", tokens)
-        self.ttft = F("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                      "histogram", TTFT_BUCKETS)
-        self.itl = F("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                     "histogram", ITL_BUCKETS)
-        self.tpot = F("vllm:request_time_per_output_token_seconds",
-                      "Histogram of time_per_output_token_seconds per request.", "histogram", ITL_BUCKETS)
-        self.e2e = F("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-                     "histogram", REQUEST_BUCKETS)
-        self.queue = F("vllm:request_queue_time_seconds",
-                       "Histogram of time spent in WAITING phase for request.", "histogram", REQUEST_BUCKETS)
-        self.inference = F("vllm:request_inference_time_seconds",
-                           "Histogram of time spent in RUNNING phase for request.", "histogram",
-                           REQUEST_BUCKETS)
-        self.prefill = F("vllm:request_prefill_time_seconds",
-                         "Histogram of time spent in PREFILL phase for request.", "histogram", REQUEST_BUCKETS)
-        self.decode = F("vllm:request_decode_time_seconds",
-                        "Histogram of time spent in DECODE phase for request.", "histogram", REQUEST_BUCKETS)
-        self.req_preemptions = F("vllm:request_num_preemptions",
-                                 "Histogram of the number of times a request was preempted.", "histogram",
-                                 [0, 1, 2, 5, 10, 20, 50])
-        self.cache_info = F("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", "gauge",
-                            base=False, value_fn=lambda: [(cache_info, 1)])
-        self.families = [self.running, self.waiting, self.waiting_by_reason, self.sleep_state,
-                         self.kv_usage, self.prefix_queries, self.prefix_hits, self.preemptions,
-                         self.prompt_tokens, self.generation_tokens, self.success, self.req_prompt,
-                         self.req_generation, self.iteration, self.max_gen, self.params_n,
-                         self.params_max_tokens, self.ttft, self.itl, self.tpot, self.e2e, self.queue,
-                         self.inference, self.prefill, self.decode, self.req_preemptions, self.cache_info]
+        self.req_prompt = F("vllm:request_prompt_tokens", "Number of prefill tokens processed.", "histogram", tokens)
+        self.req_generation = F(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", "histogram", tokens
+        )
+        self.iteration = F(
+            "vllm:iteration_tokens_total",
+            "Histogram of number of tokens per engine_step.",
+            "histogram",
+            ITERATION_BUCKETS,
+        )
+        self.max_gen = F(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            "histogram",
+            tokens,
+        )
+        self.params_n = F(
+            "vllm:request_params_n", "Histogram of the n request parameter.", "histogram", [1, 2, 5, 10, 20]
+        )
+        self.params_max_tokens = F(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", "histogram", tokens
+        )
+        self.ttft = F(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            "histogram",
+            TTFT_BUCKETS,
+        )
+        self.itl = F(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", "histogram", ITL_BUCKETS
+        )
+        self.tpot = F(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            "histogram",
+            ITL_BUCKETS,
+        )
+        self.e2e = F(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            "histogram",
+            REQUEST_BUCKETS,
+        )
+        self.queue = F(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            "histogram",
+            REQUEST_BUCKETS,
+        )
+        self.inference = F(
+            "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.",
+            "histogram",
+            REQUEST_BUCKETS,
+        )
+        self.prefill = F(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            "histogram",
+            REQUEST_BUCKETS,
+        )
+        self.decode = F(
+            "vllm:request_decode_time_seconds",
+            "Histogram of time spent in DECODE phase for request.",
+            "histogram",
+            REQUEST_BUCKETS,
+        )
+        self.req_preemptions = F(
+            "vllm:request_num_preemptions",
+            "Histogram of the number of times a request was preempted.",
+            "histogram",
+            [0, 1, 2, 5, 10, 20, 50],
+        )
+        self.cache_info = F(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            "gauge",
+            base=False,
+            value_fn=lambda: [(cache_info, 1)],
+        )
+        self.families = [
+            self.running,
+            self.waiting,
+            self.waiting_by_reason,
+            self.sleep_state,
+            self.kv_usage,
+            self.prefix_queries,
+            self.prefix_hits,
+            self.preemptions,
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.success,
+            self.req_prompt,
+            self.req_generation,
+            self.iteration,
+            self.max_gen,
+            self.params_n,
+            self.params_max_tokens,
+            self.ttft,
+            self.itl,
+            self.tpot,
+            self.e2e,
+            self.queue,
+            self.inference,
+            self.prefill,
+            self.decode,
+            self.req_preemptions,
+            self.cache_info,
+        ]
         for fam in self.families:  # unlabeled series exist (at 0) from the start, like V1
             if fam.kind != "gauge" and fam is not self.success:
                 fam.labels()

@@ -23,11 +23,17 @@ def _params_from_name(name):
 
 def _shape(params_b):
     """(layers, kv heads, head dim, hidden) of a Llama-like model of that size."""
-    for limit, shape in ((1.0, (16, 8, 64, 2048)), (4.0, (28, 8, 128, 3072)),
-                         (10.0, (32, 8, 128, 4096)), (20.0, (40, 8, 128, 5120)),
-                         (40.0, (64, 8, 128, 5120)), (90.0, (80, 8, 128, 8192)),
-                         (160.0, (88, 8, 128, 12288)), (300.0, (94, 4, 128, 4096)),
-                         (500.0, (126, 8, 128, 16384))):
+    for limit, shape in (
+        (1.0, (16, 8, 64, 2048)),
+        (4.0, (28, 8, 128, 3072)),
+        (10.0, (32, 8, 128, 4096)),
+        (20.0, (40, 8, 128, 5120)),
+        (40.0, (64, 8, 128, 5120)),
+        (90.0, (80, 8, 128, 8192)),
+        (160.0, (88, 8, 128, 12288)),
+        (300.0, (94, 4, 128, 4096)),
+        (500.0, (126, 8, 128, 16384)),
+    ):
         if params_b <= limit:
             return shape
     return (61, 8, 128, 7168)
@@ -82,8 +88,7 @@ class ModelProfile:
         shards = self.tp * self.pp
         self.weights_total = self.params_b * 1e9 * wbytes
         self.weights_per_gpu = self.weights_total / shards
-        self.kv_per_token = (max(1, layers // self.pp) * max(1, kv_heads // self.tp)
-                             * head_dim * 2 * kv_bytes)
+        self.kv_per_token = max(1, layers // self.pp) * max(1, kv_heads // self.tp) * head_dim * 2 * kv_bytes
         self.limit = 2048 if self.tiny else 131072
         self.vram = vram_bytes
         self.shards = max(1, int(-(-self.weights_total // (4.6 * GiB))))

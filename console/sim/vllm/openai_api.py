@@ -11,9 +11,17 @@ from .engine import Request
 from .http_server import HttpServer, dumps
 
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-HTTP_ROUTES = {"/health": ("GET",), "/ping": ("GET", "POST"), "/version": ("GET",),
-               "/v1/models": ("GET",), "/metrics": ("GET",), "/load": ("GET",), "/tokenize": ("POST",),
-               "/v1/completions": ("POST",), "/v1/chat/completions": ("POST",)}
+HTTP_ROUTES = {
+    "/health": ("GET",),
+    "/ping": ("GET", "POST"),
+    "/version": ("GET",),
+    "/v1/models": ("GET",),
+    "/metrics": ("GET",),
+    "/load": ("GET",),
+    "/tokenize": ("POST",),
+    "/v1/completions": ("POST",),
+    "/v1/chat/completions": ("POST",),
+}
 
 
 class BadRequest(Exception):
@@ -66,8 +74,14 @@ class OpenAIServer(HttpServer):
         if path not in HTTP_ROUTES:
             return await self._send(writer, ctx, 404, {"detail": "Not Found"}, keep=keep)
         if method not in HTTP_ROUTES[path]:
-            return await self._send(writer, ctx, 405, {"detail": "Method Not Allowed"}, keep=keep,
-                                    extra=("allow: " + ", ".join(HTTP_ROUTES[path]),))
+            return await self._send(
+                writer,
+                ctx,
+                405,
+                {"detail": "Method Not Allowed"},
+                keep=keep,
+                extra=("allow: " + ", ".join(HTTP_ROUTES[path]),),
+            )
         if sim.args.api_key and path.startswith("/v1/"):
             if headers.get("authorization", "") != "Bearer " + sim.args.api_key:
                 return await self._send(writer, ctx, 401, {"error": "Unauthorized"}, keep=keep)
@@ -112,8 +126,12 @@ class OpenAIServer(HttpServer):
             n = prompt_tokens_of(data.get("prompt"))
             seed = json.dumps(data.get("prompt"))
         rng = random.Random(zlib.crc32(seed.encode("utf-8")))
-        return {"count": n, "max_model_len": self.sim.max_model_len,
-                "tokens": [rng.randrange(100, 150000) for _ in range(n)], "token_strs": None}
+        return {
+            "count": n,
+            "max_model_len": self.sim.max_model_len,
+            "tokens": [rng.randrange(100, 150000) for _ in range(n)],
+            "token_strs": None,
+        }
 
     def _check_model(self, data):
         model = data.get("model")
@@ -124,8 +142,11 @@ class OpenAIServer(HttpServer):
         sim = self.sim
         self._check_model(data)
         if sim.engine.dead:
-            raise BadRequest("EngineCore encountered an issue. See stack trace (above) for the root cause.",
-                             500, "InternalServerError")
+            raise BadRequest(
+                "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                500,
+                "InternalServerError",
+            )
         limit = sim.max_model_len
         if chat:
             prompt_tokens = chat_tokens_of(data.get("messages"))
@@ -143,18 +164,21 @@ class OpenAIServer(HttpServer):
         if n not in (1, None):
             raise BadRequest("n > 1 is not simulated by rocm-console's vLLM simulator.")
         if prompt_tokens > limit:
-            raise BadRequest("This model's maximum context length is %d tokens. However, your request has %d "
-                             "input tokens. Please reduce the length of the input messages."
-                             % (limit, prompt_tokens))
+            raise BadRequest(
+                "This model's maximum context length is %d tokens. However, your request has %d "
+                "input tokens. Please reduce the length of the input messages." % (limit, prompt_tokens)
+            )
         if max_tokens is None:
             max_tokens = limit - prompt_tokens
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise BadRequest("max_tokens must be at least 1, got %s." % (max_tokens,), param="max_tokens")
         if prompt_tokens + max_tokens > limit:
-            raise BadRequest("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum "
-                             "context length is %d tokens and your request has %d input tokens (%d > %d - %d)."
-                             % (max_tokens, limit, prompt_tokens, max_tokens, limit, prompt_tokens),
-                             param="max_tokens")
+            raise BadRequest(
+                "'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum "
+                "context length is %d tokens and your request has %d input tokens (%d > %d - %d)."
+                % (max_tokens, limit, prompt_tokens, max_tokens, limit, prompt_tokens),
+                param="max_tokens",
+            )
         seed = zlib.crc32(seed_text.encode("utf-8")) ^ int(data.get("seed") or 0)
         target, finish = max_tokens, "length"
         if not data.get("ignore_eos"):
@@ -166,39 +190,91 @@ class OpenAIServer(HttpServer):
         req = Request(chat, prompt_tokens, max_tokens, target, finish, stream, seed, asyncio.get_event_loop())
         sim.engine.submit(req)
         if stream:
-            return await self._stream(writer, ctx, req, keep, bool(options.get("include_usage")),
-                                      bool(options.get("continuous_usage_stats")))
+            return await self._stream(
+                writer, ctx, req, keep, bool(options.get("include_usage")), bool(options.get("continuous_usage_stats"))
+            )
         reason = await req.done
         if reason in ("abort", "error"):
-            raise BadRequest("EngineCore encountered an issue. See stack trace (above) for the root cause.",
-                             500, "InternalServerError")
+            raise BadRequest(
+                "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                500,
+                "InternalServerError",
+            )
         text = "".join(req.texts)
-        usage = {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.generated,
-                 "completion_tokens": req.generated, "prompt_tokens_details": None}
+        usage = {
+            "prompt_tokens": req.prompt_tokens,
+            "total_tokens": req.prompt_tokens + req.generated,
+            "completion_tokens": req.generated,
+            "prompt_tokens_details": None,
+        }
         model = sim.served[0]
         if chat:
-            body = {"id": req.rid, "object": "chat.completion", "created": req.created, "model": model,
-                    "choices": [{"index": 0, "message": {
-                        "role": "assistant", "content": text, "refusal": None, "annotations": None,
-                        "audio": None, "function_call": None, "tool_calls": [], "reasoning_content": None},
-                        "logprobs": None, "finish_reason": reason, "stop_reason": None, "token_ids": None}],
-                    "service_tier": None, "system_fingerprint": None, "usage": usage,
-                    "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None}
+            body = {
+                "id": req.rid,
+                "object": "chat.completion",
+                "created": req.created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {
+                            "role": "assistant",
+                            "content": text,
+                            "refusal": None,
+                            "annotations": None,
+                            "audio": None,
+                            "function_call": None,
+                            "tool_calls": [],
+                            "reasoning_content": None,
+                        },
+                        "logprobs": None,
+                        "finish_reason": reason,
+                        "stop_reason": None,
+                        "token_ids": None,
+                    }
+                ],
+                "service_tier": None,
+                "system_fingerprint": None,
+                "usage": usage,
+                "prompt_logprobs": None,
+                "prompt_token_ids": None,
+                "kv_transfer_params": None,
+            }
         else:
             if data.get("echo") and isinstance(data.get("prompt"), str):
                 text = data["prompt"] + text
-            body = {"id": req.rid, "object": "text_completion", "created": req.created, "model": model,
-                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason,
-                                 "stop_reason": None, "token_ids": None, "prompt_logprobs": None,
-                                 "prompt_token_ids": None}],
-                    "service_tier": None, "system_fingerprint": None, "usage": usage,
-                    "kv_transfer_params": None}
+            body = {
+                "id": req.rid,
+                "object": "text_completion",
+                "created": req.created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": text,
+                        "logprobs": None,
+                        "finish_reason": reason,
+                        "stop_reason": None,
+                        "token_ids": None,
+                        "prompt_logprobs": None,
+                        "prompt_token_ids": None,
+                    }
+                ],
+                "service_tier": None,
+                "system_fingerprint": None,
+                "usage": usage,
+                "kv_transfer_params": None,
+            }
         return await self._send(writer, ctx, 200, body, keep=keep)
 
     async def _stream(self, writer, ctx, req, keep, include_usage, continuous):
         http11 = ctx[3] == "1.1"
-        lines = ["HTTP/1.1 200 OK", "date: " + email.utils.formatdate(usegmt=True), "server: uvicorn",
-                 "content-type: text/event-stream; charset=utf-8"]
+        lines = [
+            "HTTP/1.1 200 OK",
+            "date: " + email.utils.formatdate(usegmt=True),
+            "server: uvicorn",
+            "content-type: text/event-stream; charset=utf-8",
+        ]
         lines.append("transfer-encoding: chunked" if http11 else "connection: close")
         self._access(ctx, 200)
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
@@ -210,15 +286,34 @@ class OpenAIServer(HttpServer):
             writer.write(b"%x\r\n%s\r\n" % (len(data), data) if http11 else data)
 
         def usage():
-            return {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.generated,
-                    "completion_tokens": req.generated}
+            return {
+                "prompt_tokens": req.prompt_tokens,
+                "total_tokens": req.prompt_tokens + req.generated,
+                "completion_tokens": req.generated,
+            }
 
         try:
             if req.chat:
-                send(dumps({"id": req.rid, "object": obj, "created": req.created, "model": model,
-                            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                         "logprobs": None, "finish_reason": None}],
-                            "prompt_token_ids": None, "prompt_text": None}))
+                send(
+                    dumps(
+                        {
+                            "id": req.rid,
+                            "object": obj,
+                            "created": req.created,
+                            "model": model,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "delta": {"role": "assistant", "content": ""},
+                                    "logprobs": None,
+                                    "finish_reason": None,
+                                }
+                            ],
+                            "prompt_token_ids": None,
+                            "prompt_text": None,
+                        }
+                    )
+                )
             while True:
                 text, fin = await req.events.get()
                 if writer.is_closing():
@@ -228,13 +323,18 @@ class OpenAIServer(HttpServer):
                 if req.chat:
                     choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": fin}
                 else:
-                    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": fin,
-                              "stop_reason": None, "prompt_token_ids": None}
+                    choice = {
+                        "index": 0,
+                        "text": text,
+                        "logprobs": None,
+                        "finish_reason": fin,
+                        "stop_reason": None,
+                        "prompt_token_ids": None,
+                    }
                 if fin or not req.chat:
                     choice["stop_reason"] = None
                 choice["token_ids"] = None
-                chunk = {"id": req.rid, "object": obj, "created": req.created, "model": model,
-                         "choices": [choice]}
+                chunk = {"id": req.rid, "object": obj, "created": req.created, "model": model, "choices": [choice]}
                 if continuous:
                     chunk["usage"] = usage()
                 send(dumps(chunk))
@@ -242,8 +342,19 @@ class OpenAIServer(HttpServer):
                 if fin:
                     break
             if include_usage:
-                send(dumps({"id": req.rid, "object": obj, "created": req.created, "model": model,
-                            "choices": [], "usage": usage(), "system_fingerprint": FINGERPRINT}))
+                send(
+                    dumps(
+                        {
+                            "id": req.rid,
+                            "object": obj,
+                            "created": req.created,
+                            "model": model,
+                            "choices": [],
+                            "usage": usage(),
+                            "system_fingerprint": FINGERPRINT,
+                        }
+                    )
+                )
             send(b"[DONE]")
             if http11:
                 writer.write(b"0\r\n\r\n")

@@ -13,7 +13,7 @@ def human_readable_int(text):
     m = re.match(r"^\s*(-?\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$", str(text))
     if not m:
         raise ValueError(text)
-    scale = {"": 1, "k": 1000, "K": 1024, "m": 10 ** 6, "M": 1 << 20, "g": 10 ** 9, "G": 1 << 30}
+    scale = {"": 1, "k": 1000, "K": 1024, "m": 10**6, "M": 1 << 20, "g": 10**9, "G": 1 << 30}
     return int(float(m.group(1)) * scale[m.group(2)])
 
 
@@ -21,15 +21,45 @@ DTYPES = ["auto", "half", "float16", "bfloat16", "float", "float32"]
 KV_DTYPES = ["auto", "bfloat16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc"]
 
 NON_DEFAULT_ORDER = [
-    "model_tag", "host", "port", "uvicorn_log_level", "disable_uvicorn_access_log", "api_key",
-    "chat_template", "disable_log_requests", "enable_log_requests", "model", "tokenizer",
-    "tokenizer_mode", "trust_remote_code", "dtype", "seed", "max_model_len", "quantization",
-    "enforce_eager", "max_seq_len_to_capture", "served_model_name", "generation_config",
-    "load_format", "distributed_executor_backend", "pipeline_parallel_size",
-    "tensor_parallel_size", "data_parallel_size", "enable_expert_parallel", "block_size",
-    "gpu_memory_utilization", "swap_space", "kv_cache_dtype", "enable_prefix_caching",
-    "max_num_batched_tokens", "max_num_seqs", "num_scheduler_steps", "enable_chunked_prefill",
-    "async_scheduling", "compilation_config", "disable_log_stats",
+    "model_tag",
+    "host",
+    "port",
+    "uvicorn_log_level",
+    "disable_uvicorn_access_log",
+    "api_key",
+    "chat_template",
+    "disable_log_requests",
+    "enable_log_requests",
+    "model",
+    "tokenizer",
+    "tokenizer_mode",
+    "trust_remote_code",
+    "dtype",
+    "seed",
+    "max_model_len",
+    "quantization",
+    "enforce_eager",
+    "max_seq_len_to_capture",
+    "served_model_name",
+    "generation_config",
+    "load_format",
+    "distributed_executor_backend",
+    "pipeline_parallel_size",
+    "tensor_parallel_size",
+    "data_parallel_size",
+    "enable_expert_parallel",
+    "block_size",
+    "gpu_memory_utilization",
+    "swap_space",
+    "kv_cache_dtype",
+    "enable_prefix_caching",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "num_scheduler_steps",
+    "enable_chunked_prefill",
+    "async_scheduling",
+    "compilation_config",
+    "disable_log_stats",
 ]
 
 
@@ -41,14 +71,18 @@ def _flag(p, name, default=False):
 
 def serve_parser():
     p = argparse.ArgumentParser(
-        prog="vllm serve", usage="vllm serve [model_tag] [options]", allow_abbrev=False,
+        prog="vllm serve",
+        usage="vllm serve [model_tag] [options]",
+        allow_abbrev=False,
         description="Launch a local OpenAI-compatible API server to serve LLM completions "
-                    "via HTTP (rocm-console simulator: no GPU work is done).")
+        "via HTTP (rocm-console simulator: no GPU work is done).",
+    )
     p.add_argument("model_tag", nargs="?", default=None, help="The model tag to serve")
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--uvicorn-log-level", default="info",
-                   choices=["critical", "debug", "error", "info", "trace", "warning"])
+    p.add_argument(
+        "--uvicorn-log-level", default="info", choices=["critical", "debug", "error", "info", "trace", "warning"]
+    )
     p.add_argument("--disable-uvicorn-access-log", action="store_true")
     p.add_argument("--api-key", default=None)
     p.add_argument("--chat-template", default=None)
@@ -67,8 +101,7 @@ def serve_parser():
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--generation-config", default="auto")
     p.add_argument("--load-format", default="auto")
-    p.add_argument("--distributed-executor-backend", default=None,
-                   choices=["external_launcher", "mp", "ray", "uni"])
+    p.add_argument("--distributed-executor-backend", default=None, choices=["external_launcher", "mp", "ray", "uni"])
     p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     p.add_argument("--data-parallel-size", "-dp", type=int, default=1)

@@ -64,12 +64,19 @@ LIVE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], str, tuple[float
     ("chart-e2e", "E2E", (("e2e_p50", "p50"), ("e2e_p99", "p99")), " ms", None),
 )
 # Titles before the first sample.
-_EMPTY_TITLES = {"chart-ttft": "TTFT ms", "chart-itl": "ITL ms", "chart-tokens": "Output tok/s",
-                 "chart-requests": "Requests running · waiting", "chart-kv": "KV cache %", "chart-e2e": "E2E ms"}
+_EMPTY_TITLES = {
+    "chart-ttft": "TTFT ms",
+    "chart-itl": "ITL ms",
+    "chart-tokens": "Output tok/s",
+    "chart-requests": "Requests running · waiting",
+    "chart-kv": "KV cache %",
+    "chart-e2e": "E2E ms",
+}
 
 
 def chart_title(title: str, pairs: Sequence[tuple[str, str]], unit: str, sample) -> str:
     """'TTFT p50 2480 · p99 5210 ms', 'Output 2167 tok/s', 'running 64 · waiting 0'."""
+
     def value(attr: str) -> str:
         v = getattr(sample, attr)
         return bv._num(v, "{:.0f}") if attr in ("running", "waiting") else bv.compact(v)
@@ -145,8 +152,12 @@ class BenchScreen(Screen):
                 return False
             mine, other = self.event, message.event
             kinds = (BenchProgressed, LiveMetricsSampled)
-            return (type(mine) is type(other) and isinstance(mine, kinds) and isinstance(other, kinds)
-                    and mine.run == other.run)
+            return (
+                type(mine) is type(other)
+                and isinstance(mine, kinds)
+                and isinstance(other, kinds)
+                and mine.run == other.run
+            )
 
     def __init__(
         self,
@@ -199,8 +210,9 @@ class BenchScreen(Screen):
         yield Static(id="bench-title")
         yield Static(id="bench-banner")
         with Horizontal(id="bench-progress-row"):
-            yield ProgressBar(total=self.effective.num_prompts or 100, show_eta=False, show_percentage=False,
-                              id="bench-progress")
+            yield ProgressBar(
+                total=self.effective.num_prompts or 100, show_eta=False, show_percentage=False, id="bench-progress"
+            )
             yield Static(id="bench-progress-text")
         yield Static(id="bench-live-text")
         with Grid(id="bench-charts"):
@@ -234,9 +246,13 @@ class BenchScreen(Screen):
             self.feed(bv.PointFailed(0, f"bench preset {self.preset.name}: {self.config_error}"))
             self.feed(bv.SweepEnded())
         elif self.runner is not None:
-            self.run_worker(self._run_points(), name=f"bench:{self.node.name}:{self.instance.name}",
-                            group=f"bench:{self.node.name}:{self.instance.name}", exclusive=True,
-                            exit_on_error=False)
+            self.run_worker(
+                self._run_points(),
+                name=f"bench:{self.node.name}:{self.instance.name}",
+                group=f"bench:{self.node.name}:{self.instance.name}",
+                exclusive=True,
+                exit_on_error=False,
+            )
         self.draw_now()
 
     # ------------------------------------------------------------ events in
@@ -269,12 +285,23 @@ class BenchScreen(Screen):
         return True
 
     @classmethod
-    def from_request(cls, request, *, fleet, runner: BenchRunner | None, store=None,
-                     clock: Callable[[], float] = time.time) -> BenchScreen:
+    def from_request(
+        cls, request, *, fleet, runner: BenchRunner | None, store=None, clock: Callable[[], float] = time.time
+    ) -> BenchScreen:
         """The screen for what StartBenchDialog returned (a bench_form.BenchRequest)."""
-        return cls(fleet, fleet.spec(request.node), request.instance, request.preset, runner=runner, store=store,
-                   points=list(request.points), overrides=request.overrides, extra_env=request.extra_env,
-                   label=request.label, clock=clock)
+        return cls(
+            fleet,
+            fleet.spec(request.node),
+            request.instance,
+            request.preset,
+            runner=runner,
+            store=store,
+            points=list(request.points),
+            overrides=request.overrides,
+            extra_env=request.extra_env,
+            label=request.label,
+            clock=clock,
+        )
 
     # ------------------------------------------------------------ the worker (no widgets)
 
@@ -286,9 +313,15 @@ class BenchScreen(Screen):
                 break
             self._post(bv.PointBegan(index, point))
             try:
-                outcome = await runner.run(self.node, self.instance, self.preset, overrides=self.overrides,
-                                           max_concurrency=point, on_event=self._post,
-                                           extra_env=self.extra_env or None)
+                outcome = await runner.run(
+                    self.node,
+                    self.instance,
+                    self.preset,
+                    overrides=self.overrides,
+                    max_concurrency=point,
+                    on_event=self._post,
+                    extra_env=self.extra_env or None,
+                )
             except (BenchRunError, InstanceError, TransportError) as exc:
                 self._post(bv.PointFailed(index, one_line(exc)))
                 break  # the next point would fail the same way
@@ -300,13 +333,24 @@ class BenchScreen(Screen):
             if self.store is not None and outcome.result_json is not None:
                 try:
                     context = await self._run_context(outcome, point)
-                    run = run_from_console(context, outcome.result_json, live_summary(outcome.live),
-                                           setup=self.effective, block=outcome.block, label=self.label)
+                    run = run_from_console(
+                        context,
+                        outcome.result_json,
+                        live_summary(outcome.live),
+                        setup=self.effective,
+                        block=outcome.block,
+                        label=self.label,
+                    )
                 except Exception as exc:
                     self._post(bv.StoreFailed(index, one_line(exc)))
                 else:
-                    self.run_worker(functools.partial(self._store_run, index, run), thread=True,
-                                    name=f"bench-store:{outcome.run}", group="bench-store", exit_on_error=False)
+                    self.run_worker(
+                        functools.partial(self._store_run, index, run),
+                        thread=True,
+                        name=f"bench-store:{outcome.run}",
+                        group="bench-store",
+                        exit_on_error=False,
+                    )
             self.outcomes.append(dataclasses.replace(outcome, live=()))  # bounded: the series went to the store
             if outcome.cancelled or self.session.cancel_requested:
                 break
@@ -443,8 +487,10 @@ class BenchScreen(Screen):
         s = self.session
         cur = s.current
         word, var = self._state_word()
-        first = (f"[b]Benchmark[/b] {escape(self.preset.name)} → [b]{escape(self.instance.name)}[/b] "
-                 f"on [b]{escape(self.node.name)}[/b]")
+        first = (
+            f"[b]Benchmark[/b] {escape(self.preset.name)} → [b]{escape(self.instance.name)}[/b] "
+            f"on [b]{escape(self.node.name)}[/b]"
+        )
         if s.sweep:
             index = cur.index + 1 if cur is not None else 0
             first += f" · point {index}/{len(s.points)}"
@@ -505,8 +551,10 @@ class BenchScreen(Screen):
         else:
             bar.update(total=total or 100, progress=0)
         self._set("bench-progress-text", Text(bv.progress_text(cur, now, total)))
-        self._set("bench-live-text", Text(bv.live_now_text(cur.last_live if cur is not None else None,
-                                                           final=cur is not None and cur.finished)))
+        self._set(
+            "bench-live-text",
+            Text(bv.live_now_text(cur.last_live if cur is not None else None, final=cur is not None and cur.finished)),
+        )
 
     def _draw_log(self) -> None:
         pending = self.session.log_pending
@@ -521,14 +569,16 @@ class BenchScreen(Screen):
         log.border_title = f"Client output · {self.session.log_lines} lines"
 
     def _draw_live(self, cur: bv.PointState | None) -> None:
-        key = (id(cur), len(cur.live) if cur is not None else 0,
-               cur.live[-1].ts if cur is not None and cur.live else None)
+        key = (
+            id(cur),
+            len(cur.live) if cur is not None else 0,
+            cur.live[-1].ts if cur is not None and cur.live else None,
+        )
         if self._drawn.get("live") == key:
             return
         self._drawn["live"] = key
         samples = list(cur.live) if cur is not None else []
-        t0 = cur.started_at if cur is not None and cur.started_at is not None else (
-            samples[0].ts if samples else 0.0)
+        t0 = cur.started_at if cur is not None and cur.started_at is not None else (samples[0].ts if samples else 0.0)
         last = samples[-1] if samples else None
         for widget_id, title, pairs, unit, ylim in LIVE_CHARTS:
             plot = self.query_one(f"#{widget_id}", LivePlot)
@@ -558,10 +608,12 @@ class BenchScreen(Screen):
             self._gpu_window = (start, end)
         since = start - bv.GPU_LEAD_S if start is not None else None
         to_console = self._to_console(snap)
-        util, power = bv.gpu_traces(snap, self.fleet.series, self.node.name, self.instance.gpus,
-                                    since, end, to_console)
-        t0 = cur.started_at if cur is not None and cur.started_at is not None else (
-            to_console(start) if start is not None else (util.times[-1] if util.times else 0.0))
+        util, power = bv.gpu_traces(snap, self.fleet.series, self.node.name, self.instance.gpus, since, end, to_console)
+        t0 = (
+            cur.started_at
+            if cur is not None and cur.started_at is not None
+            else (to_console(start) if start is not None else (util.times[-1] if util.times else 0.0))
+        )
         uv, pv = bv._num(bv.last_value(util), "{:.0f}"), bv._num(bv.last_value(power), "{:.0f}")
         util_plot.replot([util], t0, f"GPU util {uv}% · {util.label}")
         power_plot.replot([power], t0, f"GPU power {pv} W · {power.label}")
@@ -604,7 +656,10 @@ class BenchScreen(Screen):
                     f"{cur.run} goes on on {self.node.name}; the console stops following it.{more} "
                     f"`rocm-console bench runs --node {self.node.name}` lists it; its result JSON stays in "
                     "the run's folder on the node.",
-                    title="benchmark left running", timeout=12, markup=False)
+                    title="benchmark left running",
+                    timeout=12,
+                    markup=False,
+                )
             else:
                 self.app.notify("the benchmark was not started", markup=False)
         self.app.pop_screen()
@@ -622,8 +677,10 @@ class BenchScreen(Screen):
         cur = s.current
         run = cur.run if cur is not None and cur.run else "the benchmark"
         rest = len(s.points) - (cur.index + 1 if cur is not None else 0)
-        question = (f"Cancel {run} on {self.node.name}?\nThe client gets SIGINT (then SIGTERM): requests in "
-                    "flight are dropped and no result is written.")
+        question = (
+            f"Cancel {run} on {self.node.name}?\nThe client gets SIGINT (then SIGTERM): requests in "
+            "flight are dropped and no result is written."
+        )
         if s.sweep and rest:
             question += f"\nThe sweep's other {rest} point{'s' if rest != 1 else ''} will not run."
 
@@ -645,8 +702,9 @@ class BenchScreen(Screen):
         if self.runner is None or cur is None or not cur.run or cur.finished or self._cancel_sent == cur.run:
             return  # no name yet: feed(BenchStarted) sends it
         self._cancel_sent = cur.run
-        self.run_worker(self._run_cancel(cur.run), name=f"bench-cancel:{cur.run}", group="bench-cancel",
-                        exit_on_error=False)
+        self.run_worker(
+            self._run_cancel(cur.run), name=f"bench-cancel:{cur.run}", group="bench-cancel", exit_on_error=False
+        )
 
     async def _run_cancel(self, run: str) -> None:
         try:

@@ -81,9 +81,15 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
         Binding("ctrl+s", "submit", "Run", id="submit-bench-start"),
     ]
 
-    def __init__(self, presets: Sequence[BenchPreset], instances: Sequence[InstanceView], *,
-                 instance: tuple[str, str] | None = None, preset: str | None = None,
-                 cursor_blink: bool | None = None) -> None:
+    def __init__(
+        self,
+        presets: Sequence[BenchPreset],
+        instances: Sequence[InstanceView],
+        *,
+        instance: tuple[str, str] | None = None,
+        preset: str | None = None,
+        cursor_blink: bool | None = None,
+    ) -> None:
         super().__init__(id="bench-start-dialog")
         self.presets = tuple(presets)
         self.instances = tuple(instances)
@@ -101,13 +107,21 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
             box.border_subtitle = "Enter runs · Esc cancels"
             with Grid(id="bench-start-fields"):
                 yield Label("Preset")
-                yield Select([(Text(preset_prompt(p)), p.name) for p in self.presets],
-                             value=self.preset_name if self.preset_name else Select.BLANK,
-                             allow_blank=not self.presets, id="bench-preset", compact=True)
+                yield Select(
+                    [(Text(preset_prompt(p)), p.name) for p in self.presets],
+                    value=self.preset_name if self.preset_name else Select.BLANK,
+                    allow_blank=not self.presets,
+                    id="bench-preset",
+                    compact=True,
+                )
                 yield Label("Instance")
-                yield Select([(Text(instance_prompt(v)), (v.node, v.name)) for v in self.instances],
-                             value=self.instance_key if self.instance_key else Select.BLANK,
-                             allow_blank=not self.instances, id="bench-instance", compact=True)
+                yield Select(
+                    [(Text(instance_prompt(v)), (v.node, v.name)) for v in self.instances],
+                    value=self.instance_key if self.instance_key else Select.BLANK,
+                    allow_blank=not self.instances,
+                    id="bench-instance",
+                    compact=True,
+                )
                 yield Label("Concurrency")
                 yield Input(placeholder=_PLACEHOLDERS["bench-concurrency"], id="bench-concurrency", compact=True)
                 yield Label("Overrides")
@@ -167,16 +181,24 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
         except FormError:
             concurrency = None
         try:
-            effective, points = check_request(preset, parse_bench_overrides(self._value("bench-overrides")),
-                                              concurrency)
+            effective, points = check_request(
+                preset, parse_bench_overrides(self._value("bench-overrides")), concurrency
+            )
         except FormError:  # the error line says what is wrong; preview what is known
             effective, points = preset, concurrency or (tuple(preset.max_concurrency) or (None,))
-        what = (f"a sweep of {len(points)} runs (concurrency {points_text(points)})" if len(points) > 1
-                else f"one run at concurrency {points_text(points)}" if points[0] else "one run, no concurrency limit")
-        line = (f"[b]{escape(what)}[/b] · {escape(dataset_text(effective))} · {effective.num_prompts} prompts "
-                f"{'each ' if len(points) > 1 else ''}· {escape(rate_text(effective))}\n"
-                f"against [b]{escape(view.name)}[/b] on {escape(view.node)} "
-                f"({escape(view.served_models[0] if view.served_models else view.model or '?')})")
+        what = (
+            f"a sweep of {len(points)} runs (concurrency {points_text(points)})"
+            if len(points) > 1
+            else f"one run at concurrency {points_text(points)}"
+            if points[0]
+            else "one run, no concurrency limit"
+        )
+        line = (
+            f"[b]{escape(what)}[/b] · {escape(dataset_text(effective))} · {effective.num_prompts} prompts "
+            f"{'each ' if len(points) > 1 else ''}· {escape(rate_text(effective))}\n"
+            f"against [b]{escape(view.name)}[/b] on {escape(view.node)} "
+            f"({escape(view.served_models[0] if view.served_models else view.model or '?')})"
+        )
         self.query_one("#bench-start-preview", Static).update(line)
 
     # ------------------------------------------------------------ events

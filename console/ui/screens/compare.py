@@ -98,8 +98,9 @@ class CompareScreen(Screen):
             self.matches = matches
             self.error = error
 
-    def __init__(self, runs: Sequence[StoredRun], *, reference_path: Path | None = None,
-                 show_reference: bool = False) -> None:
+    def __init__(
+        self, runs: Sequence[StoredRun], *, reference_path: Path | None = None, show_reference: bool = False
+    ) -> None:
         super().__init__(id="compare-screen")
         self.runs = list(runs)
         self.reference_path = reference_path or REFERENCE_PATH
@@ -133,8 +134,14 @@ class CompareScreen(Screen):
             else:
                 self.post_message(self.ReferencesLoaded(matches))
 
-        self.run_worker(read, thread=True, name="compare-references", group="compare-references",
-                        exclusive=True, exit_on_error=False)
+        self.run_worker(
+            read,
+            thread=True,
+            name="compare-references",
+            group="compare-references",
+            exclusive=True,
+            exit_on_error=False,
+        )
 
     def on_compare_screen_references_loaded(self, message: ReferencesLoaded) -> None:
         self.matches = message.matches if message.matches is not None else []
@@ -158,8 +165,11 @@ class CompareScreen(Screen):
 
     def _styles(self) -> dict[str, str]:
         variables = self.app.get_css_variables()
-        return {"better": f"bold {variables.get('text-success', 'green')}",
-                "worse": f"bold {variables.get('text-error', 'red')}", "same": "dim"}
+        return {
+            "better": f"bold {variables.get('text-success', 'green')}",
+            "worse": f"bold {variables.get('text-error', 'red')}",
+            "same": "dim",
+        }
 
     def _fill(self) -> None:
         columns = self.columns
@@ -209,8 +219,10 @@ class CompareScreen(Screen):
         if self.reference_error:
             return Text(self.reference_error)
         if not self.matches:
-            return Text(f"no reference numbers for this configuration in {self.reference_path.name} "
-                        "(a row needs the same model and concurrency or rate)")
+            return Text(
+                f"no reference numbers for this configuration in {self.reference_path.name} "
+                "(a row needs the same model and concurrency or rate)"
+            )
         lines = []
         for m in self.matches:
             note = f" (not verified: {', '.join(m.unverified)})" if m.unverified else ""

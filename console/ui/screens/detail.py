@@ -151,8 +151,11 @@ class DetailScreen(Screen):
             ("BDF", opt(s.bdf)),
             ("Serial", opt(s.serial)),
             ("VBIOS", opt(s.vbios)),
-            ("Partition", fmt.partition_text(s.compute_partition, s.memory_partition)
-             + (f" (memory modes {', '.join(s.memory_caps)})" if s.memory_caps else "")),
+            (
+                "Partition",
+                fmt.partition_text(s.compute_partition, s.memory_partition)
+                + (f" (memory modes {', '.join(s.memory_caps)})" if s.memory_caps else ""),
+            ),
             ("VRAM GiB", fmt.gib_pair(m.vram_used_mib if m else None, total)),
         ]
         if m is not None:

@@ -53,10 +53,12 @@ class FleetScreen(Screen):
 
     def redraw(self, now: float) -> None:
         snapshots = self.view.fleet.snapshots()
-        self.table.show(snapshots, self.view.generation, self.view.layout_version, now,
-                        self.app.board)  # type: ignore[attr-defined]
-        self.query_one(StatusBar).show(snapshots, self.app.sampling_interval,  # type: ignore[attr-defined]
-                                       self.table.filter_text)
+        self.table.show(snapshots, self.view.generation, self.view.layout_version, now, self.app.board)  # type: ignore[attr-defined]
+        self.query_one(StatusBar).show(
+            snapshots,
+            self.app.sampling_interval,  # type: ignore[attr-defined]
+            self.table.filter_text,
+        )
 
     # ------------------------------------------------------------ filter
 
@@ -98,8 +100,11 @@ class FleetScreen(Screen):
         self.table.focus()
 
     def _redraw_status(self) -> None:
-        self.query_one(StatusBar).show(self.view.fleet.snapshots(), self.app.sampling_interval,  # type: ignore[attr-defined]
-                                       self.table.filter_text)
+        self.query_one(StatusBar).show(
+            self.view.fleet.snapshots(),
+            self.app.sampling_interval,  # type: ignore[attr-defined]
+            self.table.filter_text,
+        )
 
     # ------------------------------------------------------------ rows
 
@@ -133,8 +138,7 @@ class FleetScreen(Screen):
             views = [v for v in board.views(row.node) if v.state in (*ACTIVE, InstanceState.FAILED)]
             if len(views) == 1:
                 return views[0]
-            self.app.notify(f"{verb}: put the cursor on a GPU row with an instance (i lists them all)",
-                            markup=False)
+            self.app.notify(f"{verb}: put the cursor on a GPU row with an instance (i lists them all)", markup=False)
             return None
         views = board.on_gpus(row.node).get(row.gpu)
         if not views:

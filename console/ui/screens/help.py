@@ -20,8 +20,8 @@ class KeyHelp:
     action: str
     binding_id: str = ""
 
-_INTRO = (" [b]Keys[/b]  ·  remap any key with an id in a profile:  "
-          "[i]\\[keys] pause = \"f9\"[/i]  ·  Esc closes")
+
+_INTRO = ' [b]Keys[/b]  ·  remap any key with an id in a profile:  [i]\\[keys] pause = "f9"[/i]  ·  Esc closes'
 
 
 class HelpScreen(Screen):

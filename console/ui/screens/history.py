@@ -52,9 +52,18 @@ from console.ui.screens.form_dialog import FormDialog
 
 EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
 FILTER_HINT = "filter: node, model, partition, dataset, c64, label… (every word must match; Enter keeps, Esc clears)"
-_COLUMNS = (("mark", ""), ("date", "Date"), ("node", "Node"), ("model", "Model"), ("partition", "Partition"),
-            ("setup", "Setup"), ("done", "OK/Fail"), ("tput", "Out tok/s"), ("ttft", "TTFT p50"),
-            ("itl", "ITL p50"))
+_COLUMNS = (
+    ("mark", ""),
+    ("date", "Date"),
+    ("node", "Node"),
+    ("model", "Model"),
+    ("partition", "Partition"),
+    ("setup", "Setup"),
+    ("done", "OK/Fail"),
+    ("tput", "Out tok/s"),
+    ("ttft", "TTFT p50"),
+    ("itl", "ITL p50"),
+)
 _RIGHT = {"done", "tput", "ttft", "itl"}
 _MARK_WIDTH = 3
 _SHRINK = (("model", 14), ("setup", 14))  # what gives way in a narrow terminal, down to these widths
@@ -103,9 +112,15 @@ def fit_cells(rows: list[dict[str, str]], width: int) -> list[dict[str, str]]:
 def run_haystack(run: StoredRun) -> str:
     """Everything the filter looks at, case-folded."""
     cells = run_cells(run)
-    extra = [run.id, run.label or "", run.origin, str(run.setup.get("model") or ""),
-             str(run.context.get("gpu_model") or ""), str(run.context.get("serve_preset") or ""),
-             os.path.basename(run.source or "")]
+    extra = [
+        run.id,
+        run.label or "",
+        run.origin,
+        str(run.setup.get("model") or ""),
+        str(run.context.get("gpu_model") or ""),
+        str(run.context.get("serve_preset") or ""),
+        os.path.basename(run.source or ""),
+    ]
     return " ".join([*cells.values(), *extra]).casefold()
 
 
@@ -130,14 +145,19 @@ def expand_paths(text: str) -> list[str]:
 
 def import_summary(report: ImportReport) -> str:
     """'9 imported, 0 duplicates, 1 skipped (x.txt: no result block)'."""
-    text = (f"{len(report.imported)} imported, {len(report.duplicates)} duplicate"
-            f"{'s' if len(report.duplicates) != 1 else ''}, {len(report.skipped)} skipped")
+    text = (
+        f"{len(report.imported)} imported, {len(report.duplicates)} duplicate"
+        f"{'s' if len(report.duplicates) != 1 else ''}, {len(report.skipped)} skipped"
+    )
     reasons = [f"{os.path.basename(s.path)}{' ' + s.part if s.part else ''}: {s.reason}" for s in report.skipped]
     if reasons:
         text += " (" + "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "") + ")"
     if report.unreadable:
-        text += f", {len(report.unreadable)} unreadable (" + "; ".join(
-            f"{u.path}: {u.reason}" for u in report.unreadable[:3]) + ")"
+        text += (
+            f", {len(report.unreadable)} unreadable ("
+            + "; ".join(f"{u.path}: {u.reason}" for u in report.unreadable[:3])
+            + ")"
+        )
     return text
 
 
@@ -189,11 +209,19 @@ class ImportPrompt(FormDialog["str | None"]):
         with Vertical() as box:
             box.border_title = "Import results"
             box.border_subtitle = "Enter imports · Esc cancels"
-            yield Input(self.value, placeholder="path(s): result JSON, captured bench output, folders, globs",
-                        id="import-path", compact=True)
-            yield Static("vLLM --save-result JSON (any version, --append-result lines too) or the text "
-                         "output of vllm bench serve / benchmark_serving.py. Runs already stored are "
-                         "skipped as duplicates.", classes="prompt-help", markup=False)
+            yield Input(
+                self.value,
+                placeholder="path(s): result JSON, captured bench output, folders, globs",
+                id="import-path",
+                compact=True,
+            )
+            yield Static(
+                "vLLM --save-result JSON (any version, --append-result lines too) or the text "
+                "output of vllm bench serve / benchmark_serving.py. Runs already stored are "
+                "skipped as duplicates.",
+                classes="prompt-help",
+                markup=False,
+            )
             with Horizontal(classes="prompt-buttons"):
                 yield Button("Import", variant="primary", id="import-go")
                 yield Button("Cancel", id="import-cancel")
@@ -228,11 +256,18 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
             with RadioSet(id="export-format", compact=True):
                 for fmt, label in (("json", "JSON"), ("csv", "CSV"), ("md", "Markdown")):
                     yield RadioButton(label, value=fmt == self.fmt, id=f"export-{fmt}")
-            yield Input(self.path, placeholder="file to write (relative to the folder the console runs in)",
-                        id="export-path", compact=True)
-            yield Static("JSON: every stored field. CSV: one row per run. Markdown: the runs and their "
-                         "metrics side by side with deltas against the first.", classes="prompt-help",
-                         markup=False)
+            yield Input(
+                self.path,
+                placeholder="file to write (relative to the folder the console runs in)",
+                id="export-path",
+                compact=True,
+            )
+            yield Static(
+                "JSON: every stored field. CSV: one row per run. Markdown: the runs and their "
+                "metrics side by side with deltas against the first.",
+                classes="prompt-help",
+                markup=False,
+            )
             with Horizontal(classes="prompt-buttons"):
                 yield Button("Export", variant="primary", id="export-go")
                 yield Button("Cancel", id="export-cancel")
@@ -264,8 +299,9 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
 
 
 def _facts(title: str, items: Sequence[tuple[str, str]]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None,
-                  padding=(0, 1), expand=False)
+    table = Table(
+        title=title, title_justify="left", title_style="bold", show_header=False, box=None, padding=(0, 1), expand=False
+    )
     table.add_column(style="dim", no_wrap=True)
     table.add_column(overflow="fold")
     for key, value in items:
@@ -289,8 +325,15 @@ class RunDetailScreen(Screen):
 
     def compose(self) -> ComposeResult:
         run = self.run
-        yield Static(Text.assemble((" Run ", "bold"), run.id, f" · {run_date(run)} · {run.origin}",
-                                   f" · label {run.label}" if run.label else ""), id="run-title")
+        yield Static(
+            Text.assemble(
+                (" Run ", "bold"),
+                run.id,
+                f" · {run_date(run)} · {run.origin}",
+                f" · label {run.label}" if run.label else "",
+            ),
+            id="run-title",
+        )
         with VerticalScroll(id="run-body"):
             head = [("id", run.id), ("date", run_date(run)), ("origin", run.origin)]
             if run.label:
@@ -300,24 +343,41 @@ class RunDetailScreen(Screen):
                 head.append(("source", run.source + (f" ({part})" if part else "")))
             yield Static(_facts("Run", head), id="run-head")
             if run.metrics:
-                yield Static(_facts("Metrics", [(metric_label(k), format_value(k, v))
-                                                for k, v in run.metrics.items()]), id="run-metrics")
+                yield Static(
+                    _facts("Metrics", [(metric_label(k), format_value(k, v)) for k, v in run.metrics.items()]),
+                    id="run-metrics",
+                )
             setup = [(k, format_value(k, v)) for k, v in run.setup.items() if v is not None]
             if setup:
                 yield Static(_facts("Setup", setup), id="run-setup")
-            context = [(k, format_value(k, v)) for k, v in run.context.items()
-                       if v is not None and k not in ("source_part",)]
-            yield Static(_facts("Context", context) if context else
-                         Text("Context: not recorded (an imported file says nothing about the node, "
-                              "partition or serve flags)", style="dim"), id="run-context")
+            context = [
+                (k, format_value(k, v)) for k, v in run.context.items() if v is not None and k not in ("source_part",)
+            ]
+            yield Static(
+                _facts("Context", context)
+                if context
+                else Text(
+                    "Context: not recorded (an imported file says nothing about the node, partition or serve flags)",
+                    style="dim",
+                ),
+                id="run-context",
+            )
             if run.live:
-                yield Static(_facts("Live (from /metrics during the run)",
-                                    [(k, format_value(k, v)) for k, v in run.live.items()]), id="run-live")
+                yield Static(
+                    _facts(
+                        "Live (from /metrics during the run)", [(k, format_value(k, v)) for k, v in run.live.items()]
+                    ),
+                    id="run-live",
+                )
             if run.result is not None:
                 arrays = [k for k, v in run.result.items() if isinstance(v, list)]
                 if arrays:
-                    yield Static(Text(f"Per-request arrays kept: {', '.join(arrays)} "
-                                      f"(rocm-console results show {run.id} --json)", style="dim"))
+                    yield Static(
+                        Text(
+                            f"Per-request arrays kept: {', '.join(arrays)} (rocm-console results show {run.id} --json)",
+                            style="dim",
+                        )
+                    )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -401,8 +461,11 @@ class HistoryScreen(Screen):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         for key, label in _COLUMNS:
-            table.add_column(Text(label, justify="right" if key in _RIGHT else "left"), key=key,
-                             width=_MARK_WIDTH if key == "mark" else None)
+            table.add_column(
+                Text(label, justify="right" if key in _RIGHT else "left"),
+                key=key,
+                width=_MARK_WIDTH if key == "mark" else None,
+            )
         self.query_one("#history-filter", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
         table.focus()
         self._show_title()
@@ -425,8 +488,9 @@ class HistoryScreen(Screen):
             runs = store.list()
             self.post_message(self.RunsLoaded(list(reversed(runs)), list(store.errors)))
 
-        self.run_worker(load, thread=True, name="history-load", group="history-load", exclusive=True,
-                        exit_on_error=False)
+        self.run_worker(
+            load, thread=True, name="history-load", group="history-load", exclusive=True, exit_on_error=False
+        )
 
     def on_history_screen_runs_loaded(self, message: RunsLoaded) -> None:
         self.runs = message.runs
@@ -435,8 +499,7 @@ class HistoryScreen(Screen):
         known = {r.id for r in self.runs}
         self.marked = [i for i in self.marked if i in known]
         if message.errors:
-            self._set_status(f"{len(message.errors)} stored file(s) could not be read: {message.errors[0]}",
-                             error=True)
+            self._set_status(f"{len(message.errors)} stored file(s) could not be read: {message.errors[0]}", error=True)
         self._fill()
 
     # ------------------------------------------------------------ drawing
@@ -479,8 +542,13 @@ class HistoryScreen(Screen):
         run = self._run(self.cursor_run)
         box = self.query_one("#history-detail", Static)
         if run is None:
-            box.update(Text("no stored results yet: i imports result files or bench output"
-                            if self.loaded and not self.runs else ""))
+            box.update(
+                Text(
+                    "no stored results yet: i imports result files or bench output"
+                    if self.loaded and not self.runs
+                    else ""
+                )
+            )
             return
         parts = [run.id]
         if run.label:
@@ -556,11 +624,12 @@ class HistoryScreen(Screen):
     def action_compare(self) -> None:
         runs = [r for r in (self._run(i) for i in self.marked) if r is not None]
         if not runs:
-            self.notify("mark runs with space, then c compares them (one marked run: with the seeds' "
-                        "reference numbers)", markup=False)
+            self.notify(
+                "mark runs with space, then c compares them (one marked run: with the seeds' reference numbers)",
+                markup=False,
+            )
             return
-        self.app.push_screen(CompareScreen(runs, reference_path=self.reference_path,
-                                           show_reference=len(runs) == 1))
+        self.app.push_screen(CompareScreen(runs, reference_path=self.reference_path, show_reference=len(runs) == 1))
 
     def action_export(self) -> None:
         runs = self._chosen()

@@ -16,10 +16,17 @@ from console.ui import instance_board as ib
 from console.ui.format import gpu_span
 from console.ui.widgets.status_bar import StatusBar
 
-_LEVEL_STYLE = {ib.READY: "green", ib.LOADING: "yellow", ib.FAILED: "bold red", ib.UNMANAGED: "dim",
-                ib.ENDED_LEVEL: "dim"}
-_EMPTY = ("No vLLM instances yet. Press [b]s[/b] to start one; on the fleet screen, mark GPUs "
-          "with [b]space[/b] first and press [b]s[/b] there.")
+_LEVEL_STYLE = {
+    ib.READY: "green",
+    ib.LOADING: "yellow",
+    ib.FAILED: "bold red",
+    ib.UNMANAGED: "dim",
+    ib.ENDED_LEVEL: "dim",
+}
+_EMPTY = (
+    "No vLLM instances yet. Press [b]s[/b] to start one; on the fleet screen, mark GPUs "
+    "with [b]space[/b] first and press [b]s[/b] there."
+)
 COLUMNS = ("Node", "Name", "State", "Stage / reason", "GPUs", "Port", "Up", "Model")
 _CAPS = {"Name": 30, "Stage / reason": 26}  # longer values are cut (the line below the table has them whole)
 _MODEL_MIN = 14
@@ -40,11 +47,18 @@ def uptime(view: InstanceView, now: float) -> str:
     return f"{s // 60}m{s % 60:02d}s"
 
 
-
 def row_texts(view: InstanceView, now: float) -> tuple[str, ...]:
     """The cells of one instance as plain text, in COLUMNS order."""
-    return (view.node, view.name, f"{ib.glyph(view)} {view.state.value}", ib.short_detail(view),
-            gpu_span(view.gpus, '-'), str(view.port or "-"), uptime(view, now), view.model or "")
+    return (
+        view.node,
+        view.name,
+        f"{ib.glyph(view)} {view.state.value}",
+        ib.short_detail(view),
+        gpu_span(view.gpus, "-"),
+        str(view.port or "-"),
+        uptime(view, now),
+        view.model or "",
+    )
 
 
 def fit_rows(rows: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
@@ -131,8 +145,13 @@ class InstancesScreen(Screen):
             counts[ib.level(v)] = counts.get(ib.level(v), 0) + 1
         nodes = len({v.node for v in views})
         parts = [f" [b]vLLM instances[/b] {len(views)} on {nodes} node{'s' if nodes != 1 else ''}"]
-        for level, var in ((ib.READY, "$text-success"), (ib.LOADING, "$text-warning"),
-                           (ib.FAILED, "$text-error"), (ib.UNMANAGED, "$text-muted"), (ib.ENDED_LEVEL, "$text-muted")):
+        for level, var in (
+            (ib.READY, "$text-success"),
+            (ib.LOADING, "$text-warning"),
+            (ib.FAILED, "$text-error"),
+            (ib.UNMANAGED, "$text-muted"),
+            (ib.ENDED_LEVEL, "$text-muted"),
+        ):
             if counts.get(level):
                 parts.append(f"[{var}]{counts[level]} {level}[/]")
         board = self.board
@@ -236,4 +255,3 @@ class InstancesScreen(Screen):
         view = self.selected
         node = view.node if view is not None else None
         self.app.open_start_dialog(node)  # type: ignore[attr-defined]
-

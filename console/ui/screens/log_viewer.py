@@ -28,8 +28,13 @@ from console.ui.widgets.status_bar import StatusBar
 MAX_LOG_LINES = 5000  # kept in the widget; older lines are dropped
 TAIL_LINES = 500  # read from the end of the log when the screen opens
 
-_LEVEL_VAR = {ib.READY: "$text-success", ib.LOADING: "$text-warning", ib.FAILED: "$text-error",
-              ib.UNMANAGED: "$text-muted", ib.ENDED_LEVEL: "$text-muted"}
+_LEVEL_VAR = {
+    ib.READY: "$text-success",
+    ib.LOADING: "$text-warning",
+    ib.FAILED: "$text-error",
+    ib.UNMANAGED: "$text-muted",
+    ib.ENDED_LEVEL: "$text-muted",
+}
 
 
 class LogScreen(Screen):
@@ -67,8 +72,13 @@ class LogScreen(Screen):
     def on_mount(self) -> None:
         self._ready = True
         self.query_one(Log).focus()
-        self.run_worker(self._watch_log(), name=f"log:{self.node}:{self.instance_name}",
-                        group=f"log:{self.node}:{self.instance_name}", exclusive=True, exit_on_error=False)
+        self.run_worker(
+            self._watch_log(),
+            name=f"log:{self.node}:{self.instance_name}",
+            group=f"log:{self.node}:{self.instance_name}",
+            exclusive=True,
+            exit_on_error=False,
+        )
         self.redraw(self.app.clock())  # type: ignore[attr-defined]
 
     def on_screen_resume(self) -> None:
@@ -79,8 +89,9 @@ class LogScreen(Screen):
     async def _watch_log(self) -> None:
         app: Any = self.app  # the ConsoleApp
         try:
-            async for raw in app.instances.log_lines(app.fleet.spec(self.node), self.instance_name,
-                                                     follow=True, lines=TAIL_LINES):
+            async for raw in app.instances.log_lines(
+                app.fleet.spec(self.node), self.instance_name, follow=True, lines=TAIL_LINES
+            ):
                 line = clean_line(raw)
                 self._pending.append(line)
                 self.log_state = self.log_state.feed(line)

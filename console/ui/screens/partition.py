@@ -84,8 +84,7 @@ class StartPresetRequested(Message):
     presets are TP 1); new_gpus: every logical GPU the switch created.
     """
 
-    def __init__(self, node: str, preset_name: str, gpus: tuple[int, ...],
-                 new_gpus: tuple[int, ...] = ()) -> None:
+    def __init__(self, node: str, preset_name: str, gpus: tuple[int, ...], new_gpus: tuple[int, ...] = ()) -> None:
         super().__init__()
         self.node = node
         self.preset_name = preset_name
@@ -94,7 +93,6 @@ class StartPresetRequested(Message):
 
 
 # ---------------------------------------------------------------- pure helpers
-
 
 
 def physical_of(snapshot: NodeSnapshot, logical: Iterable[int]) -> list[int]:
@@ -145,8 +143,13 @@ def modes_after(result: SwitchResult, physical: Sequence[int]) -> str:
         if g.get("physical") in physical:
             key = (g.get("compute_partition") or "?", g.get("memory_partition") or "?", int(g.get("logical_gpus") or 0))
             groups.setdefault(key, []).append(int(g["physical"]))
-    return "\n".join(f"GPU {gpu_span(phys)}  {compute}/{memory} · {n} logical GPU{'s' if n != 1 else ''} each"
-                     for (compute, memory, n), phys in groups.items()) or "-"
+    return (
+        "\n".join(
+            f"GPU {gpu_span(phys)}  {compute}/{memory} · {n} logical GPU{'s' if n != 1 else ''} each"
+            for (compute, memory, n), phys in groups.items()
+        )
+        or "-"
+    )
 
 
 def _one_line(exc: BaseException | str) -> str:
@@ -185,10 +188,14 @@ class ReloadConfirm(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="reload-box") as box:
             box.border_title = "Reload the amdgpu driver?"
-            yield Static(Text(
-                f"{self.change}.\n\nA memory partition change reloads the amdgpu driver on {self.node}: "
-                "every process using a GPU there stops, and the switch can take minutes.\n"
-                "Reload the driver and switch?"), id="reload-question")
+            yield Static(
+                Text(
+                    f"{self.change}.\n\nA memory partition change reloads the amdgpu driver on {self.node}: "
+                    "every process using a GPU there stops, and the switch can take minutes.\n"
+                    "Reload the driver and switch?"
+                ),
+                id="reload-question",
+            )
             with Horizontal(id="reload-buttons"):
                 yield Button("Reload driver and switch (y)", variant="error", id="reload-yes")
                 yield Button("Cancel (n)", id="reload-no")
@@ -270,8 +277,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
     class Checked(Message):
         """A preflight finished (generation: which target it was for)."""
 
-        def __init__(self, generation: int, reasons: list[str], summary: str | None,
-                     error: str | None = None) -> None:
+        def __init__(self, generation: int, reasons: list[str], summary: str | None, error: str | None = None) -> None:
             super().__init__()
             self.generation = generation
             self.reasons = reasons
@@ -404,8 +410,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
             chosen = chosen.replace("--gpus", "GPUs")
         return chosen, self._choice("partition-compute"), self._choice("partition-memory")
 
-    def _local_reasons(self, snapshot: NodeSnapshot, physical: list[int] | str, compute: str | None,
-                       memory: str | None) -> list[str]:
+    def _local_reasons(
+        self, snapshot: NodeSnapshot, physical: list[int] | str, compute: str | None, memory: str | None
+    ) -> list[str]:
         """What the dialog can tell without asking the node."""
         if not snapshot.static:
             return [f"{self.node} has not reported its GPUs yet ({snapshot.health.value})"]
@@ -416,8 +423,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         if compute is None and memory is None:
             return ["choose a compute and/or a memory partition"]
         targets = [p for p in physical_gpus(snapshot) if p.physical in physical]
-        if targets and all((compute is None or p.compute == compute) and (memory is None or p.memory == memory)
-                           for p in targets):
+        if targets and all(
+            (compute is None or p.compute == compute) and (memory is None or p.memory == memory) for p in targets
+        ):
             now = sorted({f"{p.compute}/{p.memory}" for p in targets})
             verb = "is" if len(targets) == 1 else "are"
             return [f"nothing to change: GPU {gpu_span(physical)} {verb} already {', '.join(now)}"]
@@ -462,9 +470,13 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         snapshot = self._snapshot()
         physical, compute, memory = self.read_target()
         self._gpus_text = self.query_one("#partition-gpus", Input).value
-        self.query_one("#partition-now", Static).update(Text(
-            modes_now(snapshot, physical if isinstance(physical, list) else [p.physical for p in
-                                                                             physical_gpus(snapshot)])))
+        self.query_one("#partition-now", Static).update(
+            Text(
+                modes_now(
+                    snapshot, physical if isinstance(physical, list) else [p.physical for p in physical_gpus(snapshot)]
+                )
+            )
+        )
         change = self.query_one("#partition-change", Static)
         if isinstance(physical, list) and snapshot.static and (compute or memory):
             change.update(Text(describe_change(snapshot, physical, compute, memory)))
@@ -478,14 +490,21 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         assert isinstance(physical, list)
         self._target = (physical, compute, memory)
         self._show_preflight([], checking=True)
-        self.run_worker(self._run_check(generation, snapshot, physical, compute, memory),
-                        name="partition-check", group="partition-check", exclusive=True, exit_on_error=False)
+        self.run_worker(
+            self._run_check(generation, snapshot, physical, compute, memory),
+            name="partition-check",
+            group="partition-check",
+            exclusive=True,
+            exit_on_error=False,
+        )
 
-    async def _run_check(self, generation: int, snapshot: NodeSnapshot, physical: list[int],
-                         compute: str | None, memory: str | None) -> None:
+    async def _run_check(
+        self, generation: int, snapshot: NodeSnapshot, physical: list[int], compute: str | None, memory: str | None
+    ) -> None:
         try:
-            reasons, summary = await self.service.check(self.fleet.spec(self.node), snapshot, physical,
-                                                        compute=compute, memory=memory)
+            reasons, summary = await self.service.check(
+                self.fleet.spec(self.node), snapshot, physical, compute=compute, memory=memory
+            )
         except Exception as exc:  # a node that cannot be asked: say so, never a traceback
             self.post_message(self.Checked(generation, [], None, f"preflight could not run: {_one_line(exc)}"))
         else:
@@ -551,8 +570,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
 
         self.app.push_screen(ReloadConfirm(self.node, change), answered)
 
-    def _start_switch(self, physical: list[int], compute: str | None, memory: str | None, *,
-                      reload_confirmed: bool) -> None:
+    def _start_switch(
+        self, physical: list[int], compute: str | None, memory: str | None, *, reload_confirmed: bool
+    ) -> None:
         self.state = self.SWITCHING
         self.failure = None
         self._started = self.clock()
@@ -569,19 +589,37 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._switch_text = f"switching {self.node} GPU {gpu_span(physical)} to {target}"
         self._show_elapsed()
         self._ticker = self.set_interval(0.5, self._show_elapsed)
-        self.run_worker(self._run_switch(self._snapshot(), physical, compute, memory, reload_confirmed),
-                        name="partition-switch", group="partition-switch", exclusive=True, exit_on_error=False)
+        self.run_worker(
+            self._run_switch(self._snapshot(), physical, compute, memory, reload_confirmed),
+            name="partition-switch",
+            group="partition-switch",
+            exclusive=True,
+            exit_on_error=False,
+        )
 
     def _show_elapsed(self) -> None:
         seconds = max(0.0, self.clock() - self._started)
-        self.query_one("#partition-elapsed", Static).update(Text(
-            f"{self._switch_text}… {seconds:.0f} s (then the GPUs are re-enumerated and verified)"))
+        self.query_one("#partition-elapsed", Static).update(
+            Text(f"{self._switch_text}… {seconds:.0f} s (then the GPUs are re-enumerated and verified)")
+        )
 
-    async def _run_switch(self, snapshot: NodeSnapshot, physical: list[int], compute: str | None,
-                          memory: str | None, reload_confirmed: bool) -> None:
+    async def _run_switch(
+        self,
+        snapshot: NodeSnapshot,
+        physical: list[int],
+        compute: str | None,
+        memory: str | None,
+        reload_confirmed: bool,
+    ) -> None:
         try:
-            result = await self.service.switch(self.fleet.spec(self.node), snapshot, physical, compute=compute,
-                                               memory=memory, reload_confirmed=reload_confirmed)
+            result = await self.service.switch(
+                self.fleet.spec(self.node),
+                snapshot,
+                physical,
+                compute=compute,
+                memory=memory,
+                reload_confirmed=reload_confirmed,
+            )
         except PartitionRefused as exc:
             self.post_message(self.SwitchFailed("refused: " + "; ".join(exc.reasons), "refused", exc.reasons))
         except PartitionFailed as exc:
@@ -608,9 +646,13 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         chosen = [g for g in result.gpus if g.get("physical") in physical]
         modes = sorted({f"{g.get('compute_partition') or '?'}/{g.get('memory_partition') or '?'}" for g in chosen})
         box = self.query_one("#partition-result", Static)
-        box.update(Text(f"✓ {self.node}: GPU {gpu_span(physical)} now {', '.join(modes) or '?'} ({result.verification()}, "
-                        f"{result.seconds:.1f} s): {result.logical_gpus} logical GPUs on the node.\n"
-                        "The table shows the new rows as soon as the node's telemetry reconnects."))
+        box.update(
+            Text(
+                f"✓ {self.node}: GPU {gpu_span(physical)} now {', '.join(modes) or '?'} ({result.verification()}, "
+                f"{result.seconds:.1f} s): {result.logical_gpus} logical GPUs on the node.\n"
+                "The table shows the new rows as soon as the node's telemetry reconnects."
+            )
+        )
         box.set_class(True, "-on", "-ok")
         self.query_one("#partition-now", Static).update(Text(modes_after(result, physical)))
         self.query_one("#partition-preflight", Static).display = False
@@ -619,8 +661,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         restart = getattr(self.fleet, "restart_node", None)
         if restart is not None:
             # An app worker: the restart must not die with this dialog.
-            self.app.run_worker(restart(self.node), name=f"restart:{self.node}", group=f"restart:{self.node}",
-                                exit_on_error=False)
+            self.app.run_worker(
+                restart(self.node), name=f"restart:{self.node}", group=f"restart:{self.node}", exit_on_error=False
+            )
         self.new_gpus = new_logical_gpus(result, physical)
         new_modes = {g.get("compute_partition") for g in chosen}
         self.offer = preset_for_mode(self.presets, new_modes.pop() if len(new_modes) == 1 else None)
@@ -631,9 +674,13 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         if self.offer is not None and self.new_gpus:
             p = self.offer
             offer = self.query_one("#partition-offer", Static)
-            offer.update(Text(f"Serve on the new logical GPUs {gpu_span(self.new_gpus)}? {p.name}: {p.model}, "
-                              f"TP {p.tp} (one instance per logical GPU; s opens the start dialog on GPU "
-                              f"{self.new_gpus[0]})"))
+            offer.update(
+                Text(
+                    f"Serve on the new logical GPUs {gpu_span(self.new_gpus)}? {p.name}: {p.model}, "
+                    f"TP {p.tp} (one instance per logical GPU; s opens the start dialog on GPU "
+                    f"{self.new_gpus[0]})"
+                )
+            )
             offer.add_class("-on")
             start = self.query_one("#partition-start", Button)
             start.add_class("-on")
@@ -666,8 +713,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         box.update(Text(f"✗ switch failed: {reason}"))
         box.set_class(True, "-on", "-failed")
         box.remove_class("-ok")
-        self.app.notify(reason, title=f"partition switch on {self.node} failed", severity="error", timeout=15,
-                        markup=False)
+        self.app.notify(
+            reason, title=f"partition switch on {self.node} failed", severity="error", timeout=15, markup=False
+        )
         self._target_changed()  # the modes may have changed half-way: check again
         self.query_one("#partition-compute", RadioSet).focus()
 

@@ -84,22 +84,30 @@ class StartDialog(FormDialog["InstanceView | None"]):
         nodes = app.fleet.node_names  # type: ignore[attr-defined]
         snap = app.fleet.snapshot(self.node)  # type: ignore[attr-defined]
         modes = {g.compute_partition for g in snap.static if g.index in self.gpus}
-        preset = self.preset_name or default_preset(self.presets, len(self.gpus or (1,)),
-                                                    app.last_preset,  # type: ignore[attr-defined]
-                                                    modes.pop() if len(modes) == 1 else None)
+        preset = self.preset_name or default_preset(
+            self.presets,
+            len(self.gpus or (1,)),
+            app.last_preset,  # type: ignore[attr-defined]
+            modes.pop() if len(modes) == 1 else None,
+        )
         with Vertical(id="start-box") as box:
             box.border_title = "Start a vLLM instance"
             box.border_subtitle = "Enter starts · Esc cancels"
             with Grid(id="start-fields"):
                 yield Label("Node")
-                yield Select([(n, n) for n in nodes], value=self.node, allow_blank=False, id="start-node",
-                             compact=True)
+                yield Select([(n, n) for n in nodes], value=self.node, allow_blank=False, id="start-node", compact=True)
                 yield Label("Preset")
-                yield Select([(Text(preset_prompt(p)), p.name) for p in self.presets], value=preset,
-                             allow_blank=False, id="start-preset", compact=True)
+                yield Select(
+                    [(Text(preset_prompt(p)), p.name) for p in self.presets],
+                    value=preset,
+                    allow_blank=False,
+                    id="start-preset",
+                    compact=True,
+                )
                 yield Label("GPUs")
-                yield Input(gpus_text(self.gpus), placeholder=_PLACEHOLDERS["start-gpus"], id="start-gpus",
-                            compact=True)
+                yield Input(
+                    gpus_text(self.gpus), placeholder=_PLACEHOLDERS["start-gpus"], id="start-gpus", compact=True
+                )
                 yield Label("Port")
                 yield Input(placeholder=_PLACEHOLDERS["start-port"], id="start-port", compact=True)
                 yield Label("Name")
@@ -187,8 +195,9 @@ class StartDialog(FormDialog["InstanceView | None"]):
         snap = self.app.fleet.snapshot(node)  # type: ignore[attr-defined]
         line = f"[b]{escape(preset.model)}[/b] · TP {tp} on {escape(node)}"
         if gpus:
-            parts = sorted({fmt.partition_text(g.compute_partition, g.memory_partition)
-                            for g in snap.static if g.index in gpus})
+            parts = sorted(
+                {fmt.partition_text(g.compute_partition, g.memory_partition) for g in snap.static if g.index in gpus}
+            )
             line += f" · GPU{'s' if len(gpus) > 1 else ''} {gpus_text(gpus)}"
             if parts:
                 line += f" ({' '.join(parts)})"
@@ -242,16 +251,27 @@ class StartDialog(FormDialog["InstanceView | None"]):
         button.disabled = True
         button.label = "Starting…"
         self.show_error(f"starting {preset.name} on {request.node} GPU {gpus_text(request.gpus)}…", "busy")
-        self.run_worker(self._run_start(request, preset), name="start-dialog", group="start-dialog",
-                        exclusive=True, exit_on_error=False)
+        self.run_worker(
+            self._run_start(request, preset),
+            name="start-dialog",
+            group="start-dialog",
+            exclusive=True,
+            exit_on_error=False,
+        )
 
     async def _run_start(self, request: StartRequest, preset: ServePreset) -> None:
         app: Any = self.app  # the ConsoleApp
         try:
             view = await app.instances.start(
-                app.fleet.spec(request.node), preset, gpus=request.gpus,
-                snapshot=app.fleet.snapshot(request.node), port=request.port,
-                name=request.name, overrides=request.overrides, extra_env=request.env)
+                app.fleet.spec(request.node),
+                preset,
+                gpus=request.gpus,
+                snapshot=app.fleet.snapshot(request.node),
+                port=request.port,
+                name=request.name,
+                overrides=request.overrides,
+                extra_env=request.env,
+            )
         except (InstanceError, TransportError) as exc:
             self.post_message(self.Refused(one_line(exc)))
         except Exception as exc:  # never a traceback in the dialog
@@ -272,6 +292,9 @@ class StartDialog(FormDialog["InstanceView | None"]):
         app.last_preset = message.preset  # type: ignore[attr-defined]
         app.follow_start(message.view)  # type: ignore[attr-defined]
         view = message.view
-        app.notify(f"{view.name} on {view.node}: GPU {gpus_text(view.gpus)}, port {view.port}",
-                   title="vLLM starting", markup=False)
+        app.notify(
+            f"{view.name} on {view.node}: GPU {gpus_text(view.gpus)}, port {view.port}",
+            title="vLLM starting",
+            markup=False,
+        )
         self.dismiss(view)

@@ -30,8 +30,9 @@ class LivePlot(PlotextPlot):
         self.ylim = ylim
         self.plotted = 0  # points drawn by the last replot (tests)
 
-    def replot(self, traces: Sequence[Trace], t0: float, title: str | None = None,
-               ylim: tuple[float, float] | None = None) -> None:
+    def replot(
+        self, traces: Sequence[Trace], t0: float, title: str | None = None, ylim: tuple[float, float] | None = None
+    ) -> None:
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()

@@ -28,9 +28,13 @@ def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
     """Columns that fit `width`, and the sparkline width; least useful dropped first."""
     order = ["gpu", "util", "vram", "power", "tj", "tmem", "gfx", "part"]
     spec = {
-        "gpu": Column("gpu", "GPU", 7), "util": Column("util", "UTIL", 5),
-        "vram": Column("vram", "VRAM GiB", 10), "power": Column("power", "POWER W", 10),
-        "tj": Column("tj", "TJ", 4), "tmem": Column("tmem", "TMEM", 5), "gfx": Column("gfx", "GFX", 5),
+        "gpu": Column("gpu", "GPU", 7),
+        "util": Column("util", "UTIL", 5),
+        "vram": Column("vram", "VRAM GiB", 10),
+        "power": Column("power", "POWER W", 10),
+        "tj": Column("tj", "TJ", 4),
+        "tmem": Column("tmem", "TMEM", 5),
+        "gfx": Column("gfx", "GFX", 5),
         "part": Column("part", "PART", 9, right=False),
     }
     droppable = ["gfx", "tmem", "part"]  # in this order when the terminal is too narrow

@@ -57,10 +57,22 @@ class GpuTable(ScrollView, can_focus=True):
     """
 
     COMPONENT_CLASSES = {
-        "gpu-table--columns", "gpu-table--node", "gpu-table--live", "gpu-table--stale",
-        "gpu-table--down", "gpu-table--connecting", "gpu-table--warn", "gpu-table--crit",
-        "gpu-table--spark", "gpu-table--muted", "gpu-table--aged", "gpu-table--cursor",
-        "gpu-table--selected", "gpu-table--ready", "gpu-table--loading", "gpu-table--failed",
+        "gpu-table--columns",
+        "gpu-table--node",
+        "gpu-table--live",
+        "gpu-table--stale",
+        "gpu-table--down",
+        "gpu-table--connecting",
+        "gpu-table--warn",
+        "gpu-table--crit",
+        "gpu-table--spark",
+        "gpu-table--muted",
+        "gpu-table--aged",
+        "gpu-table--cursor",
+        "gpu-table--selected",
+        "gpu-table--ready",
+        "gpu-table--loading",
+        "gpu-table--failed",
         "gpu-table--unmanaged",
     }
 
@@ -110,8 +122,14 @@ class GpuTable(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------ data in
 
-    def show(self, snapshots: list[NodeSnapshot], generation: dict[str, int], layout_version: int,
-             now: float, instances: ib.InstanceBoard | None = None) -> bool:
+    def show(
+        self,
+        snapshots: list[NodeSnapshot],
+        generation: dict[str, int],
+        layout_version: int,
+        now: float,
+        instances: ib.InstanceBoard | None = None,
+    ) -> bool:
         """Take the fleet's current state; repaint only if something on screen can differ."""
         changed = False
         self._board = instances
@@ -305,7 +323,8 @@ class GpuTable(ScrollView, can_focus=True):
             if index == 0 and self._filter:
                 note = f" nothing matches the filter {self._filter.text!r} (Esc clears it)"
                 return Strip([Segment(note, self._style("base") + self._style("muted"))]).adjust_cell_length(
-                    width, self._style("base"))
+                    width, self._style("base")
+                )
             return Strip.blank(width, self._style("base"))
         row = self._rows[index]
         gen = (self._drawn_gen.get(row.node, 0), self._drawn_igen.get(row.node, 0))
@@ -375,8 +394,12 @@ class GpuTable(ScrollView, can_focus=True):
         base = self._row_base(cursor, "node")
         state_style = base + self._style(snap.health.value)
         marker = {"live": "●", "stale": "◐", "down": "✖", "connecting": "○"}[snap.health.value]
-        segments = [Segment(f" {marker} ", state_style), Segment(snap.name, base), Segment("  ", base),
-                    Segment(fmt.state_text(snap, self._now), state_style)]
+        segments = [
+            Segment(f" {marker} ", state_style),
+            Segment(snap.name, base),
+            Segment("  ", base),
+            Segment(fmt.state_text(snap, self._now), state_style),
+        ]
         summary = ib.node_summary(self._board.counts(row.node)) if self._board is not None else ""
         if summary:
             segments.append(Segment("  " + summary, base))
@@ -437,8 +460,9 @@ class GpuTable(ScrollView, can_focus=True):
             "gpu": (gpu_label(row), muted if later_partition else None),
             "util": (fmt.pct(util), muted if util is None else None),
             "vram": (fmt.gib_pair(used, total), self._level(fmt.fraction_level(used, total, fmt.VRAM_FRACTION))),
-            "power": device(power, fmt.watts_pair(power, cap),
-                            self._level(fmt.fraction_level(power, cap, fmt.POWER_FRACTION))),
+            "power": device(
+                power, fmt.watts_pair(power, cap), self._level(fmt.fraction_level(power, cap, fmt.POWER_FRACTION))
+            ),
             "tj": temp(m.temp_junction_c if m else None, fmt.TEMP_JUNCTION),
             "tmem": temp(m.temp_mem_c if m else None, fmt.TEMP_MEM),
             "gfx": device(gfx, fmt.mhz(gfx), None),
@@ -461,8 +485,11 @@ class GpuTable(ScrollView, can_focus=True):
         if room < min(8, cell_len(name)):  # too narrow for all three: glyph and name
             tail = ""
             room = width - cell_len(head)
-        return [Segment(head, style), Segment(fit(name, max(0, min(room, cell_len(name))), False), base),
-                Segment(fit(tail, width - cell_len(head) - min(max(0, room), cell_len(name)), False), style)]
+        return [
+            Segment(head, style),
+            Segment(fit(name, max(0, min(room, cell_len(name))), False), base),
+            Segment(fit(tail, width - cell_len(head) - min(max(0, room), cell_len(name)), False), style),
+        ]
 
     def _level(self, level: str) -> Style | None:
         return None if level == fmt.OK else self._style(level)

@@ -25,8 +25,9 @@ class MetricPlot(PlotextPlot):
         super().on_mount()
         self.replot([], now=0.0)
 
-    def replot(self, traces: Sequence[Trace], now: float, title: str | None = None,
-               ylim: tuple[float, float] | None = None) -> None:
+    def replot(
+        self, traces: Sequence[Trace], now: float, title: str | None = None, ylim: tuple[float, float] | None = None
+    ) -> None:
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()

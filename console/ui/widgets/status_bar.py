@@ -24,8 +24,7 @@ class StatusBar(Horizontal):
         yield Static(id="status-summary")
         yield Static("⏸ PAUSED", id="paused-marker")
 
-    def show(self, snapshots: list[NodeSnapshot], interval: float, filter_text: str = "",
-             context: str = "") -> None:
+    def show(self, snapshots: list[NodeSnapshot], interval: float, filter_text: str = "", context: str = "") -> None:
         counts = dict.fromkeys(NodeHealth, 0)
         gpus = 0
         for snap in snapshots:
@@ -35,8 +34,12 @@ class StatusBar(Horizontal):
         if context:
             parts.append(f"[b]{escape(context)}[/b]")
         states = [f"{len(snapshots)} nodes"]
-        for health, mark, var in ((NodeHealth.LIVE, "●", "$text-success"), (NodeHealth.STALE, "◐", "$text-warning"),
-                                  (NodeHealth.DOWN, "✖", "$text-error"), (NodeHealth.CONNECTING, "○", "$text-muted")):
+        for health, mark, var in (
+            (NodeHealth.LIVE, "●", "$text-success"),
+            (NodeHealth.STALE, "◐", "$text-warning"),
+            (NodeHealth.DOWN, "✖", "$text-error"),
+            (NodeHealth.CONNECTING, "○", "$text-muted"),
+        ):
             if counts[health]:
                 states.append(f"[{var}]{mark} {counts[health]} {health.value}[/]")
         parts.append(" ".join(states))

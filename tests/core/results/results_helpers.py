@@ -27,7 +27,9 @@ def strict_json(text: str):
 
     return json.loads(text, parse_constant=refuse)
 
+
 def make_run(run_id: str, metrics: dict, **kw) -> StoredRun:
     setup = {"model": "org/M", "max_concurrency": 64, **kw.pop("setup", {})}
-    return StoredRun(id=run_id, created=NOW, origin="import", context=dict.fromkeys(CONTEXT_KEYS),
-                     setup=setup, metrics=metrics, **kw)
+    return StoredRun(
+        id=run_id, created=NOW, origin="import", context=dict.fromkeys(CONTEXT_KEYS), setup=setup, metrics=metrics, **kw
+    )

@@ -16,19 +16,30 @@ from tests.core.results.results_helpers import CPU, NOW, parse
 
 def test_run_from_console_masks_secrets_and_merges_the_preset():
     result = json.loads((CPU / "bench_result.json").read_text())
-    preset = BenchPreset(name="tiny-random", dataset="random", input_len=64, output_len=64, num_prompts=50,
-                         max_concurrency=(8,), seed=0)
+    preset = BenchPreset(
+        name="tiny-random", dataset="random", input_len=64, output_len=64, num_prompts=50, max_concurrency=(8,), seed=0
+    )
     live = {"samples": 3, "peak_output_tok_s": 1700.0, "median_ttft_p50_ms": None}
     run = run_from_console(
         {
-            "node": "mi300x-a", "gpu_model": "AMD Instinct MI300X", "compute_partition": "CPX",
-            "memory_partition": "NPS1", "instance": "tiny-g0", "serve_preset": "tiny",
+            "node": "mi300x-a",
+            "gpu_model": "AMD Instinct MI300X",
+            "compute_partition": "CPX",
+            "memory_partition": "NPS1",
+            "instance": "tiny-g0",
+            "serve_preset": "tiny",
             "serve_args": ["vllm", "serve", "m", "--api-key", "sk-123", "--tensor-parallel-size", "1"],
             "env": {"HF_TOKEN": "hf_abc", "VLLM_ROCM_USE_AITER": "1"},
-            "vllm_version": "0.32.0", "client_argv": ["vllm", "bench", "serve", "--api-key=sk-9"],
-            "sweep_id": "sw1", "sweep_point": 8,
+            "vllm_version": "0.32.0",
+            "client_argv": ["vllm", "bench", "serve", "--api-key=sk-9"],
+            "sweep_id": "sw1",
+            "sweep_point": 8,
         },
-        result, live, setup=preset, label="baseline", created=NOW,
+        result,
+        live,
+        setup=preset,
+        label="baseline",
+        created=NOW,
     )
     assert run.origin == "console" and run.source is None and run.label == "baseline"
     assert re.fullmatch(r"\d{8}-\d{6}-mi300x-a-[0-9a-f]{6}", run.id)

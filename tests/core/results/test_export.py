@@ -13,8 +13,12 @@ from tests.core.results.results_helpers import CPU, make_run, parse, strict_json
 
 
 def test_csv_export_is_well_formed():
-    a = make_run("a", {"completed": 10.0, "output_throughput": 123.456}, label='with, comma "and quotes"',
-             setup={"request_rate": math.inf, "dataset": "random"})
+    a = make_run(
+        "a",
+        {"completed": 10.0, "output_throughput": 123.456},
+        label='with, comma "and quotes"',
+        setup={"request_rate": math.inf, "dataset": "random"},
+    )
     b = make_run("b", {"completed": 10.0, "p99.9_itl_ms": 5.0})
     rows = list(csv.reader(io.StringIO(export_csv([a, b]))))
     head = rows[0]

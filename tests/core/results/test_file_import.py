@@ -61,10 +61,13 @@ def test_seed_002_two_vllm_bench_blocks():
 # ---------------------------------------------------------------- 0.32 captures vs the result JSON
 
 
-@pytest.mark.parametrize("stdout, result", [
-    ("bench_serve_stdout.raw", "bench_result.json"),
-    ("bench_tiny_stdout.raw", "bench_tiny_result.json"),
-])
+@pytest.mark.parametrize(
+    "stdout, result",
+    [
+        ("bench_serve_stdout.raw", "bench_result.json"),
+        ("bench_tiny_stdout.raw", "bench_tiny_result.json"),
+    ],
+)
 def test_text_import_agrees_with_the_json_import(stdout, result):
     (text_run,) = parse((CPU / stdout).read_bytes()).runs
     (json_run,) = parse((CPU / result).read_bytes()).runs
@@ -90,7 +93,7 @@ def _terminal_capture(text: str) -> bytes:
         if line.startswith("====="):
             line = f"\x1b[1;32m{line}\x1b[0m"
         elif line.startswith("Mean TTFT"):
-            line = "\x1b[33mMean TTFT (ms):\x1b[0m" + line[len("Mean TTFT (ms):"):]
+            line = "\x1b[33mMean TTFT (ms):\x1b[0m" + line[len("Mean TTFT (ms):") :]
         out.append(line)
     return "\r\n".join(out).encode()
 
@@ -127,13 +130,32 @@ def test_pty_capture_with_carriage_return_progress():
 
 
 LEGACY_063 = {
-    "date": "20241014-210312", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B", "tokenizer_id": "meta-llama/Llama-3.1-8B",
-    "best_of": 1, "num_prompts": 3, "request_rate": "inf", "max_concurrency": None,
-    "duration": 1.5, "completed": 3, "total_input_tokens": 30, "total_output_tokens": 60,
-    "request_throughput": 2.0, "request_goodput:": 1.5, "output_throughput": 40.0, "total_token_throughput": 60.0,
-    "input_lens": [10, 10, 10], "output_lens": [20, 20, 20], "ttfts": [0.1, 0.2, 0.3],
-    "itls": [[0.01, 0.02], [0.01], [0.03]], "generated_texts": ["a", "b", "c"], "errors": ["", "", ""],
-    "mean_ttft_ms": 200.0, "median_ttft_ms": 200.0, "std_ttft_ms": 81.6, "p99_ttft_ms": 299.0,
+    "date": "20241014-210312",
+    "backend": "vllm",
+    "model_id": "meta-llama/Llama-3.1-8B",
+    "tokenizer_id": "meta-llama/Llama-3.1-8B",
+    "best_of": 1,
+    "num_prompts": 3,
+    "request_rate": "inf",
+    "max_concurrency": None,
+    "duration": 1.5,
+    "completed": 3,
+    "total_input_tokens": 30,
+    "total_output_tokens": 60,
+    "request_throughput": 2.0,
+    "request_goodput:": 1.5,
+    "output_throughput": 40.0,
+    "total_token_throughput": 60.0,
+    "input_lens": [10, 10, 10],
+    "output_lens": [20, 20, 20],
+    "ttfts": [0.1, 0.2, 0.3],
+    "itls": [[0.01, 0.02], [0.01], [0.03]],
+    "generated_texts": ["a", "b", "c"],
+    "errors": ["", "", ""],
+    "mean_ttft_ms": 200.0,
+    "median_ttft_ms": 200.0,
+    "std_ttft_ms": 81.6,
+    "p99_ttft_ms": 299.0,
 }
 
 
@@ -151,11 +173,27 @@ def test_legacy_063_json_goodput_colon_inf_rate_and_arrays():
 
 
 def test_091_bench_serve_json_endpoint_type_and_label_instead_of_backend():
-    obj = {"date": "20250601-101010", "endpoint_type": "openai-chat", "label": "run-a", "model_id": "m",
-           "tokenizer_id": "m", "num_prompts": 10, "request_rate": 4.0, "burstiness": 1.0, "max_concurrency": 8,
-           "duration": 2.0, "completed": 10, "total_input_tokens": 100, "total_output_tokens": 200,
-           "request_throughput": 5.0, "request_goodput:": None, "output_throughput": 100.0,
-           "total_token_throughput": 150.0, "mean_itl_ms": 3.0, "p99.9_itl_ms": 9.5}
+    obj = {
+        "date": "20250601-101010",
+        "endpoint_type": "openai-chat",
+        "label": "run-a",
+        "model_id": "m",
+        "tokenizer_id": "m",
+        "num_prompts": 10,
+        "request_rate": 4.0,
+        "burstiness": 1.0,
+        "max_concurrency": 8,
+        "duration": 2.0,
+        "completed": 10,
+        "total_input_tokens": 100,
+        "total_output_tokens": 200,
+        "request_throughput": 5.0,
+        "request_goodput:": None,
+        "output_throughput": 100.0,
+        "total_token_throughput": 150.0,
+        "mean_itl_ms": 3.0,
+        "p99.9_itl_ms": 9.5,
+    }
     (run,) = parse(json.dumps(obj)).runs
     assert run.setup["backend"] == "openai-chat" and run.setup["request_rate"] == 4.0
     assert run.setup["max_concurrency"] == 8 and run.setup["burstiness"] == 1.0
@@ -206,8 +244,15 @@ def test_initial_test_failure_and_files_without_a_block():
     )
     found = parse(text)
     assert found.runs == [] and found.kind is None
-    assert found.skipped == [(None, ("Initial test run failed - Please make sure benchmark arguments are correctly "
-                                     "specified. Error: Cannot connect to host localhost:8000"))]
+    assert found.skipped == [
+        (
+            None,
+            (
+                "Initial test run failed - Please make sure benchmark arguments are correctly "
+                "specified. Error: Cannot connect to host localhost:8000"
+            ),
+        )
+    ]
     assert parse("just some notes\n").skipped == [(None, "no result block")]
     assert parse('{"broken": ').skipped[0][1].startswith("no result block (invalid JSON at line 1")
     cut = SEED_004.read_text().rsplit("P99 TPOT (ms):", 1)[0]
@@ -220,56 +265,69 @@ def test_initial_test_failure_and_files_without_a_block():
 
 
 def test_every_label_of_every_version_is_kept():
-    text = "\n".join([  # noqa: FLY002
-        # 0.6.3: pre-run lines, capital-T total, goodput
-        ("Namespace(backend='vllm', model='org/m-8B', dataset_name='sonnet', sonnet_input_len=550, "
-         "sonnet_output_len=150, num_prompts=100, request_rate=inf, seed=0)"),
-        "Traffic request rate: inf",
-        "============ Serving Benchmark Result ============",
-        "Successful requests:                     100       ",
-        "Benchmark duration (s):                  10.00     ",
-        "Total input tokens:                      55000     ",
-        "Total generated tokens:                  15000     ",
-        "Request throughput (req/s):              10.00     ",
-        "Request goodput (req/s):                 9.50      ",
-        "Output token throughput (tok/s):         1500.00   ",
-        "Total Token throughput (tok/s):          7000.00   ",
-        "---------------Time to First Token----------------",
-        "Mean TTFT (ms):                          100.00    ",
-        "P99.9 TTFT (ms):                         300.00    ",
-        "==================================================",
-        # 0.33: rate in the block, peak values, E2EL, spec decode, lowercase total
-        ("Namespace(backend='openai', model='org/m-8B', dataset_name='random', input_len=1024, output_len=128, "
-         "num_prompts=50, request_rate=20.0, max_concurrency=16, burstiness=1.0)"),
-        "Traffic request rate: 20.0",
-        "Burstiness factor: 1.0 (Poisson process)",
-        "Maximum request concurrency: 16",
-        "============ Serving Benchmark Result ============",
-        "Successful requests:                     50        ",
-        "Failed requests:                         0         ",
-        "Maximum request concurrency:             16        ",
-        "Request rate configured (RPS):           20.00     ",
-        "Benchmark duration (s):                  5.00      ",
-        "Total input tokens:                      51200     ",
-        "Total generated tokens:                  6400      ",
-        "Request throughput (req/s):              10.00     ",
-        "Output token throughput (tok/s):         1280.00   ",
-        "Peak output token throughput (tok/s):    2000.00   ",
-        "Peak concurrent requests:                16.00     ",
-        "Total token throughput (tok/s):          11520.00  ",
-        "----------------End-to-end Latency----------------",
-        "Mean E2EL (ms):                          800.00    ",
-        "Median E2EL (ms):                        790.00    ",
-        "---------------Speculative Decoding---------------",
-        "Acceptance rate (%):                     70.00     ",
-        "Acceptance length:                       2.40      ",
-        "==================================================",
-    ])
+    text = "\n".join(
+        [  # noqa: FLY002
+            # 0.6.3: pre-run lines, capital-T total, goodput
+            (
+                "Namespace(backend='vllm', model='org/m-8B', dataset_name='sonnet', sonnet_input_len=550, "
+                "sonnet_output_len=150, num_prompts=100, request_rate=inf, seed=0)"
+            ),
+            "Traffic request rate: inf",
+            "============ Serving Benchmark Result ============",
+            "Successful requests:                     100       ",
+            "Benchmark duration (s):                  10.00     ",
+            "Total input tokens:                      55000     ",
+            "Total generated tokens:                  15000     ",
+            "Request throughput (req/s):              10.00     ",
+            "Request goodput (req/s):                 9.50      ",
+            "Output token throughput (tok/s):         1500.00   ",
+            "Total Token throughput (tok/s):          7000.00   ",
+            "---------------Time to First Token----------------",
+            "Mean TTFT (ms):                          100.00    ",
+            "P99.9 TTFT (ms):                         300.00    ",
+            "==================================================",
+            # 0.33: rate in the block, peak values, E2EL, spec decode, lowercase total
+            (
+                "Namespace(backend='openai', model='org/m-8B', dataset_name='random', input_len=1024, output_len=128, "
+                "num_prompts=50, request_rate=20.0, max_concurrency=16, burstiness=1.0)"
+            ),
+            "Traffic request rate: 20.0",
+            "Burstiness factor: 1.0 (Poisson process)",
+            "Maximum request concurrency: 16",
+            "============ Serving Benchmark Result ============",
+            "Successful requests:                     50        ",
+            "Failed requests:                         0         ",
+            "Maximum request concurrency:             16        ",
+            "Request rate configured (RPS):           20.00     ",
+            "Benchmark duration (s):                  5.00      ",
+            "Total input tokens:                      51200     ",
+            "Total generated tokens:                  6400      ",
+            "Request throughput (req/s):              10.00     ",
+            "Output token throughput (tok/s):         1280.00   ",
+            "Peak output token throughput (tok/s):    2000.00   ",
+            "Peak concurrent requests:                16.00     ",
+            "Total token throughput (tok/s):          11520.00  ",
+            "----------------End-to-end Latency----------------",
+            "Mean E2EL (ms):                          800.00    ",
+            "Median E2EL (ms):                        790.00    ",
+            "---------------Speculative Decoding---------------",
+            "Acceptance rate (%):                     70.00     ",
+            "Acceptance length:                       2.40      ",
+            "==================================================",
+        ]
+    )
     old, new = parse(text).runs
     assert old.metrics == {
-        "completed": 100.0, "duration": 10.0, "total_input_tokens": 55000.0, "total_output_tokens": 15000.0,
-        "request_throughput": 10.0, "request_goodput": 9.5, "output_throughput": 1500.0,
-        "total_token_throughput": 7000.0, "mean_ttft_ms": 100.0, "p99.9_ttft_ms": 300.0,
+        "completed": 100.0,
+        "duration": 10.0,
+        "total_input_tokens": 55000.0,
+        "total_output_tokens": 15000.0,
+        "request_throughput": 10.0,
+        "request_goodput": 9.5,
+        "output_throughput": 1500.0,
+        "total_token_throughput": 7000.0,
+        "mean_ttft_ms": 100.0,
+        "p99.9_ttft_ms": 300.0,
     }
     assert old.setup["dataset"] == "sonnet" and old.setup["input_len"] == 550 and old.setup["output_len"] == 150
     assert old.setup["request_rate"] == math.inf and old.setup["seed"] == 0

@@ -42,13 +42,16 @@ def test_reference_numbers_equal_the_seeds_blocks():
 _HEAD = '[reference.a]\nseed = "1"\nsection = "s"\nkind = "serving"\ngpu = "MI300X"\nmodel = "m"\n'
 
 
-@pytest.mark.parametrize("body, table, key", [
-    (_HEAD + 'tp = 1\nconcurrency = 4\nmetrics = { completed = 1 }\n', "[reference.a]", "'concurrency'"),
-    (_HEAD + 'tp = 1\n[reference.a.metrics]\nthroughput = 1\n', "[reference.a.metrics]", "'throughput'"),
-    (_HEAD + 'tp = "4"\nmetrics = { completed = 1 }\n', "[reference.a]", "'tp'"),
-    (_HEAD + 'metrics = { completed = 1 }\n', "[reference.a]", "'tp'"),
-    ('[refs.a]\nseed = "1"\n', None, "'refs'"),
-])
+@pytest.mark.parametrize(
+    "body, table, key",
+    [
+        (_HEAD + "tp = 1\nconcurrency = 4\nmetrics = { completed = 1 }\n", "[reference.a]", "'concurrency'"),
+        (_HEAD + "tp = 1\n[reference.a.metrics]\nthroughput = 1\n", "[reference.a.metrics]", "'throughput'"),
+        (_HEAD + 'tp = "4"\nmetrics = { completed = 1 }\n', "[reference.a]", "'tp'"),
+        (_HEAD + "metrics = { completed = 1 }\n", "[reference.a]", "'tp'"),
+        ('[refs.a]\nseed = "1"\n', None, "'refs'"),
+    ],
+)
 def test_reference_loader_is_strict(tmp_path, body, table, key):
     path = tmp_path / "ref.toml"
     path.write_text(body)
@@ -68,9 +71,12 @@ def test_reference_matches():
     assert all(m.unverified == ("gpu", "tp") for m in matches)
 
     def console_run(serve_args, gpu, conc, model="/models/meta-llama/Llama-3.1-70B-Instruct/", **setup):
-        return run_from_console({"gpu_model": gpu, "serve_args": serve_args},
-                                {"model_id": model, "completed": 1, "max_concurrency": conc, "request_rate": "inf"},
-                                setup={"dataset": "sharegpt", **setup}, created=NOW)
+        return run_from_console(
+            {"gpu_model": gpu, "serve_args": serve_args},
+            {"model_id": model, "completed": 1, "max_concurrency": conc, "request_rate": "inf"},
+            setup={"dataset": "sharegpt", **setup},
+            created=NOW,
+        )
 
     exact = reference_matches(console_run(["--tensor-parallel-size", "4"], "AMD Instinct MI300X", 256), rows)
     assert [m.row.id for m in exact] == ["seed004-bf16-tp4-c256", "seed004-bf16-tp4-seqs4096-c256"]
@@ -79,12 +85,25 @@ def test_reference_matches():
     assert [m.row.id for m in fp8] == ["seed004-fp8-tp1-32k-c512"]
     assert reference_matches(console_run(["-tp", "4"], "AMD Instinct MI355X", 256), rows) == []
     assert reference_matches(console_run(["-tp", "4"], "AMD Instinct MI300X", 64), rows) == []
-    mi355 = console_run(["--tensor-parallel-size=1"], "AMD Instinct MI355X", 64,
-                        model="/data/pretrained-models/amd/Llama-3.3-70B-Instruct-FP8-KV/",
-                        dataset="random", input_len=8192, output_len=1024)
+    mi355 = console_run(
+        ["--tensor-parallel-size=1"],
+        "AMD Instinct MI355X",
+        64,
+        model="/data/pretrained-models/amd/Llama-3.3-70B-Instruct-FP8-KV/",
+        dataset="random",
+        input_len=8192,
+        output_len=1024,
+    )
     assert [(m.row.id, m.exact) for m in reference_matches(mi355, rows)] == [("seed002-llama3.3-70b-fp8-tp1-c64", True)]
-    other_len = console_run(["-tp", "1"], "MI355X", 64, model="amd/Llama-3.3-70B-Instruct-FP8-KV",
-                            dataset="random", input_len=1024, output_len=1024)
+    other_len = console_run(
+        ["-tp", "1"],
+        "MI355X",
+        64,
+        model="amd/Llama-3.3-70B-Instruct-FP8-KV",
+        dataset="random",
+        input_len=1024,
+        output_len=1024,
+    )
     assert reference_matches(other_len, rows) == []
     as_run = reference_as_run(exact[0].row)
     assert as_run.metrics == exact[0].row.metrics and as_run.id == "ref:seed004-bf16-tp4-c256"
