@@ -45,6 +45,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "gfx_clock_mhz": ("gpu_clock", 'clock_type=~"GPU_CLOCK_TYPE_SYSTEM|system"'),
     "mem_clock_mhz": ("gpu_clock", 'clock_type=~"GPU_CLOCK_TYPE_MEMORY|memory"'),
 }
+# Values of the physical device, reported on every partition of it by DME.
+_DEVICE_FIELDS = frozenset(
+    ("umc_pct", "power_w", "power_usage_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz", "mem_clock_mhz")
+)
 # The newest sample time of each GPU: what "sample age" is measured from.
 TS_FIELD = "ts"
 
@@ -204,11 +208,18 @@ def parse_fleet(payload: object, label: str = "hostname") -> dict[str, DmeHost]:
 
 def _host(host: str, gpus: Mapping[int, tuple[dict, dict[str, float | None]]]) -> DmeHost:
     physical = _physical_indices({gpu: labels for gpu, (labels, _) in gpus.items()})
+    primary: dict[int, int] = {}
+    for gpu in sorted(gpus):
+        primary.setdefault(physical[gpu], gpu)
     static = []
     metrics = []
     newest: float | None = None
     for gpu in sorted(gpus):
         labels, fields = gpus[gpu]
+        if primary[physical[gpu]] != gpu:
+            # Like the SSH agent, a device's power, temperatures and clocks go on its
+            # first partition only, so summing a node's power counts each GPU once.
+            fields = {k: v for k, v in fields.items() if k not in _DEVICE_FIELDS}
         static.append(
             GpuStatic(
                 index=gpu,

@@ -170,3 +170,19 @@ def test_parse_hosts_and_history():
     history = parse_history(matrix)
     assert list(history) == [3]
     assert [(ts, m.util_pct, m.power_w) for ts, m in history[3]] == [(100, 10, 200), (101, 20, 300)]
+
+
+def test_device_values_go_on_the_first_partition_only_like_the_agent():
+    items = []
+    for gpu in range(4):
+        common = {"serial": "S", "part": gpu % 4, "compute": "qpx"}
+        items += [series("q", gpu, "power_w", "600", **common), series("q", gpu, "util_pct", str(10 * gpu), **common)]
+        items += [
+            series("q", gpu, "temp_junction_c", "70", **common),
+            series("q", gpu, "vram_used_mib", "100", **common),
+        ]
+    gpus = parse_fleet(vector(items))["q"].gpus
+    assert [m.power_w for m in gpus] == [600, None, None, None]
+    assert [m.temp_junction_c for m in gpus] == [70, None, None, None]
+    assert [m.util_pct for m in gpus] == [0, 10, 20, 30]  # per-partition values stay
+    assert [m.vram_used_mib for m in gpus] == [100] * 4
