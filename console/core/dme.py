@@ -4,10 +4,21 @@ Pure: builds the PromQL the Prometheus source sends and parses the JSON that com
 back into the same GpuStatic / GpuMetrics records the SSH agent produces. Metric
 and label names, units and sources: docs/prometheus.md.
 
-One instant query per refresh covers the whole fleet: every family is reduced
-with ``max by (<GPU labels>)`` (newer DME releases add per-process labels, so one
-GPU may have several series) and tagged with a ``console_field`` label by
-``label_replace``; the families are joined with ``or``.
+Two instant queries cover the whole fleet, never one per node or GPU:
+
+* the **layout** query (at start, every 30 s, and when a node's GPUs change):
+  one series per logical GPU with DME's identity labels (serial, model,
+  partition ids and modes) and its VRAM size;
+* the **values** query (every refresh): every metric family, reduced to the
+  labels ``(hostname, gpu_id)`` and tagged with a one-letter ``f`` label, joined
+  with ``or`` into one expression, plus the newest scrape time per host. A JSON
+  series costs ~80 bytes this way instead of ~350 with DME's full label set.
+  Device-wide families (power, temperatures, clocks, memory activity) are read
+  from partition 0 only: DME repeats them on every partition of a device, and the
+  SSH agent too shows them once, on the device's first partition.
+
+Every family is reduced with ``max by``: newer DME releases add per-process
+labels, so one GPU can have several series.
 """
 
 from __future__ import annotations
@@ -27,30 +38,26 @@ SERIAL = "serial_number"
 MODEL = "card_model"
 COMPUTE_PARTITION = "gpu_compute_partition_type"
 MEMORY_PARTITION = "gpu_memory_partition_type"
-GPU_LABELS = (GPU_ID, PARTITION_ID, SERIAL, MODEL, COMPUTE_PARTITION, MEMORY_PARTITION)
-FIELD_LABEL = "console_field"
+LAYOUT_LABELS = (GPU_ID, PARTITION_ID, SERIAL, MODEL, COMPUTE_PARTITION, MEMORY_PARTITION)
+TAG = "f"  # the label that says which family a values series is
 
-# console field -> (DME metric, extra label matcher or "").
-# gpu_clock's clock_type is the enum name in DME's code (GPU_CLOCK_TYPE_SYSTEM)
-# and the short form in newer docs (system): accept both.
-FAMILIES: dict[str, tuple[str, str]] = {
-    "util_pct": ("gpu_gfx_activity", ""),
-    "umc_pct": ("gpu_umc_activity", ""),
-    "vram_used_mib": ("gpu_used_vram", ""),
-    "vram_total_mib": ("gpu_total_vram", ""),
-    "power_w": ("gpu_package_power", ""),
-    "power_usage_w": ("gpu_power_usage", ""),  # used where gpu_package_power is absent
-    "temp_junction_c": ("gpu_junction_temperature", ""),
-    "temp_mem_c": ("gpu_memory_temperature", ""),
-    "gfx_clock_mhz": ("gpu_clock", 'clock_type=~"GPU_CLOCK_TYPE_SYSTEM|system"'),
-    "mem_clock_mhz": ("gpu_clock", 'clock_type=~"GPU_CLOCK_TYPE_MEMORY|memory"'),
+# tag -> (GpuMetrics field, PromQL selector body after the host matcher, device-wide?)
+# gpu_clock's clock_type is the enum name in DME's code (GPU_CLOCK_TYPE_SYSTEM) and
+# the short form in newer docs (system): both match. Power: gpu_package_power (MI3xx)
+# or else gpu_power_usage.
+VALUE_FAMILIES: dict[str, tuple[str, tuple[str, ...], bool]] = {
+    "u": ("util_pct", ("gpu_gfx_activity",), False),
+    "v": ("vram_used_mib", ("gpu_used_vram",), False),
+    "m": ("umc_pct", ("gpu_umc_activity",), True),
+    "p": ("power_w", ("gpu_package_power", "gpu_power_usage"), True),
+    "j": ("temp_junction_c", ("gpu_junction_temperature",), True),
+    "t": ("temp_mem_c", ("gpu_memory_temperature",), True),
+    "g": ("gfx_clock_mhz", ('gpu_clock{clock_type=~"GPU_CLOCK_TYPE_SYSTEM|system"}',), True),
+    "c": ("mem_clock_mhz", ('gpu_clock{clock_type=~"GPU_CLOCK_TYPE_MEMORY|memory"}',), True),
 }
-# Values of the physical device, reported on every partition of it by DME.
-_DEVICE_FIELDS = frozenset(
-    ("umc_pct", "power_w", "power_usage_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz", "mem_clock_mhz")
-)
-# The newest sample time of each GPU: what "sample age" is measured from.
-TS_FIELD = "ts"
+TS_TAG = "s"  # newest scrape time of a host's series
+_FIELD_OF = {tag: field for tag, (field, _, _) in VALUE_FAMILIES.items()}
+LAYOUT_EVERY_S = 30.0  # how often the layout query runs when nothing changed
 
 
 class DmeResponseError(ValueError):
@@ -58,13 +65,11 @@ class DmeResponseError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class DmeHost:
-    """One node's GPUs as DME last reported them through Prometheus."""
+class DmeValues:
+    """One host's latest values: sample time and, per logical GPU, field -> value."""
 
-    hostname: str
-    sample_ts: float | None  # newest scrape time of its series (Prometheus clock, epoch s)
-    static: tuple[GpuStatic, ...]
-    gpus: tuple[GpuMetrics, ...]
+    sample_ts: float | None  # newest scrape of its series (Prometheus clock, epoch s)
+    gpus: dict[int, dict[str, float | None]]
 
 
 # ---------------------------------------------------------------- host names
@@ -123,22 +128,33 @@ def host_selector(label: str, hosts: Sequence[str] | None) -> str:
 # ---------------------------------------------------------------- queries
 
 
-def fleet_query(label: str = "hostname", hosts: Sequence[str] | None = None) -> str:
-    """The one instant query of a refresh: every family for the given hosts."""
-    by = ", ".join((label, *GPU_LABELS))
+def _select(metric: str, *matchers: str) -> str:
+    """``gpu_clock{clock_type=~"..."}`` + more matchers -> one selector."""
+    name, _, inner = metric.partition("{")
+    inner = inner.rstrip("}")
+    return f"{name}{{{', '.join(m for m in (*matchers, inner) if m)}}}"
+
+
+def _tag(expr: str, tag: str) -> str:
+    return f'label_replace({expr}, "{TAG}", "{tag}", "", "")'
+
+
+def layout_query(label: str = "hostname", hosts: Sequence[str] | None = None) -> str:
+    by = ", ".join((label, *LAYOUT_LABELS))
+    return f"max by ({by}) ({_select('gpu_total_vram', host_selector(label, hosts))})"
+
+
+def values_query(label: str = "hostname", hosts: Sequence[str] | None = None) -> str:
+    """The query of every refresh: each family by (host, gpu_id), tagged, joined with ``or``."""
     selector = host_selector(label, hosts)
+    by = f"{label}, {GPU_ID}"
     parts = []
-    for field, (metric, extra) in FAMILIES.items():
-        matchers = f"{selector}, {extra}" if extra else selector
-        expr = f"max by ({by}) ({metric}{{{matchers}}})"
-        parts.append(_tag(expr, field))
-    stamp = f"max by ({by}) (timestamp(gpu_total_vram{{{selector}}}))"
-    parts.append(_tag(stamp, TS_FIELD))
+    for tag, (_, metrics, device) in VALUE_FAMILIES.items():
+        matchers = (selector, f'{PARTITION_ID}="0"') if device else (selector,)
+        exprs = [f"max by ({by}) ({_select(metric, *matchers)})" for metric in metrics]
+        parts.append(_tag(" or ".join(exprs) if len(exprs) == 1 else f"({' or '.join(exprs)})", tag))
+    parts.append(_tag(f"max by ({label}) (timestamp({_select('gpu_total_vram', selector)}))", TS_TAG))
     return " or ".join(parts)
-
-
-def _tag(expr: str, field: str) -> str:
-    return f'label_replace({expr}, "{FIELD_LABEL}", "{field}", "", "")'
 
 
 def hosts_query(label: str = "hostname") -> str:
@@ -185,75 +201,37 @@ def _upper(value: str | None) -> str | None:
     return value.upper() if value else None
 
 
-def parse_fleet(payload: object, label: str = "hostname") -> dict[str, DmeHost]:
-    """An instant-query answer to fleet_query -> hostname -> DmeHost."""
-    # hostname -> gpu_id -> (labels, {field: value})
-    hosts: dict[str, dict[int, tuple[dict, dict[str, float | None]]]] = {}
+def parse_layout(payload: object, label: str = "hostname") -> dict[str, tuple[GpuStatic, ...]]:
+    """The layout query's answer -> hostname -> its logical GPUs, by index."""
+    hosts: dict[str, dict[int, tuple[Mapping[str, str], float | None]]] = {}
     for item in _data(payload, "vector"):
-        if not isinstance(item, dict):
+        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
             continue
-        labels = item.get("metric")
+        labels = item["metric"]
         value = item.get("value")
-        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
-            continue
         host = labels.get(label)
         gpu = _int_label(labels, GPU_ID)
-        field = labels.get(FIELD_LABEL)
-        if not host or gpu is None or not field:
+        if not host or gpu is None:
             continue
-        entry = hosts.setdefault(host, {}).setdefault(gpu, (labels, {}))
-        entry[1][field] = _value(value[1])
-    return {host: _host(host, gpus) for host, gpus in hosts.items()}
-
-
-def _host(host: str, gpus: Mapping[int, tuple[dict, dict[str, float | None]]]) -> DmeHost:
-    physical = _physical_indices({gpu: labels for gpu, (labels, _) in gpus.items()})
-    primary: dict[int, int] = {}
-    for gpu in sorted(gpus):
-        primary.setdefault(physical[gpu], gpu)
-    static = []
-    metrics = []
-    newest: float | None = None
-    for gpu in sorted(gpus):
-        labels, fields = gpus[gpu]
-        if primary[physical[gpu]] != gpu:
-            # Like the SSH agent, a device's power, temperatures and clocks go on its
-            # first partition only, so summing a node's power counts each GPU once.
-            fields = {k: v for k, v in fields.items() if k not in _DEVICE_FIELDS}
-        static.append(
+        total = _value(value[1]) if isinstance(value, list) and len(value) == 2 else None
+        hosts.setdefault(host, {})[gpu] = (labels, total)
+    out = {}
+    for host, gpus in hosts.items():
+        physical = _physical_indices({gpu: labels for gpu, (labels, _) in gpus.items()})
+        out[host] = tuple(
             GpuStatic(
                 index=gpu,
                 physical=physical[gpu],
                 partition_id=_int_label(labels, PARTITION_ID) or 0,
                 model=labels.get(MODEL) or None,
                 serial=labels.get(SERIAL) or None,
-                vram_total_mib=fields.get("vram_total_mib"),
+                vram_total_mib=total,
                 compute_partition=_upper(labels.get(COMPUTE_PARTITION)),
                 memory_partition=_upper(labels.get(MEMORY_PARTITION)),
             )
+            for gpu, (labels, total) in sorted(gpus.items())
         )
-        metrics.append(_metrics(gpu, fields))
-        ts = fields.get(TS_FIELD)
-        if ts is not None and (newest is None or ts > newest):
-            newest = ts
-    return DmeHost(host, newest, tuple(static), tuple(metrics))
-
-
-def _metrics(gpu: int, fields: Mapping[str, float | None]) -> GpuMetrics:
-    get = fields.get
-    power = get("power_w")
-    return GpuMetrics(
-        index=gpu,
-        util_pct=get("util_pct"),
-        umc_pct=get("umc_pct"),
-        vram_used_mib=get("vram_used_mib"),
-        vram_total_mib=get("vram_total_mib"),
-        power_w=power if power is not None else get("power_usage_w"),
-        temp_junction_c=get("temp_junction_c"),
-        temp_mem_c=get("temp_mem_c"),
-        gfx_clock_mhz=get("gfx_clock_mhz"),
-        mem_clock_mhz=get("mem_clock_mhz"),
-    )
+    return out
 
 
 def _physical_indices(labels_by_gpu: Mapping[int, Mapping[str, str]]) -> dict[int, int]:
@@ -268,6 +246,72 @@ def _physical_indices(labels_by_gpu: Mapping[int, Mapping[str, str]]) -> dict[in
     return {gpu: rank[labels.get(SERIAL) or f"\0{gpu}"] for gpu, labels in labels_by_gpu.items()}
 
 
+def parse_values(payload: object, label: str = "hostname") -> dict[str, DmeValues]:
+    """The values query's answer -> hostname -> DmeValues. Runs every refresh for
+    every GPU of the fleet, so it is written for speed."""
+    stamps: dict[str, float | None] = {}
+    gpus: dict[str, dict[int, dict[str, float | None]]] = {}
+    field_of = _FIELD_OF
+    isfinite = math.isfinite
+    for item in _data(payload, "vector"):
+        try:
+            labels = item["metric"]
+            raw = item["value"][1]
+            tag = labels[TAG]
+            host = labels[label]
+        except (KeyError, IndexError, TypeError):
+            continue
+        try:
+            value: float | None = float(raw)
+        except (TypeError, ValueError):
+            value = None
+        if value is not None and not isfinite(value):
+            value = None
+        if tag == TS_TAG:
+            stamps[host] = value
+            continue
+        field = field_of.get(tag)
+        gpu_label = labels.get(GPU_ID)
+        if field is None or gpu_label is None:
+            continue
+        try:
+            gpu = int(gpu_label)
+        except ValueError:
+            continue
+        per_host = gpus.get(host)
+        if per_host is None:
+            per_host = gpus[host] = {}
+        fields = per_host.get(gpu)
+        if fields is None:
+            fields = per_host[gpu] = {}
+        fields[field] = value
+    return {host: DmeValues(stamps.get(host), gpus.get(host, {})) for host in set(stamps) | set(gpus)}
+
+
+def frame_gpus(static: Sequence[GpuStatic], values: Mapping[int, Mapping[str, float | None]]) -> tuple[GpuMetrics, ...]:
+    """One GpuMetrics per logical GPU of the layout, in index order (a GPU without
+    values is all N/A, as a GPU the agent could not read)."""
+    empty: Mapping[str, float | None] = {}
+    out = []
+    for gpu in static:
+        get = values.get(gpu.index, empty).get
+        out.append(
+            GpuMetrics(
+                index=gpu.index,
+                util_pct=get("util_pct"),
+                umc_pct=get("umc_pct"),
+                vram_used_mib=get("vram_used_mib"),
+                vram_total_mib=gpu.vram_total_mib,
+                power_w=get("power_w"),
+                temp_junction_c=get("temp_junction_c"),
+                temp_mem_c=get("temp_mem_c"),
+                gfx_clock_mhz=get("gfx_clock_mhz"),
+                mem_clock_mhz=get("mem_clock_mhz"),
+            )
+        )
+    return tuple(out)
+
+
 def parse_hosts(payload: object, label: str = "hostname") -> list[str]:
     """An answer to hosts_query -> the host names, sorted."""
     out = set()
@@ -279,17 +323,17 @@ def parse_hosts(payload: object, label: str = "hostname") -> list[str]:
     return sorted(out)
 
 
-def parse_history(payload: object) -> dict[int, list[tuple[float, GpuMetrics]]]:
-    """A query_range answer to fleet_query for one host -> gpu_id -> [(ts, metrics)], oldest first."""
+def parse_history(payload: object) -> dict[int, list[tuple[float, dict[str, float | None]]]]:
+    """A query_range answer to values_query for one host -> gpu_id -> [(ts, fields)], oldest first."""
     rows: dict[int, dict[float, dict[str, float | None]]] = {}
     for item in _data(payload, "matrix"):
         if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
             continue
         labels = item["metric"]
         gpu = _int_label(labels, GPU_ID)
-        field = labels.get(FIELD_LABEL)
+        field = _FIELD_OF.get(labels.get(TAG, ""))
         values = item.get("values")
-        if gpu is None or not field or field == TS_FIELD or not isinstance(values, list):
+        if gpu is None or field is None or not isinstance(values, list):
             continue
         by_ts = rows.setdefault(gpu, {})
         for pair in values:
@@ -297,4 +341,4 @@ def parse_history(payload: object) -> dict[int, list[tuple[float, GpuMetrics]]]:
                 ts = _value(pair[0])
                 if ts is not None:
                     by_ts.setdefault(ts, {})[field] = _value(pair[1])
-    return {gpu: [(ts, _metrics(gpu, by_ts[ts])) for ts in sorted(by_ts)] for gpu, by_ts in sorted(rows.items())}
+    return {gpu: [(ts, by_ts[ts]) for ts in sorted(by_ts)] for gpu, by_ts in sorted(rows.items())}

@@ -8,21 +8,24 @@ import re
 import pytest
 
 from console.core.dme import (
-    FAMILIES,
+    VALUE_FAMILIES,
     DmeResponseError,
-    fleet_query,
+    frame_gpus,
     host_selector,
+    layout_query,
     match_hosts,
-    parse_fleet,
     parse_history,
     parse_hosts,
+    parse_layout,
+    parse_values,
     unmatched_hosts,
+    values_query,
 )
 
 EVAL_TS = 1_764_000_000.5
 
 
-def series(host, gpu, field, value, *, serial="S0", part=0, compute="spx", memory="nps1", **extra):
+def layout_series(host, gpu, total="196592", *, serial="S0", part=0, compute="spx", memory="nps1"):
     labels = {
         "hostname": host,
         "gpu_id": str(gpu),
@@ -31,9 +34,14 @@ def series(host, gpu, field, value, *, serial="S0", part=0, compute="spx", memor
         "card_model": "AMD Instinct MI300X",
         "gpu_compute_partition_type": compute,
         "gpu_memory_partition_type": memory,
-        "console_field": field,
-        **extra,
     }
+    return {"metric": labels, "value": [EVAL_TS, total]}
+
+
+def value_series(host, gpu, tag, value):
+    labels = {"hostname": host, "f": tag}
+    if gpu is not None:
+        labels["gpu_id"] = str(gpu)
     return {"metric": labels, "value": [EVAL_TS, value]}
 
 
@@ -41,71 +49,66 @@ def vector(items):
     return {"status": "success", "data": {"resultType": "vector", "result": items}}
 
 
-def test_spx_host_fields_units_and_sample_time():
-    payload = vector(
-        [
-            series("gpu-01", 0, "util_pct", "87"),
-            series("gpu-01", 0, "umc_pct", "12"),
-            series("gpu-01", 0, "vram_used_mib", "150000"),
-            series("gpu-01", 0, "vram_total_mib", "196592"),
-            series("gpu-01", 0, "power_w", "612"),
-            series("gpu-01", 0, "power_usage_w", "500"),
-            series("gpu-01", 0, "temp_junction_c", "71"),
-            series("gpu-01", 0, "temp_mem_c", "55"),
-            series("gpu-01", 0, "gfx_clock_mhz", "2100"),
-            series("gpu-01", 0, "mem_clock_mhz", "1300"),
-            series("gpu-01", 0, "ts", "1763999999.25"),
-        ]
-    )
-    host = parse_fleet(payload)["gpu-01"]
-    assert host.sample_ts == 1763999999.25  # the scrape time, not the query's evaluation time
-    (static,) = host.static
+def test_spx_layout_and_values_make_the_agents_rows():
+    layout = parse_layout(vector([layout_series("gpu-01", 0)]))
+    (static,) = layout["gpu-01"]
     assert (static.index, static.physical, static.partition_id) == (0, 0, 0)
     assert (static.compute_partition, static.memory_partition) == ("SPX", "NPS1")
-    assert static.model == "AMD Instinct MI300X" and static.vram_total_mib == 196592
-    (m,) = host.gpus
+    assert static.model == "AMD Instinct MI300X" and static.vram_total_mib == 196592 and static.serial == "S0"
+    payload = vector(
+        [
+            value_series("gpu-01", 0, "u", "87"),
+            value_series("gpu-01", 0, "m", "12"),
+            value_series("gpu-01", 0, "v", "150000"),
+            value_series("gpu-01", 0, "p", "612"),
+            value_series("gpu-01", 0, "j", "71"),
+            value_series("gpu-01", 0, "t", "55"),
+            value_series("gpu-01", 0, "g", "2100"),
+            value_series("gpu-01", 0, "c", "1300"),
+            value_series("gpu-01", None, "s", "1763999999.25"),
+        ]
+    )
+    values = parse_values(payload)["gpu-01"]
+    assert values.sample_ts == 1763999999.25  # the scrape time, not the query's evaluation time
+    (m,) = frame_gpus(layout["gpu-01"], values.gpus)
     assert (m.util_pct, m.umc_pct, m.vram_used_mib, m.vram_total_mib) == (87, 12, 150000, 196592)
-    assert m.power_w == 612  # gpu_package_power wins over gpu_power_usage
-    assert (m.temp_junction_c, m.temp_mem_c, m.gfx_clock_mhz, m.mem_clock_mhz) == (71, 55, 2100, 1300)
+    assert (m.power_w, m.temp_junction_c, m.temp_mem_c, m.gfx_clock_mhz, m.mem_clock_mhz) == (612, 71, 55, 2100, 1300)
     assert m.power_cap_w is None  # DME has no power-cap family
 
 
-def test_power_usage_is_the_fallback_and_nan_is_not_a_number():
-    payload = vector(
-        [
-            series("h", 0, "power_usage_w", "450"),
-            series("h", 0, "util_pct", "NaN"),
-            series("h", 0, "temp_junction_c", "+Inf"),
-        ]
-    )
-    (m,) = parse_fleet(payload)["h"].gpus
-    assert m.power_w == 450
-    assert m.util_pct is None and m.temp_junction_c is None
+def test_nan_is_na_and_a_gpu_without_values_is_all_na():
+    layout = parse_layout(vector([layout_series("h", 0), layout_series("h", 1, serial="S1")]))["h"]
+    values = parse_values(vector([value_series("h", 0, "u", "NaN"), value_series("h", 0, "j", "+Inf")]))["h"]
+    first, second = frame_gpus(layout, values.gpus)
+    assert first.util_pct is None and first.temp_junction_c is None
+    assert second.index == 1 and second.util_pct is None and second.vram_total_mib == 196592
+    assert values.sample_ts is None
 
 
 def test_cpx_partitions_are_grouped_by_the_physical_gpus_serial():
     items = []
-    # Two MI300X in CPX: gpu_id 0-7 share serial B (listed second on purpose), 8-15 serial A.
+    # Two MI300X in CPX: gpu_id 0-7 share serial B (sorts after A on purpose), 8-15 serial A.
     for gpu in range(16):
         serial = "B-serial" if gpu < 8 else "A-serial"
-        items.append(series("cpx", gpu, "util_pct", str(gpu), serial=serial, part=gpu % 8, compute="cpx"))
-    payload = vector(list(reversed(items)))
-    host = parse_fleet(payload)["cpx"]
-    assert [s.index for s in host.static] == list(range(16))
-    assert [s.physical for s in host.static] == [0] * 8 + [1] * 8  # ordered by lowest gpu_id, not serial
-    assert [s.partition_id for s in host.static] == list(range(8)) * 2
-    assert {s.compute_partition for s in host.static} == {"CPX"}
-    assert [m.util_pct for m in host.gpus] == [float(g) for g in range(16)]
+        items.append(layout_series("cpx", gpu, "24574", serial=serial, part=gpu % 8, compute="cpx"))
+    static = parse_layout(vector(list(reversed(items))))["cpx"]
+    assert [s.index for s in static] == list(range(16))
+    assert [s.physical for s in static] == [0] * 8 + [1] * 8  # ordered by lowest gpu_id, not serial
+    assert [s.partition_id for s in static] == list(range(8)) * 2
+    assert {s.compute_partition for s in static} == {"CPX"}
 
 
-def test_series_without_hostname_gpu_id_or_field_are_ignored():
-    good = series("h", 0, "util_pct", "5")
-    no_gpu = series("h", 0, "util_pct", "6")
-    no_gpu["metric"]["gpu_id"] = ""
-    no_field = series("h", 1, "util_pct", "7")
-    del no_field["metric"]["console_field"]
-    hosts = parse_fleet(vector([good, no_gpu, no_field, "junk", {"metric": {}, "value": "x"}]))
-    assert [m.util_pct for m in hosts["h"].gpus] == [5]
+def test_malformed_series_are_skipped():
+    items = [
+        value_series("h", 0, "u", "5"),
+        value_series("h", "x", "u", "6"),
+        value_series("h", 1, "zz", "7"),
+        {"metric": {"hostname": "h"}, "value": [1, "3"]},
+        "junk",
+        {"metric": {}, "value": "x"},
+    ]
+    values = parse_values(vector(items))["h"]
+    assert values.gpus == {0: {"util_pct": 5.0}}
 
 
 @pytest.mark.parametrize(
@@ -118,8 +121,9 @@ def test_series_without_hostname_gpu_id_or_field_are_ignored():
     ],
 )
 def test_bad_answers_raise_one_clear_error(payload, fragment):
-    with pytest.raises(DmeResponseError, match=re.escape(fragment)):
-        parse_fleet(payload)
+    for parse in (parse_values, parse_layout, parse_hosts):
+        with pytest.raises(DmeResponseError, match=re.escape(fragment)):
+            parse(payload)
 
 
 def test_match_hosts_exact_then_short_name():
@@ -140,49 +144,35 @@ def test_host_selector_matches_short_and_full_names_only():
     assert host_selector("hostname", None) == 'hostname!=""'
 
 
-def test_fleet_query_is_one_expression_over_every_family():
-    query = fleet_query("hostname", ["n1", "n2"])
-    assert query.count(" or ") == len(FAMILIES)  # the families plus the timestamp, joined
-    for metric, _ in FAMILIES.values():
-        assert f"{metric}{{" in query
-    assert "max by (hostname, gpu_id, gpu_partition_id, serial_number" in query
-    assert "timestamp(gpu_total_vram" in query
-    assert 'clock_type=~"GPU_CLOCK_TYPE_SYSTEM|system"' in query
+def test_values_query_is_one_expression_with_lean_labels():
+    query = values_query("hostname", ["n1", "n2"])
+    assert query.count("label_replace(") == len(VALUE_FAMILIES) + 1  # each family plus the scrape time
+    assert query.count("max by (hostname, gpu_id) (") == len(VALUE_FAMILIES) + 1  # power has a fallback
+    assert "serial_number" not in query  # identity labels come from the layout query
+    assert 'gpu_package_power{hostname=~"n1(\\\\..*)?|n2(\\\\..*)?", gpu_partition_id="0"}' in query
+    assert 'gpu_gfx_activity{hostname=~"n1(\\\\..*)?|n2(\\\\..*)?"}' in query  # every partition
+    assert 'gpu_clock{hostname=~"n1(\\\\..*)?|n2(\\\\..*)?", gpu_partition_id="0", clock_type=~' in query
+    layout = layout_query("hostname", ["n1"])
+    assert layout.startswith("max by (hostname, gpu_id, gpu_partition_id, serial_number, card_model, ")
 
 
 def test_parse_hosts_and_history():
     hosts = vector([{"metric": {"hostname": "b"}, "value": [1, "8"]}, {"metric": {"hostname": "a"}, "value": [1, "8"]}])
     assert parse_hosts(hosts) == ["a", "b"]
-    labels = series("h", 3, "util_pct", "0")["metric"]
-    power = {**labels, "console_field": "power_w"}
-    stamp = {**labels, "console_field": "ts"}
+    util = {"hostname": "h", "gpu_id": "3", "f": "u"}
+    power = {"hostname": "h", "gpu_id": "3", "f": "p"}
+    stamp = {"hostname": "h", "f": "s"}
     matrix = {
         "status": "success",
         "data": {
             "resultType": "matrix",
             "result": [
                 {"metric": power, "values": [[101, "300"], [100, "200"]]},
-                {"metric": labels, "values": [[100, "10"], [101, "20"]]},
+                {"metric": util, "values": [[100, "10"], [101, "20"]]},
                 {"metric": stamp, "values": [[100, "99"]]},
             ],
         },
     }
     history = parse_history(matrix)
     assert list(history) == [3]
-    assert [(ts, m.util_pct, m.power_w) for ts, m in history[3]] == [(100, 10, 200), (101, 20, 300)]
-
-
-def test_device_values_go_on_the_first_partition_only_like_the_agent():
-    items = []
-    for gpu in range(4):
-        common = {"serial": "S", "part": gpu % 4, "compute": "qpx"}
-        items += [series("q", gpu, "power_w", "600", **common), series("q", gpu, "util_pct", str(10 * gpu), **common)]
-        items += [
-            series("q", gpu, "temp_junction_c", "70", **common),
-            series("q", gpu, "vram_used_mib", "100", **common),
-        ]
-    gpus = parse_fleet(vector(items))["q"].gpus
-    assert [m.power_w for m in gpus] == [600, None, None, None]
-    assert [m.temp_junction_c for m in gpus] == [70, None, None, None]
-    assert [m.util_pct for m in gpus] == [0, 10, 20, 30]  # per-partition values stay
-    assert [m.vram_used_mib for m in gpus] == [100] * 4
+    assert history[3] == [(100, {"util_pct": 10, "power_w": 200}), (101, {"util_pct": 20, "power_w": 300})]
