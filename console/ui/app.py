@@ -82,7 +82,9 @@ class ConsoleApp(App[int]):
         super().__init__()
         self.profile = profile
         self.clock = clock
-        self.fleet = fleet or FleetTelemetry(profile.nodes, pool, interval=interval, clock=clock)
+        self.fleet = fleet or FleetTelemetry(
+            profile.nodes, pool, interval=interval, clock=clock, prometheus=profile.prometheus
+        )
         self.view = FleetView(self.fleet)
         self.fleet.subscribe(self._on_fleet_event)
         self.redraw_interval = redraw_interval
