@@ -45,6 +45,12 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
         proc.wait(timeout=10)
 
 
+def _instance(target: str, path: str) -> str:
+    """'/nodes/gpu-7/metrics' -> 'gpu-7:5000' (DME's port), as if each node ran its own exporter."""
+    parts = path.strip("/").split("/")
+    return f"{parts[1]}:5000" if len(parts) == 3 and parts[0] == "nodes" else target
+
+
 @dataclass
 class DmeExporter:
     proc: subprocess.Popen
@@ -100,8 +106,11 @@ class PrometheusServer:
             "scrape_configs": [
                 {
                     "job_name": "dme",
+                    # One target per node: its own path and its own instance label (the
+                    # default, host:port, is the same for all of them).
                     "static_configs": [
-                        {"targets": [target], "labels": {"__metrics_path__": path}} for target, path in self.targets
+                        {"targets": [target], "labels": {"__metrics_path__": path, "instance": _instance(target, path)}}
+                        for target, path in self.targets
                     ],
                 }
             ],
