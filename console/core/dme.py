@@ -9,10 +9,11 @@ Two instant queries cover the whole fleet, never one per node or GPU:
 * the **layout** query (at start, every 30 s, and when a node's GPUs change):
   one series per logical GPU with DME's identity labels (serial, model,
   partition ids and modes) and its VRAM size;
-* the **values** query (every refresh): every metric family, reduced to the
-  labels ``(hostname, gpu_id)`` and tagged with a one-letter ``f`` label, joined
-  with ``or`` into one expression, plus the newest scrape time per host. A JSON
-  series costs ~80 bytes this way instead of ~350 with DME's full label set.
+* the **values** queries (every refresh, sent together): one per metric family,
+  reduced to the labels ``(hostname, gpu_id)``, plus the newest scrape time per
+  host. A JSON series costs ~70 bytes this way instead of ~350 with DME's full
+  label set. (One expression joining the families with ``or`` was measured 3x
+  slower in Prometheus 2.42 than the separate queries together.)
   Device-wide families (power, temperatures, clocks, memory activity) are read
   from partition 0 only: DME repeats them on every partition of a device, and the
   SSH agent too shows them once, on the device's first partition.
@@ -39,9 +40,7 @@ MODEL = "card_model"
 COMPUTE_PARTITION = "gpu_compute_partition_type"
 MEMORY_PARTITION = "gpu_memory_partition_type"
 LAYOUT_LABELS = (GPU_ID, PARTITION_ID, SERIAL, MODEL, COMPUTE_PARTITION, MEMORY_PARTITION)
-TAG = "f"  # the label that says which family a values series is
-
-# tag -> (GpuMetrics field, PromQL selector body after the host matcher, device-wide?)
+# family key -> (GpuMetrics field, DME metrics (the first present wins), device-wide?)
 # gpu_clock's clock_type is the enum name in DME's code (GPU_CLOCK_TYPE_SYSTEM) and
 # the short form in newer docs (system): both match. Power: gpu_package_power (MI3xx)
 # or else gpu_power_usage.
@@ -57,6 +56,7 @@ VALUE_FAMILIES: dict[str, tuple[str, tuple[str, ...], bool]] = {
 }
 TS_TAG = "s"  # newest scrape time of a host's series
 _FIELD_OF = {tag: field for tag, (field, _, _) in VALUE_FAMILIES.items()}
+Payloads = Mapping[str, object]  # family key (or TS_TAG) -> the answer to its query
 LAYOUT_EVERY_S = 30.0  # how often the layout query runs when nothing changed
 
 
@@ -135,26 +135,21 @@ def _select(metric: str, *matchers: str) -> str:
     return f"{name}{{{', '.join(m for m in (*matchers, inner) if m)}}}"
 
 
-def _tag(expr: str, tag: str) -> str:
-    return f'label_replace({expr}, "{TAG}", "{tag}", "", "")'
-
-
 def layout_query(label: str = "hostname", hosts: Sequence[str] | None = None) -> str:
     by = ", ".join((label, *LAYOUT_LABELS))
     return f"max by ({by}) ({_select('gpu_total_vram', host_selector(label, hosts))})"
 
 
-def values_query(label: str = "hostname", hosts: Sequence[str] | None = None) -> str:
-    """The query of every refresh: each family by (host, gpu_id), tagged, joined with ``or``."""
+def value_queries(label: str = "hostname", hosts: Sequence[str] | None = None) -> dict[str, str]:
+    """The queries of every refresh: family key -> its expression, by (host, gpu_id)."""
     selector = host_selector(label, hosts)
     by = f"{label}, {GPU_ID}"
-    parts = []
+    out = {}
     for tag, (_, metrics, device) in VALUE_FAMILIES.items():
         matchers = (selector, f'{PARTITION_ID}="0"') if device else (selector,)
-        exprs = [f"max by ({by}) ({_select(metric, *matchers)})" for metric in metrics]
-        parts.append(_tag(" or ".join(exprs) if len(exprs) == 1 else f"({' or '.join(exprs)})", tag))
-    parts.append(_tag(f"max by ({label}) (timestamp({_select('gpu_total_vram', selector)}))", TS_TAG))
-    return " or ".join(parts)
+        out[tag] = " or ".join(f"max by ({by}) ({_select(metric, *matchers)})" for metric in metrics)
+    out[TS_TAG] = f"max by ({label}) (timestamp({_select('gpu_total_vram', selector)}))"
+    return out
 
 
 def hosts_query(label: str = "hostname") -> str:
@@ -246,45 +241,43 @@ def _physical_indices(labels_by_gpu: Mapping[int, Mapping[str, str]]) -> dict[in
     return {gpu: rank[labels.get(SERIAL) or f"\0{gpu}"] for gpu, labels in labels_by_gpu.items()}
 
 
-def parse_values(payload: object, label: str = "hostname") -> dict[str, DmeValues]:
-    """The values query's answer -> hostname -> DmeValues. Runs every refresh for
+def parse_values(payloads: Payloads, label: str = "hostname") -> dict[str, DmeValues]:
+    """The value queries' answers -> hostname -> DmeValues. Runs every refresh for
     every GPU of the fleet, so it is written for speed."""
     stamps: dict[str, float | None] = {}
     gpus: dict[str, dict[int, dict[str, float | None]]] = {}
-    field_of = _FIELD_OF
     isfinite = math.isfinite
-    for item in _data(payload, "vector"):
-        try:
-            labels = item["metric"]
-            raw = item["value"][1]
-            tag = labels[TAG]
-            host = labels[label]
-        except (KeyError, IndexError, TypeError):
+    for tag, payload in payloads.items():
+        field = _FIELD_OF.get(tag)
+        if field is None and tag != TS_TAG:
             continue
-        try:
-            value: float | None = float(raw)
-        except (TypeError, ValueError):
-            value = None
-        if value is not None and not isfinite(value):
-            value = None
-        if tag == TS_TAG:
-            stamps[host] = value
-            continue
-        field = field_of.get(tag)
-        gpu_label = labels.get(GPU_ID)
-        if field is None or gpu_label is None:
-            continue
-        try:
-            gpu = int(gpu_label)
-        except ValueError:
-            continue
-        per_host = gpus.get(host)
-        if per_host is None:
-            per_host = gpus[host] = {}
-        fields = per_host.get(gpu)
-        if fields is None:
-            fields = per_host[gpu] = {}
-        fields[field] = value
+        for item in _data(payload, "vector"):
+            try:
+                labels = item["metric"]
+                raw = item["value"][1]
+                host = labels[label]
+            except (KeyError, IndexError, TypeError):
+                continue
+            try:
+                value: float | None = float(raw)
+            except (TypeError, ValueError):
+                value = None
+            if value is not None and not isfinite(value):
+                value = None
+            if field is None:
+                stamps[host] = value
+                continue
+            try:
+                gpu = int(labels[GPU_ID])
+            except (KeyError, TypeError, ValueError):
+                continue
+            per_host = gpus.get(host)
+            if per_host is None:
+                per_host = gpus[host] = {}
+            fields = per_host.get(gpu)
+            if fields is None:
+                fields = per_host[gpu] = {}
+            fields[field] = value
     return {host: DmeValues(stamps.get(host), gpus.get(host, {})) for host in set(stamps) | set(gpus)}
 
 
@@ -323,22 +316,24 @@ def parse_hosts(payload: object, label: str = "hostname") -> list[str]:
     return sorted(out)
 
 
-def parse_history(payload: object) -> dict[int, list[tuple[float, dict[str, float | None]]]]:
-    """A query_range answer to values_query for one host -> gpu_id -> [(ts, fields)], oldest first."""
+def parse_history(payloads: Payloads) -> dict[int, list[tuple[float, dict[str, float | None]]]]:
+    """query_range answers to value_queries for one host -> gpu_id -> [(ts, fields)], oldest first."""
     rows: dict[int, dict[float, dict[str, float | None]]] = {}
-    for item in _data(payload, "matrix"):
-        if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
+    for tag, payload in payloads.items():
+        field = _FIELD_OF.get(tag)
+        if field is None:
             continue
-        labels = item["metric"]
-        gpu = _int_label(labels, GPU_ID)
-        field = _FIELD_OF.get(labels.get(TAG, ""))
-        values = item.get("values")
-        if gpu is None or field is None or not isinstance(values, list):
-            continue
-        by_ts = rows.setdefault(gpu, {})
-        for pair in values:
-            if isinstance(pair, list) and len(pair) == 2:
-                ts = _value(pair[0])
-                if ts is not None:
-                    by_ts.setdefault(ts, {})[field] = _value(pair[1])
+        for item in _data(payload, "matrix"):
+            if not isinstance(item, dict) or not isinstance(item.get("metric"), dict):
+                continue
+            gpu = _int_label(item["metric"], GPU_ID)
+            values = item.get("values")
+            if gpu is None or not isinstance(values, list):
+                continue
+            by_ts = rows.setdefault(gpu, {})
+            for pair in values:
+                if isinstance(pair, list) and len(pair) == 2:
+                    ts = _value(pair[0])
+                    if ts is not None:
+                        by_ts.setdefault(ts, {})[field] = _value(pair[1])
     return {gpu: [(ts, by_ts[ts]) for ts in sorted(by_ts)] for gpu, by_ts in sorted(rows.items())}

@@ -31,7 +31,7 @@ from console.core.dme import (
     parse_layout,
     parse_values,
     unmatched_hosts,
-    values_query,
+    value_queries,
 )
 from console.core.model import GpuStatic, NodeHealth, NodeSnapshot, NodeSpec, PrometheusSpec, TelemetryFrame
 
@@ -117,6 +117,17 @@ class PrometheusClient:
     async def query(self, expr: str) -> object:
         return await self._post("/api/v1/query", {"query": expr})
 
+    async def query_all(self, exprs: Mapping[str, str]) -> dict[str, object]:
+        """Several instant queries at once (Prometheus evaluates them in parallel)."""
+        answers = await asyncio.gather(*(self.query(e) for e in exprs.values()))
+        return dict(zip(exprs, answers))
+
+    async def query_range_all(
+        self, exprs: Mapping[str, str], start: float, end: float, step: float
+    ) -> dict[str, object]:
+        answers = await asyncio.gather(*(self.query_range(e, start, end, step) for e in exprs.values()))
+        return dict(zip(exprs, answers))
+
     async def query_range(self, expr: str, start: float, end: float, step: float) -> object:
         data = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{max(step, 0.001):g}"}
         return await self._post("/api/v1/query_range", data)
@@ -189,7 +200,7 @@ class PrometheusSource:
         self.label = spec.hostname_label
         self.wanted = {n.name: node_host(n) for n in nodes}
         hosts = sorted(set(self.wanted.values()))
-        self._values_query = values_query(self.label, hosts)
+        self._value_queries = value_queries(self.label, hosts)
         self._layout_query = layout_query(self.label, hosts)
         self.matched: dict[str, str] = {}  # node -> hostname label value
         self.layout: dict[str, tuple[GpuStatic, ...]] = {}  # by node
@@ -226,7 +237,7 @@ class PrometheusSource:
         try:
             if now - self._layout_at >= LAYOUT_EVERY_S:
                 await self._refresh_layout(now)
-            values = parse_values(await self.client.query(self._values_query), self.label)
+            values = parse_values(await self.client.query_all(self._value_queries), self.label)
         except (PrometheusError, DmeResponseError) as exc:
             reason = exc.reason if isinstance(exc, PrometheusError) else f"prometheus {self.client.url}: {exc}"
             self.last_error = self.client.redact(reason)
@@ -304,9 +315,9 @@ class PrometheusSource:
             return 0
         end = self.clock()
         step = max(self.fleet.interval, self.spec.scrape_interval or 0)
-        expr = values_query(self.label, [host])
+        queries = value_queries(self.label, [host])
         try:
-            history = parse_history(await self.client.query_range(expr, end - window_s, end, step))
+            history = parse_history(await self.client.query_range_all(queries, end - window_s, end, step))
         except (PrometheusError, DmeResponseError) as exc:
             self.history_error = self.client.redact(str(exc))
             return 0
@@ -342,7 +353,7 @@ async def collect_prometheus_status(
     hosts = sorted(set(wanted.values()))
     try:
         layout_payload, values_payload = await asyncio.wait_for(
-            asyncio.gather(client.query(layout_query(label, hosts)), client.query(values_query(label, hosts))),
+            asyncio.gather(client.query(layout_query(label, hosts)), client.query_all(value_queries(label, hosts))),
             timeout,
         )
         layout = parse_layout(layout_payload, label)

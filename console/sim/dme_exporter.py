@@ -107,16 +107,12 @@ class SimNode:
                 ("serial_number", asic.get("asic_serial")),
             )
             self.labels.append(",".join('{}="{}"'.format(k, _esc(v)) for k, v in pairs))
-        self._text = ""
-        self._at = -1.0
+        self.page = b""  # the latest rendered /metrics page
 
-    def text(self, max_age):
+    def refresh(self):
+        text = self._render()
         with self.lock:
-            now = time.monotonic()
-            if now - self._at > max_age:
-                self._text = self._render()
-                self._at = now
-            return self._text
+            self.page = text.encode("utf-8")
 
     def values(self):
         """Per logical GPU: {metric: value}; clocks as gfx_clock / mem_clock."""
@@ -185,34 +181,60 @@ class SimNode:
 
 
 class Fleet:
-    def __init__(self, nodes, state_dir, max_age=0.5):
-        self.max_age = max_age
+    """The nodes, re-rendered by one background thread every ``period`` seconds (or
+    back to back when a pass takes longer): a scrape only copies bytes, so it never
+    times out however big the fleet, and the values are at most one pass old."""
+
+    def __init__(self, nodes, state_dir, period=1.0):
+        self.period = period
         self.nodes = {}
         for i, node in enumerate(nodes):
             spec = dict(node)
             hostname = spec.pop("hostname")
             self.nodes[hostname] = SimNode(hostname, spec, state_dir, i)
+        self.pass_seconds = 0.0  # how long the last full render pass took
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._render_loop, name="dme-render", daemon=True)
 
-    def text(self, hostname=None):
+    def render_all(self):
+        t0 = time.monotonic()
+        for node in self.nodes.values():
+            node.refresh()
+        self.pass_seconds = time.monotonic() - t0
+
+    def _render_loop(self):
+        while not self._stop.is_set():
+            self.render_all()
+            self._stop.wait(max(0.0, self.period - self.pass_seconds))
+
+    def start(self):
+        self.render_all()
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+
+    def page(self, hostname=None):
         if hostname is not None:
             node = self.nodes.get(hostname)
-            return None if node is None else node.text(self.max_age)
-        return "".join(n.text(self.max_age) for n in self.nodes.values())
+            return None if node is None else node.page
+        return b"".join(n.page for n in self.nodes.values())
 
 
 def _handler(fleet):
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: Prometheus reuses a connection per target
+
         def do_GET(self):  # noqa: N802 - http.server's name
             path = self.path.split("?", 1)[0]
-            body = None
+            data = None
             if path == "/metrics":
-                body = fleet.text()
+                data = fleet.page()
             elif path.startswith("/nodes/") and path.endswith("/metrics"):
-                body = fleet.text(path[len("/nodes/") : -len("/metrics")])
-            if body is None:
+                data = fleet.page(path[len("/nodes/") : -len("/metrics")])
+            if data is None:
                 self.send_error(404, "no such node")
                 return
-            data = body.encode("utf-8")
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
@@ -223,6 +245,15 @@ def _handler(fleet):
             pass  # a scrape per node per second would flood the log
 
     return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A scraper that gave up mid-answer is its business, not a traceback on stderr.
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            ThreadingHTTPServer.handle_error(self, request, client_address)
 
 
 def fleet_specs(count, prefix, gpu, gpus, compute, memory, seed=0):
@@ -239,6 +270,18 @@ def fleet_specs(count, prefix, gpu, gpus, compute, memory, seed=0):
     ]
 
 
+def _watch_parent(pid, server):
+    while True:
+        time.sleep(1.0)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            server.shutdown()  # serve_forever returns; main cleans up
+            return
+        except PermissionError:
+            pass
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", help='JSON file: [{"hostname", "gpu", "count", "compute_partition", ...}]')
@@ -250,7 +293,10 @@ def main(argv=None):
     parser.add_argument("--memory", default="NPS1")
     parser.add_argument("--state-dir", required=True, help="folder for the nodes' simulator state")
     parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free one)")
-    parser.add_argument("--max-age", type=float, default=0.5, help="seconds a rendered page may be reused")
+    parser.add_argument(
+        "--period", type=float, default=1.0, help="seconds between render passes (back to back when a pass is longer)"
+    )
+    parser.add_argument("--parent-pid", type=int, help="exit when this process is gone (no orphan exporter)")
     args = parser.parse_args(argv)
     nodes = []
     if args.nodes:
@@ -259,9 +305,11 @@ def main(argv=None):
     nodes += fleet_specs(args.fleet, args.prefix, args.gpu, args.gpus, args.compute, args.memory)
     if not nodes:
         parser.error("no nodes: give --nodes or --fleet")
-    fleet = Fleet(nodes, args.state_dir, args.max_age)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), _handler(fleet))
-    server.daemon_threads = True
+    fleet = Fleet(nodes, args.state_dir, args.period)
+    fleet.start()
+    server = _Server(("127.0.0.1", args.port), _handler(fleet))
+    if args.parent_pid:
+        threading.Thread(target=_watch_parent, args=(args.parent_pid, server), daemon=True).start()
     sys.stdout.write(json.dumps({"port": server.server_address[1], "nodes": list(fleet.nodes)}) + "\n")
     sys.stdout.flush()
     try:
@@ -269,6 +317,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         pass
     finally:
+        fleet.stop()
         server.server_close()
     return 0
 

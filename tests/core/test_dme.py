@@ -19,7 +19,7 @@ from console.core.dme import (
     parse_layout,
     parse_values,
     unmatched_hosts,
-    values_query,
+    value_queries,
 )
 
 EVAL_TS = 1_764_000_000.5
@@ -39,14 +39,23 @@ def layout_series(host, gpu, total="196592", *, serial="S0", part=0, compute="sp
 
 
 def value_series(host, gpu, tag, value):
-    labels = {"hostname": host, "f": tag}
+    """(family key, one series of its answer)."""
+    labels = {"hostname": host}
     if gpu is not None:
         labels["gpu_id"] = str(gpu)
-    return {"metric": labels, "value": [EVAL_TS, value]}
+    return tag, {"metric": labels, "value": [EVAL_TS, value]}
 
 
 def vector(items):
     return {"status": "success", "data": {"resultType": "vector", "result": items}}
+
+
+def answers(tagged):
+    """Value-query answers, one vector per family key."""
+    out: dict = {}
+    for tag, item in tagged:
+        out.setdefault(tag, vector([]))["data"]["result"].append(item)
+    return out
 
 
 def test_spx_layout_and_values_make_the_agents_rows():
@@ -55,7 +64,7 @@ def test_spx_layout_and_values_make_the_agents_rows():
     assert (static.index, static.physical, static.partition_id) == (0, 0, 0)
     assert (static.compute_partition, static.memory_partition) == ("SPX", "NPS1")
     assert static.model == "AMD Instinct MI300X" and static.vram_total_mib == 196592 and static.serial == "S0"
-    payload = vector(
+    payload = answers(
         [
             value_series("gpu-01", 0, "u", "87"),
             value_series("gpu-01", 0, "m", "12"),
@@ -78,7 +87,7 @@ def test_spx_layout_and_values_make_the_agents_rows():
 
 def test_nan_is_na_and_a_gpu_without_values_is_all_na():
     layout = parse_layout(vector([layout_series("h", 0), layout_series("h", 1, serial="S1")]))["h"]
-    values = parse_values(vector([value_series("h", 0, "u", "NaN"), value_series("h", 0, "j", "+Inf")]))["h"]
+    values = parse_values(answers([value_series("h", 0, "u", "NaN"), value_series("h", 0, "j", "+Inf")]))["h"]
     first, second = frame_gpus(layout, values.gpus)
     assert first.util_pct is None and first.temp_junction_c is None
     assert second.index == 1 and second.util_pct is None and second.vram_total_mib == 196592
@@ -103,11 +112,11 @@ def test_malformed_series_are_skipped():
         value_series("h", 0, "u", "5"),
         value_series("h", "x", "u", "6"),
         value_series("h", 1, "zz", "7"),
-        {"metric": {"hostname": "h"}, "value": [1, "3"]},
-        "junk",
-        {"metric": {}, "value": "x"},
+        ("u", {"metric": {"hostname": "h"}, "value": [1, "3"]}),
+        ("u", "junk"),
+        ("u", {"metric": {}, "value": "x"}),
     ]
-    values = parse_values(vector(items))["h"]
+    values = parse_values(answers(items))["h"]
     assert values.gpus == {0: {"util_pct": 5.0}}
 
 
@@ -121,7 +130,7 @@ def test_malformed_series_are_skipped():
     ],
 )
 def test_bad_answers_raise_one_clear_error(payload, fragment):
-    for parse in (parse_values, parse_layout, parse_hosts):
+    for parse in (parse_layout, parse_hosts, lambda p: parse_values({"u": p})):
         with pytest.raises(DmeResponseError, match=re.escape(fragment)):
             parse(payload)
 
@@ -144,14 +153,20 @@ def test_host_selector_matches_short_and_full_names_only():
     assert host_selector("hostname", None) == 'hostname!=""'
 
 
-def test_values_query_is_one_expression_with_lean_labels():
-    query = values_query("hostname", ["n1", "n2"])
-    assert query.count("label_replace(") == len(VALUE_FAMILIES) + 1  # each family plus the scrape time
-    assert query.count("max by (hostname, gpu_id) (") == len(VALUE_FAMILIES) + 1  # power has a fallback
-    assert "serial_number" not in query  # identity labels come from the layout query
-    assert 'gpu_package_power{hostname=~"n1(\\\\..*)?|n2(\\\\..*)?", gpu_partition_id="0"}' in query
-    assert 'gpu_gfx_activity{hostname=~"n1(\\\\..*)?|n2(\\\\..*)?"}' in query  # every partition
-    assert 'gpu_clock{hostname=~"n1(\\\\..*)?|n2(\\\\..*)?", gpu_partition_id="0", clock_type=~' in query
+def test_value_queries_one_per_family_with_lean_labels():
+    queries = value_queries("hostname", ["n1", "n2"])
+    assert set(queries) == {*VALUE_FAMILIES, "s"}  # each family plus the scrape time
+    sel = 'hostname=~"n1(\\\\..*)?|n2(\\\\..*)?"'
+    assert queries["u"] == f"max by (hostname, gpu_id) (gpu_gfx_activity{{{sel}}})"  # every partition
+    assert queries["p"] == (
+        f'max by (hostname, gpu_id) (gpu_package_power{{{sel}, gpu_partition_id="0"}})'
+        f' or max by (hostname, gpu_id) (gpu_power_usage{{{sel}, gpu_partition_id="0"}})'
+    )
+    assert queries["g"].endswith(
+        f'gpu_clock{{{sel}, gpu_partition_id="0", clock_type=~"GPU_CLOCK_TYPE_SYSTEM|system"}})'
+    )
+    assert queries["s"] == f"max by (hostname) (timestamp(gpu_total_vram{{{sel}}}))"
+    assert not any("serial_number" in q for q in queries.values())  # identity labels come from the layout
     layout = layout_query("hostname", ["n1"])
     assert layout.startswith("max by (hostname, gpu_id, gpu_partition_id, serial_number, card_model, ")
 
@@ -159,20 +174,17 @@ def test_values_query_is_one_expression_with_lean_labels():
 def test_parse_hosts_and_history():
     hosts = vector([{"metric": {"hostname": "b"}, "value": [1, "8"]}, {"metric": {"hostname": "a"}, "value": [1, "8"]}])
     assert parse_hosts(hosts) == ["a", "b"]
-    util = {"hostname": "h", "gpu_id": "3", "f": "u"}
-    power = {"hostname": "h", "gpu_id": "3", "f": "p"}
-    stamp = {"hostname": "h", "f": "s"}
-    matrix = {
-        "status": "success",
-        "data": {
-            "resultType": "matrix",
-            "result": [
-                {"metric": power, "values": [[101, "300"], [100, "200"]]},
-                {"metric": util, "values": [[100, "10"], [101, "20"]]},
-                {"metric": stamp, "values": [[100, "99"]]},
-            ],
-        },
-    }
-    history = parse_history(matrix)
+    gpu3 = {"hostname": "h", "gpu_id": "3"}
+
+    def matrix(*items):
+        return {"status": "success", "data": {"resultType": "matrix", "result": list(items)}}
+
+    history = parse_history(
+        {
+            "p": matrix({"metric": gpu3, "values": [[101, "300"], [100, "200"]]}),
+            "u": matrix({"metric": gpu3, "values": [[100, "10"], [101, "20"]]}),
+            "s": matrix({"metric": {"hostname": "h"}, "values": [[100, "99"]]}),
+        }
+    )
     assert list(history) == [3]
     assert history[3] == [(100, {"util_pct": 10, "power_w": 200}), (101, {"util_pct": 20, "power_w": 300})]

@@ -58,12 +58,12 @@ class DmeExporter:
     nodes: list[str]
 
     @classmethod
-    def start(cls, workdir: Path, nodes: list[dict], *, env: dict | None = None, max_age: float = 0.5) -> DmeExporter:
+    def start(cls, workdir: Path, nodes: list[dict], *, env: dict | None = None, period: float = 1.0) -> DmeExporter:
         workdir.mkdir(parents=True, exist_ok=True)
         spec = workdir / "nodes.json"
         spec.write_text(json.dumps(nodes))
         argv = [sys.executable, str(EXPORTER), "--nodes", str(spec), "--state-dir", str(workdir / "state")]
-        argv += ["--max-age", str(max_age)]
+        argv += ["--period", str(period), "--parent-pid", str(os.getpid())]
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, start_new_session=True
         )

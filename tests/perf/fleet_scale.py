@@ -54,6 +54,7 @@ import platform
 import random
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -173,12 +174,16 @@ class PrometheusSide:
         self.work = Path(tempfile.mkdtemp(prefix="fleet-scale-prom-"))
         specs = fleet_specs(args.nodes, f"{args.layout}-", "MI300X", 8, args.layout.upper(), "NPS1")
         t0 = time.monotonic()
-        self.exporter = DmeExporter.start(self.work / "dme", specs, max_age=args.exporter_max_age)
+        self.exporter = DmeExporter.start(self.work / "dme", specs, period=args.exporter_period)
         self.server = PrometheusServer(self.work / "prometheus", self.exporter.targets(), args.interval)
-        self.server.start()
         per_node = 8 * (8 if args.layout == "cpx" else 1)
         self.gpus = args.nodes * per_node
-        self.server.wait_for_series(self.gpus, timeout=600)
+        try:
+            self.server.start()
+            self.server.wait_for_series(self.gpus, timeout=args.ready_timeout)
+        except BaseException:
+            self.stop()
+            raise
         self.ready_after_s = round(time.monotonic() - t0, 1)
         self.spec = PrometheusSpec(url=self.server.url, scrape_interval=args.interval)
         self.refresh_ms: list[float] = []
@@ -449,11 +454,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--source", choices=("ssh", "prometheus", "both"), default="ssh")
     parser.add_argument("--layout", choices=("cpx", "spx"), default="cpx", help="8 MI300X per node in CPX or SPX")
+    parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds for Prometheus to have every GPU")
     parser.add_argument(
-        "--exporter-max-age",
+        "--exporter-period",
         type=float,
-        default=0.5,
-        help="--source prometheus: seconds the simulated exporter reuses a node's rendered page",
+        default=1.0,
+        help="--source prometheus: seconds between the simulated exporter's render passes",
     )
     parser.add_argument("--seconds", type=float, default=60.0, help="measured time (steady 2/3, keys 1/3)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between a node's samples")
@@ -468,6 +474,9 @@ def main() -> int:
     if args.source == "both":
         return run_both(args)
     load0 = os.getloadavg()
+    # A `timeout` or ^C must not leave the exporter and Prometheus behind: SIGTERM
+    # becomes SystemExit, so the finally below stops them by PID.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     side = PrometheusSide(args) if args.source == "prometheus" else None
     try:
         m = asyncio.run(measure(args, side))
@@ -519,7 +528,7 @@ def run_both(args) -> int:
         argv = [sys.executable, __file__, "--source", source, "--nodes", str(args.nodes), "--layout", args.layout]
         argv += ["--seconds", str(args.seconds), "--interval", str(args.interval), "--size", args.size]
         argv += ["--settle", str(args.settle), "--visit", str(args.visit), "--seed", str(args.seed)]
-        argv += ["--exporter-max-age", str(args.exporter_max_age)]
+        argv += ["--exporter-period", str(args.exporter_period), "--ready-timeout", str(args.ready_timeout)]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             out[source] = {"error": proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]}
