@@ -76,9 +76,18 @@ def _int(value: Any) -> int:
     return value
 
 
+VENDOR_LABELS = {"nvidia": "NVIDIA"}  # a hello without "vendor" comes from an AMD source
+
+
+def is_nvidia_source(source: str | None) -> bool:
+    """The node's telemetry comes from NVML or nvidia-smi (its hello named the vendor)."""
+    return bool(source) and str(source).startswith(VENDOR_LABELS["nvidia"] + " ")
+
+
 def _hello(obj: dict) -> AgentHello:
+    vendor = VENDOR_LABELS.get(str(obj.get("vendor") or "").lower())
     return AgentHello(
-        source=str(obj["source"]) + (" (simulated)" if obj.get("simulated") else ""),
+        source=(f"{vendor} " if vendor else "") + str(obj["source"]) + (" (simulated)" if obj.get("simulated") else ""),
         hostname=str(obj.get("hostname") or ""),
         interval=float(obj.get("interval") or 1.0),
         note=_opt_str(obj.get("note")),
