@@ -136,10 +136,6 @@ class NVMLError(Exception):
         obj.value = value
         return obj
 
-    def __init__(self, value):
-        Exception.__init__(self, value)
-        self.value = value
-
     def __str__(self):
         return _TEXT.get(self.value, "NVML Error with code %d" % self.value)
 
