@@ -84,6 +84,13 @@ def is_nvidia_source(source: str | None) -> bool:
     return bool(source) and str(source).startswith(VENDOR_LABELS["nvidia"] + " ")
 
 
+def amd_only_reason(source: str | None) -> str | None:
+    """Why partition switching does not apply to a node, or None: it is AMD-only."""
+    if not is_nvidia_source(source):
+        return None
+    return f"partition switching is AMD-only: this is an NVIDIA node ({source}); MIG is set up with `nvidia-smi mig`"
+
+
 def _hello(obj: dict) -> AgentHello:
     vendor = VENDOR_LABELS.get(str(obj.get("vendor") or "").lower())
     return AgentHello(
