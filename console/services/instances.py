@@ -29,6 +29,7 @@ from console.core.serve_rules import (
     choose_port,
     version_warnings,
 )
+from console.core.telemetry import is_nvidia_source
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -281,6 +282,7 @@ class InstanceService:
                     overrides=overrides or {},
                     extra_args=extra_args,
                     extra_env=env,
+                    vendor="nvidia" if snapshot is not None and is_nvidia_source(snapshot.source) else "amd",
                 )
             else:
                 command = build_serve_argv(

@@ -107,3 +107,26 @@ async def test_mi300x_and_h100_runs_of_one_benchmark_side_by_side(sim_node, tmp_
     assert [run_summary(r)["gpu_model"] for r in runs] == ["AMD Instinct MI300X", "NVIDIA H100 80GB HBM3"]
     # the MI300X run keeps its partition; the whole H100 has none (MIG off)
     assert rows[("context", "partition")]["values"] == ["SPX/NPS1", None]
+
+
+def test_docker_runtime_on_an_nvidia_node_uses_gpus_all_and_vllms_cuda_image():
+    from console.core.serve_argv import build_docker_argv
+
+    preset = ServePreset(
+        name="big", model="meta-llama/Llama-3.1-8B-Instruct", runtime="docker", image="rocm/vllm:latest"
+    )
+    amd = build_docker_argv(preset, name="a", port=8000, gpus=[3])
+    nvidia = build_docker_argv(preset, name="n", port=8000, gpus=[3], vendor="nvidia")
+    assert "--device=/dev/kfd" in amd.argv and "rocm/vllm:latest" in amd.argv
+    argv = list(nvidia.argv)
+    assert "--device=/dev/kfd" not in argv and argv[argv.index("--gpus") + 1] == "all"
+    assert "rocm/vllm:latest" not in argv and "vllm/vllm-openai:latest" in argv
+    assert argv[argv.index("vllm/vllm-openai:latest") + 1 :][:3] == [
+        "vllm",
+        "serve",
+        "meta-llama/Llama-3.1-8B-Instruct",
+    ]
+    assert "CUDA_VISIBLE_DEVICES=3" in argv
+    # an image the preset names for NVIDIA is kept
+    own = ServePreset(name="n", model="m", runtime="docker", image="nvcr.io/nvidia/vllm:25.09")
+    assert "nvcr.io/nvidia/vllm:25.09" in build_docker_argv(own, name="x", port=1, gpus=[0], vendor="nvidia").argv
