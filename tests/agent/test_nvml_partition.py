@@ -46,6 +46,14 @@ async def test_ui_partition_key_on_an_nvidia_node_names_it_and_opens_nothing(sim
         assert rows() == [(0, 0, ""), (1, 1, "┬"), (2, 1, "├"), (3, 1, "├"), (4, 1, "└")]  # MIG under GPU 1
         assert await wait_for(pilot, lambda: "NVIDIA nvml (simulated)" in screen_text(app))
         assert "MIG/3g.40gb" in screen_text(app)
+
+        # the node line: MIG profiles, no "?" mode for the whole GPU, no ROCm version to report
+        def header():
+            return next(line for line in screen_text(app).splitlines() if "h100" in line)
+
+        assert await wait_for(pilot, lambda: "· vLLM" in header(), timeout=20)  # the probe arrived
+        assert "2×NVIDIA H100 80GB HBM3 = 5 GPUs · MIG/1g.10gb MIG/2g.20gb MIG/3g.40gb · vLLM" in header()
+        assert "ROCm" not in header()
         await pilot.press("P")
         assert await wait_for(pilot, lambda: [n.message for n in app._notifications] == [f"h100: {REASON}"])
         assert not isinstance(app.screen, PartitionScreen)
