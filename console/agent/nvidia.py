@@ -65,8 +65,8 @@ SMI_FIELDS = (
 )
 SMI_APP_FIELDS = ("gpu_bus_id", "pid", "process_name", "used_memory")
 # nvidia-smi -L: "  MIG 3g.40gb     Device  0: (UUID: MIG-...)" under its "GPU n: ..." line
-_SMI_GPU_LINE = re.compile(r"^GPU\s+(\d+):")
-_SMI_MIG_LINE = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):")
+_SMI_GPU_LINE = re.compile(r"^GPU\s+(\d+):.*\(UUID:\s*(GPU-[^)\s]+)\)")
+_SMI_MIG_LINE = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):.*\(UUID:\s*(MIG-[^)\s]+)\)")
 _MIG_PROFILE = re.compile(r"MIG\s+(\S+)\s*$")
 
 
@@ -246,7 +246,7 @@ class NvmlSampler:
                 "metrics": {},
             }
             gpus.append(gpu)
-            units = [(handle, None)] if not migs else [(h, _str(self._call("nvmlDeviceGetName", h))) for _, h in migs]
+            units = [(handle, name)] if not migs else [(h, _str(self._call("nvmlDeviceGetName", h))) for _, h in migs]
             for partition_id, (h, mig_name) in enumerate(units):
                 used, total = self._memory(h)
                 row = dict(base)
@@ -258,6 +258,8 @@ class NvmlSampler:
                         "vram_total_mib": total,
                         "compute_partition": "MIG" if migs else None,
                         "memory_partition": mig_profile(mig_name) if migs else None,
+                        # what CUDA_VISIBLE_DEVICES must name for a MIG instance ("MIG-...")
+                        "uuid": _str(self._call("nvmlDeviceGetUUID", h)),
                     }
                 )
                 self._vram[row["index"]] = (used, total)
@@ -287,6 +289,7 @@ class NvmlSampler:
             "compute_partition",
             "memory_partition",
             "memory_caps",
+            "uuid",  # NVIDIA only: the AMD records have no such key
         )
         return dict((k, row.get(k)) for k in keys)
 
@@ -486,6 +489,7 @@ class SmiSampler:
         self.exe = exe
         self.failures = 0
         self.procs = {}
+        self.uuids = {}
         self.doc = self._query()
         if not self.doc:
             raise agent.SourceUnavailable("nvidia-smi listed no GPU")
@@ -522,7 +526,8 @@ class SmiSampler:
         return out
 
     def _mig_layout(self):
-        """{physical index: [profile, ...]} from nvidia-smi -L."""
+        """{physical index: [(profile, uuid), ...]} of MIG instances and {index: uuid} of GPUs, from nvidia-smi -L."""
+        self.uuids = {}
         try:
             out = self._run(["-L"])
         except self.agent.SourceUnavailable:
@@ -532,10 +537,11 @@ class SmiSampler:
             g = _SMI_GPU_LINE.match(line)
             if g:
                 gpu = int(g.group(1))
+                self.uuids[gpu] = g.group(2)
                 continue
             m = _SMI_MIG_LINE.match(line)
             if m and gpu is not None:
-                layout.setdefault(gpu, []).append(m.group(1))
+                layout.setdefault(gpu, []).append((m.group(1), m.group(3)))
         return layout
 
     def _static(self, doc):
@@ -551,7 +557,7 @@ class SmiSampler:
                 "vbios": na_text(self.agent, rec["vbios_version"]),
                 "memory_caps": [],
             }
-            for partition_id, profile in enumerate(migs or [None]):
+            for partition_id, (profile, uuid) in enumerate(migs or [(None, self.uuids.get(physical))]):
                 row = dict(base)
                 row.update(
                     {
@@ -560,6 +566,7 @@ class SmiSampler:
                         "vram_total_mib": None if migs else smi_number(self.agent, rec["memory.total"]),
                         "compute_partition": "MIG" if migs else None,
                         "memory_partition": profile,
+                        "uuid": uuid,
                     }
                 )
                 rows.append(NvmlSampler._ordered(row))

@@ -118,8 +118,9 @@ class GpuStatic:
     vbios: str | None = None
     vram_total_mib: float | None = None
     compute_partition: str | None = None  # SPX | DPX | QPX | CPX
-    memory_partition: str | None = None  # NPS1 | NPS2 | NPS4
+    memory_partition: str | None = None  # NPS1 | NPS2 | NPS4 (NVIDIA: compute "MIG", memory the profile)
     memory_caps: tuple[str, ...] = ()
+    uuid: str | None = None  # NVIDIA: "GPU-…" / "MIG-…", what CUDA_VISIBLE_DEVICES names a MIG instance by
 
 
 @dataclass(frozen=True, slots=True)

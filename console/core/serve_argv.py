@@ -240,8 +240,9 @@ def _serve_tail(
     return argv
 
 
-def _visible(gpus: Sequence[int]) -> str:
-    return ",".join(str(g) for g in gpus)
+def _visible(gpus: Sequence[int], devices: Sequence[str] | None = None) -> str:
+    """CUDA_VISIBLE_DEVICES: GPU indices, or the device names given (a MIG instance's "MIG-…" UUID)."""
+    return ",".join(devices) if devices else ",".join(str(g) for g in gpus)
 
 
 def build_serve_argv(
@@ -254,6 +255,7 @@ def build_serve_argv(
     overrides: Mapping[str, str] = _EMPTY,
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] = _EMPTY,
+    devices: Sequence[str] | None = None,
 ) -> ServeCommand:
     """`vllm serve MODEL --host H --port P --tensor-parallel-size N …` for runtime host.
 
@@ -269,7 +271,7 @@ def build_serve_argv(
     env.update(extra_env)
     if gpus:
         env.pop("CUDA_VISIBLE_DEVICES", None)
-        env["CUDA_VISIBLE_DEVICES"] = _visible(gpus)
+        env["CUDA_VISIBLE_DEVICES"] = _visible(gpus, devices)
     return ServeCommand(tuple(argv), tuple(env.items()))
 
 
@@ -290,6 +292,7 @@ def build_docker_argv(
     shm_size: str = "16G",
     docker: str = "docker",
     vendor: str = "amd",
+    devices: Sequence[str] | None = None,
 ) -> ServeCommand:
     """`docker run -d --name NAME <ROCm flags> -e K=V … IMAGE vllm serve …` for runtime docker.
 
@@ -323,7 +326,7 @@ def build_docker_argv(
             plain[key] = value
     if gpus:
         plain.pop("CUDA_VISIBLE_DEVICES", None)
-        plain["CUDA_VISIBLE_DEVICES"] = _visible(gpus)
+        plain["CUDA_VISIBLE_DEVICES"] = _visible(gpus, devices)
     by_name = [n for n in dict.fromkeys([*pass_env, *secret_values]) if n not in plain]
 
     flags = NVIDIA_DOCKER_RUN_FLAGS if vendor == "nvidia" else DOCKER_RUN_FLAGS

@@ -115,6 +115,7 @@ def _static_gpu(g: dict) -> GpuStatic:
         compute_partition=_opt_str(g.get("compute_partition")),
         memory_partition=_opt_str(g.get("memory_partition")),
         memory_caps=tuple(str(c) for c in g.get("memory_caps") or ()),
+        uuid=_opt_str(g.get("uuid")),
     )
 
 

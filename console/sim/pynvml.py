@@ -505,10 +505,34 @@ def nvmlInitWithFlags(flags):
         busy = _busy_entries(spec)
         if busy and not os.path.exists(os.path.join(folder, "processes.json")):
             _write_json(os.path.join(folder, "processes.json"), busy)
-    code = _lib.state().get("init_error")
+    state = _lib.state()
+    code = state.get("init_error")
     if code:
         _raise(int(code))
+    _write_uuids(folder, state)
     _lib.refcount += 1
+
+
+def _write_uuids(folder, state):
+    """nvml-uuids.json: {"MIG-…": logical index}, for the simulated vLLM, which is given a
+    MIG instance as CUDA_VISIBLE_DEVICES=MIG-<uuid> like real CUDA is."""
+    uuids = {}
+    for phys, gpu in enumerate(state["gpus"]):
+        if gpu["mig"][0] == 1:
+            base = _logical_base(state, phys)
+            for slot in range(len(gpu.get("instances") or [])):
+                uuids[_uuid(state, phys, slot)] = base + slot
+    path = os.path.join(folder, "nvml-uuids.json")
+    try:
+        with open(path) as f:
+            if json.load(f) == uuids:
+                return
+    except (OSError, ValueError):
+        pass
+    try:
+        _write_json(path, uuids)
+    except OSError:
+        pass
 
 
 def nvmlInit():
@@ -586,11 +610,15 @@ def nvmlDeviceGetSerial(handle):
     return str(1650000000000 + int(_digest("serial", state.get("seed"), handle.phys)[:8], 16) % 99999999)
 
 
+def _uuid(state, phys, slot):
+    d = _digest("uuid", state.get("seed"), phys, slot)
+    prefix = "MIG" if slot is not None else "GPU"
+    return "%s-%s-%s-%s-%s-%s" % (prefix, d[:8], d[8:12], d[12:16], d[16:20], d[20:32])
+
+
 def nvmlDeviceGetUUID(handle):
     state, _ = _gpu(handle, "nvmlDeviceGetUUID", mig_ok=True)
-    d = _digest("uuid", state.get("seed"), handle.phys, handle.slot)
-    prefix = "MIG" if handle.slot is not None else "GPU"
-    return "%s-%s-%s-%s-%s-%s" % (prefix, d[:8], d[8:12], d[12:16], d[16:20], d[20:32])
+    return _uuid(state, handle.phys, handle.slot)
 
 
 def nvmlDeviceGetPciInfo(handle):

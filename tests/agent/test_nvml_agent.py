@@ -403,6 +403,7 @@ def test_nvidia_smi_fallback_reads_real_h100_output(tmp_path, fake_smi):
             "compute_partition": None,
             "memory_partition": None,
             "memory_caps": [],
+            "uuid": "GPU-85602056-8123-609a-9b5f-ca747c2931de",  # from nvidia-smi -L
         }
     ]
     (gpu,) = first["gpus"]
@@ -468,10 +469,10 @@ def test_nvidia_smi_mig_rows_from_the_listing(tmp_path):
 
     sampler = Fake(agent, "nvidia-smi")
     rows = sampler.static()
-    assert [(r["physical"], r["partition_id"], r["memory_partition"]) for r in rows] == [
-        (0, 0, "3g.40gb"),
-        (0, 1, "1g.10gb"),
-        (1, 0, None),
+    assert [(r["physical"], r["partition_id"], r["memory_partition"], r["uuid"]) for r in rows] == [
+        (0, 0, "3g.40gb", "MIG-a"),
+        (0, 1, "1g.10gb", "MIG-b"),
+        (1, 0, None, "GPU-2"),
     ]
     sampler.refresh(0)
     gpus = sampler.sample()

@@ -130,3 +130,32 @@ def test_docker_runtime_on_an_nvidia_node_uses_gpus_all_and_vllms_cuda_image():
     # an image the preset names for NVIDIA is kept
     own = ServePreset(name="n", model="m", runtime="docker", image="nvcr.io/nvidia/vllm:25.09")
     assert "nvcr.io/nvidia/vllm:25.09" in build_docker_argv(own, name="x", port=1, gpus=[0], vendor="nvidia").argv
+
+
+async def test_an_instance_on_a_mig_instance_is_given_its_uuid(sim_node):
+    """CUDA numbers MIG instances by UUID, never by the console's logical index."""
+    from dataclasses import replace
+
+    from console.core.model import SimulateSpec
+    from console.services.instances import InstanceError
+
+    node = replace(sim_node("h100-mig"), simulate=SimulateSpec(gpu="H100", count=2, seed=4, mig=(1,)))
+    pool = TransportPool()
+    svc = InstanceService(pool)
+    try:
+        snap = await sample_node(pool, node, probe=False)
+        by_index = {g.index: g for g in snap.static}
+        assert by_index[3].compute_partition == "MIG" and by_index[3].uuid.startswith("MIG-")
+        assert by_index[0].uuid.startswith("GPU-")
+        with pytest.raises(InstanceError, match="h100-mig: GPU 2 is a MIG instance: a vLLM server can use only one"):
+            await svc.start(node, replace(TINY, tp=2), gpus=[2, 3], snapshot=snap, port=free_port(), name="two")
+        await svc.start(node, TINY, gpus=[3], snapshot=snap, port=free_port(), name="tiny-mig")
+        ready = await svc.wait_ready(node, "tiny-mig", timeout=60)
+        assert ready.state == InstanceState.READY, ready.reason
+        assert environ_of(ready.pid)["CUDA_VISIBLE_DEVICES"] == by_index[3].uuid
+        snap = await sample_node(pool, node, probe=False)
+        procs = {g.index: [p.pid for p in g.processes] for g in snap.latest.gpus}
+        assert procs[3] == [ready.pid] and procs[2] == [] and procs[4] == []
+        await svc.stop(node, "tiny-mig", int_timeout=5, term_timeout=2)
+    finally:
+        await pool.close()
