@@ -35,7 +35,7 @@ __all__ = [
     "load_profile",
 ]
 
-GPU_MODELS = ("MI300X", "MI325X", "MI355X")
+GPU_MODELS = ("MI300X", "MI325X", "MI355X", "H100", "H200")  # the last two: simulated NVML (console/sim/pynvml.py)
 COMPUTE_PARTITIONS = ("SPX", "DPX", "QPX", "CPX")
 MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
 # Compute modes the driver accepts under each memory mode (reference/amdsmi.md).
@@ -550,6 +550,7 @@ _SIMULATE_FIELDS: dict[str, _Check] = {
     "seed": _integer,
     # logical GPUs that carry a simulated workload from the start (the demo's load)
     "busy": _gpu_indices,
+    "mig": _gpu_indices,  # NVIDIA only: physical GPUs in MIG mode
 }
 
 

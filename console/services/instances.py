@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
-from console.core.model import NodeSnapshot, NodeSpec, ServePreset
+from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.serve_argv import build_docker_argv, build_serve_argv
 from console.core.serve_log import ServeLogState, ServeStage
 from console.core.serve_rules import (
@@ -29,6 +29,7 @@ from console.core.serve_rules import (
     choose_port,
     version_warnings,
 )
+from console.core.telemetry import is_nvidia_source
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -149,6 +150,21 @@ def _model_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+def mig_devices(node: str, chosen: Sequence[GpuStatic]) -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES names for an instance on a MIG instance (its "MIG-…" UUID), else None.
+
+    CUDA shows a process one MIG instance at most: one GPU, and the node must have said
+    its UUID (the NVIDIA agent does)."""
+    migs = [g for g in chosen if g.compute_partition == "MIG"]
+    if not migs:
+        return None
+    if len(chosen) > 1:
+        raise InstanceError(f"{node}: GPU {migs[0].index} is a MIG instance: a vLLM server can use only one (TP 1)")
+    if not migs[0].uuid:
+        raise InstanceError(f"{node}: GPU {migs[0].index} is a MIG instance whose UUID the node did not report")
+    return [migs[0].uuid]
+
+
 class InstanceService:
     def __init__(self, pool: TransportPool | None = None, *, http_timeout: float = 3.0) -> None:
         self.pool = pool or TransportPool()
@@ -245,12 +261,14 @@ class InstanceService:
             if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
                 tp = int(value)
         partitions = []
+        devices: list[str] | None = None
         if snapshot is not None:
             by_index = {g.index: g for g in snapshot.static}
             unknown = [g for g in gpus if g not in by_index]
             if unknown and snapshot.static:
                 raise InstanceError(f"{node.name}: no GPU {unknown[0]} (the node has {len(snapshot.static)})")
             partitions = [by_index[g].compute_partition for g in gpus if g in by_index]
+            devices = mig_devices(node.name, [by_index[g] for g in gpus if g in by_index])
         port = port or preset.port or choose_port(used_ports)
         for refusal in (
             check_tp(tp, gpus),
@@ -281,6 +299,8 @@ class InstanceService:
                     overrides=overrides or {},
                     extra_args=extra_args,
                     extra_env=env,
+                    vendor="nvidia" if snapshot is not None and is_nvidia_source(snapshot.source) else "amd",
+                    devices=devices,
                 )
             else:
                 command = build_serve_argv(
@@ -291,6 +311,7 @@ class InstanceService:
                     overrides=overrides or {},
                     extra_args=extra_args,
                     extra_env=env,
+                    devices=devices,
                 )
         except ValueError as exc:
             raise InstanceError(f"{node.name}: preset {preset.name}: {exc}") from None

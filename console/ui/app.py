@@ -420,8 +420,13 @@ class ConsoleApp(App[int]):
         )
 
     def open_partition_dialog(self, node: str, logical_gpus: Sequence[int] = ()) -> None:
+        from console.core.telemetry import amd_only_reason
         from console.ui.screens.partition import PartitionScreen
 
+        amd_only = amd_only_reason(self.fleet.snapshot(node).source)
+        if amd_only is not None:
+            self.notify(f"{node}: {amd_only}", severity="warning", markup=False)
+            return
         self.push_screen(
             PartitionScreen.for_selection(self.fleet, node, logical_gpus, presets=self.profile.serve_presets)
         )
