@@ -269,7 +269,8 @@ def meets(row: ReportRow, budget: Budget) -> bool:
 
 def build_report(exp: Experiment, state: ExperimentState) -> ExperimentReport:
     points = plan_points(exp)
-    rows = tuple(_row(p, state.done[p.id]) for p in points if p.id in state.done)
+    # a point whose clients wrote no result is done (never rerun) but has nothing to plot
+    rows = tuple(_row(p, state.done[p.id]) for p in points if "output_throughput" in state.done.get(p.id, {}))
     winners = []
     for budget in exp.budgets:
         ok = [r for r in rows if meets(r, budget)]
