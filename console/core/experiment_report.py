@@ -194,7 +194,7 @@ class ExperimentReport:
         """(layout label, p99 TTFT ms, tok/s per node) per layout, in load order: the chart's data."""
         out = []
         for layout in self.experiment.layouts:
-            curve = [r for r in self.curve(layout.key) if r.ms(*PARETO_LATENCY[::-1]) is not None]
+            curve = [r for r in self.curve(layout.key) if r.ms(*PARETO_LATENCY) is not None]
             if curve:
                 out.append(
                     (layout.label, [float(r.ms("ttft", "p99") or 0) for r in curve], [r.tok_s_per_node for r in curve])

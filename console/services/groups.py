@@ -97,8 +97,9 @@ def _replica_index(name: str) -> tuple[int, str]:
     return (int(tail), name) if tail.isdigit() else (1 << 30, name)
 
 
-class GroupError(Exception):
-    """A group could not be planned, found or started: one line."""
+class GroupError(InstanceError):
+    """A group could not be planned, found or started: one line (an InstanceError: callers that
+    handle instance failures handle these)."""
 
 
 class GroupService:
