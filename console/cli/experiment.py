@@ -227,6 +227,19 @@ def _report(args: argparse.Namespace, profile: Profile) -> int:
 # ---------------------------------------------------------------- serve start --replicas / stop --group
 
 
+def _parse_gpus(text: str | None) -> list[int] | None:
+    """--gpus for a group: the logical GPUs its replicas may use (serve.py's rules)."""
+    if text is None:
+        return None
+    try:
+        gpus = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--gpus {text!r}: expected a comma-separated list of GPU indices, e.g. 0,1") from None
+    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
+        raise UsageError(f"--gpus {text!r}: expected distinct non-negative GPU indices")
+    return gpus
+
+
 def _group_line(g: GroupView) -> str:
     return f"group {g.summary()}"
 
@@ -243,9 +256,7 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, 
         replicas = parse_replicas(args.replicas)
     except ReplicaPlanError as exc:
         raise UsageError(str(exc)) from None
-    from console.cli.serve import parse_gpus
-
-    gpus = parse_gpus(args.gpus)
+    gpus = _parse_gpus(args.gpus)
     overrides = parse_pairs(args.set, "--set")
     env = parse_pairs(args.env, "--env")
     tp = None
