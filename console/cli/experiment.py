@@ -387,9 +387,16 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         concurrency = preset.max_concurrency[0]
     pool = TransportPool()
     try:
-        group = await GroupService(pool).get(nodes, args.group, checked=True)
+        service = GroupService(pool)
+        group = await service.get(nodes, args.group, checked=True)
         if group is None:
             raise UsageError(f"no group named {args.group} on {', '.join(n.name for n in nodes)}")
+        # a busy server can miss one /health call (3 s): ask again before calling a running replica not ready
+        for _ in range(5):
+            if all(v.state != InstanceState.STARTING and v.state != InstanceState.LOADING for v in group.replicas):
+                break
+            await asyncio.sleep(2.0)
+            group = await service.get(nodes, args.group, checked=True) or group
         if not args.json:
             print(
                 f"group {group.summary()}: one client per ready replica"
