@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -27,7 +28,7 @@ from console.core.experiment_report import ExperimentReport, build_report
 from console.core.model import NodeSpec, Profile, SimulateSpec
 from console.core.replicas import ReplicaPlanError, parse_replicas
 from console.core.status_view import fmt_num
-from console.services.bench import BenchRunError
+from console.services.bench import BenchProgressed, BenchRunError
 from console.services.experiments import ExperimentProgressed, ExperimentRunner, default_state_path
 from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner
 from console.services.groups import GroupError, GroupService, GroupView
@@ -404,8 +405,31 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
                 else f"group {group.name}: one client against {args.url}",
                 flush=True,
             )
+        progress: dict[str, tuple[int, int]] = {}
+        last = [0.0]
+
+        def on_event(replica: str, event) -> None:
+            # the followed clients' tqdm counts, summed: one line every few seconds
+            if args.json or not isinstance(event, BenchProgressed) or event.progress.phase != "main":
+                return
+            progress[replica] = (event.progress.n, event.progress.total)
+            now = time.monotonic()
+            if now - last[0] >= 2.0:
+                last[0] = now
+                parts = "  ".join(f"{r.rsplit('-', 1)[-1]} {n}/{t}" for r, (n, t) in sorted(progress.items()))
+                done = sum(n for n, _ in progress.values())
+                total = sum(t for _, t in progress.values())
+                print(f"  {done}/{total} requests  ({parts})", flush=True)
+
         outcome = await GroupBenchRunner(pool).run(
-            nodes, group, preset, overrides=overrides, concurrency=concurrency, url=args.url, extra_env=env
+            nodes,
+            group,
+            preset,
+            overrides=overrides,
+            concurrency=concurrency,
+            url=args.url,
+            extra_env=env,
+            on_event=on_event,
         )
     finally:
         await pool.close()

@@ -63,6 +63,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         help="a replica group: N copies of the preset (or one per free GPU / TP group), named GROUP-r0, GROUP-r1, ...",
     )
     start.add_argument("--group", metavar="NAME", help="the group's name with --replicas (default: PRESET-xN)")
+    start.add_argument("--nodes", metavar="LIST", help="with --replicas: spread the group over these nodes, e.g. a,b")
     lst = serve_sub.add_parser("list", help="every instance on the nodes, with its state")
     lst.add_argument("--node", action="append", metavar="NAME")
     stop = serve_sub.add_parser("stop", help="stop an instance (SIGINT, then SIGTERM, then SIGKILL)")
@@ -118,7 +119,9 @@ def _redacted(d: dict) -> dict:
 
 
 async def _start(args: argparse.Namespace, profile: Profile) -> int:
-    node = pick_node(profile, args.node)
+    if args.nodes and args.replicas is None:
+        raise UsageError("--nodes goes with --replicas")
+    node = pick_node(profile, args.node) if not args.nodes else profile.nodes[0]
     preset = next((p for p in profile.serve_presets if p.name == args.preset), None)
     if preset is None:
         names = ", ".join(p.name for p in profile.serve_presets) or "none"
@@ -126,7 +129,8 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
     if args.replicas is not None:  # a replica group: console/cli/experiment.py
         from console.cli.experiment import serve_group_start
 
-        return await serve_group_start(args, profile, preset, [node])
+        nodes = select_nodes(profile, [n.strip() for n in args.nodes.split(",") if n.strip()]) if args.nodes else [node]
+        return await serve_group_start(args, profile, preset, nodes)
     if args.group:
         raise UsageError("--group names a group of --replicas")
     overrides = parse_pairs(args.set, "--set")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Collection, Mapping, Sequence
+from typing import Collection, Iterator, Mapping, Sequence
 
 from console.core.serve_rules import PORT_RANGE
 
@@ -39,6 +39,7 @@ class NodeCapacity:
     busy: Mapping[int, str] | None = None
     partitions: Mapping[int, str] | None = None
     taken_ports: frozenset[int] = frozenset()
+    host: str | None = None  # nodes on one host (simulated nodes, two names for one machine) share its ports
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +90,16 @@ def replica_name(group: str, index: int) -> str:
     return f"{group}-r{index}"
 
 
-def listening_ports(proc_net_tcp: str) -> frozenset[int]:
-    """Ports in LISTEN state (st 0A) from /proc/net/tcp and /proc/net/tcp6 text."""
+def listening_ports(proc_net_tcp: str, *, any_state: bool = False) -> frozenset[int]:
+    """Local ports from /proc/net/tcp and /proc/net/tcp6 text: those in LISTEN (st 0A),
+    or with any_state every local port (TIME_WAIT included: a plain bind() without
+    SO_REUSEADDR, like the supervisor's port check, fails on those too)."""
     ports = set()
     for line in proc_net_tcp.splitlines():
         fields = line.split()
         if len(fields) < 4 or fields[0] == "sl" or ":" not in fields[1]:
             continue
-        if fields[3] != "0A":
+        if fields[3] != "0A" and not any_state:
             continue
         try:
             ports.add(int(fields[1].rsplit(":", 1)[1], 16))
@@ -192,12 +195,15 @@ def plan_group(
         if cursor[k] < len(per_node[k]):
             placed.append((k, per_node[k][cursor[k]]))
             cursor[k] += 1
-    ports_by_node = {
-        k: iter(free_ports(sum(1 for kk, _ in placed if kk == k), nodes[k].taken_ports, base_port))
-        for k in range(len(nodes))
-    }
+    # ports per host: nodes on the same host draw from one pool
+    hosts = [nodes[k].host or f"node:{nodes[k].node}" for k in range(len(nodes))]
+    pools: dict[str, Iterator[int]] = {}
+    for host in dict.fromkeys(hosts):
+        members = [k for k in range(len(nodes)) if hosts[k] == host]
+        taken = frozenset().union(*(nodes[k].taken_ports for k in members))
+        pools[host] = iter(free_ports(sum(1 for kk, _ in placed if kk in members), taken, base_port))
     plans = tuple(
-        ReplicaPlan(name=replica_name(group, i), node=nodes[k].node, gpus=slot, port=next(ports_by_node[k]), index=i)
+        ReplicaPlan(name=replica_name(group, i), node=nodes[k].node, gpus=slot, port=next(pools[hosts[k]]), index=i)
         for i, (k, slot) in enumerate(placed)
     )
     return GroupPlan(group=group, preset=preset, tp=tp, replicas=plans)

@@ -110,10 +110,11 @@ class GroupService:
     # ------------------------------------------------------------ asking the nodes
 
     async def taken_ports(self, node: NodeSpec) -> frozenset[int]:
-        """Ports something listens on, on the node (its /proc/net/tcp and tcp6)."""
+        """Ports in use on the node (its /proc/net/tcp and tcp6): listening, or lingering in
+        TIME_WAIT after a server that just stopped (a new server could not bind them yet)."""
         result = await self.pool.get(node).run(["cat", "/proc/net/tcp", "/proc/net/tcp6"], timeout=30)
         # tcp6 may be absent (IPv6 off): cat still prints tcp and exits 1
-        return listening_ports(result.stdout)
+        return listening_ports(result.stdout, any_state=True)
 
     async def capacity(self, node: NodeSpec, snapshot: NodeSnapshot | None = None) -> NodeCapacity:
         snapshot = snapshot or await sample_node(self.pool, node, probe=False)
@@ -137,6 +138,7 @@ class GroupService:
             busy=busy,
             partitions={g.index: g.compute_partition for g in snapshot.static if g.compute_partition},
             taken_ports=frozenset(ports),
+            host="localhost" if node.transport == "local" else node.host,
         )
 
     async def plan(

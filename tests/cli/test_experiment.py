@@ -129,3 +129,31 @@ def test_experiment_killed_with_sigkill_resumes(profile, tmp_path):
     assert "p99 TTFT (ms)" in md  # the plotext chart's axis, embedded
     csv_lines = (out / "points.csv").read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[0].startswith("layout,load_kind,load,")
+
+
+@pytest.mark.timeout(240)
+def test_group_spread_over_two_nodes(tmp_path):
+    prof = tmp_path / "two.toml"
+    prof.write_text(f"""
+[nodes.a]
+transport = "local"
+state_dir = "{tmp_path / "a"}"
+simulate = {{ gpu = "MI300X", count = 8, seed = 1 }}
+
+[nodes.b]
+transport = "local"
+state_dir = "{tmp_path / "b"}"
+simulate = {{ gpu = "MI300X", count = 8, compute_partition = "CPX", seed = 2 }}
+""")
+    p = ["--profile", str(prof)]
+    start = run("serve", "start", "--preset", "tiny", "--replicas", "3", "--nodes", "a,b", "--wait", *p)
+    try:
+        assert start.returncode == 0, start.stdout + start.stderr
+        placed = [line.split()[:2] for line in start.stdout.splitlines() if line.startswith("  tiny-x3-r")]
+        assert placed == [["tiny-x3-r0", "a"], ["tiny-x3-r1", "b"], ["tiny-x3-r2", "a"]]  # dealt round-robin
+        bench = run("bench", "run", "--group", "tiny-x3", "--preset", "tiny", "--concurrency", "3", *p)
+        assert bench.returncode == 0, bench.stdout + bench.stderr
+        assert "completed 20  failed 0" in bench.stdout and "(sum of 3 clients)" in bench.stdout
+    finally:
+        stop = run("serve", "stop", "--group", "tiny-x3", *p)
+    assert "group tiny-x3: stopped 3 of 3" in stop.stdout, stop.stdout + stop.stderr

@@ -38,6 +38,8 @@ def test_parse_replicas():
 def test_listening_ports_from_proc_net_tcp():
     # 8000 and 22 listen (v4), 8002 listens on v6; 8001 is an established connection, not a listener
     assert listening_ports(PROC_NET_TCP) == {8000, 22, 8002}
+    # every local port, in any state: a server's port in TIME_WAIT cannot be bound again yet
+    assert listening_ports(PROC_NET_TCP, any_state=True) == {8000, 8001, 22, 8002}
 
 
 def test_eight_tp1_replicas_one_per_gpu_skip_taken_ports():
@@ -81,6 +83,13 @@ def test_round_robin_over_nodes_with_ports_per_node():
         ("b", (0,), 8001),
         ("a", (1,), 8001),
     ]
+
+
+def test_nodes_on_one_host_share_its_ports():
+    a = NodeCapacity("a", (0, 1), host="localhost")
+    b = NodeCapacity("b", (0,), host="localhost", taken_ports=frozenset({8001}))
+    plan = plan_group(preset="p", tp=1, replicas=3, nodes=[a, b])
+    assert [(r.node, r.port) for r in plan.replicas] == [("a", 8000), ("b", 8002), ("a", 8003)]
 
 
 def test_chosen_gpus_and_group_name_clash():
