@@ -402,6 +402,8 @@ class ExperimentState:
     current: str | None = None  # the point or step running now
     finished: bool = False
     events: tuple[str, ...] = ()
+    file: str | None = None  # the experiment file (for a viewer that was not told)
+    planned: int = 0  # points in the plan
 
     def remaining(self, points: Sequence[Point]) -> list[Point]:
         return [p for p in points if p.id not in self.done and p.layout.key not in self.failed_layouts]
@@ -435,6 +437,8 @@ class ExperimentState:
             "current": self.current,
             "finished": self.finished,
             "events": list(self.events),
+            "file": self.file,
+            "planned": self.planned,
         }
 
     @classmethod
@@ -454,6 +458,8 @@ class ExperimentState:
             current=d.get("current") if isinstance(d.get("current"), str) else None,  # type: ignore[arg-type]
             finished=bool(d.get("finished")),
             events=tuple(str(e) for e in events),
+            file=d.get("file") if isinstance(d.get("file"), str) else None,  # type: ignore[arg-type]
+            planned=planned if isinstance(planned := d.get("planned"), int) else 0,
         )
 
 

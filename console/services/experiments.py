@@ -16,6 +16,7 @@ up) is recorded with its reason and the next layout goes on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -123,6 +124,7 @@ class ExperimentRunner:
             state = load_state(state_path, exp, node.name)
         except ValueError as exc:
             raise ExperimentError([str(exc)]) from None
+        state = dataclasses.replace(state, file=str(Path(exp.file).resolve()), planned=len(points), finished=False)
 
         def step(st: ExperimentState, line: str) -> ExperimentState:
             save_state(state_path, st)
@@ -164,15 +166,7 @@ class ExperimentRunner:
                 raise
             await self._stop_group(node, group_name)
             snapshot = await sample_node(self.pool, node, probe=True)
-        state = ExperimentState(
-            experiment=state.experiment,
-            node=state.node,
-            done=state.done,
-            failed_layouts=state.failed_layouts,
-            current=None,
-            finished=True,
-            events=state.events,
-        )
+        state = dataclasses.replace(state, current=None, finished=True)
         return step(
             state, f"finished: {len(state.done)} of {len(points)} points, {len(state.failed_layouts)} layouts failed"
         )
