@@ -433,11 +433,13 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         )
     finally:
         await pool.close()
+    stored = [] if args.no_store else _store_group(outcome, group, preset, args.label)
     if args.json:
         print(
             json.dumps(
                 {
                     "group": outcome.group,
+                    "stored": stored,
                     "ok": outcome.ok,
                     "reason": outcome.reason,
                     "result": outcome.result.as_result_json() if outcome.result else None,
@@ -448,7 +450,46 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         )
     else:
         print(format_group_outcome(outcome))
+        if stored:
+            print(f"  stored as {stored[-1]} (the group; replicas {', '.join(stored[:-1])})")
     return EXIT_OK if outcome.ok else EXIT_FAILED
+
+
+def _store_group(outcome: GroupBenchOutcome, group: GroupView, preset, label: str | None) -> list[str]:
+    """Each client's result, then the group's merged one (pointing at them), in the results store."""
+    if outcome.result is None:
+        return []
+    from console.core.results.build import run_from_console
+    from console.services.results import ResultStore
+
+    store = ResultStore()
+    views = {v.name: v for v in group.replicas}
+    ids = []
+    for load, o in zip(outcome.loads, outcome.outcomes):
+        if o.result_json is None:
+            continue
+        view = views.get(load.replica)
+        context = {
+            "node": load.node,
+            "instance": load.replica,
+            "serve_preset": view.preset if view else None,
+            "serve_args": list(view.argv) if view else [],
+            "vllm_version": view.version if view else None,
+            "client_argv": list(o.argv),
+            "gpus": list(view.gpus) if view else [],
+            "group": group.name,
+        }
+        ids.append(store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label)))
+    context = {
+        "node": ",".join(group.nodes),
+        "instance": group.name,
+        "serve_preset": group.preset,
+        "group": group.name,
+        "replica_runs": ids,
+        "url": outcome.url,
+    }
+    ids.append(store.save(run_from_console(context, outcome.result.as_result_json(), {}, setup=preset, label=label)))
+    return ids
 
 
 # ---------------------------------------------------------------- dispatch

@@ -41,6 +41,7 @@ from console.services.group_bench import GroupBenchRunner, summary_of
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import InstanceError, InstanceService, InstanceState
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
+from console.services.results import default_root
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -64,12 +65,15 @@ def group_name_for(exp: Experiment, layout: Layout) -> str:
     return f"{slug}-{layout.key}"[:48].rstrip("-.")
 
 
+def experiments_folder() -> Path:
+    """Where state files live: beside the results store ($ROCM_CONSOLE_DATA_DIR/experiments when set)."""
+    return default_root().parent / "experiments"
+
+
 def default_state_path(exp: Experiment, node: str, base: Path | None = None) -> Path:
     """Where the state of exp on node lives: next to the results store unless told otherwise."""
     if base is None:
-        import platformdirs
-
-        base = Path(platformdirs.user_data_path("rocm-console")) / "experiments"
+        base = experiments_folder()
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{exp.name}@{node}")
     return base / f"{slug}.json"
 

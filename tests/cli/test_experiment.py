@@ -29,8 +29,15 @@ p99_ttft_ms = 60000
 """
 
 
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path, monkeypatch):
+    """Results and experiment state of these tests stay in the test's folder."""
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
 @pytest.mark.timeout(240)
-def test_replica_group_from_the_cli(profile):
+def test_replica_group_from_the_cli(profile, data_dir):
     p = ["--profile", str(profile)]
     start = run("serve", "start", "--preset", "tiny", "--replicas", "2", "--wait", "--timeout", "60", *p)
     try:
@@ -43,6 +50,12 @@ def test_replica_group_from_the_cli(profile):
         assert bench.returncode == 0, bench.stdout + bench.stderr
         assert "completed 8  failed 0" in bench.stdout and "(sum of 2 clients)" in bench.stdout
         assert "tiny-x2-r0" in bench.stdout and "tiny-x2-r1" in bench.stdout
+        # stored: each client's result and the group's, which names them
+        assert "  stored as " in bench.stdout
+        docs = [json.loads(f.read_text()) for f in (data_dir / "results").glob("*.json")]
+        assert len(docs) == 3, bench.stdout
+        [grp] = [d for d in docs if d["context"].get("replica_runs")]
+        assert len(grp["context"]["replica_runs"]) == 2 and grp["context"]["instance"] == "tiny-x2"
         # bad input: one line, exit 2
         too_many = run("serve", "start", "--preset", "tiny", "--replicas", "7", *p)
         assert too_many.returncode == 2

@@ -21,7 +21,8 @@ __all__ = ["short_tmp", "tiny_model"]  # fixtures, imported for pytest
 
 
 @pytest.mark.timeout(900)
-def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp):
+def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp, monkeypatch):
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(short_tmp / "data"))  # the stored results stay here
     profile = write_profile(short_tmp / "lab.toml", sshd, tiny_model)
     env = env_flags(short_tmp / "s")
     t0 = time.monotonic()
@@ -58,7 +59,7 @@ def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp)
         assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr
         doc = json.loads(bench.stdout)
         group, parts = doc["result"], doc["replicas"]
-        assert doc["ok"] and len(parts) == 2
+        assert doc["ok"] and len(parts) == 2 and len(doc["stored"]) == 3  # 2 clients + the group
         # every client ran with --save-detailed: per-request data is there
         assert all(len(p["ttfts"]) == p["num_prompts"] == 8 for p in parts)
         assert group["completed"] == sum(p["completed"] for p in parts) == 16

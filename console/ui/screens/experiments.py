@@ -105,9 +105,9 @@ class ExperimentsScreen(Screen):
     def __init__(self, folder: Path | None = None, *, refresh_every: float = 1.0) -> None:
         super().__init__(id="experiments-screen")
         if folder is None:
-            import platformdirs
+            from console.services.experiments import experiments_folder
 
-            folder = Path(platformdirs.user_data_path("rocm-console")) / "experiments"
+            folder = experiments_folder()
         self.folder = folder
         self.refresh_every = refresh_every
         self._entries: list[Entry] = []
