@@ -12,6 +12,8 @@ from console.services.groups import GroupService
 from console.services.instances import InstanceState
 from console.services.status import sample_node
 from console.services.transports import TransportPool
+from console.transport.base import TransportError
+from console.transport.local import LocalTransport
 from tests.helpers import free_port
 
 TINY = ServePreset(name="tiny", model="tiny-llama", args=("--enforce-eager",))
@@ -90,3 +92,40 @@ def test_split_load_refuses_what_cannot_be_split():
     assert [x.request_rate for x in split_load(views, BENCH, concurrency=None, rate=8.0)] == [2.0] * 4
     with pytest.raises(BenchRunError, match="concurrency 3 cannot be split over 4 replicas"):
         split_load(views, BENCH, concurrency=3)
+
+
+class DropsEachClientOnce(LocalTransport):
+    """Cuts every benchmark client's first output stream after a few lines, like a dropped SSH link."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.dropped: set[str] = set()
+
+    async def stream_lines(self, argv, **kw):
+        run = argv[argv.index("logs") + 1] if "--group" in argv and "logs" in argv else None
+        count = 0
+        async for line in super().stream_lines(argv, **kw):
+            yield line
+            count += 1
+            if run and run not in self.dropped and count >= 3:
+                self.dropped.add(run)
+                raise TransportError(f"{self.node_name}: link dropped", "closed")
+
+
+@pytest.mark.timeout(120)
+async def test_group_benchmark_survives_dropped_links(sim_node):
+    node = sim_node("grpdrop")
+    transport = DropsEachClientOnce("grpdrop")
+    pool = TransportPool(lambda n: transport)
+    groups = GroupService(pool)
+    try:
+        plan = await groups.plan([node], TINY, 2, base_port=free_port())
+        group = await groups.wait_ready([node], await groups.start(plan, [node], TINY), timeout=60, poll_every=0.3)
+        assert group.ready == 2
+        outcome = await GroupBenchRunner(pool, poll_every=0.2).run([node], group, BENCH, concurrency=2)
+        assert len(transport.dropped) == 2  # both clients' streams were cut once
+        assert outcome.ok, outcome.reason
+        assert outcome.result is not None and outcome.result.completed == 16
+    finally:
+        await groups.stop([node], plan.group, int_timeout=5)
+        await pool.close()
