@@ -75,6 +75,7 @@ class InstanceView:
     argv: tuple[str, ...] = field(default=(), compare=False)
     pids: tuple[int, ...] = ()  # an unmanaged server's process tree
     warnings: tuple[str, ...] = ()  # flags/env the node's vLLM version may not know
+    group: str | None = None  # the replica group it belongs to (console/services/groups.py)
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -140,6 +141,7 @@ def view_from_record(node: str, rec: dict) -> InstanceView:
         exit_code=rec.get("exit_code"),
         exit_signal=rec.get("exit_signal"),
         argv=tuple(spec.get("argv") or ()),
+        group=spec.get("group"),
     )
 
 
@@ -248,6 +250,7 @@ class InstanceService:
         extra_env: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
         environ: Mapping[str, str] | None = None,
+        group: str | None = None,
     ) -> InstanceView:
         gpus = tuple(gpus)
         existing = await self.list(node)
@@ -328,6 +331,8 @@ class InstanceService:
             "runtime": preset.runtime,
             "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
         }
+        if group:
+            spec["group"] = group
         # The simulator's env (state dir) must reach the fake vllm too, with the
         # VRAM of the chosen logical GPUs (a CPX partition has 1/8 of the GPU).
         spec["env"].update(cmd.env_dict())
