@@ -1493,6 +1493,10 @@ def main(argv=None):
     JsonArgumentParser.writer = writer
     try:
         args = build_parser().parse_args(argv)
+        if args.mode != "instance-monitor":  # the monitor stops its instance first (supervisor)
+            import lifeline  # shipped beside this file
+
+            lifeline.watch(lambda: os._exit(EXIT_OK))  # a demo console that is gone reads nothing more
         if args.mode == "probe":
             writer.write(probe(args))
             return EXIT_OK

@@ -42,7 +42,7 @@ def run_tui(args: argparse.Namespace) -> int:
     profile = load_selected_profile(args)
     from console.ui.app import run_app
 
-    return run_app(profile, interval=args.interval)
+    return run_app(profile, interval=args.interval, demo=bool(args.demo))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

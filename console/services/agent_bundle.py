@@ -24,6 +24,7 @@ AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
 SUPERVISOR_SOURCE = _PKG / "agent" / "supervisor.py"
 PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
 DOCTOR_SOURCE = _PKG / "agent" / "doctor.py"
+LIFELINE_SOURCE = _PKG / "agent" / "lifeline.py"
 SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
 SIM_VLLM_PACKAGE = _PKG / "sim" / "vllm"  # run on the node as a folder: `python3 .../sim/vllm serve`
 
@@ -58,6 +59,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("supervisor.py", SUPERVISOR_SOURCE.read_bytes()),
         ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
+        ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
     ]
     if simulated:
         from console.sim.host import FILES as SIM_HOST_FILES

@@ -287,6 +287,8 @@ class InstanceService:
                     preset,
                     vllm=shlex.join(cmd.vllm),
                     port=port,
+                    # A simulated node is this machine: its server is never for the network.
+                    host="127.0.0.1" if node.simulate is not None else "0.0.0.0",
                     gpus=gpus,
                     overrides=overrides or {},
                     extra_args=extra_args,

@@ -559,7 +559,18 @@ def _stop_refusal(view: InstanceView | None, node: str, name: str) -> str | None
     return None
 
 
-def run_app(profile: Profile, *, interval: float = 1.0) -> int:
-    app = ConsoleApp(profile, interval=interval)
-    app.run()
-    return app.return_code or 0
+def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> int:
+    if not demo:
+        app = ConsoleApp(profile, interval=interval)
+        app.run()
+        return app.return_code or 0
+    from console.services import demo as demo_life
+
+    # Before anything starts: every local child inherits the lifeline.
+    token = demo_life.claim_lifeline()
+    try:
+        app = ConsoleApp(profile, interval=interval)
+        app.run()
+        return app.return_code or 0
+    finally:  # a clean quit stops the demo's processes now rather than at their next look
+        demo_life.stop_bound(token)
