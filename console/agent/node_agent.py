@@ -1315,7 +1315,8 @@ def probe(args):
         "python": platform.python_version(),
         "rocm": rocm_version(),
         "amdsmi": None if version is None else str(version),
-        "vllm": dist_version("vllm"),
+        # A simulated node has no vllm distribution: its simulator says which it imitates.
+        "vllm": dist_version("vllm") or (getattr(module, "SIM_VLLM_VERSION", None) if module is not None else None),
         "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"),
         "source": source,
         "uid": os.geteuid(),

@@ -150,6 +150,8 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
         env = [
             ("ROCM_CONSOLE_SIM_DIR", f"{state_dir}/sim/{node.name}"),
             ("ROCM_CONSOLE_SIM_SPEC", json.dumps(asdict(node.simulate), sort_keys=True)),
+            # The simulated host's ROCm (sim/host.py): the probe reads <ROCM_PATH>/.info/version.
+            ("ROCM_PATH", f"{base}/sim/host/opt/rocm"),
         ]
     vllm = tuple(shlex.split(node.vllm))
     if node.simulate is not None and node.vllm == "vllm":

@@ -251,6 +251,11 @@ class InstanceService:
             if unknown and snapshot.static:
                 raise InstanceError(f"{node.name}: no GPU {unknown[0]} (the node has {len(snapshot.static)})")
             partitions = [by_index[g].compute_partition for g in gpus if g in by_index]
+        if not port and not preset.port and node.transport == "local":
+            # Local nodes (the demo's three) share this machine: skip ports bound here.
+            from console.services.demo import free_local_port
+
+            port = free_local_port(choose_port(used_ports))
         port = port or preset.port or choose_port(used_ports)
         for refusal in (
             check_tp(tp, gpus),

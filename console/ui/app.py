@@ -78,8 +78,11 @@ class ConsoleApp(App[int]):
         cursor_blink: bool = True,
         instances: InstanceSource | None = None,
         instance_poll_interval: float = INSTANCE_POLL_INTERVAL,
+        demo_instances: Sequence = (),
     ) -> None:
         super().__init__()
+        # The demo opens on a living fleet: these (DemoInstance) are started once their node is live.
+        self.demo_instances = tuple(demo_instances)
         self.profile = profile
         self.clock = clock
         self.fleet = fleet or FleetTelemetry(profile.nodes, pool, interval=interval, clock=clock)
@@ -125,6 +128,8 @@ class ConsoleApp(App[int]):
                 exit_on_error=False,
             )
         self.set_interval(self.redraw_interval, self._tick, name="redraw-clock")
+        for planned in self.demo_instances:
+            self.run_worker(self._start_demo_instance(planned), group="demo", exit_on_error=False)
 
     async def on_unmount(self) -> None:
         # The instance workers share the fleet's connections: stop them before those close.
@@ -194,6 +199,29 @@ class ConsoleApp(App[int]):
                 await asyncio.wait_for(wake.wait(), wait)
             except asyncio.TimeoutError:
                 pass
+
+    async def _start_demo_instance(self, planned) -> None:
+        """Start one of the demo's instances as the start dialog would, once its node is live."""
+        preset = next((p for p in self.profile.serve_presets if p.name == planned.preset), None)
+        if preset is None or planned.node not in self.fleet.node_names:
+            return
+        for _ in range(120):  # the node's first sample comes within seconds; give up after 60 s
+            snap = self.fleet.snapshot(planned.node)
+            if snap.health == NodeHealth.LIVE and snap.static:
+                break
+            await asyncio.sleep(0.5)
+        else:
+            return
+        try:
+            # A fixed name: the previous demo's instance of the same name (ended with that
+            # console) is replaced instead of piling up in the panel.
+            view = await self.instances.start(
+                self.fleet.spec(planned.node), preset, gpus=planned.gpus, snapshot=snap, name=planned.name
+            )
+        except (InstanceError, TransportError) as exc:
+            self.notify(one_line(exc), title="demo instance not started", severity="warning", markup=False)
+            return
+        self.follow_start(view)
 
     def poll_instances_now(self, node: str) -> None:
         wake = self._poll_wake.get(node)
@@ -569,7 +597,9 @@ def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> i
     # Before anything starts: every local child inherits the lifeline.
     token = demo_life.claim_lifeline()
     try:
-        app = ConsoleApp(profile, interval=interval)
+        demo_life.use_demo_data_dir()
+        demo_life.seed_history()
+        app = ConsoleApp(profile, interval=interval, demo_instances=demo_life.DEMO_INSTANCES)
         app.run()
         return app.return_code or 0
     finally:  # a clean quit stops the demo's processes now rather than at their next look
