@@ -117,6 +117,10 @@ DEMO_INSTANCES = (
     DemoInstance("mi300x-cpx", "llama-3.1-8b-fp8-cpx", (1,)),
 )
 
+# The demo's own instances take ports from here, leaving 8000 and up (vLLM's default, and
+# the start dialog's first choice) to what the user starts.
+DEMO_PORTS_FROM = 8100
+
 # Runs the simulated benchmark client really made against the simulated server
 # (scripts in the files' labels and README), and the seeds' published numbers.
 SEED_RESULTS_DIR = PROFILES_DIR / "demo-results"

@@ -212,11 +212,18 @@ class ConsoleApp(App[int]):
             await asyncio.sleep(0.5)
         else:
             return
+        from console.services.demo import DEMO_PORTS_FROM, free_local_port
+
         try:
             # A fixed name: the previous demo's instance of the same name (ended with that
             # console) is replaced instead of piling up in the panel.
             view = await self.instances.start(
-                self.fleet.spec(planned.node), preset, gpus=planned.gpus, snapshot=snap, name=planned.name
+                self.fleet.spec(planned.node),
+                preset,
+                gpus=planned.gpus,
+                snapshot=snap,
+                name=planned.name,
+                port=free_local_port(DEMO_PORTS_FROM),
             )
         except (InstanceError, TransportError) as exc:
             self.notify(one_line(exc), title="demo instance not started", severity="warning", markup=False)

@@ -155,11 +155,12 @@ class Demo:
 
     def start_instance_and_benchmark(self) -> None:
         self.wait_for("3 live", timeout=20)
-        # GPU 4 of the SPX node is idle (the demo's load is on 0-3): s there, Enter starts it.
-        self.term.keys("j", "j", "j", "j", "j", "s")
+        # GPU 5 of the SPX node is idle (the demo's load is on 0-3, its own instance on 4):
+        # s there, Enter starts it.
+        self.term.keys("j", "j", "j", "j", "j", "j", "s")
         self.wait_for("Start a vLLM instance", timeout=5)
         self.term.keys("Enter")
-        self.wait_for("instance ready", timeout=30)
+        self.wait_for("2 instances ready", timeout=40)
         self.term.keys("b")
         self.wait_for("Run a benchmark", timeout=5)
         self.term.keys("Enter")
