@@ -29,6 +29,7 @@ __all__ = [
     "COMPUTE_PARTITIONS",
     "GPU_MODELS",
     "MEMORY_PARTITIONS",
+    "PROFILES_DIR",
     "SAMPLE_PROFILES",
     "demo_profile_path",
     "discover_profile_paths",
@@ -63,9 +64,31 @@ _PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 # ---------------------------------------------------------------- public API
 
 
+def _profiles_dir() -> Path:
+    """The shipped data (presets, the demo profile, reference numbers, demo results).
+
+    A checkout or an editable install reads the top-level profiles/ folder; an installed
+    wheel (pip, pipx) carries the same files as data files, under
+    <prefix>/share/rocm-console/profiles (pyproject.toml, [tool.setuptools.data-files])."""
+    source = Path(__file__).resolve().parents[2] / "profiles"
+    if (source / "presets.toml").is_file():
+        return source
+    import site
+    import sys
+
+    for base in (sys.prefix, sys.exec_prefix, site.getuserbase()):
+        installed = Path(base) / "share" / "rocm-console" / "profiles"
+        if (installed / "presets.toml").is_file():
+            return installed
+    return source
+
+
+PROFILES_DIR = _profiles_dir()
+
+
 def demo_profile_path() -> Path:
-    """The repo's profiles/demo.toml (three simulated local nodes)."""
-    return Path(__file__).resolve().parents[2] / "profiles" / "demo.toml"
+    """The shipped profiles/demo.toml (three simulated local nodes)."""
+    return PROFILES_DIR / "demo.toml"
 
 
 def discover_profile_paths(explicit: Sequence[str], cwd: Path, config_dir: Path | None) -> list[Path]:

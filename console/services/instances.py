@@ -272,6 +272,11 @@ class InstanceService:
                 raise InstanceError(f"{node.name}: no GPU {unknown[0]} (the node has {len(snapshot.static)})")
             partitions = [by_index[g].compute_partition for g in gpus if g in by_index]
             devices = mig_devices(node.name, [by_index[g] for g in gpus if g in by_index])
+        if not port and not preset.port and node.transport == "local":
+            # Local nodes (the demo's three) share this machine: skip ports bound here.
+            from console.services.demo import free_local_port
+
+            port = free_local_port(choose_port(used_ports))
         port = port or preset.port or choose_port(used_ports)
         for refusal in (
             check_tp(tp, gpus),
@@ -310,6 +315,8 @@ class InstanceService:
                     preset,
                     vllm=shlex.join(cmd.vllm),
                     port=port,
+                    # A simulated node is this machine: its server is never for the network.
+                    host="127.0.0.1" if node.simulate is not None else "0.0.0.0",
                     gpus=gpus,
                     overrides=overrides or {},
                     extra_args=extra_args,
