@@ -67,12 +67,12 @@ def accuracy_metrics(results: Mapping, task: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, value in per_task[task].items():
         number = as_number(value) if not isinstance(value, str) else None
-        if number is None or key == "alias":
+        if number is None or "," not in str(key):  # scores are "metric,filter"; alias, sample_len are not
             continue
         metric, _, filt = str(key).partition(",")
         stderr = metric.endswith("_stderr")
         base = metric[: -len("_stderr")] if stderr else metric
-        name = "_".join(p for p in (task, base, filt.replace("-", "_")) if p)
+        name = "_".join(p for p in (task, base, filt.replace("-", "_")) if p and p != "none")
         out[name + ("_stderr" if stderr else "")] = number
     if not any(not k.endswith("_stderr") for k in out):
         raise ValueError(f"lm_eval's results for {task!r} hold no score")
