@@ -210,18 +210,18 @@ def translate_engine_args(args: Sequence[str], version: str | None) -> tuple[lis
     out: list[str] = []
     notes: list[str] = []
     spec: dict[str, object] = {}
-    shown = version or "this vLLM"
+    shown = f"vLLM {version}" if version else "the node's vLLM (0.10+)"
     i = 0
     while i < len(args):
         arg = args[i]
         flag = arg.split("=", 1)[0]
         if flag in ("--num-scheduler-steps", "--max-seq-len-to-capture", "--num_scheduler-steps"):
             value, i = _take_value(args, i)
-            notes.append(f"{flag} {value} dropped: vLLM {shown} no longer accepts it")
+            notes.append(f"{flag} {value} dropped: {shown} no longer accepts it")
             continue
         if flag == "--use-v2-block-manager":
             i += 1
-            notes.append(f"{flag} dropped: vLLM {shown} has only that block manager")
+            notes.append(f"{flag} dropped: {shown} has only that block manager")
             continue
         if flag in ("--speculative-model", "--num-speculative-tokens"):
             value, i = _take_value(args, i)

@@ -219,9 +219,11 @@ class AccuracyRunner:
         if view is None:
             raise AccuracyError(f"{node.name}: no instance named {name}")
         if view.state != InstanceState.READY or not view.port:
-            raise AccuracyError(
-                f"{node.name}: instance {name} is {view.state.value}, not ready: start it first (rocm-console serve start)"
-            )
+            if view.state in (InstanceState.STOPPED, InstanceState.EXITED, InstanceState.FAILED):
+                how = f"has stopped ({view.state.value}): start it again with `rocm-console serve start`"
+            else:
+                how = f"is {view.state.value}, not ready yet: wait for it (`rocm-console serve list`)"
+            raise AccuracyError(f"{node.name}: instance {name} {how}")
         return view
 
     async def run(

@@ -180,7 +180,7 @@ args = ["--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
         )
         assert again.returncode == 1
         assert again.stderr.count("\n") == 1, again.stderr
-        assert "instance acc is stopped, not ready" in again.stderr
+        assert again.stderr.startswith("rocm-console: ssh-node: instance acc has stopped (exited): "), again.stderr
     finally:
         if not stopped:
             cli(short_tmp, "serve", "stop", "acc", "--node", "ssh-node")

@@ -9,12 +9,13 @@ runs have None). `result` keeps the tool's own JSON (the source of truth);
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from console.core.offline_bench import OfflinePreset, offline_metrics, offline_setup
 from console.core.results.build import _context, _finish, _jsonable_setup, full_setup
-from console.core.results.record import StoredRun, as_number, jsonable
+from console.core.results.record import StoredRun, as_number, jsonable, new_run_id
 
 OFFLINE_KINDS = ("latency", "throughput")
 ACCURACY = "accuracy"
@@ -52,7 +53,12 @@ def run_from_offline(
         metrics=metrics,
         result=jsonable(dict(result)),
     )
-    return _finish(run)
+    run = _finish(run)
+    name = ctx.get("offline_run")
+    if name:  # two runs (one per CPX partition) may write equal JSON: each is its own run
+        fingerprint = hashlib.sha256(f"{run.fingerprint}:{name}".encode()).hexdigest()
+        run = dataclasses.replace(run, fingerprint=fingerprint, id=new_run_id(run.created, run.node, fingerprint))
+    return run
 
 
 # ---------------------------------------------------------------- accuracy (lm_eval)

@@ -156,8 +156,8 @@ def run_latency(argv):
     in_len = args.input_len if args.input_len is not None else 32
     out_len = args.output_len if args.output_len is not None else 128
     profile = _profile(args)
-    base = _batch_seconds(profile, args.batch_size, in_len, out_len)
-    rnd = random.Random(args.seed)
+    rnd = random.Random()  # runs differ, as on real GPUs
+    base = _batch_seconds(profile, args.batch_size, in_len, out_len) * (1.0 + rnd.uniform(-0.02, 0.02))
     print("INFO Loading model %s (rocm-console vLLM simulator)" % args.model)
     print("Warming up...")
     sys.stdout.flush()
@@ -196,7 +196,7 @@ def run_throughput(argv):
     profile = _profile(args)
     seqs = min(args.num_prompts, 256)
     waves = -(-args.num_prompts // seqs)
-    elapsed = waves * _batch_seconds(profile, seqs, in_len, out_len)
+    elapsed = waves * _batch_seconds(profile, seqs, in_len, out_len) * random.uniform(0.97, 1.03)
     _progress("Processed prompts", min(args.num_prompts, 50), 0.04)
     total_tokens = args.num_prompts * (in_len + out_len)
     rps = args.num_prompts / elapsed
