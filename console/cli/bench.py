@@ -266,7 +266,13 @@ async def _runs(args, profile: Profile) -> int:
         print(json.dumps({"runs": recs}, indent=2))
     else:
         for r in recs:
-            print(f"{r['name']:<48} {r['state']:<8} exit {r.get('exit_code')}  instance {r['spec'].get('instance')}")
+            spec = r.get("spec") or {}
+            on = (  # offline runs (bench latency|throughput) hold GPUs, not an instance
+                f"instance {spec.get('instance')}"
+                if spec.get("instance")
+                else f"{spec.get('kind')} gpus {','.join(map(str, spec.get('gpus') or []))}"
+            )
+            print(f"{r['name']:<48} {r['state']:<8} exit {r.get('exit_code')}  {on}")
         if not recs:
             print("no runs")
     return EXIT_OK

@@ -170,6 +170,14 @@ class OfflineRunner:
         )
         return [json.loads(line) for line in listing.stdout.splitlines() if line.startswith("{")]
 
+    async def cancel(self, node: NodeSpec, run: str) -> None:
+        """Stop a run cleanly (SIGINT, then SIGTERM): vLLM shuts its engine down itself."""
+        cmd = await self._agent(node)
+        argv = cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "stop", run)
+        await self.pool.get(node).run(
+            [*argv, "--int-timeout", "10", "--term-timeout", "5"], env=cmd.env_dict(), timeout=60
+        )
+
     async def preflight(self, node: NodeSpec, gpus: Sequence[int], tp: int, *, per_gpu: bool = False) -> Preflight:
         """The serve-start checks for these GPUs (per_gpu: one TP 1 run on each);
         OfflineRunError naming what is at fault."""

@@ -63,6 +63,8 @@ def test_detach_then_attach_stores_the_run(lab, tmp_path):
     assert f"follow: bench throughput --attach {name}" in start.stdout
     runs = run("bench", "runs", "--profile", str(lab), "--json")
     assert name in [r["name"] for r in json.loads(runs.stdout)["runs"]]
+    listed = run("bench", "runs", "--profile", str(lab)).stdout
+    assert next(line for line in listed.splitlines() if line.startswith(name)).endswith("throughput gpus 6")
     attach = run("bench", "throughput", "--profile", str(lab), "--attach", name, "--json", env=_env(tmp_path))
     assert attach.returncode == 0, attach.stderr
     doc = json.loads(attach.stdout)
