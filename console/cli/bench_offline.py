@@ -28,6 +28,7 @@ from console.core.errors import ProfileError
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.offline_bench import (
     CLIENTS,
+    PRESETS_PATH,
     OfflineError,
     OfflinePreset,
     apply_offline_overrides,
@@ -53,7 +54,6 @@ from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 COMMANDS = ("latency", "throughput", "accuracy")
-PRESETS_PATH = Path(__file__).resolve().parents[2] / "profiles" / "offline_presets.toml"
 REFERENCE_PATH = Path(__file__).resolve().parents[2] / "profiles" / "reference_numbers.toml"
 
 

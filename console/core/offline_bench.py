@@ -20,6 +20,7 @@ from console.core.serve_log import FatalLine, parse_serve_line
 from console.core.serve_rules import parse_version
 
 KINDS = ("latency", "throughput")
+PRESETS_PATH = Path(__file__).resolve().parents[2] / "profiles" / "offline_presets.toml"  # shipped presets
 CLIENTS = ("auto", "subcommand", "script")
 # The seeds' images keep vLLM's source tree at /app/vllm (seeds 000, 001).
 DEFAULT_SCRIPTS_DIR = "/app/vllm/benchmarks"
