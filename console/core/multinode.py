@@ -136,6 +136,12 @@ def check_shape(
     elif preset.dp > 1 and preset.dp % len(nodes):
         return f"preset {preset.name}: DP {preset.dp} does not split evenly over {_plural(len(nodes), 'node')}"
     if not cpu_only:
+        for n in nodes[1:]:
+            if n.gpu_model != head.gpu_model:
+                return f"node {n.name}: GPU model {n.gpu_model or 'unknown'} differs from head {head.name}'s {head.gpu_model or 'unknown'}"
+            mode, head_mode = _mode(n), _mode(head)
+            if mode != head_mode:
+                return f"node {n.name}: partition mode {mode} differs from head {head.name}'s {head_mode}"
         for n in nodes:
             if n.gpu_count == 0 and not n.gpus:
                 return f"node {n.name}: no GPU found, but {head.name if n is not head else nodes[1].name} has GPUs"
@@ -158,12 +164,6 @@ def check_shape(
                 f"preset {preset.name}: {_layout(preset)} = {world_size(preset)} GPUs, "
                 f"but {total} are chosen ({per_node})"
             )
-        for n in nodes[1:]:
-            if n.gpu_model != head.gpu_model:
-                return f"node {n.name}: GPU model {n.gpu_model or 'unknown'} differs from head {head.name}'s {head.gpu_model or 'unknown'}"
-            mode, head_mode = _mode(n), _mode(head)
-            if mode != head_mode:
-                return f"node {n.name}: partition mode {mode} differs from head {head.name}'s {head_mode}"
         for n in nodes:
             if n.compute_partition == "CPX" and preset.tp > 1:
                 return f"node {n.name}: TP {preset.tp} in CPX mode (CPX runs TP 1 per logical GPU)"
