@@ -53,6 +53,15 @@ class ServePreset:
     port: int | None = None
     served_model_name: str | None = None
     source: str = ""
+    # multi-node on Ray (console/core/multinode.py): parallel sizes, nodes (head
+    # first), the Ray head's port and address as workers reach it, extra `ray start` args
+    pp: int = 1
+    dp: int = 1
+    dp_local: int | None = None
+    nodes: tuple[str, ...] = ()
+    ray_port: int | None = None
+    head_address: str | None = None
+    ray_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

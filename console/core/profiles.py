@@ -57,6 +57,13 @@ _OWNED_SERVE_FLAGS = {
     "--tensor-parallel-size": "tp",
     "--port": "port",
     "--served-model-name": "served_model_name",
+    # multi-node (console/core/multinode.py)
+    "-pp": "pp",
+    "--pipeline-parallel-size": "pp",
+    "-dp": "dp",
+    "--data-parallel-size": "dp",
+    "--data-parallel-size-local": "dp_local",
+    "--data-parallel-address": "head_address",
 }
 _PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -610,6 +617,18 @@ _NODE_FIELDS: dict[str, _Check] = {
     "prometheus_host": _token,  # DME's hostname label, when it is not host
 }
 
+
+def _node_names(value: object) -> tuple[str, ...]:
+    """Nodes of a multi-node preset, head first: distinct [nodes.NAME] names."""
+    names = _string_list(value)
+    for i, name in enumerate(names, 1):
+        if not _NAME_RE.match(name):
+            raise _Invalid(f"item {i}: {name!r} is not a node name")
+        if name in names[: i - 1]:
+            raise _Invalid(f"item {i}: node {name!r} is listed twice")
+    return names
+
+
 _SERVE_FIELDS: dict[str, _Check] = {
     "model": _text,
     "tp": _int_range(1),
@@ -619,6 +638,14 @@ _SERVE_FIELDS: dict[str, _Check] = {
     "image": _token,
     "port": _port,
     "served_model_name": _text,
+    # multi-node on Ray (console/core/multinode.py)
+    "pp": _int_range(1),
+    "dp": _int_range(1),
+    "dp_local": _int_range(1),
+    "nodes": _node_names,
+    "ray_port": _port,
+    "head_address": _token,
+    "ray_args": _string_list,
 }
 
 _BENCH_FIELDS: dict[str, _Check] = {
@@ -669,6 +696,8 @@ def _serve(name: str, data: dict, file: str) -> ServePreset:
         raise _Invalid('missing required key (runtime = "docker" needs an image)', ("image",))
     if not docker and "image" in values:
         raise _Invalid('image is only used with runtime = "docker"', ("image",))
+    if "dp_local" in values and values["dp_local"] > values.get("dp", 1):
+        raise _Invalid(f"dp_local {values['dp_local']} is more than dp {values.get('dp', 1)}", ("dp_local",))
     return ServePreset(name=name, source=file, **values)
 
 

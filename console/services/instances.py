@@ -76,6 +76,7 @@ class InstanceView:
     pids: tuple[int, ...] = ()  # an unmanaged server's process tree
     warnings: tuple[str, ...] = ()  # flags/env the node's vLLM version may not know
     group: str | None = None  # the replica group it belongs to (console/services/groups.py)
+    nodes: tuple[str, ...] = ()  # a multi-node instance's nodes, head first (services/multinode.py)
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -85,6 +86,7 @@ class InstanceView:
         d["argv"] = list(self.argv)
         d["pids"] = list(self.pids)
         d["warnings"] = list(self.warnings)
+        d["nodes"] = list(self.nodes)
         return d
 
 
@@ -142,7 +144,22 @@ def view_from_record(node: str, rec: dict) -> InstanceView:
         exit_signal=rec.get("exit_signal"),
         argv=tuple(spec.get("argv") or ()),
         group=spec.get("group"),
+        nodes=tuple((spec.get("multinode") or {}).get("nodes") or ()),
     )
+
+
+def fold_ray_members(views: Sequence[InstanceView]) -> list[InstanceView]:
+    """A multi-node instance is one instance: its Ray process ("NAME.ray") shows as
+    NAME on a worker node, and is hidden beside NAME on the head (services/multinode.py)."""
+    names = {v.name for v in views}
+    out = []
+    for v in views:
+        if v.nodes and v.name.endswith(".ray"):
+            if v.name[:-4] in names:
+                continue
+            v = replace(v, name=v.name[:-4], stage=v.stage or f"Ray worker of {v.nodes[0]}")
+        out.append(v)
+    return out
 
 
 def _model_of(argv: Sequence[str]) -> str | None:
@@ -206,7 +223,7 @@ class InstanceService:
     # ------------------------------------------------------------ queries
 
     async def list(self, node: NodeSpec) -> list[InstanceView]:
-        return [view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)]
+        return fold_ray_members([view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)])
 
     async def list_checked(self, node: NodeSpec) -> builtins.list[InstanceView]:  # list: the method above
         """list(), with running instances marked ready or loading by one /health call each."""

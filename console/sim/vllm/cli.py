@@ -70,6 +70,10 @@ def main(argv=None):
         return 0
     if command == "bench":
         return bench_main(argv[1:])
+    if command == "ray":  # the simulated `ray` CLI of multi-node instances (ray_sim.py)
+        from .ray_sim import main as ray_main
+
+        return ray_main(argv[1:])
     if command != "serve":
         sys.stderr.write(
             "%s\nvllm: error: argument subparser: invalid choice: %r (choose from 'chat', "
