@@ -21,6 +21,9 @@ import httpx
 
 from console.core.dme import (
     LAYOUT_EVERY_S,
+    SLOW_EVERY,
+    SLOW_FAMILIES,
+    VALUE_FAMILIES,
     DmeResponseError,
     frame_gpus,
     hosts_query,
@@ -106,6 +109,7 @@ class PrometheusClient:
                 self.config_error = f"prometheus: ca_file {spec.ca_file}: {getattr(exc, 'strerror', None) or exc}"
         self._http = httpx.AsyncClient(headers=headers, verify=verify, timeout=timeout, trust_env=False)
         self.timeout = timeout
+        self.decode_cpu_s = 0.0  # CPU spent decoding answers (tests/perf/fleet_scale.py reports it)
 
     def redact(self, text: str) -> str:
         return text.replace(self.token, REDACTED) if self.token else text
@@ -147,10 +151,13 @@ class PrometheusClient:
         if reply.status_code in (401, 403):
             hint = f" (check ${self.spec.token_env})" if self.spec.token_env else " (set token_env in [prometheus])"
             raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}{hint}")
+        t0 = time.thread_time()
         try:
             payload = reply.json()
         except ValueError:
             raise PrometheusError(f"{where}: HTTP {reply.status_code}, not a Prometheus API answer") from None
+        finally:
+            self.decode_cpu_s += time.thread_time() - t0
         if reply.status_code >= 400 and not (isinstance(payload, dict) and payload.get("status") == "error"):
             raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}")
         return payload
@@ -201,6 +208,10 @@ class PrometheusSource:
         self.wanted = {n.name: node_host(n) for n in nodes}
         hosts = sorted(set(self.wanted.values()))
         self._value_queries = value_queries(self.label, hosts)
+        self._fast_queries = value_queries(self.label, hosts, slow=False)
+        self._slow_fields = tuple(VALUE_FAMILIES[tag][0] for tag in sorted(SLOW_FAMILIES))
+        self._slow_values: dict[str, dict[int, dict[str, float | None]]] = {}  # host -> gpu -> field -> value
+        self._slow_due = 0  # refreshes until the slow families are asked again
         self._layout_query = layout_query(self.label, hosts)
         self.matched: dict[str, str] = {}  # node -> hostname label value
         self.layout: dict[str, tuple[GpuStatic, ...]] = {}  # by node
@@ -210,6 +221,7 @@ class PrometheusSource:
         self.last_ok: float | None = None
         self.last_error: str | None = None
         self.refreshes = 0
+        self.apply_cpu_s = 0.0  # CPU spent parsing values and updating the fleet (perf figures)
         self.history_error: str | None = None  # why the last load_history got nothing
         self.source_text = _source_text(self.client, spec)
 
@@ -237,7 +249,11 @@ class PrometheusSource:
         try:
             if now - self._layout_at >= LAYOUT_EVERY_S:
                 await self._refresh_layout(now)
-            values = parse_values(await self.client.query_all(self._value_queries), self.label)
+            slow = self._slow_due <= 0
+            answers = await self.client.query_all(self._value_queries if slow else self._fast_queries)
+            t0 = time.thread_time()
+            values = parse_values(answers, self.label)
+            self._carry_slow(values, slow)
         except (PrometheusError, DmeResponseError) as exc:
             reason = exc.reason if isinstance(exc, PrometheusError) else f"prometheus {self.client.url}: {exc}"
             self.last_error = self.client.redact(reason)
@@ -275,6 +291,26 @@ class PrometheusSource:
         if relayout:  # again at the next refresh, at most every 5 s
             self._layout_at = min(self._layout_at, now - LAYOUT_EVERY_S + 5.0)
         self._judge(self.clock(), failed=False)
+        self.apply_cpu_s += time.thread_time() - t0
+
+    def _carry_slow(self, values: dict, slow: bool) -> None:
+        """Keep the slow families' answers; put the last ones into a refresh without them."""
+        if slow:
+            self._slow_due = SLOW_EVERY - 1
+            fields = self._slow_fields
+            self._slow_values = {
+                host: {gpu: {f: got[f] for f in fields if f in got} for gpu, got in v.gpus.items()}
+                for host, v in values.items()
+            }
+            return
+        self._slow_due -= 1
+        for host, v in values.items():
+            kept = self._slow_values.get(host)
+            if kept:
+                for gpu, got in v.gpus.items():
+                    old = kept.get(gpu)
+                    if old:
+                        got.update(old)
 
     async def _refresh_layout(self, now: float) -> None:
         layout = parse_layout(await self.client.query(self._layout_query), self.label)
