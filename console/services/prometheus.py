@@ -25,6 +25,7 @@ from console.core.dme import (
     SLOW_FAMILIES,
     VALUE_FAMILIES,
     DmeResponseError,
+    DmeValues,
     frame_gpus,
     hosts_query,
     layout_query,
@@ -252,8 +253,8 @@ class PrometheusSource:
                 await self._refresh_layout(now)
             slow = self._slow_due <= 0
             answers = await self.client.query_all(self._value_queries if slow else self._fast_queries)
+            values = await self._parse(answers)
             t0 = time.thread_time()
-            values = parse_values(answers, self.label)
             self._carry_slow(values, slow)
         except (PrometheusError, DmeResponseError) as exc:
             reason = exc.reason if isinstance(exc, PrometheusError) else f"prometheus {self.client.url}: {exc}"
@@ -298,6 +299,29 @@ class PrometheusSource:
             self._layout_at = min(self._layout_at, now - LAYOUT_EVERY_S + 5.0)
         self._judge(self.clock(), failed=False)
         self.apply_cpu_s += time.thread_time() - t0
+
+    async def _parse(self, answers: Mapping[str, object]) -> dict[str, DmeValues]:
+        """parse_values one family at a time, yielding in between (a key press waits
+        for one family's parse, not the whole fleet's)."""
+        values: dict[str, DmeValues] = {}
+        for tag, payload in answers.items():
+            t0 = time.thread_time()
+            for host, got in parse_values({tag: payload}, self.label).items():
+                have = values.get(host)
+                if have is None:
+                    values[host] = got
+                    continue
+                if got.sample_ts is not None:
+                    values[host] = have = DmeValues(got.sample_ts, have.gpus)
+                for gpu, fields in got.gpus.items():
+                    mine = have.gpus.get(gpu)
+                    if mine is None:
+                        have.gpus[gpu] = fields
+                    else:
+                        mine.update(fields)
+            self.apply_cpu_s += time.thread_time() - t0
+            await asyncio.sleep(0)
+        return values
 
     def _carry_slow(self, values: dict, slow: bool) -> None:
         """Keep the slow families' answers; put the last ones into a refresh without them."""
