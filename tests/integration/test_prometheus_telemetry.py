@@ -291,3 +291,38 @@ def test_prometheus_server_helper_keeps_to_loopback(prometheus):
 def test_profile_file_round_trip(tmp_path):
     profile = load_profile([profile_file(tmp_path, "http://127.0.0.1:9")])
     assert profile.prometheus is not None and {n.telemetry for n in profile.nodes} == {"prometheus"}
+
+
+async def test_fleet_screen_and_detail_over_prometheus(prometheus):
+    from console.core.model import Profile
+    from console.ui.app import ConsoleApp
+    from console.ui.screens.detail import DetailScreen
+    from console.ui.widgets.gpu_table import GpuTable
+    from tests.ui.conftest import screen_text
+    from tests.ui.conftest import wait_for as ui_wait_for
+
+    prometheus.wait_for_series(5, expr='count_over_time(gpu_total_vram{hostname="cpx-b", gpu_id="9"}[1m])')
+    spec = PrometheusSpec(url=prometheus.url, scrape_interval=1.0)
+    nodes = tuple(
+        NodeSpec(name=n, host=n, transport="local", telemetry="prometheus", vllm="/nonexistent/vllm")
+        for n in ("spx-a", "cpx-b")
+    )
+    app = ConsoleApp(Profile(nodes=nodes, prometheus=spec), interval=1.0, notify_health=False, cursor_blink=False)
+    started = time.time()
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        assert await ui_wait_for(pilot, lambda: "cpx-b  live" in screen_text(app), timeout=20)
+        text = screen_text(app)
+        assert f"prometheus {prometheus.url}, scrape 1s" in text  # the header names the source
+        assert len([r for r in table.rows if r.node == "cpx-b" and r.gpu is not None]) == 16
+        assert table.select(("cpx-b", 9))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        # the charts' past comes from query_range at open: samples from before the console started
+
+        def first_ts() -> float:
+            series = app.fleet.series("cpx-b", 9, "util_pct")
+            return series.times()[0] if series is not None and len(series) else float("inf")
+
+        assert await ui_wait_for(pilot, lambda: first_ts() < started - 2, timeout=10)
+        assert "Utilization %" in screen_text(app)
