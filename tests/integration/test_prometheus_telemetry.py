@@ -326,3 +326,35 @@ async def test_fleet_screen_and_detail_over_prometheus(prometheus):
 
         assert await ui_wait_for(pilot, lambda: first_ts() < started - 2, timeout=10)
         assert "Utilization %" in screen_text(app)
+
+
+def test_exporter_down_marks_its_node_stale_then_down(tmp_path):
+    exp = DmeExporter.start(tmp_path / "dme", [{"hostname": "solo", "count": 1, "seed": 9}])
+    server = PrometheusServer(tmp_path / "prom", exp.targets())
+    try:
+        server.start()
+        server.wait_for_series(1)
+
+        async def scenario():
+            spec = PrometheusSpec(url=server.url, scrape_interval=1.0)
+            fleet = FleetTelemetry(prom_nodes("solo"), interval=0.5, prometheus=spec)
+            await fleet.start()
+            try:
+                await wait_for(lambda: fleet.snapshot("solo").health == NodeHealth.LIVE, 20)
+                exp.stop()  # the node's exporter dies; Prometheus stays up
+                stale = await wait_for(
+                    lambda: fleet.snapshot("solo") if fleet.snapshot("solo").health == NodeHealth.STALE else None, 10
+                )
+                down = await wait_for(
+                    lambda: fleet.snapshot("solo") if fleet.snapshot("solo").health == NodeHealth.DOWN else None, 20
+                )
+                return stale.error, down.error
+            finally:
+                await fleet.stop()
+
+        stale_error, down_error = asyncio.run(scenario())
+    finally:
+        server.stop()
+        exp.stop()
+    assert re.fullmatch(r"solo: no new DME sample in Prometheus for [3-6] s", stale_error or ""), stale_error
+    assert re.fullmatch(r"solo: no new DME sample in Prometheus for 1\d s", down_error or ""), down_error
