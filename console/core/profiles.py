@@ -29,13 +29,14 @@ __all__ = [
     "COMPUTE_PARTITIONS",
     "GPU_MODELS",
     "MEMORY_PARTITIONS",
+    "PROFILES_DIR",
     "SAMPLE_PROFILES",
     "demo_profile_path",
     "discover_profile_paths",
     "load_profile",
 ]
 
-GPU_MODELS = ("MI300X", "MI325X", "MI355X")
+GPU_MODELS = ("MI300X", "MI325X", "MI355X", "H100", "H200")  # the last two: simulated NVML (console/sim/pynvml.py)
 COMPUTE_PARTITIONS = ("SPX", "DPX", "QPX", "CPX")
 MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
 # Compute modes the driver accepts under each memory mode (reference/amdsmi.md).
@@ -56,6 +57,13 @@ _OWNED_SERVE_FLAGS = {
     "--tensor-parallel-size": "tp",
     "--port": "port",
     "--served-model-name": "served_model_name",
+    # multi-node (console/core/multinode.py)
+    "-pp": "pp",
+    "--pipeline-parallel-size": "pp",
+    "-dp": "dp",
+    "--data-parallel-size": "dp",
+    "--data-parallel-size-local": "dp_local",
+    "--data-parallel-address": "head_address",
 }
 _PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -63,9 +71,31 @@ _PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 # ---------------------------------------------------------------- public API
 
 
+def _profiles_dir() -> Path:
+    """The shipped data (presets, the demo profile, reference numbers, demo results).
+
+    A checkout or an editable install reads the top-level profiles/ folder; an installed
+    wheel (pip, pipx) carries the same files as data files, under
+    <prefix>/share/rocm-console/profiles (pyproject.toml, [tool.setuptools.data-files])."""
+    source = Path(__file__).resolve().parents[2] / "profiles"
+    if (source / "presets.toml").is_file():
+        return source
+    import site
+    import sys
+
+    for base in (sys.prefix, sys.exec_prefix, site.getuserbase()):
+        installed = Path(base) / "share" / "rocm-console" / "profiles"
+        if (installed / "presets.toml").is_file():
+            return installed
+    return source
+
+
+PROFILES_DIR = _profiles_dir()
+
+
 def demo_profile_path() -> Path:
-    """The repo's profiles/demo.toml (three simulated local nodes)."""
-    return Path(__file__).resolve().parents[2] / "profiles" / "demo.toml"
+    """The shipped profiles/demo.toml (three simulated local nodes)."""
+    return PROFILES_DIR / "demo.toml"
 
 
 def discover_profile_paths(explicit: Sequence[str], cwd: Path, config_dir: Path | None) -> list[Path]:
@@ -550,6 +580,7 @@ _SIMULATE_FIELDS: dict[str, _Check] = {
     "seed": _integer,
     # logical GPUs that carry a simulated workload from the start (the demo's load)
     "busy": _gpu_indices,
+    "mig": _gpu_indices,  # NVIDIA only: physical GPUs in MIG mode
 }
 
 
@@ -586,6 +617,18 @@ _NODE_FIELDS: dict[str, _Check] = {
     "prometheus_host": _token,  # DME's hostname label, when it is not host
 }
 
+
+def _node_names(value: object) -> tuple[str, ...]:
+    """Nodes of a multi-node preset, head first: distinct [nodes.NAME] names."""
+    names = _string_list(value)
+    for i, name in enumerate(names, 1):
+        if not _NAME_RE.match(name):
+            raise _Invalid(f"item {i}: {name!r} is not a node name")
+        if name in names[: i - 1]:
+            raise _Invalid(f"item {i}: node {name!r} is listed twice")
+    return names
+
+
 _SERVE_FIELDS: dict[str, _Check] = {
     "model": _text,
     "tp": _int_range(1),
@@ -595,6 +638,14 @@ _SERVE_FIELDS: dict[str, _Check] = {
     "image": _token,
     "port": _port,
     "served_model_name": _text,
+    # multi-node on Ray (console/core/multinode.py)
+    "pp": _int_range(1),
+    "dp": _int_range(1),
+    "dp_local": _int_range(1),
+    "nodes": _node_names,
+    "ray_port": _port,
+    "head_address": _token,
+    "ray_args": _string_list,
 }
 
 _BENCH_FIELDS: dict[str, _Check] = {
@@ -645,6 +696,8 @@ def _serve(name: str, data: dict, file: str) -> ServePreset:
         raise _Invalid('missing required key (runtime = "docker" needs an image)', ("image",))
     if not docker and "image" in values:
         raise _Invalid('image is only used with runtime = "docker"', ("image",))
+    if "dp_local" in values and values["dp_local"] > values.get("dp", 1):
+        raise _Invalid(f"dp_local {values['dp_local']} is more than dp {values.get('dp', 1)}", ("dp_local",))
     return ServePreset(name=name, source=file, **values)
 
 
