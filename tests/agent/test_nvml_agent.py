@@ -478,3 +478,19 @@ def test_nvidia_smi_mig_rows_from_the_listing(tmp_path):
     gpus = sampler.sample()
     assert gpus[0]["util_pct"] is None and gpus[0]["power_w"] == 80.5 and gpus[1]["power_w"] is None
     assert gpus[2]["util_pct"] is None and gpus[2]["vram_used_mib"] == 10  # "[N/A]" is null, never 0
+
+
+def test_doctor_on_an_nvidia_host_without_rocm_fails_nothing_amd_only(tmp_path, simdir):
+    """An NVIDIA host has no ROCm, amdgpu, /dev/kfd or render nodes: the doctor says they
+    are not used there instead of failing the node."""
+    sysroot = tmp_path / "root"
+    (sysroot / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (sysroot / "proc" / "sys" / "kernel" / "numa_balancing").write_text("0\n")
+    proc = run_agent(["doctor", "--amdsmi-path", str(simdir), "--sysroot", str(sysroot)], sim_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    (record,) = json_lines(proc.stdout)
+    checks = {c["id"]: c for c in record["checks"]}
+    assert checks["source.nvidia"]["level"] == "ok" and record["facts"]["source"] == "nvml"
+    assert not [c["id"] for c in record["checks"] if c["level"] == "fail"]
+    for cid in ("rocm", "driver", "kfd", "render", "source.amdsmi"):
+        assert checks[cid]["detail"].startswith("not used on an NVIDIA node ("), checks[cid]
