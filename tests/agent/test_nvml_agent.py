@@ -137,6 +137,24 @@ def test_node_side_files_parse_as_python_38_and_import_no_console(path):
     assert "from console" not in src and "import console" not in src
 
 
+def test_agent_and_simulated_nvml_run_on_python_38_when_available(tmp_path, simdir):
+    found = sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))
+    which = shutil.which("python3.8")
+    py38 = found[0] if found else (which if which and "shims" not in which else None)
+    if not py38:
+        pytest.skip("no Python 3.8 here")
+    proc = subprocess.run(
+        [str(py38), str(AGENT), "telemetry", "--count", "2", "--interval", "0.1", "--amdsmi-path", str(simdir)],
+        env=sim_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = json_lines(proc.stdout)
+    assert [o["kind"] for o in lines] == ["hello", "static", "sample", "sample"] and lines[0]["source"] == "nvml"
+
+
 # ------------------------------------------------------------------ the simulated node
 
 
