@@ -1350,7 +1350,8 @@ def probe(args):
         "python": platform.python_version(),
         "rocm": rocm_version(),
         "amdsmi": None if version is None else str(version),
-        "vllm": dist_version("vllm"),
+        # A simulated node has no vllm distribution: its simulator says which it imitates.
+        "vllm": dist_version("vllm") or (getattr(module, "SIM_VLLM_VERSION", None) if module is not None else None),
         "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"),
         "source": source,
         "uid": os.geteuid(),
@@ -1528,6 +1529,10 @@ def main(argv=None):
     JsonArgumentParser.writer = writer
     try:
         args = build_parser().parse_args(argv)
+        if args.mode != "instance-monitor":  # the monitor stops its instance first (supervisor)
+            import lifeline  # shipped beside this file
+
+            lifeline.watch(lambda: os._exit(EXIT_OK))  # a demo console that is gone reads nothing more
         if args.mode == "probe":
             writer.write(probe(args))
             return EXIT_OK

@@ -25,6 +25,7 @@ SUPERVISOR_SOURCE = _PKG / "agent" / "supervisor.py"
 PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
 DOCTOR_SOURCE = _PKG / "agent" / "doctor.py"
 NVIDIA_SOURCE = _PKG / "agent" / "nvidia.py"  # NVML / nvidia-smi sampler, imported by the agent on NVIDIA nodes
+LIFELINE_SOURCE = _PKG / "agent" / "lifeline.py"
 SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
 SIM_PYNVML_SOURCE = _PKG / "sim" / "pynvml.py"
 NVIDIA_SIM_GPUS = ("H100", "H200")  # simulated through sim/nvidia/pynvml.py, not the simulated amdsmi
@@ -62,6 +63,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
         ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
+        ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
     ]
     if simulated:
         from console.sim.host import FILES as SIM_HOST_FILES
@@ -155,6 +157,8 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
         env = [
             ("ROCM_CONSOLE_SIM_DIR", f"{state_dir}/sim/{node.name}"),
             ("ROCM_CONSOLE_SIM_SPEC", json.dumps(asdict(node.simulate), sort_keys=True)),
+            # The simulated host's ROCm (sim/host.py): the probe reads <ROCM_PATH>/.info/version.
+            ("ROCM_PATH", f"{base}/sim/host/opt/rocm"),
         ]
     vllm = tuple(shlex.split(node.vllm))
     if node.simulate is not None and node.vllm == "vllm":

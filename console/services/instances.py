@@ -75,6 +75,8 @@ class InstanceView:
     argv: tuple[str, ...] = field(default=(), compare=False)
     pids: tuple[int, ...] = ()  # an unmanaged server's process tree
     warnings: tuple[str, ...] = ()  # flags/env the node's vLLM version may not know
+    group: str | None = None  # the replica group it belongs to (console/services/groups.py)
+    nodes: tuple[str, ...] = ()  # a multi-node instance's nodes, head first (services/multinode.py)
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -84,6 +86,7 @@ class InstanceView:
         d["argv"] = list(self.argv)
         d["pids"] = list(self.pids)
         d["warnings"] = list(self.warnings)
+        d["nodes"] = list(self.nodes)
         return d
 
 
@@ -140,7 +143,23 @@ def view_from_record(node: str, rec: dict) -> InstanceView:
         exit_code=rec.get("exit_code"),
         exit_signal=rec.get("exit_signal"),
         argv=tuple(spec.get("argv") or ()),
+        group=spec.get("group"),
+        nodes=tuple((spec.get("multinode") or {}).get("nodes") or ()),
     )
+
+
+def fold_ray_members(views: Sequence[InstanceView]) -> list[InstanceView]:
+    """A multi-node instance is one instance: its Ray process ("NAME.ray") shows as
+    NAME on a worker node, and is hidden beside NAME on the head (services/multinode.py)."""
+    names = {v.name for v in views}
+    out = []
+    for v in views:
+        if v.nodes and v.name.endswith(".ray"):
+            if v.name[:-4] in names:
+                continue
+            v = replace(v, name=v.name[:-4], stage=v.stage or f"Ray worker of {v.nodes[0]}")
+        out.append(v)
+    return out
 
 
 def _model_of(argv: Sequence[str]) -> str | None:
@@ -204,7 +223,7 @@ class InstanceService:
     # ------------------------------------------------------------ queries
 
     async def list(self, node: NodeSpec) -> list[InstanceView]:
-        return [view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)]
+        return fold_ray_members([view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)])
 
     async def list_checked(self, node: NodeSpec) -> builtins.list[InstanceView]:  # list: the method above
         """list(), with running instances marked ready or loading by one /health call each."""
@@ -248,6 +267,7 @@ class InstanceService:
         extra_env: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
         environ: Mapping[str, str] | None = None,
+        group: str | None = None,
     ) -> InstanceView:
         gpus = tuple(gpus)
         existing = await self.list(node)
@@ -269,6 +289,11 @@ class InstanceService:
                 raise InstanceError(f"{node.name}: no GPU {unknown[0]} (the node has {len(snapshot.static)})")
             partitions = [by_index[g].compute_partition for g in gpus if g in by_index]
             devices = mig_devices(node.name, [by_index[g] for g in gpus if g in by_index])
+        if not port and not preset.port and node.transport == "local":
+            # Local nodes (the demo's three) share this machine: skip ports bound here.
+            from console.services.demo import free_local_port
+
+            port = free_local_port(choose_port(used_ports))
         port = port or preset.port or choose_port(used_ports)
         for refusal in (
             check_tp(tp, gpus),
@@ -307,6 +332,8 @@ class InstanceService:
                     preset,
                     vllm=shlex.join(cmd.vllm),
                     port=port,
+                    # A simulated node is this machine: its server is never for the network.
+                    host="127.0.0.1" if node.simulate is not None else "0.0.0.0",
                     gpus=gpus,
                     overrides=overrides or {},
                     extra_args=extra_args,
@@ -328,6 +355,8 @@ class InstanceService:
             "runtime": preset.runtime,
             "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
         }
+        if group:
+            spec["group"] = group
         # The simulator's env (state dir) must reach the fake vllm too, with the
         # VRAM of the chosen logical GPUs (a CPX partition has 1/8 of the GPU).
         spec["env"].update(cmd.env_dict())
