@@ -246,6 +246,20 @@ def test_mig_layout_change_reemits_static(tmp_path, inproc):
     assert len(gpus) == 9
 
 
+def test_mig_mode_as_the_gpu_reports_it_and_a_pending_change(tmp_path, inproc):
+    _, _, sampler, _, _ = inproc()
+    assert [g["mig_mode"] for g in sampler.static()] == ["off"] * 7 + ["on"] * 4
+    edit_state(tmp_path, lambda s: s["gpus"][2].update(mig=[0, 1]))  # nvidia-smi -i 2 -mig 1, no reset yet
+    changed = None
+    for n in range(4 * 8 + 2):
+        changed = sampler.refresh(n)
+        sampler.sample()
+        if changed is not None:
+            break
+    assert changed is not None and changed[2]["mig_mode"] == "off (on after a GPU reset)"
+    assert changed[2]["compute_partition"] is None  # still a whole GPU until the reset
+
+
 def test_mig_reconfiguring_for_long_is_one_node_reason_not_a_crash(tmp_path, simdir):
     """Instances vanish and handles stop answering while an admin runs `nvidia-smi mig -dci/-dgi`."""
     env = sim_env(tmp_path)
@@ -422,6 +436,7 @@ def test_nvidia_smi_fallback_reads_real_h100_output(tmp_path, fake_smi):
             "memory_partition": None,
             "memory_caps": [],
             "uuid": "GPU-85602056-8123-609a-9b5f-ca747c2931de",  # from nvidia-smi -L
+            "mig_mode": "off",  # mig.mode.current, mig.mode.pending: Disabled, Disabled
         }
     ]
     (gpu,) = first["gpus"]
