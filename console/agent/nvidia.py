@@ -140,8 +140,9 @@ class NvmlSampler:
     checks a slow fact round-robin: a GPU's enforced power limit, its memory
     clock, its MIG mode (current and pending) and, when MIG is on, one MIG
     slot (an instance created or destroyed there).  So a tick costs at most
-    7 calls per physical GPU + 1 (docs/nvidia.md measures it).  Names, serials, BDFs, VBIOS and totals are
-    read at start and after a re-enumeration only.
+    7 calls per physical GPU + 1 (docs/nvidia.md measures it).  Names,
+    serials, BDFs, VBIOS, UUIDs and totals are read at start and after a
+    re-enumeration only; a process name once per PID.
     """
 
     source = "nvml"
@@ -162,7 +163,6 @@ class NvmlSampler:
         self._check_slot = False
         self._stale = False  # a MIG handle went away: enumerate again next tick
         self._enum_failures = 0
-        self._enum_error = None
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 module.nvmlInit()
@@ -331,13 +331,9 @@ class NvmlSampler:
     def _process_name(self, pid):
         name = self._names.get(pid)
         if name is None:
-            name = _str(self._call("nvmlSystemGetProcessName", pid))
-            if name is None:  # NVML cannot see it (another PID namespace): /proc may
-                try:
-                    with open("/proc/%d/comm" % pid) as fh:
-                        name = fh.read().strip()
-                except (OSError, UnicodeDecodeError):
-                    name = ""
+            # NVML's PIDs are the host's: /proc of an agent in a container could name
+            # another process, so a name NVML cannot give stays empty
+            name = _str(self._call("nvmlSystemGetProcessName", pid)) or ""
             if len(self._names) >= _NAME_CACHE_MAX:
                 self._names.clear()
             self._names[pid] = name
@@ -427,7 +423,6 @@ class NvmlSampler:
             # MIG instances being created or destroyed: handles vanish mid-walk
             self._stale = True
             self._enum_failures += 1
-            self._enum_error = exc
             if self._enum_failures >= MAX_ENUM_FAILURES:
                 raise self.agent.AgentError(
                     "%s (%d ticks in a row; are MIG instances being reconfigured?)"
