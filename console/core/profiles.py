@@ -94,7 +94,7 @@ PROFILES_DIR = _profiles_dir()
 
 
 def demo_profile_path() -> Path:
-    """The shipped profiles/demo.toml (three simulated local nodes)."""
+    """The shipped profiles/demo.toml (four simulated local nodes: three Instinct, one H100)."""
     return PROFILES_DIR / "demo.toml"
 
 

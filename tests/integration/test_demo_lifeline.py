@@ -154,7 +154,7 @@ class Demo:
         raise AssertionError(f"{text!r} never appeared; the pane shows:\n{self.term.screen()}")
 
     def start_instance_and_benchmark(self) -> None:
-        self.wait_for("3 live", timeout=20)
+        self.wait_for("4 live", timeout=20)
         # GPU 5 of the SPX node is idle (the demo's load is on 0-3, its own instance on 4):
         # s there, Enter starts it.
         self.term.keys("j", "j", "j", "j", "j", "j", "s")

@@ -183,7 +183,7 @@ async def test_the_console_in_a_browser(served):
             await page.send("Page.enable")
             await page.send("Page.navigate", url=f"http://127.0.0.1:{port}/")
             # The fleet table: every demo node live, with numbers (utilization, power).
-            text = await page.wait_text(r"3 live", timeout=45)
+            text = await page.wait_text(r"4 live", timeout=45)
             text = await page.wait_text(r"mi300x-cpx\s+live", timeout=20)
             assert "mi300x-spx" in text and "mi355x" in text
             assert re.search(r"\d+%", text) and re.search(r"\d+/750", text), text[-2000:]
