@@ -37,9 +37,20 @@ from console.transport.base import TransportError
 # Clients that stream their output to the console; the others are waited for by
 # polling (one SSH session each would pass sshd's MaxSessions on a 64-replica node).
 FOLLOWED_PER_NODE = 4
-# The start barrier: a client sleeps until this console-clock time, then execs
-# itself (python3 -c ..., argv unchanged after it).
-_HOLD = "import os,sys,time;time.sleep(max(0.0,min(float(sys.argv[1])-time.time(),300.0)));os.execvp(sys.argv[2],sys.argv[2:])"
+START_PARALLEL = 4  # clients started at once (each start is one SSH command)
+# The start barrier: each client waits (python3 -c ..., its argv unchanged after it) until
+# a go file appears on its node, then execs itself. The console writes the go files once
+# every client is started, so they start within ~50 ms of each other however long the
+# starting took. Past HOLD_LIMIT without a go file (the console died) a client ends (exit 3).
+HOLD_LIMIT = 600
+_HOLD = (
+    "import os,sys,time\n"
+    "end=time.time()+float(sys.argv[2])\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    " if time.time()>end: sys.exit(3)\n"
+    " time.sleep(0.05)\n"
+    "os.execvp(sys.argv[3],sys.argv[3:])"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +129,7 @@ class GroupBenchRunner:
         tokenizer: str | None,
         name: str,
         max_concurrency: int | None,
-        start_at: float,
+        go_file: str,
         instance: str,
         extra_env: Mapping[str, str] | None,
     ) -> tuple[str, ...]:
@@ -137,7 +148,7 @@ class GroupBenchRunner:
             )
         except ValueError as exc:
             raise BenchRunError(f"bench preset {preset.name}: {exc}") from None
-        held = [node.python, "-c", _HOLD, f"{start_at:.3f}", *argv]
+        held = [node.python, "-c", _HOLD, go_file, str(HOLD_LIMIT), *argv]
         spec = {
             "name": name,
             "argv": held,
@@ -159,6 +170,29 @@ class GroupBenchRunner:
                     raise BenchRunError(f"{node.name}: {rec.get('message')}")
                 return tuple(argv)
         raise BenchRunError(f"{node.name}: could not start the benchmark client: {result.stderr.strip()[-200:]}")
+
+    async def _go_file(self, node: NodeSpec, go_files: dict[str, str], group: str, stamp: str) -> str:
+        path = go_files.get(node.name)
+        if path is None:
+            cmd = await install_agent(self.pool.get(node), node)
+            path = go_files[node.name] = f"{cmd.state_dir}/runs/.go-{group[:40]}-{stamp}"
+        return path
+
+    async def _release(self, nodes: Mapping[str, NodeSpec], go_files: Mapping[str, str]) -> None:
+        """Every node's go file at once: the held clients start together."""
+
+        async def one(name: str, path: str) -> None:
+            # the runs folder exists: a client was started there
+            await self.pool.get(nodes[name]).run(["touch", path], timeout=30)
+
+        await asyncio.gather(*(one(n, p) for n, p in go_files.items()))
+
+    async def _tidy(self, nodes: Mapping[str, NodeSpec], go_files: Mapping[str, str]) -> None:
+        for name, path in go_files.items():
+            try:
+                await self.pool.get(nodes[name]).run(["rm", "-f", path], timeout=30)
+            except TransportError:
+                pass
 
     async def _wait_quietly(self, node: NodeSpec, run: str, argv: tuple[str, ...]) -> RunOutcome:
         """Wait for a client without streaming its output, then collect it."""
@@ -223,24 +257,28 @@ class GroupBenchRunner:
         detailed = preset if "--save-detailed" in preset.extra_args else None
         stamp = time.strftime("%Y%m%d-%H%M%S")
         load_tag = f"c{concurrency}" if concurrency is not None else (f"r{rate:g}" if rate is not None else "inf")
-        start_at = time.time() + 2.0 + 0.3 * len(targets)
+        go_files: dict[str, str] = {}
         started: list[tuple[NodeSpec, InstanceView, ReplicaLoad, str, tuple[str, ...]]] = []
-        try:
-            for view, load in zip(targets, loads):
-                node = by_name[view.node]
-                client = dataclasses.replace(
-                    detailed or preset,
-                    extra_args=tuple(preset.extra_args) + (() if detailed else ("--save-detailed",)),
-                    num_prompts=load.num_prompts,
-                    request_rate=load.request_rate if load.request_rate is not None else preset.request_rate,
-                    seed=load.seed,
-                )
-                model = view.served_models[0] if view.served_models else view.model
-                if not model:
-                    raise BenchRunError(f"{view.node}: replica {view.name} serves no known model")
-                # <= 64 characters, the supervisor's limit: group (30) tail load stamp
-                tail = "lb" if url else load.replica.rsplit("-", 1)[-1]
-                name = f"{group.name[:30].rstrip('-.')}-{tail[:5]}-{load_tag[:8]}-{stamp}"
+        for view in targets:  # the go file's path per node, before the clients start in parallel
+            await self._go_file(by_name[view.node], go_files, group.name, stamp)
+        gate = asyncio.Semaphore(START_PARALLEL)
+
+        async def start_one(view: InstanceView, load: ReplicaLoad) -> None:
+            node = by_name[view.node]
+            client = dataclasses.replace(
+                detailed or preset,
+                extra_args=tuple(preset.extra_args) + (() if detailed else ("--save-detailed",)),
+                num_prompts=load.num_prompts,
+                request_rate=load.request_rate if load.request_rate is not None else preset.request_rate,
+                seed=load.seed,
+            )
+            model = view.served_models[0] if view.served_models else view.model
+            if not model:
+                raise BenchRunError(f"{view.node}: replica {view.name} serves no known model")
+            # <= 64 characters, the supervisor's limit: group (30) tail load stamp
+            tail = "lb" if url else load.replica.rsplit("-", 1)[-1]
+            name = f"{group.name[:30].rstrip('-.')}-{tail[:5]}-{load_tag[:8]}-{stamp}"
+            async with gate:
                 argv = await self._start_client(
                     node,
                     preset=client,
@@ -249,18 +287,24 @@ class GroupBenchRunner:
                     tokenizer=view.model if view.served_models and view.model != model else None,
                     name=name,
                     max_concurrency=load.max_concurrency,
-                    start_at=start_at,
+                    go_file=go_files[node.name],
                     instance=view.name,
                     extra_env=extra_env,
                 )
-                started.append((node, view, load, name, argv))
-        except BaseException:
+            started.append((node, view, load, name, argv))
+
+        results = await asyncio.gather(*(start_one(v, ld) for v, ld in zip(targets, loads)), return_exceptions=True)
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
             for node, _view, _load, name, _argv in started:  # never leave half a group's clients running
                 try:
                     await self.runner.cancel(node, name)
                 except (TransportError, BenchRunError):
                     pass
-            raise
+            raise failure
+        order = {v.name: i for i, v in enumerate(targets)}
+        started.sort(key=lambda s: order[s[1].name])
+        await self._release(by_name, go_files)
         per_node_followed: dict[str, int] = {}
 
         async def one(node: NodeSpec, view: InstanceView, load: ReplicaLoad, name: str, argv) -> RunOutcome:
@@ -286,6 +330,8 @@ class GroupBenchRunner:
                 except (TransportError, BenchRunError):
                     pass
             raise
+        finally:
+            await self._tidy(by_name, go_files)
         result, merge_error = None, None
         jsons = [(load.replica, node.name, o.result_json) for (node, _v, load, _n, _a), o in zip(started, outcomes)]
         if all(j is not None for _, _, j in jsons):
