@@ -131,7 +131,7 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
         if not args.json:
             print(f"state: {state_path}", flush=True)
         try:
-            state = await runner.run(exp, node, profile, state_path, on_event=progress, extra_env=env)
+            state = await runner.run_resilient(exp, node, profile, state_path, on_event=progress, extra_env=env)
         except ExperimentError as exc:
             raise _BadInput(exc.problems) from None
     finally:

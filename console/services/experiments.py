@@ -36,6 +36,7 @@ from console.core.experiment import (
 )
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.partition_rules import physical_gpus
+from console.core.replicas import DEFAULT_BASE_PORT
 from console.services.bench import BenchRunError, BenchRunner
 from console.services.group_bench import GroupBenchRunner, summary_of
 from console.services.groups import GroupError, GroupService, GroupView
@@ -85,6 +86,7 @@ class ExperimentRunner:
         *,
         poll_every: float = 2.0,
         stop_timeout: float = 30.0,
+        base_port: int = DEFAULT_BASE_PORT,
     ) -> None:
         self.pool = pool or TransportPool()
         self.instances = InstanceService(self.pool)
@@ -93,6 +95,7 @@ class ExperimentRunner:
         self.bench = GroupBenchRunner(self.pool, poll_every=min(poll_every, 1.0))
         self.poll_every = poll_every
         self.stop_timeout = stop_timeout
+        self.base_port = base_port
 
     async def check(self, exp: Experiment, node: NodeSpec, profile: Profile) -> NodeSnapshot:
         """Validate against the node as it is now; ExperimentError (one line per problem) if it cannot run."""
@@ -175,6 +178,48 @@ class ExperimentRunner:
             state, f"finished: {len(state.done)} of {len(points)} points, {len(state.failed_layouts)} layouts failed"
         )
 
+    async def run_resilient(
+        self,
+        exp: Experiment,
+        node: NodeSpec,
+        profile: Profile,
+        state_path: Path,
+        *,
+        on_event: Callable[[ExperimentProgressed], None] | None = None,
+        extra_env: dict[str, str] | None = None,
+        link_retries: int = 10,
+        backoff: float = LINK_BACKOFF,
+    ) -> ExperimentState:
+        """run(), started again from its state file when the link to the node drops (a new
+        SSH connection each time), up to link_retries times in a row."""
+        failures = 0
+        while True:
+            try:
+                return await self.run(exp, node, profile, state_path, on_event=on_event, extra_env=extra_env)
+            except TransportError as exc:
+                failures += 1
+                if failures > link_retries:
+                    raise
+                if on_event:
+                    try:
+                        st = load_state(state_path, exp, node.name)
+                    except ValueError:
+                        st = ExperimentState(experiment=exp.name, node=node.name)
+                    delay = min(backoff * failures, 60.0)
+                    on_event(
+                        ExperimentProgressed(
+                            f"link to {node.name} lost ({exc.reason}): resuming in {delay:g} s "
+                            f"(attempt {failures} of {link_retries})",
+                            st,
+                            len(st.done),
+                            st.planned,
+                        )
+                    )
+                else:
+                    delay = min(backoff * failures, 60.0)
+                await asyncio.sleep(delay)
+                await self.pool.close()  # a fresh connection next time
+
     # ------------------------------------------------------------ steps
 
     async def _partition(
@@ -222,7 +267,13 @@ class ExperimentRunner:
             await self._stop_group(node, name)
         try:
             plan = await self.groups.plan(
-                [node], preset, layout.replicas, tp=layout.tp, group=name, snapshots={node.name: snapshot}
+                [node],
+                preset,
+                layout.replicas,
+                tp=layout.tp,
+                group=name,
+                snapshots={node.name: snapshot},
+                base_port=self.base_port,
             )
         except (GroupError, InstanceError, TransportError) as exc:
             raise _LayoutFailed(str(exc)) from None
