@@ -1,4 +1,5 @@
-"""`rocm-console bench run|sweep|runs|attach|cancel`: benchmark presets against an instance."""
+"""`rocm-console bench run|sweep|runs|attach|cancel`: benchmark presets against an instance
+(`bench latency|throughput|accuracy` live in bench_offline.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from console.cli import bench_offline
 from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -87,7 +89,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     for p in parsers:
         p.add_argument("--json", action="store_true", help="print JSON")
         add_profile_options(p)
-    return parsers
+    return parsers + bench_offline.add_parsers(ops)  # latency, throughput, accuracy
 
 
 class _Printer:
@@ -268,7 +270,13 @@ async def _runs(args, profile: Profile) -> int:
         print(json.dumps({"runs": recs}, indent=2))
     else:
         for r in recs:
-            print(f"{r['name']:<48} {r['state']:<8} exit {r.get('exit_code')}  instance {r['spec'].get('instance')}")
+            spec = r.get("spec") or {}
+            on = (  # offline runs (bench latency|throughput) hold GPUs, not an instance
+                f"instance {spec.get('instance')}"
+                if spec.get("instance")
+                else f"{spec.get('kind')} gpus {','.join(map(str, spec.get('gpus') or []))}"
+            )
+            print(f"{r['name']:<48} {r['state']:<8} exit {r.get('exit_code')}  {on}")
         if not recs:
             print("no runs")
     return EXIT_OK
@@ -301,6 +309,8 @@ async def _run_or_sweep(args, profile: Profile) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.bench_command in bench_offline.COMMANDS:
+        return bench_offline.run(args)
     profile = load_selected_profile(args)
     action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
     return guarded(lambda: asyncio.run(action(args, profile)), failures=(BenchRunError, InstanceError, TransportError))

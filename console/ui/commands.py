@@ -32,6 +32,11 @@ class FleetCommands(Provider):
                 partial(app.restart_node, node),
                 "drop the agent stream and connect again now",
             )
+            yield (
+                f"{node}: offline benchmark (latency / throughput)",
+                partial(app.open_offline_dialog, node),
+                "vllm bench latency|throughput on free GPUs, no instance needed",
+            )
         paused = getattr(app, "paused", False)
         yield (
             "Resume drawing" if paused else "Pause drawing",
