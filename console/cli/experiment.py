@@ -27,10 +27,9 @@ from console.core.experiment import ExperimentError, load_experiment, load_state
 from console.core.experiment_report import ExperimentReport, build_report
 from console.core.model import NodeSpec, Profile, SimulateSpec
 from console.core.replicas import ReplicaPlanError, parse_replicas
-from console.core.status_view import fmt_num
 from console.services.bench import BenchProgressed, BenchRunError
 from console.services.experiments import ExperimentProgressed, ExperimentRunner, default_state_path
-from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner
+from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner, format_group_outcome
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.partitions import PartitionFailed
@@ -349,31 +348,6 @@ async def serve_group_stop(args: argparse.Namespace, nodes: Sequence[NodeSpec]) 
 
 
 # ---------------------------------------------------------------- bench run --group
-
-
-def format_group_outcome(outcome: GroupBenchOutcome) -> str:
-    r = outcome.result
-    head = f"group {outcome.group}" + (f" via {outcome.url}" if outcome.url else "")
-    if r is None:
-        return f"{head}: no result ({outcome.reason})"
-    lines = [
-        f"{head}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
-        f"  completed {r.completed}  failed {r.failed}  duration {fmt_num(r.duration, '{:.2f}')} s",
-        f"  output {r.output_throughput:.1f} tok/s  total {r.total_token_throughput:.1f} tok/s  requests {r.request_throughput:.2f}/s  (sum of {len(r.replicas)} clients)",
-    ]
-    for metric in ("ttft", "tpot", "itl", "e2el"):
-        if metric in r.latency:
-            lines.append(
-                f"  {metric.upper():<5} mean {r.stat(metric, 'mean'):.2f}  median {r.stat(metric, 'median'):.2f}  "
-                f"p99 {fmt_num(r.stat(metric, 'p99'), '{:.2f}')} ms  (merged over {r.latency[metric].count} samples)"
-            )
-    for rep, load in zip(r.replicas, outcome.loads):
-        res = rep.result
-        lines.append(
-            f"  {rep.name:<28} c {load.max_concurrency or '-':<4} completed {res.completed}  "
-            f"{fmt_num(res.output_throughput, '{:.1f}')} tok/s  median TTFT {fmt_num(res.latency('ttft'), '{:.2f}')} ms"
-        )
-    return "\n".join(lines)
 
 
 async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Sequence[NodeSpec]) -> int:

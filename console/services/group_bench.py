@@ -27,6 +27,7 @@ from console.core.bench_result import BenchResult
 from console.core.experiment import split_evenly
 from console.core.group_result import GroupResult, GroupResultError, merge_results
 from console.core.model import BenchPreset, NodeSpec
+from console.core.status_view import fmt_num
 from console.services.agent_bundle import install_agent
 from console.services.bench import RESULT_FILE, BenchEvent, BenchRunError, BenchRunner, RunOutcome
 from console.services.groups import GroupView
@@ -380,3 +381,28 @@ def summary_of(outcome: GroupBenchOutcome, *, nodes: int | None = None) -> dict:
         )
     doc["per_replica"] = per
     return doc
+
+
+def format_group_outcome(outcome: GroupBenchOutcome) -> str:
+    r = outcome.result
+    head = f"group {outcome.group}" + (f" via {outcome.url}" if outcome.url else "")
+    if r is None:
+        return f"{head}: no result ({outcome.reason})"
+    lines = [
+        f"{head}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
+        f"  completed {r.completed}  failed {r.failed}  duration {fmt_num(r.duration, '{:.2f}')} s",
+        f"  output {r.output_throughput:.1f} tok/s  total {r.total_token_throughput:.1f} tok/s  requests {r.request_throughput:.2f}/s  (sum of {len(r.replicas)} clients)",
+    ]
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        if metric in r.latency:
+            lines.append(
+                f"  {metric.upper():<5} mean {r.stat(metric, 'mean'):.2f}  median {r.stat(metric, 'median'):.2f}  "
+                f"p99 {fmt_num(r.stat(metric, 'p99'), '{:.2f}')} ms  (merged over {r.latency[metric].count} samples)"
+            )
+    for rep, load in zip(r.replicas, outcome.loads):
+        res = rep.result
+        lines.append(
+            f"  {rep.name:<28} c {load.max_concurrency or '-':<4} completed {res.completed}  "
+            f"{fmt_num(res.output_throughput, '{:.1f}')} tok/s  median TTFT {fmt_num(res.latency('ttft'), '{:.2f}')} ms"
+        )
+    return "\n".join(lines)
