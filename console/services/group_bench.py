@@ -197,8 +197,8 @@ class GroupBenchRunner:
 
     async def _wait_quietly(self, node: NodeSpec, run: str, argv: tuple[str, ...]) -> RunOutcome:
         """Wait for a client without streaming its output, then collect it."""
-        attempts = 0
-        while True:
+        attempts = missing = 0
+        while True:  # as long as the client runs (like following its output), no longer
             try:
                 recs = await self.runner.runs(node)
                 attempts = 0
@@ -206,8 +206,12 @@ class GroupBenchRunner:
                 attempts += 1
                 if attempts > 30:
                     raise
-                recs = []
-            rec = next((r for r in recs if r.get("name") == run), None)
+                recs = None
+            rec = next((r for r in recs or () if r.get("name") == run), None)
+            if recs is not None and rec is None:
+                missing += 1
+                if missing > 30:
+                    raise BenchRunError(f"{node.name}: benchmark client {run} is gone from the node")
             if rec is not None and rec.get("state") not in ("running", "starting"):
                 break
             await asyncio.sleep(self.poll_every)
@@ -305,7 +309,15 @@ class GroupBenchRunner:
             raise failure
         order = {v.name: i for i, v in enumerate(targets)}
         started.sort(key=lambda s: order[s[1].name])
-        await self._release(by_name, go_files)
+        try:
+            await self._release(by_name, go_files)
+        except BaseException:
+            for node, _view, _load, name, _argv in started:  # held clients would wait for nothing
+                try:
+                    await self.runner.cancel(node, name)
+                except (TransportError, BenchRunError):
+                    pass
+            raise
         per_node_followed: dict[str, int] = {}
 
         async def one(node: NodeSpec, view: InstanceView, load: ReplicaLoad, name: str, argv) -> RunOutcome:
