@@ -26,7 +26,7 @@ from console.cli.common import (
 from console.core.experiment import ExperimentError, load_experiment, load_state
 from console.core.experiment_report import ExperimentReport, build_report
 from console.core.model import NodeSpec, Profile, SimulateSpec
-from console.core.replicas import ReplicaPlanError, parse_replicas
+from console.core.replicas import DEFAULT_BASE_PORT, ReplicaPlanError, parse_replicas
 from console.services.bench import BenchProgressed, BenchRunError
 from console.services.experiments import ExperimentProgressed, ExperimentRunner, default_state_path
 from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner, format_group_outcome
@@ -275,7 +275,15 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, 
                 raise GroupError(snap.error)
         try:
             plan = await service.plan(
-                nodes, preset, replicas, tp=tp, gpus=gpus, group=args.group or args.name, snapshots=snapshots
+                nodes,
+                preset,
+                replicas,
+                tp=tp,
+                gpus=gpus,
+                group=args.group or args.name,
+                snapshots=snapshots,
+                # --port with --replicas: the first port tried (each replica takes the next free one)
+                base_port=args.port or preset.port or DEFAULT_BASE_PORT,
             )
         except GroupError as exc:
             raise UsageError(str(exc)) from None
