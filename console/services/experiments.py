@@ -286,6 +286,10 @@ class ExperimentRunner:
         return group
 
     async def _point(self, node, group: GroupView, point: Point, exp: Experiment, preset, extra_env) -> dict:
+        if point.concurrency is not None:
+            # a concurrency point: as fast as that many requests in flight allow (the preset's
+            # own request rate would cap every point at the same load)
+            preset = dataclasses.replace(preset, request_rate=None)
         attempt = 0
         while True:
             try:

@@ -30,6 +30,7 @@ PROFILE = Profile(
             num_prompts=8,
             ignore_eos=True,
             percentile_metrics="ttft,tpot,itl,e2el",
+            request_rate=1.0,  # concurrency points run without it
         ),
     ),
 )
@@ -106,6 +107,7 @@ async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
         assert len(snap.static) == 64  # the node was left in the last layout's mode
         cpx = state.done["cpx-tp1-x4@c8"]
         assert cpx["completed"] == 8 and len(cpx["per_replica"]) == 4
+        assert cpx["request_rate"] == "inf" and cpx["max_concurrency"] == 8
         assert [r["max_concurrency"] for r in cpx["per_replica"]] == [2, 2, 2, 2]
         assert cpx["output_throughput"] == pytest.approx(sum(r["output_throughput"] for r in cpx["per_replica"]))
 
