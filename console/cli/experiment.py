@@ -121,6 +121,12 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
             except ExperimentError as exc:
                 raise _BadInput(exc.problems) from None
             print(f"{args.file}: {len(exp.layouts)} layouts fit {node.name}")
+            busy = (await runner.groups.capacity(node)).busy or {}
+            if busy:
+                # not a refusal (it may be gone by then), but the layouts needing these will fail
+                held = ", ".join(f"{g} ({what})" for g, what in sorted(busy.items())[:8])
+                more = f" and {len(busy) - 8} more" if len(busy) > 8 else ""
+                print(f"note: {len(busy)} GPU{'s' if len(busy) != 1 else ''} busy on {node.name} now: {held}{more}")
             return EXIT_OK
 
         def progress(event: ExperimentProgressed) -> None:

@@ -85,7 +85,13 @@ def test_experiment_that_cannot_fit_is_refused_line_by_line(profile, tmp_path):
     ]
     ok = tmp_path / "ok.toml"
     ok.write_text(EXPERIMENT)
-    assert run("experiment", "check", str(ok), "--profile", str(profile)).stdout.strip() == f"{ok}: 2 layouts fit sim"
+    assert run("experiment", "check", str(ok), "--profile", str(profile)).stdout.splitlines() == [
+        f"{ok}: 2 layouts fit sim"
+    ]
+    # the demo's mi300x-spx carries load on GPUs 0-3: said, not refused
+    demo = run("experiment", "check", str(ok), "--demo", "--node", "mi300x-spx", env={"HOME": str(tmp_path)})
+    assert demo.stdout.splitlines()[0] == f"{ok}: 2 layouts fit mi300x-spx"
+    assert demo.stdout.splitlines()[1].startswith("note: 4 GPUs busy on mi300x-spx now: 0 (process "), demo.stdout
 
 
 @pytest.mark.timeout(300)
