@@ -29,10 +29,11 @@ from console.core.model import NodeSpec, Profile, SimulateSpec
 from console.core.replicas import DEFAULT_BASE_PORT, ReplicaPlanError, parse_replicas
 from console.services.bench import BenchProgressed, BenchRunError
 from console.services.experiments import ExperimentProgressed, ExperimentRunner, default_state_path
-from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner, format_group_outcome
+from console.services.group_bench import GroupBenchRunner, format_group_outcome, store_group
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.partitions import PartitionFailed
+from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -63,6 +64,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         "--env", action="append", default=[], metavar="KEY=VALUE", help="environment for servers and clients"
     )
     run.add_argument("--json", action="store_true", help="print the final state as JSON")
+    run.add_argument("--no-store", action="store_true", help="do not store the points in the results store")
     report.add_argument("--out", metavar="DIR", help="write report.md, points.csv (and chart.png) into DIR")
     report.add_argument("--json", action="store_true", help="print the rows as JSON")
     return [run, check, report]
@@ -114,7 +116,8 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
     env = parse_pairs(getattr(args, "env", []), "--env")
     pool = TransportPool()
     try:
-        runner = ExperimentRunner(pool)
+        store = None if getattr(args, "no_store", True) else ResultStore()
+        runner = ExperimentRunner(pool, store=store)
         if args.experiment_command == "check":
             try:
                 await runner.check(exp, node, profile)
@@ -421,7 +424,7 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         )
     finally:
         await pool.close()
-    stored = [] if args.no_store else _store_group(outcome, group, preset, args.label)
+    stored = [] if args.no_store else store_group(ResultStore(), outcome, group, preset, label=args.label)
     if args.json:
         print(
             json.dumps(
@@ -441,43 +444,6 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         if stored:
             print(f"  stored as {stored[-1]} (the group), with {len(stored) - 1} replica results")
     return EXIT_OK if outcome.ok else EXIT_FAILED
-
-
-def _store_group(outcome: GroupBenchOutcome, group: GroupView, preset, label: str | None) -> list[str]:
-    """Each client's result, then the group's merged one (pointing at them), in the results store."""
-    if outcome.result is None:
-        return []
-    from console.core.results.build import run_from_console
-    from console.services.results import ResultStore
-
-    store = ResultStore()
-    views = {v.name: v for v in group.replicas}
-    ids = []
-    for load, o in zip(outcome.loads, outcome.outcomes):
-        if o.result_json is None:
-            continue
-        view = views.get(load.replica)
-        context = {
-            "node": load.node,
-            "instance": load.replica,
-            "serve_preset": view.preset if view else None,
-            "serve_args": list(view.argv) if view else [],
-            "vllm_version": view.version if view else None,
-            "client_argv": list(o.argv),
-            "gpus": list(view.gpus) if view else [],
-            "group": group.name,
-        }
-        ids.append(store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label)))
-    context = {
-        "node": ",".join(group.nodes),
-        "instance": group.name,
-        "serve_preset": group.preset,
-        "group": group.name,
-        "replica_runs": ids,
-        "url": outcome.url,
-    }
-    ids.append(store.save(run_from_console(context, outcome.result.as_result_json(), {}, setup=preset, label=label)))
-    return ids
 
 
 # ---------------------------------------------------------------- dispatch

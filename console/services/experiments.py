@@ -38,11 +38,11 @@ from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.partition_rules import physical_gpus
 from console.core.replicas import DEFAULT_BASE_PORT
 from console.services.bench import BenchRunError, BenchRunner
-from console.services.group_bench import GroupBenchRunner, summary_of
+from console.services.group_bench import GroupBenchRunner, store_group, summary_of
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import InstanceError, InstanceService, InstanceState
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
-from console.services.results import default_root
+from console.services.results import ResultStore, default_root
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -87,6 +87,7 @@ class ExperimentRunner:
         poll_every: float = 2.0,
         stop_timeout: float = 30.0,
         base_port: int = DEFAULT_BASE_PORT,
+        store: ResultStore | None = None,
     ) -> None:
         self.pool = pool or TransportPool()
         self.instances = InstanceService(self.pool)
@@ -96,6 +97,7 @@ class ExperimentRunner:
         self.poll_every = poll_every
         self.stop_timeout = stop_timeout
         self.base_port = base_port
+        self.store = store  # each point's results go there too (results list/compare), when given
 
     async def check(self, exp: Experiment, node: NodeSpec, profile: Profile) -> NodeSnapshot:
         """Validate against the node as it is now; ExperimentError (one line per problem) if it cannot run."""
@@ -302,7 +304,19 @@ class ExperimentRunner:
                     num_prompts=exp.num_prompts,
                     extra_env=extra_env,
                 )
-                return summary_of(outcome)
+                summary = summary_of(outcome)
+                if self.store is not None:
+                    ids = store_group(
+                        self.store,
+                        outcome,
+                        group,
+                        preset,
+                        label=f"{exp.name}: {point.layout.label}",
+                        extra={"experiment": exp.name, "layout": point.layout.label, "point": point.id},
+                    )
+                    if ids:
+                        summary["stored"] = ids[-1]
+                return summary
             except (TransportError, BenchRunError) as exc:
                 attempt += 1
                 if attempt > LINK_RETRIES:

@@ -27,11 +27,13 @@ from console.core.bench_result import BenchResult
 from console.core.experiment import split_evenly
 from console.core.group_result import GroupResult, GroupResultError, merge_results
 from console.core.model import BenchPreset, NodeSpec
+from console.core.results.build import run_from_console
 from console.core.status_view import fmt_num
 from console.services.agent_bundle import install_agent
 from console.services.bench import RESULT_FILE, BenchEvent, BenchRunError, BenchRunner, RunOutcome
 from console.services.groups import GroupView
 from console.services.instances import InstanceState, InstanceView
+from console.services.results import ResultStore
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -418,3 +420,46 @@ def format_group_outcome(outcome: GroupBenchOutcome) -> str:
             f"{fmt_num(res.output_throughput, '{:.1f}')} tok/s  median TTFT {fmt_num(res.latency('ttft'), '{:.2f}')} ms"
         )
     return "\n".join(lines)
+
+
+def store_group(
+    store: ResultStore,
+    outcome: GroupBenchOutcome,
+    group: GroupView,
+    preset: BenchPreset,
+    *,
+    label: str | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> list[str]:
+    """Each client's result, then the group's merged one (naming them), in the results store: ids."""
+    if outcome.result is None:
+        return []
+    views = {v.name: v for v in group.replicas}
+    ids = []
+    for load, o in zip(outcome.loads, outcome.outcomes):
+        if o.result_json is None:
+            continue
+        view = views.get(load.replica)
+        context = {
+            "node": load.node,
+            "instance": load.replica,
+            "serve_preset": view.preset if view else None,
+            "serve_args": list(view.argv) if view else [],
+            "vllm_version": view.version if view else None,
+            "client_argv": list(o.argv),
+            "gpus": list(view.gpus) if view else [],
+            "group": group.name,
+            **(extra or {}),
+        }
+        ids.append(store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label)))
+    context = {
+        "node": ",".join(group.nodes),
+        "instance": group.name,
+        "serve_preset": group.preset,
+        "group": group.name,
+        "replica_runs": ids,
+        "url": outcome.url,
+        **(extra or {}),
+    }
+    ids.append(store.save(run_from_console(context, outcome.result.as_result_json(), {}, setup=preset, label=label)))
+    return ids
