@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,8 @@ from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MARKERS = ("o", "x", "+", "*", "#", "@")
 FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed)
 DEMO_LAB = "mi300x-lab"
 
@@ -167,14 +170,15 @@ def render_chart(report: ExperimentReport, width: int = 78, height: int = 20) ->
     plt.clear_figure()
     plt.plotsize(width, height)
     plt.theme("clear")
-    for label, xs, ys in series:
-        plt.plot(xs, ys, label=label, marker="dot")
+    for i, (label, xs, ys) in enumerate(series):
+        # one character per layout: the colours are gone once the chart is plain text
+        plt.plot(xs, ys, label=label, marker=_MARKERS[i % len(_MARKERS)])
     plt.xlabel("p99 TTFT (ms)")
     plt.ylabel("output tok/s per node")
     plt.title(f"{report.experiment.name}: throughput vs latency")
     text = plt.build()
     plt.clear_figure()
-    return str(text)
+    return _ANSI.sub("", str(text))  # plotext colours even the "clear" theme; Markdown wants plain text
 
 
 def write_png(report: ExperimentReport, path: Path) -> bool:

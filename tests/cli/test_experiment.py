@@ -150,7 +150,7 @@ def test_experiment_killed_with_sigkill_resumes(profile, tmp_path, data_dir):
     assert report.returncode == 0, report.stderr
     md = (out / "report.md").read_text()
     assert "## Best layout per latency budget" in md and "throughput vs latency" in md
-    assert "p99 TTFT (ms)" in md  # the plotext chart's axis, embedded
+    assert "p99 TTFT (ms)" in md and "\x1b" not in md  # the plotext chart, embedded as plain text
     csv_lines = (out / "points.csv").read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[0].startswith("layout,load_kind,load,")
 
