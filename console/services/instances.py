@@ -608,6 +608,8 @@ class InstancePoller:
             reason = f"{log.fatal.reason}: {log.fatal.message}" if log.fatal else None
             if reason is None:
                 reason = f"exited with code {v.exit_code}" if v.exit_code is not None else "exited"
+                if v.exit_code is None and v.exit_signal:
+                    reason = f"killed by signal {v.exit_signal}"
             known = self._ended[key] = (log.stage.value if log.stage else None, log.stage_detail or None, reason)
         return replace(v, stage=known[0], stage_detail=known[1], reason=known[2])
 

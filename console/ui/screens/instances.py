@@ -327,6 +327,15 @@ class InstancesScreen(Screen):
         self.app.push_screen(ConfirmScreen("Stop group", question, "Stop"), answered)
 
     def action_benchmark(self) -> None:
+        group = self.selected_group
+        if group is not None:  # the whole group, one client per replica
+            from console.ui.screens.group_bench import GroupBenchScreen
+
+            if not group.ready:
+                self.app.notify(f"group {group.name}: no replica is ready", markup=False)
+                return
+            self.app.push_screen(GroupBenchScreen(group))
+            return
         self.app.open_bench_dialog(self.selected)  # type: ignore[attr-defined]
 
     def action_forget_instance(self) -> None:
