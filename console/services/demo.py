@@ -152,36 +152,21 @@ def use_demo_data_dir() -> Path:
 
 def reference_run(row, source: str) -> StoredRun:
     """A published row of the seeds as a history entry, labelled as a reference (never a run)."""
-    from console.core.results.build import full_setup
-    from console.core.results.record import CONTEXT_KEYS, StoredRun, fingerprint_of, new_run_id
+    from dataclasses import replace
 
-    setup = full_setup(
-        {
-            "model": row.model,
-            "backend": row.client,
-            "dataset": row.dataset,
-            "input_len": row.input_len,
-            "output_len": row.output_len,
-            "num_prompts": row.num_prompts,
-            "request_rate": row.request_rate,
-            "max_concurrency": row.max_concurrency,
-            "tp": row.tp,
-        }
-    )
-    context = dict.fromkeys(CONTEXT_KEYS)
-    context.update({"gpu_model": row.gpu, "serve_args": list(row.serve_args)})
-    metrics = {k: float(v) for k, v in row.metrics.items()}
-    fp = fingerprint_of(None, metrics, setup)
+    from console.core.results.record import fingerprint_of, new_run_id
+    from console.core.results.reference import reference_as_run
+
+    run = reference_as_run(row)
+    fp = fingerprint_of(None, run.metrics, run.setup)
     created = time.time()
-    return StoredRun(
+    return replace(
+        run,
         id=new_run_id(created, f"ref-seed{row.seed}", fp),
         created=created,
         origin="import",
         source=f"{source}#{row.id}",
         label=f"reference: seed {row.seed}'s published numbers ({row.gpu}, TP {row.tp}), not run here",
-        context=context,
-        setup=setup,
-        metrics=metrics,
         fingerprint=fp,
     )
 
