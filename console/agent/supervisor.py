@@ -404,6 +404,8 @@ def stop(state_dir, name, int_timeout=30.0, term_timeout=10.0):
         deadline = time.time() + wait
         while time.time() < deadline and group_alive(pgid):
             time.sleep(0.1)
+    if spec.get("stop_sweep"):
+        used = _sweep(spec["stop_sweep"]) or used
     # Give the monitor a moment to record the exit status.
     deadline = time.time() + 5
     folder = instance_dir(state_dir, name)
@@ -412,6 +414,37 @@ def stop(state_dir, name, int_timeout=30.0, term_timeout=10.0):
     rec = describe(state_dir, name)
     rec["stopped_by"] = used
     return rec
+
+
+def _sweep(marker, wait=5.0):
+    """After the group is gone: end what still names marker on its command line.
+
+    A multi-node instance's Ray (services/multinode.py) can leave processes of
+    its own temp dir outside the group; this ends exactly those, by pid.
+    Returns the last signal used, or None when nothing was left.
+    """
+    used = None
+    me = os.getpid()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = [pid for pid, (_, _, args) in _process_table().items() if pid != me and _names(args, marker)]
+        if not pids:
+            return used
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
+            used = signal.Signals(sig).name
+        deadline = time.time() + wait
+        while time.time() < deadline and any(pid_alive(p) for p in pids):
+            time.sleep(0.1)
+    return used
+
+
+def _names(args, marker):
+    """marker as a whole path in args ("/t/x-1" matches "--temp-dir=/t/x-1" and "/t/x-1/…", not "/t/x-10")."""
+    marker = marker.rstrip("/")
+    return any(a.endswith(marker) or (marker + "/") in a for a in args)
 
 
 def logs(state_dir, name, out, offset=0, follow=False, lines=None, max_seconds=None, split_cr=False):

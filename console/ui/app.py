@@ -85,7 +85,9 @@ class ConsoleApp(App[int]):
         self.demo_instances = tuple(demo_instances)
         self.profile = profile
         self.clock = clock
-        self.fleet = fleet or FleetTelemetry(profile.nodes, pool, interval=interval, clock=clock)
+        self.fleet = fleet or FleetTelemetry(
+            profile.nodes, pool, interval=interval, clock=clock, prometheus=profile.prometheus
+        )
         self.view = FleetView(self.fleet)
         self.fleet.subscribe(self._on_fleet_event)
         self.redraw_interval = redraw_interval
@@ -470,9 +472,48 @@ class ConsoleApp(App[int]):
             StartBenchDialog(self.profile.bench_presets, ready, instance=key, cursor_blink=self.cursor_blink), chosen
         )
 
+    def open_offline_dialog(self, node: str) -> None:
+        """Palette: `vllm bench latency|throughput` on the node's free GPUs (no instance needed)."""
+        from console.core.errors import ProfileError
+        from console.core.offline_bench import PRESETS_PATH, load_offline_presets
+        from console.core.results.reference import load_reference_numbers
+        from console.services.offline_bench import OfflineRunner
+        from console.services.results import ResultStore
+        from console.ui.screens.compare import REFERENCE_PATH
+        from console.ui.screens.offline_bench import OfflineBenchDialog, OfflineBenchScreen
+
+        spec = self.profile.node(node)
+        if spec is None:
+            return
+        try:
+            presets = load_offline_presets(PRESETS_PATH)
+            references = load_reference_numbers(REFERENCE_PATH)
+        except ProfileError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+
+        def chosen(request) -> None:
+            if request is not None:
+                self.push_screen(
+                    OfflineBenchScreen(
+                        spec,
+                        request,
+                        runner=OfflineRunner(self.fleet.pool),
+                        store=ResultStore(),
+                        reference_rows=references,
+                    )
+                )
+
+        self.push_screen(OfflineBenchDialog(node, presets, cursor_blink=self.cursor_blink), chosen)
+
     def open_partition_dialog(self, node: str, logical_gpus: Sequence[int] = ()) -> None:
+        from console.core.telemetry import amd_only_reason
         from console.ui.screens.partition import PartitionScreen
 
+        amd_only = amd_only_reason(self.fleet.snapshot(node).source)
+        if amd_only is not None:
+            self.notify(f"{node}: {amd_only}", severity="warning", markup=False)
+            return
         self.push_screen(
             PartitionScreen.for_selection(self.fleet, node, logical_gpus, presets=self.profile.serve_presets)
         )

@@ -10,9 +10,10 @@ writes to the terminal, i.e. what the user sees:
 
 - hello world: a Textual app with one Static("Hello, world"); marker "Hello, world";
 - console: `python -m console --demo` (what the rocm-console entry point runs).
-  first_paint_s: until "mi355x", the last of the three node rows: the first
-  frame draws every node's row (connecting…) before any node answers.
-  frame_s (every node live): until "● 3 live" in the status bar, the first
+  first_paint_s: until the name of the demo's last node (its row is the last
+  one): the first frame draws every node's row (connecting…) before any node
+  answers. frame_s (every node live): until "● N live" in the status bar (N:
+  the demo's nodes), the first
   frame in which every demo node is live with its GPUs drawn (the status bar
   and the table are redrawn in one batch). The real agent samples the
   simulated nodes through the local transport.
@@ -65,10 +66,25 @@ class Hello(App):
 Hello().run()
 """
 
+
+def _demo_nodes() -> int:
+    """How many nodes the shipped demo profile has: the marker is "● N live"."""
+    from console.core.profiles import demo_profile_path, load_profile
+
+    return len(load_profile([demo_profile_path()]).nodes)
+
+
+def _last_demo_node() -> str:
+    """The demo's last node: its row is the last the first frame draws (first paint)."""
+    from console.core.profiles import demo_profile_path, load_profile
+
+    return load_profile([demo_profile_path()]).nodes[-1].name
+
+
 HELLO_RUN = {"argv": [sys.executable, "-c", HELLO], "markers": {"frame": b"Hello, world"}, "quit": b"\x11"}
 CONSOLE_RUN = {
     "argv": [sys.executable, "-m", "console", "--demo"],
-    "markers": {"first_paint": b"mi355x", "frame": "● 3 live".encode()},
+    "markers": {"first_paint": _last_demo_node().encode(), "frame": f"● {_demo_nodes()} live".encode()},
     "quit": b"q",
 }
 
@@ -112,7 +128,8 @@ def run_once(spec: dict, home: Path, timeout: float = 60.0) -> dict:
                 for name, marker in spec["markers"].items():
                     if name not in seen and marker in window:
                         seen[name] = now - t0
-                if len(seen) == len(spec["markers"]):
+                # The full frame comes last; a first-paint marker not seen by then never will be.
+                if "frame" in seen:
                     all_seen.set()
                 del buf[:-64]
         except OSError:

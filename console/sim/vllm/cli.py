@@ -27,6 +27,10 @@ def bench_main(argv):
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write("usage: vllm bench [-h] {latency,mm-processor,serve,startup,sweep,throughput} ...\n")
         return 0 if argv else 2
+    if argv[0] in ("latency", "throughput"):
+        from .offline_bench import run_latency, run_throughput  # the demo's offline benchmarks
+
+        return (run_latency if argv[0] == "latency" else run_throughput)(argv[1:])
     if argv[0] != "serve":
         sys.stderr.write("vllm bench %s: not simulated yet (rocm-console's vLLM simulator %s)\n" % (argv[0], VERSION))
         return 2
@@ -66,6 +70,10 @@ def main(argv=None):
         return 0
     if command == "bench":
         return bench_main(argv[1:])
+    if command == "ray":  # the simulated `ray` CLI of multi-node instances (ray_sim.py)
+        from .ray_sim import main as ray_main
+
+        return ray_main(argv[1:])
     if command != "serve":
         sys.stderr.write(
             "%s\nvllm: error: argument subparser: invalid choice: %r (choose from 'chat', "
