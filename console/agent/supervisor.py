@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -129,6 +130,9 @@ def group_alive(pgid):
 def port_free(port, host="0.0.0.0"):
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
+        # As the server binds (uvicorn sets it too): connections of a stopped server
+        # left in TIME_WAIT do not make the port busy, only a socket bound to it.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         return True
     except OSError as exc:
@@ -223,6 +227,7 @@ def monitor(folder):
         fh.write("%.3f" % time.time())
     with open(os.path.join(folder, "pid"), "w") as fh:
         fh.write(str(proc.pid))
+    _bind_to_console(proc.pid)
     code = proc.wait()
     _write_json(
         os.path.join(folder, "exit.json"),
@@ -233,6 +238,33 @@ def monitor(folder):
         },
     )
     return 0
+
+
+def _bind_to_console(pgid):
+    """A demo console's instance ends with the console: when the console is gone (lifeline)
+    or stops it at quit (SIGTERM to this monitor), the group gets SIGTERM, then SIGKILL, and
+    the monitor still records the exit. Without a lifeline (real nodes) nothing changes."""
+    import lifeline  # shipped beside this file
+
+    if lifeline.parse(os.environ.get(lifeline.ENV)) is None:
+        return
+
+    def end_group(*_):
+        def escalate():
+            for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 0.0)):
+                try:
+                    os.killpg(pgid, sig)
+                except OSError:
+                    return
+                deadline = time.time() + wait
+                while time.time() < deadline and group_alive(pgid):
+                    time.sleep(0.1)
+
+        # Off the signal handler: the main thread stays in wait() and records the exit.
+        threading.Thread(target=escalate, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, end_group)
+    lifeline.watch(end_group)
 
 
 def _own_group_default_signals():
@@ -372,6 +404,8 @@ def stop(state_dir, name, int_timeout=30.0, term_timeout=10.0):
         deadline = time.time() + wait
         while time.time() < deadline and group_alive(pgid):
             time.sleep(0.1)
+    if spec.get("stop_sweep"):
+        used = _sweep(spec["stop_sweep"]) or used
     # Give the monitor a moment to record the exit status.
     deadline = time.time() + 5
     folder = instance_dir(state_dir, name)
@@ -380,6 +414,37 @@ def stop(state_dir, name, int_timeout=30.0, term_timeout=10.0):
     rec = describe(state_dir, name)
     rec["stopped_by"] = used
     return rec
+
+
+def _sweep(marker, wait=5.0):
+    """After the group is gone: end what still names marker on its command line.
+
+    A multi-node instance's Ray (services/multinode.py) can leave processes of
+    its own temp dir outside the group; this ends exactly those, by pid.
+    Returns the last signal used, or None when nothing was left.
+    """
+    used = None
+    me = os.getpid()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = [pid for pid, (_, _, args) in _process_table().items() if pid != me and _names(args, marker)]
+        if not pids:
+            return used
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
+            used = signal.Signals(sig).name
+        deadline = time.time() + wait
+        while time.time() < deadline and any(pid_alive(p) for p in pids):
+            time.sleep(0.1)
+    return used
+
+
+def _names(args, marker):
+    """marker as a whole path in args ("/t/x-1" matches "--temp-dir=/t/x-1" and "/t/x-1/…", not "/t/x-10")."""
+    marker = marker.rstrip("/")
+    return any(a.endswith(marker) or (marker + "/") in a for a in args)
 
 
 def logs(state_dir, name, out, offset=0, follow=False, lines=None, max_seconds=None, split_cr=False):

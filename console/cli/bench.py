@@ -51,7 +51,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     sweep = ops.add_parser("sweep", help="a preset over several concurrencies, one run after another")
     for p in (run, sweep):
         p.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
-        p.add_argument("--instance", required=True, metavar="NAME", help="a ready instance on the node")
+        p.add_argument("--instance", metavar="NAME", help="a ready instance on the node")
         p.add_argument("--preset", required=True, metavar="NAME", help="benchmark preset")
         p.add_argument(
             "--set",
@@ -70,6 +70,10 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         p.add_argument("--label", help="label stored with the result")
         p.add_argument("--no-store", action="store_true", help="do not store the result")
     run.add_argument("--concurrency", type=int, metavar="N", help="max concurrency for this run")
+    run.add_argument(
+        "--group", metavar="NAME", help="a replica group: one client per replica, load split, one merged result"
+    )
+    run.add_argument("--url", metavar="URL", help="with --group: one client against your load balancer at URL")
     sweep.add_argument(
         "--concurrency",
         required=False,
@@ -290,6 +294,17 @@ async def _cancel(args, profile: Profile) -> int:
 
 
 async def _run_or_sweep(args, profile: Profile) -> int:
+    if getattr(args, "group", None):  # replica groups: console/cli/experiment.py
+        if args.instance:
+            raise UsageError("give --instance or --group, not both")
+        from console.cli.common import select_nodes
+        from console.cli.experiment import bench_group_run
+
+        return await bench_group_run(args, profile, select_nodes(profile, [args.node] if args.node else None))
+    if getattr(args, "url", None):
+        raise UsageError("--url goes with --group")
+    if not args.instance:
+        raise UsageError(f"bench {args.bench_command} needs --instance NAME (or --group NAME)")
     return await _run_points(args, profile, _sweep_points(args, profile))
 
 

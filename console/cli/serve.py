@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from dataclasses import replace
 from typing import Sequence
 
 from console.cli.common import (
@@ -20,6 +21,7 @@ from console.cli.common import (
     select_nodes,
 )
 from console.core.model import NodeSpec, Profile
+from console.core.multinode import is_multinode
 from console.core.serve_argv import redact
 from console.services.instances import (
     InstanceError,
@@ -29,6 +31,7 @@ from console.services.instances import (
     place_unmanaged,
     since,
 )
+from console.services.multinode import STAGE_RAY_UP, MultiNodeService
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -40,6 +43,11 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     serve_sub.required = True
     start = serve_sub.add_parser("start", help="start a serve preset on chosen GPUs")
     start.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
+    start.add_argument(
+        "--nodes",
+        metavar="LIST",
+        help="several nodes, e.g. a,b: a multi-node instance on Ray (head first), or with --replicas the group's nodes",
+    )
     start.add_argument("--preset", required=True, metavar="NAME", help="serve preset name")
     start.add_argument("--gpus", metavar="LIST", help="logical GPU indices, e.g. 0,1 (default: the first free ones)")
     start.add_argument("--port", type=int, help="port on the node (default: the preset's, or the first free from 8000)")
@@ -57,10 +65,17 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     )
     start.add_argument("--wait", action="store_true", help="wait until ready (exit 0) or failed (exit 1)")
     start.add_argument("--timeout", type=float, default=900.0, help="seconds --wait waits (default 900)")
+    start.add_argument(
+        "--replicas",
+        metavar="N|per-gpu",
+        help="a replica group: N copies of the preset (or one per free GPU / TP group), named GROUP-r0, GROUP-r1, ...",
+    )
+    start.add_argument("--group", metavar="NAME", help="the group's name with --replicas (default: PRESET-xN)")
     lst = serve_sub.add_parser("list", help="every instance on the nodes, with its state")
     lst.add_argument("--node", action="append", metavar="NAME")
     stop = serve_sub.add_parser("stop", help="stop an instance (SIGINT, then SIGTERM, then SIGKILL)")
-    stop.add_argument("name")
+    stop.add_argument("name", nargs="?")
+    stop.add_argument("--group", metavar="NAME", help="stop every replica of a group instead")
     stop.add_argument("--node", metavar="NAME")
     logs = serve_sub.add_parser("logs", help="an instance's log")
     logs.add_argument("name")
@@ -111,11 +126,29 @@ def _redacted(d: dict) -> dict:
 
 
 async def _start(args: argparse.Namespace, profile: Profile) -> int:
-    node = pick_node(profile, args.node)
     preset = next((p for p in profile.serve_presets if p.name == args.preset), None)
     if preset is None:
         names = ", ".join(p.name for p in profile.serve_presets) or "none"
         raise UsageError(f"unknown serve preset {args.preset!r} (known: {names})")
+    if args.replicas is not None:  # a replica group: console/cli/experiment.py
+        from console.cli.experiment import serve_group_start
+
+        nodes = (
+            select_nodes(profile, [n.strip() for n in args.nodes.split(",") if n.strip()])
+            if args.nodes
+            else [pick_node(profile, args.node)]
+        )
+        return await serve_group_start(args, profile, preset, nodes)
+    if args.group:
+        raise UsageError("--group names a group of --replicas")
+    if args.nodes or preset.nodes:
+        return await _start_multinode(args, profile, preset)
+    if is_multinode(preset):  # pp/dp would be dropped by a one-node start
+        raise UsageError(
+            f"preset {preset.name} spans several nodes (TP {preset.tp} × PP {preset.pp} × DP {preset.dp}): "
+            "name them with --nodes a,b (head first)"
+        )
+    node = pick_node(profile, args.node)
     overrides = parse_pairs(args.set, "--set")
     env = parse_pairs(args.env, "--env")
     gpus = parse_gpus(args.gpus)
@@ -162,6 +195,72 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
         await pool.close()
 
 
+# ---------------------------------------------------------------- multi-node (services/multinode.py)
+
+
+def _multinode_nodes(profile: Profile, names: Sequence[str]) -> list[NodeSpec]:
+    nodes = select_nodes(profile, list(names))
+    if len(nodes) < 2:
+        raise UsageError(f"--nodes {','.join(names)}: a multi-node instance needs 2 nodes or more")
+    return nodes
+
+
+async def _start_multinode(args: argparse.Namespace, profile: Profile, preset) -> int:
+    names = [n.strip() for n in (args.nodes or "").split(",") if n.strip()] or list(preset.nodes)
+    if args.gpus is not None:
+        raise UsageError("--gpus is for one node; a multi-node instance takes the GPUs of each node")
+    nodes = _multinode_nodes(profile, names)
+    pool = TransportPool()
+    service = MultiNodeService(InstanceService(pool))
+
+    def stage(name: str, detail: str) -> None:
+        if not args.json:
+            print(f"  {detail if name == STAGE_RAY_UP else name + ': ' + detail}", flush=True)
+
+    try:
+        snaps = await asyncio.gather(*(sample_node(pool, n, probe=True) for n in nodes))
+        view = await service.start(
+            nodes,
+            preset,
+            snapshots={n.name: s for n, s in zip(nodes, snaps)},
+            port=args.port,
+            name=args.name,
+            overrides=parse_pairs(args.set, "--set"),
+            extra_env=parse_pairs(args.env, "--env"),
+            extra_args=args.arg,
+            on_stage=stage,
+        )
+        if not args.json:
+            print(f"started {view.name} on {','.join(view.nodes)} (head {nodes[0].name}, port {view.port})", flush=True)
+        if args.wait:
+            view = await service.instances.wait_ready(nodes[0], view.name, timeout=args.timeout)
+            if view.state != InstanceState.READY:  # a lost Ray node says more than vLLM's exit
+                view = await service.status(nodes, view.name) or view
+            if not args.json:
+                print(f"{view.name}: {view.state.value}" + (f" — {view.reason}" if view.reason else ""))
+        if args.json:
+            print(json.dumps(_redacted(view.as_dict()), indent=2))
+        return EXIT_FAILED if view.state == InstanceState.FAILED else EXIT_OK
+    finally:
+        await pool.close()
+
+
+def _merge_multinode(views: Sequence[InstanceView]) -> list[InstanceView]:
+    """One line per multi-node instance: the head's row, naming every node."""
+    out: list[InstanceView] = []
+    seen: set[tuple] = set()
+    for v in views:
+        if v.nodes:
+            key = (v.name, v.nodes)
+            if key in seen:
+                continue
+            seen.add(key)
+            head = next((h for h in views if h.nodes == v.nodes and h.name == v.name and h.node == v.nodes[0]), v)
+            v = replace(head, node="+".join(v.nodes))
+        out.append(v)
+    return out
+
+
 def _free_gpus(snapshot, views, tp: int, overrides) -> list[int]:
     for key, value in overrides.items():
         if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
@@ -201,15 +300,28 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
                 views.extend(res)
     finally:
         await pool.close()
-    _print_views(views, args.json)
+    _print_views(_merge_multinode(views), args.json)
     return EXIT_FAILED if failed else EXIT_OK
 
 
 async def _stop(args: argparse.Namespace, profile: Profile) -> int:
+    if args.group:
+        if args.name:
+            raise UsageError("give an instance name or --group, not both")
+        from console.cli.experiment import serve_group_stop
+
+        return await serve_group_stop(args, select_nodes(profile, [args.node] if args.node else None))
+    if not args.name:
+        raise UsageError("serve stop needs an instance name (or --group NAME)")
     node = pick_node(profile, args.node)
     pool = TransportPool()
     try:
-        view = await InstanceService(pool).stop(node, args.name)
+        service = InstanceService(pool)
+        found = await service.get(node, args.name)
+        if found is not None and found.nodes:  # a multi-node instance: vLLM, then Ray on every node
+            view = await MultiNodeService(service).stop(_multinode_nodes(profile, found.nodes), args.name)
+        else:
+            view = await service.stop(node, args.name)
     finally:
         await pool.close()
     if args.json:
@@ -224,8 +336,11 @@ async def _logs(args: argparse.Namespace, profile: Profile) -> int:
     pool = TransportPool()
     service = InstanceService(pool)
     try:
-        if await service.get(node, args.name) is None:
+        found = await service.get(node, args.name)
+        if found is None:
             raise InstanceError(f"{node.name}: no instance named {args.name}")
+        if found.nodes and found.nodes[0] != node.name:  # a multi-node instance's log is the head's
+            node = pick_node(profile, found.nodes[0])
         collected = []
         async for line in service.log_lines(node, args.name, follow=args.follow, lines=args.lines):
             if args.json:

@@ -3,11 +3,15 @@
 import asyncio
 import atexit
 import logging
+import os
+import signal
 import sys
+import time
 
 from .bench_args import BenchArgError, parse_bench_args
 from .bench_run import BenchRun
 from .constants import VERSION
+from .lifeline import watch as watch_lifeline
 from .serve_args import parse_serve_args
 from .server import Sim
 
@@ -43,8 +47,17 @@ def bench_main(argv):
 TOP_USAGE = "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
 
 
+def _console_gone():
+    # As if stopped: the server shuts down as on SIGTERM (and unregisters its GPUs);
+    # whatever does not end by itself within a few seconds is ended here.
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    os._exit(1)
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    watch_lifeline(_console_gone)  # only under a demo console (ROCM_CONSOLE_LIFELINE)
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(
@@ -57,6 +70,10 @@ def main(argv=None):
         return 0
     if command == "bench":
         return bench_main(argv[1:])
+    if command == "ray":  # the simulated `ray` CLI of multi-node instances (ray_sim.py)
+        from .ray_sim import main as ray_main
+
+        return ray_main(argv[1:])
     if command != "serve":
         sys.stderr.write(
             "%s\nvllm: error: argument subparser: invalid choice: %r (choose from 'chat', "

@@ -105,6 +105,12 @@ def serve_parser():
     p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    # multi-node data parallelism (seed 003), accepted as vLLM 0.32 does
+    p.add_argument("--data-parallel-size-local", "-dpl", type=int, default=None)
+    p.add_argument("--data-parallel-address", "-dpa", default=None)
+    p.add_argument("--data-parallel-rpc-port", "-dpp", type=int, default=None)
+    p.add_argument("--data-parallel-backend", "-dpb", default="mp", choices=["mp", "ray"])
+    p.add_argument("--disable-nccl-for-dp-synchronization", action="store_true")
     _flag(p, "enable-expert-parallel")
     p.add_argument("--block-size", type=int, default=None, choices=[1, 8, 16, 32, 64, 128, 256])
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)

