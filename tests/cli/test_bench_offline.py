@@ -141,3 +141,28 @@ def test_list_presets_names_the_seed_commands():
     proc = run("bench", "throughput", "--list-presets")
     assert proc.returncode == 0
     assert "seed000-cpx-8b-fp8" in proc.stdout and "amd/Llama-3.1-8B-Instruct-FP8-KV  TP1  4096/512 n100" in proc.stdout
+
+
+def test_offline_run_is_compared_with_the_seeds_table(profile, tmp_path):
+    proc = run(
+        "bench",
+        "latency",
+        "--profile",
+        str(profile),
+        "--gpus",
+        "0,1,2,3,4,5,6,7",
+        "--preset",
+        "seed000-405b-fp8-tp8",
+        "--set",
+        "num_iters=3",
+        env=_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "  seed 000 reference (MI300X TP8): 48.453 latency_s" in proc.stdout
+    run_id = next(line.split()[-1] for line in proc.stdout.splitlines() if "stored as" in line)
+    compare = run("results", "compare", run_id, "--reference", "--json", env=_env(tmp_path))
+    doc = json.loads(compare.stdout)
+    assert [r["id"] for r in doc["references"]] == ["seed000-latency-llama3.1-405b-fp8-tp8-bs1-128-2048"]
+    rows = {r["key"]: r for r in doc["rows"]}
+    assert rows["latency_s"]["values"][1] == 48.453 and rows["batch_size"]["values"] == [1, 1]
+    assert rows["run_kind"]["values"] == ["latency", "latency"]
