@@ -10,7 +10,7 @@ writes to the terminal, i.e. what the user sees:
 
 - hello world: a Textual app with one Static("Hello, world"); marker "Hello, world";
 - console: `python -m console --demo` (what the rocm-console entry point runs),
-  marker "● 3 live" in the status bar: the first frame in which every demo node
+  marker "● N live" in the status bar (N: the demo's nodes): the first frame in which every demo node
   is live with its GPUs drawn (the status bar and the table are redrawn in one
   batch). The real agent samples the simulated nodes through the local
   transport. first_paint_s: until "rocm-console" (the status bar's first paint).
@@ -59,10 +59,18 @@ class Hello(App):
 Hello().run()
 """
 
+
+def _demo_nodes() -> int:
+    """How many nodes the shipped demo profile has: the marker is "● N live"."""
+    from console.core.profiles import demo_profile_path, load_profile
+
+    return len(load_profile([demo_profile_path()]).nodes)
+
+
 HELLO_RUN = {"argv": [sys.executable, "-c", HELLO], "markers": {"frame": b"Hello, world"}, "quit": b"\x11"}
 CONSOLE_RUN = {
     "argv": [sys.executable, "-m", "console", "--demo"],
-    "markers": {"first_paint": b"rocm-console", "frame": "● 3 live".encode()},
+    "markers": {"first_paint": b"rocm-console", "frame": f"● {_demo_nodes()} live".encode()},
     "quit": b"q",
 }
 
