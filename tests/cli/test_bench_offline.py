@@ -166,3 +166,40 @@ def test_offline_run_is_compared_with_the_seeds_table(profile, tmp_path):
     rows = {r["key"]: r for r in doc["rows"]}
     assert rows["latency_s"]["values"][1] == 48.453 and rows["batch_size"]["values"] == [1, 1]
     assert rows["run_kind"]["values"] == ["latency", "latency"]
+
+
+def test_old_vllm_runs_the_seed_script_with_the_seed_flags(profile, tmp_path):
+    """--client script (what a node with vLLM < 0.10 gets): `python3 DIR/benchmark_throughput.py` with the
+    seed's own flags, --num-scheduler-steps included. The stand-in script records its argv and writes
+    the 0.6.3 JSON keys."""
+    scripts = tmp_path / "benchmarks"
+    scripts.mkdir()
+    (scripts / "benchmark_throughput.py").write_text(
+        "import json, sys\n"
+        "out = sys.argv[sys.argv.index('--output-json') + 1]\n"
+        "print('Throughput: 1.00 requests/s, 2176.00 tokens/s')\n"
+        "json.dump({'elapsed_time': 100.0, 'num_requests': 100, 'total_num_tokens': 217600,\n"
+        "           'requests_per_second': 1.0, 'tokens_per_second': 2176.0, 'argv': sys.argv[1:]}, open(out, 'w'))\n"
+    )
+    proc = run(
+        "bench",
+        "throughput",
+        "--profile",
+        str(profile),
+        "--gpus",
+        "3",
+        "--preset",
+        "seed000-cpx-8b-fp8",
+        "--client",
+        "script",
+        "--scripts-dir",
+        str(scripts),
+        "--json",
+        env=_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    argv = doc["result"]["argv"]
+    assert argv[argv.index("--num-scheduler-steps") + 1] == "10"  # kept for the old script
+    assert argv[argv.index("--input-len") + 1] == "4096" and "--random-input-len" not in argv
+    assert doc["setup"]["client"] == "script" and doc["metrics"]["throughput_tok_s"] == 2176.0
