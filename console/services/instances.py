@@ -170,9 +170,11 @@ class InstanceService:
     def __init__(self, pool: TransportPool | None = None, *, http_timeout: float = 3.0) -> None:
         self.pool = pool or TransportPool()
         self._commands: dict[str, AgentCommand] = {}
+        self.specs: dict[str, NodeSpec] = {}  # nodes seen, by name (a multi-node stop reaches them all)
         self._http_timeout = http_timeout
 
     async def _agent(self, node: NodeSpec) -> AgentCommand:
+        self.specs[node.name] = node
         cmd = self._commands.get(node.name)
         if cmd is None:
             cmd = self._commands[node.name] = await install_agent(self.pool.get(node), node)
@@ -251,6 +253,11 @@ class InstanceService:
         environ: Mapping[str, str] | None = None,
     ) -> InstanceView:
         gpus = tuple(gpus)
+        if preset.pp > 1 or preset.dp > 1 or preset.nodes:  # pp/dp would be dropped here: services/multinode.py
+            raise InstanceError(
+                f"preset {preset.name} spans several nodes (PP {preset.pp}, DP {preset.dp}): "
+                "start it with `rocm-console serve start --nodes a,b`"
+            )
         existing = await self.list(node)
         name = name or self._default_name(preset, gpus, existing)
         if not NAME_RE.match(name):

@@ -395,6 +395,58 @@ class MultiNodeService:
         [rec] = await self.instances._call(head, "start", input=json.dumps(spec), timeout=60)
         return view_from_record(head.name, rec)
 
+    async def restart(
+        self,
+        nodes: Sequence[NodeSpec],
+        name: str,
+        preset: ServePreset,
+        *,
+        port: int | None = None,
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> InstanceView:
+        """`vllm serve` again on the head of a Ray cluster that is still up (after vLLM ended).
+
+        Ray is not restarted: every node's member must be running and `ray status`
+        must count them all, else this refuses with the node at fault.
+        """
+        nodes = list(nodes)
+        head = nodes[0]
+        serve = await self._get(head, name)
+        if serve is not None and serve.state in _ACTIVE:
+            raise InstanceError(f"node {head.name}: {name} is still running; stop it first")
+        rec = await self._rec(head, member_name(name))
+        if rec is None:
+            raise InstanceError(f"node {head.name}: no Ray cluster of {name} (start it with serve start --nodes)")
+        info = dict((rec.get("spec") or {}).get("multinode") or {})
+        info.pop("role", None)
+        if info.get("nodes") != [n.name for n in nodes]:
+            raise InstanceError(f"{name}: its Ray cluster spans {','.join(info.get('nodes') or [])}")
+        for node in nodes:
+            member = await self._get(node, member_name(name))
+            if member is None or member.state not in _ACTIVE:
+                raise InstanceError(f"node {node.name}: Ray of {name} is not running")
+        address, _, ray_port = str(info.get("address")).rpartition(":")
+        status = await self.ray_status(head, address, int(ray_port))
+        if status is None or status.active < len(nodes):
+            seen = status.active if status is not None else 0
+            raise InstanceError(f"Ray cluster at {address}:{ray_port}: {seen} of {len(nodes)} nodes are up")
+        if serve is not None:
+            await self.instances.remove(head, name)
+        gpus = (info.get("gpus") or {}).get(head.name) or []
+        view = await self._start_serve(
+            head, preset, name, info, gpus, address, int(ray_port), port, overrides, extra_env, extra_args, environ
+        )
+        return replace(view, nodes=tuple(n.name for n in nodes))
+
+    async def _rec(self, node: NodeSpec, name: str) -> dict | None:
+        for rec in await self.instances._call(node, "list", timeout=30):
+            if rec.get("name") == name:
+                return rec
+        return None
+
     async def ray_status(self, head: NodeSpec, address: str, port: int):
         cmd = await self.instances._agent(head)
         ray = await self._ray(head)
