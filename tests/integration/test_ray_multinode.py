@@ -300,3 +300,23 @@ def test_a_node_without_ray_is_refused_before_anything_starts(tiny_model, two_ss
         f"node ray-b: ray is not installed next to vLLM; install it: {folder / 'python'} -m pip install ray==2.60.0"
     )
     assert procs_naming(str(short_tmp / "ray")) == []
+
+
+def test_a_head_address_that_is_not_the_heads_is_refused(tiny_model, two_sshd, short_tmp):
+    nodes = nodes_for(two_sshd, short_tmp, str(vllm_bin()))
+    # TEST-NET-1: no interface of this machine has it, so the head cannot listen there
+    preset = replace(tiny_preset(tiny_model), head_address="192.0.2.77")
+
+    async def scenario():
+        pool = TransportPool()
+        service = MultiNodeService(InstanceService(pool))
+        try:
+            with pytest.raises(InstanceError) as info:
+                await start(service, nodes, preset, two_sshd, short_tmp, [], {})
+            return str(info.value)
+        finally:
+            await pool.close()
+
+    message = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert message == f"node ray-a: cannot listen on 192.0.2.77:{preset.ray_port} (Cannot assign requested address)"
+    assert procs_naming(str(short_tmp / "ray")) == []
