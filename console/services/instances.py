@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from console.core.model import NodeSnapshot, NodeSpec, ServePreset
+from console.core.multinode import ray_exit_line
 from console.core.serve_argv import build_docker_argv, build_serve_argv
 from console.core.serve_log import ServeLogState, ServeStage
 from console.core.serve_rules import (
@@ -577,6 +578,9 @@ class InstancePoller:
     async def _failed(self, node: NodeSpec, v: InstanceView) -> InstanceView:
         key = self._key(v)
         known = self._ended.get(key)
+        if known is None and v.nodes and v.nodes[0] != node.name:  # a multi-node instance's Ray worker ended
+            ray_reason = await self._ray_reason(node, v.name + ".ray")
+            known = self._ended[key] = (None, None, f"node {node.name}: Ray exited: {ray_reason}")
         if known is None:
             log = await self._tail(node, v.name)
             reason = f"{log.fatal.reason}: {log.fatal.message}" if log.fatal else None
@@ -584,6 +588,15 @@ class InstancePoller:
                 reason = f"exited with code {v.exit_code}" if v.exit_code is not None else "exited"
             known = self._ended[key] = (log.stage.value if log.stage else None, log.stage_detail or None, reason)
         return replace(v, stage=known[0], stage_detail=known[1], reason=known[2])
+
+    async def _ray_reason(self, node: NodeSpec, member: str) -> str:
+        lines: list[str] = []
+        try:
+            async for line in self.service.log_lines(node, member, lines=self.log_tail):
+                lines.append(line)
+        except (TransportError, InstanceError):
+            pass
+        return ray_exit_line(lines) or "no log"
 
     async def _tail(self, node: NodeSpec, name: str) -> ServeLogState:
         log = ServeLogState()

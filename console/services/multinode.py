@@ -38,6 +38,7 @@ from console.core.multinode import (
     parse_ray_version,
     python_of,
     ray_command,
+    ray_exit_line,
 )
 from console.core.serve_rules import choose_port
 from console.services.instances import (
@@ -484,15 +485,7 @@ class MultiNodeService:
                     lines.append(line.strip())
         except (TransportError, InstanceError):
             pass
-        lines = [_RAY_PREFIX_RE.sub("", line) for line in lines]
-        for i, line in enumerate(lines):
-            # `ray start --block` names the dead subprocess on the next line: "raylet [exit code=-9]"
-            if "exited unexpectedly" in line:
-                return f"{line} {lines[i + 1]}" if i + 1 < len(lines) else line
-        for line in reversed(lines):
-            if re.search(r"Error|error|ERROR|died|Aborted", line):
-                return line
-        return lines[-1] if lines else "no log"
+        return ray_exit_line(lines) or "no log"
 
     # ------------------------------------------------------------ status / stop
 
@@ -532,10 +525,6 @@ class MultiNodeService:
         # workers first, the head last: a worker whose GCS vanished first only logs noise
         for node in reversed(list(nodes)):
             await one(node)
-
-
-# Ray's CLI log prefix: "2026-11-25 15:07:06,805\tERR scripts.py:1307 -- "
-_RAY_PREFIX_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+\w+\s+\S+ -- ")
 
 
 def _loopback(host: str) -> bool:

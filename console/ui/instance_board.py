@@ -261,8 +261,18 @@ class InstanceBoard:
         return merged
 
     def _as_head(self, v: InstanceView) -> InstanceView:
-        """A worker node's row of a multi-node instance, in its head's state (its own node and GPUs)."""
-        if not v.nodes or v.node == v.nodes[0] or v.nodes[0] not in self._polled:
+        """A multi-node instance's row: a worker's in its head's state (its own node and GPUs);
+        the head's failed while a worker's Ray has ended (that worker's reason)."""
+        if not v.nodes or v.nodes[0] not in self._polled:
+            return v
+        if v.node == v.nodes[0]:
+            if v.state in RUNNING:
+                for other in v.nodes[1:]:
+                    w = next((w for w in self._polled.get(other, []) if w.name == v.name), None)
+                    if w is not None and w.state in ENDED:
+                        return replace(v, state=State.FAILED, reason=w.reason or f"node {other}: Ray exited")
+            return v
+        if v.state in ENDED:
             return v
         head = next((h for h in self.views(v.nodes[0]) if h.name == v.name), None)
         if head is None:

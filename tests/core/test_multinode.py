@@ -20,6 +20,7 @@ from console.core.multinode import (
     parse_ray_version,
     python_of,
     ray_command,
+    ray_exit_line,
     world_size,
 )
 from console.core.profiles import load_profile
@@ -289,3 +290,17 @@ def test_the_multinode_demo_profile_fits_the_405b_preset():
     ]
     assert [f.name for f in facts] == ["mi300x-a", "mi300x-b"]
     assert check_shape(preset, facts) is None
+
+
+def test_rays_exit_line():
+    # the tail of `ray start --block` on a worker whose raylet got SIGKILL (Ray 2.60, this machine)
+    log = [
+        "[2026-11-25 15:06:49,514 I 16987 16987] (raylet) accessor.cc:475: Received address and liveness",
+        "2026-11-25 15:07:06,805\tERR scripts.py:1307 -- Some Ray subprocesses exited unexpectedly:",
+        "2026-11-25 15:07:06,805\tERR scripts.py:87 -- raylet [exit code=-9]",
+        "2026-11-25 15:07:06,806\tERR scripts.py:115 -- ----- BEGIN raylet.out tail (exit code(s)=-9 (signal 9)) -----",
+        "2026-11-25 15:07:06,829\tERR scripts.py:1315 -- Remaining processes will be killed.",
+    ]
+    assert ray_exit_line(log) == "Some Ray subprocesses exited unexpectedly: raylet [exit code=-9]"
+    assert ray_exit_line(["RuntimeError: Failed to start GCS.", "done"]) == "RuntimeError: Failed to start GCS."
+    assert ray_exit_line([]) is None

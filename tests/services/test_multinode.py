@@ -7,6 +7,7 @@ and vLLM restarts on a cluster that is still up.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -77,3 +78,34 @@ async def test_stop_and_logs_from_the_worker_node_and_restart(sim_node, tmp_path
         except InstanceError:
             pass
         await pool.close()
+
+
+async def test_a_lost_head_ray_fails_the_worker_row_with_rays_line(sim_node, tmp_path):
+    a = sim_node("mn-a", seed=1, state_dir=str(tmp_path / "a"))
+    b = sim_node("mn-b", seed=2, state_dir=str(tmp_path / "b"))
+    preset = ServePreset(name="big", model="meta-llama/Llama-3.1-405B-Instruct", tp=8, pp=2, ray_port=free_port())
+    pool = TransportPool()
+    service = MultiNodeService(InstanceService(pool))
+    ui = ServiceInstances(pool)
+    try:
+        snaps = {n.name: await sample_node(pool, n, probe=False) for n in (a, b)}
+        await service.start([a, b], preset, snapshots=snaps, name="big", port=free_port())
+        head_ray = int((tmp_path / "a" / "instances" / "big.ray" / "pid").read_text())
+        os.kill(head_ray, 9)
+        row = None
+        for _ in range(50):
+            [row] = [v for v in await ui.poll(b, snaps["mn-b"]) if v.name == "big"]
+            if row.state == InstanceState.FAILED:
+                break
+            await asyncio.sleep(0.2)
+        assert row is not None and row.state == InstanceState.FAILED
+        assert row.reason is not None and row.reason.startswith(
+            "node mn-b: Ray exited: Some Ray subprocesses exited unexpectedly: raylet [exit code=1] (GCS at localhost:"
+        ), row.reason
+    finally:
+        try:
+            await service.stop([a, b], "big", int_timeout=5)
+        except InstanceError:
+            pass
+        await pool.close()
+    assert sim_ray_pids(tmp_path) == []

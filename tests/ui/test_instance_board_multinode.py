@@ -32,3 +32,13 @@ def test_listed_once_marked_on_both_nodes_in_the_heads_state():
     assert ib.gpu_text(board.on_gpus("mi300x-b")[3]) == ("405b", "ready", ib.READY)
     [worker_row] = board.views("mi300x-b")
     assert worker_row.node == "mi300x-b" and worker_row.pid == 20
+
+
+def test_a_worker_whose_ray_ended_fails_the_instance():
+    board = ib.InstanceBoard(NODES)
+    board.set_polled("mi300x-a", [row("mi300x-a", S.READY, port=8000, pid=10)])
+    reason = "node mi300x-b: Ray exited: Some Ray subprocesses exited unexpectedly: raylet [exit code=-9]"
+    board.set_polled("mi300x-b", [row("mi300x-b", S.FAILED, reason=reason, pid=20)])
+    [one] = board.views()
+    assert one.state == S.FAILED and one.reason == reason
+    assert ib.gpu_text(board.on_gpus("mi300x-b")[0])[2] == ib.FAILED
