@@ -102,3 +102,19 @@ def test_bad_shapes_are_refused_before_anything_starts(two_nodes, tmp_path):
     assert proc.returncode == 2 and "name them with --nodes a,b" in one_line_error(proc)
     assert ray_alive(tmp_path) == []
     assert not list((tmp_path / "state-a").glob("instances/*"))
+
+
+def test_serve_list_prints_one_line_and_a_lost_worker_fails_it():
+    from console.cli.serve import _merge_multinode, view_line
+    from console.services.instances import InstanceState, InstanceView
+
+    nodes = ("node-a", "node-b")
+    head = InstanceView(node="node-a", name="big", state=InstanceState.READY, gpus=(0, 1), port=8000, nodes=nodes)
+    worker = InstanceView(node="node-b", name="big", state=InstanceState.STARTING, gpus=(0, 1), nodes=nodes)
+    other = InstanceView(node="node-b", name="small", state=InstanceState.READY, gpus=(5,), port=8001)
+    [big, small] = _merge_multinode([head, worker, other])
+    assert big.node == "node-a+node-b" and big.state == InstanceState.READY and small == other
+    assert view_line(big).startswith("node-a+node-b  big")
+    lost = InstanceView(node="node-b", name="big", state=InstanceState.FAILED, nodes=nodes)
+    [big] = _merge_multinode([head, lost])
+    assert big.state == InstanceState.FAILED and big.reason == "node node-b: Ray exited"
