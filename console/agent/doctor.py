@@ -254,9 +254,16 @@ def check_sources(agent, paths, host, python):
             )
             continue
         used = check(cid, title, OK, "telemetry through `%s` (%s): a process per tick" % (how, exe))
+    if sampler is None and not final and agent.nvidia_present(paths):
+        sampler, used = nvidia_source(agent, paths, failed)
+        if sampler is not None:  # an NVIDIA node: the AMD sources are not missing, just not its own
+            for c in failed:
+                c.update(level=OK, detail="not used on an NVIDIA node (%s)" % c["detail"], fix="")
+            facts["simulated"] = bool(sampler.simulated)
     if sampler is not None:
         for c in failed:  # a source above the one in use: worth fixing, not fatal
-            c["level"] = WARN
+            if c["level"] == FAIL:
+                c["level"] = WARN
     facts["source"] = sampler.source if sampler is not None else None
     checks = failed + ([used] if used is not None else []) + later
     if sampler is None:
@@ -270,6 +277,23 @@ def check_sources(agent, paths, host, python):
             )
         )
     return checks, facts, sampler
+
+
+def nvidia_source(agent, paths, failed):
+    """(sampler, its check) through the agent's NVIDIA sources (nvidia.py), or (None, None)
+    with a failing check appended: NVML's own words for a driver/library mismatch."""
+    try:
+        found = agent.open_nvidia(paths, [])
+    except Exception as exc:  # AgentError: NVML loads and says what is wrong
+        failed.append(check("source.nvidia", "NVIDIA NVML", FAIL, one_line(exc), "see NVML's message above"))
+        return None, None
+    if found is None:
+        failed.append(check("source.nvidia", "NVIDIA NVML", FAIL, "neither pynvml nor nvidia-smi works here"))
+        return None, None
+    sampler = found[0]
+    shown = "the pynvml module" if sampler.source == "nvml" else "nvidia-smi --query-gpu (a process per tick)"
+    simulated = " (simulated)" if sampler.simulated else ""
+    return sampler, check("source.nvidia", "NVIDIA NVML", OK, "telemetry through %s%s" % (shown, simulated))
 
 
 def describe_gpus(rows):

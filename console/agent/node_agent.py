@@ -13,8 +13,9 @@ console package):
 telemetry writes one ``hello`` line, a ``static`` line (again whenever the
 GPUs are re-enumerated with different facts), then one ``sample`` line per
 tick for every logical GPU.  Sources, in order: the amdsmi Python module
-(no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``.  When
-none works it writes an ``error`` line and exits 3.  Missing values are null.
+(no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``, then for
+NVIDIA GPUs (nvidia.py) NVML through pynvml and ``nvidia-smi --query-gpu``.
+When none works it writes an ``error`` line and exits 3.  Missing values are null.
 """
 
 from __future__ import annotations
@@ -1153,11 +1154,31 @@ def load_amdsmi(paths):
     return amdsmi, None
 
 
+def open_nvidia(paths, reasons):
+    """(sampler, note) from NVML or nvidia-smi (nvidia.py, shipped beside this file), or None."""
+    try:
+        import nvidia  # noqa: PLC0415 - shipped beside this file
+    except ImportError as exc:
+        reasons.append("nvidia.py missing beside the agent (%s)" % exc)
+        return None
+    return nvidia.open_nvidia(sys.modules[__name__], paths, reasons)
+
+
 def open_sampler(paths):
-    """(sampler, note): the first source that works; AgentError when none does."""
+    """(sampler, note): the first source that works; AgentError when none does.
+
+    amdsmi, amd-smi, rocm-smi, then NVIDIA's pynvml and nvidia-smi: an AMD
+    node never pays for the NVIDIA probes, an NVIDIA node pays one failed
+    import and two PATH lookups once."""
     module, why = load_amdsmi(paths)
     if module is not None:
-        return AmdsmiSampler(module), None  # init failure is final: the CLIs use the same library
+        try:
+            return AmdsmiSampler(module), None  # init failure is final for the AMD CLIs: same library
+        except AgentError:
+            found = open_nvidia(paths, []) if nvidia_present(paths) else None
+            if found is None:
+                raise
+            return found
     reasons = ["amdsmi module unavailable (%s)" % why]
     fallbacks = (
         ("amd-smi", AmdSmiCliSampler, "amd-smi metric --json"),
@@ -1174,7 +1195,18 @@ def open_sampler(paths):
             reasons.append("%s failed (%s)" % (name, exc))
             continue
         return sampler, "%s; using %s" % ("; ".join(reasons), how)
+    found = open_nvidia(paths, reasons)
+    if found is not None:
+        return found
     raise AgentError("no telemetry source: " + "; ".join(reasons))
+
+
+def nvidia_present(paths):
+    """An NVIDIA stack is on this node: its driver is loaded, nvidia-smi is on PATH,
+    or a pynvml module sits in an --amdsmi-path folder (the simulated node)."""
+    if os.path.isdir("/proc/driver/nvidia") or shutil.which("nvidia-smi"):
+        return True
+    return any(os.path.exists(os.path.join(path, "pynvml.py")) for path in paths or ())
 
 
 # ------------------------------------------------------------------ output
@@ -1249,18 +1281,19 @@ def telemetry(args, writer):
     sampler = None
     try:
         sampler, note = open_sampler(args.amdsmi_path)
-        writer.write(
-            {
-                "kind": "hello",
-                "agent_version": AGENT_VERSION,
-                "source": sampler.source,
-                "simulated": sampler.simulated,
-                "note": note,
-                "hostname": socket.gethostname(),
-                "interval": args.interval,
-                "pid": os.getpid(),
-            }
-        )
+        hello = {
+            "kind": "hello",
+            "agent_version": AGENT_VERSION,
+            "source": sampler.source,
+            "simulated": sampler.simulated,
+            "note": note,
+            "hostname": socket.gethostname(),
+            "interval": args.interval,
+            "pid": os.getpid(),
+        }
+        if getattr(sampler, "vendor", None):  # NVIDIA samplers say so; no key means AMD
+            hello["vendor"] = sampler.vendor
+        writer.write(hello)
         run_ticks(sampler, writer, args.interval, args.count)
     except AgentError as exc:
         writer.write({"kind": "error", "message": str(exc)})
@@ -1308,6 +1341,8 @@ def probe(args):
         source = "amdsmi"
     else:
         source = next((n for n in ("amd-smi", "rocm-smi") if shutil.which(n)), None)
+        if source is None and nvidia_present(args.amdsmi_path):
+            source = "nvidia-smi" if shutil.which("nvidia-smi") else "nvml"
     version = getattr(module, "__version__", None) if module is not None else None
     return {
         "kind": "probe",
@@ -1315,7 +1350,8 @@ def probe(args):
         "python": platform.python_version(),
         "rocm": rocm_version(),
         "amdsmi": None if version is None else str(version),
-        "vllm": dist_version("vllm"),
+        # A simulated node has no vllm distribution: its simulator says which it imitates.
+        "vllm": dist_version("vllm") or (getattr(module, "SIM_VLLM_VERSION", None) if module is not None else None),
         "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"),
         "source": source,
         "uid": os.geteuid(),
@@ -1493,6 +1529,10 @@ def main(argv=None):
     JsonArgumentParser.writer = writer
     try:
         args = build_parser().parse_args(argv)
+        if args.mode != "instance-monitor":  # the monitor stops its instance first (supervisor)
+            import lifeline  # shipped beside this file
+
+            lifeline.watch(lambda: os._exit(EXIT_OK))  # a demo console that is gone reads nothing more
         if args.mode == "probe":
             writer.write(probe(args))
             return EXIT_OK

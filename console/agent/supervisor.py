@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -129,6 +130,9 @@ def group_alive(pgid):
 def port_free(port, host="0.0.0.0"):
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
+        # As the server binds (uvicorn sets it too): connections of a stopped server
+        # left in TIME_WAIT do not make the port busy, only a socket bound to it.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         return True
     except OSError as exc:
@@ -223,6 +227,7 @@ def monitor(folder):
         fh.write("%.3f" % time.time())
     with open(os.path.join(folder, "pid"), "w") as fh:
         fh.write(str(proc.pid))
+    _bind_to_console(proc.pid)
     code = proc.wait()
     _write_json(
         os.path.join(folder, "exit.json"),
@@ -233,6 +238,33 @@ def monitor(folder):
         },
     )
     return 0
+
+
+def _bind_to_console(pgid):
+    """A demo console's instance ends with the console: when the console is gone (lifeline)
+    or stops it at quit (SIGTERM to this monitor), the group gets SIGTERM, then SIGKILL, and
+    the monitor still records the exit. Without a lifeline (real nodes) nothing changes."""
+    import lifeline  # shipped beside this file
+
+    if lifeline.parse(os.environ.get(lifeline.ENV)) is None:
+        return
+
+    def end_group(*_):
+        def escalate():
+            for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 0.0)):
+                try:
+                    os.killpg(pgid, sig)
+                except OSError:
+                    return
+                deadline = time.time() + wait
+                while time.time() < deadline and group_alive(pgid):
+                    time.sleep(0.1)
+
+        # Off the signal handler: the main thread stays in wait() and records the exit.
+        threading.Thread(target=escalate, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, end_group)
+    lifeline.watch(end_group)
 
 
 def _own_group_default_signals():

@@ -1,4 +1,5 @@
-"""`rocm-console bench run|sweep|runs|attach|cancel`: benchmark presets against an instance."""
+"""`rocm-console bench run|sweep|runs|attach|cancel`: benchmark presets against an instance
+(`bench latency|throughput|accuracy` live in bench_offline.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from console.cli import bench_offline
 from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -49,7 +51,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     sweep = ops.add_parser("sweep", help="a preset over several concurrencies, one run after another")
     for p in (run, sweep):
         p.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
-        p.add_argument("--instance", required=True, metavar="NAME", help="a ready instance on the node")
+        p.add_argument("--instance", metavar="NAME", help="a ready instance on the node")
         p.add_argument("--preset", required=True, metavar="NAME", help="benchmark preset")
         p.add_argument(
             "--set",
@@ -68,6 +70,10 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         p.add_argument("--label", help="label stored with the result")
         p.add_argument("--no-store", action="store_true", help="do not store the result")
     run.add_argument("--concurrency", type=int, metavar="N", help="max concurrency for this run")
+    run.add_argument(
+        "--group", metavar="NAME", help="a replica group: one client per replica, load split, one merged result"
+    )
+    run.add_argument("--url", metavar="URL", help="with --group: one client against your load balancer at URL")
     sweep.add_argument(
         "--concurrency",
         required=False,
@@ -83,7 +89,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     for p in parsers:
         p.add_argument("--json", action="store_true", help="print JSON")
         add_profile_options(p)
-    return parsers
+    return parsers + bench_offline.add_parsers(ops)  # latency, throughput, accuracy
 
 
 class _Printer:
@@ -264,7 +270,13 @@ async def _runs(args, profile: Profile) -> int:
         print(json.dumps({"runs": recs}, indent=2))
     else:
         for r in recs:
-            print(f"{r['name']:<48} {r['state']:<8} exit {r.get('exit_code')}  instance {r['spec'].get('instance')}")
+            spec = r.get("spec") or {}
+            on = (  # offline runs (bench latency|throughput) hold GPUs, not an instance
+                f"instance {spec.get('instance')}"
+                if spec.get("instance")
+                else f"{spec.get('kind')} gpus {','.join(map(str, spec.get('gpus') or []))}"
+            )
+            print(f"{r['name']:<48} {r['state']:<8} exit {r.get('exit_code')}  {on}")
         if not recs:
             print("no runs")
     return EXIT_OK
@@ -282,10 +294,23 @@ async def _cancel(args, profile: Profile) -> int:
 
 
 async def _run_or_sweep(args, profile: Profile) -> int:
+    if getattr(args, "group", None):  # replica groups: console/cli/experiment.py
+        if args.instance:
+            raise UsageError("give --instance or --group, not both")
+        from console.cli.common import select_nodes
+        from console.cli.experiment import bench_group_run
+
+        return await bench_group_run(args, profile, select_nodes(profile, [args.node] if args.node else None))
+    if getattr(args, "url", None):
+        raise UsageError("--url goes with --group")
+    if not args.instance:
+        raise UsageError(f"bench {args.bench_command} needs --instance NAME (or --group NAME)")
     return await _run_points(args, profile, _sweep_points(args, profile))
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.bench_command in bench_offline.COMMANDS:
+        return bench_offline.run(args)
     profile = load_selected_profile(args)
     action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
     return guarded(lambda: asyncio.run(action(args, profile)), failures=(BenchRunError, InstanceError, TransportError))

@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from console import __version__
-from console.cli import bench, doctor, partition, results, serve, status
+from console.cli import bench, doctor, experiment, partition, results, serve, status, web
 from console.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_profile_options, load_selected_profile
 from console.core.errors import ProfileError
 
@@ -19,6 +19,8 @@ COMMAND_GROUPS = {
     "bench": bench,
     "results": results,
     "doctor": doctor,
+    "experiment": experiment,
+    "web": web,
 }
 
 
@@ -42,7 +44,7 @@ def run_tui(args: argparse.Namespace) -> int:
     profile = load_selected_profile(args)
     from console.ui.app import run_app
 
-    return run_app(profile, interval=args.interval)
+    return run_app(profile, interval=args.interval, demo=bool(args.demo))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

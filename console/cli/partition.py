@@ -21,6 +21,7 @@ from console.cli.common import (
 )
 from console.core.model import NodeHealth, Profile
 from console.core.partition_rules import parse_physical, physical_gpus
+from console.core.telemetry import amd_only_reason
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.status import collect_status, sample_node
 from console.services.transports import TransportPool
@@ -70,11 +71,16 @@ async def _show(args, profile: Profile) -> int:
     doc: list[dict[str, Any]] = [
         {"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps
     ]
+    for node, snap in zip(doc, snaps):
+        if amd_only_reason(snap.source):  # NVIDIA: its GPUs (MIG instances included) but no modes to switch
+            node["note"] = amd_only_reason(snap.source)
     if args.json:
         print(json.dumps({"nodes": doc}, indent=2))
     else:
         for node in doc:
             print(f"{node['name']}  {node['state'].upper()}  {node['error'] or ''}".rstrip())
+            if node.get("note"):
+                print(f"  {node['note']}")
             for g in node["gpus"]:
                 caps = "/".join(g["memory_caps"]) or "?"
                 print(

@@ -34,6 +34,7 @@ from console.core.results.display import (
     run_summary,
 )
 from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.results.reference import (
     ReferenceMatch,
@@ -147,8 +148,10 @@ def _list(args, store: ResultStore) -> int:
         return EXIT_OK
     head = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
     rows = []
-    for run in runs:
+    for run, acc in zip(runs, accuracy_for(runs, store.list())):
         s = run_summary(run)
+        if accuracy_text(acc):
+            s["setup"] += f" [{accuracy_text(acc)}]"
         done = format_value("completed", s["completed"])
         failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
         rows.append(
@@ -252,6 +255,8 @@ def _compare(args, store: ResultStore) -> int:
     if len(runs) < 2 and not args.reference:
         raise UsageError("compare needs two or more runs (or one run and --reference)")
     matches = _pick_references(runs) if args.reference else []
+    # the instance's accuracy score (bench accuracy) beside its speed results
+    runs = [with_accuracy(r, acc) for r, acc in zip(runs, accuracy_for(runs, store.list()))]
     columns = runs + [reference_as_run(m.row) for m in matches]
     rows = compare_table(columns)
     if args.json:

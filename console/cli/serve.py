@@ -44,7 +44,9 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     start = serve_sub.add_parser("start", help="start a serve preset on chosen GPUs")
     start.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
     start.add_argument(
-        "--nodes", metavar="LIST", help="several nodes, head first (a multi-node instance on Ray, e.g. a,b)"
+        "--nodes",
+        metavar="LIST",
+        help="several nodes, e.g. a,b: a multi-node instance on Ray (head first), or with --replicas the group's nodes",
     )
     start.add_argument("--preset", required=True, metavar="NAME", help="serve preset name")
     start.add_argument("--gpus", metavar="LIST", help="logical GPU indices, e.g. 0,1 (default: the first free ones)")
@@ -63,10 +65,17 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     )
     start.add_argument("--wait", action="store_true", help="wait until ready (exit 0) or failed (exit 1)")
     start.add_argument("--timeout", type=float, default=900.0, help="seconds --wait waits (default 900)")
+    start.add_argument(
+        "--replicas",
+        metavar="N|per-gpu",
+        help="a replica group: N copies of the preset (or one per free GPU / TP group), named GROUP-r0, GROUP-r1, ...",
+    )
+    start.add_argument("--group", metavar="NAME", help="the group's name with --replicas (default: PRESET-xN)")
     lst = serve_sub.add_parser("list", help="every instance on the nodes, with its state")
     lst.add_argument("--node", action="append", metavar="NAME")
     stop = serve_sub.add_parser("stop", help="stop an instance (SIGINT, then SIGTERM, then SIGKILL)")
-    stop.add_argument("name")
+    stop.add_argument("name", nargs="?")
+    stop.add_argument("--group", metavar="NAME", help="stop every replica of a group instead")
     stop.add_argument("--node", metavar="NAME")
     logs = serve_sub.add_parser("logs", help="an instance's log")
     logs.add_argument("name")
@@ -121,6 +130,17 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
     if preset is None:
         names = ", ".join(p.name for p in profile.serve_presets) or "none"
         raise UsageError(f"unknown serve preset {args.preset!r} (known: {names})")
+    if args.replicas is not None:  # a replica group: console/cli/experiment.py
+        from console.cli.experiment import serve_group_start
+
+        nodes = (
+            select_nodes(profile, [n.strip() for n in args.nodes.split(",") if n.strip()])
+            if args.nodes
+            else [pick_node(profile, args.node)]
+        )
+        return await serve_group_start(args, profile, preset, nodes)
+    if args.group:
+        raise UsageError("--group names a group of --replicas")
     if args.nodes or preset.nodes:
         return await _start_multinode(args, profile, preset)
     if is_multinode(preset):  # pp/dp would be dropped by a one-node start
@@ -289,6 +309,14 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
 
 
 async def _stop(args: argparse.Namespace, profile: Profile) -> int:
+    if args.group:
+        if args.name:
+            raise UsageError("give an instance name or --group, not both")
+        from console.cli.experiment import serve_group_stop
+
+        return await serve_group_stop(args, select_nodes(profile, [args.node] if args.node else None))
+    if not args.name:
+        raise UsageError("serve stop needs an instance name (or --group NAME)")
     node = pick_node(profile, args.node)
     pool = TransportPool()
     try:

@@ -8,8 +8,17 @@ import json
 import sys
 from typing import Sequence
 
-from console.cli.common import EXIT_OK, EXIT_PARTIAL, add_profile_options, load_selected_profile, select_nodes
-from console.core.model import NodeHealth, NodeSnapshot
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    UsageError,
+    add_profile_options,
+    load_selected_profile,
+    say_error,
+    select_nodes,
+)
+from console.core.model import NodeHealth, NodeSnapshot, NodeSpec, Profile
 from console.core.status_view import fmt_num, merged_gpu_rows, node_dict
 
 
@@ -20,6 +29,19 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     status.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
     status.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for each node")
     status.add_argument("--no-probe", action="store_true", help="skip the version probe (faster)")
+    # Prometheus-fed telemetry (docs/prometheus.md)
+    status.add_argument(
+        "--source",
+        choices=("profile", "ssh", "prometheus"),
+        default="profile",
+        help="where the numbers come from: each node's telemetry setting (default), the agent over SSH, "
+        "or the profile's [prometheus]",
+    )
+    status.add_argument(
+        "--discover",
+        action="store_true",
+        help="list host names that have DME series in Prometheus but no node in the profile",
+    )
     return [status]
 
 
@@ -54,13 +76,57 @@ def format_status_table(snapshots: Sequence[NodeSnapshot]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.services.status import collect_status
-
     profile = load_selected_profile(args)
+    if getattr(args, "discover", False):
+        return _discover(args, profile)
     nodes = select_nodes(profile, args.node)
-    snapshots = asyncio.run(collect_status(nodes, timeout=args.timeout, probe=not args.no_probe))
+    snapshots = asyncio.run(_collect(args, profile, nodes))
     if args.json:
         print(json.dumps({"nodes": [node_dict(s) for s in snapshots]}, indent=2))
     else:
         sys.stdout.write(format_status_table(snapshots))
     return EXIT_OK if all(s.health == NodeHealth.LIVE for s in snapshots) else EXIT_PARTIAL
+
+
+def _from_prometheus(args: argparse.Namespace, node: NodeSpec) -> bool:
+    source = getattr(args, "source", "profile")
+    return source == "prometheus" or (source == "profile" and node.telemetry == "prometheus")
+
+
+async def _collect(args: argparse.Namespace, profile: Profile, nodes: list[NodeSpec]) -> list[NodeSnapshot]:
+    from console.services.status import collect_status
+
+    by_prometheus = [n for n in nodes if _from_prometheus(args, n)]
+    by_ssh = [n for n in nodes if not _from_prometheus(args, n)]
+    jobs = []
+    if by_ssh:
+        jobs.append(collect_status(by_ssh, timeout=args.timeout, probe=not args.no_probe))
+    if by_prometheus:
+        if profile.prometheus is None:
+            raise UsageError("--source prometheus: the profile has no [prometheus] table (see docs/prometheus.md)")
+        from console.services.prometheus import collect_prometheus_status
+
+        jobs.append(collect_prometheus_status(profile.prometheus, by_prometheus, timeout=args.timeout))
+    found = {s.name: s for batch in await asyncio.gather(*jobs) for s in batch}
+    return [found[n.name] for n in nodes]
+
+
+def _discover(args: argparse.Namespace, profile: Profile) -> int:
+    if profile.prometheus is None:
+        raise UsageError("--discover: the profile has no [prometheus] table (see docs/prometheus.md)")
+    from console.services.prometheus import PrometheusError, discover_hosts
+
+    try:
+        hosts = asyncio.run(discover_hosts(profile.prometheus, profile.nodes, timeout=args.timeout))
+    except PrometheusError as exc:
+        say_error(exc.reason)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps({"prometheus": profile.prometheus.url, "hosts_not_in_profile": hosts}, indent=2))
+    elif hosts:
+        print(f"{len(hosts)} host(s) with DME series in {profile.prometheus.url} but no node in the profile:")
+        for host in hosts:
+            print(f"  {host}")
+    else:
+        print(f"every host with DME series in {profile.prometheus.url} is in the profile")
+    return EXIT_OK

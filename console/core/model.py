@@ -10,14 +10,15 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class SimulateSpec:
-    """Run the node's agent against the simulated amdsmi (console/sim)."""
+    """Run the node's agent against the simulated amdsmi, or NVML for H100/H200 (console/sim)."""
 
-    gpu: str = "MI300X"  # MI300X | MI325X | MI355X
+    gpu: str = "MI300X"  # MI300X | MI325X | MI355X | H100 | H200
     count: int = 8  # physical GPUs
     compute_partition: str = "SPX"
     memory_partition: str = "NPS1"
     seed: int = 0
     busy: tuple[int, ...] = ()  # logical GPUs with a simulated workload from the start
+    mig: tuple[int, ...] = ()  # NVIDIA: physical GPUs in MIG mode (four instances each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,8 @@ class NodeSpec:
     simulate: SimulateSpec | None = None
     vllm: str = "vllm"
     source: str = ""  # profile file the node came from (for error messages)
+    telemetry: str = "ssh"  # ssh (the node agent) | prometheus (DME via the site's Prometheus)
+    prometheus_host: str | None = None  # DME's hostname label, when it differs from host
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +88,25 @@ class BenchPreset:
 
 
 @dataclass(frozen=True, slots=True)
+class PrometheusSpec:
+    """The site's Prometheus that scrapes AMD's Device Metrics Exporter (docs/prometheus.md)."""
+
+    url: str
+    token_env: str | None = None  # environment variable holding a bearer token
+    ca_file: str | None = None  # CA bundle for https
+    scrape_interval: float | None = None  # hint, seconds
+    hostname_label: str = "hostname"
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     nodes: tuple[NodeSpec, ...] = ()
     serve_presets: tuple[ServePreset, ...] = ()
     bench_presets: tuple[BenchPreset, ...] = ()
     keys: tuple[tuple[str, str], ...] = ()  # [keys] table: binding id -> key(s)
     files: tuple[str, ...] = ()  # the files it was read from, in order
+    prometheus: PrometheusSpec | None = None  # [prometheus]: telemetry = "prometheus" nodes read it
 
     def node(self, name: str) -> NodeSpec | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -126,8 +142,9 @@ class GpuStatic:
     vbios: str | None = None
     vram_total_mib: float | None = None
     compute_partition: str | None = None  # SPX | DPX | QPX | CPX
-    memory_partition: str | None = None  # NPS1 | NPS2 | NPS4
+    memory_partition: str | None = None  # NPS1 | NPS2 | NPS4 (NVIDIA: compute "MIG", memory the profile)
     memory_caps: tuple[str, ...] = ()
+    uuid: str | None = None  # NVIDIA: "GPU-…" / "MIG-…", what CUDA_VISIBLE_DEVICES names a MIG instance by
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +167,7 @@ class GpuMetrics:
 
 @dataclass(frozen=True, slots=True)
 class AgentHello:
-    source: str  # amdsmi | amdsmi (simulated) | amd-smi | rocm-smi
+    source: str  # amdsmi | amdsmi (simulated) | amd-smi | rocm-smi | NVIDIA nvml | NVIDIA nvidia-smi
     hostname: str
     interval: float
     note: str | None = None  # why a fallback source was chosen

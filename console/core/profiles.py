@@ -10,7 +10,9 @@ import difflib
 import json
 import math
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import date, datetime, time
 from pathlib import Path
 
@@ -20,20 +22,21 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 from console.core.errors import ProfileError
-from console.core.model import BenchPreset, NodeSpec, Profile, ServePreset, SimulateSpec
+from console.core.model import BenchPreset, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
 
 __all__ = [
     "COMPUTE_PARTITIONS",
     "GPU_MODELS",
     "MEMORY_PARTITIONS",
+    "PROFILES_DIR",
     "SAMPLE_PROFILES",
     "demo_profile_path",
     "discover_profile_paths",
     "load_profile",
 ]
 
-GPU_MODELS = ("MI300X", "MI325X", "MI355X")
+GPU_MODELS = ("MI300X", "MI325X", "MI355X", "H100", "H200")  # the last two: simulated NVML (console/sim/pynvml.py)
 COMPUTE_PARTITIONS = ("SPX", "DPX", "QPX", "CPX")
 MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
 # Compute modes the driver accepts under each memory mode (reference/amdsmi.md).
@@ -68,9 +71,31 @@ _PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 # ---------------------------------------------------------------- public API
 
 
+def _profiles_dir() -> Path:
+    """The shipped data (presets, the demo profile, reference numbers, demo results).
+
+    A checkout or an editable install reads the top-level profiles/ folder; an installed
+    wheel (pip, pipx) carries the same files as data files, under
+    <prefix>/share/rocm-console/profiles (pyproject.toml, [tool.setuptools.data-files])."""
+    source = Path(__file__).resolve().parents[2] / "profiles"
+    if (source / "presets.toml").is_file():
+        return source
+    import site
+    import sys
+
+    for base in (sys.prefix, sys.exec_prefix, site.getuserbase()):
+        installed = Path(base) / "share" / "rocm-console" / "profiles"
+        if (installed / "presets.toml").is_file():
+            return installed
+    return source
+
+
+PROFILES_DIR = _profiles_dir()
+
+
 def demo_profile_path() -> Path:
-    """The repo's profiles/demo.toml (three simulated local nodes)."""
-    return Path(__file__).resolve().parents[2] / "profiles" / "demo.toml"
+    """The shipped profiles/demo.toml (three simulated local nodes)."""
+    return PROFILES_DIR / "demo.toml"
 
 
 def discover_profile_paths(explicit: Sequence[str], cwd: Path, config_dir: Path | None) -> list[Path]:
@@ -108,6 +133,7 @@ def load_profile(paths: Sequence[str | Path]) -> Profile:
         bench_presets=tuple(b for b, _ in merged.bench.values()),
         keys=tuple(merged.keys.items()),
         files=tuple(merged.files),
+        prometheus=_check_prometheus_nodes(merged),
     )
 
 
@@ -554,6 +580,7 @@ _SIMULATE_FIELDS: dict[str, _Check] = {
     "seed": _integer,
     # logical GPUs that carry a simulated workload from the start (the demo's load)
     "busy": _gpu_indices,
+    "mig": _gpu_indices,  # NVIDIA only: physical GPUs in MIG mode
 }
 
 
@@ -586,6 +613,8 @@ _NODE_FIELDS: dict[str, _Check] = {
     "transport": _choice("ssh", "local"),
     "vllm": _text,  # may hold spaces, e.g. "/opt/venv/bin/vllm" or "uv run vllm"
     "simulate": _simulate,
+    "telemetry": _choice("ssh", "prometheus"),  # where the fleet screen's numbers come from
+    "prometheus_host": _token,  # DME's hostname label, when it is not host
 }
 
 
@@ -639,7 +668,7 @@ _BENCH_FIELDS: dict[str, _Check] = {
     "extra_args": _args,
 }
 
-_SECTIONS = ("nodes", "serve", "bench", "keys")
+_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus")
 
 
 def _node(name: str, data: dict, file: str) -> NodeSpec:
@@ -700,6 +729,9 @@ class _Merged:
         self.bench: dict[str, tuple[BenchPreset, str]] = {}
         self.keys: dict[str, str] = {}
         self.files: list[str] = []
+        self.prometheus: tuple[PrometheusSpec, str] | None = None
+        # (file, line) of each node's effective telemetry = "prometheus", for the check at the end
+        self.prometheus_users: dict[str, tuple[str, str | None, int | None]] = {}
 
 
 _BUILDERS = {
@@ -710,7 +742,10 @@ _BUILDERS = {
 
 
 def _merge_file(merged: _Merged, ctx: _Context, data: dict) -> None:
+    file_telemetry = _file_telemetry(ctx, data)
     for section, value in data.items():
+        if section == "telemetry":
+            continue  # read above: it applies to this file's nodes wherever it stands
         if section not in _SECTIONS:
             if _looks_secret(section):
                 raise ctx.error(None, (section,), _SECRET_MSG)
@@ -725,11 +760,14 @@ def _merge_file(merged: _Merged, ctx: _Context, data: dict) -> None:
             except _Invalid as exc:
                 raise ctx.error(("keys",), exc.key, exc.message) from None
             continue
-        _merge_named(merged, ctx, section, body)
+        if section == "prometheus":
+            _merge_prometheus(merged, ctx, body)
+            continue
+        _merge_named(merged, ctx, section, body, file_telemetry)
     merged.files.append(ctx.file)
 
 
-def _merge_named(merged: _Merged, ctx: _Context, section: str, body: dict) -> None:
+def _merge_named(merged: _Merged, ctx: _Context, section: str, body: dict, file_telemetry: str | None = None) -> None:
     what, build, fields = _BUILDERS[section]
     target: dict = getattr(merged, section)
     for name, value in body.items():
@@ -744,6 +782,8 @@ def _merge_named(merged: _Merged, ctx: _Context, section: str, body: dict) -> No
         if name in target:
             earlier = target[name][1]
             raise ctx.error(table, (), f"{what} '{name}' is also defined in {earlier}")
+        if isinstance(item, NodeSpec):
+            item = _apply_file_telemetry(merged, ctx, item, value, file_telemetry)
         target[name] = (item, ctx.file)
 
 
@@ -768,3 +808,105 @@ def _check_dotted_name(section: str, name: str, value: object, fields: Mapping) 
             f"unknown key; a name with dots must be quoted: [{section}.{json.dumps(full)}]",
             (key,),
         )
+
+
+# ---------------------------------------------------------------- prometheus telemetry
+
+_LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")  # Prometheus label names
+
+
+def _url(value: object) -> str:
+    text = _token(value)
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _Invalid(f"expected an http:// or https:// URL, got {_describe(text)}")
+    if parts.password is not None:
+        raise _Invalid(f"a password in the URL: {_SECRET_MSG} (token_env names the variable)")
+    if parts.query or parts.fragment:
+        raise _Invalid("expected the server's base URL, without ?query or #fragment")
+    try:
+        parts.port  # noqa: B018 - raises on a port out of range
+    except ValueError:
+        raise _Invalid(f"bad port in {_describe(text)}") from None
+    return text.rstrip("/")
+
+
+def _env_name(value: object) -> str:
+    text = _token(value)
+    if not _ENV_NAME_RE.match(text):
+        raise _Invalid(f"expected the name of an environment variable, got {_describe(text)}")
+    return text
+
+
+def _label_name(value: object) -> str:
+    text = _token(value)
+    if not _LABEL_RE.match(text):
+        raise _Invalid(f"expected a Prometheus label name, got {_describe(text)}")
+    return text
+
+
+def _scrape_interval(value: object) -> float:
+    number = _positive(value)
+    if number > 3600:
+        raise _Invalid(f"must be at most 3600 seconds, got {value}")
+    return number
+
+
+_PROMETHEUS_FIELDS: dict[str, _Check] = {
+    "url": _url,
+    "token_env": _env_name,
+    "ca_file": _text,
+    "scrape_interval": _scrape_interval,
+    "hostname_label": _label_name,
+}
+
+
+def _merge_prometheus(merged: _Merged, ctx: _Context, body: dict) -> None:
+    try:
+        values = _check_fields(body, _PROMETHEUS_FIELDS)
+        if "url" not in values:
+            raise _Invalid("missing required key (the Prometheus server, e.g. http://prometheus:9090)", ("url",))
+    except _Invalid as exc:
+        raise ctx.error(("prometheus",), exc.key, exc.message) from None
+    if merged.prometheus is not None:
+        raise ctx.error(("prometheus",), (), f"[prometheus] is also defined in {merged.prometheus[1]}")
+    merged.prometheus = (PrometheusSpec(source=ctx.file, **values), ctx.file)
+
+
+def _file_telemetry(ctx: _Context, data: dict) -> str | None:
+    if "telemetry" not in data:
+        return None
+    try:
+        return str(_NODE_FIELDS["telemetry"](data["telemetry"]))
+    except _Invalid as exc:
+        raise ctx.error(None, ("telemetry",), exc.message) from None
+
+
+def _apply_file_telemetry(
+    merged: _Merged, ctx: _Context, node: NodeSpec, data: object, file_telemetry: str | None
+) -> NodeSpec:
+    """A node's own telemetry key wins over the file's; remember who needs [prometheus]."""
+    own = isinstance(data, dict) and "telemetry" in data
+    if not own and file_telemetry is not None:
+        node = replace(node, telemetry=file_telemetry)
+    if node.telemetry == "prometheus":
+        where: tuple[str | None, int | None]
+        if own:
+            where = (_fmt_path(("nodes", node.name)), ctx.locator.find(("nodes", node.name, "telemetry")))
+        else:
+            where = (None, ctx.locator.find(("telemetry",)))
+        merged.prometheus_users[node.name] = (ctx.file, *where)
+    return node
+
+
+def _check_prometheus_nodes(merged: _Merged) -> PrometheusSpec | None:
+    if merged.prometheus is None and merged.prometheus_users:
+        name, (file, table, line) = next(iter(merged.prometheus_users.items()))
+        raise ProfileError(
+            file,
+            table,
+            "telemetry",
+            line,
+            f'node {name!r}: telemetry = "prometheus" needs a [prometheus] table with a url',
+        )
+    return merged.prometheus[0] if merged.prometheus else None

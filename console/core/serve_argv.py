@@ -43,6 +43,19 @@ DOCKER_RUN_FLAGS: tuple[str, ...] = (
     "--cap-add=SYS_PTRACE",
 )
 
+# NVIDIA nodes (NVIDIA container toolkit): every GPU in the container, CUDA_VISIBLE_DEVICES
+# picks the instance's; the image is vLLM's own CUDA build unless the preset names another.
+NVIDIA_DOCKER_RUN_FLAGS: tuple[str, ...] = ("--ipc=host", "--network=host", "--gpus", "all")
+NVIDIA_VLLM_IMAGE = "vllm/vllm-openai:latest"
+
+
+def image_for(vendor: str, image: str | None) -> str | None:
+    """The image a node of ``vendor`` runs: a ROCm image on an NVIDIA node becomes vLLM's CUDA one."""
+    if vendor == "nvidia" and (not image or image.startswith("rocm/")):
+        return NVIDIA_VLLM_IMAGE
+    return image
+
+
 # Flags the console sets itself; a copy in overrides/extra args would clash.
 _OWNED_FLAGS = {
     "--host": "host",
@@ -227,8 +240,9 @@ def _serve_tail(
     return argv
 
 
-def _visible(gpus: Sequence[int]) -> str:
-    return ",".join(str(g) for g in gpus)
+def _visible(gpus: Sequence[int], devices: Sequence[str] | None = None) -> str:
+    """CUDA_VISIBLE_DEVICES: GPU indices, or the device names given (a MIG instance's "MIG-…" UUID)."""
+    return ",".join(devices) if devices else ",".join(str(g) for g in gpus)
 
 
 def build_serve_argv(
@@ -241,6 +255,7 @@ def build_serve_argv(
     overrides: Mapping[str, str] = _EMPTY,
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] = _EMPTY,
+    devices: Sequence[str] | None = None,
 ) -> ServeCommand:
     """`vllm serve MODEL --host H --port P --tensor-parallel-size N …` for runtime host.
 
@@ -256,7 +271,7 @@ def build_serve_argv(
     env.update(extra_env)
     if gpus:
         env.pop("CUDA_VISIBLE_DEVICES", None)
-        env["CUDA_VISIBLE_DEVICES"] = _visible(gpus)
+        env["CUDA_VISIBLE_DEVICES"] = _visible(gpus, devices)
     return ServeCommand(tuple(argv), tuple(env.items()))
 
 
@@ -276,8 +291,13 @@ def build_docker_argv(
     volumes: Sequence[str] = (),
     shm_size: str = "16G",
     docker: str = "docker",
+    vendor: str = "amd",
+    devices: Sequence[str] | None = None,
 ) -> ServeCommand:
     """`docker run -d --name NAME <ROCm flags> -e K=V … IMAGE vllm serve …` for runtime docker.
+
+    vendor "nvidia": `--gpus all` instead of the ROCm device flags, and vLLM's CUDA
+    image where the preset names a ROCm one or none (``image_for``).
 
     Plain variables go in as `-e K=V`. Secret-looking ones (HF_TOKEN, *_API_KEY…)
     and every name in pass_env go in as `-e NAME`: docker copies the value from
@@ -290,7 +310,7 @@ def build_docker_argv(
     _check_env_names(pass_env)
     if not _CONTAINER_RE.match(name):
         raise ValueError(f"container name {name!r}: use letters, digits, '_', '.', '-'")
-    image = image or preset.image
+    image = image_for(vendor, image or preset.image)
     if not image:
         raise ValueError(f"serve preset {preset.name!r} has no docker image")
     if not shm_size or any(c.isspace() for c in shm_size):
@@ -306,10 +326,11 @@ def build_docker_argv(
             plain[key] = value
     if gpus:
         plain.pop("CUDA_VISIBLE_DEVICES", None)
-        plain["CUDA_VISIBLE_DEVICES"] = _visible(gpus)
+        plain["CUDA_VISIBLE_DEVICES"] = _visible(gpus, devices)
     by_name = [n for n in dict.fromkeys([*pass_env, *secret_values]) if n not in plain]
 
-    argv = [*_command(docker, "docker"), "run", "-d", "--name", name, *DOCKER_RUN_FLAGS]
+    flags = NVIDIA_DOCKER_RUN_FLAGS if vendor == "nvidia" else DOCKER_RUN_FLAGS
+    argv = [*_command(docker, "docker"), "run", "-d", "--name", name, *flags]
     argv += ["--shm-size", shm_size]
     for volume in volumes:
         argv += ["-v", volume]

@@ -76,9 +76,25 @@ def _int(value: Any) -> int:
     return value
 
 
+VENDOR_LABELS = {"nvidia": "NVIDIA"}  # a hello without "vendor" comes from an AMD source
+
+
+def is_nvidia_source(source: str | None) -> bool:
+    """The node's telemetry comes from NVML or nvidia-smi (its hello named the vendor)."""
+    return bool(source) and str(source).startswith(VENDOR_LABELS["nvidia"] + " ")
+
+
+def amd_only_reason(source: str | None) -> str | None:
+    """Why partition switching does not apply to a node, or None: it is AMD-only."""
+    if not is_nvidia_source(source):
+        return None
+    return f"partition switching is AMD-only: this is an NVIDIA node ({source}); MIG is set up with `nvidia-smi mig`"
+
+
 def _hello(obj: dict) -> AgentHello:
+    vendor = VENDOR_LABELS.get(str(obj.get("vendor") or "").lower())
     return AgentHello(
-        source=str(obj["source"]) + (" (simulated)" if obj.get("simulated") else ""),
+        source=(f"{vendor} " if vendor else "") + str(obj["source"]) + (" (simulated)" if obj.get("simulated") else ""),
         hostname=str(obj.get("hostname") or ""),
         interval=float(obj.get("interval") or 1.0),
         note=_opt_str(obj.get("note")),
@@ -99,6 +115,7 @@ def _static_gpu(g: dict) -> GpuStatic:
         compute_partition=_opt_str(g.get("compute_partition")),
         memory_partition=_opt_str(g.get("memory_partition")),
         memory_caps=tuple(str(c) for c in g.get("memory_caps") or ()),
+        uuid=_opt_str(g.get("uuid")),
     )
 
 

@@ -24,7 +24,11 @@ AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
 SUPERVISOR_SOURCE = _PKG / "agent" / "supervisor.py"
 PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
 DOCTOR_SOURCE = _PKG / "agent" / "doctor.py"
+NVIDIA_SOURCE = _PKG / "agent" / "nvidia.py"  # NVML / nvidia-smi sampler, imported by the agent on NVIDIA nodes
+LIFELINE_SOURCE = _PKG / "agent" / "lifeline.py"
 SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
+SIM_PYNVML_SOURCE = _PKG / "sim" / "pynvml.py"
+NVIDIA_SIM_GPUS = ("H100", "H200")  # simulated through sim/nvidia/pynvml.py, not the simulated amdsmi
 SIM_VLLM_PACKAGE = _PKG / "sim" / "vllm"  # run on the node as a folder: `python3 .../sim/vllm serve`
 
 
@@ -58,11 +62,15 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("supervisor.py", SUPERVISOR_SOURCE.read_bytes()),
         ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
+        ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
+        ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
     ]
     if simulated:
         from console.sim.host import FILES as SIM_HOST_FILES
 
         files.append(("sim/amdsmi.py", SIM_AMDSMI_SOURCE.read_bytes()))
+        # its own folder: an NVIDIA sim node imports no amdsmi, like a real one
+        files.append(("sim/nvidia/pynvml.py", SIM_PYNVML_SOURCE.read_bytes()))
         files.extend((f"sim/host/{name}", data) for name, data in sorted(SIM_HOST_FILES.items()))
         for module in sorted(SIM_VLLM_PACKAGE.glob("*.py")):
             files.append((f"sim/vllm/{module.name}", module.read_bytes()))
@@ -144,10 +152,13 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     env: list[tuple[str, str]] = []
     amdsmi_paths: tuple[str, ...] = ()
     if node.simulate is not None:
-        amdsmi_paths = (f"{base}/sim",)
+        nvidia = node.simulate.gpu in NVIDIA_SIM_GPUS
+        amdsmi_paths = (f"{base}/sim/nvidia",) if nvidia else (f"{base}/sim",)
         env = [
             ("ROCM_CONSOLE_SIM_DIR", f"{state_dir}/sim/{node.name}"),
             ("ROCM_CONSOLE_SIM_SPEC", json.dumps(asdict(node.simulate), sort_keys=True)),
+            # The simulated host's ROCm (sim/host.py): the probe reads <ROCM_PATH>/.info/version.
+            ("ROCM_PATH", f"{base}/sim/host/opt/rocm"),
         ]
     vllm = tuple(shlex.split(node.vllm))
     if node.simulate is not None and node.vllm == "vllm":

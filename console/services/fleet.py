@@ -12,7 +12,7 @@ import asyncio
 import operator
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from console.core.backoff import backoff_delay
 from console.core.model import (
@@ -23,6 +23,7 @@ from console.core.model import (
     NodeSnapshot,
     NodeSpec,
     ProbeInfo,
+    PrometheusSpec,
     StaticInfo,
     TelemetryFrame,
 )
@@ -31,6 +32,9 @@ from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.services.agent_bundle import install_agent, run_probe
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
+
+if TYPE_CHECKING:
+    from console.services.prometheus import PrometheusSource
 
 # Metrics kept as history per logical GPU (field names of GpuMetrics).
 HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram_used_mib", "gfx_clock_mhz")
@@ -105,6 +109,7 @@ class FleetTelemetry:
         stale_after: float | None = None,
         clock: Callable[[], float] = time.time,
         backoff_cap: float = 10.0,
+        prometheus: PrometheusSpec | None = None,
     ) -> None:
         self.pool = pool or TransportPool()
         self.interval = interval
@@ -116,6 +121,11 @@ class FleetTelemetry:
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task] = {}
         self._watchdog: asyncio.Task | None = None
+        # Nodes with telemetry = "prometheus" are fed by one PrometheusSource for all
+        # of them (console/services/prometheus.py), not by an agent stream each.
+        self._prometheus_spec = prometheus
+        self.prometheus: PrometheusSource | None = None  # made at start()
+        self._prometheus_task: asyncio.Task | None = None
 
     # ------------------------------------------------------------ public API
 
@@ -146,8 +156,14 @@ class FleetTelemetry:
     def frames_received(self, node: str) -> int:
         return self._tracks[node].frames
 
+    def _from_prometheus(self, track: _NodeTrack) -> bool:
+        return track.spec.telemetry == "prometheus" and self._prometheus_spec is not None
+
     async def start(self) -> None:
+        self._start_prometheus()
         for name, track in self._tracks.items():
+            if self._from_prometheus(track):
+                continue
             if name not in self._tasks:
                 self._tasks[name] = asyncio.create_task(self._follow(track), name=f"telemetry:{name}")
         if self._watchdog is None:
@@ -155,11 +171,17 @@ class FleetTelemetry:
 
     async def stop(self) -> None:
         tasks = list(self._tasks.values()) + ([self._watchdog] if self._watchdog else [])
+        if self._prometheus_task is not None:
+            tasks.append(self._prometheus_task)
+            self._prometheus_task = None
         self._tasks.clear()
         self._watchdog = None
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.prometheus is not None:
+            await self.prometheus.aclose()
+            self.prometheus = None
         await self.pool.close()
 
     async def set_interval(self, interval: float) -> None:
@@ -168,7 +190,7 @@ class FleetTelemetry:
         if interval == self.interval:
             return
         self.interval = interval
-        for name, task in list(self._tasks.items()):
+        for name, task in list(self._tasks.items()):  # Prometheus nodes follow self.interval
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             track = self._tracks[name]
@@ -176,6 +198,8 @@ class FleetTelemetry:
 
     async def restart_node(self, node: str) -> None:
         """Drop the node's stream and connect again now (e.g. after a partition switch)."""
+        if self._from_prometheus(self._tracks[node]):
+            return  # the next refresh sees the new GPUs (the layout query runs again)
         task = self._tasks.get(node)
         if task is not None:
             task.cancel()
@@ -283,7 +307,73 @@ class FleetTelemetry:
             now = self._clock()
             for track in self._tracks.values():
                 snap = track.snapshot
+                if self._from_prometheus(track):
+                    continue  # judged by its source, from the scrape time
                 if snap.health == NodeHealth.LIVE and snap.last_sample_ts is not None:
                     age = now - snap.last_sample_ts
                     if age > self.stale_after:
                         self._set_health(track, NodeHealth.STALE, f"no sample for {age:.0f} s")
+
+    # ------------------------------------------------------------ Prometheus-fed nodes
+
+    def _start_prometheus(self) -> None:
+        nodes = [t.spec for t in self._tracks.values() if self._from_prometheus(t)]
+        if not nodes or self._prometheus_task is not None or self._prometheus_spec is None:
+            return
+        from console.services.prometheus import PrometheusSource
+
+        self.prometheus = source = PrometheusSource(self, self._prometheus_spec, nodes, clock=self._clock)
+        self._prometheus_task = asyncio.create_task(source.run(), name="telemetry:prometheus")
+
+    def ingest(
+        self,
+        node: str,
+        frame: TelemetryFrame,
+        *,
+        static: tuple[GpuStatic, ...],
+        source: str,
+        interval: float,
+        sample_at: float,
+    ) -> None:
+        """A frame from a source other than the node's agent (sample_at: when it was taken)."""
+        track = self._tracks[node]
+        snap = track.snapshot
+        if snap.static != static:
+            snap = track.snapshot = replace(snap, static=static)
+            self._emit(TopologyChanged(node, static))
+        track.record(frame, sample_at)
+        track.snapshot = replace(snap, latest=frame, last_sample_ts=sample_at, source=source, interval=interval)
+        self._emit(TelemetryReceived(node, frame, self._clock()))
+
+    def set_node_health(self, node: str, health: NodeHealth, error: str | None) -> None:
+        self._set_health(self._tracks[node], health, error)
+
+    def load_history(self, node: str) -> asyncio.Task | None:
+        """Fill a Prometheus-fed node's charts from its history (detail view at open)."""
+        track = self._tracks.get(node)
+        if track is None or not self._from_prometheus(track) or self.prometheus is None:
+            return None
+        return asyncio.create_task(self.prometheus.load_history(node, self.history_s), name=f"history:{node}")
+
+    def backfill(self, node: str, history: dict[int, list[tuple[float, dict]]], static: tuple[GpuStatic, ...]) -> int:
+        """Put samples before the node's live ones into its history; returns how many."""
+        track = self._tracks[node]
+        count = 0
+        for gpu in static:
+            rows = history.get(gpu.index) or []
+            old = track.history_blocks.get(gpu.index)
+            live = (
+                list(zip(old.column(0).times(), *(old.column(i).values() for i in range(len(HISTORY_METRICS)))))
+                if old
+                else []
+            )
+            first_live = live[0][0] if live else float("inf")
+            block = SeriesBlock(track.history, len(HISTORY_METRICS))
+            for ts, fields in rows:
+                if ts < first_live:
+                    block.append(ts, [fields.get(m) for m in HISTORY_METRICS])
+                    count += 1
+            for ts, *values in live:
+                block.append(ts, values)
+            track.history_blocks[gpu.index] = block
+        return count

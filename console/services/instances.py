@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
-from console.core.model import NodeSnapshot, NodeSpec, ServePreset
+from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
 from console.core.serve_argv import build_docker_argv, build_serve_argv
 from console.core.serve_log import ServeLogState, ServeStage
@@ -30,6 +30,7 @@ from console.core.serve_rules import (
     choose_port,
     version_warnings,
 )
+from console.core.telemetry import is_nvidia_source
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -75,6 +76,7 @@ class InstanceView:
     argv: tuple[str, ...] = field(default=(), compare=False)
     pids: tuple[int, ...] = ()  # an unmanaged server's process tree
     warnings: tuple[str, ...] = ()  # flags/env the node's vLLM version may not know
+    group: str | None = None  # the replica group it belongs to (console/services/groups.py)
     nodes: tuple[str, ...] = ()  # a multi-node instance's nodes, head first (services/multinode.py)
 
     def as_dict(self) -> dict:
@@ -142,6 +144,7 @@ def view_from_record(node: str, rec: dict) -> InstanceView:
         exit_code=rec.get("exit_code"),
         exit_signal=rec.get("exit_signal"),
         argv=tuple(spec.get("argv") or ()),
+        group=spec.get("group"),
         nodes=tuple((spec.get("multinode") or {}).get("nodes") or ()),
     )
 
@@ -165,6 +168,21 @@ def _model_of(argv: Sequence[str]) -> str | None:
         if a == "serve":
             return argv[i + 1]
     return None
+
+
+def mig_devices(node: str, chosen: Sequence[GpuStatic]) -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES names for an instance on a MIG instance (its "MIG-…" UUID), else None.
+
+    CUDA shows a process one MIG instance at most: one GPU, and the node must have said
+    its UUID (the NVIDIA agent does)."""
+    migs = [g for g in chosen if g.compute_partition == "MIG"]
+    if not migs:
+        return None
+    if len(chosen) > 1:
+        raise InstanceError(f"{node}: GPU {migs[0].index} is a MIG instance: a vLLM server can use only one (TP 1)")
+    if not migs[0].uuid:
+        raise InstanceError(f"{node}: GPU {migs[0].index} is a MIG instance whose UUID the node did not report")
+    return [migs[0].uuid]
 
 
 class InstanceService:
@@ -252,6 +270,7 @@ class InstanceService:
         extra_env: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
         environ: Mapping[str, str] | None = None,
+        group: str | None = None,
     ) -> InstanceView:
         gpus = tuple(gpus)
         if preset.pp > 1 or preset.dp > 1 or preset.nodes:  # pp/dp would be dropped here: services/multinode.py
@@ -270,12 +289,19 @@ class InstanceService:
             if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
                 tp = int(value)
         partitions = []
+        devices: list[str] | None = None
         if snapshot is not None:
             by_index = {g.index: g for g in snapshot.static}
             unknown = [g for g in gpus if g not in by_index]
             if unknown and snapshot.static:
                 raise InstanceError(f"{node.name}: no GPU {unknown[0]} (the node has {len(snapshot.static)})")
             partitions = [by_index[g].compute_partition for g in gpus if g in by_index]
+            devices = mig_devices(node.name, [by_index[g] for g in gpus if g in by_index])
+        if not port and not preset.port and node.transport == "local":
+            # Local nodes (the demo's three) share this machine: skip ports bound here.
+            from console.services.demo import free_local_port
+
+            port = free_local_port(choose_port(used_ports))
         port = port or preset.port or choose_port(used_ports)
         for refusal in (
             check_tp(tp, gpus),
@@ -306,16 +332,21 @@ class InstanceService:
                     overrides=overrides or {},
                     extra_args=extra_args,
                     extra_env=env,
+                    vendor="nvidia" if snapshot is not None and is_nvidia_source(snapshot.source) else "amd",
+                    devices=devices,
                 )
             else:
                 command = build_serve_argv(
                     preset,
                     vllm=shlex.join(cmd.vllm),
                     port=port,
+                    # A simulated node is this machine: its server is never for the network.
+                    host="127.0.0.1" if node.simulate is not None else "0.0.0.0",
                     gpus=gpus,
                     overrides=overrides or {},
                     extra_args=extra_args,
                     extra_env=env,
+                    devices=devices,
                 )
         except ValueError as exc:
             raise InstanceError(f"{node.name}: preset {preset.name}: {exc}") from None
@@ -332,6 +363,8 @@ class InstanceService:
             "runtime": preset.runtime,
             "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
         }
+        if group:
+            spec["group"] = group
         # The simulator's env (state dir) must reach the fake vllm too, with the
         # VRAM of the chosen logical GPUs (a CPX partition has 1/8 of the GPU).
         spec["env"].update(cmd.env_dict())

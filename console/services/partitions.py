@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from console.core.model import NodeSnapshot, NodeSpec
 from console.core.partition_rules import describe_change, physical_gpus, preflight
+from console.core.telemetry import amd_only_reason
 from console.services.agent_bundle import install_agent
 from console.services.instances import InstanceService, InstanceState
 from console.services.transports import TransportPool
@@ -84,6 +85,9 @@ class PartitionService:
         self, node: NodeSpec, snapshot: NodeSnapshot, physical: list[int], *, compute: str | None, memory: str | None
     ) -> tuple[list[str], str]:
         """(refusals, what will happen) without changing anything."""
+        amd_only = amd_only_reason(snapshot.source)
+        if amd_only is not None:  # NVIDIA node: nothing to switch, the agent has no amdsmi there
+            return [amd_only], "nothing to switch"
         views = await self.instances.list(node)
         on_gpu = {
             g: v.name

@@ -46,6 +46,9 @@ def _now() -> float:
 
 __simulated__ = True
 __version__ = "7.0.2+sim"
+# What the simulated node has installed besides amdsmi, for the agent's probe (the header's
+# versions): the simulated vllm (console/sim/vllm, constants.VERSION; a test keeps them equal).
+SIM_VLLM_VERSION = "0.32.0+sim"
 
 ENV_DIR = "ROCM_CONSOLE_SIM_DIR"
 ENV_SPEC = "ROCM_CONSOLE_SIM_SPEC"

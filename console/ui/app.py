@@ -78,11 +78,16 @@ class ConsoleApp(App[int]):
         cursor_blink: bool = True,
         instances: InstanceSource | None = None,
         instance_poll_interval: float = INSTANCE_POLL_INTERVAL,
+        demo_instances: Sequence = (),
     ) -> None:
         super().__init__()
+        # The demo opens on a living fleet: these (DemoInstance) are started once their node is live.
+        self.demo_instances = tuple(demo_instances)
         self.profile = profile
         self.clock = clock
-        self.fleet = fleet or FleetTelemetry(profile.nodes, pool, interval=interval, clock=clock)
+        self.fleet = fleet or FleetTelemetry(
+            profile.nodes, pool, interval=interval, clock=clock, prometheus=profile.prometheus
+        )
         self.view = FleetView(self.fleet)
         self.fleet.subscribe(self._on_fleet_event)
         self.redraw_interval = redraw_interval
@@ -125,6 +130,8 @@ class ConsoleApp(App[int]):
                 exit_on_error=False,
             )
         self.set_interval(self.redraw_interval, self._tick, name="redraw-clock")
+        for planned in self.demo_instances:
+            self.run_worker(self._start_demo_instance(planned), group="demo", exit_on_error=False)
 
     async def on_unmount(self) -> None:
         # The instance workers share the fleet's connections: stop them before those close.
@@ -194,6 +201,36 @@ class ConsoleApp(App[int]):
                 await asyncio.wait_for(wake.wait(), wait)
             except asyncio.TimeoutError:
                 pass
+
+    async def _start_demo_instance(self, planned) -> None:
+        """Start one of the demo's instances as the start dialog would, once its node is live."""
+        preset = next((p for p in self.profile.serve_presets if p.name == planned.preset), None)
+        if preset is None or planned.node not in self.fleet.node_names:
+            return
+        for _ in range(120):  # the node's first sample comes within seconds; give up after 60 s
+            snap = self.fleet.snapshot(planned.node)
+            if snap.health == NodeHealth.LIVE and snap.static:
+                break
+            await asyncio.sleep(0.5)
+        else:
+            return
+        from console.services.demo import DEMO_PORTS_FROM, free_local_port
+
+        try:
+            # A fixed name: the previous demo's instance of the same name (ended with that
+            # console) is replaced instead of piling up in the panel.
+            view = await self.instances.start(
+                self.fleet.spec(planned.node),
+                preset,
+                gpus=planned.gpus,
+                snapshot=snap,
+                name=planned.name,
+                port=free_local_port(DEMO_PORTS_FROM),
+            )
+        except (InstanceError, TransportError) as exc:
+            self.notify(one_line(exc), title="demo instance not started", severity="warning", markup=False)
+            return
+        self.follow_start(view)
 
     def poll_instances_now(self, node: str) -> None:
         wake = self._poll_wake.get(node)
@@ -417,9 +454,48 @@ class ConsoleApp(App[int]):
             StartBenchDialog(self.profile.bench_presets, ready, instance=key, cursor_blink=self.cursor_blink), chosen
         )
 
+    def open_offline_dialog(self, node: str) -> None:
+        """Palette: `vllm bench latency|throughput` on the node's free GPUs (no instance needed)."""
+        from console.core.errors import ProfileError
+        from console.core.offline_bench import PRESETS_PATH, load_offline_presets
+        from console.core.results.reference import load_reference_numbers
+        from console.services.offline_bench import OfflineRunner
+        from console.services.results import ResultStore
+        from console.ui.screens.compare import REFERENCE_PATH
+        from console.ui.screens.offline_bench import OfflineBenchDialog, OfflineBenchScreen
+
+        spec = self.profile.node(node)
+        if spec is None:
+            return
+        try:
+            presets = load_offline_presets(PRESETS_PATH)
+            references = load_reference_numbers(REFERENCE_PATH)
+        except ProfileError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+
+        def chosen(request) -> None:
+            if request is not None:
+                self.push_screen(
+                    OfflineBenchScreen(
+                        spec,
+                        request,
+                        runner=OfflineRunner(self.fleet.pool),
+                        store=ResultStore(),
+                        reference_rows=references,
+                    )
+                )
+
+        self.push_screen(OfflineBenchDialog(node, presets, cursor_blink=self.cursor_blink), chosen)
+
     def open_partition_dialog(self, node: str, logical_gpus: Sequence[int] = ()) -> None:
+        from console.core.telemetry import amd_only_reason
         from console.ui.screens.partition import PartitionScreen
 
+        amd_only = amd_only_reason(self.fleet.snapshot(node).source)
+        if amd_only is not None:
+            self.notify(f"{node}: {amd_only}", severity="warning", markup=False)
+            return
         self.push_screen(
             PartitionScreen.for_selection(self.fleet, node, logical_gpus, presets=self.profile.serve_presets)
         )
@@ -559,7 +635,20 @@ def _stop_refusal(view: InstanceView | None, node: str, name: str) -> str | None
     return None
 
 
-def run_app(profile: Profile, *, interval: float = 1.0) -> int:
-    app = ConsoleApp(profile, interval=interval)
-    app.run()
-    return app.return_code or 0
+def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> int:
+    if not demo:
+        app = ConsoleApp(profile, interval=interval)
+        app.run()
+        return app.return_code or 0
+    from console.services import demo as demo_life
+
+    # Before anything starts: every local child inherits the lifeline.
+    token = demo_life.claim_lifeline()
+    try:
+        demo_life.use_demo_data_dir()
+        demo_life.seed_history()
+        app = ConsoleApp(profile, interval=interval, demo_instances=demo_life.DEMO_INSTANCES)
+        app.run()
+        return app.return_code or 0
+    finally:  # a clean quit stops the demo's processes now rather than at their next look
+        demo_life.stop_bound(token)

@@ -32,6 +32,11 @@ class FleetCommands(Provider):
                 partial(app.restart_node, node),
                 "drop the agent stream and connect again now",
             )
+            yield (
+                f"{node}: offline benchmark (latency / throughput)",
+                partial(app.open_offline_dialog, node),
+                "vllm bench latency|throughput on free GPUs, no instance needed",
+            )
         paused = getattr(app, "paused", False)
         yield (
             "Resume drawing" if paused else "Pause drawing",
@@ -56,6 +61,12 @@ class FleetCommands(Provider):
                 yield Hit(score, matcher.highlight(name), callback, help=help_text)
 
 
+def _open_experiments(app) -> None:
+    from console.ui.screens.experiments import ExperimentsScreen  # loaded when first opened
+
+    app.push_screen(ExperimentsScreen())
+
+
 class InstanceCommands(Provider):
     """'mi300x-cpx: start tiny (tiny-llama, TP 1)', 'tiny-g12 on mi300x-cpx: stop', '... : logs'."""
 
@@ -65,6 +76,11 @@ class InstanceCommands(Provider):
             "Show vLLM instances",
             app.action_instances,  # type: ignore[attr-defined]
             "every instance of every node: state, stage, GPUs, port",
+        )
+        yield (
+            "Show layout experiments",
+            partial(_open_experiments, app),
+            "progress of `rocm-console experiment run` over its whole plan, best layout so far",
         )
         for node in app.fleet.node_names:  # type: ignore[attr-defined]
             for preset in app.profile.serve_presets:  # type: ignore[attr-defined]

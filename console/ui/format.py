@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from console.core.model import NodeHealth, NodeSnapshot, ProbeInfo
+from console.core.telemetry import is_nvidia_source
 
 # Levels a cell can be drawn at; the table maps them to component classes.
 OK, WARN, CRIT = "ok", "warn", "crit"
@@ -140,8 +141,16 @@ def node_facts(snapshot: NodeSnapshot) -> list[str]:
             count += f" = {len(static)} GPUs"
         facts.append(count)
         modes = sorted({partition_text(g.compute_partition, g.memory_partition) for g in static})
-        facts.append(" ".join(modes))
-    facts.extend(probe_facts(snapshot.probe))
+        if is_nvidia_source(
+            snapshot.source
+        ):  # whole NVIDIA GPUs have no partition mode: only MIG profiles are worth a word
+            modes = [m for m in modes if m != "?"]
+        if modes:
+            facts.append(" ".join(modes))
+    probe = probe_facts(snapshot.probe)
+    if is_nvidia_source(snapshot.source):  # no ROCm to report on an NVIDIA node
+        probe = [f for f in probe if not f.startswith("ROCm ")]
+    facts.extend(probe)
     if snapshot.source:
         facts.append(snapshot.source)
     return facts

@@ -49,8 +49,12 @@ def test_demo_json_schema():
     assert proc.returncode == 0, proc.stderr  # warnings only
     doc = json.loads(proc.stdout)
     assert doc["level"] in ("ok", "warn")
-    assert [n["name"] for n in doc["nodes"]] == ["mi300x-spx", "mi300x-cpx", "mi355x"]
-    for n in doc["nodes"]:
+    assert [n["name"] for n in doc["nodes"]] == ["mi300x-spx", "mi300x-cpx", "mi355x", "h100"]
+    h100 = doc["nodes"][3]
+    assert h100["counts"]["fail"] == 0 and h100["facts"]["source"] == "nvml" and h100["facts"]["simulated"] is True
+    nvml = {c["id"]: c for c in h100["checks"]}["source.nvidia"]
+    assert nvml["level"] == "ok" and nvml["detail"] == "telemetry through the pynvml module (simulated)"
+    for n in doc["nodes"][:3]:
         assert set(n) == {"name", "level", "counts", "checks", "facts"}
         assert n["counts"]["fail"] == 0 and sum(n["counts"].values()) == len(n["checks"])
         assert IDS <= {c["id"] for c in n["checks"]}, n["name"]
@@ -79,7 +83,10 @@ def test_demo_table_for_one_node():
 @pytest.mark.parametrize(
     "args,message",
     [
-        (("--demo", "--node", "nope"), "rocm-console: unknown node 'nope' (known: mi300x-spx, mi300x-cpx, mi355x)"),
+        (
+            ("--demo", "--node", "nope"),
+            "rocm-console: unknown node 'nope' (known: mi300x-spx, mi300x-cpx, mi355x, h100)",
+        ),
         (("--demo", "--timeout", "0"), "rocm-console: --timeout 0: must be more than 0 seconds"),
     ],
 )

@@ -11,8 +11,9 @@ def test_status_demo_json_schema():
     proc = run("status", "--demo", "--json", "--no-probe")
     assert proc.returncode == 0, proc.stderr
     nodes = json.loads(proc.stdout)["nodes"]
-    assert [n["name"] for n in nodes] == ["mi300x-spx", "mi300x-cpx", "mi355x"]
-    assert [len(n["gpus"]) for n in nodes] == [8, 64, 8]
+    assert [n["name"] for n in nodes] == ["mi300x-spx", "mi300x-cpx", "mi355x", "h100"]
+    assert [len(n["gpus"]) for n in nodes] == [8, 64, 8, 11]  # h100: 7 GPUs + GPU 7's four MIG instances
+    assert nodes[3]["source"] == "NVIDIA nvml (simulated)"
 
 
 def test_unknown_node(profile):

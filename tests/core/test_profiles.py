@@ -601,7 +601,7 @@ MALFORMED = [
         4,
         "servers",
         None,
-        "unknown table (expected one of: nodes, serve, bench, keys)",
+        "unknown table (expected one of: nodes, serve, bench, keys, prometheus)",
     ),
     (
         "section-not-a-table",
@@ -863,6 +863,7 @@ def test_shipped_example_and_demo_load():
         "mi300x-spx": ("local", SimulateSpec("MI300X", 8, "SPX", "NPS1", 1, (0, 1, 2, 3))),
         "mi300x-cpx": ("local", SimulateSpec("MI300X", 8, "CPX", "NPS1", 2, (0, 3, 9, 10, 17, 26, 27, 28, 40, 63))),
         "mi355x": ("local", SimulateSpec("MI355X", 8, "SPX", "NPS1", 3, (0, 1, 2, 3, 4, 5))),
+        "h100": ("local", SimulateSpec("H100", 8, "SPX", "NPS1", 4, (0, 1, 2, 3), mig=(7,))),
     }
 
 

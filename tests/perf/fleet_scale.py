@@ -1,6 +1,17 @@
 """The console at fleet scale: N nodes x 8 MI300X in CPX (64 logical GPUs each) at 1 Hz.
 
     python tests/perf/fleet_scale.py [--nodes 64] [--seconds 60] [--size 120x36] [--quick]
+    python tests/perf/fleet_scale.py --source prometheus --nodes 256 --layout cpx
+    python tests/perf/fleet_scale.py --source both --nodes 512 --layout spx   # SSH and Prometheus, side by side
+
+--source prometheus: the telemetry comes through a real Prometheus (Debian's
+package, tests/integration/prometheus_server.py) on 127.0.0.1 that scrapes the
+simulated DME exporter (console/sim/dme_exporter.py: one target per node, every
+--interval seconds), read by the console's PrometheusSource (one values query
+per refresh for the whole fleet). The exporter's and Prometheus's CPU are
+measured too (they share this machine with the console). Sample-to-screen is
+then scrape time -> screen. --source both runs each source in its own process
+(so each has its own peak RSS) and prints both.
 
 Prints one JSON object; asserts nothing (the budgets are printed beside the figures).
 
@@ -42,8 +53,12 @@ import os
 import platform
 import random
 import resource
+import shutil
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,14 +67,14 @@ sys.path.insert(0, str(ROOT))
 
 from textual import events  # noqa: E402
 
-from console.core.model import NodeSpec, Profile, SimulateSpec  # noqa: E402
+from console.core.model import NodeSpec, Profile, PrometheusSpec, SimulateSpec  # noqa: E402
 from console.services.fleet import FleetTelemetry, TelemetryReceived  # noqa: E402
 from console.services.transports import TransportPool  # noqa: E402
 from console.transport.base import CommandResult  # noqa: E402
 from console.transport.replay import ReplayTrace, ReplayTransport, _is_sample  # noqa: E402
 from console.ui.app import ConsoleApp  # noqa: E402
 
-TRACE = ROOT / "tests" / "fixtures" / "traces" / "mi300x-cpx.jsonl"
+TRACES = {layout: ROOT / "tests" / "fixtures" / "traces" / f"mi300x-{layout}.jsonl" for layout in ("cpx", "spx")}
 BUDGETS = {  # name: (comparison, limit)
     "cpu_percent": ("<=", 20.0),
     "peak_rss_mb": ("<=", 250.0),
@@ -123,17 +138,96 @@ class LiveReplay(ReplayTransport):
                 deadline += ((now - deadline) // self.interval + 1) * self.interval
 
 
-def build(nodes: int, interval: float, seed: int = 0) -> tuple[Profile, FleetTelemetry, dict[str, LiveReplay]]:
-    trace = ReplayTrace.load(TRACE)
+def build(
+    nodes: int, interval: float, seed: int = 0, layout: str = "cpx", prometheus: PrometheusSpec | None = None
+) -> tuple[Profile, FleetTelemetry, dict[str, LiveReplay]]:
+    trace = ReplayTrace.load(TRACES[layout])
     gpu_json = [
         json.dumps(json.loads(line)["gpus"], separators=(",", ":")) for line in trace.stream if _is_sample(line)
     ]
-    names = [f"cpx-{i:02d}" for i in range(nodes)]
-    specs = tuple(NodeSpec(name=n, host="localhost", transport="local", simulate=SimulateSpec()) for n in names)
+    names = [f"{layout}-{i:03d}" for i in range(nodes)]
+    # With Prometheus the replay only answers the instance polls (SSH stays for those).
+    telemetry = "prometheus" if prometheus else "ssh"
+    specs = tuple(
+        NodeSpec(name=n, host=n, transport="local", simulate=SimulateSpec(), telemetry=telemetry) for n in names
+    )
     rng = random.Random(seed)
     transports = {n: LiveReplay(n, trace, gpu_json, phase=rng.uniform(0, interval), interval=interval) for n in names}
-    fleet = FleetTelemetry(specs, TransportPool(lambda spec: transports[spec.name]), interval=interval)
-    return Profile(nodes=specs), fleet, transports
+    pool = TransportPool(lambda spec: transports[spec.name])
+    fleet = FleetTelemetry(specs, pool, interval=interval, prometheus=prometheus)
+    return Profile(nodes=specs, prometheus=prometheus), fleet, transports
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process we started, in seconds (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class PrometheusSide:
+    """The simulated DME exporter and a real Prometheus scraping it, on 127.0.0.1."""
+
+    def __init__(self, args) -> None:
+        from console.sim.dme_exporter import fleet_specs
+        from tests.integration.prometheus_server import DmeExporter, PrometheusServer
+
+        self.work = Path(tempfile.mkdtemp(prefix="fleet-scale-prom-"))
+        specs = fleet_specs(args.nodes, f"{args.layout}-", "MI300X", 8, args.layout.upper(), "NPS1")
+        t0 = time.monotonic()
+        self.exporter = DmeExporter.start(self.work / "dme", specs, period=args.exporter_period)
+        self.server = PrometheusServer(self.work / "prometheus", self.exporter.targets(), args.interval)
+        per_node = 8 * (8 if args.layout == "cpx" else 1)
+        self.gpus = args.nodes * per_node
+        try:
+            self.server.start()
+            self.server.wait_for_series(self.gpus, timeout=args.ready_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_after_s = round(time.monotonic() - t0, 1)
+        self.spec = PrometheusSpec(url=self.server.url, scrape_interval=args.interval)
+        self.refresh_ms: list[float] = []
+
+    def instrument(self, fleet: FleetTelemetry) -> None:
+        source = fleet.prometheus
+        assert source is not None
+        refresh = source.refresh
+
+        async def timed_refresh() -> None:
+            t = time.perf_counter()
+            await refresh()
+            self.refresh_ms.append((time.perf_counter() - t) * 1000)
+
+        source.refresh = timed_refresh  # type: ignore[method-assign]
+
+    def cpu(self) -> tuple[float, float]:
+        return proc_cpu_s(self.exporter.proc.pid), proc_cpu_s(self.server.pid or 0)
+
+    def scrape_health(self) -> dict:
+        """What Prometheus says of its own scraping: targets up, scrape durations."""
+        out = {}
+        for name, expr in (
+            ("targets", 'count(up{job="dme"})'),
+            ("targets_up", 'sum(up{job="dme"})'),
+            # targets whose last scrape is older than 3 intervals: Prometheus not keeping up
+            (
+                "targets_behind",
+                f'count(time() - timestamp(up{{job="dme"}}) > {3 * self.spec.scrape_interval:g}) or vector(0)',
+            ),
+            ("scrape_duration_p95_ms", 'quantile(0.95, scrape_duration_seconds{job="dme"}) * 1000'),
+            ("samples_per_scrape_round", 'sum(scrape_samples_scraped{job="dme"})'),
+        ):
+            try:
+                result = self.server.query(expr)["data"]["result"]
+                out[name] = round(float(result[0]["value"][1]), 1) if result else None
+            except (OSError, ValueError, KeyError, IndexError):
+                out[name] = None
+        return out
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.exporter.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def summary(values: list[float], digits: int = 1) -> dict:
@@ -269,13 +363,17 @@ def check(name: str, value: float | None) -> dict:
     return {"figure": value, "budget": f"{op} {limit:g}", "met": met}
 
 
-async def measure(args) -> dict:
+async def measure(args, side: PrometheusSide | None = None) -> dict:
     width, height = (int(x) for x in args.size.lower().split("x"))
-    profile, fleet, transports = build(args.nodes, args.interval, args.seed)
+    profile, fleet, transports = build(args.nodes, args.interval, args.seed, args.layout, side.spec if side else None)
     app = ConsoleApp(profile, fleet=fleet)
     probe = Probe(app, fleet)
+    frames = [0]
+    fleet.subscribe(lambda e: frames.__setitem__(0, frames[0] + 1) if isinstance(e, TelemetryReceived) else None)
     out: dict = {}
     async with app.run_test(size=(width, height)):
+        if side:
+            side.instrument(fleet)
         t_start = time.monotonic()
         while not all(fleet.frames_received(n) > 0 for n in fleet.node_names):
             if time.monotonic() - t_start > 120:
@@ -285,11 +383,14 @@ async def measure(args) -> dict:
         probe.install()
         await asyncio.sleep(args.settle)
         gc.collect()
+        if side:
+            side.refresh_ms.clear()
+            side_cpu0 = side.cpu()
 
         steady_s = args.seconds * 2 / 3
         keys_s = args.seconds - steady_s
         probe.recording = True
-        sent0 = sum(t.sent for t in transports.values())
+        sent0 = frames[0] if side else sum(t.sent for t in transports.values())
         cpu0, wall0 = time.process_time(), time.monotonic()
         visited = 1
         while (left := steady_s - (time.monotonic() - wall0)) > 0:
@@ -297,7 +398,7 @@ async def measure(args) -> dict:
             if steady_s - (time.monotonic() - wall0) > 1.0 and await probe.press("right_square_bracket", "]"):
                 visited += 1
         cpu1, wall1 = time.process_time(), time.monotonic()
-        sent1 = sum(t.sent for t in transports.values())
+        sent1 = frames[0] if side else sum(t.sent for t in transports.values())
         steady = {
             "seconds": round(wall1 - wall0, 1),
             "cpu_percent": round(100 * (cpu1 - cpu0) / (wall1 - wall0), 1),
@@ -309,6 +410,15 @@ async def measure(args) -> dict:
             "paint_ms": summary(probe.paint_ms, 2),
             "rss_mb": round(rss_mb(), 1),
         }
+        if side:
+            exp1, prom1 = side.cpu()
+            span = wall1 - wall0
+            steady["prometheus"] = {
+                "console_refresh_ms": summary(side.refresh_ms, 1),
+                "prometheus_cpu_percent": round(100 * (prom1 - side_cpu0[1]) / span, 1),
+                "exporter_cpu_percent": round(100 * (exp1 - side_cpu0[0]) / span, 1),
+                **side.scrape_health(),
+            }
 
         key_ms: list[float] = []
         no_effect = 0
@@ -342,6 +452,15 @@ async def measure(args) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=64)
+    parser.add_argument("--source", choices=("ssh", "prometheus", "both"), default="ssh")
+    parser.add_argument("--layout", choices=("cpx", "spx"), default="cpx", help="8 MI300X per node in CPX or SPX")
+    parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds for Prometheus to have every GPU")
+    parser.add_argument(
+        "--exporter-period",
+        type=float,
+        default=1.0,
+        help="--source prometheus: seconds between the simulated exporter's render passes",
+    )
     parser.add_argument("--seconds", type=float, default=60.0, help="measured time (steady 2/3, keys 1/3)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between a node's samples")
     parser.add_argument("--size", default="120x36", help="terminal COLSxROWS")
@@ -352,12 +471,23 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.settle = min(args.seconds, 15.0), 1.0
+    if args.source == "both":
+        return run_both(args)
     load0 = os.getloadavg()
-    m = asyncio.run(measure(args))
+    # A `timeout` or ^C must not leave the exporter and Prometheus behind: SIGTERM
+    # becomes SystemExit, so the finally below stops them by PID.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    side = PrometheusSide(args) if args.source == "prometheus" else None
+    try:
+        m = asyncio.run(measure(args, side))
+    finally:
+        if side:
+            side.stop()
     steady, keys = m["steady"], m["keys"]
     result = {
         "script": "fleet_scale",
-        "source": "replayed agent traces",
+        "source": "real Prometheus scraping simulated DME" if side else "replayed agent traces",
+        "layout": args.layout,
         "quick": args.quick,
         "nodes": args.nodes,
         "logical_gpus": m["rows"] - args.nodes,
@@ -377,6 +507,8 @@ def main() -> int:
         "steady": steady,
         "keys": keys,
     }
+    if side:
+        result["prometheus_ready_after_s"] = side.ready_after_s
     budgets = {
         "cpu_percent": check("cpu_percent", steady["cpu_percent"]),
         "peak_rss_mb": check("peak_rss_mb", m["peak_rss_mb"]),
@@ -386,6 +518,29 @@ def main() -> int:
     result["budgets"] = budgets
     result["budgets_met"] = all(b["met"] for b in budgets.values())
     print(json.dumps(result))
+    return 0
+
+
+def run_both(args) -> int:
+    """Each source in its own process (own peak RSS), then both figures side by side."""
+    out = {}
+    for source in ("ssh", "prometheus"):
+        argv = [sys.executable, __file__, "--source", source, "--nodes", str(args.nodes), "--layout", args.layout]
+        argv += ["--seconds", str(args.seconds), "--interval", str(args.interval), "--size", args.size]
+        argv += ["--settle", str(args.settle), "--visit", str(args.visit), "--seed", str(args.seed)]
+        argv += ["--exporter-period", str(args.exporter_period), "--ready-timeout", str(args.ready_timeout)]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            out[source] = {"error": proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]}
+            continue
+        out[source] = json.loads(proc.stdout)
+    keys = ("cpu_percent", "peak_rss_mb", "sample_to_screen_ms", "key_to_repaint_ms")
+    side_by_side = {k: {s: out[s].get(k) for s in out} for k in keys}
+    print(
+        json.dumps(
+            {"script": "fleet_scale", "nodes": args.nodes, "layout": args.layout, "side_by_side": side_by_side, **out}
+        )
+    )
     return 0
 
 

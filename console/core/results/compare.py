@@ -11,6 +11,7 @@ from console.core.results.record import StoredRun
 
 _COMPARE_CONTEXT = (
     ("label", "Label"),
+    ("run_kind", "Kind"),
     ("origin", "Origin"),
     ("node", "Node"),
     ("gpu_model", "GPU"),
@@ -18,6 +19,7 @@ _COMPARE_CONTEXT = (
     ("serve_preset", "Serve preset"),
     ("vllm_version", "vLLM"),
     ("bench_preset", "Benchmark preset"),
+    ("accuracy", "Accuracy (same instance)"),
 )
 _COMPARE_SETUP = (
     ("model", "Model"),
@@ -29,6 +31,9 @@ _COMPARE_SETUP = (
     ("request_rate", "Request rate"),
     ("max_concurrency", "Max concurrency"),
     ("burstiness", "Burstiness"),
+    ("batch_size", "Batch size"),
+    ("task", "Accuracy task"),
+    ("limit", "Samples"),
 )
 
 
@@ -37,6 +42,8 @@ def _context_value(run: StoredRun, key: str) -> object:
         return run.label
     if key == "origin":
         return run.origin
+    if key == "run_kind":
+        return run.context.get("run_kind")
     if key == "partition":
         ctx = run.context
         if ctx.get("compute_partition") or ctx.get("memory_partition"):
@@ -89,6 +96,8 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
             values = [get(r, key) for r in runs]
             if all(v is None for v in values):
                 continue
+            if key == "run_kind":  # shown only beside an offline or accuracy run
+                values = [v or "serving" for v in values]
             rows.append(
                 {
                     "section": section,

@@ -19,6 +19,8 @@ _INT_METRICS = frozenset(
         "total_output_tokens",
         "num_prompts",
         "max_concurrency",
+        "iterations",
+        "total_tokens",
         "probe_completed",
         "probe_failed",
         "spec_decode_num_drafts",
@@ -47,7 +49,12 @@ SUMMARY_LABELS = {
     # seed 000's offline tables (benchmark_throughput.py / benchmark_latency.py)
     "throughput_tok_s": "Offline throughput (tok/s)",
     "latency_s": "Offline latency (s)",
+    # `vllm bench latency|throughput --output-json` beyond the seeds' columns
+    "iterations": "Latency iterations",
+    "total_tokens": "Total tokens",
 }
+_OFFLINE_PCT_RE = re.compile(r"^latency_p(\d+(?:\.\d+)?)_s$")
+_ACCURACY_RE = re.compile(r"_(?:exact_match|acc|acc_norm|f1|em)(?:_[a-z_]+)?$")
 STAT_KEY_RE = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(.+)_ms$")
 _STAT_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
 _HIGHER_BETTER = frozenset(
@@ -71,6 +78,9 @@ def metric_label(key: str) -> str:
     """`median_ttft_ms` -> `Median TTFT (ms)`, `output_throughput` -> `Output token throughput (tok/s)`."""
     if key in SUMMARY_LABELS:
         return SUMMARY_LABELS[key]
+    offline = _OFFLINE_PCT_RE.match(key)
+    if offline:
+        return f"P{offline.group(1)} offline latency (s)"
     found = STAT_KEY_RE.match(key)
     if found:
         stat = found.group(1)
@@ -84,8 +94,10 @@ def better(key: str) -> str | None:
     """ "higher" or "lower" when a direction is better for this metric, else None."""
     if key in _HIGHER_BETTER:
         return "higher"
-    if key in _LOWER_BETTER or STAT_KEY_RE.match(key):
+    if key in _LOWER_BETTER or STAT_KEY_RE.match(key) or _OFFLINE_PCT_RE.match(key):
         return "lower"
+    if not key.endswith("_stderr") and _ACCURACY_RE.search(key):
+        return "higher"
     return None
 
 
@@ -135,7 +147,14 @@ def setup_summary(run: StoredRun) -> str:
     """`random 8192/1024 c64 n128` / `sharegpt rate 1 n500`."""
     setup = run.setup
     parts = []
-    if setup.get("dataset"):
+    kind = run.context.get("run_kind")
+    if kind:
+        parts.append(str(kind))
+    if kind == "accuracy":
+        return _accuracy_summary(run, parts)
+    if setup.get("batch_size") is not None:
+        parts.append(f"bs{setup['batch_size']}")
+    if setup.get("dataset") and kind != "throughput":
         parts.append(str(setup["dataset"]))
     if setup.get("input_len") is not None or setup.get("output_len") is not None:
         parts.append(
@@ -149,7 +168,27 @@ def setup_summary(run: StoredRun) -> str:
         parts.append(f"rate {rate:g}")
     if setup.get("num_prompts") is not None:
         parts.append(f"n{setup['num_prompts']}")
+    if kind == "latency" and run.metrics.get("latency_s") is not None:
+        parts.append(f"= {run.metrics['latency_s']:.4g} s")
+    elif kind == "throughput" and run.metrics.get("throughput_tok_s") is not None:
+        parts.append(f"= {run.metrics['throughput_tok_s']:.1f} tok/s")
     return " ".join(parts) or "-"
+
+
+def _accuracy_summary(run: StoredRun, parts: list[str]) -> str:
+    """`accuracy gsm8k n10 = 0.05 exact_match flexible_extract`."""
+    task = run.setup.get("task") or run.setup.get("dataset")
+    if task:
+        parts.append(str(task))
+    if run.setup.get("limit") is not None:
+        parts.append(f"n{run.setup['limit']}")
+    scores = [(k, v) for k, v in run.metrics.items() if not k.endswith("_stderr")]
+    best = next(((k, v) for k, v in scores if k.endswith("flexible_extract")), scores[0] if scores else None)
+    if best is not None:
+        key, value = best
+        name = key[len(str(task)) + 1 :] if task and key.startswith(f"{task}_") else key
+        parts.append(f"= {value:.4g} {name}")
+    return " ".join(parts)
 
 
 def run_summary(run: StoredRun) -> dict:

@@ -30,6 +30,7 @@ CONTEXT_KEYS: tuple[str, ...] = (
     "client_argv",  # list of str, secrets masked
     "sweep_id",
     "sweep_point",
+    "run_kind",  # None/"serving", "latency", "throughput" (offline engine), "accuracy" (lm_eval)
 )
 # Setup keys always present (None = unknown), in display order; others follow when known.
 SETUP_KEYS: tuple[str, ...] = (

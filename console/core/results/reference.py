@@ -19,7 +19,8 @@ class ReferenceRow:
 
     kind: "serving" (a result block of benchmark_serving.py / vllm bench serve),
     "offline_throughput" (benchmark_throughput.py) or "offline_latency"
-    (benchmark_latency.py); only serving rows are compared with runs.
+    (benchmark_latency.py); serving rows are compared with serving runs, the
+    offline ones with `bench latency|throughput` runs.
     """
 
     id: str
@@ -218,6 +219,8 @@ def reference_matches(run: StoredRun, reference_rows: Iterable[ReferenceRow]) ->
     model = model_name(run.setup.get("model"))
     if model is None:
         return []
+    if run.context.get("run_kind") in ("latency", "throughput"):
+        return _offline_matches(run, model, reference_rows)
     out: list[ReferenceMatch] = []
     for row in reference_rows:
         if row.kind != "serving" or (model_name(row.model) or "").casefold() != model.casefold():
@@ -263,6 +266,34 @@ def reference_matches(run: StoredRun, reference_rows: Iterable[ReferenceRow]) ->
     return out
 
 
+def _offline_matches(run: StoredRun, model: str, rows: Iterable[ReferenceRow]) -> list[ReferenceMatch]:
+    """Offline rows of the run's kind for the same model, TP, lengths and (latency)
+    batch size; the GPU must agree where the run records it."""
+    kind = "offline_" + str(run.context.get("run_kind"))
+    out: list[ReferenceMatch] = []
+    for row in rows:
+        if row.kind != kind or (model_name(row.model) or "").casefold() != model.casefold():
+            continue
+        unverified: list[str] = []
+        gpu = run.context.get("gpu_model")
+        if gpu:
+            if row.gpu.casefold() not in str(gpu).casefold():
+                continue
+        else:
+            unverified.append("gpu")
+        tp = _run_tp(run)
+        if tp is None:
+            unverified.append("tp")
+        elif tp != row.tp:
+            continue
+        keys = ("input_len", "output_len", "batch_size") if kind == "offline_latency" else ("input_len", "output_len")
+        if any(getattr(row, k) is not None and run.setup.get(k) != getattr(row, k) for k in keys):
+            continue
+        out.append(ReferenceMatch(row, tuple(unverified)))
+    out.sort(key=lambda m: len(m.unverified))
+    return out
+
+
 def reference_as_run(row: ReferenceRow) -> StoredRun:
     """A reference row as a (never stored) run, to sit in a comparison as a column."""
     context = dict.fromkeys(CONTEXT_KEYS)
@@ -272,6 +303,7 @@ def reference_as_run(row: ReferenceRow) -> StoredRun:
             "serve_args": list(row.serve_args) or None,
             "tp": row.tp,
             "reference": f"seed {row.seed}: {row.section}",
+            "run_kind": row.kind.removeprefix("offline_") if row.kind != "serving" else None,
         }
     )
     setup = full_setup(
@@ -283,6 +315,7 @@ def reference_as_run(row: ReferenceRow) -> StoredRun:
             "num_prompts": row.num_prompts,
             "request_rate": row.request_rate,
             "max_concurrency": row.max_concurrency,
+            **({"batch_size": row.batch_size} if row.batch_size is not None else {}),
         }
     )
     return StoredRun(

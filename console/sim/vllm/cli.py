@@ -3,11 +3,15 @@
 import asyncio
 import atexit
 import logging
+import os
+import signal
 import sys
+import time
 
 from .bench_args import BenchArgError, parse_bench_args
 from .bench_run import BenchRun
 from .constants import VERSION
+from .lifeline import watch as watch_lifeline
 from .serve_args import parse_serve_args
 from .server import Sim
 
@@ -23,6 +27,10 @@ def bench_main(argv):
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write("usage: vllm bench [-h] {latency,mm-processor,serve,startup,sweep,throughput} ...\n")
         return 0 if argv else 2
+    if argv[0] in ("latency", "throughput"):
+        from .offline_bench import run_latency, run_throughput  # the demo's offline benchmarks
+
+        return (run_latency if argv[0] == "latency" else run_throughput)(argv[1:])
     if argv[0] != "serve":
         sys.stderr.write("vllm bench %s: not simulated yet (rocm-console's vLLM simulator %s)\n" % (argv[0], VERSION))
         return 2
@@ -39,8 +47,17 @@ def bench_main(argv):
 TOP_USAGE = "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
 
 
+def _console_gone():
+    # As if stopped: the server shuts down as on SIGTERM (and unregisters its GPUs);
+    # whatever does not end by itself within a few seconds is ended here.
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    os._exit(1)
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    watch_lifeline(_console_gone)  # only under a demo console (ROCM_CONSOLE_LIFELINE)
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(

@@ -120,4 +120,18 @@ def visible_gpus(count):
         part = part.strip()
         if part.isdigit():
             out.append(int(part))
+        elif part.startswith("MIG-"):  # a MIG instance by UUID: the simulated NVML's map says which GPU
+            index = _mig_index(part)
+            if index is not None:
+                out.append(index)
     return out[:count]
+
+
+def _mig_index(uuid):
+    folder = os.environ.get("ROCM_CONSOLE_SIM_DIR")
+    try:
+        with open(os.path.join(folder or "", "nvml-uuids.json")) as f:
+            index = json.load(f).get(uuid)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return index if isinstance(index, int) else None

@@ -32,6 +32,7 @@ from .failures import (
     worker_frames,
 )
 from .gpu_registry import GpuRegistry, visible_gpus
+from .lifeline import ENV as LIFELINE_ENV
 from .log import BANNER, Log
 from .metrics import Metrics
 from .model_profile import ModelProfile
@@ -39,6 +40,8 @@ from .openai_api import OpenAIServer
 from .ray_sim import connect as ray_connect
 from .ray_sim import watch as ray_watch
 from .serve_args import non_default_args
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class Stop(Exception):
@@ -148,6 +151,10 @@ class Sim:
 
     def _bind(self):
         host = self.args.host or "0.0.0.0"
+        if os.environ.get(LIFELINE_ENV) and host not in LOOPBACK:
+            # Started by a demo console: the demo never listens beyond this machine.
+            self.log.raw(["rocm-console demo: listening on 127.0.0.1 instead of %s" % host], err=True)
+            host = "127.0.0.1"
         port = self.args.port
         try:
             infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)

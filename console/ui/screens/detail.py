@@ -60,6 +60,9 @@ class DetailScreen(Screen):
 
     def on_mount(self) -> None:
         self._ready = True
+        load_history = getattr(self.view.fleet, "load_history", None)  # scene fleets have none
+        if load_history is not None:
+            load_history(self.node)  # Prometheus-fed nodes: the charts' past from query_range
         self.redraw(self.app.clock())  # type: ignore[attr-defined]
 
     def on_screen_resume(self) -> None:

@@ -45,6 +45,7 @@ from console.core.results.display import (
     run_summary,
 )
 from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
 from console.ui.screens.compare import REFERENCE_PATH, CompareScreen, short_model
@@ -510,7 +511,11 @@ class HistoryScreen(Screen):
         text = self.filter_text
         self.shown = [r for r in self.runs if matches_filter(r, text)] if text else list(self.runs)
         table.clear()
-        fitted = fit_cells([run_cells(run) for run in self.shown], self.size.width or 120)
+        all_cells = [run_cells(run) for run in self.shown]
+        for cell, acc in zip(all_cells, accuracy_for(self.shown, self.runs)):  # the instance's score beside its speed
+            if accuracy_text(acc):
+                cell["setup"] += f" [{accuracy_text(acc)}]"
+        fitted = fit_cells(all_cells, self.size.width or 120)
         for run, cells in zip(self.shown, fitted):
             row = [self._mark_cell(run.id)]
             row += [Text(cells[key], justify="right" if key in _RIGHT else "left") for key, _ in _COLUMNS[1:]]
@@ -629,6 +634,7 @@ class HistoryScreen(Screen):
                 markup=False,
             )
             return
+        runs = [with_accuracy(r, acc) for r, acc in zip(runs, accuracy_for(runs, self.runs))]
         self.app.push_screen(CompareScreen(runs, reference_path=self.reference_path, show_reference=len(runs) == 1))
 
     def action_export(self) -> None:

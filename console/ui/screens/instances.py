@@ -11,6 +11,7 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from console.services.groups import GroupView, group_views
 from console.services.instances import InstanceView
 from console.ui import instance_board as ib
 from console.ui.format import gpu_span
@@ -61,6 +62,47 @@ def row_texts(view: InstanceView, now: float) -> tuple[str, ...]:
     )
 
 
+def with_group_rows(views: list[InstanceView]) -> list[InstanceView | GroupView]:
+    """The instances with one row per replica group put right above its first replica."""
+    groups = {g.name: g for g in group_views(views)}
+    out: list[InstanceView | GroupView] = []
+    shown: set[str] = set()
+    for v in views:
+        if v.group and v.group in groups and v.group not in shown:
+            shown.add(v.group)
+            out.append(groups[v.group])
+        out.append(v)
+    return out
+
+
+def group_texts(group: GroupView) -> tuple[str, ...]:
+    """A group's row: ready/total in the state column, its first failure beside it."""
+    gpus = sorted({g for v in group.replicas for g in v.gpus})
+    failed = group.failed
+    detail = f"{len(failed)} failed: {ib.short_detail(failed[0])}" if failed else f"{group.total} replicas"
+    model = next((v.model for v in group.replicas if v.model), "")
+    return (
+        ",".join(group.nodes),
+        f"▣ {group.name}",
+        f"{group.ready}/{group.total} ready",
+        detail,
+        gpu_span(tuple(gpus), "-"),
+        "-",
+        "",
+        model or "",
+    )
+
+
+def group_level(group: GroupView) -> str:
+    if group.failed:
+        return ib.FAILED
+    if group.ready == group.total:
+        return ib.READY
+    if any(ib.level(v) == ib.LOADING for v in group.replicas):
+        return ib.LOADING
+    return ib.ENDED_LEVEL
+
+
 def fit_rows(rows: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
     """Cut long names and reasons, then the model column to what is left of `width`."""
     rows = [tuple(_cut(t, _CAPS[c]) if c in _CAPS else t for c, t in zip(COLUMNS, r)) for r in rows]
@@ -70,8 +112,8 @@ def fit_rows(rows: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
     return [r[:-1] + (_cut(r[-1], model_width),) for r in rows]
 
 
-def styled(view: InstanceView, texts: tuple[str, ...]) -> tuple[Text, ...]:
-    level = ib.level(view)
+def styled(view: InstanceView | GroupView, texts: tuple[str, ...]) -> tuple[Text, ...]:
+    level = group_level(view) if isinstance(view, GroupView) else ib.level(view)
     cells = [Text(t) for t in texts]  # Text: names and reasons are not markup
     cells[2].stylize(_LEVEL_STYLE.get(level, ""))
     if level == ib.FAILED:
@@ -87,7 +129,7 @@ class InstancesScreen(Screen):
         Binding("enter", "open_log", "Log", id="open-log", priority=True),
         Binding("l", "open_log", "Log", show=False, id="instance-log"),
         Binding("s", "start_instance", "Start", id="start-instance"),
-        Binding("x", "stop_instance", "Stop", id="stop-instance"),
+        Binding("x", "stop_instance", "Stop", id="stop-instance"),  # on a group's row: the group
         Binding("b", "benchmark", "Benchmark", id="start-bench"),
         Binding("d", "forget_instance", "Forget ended", show=False, id="forget-instance"),
         Binding("escape,backspace", "back", "Back", id="close-instances"),
@@ -97,6 +139,7 @@ class InstancesScreen(Screen):
         super().__init__(id="instances-screen")
         self._drawn: tuple | None = None
         self._keys: list[tuple[str, str]] = []
+        self._groups: dict[str, GroupView] = {}
         self._ready = False
 
     def compose(self) -> ComposeResult:
@@ -130,13 +173,15 @@ class InstancesScreen(Screen):
         app = self.app
         self.query_one(StatusBar).show(app.fleet.snapshots(), app.sampling_interval)  # type: ignore[attr-defined]
         views = self.board.views()
-        rows = tuple(fit_rows([row_texts(v, now) for v in views], self.size.width))
+        entries = with_group_rows(views)
+        texts = [group_texts(e) if isinstance(e, GroupView) else row_texts(e, now) for e in entries]
+        rows = tuple(fit_rows(texts, self.size.width))
         title = self._title(views)
         key = (rows, title)
         if key != self._drawn:
             self._drawn = key
             self.query_one("#instances-title", Static).update(title)
-            self._fill(views, rows)
+            self._fill(entries, rows)
         self._show_detail()
 
     def _title(self, views: list[InstanceView]) -> str:
@@ -165,19 +210,29 @@ class InstancesScreen(Screen):
                 parts.append(f"[$text-warning]{escape(node)} {fleet.snapshot(node).health.value}: last known[/]")
         return " · ".join(parts)
 
-    def _fill(self, views: list[InstanceView], rows: tuple) -> None:
+    def _fill(self, views: list[InstanceView | GroupView], rows: tuple) -> None:
         table = self.query_one(DataTable)
         current = self.selected_key
         table.clear()
-        self._keys = [(v.node, v.name) for v in views]
-        for view, texts in zip(views, rows):
-            table.add_row(*styled(view, texts), key=f"{view.node}\0{view.name}")
+        # a group's row is keyed ("", name): no instance has an empty node
+        self._keys = [("", v.name) if isinstance(v, GroupView) else (v.node, v.name) for v in views]
+        self._groups = {v.name: v for v in views if isinstance(v, GroupView)}
+        for view, (node, name), texts in zip(views, self._keys, rows):
+            table.add_row(*styled(view, texts), key=f"{node}\0{name}")
         if current in self._keys:
             table.move_cursor(row=self._keys.index(current), animate=False)
         if not views:
             self.query_one("#instances-detail", Static).update(_EMPTY)
 
     def _show_detail(self) -> None:
+        group = self.selected_group
+        if group is not None:
+            lines = [f"[b]group {escape(group.name)}[/b]: {group.ready} of {group.total} replicas ready"]
+            for v in group.failed[:3]:
+                lines.append(f"[red]{escape(v.name)}: {escape(ib.detail(v))}[/red]")
+            lines.append("[dim]x stops every replica of the group[/dim]")
+            self.query_one("#instances-detail", Static).update("\n".join(lines))
+            return
         view = self.selected
         if view is None:
             if self._keys:
@@ -214,7 +269,12 @@ class InstancesScreen(Screen):
     @property
     def selected(self) -> InstanceView | None:
         key = self.selected_key
-        return self.board.find(*key) if key else None
+        return self.board.find(*key) if key and key[0] else None
+
+    @property
+    def selected_group(self) -> GroupView | None:
+        key = self.selected_key
+        return self._groups.get(key[1]) if key and not key[0] else None
 
     def select(self, node: str, name: str) -> bool:
         if (node, name) not in self._keys:
@@ -237,11 +297,34 @@ class InstancesScreen(Screen):
         self.action_open_log()
 
     def action_stop_instance(self) -> None:
+        group = self.selected_group
+        if group is not None:
+            self._confirm_stop_group(group)
+            return
         view = self.selected
         if view is None:
             self.app.notify("no instance selected", markup=False)
             return
         self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
+
+    def _confirm_stop_group(self, group: GroupView) -> None:
+        from console.ui.screens.confirm import ConfirmScreen
+
+        running = [v for v in group.replicas if ib.level(v) in (ib.READY, ib.LOADING)]
+        if not running:
+            self.app.notify(f"group {group.name}: no replica is running", markup=False)
+            return
+        question = (
+            f"Stop group {group.name}?\n{len(running)} of {group.total} replicas run on "
+            f"{', '.join(group.nodes)}.\nEach vLLM gets SIGINT, then SIGTERM after 30 s, then SIGKILL."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                for v in running:  # the app's own stop worker, one per replica
+                    self.app.stop_instance(v.node, v.name)  # type: ignore[attr-defined]
+
+        self.app.push_screen(ConfirmScreen("Stop group", question, "Stop"), answered)
 
     def action_benchmark(self) -> None:
         self.app.open_bench_dialog(self.selected)  # type: ignore[attr-defined]

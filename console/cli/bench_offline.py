@@ -1,0 +1,384 @@
+"""`rocm-console bench latency|throughput|accuracy`: the seeds' offline
+benchmarks on a node's free GPUs, and lm_eval accuracy against an instance.
+
+Wired into `bench` by console/cli/bench.py (add_parsers / COMMANDS / run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_profile_options,
+    guarded,
+    load_selected_profile,
+    parse_pairs,
+    pick_node,
+)
+from console.cli.serve import parse_gpus
+from console.core.errors import ProfileError
+from console.core.model import NodeSnapshot, NodeSpec, Profile
+from console.core.offline_bench import (
+    CLIENTS,
+    PRESETS_PATH,
+    OfflineError,
+    OfflinePreset,
+    apply_offline_overrides,
+    load_offline_presets,
+)
+from console.core.results.offline import run_from_offline
+from console.core.results.record import StoredRun, run_to_dict
+from console.core.results.reference import load_reference_numbers, reference_matches
+from console.core.serve_argv import redact
+from console.services.accuracy import AccuracyError, AccuracyRunner
+from console.services.instances import InstanceError
+from console.services.offline_bench import (
+    OfflineOutcome,
+    OfflineProgressed,
+    OfflineRunError,
+    OfflineRunner,
+    OfflineStarted,
+    preset_from_spec,
+)
+from console.services.results import ResultStore
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+COMMANDS = ("latency", "throughput", "accuracy")
+REFERENCE_PATH = Path(__file__).resolve().parents[2] / "profiles" / "reference_numbers.toml"
+
+
+def add_parsers(ops) -> list[argparse.ArgumentParser]:
+    parsers = []
+    for kind, text in (
+        ("latency", "offline latency of one batch on free GPUs (`vllm bench latency`), no instance needed"),
+        ("throughput", "offline throughput on free GPUs (`vllm bench throughput`), no instance needed"),
+    ):
+        p = ops.add_parser(kind, help=text)
+        p.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
+        p.add_argument("--gpus", metavar="LIST", help="GPU indices, e.g. 0,1,2,3 (TP = their number)")
+        p.add_argument("--per-gpu", action="store_true", help="one TP 1 run per listed GPU at once (seed CPX example)")
+        p.add_argument("--preset", metavar="NAME", help=f"an offline preset (profiles/{PRESETS_PATH.name})")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. model=/m input_len=128")
+        p.add_argument("--arg", action="append", default=[], metavar="ARG", help="an extra engine flag (repeatable)")
+        p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment on the node")
+        p.add_argument("--client", choices=CLIENTS, default="auto", help="subcommand (0.10+) or script (older)")
+        p.add_argument("--scripts-dir", metavar="DIR", help="where benchmark_*.py live (default /app/vllm/benchmarks)")
+        p.add_argument("--detach", action="store_true", help="start and return; --attach RUN follows it later")
+        p.add_argument("--attach", metavar="RUN", help="follow a detached run and store its result")
+        p.add_argument("--label", help="label stored with the result")
+        p.add_argument("--no-store", action="store_true", help="do not store the result")
+        p.add_argument("--list-presets", action="store_true", help="list the offline presets and exit")
+        parsers.append(p)
+    acc = ops.add_parser("accuracy", help="lm_eval (local-completions) against an instance; the score is stored")
+    acc.add_argument("--node", metavar="NAME")
+    acc.add_argument("--instance", required=True, metavar="NAME", help="a ready instance on the node")
+    acc.add_argument("--task", default="gsm8k", help="lm_eval task (default gsm8k, as seed 002)")
+    acc.add_argument("--limit", type=int, metavar="N", help="samples to evaluate (all when left out)")
+    acc.add_argument(
+        "--dataset", metavar="PATH", help="a local copy: folder with test.jsonl [train.jsonl], or a .jsonl"
+    )
+    acc.add_argument("--num-fewshot", type=int, metavar="K", help="few-shot examples (the task's default otherwise)")
+    acc.add_argument("--chat", action="store_true", help="local-chat-completions instead of local-completions")
+    acc.add_argument("--lm-eval", metavar="PATH", help="the lm_eval program (default: scripts/setup-lm-eval's)")
+    acc.add_argument("--timeout", type=float, default=3600, metavar="S", help="give up after S seconds")
+    acc.add_argument("--label", help="label stored with the result")
+    acc.add_argument("--no-store", action="store_true")
+    parsers.append(acc)
+    for p in parsers:
+        p.add_argument("--json", action="store_true", help="print JSON")
+        add_profile_options(p)
+    return parsers
+
+
+# ---------------------------------------------------------------- latency / throughput
+
+
+def _presets(kind: str) -> dict[str, OfflinePreset]:
+    try:
+        return {p.name: p for p in load_offline_presets(PRESETS_PATH) if p.kind == kind}
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _preset(args) -> OfflinePreset:
+    overrides = parse_pairs(args.set, "--set")
+    if args.preset:
+        presets = _presets(args.bench_command)
+        if args.preset not in presets:
+            raise UsageError(
+                f"unknown {args.bench_command} preset {args.preset!r} (known: {', '.join(presets) or 'none'})"
+            )
+        preset = presets[args.preset]
+    else:
+        if "model" not in overrides:
+            raise UsageError(f"bench {args.bench_command}: give --preset NAME or --set model=MODEL")
+        preset = OfflinePreset(name="custom", kind=args.bench_command, model=overrides["model"])
+    try:
+        preset = apply_offline_overrides(preset, overrides)
+    except OfflineError as exc:
+        raise UsageError(str(exc)) from None
+    if preset.kind == "throughput" and (preset.input_len is None or preset.output_len is None):
+        raise UsageError("bench throughput: --set input_len=N --set output_len=N (or a preset) are needed")
+    return preset
+
+
+class _Printer:
+    def __init__(self, quiet: bool, many: bool) -> None:
+        self.quiet = quiet
+        self.many = many
+        self.last: dict[tuple[str, str], float] = {}
+
+    def __call__(self, event) -> None:
+        if self.quiet:
+            return
+        if isinstance(event, OfflineStarted):
+            gpus = ",".join(map(str, event.gpus)) or "-"
+            print(f"started {event.run} on {event.node} gpus {gpus}", flush=True)
+            for note in event.notes:
+                print(f"  note: {note}", flush=True)
+        elif isinstance(event, OfflineProgressed):
+            p = event.progress.progress
+            key = (event.run, event.progress.phase)
+            now = time.monotonic()
+            if p.n == p.total or now - self.last.get(key, 0.0) >= 2.0:
+                self.last[key] = now
+                who = f"{event.run}: " if self.many else ""
+                eta = f" ETA {p.remaining_s:.0f}s" if p.remaining_s is not None else ""
+                print(f"  {who}{event.progress.phase} {p.n}/{p.total}{eta}", flush=True)
+
+
+def format_offline(outcome: OfflineOutcome) -> str:
+    if not outcome.ok:
+        return f"{outcome.run}: FAILED — {outcome.reason}"
+    r = outcome.result_json or {}
+    if outcome.kind == "latency":
+        pct = r.get("percentiles") or {}
+        return (
+            f"{outcome.run}: ok\n  avg latency {r.get('avg_latency'):.4f} s  p50 {pct.get('50', float('nan')):.4f} s"
+            f"  p99 {pct.get('99', float('nan')):.4f} s  ({len(r.get('latencies') or [])} iterations)"
+        )
+    return (
+        f"{outcome.run}: ok\n  {r.get('tokens_per_second', float('nan')):.1f} tokens/s  "
+        f"{r.get('requests_per_second', float('nan')):.2f} requests/s  {r.get('num_requests')} requests in "
+        f"{r.get('elapsed_time', float('nan')):.2f} s"
+    )
+
+
+def _context(node: NodeSpec, snap: NodeSnapshot | None, gpus, preset: OfflinePreset, outcome: OfflineOutcome) -> dict:
+    statics = [g for g in (snap.static if snap else ()) if g.index in gpus]
+    first = statics[0] if statics else None
+    return {
+        "node": node.name,
+        "gpu_model": first.model if first else None,
+        "compute_partition": first.compute_partition if first else None,
+        "memory_partition": first.memory_partition if first else None,
+        "vllm_version": snap.probe.vllm if snap and snap.probe else None,
+        "bench_preset": preset.name,
+        "client_argv": list(outcome.argv),
+        "env": dict(preset.env) or None,
+        "gpus": list(gpus),
+        "offline_run": outcome.run,
+    }
+
+
+def _store(store: ResultStore | None, run: StoredRun) -> StoredRun | None:
+    if store is None:
+        return None
+    return store.get(store.save(run))
+
+
+def _reference_line(run: StoredRun) -> str | None:
+    try:
+        matches = reference_matches(run, load_reference_numbers(REFERENCE_PATH))
+    except ProfileError:
+        return None
+    if not matches:
+        return None
+    row = matches[0].row
+    key = "latency_s" if run.context.get("run_kind") == "latency" else "throughput_tok_s"
+    unverified = f" (not checked: {', '.join(matches[0].unverified)})" if matches[0].unverified else ""
+    return f"  seed {row.seed} reference ({row.gpu} TP{row.tp}): {row.metrics.get(key)} {key}{unverified}"
+
+
+async def _offline(args, profile: Profile) -> int:
+    node = pick_node(profile, args.node)
+    pool = TransportPool()
+    runner = OfflineRunner(pool)
+    store = None if args.no_store else ResultStore()
+    try:
+        if args.attach:
+            return await _attach(args, node, runner, store)
+        preset = _preset(args)
+        gpus = parse_gpus(args.gpus) if args.gpus else []
+        if not gpus:
+            raise UsageError(f"bench {preset.kind}: --gpus LIST is needed (the GPUs must be free)")
+        env = parse_pairs(args.env, "--env")
+        groups = [[g] for g in gpus] if args.per_gpu else [gpus]
+        if args.per_gpu:
+            preset = dataclasses.replace(preset, tp=1)
+        elif "tp" not in parse_pairs(args.set, "--set"):
+            preset = dataclasses.replace(preset, tp=len(gpus))
+        check = await runner.preflight(node, gpus, preset.tp, per_gpu=args.per_gpu)
+        printer = _Printer(quiet=args.json, many=len(groups) > 1)
+        if args.detach:
+            names = []
+            for group in groups:
+                name, command = await runner.start(
+                    node,
+                    preset,
+                    group,
+                    version=check.version,
+                    client=args.client,
+                    scripts_dir=args.scripts_dir,
+                    extra_args=args.arg,
+                    extra_env=env,
+                )
+                names.append(name)
+                print(f"started {name} on {node.name} (follow: bench {preset.kind} --attach {name})")
+                for note in command.notes:
+                    print(f"  note: {note}")
+            return EXIT_OK
+        outcomes = await asyncio.gather(
+            *(
+                runner.run(
+                    node,
+                    preset,
+                    group,
+                    version=check.version,
+                    client=args.client,
+                    scripts_dir=args.scripts_dir,
+                    extra_args=args.arg,
+                    extra_env=env,
+                    on_event=printer,
+                )
+                for group in groups
+            )
+        )
+        return _finish(args, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
+    finally:
+        await pool.close()
+
+
+async def _attach(args, node: NodeSpec, runner: OfflineRunner, store: ResultStore | None) -> int:
+    kind = args.bench_command
+    rec = next((r for r in await runner.runs(node) if r.get("name") == args.attach), None)
+    if rec is None:
+        raise UsageError(f"{node.name}: no benchmark run named {args.attach}")
+    spec = rec.get("spec") or {}
+    if spec.get("kind") != kind:
+        raise UsageError(f"{node.name}: {args.attach} is not a {kind} run")
+    gpus = [int(g) for g in spec.get("gpus") or ()]
+    preset = preset_from_spec(spec) or OfflinePreset(name=str(spec.get("preset") or "custom"), kind=kind, model="?")
+    if not args.json:
+        print(f"attached to {args.attach} ({rec.get('state')})", flush=True)
+    outcome = await runner.follow(node, args.attach, kind, on_event=_Printer(args.json, False))
+    snap = await sample_node(runner.pool, node, probe=True)
+    return _finish(args, node, snap, preset, [(gpus, outcome)], store)
+
+
+def _finish(args, node, snap, preset: OfflinePreset, results, store: ResultStore | None) -> int:
+    docs = []
+    ok = True
+    for gpus, outcome in results:
+        ok = ok and outcome.ok
+        stored = None
+        if not args.json:
+            print(format_offline(outcome), flush=True)
+        if outcome.result_json is not None and outcome.ok:
+            try:
+                run = run_from_offline(
+                    _context(node, snap, gpus, preset, outcome),
+                    outcome.kind,
+                    outcome.result_json,
+                    preset,
+                    client="script" if outcome.argv and outcome.argv[0] == node.python else "subcommand",
+                    label=args.label,
+                )
+            except OfflineError as exc:
+                print(f"  not stored: {exc}")
+                ok = False
+                continue
+            stored = _store(store, run)
+            if not args.json:
+                if stored is not None:
+                    print(f"  stored as {stored.id}", flush=True)
+                line = _reference_line(run)
+                if line:
+                    print(line, flush=True)
+        docs.append(
+            run_to_dict(stored)
+            if stored is not None
+            else {
+                "run": outcome.run,
+                "ok": outcome.ok,
+                "reason": outcome.reason,
+                "result": outcome.result_json,
+                "argv": list(redact(list(outcome.argv))),
+            }
+        )
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, default=str))
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _list_presets(kind: str) -> int:
+    for p in _presets(kind).values():
+        lens = f"{p.input_len}/{p.output_len}"
+        extra = f" bs{p.batch_size}" if p.batch_size else (f" n{p.num_prompts}" if p.num_prompts else "")
+        print(f"{p.name:<32} {p.model}  TP{p.tp}  {lens}{extra}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- accuracy
+
+
+async def _accuracy(args, profile: Profile) -> int:
+    node = pick_node(profile, args.node)
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be 1 or more")
+    pool = TransportPool()
+    try:
+        runner = AccuracyRunner(pool, lm_eval=args.lm_eval)
+        outcome = await runner.run(
+            node,
+            args.instance,
+            task=args.task,
+            limit=args.limit,
+            dataset=args.dataset,
+            num_fewshot=args.num_fewshot,
+            chat=args.chat,
+            timeout=args.timeout,
+            on_line=None if args.json else (lambda line: print(f"  {line}", flush=True)),
+        )
+        run = runner.stored_run(outcome, await runner.context(node, outcome), label=args.label)
+        stored = None if args.no_store else _store(ResultStore(), run)
+    finally:
+        await pool.close()
+    if args.json:
+        print(json.dumps(run_to_dict(stored or run), indent=2, default=str))
+        return EXIT_OK
+    print(f"{args.instance}: {outcome.summary}")
+    if stored is not None:
+        print(f"  stored as {stored.id}")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "list_presets", False):
+        return guarded(lambda: _list_presets(args.bench_command))
+    profile = load_selected_profile(args)
+    action = _accuracy if args.bench_command == "accuracy" else _offline
+    return guarded(
+        lambda: asyncio.run(action(args, profile)),
+        failures=(OfflineRunError, AccuracyError, InstanceError, TransportError),
+    )

@@ -1,0 +1,511 @@
+"""`rocm-console experiment run|check|report`: layout experiments; and the group halves of
+`serve start --replicas`, `serve stop --group` and `bench run --group` (serve.py and bench.py
+hand those over here)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from console.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_profile_options,
+    guarded,
+    load_selected_profile,
+    parse_pairs,
+    pick_node,
+)
+from console.core.experiment import ExperimentError, load_experiment, load_state
+from console.core.experiment_report import ExperimentReport, build_report
+from console.core.model import NodeSpec, Profile, SimulateSpec
+from console.core.replicas import ReplicaPlanError, parse_replicas
+from console.core.status_view import fmt_num
+from console.services.bench import BenchProgressed, BenchRunError
+from console.services.experiments import ExperimentProgressed, ExperimentRunner, default_state_path
+from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner
+from console.services.groups import GroupError, GroupService, GroupView
+from console.services.instances import InstanceError, InstanceState, InstanceView
+from console.services.partitions import PartitionFailed
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed)
+DEMO_LAB = "mi300x-lab"
+
+
+def add_parser(sub) -> list[argparse.ArgumentParser]:
+    exp = sub.add_parser("experiment", help="layout experiments: which partition x TP x replicas serves best")
+    ops = exp.add_subparsers(dest="experiment_command", metavar="ACTION")
+    ops.required = True
+    run = ops.add_parser("run", help="run an experiment file unattended (resumes where a previous run stopped)")
+    check = ops.add_parser("check", help="validate an experiment file against a node; start nothing")
+    report = ops.add_parser("report", help="the report of an experiment: Markdown, CSV and a chart")
+    for p in (run, check, report):
+        p.add_argument(
+            "file", metavar="FILE", help="experiment TOML, e.g. profiles/experiments/llama-3.1-8b-layouts.toml"
+        )
+        p.add_argument(
+            "--node",
+            metavar="NAME",
+            help=f"node (needed when the profile has several; with --demo: default {DEMO_LAB}, an idle simulated MI300X)",
+        )
+        p.add_argument("--state", metavar="FILE", help="the state file (default: in the user data dir)")
+        add_profile_options(p)
+    run.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="environment for servers and clients"
+    )
+    run.add_argument("--json", action="store_true", help="print the final state as JSON")
+    report.add_argument("--out", metavar="DIR", help="write report.md, points.csv (and chart.png) into DIR")
+    report.add_argument("--json", action="store_true", help="print the rows as JSON")
+    return [run, check, report]
+
+
+# ---------------------------------------------------------------- node selection
+
+
+def _node(profile: Profile, args: argparse.Namespace) -> NodeSpec:
+    if getattr(args, "demo", False) and (args.node in (None, DEMO_LAB)):
+        return demo_lab_node()
+    return pick_node(profile, args.node)
+
+
+def demo_lab_node() -> NodeSpec:
+    """An idle simulated MI300X node for demo experiments (the demo profile's nodes carry load)."""
+    import platformdirs
+
+    state = Path(platformdirs.user_data_path("rocm-console")) / "demo-lab"
+    return NodeSpec(
+        name=DEMO_LAB,
+        host="localhost",
+        transport="local",
+        state_dir=str(state),
+        simulate=SimulateSpec(gpu="MI300X", count=8, compute_partition="SPX", memory_partition="NPS1", seed=7),
+    )
+
+
+def _load(args: argparse.Namespace):
+    try:
+        return load_experiment(args.file)
+    except ExperimentError as exc:
+        raise _BadInput(exc.problems) from None
+
+
+class _BadInput(Exception):
+    def __init__(self, lines: Sequence[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+
+# ---------------------------------------------------------------- experiment run / check / report
+
+
+async def _run(args: argparse.Namespace, profile: Profile) -> int:
+    exp = _load(args)
+    node = _node(profile, args)
+    state_path = Path(args.state) if args.state else default_state_path(exp, node.name)
+    env = parse_pairs(getattr(args, "env", []), "--env")
+    pool = TransportPool()
+    try:
+        runner = ExperimentRunner(pool)
+        if args.experiment_command == "check":
+            try:
+                await runner.check(exp, node, profile)
+            except ExperimentError as exc:
+                raise _BadInput(exc.problems) from None
+            print(f"{args.file}: {len(exp.layouts)} layouts fit {node.name}")
+            return EXIT_OK
+
+        def progress(event: ExperimentProgressed) -> None:
+            if not args.json:
+                print(f"[{event.done}/{event.planned}] {event.line}", flush=True)
+
+        if not args.json:
+            print(f"state: {state_path}", flush=True)
+        try:
+            state = await runner.run(exp, node, profile, state_path, on_event=progress, extra_env=env)
+        except ExperimentError as exc:
+            raise _BadInput(exc.problems) from None
+    finally:
+        await pool.close()
+    if args.json:
+        print(json.dumps(state.to_dict(), indent=1))
+    else:
+        how = " --demo" if getattr(args, "demo", False) else f" --node {node.name}"
+        print(
+            f"report: rocm-console experiment report {args.file}{how}"
+            + (f" --state {args.state}" if args.state else "")
+        )
+    return EXIT_FAILED if state.failed_layouts else EXIT_OK
+
+
+def render_chart(report: ExperimentReport, width: int = 78, height: int = 20) -> str | None:
+    """Throughput per node vs p99 TTFT, one line per layout, as text (plotext)."""
+    series = report.chart_series()
+    if not series:
+        return None
+    import importlib
+
+    plt = importlib.import_module("plotext")  # untyped: looked up at run time
+
+    plt.clear_figure()
+    plt.plotsize(width, height)
+    plt.theme("clear")
+    for label, xs, ys in series:
+        plt.plot(xs, ys, label=label, marker="dot")
+    plt.xlabel("p99 TTFT (ms)")
+    plt.ylabel("output tok/s per node")
+    plt.title(f"{report.experiment.name}: throughput vs latency")
+    text = plt.build()
+    plt.clear_figure()
+    return str(text)
+
+
+def write_png(report: ExperimentReport, path: Path) -> bool:
+    """The same chart as a PNG when matplotlib is installed (it is not a dependency)."""
+    import importlib
+
+    try:  # optional, so looked up at run time (no stubs needed either)
+        importlib.import_module("matplotlib").use("Agg")
+        mpl = importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        return False
+    fig, ax = mpl.subplots(figsize=(8, 5))
+    for label, xs, ys in report.chart_series():
+        ax.plot(xs, ys, marker="o", label=label)
+    ax.set_xlabel("p99 TTFT (ms)")
+    ax.set_ylabel("output tok/s per node")
+    ax.set_title(f"{report.experiment.name}: throughput vs latency")
+    ax.legend()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    mpl.close(fig)
+    return True
+
+
+def _report(args: argparse.Namespace, profile: Profile) -> int:
+    exp = _load(args)
+    node = _node(profile, args)
+    state_path = Path(args.state) if args.state else default_state_path(exp, node.name)
+    if not state_path.exists():
+        raise UsageError(f"{state_path}: no state: run `rocm-console experiment run {args.file}` first")
+    try:
+        state = load_state(state_path, exp, node.name)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    report = build_report(exp, state)
+    chart = render_chart(report)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {"layout": r.layout, "point": r.point, **r.latency} | {"tok_s_per_node": r.tok_s_per_node}
+                    for r in report.rows
+                ],
+                indent=1,
+            )
+        )
+        return EXIT_OK
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        png = write_png(report, out / "chart.png")
+        (out / "report.md").write_text(report.to_markdown(chart=chart, chart_image="chart.png" if png else None))
+        (out / "points.csv").write_text(report.to_csv())
+        print(f"wrote {out / 'report.md'}, {out / 'points.csv'}" + (f", {out / 'chart.png'}" if png else ""))
+    else:
+        print(report.to_markdown(chart=chart))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- serve start --replicas / stop --group
+
+
+def _parse_gpus(text: str | None) -> list[int] | None:
+    """--gpus for a group: the logical GPUs its replicas may use (serve.py's rules)."""
+    if text is None:
+        return None
+    try:
+        gpus = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--gpus {text!r}: expected a comma-separated list of GPU indices, e.g. 0,1") from None
+    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
+        raise UsageError(f"--gpus {text!r}: expected distinct non-negative GPU indices")
+    return gpus
+
+
+def _group_line(g: GroupView) -> str:
+    return f"group {g.summary()}"
+
+
+def _replica_line(v: InstanceView) -> str:
+    gpus = ",".join(map(str, v.gpus)) or "-"
+    detail = v.reason or v.stage or ""
+    return f"  {v.name:<30} {v.node:<14} {v.state.value:<9} gpus {gpus:<8} port {v.port or '-':<6} {detail}".rstrip()
+
+
+async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, nodes: Sequence[NodeSpec]) -> int:
+    """`serve start --replicas N|per-gpu`: plan, start every replica, and with --wait wait for all."""
+    try:
+        replicas = parse_replicas(args.replicas)
+    except ReplicaPlanError as exc:
+        raise UsageError(str(exc)) from None
+    gpus = _parse_gpus(args.gpus)
+    overrides = parse_pairs(args.set, "--set")
+    env = parse_pairs(args.env, "--env")
+    tp = None
+    for key, value in overrides.items():
+        if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
+            try:
+                tp = int(value)
+            except ValueError:
+                raise UsageError(f"--set {key}={value}: expected a number") from None
+    pool = TransportPool()
+    service = GroupService(pool)
+    try:
+        snapshots = {n.name: await sample_node(pool, n, probe=True) for n in nodes}
+        for snap in snapshots.values():
+            if snap.error:
+                raise GroupError(snap.error)
+        try:
+            plan = await service.plan(
+                nodes, preset, replicas, tp=tp, gpus=gpus, group=args.group or args.name, snapshots=snapshots
+            )
+        except GroupError as exc:
+            raise UsageError(str(exc)) from None
+        if not args.json:
+            print(f"group {plan.group}: {len(plan.replicas)} replicas of {preset.name} (TP {plan.tp})", flush=True)
+
+        def started(v: InstanceView) -> None:
+            if not args.json:
+                print(_replica_line(v), flush=True)
+
+        group = await service.start(
+            plan,
+            nodes,
+            preset,
+            snapshots=snapshots,
+            overrides=overrides,
+            extra_env=env,
+            extra_args=args.arg,
+            on_started=started,
+        )
+        if args.wait:
+            last = [""]
+
+            def update(g: GroupView) -> None:
+                line = _group_line(g)
+                if not args.json and line != last[0]:
+                    last[0] = line
+                    print(f"  {line}", flush=True)
+
+            group = await service.wait_ready(nodes, group, timeout=args.timeout, on_update=update)
+            if not args.json:
+                for v in group.failed:
+                    print(f"  {v.name}: failed — {v.reason}", flush=True)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "group": group.name,
+                        "ready": group.ready,
+                        "total": group.total,
+                        "replicas": [v.as_dict() for v in group.replicas],
+                    },
+                    indent=1,
+                )
+            )
+        else:
+            print(_group_line(group))
+        return EXIT_FAILED if group.failed else EXIT_OK
+    finally:
+        await pool.close()
+
+
+async def serve_group_stop(args: argparse.Namespace, nodes: Sequence[NodeSpec]) -> int:
+    pool = TransportPool()
+    try:
+        group = await GroupService(pool).stop(nodes, args.group)
+    except GroupError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        await pool.close()
+    if args.json:
+        print(json.dumps({"group": group.name, "replicas": [v.as_dict() for v in group.replicas]}, indent=1))
+    else:
+        for v in group.replicas:
+            print(_replica_line(v))
+        print(
+            f"group {group.name}: stopped {sum(1 for v in group.replicas if v.state == InstanceState.STOPPED)} of {group.total}"
+        )
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- bench run --group
+
+
+def format_group_outcome(outcome: GroupBenchOutcome) -> str:
+    r = outcome.result
+    head = f"group {outcome.group}" + (f" via {outcome.url}" if outcome.url else "")
+    if r is None:
+        return f"{head}: no result ({outcome.reason})"
+    lines = [
+        f"{head}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
+        f"  completed {r.completed}  failed {r.failed}  duration {fmt_num(r.duration, '{:.2f}')} s",
+        f"  output {r.output_throughput:.1f} tok/s  total {r.total_token_throughput:.1f} tok/s  requests {r.request_throughput:.2f}/s  (sum of {len(r.replicas)} clients)",
+    ]
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        if metric in r.latency:
+            lines.append(
+                f"  {metric.upper():<5} mean {r.stat(metric, 'mean'):.2f}  median {r.stat(metric, 'median'):.2f}  "
+                f"p99 {fmt_num(r.stat(metric, 'p99'), '{:.2f}')} ms  (merged over {r.latency[metric].count} samples)"
+            )
+    for rep, load in zip(r.replicas, outcome.loads):
+        res = rep.result
+        lines.append(
+            f"  {rep.name:<28} c {load.max_concurrency or '-':<4} completed {res.completed}  "
+            f"{fmt_num(res.output_throughput, '{:.1f}')} tok/s  median TTFT {fmt_num(res.latency('ttft'), '{:.2f}')} ms"
+        )
+    return "\n".join(lines)
+
+
+async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Sequence[NodeSpec]) -> int:
+    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
+    if preset is None:
+        names = ", ".join(p.name for p in profile.bench_presets) or "none"
+        raise UsageError(f"unknown bench preset {args.preset!r} (known: {names})")
+    overrides = parse_pairs(args.set, "--set")
+    env = parse_pairs(args.env, "--env")
+    concurrency = args.concurrency
+    if concurrency is None and preset.max_concurrency:
+        concurrency = preset.max_concurrency[0]
+    pool = TransportPool()
+    try:
+        service = GroupService(pool)
+        group = await service.get(nodes, args.group, checked=True)
+        if group is None:
+            raise UsageError(f"no group named {args.group} on {', '.join(n.name for n in nodes)}")
+        # a busy server can miss one /health call (3 s): ask again before calling a running replica not ready
+        for _ in range(5):
+            if all(v.state != InstanceState.STARTING and v.state != InstanceState.LOADING for v in group.replicas):
+                break
+            await asyncio.sleep(2.0)
+            group = await service.get(nodes, args.group, checked=True) or group
+        if not args.json:
+            print(
+                f"group {group.summary()}: one client per ready replica"
+                if not args.url
+                else f"group {group.name}: one client against {args.url}",
+                flush=True,
+            )
+        progress: dict[str, tuple[int, int]] = {}
+        last = [0.0]
+
+        def on_event(replica: str, event) -> None:
+            # the followed clients' tqdm counts, summed: one line every few seconds
+            if args.json or not isinstance(event, BenchProgressed) or event.progress.phase != "main":
+                return
+            progress[replica] = (event.progress.n, event.progress.total)
+            now = time.monotonic()
+            if now - last[0] >= 2.0:
+                last[0] = now
+                parts = "  ".join(f"{r.rsplit('-', 1)[-1]} {n}/{t}" for r, (n, t) in sorted(progress.items()))
+                done = sum(n for n, _ in progress.values())
+                total = sum(t for _, t in progress.values())
+                print(f"  {done}/{total} requests  ({parts})", flush=True)
+
+        outcome = await GroupBenchRunner(pool).run(
+            nodes,
+            group,
+            preset,
+            overrides=overrides,
+            concurrency=concurrency,
+            url=args.url,
+            extra_env=env,
+            on_event=on_event,
+        )
+    finally:
+        await pool.close()
+    stored = [] if args.no_store else _store_group(outcome, group, preset, args.label)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "group": outcome.group,
+                    "stored": stored,
+                    "ok": outcome.ok,
+                    "reason": outcome.reason,
+                    "result": outcome.result.as_result_json() if outcome.result else None,
+                    "replicas": [o.result_json for o in outcome.outcomes],
+                },
+                indent=1,
+            )
+        )
+    else:
+        print(format_group_outcome(outcome))
+        if stored:
+            print(f"  stored as {stored[-1]} (the group; replicas {', '.join(stored[:-1])})")
+    return EXIT_OK if outcome.ok else EXIT_FAILED
+
+
+def _store_group(outcome: GroupBenchOutcome, group: GroupView, preset, label: str | None) -> list[str]:
+    """Each client's result, then the group's merged one (pointing at them), in the results store."""
+    if outcome.result is None:
+        return []
+    from console.core.results.build import run_from_console
+    from console.services.results import ResultStore
+
+    store = ResultStore()
+    views = {v.name: v for v in group.replicas}
+    ids = []
+    for load, o in zip(outcome.loads, outcome.outcomes):
+        if o.result_json is None:
+            continue
+        view = views.get(load.replica)
+        context = {
+            "node": load.node,
+            "instance": load.replica,
+            "serve_preset": view.preset if view else None,
+            "serve_args": list(view.argv) if view else [],
+            "vllm_version": view.version if view else None,
+            "client_argv": list(o.argv),
+            "gpus": list(view.gpus) if view else [],
+            "group": group.name,
+        }
+        ids.append(store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label)))
+    context = {
+        "node": ",".join(group.nodes),
+        "instance": group.name,
+        "serve_preset": group.preset,
+        "group": group.name,
+        "replica_runs": ids,
+        "url": outcome.url,
+    }
+    ids.append(store.save(run_from_console(context, outcome.result.as_result_json(), {}, setup=preset, label=label)))
+    return ids
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = load_selected_profile(args)
+
+    def action() -> int:
+        try:
+            if args.experiment_command == "report":
+                return _report(args, profile)
+            return asyncio.run(_run(args, profile))
+        except _BadInput as exc:
+            for line in exc.lines:
+                print(f"rocm-console: {line}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+
+    return guarded(action, failures=FAILURES)

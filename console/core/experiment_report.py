@@ -1,0 +1,286 @@
+"""The report of a layout experiment: curves per layout, the Pareto front, winners per budget.
+
+Input is the experiment and its state file (every finished point's group
+result). Throughput is the group's output tokens/s divided by the nodes it
+used ("per node", the unit the seeds compare layouts in); latency is the
+group's merged percentile (console/core/group_result.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from console.core.experiment import Budget, Experiment, ExperimentState, plan_points
+
+__all__ = ["BudgetWinner", "ExperimentReport", "ReportRow", "build_report"]
+
+PARETO_LATENCY = ("ttft", "p99")  # the front trades tokens/s per node against p99 TTFT
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRow:
+    layout: str  # label, e.g. "SPX tp1 ×8"
+    layout_key: str
+    point: str  # point id
+    load: float  # the group's concurrency or rate
+    load_kind: str  # "concurrency" | "rate"
+    replicas: int
+    nodes: int
+    completed: int
+    failed: int
+    output_tok_s: float
+    total_tok_s: float
+    request_s: float
+    latency: Mapping[str, float]  # "p99_ttft_ms" -> value, as in the result JSON
+
+    @property
+    def tok_s_per_node(self) -> float:
+        return self.output_tok_s / max(self.nodes, 1)
+
+    def ms(self, metric: str, stat: str) -> float | None:
+        return self.latency.get(f"{stat}_{metric}_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetWinner:
+    budget: Budget
+    row: ReportRow | None  # None = no point meets the budget
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentReport:
+    experiment: Experiment
+    rows: tuple[ReportRow, ...]
+    pareto: tuple[ReportRow, ...]
+    winners: tuple[BudgetWinner, ...]
+    failed_layouts: Mapping[str, str]
+    planned: int
+    node: str
+
+    @property
+    def finished(self) -> int:
+        return len(self.rows)
+
+    def curve(self, layout_key: str) -> list[ReportRow]:
+        return sorted((r for r in self.rows if r.layout_key == layout_key), key=lambda r: r.load)
+
+    # ------------------------------------------------------------ exports
+
+    CSV_COLUMNS = (
+        "layout",
+        "load_kind",
+        "load",
+        "replicas",
+        "nodes",
+        "completed",
+        "failed",
+        "output_tok_s",
+        "output_tok_s_per_node",
+        "total_tok_s",
+        "request_s",
+        "median_ttft_ms",
+        "p99_ttft_ms",
+        "median_tpot_ms",
+        "p99_tpot_ms",
+        "median_itl_ms",
+        "p99_itl_ms",
+        "median_e2el_ms",
+        "p99_e2el_ms",
+        "pareto",
+    )
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(self.CSV_COLUMNS)
+        front = {r.point for r in self.pareto}
+        for r in self.rows:
+            w.writerow(
+                [
+                    r.layout,
+                    r.load_kind,
+                    _g(r.load),
+                    r.replicas,
+                    r.nodes,
+                    r.completed,
+                    r.failed,
+                    f"{r.output_tok_s:.2f}",
+                    f"{r.tok_s_per_node:.2f}",
+                    f"{r.total_tok_s:.2f}",
+                    f"{r.request_s:.3f}",
+                    *(
+                        _cell(r.ms(metric, stat))
+                        for metric in ("ttft", "tpot", "itl", "e2el")
+                        for stat in ("median", "p99")
+                    ),
+                    "yes" if r.point in front else "",
+                ]
+            )
+        return out.getvalue()
+
+    def to_markdown(self, chart: str | None = None, chart_image: str | None = None) -> str:
+        exp = self.experiment
+        lines = [
+            f"# Layout experiment {exp.name} on {self.node}",
+            "",
+            f"Serve preset `{exp.serve}`, benchmark preset `{exp.bench}`; "
+            f"{self.finished} of {self.planned} points measured"
+            + (f", {len(self.failed_layouts)} layout(s) failed" if self.failed_layouts else "")
+            + ". Throughput is output tokens/s of the whole group per node; latencies are merged over every "
+            "replica's requests.",
+            "",
+        ]
+        if self.winners:
+            lines += [
+                "## Best layout per latency budget",
+                "",
+                "| budget | layout | load | tok/s per node |",
+                "|---|---|---|---|",
+            ]
+            for w in self.winners:
+                if w.row is None:
+                    lines.append(f"| {w.budget.name} ({w.budget.describe()}) | none meets it | | |")
+                else:
+                    lines.append(
+                        f"| {w.budget.name} ({w.budget.describe()}) | {w.row.layout} | "
+                        f"{w.row.load_kind} {_g(w.row.load)} | {w.row.tok_s_per_node:.1f} |"
+                    )
+            lines.append("")
+        lines += [
+            "## Pareto front (tok/s per node vs p99 TTFT)",
+            "",
+            "| layout | load | tok/s per node | p99 TTFT ms |",
+            "|---|---|---|---|",
+        ]
+        for r in self.pareto:
+            lines.append(
+                f"| {r.layout} | {r.load_kind} {_g(r.load)} | {r.tok_s_per_node:.1f} | {_cell(r.ms('ttft', 'p99'))} |"
+            )
+        lines.append("")
+        if chart or chart_image:
+            lines += ["## Throughput vs latency", ""]
+            if chart_image:
+                lines += [f"![throughput vs p99 TTFT]({chart_image})", ""]
+            if chart:
+                lines += ["```", chart.rstrip("\n"), "```", ""]
+        lines += ["## Per layout", ""]
+        for layout in exp.layouts:
+            lines.append(f"### {layout.label} (preset `{layout.serve}`)")
+            lines.append("")
+            if layout.key in self.failed_layouts:
+                lines += [f"Failed: {self.failed_layouts[layout.key]}", ""]
+            curve = self.curve(layout.key)
+            if not curve:
+                if layout.key not in self.failed_layouts:
+                    lines += ["Not measured yet.", ""]
+                continue
+            lines += [
+                "| load | tok/s | tok/s per node | req/s | median TTFT | p99 TTFT | median ITL | p99 ITL | p99 E2EL | failed |",
+                "|---|---|---|---|---|---|---|---|---|---|",
+            ]
+            for r in curve:
+                lines.append(
+                    f"| {r.load_kind} {_g(r.load)} | {r.output_tok_s:.1f} | {r.tok_s_per_node:.1f} | {r.request_s:.2f} | "
+                    f"{_cell(r.ms('ttft', 'median'))} | {_cell(r.ms('ttft', 'p99'))} | {_cell(r.ms('itl', 'median'))} | "
+                    f"{_cell(r.ms('itl', 'p99'))} | {_cell(r.ms('e2el', 'p99'))} | {r.failed} |"
+                )
+            lines.append("")
+        return "\n".join(lines)
+
+    def chart_series(self) -> list[tuple[str, list[float], list[float]]]:
+        """(layout label, p99 TTFT ms, tok/s per node) per layout, in load order: the chart's data."""
+        out = []
+        for layout in self.experiment.layouts:
+            curve = [r for r in self.curve(layout.key) if r.ms(*PARETO_LATENCY) is not None]
+            if curve:
+                out.append(
+                    (layout.label, [float(r.ms("ttft", "p99") or 0) for r in curve], [r.tok_s_per_node for r in curve])
+                )
+        return out
+
+
+def _g(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _cell(v: float | None) -> str:
+    return "" if v is None else f"{v:.2f}"
+
+
+def _row(point, summary: Mapping[str, object]) -> ReportRow:
+    def num(key: str) -> float:
+        v = summary.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+    latency = {
+        k: float(v)
+        for k, v in summary.items()
+        if k.endswith("_ms") and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    return ReportRow(
+        layout=point.layout.label,
+        layout_key=point.layout.key,
+        point=point.id,
+        load=point.load,
+        load_kind="concurrency" if point.concurrency is not None else "rate",
+        replicas=point.layout.replicas,
+        nodes=int(num("nodes") or 1),
+        completed=int(num("completed")),
+        failed=int(num("failed")),
+        output_tok_s=num("output_throughput"),
+        total_tok_s=num("total_token_throughput"),
+        request_s=num("request_throughput"),
+        latency=latency,
+    )
+
+
+def pareto_front(rows: Sequence[ReportRow]) -> list[ReportRow]:
+    """Rows no other row beats on both tok/s per node (higher) and p99 TTFT (lower)."""
+    metric, stat = PARETO_LATENCY
+    measured = [r for r in rows if r.ms(metric, stat) is not None]
+    front = []
+    for r in measured:
+        lat = r.ms(metric, stat)
+        dominated = any(
+            o is not r
+            and (o.ms(metric, stat) or 0) <= (lat or 0)
+            and o.tok_s_per_node >= r.tok_s_per_node
+            and ((o.ms(metric, stat) or 0) < (lat or 0) or o.tok_s_per_node > r.tok_s_per_node)
+            for o in measured
+        )
+        if not dominated:
+            front.append(r)
+    return sorted(front, key=lambda r: r.ms(metric, stat) or 0)
+
+
+def meets(row: ReportRow, budget: Budget) -> bool:
+    """Every limit of the budget holds (a latency not measured does not pass) and nothing failed."""
+    if row.failed:
+        return False
+    for metric, stat, limit in budget.limits:
+        v = row.ms(metric, stat)
+        if v is None or v > limit:
+            return False
+    return True
+
+
+def build_report(exp: Experiment, state: ExperimentState) -> ExperimentReport:
+    points = plan_points(exp)
+    # a point whose clients wrote no result is done (never rerun) but has nothing to plot
+    rows = tuple(_row(p, state.done[p.id]) for p in points if "output_throughput" in state.done.get(p.id, {}))
+    winners = []
+    for budget in exp.budgets:
+        ok = [r for r in rows if meets(r, budget)]
+        winners.append(BudgetWinner(budget, max(ok, key=lambda r: r.tok_s_per_node) if ok else None))
+    return ExperimentReport(
+        experiment=exp,
+        rows=rows,
+        pareto=tuple(pareto_front(rows)),
+        winners=tuple(winners),
+        failed_layouts=dict(state.failed_layouts),
+        planned=len(points),
+        node=state.node,
+    )

@@ -1,0 +1,238 @@
+"""The demo's lifecycle: what `rocm-console --demo` starts is the console's own.
+
+The demo's nodes are this machine. Everything started for them (node agents, the
+instance monitors, the simulated `vllm serve` and benchmark clients) carries the
+console's lifeline in its environment (``ROCM_CONSOLE_LIFELINE=<pid>:<start time>``,
+see console/agent/lifeline.py) and ends by itself within a second or two once the
+console is gone, however it went. On a clean quit the console does not wait for
+that: it stops them itself (``stop_bound``). Real nodes never see the variable
+(nothing of the console's environment crosses SSH), so their instances outlive the
+console as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.core.errors import ProfileError
+from console.core.profiles import PROFILES_DIR
+from console.core.results.build import full_setup
+from console.core.results.record import CONTEXT_KEYS, StoredRun, fingerprint_of, new_run_id, run_from_dict
+from console.services.results import ResultStore
+
+ENV = "ROCM_CONSOLE_LIFELINE"
+PROC = Path("/proc")
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else None
+
+
+def claim_lifeline() -> str:
+    """Put this process's lifeline into the environment every local child inherits."""
+    pid = os.getpid()
+    token = f"{pid}:{_start_time(pid) or ''}"
+    os.environ[ENV] = token
+    return token
+
+
+def bound_processes(token: str) -> list[int]:
+    """Live processes (other than this one) whose environment carries the lifeline `token`."""
+    needle = b"\0" + f"{ENV}={token}".encode() + b"\0"
+    me = os.getpid()
+    found = []
+    try:
+        entries = [e for e in os.listdir(PROC) if e.isdigit()]
+    except OSError:
+        return []
+    for entry in entries:
+        pid = int(entry)
+        if pid == me:
+            continue
+        try:
+            environ = (PROC / entry / "environ").read_bytes()
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if needle in b"\0" + environ + b"\0" and _start_time(pid) is not None:
+            found.append(pid)
+    return found
+
+
+def stop_bound(token: str, grace: float = 3.0) -> list[int]:
+    """SIGTERM every process carrying `token`, SIGKILL what is left after `grace` seconds.
+
+    Only processes with this console's lifeline are signalled, each by its pid (the
+    monitors end their instance group on SIGTERM and record its exit). Returns the pids
+    that had to be killed."""
+    pids = bound_processes(token)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        pids = [p for p in pids if _start_time(p) is not None]
+        if not pids:
+            return []
+        time.sleep(0.05)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+    return pids
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------- the living fleet
+
+
+@dataclass(frozen=True)
+class DemoInstance:
+    """An instance the demo starts by itself, so the instances panel is never empty."""
+
+    node: str
+    preset: str
+    gpus: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.preset}-g{'-'.join(str(g) for g in self.gpus)}"  # what the start dialog would name it
+
+
+# GPU 4 of the SPX node and logical GPU 1 of the CPX node carry no simulated load
+# (profiles/demo.toml's busy lists), so the starts pass the free-memory check.
+DEMO_INSTANCES = (
+    DemoInstance("mi300x-spx", "llama-3.1-8b-fp8", (4,)),
+    DemoInstance("mi300x-cpx", "llama-3.1-8b-fp8-cpx", (1,)),
+)
+
+# The demo's own instances take ports from here, leaving 8000 and up (vLLM's default, and
+# the start dialog's first choice) to what the user starts.
+DEMO_PORTS_FROM = 8100
+
+# Runs the simulated benchmark client really made against the simulated server
+# (scripts in the files' labels and README), and the seeds' published numbers.
+SEED_RESULTS_DIR = PROFILES_DIR / "demo-results"
+REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
+REFERENCE_ROWS = 3  # a handful: the history is a demo, not the reference table
+
+
+def demo_data_dir() -> Path:
+    """The demo's own data folder: its results never mix with the user's real history."""
+    from console.services.results import DATA_DIR_ENV
+
+    base = os.environ.get(DATA_DIR_ENV)
+    if base:
+        return Path(base).expanduser() / "demo"
+    import platformdirs
+
+    return Path(platformdirs.user_data_path("rocm-console")) / "demo"
+
+
+def use_demo_data_dir() -> Path:
+    """Point this process's result store at the demo's folder (ResultStore() reads the variable)."""
+    from console.services.results import DATA_DIR_ENV
+
+    folder = demo_data_dir()
+    os.environ[DATA_DIR_ENV] = str(folder)
+    return folder
+
+
+def reference_run(row, source: str) -> StoredRun:
+    """A published row of the seeds as a history entry, labelled as a reference (never a run)."""
+    setup = full_setup(
+        {
+            "model": row.model,
+            "backend": row.client,
+            "dataset": row.dataset,
+            "input_len": row.input_len,
+            "output_len": row.output_len,
+            "num_prompts": row.num_prompts,
+            "request_rate": row.request_rate,
+            "max_concurrency": row.max_concurrency,
+            "tp": row.tp,
+        }
+    )
+    context = dict.fromkeys(CONTEXT_KEYS)
+    context.update({"gpu_model": row.gpu, "serve_args": list(row.serve_args)})
+    metrics = {k: float(v) for k, v in row.metrics.items()}
+    fp = fingerprint_of(None, metrics, setup)
+    created = time.time()
+    return StoredRun(
+        id=new_run_id(created, f"ref-seed{row.seed}", fp),
+        created=created,
+        origin="import",
+        source=f"{source}#{row.id}",
+        label=f"reference: seed {row.seed}'s published numbers ({row.gpu}, TP {row.tp}), not run here",
+        context=context,
+        setup=setup,
+        metrics=metrics,
+        fingerprint=fp,
+    )
+
+
+def seed_history(store: ResultStore | None = None) -> int:
+    """Fill an empty demo history: the recorded simulated runs and a few reference rows.
+
+    Only when the store holds nothing yet (a user who deleted them keeps them deleted
+    until the folder is empty again). Returns how many runs were stored."""
+    from console.core.results.reference import load_reference_numbers
+
+    store = store or ResultStore()
+    if store.ids():
+        return 0
+    runs = []
+    for path in sorted(SEED_RESULTS_DIR.glob("*.json")):
+        try:
+            runs.append(run_from_dict(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError):
+            continue  # a broken shipped file must not keep the demo from opening
+    try:
+        rows = [r for r in load_reference_numbers(REFERENCE_PATH) if r.kind == "serving"]
+    except (OSError, ProfileError):
+        rows = []
+    runs += [reference_run(r, REFERENCE_PATH.name) for r in rows[:REFERENCE_ROWS]]
+    for run in runs:
+        store.save(run)
+    return len(runs)
+
+
+_HANDED_OUT: dict[int, float] = {}  # port -> when: a server given it may not have bound it yet
+_HANDED_OUT_FOR = 120.0  # seconds; a vLLM start binds its port well within this
+
+
+def free_local_port(first: int = 8000, last: int = 8999) -> int | None:
+    """The first port from `first` that nothing on this machine is bound to and that was not
+    handed out a moment ago (the demo's nodes share this machine and start side by side, so
+    each node's own list of ports is not enough)."""
+    import socket
+
+    now = time.monotonic()
+    for port, when in list(_HANDED_OUT.items()):
+        if now - when > _HANDED_OUT_FOR:
+            del _HANDED_OUT[port]
+    for port in range(first, last + 1):
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                # The wildcard address, as the supervisor checks: a server listening on any
+                # address of this machine makes the port busy (a probe only, never listened on).
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        _HANDED_OUT[port] = now
+        return port
+    return None

@@ -1,0 +1,304 @@
+"""Runs a layout experiment unattended, point by point, resumable.
+
+Per layout: switch the node's partition when the layout asks another one
+(PartitionService: the same preflight and read-back verification as
+`partition set`), start the layout's replica group, wait until every replica is
+ready, sweep the load points with group benchmarks, stop the group, go on.
+
+The state file is written after every step. A run that was killed (the console,
+the SSH link) starts again where it was: finished points are never rerun; a
+group of the layout left running on the node is taken over when it is whole
+and ready, else stopped and started again; benchmark clients left running are
+cancelled. A layout that fails (partition refused, a replica that does not come
+up) is recorded with its reason and the next layout goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from console.core.experiment import (
+    Experiment,
+    ExperimentError,
+    ExperimentState,
+    Layout,
+    Point,
+    load_state,
+    plan_points,
+    save_state,
+    validate,
+)
+from console.core.model import NodeSnapshot, NodeSpec, Profile
+from console.core.partition_rules import physical_gpus
+from console.services.bench import BenchRunError, BenchRunner
+from console.services.group_bench import GroupBenchRunner, summary_of
+from console.services.groups import GroupError, GroupService, GroupView
+from console.services.instances import InstanceError, InstanceService, InstanceState
+from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
+from console.services.results import default_root
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+LINK_RETRIES = 3  # a point whose benchmark lost the link is tried again this many times
+LINK_BACKOFF = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentProgressed:
+    """One step of the run: a line for people and the state after it."""
+
+    line: str
+    state: ExperimentState
+    done: int
+    planned: int
+
+
+def group_name_for(exp: Experiment, layout: Layout) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", exp.name).strip("-.")[:16] or "exp"
+    return f"{slug}-{layout.key}"[:48].rstrip("-.")
+
+
+def experiments_folder() -> Path:
+    """Where state files live: beside the results store ($ROCM_CONSOLE_DATA_DIR/experiments when set)."""
+    return default_root().parent / "experiments"
+
+
+def default_state_path(exp: Experiment, node: str, base: Path | None = None) -> Path:
+    """Where the state of exp on node lives: next to the results store unless told otherwise."""
+    if base is None:
+        base = experiments_folder()
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{exp.name}@{node}")
+    return base / f"{slug}.json"
+
+
+class ExperimentRunner:
+    def __init__(
+        self,
+        pool: TransportPool | None = None,
+        *,
+        poll_every: float = 2.0,
+        stop_timeout: float = 30.0,
+    ) -> None:
+        self.pool = pool or TransportPool()
+        self.instances = InstanceService(self.pool)
+        self.groups = GroupService(self.pool, self.instances)
+        self.partitions = PartitionService(self.pool, self.instances)
+        self.bench = GroupBenchRunner(self.pool, poll_every=min(poll_every, 1.0))
+        self.poll_every = poll_every
+        self.stop_timeout = stop_timeout
+
+    async def check(self, exp: Experiment, node: NodeSpec, profile: Profile) -> NodeSnapshot:
+        """Validate against the node as it is now; ExperimentError (one line per problem) if it cannot run."""
+        snapshot = await sample_node(self.pool, node, probe=True)
+        if snapshot.error:
+            raise ExperimentError([snapshot.error])
+        phys = physical_gpus(snapshot)
+        problems = validate(
+            exp,
+            profile,
+            physical_gpus=len(phys),
+            memory_caps=phys[0].memory_caps if phys else (),
+            current_memory=phys[0].memory if phys else None,
+            node=node.name,
+        )
+        if problems:
+            raise ExperimentError(problems)
+        return snapshot
+
+    async def run(
+        self,
+        exp: Experiment,
+        node: NodeSpec,
+        profile: Profile,
+        state_path: Path,
+        *,
+        on_event: Callable[[ExperimentProgressed], None] | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> ExperimentState:
+        snapshot = await self.check(exp, node, profile)
+        points = plan_points(exp)
+        try:
+            state = load_state(state_path, exp, node.name)
+        except ValueError as exc:
+            raise ExperimentError([str(exc)]) from None
+        state = dataclasses.replace(state, file=str(Path(exp.file).resolve()), planned=len(points), finished=False)
+
+        def step(st: ExperimentState, line: str) -> ExperimentState:
+            save_state(state_path, st)
+            if on_event:
+                on_event(ExperimentProgressed(line, st, len(st.done), len(points)))
+            return st
+
+        remaining = state.remaining(points)
+        if state.done or state.failed_layouts:
+            state = step(
+                state.with_current(None),
+                f"resuming: {len(state.done)} of {len(points)} points done, {len(remaining)} left",
+            )
+        serve = {p.name: p for p in profile.serve_presets}
+        bench_preset = next(b for b in profile.bench_presets if b.name == exp.bench)
+        for layout in exp.layouts:
+            todo = [p for p in remaining if p.layout.key == layout.key]
+            if not todo:
+                continue
+            group_name = group_name_for(exp, layout)
+            state = step(state.with_current(f"{layout.key}: start"), f"layout {layout.label}: {len(todo)} points")
+            try:
+                snapshot = await self._partition(node, snapshot, layout, functools.partial(step, state))
+                await self._cancel_clients(node, group_name)
+                group = await self._group(node, snapshot, layout, serve[layout.serve], group_name, exp, extra_env)
+                state = step(state, f"layout {layout.label}: {group.summary()}")
+                for point in todo:
+                    state = step(state.with_current(point.id), f"{point.id}: benchmark")
+                    summary = await self._point(node, group, point, exp, bench_preset, extra_env)
+                    state = step(state.with_done(point, summary), _point_line(point, summary))
+            except _LayoutFailed as failed:
+                state = step(
+                    state.with_layout_failed(layout, failed.reason), f"layout {layout.label}: failed: {failed.reason}"
+                )
+            except asyncio.CancelledError:
+                # Ctrl-C / a closing console: stop what this layout started (a resumed run
+                # starts it again); a kill -9 leaves it, and the resume takes it over.
+                await asyncio.shield(self._stop_group(node, group_name))
+                raise
+            await self._stop_group(node, group_name)
+            snapshot = await sample_node(self.pool, node, probe=True)
+        state = dataclasses.replace(state, current=None, finished=True)
+        return step(
+            state, f"finished: {len(state.done)} of {len(points)} points, {len(state.failed_layouts)} layouts failed"
+        )
+
+    # ------------------------------------------------------------ steps
+
+    async def _partition(
+        self, node: NodeSpec, snapshot: NodeSnapshot, layout: Layout, say: Callable[[str], object]
+    ) -> NodeSnapshot:
+        phys = physical_gpus(snapshot)
+        computes = {p.compute for p in phys}
+        memories = {p.memory for p in phys}
+        compute = layout.compute if computes != {layout.compute} else None
+        memory = layout.memory if layout.memory and memories != {layout.memory} else None
+        if compute is None and memory is None:
+            return snapshot
+        before = "/".join(sorted(c or "?" for c in computes))
+        say(f"layout {layout.label}: partition {before} → {layout.compute}" + (f"/{memory}" if memory else ""))
+        try:
+            result = await self.partitions.switch(
+                node,
+                snapshot,
+                [p.physical for p in phys],
+                compute=compute,
+                memory=memory,
+                reload_confirmed=True,  # the experiment file asks for this memory mode
+            )
+        except PartitionRefused as exc:
+            raise _LayoutFailed("partition switch refused: " + "; ".join(exc.reasons)) from None
+        except (PartitionFailed, TransportError) as exc:
+            raise _LayoutFailed(f"partition switch failed: {exc}") from None
+        if result.unverified:
+            raise _LayoutFailed(f"partition switch {result.verification()}")
+        snapshot = await sample_node(self.pool, node, probe=True)
+        now = {p.compute for p in physical_gpus(snapshot)}
+        if now != {layout.compute}:
+            raise _LayoutFailed(
+                f"after the switch the node reports {'/'.join(sorted(map(str, now)))}, not {layout.compute}"
+            )
+        say(f"layout {layout.label}: partition verified ({result.summary}, {result.seconds:.1f} s)")
+        return snapshot
+
+    async def _group(self, node, snapshot, layout: Layout, preset, name: str, exp: Experiment, extra_env) -> GroupView:
+        existing = await self.groups.get([node], name, checked=True)
+        if existing is not None:
+            whole = existing.total == layout.replicas and existing.ready == existing.total
+            if whole and all(len(v.gpus) == layout.tp for v in existing.replicas):
+                return existing  # left by a killed run: take it over
+            await self._stop_group(node, name)
+        try:
+            plan = await self.groups.plan(
+                [node], preset, layout.replicas, tp=layout.tp, group=name, snapshots={node.name: snapshot}
+            )
+        except (GroupError, InstanceError, TransportError) as exc:
+            raise _LayoutFailed(str(exc)) from None
+        started = await self.groups.start(plan, [node], preset, snapshots={node.name: snapshot}, extra_env=extra_env)
+        group = await self.groups.wait_ready([node], started, timeout=exp.ready_timeout, poll_every=self.poll_every)
+        if group.failed:
+            first = group.failed[0]
+            more = f" (+{len(group.failed) - 1} more replicas failed)" if len(group.failed) > 1 else ""
+            raise _LayoutFailed(f"{first.name}: {first.reason or 'failed'}{more}")
+        return group
+
+    async def _point(self, node, group: GroupView, point: Point, exp: Experiment, preset, extra_env) -> dict:
+        attempt = 0
+        while True:
+            try:
+                outcome = await self.bench.run(
+                    [node],
+                    group,
+                    preset,
+                    concurrency=point.concurrency,
+                    rate=point.rate,
+                    num_prompts=exp.num_prompts,
+                    extra_env=extra_env,
+                )
+                return summary_of(outcome)
+            except (TransportError, BenchRunError) as exc:
+                attempt += 1
+                if attempt > LINK_RETRIES:
+                    raise _LayoutFailed(f"{point.id}: {exc}") from None
+                await asyncio.sleep(LINK_BACKOFF * attempt)
+                await self._cancel_clients(node, group.name)
+
+    async def _cancel_clients(self, node: NodeSpec, group_name: str) -> None:
+        """Benchmark clients of this group still running (left by a killed run) are stopped."""
+        runner = BenchRunner(self.pool)
+        try:
+            runs = await runner.runs(node)
+        except TransportError:
+            return
+        prefix = group_name[:30].rstrip("-.") + "-"
+        for rec in runs:
+            if rec.get("state") in ("running", "starting") and str(rec.get("name", "")).startswith(prefix):
+                try:
+                    await runner.cancel(node, rec["name"])
+                except TransportError:
+                    pass
+
+    async def _stop_group(self, node: NodeSpec, name: str) -> None:
+        try:
+            found = await self.groups.get([node], name)
+            if found is None:
+                return
+            if any(
+                v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+                for v in found.replicas
+            ):
+                await self.groups.stop([node], name, int_timeout=self.stop_timeout, term_timeout=10)
+            await self.groups.remove([node], name)
+        except (GroupError, InstanceError, TransportError):
+            pass  # the next layout's preflight names whatever is still running
+
+
+class _LayoutFailed(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _point_line(point: Point, summary: dict) -> str:
+    tok = summary.get("output_throughput")
+    ttft = summary.get("p99_ttft_ms")
+    parts = [f"{point.id}: done"]
+    if isinstance(tok, (int, float)):
+        parts.append(f"{tok:.1f} tok/s")
+    if isinstance(ttft, (int, float)):
+        parts.append(f"p99 TTFT {ttft:.1f} ms")
+    if not summary.get("ok", True):
+        parts.append(f"({summary.get('reason')})")
+    return "  ".join(parts)

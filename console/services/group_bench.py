@@ -1,0 +1,336 @@
+"""A benchmark of a whole replica group, reported as one result.
+
+One `vllm bench serve --save-detailed` client per replica, on the replica's node
+(next to it, like a single run: console/services/bench.py), with the group's
+concurrency / rate and prompts split evenly, and each client's own seed (the
+same seed would send every replica the same prompts). The clients are started
+detached and hold at a common start time, then run together. The group's result
+merges every client's per-request data (console/core/group_result.py).
+
+With `url` (a load balancer the user already runs in front of the replicas) one
+client drives that URL instead, from the first replica's node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from console.core.bench_argv import apply_bench_overrides, build_bench_argv
+from console.core.bench_output import BenchStreamParser
+from console.core.bench_result import BenchResult
+from console.core.experiment import split_evenly
+from console.core.group_result import GroupResult, GroupResultError, merge_results
+from console.core.model import BenchPreset, NodeSpec
+from console.services.agent_bundle import install_agent
+from console.services.bench import RESULT_FILE, BenchEvent, BenchRunError, BenchRunner, RunOutcome
+from console.services.groups import GroupView
+from console.services.instances import InstanceState, InstanceView
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+# Clients that stream their output to the console; the others are waited for by
+# polling (one SSH session each would pass sshd's MaxSessions on a 64-replica node).
+FOLLOWED_PER_NODE = 4
+# The start barrier: a client sleeps until this console-clock time, then execs
+# itself (python3 -c ..., argv unchanged after it).
+_HOLD = "import os,sys,time;time.sleep(max(0.0,min(float(sys.argv[1])-time.time(),300.0)));os.execvp(sys.argv[2],sys.argv[2:])"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLoad:
+    replica: str
+    node: str
+    max_concurrency: int | None
+    request_rate: float | None  # None = the preset's (inf when unset)
+    num_prompts: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class GroupBenchOutcome:
+    group: str
+    outcomes: tuple[RunOutcome, ...]  # one per client, in replica order
+    loads: tuple[ReplicaLoad, ...]
+    result: GroupResult | None
+    url: str | None = None
+    merge_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and all(o.ok for o in self.outcomes)
+
+    @property
+    def reason(self) -> str | None:
+        if self.ok:
+            return None
+        bad = [f"{load.replica}: {o.reason}" for load, o in zip(self.loads, self.outcomes) if not o.ok]
+        if bad:
+            return "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "")
+        return self.merge_error or "no result"
+
+
+def split_load(
+    replicas: Sequence[InstanceView],
+    preset: BenchPreset,
+    *,
+    concurrency: int | None,
+    rate: float | None = None,
+    num_prompts: int | None = None,
+) -> list[ReplicaLoad]:
+    """The group's load over its replicas: concurrency and prompts split evenly, the rate divided."""
+    n = len(replicas)
+    if n == 0:
+        raise BenchRunError("the group has no ready replica")
+    prompts = num_prompts if num_prompts is not None else preset.num_prompts
+    if prompts < n:
+        raise BenchRunError(f"{prompts} prompts cannot be split over {n} replicas (at least 1 each)")
+    if concurrency is not None and concurrency < n:
+        raise BenchRunError(f"concurrency {concurrency} cannot be split over {n} replicas (at least 1 each)")
+    conc = split_evenly(concurrency, n) if concurrency is not None else [None] * n
+    per_prompts = split_evenly(prompts, n)
+    total_rate = rate if rate is not None else preset.request_rate
+    per_rate = None if total_rate is None or math.isinf(total_rate) else total_rate / n
+    base_seed = preset.seed or 0
+    return [
+        ReplicaLoad(v.name, v.node, conc[i], per_rate, per_prompts[i], base_seed + i) for i, v in enumerate(replicas)
+    ]
+
+
+class GroupBenchRunner:
+    def __init__(self, pool: TransportPool | None = None, *, poll_every: float = 1.0) -> None:
+        self.pool = pool or TransportPool()
+        self.runner = BenchRunner(self.pool)
+        self.poll_every = poll_every
+
+    async def _start_client(
+        self,
+        node: NodeSpec,
+        *,
+        preset: BenchPreset,
+        base_url: str,
+        model: str,
+        tokenizer: str | None,
+        name: str,
+        max_concurrency: int | None,
+        start_at: float,
+        instance: str,
+        extra_env: Mapping[str, str] | None,
+    ) -> tuple[str, ...]:
+        cmd = await install_agent(self.pool.get(node), node)
+        folder = f"{cmd.state_dir}/runs/{name}"
+        try:
+            argv = build_bench_argv(
+                preset,
+                client_cmd=self.runner.client_command(node, cmd, preset),
+                base_url=base_url,
+                model=model,
+                result_dir=folder,
+                result_filename=RESULT_FILE,
+                max_concurrency=max_concurrency,
+                tokenizer=tokenizer,
+            )
+        except ValueError as exc:
+            raise BenchRunError(f"bench preset {preset.name}: {exc}") from None
+        held = [node.python, "-c", _HOLD, f"{start_at:.3f}", *argv]
+        spec = {
+            "name": name,
+            "argv": held,
+            "env": {**cmd.env_dict(), **(extra_env or {}), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"},
+            "instance": instance,
+            "preset": preset.name,
+            "max_concurrency": max_concurrency,
+        }
+        result = await self.pool.get(node).run(
+            cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "start"),
+            env=cmd.env_dict(),
+            input=json.dumps(spec),
+            timeout=60,
+        )
+        for line in result.stdout.splitlines():
+            if line.startswith("{"):
+                rec = json.loads(line)
+                if rec.get("kind") == "error":
+                    raise BenchRunError(f"{node.name}: {rec.get('message')}")
+                return tuple(argv)
+        raise BenchRunError(f"{node.name}: could not start the benchmark client: {result.stderr.strip()[-200:]}")
+
+    async def _wait_quietly(self, node: NodeSpec, run: str, argv: tuple[str, ...]) -> RunOutcome:
+        """Wait for a client without streaming its output, then collect it."""
+        attempts = 0
+        while True:
+            try:
+                recs = await self.runner.runs(node)
+                attempts = 0
+            except TransportError:
+                attempts += 1
+                if attempts > 30:
+                    raise
+                recs = []
+            rec = next((r for r in recs if r.get("name") == run), None)
+            if rec is not None and rec.get("state") not in ("running", "starting"):
+                break
+            await asyncio.sleep(self.poll_every)
+        cmd = await install_agent(self.pool.get(node), node)
+        return await self.runner._collect(node, cmd, run, BenchStreamParser(), (), argv)  # noqa: SLF001
+
+    async def run(
+        self,
+        nodes: Sequence[NodeSpec],
+        group: GroupView,
+        preset: BenchPreset,
+        *,
+        overrides: Mapping[str, str] | None = None,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        num_prompts: int | None = None,
+        url: str | None = None,
+        on_event: Callable[[str, BenchEvent], None] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> GroupBenchOutcome:
+        """Drive every ready replica at once (or `url` with one client); on_event gets (replica, event)."""
+        try:
+            preset = apply_bench_overrides(preset, dict(overrides or {}))
+        except ValueError as exc:
+            raise BenchRunError(str(exc)) from None
+        by_name = {n.name: n for n in nodes}
+        ready = [v for v in group.replicas if v.state == InstanceState.READY and v.node in by_name]
+        if not ready:
+            raise BenchRunError(f"group {group.name}: no replica is ready ({group.summary()})")
+        targets: list[InstanceView]
+        if url:
+            if not url.startswith(("http://", "https://")):
+                raise BenchRunError(f"--url {url!r}: expected http://HOST:PORT")
+            targets = [ready[0]]
+            loads = [
+                ReplicaLoad(
+                    "lb",
+                    ready[0].node,
+                    concurrency,
+                    rate,
+                    num_prompts if num_prompts is not None else preset.num_prompts,
+                    preset.seed or 0,
+                )
+            ]
+        else:
+            targets = ready
+            loads = split_load(ready, preset, concurrency=concurrency, rate=rate, num_prompts=num_prompts)
+        detailed = preset if "--save-detailed" in preset.extra_args else None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        load_tag = f"c{concurrency}" if concurrency is not None else (f"r{rate:g}" if rate is not None else "inf")
+        start_at = time.time() + 2.0 + 0.3 * len(targets)
+        started: list[tuple[NodeSpec, InstanceView, ReplicaLoad, str, tuple[str, ...]]] = []
+        try:
+            for view, load in zip(targets, loads):
+                node = by_name[view.node]
+                client = dataclasses.replace(
+                    detailed or preset,
+                    extra_args=tuple(preset.extra_args) + (() if detailed else ("--save-detailed",)),
+                    num_prompts=load.num_prompts,
+                    request_rate=load.request_rate if load.request_rate is not None else preset.request_rate,
+                    seed=load.seed,
+                )
+                model = view.served_models[0] if view.served_models else view.model
+                if not model:
+                    raise BenchRunError(f"{view.node}: replica {view.name} serves no known model")
+                # <= 64 characters, the supervisor's limit: group (30) tail load stamp
+                tail = "lb" if url else load.replica.rsplit("-", 1)[-1]
+                name = f"{group.name[:30].rstrip('-.')}-{tail[:5]}-{load_tag[:8]}-{stamp}"
+                argv = await self._start_client(
+                    node,
+                    preset=client,
+                    base_url=url.rstrip("/") if url else f"http://127.0.0.1:{view.port}",
+                    model=model,
+                    tokenizer=view.model if view.served_models and view.model != model else None,
+                    name=name,
+                    max_concurrency=load.max_concurrency,
+                    start_at=start_at,
+                    instance=view.name,
+                    extra_env=extra_env,
+                )
+                started.append((node, view, load, name, argv))
+        except BaseException:
+            for node, _view, _load, name, _argv in started:  # never leave half a group's clients running
+                try:
+                    await self.runner.cancel(node, name)
+                except (TransportError, BenchRunError):
+                    pass
+            raise
+        per_node_followed: dict[str, int] = {}
+
+        async def one(node: NodeSpec, view: InstanceView, load: ReplicaLoad, name: str, argv) -> RunOutcome:
+            count = per_node_followed.get(node.name, 0)
+            if count < FOLLOWED_PER_NODE:
+                per_node_followed[node.name] = count + 1
+
+                def emit(event: BenchEvent) -> None:
+                    if on_event:
+                        on_event(load.replica, event)
+
+                return await self.runner.follow(
+                    node, view if not url else dataclasses.replace(view, port=None), name, on_event=emit, argv=argv
+                )
+            return await self._wait_quietly(node, name, argv)
+
+        try:
+            outcomes = await asyncio.gather(*(one(*s) for s in started))
+        except BaseException:
+            for node, _view, _load, name, _argv in started:
+                try:
+                    await self.runner.cancel(node, name)
+                except (TransportError, BenchRunError):
+                    pass
+            raise
+        result, merge_error = None, None
+        jsons = [(load.replica, node.name, o.result_json) for (node, _v, load, _n, _a), o in zip(started, outcomes)]
+        if all(j is not None for _, _, j in jsons):
+            try:
+                result = merge_results(
+                    group.name if not url else f"{group.name} via {url}",
+                    [(r, n, j) for r, n, j in jsons if j is not None],
+                )
+            except GroupResultError as exc:
+                merge_error = str(exc)
+        else:
+            merge_error = "a client wrote no result"
+        return GroupBenchOutcome(
+            group=group.name,
+            outcomes=tuple(outcomes),
+            loads=tuple(loads),
+            result=result,
+            url=url,
+            merge_error=merge_error,
+        )
+
+
+def summary_of(outcome: GroupBenchOutcome, *, nodes: int | None = None) -> dict:
+    """What an experiment stores per point: the group's result keys, per-replica lines, and why it failed."""
+    doc: dict = dict(outcome.result.as_result_json()) if outcome.result else {}
+    doc["nodes"] = nodes if nodes is not None else len({load.node for load in outcome.loads})
+    doc["ok"] = outcome.ok
+    if outcome.reason:
+        doc["reason"] = outcome.reason
+    per = []
+    for load, o in zip(outcome.loads, outcome.outcomes):
+        r: BenchResult | None = o.result
+        per.append(
+            {
+                "replica": load.replica,
+                "node": load.node,
+                "run": o.run,
+                "max_concurrency": load.max_concurrency,
+                "num_prompts": load.num_prompts,
+                "completed": r.completed if r else None,
+                "output_throughput": r.output_throughput if r else None,
+                "median_ttft_ms": r.latency("ttft") if r else None,
+                "p99_ttft_ms": r.latency("ttft", "p99") if r else None,
+                "ok": o.ok,
+            }
+        )
+    doc["per_replica"] = per
+    return doc

@@ -1,0 +1,345 @@
+"""Replica groups: N identical instances of a preset, started, watched and stopped as one.
+
+A group is nothing on the node but instances whose spec carries `group` (and
+whose names are GROUP-r0, GROUP-r1, ...): the node's supervisor owns each one as
+usual, so a group outlives the console, and `groups()` finds it again. Placement
+is planned first (console/core/replicas.py) from what each node says: its GPUs
+and partitions, what runs on them, and the ports something listens on.
+
+A replica that fails keeps its own fatal line (from its log); the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+from console.core.model import NodeSnapshot, NodeSpec, ServePreset
+from console.core.replicas import (
+    DEFAULT_BASE_PORT,
+    GroupPlan,
+    NodeCapacity,
+    ReplicaPlan,
+    listening_ports,
+    plan_group,
+)
+from console.services.instances import (
+    InstanceError,
+    InstancePoller,
+    InstanceService,
+    InstanceState,
+    InstanceView,
+)
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+_ENDED = (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+POLL_EVERY = 2.0
+# Above this many replicas on a node, readiness comes from /health alone: reading
+# every loading replica's log each round would take longer than the round.
+LOG_TAIL_LIMIT = 8
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    name: str
+    replicas: tuple[InstanceView, ...]
+
+    @property
+    def total(self) -> int:
+        return len(self.replicas)
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for r in self.replicas if r.state == InstanceState.READY)
+
+    @property
+    def failed(self) -> tuple[InstanceView, ...]:
+        return tuple(r for r in self.replicas if r.state == InstanceState.FAILED)
+
+    @property
+    def settled(self) -> bool:
+        """Every replica is ready or has ended: nothing left to wait for."""
+        return all(r.state == InstanceState.READY or r.state in _ENDED for r in self.replicas)
+
+    @property
+    def preset(self) -> str | None:
+        return next((r.preset for r in self.replicas if r.preset), None)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.node for r in self.replicas))
+
+    def summary(self) -> str:
+        text = f"{self.name}: {self.ready}/{self.total} ready"
+        if self.failed:
+            text += f", {len(self.failed)} failed"
+        return text
+
+
+def group_views(views: Sequence[InstanceView]) -> list[GroupView]:
+    """Instances grouped by their `group` (instances of no group are left out), replicas in name order."""
+    by_group: dict[str, list[InstanceView]] = {}
+    for v in views:
+        if v.group:
+            by_group.setdefault(v.group, []).append(v)
+    return [
+        GroupView(name, tuple(sorted(members, key=lambda v: _replica_index(v.name))))
+        for name, members in sorted(by_group.items())
+    ]
+
+
+def _replica_index(name: str) -> tuple[int, str]:
+    tail = name.rsplit("-r", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+class GroupError(InstanceError):
+    """A group could not be planned, found or started: one line (an InstanceError: callers that
+    handle instance failures handle these)."""
+
+
+class GroupService:
+    def __init__(self, pool: TransportPool | None = None, instances: InstanceService | None = None) -> None:
+        self.pool = pool or TransportPool()
+        self.instances = instances or InstanceService(self.pool)
+
+    # ------------------------------------------------------------ asking the nodes
+
+    async def taken_ports(self, node: NodeSpec) -> frozenset[int]:
+        """Ports in use on the node (its /proc/net/tcp and tcp6): listening, or lingering in
+        TIME_WAIT after a server that just stopped (a new server could not bind them yet)."""
+        result = await self.pool.get(node).run(["cat", "/proc/net/tcp", "/proc/net/tcp6"], timeout=30)
+        # tcp6 may be absent (IPv6 off): cat still prints tcp and exits 1
+        return listening_ports(result.stdout, any_state=True)
+
+    async def capacity(self, node: NodeSpec, snapshot: NodeSnapshot | None = None) -> NodeCapacity:
+        snapshot = snapshot or await sample_node(self.pool, node, probe=False)
+        if snapshot.error:
+            raise GroupError(snapshot.error)
+        views = await self.instances.list(node)
+        busy: dict[int, str] = {}
+        for v in views:
+            if v.state not in _ENDED:
+                for g in v.gpus:
+                    busy[g] = v.name
+        if snapshot.latest is not None:
+            for m in snapshot.latest.gpus:
+                if m.processes and m.index not in busy:
+                    busy[m.index] = f"process {m.processes[0].pid}"
+        ports = set(await self.taken_ports(node))
+        ports.update(v.port for v in views if v.port and v.state not in _ENDED)
+        return NodeCapacity(
+            node=node.name,
+            gpus=tuple(g.index for g in snapshot.static),
+            busy=busy,
+            partitions={g.index: g.compute_partition for g in snapshot.static if g.compute_partition},
+            taken_ports=frozenset(ports),
+            host="localhost" if node.transport == "local" else node.host,
+        )
+
+    async def plan(
+        self,
+        nodes: Sequence[NodeSpec],
+        preset: ServePreset,
+        replicas: int | str,
+        *,
+        tp: int | None = None,
+        gpus: Sequence[int] | None = None,
+        group: str | None = None,
+        base_port: int = DEFAULT_BASE_PORT,
+        snapshots: Mapping[str, NodeSnapshot] | None = None,
+    ) -> GroupPlan:
+        caps = []
+        names: set[str] = set()
+        for node in nodes:
+            caps.append(await self.capacity(node, (snapshots or {}).get(node.name)))
+            names.update(v.name for v in await self.instances.list(node))
+        try:
+            return plan_group(
+                preset=preset.name,
+                tp=tp or preset.tp,
+                replicas=replicas,
+                nodes=caps,
+                gpus=gpus,
+                group=group,
+                taken_names=names,
+                base_port=base_port,
+            )
+        except ValueError as exc:
+            raise GroupError(str(exc)) from None
+
+    # ------------------------------------------------------------ start / watch / stop
+
+    async def start(
+        self,
+        plan: GroupPlan,
+        nodes: Sequence[NodeSpec],
+        preset: ServePreset,
+        *,
+        snapshots: Mapping[str, NodeSnapshot] | None = None,
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        on_started: Callable[[InstanceView], None] | None = None,
+    ) -> GroupView:
+        """Start every replica of the plan. One that cannot start is a FAILED view with its reason."""
+        by_name = {n.name: n for n in nodes}
+        if plan.tp != preset.tp:
+            preset = replace(preset, tp=plan.tp)
+        views: list[InstanceView] = []
+
+        async def one(rep: ReplicaPlan) -> InstanceView:
+            node = by_name[rep.node]
+            try:
+                view = await self.instances.start(
+                    node,
+                    preset,
+                    gpus=rep.gpus,
+                    snapshot=(snapshots or {}).get(rep.node),
+                    port=rep.port,
+                    name=rep.name,
+                    overrides=overrides,
+                    extra_env=extra_env,
+                    extra_args=extra_args,
+                    group=plan.group,
+                )
+            except (InstanceError, TransportError) as exc:
+                view = InstanceView(
+                    node=rep.node,
+                    name=rep.name,
+                    state=InstanceState.FAILED,
+                    port=rep.port,
+                    gpus=rep.gpus,
+                    model=preset.model,
+                    preset=preset.name,
+                    reason=str(exc),
+                    group=plan.group,
+                )
+            if on_started:
+                on_started(view)
+            return view
+
+        # one node at a time, in order (each start reads the node's instance list);
+        # nodes in parallel
+        async def per_node(name: str) -> list[InstanceView]:
+            return [await one(rep) for rep in plan.replicas if rep.node == name]
+
+        for chunk in await asyncio.gather(*(per_node(n) for n in plan.nodes)):
+            views.extend(chunk)
+        return GroupView(plan.group, tuple(sorted(views, key=lambda v: _replica_index(v.name))))
+
+    async def get(self, nodes: Sequence[NodeSpec], group: str, *, checked: bool = False) -> GroupView | None:
+        views: list[InstanceView] = []
+        for node in nodes:
+            listed = await (self.instances.list_checked(node) if checked else self.instances.list(node))
+            views.extend(v for v in listed if v.group == group)
+        return GroupView(group, tuple(sorted(views, key=lambda v: _replica_index(v.name)))) if views else None
+
+    async def groups(self, nodes: Sequence[NodeSpec]) -> list[GroupView]:
+        views: list[InstanceView] = []
+        for node in nodes:
+            views.extend(await self.instances.list(node))
+        return group_views(views)
+
+    async def wait_ready(
+        self,
+        nodes: Sequence[NodeSpec],
+        group: GroupView,
+        *,
+        timeout: float = 900.0,
+        on_update: Callable[[GroupView], None] | None = None,
+        poll_every: float = POLL_EVERY,
+    ) -> GroupView:
+        """Poll every replica until each is ready or ended, or the timeout: the group as it then is.
+
+        Replicas that failed to start (never on the node) stay failed with their reason.
+        Past the timeout, the replicas still loading are marked failed ("not ready after").
+        """
+        by_name = {n.name: n for n in nodes}
+        poller = InstancePoller(self.instances)
+        known = {v.name: v for v in group.replicas}
+        pending_nodes = [by_name[n] for n in group.nodes if n in by_name]
+        deadline = time.monotonic() + timeout
+        last_key: tuple | None = None
+        current = group
+        while True:
+            for node in pending_nodes:
+                mine = [v for v in known.values() if v.node == node.name]
+                if all(v.state == InstanceState.READY or v.state in _ENDED for v in mine):
+                    continue
+                watched = [v.name for v in mine] if len(mine) > LOG_TAIL_LIMIT else []
+                try:
+                    polled = await poller.poll(node, watched=watched)
+                except (InstanceError, TransportError):
+                    continue  # a dropped link: try again next round
+                for v in polled:
+                    if v.name in known and v.group == group.name:
+                        known[v.name] = v
+            current = GroupView(group.name, tuple(sorted(known.values(), key=lambda v: _replica_index(v.name))))
+            key = tuple((v.name, v.state, v.stage) for v in current.replicas)
+            if key != last_key:
+                last_key = key
+                if on_update:
+                    on_update(current)
+            if current.settled:
+                return current
+            if time.monotonic() >= deadline:
+                late = tuple(
+                    replace(
+                        v,
+                        state=InstanceState.FAILED,
+                        reason=f"not ready after {timeout:g} s (stage: {v.stage or 'unknown'})",
+                    )
+                    if not (v.state == InstanceState.READY or v.state in _ENDED)
+                    else v
+                    for v in current.replicas
+                )
+                current = GroupView(group.name, late)
+                if on_update:
+                    on_update(current)
+                return current
+            await asyncio.sleep(min(poll_every, max(0.0, deadline - time.monotonic())))
+
+    async def stop(
+        self, nodes: Sequence[NodeSpec], group: str, *, int_timeout: float = 30.0, term_timeout: float = 10.0
+    ) -> GroupView:
+        """Stop every replica still running (in parallel per node); the group as it ended."""
+        found = await self.get(nodes, group)
+        if found is None:
+            raise GroupError(f"no group named {group} on {', '.join(n.name for n in nodes)}")
+        by_name = {n.name: n for n in nodes}
+        out: dict[str, InstanceView] = {v.name: v for v in found.replicas}
+
+        async def per_node(node: NodeSpec) -> None:
+            sem = asyncio.Semaphore(4)  # a few stop commands at once: sshd's MaxSessions is 10
+
+            async def one(v: InstanceView) -> None:
+                async with sem:
+                    try:
+                        out[v.name] = await self.instances.stop(
+                            node, v.name, int_timeout=int_timeout, term_timeout=term_timeout
+                        )
+                    except (InstanceError, TransportError) as exc:
+                        out[v.name] = replace(v, reason=f"stop failed: {exc}")
+
+            await asyncio.gather(*(one(v) for v in found.replicas if v.node == node.name and v.state not in _ENDED))
+
+        await asyncio.gather(*(per_node(by_name[n]) for n in found.nodes if n in by_name))
+        return GroupView(group, tuple(sorted(out.values(), key=lambda v: _replica_index(v.name))))
+
+    async def remove(self, nodes: Sequence[NodeSpec], group: str) -> None:
+        """Forget a stopped group's replicas on the nodes (their folders)."""
+        found = await self.get(nodes, group)
+        if found is None:
+            return
+        by_name = {n.name: n for n in nodes}
+        for v in found.replicas:
+            if v.state in _ENDED and v.node in by_name:
+                try:
+                    await self.instances.remove(by_name[v.node], v.name)
+                except (InstanceError, TransportError):
+                    pass

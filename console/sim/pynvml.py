@@ -1,0 +1,817 @@
+"""Simulated ``pynvml`` (nvidia-ml-py): NVML for a fake H100/H200 node.
+
+Uploaded beside the agent and imported as the top-level module ``pynvml``, so
+it is self-contained: stdlib only, Python >= 3.8, and it never prints.  Names,
+return shapes, units (mW, bytes, MHz, C) and exceptions (``NVMLError`` and one
+``NVMLError_<Name>`` subclass per ``NVML_ERROR_*`` code, with NVML's texts)
+follow the real package; tests/agent/test_nvml_contract.py checks them.
+
+Environment (shared with the simulated amdsmi and vLLM)
+    ROCM_CONSOLE_SIM_DIR   folder holding the node's state (required)
+    ROCM_CONSOLE_SIM_SPEC  JSON used to create nvml-state.json on first init:
+                           {"gpu": "H100", "count": 8, "seed": 4, "busy": [0, 1],
+                            "mig": [7]}   physical GPUs with MIG on (default layout)
+
+Files in the folder
+    nvml-state.json  per physical GPU: bus, MIG mode (current, pending) and its
+                     instances; "faults" ({function: NVML error code}), and
+                     "init_error" (a code nvmlInit raises: 18 is the driver/library
+                     mismatch); written atomically.
+    processes.json   the simulated processes (see sim/amdsmi.py): "gpu" is the
+                     logical index the agent shows (a MIG instance counts as one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+
+__simulated__ = True
+__version__ = "12.575.51+sim"
+
+ENV_DIR = "ROCM_CONSOLE_SIM_DIR"
+ENV_SPEC = "ROCM_CONSOLE_SIM_SPEC"
+STATE_FILE = "nvml-state.json"
+MiB = 1024 * 1024
+
+# ------------------------------------------------------------------ constants
+
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
+NVML_TEMPERATURE_GPU = 0
+NVML_TEMPERATURE_COUNT = 2
+NVML_CLOCK_GRAPHICS = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_CLOCK_VIDEO = 3
+NVML_DEVICE_MIG_DISABLE = 0x0
+NVML_DEVICE_MIG_ENABLE = 0x1
+NVML_FI_DEV_MEMORY_TEMP = 82
+NVML_FI_DEV_POWER_AVERAGE = 185
+NVML_FI_DEV_POWER_INSTANT = 186
+NVML_VALUE_TYPE_DOUBLE = 0
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+NVML_VALUE_TYPE_SIGNED_INT = 5
+NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_ALREADY_INITIALIZED = 5
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_INSUFFICIENT_POWER = 8
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_IRQ_ISSUE = 11
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_CORRUPTED_INFOROM = 14
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
+NVML_ERROR_OPERATING_SYSTEM = 17
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+NVML_ERROR_IN_USE = 19
+NVML_ERROR_MEMORY = 20
+NVML_ERROR_NO_DATA = 21
+NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22
+NVML_ERROR_INSUFFICIENT_RESOURCES = 23
+NVML_ERROR_FREQ_NOT_SUPPORTED = 24
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_DEPRECATED = 26
+NVML_ERROR_NOT_READY = 27
+NVML_ERROR_GPU_NOT_FOUND = 28
+NVML_ERROR_INVALID_STATE = 29
+NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30
+NVML_ERROR_UNKNOWN = 999
+
+# NVML's own messages (nvmlErrorString), as the real wrapper prints them.
+_TEXT = {
+    NVML_ERROR_UNINITIALIZED: "Uninitialized",
+    NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+    NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+    NVML_ERROR_ALREADY_INITIALIZED: "Already Initialized",
+    NVML_ERROR_NOT_FOUND: "Not Found",
+    NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
+    NVML_ERROR_INSUFFICIENT_POWER: "Insufficient External Power",
+    NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+    NVML_ERROR_TIMEOUT: "Timeout",
+    NVML_ERROR_IRQ_ISSUE: "Interrupt Request Issue",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
+    NVML_ERROR_CORRUPTED_INFOROM: "Corrupted infoROM",
+    NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_RESET_REQUIRED: "GPU requires restart",
+    NVML_ERROR_OPERATING_SYSTEM: "The operating system has blocked the request.",
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
+    NVML_ERROR_IN_USE: "In use by another client",
+    NVML_ERROR_MEMORY: "Insufficient Memory",
+    NVML_ERROR_NO_DATA: "No data",
+    NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient resources",
+    NVML_ERROR_NOT_READY: "Not Ready",
+    NVML_ERROR_GPU_NOT_FOUND: "GPU not found",
+    NVML_ERROR_INVALID_STATE: "Invalid state",
+    NVML_ERROR_UNKNOWN: "Unknown Error",
+}
+
+
+class NVMLError(Exception):
+    """NVMLError(code) is an instance of the code's own subclass, like the real one."""
+
+    _valClassMapping = {}  # type: dict
+
+    def __new__(typ, value):
+        if typ is NVMLError:
+            typ = NVMLError._valClassMapping.get(value, typ)
+        obj = Exception.__new__(typ)
+        obj.value = value
+        return obj
+
+    def __str__(self):
+        return _TEXT.get(self.value, "NVML Error with code %d" % self.value)
+
+    def __eq__(self, other):
+        return isinstance(other, NVMLError) and self.value == other.value
+
+    def __hash__(self):
+        return hash(self.value)
+
+
+def _class_name(constant):
+    """NVML_ERROR_LIB_RM_VERSION_MISMATCH -> NVMLError_LibRmVersionMismatch (the real rule)."""
+    words = constant[len("NVML_ERROR_") :].split("_")
+    return "NVMLError_" + "".join(w[:1].upper() + w[1:].lower() for w in words)
+
+
+def _make_error_classes():
+    here = globals()
+    for name in sorted(n for n in here if n.startswith("NVML_ERROR_")):
+        code = here[name]
+
+        def new(typ, *args, _code=code):
+            return NVMLError.__new__(typ, _code)
+
+        cls = type(_class_name(name), (NVMLError,), {"__new__": new})
+        cls.__module__ = __name__
+        here[cls.__name__] = cls
+        NVMLError._valClassMapping[code] = cls
+
+
+_make_error_classes()
+
+
+def nvmlExceptionClass(nvmlErrorCode):
+    if nvmlErrorCode not in NVMLError._valClassMapping:
+        raise ValueError("nvmlErrorCode %s is not valid" % nvmlErrorCode)
+    return NVMLError._valClassMapping[nvmlErrorCode]
+
+
+def nvmlErrorString(result):
+    return _TEXT.get(result, "Unknown Error")
+
+
+# ------------------------------------------------------------------ models
+
+
+class _Model(object):
+    def __init__(self, name, vram_mib, cap_w, idle_w, sm_max, mem_clk, vbios, sms):
+        self.name = name
+        self.vram_mib = vram_mib
+        self.cap_w = cap_w
+        self.idle_w = idle_w
+        self.sm_max = sm_max
+        self.mem_clk = mem_clk
+        self.vbios = vbios
+        self.sms = sms
+
+
+MODELS = {
+    "H100": _Model("NVIDIA H100 80GB HBM3", 81559, 700, 70, 1980, 2619, "96.00.99.00.01", 132),
+    "H200": _Model("NVIDIA H200", 143771, 700, 78, 1980, 3201, "96.00.A5.00.01", 132),
+}
+
+# MIG profiles of an 80 GB H100: (name, compute slices, memory MiB); 7 slices in all.
+_PROFILES = {
+    "1g.10gb": (1, 9984),
+    "1g.20gb": (1, 19968),
+    "2g.20gb": (2, 19968),
+    "3g.40gb": (3, 40192),
+    "4g.40gb": (4, 40192),
+    "7g.80gb": (7, 80384),
+}
+_DEFAULT_MIG = ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
+MAX_MIG_DEVICES = 7
+
+
+def _now():
+    frozen = os.environ.get("ROCM_CONSOLE_SIM_TIME")
+    if frozen:
+        try:
+            return float(frozen)
+        except ValueError:
+            pass
+    return time.time()
+
+
+def _raise(code):
+    raise NVMLError(code)
+
+
+def _write_json(path, data):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _new_state(spec):
+    gpu = str(spec.get("gpu", "H100")).upper()
+    if gpu not in MODELS:
+        _raise(NVML_ERROR_GPU_NOT_FOUND)
+    count = spec.get("count", 8)
+    if not isinstance(count, int) or not 0 <= count <= 16:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    mig = [g for g in spec.get("mig") or () if isinstance(g, int)]
+    gpus = []
+    for i in range(count):
+        on = i in mig
+        gpus.append(
+            {
+                "index": i,
+                "bus": _BUSES[i] if i < len(_BUSES) else "%02x" % (0xC0 + i),
+                "mig": [int(on), int(on)],
+                "instances": _layout(_DEFAULT_MIG) if on else [],
+            }
+        )
+    return {
+        "version": 1,
+        "gpu": gpu,
+        "seed": int(spec.get("seed", 0)),
+        "faults": {},
+        "init_error": None,
+        "gpus": gpus,
+    }
+
+
+def _layout(profiles):
+    """MIG instances of one GPU: GPU instance ids as nvidia-smi numbers them, one CI each."""
+    return [{"gi": 1 + 2 * n, "ci": 0, "profile": p} for n, p in enumerate(profiles)]
+
+
+class _Lib(object):
+    def __init__(self):
+        self.refcount = 0
+        self.folder = None
+        self._cache = {}
+
+    def read(self, name, default=None):
+        """A JSON file of the folder, re-read only when it changes."""
+        path = os.path.join(self.folder, name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return default
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        hit = self._cache.get(name)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return default
+        self._cache[name] = (key, data)
+        return data
+
+    def state(self):
+        data = self.read(STATE_FILE)
+        if not isinstance(data, dict):
+            _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+        return data
+
+
+_lib = _Lib()
+
+
+class c_nvmlDevice_t(object):
+    """Opaque device handle: a GPU, or one MIG device (slot) of it."""
+
+    __slots__ = ("phys", "slot", "gi", "ci")
+
+    def __init__(self, phys, slot=None, gi=None, ci=None):
+        self.phys = phys
+        self.slot = slot
+        self.gi = gi
+        self.ci = ci
+
+    def __repr__(self):
+        if self.slot is None:
+            return "<nvmlDevice (sim) %d>" % self.phys
+        return "<nvmlDevice (sim) %d MIG %d>" % (self.phys, self.slot)
+
+
+class _Struct(object):
+    """Stands for the ctypes structures the real calls return: fields as attributes."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % kv for kv in sorted(self.__dict__.items())))
+
+
+class c_nvmlMemory_t(_Struct):
+    pass
+
+
+class c_nvmlUtilization_t(_Struct):
+    pass
+
+
+class nvmlPciInfo_t(_Struct):
+    pass
+
+
+class c_nvmlFieldValue_t(_Struct):
+    pass
+
+
+class c_nvmlValue_t(_Struct):
+    pass
+
+
+class nvmlFriendlyObject(_Struct):
+    pass
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _require_init():
+    if _lib.refcount <= 0:
+        _raise(NVML_ERROR_UNINITIALIZED)
+
+
+def _fault(api):
+    code = (_lib.state().get("faults") or {}).get(api)
+    if code:
+        _raise(int(code))
+
+
+def _gpu(handle, api, mig_ok=False):
+    """The state of the handle's GPU; NotSupported for what a MIG device does not report."""
+    _require_init()
+    if not isinstance(handle, c_nvmlDevice_t):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    state = _lib.state()
+    _fault(api)
+    if handle.phys >= len(state["gpus"]):
+        _raise(NVML_ERROR_GPU_IS_LOST)
+    gpu = state["gpus"][handle.phys]
+    if handle.slot is not None:
+        if not mig_ok:
+            _raise(NVML_ERROR_NOT_SUPPORTED)
+        if _instance(gpu, handle) is None:  # destroyed since the handle was taken
+            _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return state, gpu
+
+
+def _instance(gpu, handle):
+    instances = gpu.get("instances") or []
+    if gpu["mig"][0] != 1 or handle.slot >= len(instances):
+        return None
+    inst = instances[handle.slot]
+    return inst if (inst["gi"], inst["ci"]) == (handle.gi, handle.ci) else None
+
+
+def _logical_base(state, phys):
+    """The agent's logical index of a GPU's first unit (MIG instances count one each)."""
+    n = 0
+    for gpu in state["gpus"][:phys]:
+        n += len(gpu["instances"]) if gpu["mig"][0] == 1 and gpu["instances"] else 1
+    return n
+
+
+def _pid_alive(pid):
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _busy_entries(spec):
+    out = []
+    for n, gpu in enumerate(spec.get("busy") or ()):
+        if isinstance(gpu, int) and not isinstance(gpu, bool) and gpu >= 0:
+            out.append(
+                {
+                    "pid": 5000 + 17 * n,
+                    "name": "python3 (sim workload)",
+                    "gpu": gpu,
+                    "vram_bytes": (18 + 9 * (n % 4)) * 2**30,
+                    "sticky": True,
+                }
+            )
+    return out
+
+
+def _entries():
+    data = _lib.read("processes.json", [])
+    if isinstance(data, dict):
+        data = data.get("processes", [])
+    out = []
+    for e in data if isinstance(data, list) else []:
+        if isinstance(e, dict) and (e.get("sticky") or _pid_alive(e.get("pid"))):
+            gpus = e.get("gpus", e.get("gpu"))
+            for g in gpus if isinstance(gpus, list) else [gpus]:
+                if isinstance(g, int):
+                    out.append((g, e))
+    return out
+
+
+def _units(state, handle):
+    """Logical indices a handle covers: its MIG instance, or all of its GPU's units."""
+    gpu = state["gpus"][handle.phys]
+    base = _logical_base(state, handle.phys)
+    if handle.slot is not None:
+        return [base + handle.slot]
+    n = len(gpu["instances"]) if gpu["mig"][0] == 1 and gpu["instances"] else 1
+    return list(range(base, base + n))
+
+
+def _wave(seed, phys, t):
+    digest = hashlib.sha256(("nv:%s:%s" % (seed, phys)).encode()).digest()
+    p1, p2 = 2 * math.pi * digest[0] / 255.0, 2 * math.pi * digest[1] / 255.0
+    w = 0.5 + 0.3 * math.sin(2 * math.pi * t / (50 + digest[2] % 40) + p1) + 0.2 * math.sin(t / 3.0 + p2)
+    return min(1.0, max(0.0, w))
+
+
+def _load(state, phys, t):
+    """(busy 0..1, lagged 0..1) of a physical GPU: high when a simulated process holds it."""
+    units = set(_units(state, c_nvmlDevice_t(phys)))
+    busy = any(g in units for g, _ in _entries())
+    seed = state.get("seed", 0)
+    if not busy:
+        return 0.0, 0.05 * _wave(seed, phys, t)
+    return 0.55 + 0.45 * _wave(seed, phys, t), 0.55 + 0.45 * _wave(seed, phys, t - 10)
+
+
+def _model(state):
+    return MODELS[state["gpu"]]
+
+
+# ------------------------------------------------------------------ library life
+
+
+def nvmlInitWithFlags(flags):
+    folder = os.environ.get(ENV_DIR)
+    if not folder:
+        _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+    _lib.folder = folder
+    path = os.path.join(folder, STATE_FILE)
+    if not os.path.exists(path):
+        try:
+            spec = json.loads(os.environ.get(ENV_SPEC) or "{}")
+        except ValueError:
+            spec = None
+        if not isinstance(spec, dict):
+            _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _write_json(path, _new_state(spec))
+        busy = _busy_entries(spec)
+        if busy and not os.path.exists(os.path.join(folder, "processes.json")):
+            _write_json(os.path.join(folder, "processes.json"), busy)
+    state = _lib.state()
+    code = state.get("init_error")
+    if code:
+        _raise(int(code))
+    _write_uuids(folder, state)
+    _lib.refcount += 1
+
+
+def _write_uuids(folder, state):
+    """nvml-uuids.json: {"MIG-…": logical index}, for the simulated vLLM, which is given a
+    MIG instance as CUDA_VISIBLE_DEVICES=MIG-<uuid> like real CUDA is."""
+    uuids = {}
+    for phys, gpu in enumerate(state["gpus"]):
+        if gpu["mig"][0] == 1:
+            base = _logical_base(state, phys)
+            for slot in range(len(gpu.get("instances") or [])):
+                uuids[_uuid(state, phys, slot)] = base + slot
+    path = os.path.join(folder, "nvml-uuids.json")
+    try:
+        with open(path) as f:
+            if json.load(f) == uuids:
+                return
+    except (OSError, ValueError):
+        pass
+    try:
+        _write_json(path, uuids)
+    except OSError:
+        pass
+
+
+def nvmlInit():
+    nvmlInitWithFlags(0)
+
+
+def nvmlShutdown():
+    _require_init()
+    _lib.refcount -= 1
+
+
+def nvmlSystemGetDriverVersion():
+    _require_init()
+    return "575.57.08"
+
+
+def nvmlSystemGetNVMLVersion():
+    _require_init()
+    return "12.575.57.08"
+
+
+def nvmlSystemGetCudaDriverVersion():
+    _require_init()
+    return 12090
+
+
+def nvmlSystemGetProcessName(pid):
+    _require_init()
+    for _, e in _entries():
+        if e.get("pid") == pid:
+            return str(e.get("name") or "python3")
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except (OSError, TypeError):
+        _raise(NVML_ERROR_NOT_FOUND)
+
+
+# ------------------------------------------------------------------ devices
+
+
+def nvmlDeviceGetCount():
+    _require_init()
+    _fault("nvmlDeviceGetCount")
+    return len(_lib.state()["gpus"])
+
+
+def nvmlDeviceGetHandleByIndex(index):
+    _require_init()
+    _fault("nvmlDeviceGetHandleByIndex")
+    if not isinstance(index, int) or not 0 <= index < len(_lib.state()["gpus"]):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return c_nvmlDevice_t(index)
+
+
+def nvmlDeviceGetIndex(handle):
+    _gpu(handle, "nvmlDeviceGetIndex")
+    return handle.phys
+
+
+def nvmlDeviceGetName(handle):
+    state, gpu = _gpu(handle, "nvmlDeviceGetName", mig_ok=True)
+    name = _model(state).name
+    if handle.slot is not None:
+        return "%s MIG %s" % (name, _instance(gpu, handle)["profile"])
+    return name
+
+
+def _digest(*parts):
+    return hashlib.sha256(":".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def nvmlDeviceGetSerial(handle):
+    state, _ = _gpu(handle, "nvmlDeviceGetSerial")
+    return str(1650000000000 + int(_digest("serial", state.get("seed"), handle.phys)[:8], 16) % 99999999)
+
+
+def _uuid(state, phys, slot):
+    d = _digest("uuid", state.get("seed"), phys, slot)
+    prefix = "MIG" if slot is not None else "GPU"
+    return "%s-%s-%s-%s-%s-%s" % (prefix, d[:8], d[8:12], d[12:16], d[16:20], d[20:32])
+
+
+def nvmlDeviceGetUUID(handle):
+    state, _ = _gpu(handle, "nvmlDeviceGetUUID", mig_ok=True)
+    return _uuid(state, handle.phys, handle.slot)
+
+
+def nvmlDeviceGetPciInfo(handle):
+    _, gpu = _gpu(handle, "nvmlDeviceGetPciInfo")
+    bus = int(gpu["bus"], 16)
+    bus_id = ("00000000:%02X:00.0" % bus).encode()
+    return nvmlPciInfo_t(
+        busIdLegacy=bus_id[4:],
+        domain=0,
+        bus=bus,
+        device=0,
+        pciDeviceId=0x233010DE,
+        pciSubSystemId=0x16C110DE,
+        busId=bus_id,
+    )
+
+
+def nvmlDeviceGetPciInfo_v3(handle):
+    return nvmlDeviceGetPciInfo(handle)
+
+
+def nvmlDeviceGetVbiosVersion(handle):
+    state, _ = _gpu(handle, "nvmlDeviceGetVbiosVersion")
+    return _model(state).vbios
+
+
+def nvmlDeviceGetMemoryInfo(handle, version=None):
+    state, gpu = _gpu(handle, "nvmlDeviceGetMemoryInfo", mig_ok=True)
+    if handle.slot is not None:
+        total = _PROFILES.get(_instance(gpu, handle)["profile"], (1, 9984))[1] * MiB
+        reserved = 13 * MiB
+    else:
+        total = _model(state).vram_mib * MiB
+        reserved = 480 * MiB  # what NVML reported used on an idle H100 80GB (driver 580)
+    units = set(_units(state, handle))
+    used = reserved + sum(int(e.get("vram_bytes", 0) or 0) for g, e in _entries() if g in units)
+    used = min(total, used)
+    return c_nvmlMemory_t(total=total, free=total - used, used=used)
+
+
+def nvmlDeviceGetUtilizationRates(handle):
+    state, gpu = _gpu(handle, "nvmlDeviceGetUtilizationRates")
+    if gpu["mig"][0] == 1:
+        _raise(NVML_ERROR_NOT_SUPPORTED)  # MIG mode: no whole-GPU activity through NVML
+    busy, _ = _load(state, handle.phys, _now())
+    return c_nvmlUtilization_t(gpu=int(round(100 * busy)), memory=int(round(60 * busy)))
+
+
+def _power_mw(state, phys, t):
+    model = _model(state)
+    busy, _ = _load(state, phys, t)
+    return int(1000 * (model.idle_w + (0.92 * model.cap_w - model.idle_w) * busy + 3 * _wave(7, phys, t)))
+
+
+def nvmlDeviceGetPowerUsage(handle):
+    state, _ = _gpu(handle, "nvmlDeviceGetPowerUsage")
+    return _power_mw(state, handle.phys, _now())
+
+
+def nvmlDeviceGetEnforcedPowerLimit(handle):
+    state, _ = _gpu(handle, "nvmlDeviceGetEnforcedPowerLimit")
+    return _model(state).cap_w * 1000
+
+
+def nvmlDeviceGetPowerManagementLimit(handle):
+    state, _ = _gpu(handle, "nvmlDeviceGetPowerManagementLimit")
+    return _model(state).cap_w * 1000
+
+
+def _temps(state, phys, t):
+    _, lagged = _load(state, phys, t)
+    gpu_c = int(round(31 + 45 * lagged))
+    return gpu_c, gpu_c + 6
+
+
+def nvmlDeviceGetTemperature(handle, sensor):
+    state, _ = _gpu(handle, "nvmlDeviceGetTemperature")
+    if sensor != NVML_TEMPERATURE_GPU:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return _temps(state, handle.phys, _now())[0]
+
+
+def nvmlDeviceGetClockInfo(handle, type):
+    state, _ = _gpu(handle, "nvmlDeviceGetClockInfo")
+    model = _model(state)
+    if type == NVML_CLOCK_MEM:
+        return model.mem_clk
+    if type in (NVML_CLOCK_SM, NVML_CLOCK_GRAPHICS):
+        busy, _ = _load(state, handle.phys, _now())
+        return 345 if busy == 0 else int(round(min(model.sm_max, 1410 + 600 * busy)))
+    if type == NVML_CLOCK_VIDEO:
+        return 765
+    _raise(NVML_ERROR_INVALID_ARGUMENT)
+
+
+def nvmlDeviceGetFieldValues(handle, fieldIds):
+    state, _ = _gpu(handle, "nvmlDeviceGetFieldValues")
+    t = _now()
+    out = []
+    for field in fieldIds:
+        scope = 0
+        if isinstance(field, (tuple, list)):
+            field, scope = field
+        value, kind, ret = None, NVML_VALUE_TYPE_UNSIGNED_INT, NVML_SUCCESS
+        if field == NVML_FI_DEV_MEMORY_TEMP:
+            value = _temps(state, handle.phys, t)[1]
+        elif field in (NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_POWER_AVERAGE):
+            value = _power_mw(state, handle.phys, t)
+        else:
+            ret = NVML_ERROR_NOT_SUPPORTED
+        zero = dict(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
+        if value is not None:
+            zero["uiVal"] = value
+        out.append(
+            c_nvmlFieldValue_t(
+                fieldId=field,
+                scopeId=scope,
+                timestamp=int(t * 1e6),
+                latencyUsec=0,
+                valueType=kind,
+                nvmlReturn=ret,
+                value=c_nvmlValue_t(**zero),
+            )
+        )
+    return out
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle):
+    state, gpu = _gpu(handle, "nvmlDeviceGetComputeRunningProcesses", mig_ok=True)
+    units = _units(state, handle)
+    base = _logical_base(state, handle.phys)
+    on_mig = gpu["mig"][0] == 1 and gpu["instances"]
+    out = []
+    for g, e in _entries():
+        if g not in units:
+            continue
+        inst = gpu["instances"][g - base] if on_mig else None
+        out.append(
+            nvmlFriendlyObject(
+                pid=int(e.get("pid", 0)),
+                usedGpuMemory=int(e.get("vram_bytes", 0) or 0),
+                gpuInstanceId=inst["gi"] if inst else 0xFFFFFFFF,
+                computeInstanceId=inst["ci"] if inst else 0xFFFFFFFF,
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ MIG
+
+
+def nvmlDeviceGetMigMode(device):
+    _, gpu = _gpu(device, "nvmlDeviceGetMigMode")
+    return [int(gpu["mig"][0]), int(gpu["mig"][1])]
+
+
+def nvmlDeviceGetMaxMigDeviceCount(device):
+    _, gpu = _gpu(device, "nvmlDeviceGetMaxMigDeviceCount")
+    return MAX_MIG_DEVICES
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
+    _, gpu = _gpu(device, "nvmlDeviceGetMigDeviceHandleByIndex")
+    if gpu["mig"][0] != 1:
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    if not isinstance(index, int) or not 0 <= index < MAX_MIG_DEVICES:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    instances = gpu.get("instances") or []
+    if index >= len(instances):
+        _raise(NVML_ERROR_NOT_FOUND)
+    inst = instances[index]
+    return c_nvmlDevice_t(device.phys, index, inst["gi"], inst["ci"])
+
+
+def nvmlDeviceIsMigDeviceHandle(device):
+    _require_init()
+    return int(isinstance(device, c_nvmlDevice_t) and device.slot is not None)
+
+
+def nvmlDeviceGetGpuInstanceId(device):
+    _, gpu = _gpu(device, "nvmlDeviceGetGpuInstanceId", mig_ok=True)
+    if device.slot is None:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return _instance(gpu, device)["gi"]
+
+
+def nvmlDeviceGetComputeInstanceId(device):
+    _, gpu = _gpu(device, "nvmlDeviceGetComputeInstanceId", mig_ok=True)
+    if device.slot is None:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return _instance(gpu, device)["ci"]
+
+
+def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
+    _gpu(migDevice, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig_ok=True)
+    return c_nvmlDevice_t(migDevice.phys)

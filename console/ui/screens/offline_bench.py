@@ -1,0 +1,298 @@
+"""Offline benchmarks in the TUI: a dialog (preset, GPUs, overrides, label) and a
+screen that runs `vllm bench latency|throughput` on the node's free GPUs, shows
+its progress, vLLM's last lines and the result, and stores it.
+
+Opened from the command palette ("NODE: offline benchmark"). The keys are the
+benchmark screen's own (same ids, so a [keys] remap applies to both). The
+worker only posts messages; the handlers draw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Input, Label, Select, Static
+
+from console.core.model import NodeSpec
+from console.core.offline_bench import OfflineError, OfflinePreset
+from console.core.results.offline import run_from_offline
+from console.core.results.reference import reference_matches
+from console.services.offline_bench import (
+    OfflineFinished,
+    OfflineLogLine,
+    OfflineOutcome,
+    OfflineProgressed,
+    OfflineRunError,
+    OfflineRunner,
+    OfflineStarted,
+)
+from console.services.results import ResultStore
+from console.transport.base import TransportError
+from console.ui.offline_form import OfflineRequest, check_offline_request, preset_key, preset_prompt
+from console.ui.screens.form_dialog import FormDialog
+from console.ui.start_form import FormError
+
+LOG_LINES = 12  # vLLM's last lines shown (bounded)
+
+
+class OfflineBenchDialog(FormDialog["OfflineRequest | None"]):
+    DEFAULT_CSS = """
+    OfflineBenchDialog { align: center middle; }
+    OfflineBenchDialog #offline-start-box {
+        width: 100; max-width: 100%; height: auto; max-height: 100%;
+        border: round $accent; border-title-style: bold; background: $surface; padding: 0 1;
+    }
+    OfflineBenchDialog #offline-start-fields {
+        grid-size: 2; grid-columns: 12 1fr; grid-rows: 1; grid-gutter: 1 1; height: auto; margin: 1 0;
+    }
+    OfflineBenchDialog #offline-start-fields > Label { color: $text-muted; }
+    OfflineBenchDialog #offline-start-error { height: auto; min-height: 1; color: $text-muted; }
+    OfflineBenchDialog #offline-start-error.-error { color: $text-error; text-style: bold; }
+    OfflineBenchDialog #offline-start-buttons { height: auto; align-horizontal: right; }
+    OfflineBenchDialog #offline-start-buttons Button { margin-left: 1; }
+    """
+    GO_BUTTON = "offline-start-go"
+    FIRST_FIELD = "#offline-gpus"
+    ERROR_LINE = "#offline-start-error"
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="cancel-bench-start"),
+        Binding("ctrl+s", "submit", "Run", id="submit-bench-start"),
+    ]
+
+    def __init__(self, node: str, presets: Sequence[OfflinePreset], *, cursor_blink: bool | None = None) -> None:
+        super().__init__(id="offline-start-dialog")
+        self.node = node
+        self.presets = tuple(presets)
+        self.cursor_blink = cursor_blink
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="offline-start-box") as box:
+            box.border_title = f"Offline benchmark on {self.node}"
+            box.border_subtitle = "Enter runs · Esc cancels"
+            with Grid(id="offline-start-fields"):
+                yield Label("Preset")
+                yield Select(
+                    [(Text(preset_prompt(p)), preset_key(p)) for p in self.presets],
+                    value=preset_key(self.presets[0]) if self.presets else Select.BLANK,
+                    allow_blank=not self.presets,
+                    id="offline-preset",
+                    compact=True,
+                )
+                yield Label("GPUs")
+                yield Input(placeholder="0,1,2,3 — free GPUs; TP = their number", id="offline-gpus", compact=True)
+                yield Label("Overrides")
+                yield Input(
+                    placeholder="model=/models/m input_len=128 batch_size=4", id="offline-overrides", compact=True
+                )
+                yield Label("Label")
+                yield Input(placeholder="optional, stored with the result", id="offline-label", compact=True)
+            yield Static(id="offline-start-error")
+            with Horizontal(id="offline-start-buttons"):
+                yield Button("Run", variant="primary", id="offline-start-go")
+                yield Button("Cancel", id="offline-start-cancel")
+
+    def submit(self) -> None:
+        value = self.query_one("#offline-preset", Select).value
+        try:
+            request = check_offline_request(
+                self.node,
+                value if isinstance(value, str) else None,
+                self.presets,
+                self.query_one("#offline-gpus", Input).value,
+                self.query_one("#offline-overrides", Input).value,
+                self.query_one("#offline-label", Input).value,
+            )
+        except FormError as exc:
+            self.show_error(str(exc))
+            return
+        self.dismiss(request)
+
+
+class OfflineBenchScreen(Screen):
+    DEFAULT_CSS = """
+    OfflineBenchScreen #offline-title { height: 1; text-style: bold; padding: 0 1; }
+    OfflineBenchScreen #offline-status { height: auto; padding: 0 1; }
+    OfflineBenchScreen #offline-progress { height: auto; padding: 0 1; color: $accent; }
+    OfflineBenchScreen #offline-result { height: auto; padding: 1 1; }
+    OfflineBenchScreen #offline-log { height: 1fr; padding: 0 1; color: $text-muted; }
+    """
+    BINDINGS = [
+        Binding("escape", "leave", "Back", id="close-bench"),
+        Binding("x", "cancel_run", "Cancel run", id="cancel-bench"),
+    ]
+
+    class Fed(Message):
+        """A runner event (started, progressed, a log line, finished)."""
+
+        def __init__(self, event) -> None:
+            super().__init__()
+            self.event = event
+
+    class Stored(Message):
+        def __init__(self, run_id: str | None, reference: str | None) -> None:
+            super().__init__()
+            self.run_id = run_id
+            self.reference = reference
+
+    class Refused(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(
+        self,
+        node: NodeSpec,
+        request: OfflineRequest,
+        *,
+        runner: OfflineRunner,
+        store: ResultStore | None,
+        reference_rows: Sequence = (),
+    ) -> None:
+        super().__init__()
+        self.node = node
+        self.request = request
+        self.runner = runner
+        self.store = store
+        self.reference_rows = tuple(reference_rows)
+        self.run_name: str | None = None
+        self.running = True
+        self.outcome: OfflineOutcome | None = None
+        self.stored_id: str | None = None
+        self.log_lines: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
+
+    def compose(self) -> ComposeResult:
+        p = self.request.preset
+        gpus = ",".join(map(str, self.request.gpus))
+        yield Static(Text(f"{p.kind} · {p.name} · {self.node.name} GPUs {gpus} · TP {p.tp}"), id="offline-title")
+        yield Static(Text("checking that the GPUs are free…"), id="offline-status")
+        yield Static(id="offline-progress")
+        yield Static(id="offline-result")
+        yield Static(id="offline-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.run_worker(self._go(), exclusive=True, group="offline-bench")
+
+    async def _go(self) -> None:
+        try:
+            check = await self.runner.preflight(self.node, self.request.gpus, self.request.preset.tp)
+            outcome = await self.runner.run(
+                self.node,
+                self.request.preset,
+                self.request.gpus,
+                version=check.version,
+                on_event=self._feed,
+            )
+        except (OfflineRunError, TransportError) as exc:
+            self.post_message(self.Refused(str(exc)))
+            return
+        if not outcome.ok or outcome.result_json is None:
+            return
+        statics = [g for g in check.snapshot.static if g.index in self.request.gpus]
+        first = statics[0] if statics else None
+        context = {
+            "node": self.node.name,
+            "gpu_model": first.model if first else None,
+            "compute_partition": first.compute_partition if first else None,
+            "memory_partition": first.memory_partition if first else None,
+            "vllm_version": check.version,
+            "bench_preset": self.request.preset.name,
+            "client_argv": list(outcome.argv),
+            "env": dict(self.request.preset.env) or None,
+            "gpus": list(self.request.gpus),
+            "offline_run": outcome.run,
+        }
+        try:
+            run = run_from_offline(
+                context, outcome.kind, outcome.result_json, self.request.preset, label=self.request.label
+            )
+        except OfflineError as exc:
+            self.post_message(self.Refused(f"not stored: {exc}"))
+            return
+        run_id = await asyncio.to_thread(self.store.save, run) if self.store is not None else None
+        matches = reference_matches(run, self.reference_rows) if self.reference_rows else []
+        reference = None
+        if matches:
+            row = matches[0].row
+            key = "latency_s" if outcome.kind == "latency" else "throughput_tok_s"
+            reference = f"seed {row.seed} reference ({row.gpu} TP{row.tp}): {row.metrics.get(key)} {key}"
+        self.post_message(self.Stored(run_id, reference))
+
+    def _feed(self, event) -> None:
+        self.post_message(self.Fed(event))
+
+    # ------------------------------------------------------------ drawing (messages only)
+
+    def on_offline_bench_screen_fed(self, message: Fed) -> None:
+        event = message.event
+        if isinstance(event, OfflineStarted):
+            self.run_name = event.run
+            notes = "".join(f"\nnote: {n}" for n in event.notes)
+            self.query_one("#offline-status", Static).update(Text(f"running {event.run} on {event.node}{notes}"))
+        elif isinstance(event, OfflineProgressed):
+            p = event.progress.progress
+            width = 30
+            filled = int(width * p.fraction)
+            bar = "█" * filled + "·" * (width - filled)
+            self.query_one("#offline-progress", Static).update(Text(f"{event.progress.phase:<9} {bar} {p.n}/{p.total}"))
+        elif isinstance(event, OfflineLogLine):
+            self.log_lines.append(event.text[-200:])
+            self.query_one("#offline-log", Static).update(Text("\n".join(self.log_lines)))
+        elif isinstance(event, OfflineFinished):
+            self.running = False
+            self.outcome = event.outcome
+            self.query_one("#offline-result", Static).update(Text(_result_text(event.outcome)))
+            self.query_one("#offline-status", Static).update(
+                Text(f"{event.outcome.run}: {'finished' if event.outcome.ok else 'FAILED'}")
+            )
+
+    def on_offline_bench_screen_stored(self, message: Stored) -> None:
+        self.stored_id = message.run_id
+        box = self.query_one("#offline-result", Static)
+        text = _result_text(self.outcome) if self.outcome else ""
+        if message.run_id:
+            text += f"\nstored as {message.run_id} (h: results)"
+        if message.reference:
+            text += f"\n{message.reference}"
+        box.update(Text(text))
+
+    def on_offline_bench_screen_refused(self, message: Refused) -> None:
+        self.running = False
+        self.query_one("#offline-status", Static).update(Text(message.text, style="bold red"))
+
+    def action_leave(self) -> None:
+        if self.running and self.run_name:
+            self.app.notify(f"{self.run_name} goes on on the node: bench runs / --attach", markup=False)
+        self.app.pop_screen()
+
+    async def action_cancel_run(self) -> None:
+        if self.running and self.run_name:
+            self.query_one("#offline-status", Static).update(Text(f"stopping {self.run_name}…"))
+            try:
+                await self.runner.cancel(self.node, self.run_name)
+            except TransportError as exc:
+                self.app.notify(f"could not stop {self.run_name}: {exc}", severity="error", markup=False)
+
+
+def _result_text(outcome: OfflineOutcome) -> str:
+    if not outcome.ok:
+        return f"FAILED: {outcome.reason}"
+    r = outcome.result_json or {}
+    if outcome.kind == "latency":
+        pct = r.get("percentiles") or {}
+        return (
+            f"avg latency {r.get('avg_latency', float('nan')):.4f} s · p50 {pct.get('50', float('nan')):.4f} s · "
+            f"p99 {pct.get('99', float('nan')):.4f} s ({len(r.get('latencies') or [])} iterations)"
+        )
+    return (
+        f"{r.get('tokens_per_second', float('nan')):.1f} tokens/s · {r.get('requests_per_second', float('nan')):.2f} "
+        f"requests/s · {r.get('num_requests')} requests in {r.get('elapsed_time', float('nan')):.2f} s"
+    )

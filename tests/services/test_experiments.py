@@ -1,0 +1,166 @@
+"""A whole three-layout experiment on a simulated MI300X node: partition switches, groups,
+group benchmarks, the report; killed mid-way and resumed without rerunning finished points."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+
+import pytest
+
+from console.core.experiment import ExperimentError, load_experiment, load_state, plan_points
+from console.core.experiment_report import build_report
+from console.core.model import BenchPreset, Profile, ServePreset
+from console.services.experiments import ExperimentRunner, group_name_for
+from console.services.groups import GroupService
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+
+PROFILE = Profile(
+    serve_presets=(ServePreset(name="tiny", model="tiny-llama", args=("--enforce-eager",)),),
+    bench_presets=(
+        BenchPreset(
+            name="tiny",
+            input_len=32,
+            output_len=16,
+            num_prompts=8,
+            ignore_eos=True,
+            percentile_metrics="ttft,tpot,itl,e2el",
+        ),
+    ),
+)
+EXPERIMENT = """
+[experiment]
+name = "sim-layouts"
+serve = "tiny"
+bench = "tiny"
+concurrency = [4, 8]
+num_prompts = 8
+layouts = ["SPX tp2 x1", "SPX tp1 x4", "CPX tp1 x4"]
+
+[[budget]]
+name = "loose"
+p99_ttft_ms = 60000
+"""
+
+
+@pytest.fixture(autouse=True)
+def fast(monkeypatch):
+    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
+
+
+def set_sim_state(tmp_path, name, **changes):
+    path = tmp_path / "state" / "sim" / name / "state.json"
+    state = json.loads(path.read_text())
+    state.update(changes)
+    path.write_text(json.dumps(state))
+
+
+@pytest.mark.timeout(300)
+async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
+    node = sim_node("exp")
+    (tmp_path / "exp.toml").write_text(EXPERIMENT)
+    exp = load_experiment(tmp_path / "exp.toml")
+    state_path = tmp_path / "exp-state.json"
+    pool = TransportPool()
+    try:
+        await sample_node(pool, node, probe=False)  # creates the simulated node's state
+        set_sim_state(tmp_path, "exp", switch_seconds=0.05)
+        lines: list[str] = []
+        runner = ExperimentRunner(pool, poll_every=0.3, stop_timeout=5)
+
+        def seen(event):
+            lines.append(event.line)
+
+        # first run: killed (task cancelled) right after the first point finished
+        task = asyncio.create_task(runner.run(exp, node, PROFILE, state_path, on_event=seen))
+        for _ in range(600):
+            await asyncio.sleep(0.1)
+            if any(line.startswith("spx-tp2-x1@c4: done") for line in lines):
+                break
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        first = load_state(state_path, exp, "exp")
+        assert list(first.done) == ["spx-tp2-x1@c4"] and not first.finished
+        first_runs = [r["run"] for r in first.done["spx-tp2-x1@c4"]["per_replica"]]
+        # the cancelled run stopped its group: nothing left running on the node
+        assert all(g.ready == 0 for g in await GroupService(pool).groups([node]))
+
+        # resumed: the finished point is not run again, the rest are, with the switch to CPX
+        lines.clear()
+        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5).run(
+            exp, node, PROFILE, state_path, on_event=seen
+        )
+        assert lines[0] == "resuming: 1 of 6 points done, 5 left"
+        assert not any(line.startswith("spx-tp2-x1@c4:") for line in lines)
+        assert state.finished and set(state.done) == {p.id for p in plan_points(exp)}, state.failed_layouts
+        assert [r["run"] for r in state.done["spx-tp2-x1@c4"]["per_replica"]] == first_runs
+        assert any("partition SPX → CPX" in line for line in lines)
+        assert any(line.startswith("layout CPX tp1 ×4: partition verified") for line in lines)
+        snap = await sample_node(pool, node, probe=False)
+        assert len(snap.static) == 64  # the node was left in the last layout's mode
+        cpx = state.done["cpx-tp1-x4@c8"]
+        assert cpx["completed"] == 8 and len(cpx["per_replica"]) == 4
+        assert [r["max_concurrency"] for r in cpx["per_replica"]] == [2, 2, 2, 2]
+        assert cpx["output_throughput"] == pytest.approx(sum(r["output_throughput"] for r in cpx["per_replica"]))
+
+        report = build_report(exp, state)
+        assert len(report.rows) == 6 and report.pareto and report.winners[0].row is not None
+        md = report.to_markdown()
+        assert "### CPX tp1 ×4 (preset `tiny`)" in md and "| concurrency 8 |" in md
+
+        # a third run has nothing left to do
+        lines.clear()
+        again = await ExperimentRunner(pool, poll_every=0.3).run(exp, node, PROFILE, state_path, on_event=seen)
+        assert again.done == state.done and not any(": benchmark" in line for line in lines)
+    finally:
+        for layout in exp.layouts:
+            try:
+                await GroupService(pool).stop([node], group_name_for(exp, layout), int_timeout=5)
+            except Exception:
+                pass
+        await pool.close()
+
+
+@pytest.mark.timeout(120)
+async def test_a_layout_that_fails_is_recorded_and_the_rest_go_on(sim_node, tmp_path):
+    base = sim_node("expfail")
+    # foreign work on GPUs 2-7: two TP-1 replicas fit on 0 and 1, two TP-2 replicas do not
+    node = dataclasses.replace(base, simulate=dataclasses.replace(base.simulate, busy=(2, 3, 4, 5, 6, 7)))
+    (tmp_path / "exp.toml").write_text(
+        EXPERIMENT.replace('["SPX tp2 x1", "SPX tp1 x4", "CPX tp1 x4"]', '["SPX tp1 x2", "SPX tp2 x2"]').replace(
+            "[4, 8]", "[4]"
+        )
+    )
+    exp = load_experiment(tmp_path / "exp.toml")
+    pool = TransportPool()
+    try:
+        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5).run(
+            exp, node, PROFILE, tmp_path / "s.json"
+        )
+        assert list(state.done) == ["spx-tp1-x2@c4"]
+        assert state.failed_layouts["spx-tp2-x2"].startswith("2 replicas of TP 2 need 4 free GPUs")
+        md = build_report(exp, state).to_markdown()
+        assert "Failed: 2 replicas of TP 2 need 4 free GPUs" in md
+    finally:
+        await pool.close()
+
+
+async def test_refused_before_anything_starts(sim_node, tmp_path):
+    node = sim_node("exprefuse")
+    path = tmp_path / "bad.toml"
+    path.write_text(EXPERIMENT.replace('"CPX tp1 x4"', '"CPX tp2 x4"'))
+    exp = load_experiment(path)
+    pool = TransportPool()
+    try:
+        with pytest.raises(ExperimentError) as err:
+            await ExperimentRunner(pool).run(exp, node, PROFILE, tmp_path / "s.json")
+        assert err.value.problems == [
+            f"{path}: layout \"CPX tp2 x4\" key 'layout': TP 2 in CPX: a CPX partition runs TP 1 only"
+        ]
+        assert not (tmp_path / "s.json").exists()
+        assert await GroupService(pool).groups([node]) == []
+    finally:
+        await pool.close()

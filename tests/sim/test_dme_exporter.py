@@ -1,0 +1,132 @@
+"""The simulated DME exporter: DME's names and labels, the simulated amdsmi's values, 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+EXPORTER = Path(__file__).resolve().parents[2] / "console" / "sim" / "dme_exporter.py"
+SIM_AMDSMI = EXPORTER.with_name("amdsmi.py")
+FROZEN = "1764000000"
+LINE_RE = re.compile(r"^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+
+
+def test_python38_syntax():
+    ast.parse(EXPORTER.read_text(), feature_version=(3, 8))
+    assert "import console" not in EXPORTER.read_text() and "from console" not in EXPORTER.read_text()
+
+
+@pytest.fixture
+def exporter(tmp_path):
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(
+        json.dumps(
+            [
+                {"hostname": "spx-a", "gpu": "MI300X", "count": 2, "seed": 4},
+                {"hostname": "cpx-b", "gpu": "MI300X", "count": 2, "compute_partition": "CPX", "seed": 5},
+            ]
+        )
+    )
+    env = {**os.environ, "ROCM_CONSOLE_SIM_TIME": FROZEN}
+    proc = subprocess.Popen(
+        [sys.executable, str(EXPORTER), "--nodes", str(nodes), "--state-dir", str(tmp_path / "state")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        hello = json.loads(proc.stdout.readline())
+        yield hello, tmp_path / "state"
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def fetch(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as reply:
+        return reply.read().decode()
+
+
+def parse(text: str) -> list[tuple[str, dict, float]]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        found = LINE_RE.match(line)
+        assert found, line
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', found["labels"]))
+        out.append((found["name"], labels, float(found["value"])))
+    return out
+
+
+def load_sim(state: Path, tag: str):
+    spec = importlib.util.spec_from_file_location(f"_test_sim_{tag}", SIM_AMDSMI)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    os.environ[module.ENV_DIR] = str(state)
+    try:
+        module.amdsmi_init()
+    finally:
+        os.environ.pop(module.ENV_DIR)
+    return module
+
+
+def test_serves_dme_families_and_labels_with_the_simulators_values(exporter, monkeypatch):
+    hello, state = exporter
+    assert hello["nodes"] == ["spx-a", "cpx-b"]
+    series = parse(fetch(hello["port"], "/nodes/cpx-b/metrics"))
+    names = {name for name, _, _ in series}
+    assert {"gpu_gfx_activity", "gpu_used_vram", "gpu_total_vram", "gpu_package_power", "gpu_clock"} <= names
+    gpu_series = [(n, lab, v) for n, lab, v in series if n != "gpu_nodes_total"]
+    for _, labels, _ in gpu_series:
+        assert labels["hostname"] == "cpx-b"
+        assert labels["gpu_compute_partition_type"] == "cpx" and labels["gpu_memory_partition_type"] == "nps1"
+    # 2 physical MI300X in CPX: 16 logical GPUs, partition ids 0-7, one serial per device
+    ids = {(int(lab["gpu_id"]), int(lab["gpu_partition_id"]), lab["serial_number"]) for _, lab, _ in gpu_series}
+    assert sorted(i for i, _, _ in ids) == list(range(16))
+    assert len({s for _, _, s in ids}) == 2
+    assert all(p == i % 8 for i, p, _ in ids)
+
+    # The values are the simulated amdsmi's for the same state and frozen clock.
+    monkeypatch.setenv("ROCM_CONSOLE_SIM_TIME", FROZEN)
+    sim = load_sim(state / "cpx-b", "cpx")
+    handles = sim.amdsmi_get_processor_handles()
+    raw = sim.amdsmi_get_gpu_metrics_info(handles[8])  # physical 1's primary partition
+    value = {(n, int(lab["gpu_id"]), lab.get("clock_type")): v for n, lab, v in gpu_series}
+    assert value[("gpu_package_power", 8, None)] == raw["current_socket_power"]
+    assert value[("gpu_junction_temperature", 8, None)] == raw["temperature_hotspot"]
+    assert value[("gpu_clock", 8, "GPU_CLOCK_TYPE_SYSTEM")] == raw["current_gfxclk"]
+    assert value[("gpu_clock", 8, "GPU_CLOCK_TYPE_MEMORY")] == raw["current_uclk"]
+    busy = raw["xcp_stats.gfx_busy_inst"][3]  # partition 3 of that device = gpu_id 11
+    row = [b for b in busy if isinstance(b, int) and b < 0xFFFF]
+    assert value[("gpu_gfx_activity", 11, None)] == pytest.approx(sum(row) / len(row))
+    usage = sim.amdsmi_get_gpu_vram_usage(handles[11])
+    assert value[("gpu_used_vram", 11, None)] == usage["vram_used"]
+    assert value[("gpu_total_vram", 11, None)] == usage["vram_total"]
+
+
+def test_every_node_on_metrics_and_unknown_node_is_404(exporter):
+    hello, _ = exporter
+    hosts = {lab["hostname"] for _, lab, _ in parse(fetch(hello["port"], "/metrics"))}
+    assert hosts == {"spx-a", "cpx-b"}
+    with pytest.raises(urllib.error.HTTPError) as info:
+        fetch(hello["port"], "/nodes/nope/metrics")
+    assert info.value.code == 404
+
+
+def test_listens_on_loopback_only(exporter):
+    hello, _ = exporter
+    out = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True, check=False).stdout
+    listeners = [line.split()[3] for line in out.splitlines() if line.split()[3].endswith(f":{hello['port']}")]
+    assert listeners == [f"127.0.0.1:{hello['port']}"]
