@@ -41,6 +41,7 @@ from console.core.multinode import (
     ray_exit_line,
 )
 from console.core.serve_rules import choose_port
+from console.core.telemetry import is_nvidia_source
 from console.services.instances import (
     NAME_RE,
     PASSTHROUGH_SECRETS,
@@ -282,6 +283,8 @@ class MultiNodeService:
         info: dict[str, Any] = {"instance": name, "nodes": [n.name for n in nodes], "head": head.name}
         info["gpus"] = {k: list(v) for k, v in by_node.items()}
         info["address"] = f"{address}:{ray_port}"
+        head_snap = snapshots.get(head.name)
+        info["nvidia"] = head_snap is not None and is_nvidia_source(head_snap.source)
         started: list[NodeSpec] = []
         try:
             for i, node in enumerate(nodes):
@@ -357,6 +360,7 @@ class MultiNodeService:
         environ: Mapping[str, str] | None,
     ) -> InstanceView:
         cmd = await self.instances._agent(head)
+        nvidia = bool(info.get("nvidia"))
         existing = await self.instances.list(head)
         used = {v.port for v in existing if v.state in _ACTIVE and v.port}
         port = port or preset.port or choose_port(used)
@@ -374,7 +378,8 @@ class MultiNodeService:
                 head_address=address,
                 ray_port=ray_port,
                 gpus=gpus,
-                rocm=head.simulate is not None or bool(gpus),
+                # the seed's ROCm DP settings, not on NVIDIA nodes (nor on a CPU-only head)
+                rocm=bool(gpus) and not nvidia,
                 overrides=overrides or {},
                 extra_args=extra_args,
                 extra_env=env,
