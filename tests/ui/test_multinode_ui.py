@@ -44,8 +44,10 @@ async def test_a_two_node_instance_is_listed_once_and_marked_on_both_nodes(sim_n
             assert [v.name for v in app.board.views()] == ["big"]  # once, not once per node
             await pilot.press("i")  # the instances screen
             assert await wait_for(pilot, lambda: "mi300x-a" in screen_text(app) and "big" in screen_text(app))
-            rows = [line for line in screen_text(app).splitlines() if line.lstrip().startswith("mi300x-")]
-            assert len(rows) == 1 and " big " in rows[0] and "ready" in rows[0]  # one row: the head's
+            text = screen_text(app)
+            rows = [line for line in text.splitlines() if line.lstrip().startswith("mi300x-")]
+            assert len(rows) == 1 and rows[0].split()[:3] == ["mi300x-a+mi300x-b", "big", "●"]  # one row
+            assert "1 on 2 nodes" in text and "big on mi300x-a, mi300x-b (head mi300x-a)" in text
     finally:
         try:
             await service.stop([a, b], "big", int_timeout=5)
