@@ -522,6 +522,17 @@ class MultiNodeService:
             raise InstanceError(f"{head.name}: no instance named {name}")
         return replace(view, nodes=tuple(n.name for n in nodes))
 
+    async def remove(self, nodes: Sequence[NodeSpec], name: str) -> None:
+        """Forget an ended multi-node instance: vLLM's folder on the head, Ray's on every node."""
+        for node in nodes:
+            for record in (name, member_name(name)):
+                view = await self._get(node, record)
+                if view is None:
+                    continue
+                if view.state in _ACTIVE:
+                    raise InstanceError(f"node {node.name}: {record} is running; stop {name} first")
+                await self.instances.remove(node, record)
+
     async def _stop_members(self, nodes: Sequence[NodeSpec], name: str, *, int_timeout: float = 20.0) -> None:
         async def one(node: NodeSpec) -> None:
             if await self._get(node, member_name(name)) is not None:

@@ -89,6 +89,11 @@ class ServiceInstances:
         return await self.service.stop(node, name)
 
     async def remove(self, node, name):
+        view = await self.service.get(node, name)
+        if view is not None and view.nodes and all(n in self.service.specs for n in view.nodes):
+            # a multi-node instance: forget vLLM on the head and the Ray members on every node
+            await MultiNodeService(self.service).remove([self.service.specs[n] for n in view.nodes], name)
+            return
         await self.service.remove(node, name)
 
     async def log_lines(self, node, name, *, follow=False, lines=None):

@@ -72,6 +72,10 @@ async def test_stop_and_logs_from_the_worker_node_and_restart(sim_node, tmp_path
         assert sim_ray_pids(tmp_path) == []
         with pytest.raises(InstanceError, match="Ray of big is not running"):
             await service.restart([a, b], "big", preset)
+        # forgotten from the worker's row: gone from both nodes
+        await ui.remove(b, "big")
+        assert [v.name for v in await ui.poll(a, snaps["mn-a"]) if v.name.startswith("big")] == []
+        assert [v.name for v in await ui.poll(b, snaps["mn-b"]) if v.name.startswith("big")] == []
     finally:
         try:
             await service.stop([a, b], "big", int_timeout=5)
