@@ -56,8 +56,8 @@ _OWNED_RAY_FLAGS = (
 DP_ROCM_ENV = (("VLLM_ALL2ALL_BACKEND", "allgather_reducescatter"),)
 DP_ROCM_FLAG = "--disable-nccl-for-dp-synchronization"
 # Ray's sockets live under the temp dir; AF_UNIX paths stop at 107 bytes and
-# Ray adds ~60 (session_<date>_<pid>/sockets/plasma_store).
-MAX_TEMP_DIR = 44
+# Ray adds up to 64 (/session_<date>_<µs>_<pid>/sockets/plasma_store).
+MAX_TEMP_DIR = 40
 
 
 def is_multinode(preset: ServePreset) -> bool:

@@ -55,7 +55,7 @@ from console.transport.base import TransportError
 
 RAY_SUFFIX = ".ray"  # the supervisor's name for a node's `ray start --block`
 STAGE_RAY_UP = "ray-cluster-up"
-TEMP_ROOT = "/tmp/rocm-console-ray"
+TEMP_ROOT = "/tmp/rcray"  # short: Ray's sockets live below it (AF_UNIX paths stop at 107 bytes)
 
 # Listens on the head's address and Ray port for a few seconds (also proves the
 # port is free there); prints LISTENING, then how many workers connected.
@@ -290,7 +290,7 @@ class MultiNodeService:
             for i, node in enumerate(nodes):
                 cmd = await self.instances._agent(node)
                 ray = await self._ray(node)
-                temp_dir = f"{temp_root}/{name}-{i}"
+                temp_dir = f"{temp_root}/{_short(name)}-{i}"
                 extra = [*preset.ray_args, *(ray_args or {}).get(node.name, ())]
                 try:
                     if i == 0:
@@ -541,6 +541,15 @@ class MultiNodeService:
         # workers first, the head last: a worker whose GCS vanished first only logs noise
         for node in reversed(list(nodes)):
             await one(node)
+
+
+def _short(name: str) -> str:
+    """An instance name short enough for a Ray temp dir: long ones keep 13 chars and a hash."""
+    if len(name) <= 20:
+        return name
+    import hashlib
+
+    return f"{name[:13]}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
 
 
 def _loopback(host: str) -> bool:

@@ -113,3 +113,12 @@ async def test_a_lost_head_ray_fails_the_worker_row_with_rays_line(sim_node, tmp
             pass
         await pool.close()
     assert sim_ray_pids(tmp_path) == []
+
+
+def test_long_instance_names_fit_rays_socket_paths():
+    from console.core.multinode import MAX_TEMP_DIR
+    from console.services.multinode import TEMP_ROOT, _short
+
+    for name in ("llama-3.1-405b-tp8-pp2", "x" * 64, "tiny"):
+        assert len(f"{TEMP_ROOT}/{_short(name)}-9") <= MAX_TEMP_DIR
+    assert _short("tiny") == "tiny" and _short("a" * 30) != _short("a" * 29 + "b")
