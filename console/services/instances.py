@@ -599,7 +599,7 @@ class InstancePoller:
                 v, state=InstanceState.READY, served_models=models, version=version, stage=ServeStage.READY.value
             )
         v = replace(v, state=InstanceState.LOADING)
-        if v.name in watched:
+        if v.name in watched or (v.nodes and v.nodes[0] != node.name):  # a Ray worker: its stage is the head's
             return v
         log = await self._tail(node, v.name)
         if log.stage is not None:
