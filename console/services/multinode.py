@@ -342,7 +342,9 @@ class MultiNodeService:
         except BaseException:
             await self._stop_members(started, name)
             raise
-        return replace(view, nodes=tuple(n.name for n in nodes))
+        # the stage until vLLM's own log says more
+        up = f"Ray cluster up ({len(nodes)} nodes)"
+        return replace(view, nodes=tuple(n.name for n in nodes), stage=STAGE_RAY_UP, stage_detail=up)
 
     async def _start_serve(
         self,

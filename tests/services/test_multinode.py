@@ -51,6 +51,7 @@ async def test_stop_and_logs_from_the_worker_node_and_restart(sim_node, tmp_path
         snaps = {n.name: await sample_node(pool, n, probe=False) for n in (a, b)}
         view = await service.start([a, b], preset, snapshots=snaps, name="big", port=free_port())
         assert view.nodes == ("mn-a", "mn-b")
+        assert (view.stage, view.stage_detail) == ("ray-cluster-up", "Ray cluster up (2 nodes)")
         ready = await service.instances.wait_ready(a, "big", timeout=60)
         assert ready.state == InstanceState.READY, ready.reason
         assert len(sim_ray_pids(tmp_path)) == 2
