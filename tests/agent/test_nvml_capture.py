@@ -42,7 +42,9 @@ def replay(capture_id):
     return frames, hello
 
 
-@pytest.mark.parametrize("capture_id", ["h100-nvml-2026-11-25", "h100-nvidia-smi-2026-11-25"])
+@pytest.mark.parametrize(
+    "capture_id", ["h100-nvml-2026-11-25", "h100-nvml-final-2026-11-25", "h100-nvidia-smi-2026-11-25"]
+)
 def test_real_h100_capture_becomes_one_fleet_row_with_the_real_model(capture_id):
     frames, hello = replay(capture_id)
     assert hello is not None and hello.source == "NVIDIA " + INDEX[capture_id]["mode"]
@@ -61,8 +63,10 @@ def test_real_h100_capture_becomes_one_fleet_row_with_the_real_model(capture_id)
     assert partition_text(static.compute_partition, static.memory_partition) == "?"
 
 
-def test_real_h100_idle_then_loaded():
-    frames, _ = replay("h100-nvml-2026-11-25")
+@pytest.mark.parametrize("capture_id", ["h100-nvml-2026-11-25", "h100-nvml-final-2026-11-25"])
+def test_real_h100_idle_then_loaded(capture_id):
+    frames, _ = replay(capture_id)
+    pid = INDEX[capture_id]["load_pid"]
     assert len(frames) == 62
     gpus = [node_dict(f)["gpus"][0] for f in frames]
     idle, loaded = gpus[:20], gpus[30:]
@@ -70,9 +74,13 @@ def test_real_h100_idle_then_loaded():
     assert all(60 < g["power_w"] < 80 for g in idle)  # an idle H100 SXM draws ~72 W
     assert all(g["gfx_clock_mhz"] == 345 for g in idle)
     assert all(g["util_pct"] >= 98 for g in loaded)
-    assert all(650 < g["power_w"] <= 701 for g in loaded)  # at its 700 W cap
+    assert all(
+        650 < g["power_w"] <= 1.01 * g["power_cap_w"] for g in loaded
+    )  # at its 700 W cap (a sample overshoots by ~3 W)
     assert all(g["vram_used_mib"] > idle[0]["vram_used_mib"] + 1000 for g in loaded)
-    assert all(g["processes"] == [{"pid": 499, "name": "python3", "vram_mib": 1130.0}] for g in loaded)
+    assert all(g["processes"] == [{"pid": pid, "name": "python3", "vram_mib": 1130.0}] for g in loaded)
+    if "mig_mode" in frames[-1].static[0].__dataclass_fields__ and capture_id.endswith("final-2026-11-25"):
+        assert frames[-1].static[0].mig_mode == "off"  # the final agent says so; the first capture predates the key
     # warming up under load: the GPU and HBM temperatures climb
     assert loaded[-1]["temp_junction_c"] > idle[-1]["temp_junction_c"] + 20
     assert loaded[-1]["temp_mem_c"] > idle[-1]["temp_mem_c"] + 15
