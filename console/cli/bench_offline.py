@@ -164,7 +164,7 @@ def format_offline(outcome: OfflineOutcome) -> str:
     if outcome.kind == "latency":
         pct = r.get("percentiles") or {}
         return (
-            f"{outcome.run}: ok\n  avg latency {r.get('avg_latency'):.4f} s  p50 {pct.get('50', float('nan')):.4f} s"
+            f"{outcome.run}: ok\n  avg latency {r.get('avg_latency', float('nan')):.4f} s  p50 {pct.get('50', float('nan')):.4f} s"
             f"  p99 {pct.get('99', float('nan')):.4f} s  ({len(r.get('latencies') or [])} iterations)"
         )
     return (

@@ -149,7 +149,8 @@ def _list(args, store: ResultStore) -> int:
         return EXIT_OK
     head = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
     rows = []
-    for run, acc in zip(runs, accuracy_for(runs, store.list())):
+    filtered = any((args.node, args.label, args.model, args.since))
+    for run, acc in zip(runs, accuracy_for(runs, store.list() if filtered else runs)):
         s = run_summary(run)
         if accuracy_text(acc):
             s["setup"] += f" [{accuracy_text(acc)}]"
