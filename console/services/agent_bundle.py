@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import shlex
+import sys
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,6 +20,7 @@ from pathlib import Path
 from console.core.model import NodeSpec, ProbeInfo
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.transport.base import Transport, TransportError
+from console.transport.local import LocalTransport
 
 _PKG = Path(__file__).resolve().parents[1]
 AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
@@ -103,6 +106,7 @@ echo present
 
 
 DEFAULT_STATE_DIR = NodeSpec.__dataclass_fields__["state_dir"].default
+DEFAULT_PYTHON = NodeSpec.__dataclass_fields__["python"].default
 
 
 def node_state_dir(node: NodeSpec) -> str:
@@ -136,14 +140,22 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     digest, files = _bundle(node.simulate is not None)
     state_dir_raw = node_state_dir(node)
     raw_base = f"{state_dir_raw.rstrip('/') or '/'}/agent/{digest}"
-    check = await transport.run(
-        ["sh", "-c", _CHECK_SCRIPT, "sh", *(f"{raw_base}/{name}" for name, _ in files)], timeout=30
-    )
-    out = check.stdout.splitlines()
-    if not check.ok or len(out) < 2:
-        raise TransportError(
-            f"{node.name}: cannot inspect state_dir {state_dir_raw!r}: {check.stderr.strip()[:120]}", "command"
+    if isinstance(transport, LocalTransport):
+        # The node is this machine: look at the files here rather than through a shell
+        # (one process less before the agent can start; the demo's start-up is budgeted).
+        home = os.path.expanduser("~")
+        base = f"{expand_home(state_dir_raw, home, node.name)}/agent/{digest}"
+        present = all(os.path.isfile(f"{base}/{name}") for name, _ in files)
+        out = [home, "present" if present else "missing"]
+    else:
+        check = await transport.run(
+            ["sh", "-c", _CHECK_SCRIPT, "sh", *(f"{raw_base}/{name}" for name, _ in files)], timeout=30
         )
+        out = check.stdout.splitlines()
+        if not check.ok or len(out) < 2:
+            raise TransportError(
+                f"{node.name}: cannot inspect state_dir {state_dir_raw!r}: {check.stderr.strip()[:120]}", "command"
+            )
     state_dir = expand_home(state_dir_raw, out[0].strip(), node.name)
     base = f"{state_dir}/agent/{digest}"
     paths = [f"{base}/{name}" for name, _ in files]
@@ -160,13 +172,19 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
             # The simulated host's ROCm (sim/host.py): the probe reads <ROCM_PATH>/.info/version.
             ("ROCM_PATH", f"{base}/sim/host/opt/rocm"),
         ]
+    python = node.python
+    if node.simulate is not None and node.transport == "local" and python == DEFAULT_PYTHON:
+        # A simulated node on this machine: the console's own interpreter (>= 3.8, known to be
+        # there) instead of looking `python3` up on PATH each time; a version-manager shim
+        # (pyenv) costs a shell and ~50 ms of CPU per agent, probe and instance list.
+        python = sys.executable or python
     vllm = tuple(shlex.split(node.vllm))
     if node.simulate is not None and node.vllm == "vllm":
-        vllm = (node.python, f"{base}/sim/vllm")
+        vllm = (python, f"{base}/sim/vllm")
     return AgentCommand(
         agent_path=paths[0],
         amdsmi_paths=amdsmi_paths,
-        python=node.python,
+        python=python,
         env=tuple(env),
         state_dir=state_dir,
         vllm=vllm,

@@ -5,7 +5,8 @@ The test starts `python -m console web --demo` on a free loopback port and Debia
 protocol with a small client (aiohttp's websocket, which textual-serve brings): it reads the
 terminal output the page receives (the websocket frames from the app), checks that the fleet
 table arrives with live numbers, types `?` into the page and sees the help screen come back, and
-saves a screenshot of the page. Everything it started is stopped by pid.
+takes a screenshot of the page (ROCM_CONSOLE_SCREENSHOTS=1 writes it to screenshots/web.png, the
+README's). Everything it started is stopped by pid.
 """
 
 from __future__ import annotations
@@ -207,8 +208,10 @@ async def test_the_console_in_a_browser(served):
             shot = await page.send("Page.captureScreenshot", format="png")
             data = base64.b64decode(shot["data"])
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a drawn page, not a blank one
-            SCREENSHOT.parent.mkdir(exist_ok=True)
-            SCREENSHOT.write_bytes(data)
+            # The README's picture is rewritten only when asked: a test run leaves the tree clean.
+            target = SCREENSHOT if os.environ.get("ROCM_CONSOLE_SCREENSHOTS") else home.parent / SCREENSHOT.name
+            target.parent.mkdir(exist_ok=True)
+            target.write_bytes(data)
             page.reader.cancel()
     # The server stopped as a service manager stops it (SIGTERM to its pid alone) while a tab
     # is open: its console session and everything that session started end with it.
