@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -26,18 +27,20 @@ from console.cli.common import (
 from console.core.experiment import ExperimentError, load_experiment, load_state
 from console.core.experiment_report import ExperimentReport, build_report
 from console.core.model import NodeSpec, Profile, SimulateSpec
-from console.core.replicas import ReplicaPlanError, parse_replicas
-from console.core.status_view import fmt_num
+from console.core.replicas import DEFAULT_BASE_PORT, ReplicaPlanError, parse_replicas
 from console.services.bench import BenchProgressed, BenchRunError
 from console.services.experiments import ExperimentProgressed, ExperimentRunner, default_state_path
-from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner
+from console.services.group_bench import GroupBenchRunner, format_group_outcome, store_group
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.partitions import PartitionFailed
+from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MARKERS = ("o", "x", "+", "*", "#", "@")
 FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed)
 DEMO_LAB = "mi300x-lab"
 
@@ -64,6 +67,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         "--env", action="append", default=[], metavar="KEY=VALUE", help="environment for servers and clients"
     )
     run.add_argument("--json", action="store_true", help="print the final state as JSON")
+    run.add_argument("--no-store", action="store_true", help="do not store the points in the results store")
     report.add_argument("--out", metavar="DIR", help="write report.md, points.csv (and chart.png) into DIR")
     report.add_argument("--json", action="store_true", help="print the rows as JSON")
     return [run, check, report]
@@ -115,13 +119,20 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
     env = parse_pairs(getattr(args, "env", []), "--env")
     pool = TransportPool()
     try:
-        runner = ExperimentRunner(pool)
+        store = None if getattr(args, "no_store", True) else ResultStore()
+        runner = ExperimentRunner(pool, store=store)
         if args.experiment_command == "check":
             try:
                 await runner.check(exp, node, profile)
             except ExperimentError as exc:
                 raise _BadInput(exc.problems) from None
             print(f"{args.file}: {len(exp.layouts)} layouts fit {node.name}")
+            busy = (await runner.groups.capacity(node)).busy or {}
+            if busy:
+                # not a refusal (it may be gone by then), but the layouts needing these will fail
+                held = ", ".join(f"{g} ({what})" for g, what in sorted(busy.items())[:8])
+                more = f" and {len(busy) - 8} more" if len(busy) > 8 else ""
+                print(f"note: {len(busy)} GPU{'s' if len(busy) != 1 else ''} busy on {node.name} now: {held}{more}")
             return EXIT_OK
 
         def progress(event: ExperimentProgressed) -> None:
@@ -131,7 +142,7 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
         if not args.json:
             print(f"state: {state_path}", flush=True)
         try:
-            state = await runner.run(exp, node, profile, state_path, on_event=progress, extra_env=env)
+            state = await runner.run_resilient(exp, node, profile, state_path, on_event=progress, extra_env=env)
         except ExperimentError as exc:
             raise _BadInput(exc.problems) from None
     finally:
@@ -159,14 +170,15 @@ def render_chart(report: ExperimentReport, width: int = 78, height: int = 20) ->
     plt.clear_figure()
     plt.plotsize(width, height)
     plt.theme("clear")
-    for label, xs, ys in series:
-        plt.plot(xs, ys, label=label, marker="dot")
+    for i, (label, xs, ys) in enumerate(series):
+        # one character per layout: the colours are gone once the chart is plain text
+        plt.plot(xs, ys, label=label, marker=_MARKERS[i % len(_MARKERS)])
     plt.xlabel("p99 TTFT (ms)")
     plt.ylabel("output tok/s per node")
     plt.title(f"{report.experiment.name}: throughput vs latency")
     text = plt.build()
     plt.clear_figure()
-    return str(text)
+    return _ANSI.sub("", str(text))  # plotext colours even the "clear" theme; Markdown wants plain text
 
 
 def write_png(report: ExperimentReport, path: Path) -> bool:
@@ -276,7 +288,15 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, 
                 raise GroupError(snap.error)
         try:
             plan = await service.plan(
-                nodes, preset, replicas, tp=tp, gpus=gpus, group=args.group or args.name, snapshots=snapshots
+                nodes,
+                preset,
+                replicas,
+                tp=tp,
+                gpus=gpus,
+                group=args.group or args.name,
+                snapshots=snapshots,
+                # --port with --replicas: the first port tried (each replica takes the next free one)
+                base_port=args.port or preset.port or DEFAULT_BASE_PORT,
             )
         except GroupError as exc:
             raise UsageError(str(exc)) from None
@@ -351,31 +371,6 @@ async def serve_group_stop(args: argparse.Namespace, nodes: Sequence[NodeSpec]) 
 # ---------------------------------------------------------------- bench run --group
 
 
-def format_group_outcome(outcome: GroupBenchOutcome) -> str:
-    r = outcome.result
-    head = f"group {outcome.group}" + (f" via {outcome.url}" if outcome.url else "")
-    if r is None:
-        return f"{head}: no result ({outcome.reason})"
-    lines = [
-        f"{head}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
-        f"  completed {r.completed}  failed {r.failed}  duration {fmt_num(r.duration, '{:.2f}')} s",
-        f"  output {r.output_throughput:.1f} tok/s  total {r.total_token_throughput:.1f} tok/s  requests {r.request_throughput:.2f}/s  (sum of {len(r.replicas)} clients)",
-    ]
-    for metric in ("ttft", "tpot", "itl", "e2el"):
-        if metric in r.latency:
-            lines.append(
-                f"  {metric.upper():<5} mean {r.stat(metric, 'mean'):.2f}  median {r.stat(metric, 'median'):.2f}  "
-                f"p99 {fmt_num(r.stat(metric, 'p99'), '{:.2f}')} ms  (merged over {r.latency[metric].count} samples)"
-            )
-    for rep, load in zip(r.replicas, outcome.loads):
-        res = rep.result
-        lines.append(
-            f"  {rep.name:<28} c {load.max_concurrency or '-':<4} completed {res.completed}  "
-            f"{fmt_num(res.output_throughput, '{:.1f}')} tok/s  median TTFT {fmt_num(res.latency('ttft'), '{:.2f}')} ms"
-        )
-    return "\n".join(lines)
-
-
 async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Sequence[NodeSpec]) -> int:
     preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
     if preset is None:
@@ -433,7 +428,7 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         )
     finally:
         await pool.close()
-    stored = [] if args.no_store else _store_group(outcome, group, preset, args.label)
+    stored = [] if args.no_store else store_group(ResultStore(), outcome, group, preset, label=args.label)
     if args.json:
         print(
             json.dumps(
@@ -451,45 +446,8 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
     else:
         print(format_group_outcome(outcome))
         if stored:
-            print(f"  stored as {stored[-1]} (the group; replicas {', '.join(stored[:-1])})")
+            print(f"  stored as {stored[-1]} (the group), with {len(stored) - 1} replica results")
     return EXIT_OK if outcome.ok else EXIT_FAILED
-
-
-def _store_group(outcome: GroupBenchOutcome, group: GroupView, preset, label: str | None) -> list[str]:
-    """Each client's result, then the group's merged one (pointing at them), in the results store."""
-    if outcome.result is None:
-        return []
-    from console.core.results.build import run_from_console
-    from console.services.results import ResultStore
-
-    store = ResultStore()
-    views = {v.name: v for v in group.replicas}
-    ids = []
-    for load, o in zip(outcome.loads, outcome.outcomes):
-        if o.result_json is None:
-            continue
-        view = views.get(load.replica)
-        context = {
-            "node": load.node,
-            "instance": load.replica,
-            "serve_preset": view.preset if view else None,
-            "serve_args": list(view.argv) if view else [],
-            "vllm_version": view.version if view else None,
-            "client_argv": list(o.argv),
-            "gpus": list(view.gpus) if view else [],
-            "group": group.name,
-        }
-        ids.append(store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label)))
-    context = {
-        "node": ",".join(group.nodes),
-        "instance": group.name,
-        "serve_preset": group.preset,
-        "group": group.name,
-        "replica_runs": ids,
-        "url": outcome.url,
-    }
-    ids.append(store.save(run_from_console(context, outcome.result.as_result_json(), {}, setup=preset, label=label)))
-    return ids
 
 
 # ---------------------------------------------------------------- dispatch

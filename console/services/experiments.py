@@ -36,12 +36,13 @@ from console.core.experiment import (
 )
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.partition_rules import physical_gpus
+from console.core.replicas import DEFAULT_BASE_PORT
 from console.services.bench import BenchRunError, BenchRunner
-from console.services.group_bench import GroupBenchRunner, summary_of
+from console.services.group_bench import GroupBenchRunner, store_group, summary_of
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import InstanceError, InstanceService, InstanceState
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
-from console.services.results import default_root
+from console.services.results import ResultStore, default_root
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -85,6 +86,8 @@ class ExperimentRunner:
         *,
         poll_every: float = 2.0,
         stop_timeout: float = 30.0,
+        base_port: int = DEFAULT_BASE_PORT,
+        store: ResultStore | None = None,
     ) -> None:
         self.pool = pool or TransportPool()
         self.instances = InstanceService(self.pool)
@@ -93,6 +96,8 @@ class ExperimentRunner:
         self.bench = GroupBenchRunner(self.pool, poll_every=min(poll_every, 1.0))
         self.poll_every = poll_every
         self.stop_timeout = stop_timeout
+        self.base_port = base_port
+        self.store = store  # each point's results go there too (results list/compare), when given
 
     async def check(self, exp: Experiment, node: NodeSpec, profile: Profile) -> NodeSnapshot:
         """Validate against the node as it is now; ExperimentError (one line per problem) if it cannot run."""
@@ -175,6 +180,48 @@ class ExperimentRunner:
             state, f"finished: {len(state.done)} of {len(points)} points, {len(state.failed_layouts)} layouts failed"
         )
 
+    async def run_resilient(
+        self,
+        exp: Experiment,
+        node: NodeSpec,
+        profile: Profile,
+        state_path: Path,
+        *,
+        on_event: Callable[[ExperimentProgressed], None] | None = None,
+        extra_env: dict[str, str] | None = None,
+        link_retries: int = 10,
+        backoff: float = LINK_BACKOFF,
+    ) -> ExperimentState:
+        """run(), started again from its state file when the link to the node drops (a new
+        SSH connection each time), up to link_retries times in a row."""
+        failures = 0
+        while True:
+            try:
+                return await self.run(exp, node, profile, state_path, on_event=on_event, extra_env=extra_env)
+            except TransportError as exc:
+                failures += 1
+                if failures > link_retries:
+                    raise
+                if on_event:
+                    try:
+                        st = load_state(state_path, exp, node.name)
+                    except ValueError:
+                        st = ExperimentState(experiment=exp.name, node=node.name)
+                    delay = min(backoff * failures, 60.0)
+                    on_event(
+                        ExperimentProgressed(
+                            f"link to {node.name} lost ({exc.reason}): resuming in {delay:g} s "
+                            f"(attempt {failures} of {link_retries})",
+                            st,
+                            len(st.done),
+                            st.planned,
+                        )
+                    )
+                else:
+                    delay = min(backoff * failures, 60.0)
+                await asyncio.sleep(delay)
+                await self.pool.close()  # a fresh connection next time
+
     # ------------------------------------------------------------ steps
 
     async def _partition(
@@ -222,7 +269,13 @@ class ExperimentRunner:
             await self._stop_group(node, name)
         try:
             plan = await self.groups.plan(
-                [node], preset, layout.replicas, tp=layout.tp, group=name, snapshots={node.name: snapshot}
+                [node],
+                preset,
+                layout.replicas,
+                tp=layout.tp,
+                group=name,
+                snapshots={node.name: snapshot},
+                base_port=self.base_port,
             )
         except (GroupError, InstanceError, TransportError) as exc:
             raise _LayoutFailed(str(exc)) from None
@@ -235,6 +288,10 @@ class ExperimentRunner:
         return group
 
     async def _point(self, node, group: GroupView, point: Point, exp: Experiment, preset, extra_env) -> dict:
+        if point.concurrency is not None:
+            # a concurrency point: as fast as that many requests in flight allow (the preset's
+            # own request rate would cap every point at the same load)
+            preset = dataclasses.replace(preset, request_rate=None)
         attempt = 0
         while True:
             try:
@@ -247,7 +304,19 @@ class ExperimentRunner:
                     num_prompts=exp.num_prompts,
                     extra_env=extra_env,
                 )
-                return summary_of(outcome)
+                summary = summary_of(outcome)
+                if self.store is not None:
+                    ids = store_group(
+                        self.store,
+                        outcome,
+                        group,
+                        preset,
+                        label=f"{exp.name}: {point.layout.label}",
+                        extra={"experiment": exp.name, "layout": point.layout.label, "point": point.id},
+                    )
+                    if ids:
+                        summary["stored"] = ids[-1]
+                return summary
             except (TransportError, BenchRunError) as exc:
                 attempt += 1
                 if attempt > LINK_RETRIES:

@@ -27,19 +27,33 @@ from console.core.bench_result import BenchResult
 from console.core.experiment import split_evenly
 from console.core.group_result import GroupResult, GroupResultError, merge_results
 from console.core.model import BenchPreset, NodeSpec
+from console.core.results.build import run_from_console
+from console.core.status_view import fmt_num
 from console.services.agent_bundle import install_agent
 from console.services.bench import RESULT_FILE, BenchEvent, BenchRunError, BenchRunner, RunOutcome
 from console.services.groups import GroupView
 from console.services.instances import InstanceState, InstanceView
+from console.services.results import ResultStore
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 # Clients that stream their output to the console; the others are waited for by
 # polling (one SSH session each would pass sshd's MaxSessions on a 64-replica node).
 FOLLOWED_PER_NODE = 4
-# The start barrier: a client sleeps until this console-clock time, then execs
-# itself (python3 -c ..., argv unchanged after it).
-_HOLD = "import os,sys,time;time.sleep(max(0.0,min(float(sys.argv[1])-time.time(),300.0)));os.execvp(sys.argv[2],sys.argv[2:])"
+START_PARALLEL = 4  # clients started at once (each start is one SSH command)
+# The start barrier: each client waits (python3 -c ..., its argv unchanged after it) until
+# a go file appears on its node, then execs itself. The console writes the go files once
+# every client is started, so they start within ~50 ms of each other however long the
+# starting took. Past HOLD_LIMIT without a go file (the console died) a client ends (exit 3).
+HOLD_LIMIT = 600
+_HOLD = (
+    "import os,sys,time\n"
+    "end=time.time()+float(sys.argv[2])\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    " if time.time()>end: sys.exit(3)\n"
+    " time.sleep(0.05)\n"
+    "os.execvp(sys.argv[3],sys.argv[3:])"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +132,7 @@ class GroupBenchRunner:
         tokenizer: str | None,
         name: str,
         max_concurrency: int | None,
-        start_at: float,
+        go_file: str,
         instance: str,
         extra_env: Mapping[str, str] | None,
     ) -> tuple[str, ...]:
@@ -137,7 +151,7 @@ class GroupBenchRunner:
             )
         except ValueError as exc:
             raise BenchRunError(f"bench preset {preset.name}: {exc}") from None
-        held = [node.python, "-c", _HOLD, f"{start_at:.3f}", *argv]
+        held = [node.python, "-c", _HOLD, go_file, str(HOLD_LIMIT), *argv]
         spec = {
             "name": name,
             "argv": held,
@@ -160,10 +174,33 @@ class GroupBenchRunner:
                 return tuple(argv)
         raise BenchRunError(f"{node.name}: could not start the benchmark client: {result.stderr.strip()[-200:]}")
 
+    async def _go_file(self, node: NodeSpec, go_files: dict[str, str], group: str, stamp: str) -> str:
+        path = go_files.get(node.name)
+        if path is None:
+            cmd = await install_agent(self.pool.get(node), node)
+            path = go_files[node.name] = f"{cmd.state_dir}/runs/.go-{group[:40]}-{stamp}"
+        return path
+
+    async def _release(self, nodes: Mapping[str, NodeSpec], go_files: Mapping[str, str]) -> None:
+        """Every node's go file at once: the held clients start together."""
+
+        async def one(name: str, path: str) -> None:
+            # the runs folder exists: a client was started there
+            await self.pool.get(nodes[name]).run(["touch", path], timeout=30)
+
+        await asyncio.gather(*(one(n, p) for n, p in go_files.items()))
+
+    async def _tidy(self, nodes: Mapping[str, NodeSpec], go_files: Mapping[str, str]) -> None:
+        for name, path in go_files.items():
+            try:
+                await self.pool.get(nodes[name]).run(["rm", "-f", path], timeout=30)
+            except TransportError:
+                pass
+
     async def _wait_quietly(self, node: NodeSpec, run: str, argv: tuple[str, ...]) -> RunOutcome:
         """Wait for a client without streaming its output, then collect it."""
-        attempts = 0
-        while True:
+        attempts = missing = 0
+        while True:  # as long as the client runs (like following its output), no longer
             try:
                 recs = await self.runner.runs(node)
                 attempts = 0
@@ -171,8 +208,12 @@ class GroupBenchRunner:
                 attempts += 1
                 if attempts > 30:
                     raise
-                recs = []
-            rec = next((r for r in recs if r.get("name") == run), None)
+                recs = None
+            rec = next((r for r in recs or () if r.get("name") == run), None)
+            if recs is not None and rec is None:
+                missing += 1
+                if missing > 30:
+                    raise BenchRunError(f"{node.name}: benchmark client {run} is gone from the node")
             if rec is not None and rec.get("state") not in ("running", "starting"):
                 break
             await asyncio.sleep(self.poll_every)
@@ -223,24 +264,28 @@ class GroupBenchRunner:
         detailed = preset if "--save-detailed" in preset.extra_args else None
         stamp = time.strftime("%Y%m%d-%H%M%S")
         load_tag = f"c{concurrency}" if concurrency is not None else (f"r{rate:g}" if rate is not None else "inf")
-        start_at = time.time() + 2.0 + 0.3 * len(targets)
+        go_files: dict[str, str] = {}
         started: list[tuple[NodeSpec, InstanceView, ReplicaLoad, str, tuple[str, ...]]] = []
-        try:
-            for view, load in zip(targets, loads):
-                node = by_name[view.node]
-                client = dataclasses.replace(
-                    detailed or preset,
-                    extra_args=tuple(preset.extra_args) + (() if detailed else ("--save-detailed",)),
-                    num_prompts=load.num_prompts,
-                    request_rate=load.request_rate if load.request_rate is not None else preset.request_rate,
-                    seed=load.seed,
-                )
-                model = view.served_models[0] if view.served_models else view.model
-                if not model:
-                    raise BenchRunError(f"{view.node}: replica {view.name} serves no known model")
-                # <= 64 characters, the supervisor's limit: group (30) tail load stamp
-                tail = "lb" if url else load.replica.rsplit("-", 1)[-1]
-                name = f"{group.name[:30].rstrip('-.')}-{tail[:5]}-{load_tag[:8]}-{stamp}"
+        for view in targets:  # the go file's path per node, before the clients start in parallel
+            await self._go_file(by_name[view.node], go_files, group.name, stamp)
+        gate = asyncio.Semaphore(START_PARALLEL)
+
+        async def start_one(view: InstanceView, load: ReplicaLoad) -> None:
+            node = by_name[view.node]
+            client = dataclasses.replace(
+                detailed or preset,
+                extra_args=tuple(preset.extra_args) + (() if detailed else ("--save-detailed",)),
+                num_prompts=load.num_prompts,
+                request_rate=load.request_rate if load.request_rate is not None else preset.request_rate,
+                seed=load.seed,
+            )
+            model = view.served_models[0] if view.served_models else view.model
+            if not model:
+                raise BenchRunError(f"{view.node}: replica {view.name} serves no known model")
+            # <= 64 characters, the supervisor's limit: group (30) tail load stamp
+            tail = "lb" if url else load.replica.rsplit("-", 1)[-1]
+            name = f"{group.name[:30].rstrip('-.')}-{tail[:5]}-{load_tag[:8]}-{stamp}"
+            async with gate:
                 argv = await self._start_client(
                     node,
                     preset=client,
@@ -249,13 +294,27 @@ class GroupBenchRunner:
                     tokenizer=view.model if view.served_models and view.model != model else None,
                     name=name,
                     max_concurrency=load.max_concurrency,
-                    start_at=start_at,
+                    go_file=go_files[node.name],
                     instance=view.name,
                     extra_env=extra_env,
                 )
-                started.append((node, view, load, name, argv))
-        except BaseException:
+            started.append((node, view, load, name, argv))
+
+        results = await asyncio.gather(*(start_one(v, ld) for v, ld in zip(targets, loads)), return_exceptions=True)
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
             for node, _view, _load, name, _argv in started:  # never leave half a group's clients running
+                try:
+                    await self.runner.cancel(node, name)
+                except (TransportError, BenchRunError):
+                    pass
+            raise failure
+        order = {v.name: i for i, v in enumerate(targets)}
+        started.sort(key=lambda s: order[s[1].name])
+        try:
+            await self._release(by_name, go_files)
+        except BaseException:
+            for node, _view, _load, name, _argv in started:  # held clients would wait for nothing
                 try:
                     await self.runner.cancel(node, name)
                 except (TransportError, BenchRunError):
@@ -286,6 +345,8 @@ class GroupBenchRunner:
                 except (TransportError, BenchRunError):
                     pass
             raise
+        finally:
+            await self._tidy(by_name, go_files)
         result, merge_error = None, None
         jsons = [(load.replica, node.name, o.result_json) for (node, _v, load, _n, _a), o in zip(started, outcomes)]
         if all(j is not None for _, _, j in jsons):
@@ -334,3 +395,71 @@ def summary_of(outcome: GroupBenchOutcome, *, nodes: int | None = None) -> dict:
         )
     doc["per_replica"] = per
     return doc
+
+
+def format_group_outcome(outcome: GroupBenchOutcome) -> str:
+    r = outcome.result
+    head = f"group {outcome.group}" + (f" via {outcome.url}" if outcome.url else "")
+    if r is None:
+        return f"{head}: no result ({outcome.reason})"
+    lines = [
+        f"{head}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
+        f"  completed {r.completed}  failed {r.failed}  duration {fmt_num(r.duration, '{:.2f}')} s",
+        f"  output {r.output_throughput:.1f} tok/s  total {r.total_token_throughput:.1f} tok/s  requests {r.request_throughput:.2f}/s  (sum of {len(r.replicas)} clients)",
+    ]
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        if metric in r.latency:
+            lines.append(
+                f"  {metric.upper():<5} mean {r.stat(metric, 'mean'):.2f}  median {r.stat(metric, 'median'):.2f}  "
+                f"p99 {fmt_num(r.stat(metric, 'p99'), '{:.2f}')} ms  (merged over {r.latency[metric].count} samples)"
+            )
+    for rep, load in zip(r.replicas, outcome.loads):
+        res = rep.result
+        lines.append(
+            f"  {rep.name:<28} c {load.max_concurrency or '-':<4} completed {res.completed}  "
+            f"{fmt_num(res.output_throughput, '{:.1f}')} tok/s  median TTFT {fmt_num(res.latency('ttft'), '{:.2f}')} ms"
+        )
+    return "\n".join(lines)
+
+
+def store_group(
+    store: ResultStore,
+    outcome: GroupBenchOutcome,
+    group: GroupView,
+    preset: BenchPreset,
+    *,
+    label: str | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> list[str]:
+    """Each client's result, then the group's merged one (naming them), in the results store: ids."""
+    if outcome.result is None:
+        return []
+    views = {v.name: v for v in group.replicas}
+    ids = []
+    for load, o in zip(outcome.loads, outcome.outcomes):
+        if o.result_json is None:
+            continue
+        view = views.get(load.replica)
+        context = {
+            "node": load.node,
+            "instance": load.replica,
+            "serve_preset": view.preset if view else None,
+            "serve_args": list(view.argv) if view else [],
+            "vllm_version": view.version if view else None,
+            "client_argv": list(o.argv),
+            "gpus": list(view.gpus) if view else [],
+            "group": group.name,
+            **(extra or {}),
+        }
+        ids.append(store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label)))
+    context = {
+        "node": ",".join(group.nodes),
+        "instance": group.name,
+        "serve_preset": group.preset,
+        "group": group.name,
+        "replica_runs": ids,
+        "url": outcome.url,
+        **(extra or {}),
+    }
+    ids.append(store.save(run_from_console(context, outcome.result.as_result_json(), {}, setup=preset, label=label)))
+    return ids

@@ -22,6 +22,7 @@ from console.core.replicas import (
     GroupPlan,
     NodeCapacity,
     ReplicaPlan,
+    free_ports,
     listening_ports,
     plan_group,
 )
@@ -41,6 +42,7 @@ POLL_EVERY = 2.0
 # Above this many replicas on a node, readiness comes from /health alone: reading
 # every loading replica's log each round would take longer than the round.
 LOG_TAIL_LIMIT = 8
+PORT_RETRIES = 3  # a planned port found taken at start: the next free one, this many times
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,27 +194,40 @@ class GroupService:
             preset = replace(preset, tp=plan.tp)
         views: list[InstanceView] = []
 
+        planned_ports = {r.port for r in plan.replicas}
+
         async def one(rep: ReplicaPlan) -> InstanceView:
             node = by_name[rep.node]
+            port = rep.port
             try:
-                view = await self.instances.start(
-                    node,
-                    preset,
-                    gpus=rep.gpus,
-                    snapshot=(snapshots or {}).get(rep.node),
-                    port=rep.port,
-                    name=rep.name,
-                    overrides=overrides,
-                    extra_env=extra_env,
-                    extra_args=extra_args,
-                    group=plan.group,
-                )
-            except (InstanceError, TransportError) as exc:
+                for attempt in range(PORT_RETRIES + 1):
+                    try:
+                        view = await self.instances.start(
+                            node,
+                            preset,
+                            gpus=rep.gpus,
+                            snapshot=(snapshots or {}).get(rep.node),
+                            port=port,
+                            name=rep.name,
+                            overrides=overrides,
+                            extra_env=extra_env,
+                            extra_args=extra_args,
+                            group=plan.group,
+                        )
+                        break
+                    except InstanceError as exc:
+                        # taken since planning (a server that binds only once loaded): the next free one
+                        if "already in use" not in str(exc) or attempt == PORT_RETRIES:
+                            raise
+                        taken = set(await self.taken_ports(node)) | planned_ports
+                        port = free_ports(1, taken, port + 1)[0]
+                        planned_ports.add(port)
+            except (InstanceError, TransportError, ValueError) as exc:
                 view = InstanceView(
                     node=rep.node,
                     name=rep.name,
                     state=InstanceState.FAILED,
-                    port=rep.port,
+                    port=port,
                     gpus=rep.gpus,
                     model=preset.model,
                     preset=preset.name,

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from tests.integration.sshd import free_port
 from tests.integration.test_serve_real_vllm import cli, env_flags, group_gone, short_tmp, tiny_model, write_profile
 
 pytestmark = [pytest.mark.integration]
@@ -29,7 +30,7 @@ def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp,
     start = cli(
         profile,
         "serve", "start", "--node", "ssh-node", "--preset", "tiny-real",
-        "--replicas", "2", "--group", "real", "--wait", "--timeout", "600",
+        "--replicas", "2", "--group", "real", "--port", str(free_port()), "--wait", "--timeout", "600",
         *env,
         timeout=700,
     )  # fmt: skip

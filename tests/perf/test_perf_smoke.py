@@ -95,7 +95,9 @@ def test_startup_quick():
     assert not r["errors"]
     assert number(r["hello_world_first_frame_s"]["median"])
     assert number(r["console_full_fleet_frame_s"]["median"])
-    assert number(r["ratio_median"]) and r["budget"] == "<= 1.5"
+    assert number(r["ratio_median"]) and r["budget"] == "<= 2"
+    assert number(r["console_first_paint_s"]["median"]) and number(r["first_paint_ratio_median"])
+    assert r["budgets"]["first_paint_vs_hello"]["budget"] == "<= 1.5"
 
 
 @pytest.mark.integration

@@ -16,6 +16,9 @@ from console.services.experiments import ExperimentRunner, group_name_for
 from console.services.groups import GroupService
 from console.services.status import sample_node
 from console.services.transports import TransportPool
+from console.transport.base import TransportError
+from console.transport.local import LocalTransport
+from tests.helpers import free_port
 
 PROFILE = Profile(
     serve_presets=(ServePreset(name="tiny", model="tiny-llama", args=("--enforce-eager",)),),
@@ -27,6 +30,7 @@ PROFILE = Profile(
             num_prompts=8,
             ignore_eos=True,
             percentile_metrics="ttft,tpot,itl,e2el",
+            request_rate=1.0,  # concurrency points run without it
         ),
     ),
 )
@@ -68,7 +72,7 @@ async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
         await sample_node(pool, node, probe=False)  # creates the simulated node's state
         set_sim_state(tmp_path, "exp", switch_seconds=0.05)
         lines: list[str] = []
-        runner = ExperimentRunner(pool, poll_every=0.3, stop_timeout=5)
+        runner = ExperimentRunner(pool, poll_every=0.3, stop_timeout=5, base_port=free_port())
 
         def seen(event):
             lines.append(event.line)
@@ -90,7 +94,7 @@ async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
 
         # resumed: the finished point is not run again, the rest are, with the switch to CPX
         lines.clear()
-        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5).run(
+        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5, base_port=free_port()).run(
             exp, node, PROFILE, state_path, on_event=seen
         )
         assert lines[0] == "resuming: 1 of 6 points done, 5 left"
@@ -103,6 +107,7 @@ async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
         assert len(snap.static) == 64  # the node was left in the last layout's mode
         cpx = state.done["cpx-tp1-x4@c8"]
         assert cpx["completed"] == 8 and len(cpx["per_replica"]) == 4
+        assert cpx["request_rate"] == "inf" and cpx["max_concurrency"] == 8
         assert [r["max_concurrency"] for r in cpx["per_replica"]] == [2, 2, 2, 2]
         assert cpx["output_throughput"] == pytest.approx(sum(r["output_throughput"] for r in cpx["per_replica"]))
 
@@ -113,7 +118,9 @@ async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
 
         # a third run has nothing left to do
         lines.clear()
-        again = await ExperimentRunner(pool, poll_every=0.3).run(exp, node, PROFILE, state_path, on_event=seen)
+        again = await ExperimentRunner(pool, poll_every=0.3, base_port=free_port()).run(
+            exp, node, PROFILE, state_path, on_event=seen
+        )
         assert again.done == state.done and not any(": benchmark" in line for line in lines)
     finally:
         for layout in exp.layouts:
@@ -137,7 +144,7 @@ async def test_a_layout_that_fails_is_recorded_and_the_rest_go_on(sim_node, tmp_
     exp = load_experiment(tmp_path / "exp.toml")
     pool = TransportPool()
     try:
-        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5).run(
+        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5, base_port=free_port()).run(
             exp, node, PROFILE, tmp_path / "s.json"
         )
         assert list(state.done) == ["spx-tp1-x2@c4"]
@@ -164,3 +171,47 @@ async def test_refused_before_anything_starts(sim_node, tmp_path):
         assert await GroupService(pool).groups([node]) == []
     finally:
         await pool.close()
+
+
+class LinkDropsOnce(LocalTransport):
+    """The link to the node fails once, on the telemetry sample taken after the first layout."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.samples = 0
+        self.dropped = False
+
+    async def run(self, argv, **kw):
+        if "telemetry" in argv:
+            self.samples += 1
+            if self.samples == 3 and not self.dropped:  # check, first layout's end, ...
+                self.dropped = True
+                raise TransportError(f"{self.node_name}: connection lost", "closed")
+        return await super().run(argv, **kw)
+
+
+@pytest.mark.timeout(180)
+async def test_a_dropped_link_is_survived_by_resuming(sim_node, tmp_path):
+    node = sim_node("explink")
+    (tmp_path / "exp.toml").write_text(
+        EXPERIMENT.replace('["SPX tp2 x1", "SPX tp1 x4", "CPX tp1 x4"]', '["SPX tp1 x1", "SPX tp1 x2"]').replace(
+            "[4, 8]", "[2]"
+        )
+    )
+    exp = load_experiment(tmp_path / "exp.toml")
+    transport = LinkDropsOnce("explink")
+    pool = TransportPool(lambda n: transport)
+    lines: list[str] = []
+    try:
+        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5, base_port=free_port()).run_resilient(
+            exp, node, PROFILE, tmp_path / "s.json", on_event=lambda e: lines.append(e.line), backoff=0.1
+        )
+    finally:
+        await pool.close()
+    assert transport.dropped
+    assert any(line.startswith("link to explink lost (explink: connection lost): resuming") for line in lines)
+    assert state.finished and set(state.done) == {"spx-tp1-x1@c2", "spx-tp1-x2@c2"}
+    assert [line for line in lines if line.endswith(": benchmark")] == [
+        "spx-tp1-x1@c2: benchmark",
+        "spx-tp1-x2@c2: benchmark",
+    ]

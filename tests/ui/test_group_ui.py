@@ -3,17 +3,22 @@ x on that row stops the whole group (simulated node, real agent and instance ser
 
 from __future__ import annotations
 
+from console.core.model import BenchPreset, Profile
 from console.services.groups import GroupService
 from console.services.instances import InstanceState
 from console.services.status import sample_node
 from console.services.transports import TransportPool
+from console.ui.app import ConsoleApp
 from console.ui.screens.confirm import ConfirmScreen
+from console.ui.screens.group_bench import GroupBenchScreen
 from console.ui.screens.instances import InstancesScreen
 
 from .conftest import screen_text, wait_for
 from .test_instances_ui import TINY, fast_sim_vllm, free_port, make_app, node, stop_all, until_live
 
 __all__ = ["fast_sim_vllm", "node", "stop_all"]  # fixtures, imported for pytest
+
+BENCH = BenchPreset(name="tiny", input_len=32, output_len=16, num_prompts=8, ignore_eos=True)
 
 
 async def test_group_row_and_one_key_stops_the_group(node, stop_all):
@@ -56,5 +61,40 @@ async def test_group_row_and_one_key_stops_the_group(node, stop_all):
                 timeout=40,
             )
             assert await wait_for(pilot, lambda: "0/2 ready" in group_row(), timeout=20), group_row()
+    finally:
+        await pool.close()
+
+
+async def test_benchmark_of_a_group_shows_total_and_replica_lines(node, stop_all):
+    pool = TransportPool()
+    try:
+        groups = GroupService(pool)
+        snap = await sample_node(pool, node, probe=False)
+        plan = await groups.plan([node], TINY, 2, gpus=[6, 7], snapshots={node.name: snap}, base_port=free_port())
+        started = await groups.start(plan, [node], TINY, snapshots={node.name: snap})
+        assert (await groups.wait_ready([node], started, timeout=60, poll_every=0.3)).ready == 2
+        app = ConsoleApp(
+            Profile(nodes=(node,), serve_presets=(TINY,), bench_presets=(BENCH,)),
+            interval=0.2,
+            notify_health=False,
+            cursor_blink=False,
+            redraw_interval=0.05,
+            instance_poll_interval=0.3,
+        )
+        async with app.run_test(size=(140, 45), notifications=True) as pilot:
+            await until_live(pilot, app)
+            await pilot.press("i")
+            panel = app.screen
+            assert await wait_for(pilot, lambda: panel.select("", "tiny-x2"), timeout=30)
+            await wait_for(pilot, lambda: panel.selected_group is not None and panel.selected_group.ready == 2)
+            await pilot.press("b")
+            assert isinstance(app.screen, GroupBenchScreen)
+            app.screen.query_one("#group-bench-concurrency").value = "4"
+            app.screen.start()
+            assert await wait_for(pilot, lambda: "group tiny-x2: ok" in screen_text(app), timeout=60), screen_text(app)
+            text = screen_text(app)
+            assert "completed 8  failed 0" in text and "(sum of 2 clients)" in text
+            assert "r0    ████████████████████ 4/4" in text and "r1    ████████████████████ 4/4" in text
+            assert "tiny-x2-r0" in text and "tiny-x2-r1" in text  # each replica's own result below
     finally:
         await pool.close()
