@@ -239,7 +239,11 @@ class PrometheusSource:
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while True:
-            await self.refresh()
+            try:
+                await self.refresh()
+            except Exception as exc:  # noqa: BLE001 - a bug here must not freeze every node silently
+                self.last_error = self.client.redact(f"prometheus source failed: {type(exc).__name__}: {exc}")
+                self._judge(self.clock(), failed=True)
             next_at += self.fleet.interval
             now = loop.time()
             if next_at <= now:  # a slow Prometheus: skip missed ticks, do not pile up
@@ -263,9 +267,9 @@ class PrometheusSource:
             return
         self.last_ok, self.last_error = now, None
         self.refreshes += 1
-        found_new = [h for h in values if h not in self.matched.values()]
-        if found_new:
-            self.matched = match_hosts(self.wanted, set(self.matched.values()) | set(values))
+        known = set(self.matched.values())
+        if any(h not in known for h in values):  # a host that came up since the last layout
+            self.matched = match_hosts(self.wanted, known | set(values))
         relayout = False
         for n, (node, host) in enumerate(self.matched.items()):
             if n and n % _NODES_PER_SLICE == 0:
