@@ -756,6 +756,20 @@ def check_root(host, profile_sudo, facts):
 # ------------------------------------------------------------------ entry point
 
 
+NVIDIA_SOURCES = ("nvml", "nvidia-smi")
+# What only an AMD node needs: ROCm, amdgpu, amd-smi, /dev/kfd and the render nodes, root
+# for partition switches, and AMD's vLLM environment (the *_VISIBLE_DEVICES checks stay).
+AMD_ONLY = ("rocm", "driver", "amd-smi", "kfd", "render", "root")
+
+
+def not_amd(checks):
+    """On an NVIDIA node the AMD-only lines say so instead of failing."""
+    amd_env = set("env." + name for name, _, _, _ in RECOMMENDED_ENV)
+    for c in checks:
+        if (c["id"] in AMD_ONLY or c["id"] in amd_env) and c["level"] != OK:
+            c.update(level=OK, detail="not used on an NVIDIA node (%s)" % c["detail"], fix="")
+
+
 def run_checks(agent, amdsmi_paths, host, vllm_argv=("vllm",), profile_sudo=False):
     """The doctor record: {"kind": "doctor", "checks": [...], "facts": {...}}.
 
@@ -782,6 +796,8 @@ def run_checks(agent, amdsmi_paths, host, vllm_argv=("vllm",), profile_sudo=Fals
     checks.extend(check_devices(host, facts))
     checks.append(check_root(host, profile_sudo, facts))
     checks.extend(check_env(host, gpus, facts))
+    if facts.get("source") in NVIDIA_SOURCES:
+        not_amd(checks)
     if host.sysroot != "/":
         facts["sysroot"] = host.sysroot
     return {"kind": "doctor", "checks": checks, "facts": facts}

@@ -86,6 +86,24 @@ def mig_profile(name):
     return match.group(1) if match else None
 
 
+def mig_mode_text(mode):
+    """MIG mode as the GPU reports it: "off", "on", "off (on after a GPU reset)"; None: no MIG."""
+    current, pending = mode
+    if current is None:
+        return None
+    word = {0: "off", 1: "on"}
+    text = word.get(current, str(current))
+    if pending is not None and pending != current:
+        text += " (%s after a GPU reset)" % word.get(pending, str(pending))
+    return text
+
+
+def smi_mig_mode(current, pending):
+    """nvidia-smi's mig.mode.current / .pending ("Enabled", "Disabled", "[N/A]") as mig_mode_text."""
+    codes = {"enabled": 1, "disabled": 0}
+    return mig_mode_text((codes.get(text_of(current).lower()), codes.get(text_of(pending).lower())))
+
+
 def nvml_error(exc):
     """NVML's own text and the error class: 'RM has detected an NVML/RM version mismatch. (NVMLError_...)'."""
     return "%s (%s)" % (str(exc) or "no message", type(exc).__name__)
@@ -122,8 +140,9 @@ class NvmlSampler:
     checks a slow fact round-robin: a GPU's enforced power limit, its memory
     clock, its MIG mode (current and pending) and, when MIG is on, one MIG
     slot (an instance created or destroyed there).  So a tick costs at most
-    7 calls per physical GPU + 1 (docs/nvidia.md measures it).  Names, serials, BDFs, VBIOS and totals are
-    read at start and after a re-enumeration only.
+    7 calls per physical GPU + 1 (docs/nvidia.md measures it).  Names,
+    serials, BDFs, VBIOS, UUIDs and totals are read at start and after a
+    re-enumeration only; a process name once per PID.
     """
 
     source = "nvml"
@@ -144,7 +163,6 @@ class NvmlSampler:
         self._check_slot = False
         self._stale = False  # a MIG handle went away: enumerate again next tick
         self._enum_failures = 0
-        self._enum_error = None
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 module.nvmlInit()
@@ -260,6 +278,7 @@ class NvmlSampler:
                         "memory_partition": mig_profile(mig_name) if migs else None,
                         # what CUDA_VISIBLE_DEVICES must name for a MIG instance ("MIG-...")
                         "uuid": _str(self._call("nvmlDeviceGetUUID", h)),
+                        "mig_mode": mig_mode_text(mode),
                     }
                 )
                 self._vram[row["index"]] = (used, total)
@@ -289,7 +308,8 @@ class NvmlSampler:
             "compute_partition",
             "memory_partition",
             "memory_caps",
-            "uuid",  # NVIDIA only: the AMD records have no such key
+            "uuid",  # NVIDIA only (these two): the AMD records have no such keys
+            "mig_mode",
         )
         return dict((k, row.get(k)) for k in keys)
 
@@ -311,13 +331,9 @@ class NvmlSampler:
     def _process_name(self, pid):
         name = self._names.get(pid)
         if name is None:
-            name = _str(self._call("nvmlSystemGetProcessName", pid))
-            if name is None:  # NVML cannot see it (another PID namespace): /proc may
-                try:
-                    with open("/proc/%d/comm" % pid) as fh:
-                        name = fh.read().strip()
-                except (OSError, UnicodeDecodeError):
-                    name = ""
+            # NVML's PIDs are the host's: /proc of an agent in a container could name
+            # another process, so a name NVML cannot give stays empty
+            name = _str(self._call("nvmlSystemGetProcessName", pid)) or ""
             if len(self._names) >= _NAME_CACHE_MAX:
                 self._names.clear()
             self._names[pid] = name
@@ -370,10 +386,8 @@ class NvmlSampler:
             gpu["mem_clock_mhz"] = self._call("nvmlDeviceGetClockInfo", gpu["handle"], self.m.NVML_CLOCK_MEM)
         elif task == 2:
             mode = self._mig_mode(gpu["handle"])
-            if mode[0] != gpu["mig"][0]:
+            if mode != gpu["mig"]:  # switched, or a change now pending a GPU reset: new static rows
                 return True
-            if mode != gpu["mig"]:
-                gpu["mig"] = mode  # a pending change: it applies at the GPU's next reset
         elif gpu["migs"]:
             # one MIG slot per check: an instance created in an empty slot, or one gone
             # (a gone or replaced instance also fails the VRAM lane's read of its handle)
@@ -409,7 +423,6 @@ class NvmlSampler:
             # MIG instances being created or destroyed: handles vanish mid-walk
             self._stale = True
             self._enum_failures += 1
-            self._enum_error = exc
             if self._enum_failures >= MAX_ENUM_FAILURES:
                 raise self.agent.AgentError(
                     "%s (%d ticks in a row; are MIG instances being reconfigured?)"
@@ -567,6 +580,7 @@ class SmiSampler:
                         "compute_partition": "MIG" if migs else None,
                         "memory_partition": profile,
                         "uuid": uuid,
+                        "mig_mode": smi_mig_mode(rec["mig.mode.current"], rec["mig.mode.pending"]),
                     }
                 )
                 rows.append(NvmlSampler._ordered(row))

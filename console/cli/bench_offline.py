@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import json
 import time
-from pathlib import Path
 
 from console.cli.common import (
     EXIT_FAILED,
@@ -34,6 +33,7 @@ from console.core.offline_bench import (
     apply_offline_overrides,
     load_offline_presets,
 )
+from console.core.profiles import PROFILES_DIR
 from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.results.reference import load_reference_numbers, reference_matches
@@ -54,7 +54,7 @@ from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 COMMANDS = ("latency", "throughput", "accuracy")
-REFERENCE_PATH = Path(__file__).resolve().parents[2] / "profiles" / "reference_numbers.toml"
+REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
 
 def add_parsers(ops) -> list[argparse.ArgumentParser]:
@@ -164,7 +164,7 @@ def format_offline(outcome: OfflineOutcome) -> str:
     if outcome.kind == "latency":
         pct = r.get("percentiles") or {}
         return (
-            f"{outcome.run}: ok\n  avg latency {r.get('avg_latency'):.4f} s  p50 {pct.get('50', float('nan')):.4f} s"
+            f"{outcome.run}: ok\n  avg latency {r.get('avg_latency', float('nan')):.4f} s  p50 {pct.get('50', float('nan')):.4f} s"
             f"  p99 {pct.get('99', float('nan')):.4f} s  ({len(r.get('latencies') or [])} iterations)"
         )
     return (

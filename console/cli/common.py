@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from console.core.model import NodeSpec, Profile
-from console.core.profiles import demo_profile_path, discover_profile_paths, load_profile
+from console.core.profiles import PROFILES_DIR, demo_profile_path, discover_profile_paths, load_profile
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_PARTIAL = EXIT_FAILED  # `status`: some node did not answer
 # Serve presets taken from AMD's guides, always available.
-PRESETS_PATH = Path(__file__).resolve().parents[2] / "profiles" / "presets.toml"
+PRESETS_PATH = PROFILES_DIR / "presets.toml"
 
 
 class UsageError(Exception):

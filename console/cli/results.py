@@ -26,6 +26,7 @@ from console.cli.common import (
     say_error,
 )
 from console.core.errors import ProfileError
+from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
 from console.core.results.display import (
     format_value,
@@ -44,7 +45,7 @@ from console.core.results.reference import (
 )
 from console.services.results import ImportReport, ResultStore
 
-REFERENCE_PATH = Path(__file__).resolve().parents[2] / "profiles" / "reference_numbers.toml"
+REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -148,7 +149,8 @@ def _list(args, store: ResultStore) -> int:
         return EXIT_OK
     head = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
     rows = []
-    for run, acc in zip(runs, accuracy_for(runs, store.list())):
+    filtered = any((args.node, args.label, args.model, args.since))
+    for run, acc in zip(runs, accuracy_for(runs, store.list() if filtered else runs)):
         s = run_summary(run)
         if accuracy_text(acc):
             s["setup"] += f" [{accuracy_text(acc)}]"

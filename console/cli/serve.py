@@ -255,7 +255,11 @@ def _merge_multinode(views: Sequence[InstanceView]) -> list[InstanceView]:
             if key in seen:
                 continue
             seen.add(key)
-            head = next((h for h in views if h.nodes == v.nodes and h.name == v.name and h.node == v.nodes[0]), v)
+            rows = [h for h in views if h.nodes == v.nodes and h.name == v.name]
+            head = next((h for h in rows if h.node == v.nodes[0]), v)
+            lost = next((w for w in rows if w is not head and w.state == InstanceState.FAILED), None)
+            if lost is not None and head.state not in (InstanceState.FAILED, InstanceState.EXITED):
+                head = replace(head, state=InstanceState.FAILED, reason=lost.reason or f"node {lost.node}: Ray exited")
             v = replace(head, node="+".join(v.nodes))
         out.append(v)
     return out

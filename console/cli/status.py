@@ -20,6 +20,7 @@ from console.cli.common import (
 )
 from console.core.model import NodeHealth, NodeSnapshot, NodeSpec, Profile
 from console.core.status_view import fmt_num, merged_gpu_rows, node_dict
+from console.core.telemetry import is_nvidia_source
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -58,6 +59,8 @@ def format_status_table(snapshots: Sequence[NodeSnapshot]) -> str:
         lines.append(header)
         for static, m in rows:
             part = f"{static.compute_partition or '?'}/{static.memory_partition or '?'}" if static else "?"
+            if static and static.compute_partition is None and is_nvidia_source(snap.source):
+                part = "-"  # a whole NVIDIA GPU (MIG off): no partition mode at all
             model = (static.model or "?").replace("AMD Instinct ", "") if static else "?"
             vram = "N/A"
             if m and m.vram_used_mib is not None and m.vram_total_mib is not None:

@@ -54,6 +54,11 @@ VALUE_FAMILIES: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "g": ("gfx_clock_mhz", ('gpu_clock{clock_type=~"GPU_CLOCK_TYPE_SYSTEM|system"}',), True),
     "c": ("mem_clock_mhz", ('gpu_clock{clock_type=~"GPU_CLOCK_TYPE_MEMORY|memory"}',), True),
 }
+# Families that change slowly or matter less at a glance: asked every SLOW_EVERY
+# refreshes, their last values carried in between (the agent, likewise, reads a
+# partition's VRAM round-robin). Cuts the series per refresh by ~40 %.
+SLOW_FAMILIES = frozenset(("m", "t", "g", "c"))
+SLOW_EVERY = 5
 TS_TAG = "s"  # newest scrape time of a host's series
 _FIELD_OF = {tag: field for tag, (field, _, _) in VALUE_FAMILIES.items()}
 Payloads = Mapping[str, object]  # family key (or TS_TAG) -> the answer to its query
@@ -140,12 +145,15 @@ def layout_query(label: str = "hostname", hosts: Sequence[str] | None = None) ->
     return f"max by ({by}) ({_select('gpu_total_vram', host_selector(label, hosts))})"
 
 
-def value_queries(label: str = "hostname", hosts: Sequence[str] | None = None) -> dict[str, str]:
-    """The queries of every refresh: family key -> its expression, by (host, gpu_id)."""
+def value_queries(label: str = "hostname", hosts: Sequence[str] | None = None, *, slow: bool = True) -> dict[str, str]:
+    """The queries of a refresh: family key -> its expression, by (host, gpu_id);
+    the SLOW_FAMILIES only when ``slow``."""
     selector = host_selector(label, hosts)
     by = f"{label}, {GPU_ID}"
     out = {}
     for tag, (_, metrics, device) in VALUE_FAMILIES.items():
+        if tag in SLOW_FAMILIES and not slow:
+            continue
         matchers = (selector, f'{PARTITION_ID}="0"') if device else (selector,)
         out[tag] = " or ".join(f"max by ({by}) ({_select(metric, *matchers)})" for metric in metrics)
     out[TS_TAG] = f"max by ({label}) (timestamp({_select('gpu_total_vram', selector)}))"
@@ -241,12 +249,16 @@ def _physical_indices(labels_by_gpu: Mapping[int, Mapping[str, str]]) -> dict[in
     return {gpu: rank[labels.get(SERIAL) or f"\0{gpu}"] for gpu, labels in labels_by_gpu.items()}
 
 
+_GPU_OF: dict[str, int] = {}  # "12" -> 12, for the hot loop below (gpu ids are few)
+
+
 def parse_values(payloads: Payloads, label: str = "hostname") -> dict[str, DmeValues]:
     """The value queries' answers -> hostname -> DmeValues. Runs every refresh for
     every GPU of the fleet, so it is written for speed."""
     stamps: dict[str, float | None] = {}
     gpus: dict[str, dict[int, dict[str, float | None]]] = {}
     isfinite = math.isfinite
+    gpu_of = _GPU_OF
     for tag, payload in payloads.items():
         field = _FIELD_OF.get(tag)
         if field is None and tag != TS_TAG:
@@ -268,9 +280,12 @@ def parse_values(payloads: Payloads, label: str = "hostname") -> dict[str, DmeVa
                 stamps[host] = value
                 continue
             try:
-                gpu = int(labels[GPU_ID])
-            except (KeyError, TypeError, ValueError):
-                continue
+                gpu = gpu_of[labels[GPU_ID]]
+            except KeyError:
+                gpu_label = labels.get(GPU_ID)
+                if not isinstance(gpu_label, str) or not gpu_label.isdigit():
+                    continue
+                gpu = gpu_of[gpu_label] = int(gpu_label)
             per_host = gpus.get(host)
             if per_host is None:
                 per_host = gpus[host] = {}

@@ -145,6 +145,7 @@ class GpuStatic:
     memory_partition: str | None = None  # NPS1 | NPS2 | NPS4 (NVIDIA: compute "MIG", memory the profile)
     memory_caps: tuple[str, ...] = ()
     uuid: str | None = None  # NVIDIA: "GPU-…" / "MIG-…", what CUDA_VISIBLE_DEVICES names a MIG instance by
+    mig_mode: str | None = None  # NVIDIA: "off", "on", "off (on after a GPU reset)"; None: no MIG / AMD
 
 
 @dataclass(frozen=True, slots=True)

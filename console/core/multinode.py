@@ -32,6 +32,7 @@ __all__ = [
     "parse_ray_status",
     "parse_ray_version",
     "ray_command",
+    "ray_exit_line",
     "ray_install_hint",
     "world_size",
 ]
@@ -55,8 +56,8 @@ _OWNED_RAY_FLAGS = (
 DP_ROCM_ENV = (("VLLM_ALL2ALL_BACKEND", "allgather_reducescatter"),)
 DP_ROCM_FLAG = "--disable-nccl-for-dp-synchronization"
 # Ray's sockets live under the temp dir; AF_UNIX paths stop at 107 bytes and
-# Ray adds ~60 (session_<date>_<pid>/sockets/plasma_store).
-MAX_TEMP_DIR = 44
+# Ray adds up to 64 (/session_<date>_<µs>_<pid>/sockets/plasma_store).
+MAX_TEMP_DIR = 40
 
 
 def is_multinode(preset: ServePreset) -> bool:
@@ -414,3 +415,23 @@ def parse_ray_version(text: str) -> str | None:
     """`ray --version` prints "ray, version 2.60.0"."""
     found = _RAY_VERSION_RE.search(text)
     return found.group(1) if found else None
+
+
+# Ray's CLI log prefix: "2026-11-25 15:07:06,805\tERR scripts.py:1307 -- "
+_RAY_PREFIX_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+\w+\s+\S+ -- ")
+
+
+def ray_exit_line(lines: Sequence[str]) -> str | None:
+    """Why a node's `ray start --block` ended, in Ray's words, from the tail of its log.
+
+    Ray names the dead subprocess on the line after "Some Ray subprocesses exited
+    unexpectedly:", so the two are joined; otherwise the last error-looking line.
+    """
+    clean = [_RAY_PREFIX_RE.sub("", line.strip()) for line in lines if line.strip()]
+    for i, line in enumerate(clean):
+        if "exited unexpectedly" in line:
+            return f"{line} {clean[i + 1]}" if i + 1 < len(clean) else line
+    for line in reversed(clean):
+        if re.search(r"Error|error|ERROR|died|Aborted", line):
+            return line
+    return clean[-1] if clean else None

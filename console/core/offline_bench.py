@@ -16,11 +16,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from console.core.bench_output import BenchProgress, parse_progress, strip_ansi
+from console.core.profiles import PROFILES_DIR
 from console.core.serve_log import FatalLine, parse_serve_line
 from console.core.serve_rules import parse_version
 
 KINDS = ("latency", "throughput")
-PRESETS_PATH = Path(__file__).resolve().parents[2] / "profiles" / "offline_presets.toml"  # shipped presets
+PRESETS_PATH = PROFILES_DIR / "offline_presets.toml"  # shipped presets
 CLIENTS = ("auto", "subcommand", "script")
 # The seeds' images keep vLLM's source tree at /app/vllm (seeds 000, 001).
 DEFAULT_SCRIPTS_DIR = "/app/vllm/benchmarks"

@@ -42,7 +42,7 @@ MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
 # Compute modes the driver accepts under each memory mode (reference/amdsmi.md).
 # Shipped samples in profiles/: loaded only via --profile / --demo, never found by
 # discovery, so running from the repo never dials the example's hosts.
-SAMPLE_PROFILES = ("example.toml", "demo.toml")
+SAMPLE_PROFILES = ("example.toml", "demo.toml", "demo-multinode.toml")
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
@@ -94,7 +94,7 @@ PROFILES_DIR = _profiles_dir()
 
 
 def demo_profile_path() -> Path:
-    """The shipped profiles/demo.toml (three simulated local nodes)."""
+    """The shipped profiles/demo.toml (four simulated local nodes: three Instinct, one H100)."""
     return PROFILES_DIR / "demo.toml"
 
 

@@ -116,6 +116,7 @@ def _static_gpu(g: dict) -> GpuStatic:
         memory_partition=_opt_str(g.get("memory_partition")),
         memory_caps=tuple(str(c) for c in g.get("memory_caps") or ()),
         uuid=_opt_str(g.get("uuid")),
+        mig_mode=_opt_str(g.get("mig_mode")),
     )
 
 

@@ -18,12 +18,14 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.core.errors import ProfileError
 from console.core.profiles import PROFILES_DIR
-from console.core.results.build import full_setup
-from console.core.results.record import CONTEXT_KEYS, StoredRun, fingerprint_of, new_run_id, run_from_dict
-from console.services.results import ResultStore
+
+if TYPE_CHECKING:  # the results modules load when the history is seeded, not at start-up
+    from console.core.results.record import StoredRun
+    from console.services.results import ResultStore
 
 ENV = "ROCM_CONSOLE_LIFELINE"
 PROC = Path("/proc")
@@ -128,10 +130,11 @@ REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 REFERENCE_ROWS = 3  # a handful: the history is a demo, not the reference table
 
 
+DATA_DIR_ENV = "ROCM_CONSOLE_DATA_DIR"  # console.services.results reads it (not imported at start-up)
+
+
 def demo_data_dir() -> Path:
     """The demo's own data folder: its results never mix with the user's real history."""
-    from console.services.results import DATA_DIR_ENV
-
     base = os.environ.get(DATA_DIR_ENV)
     if base:
         return Path(base).expanduser() / "demo"
@@ -142,8 +145,6 @@ def demo_data_dir() -> Path:
 
 def use_demo_data_dir() -> Path:
     """Point this process's result store at the demo's folder (ResultStore() reads the variable)."""
-    from console.services.results import DATA_DIR_ENV
-
     folder = demo_data_dir()
     os.environ[DATA_DIR_ENV] = str(folder)
     return folder
@@ -151,33 +152,21 @@ def use_demo_data_dir() -> Path:
 
 def reference_run(row, source: str) -> StoredRun:
     """A published row of the seeds as a history entry, labelled as a reference (never a run)."""
-    setup = full_setup(
-        {
-            "model": row.model,
-            "backend": row.client,
-            "dataset": row.dataset,
-            "input_len": row.input_len,
-            "output_len": row.output_len,
-            "num_prompts": row.num_prompts,
-            "request_rate": row.request_rate,
-            "max_concurrency": row.max_concurrency,
-            "tp": row.tp,
-        }
-    )
-    context = dict.fromkeys(CONTEXT_KEYS)
-    context.update({"gpu_model": row.gpu, "serve_args": list(row.serve_args)})
-    metrics = {k: float(v) for k, v in row.metrics.items()}
-    fp = fingerprint_of(None, metrics, setup)
+    from dataclasses import replace
+
+    from console.core.results.record import fingerprint_of, new_run_id
+    from console.core.results.reference import reference_as_run
+
+    run = reference_as_run(row)
+    fp = fingerprint_of(None, run.metrics, run.setup)
     created = time.time()
-    return StoredRun(
+    return replace(
+        run,
         id=new_run_id(created, f"ref-seed{row.seed}", fp),
         created=created,
         origin="import",
         source=f"{source}#{row.id}",
         label=f"reference: seed {row.seed}'s published numbers ({row.gpu}, TP {row.tp}), not run here",
-        context=context,
-        setup=setup,
-        metrics=metrics,
         fingerprint=fp,
     )
 
@@ -187,7 +176,12 @@ def seed_history(store: ResultStore | None = None) -> int:
 
     Only when the store holds nothing yet (a user who deleted them keeps them deleted
     until the folder is empty again). Returns how many runs were stored."""
+    data_dir = os.environ.get(DATA_DIR_ENV)
+    if store is None and data_dir and any((Path(data_dir).expanduser() / "results").glob("*.json")):
+        return 0  # the usual start: seeded before, and nothing below is imported
+    from console.core.results.record import run_from_dict
     from console.core.results.reference import load_reference_numbers
+    from console.services.results import ResultStore
 
     store = store or ResultStore()
     if store.ids():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
+from console.core.multinode import ray_exit_line
 from console.core.serve_argv import build_docker_argv, build_serve_argv
 from console.core.serve_log import ServeLogState, ServeStage
 from console.core.serve_rules import (
@@ -188,9 +189,11 @@ class InstanceService:
     def __init__(self, pool: TransportPool | None = None, *, http_timeout: float = 3.0) -> None:
         self.pool = pool or TransportPool()
         self._commands: dict[str, AgentCommand] = {}
+        self.specs: dict[str, NodeSpec] = {}  # nodes seen, by name (a multi-node stop reaches them all)
         self._http_timeout = http_timeout
 
     async def _agent(self, node: NodeSpec) -> AgentCommand:
+        self.specs[node.name] = node
         cmd = self._commands.get(node.name)
         if cmd is None:
             cmd = self._commands[node.name] = await install_agent(self.pool.get(node), node)
@@ -270,6 +273,11 @@ class InstanceService:
         group: str | None = None,
     ) -> InstanceView:
         gpus = tuple(gpus)
+        if preset.pp > 1 or preset.dp > 1 or preset.nodes:  # pp/dp would be dropped here: services/multinode.py
+            raise InstanceError(
+                f"preset {preset.name} spans several nodes (PP {preset.pp}, DP {preset.dp}): "
+                "start it with `rocm-console serve start --nodes a,b`"
+            )
         existing = await self.list(node)
         name = name or self._default_name(preset, gpus, existing)
         if not NAME_RE.match(name):
@@ -591,7 +599,7 @@ class InstancePoller:
                 v, state=InstanceState.READY, served_models=models, version=version, stage=ServeStage.READY.value
             )
         v = replace(v, state=InstanceState.LOADING)
-        if v.name in watched:
+        if v.name in watched or (v.nodes and v.nodes[0] != node.name):  # a Ray worker: its stage is the head's
             return v
         log = await self._tail(node, v.name)
         if log.stage is not None:
@@ -603,6 +611,9 @@ class InstancePoller:
     async def _failed(self, node: NodeSpec, v: InstanceView) -> InstanceView:
         key = self._key(v)
         known = self._ended.get(key)
+        if known is None and v.nodes and v.nodes[0] != node.name:  # a multi-node instance's Ray worker ended
+            ray_reason = await self._ray_reason(node, v.name + ".ray")
+            known = self._ended[key] = (None, None, f"node {node.name}: Ray exited: {ray_reason}")
         if known is None:
             log = await self._tail(node, v.name)
             reason = f"{log.fatal.reason}: {log.fatal.message}" if log.fatal else None
@@ -612,6 +623,15 @@ class InstancePoller:
                     reason = f"killed by signal {v.exit_signal}"
             known = self._ended[key] = (log.stage.value if log.stage else None, log.stage_detail or None, reason)
         return replace(v, stage=known[0], stage_detail=known[1], reason=known[2])
+
+    async def _ray_reason(self, node: NodeSpec, member: str) -> str:
+        lines: list[str] = []
+        try:
+            async for line in self.service.log_lines(node, member, lines=self.log_tail):
+                lines.append(line)
+        except (TransportError, InstanceError):
+            pass
+        return ray_exit_line(lines) or "no log"
 
     async def _tail(self, node: NodeSpec, name: str) -> ServeLogState:
         log = ServeLogState()

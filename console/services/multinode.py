@@ -38,8 +38,10 @@ from console.core.multinode import (
     parse_ray_version,
     python_of,
     ray_command,
+    ray_exit_line,
 )
 from console.core.serve_rules import choose_port
+from console.core.telemetry import is_nvidia_source
 from console.services.instances import (
     NAME_RE,
     PASSTHROUGH_SECRETS,
@@ -53,7 +55,7 @@ from console.transport.base import TransportError
 
 RAY_SUFFIX = ".ray"  # the supervisor's name for a node's `ray start --block`
 STAGE_RAY_UP = "ray-cluster-up"
-TEMP_ROOT = "/tmp/rocm-console-ray"
+TEMP_ROOT = "/tmp/rcray"  # short: Ray's sockets live below it (AF_UNIX paths stop at 107 bytes)
 
 # Listens on the head's address and Ray port for a few seconds (also proves the
 # port is free there); prints LISTENING, then how many workers connected.
@@ -281,12 +283,14 @@ class MultiNodeService:
         info: dict[str, Any] = {"instance": name, "nodes": [n.name for n in nodes], "head": head.name}
         info["gpus"] = {k: list(v) for k, v in by_node.items()}
         info["address"] = f"{address}:{ray_port}"
+        head_snap = snapshots.get(head.name)
+        info["nvidia"] = head_snap is not None and is_nvidia_source(head_snap.source)
         started: list[NodeSpec] = []
         try:
             for i, node in enumerate(nodes):
                 cmd = await self.instances._agent(node)
                 ray = await self._ray(node)
-                temp_dir = f"{temp_root}/{name}-{i}"
+                temp_dir = f"{temp_root}/{_short(name)}-{i}"
                 extra = [*preset.ray_args, *(ray_args or {}).get(node.name, ())]
                 try:
                     if i == 0:
@@ -338,7 +342,9 @@ class MultiNodeService:
         except BaseException:
             await self._stop_members(started, name)
             raise
-        return replace(view, nodes=tuple(n.name for n in nodes))
+        # the stage until vLLM's own log says more
+        up = f"Ray cluster up ({len(nodes)} nodes)"
+        return replace(view, nodes=tuple(n.name for n in nodes), stage=STAGE_RAY_UP, stage_detail=up)
 
     async def _start_serve(
         self,
@@ -356,6 +362,7 @@ class MultiNodeService:
         environ: Mapping[str, str] | None,
     ) -> InstanceView:
         cmd = await self.instances._agent(head)
+        nvidia = bool(info.get("nvidia"))
         existing = await self.instances.list(head)
         used = {v.port for v in existing if v.state in _ACTIVE and v.port}
         port = port or preset.port or choose_port(used)
@@ -373,7 +380,8 @@ class MultiNodeService:
                 head_address=address,
                 ray_port=ray_port,
                 gpus=gpus,
-                rocm=head.simulate is not None or bool(gpus),
+                # the seed's ROCm DP settings, not on NVIDIA nodes (nor on a CPU-only head)
+                rocm=bool(gpus) and not nvidia,
                 overrides=overrides or {},
                 extra_args=extra_args,
                 extra_env=env,
@@ -394,6 +402,58 @@ class MultiNodeService:
         spec["env"].update(cmd.env_dict())
         [rec] = await self.instances._call(head, "start", input=json.dumps(spec), timeout=60)
         return view_from_record(head.name, rec)
+
+    async def restart(
+        self,
+        nodes: Sequence[NodeSpec],
+        name: str,
+        preset: ServePreset,
+        *,
+        port: int | None = None,
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> InstanceView:
+        """`vllm serve` again on the head of a Ray cluster that is still up (after vLLM ended).
+
+        Ray is not restarted: every node's member must be running and `ray status`
+        must count them all, else this refuses with the node at fault.
+        """
+        nodes = list(nodes)
+        head = nodes[0]
+        serve = await self._get(head, name)
+        if serve is not None and serve.state in _ACTIVE:
+            raise InstanceError(f"node {head.name}: {name} is still running; stop it first")
+        rec = await self._rec(head, member_name(name))
+        if rec is None:
+            raise InstanceError(f"node {head.name}: no Ray cluster of {name} (start it with serve start --nodes)")
+        info = dict((rec.get("spec") or {}).get("multinode") or {})
+        info.pop("role", None)
+        if info.get("nodes") != [n.name for n in nodes]:
+            raise InstanceError(f"{name}: its Ray cluster spans {','.join(info.get('nodes') or [])}")
+        for node in nodes:
+            member = await self._get(node, member_name(name))
+            if member is None or member.state not in _ACTIVE:
+                raise InstanceError(f"node {node.name}: Ray of {name} is not running")
+        address, _, ray_port = str(info.get("address")).rpartition(":")
+        status = await self.ray_status(head, address, int(ray_port))
+        if status is None or status.active < len(nodes):
+            seen = status.active if status is not None else 0
+            raise InstanceError(f"Ray cluster at {address}:{ray_port}: {seen} of {len(nodes)} nodes are up")
+        if serve is not None:
+            await self.instances.remove(head, name)
+        gpus = (info.get("gpus") or {}).get(head.name) or []
+        view = await self._start_serve(
+            head, preset, name, info, gpus, address, int(ray_port), port, overrides, extra_env, extra_args, environ
+        )
+        return replace(view, nodes=tuple(n.name for n in nodes))
+
+    async def _rec(self, node: NodeSpec, name: str) -> dict | None:
+        for rec in await self.instances._call(node, "list", timeout=30):
+            if rec.get("name") == name:
+                return rec
+        return None
 
     async def ray_status(self, head: NodeSpec, address: str, port: int):
         cmd = await self.instances._agent(head)
@@ -432,15 +492,7 @@ class MultiNodeService:
                     lines.append(line.strip())
         except (TransportError, InstanceError):
             pass
-        lines = [_RAY_PREFIX_RE.sub("", line) for line in lines]
-        for i, line in enumerate(lines):
-            # `ray start --block` names the dead subprocess on the next line: "raylet [exit code=-9]"
-            if "exited unexpectedly" in line:
-                return f"{line} {lines[i + 1]}" if i + 1 < len(lines) else line
-        for line in reversed(lines):
-            if re.search(r"Error|error|ERROR|died|Aborted", line):
-                return line
-        return lines[-1] if lines else "no log"
+        return ray_exit_line(lines) or "no log"
 
     # ------------------------------------------------------------ status / stop
 
@@ -472,6 +524,17 @@ class MultiNodeService:
             raise InstanceError(f"{head.name}: no instance named {name}")
         return replace(view, nodes=tuple(n.name for n in nodes))
 
+    async def remove(self, nodes: Sequence[NodeSpec], name: str) -> None:
+        """Forget an ended multi-node instance: vLLM's folder on the head, Ray's on every node."""
+        for node in nodes:
+            for record in (name, member_name(name)):
+                view = await self._get(node, record)
+                if view is None:
+                    continue
+                if view.state in _ACTIVE:
+                    raise InstanceError(f"node {node.name}: {record} is running; stop {name} first")
+                await self.instances.remove(node, record)
+
     async def _stop_members(self, nodes: Sequence[NodeSpec], name: str, *, int_timeout: float = 20.0) -> None:
         async def one(node: NodeSpec) -> None:
             if await self._get(node, member_name(name)) is not None:
@@ -482,8 +545,13 @@ class MultiNodeService:
             await one(node)
 
 
-# Ray's CLI log prefix: "2026-11-25 15:07:06,805\tERR scripts.py:1307 -- "
-_RAY_PREFIX_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+\w+\s+\S+ -- ")
+def _short(name: str) -> str:
+    """An instance name short enough for a Ray temp dir: long ones keep 13 chars and a hash."""
+    if len(name) <= 20:
+        return name
+    import hashlib
+
+    return f"{name[:13]}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
 
 
 def _loopback(host: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,7 @@ from console.core.offline_bench import (
 from console.core.serve_argv import redact
 from console.core.serve_rules import check_cpx_tp, check_gpus_free, check_tp
 from console.services.agent_bundle import AgentCommand, install_agent
-from console.services.instances import _ACTIVE, InstanceService
+from console.services.instances import _ACTIVE, PASSTHROUGH_SECRETS, InstanceService
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -237,6 +238,9 @@ class OfflineRunner:
         except OfflineError as exc:
             raise OfflineRunError(f"{preset.kind} preset {preset.name}: {exc}") from None
         env = {**cmd.env_dict(), **dict(command.env), **(extra_env or {}), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
+        for secret in PASSTHROUGH_SECRETS:  # gated models (seed 001: HF_TOKEN); redacted in spec.json
+            if secret in os.environ and secret not in env:
+                env[secret] = os.environ[secret]
         if gpus:
             env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, gpus))  # seeds 000/001 (CPX: one per partition)
         spec = {

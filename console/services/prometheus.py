@@ -21,7 +21,11 @@ import httpx
 
 from console.core.dme import (
     LAYOUT_EVERY_S,
+    SLOW_EVERY,
+    SLOW_FAMILIES,
+    VALUE_FAMILIES,
     DmeResponseError,
+    DmeValues,
     frame_gpus,
     hosts_query,
     layout_query,
@@ -62,6 +66,7 @@ class FleetHooks(Protocol):
 
 
 REDACTED = "***"
+_NODES_PER_SLICE = 32  # nodes updated between two yields to the event loop
 
 
 class PrometheusError(Exception):
@@ -106,6 +111,7 @@ class PrometheusClient:
                 self.config_error = f"prometheus: ca_file {spec.ca_file}: {getattr(exc, 'strerror', None) or exc}"
         self._http = httpx.AsyncClient(headers=headers, verify=verify, timeout=timeout, trust_env=False)
         self.timeout = timeout
+        self.decode_cpu_s = 0.0  # CPU spent decoding answers (tests/perf/fleet_scale.py reports it)
 
     def redact(self, text: str) -> str:
         return text.replace(self.token, REDACTED) if self.token else text
@@ -147,10 +153,13 @@ class PrometheusClient:
         if reply.status_code in (401, 403):
             hint = f" (check ${self.spec.token_env})" if self.spec.token_env else " (set token_env in [prometheus])"
             raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}{hint}")
+        t0 = time.thread_time()
         try:
             payload = reply.json()
         except ValueError:
             raise PrometheusError(f"{where}: HTTP {reply.status_code}, not a Prometheus API answer") from None
+        finally:
+            self.decode_cpu_s += time.thread_time() - t0
         if reply.status_code >= 400 and not (isinstance(payload, dict) and payload.get("status") == "error"):
             raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}")
         return payload
@@ -201,6 +210,10 @@ class PrometheusSource:
         self.wanted = {n.name: node_host(n) for n in nodes}
         hosts = sorted(set(self.wanted.values()))
         self._value_queries = value_queries(self.label, hosts)
+        self._fast_queries = value_queries(self.label, hosts, slow=False)
+        self._slow_fields = tuple(VALUE_FAMILIES[tag][0] for tag in sorted(SLOW_FAMILIES))
+        self._slow_values: dict[str, dict[int, dict[str, float | None]]] = {}  # host -> gpu -> field -> value
+        self._slow_due = 0  # refreshes until the slow families are asked again
         self._layout_query = layout_query(self.label, hosts)
         self.matched: dict[str, str] = {}  # node -> hostname label value
         self.layout: dict[str, tuple[GpuStatic, ...]] = {}  # by node
@@ -210,6 +223,7 @@ class PrometheusSource:
         self.last_ok: float | None = None
         self.last_error: str | None = None
         self.refreshes = 0
+        self.apply_cpu_s = 0.0  # CPU spent parsing values and updating the fleet (perf figures)
         self.history_error: str | None = None  # why the last load_history got nothing
         self.source_text = _source_text(self.client, spec)
 
@@ -237,7 +251,11 @@ class PrometheusSource:
         try:
             if now - self._layout_at >= LAYOUT_EVERY_S:
                 await self._refresh_layout(now)
-            values = parse_values(await self.client.query_all(self._value_queries), self.label)
+            slow = self._slow_due <= 0
+            answers = await self.client.query_all(self._value_queries if slow else self._fast_queries)
+            values = await self._parse(answers)
+            t0 = time.thread_time()
+            self._carry_slow(values, slow)
         except (PrometheusError, DmeResponseError) as exc:
             reason = exc.reason if isinstance(exc, PrometheusError) else f"prometheus {self.client.url}: {exc}"
             self.last_error = self.client.redact(reason)
@@ -249,7 +267,12 @@ class PrometheusSource:
         if found_new:
             self.matched = match_hosts(self.wanted, set(self.matched.values()) | set(values))
         relayout = False
-        for node, host in self.matched.items():
+        for n, (node, host) in enumerate(self.matched.items()):
+            if n and n % _NODES_PER_SLICE == 0:
+                # Let a key press in between: a big fleet's update is ~100 ms of CPU.
+                self.apply_cpu_s += time.thread_time() - t0
+                await asyncio.sleep(0)
+                t0 = time.thread_time()
             host_values = values.get(host)
             static = self.layout.get(node)
             if host_values is None or host_values.sample_ts is None:
@@ -275,6 +298,49 @@ class PrometheusSource:
         if relayout:  # again at the next refresh, at most every 5 s
             self._layout_at = min(self._layout_at, now - LAYOUT_EVERY_S + 5.0)
         self._judge(self.clock(), failed=False)
+        self.apply_cpu_s += time.thread_time() - t0
+
+    async def _parse(self, answers: Mapping[str, object]) -> dict[str, DmeValues]:
+        """parse_values one family at a time, yielding in between (a key press waits
+        for one family's parse, not the whole fleet's)."""
+        values: dict[str, DmeValues] = {}
+        for tag, payload in answers.items():
+            t0 = time.thread_time()
+            for host, got in parse_values({tag: payload}, self.label).items():
+                have = values.get(host)
+                if have is None:
+                    values[host] = got
+                    continue
+                if got.sample_ts is not None:
+                    values[host] = have = DmeValues(got.sample_ts, have.gpus)
+                for gpu, fields in got.gpus.items():
+                    mine = have.gpus.get(gpu)
+                    if mine is None:
+                        have.gpus[gpu] = fields
+                    else:
+                        mine.update(fields)
+            self.apply_cpu_s += time.thread_time() - t0
+            await asyncio.sleep(0)
+        return values
+
+    def _carry_slow(self, values: dict, slow: bool) -> None:
+        """Keep the slow families' answers; put the last ones into a refresh without them."""
+        if slow:
+            self._slow_due = SLOW_EVERY - 1
+            fields = self._slow_fields
+            self._slow_values = {
+                host: {gpu: {f: got[f] for f in fields if f in got} for gpu, got in v.gpus.items()}
+                for host, v in values.items()
+            }
+            return
+        self._slow_due -= 1
+        for host, v in values.items():
+            kept = self._slow_values.get(host)
+            if kept:
+                for gpu, got in v.gpus.items():
+                    old = kept.get(gpu)
+                    if old:
+                        got.update(old)
 
     async def _refresh_layout(self, now: float) -> None:
         layout = parse_layout(await self.client.query(self._layout_query), self.label)

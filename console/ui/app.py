@@ -118,6 +118,14 @@ class ConsoleApp(App[int]):
         if keymap:
             self.set_keymap(keymap)
             self._warn_unknown_keys(keymap)
+        # The first frame (every node's row, connecting) comes first: starting the links
+        # spawns processes (local nodes) or opens connections, which would delay it.
+        self.call_after_refresh(self._start_collection)
+        self.set_interval(self.redraw_interval, self._tick, name="redraw-clock")
+
+    async def _start_collection(self) -> None:
+        if self._fleet_started or not self.is_running:
+            return
         await self.fleet.start()  # only creates tasks: never waits for a node
         self._fleet_started = True
         for node in self.fleet.node_names:
@@ -129,7 +137,6 @@ class ConsoleApp(App[int]):
                 exclusive=True,
                 exit_on_error=False,
             )
-        self.set_interval(self.redraw_interval, self._tick, name="redraw-clock")
         for planned in self.demo_instances:
             self.run_worker(self._start_demo_instance(planned), group="demo", exit_on_error=False)
 
@@ -182,10 +189,16 @@ class ConsoleApp(App[int]):
         """Endless: the node's instance list every few seconds while the node is live."""
         spec = self.fleet.spec(node)
         wake = self._poll_wake[node]
+        started = time.monotonic()
         while True:
             snap = self.fleet.snapshot(node)
             wait = 0.5  # not live yet: look again soon, so the first list follows the first sample
-            if snap.health in (NodeHealth.LIVE, NodeHealth.STALE) and snap.latest is not None:
+            # The first list waits for every node's first sample (at most 3 s): on local nodes
+            # its process would compete with the agents still starting.
+            settling = time.monotonic() - started < 3.0 and not all(
+                self.fleet.snapshot(n).health != NodeHealth.CONNECTING for n in self.fleet.node_names
+            )
+            if not settling and snap.health in (NodeHealth.LIVE, NodeHealth.STALE) and snap.latest is not None:
                 watched = [name for n, name in self._following if n == node]
                 try:
                     views = await self.instances.poll(spec, snap, watched=watched)
@@ -207,11 +220,16 @@ class ConsoleApp(App[int]):
         preset = next((p for p in self.profile.serve_presets if p.name == planned.preset), None)
         if preset is None or planned.node not in self.fleet.node_names:
             return
-        for _ in range(120):  # the node's first sample comes within seconds; give up after 60 s
+        # Once every node is live (their first samples come first: a vLLM start costs a few
+        # processes), or its own node after 15 s; given up after 60 s.
+        for tick in range(240):
             snap = self.fleet.snapshot(planned.node)
-            if snap.health == NodeHealth.LIVE and snap.static:
+            own = snap.health == NodeHealth.LIVE and bool(snap.static)
+            if own and (
+                tick >= 60 or all(self.fleet.snapshot(n).health == NodeHealth.LIVE for n in self.fleet.node_names)
+            ):
                 break
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.25)
         else:
             return
         from console.services.demo import DEMO_PORTS_FROM, free_local_port

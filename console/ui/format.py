@@ -141,10 +141,12 @@ def node_facts(snapshot: NodeSnapshot) -> list[str]:
             count += f" = {len(static)} GPUs"
         facts.append(count)
         modes = sorted({partition_text(g.compute_partition, g.memory_partition) for g in static})
-        if is_nvidia_source(
-            snapshot.source
-        ):  # whole NVIDIA GPUs have no partition mode: only MIG profiles are worth a word
+        if is_nvidia_source(snapshot.source):
+            # whole NVIDIA GPUs have no partition mode: only MIG profiles are worth a word
             modes = [m for m in modes if m != "?"]
+            pending = sorted({g.physical for g in static if g.mig_mode and "after a GPU reset" in g.mig_mode})
+            if pending:
+                modes.append("MIG change pending a reset on GPU " + ",".join(map(str, pending)))
         if modes:
             facts.append(" ".join(modes))
     probe = probe_facts(snapshot.probe)

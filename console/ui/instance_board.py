@@ -174,6 +174,12 @@ class InstanceBoard:
         self.version += 1
         self._merged.pop(node, None)
         self._on_gpu.pop(node, None)
+        # A multi-node instance's worker rows show its head's state: redraw them too.
+        for other, views in self._polled.items():
+            if other != node and any(node in v.nodes for v in views):
+                self.generation[other] = self.generation.get(other, 0) + 1
+                self._merged.pop(other, None)
+                self._on_gpu.pop(other, None)
 
     def set_polled(self, node: str, views: Sequence[InstanceView] | None, error: str | None = None) -> bool:
         """A poll's result (views None: it failed, keep the last list). True if anything changed."""
@@ -239,7 +245,10 @@ class InstanceBoard:
 
     def views(self, node: str | None = None) -> list[InstanceView]:
         if node is None:
-            return [v for n in self._polled for v in self.views(n)]
+            every = [v for n in self._polled for v in self.views(n)]
+            # a multi-node instance once: its head's row stands for the worker rows
+            heads = {(v.name, v.nodes) for v in every if v.nodes and v.node == v.nodes[0]}
+            return [v for v in every if not (v.nodes and v.node != v.nodes[0] and (v.name, v.nodes) in heads)]
         merged = self._merged.get(node)
         if merged is None:
             polled = self._polled.get(node, [])
@@ -247,8 +256,28 @@ class InstanceBoard:
             merged = [merge(v, self._live.get((node, v.name))) for v in polled]
             # Started since the last poll: only the worker knows it yet.
             merged += [v for (n, name), v in self._live.items() if n == node and name not in names]
+            merged = [self._as_head(v) for v in merged]
             self._merged[node] = merged
         return merged
+
+    def _as_head(self, v: InstanceView) -> InstanceView:
+        """A multi-node instance's row: a worker's in its head's state (its own node and GPUs);
+        the head's failed while a worker's Ray has ended (that worker's reason)."""
+        if not v.nodes or v.nodes[0] not in self._polled:
+            return v
+        if v.node == v.nodes[0]:
+            if v.state in RUNNING:
+                for other in v.nodes[1:]:
+                    w = next((w for w in self._polled.get(other, []) if w.name == v.name), None)
+                    if w is not None and w.state in ENDED:
+                        return replace(v, state=State.FAILED, reason=w.reason or f"node {other}: Ray exited")
+            return v
+        if v.state in ENDED:
+            return v
+        head = next((h for h in self.views(v.nodes[0]) if h.name == v.name), None)
+        if head is None:
+            return v
+        return replace(head, node=v.node, gpus=v.gpus, pid=v.pid)
 
     def find(self, node: str, name: str) -> InstanceView | None:
         return next((v for v in self.views(node) if v.name == name), None)

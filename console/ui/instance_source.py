@@ -8,6 +8,7 @@ uses the instance service over the fleet's own connections (ServiceInstances).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import AsyncIterator, Callable, Mapping, Protocol, Sequence
 
 from console.core.model import NodeSnapshot, NodeSpec, ServePreset
@@ -17,6 +18,7 @@ from console.services.instances import (
     InstanceService,
     InstanceView,
 )
+from console.services.multinode import MultiNodeService
 from console.services.transports import TransportPool
 from console.ui.instance_board import RUNNING
 
@@ -79,13 +81,27 @@ class ServiceInstances:
         return await self.service.wait_ready(node, name, timeout=timeout, on_update=on_update)
 
     async def stop(self, node, name):
+        view = await self.service.get(node, name)
+        if view is not None and view.nodes and all(n in self.service.specs for n in view.nodes):
+            # a multi-node instance: vLLM on the head, then Ray on every node (services/multinode.py)
+            nodes = [self.service.specs[n] for n in view.nodes]
+            return replace(await MultiNodeService(self.service).stop(nodes, name), node=node.name)
         return await self.service.stop(node, name)
 
     async def remove(self, node, name):
+        view = await self.service.get(node, name)
+        if view is not None and view.nodes and all(n in self.service.specs for n in view.nodes):
+            # a multi-node instance: forget vLLM on the head and the Ray members on every node
+            await MultiNodeService(self.service).remove([self.service.specs[n] for n in view.nodes], name)
+            return
         await self.service.remove(node, name)
 
-    def log_lines(self, node, name, *, follow=False, lines=None):
-        return self.service.log_lines(node, name, follow=follow, lines=lines)
+    async def log_lines(self, node, name, *, follow=False, lines=None):
+        view = await self.service.get(node, name)
+        if view is not None and view.nodes and view.nodes[0] in self.service.specs:
+            node = self.service.specs[view.nodes[0]]  # a multi-node instance's log is its head's
+        async for line in self.service.log_lines(node, name, follow=follow, lines=lines):
+            yield line
 
     def mark_ready(self, view):
         self.poller.mark_ready(view)

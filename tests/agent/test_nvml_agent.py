@@ -137,6 +137,24 @@ def test_node_side_files_parse_as_python_38_and_import_no_console(path):
     assert "from console" not in src and "import console" not in src
 
 
+def test_agent_and_simulated_nvml_run_on_python_38_when_available(tmp_path, simdir):
+    found = sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))
+    which = shutil.which("python3.8")
+    py38 = found[0] if found else (which if which and "shims" not in which else None)
+    if not py38:
+        pytest.skip("no Python 3.8 here")
+    proc = subprocess.run(
+        [str(py38), str(AGENT), "telemetry", "--count", "2", "--interval", "0.1", "--amdsmi-path", str(simdir)],
+        env=sim_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = json_lines(proc.stdout)
+    assert [o["kind"] for o in lines] == ["hello", "static", "sample", "sample"] and lines[0]["source"] == "nvml"
+
+
 # ------------------------------------------------------------------ the simulated node
 
 
@@ -226,6 +244,20 @@ def test_mig_layout_change_reemits_static(tmp_path, inproc):
     assert changed is not None, "a new MIG layout was never noticed"
     assert [g["memory_partition"] for g in changed if g["physical"] == 7] == ["3g.40gb", "4g.40gb"]
     assert len(gpus) == 9
+
+
+def test_mig_mode_as_the_gpu_reports_it_and_a_pending_change(tmp_path, inproc):
+    _, _, sampler, _, _ = inproc()
+    assert [g["mig_mode"] for g in sampler.static()] == ["off"] * 7 + ["on"] * 4
+    edit_state(tmp_path, lambda s: s["gpus"][2].update(mig=[0, 1]))  # nvidia-smi -i 2 -mig 1, no reset yet
+    changed = None
+    for n in range(4 * 8 + 2):
+        changed = sampler.refresh(n)
+        sampler.sample()
+        if changed is not None:
+            break
+    assert changed is not None and changed[2]["mig_mode"] == "off (on after a GPU reset)"
+    assert changed[2]["compute_partition"] is None  # still a whole GPU until the reset
 
 
 def test_mig_reconfiguring_for_long_is_one_node_reason_not_a_crash(tmp_path, simdir):
@@ -404,6 +436,7 @@ def test_nvidia_smi_fallback_reads_real_h100_output(tmp_path, fake_smi):
             "memory_partition": None,
             "memory_caps": [],
             "uuid": "GPU-85602056-8123-609a-9b5f-ca747c2931de",  # from nvidia-smi -L
+            "mig_mode": "off",  # mig.mode.current, mig.mode.pending: Disabled, Disabled
         }
     ]
     (gpu,) = first["gpus"]
@@ -478,3 +511,19 @@ def test_nvidia_smi_mig_rows_from_the_listing(tmp_path):
     gpus = sampler.sample()
     assert gpus[0]["util_pct"] is None and gpus[0]["power_w"] == 80.5 and gpus[1]["power_w"] is None
     assert gpus[2]["util_pct"] is None and gpus[2]["vram_used_mib"] == 10  # "[N/A]" is null, never 0
+
+
+def test_doctor_on_an_nvidia_host_without_rocm_fails_nothing_amd_only(tmp_path, simdir):
+    """An NVIDIA host has no ROCm, amdgpu, /dev/kfd or render nodes: the doctor says they
+    are not used there instead of failing the node."""
+    sysroot = tmp_path / "root"
+    (sysroot / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (sysroot / "proc" / "sys" / "kernel" / "numa_balancing").write_text("0\n")
+    proc = run_agent(["doctor", "--amdsmi-path", str(simdir), "--sysroot", str(sysroot)], sim_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    (record,) = json_lines(proc.stdout)
+    checks = {c["id"]: c for c in record["checks"]}
+    assert checks["source.nvidia"]["level"] == "ok" and record["facts"]["source"] == "nvml"
+    assert not [c["id"] for c in record["checks"] if c["level"] == "fail"]
+    for cid in ("rocm", "driver", "kfd", "render", "source.amdsmi"):
+        assert checks[cid]["detail"].startswith("not used on an NVIDIA node ("), checks[cid]

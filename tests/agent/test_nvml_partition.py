@@ -57,3 +57,24 @@ async def test_ui_partition_key_on_an_nvidia_node_names_it_and_opens_nothing(sim
         await pilot.press("P")
         assert await wait_for(pilot, lambda: [n.message for n in app._notifications] == [f"h100: {REASON}"])
         assert not isinstance(app.screen, PartitionScreen)
+
+
+def test_status_table_of_the_nvidia_node():
+    proc = run("status", "--demo", "--node", "h100", "--no-probe")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "h100  LIVE  NVIDIA nvml (simulated)"
+    parts = [line.split()[2] for line in lines[2:] if line.strip()]
+    assert parts == ["-"] * 7 + ["MIG/3g.40gb", "MIG/2g.20gb", "MIG/1g.10gb", "MIG/1g.10gb"]
+
+
+def test_fleet_header_names_a_pending_mig_change():
+    from console.core.model import GpuStatic, NodeHealth, NodeSnapshot
+    from console.ui.format import node_facts
+
+    gpus = (
+        GpuStatic(0, 0, 0, model="NVIDIA H100 80GB HBM3", mig_mode="off"),
+        GpuStatic(1, 1, 0, model="NVIDIA H100 80GB HBM3", mig_mode="off (on after a GPU reset)"),
+    )
+    snap = NodeSnapshot(name="h", health=NodeHealth.LIVE, source="NVIDIA nvml", static=gpus)
+    assert node_facts(snap) == ["2×NVIDIA H100 80GB HBM3", "MIG change pending a reset on GPU 1", "NVIDIA nvml"]

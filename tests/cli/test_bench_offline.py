@@ -141,3 +141,65 @@ def test_list_presets_names_the_seed_commands():
     proc = run("bench", "throughput", "--list-presets")
     assert proc.returncode == 0
     assert "seed000-cpx-8b-fp8" in proc.stdout and "amd/Llama-3.1-8B-Instruct-FP8-KV  TP1  4096/512 n100" in proc.stdout
+
+
+def test_offline_run_is_compared_with_the_seeds_table(profile, tmp_path):
+    proc = run(
+        "bench",
+        "latency",
+        "--profile",
+        str(profile),
+        "--gpus",
+        "0,1,2,3,4,5,6,7",
+        "--preset",
+        "seed000-405b-fp8-tp8",
+        "--set",
+        "num_iters=3",
+        env=_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "  seed 000 reference (MI300X TP8): 48.453 latency_s" in proc.stdout
+    run_id = next(line.split()[-1] for line in proc.stdout.splitlines() if "stored as" in line)
+    compare = run("results", "compare", run_id, "--reference", "--json", env=_env(tmp_path))
+    doc = json.loads(compare.stdout)
+    assert [r["id"] for r in doc["references"]] == ["seed000-latency-llama3.1-405b-fp8-tp8-bs1-128-2048"]
+    rows = {r["key"]: r for r in doc["rows"]}
+    assert rows["latency_s"]["values"][1] == 48.453 and rows["batch_size"]["values"] == [1, 1]
+    assert rows["run_kind"]["values"] == ["latency", "latency"]
+
+
+def test_old_vllm_runs_the_seed_script_with_the_seed_flags(profile, tmp_path):
+    """--client script (what a node with vLLM < 0.10 gets): `python3 DIR/benchmark_throughput.py` with the
+    seed's own flags, --num-scheduler-steps included. The stand-in script records its argv and writes
+    the 0.6.3 JSON keys."""
+    scripts = tmp_path / "benchmarks"
+    scripts.mkdir()
+    (scripts / "benchmark_throughput.py").write_text(
+        "import json, sys\n"
+        "out = sys.argv[sys.argv.index('--output-json') + 1]\n"
+        "print('Throughput: 1.00 requests/s, 2176.00 tokens/s')\n"
+        "json.dump({'elapsed_time': 100.0, 'num_requests': 100, 'total_num_tokens': 217600,\n"
+        "           'requests_per_second': 1.0, 'tokens_per_second': 2176.0, 'argv': sys.argv[1:]}, open(out, 'w'))\n"
+    )
+    proc = run(
+        "bench",
+        "throughput",
+        "--profile",
+        str(profile),
+        "--gpus",
+        "3",
+        "--preset",
+        "seed000-cpx-8b-fp8",
+        "--client",
+        "script",
+        "--scripts-dir",
+        str(scripts),
+        "--json",
+        env=_env(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    argv = doc["result"]["argv"]
+    assert argv[argv.index("--num-scheduler-steps") + 1] == "10"  # kept for the old script
+    assert argv[argv.index("--input-len") + 1] == "4096" and "--random-input-len" not in argv
+    assert doc["setup"]["client"] == "script" and doc["metrics"]["throughput_tok_s"] == 2176.0

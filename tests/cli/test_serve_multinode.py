@@ -43,6 +43,15 @@ pp = 2
 ray_port = {free_port()}
 head_address = "127.0.0.1"
 env = {{ RCCL_NET_GDR_LEVEL = "2", RCCL_DEBUG = "INFO" }}
+
+[serve."dsv3-dp2-tp8"]
+model = "deepseek-ai/DeepSeek-V3"
+tp = 8
+dp = 2
+dp_local = 1
+ray_port = {free_port()}
+head_address = "127.0.0.1"
+args = ["--enable-expert-parallel", "--block-size", "1"]
 """)
     return path
 
@@ -102,3 +111,44 @@ def test_bad_shapes_are_refused_before_anything_starts(two_nodes, tmp_path):
     assert proc.returncode == 2 and "name them with --nodes a,b" in one_line_error(proc)
     assert ray_alive(tmp_path) == []
     assert not list((tmp_path / "state-a").glob("instances/*"))
+
+
+def test_serve_list_prints_one_line_and_a_lost_worker_fails_it():
+    from console.cli.serve import _merge_multinode, view_line
+    from console.services.instances import InstanceState, InstanceView
+
+    nodes = ("node-a", "node-b")
+    head = InstanceView(node="node-a", name="big", state=InstanceState.READY, gpus=(0, 1), port=8000, nodes=nodes)
+    worker = InstanceView(node="node-b", name="big", state=InstanceState.STARTING, gpus=(0, 1), nodes=nodes)
+    other = InstanceView(node="node-b", name="small", state=InstanceState.READY, gpus=(5,), port=8001)
+    [big, small] = _merge_multinode([head, worker, other])
+    assert big.node == "node-a+node-b" and big.state == InstanceState.READY and small == other
+    assert view_line(big).startswith("node-a+node-b  big")
+    lost = InstanceView(node="node-b", name="big", state=InstanceState.FAILED, nodes=nodes)
+    [big] = _merge_multinode([head, lost])
+    assert big.state == InstanceState.FAILED and big.reason == "node node-b: Ray exited"
+
+
+def test_a_dp_layout_over_two_simulated_nodes_is_one_endpoint(two_nodes, tmp_path):
+    start = run(
+        "serve", "start", "--profile", str(two_nodes), "--nodes", "node-a,node-b", "--preset", "dsv3-dp2-tp8",
+        "--port", str(free_port()), "--name", "dsv3", "--wait", "--timeout", "90", "--json",
+        timeout=180,
+    )  # fmt: skip
+    try:
+        assert start.returncode == 0, start.stdout + start.stderr
+        view = json.loads(start.stdout)
+        assert view["state"] == "ready" and view["nodes"] == ["node-a", "node-b"]
+        argv = view["argv"]
+        for flag, value in (
+            ("--data-parallel-size", "2"),
+            ("--data-parallel-size-local", "1"),
+            ("--data-parallel-address", "127.0.0.1"),
+            ("--data-parallel-backend", "ray"),
+        ):
+            assert argv[argv.index(flag) + 1] == value
+        assert "--disable-nccl-for-dp-synchronization" in argv and "--enable-expert-parallel" in argv
+    finally:
+        stop = run("serve", "stop", "dsv3", "--profile", str(two_nodes), "--node", "node-a", timeout=180)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    assert ray_alive(tmp_path) == []

@@ -20,12 +20,13 @@ from console.core.multinode import (
     parse_ray_version,
     python_of,
     ray_command,
+    ray_exit_line,
     world_size,
 )
 from console.core.profiles import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESETS = ROOT / "profiles" / "multinode.toml"
+PRESETS = ROOT / "profiles" / "presets.toml"
 SEED_003 = ROOT / "tests" / "fixtures" / "seeds" / "003_03980a5ac225bd85.txt"  # a copy of seeds/003
 STATUS_2 = ROOT / "tests" / "fixtures" / "ray-2.60" / "status-2-nodes.txt"
 
@@ -268,3 +269,38 @@ def test_ray_status_with_a_failure_line():
 def test_ray_version():
     assert parse_ray_version("ray, version 2.60.0\n") == "2.60.0"
     assert parse_ray_version("bash: ray: command not found") is None
+
+
+def test_the_multinode_demo_profile_fits_the_405b_preset():
+    profile = load_profile([PRESETS, ROOT / "profiles" / "demo-multinode.toml"])
+    preset = next(p for p in profile.serve_presets if p.name == "llama-3.1-405b-tp8-pp2")
+    facts = [
+        NodeFacts(
+            name=n.name,
+            gpus=tuple(range(n.simulate.count)),
+            gpu_count=n.simulate.count,
+            gpu_model=n.simulate.gpu,
+            compute_partition=n.simulate.compute_partition,
+            memory_partition=n.simulate.memory_partition,
+            vllm_version="0.32.0",
+            ray_version="2.60.0",
+        )
+        for n in profile.nodes
+        if n.simulate is not None
+    ]
+    assert [f.name for f in facts] == ["mi300x-a", "mi300x-b"]
+    assert check_shape(preset, facts) is None
+
+
+def test_rays_exit_line():
+    # the tail of `ray start --block` on a worker whose raylet got SIGKILL (Ray 2.60, this machine)
+    log = [
+        "[2026-11-25 15:06:49,514 I 16987 16987] (raylet) accessor.cc:475: Received address and liveness",
+        "2026-11-25 15:07:06,805\tERR scripts.py:1307 -- Some Ray subprocesses exited unexpectedly:",
+        "2026-11-25 15:07:06,805\tERR scripts.py:87 -- raylet [exit code=-9]",
+        "2026-11-25 15:07:06,806\tERR scripts.py:115 -- ----- BEGIN raylet.out tail (exit code(s)=-9 (signal 9)) -----",
+        "2026-11-25 15:07:06,829\tERR scripts.py:1315 -- Remaining processes will be killed.",
+    ]
+    assert ray_exit_line(log) == "Some Ray subprocesses exited unexpectedly: raylet [exit code=-9]"
+    assert ray_exit_line(["RuntimeError: Failed to start GCS.", "done"]) == "RuntimeError: Failed to start GCS."
+    assert ray_exit_line([]) is None

@@ -243,8 +243,12 @@ def presets() -> dict[str, ServePreset]:
 # ---------------------------------------------------------------- loading
 
 
+# multi-node presets (seed 003), checked flag for flag in tests/core/test_multinode.py
+MULTINODE = {"llama-3.1-405b-tp8-pp2", "deepseek-v3-dp16-ep", "deepseek-v3-dp2-tp8-ep"}
+
+
 def test_presets_load_with_the_profile_loader(presets):
-    assert set(presets) == {case[0] for case in CASES} | {"tiny"}
+    assert set(presets) == {case[0] for case in CASES} | {"tiny"} | MULTINODE
     assert all(p.runtime == "host" and p.image is None and p.port is None for p in presets.values())
     profile = load_profile([PRESETS])
     assert profile.nodes == ()  # presets only; bench presets are checked in test_bench_presets.py
@@ -257,7 +261,7 @@ def test_every_preset_cites_its_source():
         comment, name = match.group(1), match.group(2).strip('"')
         source = re.search(r"Seed 00\d|reference/vllm-cpu\.md", comment)
         assert source, f"{name}: no source cited in {comment!r}"
-    assert len(re.findall(r"^\[serve\.", text, re.MULTILINE)) == len(CASES) + 1
+    assert len(re.findall(r"^\[serve\.", text, re.MULTILINE)) == len(CASES) + 1 + len(MULTINODE)
 
 
 def test_dotted_names_are_quoted():

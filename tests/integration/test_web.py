@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from console.core.profiles import demo_profile_path, load_profile
 from tests.integration.test_demo_lifeline import demo_processes, start_time
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,9 +184,10 @@ async def test_the_console_in_a_browser(served):
             await page.send("Page.enable")
             await page.send("Page.navigate", url=f"http://127.0.0.1:{port}/")
             # The fleet table: every demo node live, with numbers (utilization, power).
-            text = await page.wait_text(r"3 live", timeout=45)
+            nodes = [n.name for n in load_profile([demo_profile_path()]).nodes]
+            text = await page.wait_text(rf"{len(nodes)} live", timeout=45)
             text = await page.wait_text(r"mi300x-cpx\s+live", timeout=20)
-            assert "mi300x-spx" in text and "mi355x" in text
+            assert "mi300x-spx" in text and all(name in text for name in nodes)
             assert re.search(r"\d+%", text) and re.search(r"\d+/750", text), text[-2000:]
             # Numbers keep coming: the sample ages and values are redrawn.
             seen = len(page.received)

@@ -186,7 +186,8 @@ class PrometheusSide:
             raise
         self.ready_after_s = round(time.monotonic() - t0, 1)
         self.spec = PrometheusSpec(url=self.server.url, scrape_interval=args.interval)
-        self.refresh_ms: list[float] = []
+        self.refresh_ms: list[float] = []  # wall time of a refresh (queries in flight included)
+        self.refresh_cpu_ms: list[float] = []  # the console's CPU in it: JSON decode, parse, fleet update
 
     def instrument(self, fleet: FleetTelemetry) -> None:
         source = fleet.prometheus
@@ -195,8 +196,10 @@ class PrometheusSide:
 
         async def timed_refresh() -> None:
             t = time.perf_counter()
+            cpu0 = source.client.decode_cpu_s + source.apply_cpu_s
             await refresh()
             self.refresh_ms.append((time.perf_counter() - t) * 1000)
+            self.refresh_cpu_ms.append((source.client.decode_cpu_s + source.apply_cpu_s - cpu0) * 1000)
 
         source.refresh = timed_refresh  # type: ignore[method-assign]
 
@@ -385,6 +388,7 @@ async def measure(args, side: PrometheusSide | None = None) -> dict:
         gc.collect()
         if side:
             side.refresh_ms.clear()
+            side.refresh_cpu_ms.clear()
             side_cpu0 = side.cpu()
 
         steady_s = args.seconds * 2 / 3
@@ -415,6 +419,12 @@ async def measure(args, side: PrometheusSide | None = None) -> dict:
             span = wall1 - wall0
             steady["prometheus"] = {
                 "console_refresh_ms": summary(side.refresh_ms, 1),
+                "console_refresh_cpu_ms": summary(side.refresh_cpu_ms, 1),
+                "refreshes_per_s": round(len(side.refresh_ms) / span, 2),
+                # what the console's own refresh work would cost at one refresh a second
+                "refresh_cpu_percent_at_1hz": round(statistics.fmean(side.refresh_cpu_ms) / 10, 1)
+                if side.refresh_cpu_ms
+                else None,
                 "prometheus_cpu_percent": round(100 * (prom1 - side_cpu0[1]) / span, 1),
                 "exporter_cpu_percent": round(100 * (exp1 - side_cpu0[0]) / span, 1),
                 **side.scrape_health(),

@@ -1,4 +1,4 @@
-"""Time to the first full fleet frame of `rocm-console --demo` vs a bare Textual hello-world app.
+"""Start-up of `rocm-console --demo` (first paint, every node live) vs a bare Textual hello-world app.
 
     python tests/perf/startup.py [--pairs 10] [--cold 3] [--quick]
 
@@ -9,11 +9,17 @@ timed from just before it is spawned until a marker shows up in the bytes it
 writes to the terminal, i.e. what the user sees:
 
 - hello world: a Textual app with one Static("Hello, world"); marker "Hello, world";
-- console: `python -m console --demo` (what the rocm-console entry point runs),
-  marker "● N live" in the status bar (N: the demo's nodes): the first frame in which every demo node
-  is live with its GPUs drawn (the status bar and the table are redrawn in one
-  batch). The real agent samples the simulated nodes through the local
-  transport. first_paint_s: until "rocm-console" (the status bar's first paint).
+- console: `python -m console --demo` (what the rocm-console entry point runs).
+  first_paint_s: until the name of the demo's last node (its row is the last
+  one): the first frame draws every node's row (connecting…) before any node
+  answers. frame_s (every node live): until "● N live" in the status bar (N:
+  the demo's nodes), the first
+  frame in which every demo node is live with its GPUs drawn (the status bar
+  and the table are redrawn in one batch). The real agent samples the
+  simulated nodes through the local transport.
+
+Budgets (median of the per-pair ratios console / hello world): first paint
+<= 1.5x, every node live <= 2x.
 
 Then each app is quit with its key (q / ctrl+q), as a user would; a run that
 does not exit is killed with its process group (the session it was started in).
@@ -45,7 +51,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BUDGET_RATIO = 1.5
+BUDGET_FIRST_PAINT = 1.5
+BUDGET_LIVE = 2.0
 ROWS, COLS = 36, 120
 
 HELLO = r"""
@@ -67,10 +74,17 @@ def _demo_nodes() -> int:
     return len(load_profile([demo_profile_path()]).nodes)
 
 
+def _last_demo_node() -> str:
+    """The demo's last node: its row is the last the first frame draws (first paint)."""
+    from console.core.profiles import demo_profile_path, load_profile
+
+    return load_profile([demo_profile_path()]).nodes[-1].name
+
+
 HELLO_RUN = {"argv": [sys.executable, "-c", HELLO], "markers": {"frame": b"Hello, world"}, "quit": b"\x11"}
 CONSOLE_RUN = {
     "argv": [sys.executable, "-m", "console", "--demo"],
-    "markers": {"first_paint": b"rocm-console", "frame": f"● {_demo_nodes()} live".encode()},
+    "markers": {"first_paint": _last_demo_node().encode(), "frame": f"● {_demo_nodes()} live".encode()},
     "quit": b"q",
 }
 
@@ -114,7 +128,8 @@ def run_once(spec: dict, home: Path, timeout: float = 60.0) -> dict:
                 for name, marker in spec["markers"].items():
                     if name not in seen and marker in window:
                         seen[name] = now - t0
-                if len(seen) == len(spec["markers"]):
+                # The full frame comes last; a first-paint marker not seen by then never will be.
+                if "frame" in seen:
                     all_seen.set()
                 del buf[:-64]
         except OSError:
@@ -174,7 +189,7 @@ def main() -> int:
             home.mkdir()
             cold.append(run_once(CONSOLE_RUN, home))
         warm_home = Path(tmp) / "cold0"  # installed by the first cold run
-        hello, console, ratios = [], [], []
+        hello, console, ratios, paint_ratios = [], [], [], []
         for i in range(args.pairs):
             if i % 2 == 0:
                 h, c = run_once(HELLO_RUN, warm_home), run_once(CONSOLE_RUN, warm_home)
@@ -184,8 +199,11 @@ def main() -> int:
             console.append(c)
             if "frame_s" in h and "frame_s" in c:
                 ratios.append(c["frame_s"] / h["frame_s"])
+            if "frame_s" in h and "first_paint_s" in c:
+                paint_ratios.append(c["first_paint_s"] / h["frame_s"])
     errors = [r["error"] for r in cold + hello + console if "error" in r]
     ratio = round(statistics.median(ratios), 3) if ratios else None
+    paint_ratio = round(statistics.median(paint_ratios), 3) if paint_ratios else None
     hello_frame = stats([r["frame_s"] for r in hello if "frame_s" in r])
     console_frame = stats([r["frame_s"] for r in console if "frame_s" in r])
     result = {
@@ -202,19 +220,23 @@ def main() -> int:
         "console_full_fleet_frame_s": console_frame,
         "console_first_paint_s": stats([r["first_paint_s"] for r in console if "first_paint_s" in r]),
         "console_cold_full_fleet_frame_s": stats([r["frame_s"] for r in cold if "frame_s" in r]),
+        "first_paint_ratio_per_pair": [round(r, 3) for r in paint_ratios],
+        "first_paint_ratio_median": paint_ratio,
         "ratio_per_pair": [round(r, 3) for r in ratios],
         "ratio_median": ratio,
         "ratio_of_medians": (
             round(console_frame["median"] / hello_frame["median"], 3) if hello_frame and console_frame else None
         ),
-        "budget": f"<= {BUDGET_RATIO:g}",
-        "met": ratio is not None and ratio <= BUDGET_RATIO,
+        "budget": f"<= {BUDGET_LIVE:g}",
+        "met": ratio is not None and ratio <= BUDGET_LIVE,
         "errors": errors,
     }
+    paint_met = paint_ratio is not None and paint_ratio <= BUDGET_FIRST_PAINT
     result["budgets"] = {
-        "full_fleet_frame_vs_hello": {"figure": ratio, "budget": result["budget"], "met": result["met"]}
+        "first_paint_vs_hello": {"figure": paint_ratio, "budget": f"<= {BUDGET_FIRST_PAINT:g}", "met": paint_met},
+        "full_fleet_frame_vs_hello": {"figure": ratio, "budget": result["budget"], "met": result["met"]},
     }
-    result["budgets_met"] = result["met"]
+    result["budgets_met"] = result["met"] and paint_met
     print(json.dumps(result))
     return 0
 

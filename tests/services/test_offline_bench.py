@@ -4,6 +4,7 @@ loses nothing, a cancelled run says so, and the preflight names what holds a GPU
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -103,3 +104,18 @@ async def test_cancelled_run_is_reported_cancelled(sim_node):
     finally:
         await pool.close()
     assert not outcome.ok and outcome.reason == "cancelled"
+
+
+async def test_hf_token_reaches_the_node_redacted_in_the_runs_spec(sim_node, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value_123")
+    node = sim_node("o4")
+    pool = TransportPool()
+    try:
+        runner = OfflineRunner(pool)
+        name, _ = await runner.start(node, dataclasses.replace(LATENCY, num_iters=2), [0, 1], version=None)
+        await runner.follow(node, name, "latency")
+        [rec] = [r for r in await runner.runs(node) if r["name"] == name]
+    finally:
+        await pool.close()
+    assert "HF_TOKEN" in rec["spec"]["env"] and "hf_secret_value_123" not in json.dumps(rec)
+    assert rec["spec"]["env"]["HIP_VISIBLE_DEVICES"] == "0,1"

@@ -818,7 +818,7 @@ def test_accepts_the_flags_we_use(serve):
 
 
 def test_other_bench_types_are_not_simulated(serve):
-    srv = serve("latency", command="bench")
+    srv = serve("sweep", command="bench")
     assert srv.wait_exit(10) == 2
     assert "not simulated yet" in srv.log()
 

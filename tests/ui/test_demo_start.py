@@ -116,3 +116,9 @@ def test_free_local_port_skips_busy_and_just_handed_out_ports():
         assert first is not None and first != taken
         second = demo.free_local_port(taken, taken + 50)
         assert second is not None and second not in (taken, first)
+
+
+def test_the_demo_data_dir_name_matches_the_result_store():
+    from console.services import results
+
+    assert demo.DATA_DIR_ENV == results.DATA_DIR_ENV

@@ -74,7 +74,7 @@ def term(tmp_path):
 def test_demo_in_a_real_terminal(term):
     started = time.monotonic()
     term.start(120, 36)
-    screen = term.wait_for("3 live", timeout=15)
+    screen = term.wait_for("4 live", timeout=15)  # three Instinct nodes and the H100
     opened_in = time.monotonic() - started
     assert "mi300x-cpx  live" in screen and "8×MI300X = 64 GPUs" in screen
     assert "Detail" in screen and "Filter" in screen and "Quit" in screen  # the footer

@@ -72,6 +72,11 @@ def _members(folder):
             continue
         if _alive(int(rec.get("pid") or 0)):
             out.append(rec)
+        else:  # a member killed outright (SIGKILL) left its file: drop it
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
     return out
 
 
@@ -142,6 +147,7 @@ def _start(argv):
     finally:
         try:
             os.unlink(path)
+            os.rmdir(folder)  # the last member out leaves no empty folder behind
         except OSError:
             pass
     return 0

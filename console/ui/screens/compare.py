@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console.core.errors import ProfileError
+from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
 from console.core.results.display import format_value
 from console.core.results.record import StoredRun
@@ -28,7 +29,7 @@ from console.core.results.reference import (
     reference_matches,
 )
 
-REFERENCE_PATH = Path(__file__).resolve().parents[3] / "profiles" / "reference_numbers.toml"
+REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
 
 def short_model(model: object) -> str:

@@ -51,7 +51,7 @@ def uptime(view: InstanceView, now: float) -> str:
 def row_texts(view: InstanceView, now: float) -> tuple[str, ...]:
     """The cells of one instance as plain text, in COLUMNS order."""
     return (
-        view.node,
+        "+".join(view.nodes) if view.nodes else view.node,  # a multi-node instance names all its nodes
         view.name,
         f"{ib.glyph(view)} {view.state.value}",
         ib.short_detail(view),
@@ -188,7 +188,7 @@ class InstancesScreen(Screen):
         counts: dict[str, int] = {}
         for v in views:
             counts[ib.level(v)] = counts.get(ib.level(v), 0) + 1
-        nodes = len({v.node for v in views})
+        nodes = len({n for v in views for n in (v.nodes or (v.node,))})
         parts = [f" [b]vLLM instances[/b] {len(views)} on {nodes} node{'s' if nodes != 1 else ''}"]
         for level, var in (
             (ib.READY, "$text-success"),
@@ -238,7 +238,8 @@ class InstancesScreen(Screen):
             if self._keys:
                 self.query_one("#instances-detail", Static).update("")
             return
-        lines = [f"[b]{escape(view.name)}[/b] on {escape(view.node)}: {escape(ib.detail(view))}"]
+        where = ", ".join(view.nodes) + f" (head {view.node})" if view.nodes else view.node
+        lines = [f"[b]{escape(view.name)}[/b] on {escape(where)}: {escape(ib.detail(view))}"]
         facts = []
         if view.preset:
             facts.append(f"preset {view.preset}")

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, Select, Static
 
+from console.core.bench_output import parse_progress
 from console.core.model import NodeSpec
 from console.core.offline_bench import OfflineError, OfflinePreset
 from console.core.results.offline import run_from_offline
@@ -163,6 +164,7 @@ class OfflineBenchScreen(Screen):
         self.store = store
         self.reference_rows = tuple(reference_rows)
         self.run_name: str | None = None
+        self.notes = ""
         self.running = True
         self.outcome: OfflineOutcome | None = None
         self.stored_id: str | None = None
@@ -235,7 +237,8 @@ class OfflineBenchScreen(Screen):
         event = message.event
         if isinstance(event, OfflineStarted):
             self.run_name = event.run
-            notes = "".join(f"\nnote: {n}" for n in event.notes)
+            self.notes = "".join(f"\nnote: {n}" for n in event.notes)  # what the node's vLLM refuses, and what was done
+            notes = self.notes
             self.query_one("#offline-status", Static).update(Text(f"running {event.run} on {event.node}{notes}"))
         elif isinstance(event, OfflineProgressed):
             p = event.progress.progress
@@ -244,6 +247,8 @@ class OfflineBenchScreen(Screen):
             bar = "█" * filled + "·" * (width - filled)
             self.query_one("#offline-progress", Static).update(Text(f"{event.progress.phase:<9} {bar} {p.n}/{p.total}"))
         elif isinstance(event, OfflineLogLine):
+            if parse_progress(event.text) is not None:
+                return  # tqdm redraws: the progress line shows them
             self.log_lines.append(event.text[-200:])
             self.query_one("#offline-log", Static).update(Text("\n".join(self.log_lines)))
         elif isinstance(event, OfflineFinished):
@@ -251,7 +256,7 @@ class OfflineBenchScreen(Screen):
             self.outcome = event.outcome
             self.query_one("#offline-result", Static).update(Text(_result_text(event.outcome)))
             self.query_one("#offline-status", Static).update(
-                Text(f"{event.outcome.run}: {'finished' if event.outcome.ok else 'FAILED'}")
+                Text(f"{event.outcome.run}: {'finished' if event.outcome.ok else 'FAILED'}{self.notes}")
             )
 
     def on_offline_bench_screen_stored(self, message: Stored) -> None:

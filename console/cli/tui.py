@@ -1,0 +1,62 @@
+"""The TUI's way in: `rocm-console [--demo | --profile FILE ...] [--interval S]`.
+
+The console's most common start names no command group, so it needs none of their modules
+(benchmarks, results, partitions, doctor, web): they are imported only when a command or
+--help/--version is on the line (console.cli.main sends those to entry.py). Start-up time is
+budgeted (tests/perf/startup.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from console.cli.common import EXIT_BAD_INPUT, UsageError, add_profile_options, load_selected_profile
+
+
+class _NotTui(Exception):
+    """The line is more than TUI options: the full parser handles it (and its errors)."""
+
+
+class _QuietParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise _NotTui(message)
+
+
+def add_tui_options(parser: argparse.ArgumentParser) -> None:
+    """The root options of entry.build_parser that the TUI reads (a test keeps them equal)."""
+    add_profile_options(parser, suppress=False)
+    parser.add_argument("--interval", type=float, default=1.0, help="sampling interval in seconds (0.1-10)")
+
+
+def tui_args(argv: Sequence[str]) -> argparse.Namespace | None:
+    """The parsed options when `argv` holds TUI options only, else None."""
+    parser = _QuietParser(prog="rocm-console", add_help=False)
+    add_tui_options(parser)
+    try:
+        args, rest = parser.parse_known_args(list(argv))
+    except _NotTui:
+        return None
+    return None if rest else args
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    if not 0.1 <= args.interval <= 10:
+        raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
+    profile = load_selected_profile(args)
+    from console.ui.app import run_app
+
+    return run_app(profile, interval=args.interval, demo=bool(args.demo))
+
+
+def main_tui(args: argparse.Namespace) -> int:
+    from console.core.errors import ProfileError
+
+    try:
+        return run_tui(args)
+    except (ProfileError, UsageError) as exc:
+        print(f"rocm-console: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
