@@ -376,6 +376,10 @@ async def measure(args, side: PrometheusSide | None = None) -> dict:
     out: dict = {}
     async with app.run_test(size=(width, height)):
         if side:
+            # The app starts the fleet after its first frame: wait for the Prometheus source (bounded).
+            deadline = time.monotonic() + 30
+            while fleet.prometheus is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
             side.instrument(fleet)
         t_start = time.monotonic()
         while not all(fleet.frames_received(n) > 0 for n in fleet.node_names):
