@@ -218,7 +218,19 @@ def _report(args: argparse.Namespace, profile: Profile) -> int:
         print(
             json.dumps(
                 [
-                    {"layout": r.layout, "point": r.point, **r.latency} | {"tok_s_per_node": r.tok_s_per_node}
+                    {
+                        "layout": r.layout,
+                        "point": r.point,
+                        r.load_kind: r.load,
+                        "replicas": r.replicas,
+                        "completed": r.completed,
+                        "failed": r.failed,
+                        "output_tok_s": r.output_tok_s,
+                        "output_tok_s_per_node": r.tok_s_per_node,
+                        "total_tok_s": r.total_tok_s,
+                        "pareto": r in report.pareto,
+                        **r.latency,
+                    }
                     for r in report.rows
                 ],
                 indent=1,

@@ -351,7 +351,9 @@ class GroupBenchRunner:
         jsons = [(load.replica, node.name, o.result_json) for (node, _v, load, _n, _a), o in zip(started, outcomes)]
         if all(j is not None for _, _, j in jsons):
             try:
-                result = merge_results(
+                # a thread: a million ITL samples take seconds to sort, the UI's loop must not wait
+                result = await asyncio.to_thread(
+                    merge_results,
                     group.name if not url else f"{group.name} via {url}",
                     [(r, n, j) for r, n, j in jsons if j is not None],
                 )

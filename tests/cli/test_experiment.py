@@ -151,6 +151,11 @@ def test_experiment_killed_with_sigkill_resumes(profile, tmp_path, data_dir):
     md = (out / "report.md").read_text()
     assert "## Best layout per latency budget" in md and "throughput vs latency" in md
     assert "p99 TTFT (ms)" in md and "\x1b" not in md  # the plotext chart, embedded as plain text
+    rows = json.loads(
+        run("experiment", "report", str(path), "--profile", str(profile), "--state", str(state), "--json").stdout
+    )
+    assert [r["point"] for r in rows] == ["spx-tp1-x2@c2", "spx-tp1-x2@c4", "spx-tp2-x1@c2", "spx-tp2-x1@c4"]
+    assert all(r["completed"] == 8 and r["output_tok_s"] > 0 and "p99_ttft_ms" in r for r in rows)
     csv_lines = (out / "points.csv").read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[0].startswith("layout,load_kind,load,")
 

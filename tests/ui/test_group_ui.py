@@ -65,7 +65,8 @@ async def test_group_row_and_one_key_stops_the_group(node, stop_all):
         await pool.close()
 
 
-async def test_benchmark_of_a_group_shows_total_and_replica_lines(node, stop_all):
+async def test_benchmark_of_a_group_shows_total_and_replica_lines(node, stop_all, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
     pool = TransportPool()
     try:
         groups = GroupService(pool)
@@ -96,5 +97,7 @@ async def test_benchmark_of_a_group_shows_total_and_replica_lines(node, stop_all
             assert "completed 8  failed 0" in text and "(sum of 2 clients)" in text
             assert "r0    ████████████████████ 4/4" in text and "r1    ████████████████████ 4/4" in text
             assert "tiny-x2-r0" in text and "tiny-x2-r1" in text  # each replica's own result below
+            assert await wait_for(pilot, lambda: "stored as " in screen_text(app), timeout=20)
+            assert len(list((tmp_path / "data" / "results").glob("*.json"))) == 3
     finally:
         await pool.close()

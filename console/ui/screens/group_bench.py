@@ -10,6 +10,7 @@ Data flow: the worker's callback only posts messages; their handler updates plai
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -22,10 +23,12 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Select, Static
 
 from console.core.bench_output import BenchProgress
+from console.core.model import BenchPreset
 from console.services.bench import BenchProgressed, BenchRunError
-from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner, format_group_outcome
+from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner, format_group_outcome, store_group
 from console.services.groups import GroupView
 from console.services.instances import InstanceError
+from console.services.results import ResultStore
 from console.transport.base import TransportError
 
 
@@ -65,9 +68,12 @@ class GroupBenchScreen(Screen):
             self.outcome = outcome
             self.error = error
 
-    def __init__(self, group: GroupView) -> None:
+    def __init__(self, group: GroupView, *, store: ResultStore | None = None) -> None:
         super().__init__(id="group-bench-screen")
         self.group = group
+        self.store = store  # where the results go, like the single-instance screen (None: not stored)
+        self.stored: str | None = None
+        self.preset: BenchPreset | None = None
         self.progress: dict[str, BenchProgress] = {}
         self.outcome: GroupBenchOutcome | None = None
         self.error: str | None = None
@@ -101,6 +107,8 @@ class GroupBenchScreen(Screen):
             lines += [escape(line) for line in progress_lines(self.progress, names)]
         if self.outcome is not None:
             lines += ["", escape(format_group_outcome(self.outcome))]
+            if self.stored:
+                lines.append(f"  {escape(self.stored)}")
         if self.error:
             lines += ["", f"[red]{escape(self.error)}[/red]"]
         if not lines:
@@ -129,7 +137,8 @@ class GroupBenchScreen(Screen):
                 self.error = f"concurrency {text!r}: a positive number"
                 return
             concurrency = int(text)
-        self.error, self.outcome, self.progress = None, None, {}
+        self.error, self.outcome, self.progress, self.stored = None, None, {}, None
+        self.preset = preset
         self.running, self.started = True, time.monotonic()
         self.run_worker(self._run(preset, concurrency), name=f"group-bench:{self.group.name}", exit_on_error=False)
 
@@ -158,9 +167,31 @@ class GroupBenchScreen(Screen):
         if isinstance(event, BenchProgressed) and event.progress.phase == "main":
             self.progress[message.replica] = event.progress
 
+    class Stored(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
     def on_group_bench_screen_done(self, message: Done) -> None:
         self.running = False
         self.outcome, self.error = message.outcome, message.error
+        if self.store is not None and self.outcome is not None and self.preset is not None:
+            self.run_worker(functools.partial(self._store, self.outcome, self.preset), thread=True, exit_on_error=False)
+        self.redraw()
+
+    def _store(self, outcome: GroupBenchOutcome, preset: BenchPreset) -> None:
+        """Thread worker: file I/O off the event loop; reports through a message."""
+        assert self.store is not None
+        try:
+            ids = store_group(self.store, outcome, self.group, preset)
+        except Exception as exc:  # disk full, permissions: say so, keep the screen
+            self.post_message(self.Stored(f"not stored: {' '.join(str(exc).split())}"))
+        else:
+            if ids:
+                self.post_message(self.Stored(f"stored as {ids[-1]} (the group), with {len(ids) - 1} replica results"))
+
+    def on_group_bench_screen_stored(self, message: Stored) -> None:
+        self.stored = message.text
         self.redraw()
 
     def action_leave(self) -> None:

@@ -335,7 +335,9 @@ class InstancesScreen(Screen):
             if not group.ready:
                 self.app.notify(f"group {group.name}: no replica is ready", markup=False)
                 return
-            self.app.push_screen(GroupBenchScreen(group))
+            from console.services.results import ResultStore
+
+            self.app.push_screen(GroupBenchScreen(group, store=ResultStore()))
             return
         self.app.open_bench_dialog(self.selected)  # type: ignore[attr-defined]
 
