@@ -1,5 +1,8 @@
 """Lifeline: a process the demo console started ends when that console is gone.
 
+The simulated vLLM imports this same file: console/sim/vllm/lifeline.py is a git symlink to it,
+and the agent bundle ships it in both places.
+
 Runs on the node (stdlib only, Python >= 3.8). The console's demo puts
 ``ROCM_CONSOLE_LIFELINE=<pid>:<start time>`` into the environment of everything it
 starts on its local, simulated nodes. A process that finds the variable watches that
