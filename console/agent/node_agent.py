@@ -25,11 +25,7 @@ import contextlib
 import json
 import math
 import os
-import platform
 import re
-import shutil
-import socket
-import subprocess
 import sys
 import time
 
@@ -549,8 +545,16 @@ class AmdsmiSampler(Sampler):
         self._api("amdsmi_shut_down")
 
 
+def _which(name):
+    import shutil  # imported when a CLI is looked for, not at every start
+
+    return shutil.which(name)
+
+
 def run_json(argv, timeout=CLI_TIMEOUT):
     """Run a vendor CLI and parse its JSON; raises SourceUnavailable on failure."""
+    import subprocess  # only the CLI fallbacks need it: the library path starts faster without
+
     try:
         proc = subprocess.run(
             argv,
@@ -1185,7 +1189,7 @@ def open_sampler(paths):
         ("rocm-smi", RocmSmiCliSampler, "rocm-smi --json"),
     )
     for name, cls, how in fallbacks:
-        exe = shutil.which(name)
+        exe = _which(name)
         if exe is None:
             reasons.append("%s not found" % name)
             continue
@@ -1204,7 +1208,7 @@ def open_sampler(paths):
 def nvidia_present(paths):
     """An NVIDIA stack is on this node: its driver is loaded, nvidia-smi is on PATH,
     or a pynvml module sits in an --amdsmi-path folder (the simulated node)."""
-    if os.path.isdir("/proc/driver/nvidia") or shutil.which("nvidia-smi"):
+    if os.path.isdir("/proc/driver/nvidia") or _which("nvidia-smi"):
         return True
     return any(os.path.exists(os.path.join(path, "pynvml.py")) for path in paths or ())
 
@@ -1287,7 +1291,7 @@ def telemetry(args, writer):
             "source": sampler.source,
             "simulated": sampler.simulated,
             "note": note,
-            "hostname": socket.gethostname(),
+            "hostname": os.uname().nodename,
             "interval": args.interval,
             "pid": os.getpid(),
         }
@@ -1340,14 +1344,14 @@ def probe(args):
     if module is not None:
         source = "amdsmi"
     else:
-        source = next((n for n in ("amd-smi", "rocm-smi") if shutil.which(n)), None)
+        source = next((n for n in ("amd-smi", "rocm-smi") if _which(n)), None)
         if source is None and nvidia_present(args.amdsmi_path):
-            source = "nvidia-smi" if shutil.which("nvidia-smi") else "nvml"
+            source = "nvidia-smi" if _which("nvidia-smi") else "nvml"
     version = getattr(module, "__version__", None) if module is not None else None
     return {
         "kind": "probe",
-        "hostname": socket.gethostname(),
-        "python": platform.python_version(),
+        "hostname": os.uname().nodename,
+        "python": "%d.%d.%d" % sys.version_info[:3],
         "rocm": rocm_version(),
         "amdsmi": None if version is None else str(version),
         # A simulated node has no vllm distribution: its simulator says which it imitates.
@@ -1394,73 +1398,84 @@ def count_arg(value):
     return n
 
 
-def build_parser():
+MODES = ("telemetry", "probe", "instance", "partition", "doctor", "instance-monitor")
+
+
+def build_parser(only=None):
+    """The agent's parser; with `only` (a mode named on the command line) just that mode's
+    part: argparse costs ~1 ms per sub-parser, and the console starts the agent often."""
+
+    def want(mode):
+        return only is None or only == mode
+
     parser = JsonArgumentParser(prog="node_agent.py", description=__doc__.splitlines()[0])
     modes = parser.add_subparsers(dest="mode", parser_class=JsonArgumentParser)
     modes.required = True
-    tel = modes.add_parser("telemetry", help="stream GPU telemetry as JSON lines")
-    tel.add_argument("--interval", type=interval_arg, default=1.0, help="seconds (0.1-10)")
-    tel.add_argument("--count", type=count_arg, default=None, help="ticks, then exit 0")
-    prb = modes.add_parser("probe", help="print one JSON line about this node")
-    for sub in (tel, prb):
-        sub.add_argument(
-            "--amdsmi-path",
-            action="append",
-            default=[],
-            metavar="DIR",
-            help="put DIR first on sys.path before importing amdsmi",
+    if want("telemetry"):
+        tel = modes.add_parser("telemetry", help="stream GPU telemetry as JSON lines")
+        tel.add_argument("--interval", type=interval_arg, default=1.0, help="seconds (0.1-10)")
+        tel.add_argument("--count", type=count_arg, default=None, help="ticks, then exit 0")
+        _add_amdsmi_path(tel)
+    if want("probe"):
+        _add_amdsmi_path(modes.add_parser("probe", help="print one JSON line about this node"))
+    if want("instance"):
+        inst = modes.add_parser("instance", help="start/list/stop/logs of supervised instances")
+        inst.add_argument("--state-dir", required=True)
+        inst.add_argument(
+            "--group",
+            choices=("instances", "runs"),
+            default="instances",
+            help="instances (vllm serve) or runs (benchmark clients)",
         )
-    inst = modes.add_parser("instance", help="start/list/stop/logs of supervised instances")
-    inst.add_argument("--state-dir", required=True)
-    inst.add_argument(
-        "--group",
-        choices=("instances", "runs"),
-        default="instances",
-        help="instances (vllm serve) or runs (benchmark clients)",
-    )
-    ops = inst.add_subparsers(dest="op", parser_class=JsonArgumentParser)
-    ops.required = True
-    ops.add_parser("start", help="spec JSON on stdin")
-    ops.add_parser("list")
-    for op in ("stop", "logs", "remove"):
-        sub = ops.add_parser(op)
-        sub.add_argument("name")
-        if op == "stop":
-            sub.add_argument("--int-timeout", type=float, default=30.0)
-            sub.add_argument("--term-timeout", type=float, default=10.0)
-        if op == "logs":
-            sub.add_argument("--offset", type=int, default=0)
-            sub.add_argument("--lines", type=int, default=None)
-            sub.add_argument("--follow", action="store_true")
-            sub.add_argument("--max-seconds", type=float, default=None)
-            sub.add_argument("--split-cr", action="store_true", help="turn \\r redraws into line ends")
-    part = modes.add_parser("partition", help="show or set compute/memory partition modes")
-    part_ops = part.add_subparsers(dest="op", parser_class=JsonArgumentParser)
-    part_ops.required = True
-    part_show = part_ops.add_parser("show")
-    part_set = part_ops.add_parser("set")
-    part_set.add_argument("--gpus", default="all", help="physical GPUs: all or 0,1,...")
-    part_set.add_argument("--compute", type=str.upper, default=None)
-    part_set.add_argument("--memory", type=str.upper, default=None)
-    part_set.add_argument(
-        "--reload-driver", action="store_true", help="confirm the amdgpu driver reload a memory switch needs"
-    )
-    for sub in (part_show, part_set):
-        sub.add_argument(
-            "--amdsmi-path",
-            action="append",
-            default=[],
-            metavar="DIR",
-            help="put DIR first on sys.path before importing amdsmi",
+        ops = inst.add_subparsers(dest="op", parser_class=JsonArgumentParser)
+        ops.required = True
+        ops.add_parser("start", help="spec JSON on stdin")
+        ops.add_parser("list")
+        for op in ("stop", "logs", "remove"):
+            sub = ops.add_parser(op)
+            sub.add_argument("name")
+            if op == "stop":
+                sub.add_argument("--int-timeout", type=float, default=30.0)
+                sub.add_argument("--term-timeout", type=float, default=10.0)
+            if op == "logs":
+                sub.add_argument("--offset", type=int, default=0)
+                sub.add_argument("--lines", type=int, default=None)
+                sub.add_argument("--follow", action="store_true")
+                sub.add_argument("--max-seconds", type=float, default=None)
+                sub.add_argument("--split-cr", action="store_true", help="turn \\r redraws into line ends")
+    if want("partition"):
+        part = modes.add_parser("partition", help="show or set compute/memory partition modes")
+        part_ops = part.add_subparsers(dest="op", parser_class=JsonArgumentParser)
+        part_ops.required = True
+        _add_amdsmi_path(part_ops.add_parser("show"))
+        part_set = part_ops.add_parser("set")
+        part_set.add_argument("--gpus", default="all", help="physical GPUs: all or 0,1,...")
+        part_set.add_argument("--compute", type=str.upper, default=None)
+        part_set.add_argument("--memory", type=str.upper, default=None)
+        part_set.add_argument(
+            "--reload-driver", action="store_true", help="confirm the amdgpu driver reload a memory switch needs"
         )
-    doc = modes.add_parser("doctor", help="check this node for rocm-console (one JSON line)")
-    doc.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR")
-    doc.add_argument("--vllm", default="vllm", help="how vllm is run on this node (a command line)")
-    doc.add_argument("--sudo", action="store_true", help="the console runs partition switches through sudo -n")
-    doc.add_argument("--sysroot", default="/", help="read /proc, /sys, /dev, /opt below this folder")
-    mon = modes.add_parser("instance-monitor", help=argparse.SUPPRESS)
-    mon.add_argument("folder")
+        _add_amdsmi_path(part_set)
+    if want("doctor"):
+        doc = modes.add_parser("doctor", help="check this node for rocm-console (one JSON line)")
+        doc.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR")
+        doc.add_argument("--vllm", default="vllm", help="how vllm is run on this node (a command line)")
+        doc.add_argument("--sudo", action="store_true", help="the console runs partition switches through sudo -n")
+        doc.add_argument("--sysroot", default="/", help="read /proc, /sys, /dev, /opt below this folder")
+    if want("instance-monitor"):
+        mon = modes.add_parser("instance-monitor", help=argparse.SUPPRESS)
+        mon.add_argument("folder")
     return parser
+
+
+def _add_amdsmi_path(sub):
+    sub.add_argument(
+        "--amdsmi-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="put DIR first on sys.path before importing amdsmi",
+    )
 
 
 def partition(args, writer):
@@ -1528,7 +1543,8 @@ def main(argv=None):
     writer = JsonLineWriter(claim_stdout())
     JsonArgumentParser.writer = writer
     try:
-        args = build_parser().parse_args(argv)
+        line = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(line[0] if line and line[0] in MODES else None).parse_args(line)
         if args.mode != "instance-monitor":  # the monitor stops its instance first (supervisor)
             import lifeline  # shipped beside this file
 

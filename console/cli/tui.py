@@ -45,9 +45,20 @@ def run_tui(args: argparse.Namespace) -> int:
     if not 0.1 <= args.interval <= 10:
         raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
     profile = load_selected_profile(args)
-    from console.ui.app import run_app
+    if args.demo:  # before anything starts: every local child inherits the demo's lifeline
+        from console.services.demo import claim_lifeline
 
-    return run_app(profile, interval=args.interval, demo=bool(args.demo))
+        claim_lifeline()
+    from console.services.early_agents import discard_early, start_local_agents
+
+    # The local nodes' agents come up while the UI loads (services/early_agents.py).
+    start_local_agents(profile, args.interval)
+    try:
+        from console.ui.app import run_app
+
+        return run_app(profile, interval=args.interval, demo=bool(args.demo))
+    finally:
+        discard_early()  # any the fleet did not adopt (it failed before, or never started)
 
 
 def main_tui(args: argparse.Namespace) -> int:

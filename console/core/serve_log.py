@@ -21,10 +21,11 @@ size and the first fatal line (the specific root cause wins over the generic
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+
+from console.core.serve_stage import ServeStage
 
 __all__ = [
     "FatalLine",
@@ -35,52 +36,6 @@ __all__ = [
     "clean_line",
     "parse_serve_line",
 ]
-
-
-class ServeStage(str, enum.Enum):
-    """Startup stages in the order vLLM passes them (compare with < and >)."""
-
-    STARTING = "starting"  # version banner / parsed args
-    ENGINE_INIT = "engine-init"  # "Initializing a V1 LLM engine (vX) with config"
-    LOADING_WEIGHTS = "loading-weights"
-    WEIGHTS_LOADED = "weights-loaded"
-    KV_CACHE = "kv-cache"
-    GRAPH_CAPTURE = "graph-capture"
-    ENGINE_READY = "engine-ready"  # "init engine (profile, create kv cache, ...) took"
-    SERVER_STARTING = "server-starting"  # HTTP server set-up, routes
-    READY = "ready"  # "Application startup complete."
-
-    @property
-    def rank(self) -> int:
-        return _RANK[self]
-
-    @property
-    def label(self) -> str:
-        """Human text: "loading weights"."""
-        return self.value.replace("-", " ")
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, ServeStage):
-            return NotImplemented
-        return self.rank < other.rank
-
-    def __le__(self, other: object) -> bool:
-        if not isinstance(other, ServeStage):
-            return NotImplemented
-        return self.rank <= other.rank
-
-    def __gt__(self, other: object) -> bool:
-        if not isinstance(other, ServeStage):
-            return NotImplemented
-        return self.rank > other.rank
-
-    def __ge__(self, other: object) -> bool:
-        if not isinstance(other, ServeStage):
-            return NotImplemented
-        return self.rank >= other.rank
-
-
-_RANK = {stage: i for i, stage in enumerate(ServeStage)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from console.core.model import NodeSpec, ProbeInfo
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.transport.base import Transport, TransportError
-from console.transport.local import LocalTransport
+from console.transport.local import LocalTransport, write_file_atomic
 
 _PKG = Path(__file__).resolve().parents[1]
 AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
@@ -29,6 +29,7 @@ PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
 DOCTOR_SOURCE = _PKG / "agent" / "doctor.py"
 NVIDIA_SOURCE = _PKG / "agent" / "nvidia.py"  # NVML / nvidia-smi sampler, imported by the agent on NVIDIA nodes
 LIFELINE_SOURCE = _PKG / "agent" / "lifeline.py"
+LAUNCHER_SOURCE = _PKG / "agent" / "__main__.py"
 SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
 SIM_PYNVML_SOURCE = _PKG / "sim" / "pynvml.py"
 NVIDIA_SIM_GPUS = ("H100", "H200")  # simulated through sim/nvidia/pynvml.py, not the simulated amdsmi
@@ -46,9 +47,17 @@ class AgentCommand:
     state_dir: str
     vllm: tuple[str, ...] = ("vllm",)  # how `vllm` is run on the node (the simulator's on sim nodes)
     sysroot: str | None = None  # where the doctor reads /proc, /sys, /dev (the simulated host's files)
+    python_flags: tuple[str, ...] = ()  # e.g. -S on a simulated node: it needs nothing from site-packages
+
+    @property
+    def bundle_dir(self) -> str:
+        return self.agent_path.rsplit("/", 1)[0]
 
     def argv(self, mode: str, *extra: str) -> list[str]:
-        argv = [self.python, self.agent_path, mode, *extra]
+        # `python3 <bundle dir>` runs its __main__.py, which imports node_agent: the compiled
+        # agent is cached in __pycache__ instead of compiled again at every start (~10 ms each;
+        # the console starts one per node and lists instances every few seconds).
+        argv = [self.python, *self.python_flags, self.bundle_dir, mode, *extra]
         if mode in ("telemetry", "probe", "partition", "doctor"):  # the modes that import amdsmi
             for path in self.amdsmi_paths:
                 argv += ["--amdsmi-path", path]
@@ -67,6 +76,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
         ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
         ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
+        ("__main__.py", LAUNCHER_SOURCE.read_bytes()),
     ]
     if simulated:
         from console.sim.host import FILES as SIM_HOST_FILES
@@ -139,15 +149,13 @@ async def _upload_all(transport: Transport, items: list[tuple[bytes, str]]) -> N
 async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     digest, files = _bundle(node.simulate is not None)
     state_dir_raw = node_state_dir(node)
-    raw_base = f"{state_dir_raw.rstrip('/') or '/'}/agent/{digest}"
     if isinstance(transport, LocalTransport):
         # The node is this machine: look at the files here rather than through a shell
         # (one process less before the agent can start; the demo's start-up is budgeted).
-        home = os.path.expanduser("~")
-        base = f"{expand_home(state_dir_raw, home, node.name)}/agent/{digest}"
-        present = all(os.path.isfile(f"{base}/{name}") for name, _ in files)
-        out = [home, "present" if present else "missing"]
+        state_dir = expand_home(state_dir_raw, os.path.expanduser("~"), node.name)
+        present = all(os.path.isfile(path) for path in _bundle_paths(state_dir, digest, files))
     else:
+        raw_base = f"{state_dir_raw.rstrip('/') or '/'}/agent/{digest}"
         check = await transport.run(
             ["sh", "-c", _CHECK_SCRIPT, "sh", *(f"{raw_base}/{name}" for name, _ in files)], timeout=30
         )
@@ -156,11 +164,36 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
             raise TransportError(
                 f"{node.name}: cannot inspect state_dir {state_dir_raw!r}: {check.stderr.strip()[:120]}", "command"
             )
-    state_dir = expand_home(state_dir_raw, out[0].strip(), node.name)
-    base = f"{state_dir}/agent/{digest}"
-    paths = [f"{base}/{name}" for name, _ in files]
-    if out[-1].strip() != "present":
+        state_dir = expand_home(state_dir_raw, out[0].strip(), node.name)
+        present = out[-1].strip() == "present"
+    paths = _bundle_paths(state_dir, digest, files)
+    if not present:
         await _upload_all(transport, [(data, path) for (_, data), path in zip(files, paths)])
+    return _agent_command(node, state_dir, f"{state_dir}/agent/{digest}", paths[0])
+
+
+def install_local_agent(node: NodeSpec) -> AgentCommand:
+    """install_agent for a node that is this machine, without an event loop: plain file checks
+    and writes (the console starts the demo's agents before its UI loads: services/early_agents.py)."""
+    digest, files = _bundle(node.simulate is not None)
+    state_dir = expand_home(node_state_dir(node), os.path.expanduser("~"), node.name)
+    paths = _bundle_paths(state_dir, digest, files)
+    for (_, data), path in zip(files, paths):
+        if not os.path.isfile(path):
+            write_file_atomic(data, path)
+    return _agent_command(node, state_dir, f"{state_dir}/agent/{digest}", paths[0])
+
+
+def _bundle_paths(state_dir: str, digest: str, files) -> list[str]:
+    return [f"{state_dir}/agent/{digest}/{name}" for name, _ in files]
+
+
+def telemetry_argv(command: AgentCommand, interval: float) -> list[str]:
+    """The agent's telemetry stream at `interval` seconds (the fleet's and the early start's)."""
+    return command.argv("telemetry", "--interval", f"{interval:g}")
+
+
+def _agent_command(node: NodeSpec, state_dir: str, base: str, agent_path: str) -> AgentCommand:
     env: list[tuple[str, str]] = []
     amdsmi_paths: tuple[str, ...] = ()
     if node.simulate is not None:
@@ -182,13 +215,16 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     if node.simulate is not None and node.vllm == "vllm":
         vllm = (python, f"{base}/sim/vllm")
     return AgentCommand(
-        agent_path=paths[0],
+        agent_path=agent_path,
         amdsmi_paths=amdsmi_paths,
         python=python,
         env=tuple(env),
         state_dir=state_dir,
         vllm=vllm,
         sysroot=f"{base}/sim/host" if node.simulate is not None else None,
+        # The simulator is stdlib only: skipping site (its .pth files, editable-install finders)
+        # saves ~15 ms of every agent start on the demo's machine.
+        python_flags=("-S",) if node.simulate is not None else (),
     )
 
 

@@ -29,7 +29,7 @@ from console.core.model import (
 )
 from console.core.series import BlockSeries, SeriesBlock, capacity_for
 from console.core.telemetry import AgentProtocolError, parse_agent_line
-from console.services.agent_bundle import install_agent, run_probe
+from console.services.agent_bundle import install_agent, run_probe, telemetry_argv
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram_used_mib", "gfx_clock_mhz")
 _METRIC_COLUMN = {metric: i for i, metric in enumerate(HISTORY_METRICS)}
 _history_values = operator.attrgetter(*HISTORY_METRICS)
+PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate at most
 
 
 # ---------------------------------------------------------------- events
@@ -126,6 +127,10 @@ class FleetTelemetry:
         self._prometheus_spec = prometheus
         self.prometheus: PrometheusSource | None = None  # made at start()
         self._prometheus_task: asyncio.Task | None = None
+        # The versions probe of each node waits for this (set by the UI once its first frame
+        # with every node's samples is drawn): on a small machine a probe's process would
+        # compete with that frame. None: probes start at once.
+        self.probe_gate: asyncio.Event | None = None
 
     # ------------------------------------------------------------ public API
 
@@ -252,7 +257,7 @@ class FleetTelemetry:
             if want_probe and probe_task is None:
                 probe_task = asyncio.create_task(self._probe(track, transport, command))
 
-        argv = command.argv("telemetry", "--interval", f"{self.interval:g}")
+        argv = telemetry_argv(command, self.interval)
         got_frame = False
         cancelled = False
         stream = transport.stream_lines(argv, env=command.env_dict())
@@ -279,6 +284,11 @@ class FleetTelemetry:
         return got_frame
 
     async def _probe(self, track: _NodeTrack, transport, command) -> None:
+        if self.probe_gate is not None:
+            try:
+                await asyncio.wait_for(self.probe_gate.wait(), PROBE_GATE_TIMEOUT)
+            except asyncio.TimeoutError:
+                pass
         probe = await run_probe(transport, command)
         if probe is not None:
             track.snapshot = replace(track.snapshot, probe=probe)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import enum
 import json
 import os
 import re
 import shlex
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
+from console.core.instance_view import InstanceError, InstanceState, InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
 from console.core.serve_argv import build_docker_argv, build_serve_argv
@@ -38,57 +38,6 @@ from console.transport.base import TransportError
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # Secrets travel from the console's environment to the instance, never through profiles.
 PASSTHROUGH_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-
-
-class InstanceState(str, enum.Enum):
-    STARTING = "starting"
-    LOADING = "loading"
-    READY = "ready"
-    FAILED = "failed"
-    STOPPING = "stopping"
-    STOPPED = "stopped"
-    EXITED = "exited"
-    UNMANAGED = "unmanaged"
-
-
-class InstanceError(Exception):
-    """A refusal or failure with a one-line reason."""
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceView:
-    node: str
-    name: str
-    state: InstanceState
-    pid: int | None = None
-    port: int | None = None
-    gpus: tuple[int, ...] = ()
-    model: str | None = None
-    preset: str | None = None
-    started: float | None = None
-    exit_code: int | None = None
-    exit_signal: int | None = None
-    stage: str | None = None
-    stage_detail: str | None = None
-    reason: str | None = None
-    served_models: tuple[str, ...] = ()
-    version: str | None = None
-    argv: tuple[str, ...] = field(default=(), compare=False)
-    pids: tuple[int, ...] = ()  # an unmanaged server's process tree
-    warnings: tuple[str, ...] = ()  # flags/env the node's vLLM version may not know
-    group: str | None = None  # the replica group it belongs to (console/services/groups.py)
-    nodes: tuple[str, ...] = ()  # a multi-node instance's nodes, head first (services/multinode.py)
-
-    def as_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__slots__}
-        d["state"] = self.state.value
-        d["gpus"] = list(self.gpus)
-        d["served_models"] = list(self.served_models)
-        d["argv"] = list(self.argv)
-        d["pids"] = list(self.pids)
-        d["warnings"] = list(self.warnings)
-        d["nodes"] = list(self.nodes)
-        return d
 
 
 def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None) -> list[InstanceView]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Mapping, Sequence
@@ -81,7 +84,7 @@ class LocalTransport:
         return CommandResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
 
     async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
-        proc = await self._start(argv, env)
+        proc = await _adopt_early(argv, env) or await self._start(argv, env)
         assert proc.stdout is not None and proc.stderr is not None
         stderr_task = asyncio.ensure_future(proc.stderr.read(64 * 1024))
         finished = False
@@ -130,17 +133,7 @@ class LocalTransport:
         return proc.pid
 
     async def upload(self, data: bytes, remote_path: str, *, mode: int = 0o644) -> None:
-        path = Path(remote_path).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_file_atomic(data, remote_path, mode=mode)
 
     async def forward_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> _SamePort:
         if remote_host not in ("127.0.0.1", "localhost", "::1"):
@@ -149,6 +142,141 @@ class LocalTransport:
 
     async def close(self) -> None:
         return None
+
+
+def write_file_atomic(data: bytes, path_text: str, *, mode: int = 0o644) -> None:
+    """Write via a temporary file and a rename: a reader never sees half a file."""
+    path = Path(path_text).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------- started before the event loop
+#
+# A console whose nodes are this machine (the demo) starts their agents before it loads its UI:
+# each agent's start (~50 ms of CPU) then overlaps the console's own imports instead of
+# following its first frame. stream_lines() adopts a process started here for the same command
+# and environment; whatever nobody adopts is stopped by discard_early().
+
+_EARLY: dict[tuple, subprocess.Popen] = {}
+# Python 3.10 has no process_group: setpgrp in the child (no threads run yet at that point).
+_OWN_GROUP: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+_EARLY_MAX = 64  # bounded: one per local node
+
+
+def _early_key(argv: Sequence[str], env: Mapping[str, str] | None) -> tuple:
+    return (tuple(argv), tuple(sorted((env or {}).items())))
+
+
+def start_early(argv: Sequence[str], env: Mapping[str, str] | None = None, *, nice: int = 0) -> bool:
+    """Start `argv` now (no event loop needed); False if it could not be started or is already.
+
+    The process leads its own process group (stopped as a group, like every command of this
+    transport) but stays in the console's session: with the kernel's autogroup scheduling a
+    new session would be a scheduling group of its own, and `nice` would not make it yield
+    to the console."""
+    key = _early_key(argv, env)
+    if key in _EARLY or len(_EARLY) >= _EARLY_MAX or not argv:
+        return False
+    if nice:
+        import shutil
+
+        nice_path = shutil.which("nice")  # coreutils; without it the process runs at normal priority
+        argv = [nice_path, "-n", str(nice), *argv] if nice_path else argv
+    try:
+        _EARLY[key] = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_merged_env(env),
+            **_OWN_GROUP,
+        )
+    except OSError:
+        return False  # stream_lines will start it and report why
+    return True
+
+
+def discard_early() -> list[int]:
+    """Stop every early process nobody adopted (by its own process group); returns their pids."""
+    pids = []
+    while _EARLY:
+        _, proc = _EARLY.popitem()
+        pids.append(proc.pid)
+        if proc.poll() is None:
+            _kill_group(proc.pid)
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    return pids
+
+
+class _AdoptedProcess:
+    """An early process seen through asyncio: the parts of asyncio.subprocess.Process stream_lines uses."""
+
+    def __init__(self, popen: subprocess.Popen, stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, pipes):
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdout = stdout
+        self.stderr = stderr
+        self._pipes = pipes
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        # Not a child of asyncio's watcher: polled, briefly (it has closed its output or been
+        # signalled when this is awaited); a process that lingers past 10 s is killed.
+        deadline = time.monotonic() + 10.0
+        delay = 0.005
+        try:
+            while self._popen.poll() is None:
+                if time.monotonic() > deadline:
+                    try:
+                        os.killpg(self.pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                    deadline = float("inf")
+                await asyncio.sleep(delay)
+                delay = min(0.1, delay * 2)
+        finally:  # also when the caller gives up waiting: no pipe is left open
+            for pipe in self._pipes:
+                pipe.close()
+        code = self._popen.returncode
+        assert code is not None
+        return code
+
+
+async def _adopt_early(argv: Sequence[str], env: Mapping[str, str] | None) -> _AdoptedProcess | None:
+    popen = _EARLY.pop(_early_key(argv, env), None)
+    if popen is None:
+        return None
+    loop = asyncio.get_running_loop()
+    readers = []
+    pipes = []
+    for pipe in (popen.stdout, popen.stderr):
+        reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+        transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+        readers.append(reader)
+        pipes.append(transport)
+    return _AdoptedProcess(popen, readers[0], readers[1], pipes)
 
 
 def _last_line(text: str) -> str:

@@ -98,7 +98,7 @@ class ReplayTransport:
                 lines.append("present")
             if lines:
                 return CommandResult(0, "\n".join(lines) + "\n", "")
-        if len(argv) >= 3 and argv[2] == "probe":
+        if "probe" in argv[2:4]:  # python [-S] <agent> probe
             if self.trace.probe is None:
                 return CommandResult(1, "", "probe not recorded")
             return CommandResult(0, self.trace.probe + "\n", "")

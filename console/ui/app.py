@@ -24,9 +24,9 @@ from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
 
+from console.core.instance_view import InstanceError, InstanceState, InstanceView
 from console.core.model import NodeHealth, Profile
 from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged
-from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.ui.commands import FleetCommands, InstanceCommands
@@ -49,6 +49,7 @@ INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 REDRAW_INTERVAL = 0.25  # 4 Hz: fast enough to feel live, cheap at 4096 rows
 STOP_TIMEOUT = 5.0  # seconds quitting waits for the node streams to close
 INSTANCE_POLL_INTERVAL = 3.0  # seconds between two instance lists of a node
+SETTLE_TIMEOUT = 3.0  # seconds after start-up the fleet counts as settled even if a node has not answered
 READY_TIMEOUT = 1800.0  # a start that is not ready after this is reported as stuck
 
 
@@ -100,6 +101,12 @@ class ConsoleApp(App[int]):
         self._interval_lock = asyncio.Lock()
         self._health: dict[str, NodeHealth] = {}
         self._fleet_started = False
+        # Set once a frame with every node's first answer (live or down) is on screen, or after
+        # SETTLE_TIMEOUT: what spawns processes on the nodes beyond the agents (the versions
+        # probe, instance lists, the demo's instances) waits for it, so on a small machine the
+        # first full frame is not delayed by them.
+        self.fleet_settled = asyncio.Event()
+        self.fleet.probe_gate = self.fleet_settled
         # vLLM instances: the source (real service over the fleet's connections, or injected).
         self.instances: InstanceSource = instances or ServiceInstances(self.fleet.pool)
         self.board = InstanceBoard(self.fleet.node_names)
@@ -128,6 +135,7 @@ class ConsoleApp(App[int]):
             return
         await self.fleet.start()  # only creates tasks: never waits for a node
         self._fleet_started = True
+        self.set_timer(SETTLE_TIMEOUT, self.fleet_settled.set, name="settle-timeout")
         for node in self.fleet.node_names:
             self._poll_wake[node] = asyncio.Event()
             self.run_worker(
@@ -189,16 +197,13 @@ class ConsoleApp(App[int]):
         """Endless: the node's instance list every few seconds while the node is live."""
         spec = self.fleet.spec(node)
         wake = self._poll_wake[node]
-        started = time.monotonic()
+        # The first list waits for the first full frame (fleet_settled): on local nodes its
+        # process would compete with the agents still starting and with that frame.
+        await self.fleet_settled.wait()
         while True:
             snap = self.fleet.snapshot(node)
             wait = 0.5  # not live yet: look again soon, so the first list follows the first sample
-            # The first list waits for every node's first sample (at most 3 s): on local nodes
-            # its process would compete with the agents still starting.
-            settling = time.monotonic() - started < 3.0 and not all(
-                self.fleet.snapshot(n).health != NodeHealth.CONNECTING for n in self.fleet.node_names
-            )
-            if not settling and snap.health in (NodeHealth.LIVE, NodeHealth.STALE) and snap.latest is not None:
+            if snap.health in (NodeHealth.LIVE, NodeHealth.STALE) and snap.latest is not None:
                 watched = [name for n, name in self._following if n == node]
                 try:
                     views = await self.instances.poll(spec, snap, watched=watched)
@@ -222,6 +227,7 @@ class ConsoleApp(App[int]):
             return
         # Once every node is live (their first samples come first: a vLLM start costs a few
         # processes), or its own node after 15 s; given up after 60 s.
+        await self.fleet_settled.wait()
         for tick in range(240):
             snap = self.fleet.snapshot(planned.node)
             own = snap.health == NodeHealth.LIVE and bool(snap.static)
@@ -568,6 +574,10 @@ class ConsoleApp(App[int]):
             except NoMatches:
                 return  # the screen is being torn down (exit): its widgets are already gone
         self.redraws += 1
+        if not self.fleet_settled.is_set() and all(
+            snap.health != NodeHealth.CONNECTING for snap in self.fleet.snapshots()
+        ):
+            self.call_after_refresh(self.fleet_settled.set)  # once this frame is on screen
 
     def watch_paused(self, paused: bool) -> None:
         for screen in self.screen_stack:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from console.services.instances import InstanceState
+from console.core.instance_view import InstanceState
 from console.ui.instance_board import ACTIVE
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Sequence
 
-from console.core.serve_log import ServeStage
-from console.services.instances import InstanceState, InstanceView
+from console.core.instance_view import InstanceState, InstanceView
+from console.core.serve_stage import ServeStage
 
 State = InstanceState
 RUNNING = (State.STARTING, State.LOADING, State.READY, State.STOPPING)

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import AsyncIterator, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, AsyncIterator, Callable, Mapping, Protocol, Sequence
 
+from console.core.instance_view import InstanceError, InstanceView
 from console.core.model import NodeSnapshot, NodeSpec, ServePreset
-from console.services.instances import (
-    InstanceError,
-    InstancePoller,
-    InstanceService,
-    InstanceView,
-)
-from console.services.multinode import MultiNodeService
 from console.services.transports import TransportPool
 from console.ui.instance_board import RUNNING
+
+if TYPE_CHECKING:
+    from console.services.instances import InstancePoller, InstanceService
 
 
 def one_line(exc: BaseException | str) -> str:
@@ -66,8 +63,27 @@ class ServiceInstances:
     """The real thing: InstanceService and its poller on a shared TransportPool."""
 
     def __init__(self, pool: TransportPool) -> None:
-        self.service = InstanceService(pool)
-        self.poller = InstancePoller(self.service)
+        self._pool = pool
+        self._service: InstanceService | None = None
+        self._poller: InstancePoller | None = None
+
+    # Made on first use: the service's modules (serve argv, rules, Ray) are not needed for the
+    # console's first frame, and the first instance list comes after it.
+    @property
+    def service(self) -> InstanceService:
+        if self._service is None:
+            from console.services.instances import InstanceService
+
+            self._service = InstanceService(self._pool)
+        return self._service
+
+    @property
+    def poller(self) -> InstancePoller:
+        if self._poller is None:
+            from console.services.instances import InstancePoller
+
+            self._poller = InstancePoller(self.service)
+        return self._poller
 
     async def poll(self, node, snapshot, *, watched=()):
         return await self.poller.poll(node, snapshot, watched=watched)
@@ -84,6 +100,8 @@ class ServiceInstances:
         view = await self.service.get(node, name)
         if view is not None and view.nodes and all(n in self.service.specs for n in view.nodes):
             # a multi-node instance: vLLM on the head, then Ray on every node (services/multinode.py)
+            from console.services.multinode import MultiNodeService
+
             nodes = [self.service.specs[n] for n in view.nodes]
             return replace(await MultiNodeService(self.service).stop(nodes, name), node=node.name)
         return await self.service.stop(node, name)
@@ -92,6 +110,8 @@ class ServiceInstances:
         view = await self.service.get(node, name)
         if view is not None and view.nodes and all(n in self.service.specs for n in view.nodes):
             # a multi-node instance: forget vLLM on the head and the Ray members on every node
+            from console.services.multinode import MultiNodeService
+
             await MultiNodeService(self.service).remove([self.service.specs[n] for n in view.nodes], name)
             return
         await self.service.remove(node, name)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from console.core.instance_view import InstanceView
 from console.core.model import NodeHealth
-from console.services.instances import InstanceView
 
 
 class TelemetryUpdated(Message):

@@ -105,6 +105,10 @@ def run_once(spec: dict, home: Path, timeout: float = 60.0) -> dict:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
     env = {**os.environ, "HOME": str(home), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
     env.pop("TEXTUAL", None)
+    # As after `pip install` / `pipx install`: compiled modules are cached and reused (a shell
+    # with PYTHONDONTWRITEBYTECODE would compile the console on every start, the installed
+    # Textual of the hello world never).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     seen: dict[str, float] = {}
     all_seen = threading.Event()
     buf = bytearray()

@@ -30,7 +30,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, ProgressBar, Static
+from textual.widgets import DataTable, Log, ProgressBar, Static
 
 from console.core.bench_argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
@@ -50,6 +50,7 @@ from console.transport.base import TransportError
 from console.ui import bench_view as bv
 from console.ui.instance_source import one_line
 from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
+from console.ui.widgets.key_bar import KeyBar
 
 REDRAW_INTERVAL = 0.25  # 4 Hz at most
 MAX_LOG_LINES = 2000  # in the Log widget
@@ -236,7 +237,7 @@ class BenchScreen(Screen):
                 with Horizontal(id="bench-pareto"):
                     yield ParetoPlot("Output tok/s vs median TTFT", "median TTFT ms", id="pareto-ttft")
                     yield ParetoPlot("Output tok/s vs median ITL", "median ITL ms", id="pareto-itl")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self._ready = True

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.core.errors import ProfileError
 from console.core.profiles import PROFILES_DIR
@@ -28,6 +28,7 @@ from console.core.results.reference import (
     reference_as_run,
     reference_matches,
 )
+from console.ui.widgets.key_bar import KeyBar
 
 REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
@@ -114,7 +115,7 @@ class CompareScreen(Screen):
         yield Static(id="compare-title")
         yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True, fixed_columns=1)
         yield Static(id="compare-notes")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

@@ -10,13 +10,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.core.model import GpuMetrics, GpuStatic, NodeHealth, NodeSnapshot
 from console.ui import format as fmt
 from console.ui.charts import ChartSet, gpu_charts, node_charts
 from console.ui.fleet_view import FleetView
 from console.ui.rows import gpu_pairs
+from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.metric_plot import MetricPlot
 from console.ui.widgets.status_bar import StatusBar
 
@@ -56,7 +57,7 @@ class DetailScreen(Screen):
             yield MetricPlot("Power W", id="chart-power")
             yield MetricPlot("Temperature °C", id="chart-temps")
             yield MetricPlot("VRAM GiB", id="chart-vram")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self._ready = True

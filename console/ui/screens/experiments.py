@@ -19,10 +19,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.core.experiment import ExperimentState, load_experiment
 from console.core.experiment_report import build_report
+from console.ui.widgets.key_bar import KeyBar
 
 COLUMNS = ("Experiment", "Node", "Progress", "Now", "Failed layouts", "Updated")
 MAX_FILES = 50
@@ -119,7 +120,7 @@ class ExperimentsScreen(Screen):
         table.add_columns(*COLUMNS)
         yield table
         yield Static(id="experiments-detail")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

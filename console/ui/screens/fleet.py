@@ -5,12 +5,13 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
-from console.services.instances import InstanceState
+from console.core.instance_view import InstanceState
 from console.ui.fleet_view import FleetView
 from console.ui.instance_board import ACTIVE
 from console.ui.widgets.gpu_table import GpuTable
+from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 
 FILTER_HINT = "filter: node name, model, cpx, nps1, busy, idle, live, stale, down (Enter keeps, Esc clears)"
@@ -33,10 +34,16 @@ class FleetScreen(Screen):
         self.view = view
 
     def compose(self) -> ComposeResult:
+        # The size classes (-short/-tall, App.VERTICAL_BREAKPOINTS) are set before the first
+        # frame: Textual sets them at the first Resize, just after it, which restyles and
+        # repaints the whole screen once more while the console is starting.
+        height = self.app.size.height
+        for name in self._get_breakpoint_classes(height, self.app.VERTICAL_BREAKPOINTS or []):
+            self.add_class(name)
         yield StatusBar(id="status-bar")
         yield GpuTable(self.view.fleet.series, id="gpu-table")
         yield Input(placeholder=FILTER_HINT, id="filter-input", compact=True)
-        yield Footer()
+        yield KeyBar()
 
     @property
     def table(self) -> GpuTable:

@@ -20,7 +20,7 @@ from textual.containers import Horizontal
 from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Select, Static
+from textual.widgets import Input, Select, Static
 
 from console.core.bench_output import BenchProgress
 from console.core.model import BenchPreset
@@ -30,6 +30,7 @@ from console.services.groups import GroupView
 from console.services.instances import InstanceError
 from console.services.results import ResultStore
 from console.transport.base import TransportError
+from console.ui.widgets.key_bar import KeyBar
 
 
 def progress_lines(progress: dict[str, BenchProgress], replicas: list[str], width: int = 20) -> list[str]:
@@ -88,7 +89,7 @@ class GroupBenchScreen(Screen):
             yield Select(presets, value=presets[0][1] if presets else Select.BLANK, id="group-bench-preset")
             yield Input(placeholder="concurrency (group total)", id="group-bench-concurrency")
         yield Static(id="group-bench-body")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.set_interval(0.25, self.redraw)

@@ -8,7 +8,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
+
+from console.ui.widgets.key_bar import KeyBar
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,7 @@ class HelpScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(_INTRO, id="help-intro")
         yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

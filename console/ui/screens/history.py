@@ -31,7 +31,6 @@ from textual.screen import Screen
 from textual.widgets import (
     Button,
     DataTable,
-    Footer,
     Input,
     RadioButton,
     RadioSet,
@@ -50,6 +49,7 @@ from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
 from console.ui.screens.compare import REFERENCE_PATH, CompareScreen, short_model
 from console.ui.screens.form_dialog import FormDialog
+from console.ui.widgets.key_bar import KeyBar
 
 EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
 FILTER_HINT = "filter: node, model, partition, dataset, c64, label… (every word must match; Enter keeps, Esc clears)"
@@ -379,7 +379,7 @@ class RunDetailScreen(Screen):
                             style="dim",
                         )
                     )
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#run-body").focus()
@@ -457,7 +457,7 @@ class HistoryScreen(Screen):
         yield Static(id="history-detail")
         yield Static(id="history-status")
         yield Input(placeholder=FILTER_HINT, id="history-filter", compact=True)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

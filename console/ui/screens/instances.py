@@ -9,12 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from console.services.groups import GroupView, group_views
 from console.services.instances import InstanceView
 from console.ui import instance_board as ib
 from console.ui.format import gpu_span
+from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 
 _LEVEL_STYLE = {
@@ -149,7 +150,7 @@ class InstancesScreen(Screen):
         table.add_columns(*COLUMNS)
         yield table
         yield Static(id="instances-detail")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self._ready = True

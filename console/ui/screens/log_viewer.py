@@ -16,13 +16,14 @@ from textual.binding import Binding
 from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Log, Static
+from textual.widgets import Log, Static
 
 from console.core.serve_log import ServeLogState, clean_line
 from console.services.instances import InstanceError
 from console.transport.base import TransportError
 from console.ui import instance_board as ib
 from console.ui.instance_source import one_line
+from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 
 MAX_LOG_LINES = 5000  # kept in the widget; older lines are dropped
@@ -67,7 +68,7 @@ class LogScreen(Screen):
         yield StatusBar(id="status-bar")
         yield Static(id="log-title")
         yield Log(max_lines=MAX_LOG_LINES, id="log-view")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self._ready = True

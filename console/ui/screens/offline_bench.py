@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Input, Label, Select, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
 from console.core.bench_output import parse_progress
 from console.core.model import NodeSpec
@@ -40,6 +40,7 @@ from console.transport.base import TransportError
 from console.ui.offline_form import OfflineRequest, check_offline_request, preset_key, preset_prompt
 from console.ui.screens.form_dialog import FormDialog
 from console.ui.start_form import FormError
+from console.ui.widgets.key_bar import KeyBar
 
 LOG_LINES = 12  # vLLM's last lines shown (bounded)
 
@@ -178,7 +179,7 @@ class OfflineBenchScreen(Screen):
         yield Static(id="offline-progress")
         yield Static(id="offline-result")
         yield Static(id="offline-log")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.run_worker(self._go(), exclusive=True, group="offline-bench")
