@@ -134,6 +134,22 @@ class SeriesBlock:
     def column(self, index: int) -> BlockSeries:
         return BlockSeries(self, index)
 
+    def resized(self, capacity: int) -> SeriesBlock:
+        """A block of another capacity holding the newest samples of this one."""
+        block = SeriesBlock(capacity, len(self._cols))
+        keep = min(self._size, capacity)
+        times = _ordered(self._ts, self._start, self._size, keep)
+        columns = [_ordered(col, self._start, self._size, keep) for col in self._cols]
+        block._ts[:keep] = array("d", times)
+        for mine, values in zip(block._cols, columns):
+            mine[:keep] = array("f", values)
+        block._size = keep
+        return block
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._ts) * (8 + 4 * len(self._cols))
+
 
 class BlockSeries:
     """One column of a SeriesBlock, read like a RingSeries (a view: it follows the block)."""

@@ -41,6 +41,13 @@ HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram
 _METRIC_COLUMN = {metric: i for i, metric in enumerate(HISTORY_METRICS)}
 _history_values = operator.attrgetter(*HISTORY_METRICS)
 PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate at most
+# Memory the fleet's history may take (every logical GPU's ring of HISTORY_METRICS): the full
+# window (history_s) for fleets up to ~5,000 logical GPUs at 1 Hz; a larger fleet keeps a shorter
+# window per GPU, never under MIN_HISTORY_SAMPLES. (Prometheus-fed nodes get a GPU's full window
+# back from Prometheus when its detail view opens: FleetTelemetry.load_history.)
+HISTORY_BUDGET_MIB = 96.0
+MIN_HISTORY_SAMPLES = 60
+_BYTES_PER_SAMPLE = 8 + 4 * len(HISTORY_METRICS)  # SeriesBlock: a float64 time, float32 values
 
 
 # ---------------------------------------------------------------- events
@@ -75,9 +82,10 @@ Listener = Callable[[FleetEvent], None]
 class _NodeTrack:
     """Mutable per-node state, owned by the service (the outside sees snapshots)."""
 
-    def __init__(self, spec: NodeSpec, history: int) -> None:
+    def __init__(self, spec: NodeSpec, history: int, capacity: Callable[[], int]) -> None:
         self.spec = spec
-        self.history = history
+        self.history = history  # the full window, in samples (a detail view's backfill)
+        self.capacity = capacity  # samples a new GPU ring gets now (the fleet's memory budget)
         self.snapshot = NodeSnapshot(name=spec.name, health=NodeHealth.CONNECTING)
         # One block per logical GPU: every HISTORY_METRICS column shares its timestamps.
         self.history_blocks: dict[int, SeriesBlock] = {}
@@ -86,10 +94,12 @@ class _NodeTrack:
     def record(self, frame: TelemetryFrame, at: float) -> None:
         blocks = self.history_blocks
         ts = frame.ts
+        capacity = 0  # asked once per frame, and only when a GPU is new
         for gpu in frame.gpus:
             block = blocks.get(gpu.index)
             if block is None:
-                block = blocks[gpu.index] = SeriesBlock(self.history, len(HISTORY_METRICS))
+                capacity = capacity or self.capacity()
+                block = blocks[gpu.index] = SeriesBlock(capacity, len(HISTORY_METRICS))
             block.append(ts, _history_values(gpu))
         self.frames += 1
 
@@ -111,6 +121,7 @@ class FleetTelemetry:
         clock: Callable[[], float] = time.time,
         backoff_cap: float = 10.0,
         prometheus: PrometheusSpec | None = None,
+        history_budget_mib: float = HISTORY_BUDGET_MIB,
     ) -> None:
         self.pool = pool or TransportPool()
         self.interval = interval
@@ -118,7 +129,10 @@ class FleetTelemetry:
         self._stale_after = stale_after
         self._clock = clock
         self._backoff_cap = backoff_cap
-        self._tracks = {n.name: _NodeTrack(n, capacity_for(history_s, interval)) for n in nodes}
+        self._full_history = capacity_for(history_s, interval)
+        self._history_budget = int(history_budget_mib * 2**20)
+        self._topology_moved = False
+        self._tracks = {n.name: _NodeTrack(n, self._full_history, self.history_capacity) for n in nodes}
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task] = {}
         self._watchdog: asyncio.Task | None = None
@@ -160,6 +174,30 @@ class FleetTelemetry:
 
     def frames_received(self, node: str) -> int:
         return self._tracks[node].frames
+
+    def history_capacity(self) -> int:
+        """Samples per logical GPU that the history budget allows for the GPUs known now."""
+        gpus = sum(max(len(t.snapshot.static), len(t.history_blocks)) for t in self._tracks.values())
+        fits = self._history_budget // (_BYTES_PER_SAMPLE * max(1, gpus))
+        return max(MIN_HISTORY_SAMPLES, min(self._full_history, fits))
+
+    def history_bytes(self) -> int:
+        """Memory the history rings take now (tests/perf/fleet_scale.py prints it)."""
+        return sum(b.nbytes for t in self._tracks.values() for b in t.history_blocks.values())
+
+    def rebalance_history(self) -> bool:
+        """Shrink the rings when the GPUs grew past the budget (first contact of a big fleet, a
+        switch to CPX): each keeps its newest samples. True if any was shrunk."""
+        if self.history_bytes() <= self._history_budget * 1.1:
+            return False
+        target = self.history_capacity()
+        shrunk = False
+        for track in self._tracks.values():
+            for index, block in track.history_blocks.items():
+                if block.capacity > target:
+                    track.history_blocks[index] = block.resized(target)
+                    shrunk = True
+        return shrunk
 
     def _from_prometheus(self, track: _NodeTrack) -> bool:
         return track.spec.telemetry == "prometheus" and self._prometheus_spec is not None
@@ -214,6 +252,8 @@ class FleetTelemetry:
     # ------------------------------------------------------------ internals
 
     def _emit(self, event: FleetEvent) -> None:
+        if isinstance(event, TopologyChanged):
+            self._topology_moved = True
         for listener in list(self._listeners):
             listener(event)
 
@@ -314,6 +354,9 @@ class FleetTelemetry:
     async def _watch_staleness(self) -> None:
         while True:
             await asyncio.sleep(0.5)
+            if self._topology_moved:  # GPUs came or went: the history may be over its budget
+                self._topology_moved = False
+                self.rebalance_history()
             now = self._clock()
             for track in self._tracks.values():
                 snap = track.snapshot

@@ -46,3 +46,18 @@ def test_block_rejects_empty_shapes():
         SeriesBlock(0, 1)
     with pytest.raises(ValueError):
         SeriesBlock(1, 0)
+
+
+def test_resized_keeps_the_newest_samples_and_goes_on_as_a_ring():
+    block = SeriesBlock(5, 2)
+    for i in range(8):  # wrapped: holds 3..7
+        block.append(float(i), (i, None if i == 6 else 10 * i))
+    small = block.resized(3)
+    assert small.capacity == 3 and len(small) == 3
+    assert small.column(0).times() == [5.0, 6.0, 7.0]
+    assert small.column(1).values() == [50.0, None, 70.0]
+    small.append(8.0, (8, 80))
+    assert small.column(0).values() == [6.0, 7.0, 8.0]
+    assert small.nbytes == 3 * (8 + 4 * 2)
+    bigger = small.resized(10)
+    assert len(bigger) == 3 and bigger.column(1).values() == [None, 70.0, 80.0]

@@ -458,6 +458,12 @@ async def measure(args, side: PrometheusSide | None = None) -> dict:
             "key_to_repaint_ms": summary(key_ms),
         }
         out["rows"] = len(probe.table.rows)
+        # The rings are preallocated: what they take now is what they take after 10 min.
+        out["history"] = {
+            "samples_per_gpu": fleet.history_capacity(),
+            "seconds_per_gpu": round(fleet.history_capacity() * args.interval),
+            "mb": round(fleet.history_bytes() / 2**20, 1),
+        }
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out.update(steady=steady, keys=keys, peak_rss_mb=round(peak, 1))
     return out
@@ -515,6 +521,7 @@ def main() -> int:
         "all_live_after_s": m["all_live_after_s"],
         "cpu_percent": steady["cpu_percent"],
         "peak_rss_mb": m["peak_rss_mb"],
+        "history": m["history"],
         "sample_to_screen_ms": steady["sample_to_screen_ms"],
         "key_to_repaint_ms": keys["key_to_repaint_ms"],
         "redraw_ms_per_frame": {"clock_redraw": steady["clock_redraw_ms"], "paint": steady["paint_ms"]},
