@@ -45,7 +45,7 @@ PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate
 # window (history_s) for fleets up to ~5,000 logical GPUs at 1 Hz; a larger fleet keeps a shorter
 # window per GPU, never under MIN_HISTORY_SAMPLES. (Prometheus-fed nodes get a GPU's full window
 # back from Prometheus when its detail view opens: FleetTelemetry.load_history.)
-HISTORY_BUDGET_MIB = 96.0
+HISTORY_BUDGET_MIB = 80.0
 MIN_HISTORY_SAMPLES = 60
 _BYTES_PER_SAMPLE = 8 + 4 * len(HISTORY_METRICS)  # SeriesBlock: a float64 time, float32 values
 
@@ -132,6 +132,7 @@ class FleetTelemetry:
         self._full_history = capacity_for(history_s, interval)
         self._history_budget = int(history_budget_mib * 2**20)
         self._topology_moved = False
+        self._watched: tuple[str, ...] = ()  # nodes on screen (watch)
         self._tracks = {n.name: _NodeTrack(n, self._full_history, self.history_capacity) for n in nodes}
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task] = {}
@@ -177,9 +178,13 @@ class FleetTelemetry:
 
     def history_capacity(self) -> int:
         """Samples per logical GPU that the history budget allows for the GPUs known now."""
-        gpus = sum(max(len(t.snapshot.static), len(t.history_blocks)) for t in self._tracks.values())
-        fits = self._history_budget // (_BYTES_PER_SAMPLE * max(1, gpus))
-        return max(MIN_HISTORY_SAMPLES, min(self._full_history, fits))
+        known = [max(len(t.snapshot.static), len(t.history_blocks)) for t in self._tracks.values()]
+        seen = [n for n in known if n]
+        gpus = sum(seen)
+        if seen:  # nodes not contacted yet count as the average one: no ring is sized for a fleet of one
+            gpus += (len(known) - len(seen)) * gpus / len(seen)
+        fits = int(self._history_budget // (_BYTES_PER_SAMPLE * max(1, gpus)))
+        return min(self._full_history, max(MIN_HISTORY_SAMPLES, fits))
 
     def history_bytes(self) -> int:
         """Memory the history rings take now (tests/perf/fleet_scale.py prints it)."""
@@ -376,6 +381,7 @@ class FleetTelemetry:
         from console.services.prometheus import PrometheusSource
 
         self.prometheus = source = PrometheusSource(self, self._prometheus_spec, nodes, clock=self._clock)
+        source.watch(self._watched)
         self._prometheus_task = asyncio.create_task(source.run(), name="telemetry:prometheus")
 
     def ingest(
@@ -397,6 +403,14 @@ class FleetTelemetry:
         track.record(frame, sample_at)
         track.snapshot = replace(snap, latest=frame, last_sample_ts=sample_at, source=source, interval=interval)
         self._emit(TelemetryReceived(node, frame, self._clock()))
+
+    def watch(self, nodes: Iterable[str]) -> None:
+        """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values
+        every interval and the rest of the fleet every few (PrometheusSource.watch); agent-fed
+        nodes stream every sample anyway."""
+        self._watched = tuple(sorted(set(nodes)))
+        if self.prometheus is not None:
+            self.prometheus.watch(self._watched)
 
     def set_node_health(self, node: str, health: NodeHealth, error: str | None) -> None:
         self._set_health(self._tracks[node], health, error)

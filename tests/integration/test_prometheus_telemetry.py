@@ -140,6 +140,34 @@ def test_fleet_shows_the_values_the_simulated_exporter_exported(exporter, promet
     assert {(g.compute_partition, g.memory_partition, g.model) for g in cpx} == {("CPX", "NPS1", "AMD Instinct MI300X")}
 
 
+def test_nodes_on_screen_refresh_every_time_the_rest_at_each_sweep_and_all_stay_live(exporter, prometheus):
+    async def scenario():
+        spec = PrometheusSpec(url=prometheus.url, scrape_interval=1.0)
+        fleet = FleetTelemetry(prom_nodes("spx-a", "cpx-b"), interval=0.25, prometheus=spec)
+        fleet.watch(["spx-a"])  # what the fleet screen shows: given before the source exists, kept
+        await fleet.start()
+        try:
+            await wait_for(lambda: all(fleet.snapshot(n).health == NodeHealth.LIVE for n in ("spx-a", "cpx-b")), 20)
+            source = fleet.prometheus
+            assert source is not None and source.watched == ("spx-a.cluster.example",)
+            frames0 = {n: fleet.frames_received(n) for n in ("spx-a", "cpx-b")}
+            refreshes0, sweeps0 = source.refreshes, source.sweeps
+            healths = set()
+            for _ in range(60):  # 6 s: six scrapes, ~24 refreshes
+                healths |= {fleet.snapshot(n).health for n in ("spx-a", "cpx-b")}
+                await asyncio.sleep(0.1)
+            got = {n: fleet.frames_received(n) - frames0[n] for n in frames0}
+            return got, source.refreshes - refreshes0, source.sweeps - sweeps0, healths
+        finally:
+            await fleet.stop()
+
+    got, refreshes, sweeps, healths = asyncio.run(scenario())
+    assert healths == {NodeHealth.LIVE}  # off screen is not stale: its scrape time still comes every refresh
+    assert 0 < sweeps < refreshes  # most refreshes asked the values of the node on screen only
+    assert got["spx-a"] >= 4  # a frame per new scrape
+    assert 1 <= got["cpx-b"] <= sweeps  # only the sweeps brought its values
+
+
 def test_detail_charts_get_their_past_from_query_range(prometheus):
     # at least 5 scrapes in Prometheus before the console starts watching
     prometheus.wait_for_series(5, expr='count_over_time(gpu_total_vram{hostname="spx-a", gpu_id="0"}[1m])')

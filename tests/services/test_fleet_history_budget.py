@@ -23,23 +23,38 @@ def test_a_small_fleet_keeps_the_full_window():
     assert fleet.series("n0", 7, "util_pct").capacity == 601
 
 
-def test_a_big_fleet_gets_a_shorter_window_within_the_budget():
+def test_a_big_fleet_gets_a_shorter_window_within_the_budget_from_the_first_contact():
     budget_mib = 1.0
+    nodes = [NodeSpec(name=f"n{i}", host="h") for i in range(8)]
+    fleet = FleetTelemetry(nodes, history_s=600, interval=1.0, history_budget_mib=budget_mib)
+    _feed(fleet, "n0", 64, 1000.0)
+    # The first node's rings are sized for 8 such nodes (512 logical GPUs), not for itself alone.
+    fits = int(budget_mib * 2**20) // (_BYTES_PER_SAMPLE * 512)
+    assert fleet.series("n0", 0, "util_pct").capacity == max(MIN_HISTORY_SAMPLES, fits) < 601
+    for t in range(3):
+        for node in nodes:
+            _feed(fleet, node.name, 64, 1000.0 + t)
+    assert fleet.history_bytes() <= budget_mib * 2**20 * 1.1
+    assert not fleet.rebalance_history()  # nothing to shrink
+
+
+def test_a_switch_to_cpx_shrinks_the_rings_keeping_their_newest_samples():
+    budget_mib = 2.0
     nodes = [NodeSpec(name=f"n{i}", host="h") for i in range(8)]
     fleet = FleetTelemetry(nodes, history_s=600, interval=1.0, history_budget_mib=budget_mib)
     for t in range(3):
         for node in nodes:
-            _feed(fleet, node.name, 64, 1000.0 + t)  # 512 logical GPUs
-    fits = int(budget_mib * 2**20) // (_BYTES_PER_SAMPLE * 512)
-    assert fleet.history_capacity() == max(MIN_HISTORY_SAMPLES, fits) < 601
-    # The first nodes were given bigger rings while the fleet was still small: shrunk to the budget.
+            _feed(fleet, node.name, 8, 1000.0 + t)  # SPX: 64 logical GPUs, the full window fits
+    assert fleet.series("n0", 0, "util_pct").capacity == 601
+    for node in nodes:
+        _feed(fleet, node.name, 64, 1003.0)  # every node switched to CPX: 512 logical GPUs
     assert fleet.history_bytes() > budget_mib * 2**20 * 1.1
     assert fleet.rebalance_history()
     assert fleet.history_bytes() <= budget_mib * 2**20 * 1.1
-    series = fleet.series("n0", 63, "util_pct")
-    assert series.capacity == fleet.history_capacity()
-    assert series.times() == [1000.0, 1001.0, 1002.0]  # the samples survived the shrink
-    assert not fleet.rebalance_history()  # nothing more to do
+    series = fleet.series("n0", 0, "util_pct")
+    assert series.capacity == fleet.history_capacity() < 601
+    assert series.times() == [1000.0, 1001.0, 1002.0, 1003.0]  # the samples survived the shrink
+    assert not fleet.rebalance_history()
 
 
 def test_never_below_the_minimum_window():

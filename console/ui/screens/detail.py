@@ -42,6 +42,9 @@ class DetailScreen(Screen):
         self._procs: tuple | None = None
         self._ready = False
 
+    def watched_nodes(self) -> set[str]:
+        return {self.node}
+
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status-bar")
         yield Static(id="detail-title")

@@ -49,6 +49,9 @@ class FleetScreen(Screen):
     def table(self) -> GpuTable:
         return self.query_one(GpuTable)
 
+    def watched_nodes(self) -> set[str]:
+        return self.table.visible_nodes()
+
     def on_mount(self) -> None:
         self.query_one("#filter-input", Input).cursor_blink = self.app.cursor_blink  # type: ignore[attr-defined]
         self.table.focus()

@@ -235,6 +235,11 @@ class GpuTable(ScrollView, can_focus=True):
         self._cursor = min(index if index is not None else self._cursor, max(0, len(self._rows) - 1))
         self._scroll_to_cursor()
 
+    def visible_nodes(self) -> set[str]:
+        """The nodes with a row on screen now (the fleet refreshes those first)."""
+        top = int(self.scroll_offset.y)
+        return {row.node for row in self._rows[top : top + self._body_height()]}
+
     # ------------------------------------------------------------ navigation
 
     def _body_height(self) -> int:
