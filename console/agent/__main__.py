@@ -13,6 +13,6 @@ here = os.path.dirname(os.path.abspath(__file__))
 if here not in sys.path:
     sys.path.insert(0, here)
 
-import node_agent  # noqa: E402 - shipped beside this file
+import node_agent  # type: ignore[import-not-found]  # noqa: E402 - shipped beside this file
 
 sys.exit(node_agent.main())

@@ -180,7 +180,7 @@ class FleetTelemetry:
         """Samples per logical GPU that the history budget allows for the GPUs known now."""
         known = [max(len(t.snapshot.static), len(t.history_blocks)) for t in self._tracks.values()]
         seen = [n for n in known if n]
-        gpus = sum(seen)
+        gpus: float = sum(seen)
         if seen:  # nodes not contacted yet count as the average one: no ring is sized for a fleet of one
             gpus += (len(known) - len(seen)) * gpus / len(seen)
         fits = int(self._history_budget // (_BYTES_PER_SAMPLE * max(1, gpus)))

@@ -17,7 +17,10 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
-from console.core.instance_view import InstanceError, InstanceState, InstanceView
+# The record lives in core (the UI's first frame needs it, not this service); re-exported here.
+from console.core.instance_view import InstanceError as InstanceError
+from console.core.instance_view import InstanceState as InstanceState
+from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
 from console.core.serve_argv import build_docker_argv, build_serve_argv

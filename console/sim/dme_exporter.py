@@ -73,18 +73,13 @@ class SimNode:
         self.hostname = hostname
         self.lock = threading.Lock()
         self.m = _load_amdsmi("_dme_sim_amdsmi_{}".format(index))
-        folder = os.path.join(state_dir, hostname)
-        saved = {k: os.environ.get(k) for k in (self.m.ENV_DIR, self.m.ENV_SPEC)}
-        os.environ[self.m.ENV_DIR] = folder
-        os.environ[self.m.ENV_SPEC] = json.dumps(spec)
-        try:
-            self.m.amdsmi_init()
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        self.folder, self.spec = os.path.join(state_dir, hostname), spec
+        self._init_library()
+        self._enumerate()
+        self.page = b""  # the latest rendered /metrics page
+
+    def _enumerate(self):
+        """The logical GPUs and their labels (again after a partition switch, as DME does)."""
         self.handles = self.m.amdsmi_get_processor_handles()
         self.labels = []  # per logical GPU: its label text without the braces
         self.primary = {}  # physical -> primary handle
@@ -102,14 +97,47 @@ class SimNode:
                 ("gpu_id", h.index),
                 ("gpu_memory_partition_type", memory.lower()),
                 ("gpu_partition_id", h.partition),
-                ("hostname", hostname),
+                ("hostname", self.hostname),
                 # a partition reports its parent's serial, like DME
                 ("serial_number", asic.get("asic_serial")),
             )
             self.labels.append(",".join('{}="{}"'.format(k, _esc(v)) for k, v in pairs))
-        self.page = b""  # the latest rendered /metrics page
+        self.modes = self._modes()
+
+    def _modes(self):
+        """(compute, memory) partition of every physical GPU, as the library reads them now."""
+        m = self.m
+        try:
+            return tuple(
+                (str(m.amdsmi_get_gpu_compute_partition(h)), str(m.amdsmi_get_gpu_memory_partition(h)))
+                for h in self.primary.values()
+            )
+        except m.AmdSmiException:
+            return self.modes if hasattr(self, "modes") else ()
+
+    def _init_library(self):
+        """amdsmi_init with this node's simulator folder and spec (read from the environment)."""
+        m = self.m
+        saved = {k: os.environ.get(k) for k in (m.ENV_DIR, m.ENV_SPEC)}
+        os.environ[m.ENV_DIR] = self.folder
+        os.environ[m.ENV_SPEC] = json.dumps(self.spec)
+        try:
+            m.amdsmi_init()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def _reinit(self):
+        self.m.amdsmi_shut_down()
+        self._init_library()
+        self._enumerate()
 
     def refresh(self):
+        if self._modes() != self.modes:  # switched by the node's agent: the GPUs are others now
+            self._reinit()
         text = self._render()
         with self.lock:
             self.page = text.encode("utf-8")

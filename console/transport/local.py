@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import subprocess
@@ -273,7 +274,7 @@ async def _adopt_early(argv: Sequence[str], env: Mapping[str, str] | None) -> _A
     pipes = []
     for pipe in (popen.stdout, popen.stderr):
         reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
-        transport, _ = await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+        transport, _ = await loop.connect_read_pipe(functools.partial(asyncio.StreamReaderProtocol, reader), pipe)
         readers.append(reader)
         pipes.append(transport)
     return _AdoptedProcess(popen, readers[0], readers[1], pipes)

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import textwrap
 import time
 import urllib.request
@@ -27,6 +28,9 @@ from console.services.fleet import FleetTelemetry
 from tests.integration.prometheus_server import PROMETHEUS, AuthProxy, DmeExporter, PrometheusServer
 
 FROZEN = "1764000000"
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "console" / "agent" / "node_agent.py"
+SIM = ROOT / "console" / "sim"
 NODES = [
     {"hostname": "spx-a", "gpu": "MI300X", "count": 2, "seed": 4},
     {"hostname": "cpx-b", "gpu": "MI300X", "count": 2, "compute_partition": "CPX", "seed": 5},
@@ -166,6 +170,46 @@ def test_nodes_on_screen_refresh_every_time_the_rest_at_each_sweep_and_all_stay_
     assert 0 < sweeps < refreshes  # most refreshes asked the values of the node on screen only
     assert got["spx-a"] >= 4  # a frame per new scrape
     assert 1 <= got["cpx-b"] <= sweeps  # only the sweeps brought its values
+
+
+def test_a_partition_switch_on_a_prometheus_fed_node_re_enumerates_its_gpus(tmp_path):
+    # Its own exporter and Prometheus: the switch changes the node for good.
+    node = {"hostname": "switch-a", "gpu": "MI300X", "count": 2, "seed": 7}
+    exp = DmeExporter.start(tmp_path / "dme", [node])
+    server = PrometheusServer(tmp_path / "prometheus", exp.targets())
+    try:
+        server.start()
+        server.wait_for_series(2)
+
+        async def scenario():
+            spec = PrometheusSpec(url=server.url, scrape_interval=1.0)
+            fleet = FleetTelemetry(prom_nodes("switch-a"), interval=0.5, prometheus=spec)
+            await fleet.start()
+            try:
+                await wait_for(lambda: len(fleet.snapshot("switch-a").static) == 2, 20)
+                # What `partition set` does on the node: the node's agent against its amdsmi.
+                env = {
+                    **os.environ,
+                    "ROCM_CONSOLE_SIM_DIR": str(tmp_path / "dme" / "state" / "switch-a"),
+                    "ROCM_CONSOLE_SIM_SPEC": json.dumps({k: v for k, v in node.items() if k != "hostname"}),
+                }
+                argv = [sys.executable, str(AGENT), "partition", "set", "--compute", "CPX", "--amdsmi-path", str(SIM)]
+                done = await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.PIPE)
+                out, _ = await done.communicate()
+                assert done.returncode == 0, out
+                await wait_for(lambda: len(fleet.snapshot("switch-a").static) == 16, 20)
+                await wait_for(lambda: len(fleet.snapshot("switch-a").latest.gpus) == 16, 10)
+                return fleet.snapshot("switch-a")
+            finally:
+                await fleet.stop()
+
+        snap = asyncio.run(scenario())
+    finally:
+        server.stop()
+        exp.stop()
+    assert [g.compute_partition for g in snap.static] == ["CPX"] * 16
+    assert [g.physical for g in snap.static] == [0] * 8 + [1] * 8
+    assert snap.health == NodeHealth.LIVE
 
 
 def test_detail_charts_get_their_past_from_query_range(prometheus):
