@@ -9,6 +9,7 @@ what the console shows.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -99,6 +100,20 @@ async def wait_for(predicate, timeout: float, step: float = 0.1):
     raise AssertionError(f"condition not met within {timeout:g} s")
 
 
+@contextlib.contextmanager
+def own_stack(tmp_path: Path, nodes: list[dict], series: int):
+    """An exporter and a Prometheus of the test's own (for tests that change or stop them)."""
+    exp = DmeExporter.start(tmp_path / "dme", nodes)
+    server = PrometheusServer(tmp_path / "prometheus", exp.targets())
+    try:
+        server.start()
+        server.wait_for_series(series)
+        yield exp, server
+    finally:
+        server.stop()
+        exp.stop()
+
+
 def prom_nodes(*names: str) -> list[NodeSpec]:
     return [NodeSpec(name=n, host=f"{n}.cluster.example", telemetry="prometheus") for n in names]
 
@@ -175,11 +190,7 @@ def test_nodes_on_screen_refresh_every_time_the_rest_at_each_sweep_and_all_stay_
 def test_a_partition_switch_on_a_prometheus_fed_node_re_enumerates_its_gpus(tmp_path):
     # Its own exporter and Prometheus: the switch changes the node for good.
     node = {"hostname": "switch-a", "gpu": "MI300X", "count": 2, "seed": 7}
-    exp = DmeExporter.start(tmp_path / "dme", [node])
-    server = PrometheusServer(tmp_path / "prometheus", exp.targets())
-    try:
-        server.start()
-        server.wait_for_series(2)
+    with own_stack(tmp_path, [node], 2) as (_, server):
 
         async def scenario():
             spec = PrometheusSpec(url=server.url, scrape_interval=1.0)
@@ -204,9 +215,6 @@ def test_a_partition_switch_on_a_prometheus_fed_node_re_enumerates_its_gpus(tmp_
                 await fleet.stop()
 
         snap = asyncio.run(scenario())
-    finally:
-        server.stop()
-        exp.stop()
     assert [g.compute_partition for g in snap.static] == ["CPX"] * 16
     assert [g.physical for g in snap.static] == [0] * 8 + [1] * 8
     assert snap.health == NodeHealth.LIVE
@@ -401,11 +409,7 @@ async def test_fleet_screen_and_detail_over_prometheus(prometheus):
 
 
 def test_exporter_down_marks_its_node_stale_then_down(tmp_path):
-    exp = DmeExporter.start(tmp_path / "dme", [{"hostname": "solo", "count": 1, "seed": 9}])
-    server = PrometheusServer(tmp_path / "prom", exp.targets())
-    try:
-        server.start()
-        server.wait_for_series(1)
+    with own_stack(tmp_path, [{"hostname": "solo", "count": 1, "seed": 9}], 1) as (exp, server):
 
         async def scenario():
             spec = PrometheusSpec(url=server.url, scrape_interval=1.0)
@@ -425,8 +429,5 @@ def test_exporter_down_marks_its_node_stale_then_down(tmp_path):
                 await fleet.stop()
 
         stale_error, down_error = asyncio.run(scenario())
-    finally:
-        server.stop()
-        exp.stop()
     assert re.fullmatch(r"solo: no new DME sample in Prometheus for [3-6] s", stale_error or ""), stale_error
     assert re.fullmatch(r"solo: no new DME sample in Prometheus for 1\d s", down_error or ""), down_error

@@ -11,16 +11,7 @@ from console.services.agent_bundle import install_local_agent
 from console.services.early_agents import discard_early, start_local_agents
 from console.services.fleet import FleetTelemetry
 from console.transport import local
-
-
-async def wait_for(predicate, timeout=20.0, step=0.05):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while loop.time() < end:
-        if predicate():
-            return True
-        await asyncio.sleep(step)
-    return False
+from tests.helpers import wait_for
 
 
 def agent_pids(bundle_dir: str, expect: int | None = None) -> list[int]:

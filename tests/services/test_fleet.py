@@ -7,16 +7,7 @@ from console.services.fleet import FleetTelemetry, NodeStateChanged, TelemetryRe
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
-
-
-async def wait_for(predicate, timeout=20.0, step=0.05):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while loop.time() < end:
-        if predicate():
-            return True
-        await asyncio.sleep(step)
-    return False
+from tests.helpers import wait_for
 
 
 async def test_streams_frames_into_bounded_history(sim_node):
