@@ -152,7 +152,7 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     if isinstance(transport, LocalTransport):
         # The node is this machine: look at the files here rather than through a shell
         # (one process less before the agent can start; the demo's start-up is budgeted).
-        state_dir = expand_home(state_dir_raw, os.path.expanduser("~"), node.name)
+        state_dir = _local_state_dir(node)
         present = all(os.path.isfile(path) for path in _bundle_paths(state_dir, digest, files))
     else:
         raw_base = f"{state_dir_raw.rstrip('/') or '/'}/agent/{digest}"
@@ -176,12 +176,17 @@ def install_local_agent(node: NodeSpec) -> AgentCommand:
     """install_agent for a node that is this machine, without an event loop: plain file checks
     and writes (the console starts the demo's agents before its UI loads: services/early_agents.py)."""
     digest, files = _bundle(node.simulate is not None)
-    state_dir = expand_home(node_state_dir(node), os.path.expanduser("~"), node.name)
+    state_dir = _local_state_dir(node)
     paths = _bundle_paths(state_dir, digest, files)
     for (_, data), path in zip(files, paths):
         if not os.path.isfile(path):
             write_file_atomic(data, path)
     return _agent_command(node, state_dir, f"{state_dir}/agent/{digest}", paths[0])
+
+
+def _local_state_dir(node: NodeSpec) -> str:
+    """The node's state_dir when the node is this machine (its ~ is this user's home)."""
+    return expand_home(node_state_dir(node), os.path.expanduser("~"), node.name)
 
 
 def _bundle_paths(state_dir: str, digest: str, files) -> list[str]:

@@ -408,9 +408,12 @@ class FleetTelemetry:
         """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values
         every interval and the rest of the fleet every few (PrometheusSource.watch); agent-fed
         nodes stream every sample anyway."""
-        self._watched = tuple(sorted(set(nodes)))
+        watched = tuple(sorted(set(nodes)))
+        if watched == self._watched:
+            return  # called at every redraw: nothing to tell the source
+        self._watched = watched
         if self.prometheus is not None:
-            self.prometheus.watch(self._watched)
+            self.prometheus.watch(watched)
 
     def set_node_health(self, node: str, health: NodeHealth, error: str | None) -> None:
         self._set_health(self._tracks[node], health, error)

@@ -130,8 +130,7 @@ class PrometheusClient:
 
     async def query_all(self, exprs: Mapping[str, str]) -> dict[str, object]:
         """Several instant queries at once (Prometheus evaluates them in parallel)."""
-        answers = await asyncio.gather(*(self.query(e) for e in exprs.values()))
-        return dict(zip(exprs, answers))
+        return {tag: self.decode(reply) for tag, reply in (await self.fetch_all(exprs)).items()}
 
     async def query_range_all(
         self, exprs: Mapping[str, str], start: float, end: float, step: float
@@ -234,7 +233,7 @@ class PrometheusSource:
         self._slow_values: dict[str, dict[int, dict[str, float | None]]] = {}  # host -> gpu -> field -> value
         self._slow_due = 0  # refreshes until the slow families are asked again
         self._layout_query = layout_query(self.label, hosts)
-        self._ts_query = value_queries(self.label, hosts, slow=False)[TS_TAG]  # every host's newest scrape
+        self._ts_query = self._value_queries[TS_TAG]  # every host's newest scrape
         self.watched: tuple[str, ...] = ()  # hosts on screen: refreshed every time (watch)
         self._focus_queries: dict[str, str] = {}
         self._sweep_due = 0  # refreshes until the next sweep of the whole fleet

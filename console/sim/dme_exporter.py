@@ -74,6 +74,7 @@ class SimNode:
         self.lock = threading.Lock()
         self.m = _load_amdsmi("_dme_sim_amdsmi_{}".format(index))
         self.folder, self.spec = os.path.join(state_dir, hostname), spec
+        self.modes = ()  # (compute, memory) per physical GPU, as last enumerated
         self._init_library()
         self._enumerate()
         self.page = b""  # the latest rendered /metrics page
@@ -113,7 +114,7 @@ class SimNode:
                 for h in self.primary.values()
             )
         except m.AmdSmiException:
-            return self.modes if hasattr(self, "modes") else ()
+            return self.modes
 
     def _init_library(self):
         """amdsmi_init with this node's simulator folder and spec (read from the environment)."""

@@ -217,10 +217,7 @@ def discard_early() -> list[int]:
         try:
             proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
@@ -250,10 +247,7 @@ class _AdoptedProcess:
         try:
             while self._popen.poll() is None:
                 if time.monotonic() > deadline:
-                    try:
-                        os.killpg(self.pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                    _kill_group(self.pid, signal.SIGKILL)
                     deadline = float("inf")
                 await asyncio.sleep(delay)
                 delay = min(0.1, delay * 2)
@@ -285,10 +279,10 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "(no error output)"
 
 
-def _kill_group(pid: int) -> None:
-    # The child leads its own session, so its group id is its pid: we only
+def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:
+    # The child leads its own process group, so its group id is its pid: we only
     # ever signal the group we created.
     try:
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass

@@ -108,7 +108,6 @@ class ConsoleApp(App[int]):
         # probe, instance lists, the demo's instances) waits for it, so on a small machine the
         # first full frame is not delayed by them.
         self.fleet_settled = asyncio.Event()
-        self._watched: set[str] = set()  # the nodes the screen showed at the last redraw
         self._frozen = False  # gc.freeze() done at settle
         self._topology_moved_at: float | None = None  # when a node's GPUs last changed
         self.fleet.probe_gate = self.fleet_settled
@@ -591,10 +590,7 @@ class ConsoleApp(App[int]):
                     redraw(now)
                 watched = getattr(self.screen, "watched_nodes", None)
                 if watched is not None:  # a screen showing nodes: the fleet refreshes those first
-                    nodes = watched()
-                    if nodes != self._watched:
-                        self._watched = nodes
-                        self.fleet.watch(nodes)
+                    self.fleet.watch(watched())
             except NoMatches:
                 return  # the screen is being torn down (exit): its widgets are already gone
         self.redraws += 1
