@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from console.core.backoff import backoff_delay
 from console.core.bench_argv import apply_bench_overrides, build_bench_argv
 from console.core.bench_output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
 from console.core.bench_result import BenchResult, load_result_file
@@ -25,6 +24,7 @@ from console.core.serve_argv import redact
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample, poll_metrics
+from console.services.run_log import follow_run_log
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -262,37 +262,13 @@ class BenchRunner:
                 )
             except TransportError:
                 poller = None  # live charts are a bonus; the run goes on
-        offset = 0
-        attempt = 0
+        lines = follow_run_log(self.pool, node, cmd, run, reconnect_attempts=reconnect_attempts, lost=BenchRunError)
         try:
-            while True:
-                try:
-                    args = cmd.argv(
-                        "instance",
-                        "--state-dir",
-                        cmd.state_dir,
-                        "--group",
-                        "runs",
-                        "logs",
-                        run,
-                        "--offset",
-                        str(offset),
-                        "--follow",
-                        "--split-cr",
-                    )
-                    async for line in self.pool.get(node).stream_lines(args, env=cmd.env_dict()):
-                        offset += len(line.encode()) + 1
-                        attempt = 0
-                        if line.strip():
-                            emit(BenchLogLine(run, line))
-                        for event in parser.feed(line + "\n"):
-                            self._emit_parsed(run, event, emit)
-                    break
-                except TransportError as exc:
-                    if attempt >= reconnect_attempts:
-                        raise BenchRunError(f"{node.name}: lost the benchmark's output: {exc.reason}") from None
-                    await asyncio.sleep(backoff_delay(attempt, cap=5.0))
-                    attempt += 1
+            async for line in lines:
+                if line.strip():
+                    emit(BenchLogLine(run, line))
+                for event in parser.feed(line + "\n"):
+                    self._emit_parsed(run, event, emit)
             for event in parser.close():
                 self._emit_parsed(run, event, emit)
         finally:

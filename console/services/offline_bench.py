@@ -11,7 +11,6 @@ process the node's telemetry reports.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -19,7 +18,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from console.core.backoff import backoff_delay
 from console.core.model import NodeSnapshot, NodeSpec
 from console.core.offline_bench import (
     OfflineCommand,
@@ -35,9 +33,9 @@ from console.core.serve_argv import redact
 from console.core.serve_rules import check_cpx_tp, check_gpus_free, check_tp
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.instances import _ACTIVE, PASSTHROUGH_SECRETS, InstanceService
+from console.services.run_log import follow_run_log
 from console.services.status import sample_node
 from console.services.transports import TransportPool
-from console.transport.base import TransportError
 
 RESULT_FILE = "result.json"
 
@@ -281,36 +279,12 @@ class OfflineRunner:
         emit = on_event or (lambda e: None)
         cmd = await self._agent(node)
         parser = OfflineStreamParser()
-        offset = 0
-        attempt = 0
-        while True:
-            try:
-                args = cmd.argv(
-                    "instance",
-                    "--state-dir",
-                    cmd.state_dir,
-                    "--group",
-                    "runs",
-                    "logs",
-                    run,
-                    "--offset",
-                    str(offset),
-                    "--follow",
-                    "--split-cr",
-                )
-                async for line in self.pool.get(node).stream_lines(args, env=cmd.env_dict()):
-                    offset += len(line.encode()) + 1
-                    attempt = 0
-                    if line.strip():
-                        emit(OfflineLogLine(run, line))
-                    for event in parser.feed(line):
-                        emit(OfflineProgressed(run, event))
-                break
-            except TransportError as exc:
-                if attempt >= reconnect_attempts:
-                    raise OfflineRunError(f"{node.name}: lost the benchmark's output: {exc.reason}") from None
-                await asyncio.sleep(backoff_delay(attempt, cap=5.0))
-                attempt += 1
+        lines = follow_run_log(self.pool, node, cmd, run, reconnect_attempts=reconnect_attempts, lost=OfflineRunError)
+        async for line in lines:
+            if line.strip():
+                emit(OfflineLogLine(run, line))
+            for event in parser.feed(line):
+                emit(OfflineProgressed(run, event))
         outcome = await self._collect(node, cmd, run, kind, parser, argv)
         emit(OfflineFinished(run, outcome))
         return outcome
