@@ -351,6 +351,7 @@ def test_two_demos_at_once_share_nothing_and_one_quitting_leaves_the_other(tmp_p
 
         # The second one quits: everything it started ends, its folder goes...
         second.term.keys("q")
+        second.seen.add((second.pid, start_time(second.pid) or ""))  # the console too: it removes the folder last
         left = second.leftovers(timeout=10)
         assert not left, "the quit demo left:\n" + "\n".join(left)
         assert not folders[1].exists(), f"{folders[1]} was left behind"
@@ -363,6 +364,7 @@ def test_two_demos_at_once_share_nothing_and_one_quitting_leaves_the_other(tmp_p
         screen = first.term.screen()
         assert "instance ready" in screen and "failed" not in screen and "exited" not in screen, screen
         first.term.keys("q")
+        first.seen.add((first.pid, start_time(first.pid) or ""))
         left = first.leftovers(timeout=10)
         assert not left, "the first demo left:\n" + "\n".join(left)
         assert not folders[0].exists()

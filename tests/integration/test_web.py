@@ -550,3 +550,22 @@ def test_web_warns_about_a_token_file_others_can_read(tmp_path):
         assert f"rocm-console: web: warning: {path} is readable by other users (chmod 600 {path})" in log.read_text()
     finally:
         web.stop()
+
+
+def test_web_says_in_one_line_when_its_port_is_taken(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "console", "web", "--demo", "--port", str(port)],
+            cwd=ROOT,
+            env=dict(os.environ, HOME=str(tmp_path), PYTHONPATH=str(ROOT)),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"rocm-console: web: cannot listen on 127.0.0.1:{port}: ")
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "token=" not in proc.stdout  # no URL for a server that never listened
