@@ -277,18 +277,23 @@ _STATE_PREFIX = "rocm-console-demo-"  # then <pid>-<start time>-<random>: whose 
 _private_state: Path | None = None
 
 
-def use_private_state() -> Path:
+def use_private_state() -> Path | None:
     """This demo process's own state folder (made once per process, mode 0700 in the temp dir).
 
     Two demos on one machine (two `web --demo` tabs, a `--demo` TUI beside a test, two users)
     share neither instances nor simulated GPUs: same-named instances do not collide, one demo's
     quit never ends what another shows. The folder goes when the demo ends
-    (remove_private_state); one left by a killed demo is removed by the next demo's start."""
+    (remove_private_state); one left by a killed demo is removed by the next demo's start.
+    None when the temp dir takes no folder: the demo then keeps its state under HOME, as a
+    single demo always could."""
     global _private_state
     if _private_state is None:
         _remove_stale_states()
         pid = os.getpid()
-        _private_state = Path(tempfile.mkdtemp(prefix=f"{_STATE_PREFIX}{pid}-{_start_time(pid) or 0}-"))
+        try:
+            _private_state = Path(tempfile.mkdtemp(prefix=f"{_STATE_PREFIX}{pid}-{_start_time(pid) or 0}-"))
+        except OSError:
+            return None
         import atexit
 
         atexit.register(remove_private_state)

@@ -123,3 +123,13 @@ def test_two_demos_opening_at_once_seed_an_empty_history_once(tmp_path):
     alone = demo.seed_history(ResultStore(tmp_path / "alone"))
     stored = [json.loads(p.read_text()) for p in store.glob("*.json")]
     assert len(stored) == counts[2] == alone  # no run twice
+
+
+def test_a_temp_dir_that_takes_no_folder_leaves_the_demo_on_the_shared_state(own_tmp, monkeypatch):
+    def full(**_):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    assert demo.use_private_state() is None and demo.STATE_ENV not in os.environ
+    node = load_profile([demo_profile_path()]).nodes[0]
+    assert agent_bundle.install_local_agent(node).state_dir.startswith(str(own_tmp / "home"))
