@@ -46,9 +46,10 @@ def run_tui(args: argparse.Namespace) -> int:
         raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
     profile = load_selected_profile(args)
     if args.demo:  # before anything starts: every local child inherits the demo's lifeline
-        from console.services.demo import claim_lifeline
+        from console.services.demo import claim_lifeline, use_private_state
 
         claim_lifeline()
+        use_private_state()  # and the demo's nodes keep their state in its own folder
     from console.services.early_agents import discard_early, start_local_agents
 
     # The local nodes' agents come up while the UI loads (services/early_agents.py).

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from console.core.model import NodeSpec, ProbeInfo
 from console.core.telemetry import AgentProtocolError, parse_agent_line
+from console.services.demo import STATE_ENV as DEMO_STATE_ENV
 from console.transport.base import Transport, TransportError
 from console.transport.local import LocalTransport, write_file_atomic
 
@@ -169,7 +170,7 @@ async def install_agent(transport: Transport, node: NodeSpec) -> AgentCommand:
     paths = _bundle_paths(state_dir, digest, files)
     if not present:
         await _upload_all(transport, [(data, path) for (_, data), path in zip(files, paths)])
-    return _agent_command(node, state_dir, f"{state_dir}/agent/{digest}", paths[0])
+    return _agent_command(node, _own_state_dir(node, state_dir), f"{state_dir}/agent/{digest}", paths[0])
 
 
 def install_local_agent(node: NodeSpec) -> AgentCommand:
@@ -181,12 +182,23 @@ def install_local_agent(node: NodeSpec) -> AgentCommand:
     for (_, data), path in zip(files, paths):
         if not os.path.isfile(path):
             write_file_atomic(data, path)
-    return _agent_command(node, state_dir, f"{state_dir}/agent/{digest}", paths[0])
+    return _agent_command(node, _own_state_dir(node, state_dir), f"{state_dir}/agent/{digest}", paths[0])
 
 
 def _local_state_dir(node: NodeSpec) -> str:
     """The node's state_dir when the node is this machine (its ~ is this user's home)."""
     return expand_home(node_state_dir(node), os.path.expanduser("~"), node.name)
+
+
+def _own_state_dir(node: NodeSpec, shared: str) -> str:
+    """Where a simulated node of a demo console keeps its state: the demo's own folder
+    (services/demo.py use_private_state), so two demos never share instances or simulated
+    GPUs. The bundle stays in the shared place: it never changes once written, and its
+    compiled files are reused by every start."""
+    private = os.environ.get(DEMO_STATE_ENV)
+    if private and node.simulate is not None and node.transport == "local" and node.state_dir == DEFAULT_STATE_DIR:
+        return f"{private}/{node.name}"
+    return shared
 
 
 def _bundle_paths(state_dir: str, digest: str, files) -> list[str]:

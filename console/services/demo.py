@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
 import signal
+import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +126,7 @@ DEMO_INSTANCES = (
 # The demo's own instances take ports from here, leaving 8000 and up (vLLM's default, and
 # the start dialog's first choice) to what the user starts.
 DEMO_PORTS_FROM = 8100
+DEMO_PORTS_LAST = 8999
 
 # Runs the simulated benchmark client really made against the simulated server
 # (scripts in the files' labels and README), and the seeds' published numbers.
@@ -179,13 +184,28 @@ def seed_history(store: ResultStore | None = None) -> int:
     data_dir = os.environ.get(DATA_DIR_ENV)
     if store is None and data_dir and any((Path(data_dir).expanduser() / "results").glob("*.json")):
         return 0  # the usual start: seeded before, and nothing below is imported
-    from console.core.results.record import run_from_dict
-    from console.core.results.reference import load_reference_numbers
     from console.services.results import ResultStore
 
     store = store or ResultStore()
     if store.ids():
         return 0
+    import fcntl
+
+    try:
+        store.root.mkdir(parents=True, exist_ok=True)
+        lock = open(store.root / ".demo-seed.lock", "a")
+    except OSError:
+        return 0  # an unusable store: the demo opens with an empty history
+    with lock:
+        # Two demos opening at once on an empty history (two browser tabs): one seeds it.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return 0 if store.ids() else _seed(store)
+
+
+def _seed(store: ResultStore) -> int:
+    from console.core.results.record import run_from_dict
+    from console.core.results.reference import load_reference_numbers
+
     runs = []
     for path in sorted(SEED_RESULTS_DIR.glob("*.json")):
         try:
@@ -197,26 +217,33 @@ def seed_history(store: ResultStore | None = None) -> int:
     except (OSError, ProfileError):
         rows = []
     runs += [reference_run(r, REFERENCE_PATH.name) for r in rows[:REFERENCE_ROWS]]
+    saved = 0
     for run in runs:
-        store.save(run)
-    return len(runs)
+        try:
+            store.save(run)
+        except OSError:
+            break  # a full or unwritable store: the demo opens with what is there
+        saved += 1
+    return saved
 
 
 _HANDED_OUT: dict[int, float] = {}  # port -> when: a server given it may not have bound it yet
 _HANDED_OUT_FOR = 120.0  # seconds; a vLLM start binds its port well within this
 
 
-def free_local_port(first: int = 8000, last: int = 8999) -> int | None:
-    """The first port from `first` that nothing on this machine is bound to and that was not
-    handed out a moment ago (the demo's nodes share this machine and start side by side, so
-    each node's own list of ports is not enough)."""
+def free_local_port(first: int = 8000, last: int = 8999, *, start: int | None = None) -> int | None:
+    """The first port from `first` (or from `start`, going round to `first` after `last`) that
+    nothing on this machine is bound to and that was not handed out a moment ago (the demo's
+    nodes share this machine and start side by side, so each node's own list of ports is not
+    enough)."""
     import socket
 
     now = time.monotonic()
     for port, when in list(_HANDED_OUT.items()):
         if now - when > _HANDED_OUT_FOR:
             del _HANDED_OUT[port]
-    for port in range(first, last + 1):
+    begin = start if start is not None and first <= start <= last else first
+    for port in [*range(begin, last + 1), *range(first, begin)]:
         if port in _HANDED_OUT:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -230,3 +257,79 @@ def free_local_port(first: int = 8000, last: int = 8999) -> int | None:
         _HANDED_OUT[port] = now
         return port
     return None
+
+
+def demo_instance_port() -> int | None:
+    """A free port for one of the demo's own instances, searched from a random point of
+    DEMO_PORTS_FROM..DEMO_PORTS_LAST: two demos that start at once (two browser tabs, a demo
+    beside a test) probe ports at the same moment, each knowing only its own hand-outs; from
+    the same first port both would take the same one, and one instance would fail to bind."""
+    return free_local_port(DEMO_PORTS_FROM, DEMO_PORTS_LAST, start=random.randint(DEMO_PORTS_FROM, DEMO_PORTS_LAST))
+
+
+# ---------------------------------------------------------------- the demo's own state
+
+# What the demo's simulated nodes keep (instances, benchmark runs, simulated GPUs and their
+# partitions) lives in a folder of the demo process's own, named by this variable
+# (services/agent_bundle.py reads it); the agent bundle itself stays in the shared place.
+STATE_ENV = "ROCM_CONSOLE_DEMO_STATE"
+_STATE_PREFIX = "rocm-console-demo-"  # then <pid>-<start time>-<random>: whose it is
+_private_state: Path | None = None
+
+
+def use_private_state() -> Path | None:
+    """This demo process's own state folder (made once per process, mode 0700 in the temp dir).
+
+    Two demos on one machine (two `web --demo` tabs, a `--demo` TUI beside a test, two users)
+    share neither instances nor simulated GPUs: same-named instances do not collide, one demo's
+    quit never ends what another shows. The folder goes when the demo ends
+    (remove_private_state); one left by a killed demo is removed by the next demo's start.
+    None when the temp dir takes no folder: the demo then keeps its state under HOME, as a
+    single demo always could."""
+    global _private_state
+    if _private_state is None:
+        _remove_stale_states()
+        pid = os.getpid()
+        try:
+            _private_state = Path(tempfile.mkdtemp(prefix=f"{_STATE_PREFIX}{pid}-{_start_time(pid) or 0}-"))
+        except OSError:
+            return None
+        import atexit
+
+        atexit.register(remove_private_state)
+    os.environ[STATE_ENV] = str(_private_state)
+    return _private_state
+
+
+def remove_private_state() -> None:
+    """Remove this process's state folder (once its processes are stopped: stop_bound)."""
+    global _private_state
+    folder, _private_state = _private_state, None
+    if folder is not None:
+        if os.environ.get(STATE_ENV) == str(folder):
+            del os.environ[STATE_ENV]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_stale_states() -> None:
+    """State folders of this user's demos that ended without removing theirs (SIGKILL, a
+    closed terminal): the console that made one is gone and so is everything it started."""
+    root = tempfile.gettempdir()
+    try:
+        entries = [e for e in os.scandir(root) if e.name.startswith(_STATE_PREFIX)]
+    except OSError:
+        return
+    for entry in entries:
+        pid_text, _, rest = entry.name[len(_STATE_PREFIX) :].partition("-")
+        started = rest.partition("-")[0]
+        if not pid_text.isdigit() or _start_time(int(pid_text)) == started:
+            continue  # not one of ours, or its demo still runs
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            continue  # another user's, or not a folder made here
+        if bound_processes(f"{pid_text}:{started}"):
+            continue  # its processes are still ending (within a second or two: lifeline)
+        shutil.rmtree(entry.path, ignore_errors=True)

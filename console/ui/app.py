@@ -247,18 +247,18 @@ class ConsoleApp(App[int]):
             await asyncio.sleep(0.25)
         else:
             return
-        from console.services.demo import DEMO_PORTS_FROM, free_local_port
+        from console.services.demo import demo_instance_port
 
         try:
-            # A fixed name: the previous demo's instance of the same name (ended with that
-            # console) is replaced instead of piling up in the panel.
+            # A fixed name, as the start dialog gives it: each demo keeps its instances in its
+            # own state folder (services/demo.py), so another demo's never collides with it.
             view = await self.instances.start(
                 self.fleet.spec(planned.node),
                 preset,
                 gpus=planned.gpus,
                 snapshot=snap,
                 name=planned.name,
-                port=free_local_port(DEMO_PORTS_FROM),
+                port=demo_instance_port(),
             )
         except (InstanceError, TransportError) as exc:
             self.notify(one_line(exc), title="demo instance not started", severity="warning", markup=False)
@@ -703,6 +703,7 @@ def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> i
     # Before anything starts: every local child inherits the lifeline.
     token = demo_life.claim_lifeline()
     try:
+        demo_life.use_private_state()  # made already when the TUI entry started the agents early
         demo_life.use_demo_data_dir()
         demo_life.seed_history()
         app = ConsoleApp(profile, interval=interval, demo_instances=demo_life.DEMO_INSTANCES)
@@ -710,3 +711,4 @@ def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> i
         return app.return_code or 0
     finally:  # a clean quit stops the demo's processes now rather than at their next look
         demo_life.stop_bound(token)
+        demo_life.remove_private_state()  # after its processes: they write there until they end

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -120,8 +121,10 @@ def sockets_of(pid: int) -> set[str]:
 
 
 class Demo:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, home: Path | None = None) -> None:
         self.term = Tmux(tmp_path)
+        if home is not None:  # another demo's HOME: the same user twice (two browser tabs)
+            self.term.home = home
         self.home = self.term.home
         self.seen: set[tuple[int, str]] = set()
         self.listening: dict[str, tuple[int, str]] = {}  # address -> (pid, command) that listened
@@ -257,3 +260,121 @@ def _commands(demo: Demo) -> list[str]:
         except OSError:
             pass
     return out
+
+
+# ---------------------------------------------------------------- two demos at once
+
+
+def lifeline_of(console: int) -> set[tuple[int, str]]:
+    """(pid, start time) of the processes that carry this console's lifeline: what it started,
+    told apart from another demo's even when both run with the same HOME."""
+    marker = f"\0ROCM_CONSOLE_LIFELINE={console}:{start_time(console)}\0".encode()
+    found = set()
+    for pid, (_, started) in processes().items():
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if marker in b"\0" + environ + b"\0":
+            found.add((pid, started))
+    return found
+
+
+def environ_value(pid: int, name: str) -> str | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{name}=".encode()
+    return next((e[len(prefix) :].decode() for e in environ if e.startswith(prefix)), None)
+
+
+def serving(demo: Demo) -> dict[int, tuple[int, str]]:
+    """port -> (pid, start time) of the simulated vLLM servers this demo's lifeline holds."""
+    ours = lifeline_of(demo.pid)
+    demo.seen |= ours
+    listening = listening_inodes()
+    out = {}
+    for pid, started in ours:
+        if " serve " not in _cmdline(pid):
+            continue
+        for inode in sockets_of(pid) & listening.keys():
+            out[int(listening[inode].rsplit(":", 1)[1], 16)] = (pid, started)
+    return out
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def wait_serving(demo: Demo, count: int, timeout: float) -> dict[int, tuple[int, str]]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = serving(demo)
+        if len(found) >= count and all(healthy(p) for p in found):
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"the demo's {count} instances never all served: {found}; pane:\n{demo.term.screen()}")
+
+
+@pytest.mark.timeout(180)
+def test_two_demos_at_once_share_nothing_and_one_quitting_leaves_the_other(tmp_path):
+    """Two demos of one user at once, with one HOME (two `web --demo` tabs: each tab is such a
+    console process), started together: each runs its own two instances (no name or port
+    collides), keeps its state in its own folder, and quitting one leaves the other serving."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = Demo(tmp_path / "a")
+    second = Demo(tmp_path / "b", home=first.home)
+    try:
+        first.start()
+        second.start()
+        a = wait_serving(first, 2, timeout=90)
+        b = wait_serving(second, 2, timeout=60)
+        assert len(a) == 2 and len(b) == 2, (a, b)
+        assert not set(a) & set(b), f"the two demos' instances share a port: {a} {b}"
+        assert not {p for p, _ in a.values()} & {p for p, _ in b.values()}
+
+        # Each demo's own state folder (its processes carry it), outside the shared HOME.
+        folders = []
+        for found in (a, b):
+            pid = next(iter(found.values()))[0]
+            folder = environ_value(pid, "ROCM_CONSOLE_DEMO_STATE")
+            assert folder and Path(folder).is_dir() and not Path(folder).is_relative_to(first.home), folder
+            assert any(Path(folder).glob("*/instances/*/spec.json")), f"no instance of its own in {folder}"
+            folders.append(Path(folder))
+        assert folders[0] != folders[1]
+
+        # The second one quits: everything it started ends, its folder goes...
+        second.term.keys("q")
+        second.seen.add((second.pid, start_time(second.pid) or ""))  # the console too: it removes the folder last
+        left = second.leftovers(timeout=10)
+        assert not left, "the quit demo left:\n" + "\n".join(left)
+        assert not folders[1].exists(), f"{folders[1]} was left behind"
+        # ...and the first one goes on serving what it shows, a few lifeline checks later.
+        time.sleep(3)
+        for port, (pid, started) in a.items():
+            assert start_time(pid) == started, f"the first demo's instance on port {port} was ended"
+            assert healthy(port), f"the first demo's instance on port {port} stopped answering"
+        assert serving(first) == a
+        screen = first.term.screen()
+        assert "instance ready" in screen and "failed" not in screen and "exited" not in screen, screen
+        first.term.keys("q")
+        first.seen.add((first.pid, start_time(first.pid) or ""))
+        left = first.leftovers(timeout=10)
+        assert not left, "the first demo left:\n" + "\n".join(left)
+        assert not folders[0].exists()
+    finally:
+        first.cleanup()
+        second.cleanup()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
