@@ -289,8 +289,8 @@ def throttle_share(history: Sequence[HealthReading], window: float) -> tuple[flo
             continue
         share, reason = part
         span = cur.t - max(prev.t, start)
-        # The throttled part of a partly covered interval is taken to be its latest part.
-        seconds = min(span, share * (cur.t - prev.t))
+        # Within an interval the window covers in part, the throttled time is taken as spread evenly.
+        seconds = share * span
         known += span
         throttled += seconds
         if reason is not None and seconds > 0:
