@@ -188,13 +188,19 @@ class Follower:
             except FileNotFoundError:
                 return []
             if self.inode is not None and current.st_ino != self.inode:
-                # Rotated: finish the file we were reading (now events.jsonl.N), then start the new one.
-                for path in reversed(log.files()[:-1] if log.path.exists() else log.files()):
+                # Rotated: finish the file we were reading (now events.jsonl.N), read the
+                # rotated files newer than it whole, then start the new one from its beginning.
+                rotated = [p for p in log.files() if p != log.path]  # oldest first
+                start, offset = 0, 0
+                for i, path in enumerate(rotated):
+                    with contextlib.suppress(OSError):
+                        if path.stat().st_ino == self.inode:
+                            start, offset = i, self.offset
+                for path in rotated[start:]:
                     with contextlib.suppress(OSError), path.open("rb") as fh:
-                        if os.fstat(fh.fileno()).st_ino == self.inode:
-                            fh.seek(self.offset)
-                            chunks.append(self._complete(fh.read(), whole=True))
-                            break
+                        fh.seek(offset)
+                        chunks.append(self._complete(fh.read(), whole=True))
+                    offset = 0
                 self.inode, self.offset = current.st_ino, 0
             elif current.st_size < self.offset:
                 self.offset = 0  # truncated by hand
