@@ -20,11 +20,13 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, PRESETS_PATH, UsageError, add_profile_options, user_config_dir
-from console.core.alerts import notice_for_test
-from console.core.health_profile import HealthSettings, health_settings
 from console.core.profiles import demo_profile_path, discover_profile_paths, load_profile
+
+if TYPE_CHECKING:
+    from console.core.health_profile import HealthSettings
 
 TEST_RETRIES = 2  # a test says quickly whether the receiver works
 
@@ -43,6 +45,8 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 
 
 def _settings(args: argparse.Namespace) -> tuple[HealthSettings, list[Path]]:
+    from console.core.health_profile import health_settings
+
     builtin = [PRESETS_PATH] if PRESETS_PATH.exists() else []
     if getattr(args, "demo", False):
         paths = [demo_profile_path()]
@@ -97,6 +101,7 @@ def _list(args: argparse.Namespace, settings: HealthSettings) -> int:
 
 
 def _test(args: argparse.Namespace, settings: HealthSettings) -> int:
+    from console.core.alerts import notice_for_test
     from console.services.alerts import AlertDispatcher
     from console.services.events import EventLog
 

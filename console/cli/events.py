@@ -18,9 +18,12 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from console.cli.common import EXIT_OK, UsageError, add_profile_options
-from console.core.events import KINDS, Event, event_to_dict, known_kind, matches, parse_since
+
+if TYPE_CHECKING:
+    from console.core.events import Event
 
 FOLLOW_POLL_S = 0.5
 FOLLOW_BACKLOG = 20  # events shown before following
@@ -73,6 +76,8 @@ def render_table(events: Sequence[Event]) -> str:
 
 
 def _check(args: argparse.Namespace) -> float | None:
+    from console.core.events import KINDS, known_kind, parse_since
+
     if args.kind is not None and not known_kind(args.kind):
         groups = sorted({k.split(".")[0] for k in KINDS})
         raise UsageError(
@@ -93,6 +98,7 @@ def _check(args: argparse.Namespace) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console.core.events import event_to_dict
     from console.services.events import EventLog
 
     since = _check(args)
@@ -114,6 +120,8 @@ def _filtered(args: argparse.Namespace) -> bool:
 
 
 def _follow(args: argparse.Namespace, log, since: float | None) -> int:
+    from console.core.events import event_to_dict, matches
+
     def keep(e: Event) -> bool:
         return matches(e, since=since, node=args.node, kind=args.kind, gpu=args.gpu)
 

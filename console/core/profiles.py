@@ -22,8 +22,6 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 from console.core.errors import ProfileError
-from console.core.health_profile import SECTIONS as HEALTH_SECTIONS
-from console.core.health_profile import check_section as check_health_section
 from console.core.model import BenchPreset, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
 
@@ -670,7 +668,7 @@ _BENCH_FIELDS: dict[str, _Check] = {
     "extra_args": _args,
 }
 
-_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", *HEALTH_SECTIONS)
+_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert")
 
 
 def _node(name: str, data: dict, file: str) -> NodeSpec:
@@ -748,8 +746,10 @@ def _merge_file(merged: _Merged, ctx: _Context, data: dict) -> None:
     for section, value in data.items():
         if section == "telemetry":
             continue  # read above: it applies to this file's nodes wherever it stands
-        if section in HEALTH_SECTIONS:  # [health], [[alert]]: console/core/health_profile.py
-            check_health_section(ctx.file, ctx.text, section, value)
+        if section in ("health", "alert"):  # imported only when a file has them (start-up time)
+            from console.core.health_profile import check_section
+
+            check_section(ctx.file, ctx.text, section, value)
             continue
         if section not in _SECTIONS:
             if _looks_secret(section):
