@@ -37,6 +37,7 @@ __all__ = [
     "STATES",
     "UNKNOWN",
     "WARN",
+    "EccBlock",
     "Finding",
     "GpuFault",
     "HealthReading",
@@ -108,6 +109,18 @@ class LinkHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class EccBlock:
+    """ECC counts of one block (AMD: UMC, GFX, ...) or memory location (NVIDIA: dram, sram, ...).
+
+    Shown in a GPU's detail; the rules read the totals."""
+
+    block: str
+    correctable: int | None = None
+    uncorrectable: int | None = None
+    deferred: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GpuFault:
     """A reset, XID or fault event the driver reported since the previous reading."""
 
@@ -132,6 +145,8 @@ class HealthReading:
     ecc_correctable: int | None = None
     ecc_uncorrectable: int | None = None
     ecc_deferred: int | None = None  # AMD: uncorrectable errors deferred to consumption
+    # per block (AMD, since the driver loaded) or memory location (NVIDIA: aggregate, the GPU's life)
+    ecc_blocks: tuple[EccBlock, ...] | None = None
     # bad pages: retired (reserved / remapped rows), pending retirement, unreservable
     pages_retired: int | None = None
     pages_pending: int | None = None
@@ -527,6 +542,14 @@ def from_nvml(record: Mapping[str, Any]) -> HealthReading:
         for e in record.get("xid_events") or ()
         if isinstance(e, Mapping)
     )
+    blocks = None
+    by_location = record.get("ecc_aggregate_by_location")
+    if isinstance(by_location, Mapping):
+        blocks = tuple(
+            EccBlock(str(name), _int(counts.get("corrected")), _int(counts.get("uncorrected")))
+            for name, counts in by_location.items()
+            if isinstance(counts, Mapping)
+        )
     retired = _sum(record.get("remapped_correctable"), record.get("remapped_uncorrectable"))
     if retired is None:
         retired = _sum(record.get("retired_sbe"), record.get("retired_dbe"))
@@ -537,6 +560,7 @@ def from_nvml(record: Mapping[str, Any]) -> HealthReading:
         vendor="nvidia",
         ecc_correctable=_int(record.get("ecc_volatile_corrected")),
         ecc_uncorrectable=_int(record.get("ecc_volatile_uncorrected")),
+        ecc_blocks=blocks,
         pages_retired=retired,
         pages_pending=_flag_count(record.get("remapped_pending"), record.get("retired_pending")),
         pages_unreservable=_flag_count(record.get("remapped_failure")),
@@ -616,9 +640,22 @@ def from_amdsmi(
 
     ``results`` maps an amdsmi function name to what it returned for this GPU (a call
     that failed is absent or None): amdsmi_get_gpu_total_ecc_count,
+    amdsmi_get_gpu_ecc_count (a dict of AmdSmiGpuBlock member name -> its result),
     amdsmi_get_gpu_bad_page_info, amdsmi_get_pcie_info, amdsmi_get_violation_status,
     amdsmi_get_gpu_metrics_info, amdsmi_get_gpu_xgmi_link_status, amdsmi_get_energy_count.
     ``events``: what AmdSmiEventReader.read() returned for this GPU since the last reading."""
+    blocks = None
+    per_block = results.get("amdsmi_get_gpu_ecc_count")
+    if isinstance(per_block, Mapping):
+        blocks = tuple(
+            EccBlock(
+                str(name),
+                _int(_amd(results, "amdsmi_get_gpu_ecc_count", name, "correctable_count")),
+                _int(_amd(results, "amdsmi_get_gpu_ecc_count", name, "uncorrectable_count")),
+                _int(_amd(results, "amdsmi_get_gpu_ecc_count", name, "deferred_count")),
+            )
+            for name in per_block
+        )
     pages = results.get("amdsmi_get_gpu_bad_page_info")
     retired = pending = unreservable = None
     if isinstance(pages, list):
@@ -684,6 +721,7 @@ def from_amdsmi(
         ecc_correctable=_int(_amd(results, "amdsmi_get_gpu_total_ecc_count", "correctable_count")),
         ecc_uncorrectable=_int(_amd(results, "amdsmi_get_gpu_total_ecc_count", "uncorrectable_count")),
         ecc_deferred=_int(_amd(results, "amdsmi_get_gpu_total_ecc_count", "deferred_count")),
+        ecc_blocks=blocks,
         pages_retired=retired,
         pages_pending=pending,
         pages_unreservable=unreservable,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -118,6 +119,24 @@ def test_events_follow_prints_new_events_until_the_timeout(env, log):
             proc.wait()
     assert proc.returncode == 0 and err == "" and out == ""
     assert 5.5 < time.monotonic() - started < 25
+
+
+def test_events_follow_ends_quietly_on_ctrl_c(env, log):
+    seed(log)
+    cmd = [sys.executable, "-m", "console", "events", "--follow", "--kind", "node"]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().split()[0] == "TIME"
+        assert "node.down" in proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and err == "" and out == ""
 
 
 # ---------------------------------------------------------------- alerts

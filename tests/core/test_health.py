@@ -20,6 +20,7 @@ from console.core.health import (
     OK,
     UNKNOWN,
     WARN,
+    EccBlock,
     GpuFault,
     HealthReading,
     HealthRules,
@@ -99,6 +100,7 @@ def test_full_health_records_of_the_capture(capture):
         reading = from_nvml(record)
         assert reading.vendor == "nvidia"
         assert (reading.ecc_correctable, reading.ecc_uncorrectable) == (0, 0)
+        assert reading.ecc_blocks == (EccBlock("dram", 0, 0), EccBlock("sram", 0, 0))  # H100: DRAM and SRAM
         assert (reading.pages_retired, reading.pages_pending, reading.pages_unreservable) == (0, 0, 0)
         assert (reading.pcie_gen, reading.pcie_gen_max, reading.pcie_width, reading.pcie_width_max) == (5, 5, 16, 16)
         assert reading.links is None  # NVLink NotSupported on the one-GPU VM
@@ -265,6 +267,10 @@ def amd_results(**over) -> dict:
     """Results shaped as the real amdsmi 7.0.2 functions build them (keys checked in test_health_amdsmi.py)."""
     results = {
         "amdsmi_get_gpu_total_ecc_count": {"correctable_count": 4, "uncorrectable_count": 0, "deferred_count": 0},
+        "amdsmi_get_gpu_ecc_count": {
+            "UMC": {"correctable_count": 4, "uncorrectable_count": 0, "deferred_count": 0},
+            "GFX": {"correctable_count": "N/A", "uncorrectable_count": 0, "deferred_count": 0},
+        },
         "amdsmi_get_gpu_bad_page_info": [
             {"value": 0, "page_address": 0x1000, "page_size": 4096, "status": 0},
             {"value": 1, "page_address": 0x2000, "page_size": 4096, "status": 0},
@@ -303,6 +309,7 @@ def test_amdsmi_results_of_a_well_mi300x():
     reading = from_amdsmi(0, 100.0, amd_results())
     assert reading.vendor == "amd"
     assert (reading.ecc_correctable, reading.ecc_uncorrectable, reading.ecc_deferred) == (4, 0, 0)
+    assert reading.ecc_blocks == (EccBlock("UMC", 4, 0, 0), EccBlock("GFX", None, 0, 0))
     assert (reading.pages_retired, reading.pages_pending, reading.pages_unreservable) == (2, 0, 0)
     assert (reading.pcie_gen, reading.pcie_width, reading.pcie_gen_max, reading.pcie_width_max) == (5, 16, 5, 16)
     assert reading.throttle_reasons == ()

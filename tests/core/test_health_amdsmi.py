@@ -66,6 +66,7 @@ def test_the_mapping_reads_what_the_real_functions_return(real):
     functions = {name for name, _, _ in found}
     assert {
         "amdsmi_get_gpu_total_ecc_count",
+        "amdsmi_get_gpu_ecc_count",
         "amdsmi_get_gpu_bad_page_info",
         "amdsmi_get_pcie_info",
         "amdsmi_get_violation_status",
