@@ -61,7 +61,10 @@ def receiver_name(url: str) -> str:
     """scheme://host[:port] of a webhook URL: enough to recognise it, nothing secret."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or "?"
-    port = f":{parts.port}" if parts.port else ""
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port out of range: the host alone says enough
+        port = ""
     return f"{parts.scheme}://{host}{port}"
 
 
@@ -116,7 +119,9 @@ class AlertDispatcher:
                 log.warning("alert queue full: %s (and later ones until it drains) not delivered", notice.rule.name)
             return False
         if self._worker is None:
-            self.start()
+            # Outside a running loop the notice waits in the queue until start() is called in one.
+            with contextlib.suppress(RuntimeError):
+                self.start()
         return True
 
     def start(self) -> None:
@@ -241,6 +246,10 @@ class AlertDispatcher:
             if not url:
                 return Delivery(rule.name, "webhook", False, f"webhook_env {rule.webhook_env} is not set", 0)
         assert url is not None
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            # Only a URL from the environment can get here (the profile's are checked when it loads).
+            return Delivery(rule.name, "webhook", False, f"webhook_env {rule.webhook_env} holds no http(s) URL", 0)
         where = receiver_name(url)
         headers = {"Content-Type": "application/json", "User-Agent": "rocm-console"}
         if rule.token_env:
@@ -256,7 +265,7 @@ class AlertDispatcher:
         for attempt in range(1, retries + 2):
             try:
                 response = await self._client.post(url, content=body, headers=headers, timeout=rule.timeout)
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 detail = f"{where}: {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
             else:
                 if 200 <= response.status_code < 300:

@@ -124,6 +124,8 @@ async def test_url_from_the_environment_is_never_shown(caplog):
     assert not result.ok and result.detail.startswith("http://127.0.0.1:9: ConnectError")
     assert TOKEN not in result.detail and TOKEN not in caplog.text
     assert unset.detail == "webhook_env HOOK_URL is not set"
+    [garbage] = await AlertDispatcher(env={"HOOK_URL": "hooks/" + TOKEN}).deliver(fired(r))
+    assert garbage.detail == "webhook_env HOOK_URL holds no http(s) URL"
 
 
 async def test_missing_token_is_one_clear_failure():
@@ -196,6 +198,21 @@ async def test_command_timeout_kills_it_and_its_children(tmp_path):
 
 
 # ---------------------------------------------------------------- never blocking
+
+
+def test_submit_outside_a_loop_waits_for_start(tmp_path):
+    out = tmp_path / "later.json"
+    argv = script(tmp_path, "later.py", f"import sys\nopen({str(out)!r}, 'w').write(sys.stdin.read())\n")
+    dispatcher = AlertDispatcher()
+    assert dispatcher.submit(fired(rule(command=tuple(argv))))  # no running loop: queued
+
+    async def later() -> None:
+        dispatcher.start()
+        assert await dispatcher.drain(timeout=10)
+        await dispatcher.close()
+
+    asyncio.run(later())
+    assert json.loads(out.read_text())["alert"] == "gpu-sick"
 
 
 async def test_submit_never_waits_for_a_slow_or_failing_receiver(tmp_path):
