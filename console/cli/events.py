@@ -136,14 +136,14 @@ def _follow(args: argparse.Namespace, log, since: float | None) -> int:
             sys.stdout.write(text if header else text.split("\n", 1)[1])
         sys.stdout.flush()
 
-    history, position = log.read_with_position()
-    backlog = [e for e in history if keep(e)]
-    backlog.sort(key=lambda e: e.time)
-    show(backlog[-(args.limit or FOLLOW_BACKLOG) :], header=True)
-    header = not backlog
-    follower = log.follow(position)
-    deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    try:
+    try:  # Ctrl-C is how a follow ends, wherever it lands
+        history, position = log.read_with_position()
+        backlog = [e for e in history if keep(e)]
+        backlog.sort(key=lambda e: e.time)
+        show(backlog[-(args.limit or FOLLOW_BACKLOG) :], header=True)
+        header = not backlog
+        follower = log.follow(position)
+        deadline = None if args.timeout is None else time.monotonic() + args.timeout
         while deadline is None or time.monotonic() < deadline:
             fresh = [e for e in follower.poll() if keep(e)]
             show(fresh, header=header)
@@ -151,5 +151,5 @@ def _follow(args: argparse.Namespace, log, since: float | None) -> int:
             pause = FOLLOW_POLL_S if deadline is None else min(FOLLOW_POLL_S, max(0.0, deadline - time.monotonic()))
             time.sleep(pause)
     except KeyboardInterrupt:
-        pass  # Ctrl-C is how a follow ends
+        pass
     return EXIT_OK
