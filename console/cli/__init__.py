@@ -1,7 +1,7 @@
 """`rocm-console` command line: the TUI by default, headless subcommands for scripts.
 
 entry.py builds the root parser and dispatches; one module per command group (status, serve,
-partition, bench, results, doctor, web), each with `add_parser(sub)` and `run(args) -> exit code`;
+partition, bench, results, doctor, web, events, alerts), each with `add_parser(sub)` and `run(args) -> exit code`;
 common.py holds what they share (profile and node selection, KEY=VALUE pairs, exit codes:
 0 ok, 1 failed, 2 bad input, each error one line on stderr). tui.py is the TUI's short way in:
 a line with TUI options only never imports the command groups.

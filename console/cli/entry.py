@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from console import __version__
-from console.cli import bench, doctor, experiment, partition, results, serve, status, web
+from console.cli import alerts, bench, doctor, events, experiment, partition, results, serve, status, web
 from console.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_profile_options, load_selected_profile
 from console.core.errors import ProfileError
 
@@ -21,6 +21,8 @@ COMMAND_GROUPS = {
     "doctor": doctor,
     "experiment": experiment,
     "web": web,
+    "events": events,
+    "alerts": alerts,
 }
 
 

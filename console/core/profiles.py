@@ -668,7 +668,7 @@ _BENCH_FIELDS: dict[str, _Check] = {
     "extra_args": _args,
 }
 
-_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus")
+_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert")
 
 
 def _node(name: str, data: dict, file: str) -> NodeSpec:
@@ -746,6 +746,11 @@ def _merge_file(merged: _Merged, ctx: _Context, data: dict) -> None:
     for section, value in data.items():
         if section == "telemetry":
             continue  # read above: it applies to this file's nodes wherever it stands
+        if section in ("health", "alert"):  # imported only when a file has them (start-up time)
+            from console.core.health_profile import check_section
+
+            check_section(ctx.file, ctx.text, section, value)
+            continue
         if section not in _SECTIONS:
             if _looks_secret(section):
                 raise ctx.error(None, (section,), _SECRET_MSG)

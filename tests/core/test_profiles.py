@@ -601,7 +601,7 @@ MALFORMED = [
         4,
         "servers",
         None,
-        "unknown table (expected one of: nodes, serve, bench, keys, prometheus)",
+        "unknown table (expected one of: nodes, serve, bench, keys, prometheus, health, alert)",
     ),
     (
         "section-not-a-table",

@@ -1,0 +1,155 @@
+"""`rocm-console events`: the fleet's timeline from the local event log, newest first.
+
+    rocm-console events [--node N] [--since 1h] [--kind K] [--limit N] [--json]
+    rocm-console events --follow [--timeout S] ...
+
+The log lives beside the results store (`$ROCM_CONSOLE_DATA_DIR/events.jsonl` when
+set); no profile or node is needed.  `--kind` takes a kind (`gpu.throttle_start`) or
+its group (`gpu`, `node`, `instance`, `alert`).  `--follow` prints the latest events
+oldest first, as `tail -f` does, then each new one as it is written, until Ctrl-C or
+`--timeout` seconds; with `--json` those are JSON lines.  Bad input is one line on
+stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from console.cli.common import EXIT_OK, UsageError, add_profile_options
+
+if TYPE_CHECKING:
+    from console.core.events import Event
+
+FOLLOW_POLL_S = 0.5
+FOLLOW_BACKLOG = 20  # events shown before following
+
+
+def add_parser(sub) -> list[argparse.ArgumentParser]:
+    events = sub.add_parser("events", help="the fleet's timeline: node, instance, GPU health and alert events")
+    add_profile_options(events)  # accepted like everywhere, though events need no profile
+    events.add_argument("--node", metavar="NAME", help="only events of this node")
+    events.add_argument("--gpu", type=int, metavar="N", help="only events of this GPU")
+    events.add_argument(
+        "--since", metavar="WHEN", help="only events since a time ago (30s, 15m, 1h, 7d) or a date (2026-11-21)"
+    )
+    events.add_argument("--kind", metavar="KIND", help="only this kind or group (gpu, node, instance, alert, ...)")
+    events.add_argument("--limit", type=int, metavar="N", help="at most N events (the newest)")
+    events.add_argument("--json", action="store_true", help="print JSON (JSON lines with --follow)")
+    events.add_argument("--follow", "-f", action="store_true", help="keep printing new events (Ctrl-C ends)")
+    events.add_argument("--timeout", type=float, metavar="S", help="with --follow: stop after S seconds")
+    return [events]
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _row(event: Event) -> list[str]:
+    return [
+        _when(event.time),
+        event.severity,
+        event.kind,
+        event.node or "-",
+        "-" if event.gpu is None else str(event.gpu),
+        event.instance or "-",
+        event.message,
+    ]
+
+
+def render_table(events: Sequence[Event]) -> str:
+    head = ["TIME", "SEVERITY", "KIND", "NODE", "GPU", "INSTANCE", "MESSAGE"]
+    rows = [_row(e) for e in events]
+    widths = [len(h) for h in head]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+    widths[-1] = 0  # the message is last and not padded
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return "\n".join([line(head), *(line(r) for r in rows)]) + "\n"
+
+
+def _check(args: argparse.Namespace) -> float | None:
+    from console.core.events import KINDS, known_kind, parse_since
+
+    if args.kind is not None and not known_kind(args.kind):
+        groups = sorted({k.split(".")[0] for k in KINDS})
+        raise UsageError(
+            f"--kind {args.kind!r}: unknown kind (a group: {', '.join(groups)}; or one of: {', '.join(KINDS)})"
+        )
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be more than 0 seconds")
+    if args.timeout is not None and not args.follow:
+        raise UsageError("--timeout only applies with --follow")
+    if args.since is None:
+        return None
+    try:
+        return parse_since(args.since)
+    except ValueError as exc:
+        raise UsageError(f"--since {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.core.events import event_to_dict
+    from console.services.events import EventLog
+
+    since = _check(args)
+    log = EventLog()
+    if args.follow:
+        return _follow(args, log, since)
+    events = log.read(since=since, node=args.node, kind=args.kind, gpu=args.gpu, limit=args.limit)
+    if args.json:
+        print(json.dumps([event_to_dict(e) for e in events], indent=2))
+    elif events:
+        sys.stdout.write(render_table(events))
+    else:
+        print(f"no events{' matching the filters' if _filtered(args) else ''} in {log.path}")
+    return EXIT_OK
+
+
+def _filtered(args: argparse.Namespace) -> bool:
+    return any(v is not None for v in (args.since, args.node, args.kind, args.gpu))
+
+
+def _follow(args: argparse.Namespace, log, since: float | None) -> int:
+    from console.core.events import event_to_dict, matches
+
+    def keep(e: Event) -> bool:
+        return matches(e, since=since, node=args.node, kind=args.kind, gpu=args.gpu)
+
+    def show(batch: Sequence[Event], header: bool) -> None:
+        if not batch:
+            return
+        if args.json:
+            for e in batch:
+                print(json.dumps(event_to_dict(e)))
+        else:
+            text = render_table(batch)
+            sys.stdout.write(text if header else text.split("\n", 1)[1])
+        sys.stdout.flush()
+
+    try:  # Ctrl-C is how a follow ends, wherever it lands
+        history, position = log.read_with_position()
+        backlog = [e for e in history if keep(e)]
+        backlog.sort(key=lambda e: e.time)
+        show(backlog[-(args.limit or FOLLOW_BACKLOG) :], header=True)
+        header = not backlog
+        follower = log.follow(position)
+        deadline = None if args.timeout is None else time.monotonic() + args.timeout
+        while deadline is None or time.monotonic() < deadline:
+            fresh = [e for e in follower.poll() if keep(e)]
+            show(fresh, header=header)
+            header = header and not fresh
+            pause = FOLLOW_POLL_S if deadline is None else min(FOLLOW_POLL_S, max(0.0, deadline - time.monotonic()))
+            time.sleep(pause)
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK

@@ -1,0 +1,741 @@
+"""Is the GPU well?  One vendor-neutral health reading per physical GPU, and the rules
+that turn a reading and its recent history into ok / warn / fail with the reasons in
+one line.
+
+The rules live here and only here (docs/health.md).  Defaults:
+
+- fail: an uncorrectable ECC error (since the driver loaded), a bad page pending
+  retirement, a bad page that could not be reserved (NVIDIA: a row remap failure);
+- warn: a correctable ECC count that grew within ``ecc_window``, throttling for
+  more than ``throttle_share`` of the last ``throttle_window`` seconds, a PCIe link
+  trained below its maximum, an XGMI / NVLink link down, a GPU reset or XID within
+  ``fault_window``, deferred ECC errors.
+
+Each rule's severity can be changed (or the rule turned off) in the profile's
+``[health.severity]`` table; the numbers in ``[health]`` (console/core/health_profile.py).
+
+Readings come from the agent: ``from_nvml`` maps the NVML record of
+console/agent/nvidia_health.py (docs/nvidia.md, "Health and energy"), ``from_amdsmi``
+maps the results of the amdsmi calls by their real names (the names and keys are held
+against the real package by tests/core/test_health_amdsmi.py).  Rates and shares are
+computed here from the counters, never on the node.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "FAIL",
+    "OK",
+    "RULES",
+    "STATES",
+    "UNKNOWN",
+    "WARN",
+    "EccBlock",
+    "Finding",
+    "GpuFault",
+    "HealthReading",
+    "HealthRules",
+    "HealthTracker",
+    "HealthVerdict",
+    "LinkHealth",
+    "evaluate",
+    "from_amdsmi",
+    "from_nvml",
+    "interval_throttle",
+    "state_rank",
+    "throttle_share",
+]
+
+OK, WARN, FAIL, UNKNOWN = "ok", "warn", "fail", "unknown"
+STATES = (OK, WARN, FAIL)
+OFF = "off"
+_RANK = {UNKNOWN: -1, OK: 0, WARN: 1, FAIL: 2}
+
+# Rule names (the keys of [health.severity]) and their default severities.
+RULES: dict[str, str] = {
+    "ecc_uncorrectable": FAIL,
+    "pages_pending": FAIL,
+    "pages_unreservable": FAIL,
+    "ecc_correctable": WARN,
+    "ecc_deferred": WARN,
+    "throttle": WARN,
+    "pcie_degraded": WARN,
+    "link_down": WARN,
+    "fault": WARN,
+}
+
+# Neutral throttle reasons -> the words a user reads.  NVML and amdsmi names map onto
+# these (below); a reason either vendor adds later shows under its own name.
+THROTTLE_LABELS = {
+    "power": "power cap",
+    "thermal": "thermal",
+    "sw_thermal": "SW thermal",
+    "hw_thermal": "HW thermal",
+    "hw_slowdown": "HW slowdown",
+    "power_brake": "power brake",
+    "board_limit": "board limit",
+    "reliability": "reliability",
+    "prochot": "PROCHOT",
+    "socket_thermal": "socket thermal",
+    "vr_thermal": "VR thermal",
+    "hbm_thermal": "HBM thermal",
+}
+
+FAULT_LABELS = {"reset": "GPU reset", "xid": "XID", "vm_fault": "VM fault", "ring_hang": "ring hang"}
+
+
+def state_rank(state: str | None) -> int:
+    """ok < warn < fail; unknown (or None) below ok."""
+    return _RANK.get(state or UNKNOWN, -1)
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class LinkHealth:
+    """One XGMI or NVLink link: up (None = unknown), and its error counters summed."""
+
+    link: int
+    up: bool | None
+    errors: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EccBlock:
+    """ECC counts of one block (AMD: UMC, GFX, ...) or memory location (NVIDIA: dram, sram, ...).
+
+    Shown in a GPU's detail; the rules read the totals."""
+
+    block: str
+    correctable: int | None = None
+    uncorrectable: int | None = None
+    deferred: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFault:
+    """A reset, XID or fault event the driver reported since the previous reading."""
+
+    kind: str  # reset | xid | vm_fault | ring_hang
+    t: float
+    code: int | None = None  # the XID number
+    message: str = ""
+
+    def describe(self) -> str:
+        label = FAULT_LABELS.get(self.kind, self.kind)
+        return f"{label} {self.code}" if self.code is not None else label
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReading:
+    """One physical GPU's health at one instant.  None = the device cannot say (never 0)."""
+
+    t: float  # unix seconds
+    gpu: int  # physical GPU index on the node
+    vendor: str = ""  # amd | nvidia
+    # ECC counts since the driver loaded (NVML volatile; amdsmi total)
+    ecc_correctable: int | None = None
+    ecc_uncorrectable: int | None = None
+    ecc_deferred: int | None = None  # AMD: uncorrectable errors deferred to consumption
+    # per block (AMD, since the driver loaded) or memory location (NVIDIA: aggregate, the GPU's life)
+    ecc_blocks: tuple[EccBlock, ...] | None = None
+    # bad pages: retired (reserved / remapped rows), pending retirement, unreservable
+    pages_retired: int | None = None
+    pages_pending: int | None = None
+    pages_unreservable: int | None = None
+    # throttling: the current reasons (neutral names, () = none) and whether the GPU says it is idle
+    throttle_reasons: tuple[str, ...] | None = None
+    idle: bool | None = None
+    # accumulated throttle residency per neutral reason, in units of residency_clock;
+    # residency_clock None means the counts are seconds and the wall clock is the base
+    residency: tuple[tuple[str, float], ...] | None = None
+    residency_clock: float | None = None
+    # PCIe link now and at most (generation, lanes), and its error counters
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replay: int | None = None
+    pcie_recovery: int | None = None
+    # XGMI / NVLink
+    link_kind: str | None = None  # xgmi | nvlink
+    links: tuple[LinkHealth, ...] | None = None
+    faults: tuple[GpuFault, ...] = ()
+    energy_j: float | None = None
+
+    def residency_of(self, reason: str) -> float | None:
+        for name, value in self.residency or ():
+            if name == reason:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class HealthRules:
+    """The numbers behind the rules; the profile's [health] table sets them."""
+
+    interval: float = 10.0  # seconds between the agent's health readings
+    throttle_window: float = 60.0  # seconds: "the last minute"
+    throttle_share: float = 0.25  # warn above this share of the window spent throttled
+    ecc_window: float = 3600.0  # seconds over which correctable ECC growth is counted
+    ecc_correctable: int = 1  # growth within ecc_window that warns
+    fault_window: float = 86400.0  # a reset or XID keeps its severity this long
+    pcie_gen: bool = True  # also check the PCIe generation (false: the width only)
+    severity: tuple[tuple[str, str], ...] = ()  # overrides of RULES: (rule, ok|warn|fail|off)
+
+    def severity_of(self, rule: str) -> str:
+        for name, value in self.severity:
+            if name == rule:
+                return value
+        return RULES[rule]
+
+    @property
+    def history_s(self) -> float:
+        """How far back a tracker must keep readings."""
+        return max(self.throttle_window, self.ecc_window)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    severity: str  # warn | fail
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class HealthVerdict:
+    state: str  # ok | warn | fail | unknown
+    findings: tuple[Finding, ...] = ()
+    t: float | None = None
+    throttle_share: float | None = None  # 0..1 over the window, None when unknown
+    throttle_reason: str | None = None  # neutral name of the main reason
+
+    @property
+    def reasons(self) -> str:
+        """The findings in one line, the worst first ('' when ok)."""
+        return "; ".join(f.text for f in self.findings)
+
+    def line(self) -> str:
+        return f"{self.state}: {self.reasons}" if self.findings else self.state
+
+
+# ---------------------------------------------------------------- rules
+
+
+def _fmt_span(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def interval_throttle(prev: HealthReading | None, cur: HealthReading) -> tuple[float, str | None] | None:
+    """Share (0..1) of the interval prev..cur spent throttled and its main reason.
+
+    From the residency counters where both readings have them (exact), else from the
+    current reasons (the state at cur held over the interval).  None when unknown."""
+    if prev is not None:
+        counted = _residency_share(prev, cur)
+        if counted is not None:
+            return counted
+    if cur.throttle_reasons is None:
+        return None
+    if cur.throttle_reasons:
+        return 1.0, cur.throttle_reasons[0]
+    return 0.0, None
+
+
+def _residency_share(a: HealthReading, b: HealthReading) -> tuple[float, str | None] | None:
+    if a.residency is None or b.residency is None:
+        return None
+    if b.residency_clock is not None and a.residency_clock is not None:
+        base = b.residency_clock - a.residency_clock
+    elif b.residency_clock is None and a.residency_clock is None:
+        base = b.t - a.t
+    else:
+        return None
+    if base <= 0:
+        return None
+    best, reason = 0.0, None
+    for name, value in b.residency:
+        before = a.residency_of(name)
+        if before is None:
+            continue
+        delta = value - before
+        if delta < 0:
+            return None  # the counters were reset (driver reload): not a share
+        # Reasons overlap (power and thermal at once), so the largest one is the share.
+        share = min(1.0, delta / base)
+        if share > best:
+            best, reason = share, name
+    return best, reason
+
+
+def throttle_share(history: Sequence[HealthReading], window: float) -> tuple[float, str | None] | None:
+    """Share (0..1) of the last ``window`` seconds before the newest reading spent throttled.
+
+    Time the history does not cover counts as not throttled, so a GPU that has been
+    watched for 20 s, all of them throttled, is a third of the last minute."""
+    if not history:
+        return None
+    end = history[-1].t
+    start = end - window
+    throttled = known = 0.0
+    by_reason: dict[str, float] = {}
+    readings = list(history)
+    for prev, cur in zip(readings, readings[1:]):
+        if cur.t <= start or cur.t <= prev.t:
+            continue
+        part = interval_throttle(prev, cur)
+        if part is None:
+            continue
+        share, reason = part
+        span = cur.t - max(prev.t, start)
+        # Within an interval the window covers in part, the throttled time is taken as spread evenly.
+        seconds = share * span
+        known += span
+        throttled += seconds
+        if reason is not None and seconds > 0:
+            by_reason[reason] = by_reason.get(reason, 0.0) + seconds
+    if known <= 0:
+        if history[-1].throttle_reasons is None:
+            return None
+        return 0.0, None
+    main = max(by_reason, key=lambda r: by_reason[r]) if by_reason else None
+    return min(1.0, throttled / window), main
+
+
+def _ecc_growth(history: Sequence[HealthReading], attr: str, window: float) -> int | None:
+    """Sum of the increments of a counter within the window (a counter reset restarts it)."""
+    if not history:
+        return None
+    start = history[-1].t - window
+    growth, last, seen = 0, None, False
+    for reading in history:
+        value = getattr(reading, attr)
+        if value is None:
+            continue
+        if last is not None and reading.t > start and value > last:
+            growth += value - last
+        last, seen = value, True
+    return growth if seen else None
+
+
+def _fmt_link(gen: int | None, width: int | None) -> str:
+    parts = []
+    if gen is not None:
+        parts.append(f"gen {gen}")
+    if width is not None:
+        parts.append(f"x{width}")
+    return " ".join(parts)
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+def evaluate(
+    history: Sequence[HealthReading],
+    rules: HealthRules = HealthRules(),
+    faults: Iterable[GpuFault] = (),
+) -> HealthVerdict:
+    """The verdict on the newest reading of ``history`` (oldest first, one GPU).
+
+    ``faults``: resets and XIDs seen within ``rules.fault_window`` (a tracker keeps
+    them longer than the readings); the newest reading's own faults count too."""
+    if not history:
+        return HealthVerdict(UNKNOWN)
+    cur = history[-1]
+    found: list[Finding] = []
+
+    def add(rule: str, text: str) -> None:
+        severity = rules.severity_of(rule)
+        if severity in (WARN, FAIL):
+            found.append(Finding(rule, severity, text))
+
+    if cur.ecc_uncorrectable:
+        add("ecc_uncorrectable", _plural(cur.ecc_uncorrectable, "uncorrectable ECC error"))
+    if cur.pages_pending:
+        add("pages_pending", f"{_plural(cur.pages_pending, 'bad page')} pending retirement")
+    if cur.pages_unreservable:
+        add("pages_unreservable", f"{_plural(cur.pages_unreservable, 'bad page')} unreservable")
+    if cur.ecc_deferred:
+        add("ecc_deferred", _plural(cur.ecc_deferred, "deferred ECC error"))
+    growth = _ecc_growth(history, "ecc_correctable", rules.ecc_window)
+    if growth and growth >= rules.ecc_correctable:
+        add("ecc_correctable", f"correctable ECC +{growth} in last {_fmt_span(rules.ecc_window)}")
+    share = throttle_share(history, rules.throttle_window)
+    if share is not None and share[0] > rules.throttle_share:
+        label = THROTTLE_LABELS.get(share[1] or "", share[1] or "unknown reason")
+        add("throttle", f"throttled ({label}) {share[0] * 100:.0f}% of last {rules.throttle_window:g} s")
+    pcie = _pcie_finding(cur, rules)
+    if pcie:
+        add("pcie_degraded", pcie)
+    down = [link.link for link in cur.links or () if link.up is False]
+    if down:
+        kind = {"xgmi": "XGMI", "nvlink": "NVLink"}.get(cur.link_kind or "", "link")
+        add("link_down", f"{kind} link{'s' if len(down) > 1 else ''} {', '.join(map(str, down))} down")
+    recent = sorted(
+        {(f.t, f.kind, f.code): f for f in (*faults, *cur.faults) if cur.t - f.t <= rules.fault_window}.values(),
+        key=lambda f: f.t,
+    )
+    if recent:
+        last = recent[-1]
+        more = f" ({len(recent)} in last {_fmt_span(rules.fault_window)})" if len(recent) > 1 else ""
+        add("fault", f"{last.describe()} at {_clock(last.t)}{more}")
+    found.sort(key=lambda f: -_RANK[f.severity])
+    state = found[0].severity if found else OK
+    return HealthVerdict(
+        state,
+        tuple(found),
+        cur.t,
+        share[0] if share else None,
+        share[1] if share else None,
+    )
+
+
+def _pcie_finding(cur: HealthReading, rules: HealthRules) -> str | None:
+    narrow = cur.pcie_width is not None and cur.pcie_width_max is not None and cur.pcie_width < cur.pcie_width_max
+    # A link slows down when the GPU idles (PCIe power management): judge the
+    # generation only while the GPU does not say it is idle.
+    slow = (
+        rules.pcie_gen
+        and cur.idle is not True
+        and cur.pcie_gen is not None
+        and cur.pcie_gen_max is not None
+        and cur.pcie_gen < cur.pcie_gen_max
+    )
+    if not (narrow or slow):
+        return None
+    now = _fmt_link(cur.pcie_gen, cur.pcie_width)
+    most = _fmt_link(cur.pcie_gen_max, cur.pcie_width_max)
+    return f"PCIe {now} (max {most})"
+
+
+class HealthTracker:
+    """One GPU's recent readings, bounded by age and count, and its verdict on each new one."""
+
+    def __init__(self, rules: HealthRules = HealthRules(), *, max_readings: int = 4096, max_faults: int = 64):
+        self.rules = rules
+        self._readings: deque[HealthReading] = deque(maxlen=max_readings)
+        self._faults: deque[GpuFault] = deque(maxlen=max_faults)
+        self.verdict = HealthVerdict(UNKNOWN)
+
+    @property
+    def readings(self) -> tuple[HealthReading, ...]:
+        return tuple(self._readings)
+
+    @property
+    def last(self) -> HealthReading | None:
+        return self._readings[-1] if self._readings else None
+
+    def add(self, reading: HealthReading) -> HealthVerdict:
+        if self._readings and reading.t < self._readings[-1].t:
+            return self.verdict  # out of order (a replayed line): the history only moves forward
+        self._readings.append(reading)
+        self._faults.extend(reading.faults)
+        horizon = reading.t - self.rules.history_s
+        # Keep one reading at or before the horizon: the base of the window's first interval.
+        while len(self._readings) > 2 and self._readings[1].t <= horizon:
+            self._readings.popleft()
+        while self._faults and reading.t - self._faults[0].t > self.rules.fault_window:
+            self._faults.popleft()
+        self.verdict = evaluate(self._readings, self.rules, self._faults)
+        return self.verdict
+
+
+# ---------------------------------------------------------------- NVML
+
+
+# NVML clock event reason names (console/agent/nvidia_health.py) -> neutral names.
+NVML_REASONS = {
+    "sw_power_cap": "power",
+    "hw_slowdown": "hw_slowdown",
+    "sw_thermal": "sw_thermal",
+    "hw_thermal": "hw_thermal",
+    "hw_power_brake": "power_brake",
+    "board_limit": "board_limit",
+    "reliability": "reliability",
+}
+# NVML residency counters (ns) that mean throttling -> neutral names.  low_utilization
+# and sync_boost are not a limit the GPU hit.
+NVML_RESIDENCY = {
+    "power": "power",
+    "thermal": "thermal",
+    "sw_thermal": "sw_thermal",
+    "hw_thermal": "hw_thermal",
+    "hw_power_brake": "power_brake",
+    "board_limit": "board_limit",
+    "reliability": "reliability",
+}
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return None
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _flag_count(*flags: object) -> int | None:
+    """NVML answers some counts as flags (a remap pending): True -> 1, all unknown -> None."""
+    known = [f for f in flags if isinstance(f, bool)]
+    if not known:
+        return None
+    return 1 if any(known) else 0
+
+
+def _sum(*values: object) -> int | None:
+    numbers = [_int(v) for v in values]
+    known = [n for n in numbers if n is not None]
+    return sum(known) if known else None
+
+
+def from_nvml(record: Mapping[str, Any]) -> HealthReading:
+    """The neutral reading of one NVML health record (or a 1 Hz run sample, which has fewer fields)."""
+    names = record.get("clock_event_names")
+    reasons: tuple[str, ...] | None = None
+    if isinstance(names, list):
+        reasons = tuple(dict.fromkeys(NVML_REASONS[n] for n in names if n in NVML_REASONS))
+    residency = None
+    raw = record.get("residency_ns")
+    if isinstance(raw, Mapping):
+        pairs = [(NVML_RESIDENCY[k], _num(v)) for k, v in raw.items() if k in NVML_RESIDENCY]
+        residency = tuple((k, v / 1e9) for k, v in pairs if v is not None) or None
+    links = None
+    if isinstance(record.get("nvlink"), list):
+        links = tuple(
+            LinkHealth(
+                int(entry.get("link", i)),
+                entry.get("active") if isinstance(entry.get("active"), bool) else None,
+                _sum(*(entry.get(k) for k in ("replay", "recovery", "crc_flit", "crc_data", "ecc_data"))),
+            )
+            for i, entry in enumerate(record["nvlink"])
+            if isinstance(entry, Mapping)
+        )
+    t = float(record.get("t") or 0.0)
+    faults = tuple(
+        GpuFault("xid", float(e.get("at", t)), _int(e.get("xid")), f"XID {e.get('xid')}")
+        for e in record.get("xid_events") or ()
+        if isinstance(e, Mapping)
+    )
+    blocks = None
+    by_location = record.get("ecc_aggregate_by_location")
+    if isinstance(by_location, Mapping):
+        blocks = tuple(
+            EccBlock(str(name), _int(counts.get("corrected")), _int(counts.get("uncorrected")))
+            for name, counts in by_location.items()
+            if isinstance(counts, Mapping)
+        )
+    retired = _sum(record.get("remapped_correctable"), record.get("remapped_uncorrectable"))
+    if retired is None:
+        retired = _sum(record.get("retired_sbe"), record.get("retired_dbe"))
+    energy = _num(record.get("energy_mj"))
+    return HealthReading(
+        t=t,
+        gpu=int(record.get("gpu") or 0),
+        vendor="nvidia",
+        ecc_correctable=_int(record.get("ecc_volatile_corrected")),
+        ecc_uncorrectable=_int(record.get("ecc_volatile_uncorrected")),
+        ecc_blocks=blocks,
+        pages_retired=retired,
+        pages_pending=_flag_count(record.get("remapped_pending"), record.get("retired_pending")),
+        pages_unreservable=_flag_count(record.get("remapped_failure")),
+        throttle_reasons=reasons,
+        idle=("idle" in names) if isinstance(names, list) else None,
+        residency=residency,
+        pcie_gen=_int(record.get("pcie_gen")),
+        pcie_gen_max=_int(record.get("pcie_gen_max")),
+        pcie_width=_int(record.get("pcie_width")),
+        pcie_width_max=_int(record.get("pcie_width_max")),
+        pcie_replay=_int(record.get("pcie_replay")),
+        link_kind="nvlink" if links is not None else None,
+        links=links,
+        faults=faults,
+        energy_j=energy / 1000.0 if energy is not None else None,
+    )
+
+
+# ---------------------------------------------------------------- amdsmi
+
+# amdsmi's bad page status values (AmdSmiMemoryPageStatus; the test holds them to the real enum).
+AMD_PAGE_RESERVED, AMD_PAGE_PENDING, AMD_PAGE_UNRESERVABLE = 0, 1, 2
+# amdsmi_get_violation_status "active_*" flags and "acc_*" counters -> neutral reasons.
+AMD_VIOLATIONS = (
+    ("ppt_pwr", "power"),
+    ("socket_thrm", "socket_thermal"),
+    ("vr_thrm", "vr_thermal"),
+    ("hbm_thrm", "hbm_thermal"),
+    ("prochot_thrm", "prochot"),
+)
+# The same residency counters in amdsmi_get_gpu_metrics_info (where the violation call is missing).
+AMD_METRICS_RESIDENCY = (
+    ("ppt_residency_acc", "power"),
+    ("socket_thm_residency_acc", "socket_thermal"),
+    ("vr_thm_residency_acc", "vr_thermal"),
+    ("hbm_thm_residency_acc", "hbm_thermal"),
+    ("prochot_residency_acc", "prochot"),
+)
+# PCIe transfer rate (MT/s, amdsmi_get_pcie_info) -> generation
+_PCIE_GEN_BY_MTS = ((64000, 6), (32000, 5), (16000, 4), (8000, 3), (5000, 2), (2500, 1))
+# AmdSmiEventReader.read() "event" names (AmdSmiEvtNotificationType) -> fault kinds; a pre-reset
+# and its post-reset are one reset.  amdsmi 7.0.2 has no ring-hang event (a hang shows as a reset);
+# THERMAL_THROTTLE is left to the residency counters.
+AMD_EVENTS = {"GPU_PRE_RESET": "reset", "GPU_POST_RESET": "reset", "VMFAULT": "vm_fault"}
+
+
+def _amd(results: Mapping[str, Any], function: str, *keys: str) -> Any:
+    """A value from one amdsmi call's result; None when the call failed, the key is
+    missing or amdsmi said "N/A".  ``function`` is the real amdsmi function name."""
+    value: Any = results.get(function)
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    if isinstance(value, str) and value.strip().upper() in ("N/A", "NA", ""):
+        return None
+    return value
+
+
+def _pcie_gen(mts: object) -> int | None:
+    rate = _num(mts)
+    if rate is None or rate <= 0:
+        return None
+    for floor, gen in _PCIE_GEN_BY_MTS:
+        if rate >= floor * 0.95:
+            return gen
+    return None
+
+
+def from_amdsmi(
+    gpu: int,
+    t: float,
+    results: Mapping[str, Any],
+    events: Iterable[Mapping[str, Any]] = (),
+) -> HealthReading:
+    """The neutral reading of one physical AMD GPU from amdsmi results.
+
+    ``results`` maps an amdsmi function name to what it returned for this GPU (a call
+    that failed is absent or None): amdsmi_get_gpu_total_ecc_count,
+    amdsmi_get_gpu_ecc_count (a dict of AmdSmiGpuBlock member name -> its result),
+    amdsmi_get_gpu_bad_page_info, amdsmi_get_pcie_info, amdsmi_get_violation_status,
+    amdsmi_get_gpu_metrics_info, amdsmi_get_gpu_xgmi_link_status, amdsmi_get_energy_count.
+    ``events``: what AmdSmiEventReader.read() returned for this GPU since the last reading."""
+    blocks = None
+    per_block = results.get("amdsmi_get_gpu_ecc_count")
+    if isinstance(per_block, Mapping):
+        blocks = tuple(
+            EccBlock(
+                str(name),
+                _int(_amd(results, "amdsmi_get_gpu_ecc_count", name, "correctable_count")),
+                _int(_amd(results, "amdsmi_get_gpu_ecc_count", name, "uncorrectable_count")),
+                _int(_amd(results, "amdsmi_get_gpu_ecc_count", name, "deferred_count")),
+            )
+            for name in per_block
+        )
+    pages = results.get("amdsmi_get_gpu_bad_page_info")
+    retired = pending = unreservable = None
+    if isinstance(pages, list):
+        status = [_int(p.get("status")) for p in pages if isinstance(p, Mapping)]
+        retired = sum(1 for s in status if s == AMD_PAGE_RESERVED)
+        pending = sum(1 for s in status if s == AMD_PAGE_PENDING)
+        unreservable = sum(1 for s in status if s == AMD_PAGE_UNRESERVABLE)
+
+    # Current reasons from the violation flags; residency from its accumulators (or the metrics table's).
+    reasons: list[str] = []
+    any_flag = False
+    for suffix, name in AMD_VIOLATIONS:
+        flag = _amd(results, "amdsmi_get_violation_status", "active_" + suffix)
+        if isinstance(flag, bool):
+            any_flag = True
+            if flag:
+                reasons.append(name)
+    residency: list[tuple[str, float]] = []
+    clock = _num(_amd(results, "amdsmi_get_violation_status", "acc_counter"))
+    if clock is not None:
+        for suffix, name in AMD_VIOLATIONS:
+            value = _num(_amd(results, "amdsmi_get_violation_status", "acc_" + suffix))
+            if value is not None:
+                residency.append((name, value))
+    if not residency:
+        clock = _num(_amd(results, "amdsmi_get_gpu_metrics_info", "accumulation_counter"))
+        if clock is not None:
+            for key, name in AMD_METRICS_RESIDENCY:
+                value = _num(_amd(results, "amdsmi_get_gpu_metrics_info", key))
+                if value is not None:
+                    residency.append((name, value))
+
+    links = None
+    status_list = _amd(results, "amdsmi_get_gpu_xgmi_link_status", "status")
+    if isinstance(status_list, list):
+        # "U" up, "D" down, "X" disabled (not wired: not a fault, left out), "N/A" unknown
+        links = tuple(
+            LinkHealth(i, {"U": True, "D": False}.get(str(s).upper())) for i, s in enumerate(status_list) if s != "X"
+        )
+
+    energy = None
+    acc = _num(_amd(results, "amdsmi_get_energy_count", "energy_accumulator"))
+    resolution = _num(_amd(results, "amdsmi_get_energy_count", "counter_resolution"))
+    if acc is not None and resolution is not None:
+        energy = acc * resolution / 1e6  # the resolution is in µJ
+
+    faults: list[GpuFault] = []
+    pre_reset = False
+    for event in events:
+        kind = AMD_EVENTS.get(str(event.get("event", "")))
+        if kind is None:
+            continue
+        if event.get("event") == "GPU_POST_RESET" and pre_reset:
+            pre_reset = False
+            continue  # the reset its pre-reset event already counted
+        pre_reset = event.get("event") == "GPU_PRE_RESET"
+        faults.append(GpuFault(kind, t, None, str(event.get("message") or "").strip()))
+
+    return HealthReading(
+        t=t,
+        gpu=gpu,
+        vendor="amd",
+        ecc_correctable=_int(_amd(results, "amdsmi_get_gpu_total_ecc_count", "correctable_count")),
+        ecc_uncorrectable=_int(_amd(results, "amdsmi_get_gpu_total_ecc_count", "uncorrectable_count")),
+        ecc_deferred=_int(_amd(results, "amdsmi_get_gpu_total_ecc_count", "deferred_count")),
+        ecc_blocks=blocks,
+        pages_retired=retired,
+        pages_pending=pending,
+        pages_unreservable=unreservable,
+        throttle_reasons=tuple(reasons) if any_flag else None,
+        residency=tuple(residency) or None,
+        residency_clock=clock if residency else None,
+        pcie_gen=_pcie_gen(_amd(results, "amdsmi_get_pcie_info", "pcie_metric", "pcie_speed")),
+        pcie_gen_max=_pcie_gen(_amd(results, "amdsmi_get_pcie_info", "pcie_static", "max_pcie_speed")),
+        pcie_width=_int(_amd(results, "amdsmi_get_pcie_info", "pcie_metric", "pcie_width")),
+        pcie_width_max=_int(_amd(results, "amdsmi_get_pcie_info", "pcie_static", "max_pcie_width")),
+        pcie_replay=_int(_amd(results, "amdsmi_get_pcie_info", "pcie_metric", "pcie_replay_count")),
+        pcie_recovery=_int(_amd(results, "amdsmi_get_pcie_info", "pcie_metric", "pcie_l0_to_recovery_count")),
+        link_kind="xgmi" if links is not None else None,
+        links=links,
+        faults=tuple(faults),
+        energy_j=energy,
+    )
