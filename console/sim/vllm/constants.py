@@ -1,5 +1,7 @@
 """Names, sizes and bucket bounds shared by the simulated server and the bench client."""
 
+from .statefiles import SIM_DIR_ENV
+
 VERSION = "0.32.0+sim"
 FINGERPRINT = "vllm-0.32.0+sim-5ac2b1de"
 SITE = "/usr/local/lib/python3.12/dist-packages"
@@ -7,7 +9,7 @@ PYLIB = "/usr/lib/python3.12"
 
 ENV_SPEEDUP = "ROCM_CONSOLE_SIM_VLLM_SPEEDUP"
 ENV_FAIL = "ROCM_CONSOLE_SIM_VLLM_FAIL"
-ENV_DIR = "ROCM_CONSOLE_SIM_DIR"
+ENV_DIR = SIM_DIR_ENV
 ENV_VRAM = "ROCM_CONSOLE_SIM_GPU_VRAM_MB"
 DEFAULT_VRAM_MB = 196592
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
