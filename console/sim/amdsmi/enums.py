@@ -3,6 +3,19 @@
 from enum import IntEnum
 
 
+def _numbered(name, members, bits=False):
+    """An IntEnum listed as amdsmi.h lists it: members in order, numbered 0, 1, 2, ... (with
+    bits: the first is 0, then one bit each); "NEW=OLD" makes NEW an alias of OLD."""
+    values = {}
+    pairs = []
+    for n, member in enumerate(m for m in members.split() if "=" not in m):
+        values[member] = (1 << (n - 1) if n else 0) if bits else n
+    for member in members.split():
+        alias, _, target = member.partition("=")
+        pairs.append((alias, values[target or alias]))
+    return IntEnum(name, pairs, module=__name__)
+
+
 class AmdSmiInitFlags(IntEnum):
     INIT_ALL_PROCESSORS = 0xFFFFFFFF
     INIT_AMD_CPUS = 1 << 0
@@ -52,13 +65,7 @@ class Status(IntEnum):
     UNKNOWN_ERROR = 0xFFFFFFFF
 
 
-class AmdSmiComputePartitionType(IntEnum):
-    INVALID = 0
-    SPX = 1
-    DPX = 2
-    TPX = 3
-    QPX = 4
-    CPX = 5
+AmdSmiComputePartitionType = _numbered("AmdSmiComputePartitionType", "INVALID SPX DPX TPX QPX CPX")
 
 
 class AmdSmiMemoryPartitionType(IntEnum):
@@ -69,63 +76,14 @@ class AmdSmiMemoryPartitionType(IntEnum):
     NPS8 = 8
 
 
-class AmdSmiTemperatureType(IntEnum):
-    EDGE = 0
-    HOTSPOT = 1
-    JUNCTION = 1  # alias of HOTSPOT, as in amdsmi.h
-    VRAM = 2
-    HBM_0 = 3
-    HBM_1 = 4
-    HBM_2 = 5
-    HBM_3 = 6
-    PLX = 7
-
-
-class AmdSmiTemperatureMetric(IntEnum):
-    CURRENT = 0
-    MAX = 1
-    MIN = 2
-    MAX_HYST = 3
-    MIN_HYST = 4
-    CRITICAL = 5
-    CRITICAL_HYST = 6
-    EMERGENCY = 7
-    EMERGENCY_HYST = 8
-    CRIT_MIN = 9
-    CRIT_MIN_HYST = 10
-    OFFSET = 11
-    LOWEST = 12
-    HIGHEST = 13
-
-
-class AmdSmiClkType(IntEnum):
-    SYS = 0
-    GFX = 0  # alias of SYS, as in amdsmi.h
-    DF = 1
-    DCEF = 2
-    SOC = 3
-    MEM = 4
-    PCIE = 5
-    VCLK0 = 6
-    VCLK1 = 7
-    DCLK0 = 8
-    DCLK1 = 9
-
-
-class AmdSmiMemoryType(IntEnum):
-    VRAM = 0
-    VIS_VRAM = 1
-    GTT = 2
-
-
-class AmdSmiGpuBlock(IntEnum):
-    INVALID = 0
-    UMC = 1
-    SDMA = 2
-    GFX = 4
-    MMHUB = 8
-    ATHUB = 16
-    PCIE_BIF = 32
-    HDP = 64
-    XGMI_WAFL = 128
-    DF = 256
+AmdSmiTemperatureType = _numbered(
+    "AmdSmiTemperatureType", "EDGE HOTSPOT JUNCTION=HOTSPOT VRAM HBM_0 HBM_1 HBM_2 HBM_3 PLX"
+)
+AmdSmiTemperatureMetric = _numbered(
+    "AmdSmiTemperatureMetric",
+    "CURRENT MAX MIN MAX_HYST MIN_HYST CRITICAL CRITICAL_HYST EMERGENCY EMERGENCY_HYST CRIT_MIN CRIT_MIN_HYST"
+    " OFFSET LOWEST HIGHEST",
+)
+AmdSmiClkType = _numbered("AmdSmiClkType", "SYS GFX=SYS DF DCEF SOC MEM PCIE VCLK0 VCLK1 DCLK0 DCLK1")
+AmdSmiMemoryType = _numbered("AmdSmiMemoryType", "VRAM VIS_VRAM GTT")
+AmdSmiGpuBlock = _numbered("AmdSmiGpuBlock", "INVALID UMC SDMA GFX MMHUB ATHUB PCIE_BIF HDP XGMI_WAFL DF", bits=True)

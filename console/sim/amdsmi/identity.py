@@ -1,14 +1,12 @@
 """Identification: ASIC, board, bus address, ids, VBIOS and driver of each GPU."""
 
-from .library import LIB, checked
+from .library import LIB, checked, checked_with_state
 from .models import CPU_NODES, model_of
 from .synthetic import hex_digest, serial
 
 
 def amdsmi_get_gpu_asic_info(processor_handle):
-    h = checked(processor_handle, "amdsmi_get_gpu_asic_info")
-    state = LIB.state()
-    model = model_of(state)
+    h, state, model = checked_with_state(processor_handle, "amdsmi_get_gpu_asic_info")
     return {
         "market_name": model.market_name,
         "vendor_id": "0x1002",
@@ -25,9 +23,7 @@ def amdsmi_get_gpu_asic_info(processor_handle):
 
 
 def amdsmi_get_gpu_board_info(processor_handle):
-    h = checked(processor_handle, "amdsmi_get_gpu_board_info")
-    state = LIB.state()
-    model = model_of(state)
+    h, state, model = checked_with_state(processor_handle, "amdsmi_get_gpu_board_info")
     return {
         "model_number": "102-G{}-00".format(model.name[2:5]),
         "product_serial": "PCB" + serial(state, h.phys)[:9],

@@ -12,7 +12,7 @@ import time
 
 from .enums import AmdSmiInitFlags, Status
 from .errors import AmdSmiLibraryException, AmdSmiParameterException, error_for
-from .models import BUSES, MODELS, PARTITIONS, memory_caps
+from .models import BUSES, MODELS, PARTITIONS, memory_caps, model_of
 from .statefiles import (
     PROCESSES_FILE,
     SIM_DIR_ENV,
@@ -164,6 +164,13 @@ def _is_root(state):
     if forced is not None:
         return bool(forced)
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def checked_with_state(handle, api):
+    """checked(), then the node's state.json content and its model: how most calls begin."""
+    h = checked(handle, api)
+    state = LIB.state()
+    return h, state, model_of(state)
 
 
 def require_root(state):

@@ -13,71 +13,33 @@ _Model = namedtuple(
 
 # vram_mb is what the driver reports (a little under the marketing GB);
 # vram_type is the amdsmi_vram_type_t value (HBM3 4, HBM3E 5).
+# A spec sheet per model, one line a topic: identity, compute, memory, power, modes.
+# fmt: off
+_MI300X = _Model(
+    name="MI300X", market_name="AMD Instinct MI300X", device_id=0x74A1, vbios_part="113-M3000100-102",
+    gfx_target="gfx942", cus=304, xcds=8, gfx_min=500, gfx_max=2100, soc_max=1143,
+    vram_mb=196592, vram_type=4, vram_vendor="HYNIX", vram_bandwidth=5300, mem_clk=1300,
+    power_cap_w=750, idle_w=140,
+    compute_modes=("SPX", "DPX", "QPX", "CPX"), memory_caps=("NPS1", "NPS4"),
+)
 MODELS = {
-    "MI300X": _Model(
-        "MI300X",
-        "AMD Instinct MI300X",
-        0x74A1,
-        "gfx942",
-        304,
-        8,
-        196592,
-        4,
-        "HYNIX",
-        5300,
-        750,
-        140,
-        500,
-        2100,
-        1143,
-        1300,
-        ("SPX", "DPX", "QPX", "CPX"),
-        ("NPS1", "NPS4"),
-        "113-M3000100-102",
+    "MI300X": _MI300X,
+    # the same chip with more and faster memory (HBM3E) and a higher power cap
+    "MI325X": _MI300X._replace(
+        name="MI325X", market_name="AMD Instinct MI325X", device_id=0x74A5, vbios_part="113-M3250100-100",
+        vram_mb=262128, vram_type=5, vram_bandwidth=6000,
+        power_cap_w=1000, idle_w=165,
     ),
-    "MI325X": _Model(
-        "MI325X",
-        "AMD Instinct MI325X",
-        0x74A5,
-        "gfx942",
-        304,
-        8,
-        262128,
-        5,
-        "HYNIX",
-        6000,
-        1000,
-        165,
-        500,
-        2100,
-        1143,
-        1300,
-        ("SPX", "DPX", "QPX", "CPX"),
-        ("NPS1", "NPS4"),
-        "113-M3250100-100",
-    ),
-    "MI355X": _Model(
-        "MI355X",
-        "AMD Instinct MI355X",
-        0x75A3,
-        "gfx950",
-        256,
-        8,
-        294896,
-        5,
-        "SAMSUNG",
-        8000,
-        1400,
-        220,
-        500,
-        2400,
-        1200,
-        1300,
-        ("SPX", "DPX", "QPX", "CPX"),
-        ("NPS1", "NPS2"),
-        "113-M3550100-100",
+    # the next chip (gfx950): fewer, faster CUs, more HBM3E, NPS2 instead of NPS4
+    "MI355X": _MI300X._replace(
+        name="MI355X", market_name="AMD Instinct MI355X", device_id=0x75A3, vbios_part="113-M3550100-100",
+        gfx_target="gfx950", cus=256, gfx_max=2400, soc_max=1200,
+        vram_mb=294896, vram_type=5, vram_vendor="SAMSUNG", vram_bandwidth=8000,
+        power_cap_w=1400, idle_w=220,
+        memory_caps=("NPS1", "NPS2"),
     ),
 }
+# fmt: on
 
 # Logical GPUs per physical GPU for each compute mode.
 PARTITIONS = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": 8}

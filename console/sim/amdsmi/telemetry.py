@@ -8,7 +8,7 @@ import os
 
 from .enums import AmdSmiClkType, AmdSmiMemoryType, AmdSmiTemperatureMetric, AmdSmiTemperatureType, Status
 from .errors import AmdSmiLibraryException, AmdSmiParameterException
-from .library import LIB, checked, processes_on
+from .library import LIB, checked, checked_with_state, processes_on
 from .models import PARTITIONS, MiB, model_of
 from .statefiles import sim_now
 from .synthetic import logical_load, physical_sample, vram_total_mb, vram_used_bytes
@@ -155,9 +155,7 @@ def amdsmi_get_gpu_memory_usage(processor_handle, mem_type):
 
 
 def amdsmi_get_gpu_vram_info(processor_handle):
-    h = checked(processor_handle, "amdsmi_get_gpu_vram_info")
-    state = LIB.state()
-    model = model_of(state)
+    h, state, model = checked_with_state(processor_handle, "amdsmi_get_gpu_vram_info")
     return {
         "vram_type": model.vram_type,
         "vram_vendor": model.vram_vendor,
@@ -279,9 +277,7 @@ def amdsmi_get_gpu_metrics_info(processor_handle):
 
 
 def amdsmi_get_gpu_process_list(processor_handle):
-    h = checked(processor_handle, "amdsmi_get_gpu_process_list")
-    state = LIB.state()
-    model = model_of(state)
+    h, state, model = checked_with_state(processor_handle, "amdsmi_get_gpu_process_list")
     t = sim_now()
     entries = processes_on(state, h.phys, h.partition)
     if not entries:
