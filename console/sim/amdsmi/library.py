@@ -159,18 +159,18 @@ def checked(handle, api):
     return handle
 
 
-def _is_root(state):
-    forced = state.get("root")
-    if forced is not None:
-        return bool(forced)
-    return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
 def checked_with_state(handle, api):
     """checked(), then the node's state.json content and its model: how most calls begin."""
     h = checked(handle, api)
     state = LIB.state()
     return h, state, model_of(state)
+
+
+def _is_root(state):
+    forced = state.get("root")
+    if forced is not None:
+        return bool(forced)
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def require_root(state):
