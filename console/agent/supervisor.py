@@ -27,6 +27,8 @@ import sys
 import threading
 import time
 
+from statefiles import pid_alive, read_json, write_json  # shipped beside this file
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SECRET_RE = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|APIKEY", re.I)
 FOLLOW_POLL = 0.2
@@ -37,21 +39,7 @@ class SupervisorError(Exception):
 
 
 # ------------------------------------------------------------------ files
-
-
-def _write_json(path, data):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, sort_keys=True)
-    os.replace(tmp, path)
-
-
-def _read_json(path, default=None):
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return default
+# JSON files are written and read with statefiles.py's helpers (shared with the simulators).
 
 
 def _read_int(path):
@@ -82,23 +70,6 @@ def redact_env(env):
 
 
 # ------------------------------------------------------------------ processes
-
-
-def pid_alive(pid):
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is dead for our purposes (its parent has not reaped it yet).
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def group_alive(pgid):
@@ -166,7 +137,7 @@ def start(state_dir, spec, agent_path):
     stored = dict(spec)
     stored["env"] = redact_env(env)
     stored.pop("inherit_env", None)
-    _write_json(os.path.join(folder, "spec.json"), stored)
+    write_json(os.path.join(folder, "spec.json"), stored)
     # The real environment (secrets included) goes to the monitor through a
     # private file that it deletes at once: never into argv or spec.json.
     env_file = os.path.join(folder, ".env.json")
@@ -193,9 +164,9 @@ def start(state_dir, spec, agent_path):
 
 def monitor(folder):
     """The detached parent of one instance: start it, wait, record the exit."""
-    spec = _read_json(os.path.join(folder, "spec.json"), {})
+    spec = read_json(os.path.join(folder, "spec.json"), {})
     env_file = os.path.join(folder, ".env.json")
-    extra_env = _read_json(env_file, {}) or {}
+    extra_env = read_json(env_file, {}) or {}
     try:
         os.unlink(env_file)
     except OSError:
@@ -221,7 +192,7 @@ def monitor(folder):
     except OSError as exc:
         with open(log_path, "a") as log:
             log.write("rocm-console: cannot start %s: %s\n" % (spec["argv"][0], exc.strerror))
-        _write_json(os.path.join(folder, "exit.json"), {"code": 127, "signal": None, "ended": time.time()})
+        write_json(os.path.join(folder, "exit.json"), {"code": 127, "signal": None, "ended": time.time()})
         return 127
     with open(os.path.join(folder, "started"), "w") as fh:
         fh.write("%.3f" % time.time())
@@ -229,7 +200,7 @@ def monitor(folder):
         fh.write(str(proc.pid))
     _bind_to_console(proc.pid)
     code = proc.wait()
-    _write_json(
+    write_json(
         os.path.join(folder, "exit.json"),
         {
             "code": code if code >= 0 else None,
@@ -275,9 +246,9 @@ def _own_group_default_signals():
 
 def describe(state_dir, name):
     folder = instance_dir(state_dir, name)
-    spec = _read_json(os.path.join(folder, "spec.json"), {}) or {}
+    spec = read_json(os.path.join(folder, "spec.json"), {}) or {}
     pid = _read_int(os.path.join(folder, "pid"))
-    exit_info = _read_json(os.path.join(folder, "exit.json"))
+    exit_info = read_json(os.path.join(folder, "exit.json"))
     started = None
     try:
         with open(os.path.join(folder, "started")) as fh:

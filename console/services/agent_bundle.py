@@ -30,8 +30,10 @@ PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
 DOCTOR_SOURCE = _PKG / "agent" / "doctor.py"
 NVIDIA_SOURCE = _PKG / "agent" / "nvidia.py"  # NVML / nvidia-smi sampler, imported by the agent on NVIDIA nodes
 LIFELINE_SOURCE = _PKG / "agent" / "lifeline.py"
+# JSON state files and pid checks: the supervisor's, and the simulators' (each folder gets a copy)
+STATEFILES_SOURCE = _PKG / "agent" / "statefiles.py"
 LAUNCHER_SOURCE = _PKG / "agent" / "__main__.py"
-SIM_AMDSMI_SOURCE = _PKG / "sim" / "amdsmi.py"
+SIM_AMDSMI_PACKAGE = _PKG / "sim" / "amdsmi"  # imported as the package `amdsmi` from <bundle>/sim
 SIM_PYNVML_SOURCE = _PKG / "sim" / "pynvml.py"
 NVIDIA_SIM_GPUS = ("H100", "H200")  # simulated through sim/nvidia/pynvml.py, not the simulated amdsmi
 SIM_VLLM_PACKAGE = _PKG / "sim" / "vllm"  # run on the node as a folder: `python3 .../sim/vllm serve`
@@ -68,6 +70,12 @@ class AgentCommand:
         return dict(self.env)
 
 
+def _modules(dest: str, folder: Path) -> list[tuple[str, bytes]]:
+    """Every module of a package folder, as dest/<name>. read_bytes() follows the git symlinks
+    (lifeline.py, statefiles.py): the node gets a real file in each place."""
+    return [(f"{dest}/{module.name}", module.read_bytes()) for module in sorted(folder.glob("*.py"))]
+
+
 @lru_cache(maxsize=4)
 def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
     files = [
@@ -77,17 +85,18 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
         ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
         ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
+        ("statefiles.py", STATEFILES_SOURCE.read_bytes()),
         ("__main__.py", LAUNCHER_SOURCE.read_bytes()),
     ]
     if simulated:
         from console.sim.host import FILES as SIM_HOST_FILES
 
-        files.append(("sim/amdsmi.py", SIM_AMDSMI_SOURCE.read_bytes()))
+        files.extend(_modules("sim/amdsmi", SIM_AMDSMI_PACKAGE))
         # its own folder: an NVIDIA sim node imports no amdsmi, like a real one
         files.append(("sim/nvidia/pynvml.py", SIM_PYNVML_SOURCE.read_bytes()))
+        files.append(("sim/nvidia/statefiles.py", STATEFILES_SOURCE.read_bytes()))
         files.extend((f"sim/host/{name}", data) for name, data in sorted(SIM_HOST_FILES.items()))
-        for module in sorted(SIM_VLLM_PACKAGE.glob("*.py")):
-            files.append((f"sim/vllm/{module.name}", module.read_bytes()))
+        files.extend(_modules("sim/vllm", SIM_VLLM_PACKAGE))
     digest = hashlib.sha256()
     for name, data in files:
         digest.update(name.encode() + b"\0" + data)

@@ -1,7 +1,7 @@
 """A simulated AMD Device Metrics Exporter (DME) for a fleet of simulated nodes.
 
 Serves DME's Prometheus text format on 127.0.0.1 only, with the values of the
-simulated amdsmi (console/sim/amdsmi.py, one instance per node, each with its
+simulated amdsmi (console/sim/amdsmi/, one instance per node, each with its
 own state folder), so a real Prometheus can scrape it for the demo and the
 tests. Metric and label names follow DME (docs/prometheus.md).
 
@@ -45,9 +45,13 @@ FAMILIES = (
 
 
 def _load_amdsmi(name):
-    """A private copy of the simulated amdsmi module: its library state is per module."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, "amdsmi.py"))
+    """A private copy of the simulated amdsmi package: its library state is per copy."""
+    folder = os.path.join(_HERE, "amdsmi")
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
+    )
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its modules import each other relatively, as name.<module>
     spec.loader.exec_module(module)
     return module
 

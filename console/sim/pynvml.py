@@ -1,10 +1,11 @@
 """Simulated ``pynvml`` (nvidia-ml-py): NVML for a fake H100/H200 node.
 
-Uploaded beside the agent and imported as the top-level module ``pynvml``, so
-it is self-contained: stdlib only, Python >= 3.8, and it never prints.  Names,
-return shapes, units (mW, bytes, MHz, C) and exceptions (``NVMLError`` and one
-``NVMLError_<Name>`` subclass per ``NVML_ERROR_*`` code, with NVML's texts)
-follow the real package; tests/agent/test_nvml_contract.py checks them.
+Uploaded beside the agent and imported as the top-level module ``pynvml``, with
+statefiles.py (the simulators' shared state-file helpers) beside it: stdlib only,
+Python >= 3.8, and it never prints.  Names, return shapes, units (mW, bytes, MHz, C)
+and exceptions (``NVMLError`` and one ``NVMLError_<Name>`` subclass per
+``NVML_ERROR_*`` code, with NVML's texts) follow the real package;
+tests/agent/test_nvml_contract.py checks them.
 
 Environment (shared with the simulated amdsmi and vLLM)
     ROCM_CONSOLE_SIM_DIR   folder holding the node's state (required)
@@ -17,23 +18,34 @@ Files in the folder
                      instances; "faults" ({function: NVML error code}), and
                      "init_error" (a code nvmlInit raises: 18 is the driver/library
                      mismatch); written atomically.
-    processes.json   the simulated processes (see sim/amdsmi.py): "gpu" is the
+    processes.json   the simulated processes (see statefiles.py): "gpu" is the
                      logical index the agent shows (a MIG instance counts as one).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
-import time
+
+from statefiles import (  # shipped beside this file
+    PROCESSES_FILE,
+    SIM_DIR_ENV,
+    SIM_SPEC_ENV,
+    JsonFile,
+    busy_workloads,
+    gpu_processes,
+    read_json,
+    sim_now,
+    sim_spec,
+    write_json,
+)
 
 __simulated__ = True
 __version__ = "12.575.51+sim"
 
-ENV_DIR = "ROCM_CONSOLE_SIM_DIR"
-ENV_SPEC = "ROCM_CONSOLE_SIM_SPEC"
+ENV_DIR = SIM_DIR_ENV
+ENV_SPEC = SIM_SPEC_ENV
 STATE_FILE = "nvml-state.json"
 MiB = 1024 * 1024
 
@@ -213,25 +225,8 @@ _BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 MAX_MIG_DEVICES = 7
 
 
-def _now():
-    frozen = os.environ.get("ROCM_CONSOLE_SIM_TIME")
-    if frozen:
-        try:
-            return float(frozen)
-        except ValueError:
-            pass
-    return time.time()
-
-
 def _raise(code):
     raise NVMLError(code)
-
-
-def _write_json(path, data):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def _new_state(spec):
@@ -272,26 +267,14 @@ class _Lib(object):
     def __init__(self):
         self.refcount = 0
         self.folder = None
-        self._cache = {}
+        self._files = {}
 
     def read(self, name, default=None):
         """A JSON file of the folder, re-read only when it changes."""
         path = os.path.join(self.folder, name)
-        try:
-            st = os.stat(path)
-        except OSError:
-            return default
-        key = (st.st_ino, st.st_mtime_ns, st.st_size)
-        hit = self._cache.get(name)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            return default
-        self._cache[name] = (key, data)
-        return data
+        if path not in self._files:
+            self._files[path] = JsonFile(path)
+        return self._files[path].read(default)
 
     def state(self):
         data = self.read(STATE_FILE)
@@ -402,52 +385,8 @@ def _logical_base(state, phys):
     return n
 
 
-def _pid_alive(pid):
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _busy_entries(spec):
-    out = []
-    for n, gpu in enumerate(spec.get("busy") or ()):
-        if isinstance(gpu, int) and not isinstance(gpu, bool) and gpu >= 0:
-            out.append(
-                {
-                    "pid": 5000 + 17 * n,
-                    "name": "python3 (sim workload)",
-                    "gpu": gpu,
-                    "vram_bytes": (18 + 9 * (n % 4)) * 2**30,
-                    "sticky": True,
-                }
-            )
-    return out
-
-
 def _entries():
-    data = _lib.read("processes.json", [])
-    if isinstance(data, dict):
-        data = data.get("processes", [])
-    out = []
-    for e in data if isinstance(data, list) else []:
-        if isinstance(e, dict) and (e.get("sticky") or _pid_alive(e.get("pid"))):
-            gpus = e.get("gpus", e.get("gpu"))
-            for g in gpus if isinstance(gpus, list) else [gpus]:
-                if isinstance(g, int):
-                    out.append((g, e))
-    return out
+    return gpu_processes(_lib.read(PROCESSES_FILE, []))
 
 
 def _units(state, handle):
@@ -496,15 +435,13 @@ def nvmlInitWithFlags(flags):
     path = os.path.join(folder, STATE_FILE)
     if not os.path.exists(path):
         try:
-            spec = json.loads(os.environ.get(ENV_SPEC) or "{}")
+            spec = sim_spec()
         except ValueError:
-            spec = None
-        if not isinstance(spec, dict):
             _raise(NVML_ERROR_INVALID_ARGUMENT)
-        _write_json(path, _new_state(spec))
-        busy = _busy_entries(spec)
-        if busy and not os.path.exists(os.path.join(folder, "processes.json")):
-            _write_json(os.path.join(folder, "processes.json"), busy)
+        write_json(path, _new_state(spec), indent=1)
+        busy = busy_workloads(spec, 5000, (18, 27, 36, 45))
+        if busy and not os.path.exists(os.path.join(folder, PROCESSES_FILE)):
+            write_json(os.path.join(folder, PROCESSES_FILE), busy, indent=1)
     state = _lib.state()
     code = state.get("init_error")
     if code:
@@ -523,14 +460,10 @@ def _write_uuids(folder, state):
             for slot in range(len(gpu.get("instances") or [])):
                 uuids[_uuid(state, phys, slot)] = base + slot
     path = os.path.join(folder, "nvml-uuids.json")
+    if read_json(path) == uuids:
+        return
     try:
-        with open(path) as f:
-            if json.load(f) == uuids:
-                return
-    except (OSError, ValueError):
-        pass
-    try:
-        _write_json(path, uuids)
+        write_json(path, uuids, indent=1)
     except OSError:
         pass
 
@@ -663,7 +596,7 @@ def nvmlDeviceGetUtilizationRates(handle):
     state, gpu = _gpu(handle, "nvmlDeviceGetUtilizationRates")
     if gpu["mig"][0] == 1:
         _raise(NVML_ERROR_NOT_SUPPORTED)  # MIG mode: no whole-GPU activity through NVML
-    busy, _ = _load(state, handle.phys, _now())
+    busy, _ = _load(state, handle.phys, sim_now())
     return c_nvmlUtilization_t(gpu=int(round(100 * busy)), memory=int(round(60 * busy)))
 
 
@@ -675,7 +608,7 @@ def _power_mw(state, phys, t):
 
 def nvmlDeviceGetPowerUsage(handle):
     state, _ = _gpu(handle, "nvmlDeviceGetPowerUsage")
-    return _power_mw(state, handle.phys, _now())
+    return _power_mw(state, handle.phys, sim_now())
 
 
 def nvmlDeviceGetEnforcedPowerLimit(handle):
@@ -698,7 +631,7 @@ def nvmlDeviceGetTemperature(handle, sensor):
     state, _ = _gpu(handle, "nvmlDeviceGetTemperature")
     if sensor != NVML_TEMPERATURE_GPU:
         _raise(NVML_ERROR_INVALID_ARGUMENT)
-    return _temps(state, handle.phys, _now())[0]
+    return _temps(state, handle.phys, sim_now())[0]
 
 
 def nvmlDeviceGetClockInfo(handle, type):
@@ -707,7 +640,7 @@ def nvmlDeviceGetClockInfo(handle, type):
     if type == NVML_CLOCK_MEM:
         return model.mem_clk
     if type in (NVML_CLOCK_SM, NVML_CLOCK_GRAPHICS):
-        busy, _ = _load(state, handle.phys, _now())
+        busy, _ = _load(state, handle.phys, sim_now())
         return 345 if busy == 0 else int(round(min(model.sm_max, 1410 + 600 * busy)))
     if type == NVML_CLOCK_VIDEO:
         return 765
@@ -716,7 +649,7 @@ def nvmlDeviceGetClockInfo(handle, type):
 
 def nvmlDeviceGetFieldValues(handle, fieldIds):
     state, _ = _gpu(handle, "nvmlDeviceGetFieldValues")
-    t = _now()
+    t = sim_now()
     out = []
     for field in fieldIds:
         scope = 0

@@ -1,7 +1,7 @@
 """The node agent, run as a subprocess exactly as the console runs it.
 
-amdsmi path: against the simulator (console/sim/amdsmi.py copied into a temp
-dir as amdsmi.py, like the console uploads it).  Fallbacks: fake ``amd-smi``
+amdsmi path: against the simulator (console/sim/amdsmi/ copied into a temp
+dir as the package amdsmi, like the console uploads it).  Fallbacks: fake ``amd-smi``
 and ``rocm-smi`` executables first on PATH that print recorded JSON.
 """
 
@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.sim.simulators import AMDSMI_DIR, copy_amdsmi, load_amdsmi
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "console" / "agent" / "node_agent.py"
-SIM = ROOT / "console" / "sim" / "amdsmi.py"
+SIM = AMDSMI_DIR
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -512,12 +514,10 @@ SIM_SPEC = {"gpu": "MI300X", "count": 8, "compute_partition": "CPX", "memory_par
 
 
 class SimNode:
-    """A simulated node: the fake amdsmi.py in its own dir plus a state folder."""
+    """A simulated node: the fake amdsmi package in its own dir plus a state folder."""
 
     def __init__(self, tmp_path):
-        self.module_dir = tmp_path / "upload"
-        self.module_dir.mkdir()
-        shutil.copy(SIM, self.module_dir / "amdsmi.py")  # as the console uploads it
+        self.module_dir = copy_amdsmi(tmp_path / "upload")  # as the console uploads it
         self.state_dir = tmp_path / "sim-state"
 
     def env(self, **spec):
@@ -537,10 +537,7 @@ class SimNode:
     def library(self, monkeypatch):
         """The simulator loaded in this process, pointed at the same state folder."""
         monkeypatch.setenv("ROCM_CONSOLE_SIM_DIR", str(self.state_dir))
-        spec = importlib.util.spec_from_file_location("amdsmi_sim_for_test", self.module_dir / "amdsmi.py")
-        lib = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(lib)
-        return lib
+        return load_amdsmi("amdsmi_sim_for_test", self.module_dir / "amdsmi")
 
     def edit_state(self, change):
         path = self.state_dir / "state.json"
@@ -553,7 +550,7 @@ class SimNode:
 
 @pytest.fixture
 def sim(tmp_path):
-    assert SIM.exists(), "console/sim/amdsmi.py is missing"
+    assert (SIM / "__init__.py").exists(), "console/sim/amdsmi/ is missing"
     return SimNode(tmp_path)
 
 
@@ -714,7 +711,7 @@ def test_sim_stdout_only_json_even_with_a_noisy_import(sim, tmp_path):
     # A noisy module that works: prints on import, then re-exports the simulator.
     noisy = tmp_path / "noisy"
     noisy.mkdir()
-    shutil.copy(SIM, noisy / "amdsmi_sim_impl.py")
+    shutil.copytree(SIM, noisy / "amdsmi_sim_impl")
     (noisy / "amdsmi.py").write_text(
         "print('garbage from a vendor module')\nfrom amdsmi_sim_impl import *\n"
         "from amdsmi_sim_impl import __simulated__\n"
@@ -730,7 +727,7 @@ def test_sim_release_without_some_functions(sim, tmp_path):
     # An older amdsmi lacking calls: their fields are null, the rest still flows.
     old = tmp_path / "old"
     old.mkdir()
-    shutil.copy(SIM, old / "amdsmi_sim_impl.py")
+    shutil.copytree(SIM, old / "amdsmi_sim_impl")
     (old / "amdsmi.py").write_text(
         "from amdsmi_sim_impl import *\ndel amdsmi_get_gpu_kfd_info, amdsmi_get_gpu_process_list\n"
     )

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sim.simulators import copy_pynvml, load_pynvml
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "console" / "agent" / "node_agent.py"
 NVIDIA = ROOT / "console" / "agent" / "nvidia.py"
@@ -59,11 +61,8 @@ def run_agent(args, env, timeout=40):
 
 @pytest.fixture
 def simdir(tmp_path):
-    """A folder holding the simulated pynvml alone (as the bundle ships it to an NVIDIA sim node)."""
-    d = tmp_path / "nvsim"
-    d.mkdir()
-    shutil.copy(SIM, d / "pynvml.py")
-    return d
+    """A folder holding the simulated pynvml and its statefiles.py (as the bundle ships them to an NVIDIA sim node)."""
+    return copy_pynvml(tmp_path / "nvsim")
 
 
 def sim_env(tmp_path, spec=None, **extra):
@@ -118,7 +117,7 @@ def inproc(tmp_path, monkeypatch):
         monkeypatch.setenv("ROCM_CONSOLE_SIM_DIR", str(tmp_path / "state"))
         monkeypatch.setenv("ROCM_CONSOLE_SIM_SPEC", json.dumps(dict(SPEC, **spec)))
         monkeypatch.delenv("ROCM_CONSOLE_SIM_TIME", raising=False)
-        sim = load(SIM, "pynvml_sim_under_test")
+        sim = load_pynvml("pynvml_sim_under_test")
         agent = load(AGENT, "node_agent_under_test")
         nvidia = load(NVIDIA, "nvidia_under_test")
         counting = Counting(sim)

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.sim.simulators import load_pynvml
+
 real = pytest.importorskip("pynvml")
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_NVIDIA = ROOT / "console" / "agent" / "nvidia.py"
-SIM_FILE = ROOT / "console" / "sim" / "pynvml.py"
 PINNED = "13.615.71"
 
 NAME = re.compile(r"\b(nvml[A-Z]\w*|NVML_[A-Z0-9_]+|NVMLError(?:_[A-Za-z]\w*)?)\b")
@@ -126,10 +127,7 @@ def test_the_struct_fields_the_agent_reads_exist():
 
 @pytest.fixture(scope="module")
 def sim():
-    spec = importlib.util.spec_from_file_location("pynvml_sim_contract", SIM_FILE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_pynvml("pynvml_sim_contract")
 
 
 def public(module, prefix):

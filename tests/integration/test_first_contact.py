@@ -162,7 +162,9 @@ def test_node_without_sftp_goes_live_on_first_contact(sshd_no_sftp, tmp_path):
     [bundle] = list((tmp_path / "node-state" / "agent").iterdir())
     here = Path(__file__).resolve().parents[2] / "console"
     assert (bundle / "node_agent.py").read_bytes() == (here / "agent" / "node_agent.py").read_bytes()
-    assert (bundle / "sim" / "amdsmi.py").read_bytes() == (here / "sim" / "amdsmi.py").read_bytes()
+    modules = sorted((here / "sim" / "amdsmi").glob("*.py"))  # statefiles.py: a link here, a file there
+    assert [p.name for p in modules] == sorted(p.name for p in (bundle / "sim" / "amdsmi").glob("*.py"))
+    assert all((bundle / "sim" / "amdsmi" / p.name).read_bytes() == p.read_bytes() for p in modules)
     assert not list(bundle.rglob("*.tmp"))
     assert sshd_log(sshd_no_sftp, SFTP_REFUSED) and sshd_log(sshd_no_sftp, SFTP_STARTED) == []
 

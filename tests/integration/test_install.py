@@ -62,9 +62,10 @@ def run(argv, **kw):
 
 def copy_source(src: Path) -> None:
     """What a wheel is built from (setuptools writes build/ and *.egg-info beside it)."""
+    # The git symlinks stay links, as in a checkout (the wheel must carry real files for them).
     src.mkdir()
     for name in ("console", "profiles"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"), symlinks=True)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
 
@@ -164,3 +165,18 @@ def test_an_installed_wheel_finds_its_presets_and_demo_data(tmp_path):
     assert facts["serve_presets"] >= 5 and facts["bench_presets"] >= 3
     assert facts["nodes"] == [n.name for n in load_profile([ROOT / "profiles" / "demo.toml"]).nodes]
     assert facts["references"] >= 10 and facts["seeded"] >= 5
+    # One file serves several places (git symlinks in the checkout): the wheel has a real copy in each.
+    pkg = Path(facts["package"]).parent
+    for shared, places in (
+        ("agent/lifeline.py", ("sim/vllm/lifeline.py",)),
+        ("agent/statefiles.py", ("sim/statefiles.py", "sim/amdsmi/statefiles.py", "sim/vllm/statefiles.py")),
+    ):
+        for place in places:
+            assert not (pkg / place).is_symlink() and (pkg / place).read_bytes() == (pkg / shared).read_bytes(), place
+    # The installed agent reads the installed simulated amdsmi (a package with its own statefiles.py).
+    sim_env = dict(env, ROCM_CONSOLE_SIM_DIR=str(tmp_path / "sim-state"), ROCM_CONSOLE_SIM_SPEC='{"count": 2}')
+    argv = [str(py), "-S", str(pkg / "agent"), "telemetry", "--count", "1", "--amdsmi-path", str(pkg / "sim")]
+    told = run(argv, cwd=outside, env=sim_env)
+    assert told.returncode == 0, told.stderr[-2000:]
+    hello = json.loads(told.stdout.splitlines()[0])
+    assert hello["source"] == "amdsmi" and hello["simulated"] is True, hello

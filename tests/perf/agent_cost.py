@@ -5,8 +5,8 @@
 
 Prints one JSON object; asserts nothing (the budgets are printed beside the figures).
 
-Everything runs against the simulated amdsmi (console/sim/amdsmi.py copied
-into a temp dir as amdsmi.py, as the console uploads it), for 8 MI300X in SPX
+Everything runs against the simulated amdsmi (console/sim/amdsmi/ copied
+into a temp dir as the package amdsmi, as the console uploads it), for 8 MI300X in SPX
 (8 GPUs) and in CPX (64 logical GPUs):
 
 - tick_calls: the agent's AmdsmiSampler in a child process on the simulator
@@ -37,6 +37,7 @@ figures are of this machine and this simulator.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import platform
@@ -45,12 +46,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "console" / "agent" / "node_agent.py"
-SIM = ROOT / "console" / "sim" / "amdsmi.py"
+SIM = ROOT / "console" / "sim" / "amdsmi"  # a package since S2; one file amdsmi.py before
 BUDGET_RATIO = 100.0
 
 CASES = {
@@ -175,11 +177,20 @@ def child_cpu(argv, env) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def tick_calls(spec: dict, ticks: int, workdir: Path, agent_dir: Path, sim_file: Path) -> dict:
+def upload_sim(sim: Path, upload: Path) -> None:
+    """The simulated amdsmi into an --amdsmi-path folder, as the console uploads it: the package
+    (its statefiles.py link copied as a file), or the single amdsmi.py of older revisions."""
+    upload.mkdir(exist_ok=True)
+    if sim.is_dir():
+        shutil.copytree(sim, upload / "amdsmi", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copy(sim, upload / "amdsmi.py")
+
+
+def tick_calls(spec: dict, ticks: int, workdir: Path, agent_dir: Path, sim: Path) -> dict:
     """Library calls and CPU per tick of one agent/simulator pair (the TICK_CALLS child)."""
     upload = workdir / "calls-upload"
-    upload.mkdir(exist_ok=True)
-    shutil.copy(sim_file, upload / "amdsmi.py")
+    upload_sim(sim, upload)
     env = dict(os.environ)
     env["ROCM_CONSOLE_SIM_DIR"] = str(workdir / "calls-state")
     env["ROCM_CONSOLE_SIM_SPEC"] = json.dumps(spec)
@@ -195,8 +206,7 @@ def tick_calls(spec: dict, ticks: int, workdir: Path, agent_dir: Path, sim_file:
 
 def measure(spec: dict, args, workdir: Path) -> dict:
     upload = workdir / "upload"
-    upload.mkdir(exist_ok=True)
-    shutil.copy(SIM, upload / "amdsmi.py")
+    upload_sim(SIM, upload)
     env = dict(os.environ)
     env["ROCM_CONSOLE_SIM_DIR"] = str(workdir / "state")
     env["ROCM_CONSOLE_SIM_SPEC"] = json.dumps(spec)
@@ -254,16 +264,22 @@ def measure_rev(rev: str, ticks: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="agent-perf-rev-") as tmp:
         agent_dir = Path(tmp) / "agent"
         agent_dir.mkdir()
-        for rel, dest in (
-            ("console/agent/node_agent.py", agent_dir / "node_agent.py"),
-            ("console/sim/amdsmi.py", Path(tmp) / "sim.py"),
-        ):
-            dest.write_bytes(
-                subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], capture_output=True, check=True).stdout
-            )
+        git = ["git", "-C", str(ROOT)]
+        show = subprocess.run([*git, "show", f"{rev}:console/agent/node_agent.py"], capture_output=True, check=True)
+        (agent_dir / "node_agent.py").write_bytes(show.stdout)
+        sim = Path(tmp) / "sim.py"
+        old = subprocess.run([*git, "show", f"{rev}:console/sim/amdsmi.py"], capture_output=True)
+        if old.returncode == 0:
+            sim.write_bytes(old.stdout)
+        else:  # the package, with the file its statefiles.py link points at
+            paths = ["console/sim/amdsmi", "console/agent/statefiles.py"]
+            archive = subprocess.run([*git, "archive", "--format=tar", rev, *paths], capture_output=True, check=True)
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+                tar.extractall(tmp)
+            sim = Path(tmp) / "console" / "sim" / "amdsmi"
         for name, spec in CASES.items():
             with tempfile.TemporaryDirectory(prefix="agent-perf-") as workdir:
-                out[name] = tick_calls(spec, ticks, Path(workdir), agent_dir, Path(tmp) / "sim.py")
+                out[name] = tick_calls(spec, ticks, Path(workdir), agent_dir, sim)
     return out
 
 
@@ -309,7 +325,7 @@ def main() -> int:
     interp = statistics.median(child_cpu([sys.executable, "-c", "pass"], dict(os.environ)) for _ in range(5))
     result: dict = {
         "script": "agent_cost",
-        "source": "simulated amdsmi (console/sim/amdsmi.py)",
+        "source": "simulated amdsmi (console/sim/amdsmi/)",
         "quick": args.quick,
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "python": platform.python_version(),

@@ -163,7 +163,11 @@ def sim_module(folder):
     os.environ["ROCM_CONSOLE_SIM_SPEC"] = json.dumps({"gpu": "H100", "count": 8, "seed": 4, "busy": [0, 1], "mig": [7]})
     spec = importlib.util.spec_from_file_location("pynvml_sim", SIM)
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.path.insert(0, str(SIM.parent))  # its `import statefiles` finds the file beside it
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(SIM.parent))
     return mod
 
 

@@ -15,7 +15,7 @@ async def test_upload_once_then_reuse(sim_node, tmp_path):
     cmd = await install_agent(t, node)
     agent = tmp_path / "state" / "agent"
     [bundle] = list(agent.iterdir())
-    assert (bundle / "node_agent.py").is_file() and (bundle / "sim" / "amdsmi.py").is_file()
+    assert (bundle / "node_agent.py").is_file() and (bundle / "sim" / "amdsmi" / "__init__.py").is_file()
     mtime = (bundle / "node_agent.py").stat().st_mtime_ns
     again = await install_agent(t, node)
     assert again == cmd and (bundle / "node_agent.py").stat().st_mtime_ns == mtime
@@ -59,3 +59,28 @@ async def test_a_failed_upload_is_one_clear_error_and_stops_the_rest(sim_node, t
     assert t.started[0].endswith("/node_agent.py")  # alone first: it settles SFTP or sh
     cmd = await install_agent(LocalTransport("a"), sim_node("a"))  # a later contact completes the bundle
     assert Path(cmd.agent_path).parent.joinpath("partitions.py").is_file()
+
+
+async def test_every_folder_gets_a_real_copy_of_the_shared_files(sim_node, tmp_path):
+    # lifeline.py and statefiles.py are git symlinks in the checkout; each folder the node imports
+    # from (the agent, the simulated amdsmi package, the simulated NVML's folder, the simulated vllm)
+    # must hold the file itself.
+    cmd = await install_agent(LocalTransport("a"), sim_node("a"))
+    bundle = Path(cmd.bundle_dir)
+    for shared, places in (
+        ("lifeline.py", ("sim/vllm/lifeline.py",)),
+        ("statefiles.py", ("sim/amdsmi/statefiles.py", "sim/nvidia/statefiles.py", "sim/vllm/statefiles.py")),
+    ):
+        for place in places:
+            copy = bundle / place
+            assert not copy.is_symlink() and copy.read_bytes() == (bundle / shared).read_bytes(), place
+    result = await LocalTransport("a").run(cmd.argv("probe"), env=cmd.env_dict(), timeout=30)
+    assert result.ok and '"amdsmi":"7.0.2+sim"' in result.stdout, result.stderr
+
+
+async def test_an_nvidia_sim_node_reads_the_simulated_nvml_from_its_own_folder(sim_node):
+    cmd = await install_agent(LocalTransport("h"), sim_node("h", gpu="H100", count=2))
+    assert [Path(p).name for p in cmd.amdsmi_paths] == ["nvidia"]
+    assert sorted(p.name for p in Path(cmd.amdsmi_paths[0]).iterdir()) == ["pynvml.py", "statefiles.py"]
+    result = await LocalTransport("h").run(cmd.argv("telemetry", "--count", "1"), env=cmd.env_dict(), timeout=30)
+    assert result.ok and '"source":"nvml","simulated":true' in result.stdout, result.stderr

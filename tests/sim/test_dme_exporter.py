@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import re
@@ -16,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.sim.simulators import load_amdsmi
+
 EXPORTER = Path(__file__).resolve().parents[2] / "console" / "sim" / "dme_exporter.py"
-SIM_AMDSMI = EXPORTER.with_name("amdsmi.py")
 FROZEN = "1764000000"
 LINE_RE = re.compile(r"^(?P<name>[a-z_]+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 
@@ -71,9 +71,7 @@ def parse(text: str) -> list[tuple[str, dict, float]]:
 
 
 def load_sim(state: Path, tag: str):
-    spec = importlib.util.spec_from_file_location(f"_test_sim_{tag}", SIM_AMDSMI)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_amdsmi(f"_test_sim_{tag}")
     os.environ[module.ENV_DIR] = str(state)
     try:
         module.amdsmi_init()

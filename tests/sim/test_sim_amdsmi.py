@@ -1,25 +1,21 @@
 """The simulated amdsmi module: enumeration, partitions, units, errors, telemetry."""
 
 import ast
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
+import time
 
 import pytest
 
-SIM_FILE = Path(__file__).resolve().parents[2] / "console" / "sim" / "amdsmi.py"
+from tests.sim.simulators import AMDSMI_DIR, amdsmi_sources, load_amdsmi
 
 
 def load_module():
     """A fresh copy of the simulator, loaded by path like the node agent does."""
-    spec = importlib.util.spec_from_file_location("amdsmi", SIM_FILE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_amdsmi("amdsmi")
 
 
 @pytest.fixture
@@ -48,7 +44,7 @@ def amdsmi(sim_dir):
     mod.amdsmi_init()
     patch_state(sim_dir, switch_seconds=0, root=True)
     yield mod
-    while mod._lib.refcount:
+    for _ in range(10):  # every init this test left (shut_down is a no-op past the last)
         mod.amdsmi_shut_down()
 
 
@@ -68,7 +64,8 @@ def test_module_identity():
 
 
 def test_parses_as_python_38():
-    ast.parse(SIM_FILE.read_text(), feature_version=(3, 8))
+    for path in amdsmi_sources():
+        ast.parse(path.read_text(), feature_version=(3, 8))
 
 
 def test_runs_under_python_38_if_available(sim_dir):
@@ -77,7 +74,7 @@ def test_runs_under_python_38_if_available(sim_dir):
         pytest.skip("no python3.8")
     env = dict(os.environ, PYENV_VERSION="3.8.18")
     code = (
-        f"import sys; sys.path.insert(0, {str(SIM_FILE.parent)!r}); import amdsmi; amdsmi.amdsmi_init();"
+        f"import sys; sys.path.insert(0, {str(AMDSMI_DIR.parent)!r}); import amdsmi; amdsmi.amdsmi_init();"
         "h = amdsmi.amdsmi_get_processor_handles(); amdsmi.amdsmi_get_gpu_metrics_info(h[0]);"
         "sys.stderr.write('%d.%d %d' % (sys.version_info[0], sys.version_info[1], len(h)))"
     )
@@ -281,7 +278,7 @@ def test_gpu_with_process_looks_busier(amdsmi, sim_dir, monkeypatch):
     handles = amdsmi.amdsmi_get_processor_handles()
     write_processes(sim_dir, [{"pid": os.getpid(), "name": "vllm", "gpu": 1, "vram_bytes": 1}])
     for t in range(1_700_000_000, 1_700_000_300, 17):
-        monkeypatch.setattr(amdsmi.time, "time", lambda t=t: float(t))
+        monkeypatch.setattr(time, "time", lambda t=t: float(t))
         busy = amdsmi.amdsmi_get_gpu_activity(handles[1])["gfx_activity"]
         idle = amdsmi.amdsmi_get_gpu_activity(handles[0])["gfx_activity"]
         assert busy >= 35 > 8 >= idle
@@ -432,7 +429,7 @@ def test_values_change_over_time_and_stay_in_range(amdsmi, sim_dir, monkeypatch)
     seen = {h.index: [] for h in handles}
     for step in range(60):
         t = 1_700_000_000.0 + step * 3.7
-        monkeypatch.setattr(m.time, "time", lambda t=t: t)
+        monkeypatch.setattr(time, "time", lambda t=t: t)
         for h in handles:
             s = sample(m, h)
             seen[h.index].append(s)
@@ -456,7 +453,7 @@ def test_same_seed_and_time_give_same_values(tmp_path, monkeypatch):
         monkeypatch.setenv("ROCM_CONSOLE_SIM_DIR", str(folder))
         monkeypatch.setenv("ROCM_CONSOLE_SIM_SPEC", json.dumps({"seed": seed}))
         m = load_module()
-        monkeypatch.setattr(m.time, "time", lambda: 1_700_000_123.0)
+        monkeypatch.setattr(time, "time", lambda: 1_700_000_123.0)
         m.amdsmi_init()
         out = [sample(m, h) for h in m.amdsmi_get_processor_handles()]
         out.append(m.amdsmi_get_gpu_device_uuid(m.amdsmi_get_processor_handles()[0]))
@@ -501,11 +498,17 @@ def test_prints_nothing_to_stdout(sim_dir, capsys):
 
 
 def test_imports_nothing_from_console():
-    tree = ast.parse(SIM_FILE.read_text())
+    """The stdlib and its own modules only (relatively: it is imported as `amdsmi` on the node)."""
+    sources = amdsmi_sources()
+    siblings = {p.stem for p in sources}
+    assert {"__init__", "library", "telemetry", "partitions", "statefiles"} <= siblings
     names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            names.add((node.module or "").split(".")[0])
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and node.module in siblings, (path.name, node.module)
+            elif isinstance(node, ast.ImportFrom):
+                names.add((node.module or "").split(".")[0])
     assert names <= set(sys.stdlib_module_names) | {"__future__"}

@@ -13,6 +13,8 @@ Modules
     http_server     HTTP/1.1 plumbing           openai_api      the OpenAI API and /metrics route
     metrics         Prometheus families         log             vLLM's log line shapes
     failures        vLLM's failure tracebacks   constants       shared names and bucket bounds
+    lifeline        ends with the demo console  statefiles      JSON state files, pid checks
+                    (lifeline and statefiles are the agent's files: git symlinks to console/agent/)
     bench_*         `vllm bench serve`: args, output, progress, datasets, http, requests,
                     metrics, run
 

@@ -37,7 +37,7 @@ def np_median(values):
     return np_percentile(values, 50)
 
 
-def _stats_ms(values, percentiles):
+def stats_ms(values, percentiles):
     values = values or [0.0]
     return (
         np_mean(values) * 1000,
@@ -128,7 +128,7 @@ def calculate_metrics(outputs, dur_s, has_tokenizer, percentiles, goodput):
         "rtfx": 0.0,
     }
     for name, series in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
-        mean, median, std, pcts = _stats_ms(series, percentiles)
+        mean, median, std, pcts = stats_ms(series, percentiles)
         m["mean_%s_ms" % name] = mean
         m["median_%s_ms" % name] = median
         m["std_%s_ms" % name] = std
@@ -136,7 +136,7 @@ def calculate_metrics(outputs, dur_s, has_tokenizer, percentiles, goodput):
     return m, actual_output_lens
 
 
-def _row(label, value, fmt="{:<10}"):
+def result_row(label, value, fmt="{:<10}"):
     bench_out(("{:<40} " + fmt).format(label, value))
 
 

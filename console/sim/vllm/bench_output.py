@@ -6,28 +6,45 @@ import time
 
 from .bench_args import BENCH_REQ_SRC, BENCH_SRC
 from .constants import PYLIB, SITE
-from .failures import tb_frame, vllm_src
+from .failures import asyncio_run_frame, cli_frames, runner_frame, tb_frame
+
+
+def _bench_cli_frames():
+    """Frames from the `vllm` script down to bench serve's asyncio.run(main_async(args))."""
+    return cli_frames("entrypoints/cli/benchmark/serve.py", 22, "main(args)") + tb_frame(
+        BENCH_SRC, 2004, "main", "return asyncio.run(main_async(args))", "asyncio.run(main_async(args))"
+    )
+
+
+def _main_task_frames():
+    """The event loop running main_async (asyncio.run, no uvloop)."""
+    return runner_frame() + tb_frame(
+        PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()", "future.result()"
+    )
 
 
 def _bench_main_frames():
-    """Frames from the `vllm` script down to main_async (asyncio.run, no uvloop)."""
+    """Frames from the `vllm` script down to main_async."""
+    return _bench_cli_frames() + asyncio_run_frame() + _main_task_frames()
+
+
+def awaiting_benchmark():
+    """main_async waiting for benchmark(): where most of bench serve's failures start."""
+    return tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
+
+
+def in_request_func():
+    """main_async down to one request: benchmark() gathering the tasks, limited_request_func."""
     return (
-        ["Traceback (most recent call last):"]
-        + tb_frame("/usr/local/bin/vllm", 8, "<module>", "sys.exit(main())", "main()")
-        + tb_frame(vllm_src("entrypoints/cli/main.py"), 120, "main", "args.dispatch_function(args)")
-        + tb_frame(vllm_src("entrypoints/cli/benchmark/serve.py"), 22, "cmd", "main(args)")
-        + tb_frame(BENCH_SRC, 2004, "main", "return asyncio.run(main_async(args))", "asyncio.run(main_async(args))")
-        + tb_frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
+        awaiting_benchmark()
         + tb_frame(
-            PYLIB + "/asyncio/runners.py",
-            118,
-            "run",
-            "return self._loop.run_until_complete(task)",
-            "self._loop.run_until_complete(task)",
+            BENCH_SRC,
+            1081,
+            "benchmark",
+            "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
+            "await asyncio.gather(*tasks)",
         )
-        + tb_frame(
-            PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()", "future.result()"
-        )
+        + tb_frame(BENCH_SRC, 979, "limited_request_func", "output = await request_func(", "await request_func(")
     )
 
 
@@ -49,7 +66,7 @@ class BenchFatal(Exception):
         return "\n".join(lines) + "\n"
 
 
-def _fatal_in_main_async(line, code, last, caret=None, cause=None):
+def fatal_in_main_async(line, code, last, caret=None, cause=None):
     return BenchFatal(tb_frame(BENCH_SRC, line, "main_async", code, caret), last, cause)
 
 
@@ -212,18 +229,10 @@ def python_exception_text(exc, where):
     return "\n".join(["Traceback (most recent call last):"] + where + ["%s: %s" % (name, exc)]) + "\n"
 
 
-def _keyboard_interrupt_text(in_requests, chat):
+def keyboard_interrupt_text(in_requests, chat):
     if in_requests:
         inner = (
-            tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
-            + tb_frame(
-                BENCH_SRC,
-                1081,
-                "benchmark",
-                "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
-                "await asyncio.gather(*tasks)",
-            )
-            + tb_frame(BENCH_SRC, 979, "limited_request_func", "output = await request_func(", "await request_func(")
+            in_request_func()
             + request_where(chat, True)
             + tb_frame(
                 SITE + "/aiohttp/streams.py", 46, "__anext__", "rv = await self.read_func()", "await self.read_func()"
@@ -232,27 +241,13 @@ def _keyboard_interrupt_text(in_requests, chat):
             + tb_frame(SITE + "/aiohttp/streams.py", 365, "_wait", "await waiter")
         )
     else:
-        inner = tb_frame(
-            BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark("
-        ) + tb_frame(PYLIB + "/asyncio/tasks.py", 665, "sleep", "return await future", "await future")
-    first = (
-        ["Traceback (most recent call last):"]
-        + tb_frame(
-            PYLIB + "/asyncio/runners.py",
-            118,
-            "run",
-            "return self._loop.run_until_complete(task)",
-            "self._loop.run_until_complete(task)",
+        inner = awaiting_benchmark() + tb_frame(
+            PYLIB + "/asyncio/tasks.py", 665, "sleep", "return await future", "await future"
         )
-        + tb_frame(
-            PYLIB + "/asyncio/base_events.py", 691, "run_until_complete", "return future.result()", "future.result()"
-        )
-        + inner
-        + ["asyncio.exceptions.CancelledError"]
-    )
+    first = ["Traceback (most recent call last):"] + _main_task_frames() + inner + ["asyncio.exceptions.CancelledError"]
     second = (
-        _bench_main_frames()[:-9]
-        + tb_frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
+        _bench_cli_frames()
+        + asyncio_run_frame()
         + tb_frame(PYLIB + "/asyncio/runners.py", 123, "run", "raise KeyboardInterrupt()")
         + ["KeyboardInterrupt"]
     )

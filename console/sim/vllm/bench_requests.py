@@ -6,9 +6,9 @@ import json
 import os
 import time
 
-from .bench_args import BENCH_REQ_SRC, BENCH_SRC
+from .bench_args import BENCH_REQ_SRC
 from .bench_http import BenchHttpError
-from .bench_output import BenchFatal, python_exception_text, request_where
+from .bench_output import BenchFatal, in_request_func, python_exception_text, request_where
 from .failures import tb_frame
 
 
@@ -100,15 +100,7 @@ def _validate_api_url(inp):
     name = "OpenAI Chat Completions API" if inp.chat else "OpenAI Completions API"
     func = "async_request_openai_chat_completions" if inp.chat else "async_request_openai_completions"
     raise BenchFatal(
-        tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
-        + tb_frame(
-            BENCH_SRC,
-            1081,
-            "benchmark",
-            "outputs: list[RequestFuncOutput] = await asyncio.gather(*tasks)",
-            "await asyncio.gather(*tasks)",
-        )
-        + tb_frame(BENCH_SRC, 979, "limited_request_func", "output = await request_func(", "await request_func(")
+        in_request_func()
         + tb_frame(
             BENCH_REQ_SRC, 390 if inp.chat else 205, func, '_validate_api_url(api_url, "%s", "%s")' % (name, suffix)
         )

@@ -18,21 +18,22 @@ from .bench_args import (
 from .bench_datasets import BenchSample, bench_random_samples, bench_sharegpt_samples
 from .bench_http import BenchHttp, BenchHttpError, join_host_port
 from .bench_metrics import (
-    _row,
-    _stats_ms,
     calculate_metrics,
     np_median,
     np_percentile,
     parse_goodput,
+    result_row,
+    stats_ms,
 )
 from .bench_output import (
     BenchFatal,
-    _fatal_in_main_async,
-    _keyboard_interrupt_text,
+    awaiting_benchmark,
     bench_err,
     bench_flush,
     bench_log,
     bench_out,
+    fatal_in_main_async,
+    keyboard_interrupt_text,
     python_exception_text,
 )
 from .bench_progress import BenchBar
@@ -73,7 +74,7 @@ class BenchRun(object):
             except asyncio.CancelledError:
                 if not interrupted:
                     raise
-                bench_err(_keyboard_interrupt_text(self.phase == "main", self.chat))
+                bench_err(keyboard_interrupt_text(self.phase == "main", self.chat))
                 if self.pbar is not None:
                     self.pbar.close()
                 if self.session_open:
@@ -215,7 +216,7 @@ class BenchRun(object):
         a = self.args
         bench_out(bench_namespace(a))
         if a.max_concurrency is not None and a.max_concurrency <= 0:
-            raise _fatal_in_main_async(
+            raise fatal_in_main_async(
                 2010,
                 'raise ValueError("--max-concurrency must be greater than 0")',
                 "ValueError: --max-concurrency must be greater than 0",
@@ -240,7 +241,7 @@ class BenchRun(object):
             elif a.ramp_up_strategy == "exponential" and a.ramp_up_start_rps == 0:
                 problem = (2046, "For exponential ramp-up, the start RPS cannot be 0.")
             if problem:
-                raise _fatal_in_main_async(problem[0], "raise ValueError(", "ValueError: " + problem[1])
+                raise fatal_in_main_async(problem[0], "raise ValueError(", "ValueError: " + problem[1])
         label = a.label
         if a.base_url is not None:
             api_url = a.base_url + a.endpoint
@@ -253,7 +254,7 @@ class BenchRun(object):
             headers = collections.OrderedDict()
             for item in a.header:
                 if "=" not in item:
-                    raise _fatal_in_main_async(
+                    raise fatal_in_main_async(
                         2067,
                         'raise ValueError("Invalid header format. Please use KEY=VALUE format.")',
                         "ValueError: Invalid header format. Please use KEY=VALUE format.",
@@ -277,7 +278,7 @@ class BenchRun(object):
         tokenizer_id = (a.tokenizer if a.tokenizer is not None else model_id) if has_tokenizer else None
 
         if a.dataset_name in ("random", "random-mm", "random-rerank", "prefix_repetition") and a.dataset_path:
-            raise _fatal_in_main_async(
+            raise fatal_in_main_async(
                 2114,
                 "raise ValueError(",
                 "ValueError: Cannot use '%s' dataset with --dataset-path. Please specify the appropriate "
@@ -291,7 +292,7 @@ class BenchRun(object):
         if a.dataset_name in ("random", "random-mm") and a.backend in BENCH_OPENAI_COMPATIBLE:
             a.ignore_eos = True
         if a.dataset_name != "timed_trace" and a.self_timed is not None:
-            raise _fatal_in_main_async(
+            raise fatal_in_main_async(
                 2157,
                 "raise ValueError(",
                 "ValueError: --self-timed/--no-self-timed is only supported with --dataset-name=timed_trace",
@@ -301,7 +302,7 @@ class BenchRun(object):
         elif a.dataset_name == "sharegpt":
             samples = bench_sharegpt_samples(a)
         else:
-            raise _fatal_in_main_async(
+            raise fatal_in_main_async(
                 2165,
                 "input_requests = get_samples(args, tokenizer)",
                 "NotImplementedError: rocm-console's vLLM simulator only simulates the "
@@ -315,7 +316,7 @@ class BenchRun(object):
             try:
                 goodput = parse_goodput(a.goodput)
             except ValueError:
-                raise _fatal_in_main_async(
+                raise fatal_in_main_async(
                     2172,
                     "goodput_config_dict = check_goodput_args(args)",
                     "argparse.ArgumentTypeError: Invalid format found for service level objectives. Specify "
@@ -325,7 +326,7 @@ class BenchRun(object):
                 ) from None
             for name, value in goodput.items():
                 if name not in ("ttft", "tpot", "e2el"):
-                    raise _fatal_in_main_async(
+                    raise fatal_in_main_async(
                         2172,
                         "goodput_config_dict = check_goodput_args(args)",
                         "ValueError: Invalid metric name found, %s: %s. The service level objective name should "
@@ -333,7 +334,7 @@ class BenchRun(object):
                         "check_goodput_args(args)",
                     )
                 if value < 0:
-                    raise _fatal_in_main_async(
+                    raise fatal_in_main_async(
                         2172,
                         "goodput_config_dict = check_goodput_args(args)",
                         "ValueError: Invalid value found, %s: %s. The service level objective value should be "
@@ -341,7 +342,7 @@ class BenchRun(object):
                         "check_goodput_args(args)",
                     )
         if a.backend not in BENCH_SIMULATED_BACKENDS:
-            raise _fatal_in_main_async(
+            raise fatal_in_main_async(
                 2220,
                 "benchmark_result = await benchmark(",
                 "NotImplementedError: rocm-console's vLLM simulator only simulates the "
@@ -395,7 +396,7 @@ class BenchRun(object):
         result_json["num_prompts"] = a.num_prompts
         for item in a.metadata or []:
             if "=" not in item:
-                raise _fatal_in_main_async(
+                raise fatal_in_main_async(
                     2273, "raise ValueError(", "ValueError: Invalid metadata format. Please use KEY=VALUE format."
                 )
             k, v = item.split("=", 1)
@@ -525,8 +526,7 @@ class BenchRun(object):
         bench_out("Starting initial single prompt test run...")
         if not samples:
             raise BenchFatal(
-                tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
-                + tb_frame(BENCH_SRC, 839, "benchmark", "input_requests[0].prompt,"),
+                awaiting_benchmark() + tb_frame(BENCH_SRC, 839, "benchmark", "input_requests[0].prompt,"),
                 "IndexError: list index out of range",
             )
         first = samples[0]
@@ -548,8 +548,7 @@ class BenchRun(object):
             test_output = await self.wait_for_endpoint(test_input, a.ready_check_timeout_sec)
             if not test_output.success:
                 raise BenchFatal(
-                    tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
-                    + tb_frame(BENCH_SRC, 884, "benchmark", "raise ValueError("),
+                    awaiting_benchmark() + tb_frame(BENCH_SRC, 884, "benchmark", "raise ValueError("),
                     "ValueError: Initial test run failed - Please make sure benchmark arguments are "
                     "correctly specified. Error: %s" % test_output.error,
                 )
@@ -602,8 +601,7 @@ class BenchRun(object):
         await self._metrics_probe(base_url)
         if not a.burstiness > 0:
             raise BenchFatal(
-                tb_frame(BENCH_SRC, 2220, "main_async", "benchmark_result = await benchmark(", "await benchmark(")
-                + tb_frame(BENCH_SRC, 440, "get_request", "assert burstiness > 0, ("),
+                awaiting_benchmark() + tb_frame(BENCH_SRC, 440, "get_request", "assert burstiness > 0, ("),
                 "AssertionError: A positive burstiness factor is expected, but given %s." % a.burstiness,
             )
         delays, rates = self.arrival_plan(len(samples))
@@ -673,25 +671,25 @@ class BenchRun(object):
 
         m, actual_output_lens = calculate_metrics(outputs, duration, has_tokenizer, percentiles, goodput)
         bench_out("{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
-        _row("Successful requests:", m["completed"])
-        _row("Failed requests:", m["failed"])
+        result_row("Successful requests:", m["completed"])
+        result_row("Failed requests:", m["failed"])
         if max_concurrency is not None:
-            _row("Maximum request concurrency:", max_concurrency)
+            result_row("Maximum request concurrency:", max_concurrency)
         if request_rate != INF:
-            _row("Request rate configured (RPS):", request_rate, "{:<10.2f}")
-        _row("Benchmark duration (s):", duration, "{:<10.2f}")
-        _row("Total input tokens:", m["total_input"])
+            result_row("Request rate configured (RPS):", request_rate, "{:<10.2f}")
+        result_row("Benchmark duration (s):", duration, "{:<10.2f}")
+        result_row("Total input tokens:", m["total_input"])
         if has_tokenizer:
-            _row("Total generated tokens:", m["total_output"])
-        _row("Request throughput (req/s):", m["request_throughput"], "{:<10.2f}")
+            result_row("Total generated tokens:", m["total_output"])
+        result_row("Request throughput (req/s):", m["request_throughput"], "{:<10.2f}")
         if goodput:
-            _row("Request goodput (req/s):", m["request_goodput"], "{:<10.2f}")
+            result_row("Request goodput (req/s):", m["request_goodput"], "{:<10.2f}")
         if has_tokenizer:
-            _row("Output token throughput (tok/s):", m["output_throughput"], "{:<10.2f}")
-            _row("Peak output token throughput (tok/s):", m["max_output_tokens_per_s"], "{:<10.2f}")
-        _row("Peak concurrent requests:", m["max_concurrent_requests"], "{:<10.2f}")
+            result_row("Output token throughput (tok/s):", m["output_throughput"], "{:<10.2f}")
+            result_row("Peak output token throughput (tok/s):", m["max_output_tokens_per_s"], "{:<10.2f}")
+        result_row("Peak concurrent requests:", m["max_concurrent_requests"], "{:<10.2f}")
         if has_tokenizer:
-            _row("Total token throughput (tok/s):", m["total_token_throughput"], "{:<10.2f}")
+            result_row("Total token throughput (tok/s):", m["total_token_throughput"], "{:<10.2f}")
 
         probe_stats = None
         if probe_task is not None:
@@ -707,11 +705,11 @@ class BenchRun(object):
                     ]
                 )
                 bench_out("{s:{c}^{n}}".format(s="Probe Requests", n=50, c="-"))
-                _row("Probe requests completed:", probe_stats["probe_completed"])
-                _row("Probe requests failed:", probe_stats["probe_failed"])
-                _row("Median probe E2EL (ms):", probe_stats["probe_median_e2el_ms"], "{:<10.2f}")
-                _row("P99 probe E2EL (ms):", probe_stats["probe_p99_e2el_ms"], "{:<10.2f}")
-                _row("Max probe E2EL (ms):", probe_stats["probe_max_e2el_ms"], "{:<10.2f}")
+                result_row("Probe requests completed:", probe_stats["probe_completed"])
+                result_row("Probe requests failed:", probe_stats["probe_failed"])
+                result_row("Median probe E2EL (ms):", probe_stats["probe_median_e2el_ms"], "{:<10.2f}")
+                result_row("P99 probe E2EL (ms):", probe_stats["probe_p99_e2el_ms"], "{:<10.2f}")
+                result_row("Max probe E2EL (ms):", probe_stats["probe_max_e2el_ms"], "{:<10.2f}")
 
         result = collections.OrderedDict(
             [
@@ -753,16 +751,16 @@ class BenchRun(object):
                 mean, median, std = m["mean_%s_ms" % attr], m["median_%s_ms" % attr], m["std_%s_ms" % attr]
                 pcts = m["percentiles_%s_ms" % attr]
             else:
-                mean, median, std, pcts = _stats_ms(values, percentiles)
+                mean, median, std, pcts = stats_ms(values, percentiles)
             bench_out("{s:{c}^{n}}".format(s=header, n=50, c="-"))
-            _row("Mean %s (ms):" % name, mean, "{:<10.2f}")
-            _row("Median %s (ms):" % name, median, "{:<10.2f}")
+            result_row("Mean %s (ms):" % name, mean, "{:<10.2f}")
+            result_row("Median %s (ms):" % name, median, "{:<10.2f}")
             result["mean_%s_ms" % attr] = mean
             result["median_%s_ms" % attr] = median
             result["std_%s_ms" % attr] = std
             for p, value in pcts:
                 word = str(int(p)) if int(p) == p else str(p)
-                _row("P%s %s (ms):" % (word, name), value, "{:<10.2f}")
+                result_row("P%s %s (ms):" % (word, name), value, "{:<10.2f}")
                 result["p%s_%s_ms" % (word, attr)] = value
 
         if has_tokenizer:

@@ -1,5 +1,7 @@
 """Names, sizes and bucket bounds shared by the simulated server and the bench client."""
 
+from .statefiles import SIM_DIR_ENV
+
 VERSION = "0.32.0+sim"
 FINGERPRINT = "vllm-0.32.0+sim-5ac2b1de"
 SITE = "/usr/local/lib/python3.12/dist-packages"
@@ -7,7 +9,7 @@ PYLIB = "/usr/lib/python3.12"
 
 ENV_SPEEDUP = "ROCM_CONSOLE_SIM_VLLM_SPEEDUP"
 ENV_FAIL = "ROCM_CONSOLE_SIM_VLLM_FAIL"
-ENV_DIR = "ROCM_CONSOLE_SIM_DIR"
+ENV_DIR = SIM_DIR_ENV
 ENV_VRAM = "ROCM_CONSOLE_SIM_GPU_VRAM_MB"
 DEFAULT_VRAM_MB = 196592
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
@@ -19,51 +21,17 @@ GiB = 1 << 30
 HBM_BYTES_PER_S = 3.2e12
 FLOPS = 6.0e14
 
+# vLLM's histogram bounds in seconds, kept as rows (fmt: off) to read as the tables they are.
+# fmt: off
 TTFT_BUCKETS = [
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 ]
 ITL_BUCKETS = [
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+    0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
 ]
+# fmt: on
 REQUEST_BUCKETS = [
     0.3,
     0.5,

@@ -19,21 +19,38 @@ def vllm_src(rel):
     return "%s/vllm/%s" % (SITE, rel)
 
 
-def api_head_frames():
+def cli_frames(command, line, code):
+    """The top of every `vllm` traceback: the script, the CLI's dispatch, the subcommand's cmd()."""
     return (
         ["Traceback (most recent call last):"]
         + tb_frame("/usr/local/bin/vllm", 8, "<module>", "sys.exit(main())", "main()")
         + tb_frame(vllm_src("entrypoints/cli/main.py"), 120, "main", "args.dispatch_function(args)")
-        + tb_frame(vllm_src("entrypoints/cli/serve.py"), 156, "cmd", "uvloop.run(run_server(args))")
+        + tb_frame(vllm_src(command), line, "cmd", code)
+    )
+
+
+def asyncio_run_frame():
+    """asyncio.run() handing its coroutine to a Runner (Python 3.12)."""
+    return tb_frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
+
+
+def runner_frame():
+    """The Runner running the main task to completion (Python 3.12)."""
+    return tb_frame(
+        PYLIB + "/asyncio/runners.py",
+        118,
+        "run",
+        "return self._loop.run_until_complete(task)",
+        "self._loop.run_until_complete(task)",
+    )
+
+
+def api_head_frames():
+    return (
+        cli_frames("entrypoints/cli/serve.py", 156, "uvloop.run(run_server(args))")
         + tb_frame(SITE + "/uvloop/__init__.py", 96, "run", "return __asyncio.run(")
-        + tb_frame(PYLIB + "/asyncio/runners.py", 195, "run", "return runner.run(main)", "runner.run(main)")
-        + tb_frame(
-            PYLIB + "/asyncio/runners.py",
-            118,
-            "run",
-            "return self._loop.run_until_complete(task)",
-            "self._loop.run_until_complete(task)",
-        )
+        + asyncio_run_frame()
+        + runner_frame()
         + ['  File "uvloop/loop.pyx", line 1518, in uvloop.loop.Loop.run_until_complete']
         + tb_frame(SITE + "/uvloop/__init__.py", 48, "wrapper", "return await main", "await main")
     )

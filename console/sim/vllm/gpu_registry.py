@@ -1,9 +1,11 @@
 """processes.json: the simulated node's record of which process holds which GPU's memory."""
 
-import json
 import os
 import sys
 import time
+
+from .constants import ENV_DIR
+from .statefiles import PROCESSES_FILE, gpu_processes, process_entries, read_json, write_json
 
 if sys.platform != "win32":  # every node is Linux; fcntl is POSIX-only
     import fcntl
@@ -11,46 +13,16 @@ else:  # pragma: no cover
     fcntl = None
 
 
-def _pid_alive(pid):
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    try:  # an unreaped zombie still answers kill(0)
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 class GpuRegistry:
     """This process's entries in the simulated node's processes.json."""
 
     def __init__(self, folder, gpus):
         self.folder = folder or None
-        self.path = os.path.join(folder, "processes.json") if folder else None
+        self.path = os.path.join(folder, PROCESSES_FILE) if folder else None
         self.gpus = list(gpus)
         self.pid = os.getpid()
         self.started = time.time()
         self.active = False
-
-    def _read(self):
-        try:
-            with open(self.path) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return []
-
-    @staticmethod
-    def _entries(data):
-        entries = data.get("processes", []) if isinstance(data, dict) else data
-        return entries if isinstance(entries, list) else []
 
     def _update(self, mine):
         if not self.path:
@@ -60,19 +32,16 @@ class GpuRegistry:
             with open(self.path + ".lock", "a") as lock:
                 if fcntl is not None:
                     fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-                data = self._read()
+                data = read_json(self.path, [])
                 entries = [
-                    e for e in self._entries(data) if not (isinstance(e, dict) and e.get("pid") == self.pid)
+                    e for e in process_entries(data) if not (isinstance(e, dict) and e.get("pid") == self.pid)
                 ] + mine
                 if isinstance(data, dict):
                     data = dict(data)
                     data["processes"] = entries
                 else:
                     data = entries
-                tmp = "%s.%d.tmp" % (self.path, self.pid)
-                with open(tmp, "w") as f:
-                    json.dump(data, f, indent=1, sort_keys=True)
-                os.replace(tmp, self.path)
+                write_json(self.path, data, indent=1)
         except OSError:
             pass
 
@@ -97,15 +66,9 @@ class GpuRegistry:
         used = dict.fromkeys(self.gpus, 0)
         if not self.path:
             return used
-        for e in self._entries(self._read()):
-            if not isinstance(e, dict) or e.get("pid") == self.pid:
-                continue
-            if not (e.get("sticky") or _pid_alive(e.get("pid"))):
-                continue
-            gpus = e.get("gpus", e.get("gpu"))
-            for g in gpus if isinstance(gpus, list) else [gpus]:
-                if g in used:
-                    used[g] += int(e.get("vram_bytes", 0) or 0)
+        for g, e in gpu_processes(read_json(self.path, [])):
+            if g in used and e.get("pid") != self.pid:
+                used[g] += int(e.get("vram_bytes", 0) or 0)
         return used
 
 
@@ -128,10 +91,6 @@ def visible_gpus(count):
 
 
 def _mig_index(uuid):
-    folder = os.environ.get("ROCM_CONSOLE_SIM_DIR")
-    try:
-        with open(os.path.join(folder or "", "nvml-uuids.json")) as f:
-            index = json.load(f).get(uuid)
-    except (OSError, ValueError, AttributeError):
-        return None
+    uuids = read_json(os.path.join(os.environ.get(ENV_DIR) or "", "nvml-uuids.json"))
+    index = uuids.get(uuid) if isinstance(uuids, dict) else None
     return index if isinstance(index, int) else None

@@ -144,6 +144,22 @@ class Metrics:
         self.engine = engine
         tokens = one_two_five(max_model_len)
         F = Family
+
+        def counter(name, doc):
+            return Family(name, doc, "counter")
+
+        def histogram(name, doc, bounds):
+            return Family(name, doc, "histogram", bounds)
+
+        def token_counts(name, doc):
+            """Tokens per request, in 1-2-5 steps up to the model's length."""
+            return histogram(name, doc, tokens)
+
+        def phase_time(name, phase):
+            """Seconds a request spent in one phase of its life (vLLM's four phase histograms)."""
+            doc = "Histogram of time spent in %s phase for request." % phase
+            return histogram("vllm:request_%s_time_seconds" % name, doc, REQUEST_BUCKETS)
+
         self.running = F(
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
@@ -178,89 +194,49 @@ class Metrics:
         self.kv_usage = F(
             "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge", value_fn=engine.kv_usage
         )
-        self.prefix_queries = F(
-            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", "counter"
+        self.prefix_queries = counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
         )
-        self.prefix_hits = F(
-            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "counter"
-        )
-        self.preemptions = F("vllm:num_preemptions", "Cumulative number of preemption from the engine.", "counter")
-        self.prompt_tokens = F("vllm:prompt_tokens", "Number of prefill tokens processed.", "counter")
-        self.generation_tokens = F("vllm:generation_tokens", "Number of generation tokens processed.", "counter")
-        self.success = F("vllm:request_success", "Count of successfully processed requests.", "counter")
+        self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
+        self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
+        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
+        self.success = counter("vllm:request_success", "Count of successfully processed requests.")
         for reason in FINISH_REASONS:
             self.success.labels(finished_reason=reason)
-        self.req_prompt = F("vllm:request_prompt_tokens", "Number of prefill tokens processed.", "histogram", tokens)
-        self.req_generation = F(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.", "histogram", tokens
+        self.req_prompt = token_counts("vllm:request_prompt_tokens", "Number of prefill tokens processed.")
+        self.req_generation = token_counts("vllm:request_generation_tokens", "Number of generation tokens processed.")
+        self.iteration = histogram(
+            "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_BUCKETS
         )
-        self.iteration = F(
-            "vllm:iteration_tokens_total",
-            "Histogram of number of tokens per engine_step.",
-            "histogram",
-            ITERATION_BUCKETS,
+        self.max_gen = token_counts(
+            "vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens."
         )
-        self.max_gen = F(
-            "vllm:request_max_num_generation_tokens",
-            "Histogram of maximum number of requested generation tokens.",
-            "histogram",
-            tokens,
+        self.params_n = histogram("vllm:request_params_n", "Histogram of the n request parameter.", [1, 2, 5, 10, 20])
+        self.params_max_tokens = token_counts(
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter."
         )
-        self.params_n = F(
-            "vllm:request_params_n", "Histogram of the n request parameter.", "histogram", [1, 2, 5, 10, 20]
+        self.ttft = histogram(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
         )
-        self.params_max_tokens = F(
-            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", "histogram", tokens
+        self.itl = histogram(
+            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS
         )
-        self.ttft = F(
-            "vllm:time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            "histogram",
-            TTFT_BUCKETS,
-        )
-        self.itl = F(
-            "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", "histogram", ITL_BUCKETS
-        )
-        self.tpot = F(
+        self.tpot = histogram(
             "vllm:request_time_per_output_token_seconds",
             "Histogram of time_per_output_token_seconds per request.",
-            "histogram",
             ITL_BUCKETS,
         )
-        self.e2e = F(
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of e2e request latency in seconds.",
-            "histogram",
-            REQUEST_BUCKETS,
+        self.e2e = histogram(
+            "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", REQUEST_BUCKETS
         )
-        self.queue = F(
-            "vllm:request_queue_time_seconds",
-            "Histogram of time spent in WAITING phase for request.",
-            "histogram",
-            REQUEST_BUCKETS,
-        )
-        self.inference = F(
-            "vllm:request_inference_time_seconds",
-            "Histogram of time spent in RUNNING phase for request.",
-            "histogram",
-            REQUEST_BUCKETS,
-        )
-        self.prefill = F(
-            "vllm:request_prefill_time_seconds",
-            "Histogram of time spent in PREFILL phase for request.",
-            "histogram",
-            REQUEST_BUCKETS,
-        )
-        self.decode = F(
-            "vllm:request_decode_time_seconds",
-            "Histogram of time spent in DECODE phase for request.",
-            "histogram",
-            REQUEST_BUCKETS,
-        )
-        self.req_preemptions = F(
+        self.queue = phase_time("queue", "WAITING")
+        self.inference = phase_time("inference", "RUNNING")
+        self.prefill = phase_time("prefill", "PREFILL")
+        self.decode = phase_time("decode", "DECODE")
+        self.req_preemptions = histogram(
             "vllm:request_num_preemptions",
             "Histogram of the number of times a request was preempted.",
-            "histogram",
             [0, 1, 2, 5, 10, 20, 50],
         )
         self.cache_info = F(

@@ -7,6 +7,7 @@ import json
 import random
 import sys
 import time
+import types
 
 from .model_profile import ModelProfile
 
@@ -24,32 +25,33 @@ _FLAGS_WITHOUT_VALUE = (
 _GONE = ("--num-scheduler-steps", "--speculative-model", "--num-speculative-tokens", "--use-v2-block-manager")
 
 
-class _Args(object):
-    def __init__(self):
-        self.model = None
-        self.tensor_parallel_size = 1
-        self.pipeline_parallel_size = 1
-        self.batch_size = 8
-        self.input_len = None
-        self.output_len = None
-        self.random_input_len = 1024
-        self.random_output_len = 128
-        self.num_prompts = 1000
-        self.num_iters = 30
-        self.num_iters_warmup = 10
-        self.output_json = None
-        self.dtype = "auto"
-        self.quantization = None
-        self.kv_cache_dtype = "auto"
-        self.enforce_eager = False
-        self.async_scheduling = False
-        self.max_model_len = None
-        self.seed = 0
+# What parse() starts from: vLLM 0.32's defaults of the flags the simulator reads.
+_DEFAULTS = {
+    "model": None,
+    "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "batch_size": 8,
+    "input_len": None,
+    "output_len": None,
+    "random_input_len": 1024,
+    "random_output_len": 128,
+    "num_prompts": 1000,
+    "num_iters": 30,
+    "num_iters_warmup": 10,
+    "output_json": None,
+    "dtype": "auto",
+    "quantization": None,
+    "kv_cache_dtype": "auto",
+    "enforce_eager": False,
+    "async_scheduling": False,
+    "max_model_len": None,
+    "seed": 0,
+}
 
 
 def parse(kind, argv):
-    """Known flags into _Args; others accepted (a value is taken when one follows)."""
-    args = _Args()
+    """Known flags over _DEFAULTS; others accepted (a value is taken when one follows)."""
+    args = types.SimpleNamespace(**_DEFAULTS)
     names = {
         "--model": ("model", str),
         "--tensor-parallel-size": ("tensor_parallel_size", int),

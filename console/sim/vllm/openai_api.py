@@ -292,28 +292,21 @@ class OpenAIServer(HttpServer):
                 "completion_tokens": req.generated,
             }
 
+        def chunk(choices, **after):
+            """One streamed chunk: its header, the choices, then `after` in order (vLLM's key order)."""
+            out = {"id": req.rid, "object": obj, "created": req.created, "model": model, "choices": choices}
+            out.update(after)
+            return out
+
         try:
             if req.chat:
-                send(
-                    dumps(
-                        {
-                            "id": req.rid,
-                            "object": obj,
-                            "created": req.created,
-                            "model": model,
-                            "choices": [
-                                {
-                                    "index": 0,
-                                    "delta": {"role": "assistant", "content": ""},
-                                    "logprobs": None,
-                                    "finish_reason": None,
-                                }
-                            ],
-                            "prompt_token_ids": None,
-                            "prompt_text": None,
-                        }
-                    )
-                )
+                role = {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+                send(dumps(chunk([role], prompt_token_ids=None, prompt_text=None)))
             while True:
                 text, fin = await req.events.get()
                 if writer.is_closing():
@@ -334,27 +327,12 @@ class OpenAIServer(HttpServer):
                 if fin or not req.chat:
                     choice["stop_reason"] = None
                 choice["token_ids"] = None
-                chunk = {"id": req.rid, "object": obj, "created": req.created, "model": model, "choices": [choice]}
-                if continuous:
-                    chunk["usage"] = usage()
-                send(dumps(chunk))
+                send(dumps(chunk([choice], usage=usage()) if continuous else chunk([choice])))
                 await writer.drain()
                 if fin:
                     break
             if include_usage:
-                send(
-                    dumps(
-                        {
-                            "id": req.rid,
-                            "object": obj,
-                            "created": req.created,
-                            "model": model,
-                            "choices": [],
-                            "usage": usage(),
-                            "system_fingerprint": FINGERPRINT,
-                        }
-                    )
-                )
+                send(dumps(chunk([], usage=usage(), system_fingerprint=FINGERPRINT)))
             send(b"[DONE]")
             if http11:
                 writer.write(b"0\r\n\r\n")

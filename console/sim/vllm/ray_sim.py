@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from .statefiles import pid_alive, read_json
+
 RAY_VERSION = "2.60.0"
 ENV_RAY = "ROCM_CONSOLE_RAY"  # the `ray` command the simulated vllm asks
 
@@ -42,20 +44,6 @@ def _say(level, where, text, err=False):
     stream.flush()
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open("/proc/%d/stat" % pid) as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def _members(folder):
     out = []
     try:
@@ -65,12 +53,10 @@ def _members(folder):
     for name in names:
         if not name.endswith(".json"):
             continue
-        try:
-            with open(os.path.join(folder, name)) as fh:
-                rec = json.load(fh)
-        except (OSError, ValueError):
+        rec = read_json(os.path.join(folder, name))
+        if rec is None:
             continue
-        if _alive(int(rec.get("pid") or 0)):
+        if pid_alive(int(rec.get("pid") or 0)):
             out.append(rec)
         else:  # a member killed outright (SIGKILL) left its file: drop it
             try:
