@@ -20,9 +20,10 @@ from console.cli.common import (
     load_selected_profile,
     parse_pairs,
     pick_node,
+    positive_int,
 )
-from console.core.bench_argv import apply_bench_overrides
-from console.core.model import NodeSpec, Profile
+from console.core.bench_argv import apply_bench_overrides, build_bench_argv
+from console.core.model import BenchPreset, NodeSpec, Profile
 from console.core.results.build import run_from_console
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.status_view import fmt_num
@@ -69,7 +70,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         )
         p.add_argument("--label", help="label stored with the result")
         p.add_argument("--no-store", action="store_true", help="do not store the result")
-    run.add_argument("--concurrency", type=int, metavar="N", help="max concurrency for this run")
+    run.add_argument("--concurrency", type=positive_int, metavar="N", help="max concurrency for this run")
     run.add_argument(
         "--group", metavar="NAME", help="a replica group: one client per replica, load split, one merged result"
     )
@@ -177,14 +178,41 @@ async def _ready_instance(service: InstanceService, node: NodeSpec, name: str) -
     return view
 
 
-async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> int:
-    node = pick_node(profile, args.node)
+def bench_inputs(args, profile: Profile) -> tuple[BenchPreset, dict[str, str], dict[str, str]]:
+    """The preset, its `--set` overrides and `--env`, checked before any node is asked: an
+    unknown key, a bad value or a combination the client cannot run is one line, exit 2."""
     preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
     if preset is None:
         names = ", ".join(p.name for p in profile.bench_presets) or "none"
         raise UsageError(f"unknown bench preset {args.preset!r} (known: {names})")
     overrides = parse_pairs(args.set, "--set")
     env = parse_pairs(args.env, "--env")
+    if args.label is not None and args.no_store:
+        raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
+    try:
+        applied = apply_bench_overrides(preset, overrides)
+        # a dry build: what the client could not run as asked fails here, not on the node
+        build_bench_argv(
+            applied,
+            client_cmd=("vllm",),
+            base_url="http://127.0.0.1:8000",
+            model="model",
+            result_dir="/tmp",
+            result_filename="result.json",
+            max_concurrency=None,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return preset, overrides, env
+
+
+def _overridden(overrides: dict[str, str], key: str) -> bool:
+    return any(k.lstrip("-").replace("-", "_") == key for k in overrides)
+
+
+async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> int:
+    node = pick_node(profile, args.node)
+    preset, overrides, env = bench_inputs(args, profile)
     pool = TransportPool()
     runner = BenchRunner(pool)
     store = None if args.no_store else ResultStore()
@@ -237,14 +265,20 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
     return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILED
 
 
-def _sweep_points(args, profile: Profile) -> Sequence[int | None]:
+def concurrency_points(args, profile: Profile) -> Sequence[int | None]:
+    preset, overrides, _ = bench_inputs(args, profile)
+    applied = apply_bench_overrides(preset, overrides)  # checked by bench_inputs
+    if args.concurrency is not None and _overridden(overrides, "max_concurrency"):
+        raise UsageError("give --concurrency or --set max_concurrency, not both")
     if args.bench_command == "run":
         if args.concurrency is not None:
-            if args.concurrency < 1:
-                raise UsageError(f"--concurrency {args.concurrency}: must be >= 1")
             return [args.concurrency]
-        preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
-        return [preset.max_concurrency[0] if preset and preset.max_concurrency else None]
+        if len(applied.max_concurrency) > 1 and _overridden(overrides, "max_concurrency"):
+            raise UsageError(
+                f"--set max_concurrency={','.join(map(str, applied.max_concurrency))}: bench run runs one "
+                "concurrency; bench sweep runs a list"
+            )
+        return [applied.max_concurrency[0] if applied.max_concurrency else None]
     if args.concurrency:
         try:
             points = [int(x) for x in args.concurrency.split(",") if x.strip()]
@@ -252,11 +286,12 @@ def _sweep_points(args, profile: Profile) -> Sequence[int | None]:
             raise UsageError(f"--concurrency {args.concurrency!r}: expected a list like 1,4,16,64") from None
         if not points or min(points) < 1:
             raise UsageError(f"--concurrency {args.concurrency!r}: expected positive numbers")
+        if len(set(points)) != len(points):
+            raise UsageError(f"--concurrency {args.concurrency!r}: a value is listed twice")
         return points
-    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
-    if preset is None or len(preset.max_concurrency) < 2:
+    if len(applied.max_concurrency) < 2:
         raise UsageError(f"preset {args.preset!r} has no concurrency list: give --concurrency 1,4,16")
-    return list(preset.max_concurrency)
+    return list(applied.max_concurrency)
 
 
 async def _runs(args, profile: Profile) -> int:
@@ -285,11 +320,33 @@ async def _runs(args, profile: Profile) -> int:
 async def _cancel(args, profile: Profile) -> int:
     node = pick_node(profile, args.node)
     pool = TransportPool()
+    runner = BenchRunner(pool)
+
+    async def record() -> dict | None:
+        return next((r for r in await runner.runs(node) if r.get("name") == args.run), None)
+
     try:
-        await BenchRunner(pool).cancel(node, args.run)
+        rec = await record()
+        if rec is None:
+            raise BenchRunError(f"{node.name}: no benchmark run named {args.run} (bench runs lists them)")
+        if rec.get("state") == "running":
+            await runner.cancel(node, args.run)
+            after = await record()
+            if after is None or after.get("state") == "running":  # the node did not end it
+                raise BenchRunError(f"{node.name}: {args.run} is still running: the node did not stop it")
+            rec, done = after, "cancelled"
+        else:
+            done = f"already {rec.get('state')} (exit {rec.get('exit_code')})"
     finally:
         await pool.close()
-    print(f"{args.run}: cancelled")
+    if args.json:
+        print(
+            json.dumps(
+                {"run": args.run, "node": node.name, "state": rec.get("state"), "exit_code": rec.get("exit_code")}
+            )
+        )
+    else:
+        print(f"{args.run}: {done}")
     return EXIT_OK
 
 
@@ -305,7 +362,8 @@ async def _run_or_sweep(args, profile: Profile) -> int:
         raise UsageError("--url goes with --group")
     if not args.instance:
         raise UsageError(f"bench {args.bench_command} needs --instance NAME (or --group NAME)")
-    return await _run_points(args, profile, _sweep_points(args, profile))
+    points = concurrency_points(args, profile)
+    return await _run_points(args, profile, points)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,8 +19,11 @@ from console.cli.common import (
     add_profile_options,
     guarded,
     load_selected_profile,
+    non_negative_int,
     parse_pairs,
     pick_node,
+    positive_int,
+    positive_seconds,
 )
 from console.cli.serve import parse_gpus
 from console.core.errors import ProfileError
@@ -31,6 +34,7 @@ from console.core.offline_bench import (
     OfflineError,
     OfflinePreset,
     apply_offline_overrides,
+    check_extra_args,
     load_offline_presets,
 )
 from console.core.profiles import PROFILES_DIR
@@ -83,14 +87,16 @@ def add_parsers(ops) -> list[argparse.ArgumentParser]:
     acc.add_argument("--node", metavar="NAME")
     acc.add_argument("--instance", required=True, metavar="NAME", help="a ready instance on the node")
     acc.add_argument("--task", default="gsm8k", help="lm_eval task (default gsm8k, as seed 002)")
-    acc.add_argument("--limit", type=int, metavar="N", help="samples to evaluate (all when left out)")
+    acc.add_argument("--limit", type=positive_int, metavar="N", help="samples to evaluate (all when left out)")
     acc.add_argument(
         "--dataset", metavar="PATH", help="a local copy: folder with test.jsonl [train.jsonl], or a .jsonl"
     )
-    acc.add_argument("--num-fewshot", type=int, metavar="K", help="few-shot examples (the task's default otherwise)")
+    acc.add_argument(
+        "--num-fewshot", type=non_negative_int, metavar="K", help="few-shot examples (the task's default otherwise)"
+    )
     acc.add_argument("--chat", action="store_true", help="local-chat-completions instead of local-completions")
     acc.add_argument("--lm-eval", metavar="PATH", help="the lm_eval program (default: scripts/setup-lm-eval's)")
-    acc.add_argument("--timeout", type=float, default=3600, metavar="S", help="give up after S seconds")
+    acc.add_argument("--timeout", type=positive_seconds, default=3600, metavar="S", help="give up after S seconds")
     acc.add_argument("--label", help="label stored with the result")
     acc.add_argument("--no-store", action="store_true")
     parsers.append(acc)
@@ -125,11 +131,52 @@ def _preset(args) -> OfflinePreset:
         preset = OfflinePreset(name="custom", kind=args.bench_command, model=overrides["model"])
     try:
         preset = apply_offline_overrides(preset, overrides)
+        check_extra_args(args.arg)
     except OfflineError as exc:
         raise UsageError(str(exc)) from None
     if preset.kind == "throughput" and (preset.input_len is None or preset.output_len is None):
         raise UsageError("bench throughput: --set input_len=N --set output_len=N (or a preset) are needed")
     return preset
+
+
+def _check_offline_options(args) -> None:
+    """Options this line cannot honour are refused, never dropped without a word."""
+    if args.attach:
+        given = [
+            flag
+            for flag, value in (
+                ("--preset", args.preset),
+                ("--set", args.set),
+                ("--arg", args.arg),
+                ("--env", args.env),
+                ("--gpus", args.gpus),
+                ("--per-gpu", args.per_gpu),
+                ("--detach", args.detach),
+                ("--scripts-dir", args.scripts_dir),
+                ("--client", args.client != "auto"),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(f"--attach follows a run that is already started: {given[0]} does not apply")
+    if args.scripts_dir is not None and args.client == "subcommand":
+        raise UsageError("--scripts-dir is where the benchmark_*.py scripts are: it needs --client script (or auto)")
+    if args.label is not None and args.no_store:
+        raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
+    if args.detach and (args.no_store or args.label is not None):
+        flag = "--no-store" if args.no_store else "--label"
+        raise UsageError(f"{flag} is for the run's result: --detach returns at the start (give it to --attach RUN)")
+
+
+def _tp_for(args, preset: OfflinePreset, gpus: list[int]) -> OfflinePreset:
+    """TP is the number of GPUs (one GPU each with --per-gpu); a --set tp that says otherwise is refused."""
+    overrides = parse_pairs(args.set, "--set")
+    asked = next((k for k in overrides if k.lstrip("-").replace("-", "_") == "tp"), None)
+    want = 1 if args.per_gpu else len(gpus)
+    if asked is not None and preset.tp != want:
+        where = "--per-gpu runs TP 1 on each GPU" if args.per_gpu else f"--gpus {args.gpus} gives {len(gpus)}"
+        raise UsageError(f"--set {asked}={overrides[asked]}: {where} (TP is the number of GPUs)")
+    return dataclasses.replace(preset, tp=want)
 
 
 class _Printer:
@@ -211,6 +258,12 @@ def _reference_line(run: StoredRun) -> str | None:
 
 
 async def _offline(args, profile: Profile) -> int:
+    _check_offline_options(args)
+    if not args.attach:
+        _preset(args)  # bad --set / --arg: one line before any node is asked
+        parse_pairs(args.env, "--env")
+        if args.gpus:
+            parse_gpus(args.gpus)
     node = pick_node(profile, args.node)
     pool = TransportPool()
     runner = OfflineRunner(pool)
@@ -224,10 +277,7 @@ async def _offline(args, profile: Profile) -> int:
             raise UsageError(f"bench {preset.kind}: --gpus LIST is needed (the GPUs must be free)")
         env = parse_pairs(args.env, "--env")
         groups = [[g] for g in gpus] if args.per_gpu else [gpus]
-        if args.per_gpu:
-            preset = dataclasses.replace(preset, tp=1)
-        elif "tp" not in parse_pairs(args.set, "--set"):
-            preset = dataclasses.replace(preset, tp=len(gpus))
+        preset = _tp_for(args, preset, gpus)
         check = await runner.preflight(node, gpus, preset.tp, per_gpu=args.per_gpu)
         printer = _Printer(quiet=args.json, many=len(groups) > 1)
         if args.detach:
@@ -244,9 +294,12 @@ async def _offline(args, profile: Profile) -> int:
                     extra_env=env,
                 )
                 names.append(name)
-                print(f"started {name} on {node.name} (follow: bench {preset.kind} --attach {name})")
-                for note in command.notes:
-                    print(f"  note: {note}")
+                if not args.json:
+                    print(f"started {name} on {node.name} (follow: bench {preset.kind} --attach {name})")
+                    for note in command.notes:
+                        print(f"  note: {note}")
+            if args.json:
+                print(json.dumps({"node": node.name, "runs": names}, indent=2))
             return EXIT_OK
         outcomes = await asyncio.gather(
             *(
@@ -344,8 +397,8 @@ def _list_presets(kind: str) -> int:
 
 async def _accuracy(args, profile: Profile) -> int:
     node = pick_node(profile, args.node)
-    if args.limit is not None and args.limit < 1:
-        raise UsageError(f"--limit {args.limit}: must be 1 or more")
+    if args.label is not None and args.no_store:
+        raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
     pool = TransportPool()
     try:
         runner = AccuracyRunner(pool, lm_eval=args.lm_eval)

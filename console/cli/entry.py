@@ -8,7 +8,14 @@ from typing import Sequence
 
 from console import __version__
 from console.cli import bench, doctor, experiment, partition, results, serve, status, web
-from console.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_profile_options, load_selected_profile
+from console.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    OneLineParser,
+    UsageError,
+    add_profile_options,
+    load_selected_profile,
+)
 from console.core.errors import ProfileError
 
 # In the order `rocm-console --help` lists them.
@@ -25,7 +32,7 @@ COMMAND_GROUPS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="rocm-console",
         description="Terminal control console for vLLM on AMD Instinct GPU nodes.",
     )

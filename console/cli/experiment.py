@@ -282,15 +282,9 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, 
     except ReplicaPlanError as exc:
         raise UsageError(str(exc)) from None
     gpus = _parse_gpus(args.gpus)
-    overrides = parse_pairs(args.set, "--set")
-    env = parse_pairs(args.env, "--env")
-    tp = None
-    for key, value in overrides.items():
-        if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
-            try:
-                tp = int(value)
-            except ValueError:
-                raise UsageError(f"--set {key}={value}: expected a number") from None
+    from console.cli.serve import serve_inputs, wait_timeout
+
+    tp, overrides, env = serve_inputs(args)
     pool = TransportPool()
     service = GroupService(pool)
     try:
@@ -338,7 +332,7 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, 
                     last[0] = line
                     print(f"  {line}", flush=True)
 
-            group = await service.wait_ready(nodes, group, timeout=args.timeout, on_update=update)
+            group = await service.wait_ready(nodes, group, timeout=wait_timeout(args), on_update=update)
             if not args.json:
                 for v in group.failed:
                     print(f"  {v.name}: failed — {v.reason}", flush=True)
@@ -384,15 +378,10 @@ async def serve_group_stop(args: argparse.Namespace, nodes: Sequence[NodeSpec]) 
 
 
 async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Sequence[NodeSpec]) -> int:
-    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
-    if preset is None:
-        names = ", ".join(p.name for p in profile.bench_presets) or "none"
-        raise UsageError(f"unknown bench preset {args.preset!r} (known: {names})")
-    overrides = parse_pairs(args.set, "--set")
-    env = parse_pairs(args.env, "--env")
-    concurrency = args.concurrency
-    if concurrency is None and preset.max_concurrency:
-        concurrency = preset.max_concurrency[0]
+    from console.cli.bench import bench_inputs, concurrency_points
+
+    preset, overrides, env = bench_inputs(args, profile)
+    (concurrency,) = concurrency_points(args, profile)  # --concurrency, else the (overridden) preset's first
     pool = TransportPool()
     try:
         service = GroupService(pool)

@@ -269,10 +269,11 @@ class InstanceService:
         for secret in PASSTHROUGH_SECRETS:
             if secret in environ and secret not in env:
                 env[secret] = environ[secret]
+        # tp is the console's own key (it chose the GPUs): never passed on as a flag, equal or not
+        overrides = {
+            k: v for k, v in (overrides or {}).items() if k.replace("-", "_") not in ("tp", "tensor_parallel_size")
+        }
         if tp != preset.tp:
-            overrides = {
-                k: v for k, v in (overrides or {}).items() if k.replace("-", "_") not in ("tp", "tensor_parallel_size")
-            }
             preset = replace(preset, tp=tp)
         try:
             if preset.runtime == "docker":
