@@ -18,9 +18,11 @@ from console.cli.common import (
     add_profile_options,
     guarded,
     load_selected_profile,
+    not_stored_line,
     parse_pairs,
     pick_node,
     positive_int,
+    say_error,
 )
 from console.core.bench_argv import apply_bench_overrides, build_bench_argv
 from console.core.model import BenchPreset, NodeSpec, Profile
@@ -38,7 +40,7 @@ from console.services.bench import (
 )
 from console.services.instances import InstanceError, InstanceService, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
-from console.services.results import ResultStore
+from console.services.results import ResultStore, StoreError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -217,6 +219,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
     runner = BenchRunner(pool)
     store = None if args.no_store else ResultStore()
     stored: list[StoredRun] = []
+    unstored: list[str] = []  # one line per result the store could not take (kept on the node)
     outcomes: list[RunOutcome] = []
     sweep_id = uuid.uuid4().hex[:8] if len(points) > 1 else None
     try:
@@ -240,7 +243,12 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
                     block=outcome.block,
                     label=args.label,
                 )
-                run_id = store.save(run)
+                try:
+                    run_id = store.save(run)
+                except StoreError as exc:
+                    unstored.append(await not_stored_line(pool, node, outcome.run, run, exc))
+                    say_error(unstored[-1])
+                    continue
                 stored.append(store.get(run_id))
                 if not args.json:
                     print(f"  stored as {run_id}", flush=True)
@@ -262,7 +270,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
             else [{"run": o.run, "ok": o.ok, "reason": o.reason, "result": o.result_json} for o in outcomes]
         )
         print(json.dumps(doc[0] if len(points) == 1 and doc else doc, indent=2))
-    return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILED
+    return EXIT_OK if all(o.ok for o in outcomes) and not unstored else EXIT_FAILED
 
 
 def concurrency_points(args, profile: Profile) -> Sequence[int | None]:

@@ -20,10 +20,12 @@ from console.cli.common import (
     guarded,
     load_selected_profile,
     non_negative_int,
+    not_stored_line,
     parse_pairs,
     pick_node,
     positive_int,
     positive_seconds,
+    say_error,
 )
 from console.cli.serve import parse_gpus
 from console.core.errors import ProfileError
@@ -44,6 +46,7 @@ from console.core.results.reference import load_reference_numbers, reference_mat
 from console.core.serve_argv import redact
 from console.services.accuracy import AccuracyError, AccuracyRunner
 from console.services.instances import InstanceError
+from console.services.node_results import keep_locally, result_place
 from console.services.offline_bench import (
     OfflineOutcome,
     OfflineProgressed,
@@ -52,7 +55,7 @@ from console.services.offline_bench import (
     OfflineStarted,
     preset_from_spec,
 )
-from console.services.results import ResultStore
+from console.services.results import ResultStore, StoreError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -317,7 +320,7 @@ async def _offline(args, profile: Profile) -> int:
                 for group in groups
             )
         )
-        return _finish(args, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
+        return await _finish(args, pool, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
     finally:
         await pool.close()
 
@@ -336,10 +339,10 @@ async def _attach(args, node: NodeSpec, runner: OfflineRunner, store: ResultStor
         print(f"attached to {args.attach} ({rec.get('state')})", flush=True)
     outcome = await runner.follow(node, args.attach, kind, on_event=_Printer(args.json, False))
     snap = await sample_node(runner.pool, node, probe=True)
-    return _finish(args, node, snap, preset, [(gpus, outcome)], store)
+    return await _finish(args, runner.pool, node, snap, preset, [(gpus, outcome)], store)
 
 
-def _finish(args, node, snap, preset: OfflinePreset, results, store: ResultStore | None) -> int:
+async def _finish(args, pool, node, snap, preset: OfflinePreset, results, store: ResultStore | None) -> int:
     docs = []
     ok = True
     for gpus, outcome in results:
@@ -358,10 +361,15 @@ def _finish(args, node, snap, preset: OfflinePreset, results, store: ResultStore
                     label=args.label,
                 )
             except OfflineError as exc:
-                print(f"  not stored: {exc}")
+                where = await result_place(pool, node, outcome.run)
+                say_error(f"{outcome.run}: not stored: {exc} (the result file stays on {node.name} at {where})")
                 ok = False
                 continue
-            stored = _store(store, run)
+            try:
+                stored = _store(store, run)
+            except StoreError as exc:
+                say_error(await not_stored_line(pool, node, outcome.run, run, exc))
+                ok = False
             if not args.json:
                 if stored is not None:
                     print(f"  stored as {stored.id}", flush=True)
@@ -414,16 +422,27 @@ async def _accuracy(args, profile: Profile) -> int:
             on_line=None if args.json else (lambda line: print(f"  {line}", flush=True)),
         )
         run = runner.stored_run(outcome, await runner.context(node, outcome), label=args.label)
-        stored = None if args.no_store else _store(ResultStore(), run)
+        stored, unstored = None, None
+        try:
+            stored = None if args.no_store else _store(ResultStore(), run)
+        except StoreError as exc:
+            kept = keep_locally(run)
+            unstored = f"{args.instance}: accuracy result not stored ({exc})" + (
+                f"; kept in {kept}: store it later with `rocm-console results import {kept}`"
+                if kept
+                else "; printed below as JSON"
+            )
     finally:
         await pool.close()
-    if args.json:
+    if unstored:
+        say_error(unstored)
+    if args.json or (unstored and "printed below" in unstored):
         print(json.dumps(run_to_dict(stored or run), indent=2, default=str))
-        return EXIT_OK
+        return EXIT_FAILED if unstored else EXIT_OK
     print(f"{args.instance}: {outcome.summary}")
     if stored is not None:
         print(f"  stored as {stored.id}")
-    return EXIT_OK
+    return EXIT_FAILED if unstored else EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:

@@ -173,3 +173,15 @@ def guarded(action: Callable[[], int], failures: tuple[type[BaseException], ...]
     except failures as exc:
         say_error(exc)
         return EXIT_FAILED
+
+
+async def not_stored_line(pool: Any, node: NodeSpec, run_name: str, run: Any, exc: Exception) -> str:
+    """The one line for a finished run the store could not take: why, where the result stays,
+    and the command that stores it later (the run is kept beside the result on the node)."""
+    from console.services.node_results import keep_on_node  # here: the TUI's start imports this module
+
+    where = await keep_on_node(pool, node, run_name, run)
+    return (
+        f"{run_name}: not stored ({exc}); the result stays on {node.name} at {where}: "
+        f"store it later with `rocm-console results fetch {run_name} --node {node.name}`"
+    )

@@ -23,6 +23,7 @@ from console.cli.common import (
     load_selected_profile,
     parse_pairs,
     pick_node,
+    say_error,
 )
 from console.core.experiment import ExperimentError, load_experiment, load_state
 from console.core.experiment_report import ExperimentReport, build_report
@@ -34,14 +35,14 @@ from console.services.group_bench import GroupBenchRunner, format_group_outcome,
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.partitions import PartitionFailed
-from console.services.results import ResultStore
+from console.services.results import ResultStore, StoreError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _MARKERS = ("o", "x", "+", "*", "#", "@")
-FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed)
+FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed, StoreError)
 DEMO_LAB = "mi300x-lab"
 
 
@@ -429,7 +430,15 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         )
     finally:
         await pool.close()
-    stored = [] if args.no_store else store_group(ResultStore(), outcome, group, preset, label=args.label)
+    unstored = None
+    try:
+        stored = [] if args.no_store else store_group(ResultStore(), outcome, group, preset, label=args.label)
+    except StoreError as exc:
+        stored = []
+        places = ", ".join(f"{o.run} on {o.node}" for o in outcome.outcomes if o.result_json is not None)
+        unstored = f"group {outcome.group}: not stored ({exc}); each replica's result stays on its node" + (
+            f" ({places}): store them later with `rocm-console results fetch RUN --node NODE`" if places else ""
+        )
     if args.json:
         print(
             json.dumps(
@@ -448,7 +457,9 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         print(format_group_outcome(outcome))
         if stored:
             print(f"  stored as {stored[-1]} (the group), with {len(stored) - 1} replica results")
-    return EXIT_OK if outcome.ok else EXIT_FAILED
+    if unstored:
+        say_error(unstored)
+    return EXIT_OK if outcome.ok and not unstored else EXIT_FAILED
 
 
 # ---------------------------------------------------------------- dispatch

@@ -49,7 +49,9 @@ REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    results = sub.add_parser("results", help="stored benchmark results: list, show, compare, export, import")
+    results = sub.add_parser(
+        "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
+    )
     ops = results.add_subparsers(dest="results_command", metavar="ACTION")
     ops.required = True
     lst = ops.add_parser("list", help="stored runs, oldest first")
@@ -71,13 +73,24 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     export.add_argument("--all", action="store_true", help="every stored run")
     export.add_argument("--format", required=True, choices=("json", "csv", "md"))
     export.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
-    imp = ops.add_parser("import", help="vLLM result JSON or captured client output (files or folders)")
+    imp = ops.add_parser(
+        "import", help="vLLM result JSON, captured client output or the console's own result files (files or folders)"
+    )
     imp.add_argument("paths", nargs="+", metavar="PATH")
     imp.add_argument("--label", metavar="TEXT", help="label for every imported run")
     imp.add_argument("--node", metavar="NAME", help="node the runs ran on (else unknown)")
-    for p in (lst, show, compare, imp):
+    fetch = ops.add_parser(
+        "fetch",
+        help="store finished benchmark runs from their node (a result the store could not take, or another console's)",
+    )
+    fetch.add_argument("runs", nargs="+", metavar="RUN", help="run name on the node (bench runs lists them)")
+    fetch.add_argument("--node", metavar="NAME", help="node the run ran on (needed when the profile has several)")
+    fetch.add_argument("--label", metavar="TEXT", help="label stored with the run")
+    delete = ops.add_parser("delete", help="remove stored runs")
+    delete.add_argument("ids", nargs="+", metavar="ID", help="run id or a unique prefix")
+    for p in (lst, show, compare, imp, fetch, delete):
         p.add_argument("--json", action="store_true", help="print JSON")
-    parsers = [lst, show, compare, export, imp]
+    parsers = [lst, show, compare, export, imp, fetch, delete]
     for p in parsers:
         add_profile_options(p)  # accepted like everywhere, though results need no profile
     return parsers
@@ -350,14 +363,79 @@ def _import(args, store: ResultStore) -> int:
     return report.exit_code
 
 
+def _delete(args, store: ResultStore) -> int:
+    ids = []
+    for ref in args.ids:  # every id checked first: a typo deletes nothing
+        try:
+            ids.append(store.resolve(ref))
+        except KeyError as exc:
+            raise UsageError(exc.args[0]) from None
+    for run_id in dict.fromkeys(ids):
+        try:
+            store.delete(run_id)
+        except KeyError:  # another console deleted it meanwhile: gone either way
+            pass
+        if not args.json:
+            print(f"deleted {run_id}")
+    if args.json:
+        print(json.dumps({"deleted": list(dict.fromkeys(ids))}))
+    return EXIT_OK
+
+
+def _fetch(args, store: ResultStore) -> int:
+    """`results fetch RUN...`: a finished run from its node into the store (services/node_results.py)."""
+    import asyncio
+
+    from console.cli.common import load_selected_profile, pick_node
+    from console.services.node_results import FetchError, fetch_run
+    from console.services.transports import TransportPool
+
+    profile = load_selected_profile(args)
+    node = pick_node(profile, args.node)
+    presets = {p.name: p for p in profile.bench_presets}
+
+    async def fetch_all() -> int:
+        pool = TransportPool()
+        failed = False
+        docs = []
+        try:
+            for name in dict.fromkeys(args.runs):
+                try:
+                    got = await fetch_run(pool, node, name, store, presets=presets, label=args.label)
+                except FetchError as exc:
+                    say_error(exc)
+                    failed = True
+                    continue
+                docs.append({**run_to_dict(got.run), "new": got.new})
+                if not args.json:
+                    how = "stored as" if got.new else "already stored as"
+                    print(f"{name}: {how} {got.run.id}")
+        finally:
+            await pool.close()
+        if args.json:
+            print(json.dumps({"runs": docs}, indent=2, default=str, allow_nan=False))
+        return EXIT_FAILED if failed else EXIT_OK
+
+    return asyncio.run(fetch_all())
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run a `results` action. No profile is needed (results are local)."""
+    """Run a `results` action. No profile is needed (results are local), except to fetch from a node."""
+    from console.services.results import StoreError
+    from console.transport.base import TransportError
+
     store = ResultStore()
-    action = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import}[
-        args.results_command
-    ]
+    action = {
+        "list": _list,
+        "show": _show,
+        "compare": _compare,
+        "export": _export,
+        "import": _import,
+        "fetch": _fetch,
+        "delete": _delete,
+    }[args.results_command]
     try:
-        return guarded(lambda: action(args, store))
+        return guarded(lambda: action(args, store), failures=(StoreError, TransportError))
     except ValueError as exc:  # a stored file that cannot be read
         say_error(" ".join(str(exc).split()))
         return EXIT_FAILED

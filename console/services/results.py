@@ -290,10 +290,10 @@ class ResultStore:
         return self.add(run).id
 
     def add(self, run: StoredRun) -> Saved:
-        """Store a run unless the same result is stored already (same fingerprint, any id).
+        """Store a run unless the same result is stored already (same fingerprint, any id):
+        then the stored file is left as it is (update() replaces one, e.g. for a new label).
 
-        Its own id is kept when free (the same run saved again under its id replaces
-        its file, e.g. a new label); a taken id gets new hex. The check and the write
+        Its own id is kept when free; a taken id gets new hex. The check and the write
         hold the store's lock, so this holds across processes. StoreError when the
         store cannot be written."""
         if not run.id:
@@ -303,7 +303,7 @@ class ResultStore:
             try:
                 index = self._fingerprint_index()
                 if run.fingerprint and index.get(run.id) == run.fingerprint:
-                    return Saved(self.update(run), False)
+                    return Saved(run.id, False)
                 existing = next((i for i, fp in index.items() if fp and fp == run.fingerprint), None)
                 if existing is not None:
                     return Saved(existing, False)
