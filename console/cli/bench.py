@@ -19,13 +19,13 @@ from console.cli.common import (
     guarded,
     load_selected_profile,
     not_stored_line,
-    parse_pairs,
     pick_node,
     positive_int,
     say_error,
 )
-from console.core.bench_argv import apply_bench_overrides, build_bench_argv
-from console.core.model import BenchPreset, NodeSpec, Profile
+from console.cli.inputs import bench_inputs, concurrency_points
+from console.core.bench_argv import apply_bench_overrides
+from console.core.model import NodeSpec, Profile
 from console.core.results.build import run_from_console
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.status_view import fmt_num
@@ -180,38 +180,6 @@ async def _ready_instance(service: InstanceService, node: NodeSpec, name: str) -
     return view
 
 
-def bench_inputs(args, profile: Profile) -> tuple[BenchPreset, dict[str, str], dict[str, str]]:
-    """The preset, its `--set` overrides and `--env`, checked before any node is asked: an
-    unknown key, a bad value or a combination the client cannot run is one line, exit 2."""
-    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
-    if preset is None:
-        names = ", ".join(p.name for p in profile.bench_presets) or "none"
-        raise UsageError(f"unknown bench preset {args.preset!r} (known: {names})")
-    overrides = parse_pairs(args.set, "--set")
-    env = parse_pairs(args.env, "--env")
-    if args.label is not None and args.no_store:
-        raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
-    try:
-        applied = apply_bench_overrides(preset, overrides)
-        # a dry build: what the client could not run as asked fails here, not on the node
-        build_bench_argv(
-            applied,
-            client_cmd=("vllm",),
-            base_url="http://127.0.0.1:8000",
-            model="model",
-            result_dir="/tmp",
-            result_filename="result.json",
-            max_concurrency=None,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return preset, overrides, env
-
-
-def _overridden(overrides: dict[str, str], key: str) -> bool:
-    return any(k.lstrip("-").replace("-", "_") == key for k in overrides)
-
-
 async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> int:
     node = pick_node(profile, args.node)
     preset, overrides, env = bench_inputs(args, profile)
@@ -271,35 +239,6 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
         )
         print(json.dumps(doc[0] if len(points) == 1 and doc else doc, indent=2))
     return EXIT_OK if all(o.ok for o in outcomes) and not unstored else EXIT_FAILED
-
-
-def concurrency_points(args, profile: Profile) -> Sequence[int | None]:
-    preset, overrides, _ = bench_inputs(args, profile)
-    applied = apply_bench_overrides(preset, overrides)  # checked by bench_inputs
-    if args.concurrency is not None and _overridden(overrides, "max_concurrency"):
-        raise UsageError("give --concurrency or --set max_concurrency, not both")
-    if args.bench_command == "run":
-        if args.concurrency is not None:
-            return [args.concurrency]
-        if len(applied.max_concurrency) > 1 and _overridden(overrides, "max_concurrency"):
-            raise UsageError(
-                f"--set max_concurrency={','.join(map(str, applied.max_concurrency))}: bench run runs one "
-                "concurrency; bench sweep runs a list"
-            )
-        return [applied.max_concurrency[0] if applied.max_concurrency else None]
-    if args.concurrency:
-        try:
-            points = [int(x) for x in args.concurrency.split(",") if x.strip()]
-        except ValueError:
-            raise UsageError(f"--concurrency {args.concurrency!r}: expected a list like 1,4,16,64") from None
-        if not points or min(points) < 1:
-            raise UsageError(f"--concurrency {args.concurrency!r}: expected positive numbers")
-        if len(set(points)) != len(points):
-            raise UsageError(f"--concurrency {args.concurrency!r}: a value is listed twice")
-        return points
-    if len(applied.max_concurrency) < 2:
-        raise UsageError(f"preset {args.preset!r} has no concurrency list: give --concurrency 1,4,16")
-    return list(applied.max_concurrency)
 
 
 async def _runs(args, profile: Profile) -> int:

@@ -27,7 +27,7 @@ from console.cli.common import (
     positive_seconds,
     say_error,
 )
-from console.cli.serve import parse_gpus
+from console.cli.inputs import parse_gpus
 from console.core.errors import ProfileError
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.offline_bench import (

@@ -25,6 +25,7 @@ from console.cli.common import (
     pick_node,
     say_error,
 )
+from console.cli.inputs import bench_inputs, concurrency_points, serve_inputs, wait_timeout
 from console.core.experiment import ExperimentError, load_experiment, load_state
 from console.core.experiment_report import ExperimentReport, build_report
 from console.core.model import NodeSpec, Profile, SimulateSpec
@@ -283,8 +284,6 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, 
     except ReplicaPlanError as exc:
         raise UsageError(str(exc)) from None
     gpus = _parse_gpus(args.gpus)
-    from console.cli.serve import serve_inputs, wait_timeout
-
     tp, overrides, env = serve_inputs(args)
     pool = TransportPool()
     service = GroupService(pool)
@@ -379,8 +378,6 @@ async def serve_group_stop(args: argparse.Namespace, nodes: Sequence[NodeSpec]) 
 
 
 async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Sequence[NodeSpec]) -> int:
-    from console.cli.bench import bench_inputs, concurrency_points
-
     preset, overrides, env = bench_inputs(args, profile)
     (concurrency,) = concurrency_points(args, profile)  # --concurrency, else the (overridden) preset's first
     pool = TransportPool()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 from dataclasses import replace
 from typing import Sequence
 
@@ -15,7 +16,6 @@ from console.cli.common import (
     add_profile_options,
     guarded,
     load_selected_profile,
-    parse_pairs,
     pick_node,
     port_arg,
     positive_int,
@@ -23,11 +23,11 @@ from console.cli.common import (
     say_error,
     select_nodes,
 )
+from console.cli.inputs import WAIT_TIMEOUT, parse_gpus, serve_inputs, wait_timeout
 from console.core.model import NodeSpec, Profile
 from console.core.multinode import is_multinode
-from console.core.serve_argv import check_serve_overrides, redact, take_tp
+from console.core.serve_argv import api_key_from, redact
 from console.services.instances import (
-    NAME_RE,
     InstanceError,
     InstanceService,
     InstanceState,
@@ -40,7 +40,6 @@ from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
-WAIT_TIMEOUT = 900.0  # serve start --wait, unless --timeout says otherwise
 _ENDED = (InstanceState.STOPPED, InstanceState.EXITED, InstanceState.FAILED)
 
 
@@ -98,18 +97,6 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     return parsers
 
 
-def parse_gpus(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        gpus = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--gpus {text!r}: expected a comma-separated list of GPU indices, e.g. 0,1") from None
-    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
-        raise UsageError(f"--gpus {text!r}: expected distinct non-negative GPU indices")
-    return gpus
-
-
 def view_line(v: InstanceView) -> str:
     gpus = ",".join(map(str, v.gpus)) or "-"
     detail = v.reason or v.stage_detail or v.stage or ""
@@ -134,35 +121,17 @@ def _redacted(d: dict) -> dict:
     return d
 
 
-def serve_inputs(args: argparse.Namespace) -> tuple[int | None, dict[str, str], dict[str, str]]:
-    """`--set`, `--env`, `--arg`, `--name`, `--timeout` of `serve start`, checked before any node is asked:
-    (the TP asked for with --set tp=N, the other overrides, the environment). UsageError otherwise."""
-    overrides = parse_pairs(args.set, "--set")
-    env = parse_pairs(args.env, "--env")
-    try:
-        tp, overrides = take_tp(overrides)
-        check_serve_overrides(overrides, args.arg)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if args.name is not None and not NAME_RE.match(args.name):
-        raise UsageError(
-            f"--name {args.name!r}: letters, digits, '.', '_' and '-' (at most 64, a letter or digit first)"
-        )
-    if args.timeout is not None and not args.wait:
-        raise UsageError("--timeout is how long --wait waits: add --wait")
-    return tp, overrides, env
-
-
-def wait_timeout(args: argparse.Namespace) -> float:
-    return WAIT_TIMEOUT if args.timeout is None else args.timeout
-
-
 async def _start(args: argparse.Namespace, profile: Profile) -> int:
     preset = next((p for p in profile.serve_presets if p.name == args.preset), None)
     if preset is None:
         names = ", ".join(p.name for p in profile.serve_presets) or "none"
         raise UsageError(f"unknown serve preset {args.preset!r} (known: {names})")
     tp, overrides, env = serve_inputs(args)
+    if preset.api_key_env:  # before any node is asked: the instance would start without its key
+        try:
+            api_key_from(preset.api_key_env, os.environ, f"preset {preset.name}")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if args.replicas is not None:  # a replica group: console/cli/experiment.py
         from console.cli.experiment import serve_group_start
 

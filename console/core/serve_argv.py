@@ -22,6 +22,7 @@ __all__ = [
     "ServeCommand",
     "apply_overrides",
     "build_docker_argv",
+    "api_key_from",
     "build_serve_argv",
     "check_serve_overrides",
     "looks_secret",
@@ -202,6 +203,15 @@ def apply_overrides(args: Sequence[str], overrides: Mapping[str, str]) -> tuple[
             out.append((norm, [flag] if word == "true" else [flag, value]))
         units = out
     return tuple(item for _, items in units for item in items)
+
+
+def api_key_from(variable: str, environ: Mapping[str, str], what: str) -> str:
+    """The API key in `variable` of the console's environment (a preset's api_key_env);
+    ValueError naming the variable (never a value) when it is unset or empty."""
+    value = environ.get(variable, "")
+    if not value.strip():
+        raise ValueError(f"{what}: api_key_env {variable} is not set in this environment (export it first)")
+    return value
 
 
 TP_KEYS = ("tp", "tensor_parallel_size")
