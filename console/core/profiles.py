@@ -61,6 +61,7 @@ _OWNED_SERVE_FLAGS = {
     "--tensor-parallel-size": "tp",
     "--port": "port",
     "--served-model-name": "served_model_name",
+    "--host": "host",
     # multi-node (console/core/multinode.py)
     "-pp": "pp",
     "--pipeline-parallel-size": "pp",
@@ -511,6 +512,21 @@ def _env(value: object) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+_BIND_ADDRESSES = ("127.0.0.1", "0.0.0.0")
+
+
+def _bind_address(value: object) -> str:
+    """Where vLLM listens on the node: 127.0.0.1 (the node only; the console and its benchmark
+    clients reach it there, through SSH) or 0.0.0.0 (every address). Another address would leave
+    the console's own health checks and clients, which dial 127.0.0.1 on the node, outside."""
+    text = _token(value)
+    if text not in _BIND_ADDRESSES:
+        raise _Invalid(
+            f"expected 127.0.0.1 (the node only, reached through SSH) or 0.0.0.0 (every address), got {_describe(text)}"
+        )
+    return text
+
+
 def _variable_name(value: object) -> str:
     """The name of an environment variable (that holds a secret), never the secret itself."""
     text = _token(value)
@@ -722,6 +738,7 @@ _SERVE_FIELDS: dict[str, _Check] = {
     "ray_args": _string_list,
     # the name of the variable holding vLLM's API key, never the key (console/core/serve_argv.py)
     "api_key_env": _variable_name,
+    "host": _bind_address,  # where vLLM listens on the node, e.g. "127.0.0.1": reached through SSH only
 }
 
 _BENCH_FIELDS: dict[str, _Check] = {

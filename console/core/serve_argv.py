@@ -65,7 +65,7 @@ def image_for(vendor: str, image: str | None) -> str | None:
 
 # Flags the console sets itself; a copy in overrides/extra args would clash.
 _OWNED_FLAGS = {
-    "--host": "where the instance listens (every address of a real node, 127.0.0.1 for a simulated one)",
+    "--host": "the preset's host (where vLLM listens on the node)",
     "--port": "--port or the preset's port",
     "--tensor-parallel-size": "the preset's tp",
     "-tp": "the preset's tp",

@@ -281,12 +281,16 @@ class InstanceService:
         }
         if tp != preset.tp:
             preset = replace(preset, tp=tp)
+        # where vLLM listens: the preset's host (vLLM's default, every address, when it names none);
+        # a simulated node is this machine: its server is never for the network
+        bind = "127.0.0.1" if node.simulate is not None else (preset.host or "0.0.0.0")
         try:
             if preset.runtime == "docker":
                 command = build_docker_argv(
                     preset,
                     name=f"rocm-console-{name}",
                     port=port,
+                    host=bind,
                     gpus=gpus,
                     overrides=overrides or {},
                     extra_args=extra_args,
@@ -299,8 +303,7 @@ class InstanceService:
                     preset,
                     vllm=shlex.join(cmd.vllm),
                     port=port,
-                    # A simulated node is this machine: its server is never for the network.
-                    host="127.0.0.1" if node.simulate is not None else "0.0.0.0",
+                    host=bind,
                     gpus=gpus,
                     overrides=overrides or {},
                     extra_args=extra_args,

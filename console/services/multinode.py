@@ -383,6 +383,7 @@ class MultiNodeService:
                 preset,
                 vllm=shlex.join(cmd.vllm),
                 port=port,
+                host=preset.host or "0.0.0.0",  # where the preset says (vLLM's default: every address)
                 head_address=address,
                 ray_port=ray_port,
                 gpus=gpus,

@@ -178,7 +178,7 @@ def test_override_values_that_look_negative_or_json():
         ("tensor_parallel_size", "tp"),
         ("tp", "tp"),
         ("-tp", "tp"),
-        ("host", "where the instance listens"),
+        ("host", "the preset's host"),
         ("served_model_name", "served_model_name"),
         ("api_key", "api_key_env"),
         ("hf_token", "HF_TOKEN"),
