@@ -23,6 +23,7 @@ from console.cli.common import (
     UsageError,
     add_profile_options,
     guarded,
+    load_selected_profile,
     say_error,
 )
 from console.core.errors import ProfileError
@@ -147,6 +148,9 @@ def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
 
 
 def _list(args, store: ResultStore) -> int:
+    for flag, value in (("--node", args.node), ("--label", args.label), ("--model", args.model)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} '': give the text to match")
     runs = store.list(node=args.node, label=args.label, model=args.model, since=_since(args.since))
     for problem in store.errors:
         say_error(problem)
@@ -360,6 +364,8 @@ def _import(args, store: ResultStore) -> int:
             say_error(f"{item.path}: {item.reason}")
     else:
         _print_report(report)
+    if report.exit_code == EXIT_FAILED:  # the reasons are above, one per file
+        say_error(f"no benchmark result found in {', '.join(args.paths)}")
     return report.exit_code
 
 
@@ -386,7 +392,7 @@ def _fetch(args, store: ResultStore) -> int:
     """`results fetch RUN...`: a finished run from its node into the store (services/node_results.py)."""
     import asyncio
 
-    from console.cli.common import load_selected_profile, pick_node
+    from console.cli.common import pick_node
     from console.services.node_results import FetchError, fetch_run
     from console.services.transports import TransportPool
 
@@ -434,8 +440,16 @@ def run(args: argparse.Namespace) -> int:
         "fetch": _fetch,
         "delete": _delete,
     }[args.results_command]
+
+    def checked() -> int:
+        if args.results_command != "fetch":
+            if getattr(args, "profile", None) or getattr(args, "demo", False):
+                load_selected_profile(args)  # not read here, but a bad one is still an error
+            store.check_readable()
+        return action(args, store)
+
     try:
-        return guarded(lambda: action(args, store), failures=(StoreError, TransportError))
+        return guarded(checked, failures=(StoreError, TransportError))
     except ValueError as exc:  # a stored file that cannot be read
         say_error(" ".join(str(exc).split()))
         return EXIT_FAILED

@@ -228,6 +228,15 @@ class ResultStore:
             raise KeyError(f"invalid run id {run_id!r}")
         return self.root / f"{run_id}.json"
 
+    def check_readable(self) -> None:
+        """StoreError when something other than a folder stands where the store is (the data
+        dir is a file, or lies under one): a store that is merely not made yet is empty."""
+        for path in (self.root, *self.root.parents):
+            if path.exists():
+                if not path.is_dir():
+                    raise StoreError(f"cannot read results in {self.root}: {path} is a file, not a folder")
+                return
+
     def ids(self) -> list[str]:
         if not self.root.is_dir():
             return []
