@@ -426,6 +426,25 @@ class ResultStore:
         searched recursively; hidden entries inside folders are left out)."""
         report = ImportReport()
         created = time.time() if now is None else now
+        # One lock for the whole import: another console importing the same files waits, then
+        # finds them stored; the fingerprints are read once and kept up to date as runs are written.
+        with self._locked():
+            try:
+                known = {fp: run_id for run_id, fp in self._fingerprint_index().items() if fp}
+            except OSError as exc:
+                raise self._failed(exc) from None
+            self._import_all(paths, label, node, created, known, report)
+        return report
+
+    def _import_all(
+        self,
+        paths: Iterable[str | Path],
+        label: str | None,
+        node: str | None,
+        created: float,
+        known: dict[str, str],
+        report: ImportReport,
+    ) -> None:
         for raw in _ensure_sequence(paths):
             shown = str(raw)
             path = Path(raw).expanduser()
@@ -441,8 +460,7 @@ class ResultStore:
                 report.unreadable.append(SkippedItem(shown, exc.strerror or type(exc).__name__))
                 continue
             for file in files:
-                self._import_file(file, label, node, created, report)
-        return report
+                self._import_file(file, label, node, created, known, report)
 
     def _import_file(
         self,
@@ -450,6 +468,7 @@ class ResultStore:
         label: str | None,
         node: str | None,
         created: float,
+        known: dict[str, str],
         report: ImportReport,
     ) -> None:
         shown = str(file)
@@ -470,22 +489,18 @@ class ResultStore:
         parsed = runs_from_file(data, source=source, label=label, node=node, created=created)
         for part, reason in parsed.skipped:
             report.skipped.append(SkippedItem(shown, reason, part))
-        if not parsed.runs:
-            return
-        with self._locked():  # another console may be importing the same files right now
-            try:
-                known = {fp: run_id for run_id, fp in self._fingerprint_index().items() if fp}
-                for run in parsed.runs:
-                    part = run.context.get("source_part")
-                    existing = known.get(run.fingerprint)
-                    if existing is not None:
-                        report.duplicates.append(ImportedItem(shown, existing, False, part))
-                        continue
-                    stored = self._write_new(run)
-                    known[run.fingerprint] = stored.id
-                    report.imported.append(stored)
-            except OSError as exc:
-                raise self._failed(exc) from None
+        try:  # under import_paths' lock
+            for run in parsed.runs:
+                part = run.context.get("source_part")
+                existing = known.get(run.fingerprint)
+                if existing is not None:
+                    report.duplicates.append(ImportedItem(shown, existing, False, part))
+                    continue
+                stored = self._write_new(run)
+                known[run.fingerprint] = stored.id
+                report.imported.append(stored)
+        except OSError as exc:
+            raise self._failed(exc) from None
 
 
 def _order(run: StoredRun) -> tuple:
