@@ -18,9 +18,12 @@ from console.cli.common import (
     add_profile_options,
     guarded,
     load_selected_profile,
-    parse_pairs,
+    not_stored_line,
     pick_node,
+    positive_int,
+    say_error,
 )
+from console.cli.inputs import bench_inputs, concurrency_points
 from console.core.bench_argv import apply_bench_overrides
 from console.core.model import NodeSpec, Profile
 from console.core.results.build import run_from_console
@@ -37,7 +40,7 @@ from console.services.bench import (
 )
 from console.services.instances import InstanceError, InstanceService, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
-from console.services.results import ResultStore
+from console.services.results import ResultStore, StoreError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -69,7 +72,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         )
         p.add_argument("--label", help="label stored with the result")
         p.add_argument("--no-store", action="store_true", help="do not store the result")
-    run.add_argument("--concurrency", type=int, metavar="N", help="max concurrency for this run")
+    run.add_argument("--concurrency", type=positive_int, metavar="N", help="max concurrency for this run")
     run.add_argument(
         "--group", metavar="NAME", help="a replica group: one client per replica, load split, one merged result"
     )
@@ -179,16 +182,12 @@ async def _ready_instance(service: InstanceService, node: NodeSpec, name: str) -
 
 async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> int:
     node = pick_node(profile, args.node)
-    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
-    if preset is None:
-        names = ", ".join(p.name for p in profile.bench_presets) or "none"
-        raise UsageError(f"unknown bench preset {args.preset!r} (known: {names})")
-    overrides = parse_pairs(args.set, "--set")
-    env = parse_pairs(args.env, "--env")
+    preset, overrides, env = bench_inputs(args, profile)
     pool = TransportPool()
     runner = BenchRunner(pool)
     store = None if args.no_store else ResultStore()
     stored: list[StoredRun] = []
+    unstored: list[str] = []  # one line per result the store could not take (kept on the node)
     outcomes: list[RunOutcome] = []
     sweep_id = uuid.uuid4().hex[:8] if len(points) > 1 else None
     try:
@@ -212,7 +211,12 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
                     block=outcome.block,
                     label=args.label,
                 )
-                run_id = store.save(run)
+                try:
+                    run_id = store.save(run)
+                except StoreError as exc:
+                    unstored.append(await not_stored_line(pool, node, outcome.run, run, exc))
+                    say_error(unstored[-1])
+                    continue
                 stored.append(store.get(run_id))
                 if not args.json:
                     print(f"  stored as {run_id}", flush=True)
@@ -234,29 +238,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
             else [{"run": o.run, "ok": o.ok, "reason": o.reason, "result": o.result_json} for o in outcomes]
         )
         print(json.dumps(doc[0] if len(points) == 1 and doc else doc, indent=2))
-    return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILED
-
-
-def _sweep_points(args, profile: Profile) -> Sequence[int | None]:
-    if args.bench_command == "run":
-        if args.concurrency is not None:
-            if args.concurrency < 1:
-                raise UsageError(f"--concurrency {args.concurrency}: must be >= 1")
-            return [args.concurrency]
-        preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
-        return [preset.max_concurrency[0] if preset and preset.max_concurrency else None]
-    if args.concurrency:
-        try:
-            points = [int(x) for x in args.concurrency.split(",") if x.strip()]
-        except ValueError:
-            raise UsageError(f"--concurrency {args.concurrency!r}: expected a list like 1,4,16,64") from None
-        if not points or min(points) < 1:
-            raise UsageError(f"--concurrency {args.concurrency!r}: expected positive numbers")
-        return points
-    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
-    if preset is None or len(preset.max_concurrency) < 2:
-        raise UsageError(f"preset {args.preset!r} has no concurrency list: give --concurrency 1,4,16")
-    return list(preset.max_concurrency)
+    return EXIT_OK if all(o.ok for o in outcomes) and not unstored else EXIT_FAILED
 
 
 async def _runs(args, profile: Profile) -> int:
@@ -285,11 +267,33 @@ async def _runs(args, profile: Profile) -> int:
 async def _cancel(args, profile: Profile) -> int:
     node = pick_node(profile, args.node)
     pool = TransportPool()
+    runner = BenchRunner(pool)
+
+    async def record() -> dict | None:
+        return next((r for r in await runner.runs(node) if r.get("name") == args.run), None)
+
     try:
-        await BenchRunner(pool).cancel(node, args.run)
+        rec = await record()
+        if rec is None:
+            raise BenchRunError(f"{node.name}: no benchmark run named {args.run} (bench runs lists them)")
+        if rec.get("state") == "running":
+            await runner.cancel(node, args.run)
+            after = await record()
+            if after is None or after.get("state") == "running":  # the node did not end it
+                raise BenchRunError(f"{node.name}: {args.run} is still running: the node did not stop it")
+            rec, done = after, "cancelled"
+        else:
+            done = f"already {rec.get('state')} (exit {rec.get('exit_code')})"
     finally:
         await pool.close()
-    print(f"{args.run}: cancelled")
+    if args.json:
+        print(
+            json.dumps(
+                {"run": args.run, "node": node.name, "state": rec.get("state"), "exit_code": rec.get("exit_code")}
+            )
+        )
+    else:
+        print(f"{args.run}: {done}")
     return EXIT_OK
 
 
@@ -305,7 +309,8 @@ async def _run_or_sweep(args, profile: Profile) -> int:
         raise UsageError("--url goes with --group")
     if not args.instance:
         raise UsageError(f"bench {args.bench_command} needs --instance NAME (or --group NAME)")
-    return await _run_points(args, profile, _sweep_points(args, profile))
+    points = concurrency_points(args, profile)
+    return await _run_points(args, profile, points)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,10 +19,15 @@ from console.cli.common import (
     add_profile_options,
     guarded,
     load_selected_profile,
+    non_negative_int,
+    not_stored_line,
     parse_pairs,
     pick_node,
+    positive_int,
+    positive_seconds,
+    say_error,
 )
-from console.cli.serve import parse_gpus
+from console.cli.inputs import parse_gpus
 from console.core.errors import ProfileError
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.offline_bench import (
@@ -31,6 +36,7 @@ from console.core.offline_bench import (
     OfflineError,
     OfflinePreset,
     apply_offline_overrides,
+    check_extra_args,
     load_offline_presets,
 )
 from console.core.profiles import PROFILES_DIR
@@ -40,6 +46,7 @@ from console.core.results.reference import load_reference_numbers, reference_mat
 from console.core.serve_argv import redact
 from console.services.accuracy import AccuracyError, AccuracyRunner
 from console.services.instances import InstanceError
+from console.services.node_results import keep_locally, result_place
 from console.services.offline_bench import (
     OfflineOutcome,
     OfflineProgressed,
@@ -48,7 +55,7 @@ from console.services.offline_bench import (
     OfflineStarted,
     preset_from_spec,
 )
-from console.services.results import ResultStore
+from console.services.results import ResultStore, StoreError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -83,14 +90,16 @@ def add_parsers(ops) -> list[argparse.ArgumentParser]:
     acc.add_argument("--node", metavar="NAME")
     acc.add_argument("--instance", required=True, metavar="NAME", help="a ready instance on the node")
     acc.add_argument("--task", default="gsm8k", help="lm_eval task (default gsm8k, as seed 002)")
-    acc.add_argument("--limit", type=int, metavar="N", help="samples to evaluate (all when left out)")
+    acc.add_argument("--limit", type=positive_int, metavar="N", help="samples to evaluate (all when left out)")
     acc.add_argument(
         "--dataset", metavar="PATH", help="a local copy: folder with test.jsonl [train.jsonl], or a .jsonl"
     )
-    acc.add_argument("--num-fewshot", type=int, metavar="K", help="few-shot examples (the task's default otherwise)")
+    acc.add_argument(
+        "--num-fewshot", type=non_negative_int, metavar="K", help="few-shot examples (the task's default otherwise)"
+    )
     acc.add_argument("--chat", action="store_true", help="local-chat-completions instead of local-completions")
     acc.add_argument("--lm-eval", metavar="PATH", help="the lm_eval program (default: scripts/setup-lm-eval's)")
-    acc.add_argument("--timeout", type=float, default=3600, metavar="S", help="give up after S seconds")
+    acc.add_argument("--timeout", type=positive_seconds, default=3600, metavar="S", help="give up after S seconds")
     acc.add_argument("--label", help="label stored with the result")
     acc.add_argument("--no-store", action="store_true")
     parsers.append(acc)
@@ -125,11 +134,52 @@ def _preset(args) -> OfflinePreset:
         preset = OfflinePreset(name="custom", kind=args.bench_command, model=overrides["model"])
     try:
         preset = apply_offline_overrides(preset, overrides)
+        check_extra_args(args.arg)
     except OfflineError as exc:
         raise UsageError(str(exc)) from None
     if preset.kind == "throughput" and (preset.input_len is None or preset.output_len is None):
         raise UsageError("bench throughput: --set input_len=N --set output_len=N (or a preset) are needed")
     return preset
+
+
+def _check_offline_options(args) -> None:
+    """Options this line cannot honour are refused, never dropped without a word."""
+    if args.attach:
+        given = [
+            flag
+            for flag, value in (
+                ("--preset", args.preset),
+                ("--set", args.set),
+                ("--arg", args.arg),
+                ("--env", args.env),
+                ("--gpus", args.gpus),
+                ("--per-gpu", args.per_gpu),
+                ("--detach", args.detach),
+                ("--scripts-dir", args.scripts_dir),
+                ("--client", args.client != "auto"),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(f"--attach follows a run that is already started: {given[0]} does not apply")
+    if args.scripts_dir is not None and args.client == "subcommand":
+        raise UsageError("--scripts-dir is where the benchmark_*.py scripts are: it needs --client script (or auto)")
+    if args.label is not None and args.no_store:
+        raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
+    if args.detach and (args.no_store or args.label is not None):
+        flag = "--no-store" if args.no_store else "--label"
+        raise UsageError(f"{flag} is for the run's result: --detach returns at the start (give it to --attach RUN)")
+
+
+def _tp_for(args, preset: OfflinePreset, gpus: list[int]) -> OfflinePreset:
+    """TP is the number of GPUs (one GPU each with --per-gpu); a --set tp that says otherwise is refused."""
+    overrides = parse_pairs(args.set, "--set")
+    asked = next((k for k in overrides if k.lstrip("-").replace("-", "_") == "tp"), None)
+    want = 1 if args.per_gpu else len(gpus)
+    if asked is not None and preset.tp != want:
+        where = "--per-gpu runs TP 1 on each GPU" if args.per_gpu else f"--gpus {args.gpus} gives {len(gpus)}"
+        raise UsageError(f"--set {asked}={overrides[asked]}: {where} (TP is the number of GPUs)")
+    return dataclasses.replace(preset, tp=want)
 
 
 class _Printer:
@@ -211,6 +261,12 @@ def _reference_line(run: StoredRun) -> str | None:
 
 
 async def _offline(args, profile: Profile) -> int:
+    _check_offline_options(args)
+    if not args.attach:
+        _preset(args)  # bad --set / --arg: one line before any node is asked
+        parse_pairs(args.env, "--env")
+        if args.gpus:
+            parse_gpus(args.gpus)
     node = pick_node(profile, args.node)
     pool = TransportPool()
     runner = OfflineRunner(pool)
@@ -224,10 +280,7 @@ async def _offline(args, profile: Profile) -> int:
             raise UsageError(f"bench {preset.kind}: --gpus LIST is needed (the GPUs must be free)")
         env = parse_pairs(args.env, "--env")
         groups = [[g] for g in gpus] if args.per_gpu else [gpus]
-        if args.per_gpu:
-            preset = dataclasses.replace(preset, tp=1)
-        elif "tp" not in parse_pairs(args.set, "--set"):
-            preset = dataclasses.replace(preset, tp=len(gpus))
+        preset = _tp_for(args, preset, gpus)
         check = await runner.preflight(node, gpus, preset.tp, per_gpu=args.per_gpu)
         printer = _Printer(quiet=args.json, many=len(groups) > 1)
         if args.detach:
@@ -244,9 +297,12 @@ async def _offline(args, profile: Profile) -> int:
                     extra_env=env,
                 )
                 names.append(name)
-                print(f"started {name} on {node.name} (follow: bench {preset.kind} --attach {name})")
-                for note in command.notes:
-                    print(f"  note: {note}")
+                if not args.json:
+                    print(f"started {name} on {node.name} (follow: bench {preset.kind} --attach {name})")
+                    for note in command.notes:
+                        print(f"  note: {note}")
+            if args.json:
+                print(json.dumps({"node": node.name, "runs": names}, indent=2))
             return EXIT_OK
         outcomes = await asyncio.gather(
             *(
@@ -264,7 +320,7 @@ async def _offline(args, profile: Profile) -> int:
                 for group in groups
             )
         )
-        return _finish(args, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
+        return await _finish(args, pool, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
     finally:
         await pool.close()
 
@@ -283,10 +339,10 @@ async def _attach(args, node: NodeSpec, runner: OfflineRunner, store: ResultStor
         print(f"attached to {args.attach} ({rec.get('state')})", flush=True)
     outcome = await runner.follow(node, args.attach, kind, on_event=_Printer(args.json, False))
     snap = await sample_node(runner.pool, node, probe=True)
-    return _finish(args, node, snap, preset, [(gpus, outcome)], store)
+    return await _finish(args, runner.pool, node, snap, preset, [(gpus, outcome)], store)
 
 
-def _finish(args, node, snap, preset: OfflinePreset, results, store: ResultStore | None) -> int:
+async def _finish(args, pool, node, snap, preset: OfflinePreset, results, store: ResultStore | None) -> int:
     docs = []
     ok = True
     for gpus, outcome in results:
@@ -305,10 +361,15 @@ def _finish(args, node, snap, preset: OfflinePreset, results, store: ResultStore
                     label=args.label,
                 )
             except OfflineError as exc:
-                print(f"  not stored: {exc}")
+                where = await result_place(pool, node, outcome.run)
+                say_error(f"{outcome.run}: not stored: {exc} (the result file stays on {node.name} at {where})")
                 ok = False
                 continue
-            stored = _store(store, run)
+            try:
+                stored = _store(store, run)
+            except StoreError as exc:
+                say_error(await not_stored_line(pool, node, outcome.run, run, exc))
+                ok = False
             if not args.json:
                 if stored is not None:
                     print(f"  stored as {stored.id}", flush=True)
@@ -344,8 +405,8 @@ def _list_presets(kind: str) -> int:
 
 async def _accuracy(args, profile: Profile) -> int:
     node = pick_node(profile, args.node)
-    if args.limit is not None and args.limit < 1:
-        raise UsageError(f"--limit {args.limit}: must be 1 or more")
+    if args.label is not None and args.no_store:
+        raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
     pool = TransportPool()
     try:
         runner = AccuracyRunner(pool, lm_eval=args.lm_eval)
@@ -361,16 +422,27 @@ async def _accuracy(args, profile: Profile) -> int:
             on_line=None if args.json else (lambda line: print(f"  {line}", flush=True)),
         )
         run = runner.stored_run(outcome, await runner.context(node, outcome), label=args.label)
-        stored = None if args.no_store else _store(ResultStore(), run)
+        stored, unstored = None, None
+        try:
+            stored = None if args.no_store else _store(ResultStore(), run)
+        except StoreError as exc:
+            kept = keep_locally(run)
+            unstored = f"{args.instance}: accuracy result not stored ({exc})" + (
+                f"; kept in {kept}: store it later with `rocm-console results import {kept}`"
+                if kept
+                else "; printed below as JSON"
+            )
     finally:
         await pool.close()
-    if args.json:
+    if unstored:
+        say_error(unstored)
+    if args.json or (unstored and "printed below" in unstored):
         print(json.dumps(run_to_dict(stored or run), indent=2, default=str))
-        return EXIT_OK
+        return EXIT_FAILED if unstored else EXIT_OK
     print(f"{args.instance}: {outcome.summary}")
     if stored is not None:
         print(f"  stored as {stored.id}")
-    return EXIT_OK
+    return EXIT_FAILED if unstored else EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,9 +4,11 @@ the one-line error a user sees for bad input (exit 2) or a failure (exit 1)."""
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from console.core.model import NodeSpec, Profile
 from console.core.profiles import PROFILES_DIR, demo_profile_path, discover_profile_paths, load_profile
@@ -19,6 +21,42 @@ PRESETS_PATH = PROFILES_DIR / "presets.toml"
 
 class UsageError(Exception):
     """Bad input from the user: one line on stderr, exit 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with the console's promise for bad input: one line on stderr, exit 2.
+
+    Subparsers inherit the class (add_subparsers uses the parent's type), so every
+    command's missing argument or bad value reads `rocm-console serve stop: ...`."""
+
+    def error(self, message: str):
+        text = " ".join(message.split())
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: {text} (see {self.prog} --help)\n")
+
+
+def _number_arg(kind: type, what: str, low: float | None, high: float | None, strict: bool) -> Callable[[str], Any]:
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}")
+        if low is not None and (value <= low if strict else value < low):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}")
+        return value
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
+
+
+# argparse `type=` checks for numeric options: a bad value is one line naming the option.
+port_arg = _number_arg(int, "a port number 1-65535", 1, 65535, strict=False)
+positive_int = _number_arg(int, "a whole number >= 1", 1, None, strict=False)
+non_negative_int = _number_arg(int, "a whole number >= 0", 0, None, strict=False)
+positive_seconds = _number_arg(float, "a number of seconds > 0", 0, None, strict=True)
 
 
 def add_profile_options(parser: argparse.ArgumentParser, *, suppress: bool = True) -> None:
@@ -86,14 +124,38 @@ def pick_node(profile: Profile, name: str | None) -> NodeSpec:
     return profile.nodes[0]
 
 
-def parse_pairs(items: Sequence[str], flag: str) -> dict[str, str]:
-    """`--set KEY=VALUE` (repeated) as a dict; the last value of a key wins."""
-    out = {}
+_SET_KEY_RE = re.compile(r"-{0,2}[A-Za-z0-9][A-Za-z0-9_-]*\Z")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def parse_pairs(items: Sequence[str], flag: str, *, env: bool | None = None) -> dict[str, str]:
+    """`--set KEY=VALUE` (repeated) as a dict.
+
+    A key given twice is refused, not "the last wins": `--set max_model_len=1 --set
+    max-model-len=2` names one flag twice (dashes, underscores and leading `--` are one
+    spelling). `--env` (env=True, the default for that flag) takes environment variable
+    names, compared exactly. Values are checked by the command that reads them."""
+    env = flag == "--env" if env is None else env
+    out: dict[str, str] = {}
+    seen: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise UsageError(f"{flag} {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value
+        if env:
+            if not _ENV_NAME_RE.match(key):
+                raise UsageError(f"{flag} {key}: not an environment variable name (letters, digits and _)")
+            norm = key
+        else:
+            if not _SET_KEY_RE.match(key):
+                raise UsageError(f"{flag} {key!r}: not a key name (letters, digits, _ and -)")
+            norm = key.lstrip("-").replace("-", "_")
+        if norm in seen:
+            also = "" if seen[norm] == key else f" (also as {seen[norm]})"
+            raise UsageError(f"{flag} {key}: given twice{also}; give each key once")
+        seen[norm] = key
+        out[key] = value
     return out
 
 
@@ -111,3 +173,15 @@ def guarded(action: Callable[[], int], failures: tuple[type[BaseException], ...]
     except failures as exc:
         say_error(exc)
         return EXIT_FAILED
+
+
+async def not_stored_line(pool: Any, node: NodeSpec, run_name: str, run: Any, exc: Exception) -> str:
+    """The one line for a finished run the store could not take: why, where the result stays,
+    and the command that stores it later (the run is kept beside the result on the node)."""
+    from console.services.node_results import keep_on_node  # here: the TUI's start imports this module
+
+    where = await keep_on_node(pool, node, run_name, run)
+    return (
+        f"{run_name}: not stored ({exc}); the result stays on {node.name} at {where}: "
+        f"store it later with `rocm-console results fetch {run_name} --node {node.name}`"
+    )

@@ -13,7 +13,7 @@ import asyncio
 import json
 import sys
 
-from console.cli.common import UsageError, add_profile_options, load_selected_profile, select_nodes
+from console.cli.common import add_profile_options, load_selected_profile, positive_seconds, select_nodes
 from console.core.doctor import exit_code, render_text, to_json
 
 
@@ -24,15 +24,15 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     add_profile_options(doctor)
     doctor.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
     doctor.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    doctor.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each node (default 90)")
+    doctor.add_argument(
+        "--timeout", type=positive_seconds, default=90.0, help="seconds to wait for each node (default 90)"
+    )
     return [doctor]
 
 
 def run(args: argparse.Namespace) -> int:
     from console.services.doctor import collect_doctor
 
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout {args.timeout:g}: must be more than 0 seconds")
     nodes = select_nodes(load_selected_profile(args), args.node)
     reports = asyncio.run(collect_doctor(nodes, timeout=args.timeout))
     if args.json:

@@ -8,7 +8,14 @@ from typing import Sequence
 
 from console import __version__
 from console.cli import alerts, bench, doctor, events, experiment, partition, results, serve, status, web
-from console.cli.common import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_profile_options, load_selected_profile
+from console.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    OneLineParser,
+    UsageError,
+    add_profile_options,
+    load_selected_profile,
+)
 from console.core.errors import ProfileError
 
 # In the order `rocm-console --help` lists them.
@@ -27,7 +34,7 @@ COMMAND_GROUPS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="rocm-console",
         description="Terminal control console for vLLM on AMD Instinct GPU nodes.",
     )
@@ -49,10 +56,21 @@ def run_tui(args: argparse.Namespace) -> int:
     return run_app(profile, interval=args.interval, demo=bool(args.demo))
 
 
+def _check_interval(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """--interval is the TUI's (and web's, which runs it): refused where nothing would read it."""
+    given = any(a == "--interval" or a.startswith("--interval=") for a in argv)
+    if given and args.command not in (None, "web"):
+        raise UsageError(f"--interval is the sampling interval of the TUI (and web): {args.command} does not use it")
+    if not 0.1 <= args.interval <= 10:
+        raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    line = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(line)
     try:
+        _check_interval(args, line)
         if args.command is None:
             return run_tui(args)
         return COMMAND_GROUPS[args.command].run(args)

@@ -23,7 +23,9 @@ from console.cli.common import (
     load_selected_profile,
     parse_pairs,
     pick_node,
+    say_error,
 )
+from console.cli.inputs import bench_inputs, concurrency_points, serve_inputs, wait_timeout
 from console.core.experiment import ExperimentError, load_experiment, load_state
 from console.core.experiment_report import ExperimentReport, build_report
 from console.core.model import NodeSpec, Profile, SimulateSpec
@@ -34,14 +36,14 @@ from console.services.group_bench import GroupBenchRunner, format_group_outcome,
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.partitions import PartitionFailed
-from console.services.results import ResultStore
+from console.services.results import ResultStore, StoreError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _MARKERS = ("o", "x", "+", "*", "#", "@")
-FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed)
+FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed, StoreError)
 DEMO_LAB = "mi300x-lab"
 
 
@@ -282,15 +284,7 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, 
     except ReplicaPlanError as exc:
         raise UsageError(str(exc)) from None
     gpus = _parse_gpus(args.gpus)
-    overrides = parse_pairs(args.set, "--set")
-    env = parse_pairs(args.env, "--env")
-    tp = None
-    for key, value in overrides.items():
-        if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
-            try:
-                tp = int(value)
-            except ValueError:
-                raise UsageError(f"--set {key}={value}: expected a number") from None
+    tp, overrides, env = serve_inputs(args)
     pool = TransportPool()
     service = GroupService(pool)
     try:
@@ -338,7 +332,7 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, 
                     last[0] = line
                     print(f"  {line}", flush=True)
 
-            group = await service.wait_ready(nodes, group, timeout=args.timeout, on_update=update)
+            group = await service.wait_ready(nodes, group, timeout=wait_timeout(args), on_update=update)
             if not args.json:
                 for v in group.failed:
                     print(f"  {v.name}: failed — {v.reason}", flush=True)
@@ -384,15 +378,8 @@ async def serve_group_stop(args: argparse.Namespace, nodes: Sequence[NodeSpec]) 
 
 
 async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Sequence[NodeSpec]) -> int:
-    preset = next((p for p in profile.bench_presets if p.name == args.preset), None)
-    if preset is None:
-        names = ", ".join(p.name for p in profile.bench_presets) or "none"
-        raise UsageError(f"unknown bench preset {args.preset!r} (known: {names})")
-    overrides = parse_pairs(args.set, "--set")
-    env = parse_pairs(args.env, "--env")
-    concurrency = args.concurrency
-    if concurrency is None and preset.max_concurrency:
-        concurrency = preset.max_concurrency[0]
+    preset, overrides, env = bench_inputs(args, profile)
+    (concurrency,) = concurrency_points(args, profile)  # --concurrency, else the (overridden) preset's first
     pool = TransportPool()
     try:
         service = GroupService(pool)
@@ -440,7 +427,15 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         )
     finally:
         await pool.close()
-    stored = [] if args.no_store else store_group(ResultStore(), outcome, group, preset, label=args.label)
+    unstored = None
+    try:
+        stored = [] if args.no_store else store_group(ResultStore(), outcome, group, preset, label=args.label)
+    except StoreError as exc:
+        stored = []
+        places = ", ".join(f"{o.run} on {o.node}" for o in outcome.outcomes if o.result_json is not None)
+        unstored = f"group {outcome.group}: not stored ({exc}); each replica's result stays on its node" + (
+            f" ({places}): store them later with `rocm-console results fetch RUN --node NODE`" if places else ""
+        )
     if args.json:
         print(
             json.dumps(
@@ -459,7 +454,9 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Seq
         print(format_group_outcome(outcome))
         if stored:
             print(f"  stored as {stored[-1]} (the group), with {len(stored) - 1} replica results")
-    return EXIT_OK if outcome.ok else EXIT_FAILED
+    if unstored:
+        say_error(unstored)
+    return EXIT_OK if outcome.ok and not unstored else EXIT_FAILED
 
 
 # ---------------------------------------------------------------- dispatch

@@ -23,6 +23,7 @@ from console.cli.common import (
     UsageError,
     add_profile_options,
     guarded,
+    load_selected_profile,
     say_error,
 )
 from console.core.errors import ProfileError
@@ -49,7 +50,9 @@ REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    results = sub.add_parser("results", help="stored benchmark results: list, show, compare, export, import")
+    results = sub.add_parser(
+        "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
+    )
     ops = results.add_subparsers(dest="results_command", metavar="ACTION")
     ops.required = True
     lst = ops.add_parser("list", help="stored runs, oldest first")
@@ -71,13 +74,24 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     export.add_argument("--all", action="store_true", help="every stored run")
     export.add_argument("--format", required=True, choices=("json", "csv", "md"))
     export.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
-    imp = ops.add_parser("import", help="vLLM result JSON or captured client output (files or folders)")
+    imp = ops.add_parser(
+        "import", help="vLLM result JSON, captured client output or the console's own result files (files or folders)"
+    )
     imp.add_argument("paths", nargs="+", metavar="PATH")
     imp.add_argument("--label", metavar="TEXT", help="label for every imported run")
     imp.add_argument("--node", metavar="NAME", help="node the runs ran on (else unknown)")
-    for p in (lst, show, compare, imp):
+    fetch = ops.add_parser(
+        "fetch",
+        help="store finished benchmark runs from their node (a result the store could not take, or another console's)",
+    )
+    fetch.add_argument("runs", nargs="+", metavar="RUN", help="run name on the node (bench runs lists them)")
+    fetch.add_argument("--node", metavar="NAME", help="node the run ran on (needed when the profile has several)")
+    fetch.add_argument("--label", metavar="TEXT", help="label stored with the run")
+    delete = ops.add_parser("delete", help="remove stored runs")
+    delete.add_argument("ids", nargs="+", metavar="ID", help="run id or a unique prefix")
+    for p in (lst, show, compare, imp, fetch, delete):
         p.add_argument("--json", action="store_true", help="print JSON")
-    parsers = [lst, show, compare, export, imp]
+    parsers = [lst, show, compare, export, imp, fetch, delete]
     for p in parsers:
         add_profile_options(p)  # accepted like everywhere, though results need no profile
     return parsers
@@ -134,6 +148,9 @@ def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
 
 
 def _list(args, store: ResultStore) -> int:
+    for flag, value in (("--node", args.node), ("--label", args.label), ("--model", args.model)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} '': give the text to match")
     runs = store.list(node=args.node, label=args.label, model=args.model, since=_since(args.since))
     for problem in store.errors:
         say_error(problem)
@@ -347,17 +364,92 @@ def _import(args, store: ResultStore) -> int:
             say_error(f"{item.path}: {item.reason}")
     else:
         _print_report(report)
+    if report.exit_code == EXIT_FAILED:  # the reasons are above, one per file
+        say_error(f"no benchmark result found in {', '.join(args.paths)}")
     return report.exit_code
 
 
+def _delete(args, store: ResultStore) -> int:
+    ids = []
+    for ref in args.ids:  # every id checked first: a typo deletes nothing
+        try:
+            ids.append(store.resolve(ref))
+        except KeyError as exc:
+            raise UsageError(exc.args[0]) from None
+    for run_id in dict.fromkeys(ids):
+        try:
+            store.delete(run_id)
+        except KeyError:  # another console deleted it meanwhile: gone either way
+            pass
+        if not args.json:
+            print(f"deleted {run_id}")
+    if args.json:
+        print(json.dumps({"deleted": list(dict.fromkeys(ids))}))
+    return EXIT_OK
+
+
+def _fetch(args, store: ResultStore) -> int:
+    """`results fetch RUN...`: a finished run from its node into the store (services/node_results.py)."""
+    import asyncio
+
+    from console.cli.common import pick_node
+    from console.services.node_results import FetchError, fetch_run
+    from console.services.transports import TransportPool
+
+    profile = load_selected_profile(args)
+    node = pick_node(profile, args.node)
+    presets = {p.name: p for p in profile.bench_presets}
+
+    async def fetch_all() -> int:
+        pool = TransportPool()
+        failed = False
+        docs = []
+        try:
+            for name in dict.fromkeys(args.runs):
+                try:
+                    got = await fetch_run(pool, node, name, store, presets=presets, label=args.label)
+                except FetchError as exc:
+                    say_error(exc)
+                    failed = True
+                    continue
+                docs.append({**run_to_dict(got.run), "new": got.new})
+                if not args.json:
+                    how = "stored as" if got.new else "already stored as"
+                    print(f"{name}: {how} {got.run.id}")
+        finally:
+            await pool.close()
+        if args.json:
+            print(json.dumps({"runs": docs}, indent=2, default=str, allow_nan=False))
+        return EXIT_FAILED if failed else EXIT_OK
+
+    return asyncio.run(fetch_all())
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run a `results` action. No profile is needed (results are local)."""
+    """Run a `results` action. No profile is needed (results are local), except to fetch from a node."""
+    from console.services.results import StoreError
+    from console.transport.base import TransportError
+
     store = ResultStore()
-    action = {"list": _list, "show": _show, "compare": _compare, "export": _export, "import": _import}[
-        args.results_command
-    ]
+    action = {
+        "list": _list,
+        "show": _show,
+        "compare": _compare,
+        "export": _export,
+        "import": _import,
+        "fetch": _fetch,
+        "delete": _delete,
+    }[args.results_command]
+
+    def checked() -> int:
+        if args.results_command != "fetch":
+            if getattr(args, "profile", None) or getattr(args, "demo", False):
+                load_selected_profile(args)  # not read here, but a bad one is still an error
+            store.check_readable()
+        return action(args, store)
+
     try:
-        return guarded(lambda: action(args, store))
+        return guarded(checked, failures=(StoreError, TransportError))
     except ValueError as exc:  # a stored file that cannot be read
         say_error(" ".join(str(exc).split()))
         return EXIT_FAILED

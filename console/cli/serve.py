@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 from dataclasses import replace
 from typing import Sequence
 
@@ -15,14 +16,17 @@ from console.cli.common import (
     add_profile_options,
     guarded,
     load_selected_profile,
-    parse_pairs,
     pick_node,
+    port_arg,
+    positive_int,
+    positive_seconds,
     say_error,
     select_nodes,
 )
+from console.cli.inputs import WAIT_TIMEOUT, parse_gpus, serve_inputs, wait_timeout
 from console.core.model import NodeSpec, Profile
 from console.core.multinode import is_multinode
-from console.core.serve_argv import redact
+from console.core.serve_argv import api_key_from, redact
 from console.services.instances import (
     InstanceError,
     InstanceService,
@@ -35,6 +39,8 @@ from console.services.multinode import STAGE_RAY_UP, MultiNodeService
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
+
+_ENDED = (InstanceState.STOPPED, InstanceState.EXITED, InstanceState.FAILED)
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -50,7 +56,9 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     )
     start.add_argument("--preset", required=True, metavar="NAME", help="serve preset name")
     start.add_argument("--gpus", metavar="LIST", help="logical GPU indices, e.g. 0,1 (default: the first free ones)")
-    start.add_argument("--port", type=int, help="port on the node (default: the preset's, or the first free from 8000)")
+    start.add_argument(
+        "--port", type=port_arg, help="port on the node (default: the preset's, or the first free from 8000)"
+    )
     start.add_argument("--name", help="instance name (default: preset-gGPUS)")
     start.add_argument(
         "--set",
@@ -64,7 +72,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         "--arg", action="append", default=[], metavar="ARG", help="extra argument for vllm serve (repeatable)"
     )
     start.add_argument("--wait", action="store_true", help="wait until ready (exit 0) or failed (exit 1)")
-    start.add_argument("--timeout", type=float, default=900.0, help="seconds --wait waits (default 900)")
+    start.add_argument("--timeout", type=positive_seconds, help=f"seconds --wait waits (default {WAIT_TIMEOUT:g})")
     start.add_argument(
         "--replicas",
         metavar="N|per-gpu",
@@ -81,24 +89,12 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     logs.add_argument("name")
     logs.add_argument("--node", metavar="NAME")
     logs.add_argument("--follow", "-f", action="store_true")
-    logs.add_argument("--lines", "-n", type=int, default=None, metavar="N", help="only the last N lines")
+    logs.add_argument("--lines", "-n", type=positive_int, default=None, metavar="N", help="only the last N lines")
     parsers = [start, lst, stop, logs]
     for p in parsers:
         add_profile_options(p)
         p.add_argument("--json", action="store_true", help="print JSON")
     return parsers
-
-
-def parse_gpus(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        gpus = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--gpus {text!r}: expected a comma-separated list of GPU indices, e.g. 0,1") from None
-    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
-        raise UsageError(f"--gpus {text!r}: expected distinct non-negative GPU indices")
-    return gpus
 
 
 def view_line(v: InstanceView) -> str:
@@ -130,6 +126,12 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
     if preset is None:
         names = ", ".join(p.name for p in profile.serve_presets) or "none"
         raise UsageError(f"unknown serve preset {args.preset!r} (known: {names})")
+    tp, overrides, env = serve_inputs(args)
+    if preset.api_key_env:  # before any node is asked: the instance would start without its key
+        try:
+            api_key_from(preset.api_key_env, os.environ, f"preset {preset.name}")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if args.replicas is not None:  # a replica group: console/cli/experiment.py
         from console.cli.experiment import serve_group_start
 
@@ -141,6 +143,8 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
         return await serve_group_start(args, profile, preset, nodes)
     if args.group:
         raise UsageError("--group names a group of --replicas")
+    if tp is not None:
+        preset = replace(preset, tp=tp)
     if args.nodes or preset.nodes:
         return await _start_multinode(args, profile, preset)
     if is_multinode(preset):  # pp/dp would be dropped by a one-node start
@@ -149,15 +153,13 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
             "name them with --nodes a,b (head first)"
         )
     node = pick_node(profile, args.node)
-    overrides = parse_pairs(args.set, "--set")
-    env = parse_pairs(args.env, "--env")
     gpus = parse_gpus(args.gpus)
     pool = TransportPool()
     service = InstanceService(pool)
     try:
         snapshot = await sample_node(pool, node, probe=True)  # the probe gives the vLLM version
         if gpus is None:
-            gpus = _free_gpus(snapshot, await service.list(node), preset.tp, overrides)
+            gpus = _free_gpus(snapshot, await service.list(node), preset.tp)
         view = await service.start(
             node,
             preset,
@@ -185,7 +187,7 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
                     shown.add(key)
                     print(f"  {v.stage}: {v.stage_detail or ''}".rstrip(), flush=True)
 
-            view = await service.wait_ready(node, view.name, timeout=args.timeout, on_update=progress)
+            view = await service.wait_ready(node, view.name, timeout=wait_timeout(args), on_update=progress)
             if not args.json:
                 print(f"{view.name}: {view.state.value}" + (f" — {view.reason}" if view.reason else ""))
         if args.json:
@@ -218,6 +220,7 @@ async def _start_multinode(args: argparse.Namespace, profile: Profile, preset) -
             print(f"  {detail if name == STAGE_RAY_UP else name + ': ' + detail}", flush=True)
 
     try:
+        _, overrides, env = serve_inputs(args)
         snaps = await asyncio.gather(*(sample_node(pool, n, probe=True) for n in nodes))
         view = await service.start(
             nodes,
@@ -225,15 +228,15 @@ async def _start_multinode(args: argparse.Namespace, profile: Profile, preset) -
             snapshots={n.name: s for n, s in zip(nodes, snaps)},
             port=args.port,
             name=args.name,
-            overrides=parse_pairs(args.set, "--set"),
-            extra_env=parse_pairs(args.env, "--env"),
+            overrides=overrides,
+            extra_env=env,
             extra_args=args.arg,
             on_stage=stage,
         )
         if not args.json:
             print(f"started {view.name} on {','.join(view.nodes)} (head {nodes[0].name}, port {view.port})", flush=True)
         if args.wait:
-            view = await service.instances.wait_ready(nodes[0], view.name, timeout=args.timeout)
+            view = await service.instances.wait_ready(nodes[0], view.name, timeout=wait_timeout(args))
             if view.state != InstanceState.READY:  # a lost Ray node says more than vLLM's exit
                 view = await service.status(nodes, view.name) or view
             if not args.json:
@@ -265,10 +268,7 @@ def _merge_multinode(views: Sequence[InstanceView]) -> list[InstanceView]:
     return out
 
 
-def _free_gpus(snapshot, views, tp: int, overrides) -> list[int]:
-    for key, value in overrides.items():
-        if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
-            tp = int(value)
+def _free_gpus(snapshot, views, tp: int) -> list[int]:
     busy = {
         g
         for v in views
@@ -322,16 +322,28 @@ async def _stop(args: argparse.Namespace, profile: Profile) -> int:
     try:
         service = InstanceService(pool)
         found = await service.get(node, args.name)
-        if found is not None and found.nodes:  # a multi-node instance: vLLM, then Ray on every node
+        if found is None:  # the node's supervisor would answer with an empty record: say it plainly
+            raise InstanceError(f"{node.name}: no instance named {args.name}")
+        if found.state == InstanceState.UNMANAGED:
+            raise InstanceError(f"{node.name}: {args.name} was not started by the console; end it on the node")
+        if found.state in _ENDED:
+            view = found
+        elif found.nodes:  # a multi-node instance: vLLM, then Ray on every node
             view = await MultiNodeService(service).stop(_multinode_nodes(profile, found.nodes), args.name)
         else:
             view = await service.stop(node, args.name)
     finally:
         await pool.close()
+    still = view.state not in _ENDED
     if args.json:
         print(json.dumps(_redacted(view.as_dict()), indent=2))
-    else:
+    elif found.state in _ENDED:
+        print(f"{view.name}: already {view.state.value}" + (f", {view.reason}" if view.reason else ""))
+    elif not still:
         print(f"{view.name}: {view.state.value}" + (f", {view.reason}" if view.reason else ""))
+    if still:  # the node could not end it
+        say_error(f"{node.name}: {view.name} is still {view.state.value} after SIGINT, SIGTERM and SIGKILL")
+        return EXIT_FAILED
     return EXIT_OK
 
 

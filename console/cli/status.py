@@ -15,6 +15,7 @@ from console.cli.common import (
     UsageError,
     add_profile_options,
     load_selected_profile,
+    positive_seconds,
     say_error,
     select_nodes,
 )
@@ -28,7 +29,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     add_profile_options(status)
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
-    status.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for each node")
+    status.add_argument("--timeout", type=positive_seconds, default=20.0, help="seconds to wait for each node")
     status.add_argument("--no-probe", action="store_true", help="skip the version probe (faster)")
     # Prometheus-fed telemetry (docs/prometheus.md)
     status.add_argument(

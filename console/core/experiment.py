@@ -39,8 +39,10 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
+from console.core.errors import ProfileError
 from console.core.model import Profile
 from console.core.partition_rules import LOGICAL_PER_PHYSICAL, VALID_NPS, compatibility_refusal
+from console.core.profiles import _read_text
 
 __all__ = [
     "Budget",
@@ -170,10 +172,10 @@ def parse_layout(text: str, serve: str) -> Layout:
 def load_experiment(path: str | Path) -> Experiment:
     """Read an experiment file. ExperimentError (one line per problem) on what cannot be read."""
     file = str(path)
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ExperimentError([f"{file}: cannot read: {exc.strerror or exc}"]) from None
+    try:  # read as profiles are: a UTF-8 BOM dropped, not UTF-8 is file:line
+        data = tomllib.loads(_read_text(Path(path), file))
+    except ProfileError as exc:
+        raise ExperimentError([str(exc)]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError([f"{file}: not valid TOML: {exc}"]) from None
     problems: list[str] = []

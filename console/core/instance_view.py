@@ -50,6 +50,7 @@ class InstanceView:
     warnings: tuple[str, ...] = ()  # flags/env the node's vLLM version may not know
     group: str | None = None  # the replica group it belongs to (console/services/groups.py)
     nodes: tuple[str, ...] = ()  # a multi-node instance's nodes, head first (services/multinode.py)
+    api_key_env: str | None = None  # the console's variable holding the key its API requires (not the key)
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__slots__}

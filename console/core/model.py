@@ -62,6 +62,11 @@ class ServePreset:
     ray_port: int | None = None
     head_address: str | None = None
     ray_args: tuple[str, ...] = ()
+    # the variable in the console's environment that holds the API key the instance requires:
+    # handed to vLLM as VLLM_API_KEY (environment, never argv) and sent by the console's own calls
+    api_key_env: str | None = None
+    # the address vLLM binds on the node (--host); None: every address, vLLM's default
+    host: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,11 @@ _OWN_FLAGS = {
 _INT_KEYS = ("tp", "batch_size", "input_len", "output_len", "num_prompts", "num_iters", "num_iters_warmup")
 _PRESET_KEYS = ("model", *_INT_KEYS, "args", "env", "note")
 OVERRIDE_KEYS = ("model", *_INT_KEYS)
+# What each kind's command takes (build_offline_argv): another key would be dropped without a word.
+KIND_KEYS = {
+    "latency": ("model", "tp", "batch_size", "input_len", "output_len", "num_iters", "num_iters_warmup"),
+    "throughput": ("model", "tp", "input_len", "output_len", "num_prompts"),
+}
 
 
 class OfflineError(ValueError):
@@ -138,25 +143,49 @@ def check_preset(preset: OfflinePreset) -> None:
     if preset.kind not in KINDS:
         raise OfflineError(f"kind {preset.kind!r} is not one of {', '.join(KINDS)}")
     for arg in preset.args:
-        flag = arg.split("=", 1)[0]
+        flag = _flag_name(arg)
         if flag in _OWN_FLAGS:
             raise OfflineError(f"{flag} is set by the console: use the key {_OWN_FLAGS[flag]!r}")
 
 
+def _flag_name(arg: str) -> str:
+    """'--batch_size=8' -> '--batch-size' (vLLM reads both spellings)."""
+    name = arg.split("=", 1)[0]
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+def check_extra_args(extra_args: Sequence[str]) -> None:
+    """`--arg` items: an engine flag the console sets from a key (a second copy would win,
+    argparse keeps the last), an empty or multi-line item: OfflineError naming it."""
+    for arg in extra_args:
+        if not arg.strip():
+            raise OfflineError("--arg '': an empty argument")
+        if any(c in arg for c in "\n\r\0"):
+            raise OfflineError(f"--arg {arg.splitlines()[0]!r}: must be a single line")
+        flag = _flag_name(arg)
+        if flag in _OWN_FLAGS:
+            key = _OWN_FLAGS[flag]
+            hint = "" if key.startswith("(") else f"; use --set {key}=..."
+            raise OfflineError(f"--arg {arg}: the console sets {flag}{hint}")
+
+
 def apply_offline_overrides(preset: OfflinePreset, overrides: Mapping[str, str]) -> OfflinePreset:
-    """`--set input_len=64 tp=1 ...`; unknown keys and bad numbers raise OfflineError."""
+    """`--set input_len=64 tp=1 ...`; unknown keys, keys the preset's kind does not take
+    (batch_size for throughput, num_prompts for latency) and bad numbers raise OfflineError."""
     changes: dict = {}
+    allowed = KIND_KEYS.get(preset.kind, OVERRIDE_KEYS)
     for key, text in overrides.items():
-        norm = key.replace("-", "_")
-        if norm not in OVERRIDE_KEYS:
-            raise OfflineError(f"--set {key}: unknown key (known: {', '.join(OVERRIDE_KEYS)})")
+        norm = key.lstrip("-").replace("-", "_")
+        if norm not in allowed:
+            what = "not used by" if norm in OVERRIDE_KEYS else "unknown key for"
+            raise OfflineError(f"--set {key}: {what} bench {preset.kind} (keys: {', '.join(allowed)})")
         if norm == "model":
             if not text.strip():
                 raise OfflineError("--set model: empty")
             changes[norm] = text
             continue
         try:
-            number = int(text)
+            number = int(text.strip())
         except ValueError:
             raise OfflineError(f"--set {key}={text}: expected a positive integer") from None
         if number < 1:
@@ -267,6 +296,7 @@ def build_offline_argv(
     --random-input-len/--random-output-len`: 0.32 ignores --input-len/--output-len
     for its random dataset. The script gets the seed's flags as they are."""
     check_preset(preset)
+    check_extra_args(extra_args)
     engine = list(preset.args) + list(extra_args)
     notes: list[str] = []
     if client == "subcommand":

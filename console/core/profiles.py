@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +46,9 @@ MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
 SAMPLE_PROFILES = ("example.toml", "demo.toml", "demo-multinode.toml")
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
+# Names of nodes and presets end up in paths (state dirs, run ids), argv and file names:
+# a letter, digit or _ first (never `..`, `.hidden` or `-flag`), at most 64 characters.
+_TABLE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SECRET_MSG = "secrets do not belong in profiles; export it in the environment"
@@ -57,6 +61,7 @@ _OWNED_SERVE_FLAGS = {
     "--tensor-parallel-size": "tp",
     "--port": "port",
     "--served-model-name": "served_model_name",
+    "--host": "host",
     # multi-node (console/core/multinode.py)
     "-pp": "pp",
     "--pipeline-parallel-size": "pp",
@@ -164,12 +169,17 @@ def _read_text(path: Path, file: str) -> str:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ProfileError(file, None, None, None, f"cannot read file: {reason}") from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # a UTF-16 (or UTF-32 LE) byte order mark
+        raise ProfileError(file, None, None, 1, "UTF-16 text (a UTF-16 byte order mark): save the file as UTF-8")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise ProfileError(file, None, None, line, "not UTF-8 text") from None
-    return text.removeprefix("\ufeff")  # editors on Windows add a BOM
+        # name the key whose line holds the bad byte, like every other profile error
+        where = _Locator(data.decode("utf-8", errors="replace").removeprefix("\ufeff")).at_line(line)
+        table, key = (_fmt_path(where[0]) if where[0] else None, _fmt_path(where[1]) if where[1] else None)
+        raise ProfileError(file, table, key, line, "not UTF-8 text (save the file as UTF-8)") from None
+    return text.removeprefix("\ufeff")  # editors on Windows add a UTF-8 BOM: harmless, dropped
 
 
 def _parse_toml(ctx: _Context) -> dict:
@@ -199,7 +209,23 @@ class _Locator:
     """
 
     def __init__(self, text: str) -> None:
-        self._entries = list(_scan_lines(text))
+        self._kinds = list(_scan_lines(text))
+        self._entries = [(lineno, path) for lineno, path, _ in self._kinds]
+
+    def at_line(self, line: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(table, key) defined on a line: the table of a `[header]` line or a `key =` line
+        (key empty for a header), or both empty when the line defines neither."""
+        table: tuple[str, ...] = ()
+        for lineno, path, is_table in self._kinds:
+            if lineno > line:
+                break
+            if is_table:
+                table = path
+                if lineno == line:
+                    return path, ()
+            elif lineno == line:
+                return table, path[len(table) :]
+        return (), ()
 
     def find(self, target: tuple[str, ...]) -> int | None:
         """First line whose path is the longest prefix of target; else the first
@@ -228,11 +254,11 @@ def _scan_lines(text: str):
             parsed = _parse_key_path(stripped, 2 if stripped.startswith("[[") else 1)
             if parsed:
                 table = parsed[0]
-                yield lineno, table
+                yield lineno, table, True
             continue
         parsed = _parse_key_path(line, 0)
         if parsed and line[parsed[1] : parsed[1] + 1] == "=":
-            yield lineno, table + parsed[0]
+            yield lineno, table + parsed[0], False
             rest = line[parsed[1] + 1 :]
             open_string = next((d for d in ('"""', "'''") if rest.count(d) % 2), None)
 
@@ -486,6 +512,29 @@ def _env(value: object) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+_BIND_ADDRESSES = ("127.0.0.1", "0.0.0.0")
+
+
+def _bind_address(value: object) -> str:
+    """Where vLLM listens on the node: 127.0.0.1 (the node only; the console and its benchmark
+    clients reach it there, through SSH) or 0.0.0.0 (every address). Another address would leave
+    the console's own health checks and clients, which dial 127.0.0.1 on the node, outside."""
+    text = _token(value)
+    if text not in _BIND_ADDRESSES:
+        raise _Invalid(
+            f"expected 127.0.0.1 (the node only, reached through SSH) or 0.0.0.0 (every address), got {_describe(text)}"
+        )
+    return text
+
+
+def _variable_name(value: object) -> str:
+    """The name of an environment variable (that holds a secret), never the secret itself."""
+    text = _token(value)
+    if not _ENV_NAME_RE.match(text):
+        raise _Invalid(f"expected the name of an environment variable (e.g. VLLM_API_KEY), got {_describe(text)}")
+    return text
+
+
 def _request_rate(value: object) -> float | None:
     """Requests per second; "inf" (or TOML inf) = all at once, stored as None."""
     if isinstance(value, str) and value.strip().casefold() == "inf":
@@ -600,13 +649,54 @@ def _simulate(value: object) -> SimulateSpec | None:
     return spec
 
 
+def _existing_file(value: object) -> str:
+    """A file on this machine (~ expanded, relative to the working folder, as SSH reads it)."""
+    text = _text(value)
+    path = os.path.expanduser(text)
+    if not os.path.exists(path):
+        raise _Invalid(f"no such file: {os.path.abspath(path)}")
+    if not os.path.isfile(path):
+        raise _Invalid(f"not a file: {os.path.abspath(path)}")
+    return text
+
+
+def _jump(value: object) -> str:
+    """One ProxyJump hop: a Host alias, host, user@host, host:port or [v6addr]:port."""
+    text = _token(value)
+    if "," in text:
+        raise _Invalid(
+            f"one jump host only, got {_describe(text)}: for a chain, put ProxyJump in ~/.ssh/config "
+            "and name its Host alias here"
+        )
+    rest = text.rsplit("@", 1)[-1] if "@" in text else text
+    if "@" in text and not text.rsplit("@", 1)[0]:
+        raise _Invalid(f"empty user in {_describe(text)}")
+    port_text: str | None = None
+    if rest.startswith("["):
+        host, sep, tail = rest[1:].partition("]")
+        if not sep or (tail and not tail.startswith(":")):
+            raise _Invalid(f"expected [address]:port, got {_describe(text)}")
+        port_text = tail[1:] if tail else None
+    elif rest.count(":") == 1:
+        host, port_text = rest.split(":")
+    elif ":" in rest:
+        raise _Invalid(f"an IPv6 address goes in brackets ([::1]:22), got {_describe(text)}")
+    else:
+        host = rest
+    if not host:
+        raise _Invalid(f"no host in {_describe(text)}")
+    if port_text is not None and (not port_text.isdigit() or not 1 <= int(port_text) <= 65535):
+        raise _Invalid(f"port {port_text!r} in {_describe(text)}: expected 1..65535")
+    return text
+
+
 _NODE_FIELDS: dict[str, _Check] = {
     "host": _token,
     "port": _port,
     "user": _token,
-    "identity_file": _text,
-    "known_hosts": _text,
-    "jump": _token,  # ProxyJump: a Host alias or user@host:port (commas chain hops)
+    "identity_file": _existing_file,  # checked now: a missing key is a bad profile, not a failed login
+    "known_hosts": _existing_file,  # strict host keys: without the file every connection is refused
+    "jump": _jump,  # ProxyJump: one hop, a Host alias or user@host:port
     "python": _text,
     "sudo": _boolean,
     "state_dir": _text,
@@ -622,7 +712,7 @@ def _node_names(value: object) -> tuple[str, ...]:
     """Nodes of a multi-node preset, head first: distinct [nodes.NAME] names."""
     names = _string_list(value)
     for i, name in enumerate(names, 1):
-        if not _NAME_RE.match(name):
+        if not _TABLE_NAME_RE.match(name):
             raise _Invalid(f"item {i}: {name!r} is not a node name")
         if name in names[: i - 1]:
             raise _Invalid(f"item {i}: node {name!r} is listed twice")
@@ -646,6 +736,9 @@ _SERVE_FIELDS: dict[str, _Check] = {
     "ray_port": _port,
     "head_address": _token,
     "ray_args": _string_list,
+    # the name of the variable holding vLLM's API key, never the key (console/core/serve_argv.py)
+    "api_key_env": _variable_name,
+    "host": _bind_address,  # where vLLM listens on the node, e.g. "127.0.0.1": reached through SSH only
 }
 
 _BENCH_FIELDS: dict[str, _Check] = {
@@ -777,8 +870,12 @@ def _merge_named(merged: _Merged, ctx: _Context, section: str, body: dict, file_
     target: dict = getattr(merged, section)
     for name, value in body.items():
         table = (section, name)
-        if not _NAME_RE.match(name):
-            raise ctx.error(table, (), f"invalid {what} name (letters, digits, '_', '.', '-')")
+        if not _TABLE_NAME_RE.match(name):
+            raise ctx.error(
+                table,
+                (),
+                f"invalid {what} name (letters, digits, '_', '.', '-'; a letter, digit or _ first; at most 64)",
+            )
         try:
             _check_dotted_name(section, name, value, fields)
             item = build(name, _table(value), ctx.file)

@@ -17,17 +17,24 @@ from types import MappingProxyType
 from console.core.model import ServePreset
 
 __all__ = [
+    "API_KEY_VAR",
     "DOCKER_RUN_FLAGS",
     "ServeCommand",
     "apply_overrides",
     "build_docker_argv",
+    "api_key_from",
     "build_serve_argv",
+    "check_serve_overrides",
     "looks_secret",
     "redact",
+    "take_tp",
 ]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 MASK = "***"
+# vLLM's own variable for its API key (`args.api_key or envs.VLLM_API_KEY`, api_server.py):
+# the console passes a key through the environment, never as --api-key in argv.
+API_KEY_VAR = "VLLM_API_KEY"
 
 # The seeds' `docker run` flags for ROCm GPUs (seeds 000/001/002), minus -it/--rm:
 # the container runs detached and is kept after exit so its status can be read.
@@ -58,17 +65,27 @@ def image_for(vendor: str, image: str | None) -> str | None:
 
 # Flags the console sets itself; a copy in overrides/extra args would clash.
 _OWNED_FLAGS = {
-    "--host": "host",
-    "--port": "port",
+    "--host": "the preset's host (where vLLM listens on the node)",
+    "--port": "--port or the preset's port",
     "--tensor-parallel-size": "the preset's tp",
     "-tp": "the preset's tp",
     "--tp": "the preset's tp",
     "--served-model-name": "the preset's served_model_name",
     "--model": "the preset's model",
+    # multi-node keys (console/core/multinode.py): on one node they would use GPUs it was not given
+    "--pipeline-parallel-size": "the preset's pp (a multi-node preset)",
+    "-pp": "the preset's pp (a multi-node preset)",
+    "--data-parallel-size": "the preset's dp (a multi-node preset)",
+    "-dp": "the preset's dp (a multi-node preset)",
+    "--data-parallel-size-local": "the preset's dp_local",
+    "--data-parallel-address": "the preset's head_address",
 }
 # Flags whose value is a secret: keep them out of argv (ps shows argv to every user).
 _SECRET_FLAGS = ("--api-key", "--hf-token")
-_SECRET_ENV_HINT = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
+_SECRET_ENV_HINT = {
+    "--api-key": "name the variable that holds the key with the preset's api_key_env",
+    "--hf-token": "export HF_TOKEN instead",
+}
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _CONTAINER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z0-9][A-Za-z0-9_-]*\Z")
@@ -132,13 +149,14 @@ def _override_flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _refuse_flag(flag: str, where: str) -> None:
+def _refuse_flag(flag: str, where: str, shown: str | None = None) -> None:
     norm = _norm(flag)
     owner = _OWNED_FLAGS.get(norm)
+    shown = shown or flag
     if owner:
-        raise ValueError(f"{where} {flag}: the console sets it from {owner}")
+        raise ValueError(f"{where} {shown}: the console sets it from {owner}")
     if norm in _SECRET_FLAGS:
-        raise ValueError(f"{where} {flag}: secrets stay out of argv; export {_SECRET_ENV_HINT[norm]} instead")
+        raise ValueError(f"{where} {shown}: secrets stay out of argv; {_SECRET_ENV_HINT[norm]}")
 
 
 def apply_overrides(args: Sequence[str], overrides: Mapping[str, str]) -> tuple[str, ...]:
@@ -152,7 +170,7 @@ def apply_overrides(args: Sequence[str], overrides: Mapping[str, str]) -> tuple[
     units = _units(args)
     for key, value in overrides.items():
         flag = _override_flag(key)
-        _refuse_flag(flag, "--set")
+        _refuse_flag(flag, "--set", key)
         norm = _norm(flag)
         if value is None or str(value) == "":
             raise ValueError(f"--set {key}: empty value (use {key}=false to drop the flag)")
@@ -185,6 +203,56 @@ def apply_overrides(args: Sequence[str], overrides: Mapping[str, str]) -> tuple[
             out.append((norm, [flag] if word == "true" else [flag, value]))
         units = out
     return tuple(item for _, items in units for item in items)
+
+
+def api_key_from(variable: str, environ: Mapping[str, str], what: str) -> str:
+    """The API key in `variable` of the console's environment (a preset's api_key_env);
+    ValueError naming the variable (never a value) when it is unset or empty."""
+    value = environ.get(variable, "")
+    if not value.strip():
+        raise ValueError(f"{what}: api_key_env {variable} is not set in this environment (export it first)")
+    return value
+
+
+TP_KEYS = ("tp", "tensor_parallel_size")
+
+
+def take_tp(overrides: Mapping[str, str]) -> tuple[int | None, dict[str, str]]:
+    """`--set tp=2` (or tensor_parallel_size=2): the TP asked for, and the other overrides.
+
+    TP is the console's own key (it picks that many GPUs), never a flag passed through."""
+    tp = None
+    rest: dict[str, str] = {}
+    for key, value in overrides.items():
+        if key.lstrip("-").replace("-", "_") in TP_KEYS:
+            text = str(value).strip()
+            if not text.isdigit() or int(text) < 1:
+                raise ValueError(f"--set {key}={value}: the tensor-parallel size is a whole number >= 1")
+            tp = int(text)
+        else:
+            rest[key] = value
+    return tp, rest
+
+
+def check_serve_overrides(overrides: Mapping[str, str], extra_args: Sequence[str] = ()) -> None:
+    """What `apply_overrides` and the builders would refuse, checked before anything starts:
+    a key that is no flag name, a flag the console sets itself, a secret, an empty value;
+    an empty or owned extra argument. One line each (ValueError)."""
+    for key, value in overrides.items():
+        flag = _override_flag(key)
+        _refuse_flag(flag, "--set", key)
+        text = "" if value is None else str(value)
+        if not text.strip():
+            raise ValueError(f"--set {key}: empty value (give a value, true for a bare flag, false to drop it)")
+        if any(c in text for c in "\n\r\0"):
+            raise ValueError(f"--set {key}: the value must be a single line")
+    for item in extra_args:
+        if not item.strip():
+            raise ValueError("--arg '': an empty argument (vLLM would read it as a second model)")
+        if any(c in item for c in "\n\r\0"):
+            raise ValueError(f"--arg {item.splitlines()[0] if item.strip() else ''!r}: must be a single line")
+        if _is_flag(item):
+            _refuse_flag(item, "--arg")
 
 
 # ---------------------------------------------------------------- builders

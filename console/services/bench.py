@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from console.core.bench_argv import apply_bench_overrides, build_bench_argv
 from console.core.bench_output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
 from console.core.bench_result import BenchResult, load_result_file
 from console.core.model import BenchPreset, NodeSpec
-from console.core.serve_argv import redact
+from console.core.serve_argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample, poll_metrics
@@ -205,6 +206,11 @@ class BenchRunner:
         except ValueError as exc:
             raise BenchRunError(f"bench preset {preset.name}: {exc}") from None
         env = {**cmd.env_dict(), **(extra_env or {}), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
+        if instance.api_key_env:  # `vllm bench serve` sends OPENAI_API_KEY as its bearer token
+            try:
+                env["OPENAI_API_KEY"] = api_key_from(instance.api_key_env, os.environ, f"instance {instance.name}")
+            except ValueError as exc:
+                raise BenchRunError(f"{node.name}: {exc}") from None
         spec = {
             "name": name,
             "argv": list(argv),

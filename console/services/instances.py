@@ -23,7 +23,7 @@ from console.core.instance_view import InstanceState as InstanceState
 from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
-from console.core.serve_argv import build_docker_argv, build_serve_argv
+from console.core.serve_argv import API_KEY_VAR, api_key_from, build_docker_argv, build_serve_argv
 from console.core.serve_log import ServeLogState, ServeStage
 from console.core.serve_rules import (
     check_cpx_tp,
@@ -98,6 +98,7 @@ def view_from_record(node: str, rec: dict) -> InstanceView:
         argv=tuple(spec.get("argv") or ()),
         group=spec.get("group"),
         nodes=tuple((spec.get("multinode") or {}).get("nodes") or ()),
+        api_key_env=spec.get("api_key_env") if isinstance(spec.get("api_key_env"), str) else None,
     )
 
 
@@ -189,7 +190,7 @@ class InstanceService:
             for v in views:
                 if v.state == InstanceState.STARTING and v.port:
                     try:
-                        ok, models, version = await self.health(node, v.port, forwards)
+                        ok, models, version = await self.health(node, v.port, forwards, api_key_env=v.api_key_env)
                     except TransportError:
                         ok, models, version = False, (), None
                     v = replace(
@@ -269,17 +270,27 @@ class InstanceService:
         for secret in PASSTHROUGH_SECRETS:
             if secret in environ and secret not in env:
                 env[secret] = environ[secret]
+        if preset.api_key_env:  # vLLM reads VLLM_API_KEY: the key goes in the environment, never argv
+            try:
+                env[API_KEY_VAR] = api_key_from(preset.api_key_env, environ, f"preset {preset.name}")
+            except ValueError as exc:
+                raise InstanceError(f"{node.name}: {exc}") from None
+        # tp is the console's own key (it chose the GPUs): never passed on as a flag, equal or not
+        overrides = {
+            k: v for k, v in (overrides or {}).items() if k.replace("-", "_") not in ("tp", "tensor_parallel_size")
+        }
         if tp != preset.tp:
-            overrides = {
-                k: v for k, v in (overrides or {}).items() if k.replace("-", "_") not in ("tp", "tensor_parallel_size")
-            }
             preset = replace(preset, tp=tp)
+        # where vLLM listens: the preset's host (vLLM's default, every address, when it names none);
+        # a simulated node is this machine: its server is never for the network
+        bind = "127.0.0.1" if node.simulate is not None else (preset.host or "0.0.0.0")
         try:
             if preset.runtime == "docker":
                 command = build_docker_argv(
                     preset,
                     name=f"rocm-console-{name}",
                     port=port,
+                    host=bind,
                     gpus=gpus,
                     overrides=overrides or {},
                     extra_args=extra_args,
@@ -292,8 +303,7 @@ class InstanceService:
                     preset,
                     vllm=shlex.join(cmd.vllm),
                     port=port,
-                    # A simulated node is this machine: its server is never for the network.
-                    host="127.0.0.1" if node.simulate is not None else "0.0.0.0",
+                    host=bind,
                     gpus=gpus,
                     overrides=overrides or {},
                     extra_args=extra_args,
@@ -317,6 +327,8 @@ class InstanceService:
         }
         if group:
             spec["group"] = group
+        if preset.api_key_env:
+            spec["api_key_env"] = preset.api_key_env  # the variable's name: later calls send the key
         # The simulator's env (state dir) must reach the fake vllm too, with the
         # VRAM of the chosen logical GPUs (a CPX partition has 1/8 of the GPU).
         spec["env"].update(cmd.env_dict())
@@ -352,15 +364,22 @@ class InstanceService:
         async for line in self.pool.get(node).stream_lines(argv, env=cmd.env_dict()):
             yield line
 
-    async def health(self, node: NodeSpec, port: int, forwards: dict) -> tuple[bool, tuple[str, ...], str | None]:
-        """(healthy, served models, version) through an SSH forward of the node's port."""
+    async def health(
+        self, node: NodeSpec, port: int, forwards: dict, *, api_key_env: str | None = None
+    ) -> tuple[bool, tuple[str, ...], str | None]:
+        """(healthy, served models, version) through an SSH forward of the node's port.
+
+        api_key_env: the instance's key variable; its value is sent as a bearer token
+        (vLLM guards /v1/*; /health and /version are open)."""
         fwd = forwards.get(port)
         if fwd is None:
             fwd = forwards[port] = await self.pool.get(node).forward_port(port)
         base = f"http://127.0.0.1:{fwd.local_port}"
         import httpx  # here, not at the top: the fleet screen starts without it (~50 ms)
 
-        async with httpx.AsyncClient(timeout=self._http_timeout) as client:
+        key = os.environ.get(api_key_env) if api_key_env else None
+        auth = {"Authorization": f"Bearer {key}"} if key else None
+        async with httpx.AsyncClient(timeout=self._http_timeout, headers=auth) as client:
             try:
                 r = await client.get(base + "/health")
             except httpx.HTTPError:
@@ -415,7 +434,7 @@ class InstanceService:
                 v = state["view"]
                 if v.port:
                     try:
-                        ok, models, version = await self.health(node, v.port, forwards)
+                        ok, models, version = await self.health(node, v.port, forwards, api_key_env=v.api_key_env)
                     except TransportError:
                         ok, models, version = False, (), None
                     if ok:
@@ -542,7 +561,7 @@ class InstancePoller:
         models: tuple[str, ...] = ()
         if v.port:
             try:
-                ok, models, version = await self.service.health(node, v.port, forwards)
+                ok, models, version = await self.service.health(node, v.port, forwards, api_key_env=v.api_key_env)
             except TransportError:
                 ok = False
         if ok:

@@ -40,6 +40,7 @@ from console.core.multinode import (
     ray_command,
     ray_exit_line,
 )
+from console.core.serve_argv import API_KEY_VAR, api_key_from
 from console.core.serve_rules import choose_port
 from console.core.telemetry import is_nvidia_source
 from console.services.instances import (
@@ -371,12 +372,18 @@ class MultiNodeService:
         for secret in PASSTHROUGH_SECRETS:
             if secret in environ and secret not in env:
                 env[secret] = environ[secret]
+        if preset.api_key_env:  # as InstanceService.start: the key in the environment, never argv
+            try:
+                env[API_KEY_VAR] = api_key_from(preset.api_key_env, environ, f"preset {preset.name}")
+            except ValueError as exc:
+                raise InstanceError(f"{head.name}: {exc}") from None
         env["ROCM_CONSOLE_RAY"] = shlex.join(await self._ray(head))  # read by the simulated vllm only
         try:
             command = build_head_serve(
                 preset,
                 vllm=shlex.join(cmd.vllm),
                 port=port,
+                host=preset.host or "0.0.0.0",  # where the preset says (vLLM's default: every address)
                 head_address=address,
                 ray_port=ray_port,
                 gpus=gpus,
@@ -399,6 +406,8 @@ class MultiNodeService:
             "runtime": "host",
             "multinode": dict(info, role="serve"),
         }
+        if preset.api_key_env:
+            spec["api_key_env"] = preset.api_key_env
         spec["env"].update(cmd.env_dict())
         [rec] = await self.instances._call(head, "start", input=json.dumps(spec), timeout=60)
         return view_from_record(head.name, rec)

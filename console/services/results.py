@@ -4,7 +4,13 @@ Layout: `<root>/<id>.json`, each file `run_to_dict(run)`. The root is
 `platformdirs.user_data_path("rocm-console") / "results"`, or
 `$ROCM_CONSOLE_DATA_DIR/results` when that variable is set (tests, scripts).
 Writes are atomic (a temporary file in the same folder, then a rename that
-never replaces another run's file).
+never replaces another run's file). Every check-then-write (is this result
+stored already? is this id free?) holds an exclusive lock on `<root>/.lock`
+(flock), so two consoles importing or storing at once never store a run twice
+and never lose one; `<root>/.index` caches each file's fingerprint (by size and
+mtime) so the check reads only files that changed. A store that cannot be
+written (the data dir is a file, read-only, the disk full) raises StoreError,
+one line naming the folder and the reason.
 
 `import_paths` reads vLLM result JSON of any version and captured text output of
 the benchmark clients (files or folders, recursively) into stored runs, skipping
@@ -14,6 +20,7 @@ with the reason it shows.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -21,9 +28,14 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; one console at a time there
+    fcntl = None  # type: ignore[assignment]
 
 from console.core.results.file_import import runs_from_file
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
@@ -33,13 +45,30 @@ __all__ = [
     "ImportReport",
     "ImportedItem",
     "ResultStore",
+    "Saved",
     "SkippedItem",
+    "StoreError",
     "default_root",
 ]
 
 DATA_DIR_ENV = "ROCM_CONSOLE_DATA_DIR"
 MAX_FILE_BYTES = 256 << 20  # a benchmark log or result JSON is far smaller
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+LOCK_NAME = ".lock"
+INDEX_NAME = ".index"
+
+
+class StoreError(Exception):
+    """The store cannot be written (or its folder cannot be made): one line naming the folder."""
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What save() did: the id the run is stored under, and whether this call stored it
+    (False: the same result was stored already, under `id`)."""
+
+    id: str
+    new: bool
 
 
 def default_root() -> Path:
@@ -117,6 +146,80 @@ class ResultStore:
     def __init__(self, root: Path | str | None = None) -> None:
         self.root = Path(root).expanduser() if root is not None else default_root()
         self.errors: list[str] = []  # files list() could not read, one line each
+        self._lock_depth = 0
+
+    # ---------------------------------------------------------- lock
+
+    def _failed(self, exc: OSError) -> StoreError:
+        reason = exc.strerror or type(exc).__name__
+        if isinstance(exc, (NotADirectoryError, FileExistsError)) or (self.root.exists() and not self.root.is_dir()):
+            reason = "a file is in the way of the results folder"
+        return StoreError(f"cannot store results in {self.root}: {reason}")
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """An exclusive lock on the store across processes (re-entrant within this object)."""
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._failed(exc) from None
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            self._lock_depth = 1
+            yield
+        finally:
+            self._lock_depth = 0
+            os.close(fd)  # releases the lock
+
+    def _fingerprint_index(self) -> dict[str, str]:
+        """id -> fingerprint of every stored run; call with the lock held.
+
+        Each file is read only when its size or mtime differs from `.index` (kept in
+        the folder), so a large store costs one directory listing per check."""
+        index_path = self.root / INDEX_NAME
+        try:
+            cached = json.loads(index_path.read_text(encoding="utf-8")).get("runs", {})
+            if not isinstance(cached, dict):
+                cached = {}
+        except (OSError, ValueError, AttributeError):
+            cached = {}
+        fresh: dict[str, list] = {}
+        changed = False
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                run_id = entry.name[:-5] if entry.name.endswith(".json") else ""
+                if not _ID_RE.match(run_id):
+                    continue
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                old = cached.get(run_id)
+                if isinstance(old, list) and len(old) == 3 and old[:2] == [st.st_mtime_ns, st.st_size]:
+                    fresh[run_id] = old
+                    continue
+                try:
+                    fingerprint = self._read(Path(entry.path)).fingerprint
+                except ValueError:
+                    fingerprint = ""  # unreadable: list() reports it; never a duplicate of anything
+                fresh[run_id] = [st.st_mtime_ns, st.st_size, fingerprint]
+                changed = True
+        if changed or len(fresh) != len(cached):
+            try:
+                tmp = self._write_temp(json.dumps({"runs": fresh}, separators=(",", ":")))
+                os.replace(tmp, index_path)
+            except OSError:
+                pass  # a cache only: the next check reads the files again
+        return {run_id: entry[2] for run_id, entry in fresh.items()}
 
     # ---------------------------------------------------------- files
 
@@ -124,6 +227,15 @@ class ResultStore:
         if not _ID_RE.match(run_id):
             raise KeyError(f"invalid run id {run_id!r}")
         return self.root / f"{run_id}.json"
+
+    def check_readable(self) -> None:
+        """StoreError when something other than a folder stands where the store is (the data
+        dir is a file, or lies under one): a store that is merely not made yet is empty."""
+        for path in (self.root, *self.root.parents):
+            if path.exists():
+                if not path.is_dir():
+                    raise StoreError(f"cannot read results in {self.root}: {path} is a file, not a folder")
+                return
 
     def ids(self) -> list[str]:
         if not self.root.is_dir():
@@ -139,7 +251,6 @@ class ResultStore:
 
     def _write_new(self, run: StoredRun) -> StoredRun:
         """Write under run.id, or a fresh id when that one is taken; never replaces a file."""
-        self.root.mkdir(parents=True, exist_ok=True)
         run_id = run.id
         for _ in range(20):
             candidate = dataclasses.replace(run, id=run_id)
@@ -166,7 +277,10 @@ class ResultStore:
         return f"{head}-{secrets.token_hex(3)}"
 
     def _temp_file(self, run: StoredRun) -> Path:
-        text = json.dumps(run_to_dict(run), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+        return self._write_temp(json.dumps(run_to_dict(run), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+
+    def _write_temp(self, text: str) -> Path:
+        """text in a new hidden file of the folder, synced: ready to be linked or renamed into place."""
         fd, name = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.root)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -181,30 +295,45 @@ class ResultStore:
     # ---------------------------------------------------------- API
 
     def save(self, run: StoredRun) -> str:
-        """Store a run; returns its id. Its own id is kept when free (a run saved
-        again with the same fingerprint replaces its file); a taken id gets new hex."""
+        """Store a run; returns the id it is stored under (see add)."""
+        return self.add(run).id
+
+    def add(self, run: StoredRun) -> Saved:
+        """Store a run unless the same result is stored already (same fingerprint, any id):
+        then the stored file is left as it is (update() replaces one, e.g. for a new label).
+
+        Its own id is kept when free; a taken id gets new hex. The check and the write
+        hold the store's lock, so this holds across processes. StoreError when the
+        store cannot be written."""
         if not run.id:
             raise ValueError("a run needs an id (build it with run_from_console / run_from_result)")
-        path = self._path(run.id)
-        if path.exists():
+        self._path(run.id)  # an id that is no file name: KeyError before anything is written
+        with self._locked():
             try:
-                same = self._read(path).fingerprint == run.fingerprint and bool(run.fingerprint)
-            except ValueError:
-                same = False
-            if same:
-                return self.update(run)
-        return self._write_new(run).id
+                index = self._fingerprint_index()
+                if run.fingerprint and index.get(run.id) == run.fingerprint:
+                    return Saved(run.id, False)
+                existing = next((i for i, fp in index.items() if fp and fp == run.fingerprint), None)
+                if existing is not None:
+                    return Saved(existing, False)
+                return Saved(self._write_new(run).id, True)
+            except OSError as exc:
+                raise self._failed(exc) from None
 
     def update(self, run: StoredRun) -> str:
         """Replace a stored run's file (e.g. a new label). KeyError if it is not stored."""
         path = self._path(run.id)
-        if not path.exists():
-            raise KeyError(f"no stored run {run.id!r}")
-        tmp = self._temp_file(run)
-        try:
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with self._locked():
+            if not path.exists():
+                raise KeyError(f"no stored run {run.id!r}")
+            try:
+                tmp = self._temp_file(run)
+                try:
+                    os.replace(tmp, path)
+                finally:
+                    tmp.unlink(missing_ok=True)
+            except OSError as exc:
+                raise self._failed(exc) from None
         return run.id
 
     def resolve(self, ref: str) -> str:
@@ -271,9 +400,16 @@ class ResultStore:
         return None
 
     def delete(self, ref: str) -> str:
-        """Remove a run (id or unique prefix); returns its id. KeyError if unknown/ambiguous."""
-        run_id = self.resolve(ref)
-        self._path(run_id).unlink()
+        """Remove a run (id or unique prefix); returns its id. KeyError if unknown/ambiguous,
+        StoreError if the file cannot be removed."""
+        with self._locked():
+            run_id = self.resolve(ref)
+            try:
+                self._path(run_id).unlink()
+            except FileNotFoundError:
+                raise KeyError(f"no stored run {ref!r} (results list shows the ids)") from None
+            except OSError as exc:
+                raise self._failed(exc) from None
         return run_id
 
     # ---------------------------------------------------------- import
@@ -289,8 +425,26 @@ class ResultStore:
         """Import result JSON files and captured client output (files, or folders
         searched recursively; hidden entries inside folders are left out)."""
         report = ImportReport()
-        known = self.fingerprints()
         created = time.time() if now is None else now
+        # One lock for the whole import: another console importing the same files waits, then
+        # finds them stored; the fingerprints are read once and kept up to date as runs are written.
+        with self._locked():
+            try:
+                known = {fp: run_id for run_id, fp in self._fingerprint_index().items() if fp}
+            except OSError as exc:
+                raise self._failed(exc) from None
+            self._import_all(paths, label, node, created, known, report)
+        return report
+
+    def _import_all(
+        self,
+        paths: Iterable[str | Path],
+        label: str | None,
+        node: str | None,
+        created: float,
+        known: dict[str, str],
+        report: ImportReport,
+    ) -> None:
         for raw in _ensure_sequence(paths):
             shown = str(raw)
             path = Path(raw).expanduser()
@@ -307,7 +461,6 @@ class ResultStore:
                 continue
             for file in files:
                 self._import_file(file, label, node, created, known, report)
-        return report
 
     def _import_file(
         self,
@@ -336,15 +489,18 @@ class ResultStore:
         parsed = runs_from_file(data, source=source, label=label, node=node, created=created)
         for part, reason in parsed.skipped:
             report.skipped.append(SkippedItem(shown, reason, part))
-        for run in parsed.runs:
-            part = run.context.get("source_part")
-            existing = known.get(run.fingerprint)
-            if existing is not None:
-                report.duplicates.append(ImportedItem(shown, existing, False, part))
-                continue
-            stored = self._write_new(run)
-            known[run.fingerprint] = stored.id
-            report.imported.append(stored)
+        try:  # under import_paths' lock
+            for run in parsed.runs:
+                part = run.context.get("source_part")
+                existing = known.get(run.fingerprint)
+                if existing is not None:
+                    report.duplicates.append(ImportedItem(shown, existing, False, part))
+                    continue
+                stored = self._write_new(run)
+                known[run.fingerprint] = stored.id
+                report.imported.append(stored)
+        except OSError as exc:
+            raise self._failed(exc) from None
 
 
 def _order(run: StoredRun) -> tuple:

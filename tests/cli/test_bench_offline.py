@@ -122,13 +122,42 @@ def test_busy_gpus_are_refused_naming_what_holds_them(lab, tmp_path):
         ),
         (("throughput", "--gpus", "0", "--set", "model=m"), "bench throughput: --set input_len=N --set output_len=N"),
         (("latency", "--gpus", "0,0", "--set", "model=m"), "--gpus '0,0': expected distinct non-negative GPU indices"),
-        (("accuracy", "--instance", "x", "--limit", "0"), "--limit 0: must be 1 or more"),
+        (
+            ("accuracy", "--instance", "x", "--limit", "0"),
+            "rocm-console bench accuracy: argument --limit: '0': expected a whole number >= 1",
+        ),
+        (
+            ("latency", "--gpus", "0", "--set", "model=m", "--set", "num_prompts=5"),
+            "--set num_prompts: not used by bench latency (keys: model, tp, batch_size,",
+        ),
+        (
+            ("latency", "--gpus", "0,1", "--set", "model=m", "--set", "tp=1"),
+            "--set tp=1: --gpus 0,1 gives 2 (TP is the number of GPUs)",
+        ),
+        (
+            ("latency", "--gpus", "0", "--set", "model=m", "--arg=--tensor_parallel_size=2"),
+            "--arg --tensor_parallel_size=2: the console sets --tensor-parallel-size; use --set tp=...",
+        ),
+        (
+            ("latency", "--attach", "r1", "--gpus", "0"),
+            "--attach follows a run that is already started: --gpus does not apply",
+        ),
+        (
+            ("latency", "--gpus", "0", "--set", "model=m", "--client", "subcommand", "--scripts-dir", "/x"),
+            "--scripts-dir is where",
+        ),
+        (
+            ("latency", "--gpus", "0", "--set", "model=m", "--label", "a", "--no-store"),
+            "--label is stored with the result",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(lab, args, message):
     proc = run("bench", *args, "--profile", str(lab))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert one_line_error(proc).startswith("rocm-console: " + message)
+    if not message.startswith("rocm-console"):
+        message = "rocm-console: " + message
+    assert one_line_error(proc).startswith(message)
 
 
 def test_accuracy_against_a_missing_instance_is_one_line(lab, tmp_path):

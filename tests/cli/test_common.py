@@ -45,6 +45,29 @@ def test_select_nodes_keeps_each_named_node_once(two_nodes):
 
 
 def test_parse_pairs():
-    assert parse_pairs(["max_model_len=4096", "x=a=b", "x=c"], "--set") == {"max_model_len": "4096", "x": "c"}
+    assert parse_pairs(["max_model_len=4096", "x=a=b"], "--set") == {"max_model_len": "4096", "x": "a=b"}
     with pytest.raises(UsageError, match=r"--env '=1': expected KEY=VALUE"):
         parse_pairs(["=1"], "--env")
+
+
+@pytest.mark.parametrize(
+    ("items", "flag", "message"),
+    [
+        (["x=1", "x=2"], "--set", "--set x: given twice; give each key once"),
+        (
+            ["max-model-len=1", "--max_model_len=2"],
+            "--set",
+            "--set --max_model_len: given twice (also as max-model-len)",
+        ),
+        (["A=1", "A=2"], "--env", "--env A: given twice"),
+        (["1A=1"], "--env", "--env 1A: not an environment variable name"),
+        (["A B=1"], "--env", "--env A B: not an environment variable name"),
+        (["a b=1"], "--set", "--set 'a b': not a key name"),
+        (["novalue"], "--set", "--set 'novalue': expected KEY=VALUE"),
+        ([" =1"], "--set", "--set ' =1': expected KEY=VALUE"),
+    ],
+)
+def test_parse_pairs_refuses_what_a_command_cannot_honour(items, flag, message):
+    with pytest.raises(UsageError) as info:
+        parse_pairs(items, flag)
+    assert str(info.value).startswith(message)

@@ -87,7 +87,11 @@ def test_demo_table_for_one_node():
             ("--demo", "--node", "nope"),
             "rocm-console: unknown node 'nope' (known: mi300x-spx, mi300x-cpx, mi355x, h100)",
         ),
-        (("--demo", "--timeout", "0"), "rocm-console: --timeout 0: must be more than 0 seconds"),
+        (
+            ("--demo", "--timeout", "0"),
+            "rocm-console doctor: argument --timeout: '0': expected a number of seconds > 0 "
+            "(see rocm-console doctor --help)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message):

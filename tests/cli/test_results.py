@@ -59,7 +59,9 @@ def test_import_then_reimport(capsys, data_dir):
 
 def test_import_exit_codes(capsys, tmp_path):
     code, out, err = cli(capsys, "import", str(CPU / "bench_fail_no_server.raw"))
-    assert code == 1 and err == ""
+    assert (
+        code == 1 and one_line(err) == f"rocm-console: no benchmark result found in {CPU / 'bench_fail_no_server.raw'}"
+    )
     assert "skipped" in out and "All requests failed." in out
     code, out, err = cli(capsys, "import", str(tmp_path / "nope.json"))
     assert code == 2

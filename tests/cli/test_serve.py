@@ -16,7 +16,7 @@ def test_bad_flags(profile):
     proc = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--set", "oops")
     assert proc.returncode == 2 and "expected KEY=VALUE" in one_line_error(proc)
     proc = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "0", "--set", "port=1234")
-    assert proc.returncode == 1 and "port" in one_line_error(proc)
+    assert proc.returncode == 2 and "--set port: the console sets it" in one_line_error(proc)
 
 
 def test_serve_lifecycle_on_the_simulator(profile):

@@ -690,7 +690,79 @@ def test_not_utf8(tmp_path):
     path.write_bytes(b'[nodes.a]\nhost = "caf\xe9"\n')
     with pytest.raises(ProfileError) as info:
         load_profile([path])
-    assert str(info.value) == f"{path}:2: not UTF-8 text"
+    assert str(info.value) == f"{path}:2: [nodes.a] key 'host': not UTF-8 text (save the file as UTF-8)"
+
+
+def test_utf16_file_is_refused_and_a_utf8_bom_is_harmless(tmp_path):
+    wide = tmp_path / "wide.toml"
+    wide.write_bytes('[nodes.a]\nhost = "h"\n'.encode("utf-16"))  # Notepad's "Unicode": a BOM, then UTF-16
+    with pytest.raises(ProfileError) as info:
+        load_profile([wide])
+    assert str(info.value) == f"{wide}:1: UTF-16 text (a UTF-16 byte order mark): save the file as UTF-8"
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b'\xef\xbb\xbf[nodes.a]\nhost = "h"\nprot = 1\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile([bom])
+    assert str(info.value).startswith(f"{bom}:3: [nodes.a] key 'prot': unknown key")  # lines still right
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("identity_file", "NOKEY", "no such file: "),
+        ("known_hosts", "NOHOSTS", "no such file: "),
+        ("identity_file", "DIR", "not a file: "),
+    ],
+)
+def test_ssh_files_that_are_not_there_fail_at_load(tmp_path, key, value, message):
+    target = {"NOKEY": tmp_path / "no-key", "NOHOSTS": tmp_path / "no-hosts", "DIR": tmp_path}[value]
+    err, path = fail(tmp_path, f'[nodes.a]\nhost = "h"\n{key} = "{target}"\n')
+    assert str(err) == f"{path}:3: [nodes.a] key '{key}': {message}{target}"
+
+
+def test_identity_file_with_tilde_is_found_in_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_test").write_text("k")
+    node = load(tmp_path, '[nodes.a]\nhost = "h"\nidentity_file = "~/.ssh/id_test"\n').nodes[0]
+    assert node.identity_file == "~/.ssh/id_test"
+    err, _ = fail(tmp_path, '[nodes.a]\nhost = "h"\nidentity_file = "~/.ssh/id_gone"\n', name="b.toml")
+    assert err.key == "identity_file" and err.message == f"no such file: {tmp_path}/.ssh/id_gone"
+
+
+@pytest.mark.parametrize(
+    ("jump", "message"),
+    [
+        ("ops@bastion:99999", "port '99999' in string \"ops@bastion:99999\": expected 1..65535"),
+        ("bastion:0", "port '0' in string \"bastion:0\": expected 1..65535"),
+        ("bastion:ssh", "port 'ssh' in string \"bastion:ssh\": expected 1..65535"),
+        ("bastion:", "port '' in string \"bastion:\": expected 1..65535"),
+        ("@bastion", 'empty user in string "@bastion"'),
+        ("ops@:22", 'no host in string "ops@:22"'),
+        ("a:22,b:22", "one jump host only"),
+        ("fe80::1", "an IPv6 address goes in brackets"),
+        ("[fe80::1", "expected [address]:port"),
+        ("[fe80::1]:70000", "port '70000'"),
+    ],
+)
+def test_bad_jump_host(tmp_path, jump, message):
+    err, path = fail(tmp_path, f'[nodes.a]\nhost = "h"\njump = "{jump}"\n')
+    assert err.line == 3 and err.table == "nodes.a" and err.key == "jump"
+    assert err.message.startswith(message), err.message
+
+
+@pytest.mark.parametrize("jump", ["bastion", "ops@bastion", "ops@bastion.lab:2222", "[fe80::1]:22", "[::1]", "alias"])
+def test_good_jump_hosts(tmp_path, jump):
+    assert load(tmp_path, f'[nodes.a]\nhost = "h"\njump = "{jump}"\n').nodes[0].jump == jump
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "-flag", "a" * 65, '"a/b"', '"a b"'])
+@pytest.mark.parametrize("section", ["nodes", "serve", "bench"])
+def test_path_unsafe_names_are_refused(tmp_path, name, section):
+    body = {"nodes": 'host = "h"', "serve": 'model = "m"', "bench": 'dataset = "random"'}[section]
+    quoted = name if name.startswith('"') else f'"{name}"'
+    err, path = fail(tmp_path, f"[{section}.{quoted}]\n{body}\n")
+    assert err.line == 1 and "name (letters, digits, '_', '.', '-'; a letter, digit or _ first; at most 64)" in str(err)
 
 
 def test_duplicate_node_across_files_names_both(tmp_path):
@@ -728,15 +800,17 @@ def test_no_files_is_an_empty_profile():
 
 
 def test_full_node(tmp_path):
+    (tmp_path / "id_ed25519").write_text("key\n")
+    (tmp_path / "lab_known_hosts").write_text("hosts\n")
     profile = load(
         tmp_path,
-        """
+        f"""
         [nodes.mi300-a]
         host = "gpu-a.lab.example"
         port = 2222
         user = "ops"
-        identity_file = "~/.ssh/id_ed25519"
-        known_hosts = "~/.ssh/lab_known_hosts"
+        identity_file = "{tmp_path / "id_ed25519"}"
+        known_hosts = "{tmp_path / "lab_known_hosts"}"
         jump = "ops@bastion.lab.example:22"
         python = "/usr/bin/python3.11"
         sudo = true

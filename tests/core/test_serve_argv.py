@@ -174,13 +174,13 @@ def test_override_values_that_look_negative_or_json():
 @pytest.mark.parametrize(
     ("key", "message"),
     [
-        ("port", "sets it from port"),
+        ("port", "sets it from --port or the preset's port"),
         ("tensor_parallel_size", "tp"),
         ("tp", "tp"),
         ("-tp", "tp"),
-        ("host", "host"),
+        ("host", "the preset's host"),
         ("served_model_name", "served_model_name"),
-        ("api_key", "VLLM_API_KEY"),
+        ("api_key", "api_key_env"),
         ("hf_token", "HF_TOKEN"),
         ("bad key", "not a flag name"),
         ("", "not a flag name"),

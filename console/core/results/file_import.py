@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,9 +13,10 @@ from typing import TypeGuard
 
 from console.core.bench_output import BenchError, BenchStreamParser
 from console.core.results.build import run_from_block, run_from_result
-from console.core.results.record import StoredRun, as_number
+from console.core.results.record import FORMAT, StoredRun, as_number, fingerprint_of, new_run_id, run_from_dict
 
 _MAX_REASON = 300
+_SAFE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # a file name in the store, nothing more
 
 
 @dataclass
@@ -98,6 +101,7 @@ def runs_from_file(
             json_error = str(exc)
         else:
             out.kind = "json"
+            objects = _stored_runs(objects, out, label)
             many = len(objects) > 1
             for i, obj in enumerate(objects, 1):
                 part = f"object {i}" if many else None
@@ -112,7 +116,7 @@ def runs_from_file(
                     out.skipped.append((part, _one_line(reason)))
                     continue
                 out.runs.append(run_from_result(obj, source=source, label=label, node=node, created=created, part=part))
-            if not objects:
+            if not objects and not out.runs and not out.skipped:
                 out.skipped.append((None, "empty JSON file"))
             return out
     parser = BenchStreamParser()
@@ -137,6 +141,29 @@ def runs_from_file(
     if not blocks:
         out.skipped.append((None, _no_block_reason(errors, json_error)))
     return out
+
+
+def _stored_runs(objects: list[object], out: FileParse, label: str | None) -> list[object]:
+    """The console's own files (a stored run, `results export --format json`, a run kept on a
+    node when the store was full) become runs as they were; the other objects are returned."""
+    rest: list[object] = []
+    for i, obj in enumerate(objects, 1):
+        if not (isinstance(obj, Mapping) and obj.get("format") == FORMAT):
+            rest.append(obj)
+            continue
+        items = obj.get("runs") if "runs" in obj else [obj]
+        for j, item in enumerate(items if isinstance(items, list) else [], 1):
+            part = f"run {j}" if "runs" in obj else (f"object {i}" if len(objects) > 1 else None)
+            try:
+                run = run_from_dict(item)
+            except (ValueError, KeyError, TypeError) as exc:
+                out.skipped.append((part, _one_line(f"not a stored run ({exc})")))
+                continue
+            fingerprint = run.fingerprint or fingerprint_of(run.result, run.metrics, run.setup)
+            run_id = run.id if _SAFE_ID_RE.match(run.id) else new_run_id(run.created, run.node, fingerprint)
+            run = dataclasses.replace(run, id=run_id, fingerprint=fingerprint)
+            out.runs.append(dataclasses.replace(run, label=label) if label is not None else run)
+    return rest
 
 
 def _failed_reason(errors: Sequence[BenchError], before_line: float) -> str:

@@ -134,7 +134,11 @@ def run_from_accuracy(
             {k: results[k] for k in ("results", "n-shot", "configs", "versions", "n-samples") if k in results}
         ),
     )
-    return _finish(run)
+    run = _finish(run)
+    # lm_eval's JSON has no date: two evaluations with equal scores are still two runs
+    # (the store folds runs with one fingerprint into one)
+    fingerprint = hashlib.sha256(f"{run.fingerprint}:{run.created!r}".encode()).hexdigest()
+    return dataclasses.replace(run, fingerprint=fingerprint, id=new_run_id(run.created, run.node, fingerprint))
 
 
 def _instance_key(run: StoredRun) -> tuple | None:

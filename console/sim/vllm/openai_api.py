@@ -3,6 +3,7 @@
 import asyncio
 import email.utils
 import json
+import os
 import random
 import zlib
 
@@ -82,8 +83,10 @@ class OpenAIServer(HttpServer):
                 keep=keep,
                 extra=("allow: " + ", ".join(HTTP_ROUTES[path]),),
             )
-        if sim.args.api_key and path.startswith("/v1/"):
-            if headers.get("authorization", "") != "Bearer " + sim.args.api_key:
+        # as vLLM: --api-key, else VLLM_API_KEY from the environment; /health, /metrics, /version stay open
+        api_key = sim.args.api_key or os.environ.get("VLLM_API_KEY")
+        if api_key and path.startswith("/v1/"):
+            if headers.get("authorization", "") != "Bearer " + api_key:
                 return await self._send(writer, ctx, 401, {"error": "Unauthorized"}, keep=keep)
         if path in ("/health", "/ping"):
             return await self._send(writer, ctx, 503 if sim.engine.dead else 200, b"", None, keep)

@@ -1,0 +1,227 @@
+"""Every `rocm-console` command, fed bad input, says so without a traceback and never exits 0.
+
+The commands come from the real argparse tree (console/cli/entry.py's build_parser), so a new
+subcommand or option is swept as soon as it exists. For each command: no arguments; a profile
+that is missing, a folder, not TOML, not UTF-8; an unknown node; the demo with names that do not
+exist; bad KEY=VALUE pairs for --set/--env and an empty --arg; garbage for every typed option
+and for the options known to take lists, choices or paths; a data dir that is a file. Each
+line runs as its own process (as a user runs it), several at once, each with a deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from console.cli.entry import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKERS = 4
+DEADLINE = 90  # seconds for one command; every line here fails fast
+
+
+@dataclass(frozen=True)
+class Case:
+    argv: tuple[str, ...]
+    must_fail: bool = True  # exit 0 is a bug (else: only "no traceback")
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(command words, parser) of every leaf of the argparse tree."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+        return
+    for name, sub in subs[0].choices.items():
+        yield from _commands(sub, (*path, name))
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {opt: a for a in parser._actions for opt in a.option_strings if opt.startswith("--")}
+
+
+def _positionals(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if not a.option_strings]
+
+
+# What a required option gets when the case is about something else (names that exist nowhere,
+# so a command that got past the bad input still stops at them: nothing starts).
+FILL = {"--preset": "tiny", "--instance": "no-such-instance", "--format": "json", "--node": "sim"}
+# Garbage for options whose value is a list, a choice, a path or a name.
+GARBAGE = {
+    "--gpus": "a,b",
+    "--concurrency": "x,1",
+    "--since": "someday",
+    "--replicas": "many",
+    "--compute": "XPX",
+    "--memory": "NPS9",
+    "--source": "nowhere",
+    "--client": "nope",
+    "--format": "doc",
+    "--output": "/nonexistent-dir/out.json",
+    "--state": "/nonexistent-dir/state.json",
+    "--out": "{file}/sub",
+    "--dataset": "/nonexistent-dir/data.jsonl",
+    "--lm-eval": "/nonexistent-dir/lm_eval",
+    "--url": "not a url",
+    "--scripts-dir": "",
+    "--nodes": "a,,b",
+    "--group": "../x",
+    "--name": "../x",
+    "--attach": "../no-such-run",
+    "--task": "",
+    "--model": "",
+}
+BAD_SET = (("novalue",), ("=1",), ("bad key=1",), ("a=1", "a=2"), ("tp=abc",), ("tp=-1",), ("port=1",))
+BAD_ENV = (("1BAD=x",), ("novalue",), ("A=1", "A=2"))
+TYPED_GARBAGE = ("abc", "-5", "nan")
+
+
+def _fill(
+    parser: argparse.ArgumentParser, skip: set[str] = frozenset(), positional: str = "no-such-thing"
+) -> list[str]:
+    out: list[str] = [positional for _ in _positionals(parser)]
+    for opt, action in _options(parser).items():
+        if action.required and opt not in skip and opt == action.option_strings[-1]:
+            out += [opt, FILL.get(opt, "no-such-thing")]
+    return out
+
+
+def _cases(files: dict[str, Path]) -> list[Case]:
+    cases: list[Case] = []
+    sim = ("--profile", str(files["sim"]))
+    # the TUI's own line: only inputs that fail before anything starts
+    for bad in (("--profile", str(files["missing"])), ("--profile", str(files["dir"])), ("--interval", "0")):
+        cases.append(Case(bad))
+    cases.append(Case(("--interval", "abc")))
+    cases.append(Case(("--interval", "2", "status", *sim)))  # the TUI's option on a command that ignores it
+    seen_groups: set[str] = set()
+    for words, parser in _commands(build_parser()):
+        opts = _options(parser)
+        first_of_group = words[0] not in seen_groups  # every loader path once per command group
+        seen_groups.add(words[0])
+        has_required = bool(_positionals(parser)) or any(a.required for a in opts.values())
+        cases.append(Case(words, must_fail=has_required))
+        fill = _fill(parser)
+        if "--profile" in opts:
+            for bad in ("missing", "dir", "latin1", *(("garbage", "bom16") if first_of_group else ())):
+                cases.append(Case((*words, "--profile", str(files[bad]), *fill)))
+        if "--node" in opts and "--profile" in opts:
+            # results' --node filters stored runs by the name they carry (imports may name any node)
+            is_filter = words[0] == "results" and words[-1] != "fetch"
+            cases.append(
+                Case((*words, *sim, *_fill(parser, {"--node"}), "--node", "no-such-node"), must_fail=not is_filter)
+            )
+        if "--demo" in opts and _positionals(parser):
+            node = ("--node", "mi300x-spx") if "--node" in opts else ()
+            cases.append(Case((*words, "--demo", *node, *_fill(parser, {"--node"}))))
+        if _positionals(parser) and words[0] in ("experiment", "results"):  # files: unreadable ones
+            for bad in ("dir", "garbage", "latin1", "bom16"):
+                cases.append(Case((*words, *_fill(parser, positional=str(files[bad])), "--demo")))
+        if "--set" in opts:
+            for bad in BAD_SET:
+                pairs = [x for item in bad for x in ("--set", item)]
+                cases.append(Case((*words, *sim, *fill, *pairs)))
+        if "--env" in opts:
+            for bad in BAD_ENV:
+                pairs = [x for item in bad for x in ("--env", item)]
+                cases.append(Case((*words, *sim, *fill, *pairs)))
+        if "--arg" in opts:
+            cases.append(Case((*words, *sim, *fill, "--arg=")))
+        for opt, action in opts.items():
+            if opt != action.option_strings[-1] and not opt.startswith("--"):
+                continue
+            if action.type is not None and action.nargs is None and opt not in GARBAGE:
+                for value in TYPED_GARBAGE:
+                    cases.append(Case((*words, *sim, *_fill(parser, {opt}), f"{opt}={value}")))
+            if opt in GARBAGE:
+                value = GARBAGE[opt].format(file=files["garbage"])
+                cases.append(Case((*words, *sim, *_fill(parser, {opt}), f"{opt}={value}")))
+        if words[0] == "results" and words[-1] != "fetch":
+            broken = (("ROCM_CONSOLE_DATA_DIR", str(files["garbage"])),)
+            cases.append(Case((*words, *fill), must_fail=has_required or words[-1] in ("list",), env=broken))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("sweep")
+    sim = root / "lab.toml"
+    sim.write_text(f"""
+[nodes.sim]
+transport = "local"
+state_dir = "{root / "state"}"
+simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", seed = 11 }}
+""")
+    (root / "garbage.toml").write_text("[[[ this is = not toml\n")
+    (root / "latin1.toml").write_bytes(b'[nodes.a]\nhost = "caf\xe9"\n')
+    (root / "bom16.toml").write_bytes('[nodes.a]\nhost = "h"\n'.encode("utf-16"))
+    (root / "adir.toml").mkdir()
+    (root / "home").mkdir()
+    (root / "empty").mkdir()
+    return {
+        "sim": sim,
+        "missing": root / "missing.toml",
+        "dir": root / "adir.toml",
+        "garbage": root / "garbage.toml",
+        "latin1": root / "latin1.toml",
+        "bom16": root / "bom16.toml",
+        "home": root / "home",
+        "cwd": root / "empty",
+        "root": root,
+    }
+
+
+def _run(case: Case, files: dict[str, Path]) -> tuple[Case, int, str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(files["home"]),
+        "XDG_CONFIG_HOME": str(files["root"] / "config"),
+        "XDG_DATA_HOME": str(files["root"] / "data-home"),
+        "ROCM_CONSOLE_DATA_DIR": str(files["root"] / "data"),
+        "ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "20",
+    }
+    env.update(case.env)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "console", *case.argv],
+            cwd=files["cwd"],  # no ./profiles here: nothing is found that was not given
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
+    except subprocess.TimeoutExpired:
+        return case, -1, "", f"no answer within {DEADLINE} s"
+    return case, proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.timeout(900)
+def test_no_command_answers_bad_input_with_a_traceback_or_exit_0(files):
+    cases = _cases(files)
+    commands = {c.argv[0] for c in cases if c.argv and not c.argv[0].startswith("-")}
+    assert {"status", "serve", "partition", "bench", "results", "doctor", "experiment", "web"} <= commands
+    with ThreadPoolExecutor(WORKERS) as pool:
+        results = list(pool.map(lambda c: _run(c, files), cases))
+    problems = []
+    for case, code, out, err in results:
+        line = "rocm-console " + " ".join(case.argv) + "".join(f" [{k}={v}]" for k, v in case.env)
+        if "Traceback" in err or "Traceback" in out:
+            problems.append(f"{line}: traceback: {err.strip().splitlines()[-1] if err.strip() else out[-200:]}")
+        elif code == -1:
+            problems.append(f"{line}: {err}")
+        elif case.must_fail and code == 0:
+            problems.append(f"{line}: exit 0 for bad input")
+        elif code != 0 and not err.strip():
+            problems.append(f"{line}: exit {code} without a word on stderr")
+    assert not problems, f"{len(problems)} of {len(results)} lines:\n" + "\n".join(problems)
