@@ -83,6 +83,8 @@ def _check(args: argparse.Namespace) -> float | None:
         raise UsageError(
             f"--kind {args.kind!r}: unknown kind (a group: {', '.join(groups)}; or one of: {', '.join(KINDS)})"
         )
+    if args.gpu is not None and args.gpu < 0:
+        raise UsageError(f"--gpu {args.gpu}: a GPU index is 0 or more")
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1")
     if args.timeout is not None and not args.timeout > 0:
@@ -103,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     since = _check(args)
     log = EventLog()
+    _check_node(args, log)
     if args.follow:
         return _follow(args, log, since)
     events = log.read(since=since, node=args.node, kind=args.kind, gpu=args.gpu, limit=args.limit)
@@ -113,6 +116,25 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"no events{' matching the filters' if _filtered(args) else ''} in {log.path}")
     return EXIT_OK
+
+
+def _check_node(args: argparse.Namespace, log) -> None:
+    """A named profile is loaded (a broken one is exit 2 like everywhere); `--node` must name
+    one of its nodes or a node the log has seen (a node since removed keeps its history)."""
+    from console.cli.common import load_selected_profile
+
+    explicit = bool(getattr(args, "profile", None)) or bool(getattr(args, "demo", False))
+    if not explicit and args.node is None:
+        return
+    known: set[str] = set()
+    if explicit:
+        known = {n.name for n in load_selected_profile(args).nodes}
+    if args.node is None or args.node in known:
+        return
+    if any(e.node == args.node for e in log.read(node=args.node, limit=1)):
+        return
+    listed = ", ".join(sorted(known)) or "none in a profile"
+    raise UsageError(f"--node {args.node!r}: no such node in the profile or the event log (known: {listed})")
 
 
 def _filtered(args: argparse.Namespace) -> bool:

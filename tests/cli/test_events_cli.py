@@ -82,8 +82,12 @@ def test_events_filters_and_json(env, log):
     assert [e["instance"] for e in json.loads(proc.stdout)] == ["llama"]
     proc = run("events", "--kind", "gpu", "--limit", "1", env=env)
     assert len(proc.stdout.splitlines()) == 2 and "throttle_end" in proc.stdout
-    proc = run("events", "--node", "nowhere", env=env)
+    proc = run("events", "--kind", "alert", env=env)
     assert proc.returncode == 0 and proc.stdout.startswith("no events matching the filters in ")
+    # A node neither the profile nor the log knows is a typo, as in every other command.
+    proc = run("events", "--node", "nowhere", env=env)
+    assert proc.returncode == 2 and "--node 'nowhere': no such node" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
 
 
 def test_events_bad_input_is_one_line_exit_2(env):
