@@ -6,7 +6,7 @@ import pytest
 
 from console.core.models.config import ModelConfigError, read_config, weight_bytes_from_index
 from console.core.models.fit import FitError, weights_per_gpu
-from tests.core.models.fixtures import INDEX, config, facts
+from tests.core.models.fixtures import DEEPSEEK_V3, INDEX, MIXTRAL_8X7B, config, facts
 
 LLAMAS = [
     "amd--Llama-3.1-8B-Instruct-FP8-KV",
@@ -14,46 +14,6 @@ LLAMAS = [
     "meta-llama--Llama-3.1-70B-Instruct",
     "amd--Llama-3.1-405B-Instruct-FP8-KV",
 ]
-
-MIXTRAL_8X7B = {  # mistralai/Mixtral-8x7B-v0.1 config.json
-    "model_type": "mixtral",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "num_local_experts": 8,
-    "num_experts_per_tok": 2,
-    "vocab_size": 32000,
-    "max_position_embeddings": 32768,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-}
-
-DEEPSEEK_V3 = {  # deepseek-ai/DeepSeek-V3 config.json (the keys a plan reads)
-    "model_type": "deepseek_v3",
-    "hidden_size": 7168,
-    "intermediate_size": 18432,
-    "moe_intermediate_size": 2048,
-    "num_hidden_layers": 61,
-    "num_attention_heads": 128,
-    "num_key_value_heads": 128,
-    "n_routed_experts": 256,
-    "n_shared_experts": 1,
-    "num_experts_per_tok": 8,
-    "first_k_dense_replace": 3,
-    "kv_lora_rank": 512,
-    "q_lora_rank": 1536,
-    "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64,
-    "v_head_dim": 128,
-    "vocab_size": 129280,
-    "max_position_embeddings": 163840,
-    "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096},
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
-}
 
 
 @pytest.mark.parametrize("key", LLAMAS + ["tiny-llama"])

@@ -25,8 +25,7 @@ from console.core.models.fit import (
     weights_per_gpu,
 )
 from console.core.partition_rules import compatibility_refusal
-from tests.core.models.fixtures import config, facts
-from tests.core.models.test_config import DEEPSEEK_V3
+from tests.core.models.fixtures import DEEPSEEK_V3, config, facts
 
 L8 = "amd--Llama-3.1-8B-Instruct-FP8-KV"
 L70 = "meta-llama--Llama-3.1-70B-Instruct"
