@@ -48,6 +48,7 @@ class StageReached:
     max_concurrency: float | None = None
     url: str | None = None  # "http://0.0.0.0:8000" from "Starting vLLM ... server on"
     model: str | None = None  # from the banner/logo "model M" or the parsed args
+    concurrency_tokens: int | None = None  # the "for L tokens per request" of the concurrency line
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +190,14 @@ def _stage(line: str) -> StageReached | ServerStopping | None:
             parts.append(f"max concurrency {conc.group(2)}x")  # type: ignore[union-attr]
             if tokens is None:
                 parts[-1] += f" at {_grouped(_int(conc.group(1)))} tokens"  # type: ignore[union-attr]
-        return StageReached(ServeStage.KV_CACHE, ", ".join(parts), line, kv_tokens=tokens, max_concurrency=factor)
+        return StageReached(
+            ServeStage.KV_CACHE,
+            ", ".join(parts),
+            line,
+            kv_tokens=tokens,
+            max_concurrency=factor,
+            concurrency_tokens=_int(conc.group(1)) if conc else None,
+        )
     if m := _V0_BLOCKS_RE.search(msg):
         return StageReached(ServeStage.KV_CACHE, f"{_grouped(int(m.group(1)))} GPU blocks", line)
 
