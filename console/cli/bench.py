@@ -24,7 +24,7 @@ from console.cli.common import (
     say_error,
 )
 from console.cli.inputs import bench_inputs, concurrency_points
-from console.core.bench_argv import apply_bench_overrides
+from console.core.bench.argv import apply_bench_overrides
 from console.core.model import NodeSpec, Profile
 from console.core.results.build import run_from_console
 from console.core.results.record import StoredRun, run_to_dict

@@ -28,9 +28,7 @@ from console.cli.common import (
     say_error,
 )
 from console.cli.inputs import parse_gpus
-from console.core.errors import ProfileError
-from console.core.model import NodeSnapshot, NodeSpec, Profile
-from console.core.offline_bench import (
+from console.core.bench.offline import (
     CLIENTS,
     PRESETS_PATH,
     OfflineError,
@@ -39,11 +37,13 @@ from console.core.offline_bench import (
     check_extra_args,
     load_offline_presets,
 )
+from console.core.errors import ProfileError
+from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.profiles import PROFILES_DIR
 from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.results.reference import load_reference_numbers, reference_matches
-from console.core.serve_argv import redact
+from console.core.serve.argv import redact
 from console.services.accuracy import AccuracyError, AccuracyRunner
 from console.services.instances import InstanceError
 from console.services.node_results import keep_locally, result_place

@@ -26,8 +26,8 @@ from console.cli.common import (
     say_error,
 )
 from console.cli.inputs import bench_inputs, concurrency_points, serve_inputs, wait_timeout
-from console.core.experiment import ExperimentError, load_experiment, load_state
-from console.core.experiment_report import ExperimentReport, build_report
+from console.core.experiment.report import ExperimentReport, build_report
+from console.core.experiment.spec import ExperimentError, load_experiment, load_state
 from console.core.model import NodeSpec, Profile, SimulateSpec
 from console.core.replicas import DEFAULT_BASE_PORT, ReplicaPlanError, parse_replicas
 from console.services.bench import BenchProgressed, BenchRunError

@@ -9,9 +9,9 @@ import argparse
 from collections.abc import Sequence
 
 from console.cli.common import UsageError, parse_pairs
-from console.core.bench_argv import apply_bench_overrides, build_bench_argv
+from console.core.bench.argv import apply_bench_overrides, build_bench_argv
 from console.core.model import BenchPreset, Profile
-from console.core.serve_argv import check_serve_overrides, take_tp
+from console.core.serve.argv import check_serve_overrides, take_tp
 from console.services.instances import NAME_RE as INSTANCE_NAME_RE
 
 WAIT_TIMEOUT = 900.0  # serve start --wait, unless --timeout says otherwise

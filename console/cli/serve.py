@@ -26,7 +26,7 @@ from console.cli.common import (
 from console.cli.inputs import WAIT_TIMEOUT, parse_gpus, serve_inputs, wait_timeout
 from console.core.model import NodeSpec, Profile
 from console.core.multinode import is_multinode
-from console.core.serve_argv import api_key_from, redact
+from console.core.serve.argv import api_key_from, redact
 from console.services.instances import (
     InstanceError,
     InstanceService,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.core.serve_rules import version_warnings
+from console.core.serve.rules import version_warnings
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 LEVELS = (OK, WARN, FAIL)

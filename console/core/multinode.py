@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from console.core.model import ServePreset
-from console.core.serve_argv import ServeCommand, build_serve_argv
+from console.core.serve.argv import ServeCommand, build_serve_argv
 
 __all__ = [
     "DEFAULT_RAY_PORT",

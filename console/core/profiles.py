@@ -736,7 +736,7 @@ _SERVE_FIELDS: dict[str, _Check] = {
     "ray_port": _port,
     "head_address": _token,
     "ray_args": _string_list,
-    # the name of the variable holding vLLM's API key, never the key (console/core/serve_argv.py)
+    # the name of the variable holding vLLM's API key, never the key (console/core/serve/argv.py)
     "api_key_env": _variable_name,
     "host": _bind_address,  # where vLLM listens on the node, e.g. "127.0.0.1": reached through SSH only
 }

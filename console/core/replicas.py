@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Collection, Iterator, Mapping, Sequence
 
-from console.core.serve_rules import PORT_RANGE
+from console.core.serve.rules import PORT_RANGE
 
 GROUP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
 PER_GPU = "per-gpu"

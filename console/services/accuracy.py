@@ -24,11 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.core.bench_output import parse_progress, strip_ansi
+from console.core.bench.output import parse_progress, strip_ansi
 from console.core.model import NodeSpec
 from console.core.results.offline import run_from_accuracy
 from console.core.results.record import StoredRun
-from console.core.serve_argv import redact
+from console.core.serve.argv import redact
 from console.services.instances import InstanceService, InstanceState, InstanceView
 from console.services.status import sample_node
 from console.services.transports import TransportPool

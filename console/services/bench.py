@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from console.core.bench_argv import apply_bench_overrides, build_bench_argv
-from console.core.bench_output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
-from console.core.bench_result import BenchResult, load_result_file
+from console.core.bench.argv import apply_bench_overrides, build_bench_argv
+from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
+from console.core.bench.result import BenchResult, load_result_file
 from console.core.model import BenchPreset, NodeSpec
-from console.core.serve_argv import api_key_from, redact
+from console.core.serve.argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample, poll_metrics

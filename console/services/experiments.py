@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from console.core.experiment import (
+from console.core.experiment.spec import (
     Experiment,
     ExperimentError,
     ExperimentState,

@@ -5,7 +5,7 @@ One `vllm bench serve --save-detailed` client per replica, on the replica's node
 concurrency / rate and prompts split evenly, and each client's own seed (the
 same seed would send every replica the same prompts). The clients are started
 detached and hold at a common start time, then run together. The group's result
-merges every client's per-request data (console/core/group_result.py).
+merges every client's per-request data (console/core/bench/group_result.py).
 
 With `url` (a load balancer the user already runs in front of the replicas) one
 client drives that URL instead, from the first replica's node.
@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from console.core.bench_argv import apply_bench_overrides, build_bench_argv
-from console.core.bench_output import BenchStreamParser
-from console.core.bench_result import BenchResult
-from console.core.experiment import split_evenly
-from console.core.group_result import GroupResult, GroupResultError, merge_results
+from console.core.bench.argv import apply_bench_overrides, build_bench_argv
+from console.core.bench.group_result import GroupResult, GroupResultError, merge_results
+from console.core.bench.output import BenchStreamParser
+from console.core.bench.result import BenchResult
+from console.core.experiment.spec import split_evenly
 from console.core.model import BenchPreset, NodeSpec
 from console.core.results.build import run_from_console
 from console.core.status_view import fmt_num

@@ -23,9 +23,9 @@ from console.core.instance_view import InstanceState as InstanceState
 from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
-from console.core.serve_argv import API_KEY_VAR, api_key_from, build_docker_argv, build_serve_argv
-from console.core.serve_log import ServeLogState, ServeStage
-from console.core.serve_rules import (
+from console.core.serve.argv import API_KEY_VAR, api_key_from, build_docker_argv, build_serve_argv
+from console.core.serve.log import ServeLogState, ServeStage
+from console.core.serve.rules import (
     check_cpx_tp,
     check_gpus_free,
     check_port,

@@ -1,6 +1,6 @@
 """Poll an instance's /metrics and turn histogram deltas into windowed percentiles.
 
-Parsing is prometheus_client's; the bucket math is console.core.histograms.
+Parsing is prometheus_client's; the bucket math is console.core.bench.histograms.
 Bucket bounds come from the scrape, never from a table.
 """
 
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from console.core import histograms as H
+from console.core.bench import histograms as H
 
 
 @dataclass(frozen=True, slots=True)

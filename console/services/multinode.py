@@ -40,8 +40,8 @@ from console.core.multinode import (
     ray_command,
     ray_exit_line,
 )
-from console.core.serve_argv import API_KEY_VAR, api_key_from
-from console.core.serve_rules import choose_port
+from console.core.serve.argv import API_KEY_VAR, api_key_from
+from console.core.serve.rules import choose_port
 from console.core.telemetry import is_nvidia_source
 from console.services.instances import (
     NAME_RE,

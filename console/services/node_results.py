@@ -17,12 +17,12 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
+from console.core.bench.offline import KINDS, OfflineError, OfflinePreset
 from console.core.model import BenchPreset, NodeSpec
-from console.core.offline_bench import KINDS, OfflineError, OfflinePreset
 from console.core.results.build import run_from_console
 from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
-from console.core.serve_argv import redact
+from console.core.serve.argv import redact
 from console.services.agent_bundle import install_agent
 from console.services.results import ResultStore
 from console.services.transports import TransportPool

@@ -18,8 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from console.core.model import NodeSnapshot, NodeSpec
-from console.core.offline_bench import (
+from console.core.bench.offline import (
     OfflineCommand,
     OfflineError,
     OfflinePreset,
@@ -29,8 +28,9 @@ from console.core.offline_bench import (
     choose_client,
     fatal_text,
 )
-from console.core.serve_argv import redact
-from console.core.serve_rules import check_cpx_tp, check_gpus_free, check_tp
+from console.core.model import NodeSnapshot, NodeSpec
+from console.core.serve.argv import redact
+from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_tp
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.instances import _ACTIVE, PASSTHROUGH_SECRETS, InstanceService
 from console.services.run_log import follow_run_log

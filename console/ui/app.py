@@ -489,8 +489,8 @@ class ConsoleApp(App[int]):
 
     def open_offline_dialog(self, node: str) -> None:
         """Palette: `vllm bench latency|throughput` on the node's free GPUs (no instance needed)."""
+        from console.core.bench.offline import PRESETS_PATH, load_offline_presets
         from console.core.errors import ProfileError
-        from console.core.offline_bench import PRESETS_PATH, load_offline_presets
         from console.core.results.reference import load_reference_numbers
         from console.services.offline_bench import OfflineRunner
         from console.services.results import ResultStore

@@ -1,6 +1,6 @@
 """The start-benchmark dialog's fields as text -> a request, or one readable line saying what is wrong.
 
-Pure (no Textual). The preset's own checks (console.core.bench_argv) judge the
+Pure (no Textual). The preset's own checks (console.core.bench.argv) judge the
 overrides, so the dialog and `rocm-console bench run --set` refuse with the same words.
 """
 
@@ -11,7 +11,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from console.core.bench_argv import (
+from console.core.bench.argv import (
     apply_bench_overrides,
     build_bench_argv,
     sweep_points,

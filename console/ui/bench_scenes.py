@@ -18,8 +18,8 @@ from typing import Iterable
 
 from textual.app import App
 
-from console.core.bench_output import BenchError, BenchProgress, SetupLine
-from console.core.bench_result import normalize_result
+from console.core.bench.output import BenchError, BenchProgress, SetupLine
+from console.core.bench.result import normalize_result
 from console.core.model import (
     BenchPreset,
     GpuStatic,

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 from rich.table import Table
 from rich.text import Text
 
-from console.core.bench_output import BenchProgress, SetupLine, parse_progress
+from console.core.bench.output import BenchProgress, SetupLine, parse_progress
 from console.core.model import BenchPreset, NodeSnapshot
 from console.services.bench import (
     BenchFinished,

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Iterable, Sequence
 
 from console.core.instance_view import InstanceState, InstanceView
-from console.core.serve_stage import ServeStage
+from console.core.serve.stage import ServeStage
 
 State = InstanceState
 RUNNING = (State.STARTING, State.LOADING, State.READY, State.STOPPING)

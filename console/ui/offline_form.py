@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from console.core.offline_bench import OfflineError, OfflinePreset, apply_offline_overrides
+from console.core.bench.offline import OfflineError, OfflinePreset, apply_offline_overrides
 from console.ui.start_form import FormError, parse_pairs
 
 

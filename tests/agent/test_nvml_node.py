@@ -110,7 +110,7 @@ async def test_mi300x_and_h100_runs_of_one_benchmark_side_by_side(sim_node, tmp_
 
 
 def test_docker_runtime_on_an_nvidia_node_uses_gpus_all_and_vllms_cuda_image():
-    from console.core.serve_argv import build_docker_argv
+    from console.core.serve.argv import build_docker_argv
 
     preset = ServePreset(
         name="big", model="meta-llama/Llama-3.1-8B-Instruct", runtime="docker", image="rocm/vllm:latest"

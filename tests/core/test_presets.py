@@ -15,8 +15,8 @@ import pytest
 
 from console.core.model import ServePreset
 from console.core.profiles import load_profile
-from console.core.serve_argv import build_docker_argv, build_serve_argv
-from console.core.serve_rules import check_cpx_tp, check_tp, version_warnings
+from console.core.serve.argv import build_docker_argv, build_serve_argv
+from console.core.serve.rules import check_cpx_tp, check_tp, version_warnings
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = ROOT / "profiles" / "presets.toml"
@@ -251,7 +251,7 @@ def test_presets_load_with_the_profile_loader(presets):
     assert set(presets) == {case[0] for case in CASES} | {"tiny"} | MULTINODE
     assert all(p.runtime == "host" and p.image is None and p.port is None for p in presets.values())
     profile = load_profile([PRESETS])
-    assert profile.nodes == ()  # presets only; bench presets are checked in test_bench_presets.py
+    assert profile.nodes == ()  # presets only; bench presets are checked in bench/test_presets.py
 
 
 def test_every_preset_cites_its_source():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.bench_result import agrees
+from console.core.bench.result import agrees
 from tests.helpers import free_port
 from tests.integration.vllm_cpu import VllmServer, bench_argv, ensure_tiny_model, vllm_available
 

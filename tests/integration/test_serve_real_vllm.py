@@ -167,7 +167,7 @@ async def test_real_vllm_through_the_console(sshd, tiny_model, short_tmp):
 
 async def real_benchmark_through_the_console(sshd, profile: Path, tmp: Path) -> None:
     """The real `vllm bench serve`, started by the console next to the real server."""
-    from console.core.bench_result import normalize_result
+    from console.core.bench.result import normalize_result
     from console.core.profiles import load_profile
     from console.services.bench import BenchProgressed, BenchRunner, LiveMetricsSampled
     from console.services.instances import InstanceService
@@ -197,7 +197,7 @@ async def real_benchmark_through_the_console(sshd, profile: Path, tmp: Path) -> 
     assert outcome.result_json == node_json  # vLLM's own numbers, unchanged
     assert normalize_result(node_json).completed == preset.num_prompts
     # the printed block agrees with the JSON to the printed precision
-    from console.core.bench_result import block_disagreements
+    from console.core.bench.result import block_disagreements
 
     assert block_disagreements(outcome.block, node_json) == {}
 

@@ -53,7 +53,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from console.core.bench_argv import build_bench_argv, sweep_points  # noqa: E402
+from console.core.bench.argv import build_bench_argv, sweep_points  # noqa: E402
 from console.core.profiles import load_profile  # noqa: E402
 from tests.integration.vllm_cpu import (  # noqa: E402
     VLLM_VERSION,

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from console.core.experiment import ExperimentError, load_experiment, load_state, plan_points
-from console.core.experiment_report import build_report
+from console.core.experiment.report import build_report
+from console.core.experiment.spec import ExperimentError, load_experiment, load_state, plan_points
 from console.core.model import BenchPreset, Profile, ServePreset
 from console.services.experiments import ExperimentRunner, group_name_for
 from console.services.groups import GroupService

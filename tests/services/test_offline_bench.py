@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from console.core.offline_bench import OfflinePreset
+from console.core.bench.offline import OfflinePreset
 from console.services.offline_bench import (
     OfflineFinished,
     OfflineProgressed,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.offline_bench import OfflinePreset, OfflineStreamParser, build_offline_argv, offline_metrics
+from console.core.bench.offline import OfflinePreset, OfflineStreamParser, build_offline_argv, offline_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM = ROOT / "console" / "sim" / "vllm"

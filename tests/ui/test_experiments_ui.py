@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.app import App
 
-from console.core.experiment import ExperimentState, load_experiment, plan_points, save_state
+from console.core.experiment.spec import ExperimentState, load_experiment, plan_points, save_state
 from console.ui.screens.experiments import ExperimentsScreen
 
 from .conftest import screen_text, wait_for

@@ -7,7 +7,7 @@ import pytest
 from textual.app import App
 from textual.widgets import Input, Static
 
-from console.core.offline_bench import PRESETS_PATH, load_offline_presets
+from console.core.bench.offline import PRESETS_PATH, load_offline_presets
 from console.core.results.reference import load_reference_numbers
 from console.services.offline_bench import OfflineRunner
 from console.services.results import ResultStore

@@ -9,7 +9,7 @@ run (``server_window``: the delta of ``vllm:time_to_first_token_seconds``,
 ``vllm:e2e_request_latency_seconds``, ``vllm:request_queue_time_seconds``,
 ``vllm:request_time_per_output_token_seconds``,
 ``vllm:request_success_total``, ``vllm:generation_tokens_total``; the histogram
-math is ``console.core.histograms``).  ``check`` puts them side by side and
+math is ``console.core.bench.histograms``).  ``check`` puts them side by side and
 decides ``client_bound``:
 
 **Not judged (None)** when the server side is missing (no TTFT and no E2E
@@ -81,9 +81,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from console.core import histograms as h
-from console.core.bench_output import parse_result_blocks, strip_ansi
-from console.core.bench_result import BenchResult
+from console.core.bench import histograms as h
+from console.core.bench.output import parse_result_blocks, strip_ansi
+from console.core.bench.result import BenchResult
 
 __all__ = [
     "ABS_EXCESS_MS",

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from console.core.experiment import _BUDGET_KEYS, Budget
+from console.core.experiment.spec import _BUDGET_KEYS, Budget
 
 __all__ = [
     "DIMENSIONS",

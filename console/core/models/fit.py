@@ -35,8 +35,8 @@ from typing import Any
 
 from console.core.models.config import DTYPE_BYTES, ModelFacts
 from console.core.partition_rules import COMPUTE_MODES, LOGICAL_PER_PHYSICAL, MEMORY_MODES, compatibility_refusal
-from console.core.serve_log import FatalLine, StageReached, parse_serve_line
-from console.core.serve_rules import check_cpx_tp
+from console.core.serve.log import FatalLine, StageReached, parse_serve_line
+from console.core.serve.rules import check_cpx_tp
 
 __all__ = [
     "CPU_BLOCK_SIZE",

@@ -8,8 +8,8 @@ import shlex
 import time
 from collections.abc import Mapping
 
-from console.core.bench_output import BenchResultBlock
-from console.core.bench_result import BenchResult, normalize_result, result_metric_keys
+from console.core.bench.output import BenchResultBlock
+from console.core.bench.result import BenchResult, normalize_result, result_metric_keys
 from console.core.model import BenchPreset
 from console.core.results.record import (
     CONTEXT_KEYS,
@@ -21,7 +21,7 @@ from console.core.results.record import (
     jsonable,
     new_run_id,
 )
-from console.core.serve_argv import MASK, looks_secret, redact
+from console.core.serve.argv import MASK, looks_secret, redact
 
 # Keys a result block prints that describe the setup, not a measurement.
 _BLOCK_SETUP_KEYS = ("max_concurrency", "request_rate")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from console.core.bench_result import result_metric_keys
+from console.core.bench.result import result_metric_keys
 from console.core.results.display import better, metric_label, run_date
 from console.core.results.record import StoredRun
 

@@ -10,7 +10,7 @@ import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from console.core.bench_result import result_metric_keys
+from console.core.bench.result import result_metric_keys
 from console.core.results.compare import compare_table
 from console.core.results.display import format_value, run_date, run_summary
 from console.core.results.record import (

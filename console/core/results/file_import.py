@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from console.core.bench_output import BenchError, BenchStreamParser
+from console.core.bench.output import BenchError, BenchStreamParser
 from console.core.results.build import run_from_block, run_from_result
 from console.core.results.record import FORMAT, StoredRun, as_number, fingerprint_of, new_run_id, run_from_dict
 

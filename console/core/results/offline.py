@@ -13,7 +13,7 @@ import hashlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from console.core.offline_bench import OfflinePreset, offline_metrics, offline_setup
+from console.core.bench.offline import OfflinePreset, offline_metrics, offline_setup
 from console.core.results.build import _context, _finish, _jsonable_setup, full_setup
 from console.core.results.record import StoredRun, as_number, jsonable, new_run_id
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import overload
 
-from console.core.bench_result import BenchResult
+from console.core.bench.result import BenchResult
 
 FORMAT = "rocm-console-result/1"
 

@@ -32,7 +32,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Log, ProgressBar, Static
 
-from console.core.bench_argv import apply_bench_overrides
+from console.core.bench.argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
 from console.core.results.build import run_from_console
 from console.services.bench import (

@@ -21,8 +21,8 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from console.core.experiment import ExperimentState, load_experiment
-from console.core.experiment_report import build_report
+from console.core.experiment.report import build_report
+from console.core.experiment.spec import ExperimentState, load_experiment
 from console.ui.widgets.key_bar import KeyBar
 
 COLUMNS = ("Experiment", "Node", "Progress", "Now", "Failed layouts", "Updated")

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Log, Static
 
-from console.core.serve_log import ServeLogState, clean_line
+from console.core.serve.log import ServeLogState, clean_line
 from console.services.instances import InstanceError
 from console.transport.base import TransportError
 from console.ui import instance_board as ib

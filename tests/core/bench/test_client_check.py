@@ -27,8 +27,8 @@ from console.core.bench.client_check import (
     recognise_pitfalls,
     server_window,
 )
-from console.core.bench_result import normalize_result
-from console.core.histograms import HistogramSnapshot
+from console.core.bench.histograms import HistogramSnapshot
+from console.core.bench.result import normalize_result
 
 ROOT = Path(__file__).resolve().parents[3]
 CPU = ROOT / "tests" / "fixtures" / "vllm-0.32-cpu"

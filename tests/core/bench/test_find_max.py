@@ -22,7 +22,7 @@ from console.core.bench.find_max import (
     SearchSpec,
     parse_budget,
 )
-from console.core.experiment import Budget
+from console.core.experiment.spec import Budget
 
 BUDGET = parse_budget("p99_ttft_ms=2000")
 

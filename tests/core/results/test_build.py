@@ -6,11 +6,11 @@ import json
 import math
 import re
 
-from console.core.bench_output import parse_result_blocks
+from console.core.bench.output import parse_result_blocks
 from console.core.model import BenchPreset
 from console.core.results.build import run_from_console
 from console.core.results.record import run_to_dict
-from console.core.serve_argv import MASK
+from console.core.serve.argv import MASK
 from tests.core.results.results_helpers import CPU, NOW, parse
 
 

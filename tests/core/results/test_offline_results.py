@@ -7,7 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from console.core.offline_bench import OfflinePreset
+from console.core.bench.offline import OfflinePreset
 from console.core.results.compare import compare_table
 from console.core.results.display import better, metric_label, run_summary
 from console.core.results.export import export_csv

@@ -1,6 +1,6 @@
 """The start-up stages of `vllm serve`, in the order vLLM passes them.
 
-Apart from the log parser (console/core/serve_log.py, which re-exports it): the instance
+Apart from the log parser (console/core/serve/log.py, which re-exports it): the instance
 panels and the GPU table show stages long before any log is read.
 """
 

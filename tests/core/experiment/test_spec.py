@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from console.core.experiment import (
+from console.core.experiment.report import build_report
+from console.core.experiment.spec import (
     ExperimentError,
     ExperimentState,
     load_experiment,
@@ -19,10 +20,9 @@ from console.core.experiment import (
     split_evenly,
     validate,
 )
-from console.core.experiment_report import build_report
 from console.core.profiles import load_profile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SEED_FILE = ROOT / "profiles" / "experiments" / "llama-3.1-8b-layouts.toml"
 PRESETS = load_profile([ROOT / "profiles" / "presets.toml"])
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.core.bench_output import parse_result_blocks
-from console.core.bench_result import (
+from console.core.bench.output import parse_result_blocks
+from console.core.bench.result import (
     SUMMARY_KEYS,
     BenchResult,
     agrees,
@@ -21,7 +21,7 @@ from console.core.bench_result import (
     result_metric_keys,
 )
 
-CPU = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32-cpu"
+CPU = Path(__file__).resolve().parents[2] / "fixtures" / "vllm-0.32-cpu"
 
 # (stdout capture, the JSON the same run saved)
 PAIRS = [

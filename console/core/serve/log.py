@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from console.core.serve_stage import ServeStage
+from console.core.serve.stage import ServeStage
 
 __all__ = [
     "FatalLine",

@@ -3,7 +3,7 @@
 Input is the experiment and its state file (every finished point's group
 result). Throughput is the group's output tokens/s divided by the nodes it
 used ("per node", the unit the seeds compare layouts in); latency is the
-group's merged percentile (console/core/group_result.py).
+group's merged percentile (console/core/bench/group_result.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from console.core.experiment import Budget, Experiment, ExperimentState, plan_points
+from console.core.experiment.spec import Budget, Experiment, ExperimentState, plan_points
 
 __all__ = ["BudgetWinner", "ExperimentReport", "ReportRow", "build_report"]
 

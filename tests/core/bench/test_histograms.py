@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.core.histograms import (
+from console.core.bench.histograms import (
     E2E,
     GENERATION_TOKENS,
     ITL,
@@ -31,7 +31,7 @@ from console.core.histograms import (
     rate,
 )
 
-SCRAPE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32-cpu" / "metrics_during_load.txt"
+SCRAPE = Path(__file__).resolve().parents[2] / "fixtures" / "vllm-0.32-cpu" / "metrics_during_load.txt"
 INF = math.inf
 
 

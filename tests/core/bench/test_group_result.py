@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from console.core.group_result import GroupResultError, merge_results, percentile
+from console.core.bench.group_result import GroupResultError, merge_results, percentile
 
-GROUP = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32-cpu" / "group"
+GROUP = Path(__file__).resolve().parents[2] / "fixtures" / "vllm-0.32-cpu" / "group"
 
 
 def load(i: int) -> dict:

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from console.core.bench_output import BenchProgress, parse_progress, strip_ansi
+from console.core.bench.output import BenchProgress, parse_progress, strip_ansi
 from console.core.profiles import PROFILES_DIR
-from console.core.serve_log import FatalLine, parse_serve_line
-from console.core.serve_rules import parse_version
+from console.core.serve.log import FatalLine, parse_serve_line
+from console.core.serve.rules import parse_version
 
 KINDS = ("latency", "throughput")
 PRESETS_PATH = PROFILES_DIR / "offline_presets.toml"  # shipped presets

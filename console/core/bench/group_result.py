@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from console.core.bench_result import BenchResult, normalize_result
+from console.core.bench.result import BenchResult, normalize_result
 
 __all__ = [
     "GroupResult",

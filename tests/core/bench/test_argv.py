@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.bench_argv import (
+from console.core.bench.argv import (
     OVERRIDABLE,
     apply_bench_overrides,
     bench_endpoint,
@@ -16,7 +16,7 @@ from console.core.bench_argv import (
 )
 from console.core.model import BenchPreset
 
-HELP = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32-cpu" / "bench_serve_help_all.txt"
+HELP = Path(__file__).resolve().parents[2] / "fixtures" / "vllm-0.32-cpu" / "bench_serve_help_all.txt"
 VLLM = ("vllm",)
 SCRIPT = ("python3", "benchmarks/benchmark_serving.py")
 

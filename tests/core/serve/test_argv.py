@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from console.core.model import ServePreset
-from console.core.serve_argv import (
+from console.core.serve.argv import (
     DOCKER_RUN_FLAGS,
     ServeCommand,
     apply_overrides,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.core.serve_rules import (
+from console.core.serve.rules import (
     check_cpx_tp,
     check_gpus_free,
     check_port,

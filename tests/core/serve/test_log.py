@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.serve_log import (
+from console.core.serve.log import (
     FatalLine,
     ServeLogState,
     ServerStopping,
@@ -16,7 +16,7 @@ from console.core.serve_log import (
     parse_serve_line,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32-cpu"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "vllm-0.32-cpu"
 S = ServeStage
 
 

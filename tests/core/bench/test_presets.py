@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from console.core.bench_argv import build_bench_argv, sweep_points
-from console.core.bench_output import parse_result_blocks
+from console.core.bench.argv import build_bench_argv, sweep_points
+from console.core.bench.output import parse_result_blocks
 from console.core.model import BenchPreset
 from console.core.profiles import load_profile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRESETS = ROOT / "profiles" / "presets.toml"
 SEEDS = ROOT / "tests" / "fixtures" / "seeds"
 SEED_000 = SEEDS / "000_383fc7ac89897e18.txt"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.core.bench_output import (
+from console.core.bench.output import (
     BenchError,
     BenchProgress,
     BenchResultBlock,
@@ -25,7 +25,7 @@ from console.core.bench_output import (
     strip_ansi,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CPU = FIXTURES / "vllm-0.32-cpu"
 SEEDS = FIXTURES / "seeds"
 SEED_002 = SEEDS / "002_55bd4ff5afc03ea6.txt"

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from console.core.errors import ProfileError
-from console.core.offline_bench import (
+from console.core.bench.offline import (
     OfflineError,
     OfflineStreamParser,
     apply_offline_overrides,
@@ -22,8 +21,9 @@ from console.core.offline_bench import (
     load_offline_presets,
     offline_metrics,
 )
+from console.core.errors import ProfileError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRESETS = ROOT / "profiles" / "offline_presets.toml"
 SEEDS = ROOT / "tests" / "fixtures" / "seeds"
 SEED_000 = SEEDS / "000_383fc7ac89897e18.txt"

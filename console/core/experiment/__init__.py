@@ -1,0 +1,1 @@
+"""Experiments: a grid of layouts × load points, and its report."""
