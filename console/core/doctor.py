@@ -9,12 +9,13 @@ table or JSON. Exit rule: any fail -> 1, else 0.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.core.node_json import NodeJsonError, loads
 from console.core.serve_rules import version_warnings
+from console.core.text import clip, printable
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 LEVELS = (OK, WARN, FAIL)
@@ -74,26 +75,30 @@ def _check(obj: Any, n: int) -> DoctorCheck:
         value = obj.get(key)
         if not isinstance(value, str) or not value:
             raise DoctorOutputError(f"check {n}: {key!r} missing or not text")
-        values[key] = value
+        values[key] = printable(value)
     if values["level"] not in LEVELS:
-        raise DoctorOutputError(f"check {n} ({values['id']}): unknown level {values['level']!r}")
+        raise DoctorOutputError(f"check {n} ({values['id']}): unknown level {clip(values['level'], 40)!r}")
     fix = obj.get("fix") or ""
     if not isinstance(fix, str):
         raise DoctorOutputError(f"check {n} ({values['id']}): 'fix' is not text")
-    return DoctorCheck(values["id"], values["title"], values["level"], values["detail"], fix)
+    return DoctorCheck(values["id"], values["title"], values["level"], values["detail"], printable(fix))
 
 
 def parse_doctor_output(stdout: str) -> tuple[tuple[DoctorCheck, ...], dict[str, Any]]:
     """(checks, facts) from the agent's stdout; DoctorOutputError when there is no usable line."""
+    bad: NodeJsonError | None = None
     for line in stdout.splitlines():
+        if not line.lstrip().startswith("{"):
+            continue  # not the agent's (a warning some library printed)
         try:
-            obj = json.loads(line)
-        except ValueError:
+            obj = loads(line)
+        except NodeJsonError as exc:
+            bad = bad or exc  # said if no doctor line follows
             continue
         if not isinstance(obj, dict):
             continue
         if obj.get("kind") == "error":
-            raise DoctorOutputError(f"the agent said: {obj.get('message')}")
+            raise DoctorOutputError(f"the agent said: {printable(clip(str(obj.get('message')), 300))}")
         if obj.get("kind") != "doctor":
             continue
         checks, facts = obj.get("checks"), obj.get("facts")
@@ -102,6 +107,8 @@ def parse_doctor_output(stdout: str) -> tuple[tuple[DoctorCheck, ...], dict[str,
         if not isinstance(facts, dict):
             raise DoctorOutputError("doctor line without facts")
         return tuple(_check(c, n) for n, c in enumerate(checks)), facts
+    if bad is not None:
+        raise DoctorOutputError(f"no usable doctor line in the agent's output ({bad})")
     raise DoctorOutputError("no doctor line in the agent's output")
 
 
