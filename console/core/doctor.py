@@ -147,6 +147,35 @@ def link_check(how: str, sftp_refusal: str | None) -> DoctorCheck:
     return DoctorCheck("link", "console link", OK, how)
 
 
+BANNER_FIX = (
+    "make the login print nothing for commands: in the shell rc file that prints it (~/.bashrc, "
+    "/etc/bash.bashrc, ...) print only in interactive shells (put `case $- in *i*) ;; *) return ;; esac` "
+    "above the output); a ForceCommand wrapper should print nothing when SSH_ORIGINAL_COMMAND is set"
+)
+SHELL_FIX = (
+    "the account's login must run the command it is given (`ssh NODE echo ok` prints ok): remove the "
+    "ForceCommand for it, or give the console an account whose shell runs commands"
+)
+
+
+def banner_check(banner: str | None) -> DoctorCheck | None:
+    """A login that prints on stdout before every command: the console works through it
+    (it cuts the text off), but it is a warning: every command pays for it, and the
+    same text breaks scp, rsync and an sftp-server started through the shell."""
+    if not banner:
+        return None
+    lines = [ln.strip() for ln in banner.splitlines() if ln.strip()]
+    first = clip(lines[0], 80) if lines else ""
+    return DoctorCheck(
+        "link.banner",
+        "login banner",
+        WARN,
+        f"the login prints {len(lines)} line{'s' if len(lines) != 1 else ''} on stdout before every command "
+        f"({first!r}); the console skips it",
+        BANNER_FIX,
+    )
+
+
 # ------------------------------------------------------------------ rendering
 
 

@@ -103,8 +103,18 @@ def loads_document(text: str | bytes) -> Any:
     return loads(text, max_chars=MAX_DOCUMENT_CHARS)
 
 
-def object_lines(stdout: str, **limits: int) -> list[dict[str, Any]]:
+def object_lines(stdout: str, *, skip_bad: bool = False) -> list[dict[str, Any]]:
     """Every line of `stdout` that starts with ``{``, decoded (a listing from the agent).
 
-    Raises NodeJsonError for the first line that is not a valid object."""
-    return [loads_object(line, **limits) for line in stdout.splitlines() if line.lstrip().startswith("{")]
+    Raises NodeJsonError for the first line that is not a valid object, unless
+    ``skip_bad`` (then such a line is left out)."""
+    out = []
+    for line in stdout.splitlines():
+        if not line.lstrip().startswith("{"):
+            continue
+        try:
+            out.append(loads_object(line))
+        except NodeJsonError:
+            if not skip_bad:
+                raise
+    return out

@@ -68,3 +68,9 @@ def is_printable(text: str, *, keep_newlines: bool = False) -> bool:
 def clip(text: str, limit: int = 120) -> str:
     """At most `limit` characters, an ellipsis marking a cut."""
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def unexpected(name: str, exc: BaseException) -> str:
+    """One line for a failure nothing more specific caught, naming the node (or file) at fault."""
+    detail = printable(clip(" ".join(str(exc).split()), 200))
+    return f"{name}: unexpected {type(exc).__name__}" + (f": {detail}" if detail else "")

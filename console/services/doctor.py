@@ -13,9 +13,11 @@ import shlex
 from collections.abc import Iterable
 
 from console.core.doctor import (
+    SHELL_FIX,
     DoctorCheck,
     DoctorOutputError,
     NodeDoctor,
+    banner_check,
     down_node,
     link_check,
     parse_doctor_output,
@@ -80,7 +82,7 @@ async def doctor_node(pool: TransportPool, node: NodeSpec, *, timeout: float = D
     try:
         command = await install_agent(transport, node)
     except TransportError as exc:
-        title = "agent install" if exc.kind == "command" else "connection"
+        title = {"command": "agent install", "shell": "login shell"}.get(exc.kind, "connection")
         return down_node(node.name, title, exc.reason, _transport_fix(exc.kind))
     link = await _link(transport, node)
     try:
@@ -93,7 +95,9 @@ async def doctor_node(pool: TransportPool, node: NodeSpec, *, timeout: float = D
         checks, facts = parse_doctor_output(result.stdout)
     except DoctorOutputError as exc:
         return _agent_failed(node, command, result.exit_status, result.stderr, str(exc))
-    return NodeDoctor(node.name, (link, *checks, *vllm_env_checks(facts)), facts)
+    banner = banner_check(getattr(transport, "login_banner", None))
+    link_checks = (link, banner) if banner is not None else (link,)
+    return NodeDoctor(node.name, (*link_checks, *checks, *vllm_env_checks(facts)), facts)
 
 
 async def collect_doctor(
@@ -132,4 +136,5 @@ def _transport_fix(kind: str) -> str:
         "timeout": "the node did not answer in time: is it up? (a slow node: raise --timeout)",
         "closed": "the SSH connection dropped: run the doctor again",
         "command": "check state_dir in the profile: it must be writable on the node",
+        "shell": SHELL_FIX,
     }.get(kind, "")

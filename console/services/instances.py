@@ -23,6 +23,7 @@ from console.core.instance_view import InstanceState as InstanceState
 from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
+from console.core.node_json import NodeJsonError, loads_object
 from console.core.serve_argv import build_docker_argv, build_serve_argv
 from console.core.serve_log import ServeLogState, ServeStage
 from console.core.serve_rules import (
@@ -34,6 +35,7 @@ from console.core.serve_rules import (
     version_warnings,
 )
 from console.core.telemetry import is_nvidia_source
+from console.core.text import printable
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -162,12 +164,14 @@ class InstanceService:
             line = line.strip()
             if not line:
                 continue
+            if not line.startswith("{"):
+                continue  # not the agent's (a warning some library printed)
             try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
+                rec = loads_object(line)
+            except NodeJsonError as exc:
+                raise InstanceError(f"{node.name}: agent instance {op}: {exc}") from None
             if rec.get("kind") == "error":
-                raise InstanceError(f"{node.name}: {rec.get('message')}")
+                raise InstanceError(f"{node.name}: {printable(rec.get('message'))}")
             records.append(rec)
         if not result.ok and not records:
             raise InstanceError(

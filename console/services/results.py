@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from console.core.node_json import loads_document
 from console.core.results.file_import import runs_from_file
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
 
@@ -132,7 +133,7 @@ class ResultStore:
 
     def _read(self, path: Path) -> StoredRun:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_document(path.read_text(encoding="utf-8"))  # within limits: never a RecursionError
             return run_from_dict(data)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
             raise ValueError(f"{path}: unreadable stored run ({exc})") from None

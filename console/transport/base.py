@@ -19,6 +19,10 @@ MAX_LINE_BYTES = MAX_LINE_CHARS
 # What `run` keeps of a command's stdout (a result file with per-request arrays fits); past
 # it the command is stopped and the call fails, nothing more is read into memory.
 RUN_OUTPUT_LIMIT = 64 * 1024 * 1024
+# What a one-shot agent command (a probe, one sample, a listing) may write: a few lines.
+AGENT_OUTPUT_LIMIT = 16 * 1024 * 1024
+# A result file read back from a node (vLLM's JSON with per-request arrays).
+RESULT_FILE_LIMIT = 1024 * 1024 * 1024
 # What is kept of a command's stderr: its last bytes (where the error is).
 STDERR_TAIL = 256 * 1024
 READ_CHUNK = 64 * 1024

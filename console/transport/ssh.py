@@ -121,13 +121,13 @@ if [ -z "$g" ] && [ -r "/proc/$p/stat" ]; then
   s=$(cat "/proc/$p/stat" 2>/dev/null) && s=${s##*) } && set -- $s && g=$3
 fi
 case $g in ''|0|1|*[!0-9]*) g= ;; esac
-gone() { ! kill -0 "$p" 2>/dev/null && { [ -z "$g" ] || ! kill -0 -- "-$g" 2>/dev/null; }; }
-[ -n "$g" ] && kill -TERM -- "-$g" 2>/dev/null
+gone() { ! kill -0 "$p" 2>/dev/null && { [ -z "$g" ] || ! kill -0 "-$g" 2>/dev/null; }; }
+[ -n "$g" ] && kill -TERM "-$g" 2>/dev/null
 kill -TERM "$p" 2>/dev/null
 i=0
 while [ $i -lt 30 ] && ! gone; do sleep 0.1; i=$((i+1)); done
 if ! gone; then
-  [ -n "$g" ] && kill -KILL -- "-$g" 2>/dev/null
+  [ -n "$g" ] && kill -KILL "-$g" 2>/dev/null
   kill -KILL "$p" 2>/dev/null
 fi
 exit 0

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from console.core.bench_output import BenchError, BenchStreamParser
+from console.core.node_json import MAX_DOCUMENT_CHARS, check_limits
 from console.core.results.build import run_from_block, run_from_result
 from console.core.results.record import StoredRun, as_number
 
@@ -34,6 +35,7 @@ def _one_line(text: str, limit: int = _MAX_REASON) -> str:
 
 def _json_objects(text: str) -> list[object]:
     """One object, a JSON array, or newline-separated objects (`--append-result`)."""
+    check_limits(text, max_chars=MAX_DOCUMENT_CHARS)  # huge numbers, deep nesting: one clear line
     decoder = json.JSONDecoder()
     out: list[object] = []
     pos = 0
