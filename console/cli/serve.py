@@ -23,6 +23,7 @@ from console.cli.common import (
 from console.core.model import NodeSpec, Profile
 from console.core.multinode import is_multinode
 from console.core.serve_argv import redact
+from console.core.text import printable
 from console.services.instances import (
     InstanceError,
     InstanceService,
@@ -117,7 +118,7 @@ def _print_views(views: Sequence[InstanceView], as_json: bool) -> None:
         print("no instances")
     else:
         for v in views:
-            print(view_line(v))
+            print(printable(view_line(v)))  # model names, stages and errors come from the node
 
 
 def _redacted(d: dict) -> dict:
@@ -350,7 +351,7 @@ async def _logs(args: argparse.Namespace, profile: Profile) -> int:
             if args.json:
                 collected.append(line)
             else:
-                print(line, flush=True)
+                print(printable(line), flush=True)
         if args.json:
             print(json.dumps({"name": args.name, "node": node.name, "lines": collected}))
     finally:

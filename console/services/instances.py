@@ -23,7 +23,7 @@ from console.core.instance_view import InstanceState as InstanceState
 from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
-from console.core.node_json import NodeJsonError, loads_object
+from console.core.node_json import NodeJsonError, loads, loads_object
 from console.core.serve_argv import build_docker_argv, build_serve_argv
 from console.core.serve_log import ServeLogState, ServeStage
 from console.core.serve_rules import (
@@ -35,7 +35,7 @@ from console.core.serve_rules import (
     version_warnings,
 )
 from console.core.telemetry import is_nvidia_source
-from console.core.text import printable
+from console.core.text import clip, printable
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -68,6 +68,10 @@ def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None
 
 
 def view_from_record(node: str, rec: dict) -> InstanceView:
+    """An instance as the agent lists it; its text made printable (it may reach any screen).
+
+    Raises KeyError, TypeError or ValueError for a record without the fields an instance has."""
+    rec = _printable_tree(rec)
     if rec.get("kind") == "foreign":
         return InstanceView(
             node=node,
@@ -101,6 +105,17 @@ def view_from_record(node: str, rec: dict) -> InstanceView:
         group=spec.get("group"),
         nodes=tuple((spec.get("multinode") or {}).get("nodes") or ()),
     )
+
+
+def _printable_tree(value):
+    """Every string in a decoded record made printable (numbers and structure as they are)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable_tree(v) for v in value]
+    return value
 
 
 def fold_ray_members(views: Sequence[InstanceView]) -> list[InstanceView]:
@@ -182,7 +197,14 @@ class InstanceService:
     # ------------------------------------------------------------ queries
 
     async def list(self, node: NodeSpec) -> list[InstanceView]:
-        return fold_ray_members([view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)])
+        records = await self._call(node, "list", timeout=30)
+        try:
+            views = [view_from_record(node.name, r) for r in records]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InstanceError(
+                f"{node.name}: agent instance list: a record without what an instance has ({clip(repr(exc), 80)})"
+            ) from None
+        return fold_ray_members(views)
 
     async def list_checked(self, node: NodeSpec) -> builtins.list[InstanceView]:  # list: the method above
         """list(), with running instances marked ready or loading by one /health call each."""
@@ -373,9 +395,11 @@ class InstanceService:
                 return False, (), None
             models: tuple[str, ...] = ()
             version = None
-            try:
-                models = tuple(m["id"] for m in (await client.get(base + "/v1/models")).json().get("data", []))
-                version = (await client.get(base + "/version")).json().get("version")
+            try:  # the server's JSON, decoded within limits; its text made printable
+                listed = loads((await client.get(base + "/v1/models")).content).get("data", [])
+                models = tuple(printable(str(m["id"])) for m in listed)
+                said = loads((await client.get(base + "/version")).content).get("version")
+                version = None if said is None else printable(str(said))
             except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
                 pass
             return True, models, version

@@ -5,6 +5,7 @@ every other command, runs the real agent under the real python3).
 Behaviours (``behave``: agent mode -> what it does):
 
 * ``("write", path)``: write the bytes of ``path`` to stdout as they are, then exit 0.
+* ``("write_hold", path)``: the same, then stay (a live stream that says nothing more).
 * ``("flood", n_bytes)``: write ``n_bytes`` of ``a`` with no newline (1 MiB at a time), exit 0.
 * ``("hang", stubborn)``: record its pid, its process group and a child's pid (``sleep``, same
   group) in ``pids.txt``, then sleep; ``stubborn`` ignores SIGTERM (only SIGKILL ends it).
@@ -28,10 +29,12 @@ plan = json.load(open(sys.argv[1]))
 mode = sys.argv[2]
 kind, arg = plan[mode]
 out = sys.stdout.buffer
-if kind == "write":
+if kind in ("write", "write_hold"):
     with open(arg, "rb") as fh:
         out.write(fh.read())
     out.flush()
+    if kind == "write_hold":
+        time.sleep(300)
 elif kind == "flood":
     chunk = b"a" * (1024 * 1024)
     left = int(arg)
@@ -47,6 +50,22 @@ elif kind == "hang":
         fh.write("%d %d %d\n" % (os.getpid(), os.getpgid(0), child.pid))
     time.sleep(300)
 """
+
+
+# Valid agent lines whose text is hostile: escape sequences (clear screen, OSC 52 clipboard),
+# a bell, a carriage return, a bidi override, and Rich markup. The console must show all of it
+# as visible text and act on none of it.
+EVIL = r"\u001b[2J\u0007\r\u001b]52;c;SGVsbG8=\u0007[red]boom[/]\u202e"  # JSON escapes
+EVIL_SHOWN = r"\x1b[2J\x07\r\x1b]52;c;SGVsbG8=\x07[red]boom[/]\u202e"  # what a screen shows
+HOSTILE_TELEMETRY = (
+    '{"kind":"hello","source":"amdsmi","hostname":"node' + EVIL + '","interval":1}\n'
+    '{"kind":"static","ts":1,"gpus":[{"index":0,"physical":0,"model":"MI300X' + EVIL + '",'
+    '"compute_partition":"SPX","memory_partition":"NPS1","vram_total_mib":196592}]}\n'
+    '{"kind":"sample","ts":1,"seq":1,"gpus":[{"index":0,"util_pct":5,"vram_used_mib":1024,'
+    '"vram_total_mib":196592,"power_w":100,"power_cap_w":750,'
+    '"processes":[{"pid":4242,"name":"evil' + EVIL + '","vram_mib":1}]}]}\n'
+).encode()
+HOSTILE_PROBE = ('{"kind":"probe","hostname":"host' + EVIL + '","rocm":"7.0' + EVIL + '","vllm":"0.32[/]"}\n').encode()
 
 
 def hostile_python(folder: Path, behave: dict[str, tuple[str, object]], real: str | None = None) -> str:

@@ -11,6 +11,7 @@ in one agent mode and the real agent in every other.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -24,7 +25,14 @@ from console.services.fleet import FleetTelemetry
 from console.services.instances import InstanceService
 from console.services.partitions import PartitionService
 from console.services.transports import TransportPool
-from tests.integration.hostile_node import group_members, hostile_python, recorded_pids
+from tests.integration.hostile_node import (
+    EVIL_SHOWN,
+    HOSTILE_PROBE,
+    HOSTILE_TELEMETRY,
+    group_members,
+    hostile_python,
+    recorded_pids,
+)
 from tests.integration.sshd import pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,3 +239,28 @@ def test_services_giving_up_leave_nothing(sshd, tmp_path, mode):
 
     asyncio.run(scenario())
     assert_nothing_left(tmp_path / "hostile")
+
+
+# ---------------------------------------------------------------- hostile text, shown not acted on
+
+
+@pytest.mark.timeout(180)
+def test_status_shows_a_nodes_escape_sequences_as_visible_text(sshd, tmp_path):
+    (tmp_path / "telemetry.jsonl").write_bytes(HOSTILE_TELEMETRY)
+    (tmp_path / "probe.jsonl").write_bytes(HOSTILE_PROBE)
+    python = hostile_python(
+        tmp_path / "hostile",
+        {"telemetry": ("write", str(tmp_path / "telemetry.jsonl")), "probe": ("write", str(tmp_path / "probe.jsonl"))},
+    )
+    profile = write_profile(tmp_path / "lab.toml", sshd, python)
+    proc = run_cli("status", "--profile", str(profile))
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    assert not RAW_CONTROL.search(proc.stdout), repr(proc.stdout)
+    assert proc.stdout.startswith("ssh-node  LIVE  amdsmi"), proc.stdout
+    assert "MI300X\\x1b[2J\\x07" in proc.stdout  # the model column (cut to its width)
+
+    proc = run_cli("status", "--profile", str(profile), "--json")
+    [node] = json.loads(proc.stdout)["nodes"]
+    assert node["gpus"][0]["model"] == "MI300X" + EVIL_SHOWN
+    assert node["gpus"][0]["processes"][0]["name"] == "evil" + EVIL_SHOWN
+    assert node["probe"]["hostname"] == "host" + EVIL_SHOWN and node["probe"]["vllm"] == "0.32[/]"
