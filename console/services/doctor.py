@@ -24,6 +24,7 @@ from console.core.doctor import (
     vllm_env_checks,
 )
 from console.core.model import NodeSpec
+from console.core.text import printable, unexpected
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import Transport, TransportError
@@ -120,7 +121,9 @@ async def collect_doctor(
         except TransportError as exc:  # the SFTP check's link went down
             return down_node(node.name, "connection", exc.reason, _transport_fix(exc.kind))
         except OSError as exc:
-            return down_node(node.name, "connection", str(exc))
+            return down_node(node.name, "connection", printable(exc))
+        except Exception as exc:  # noqa: BLE001 - whatever a node sent: one fail line naming it, never a traceback
+            return down_node(node.name, "agent", unexpected(node.name, exc))
 
     try:
         return list(await asyncio.gather(*(one(n) for n in nodes)))
