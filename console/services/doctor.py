@@ -27,7 +27,7 @@ from console.core.model import NodeSpec
 from console.core.text import printable, unexpected
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
-from console.transport.base import Transport, TransportError
+from console.transport.base import AGENT_OUTPUT_LIMIT, Transport, TransportError
 
 DOCTOR_TIMEOUT = 90.0  # per node: `vllm --version` alone can take 30 s on a real node
 _EXIT_NOT_FOUND = 127  # sh: the command (the node's python) was not found
@@ -87,7 +87,9 @@ async def doctor_node(pool: TransportPool, node: NodeSpec, *, timeout: float = D
         return down_node(node.name, title, exc.reason, _transport_fix(exc.kind))
     link = await _link(transport, node)
     try:
-        result = await transport.run(doctor_argv(node, command), env=command.env_dict(), timeout=timeout)
+        result = await transport.run(
+            doctor_argv(node, command), env=command.env_dict(), timeout=timeout, max_output=AGENT_OUTPUT_LIMIT
+        )
     except TransportError as exc:
         if exc.kind != "command":  # the link went down or the doctor ran out of time
             return down_node(node.name, "agent", exc.reason, _transport_fix(exc.kind))

@@ -9,6 +9,7 @@ lines whose GPU model, process name, hostname and versions carry all of that
 
 from __future__ import annotations
 
+import logging
 import re
 
 from console.core.model import NodeSpec, Profile, SimulateSpec
@@ -64,3 +65,21 @@ async def test_fleet_and_detail_show_node_text_as_visible_escapes(tmp_path):
         text = screen_text(app)
         assert not RAW_CONTROL.search(text), repr(text)
         assert "0.32[/]" in text, text
+
+
+async def test_a_transport_warning_is_a_notification_not_lost_under_the_app(tmp_path):
+    """The SSH transport says a node's login banner once through logging; under the app that
+    must be a notification (stderr is not on the screen)."""
+    app = ConsoleApp(Profile(nodes=(hostile_node(tmp_path),)), interval=0.5, notify_health=False, cursor_blink=False)
+    async with app.run_test(size=(160, 30)) as pilot:
+        logging.getLogger("console.transport").warning(
+            "warning: %s: its login prints 1 line on stdout before every command (%r); the console skips it",
+            "evil",
+            "Welcome\x1b[2J",
+        )
+        assert await wait_for(pilot, lambda: len(app._notifications) > 0, timeout=5)
+        [note] = list(app._notifications)
+        assert note.message.startswith("evil: its login prints 1 line") and note.severity == "warning"
+        assert "Welcome\\x1b[2J" in note.message
+        assert not RAW_CONTROL.search(note.message)
+    assert not logging.getLogger("console.transport").handlers  # removed with the app
