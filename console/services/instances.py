@@ -187,7 +187,7 @@ class InstanceService:
                 raise InstanceError(f"{node.name}: agent instance {op}: {exc}") from None
             if rec.get("kind") == "error":
                 raise InstanceError(f"{node.name}: {printable(rec.get('message'))}")
-            records.append(rec)
+            records.append(_printable_tree(rec))  # its text may reach any screen
         if not result.ok and not records:
             raise InstanceError(
                 f"{node.name}: agent instance {op} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}"
