@@ -16,6 +16,7 @@ then SIGTERM, then SIGKILL after timeouts, and waits until no member is left.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import os
@@ -421,11 +422,17 @@ def _names(args, marker):
 def logs(state_dir, name, out, offset=0, follow=False, lines=None, max_seconds=None, split_cr=False):
     """Write the log from a byte offset (or its last N lines); follow until the instance ends.
 
-    split_cr turns tqdm's carriage-return redraws into line ends (same byte
-    count, so offsets stay valid): a line-based reader then sees progress live.
+    split_cr turns tqdm's carriage-return redraws into line ends, and bytes that
+    are not UTF-8 into "?" one for one (same byte count, so offsets stay valid:
+    the console counts the bytes of the text it decodes): a line-based reader then
+    sees progress live, and after a reconnect resumes exactly where it stopped.
     """
     if split_cr:
-        out = _CrSplitter(out)
+        splitter = _CrSplitter(out)
+        try:
+            return logs(state_dir, name, splitter, offset, follow, lines, max_seconds)
+        finally:
+            splitter.finish()
     folder = instance_dir(state_dir, name)
     path = os.path.join(folder, "log")
     if not os.path.isdir(folder):
@@ -454,15 +461,30 @@ def logs(state_dir, name, out, offset=0, follow=False, lines=None, max_seconds=N
             time.sleep(FOLLOW_POLL)
 
 
+def _same_length(error):
+    return "?" * (error.end - error.start), error.end
+
+
+codecs.register_error("rocm-console-same-length", _same_length)
+
+
 class _CrSplitter:
     def __init__(self, out):
         self.out = out
+        # incremental: a character cut between two reads is not taken for bad bytes
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("rocm-console-same-length")
 
     def write(self, data):
-        self.out.write(data.replace(b"\r", b"\n"))
+        self.out.write(self._utf8.decode(data).encode("utf-8").replace(b"\r", b"\n"))
 
     def flush(self):
         self.out.flush()
+
+    def finish(self):
+        rest = self._utf8.decode(b"", final=True)  # a cut character at the very end
+        if rest:
+            self.out.write(rest.encode("utf-8"))
+            self.out.flush()
 
 
 def _offset_of_last_lines(path, n):

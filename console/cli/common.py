@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 from console.core.model import NodeSpec, Profile
 from console.core.profiles import PROFILES_DIR, demo_profile_path, discover_profile_paths, load_profile
+from console.core.text import printable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_PARTIAL = EXIT_FAILED  # `status`: some node did not answer
@@ -160,7 +161,7 @@ def parse_pairs(items: Sequence[str], flag: str, *, env: bool | None = None) -> 
 
 
 def say_error(message: object) -> None:
-    print(f"rocm-console: {message}", file=sys.stderr)
+    print(f"rocm-console: {printable(message)}", file=sys.stderr)  # often quotes a node or a file
 
 
 def guarded(action: Callable[[], int], failures: tuple[type[BaseException], ...] = ()) -> int:

@@ -44,6 +44,7 @@ from console.core.results.reference import (
     reference_as_run,
     reference_matches,
 )
+from console.core.text import printable
 from console.services.results import ImportReport, ResultStore
 
 REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
@@ -101,6 +102,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Container[int] = frozenset()) -> str:
+    rows = [[printable(c) for c in row] for row in rows]  # text from stored or imported files
     widths = [len(h) for h in head]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
@@ -231,7 +233,7 @@ def _show(args, store: ResultStore) -> int:
         arrays = [k for k, v in run.result.items() if isinstance(v, list)]
         if arrays:
             out.append(f"Per-request arrays kept: {', '.join(arrays)} (show --json)")
-    print("\n".join(out))
+    print(printable("\n".join(out), keep_newlines=True))  # keys and values come from the file
     return EXIT_OK
 
 

@@ -27,6 +27,7 @@ from console.cli.inputs import WAIT_TIMEOUT, parse_gpus, serve_inputs, wait_time
 from console.core.model import NodeSpec, Profile
 from console.core.multinode import is_multinode
 from console.core.serve.argv import api_key_from, redact
+from console.core.text import printable
 from console.services.instances import (
     InstanceError,
     InstanceService,
@@ -113,7 +114,7 @@ def _print_views(views: Sequence[InstanceView], as_json: bool) -> None:
         print("no instances")
     else:
         for v in views:
-            print(view_line(v))
+            print(printable(view_line(v)))  # model names, stages and errors come from the node
 
 
 def _redacted(d: dict) -> dict:
@@ -362,7 +363,7 @@ async def _logs(args: argparse.Namespace, profile: Profile) -> int:
             if args.json:
                 collected.append(line)
             else:
-                print(line, flush=True)
+                print(printable(line), flush=True)
         if args.json:
             print(json.dumps({"name": args.name, "node": node.name, "lines": collected}))
     finally:

@@ -22,6 +22,7 @@ from console.cli.common import (
 from console.core.model import NodeHealth, NodeSnapshot, NodeSpec, Profile
 from console.core.status_view import fmt_num, merged_gpu_rows, node_dict
 from console.core.telemetry import is_nvidia_source
+from console.core.text import printable
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -53,7 +54,7 @@ def format_status_table(snapshots: Sequence[NodeSnapshot]) -> str:
     for snap in snapshots:
         state = snap.health.value.upper()
         detail = snap.error if snap.error else (snap.source or "")
-        lines.append(f"{snap.name}  {state}  {detail}".rstrip())
+        lines.append(printable(f"{snap.name}  {state}  {detail}".rstrip()))
         rows = merged_gpu_rows(snap)
         if not rows:
             continue
@@ -62,7 +63,7 @@ def format_status_table(snapshots: Sequence[NodeSnapshot]) -> str:
             part = f"{static.compute_partition or '?'}/{static.memory_partition or '?'}" if static else "?"
             if static and static.compute_partition is None and is_nvidia_source(snap.source):
                 part = "-"  # a whole NVIDIA GPU (MIG off): no partition mode at all
-            model = (static.model or "?").replace("AMD Instinct ", "") if static else "?"
+            model = printable((static.model or "?").replace("AMD Instinct ", "")) if static else "?"
             vram = "N/A"
             if m and m.vram_used_mib is not None and m.vram_total_mib is not None:
                 vram = f"{m.vram_used_mib / 1024:.0f}/{m.vram_total_mib / 1024:.0f}"

@@ -9,12 +9,13 @@ table or JSON. Exit rule: any fail -> 1, else 0.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.core.node_json import NodeJsonError, loads
 from console.core.serve.rules import version_warnings
+from console.core.text import clip, printable
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 LEVELS = (OK, WARN, FAIL)
@@ -74,26 +75,30 @@ def _check(obj: Any, n: int) -> DoctorCheck:
         value = obj.get(key)
         if not isinstance(value, str) or not value:
             raise DoctorOutputError(f"check {n}: {key!r} missing or not text")
-        values[key] = value
+        values[key] = printable(value)
     if values["level"] not in LEVELS:
-        raise DoctorOutputError(f"check {n} ({values['id']}): unknown level {values['level']!r}")
+        raise DoctorOutputError(f"check {n} ({values['id']}): unknown level {clip(values['level'], 40)!r}")
     fix = obj.get("fix") or ""
     if not isinstance(fix, str):
         raise DoctorOutputError(f"check {n} ({values['id']}): 'fix' is not text")
-    return DoctorCheck(values["id"], values["title"], values["level"], values["detail"], fix)
+    return DoctorCheck(values["id"], values["title"], values["level"], values["detail"], printable(fix))
 
 
 def parse_doctor_output(stdout: str) -> tuple[tuple[DoctorCheck, ...], dict[str, Any]]:
     """(checks, facts) from the agent's stdout; DoctorOutputError when there is no usable line."""
+    bad: NodeJsonError | None = None
     for line in stdout.splitlines():
+        if not line.lstrip().startswith("{"):
+            continue  # not the agent's (a warning some library printed)
         try:
-            obj = json.loads(line)
-        except ValueError:
+            obj = loads(line)
+        except NodeJsonError as exc:
+            bad = bad or exc  # said if no doctor line follows
             continue
         if not isinstance(obj, dict):
             continue
         if obj.get("kind") == "error":
-            raise DoctorOutputError(f"the agent said: {obj.get('message')}")
+            raise DoctorOutputError(f"the agent said: {printable(clip(str(obj.get('message')), 300))}")
         if obj.get("kind") != "doctor":
             continue
         checks, facts = obj.get("checks"), obj.get("facts")
@@ -102,6 +107,8 @@ def parse_doctor_output(stdout: str) -> tuple[tuple[DoctorCheck, ...], dict[str,
         if not isinstance(facts, dict):
             raise DoctorOutputError("doctor line without facts")
         return tuple(_check(c, n) for n, c in enumerate(checks)), facts
+    if bad is not None:
+        raise DoctorOutputError(f"no usable doctor line in the agent's output ({bad})")
     raise DoctorOutputError("no doctor line in the agent's output")
 
 
@@ -138,6 +145,35 @@ def link_check(how: str, sftp_refusal: str | None) -> DoctorCheck:
             "channel, checked by SHA-256",
         )
     return DoctorCheck("link", "console link", OK, how)
+
+
+BANNER_FIX = (
+    "make the login print nothing for commands: in the shell rc file that prints it (~/.bashrc, "
+    "/etc/bash.bashrc, ...) print only in interactive shells (put `case $- in *i*) ;; *) return ;; esac` "
+    "above the output); a ForceCommand wrapper should print nothing when SSH_ORIGINAL_COMMAND is set"
+)
+SHELL_FIX = (
+    "the account's login must run the command it is given (`ssh NODE echo ok` prints ok): remove the "
+    "ForceCommand for it, or give the console an account whose shell runs commands"
+)
+
+
+def banner_check(banner: str | None) -> DoctorCheck | None:
+    """A login that prints on stdout before every command: the console works through it
+    (it cuts the text off), but it is a warning: every command pays for it, and the
+    same text breaks scp, rsync and an sftp-server started through the shell."""
+    if not banner:
+        return None
+    lines = [ln.strip() for ln in banner.splitlines() if ln.strip()]
+    first = clip(lines[0], 80) if lines else ""
+    return DoctorCheck(
+        "link.banner",
+        "login banner",
+        WARN,
+        f"the login prints {len(lines)} line{'s' if len(lines) != 1 else ''} on stdout before every command "
+        f"({first!r}); the console skips it",
+        BANNER_FIX,
+    )
 
 
 # ------------------------------------------------------------------ rendering

@@ -2,12 +2,13 @@
 
 The agent (console/agent/node_agent.py) writes one JSON object per line with a
 ``kind``: hello, static, sample, probe or error. Anything else is a protocol
-error: a line the console cannot trust is reported, never half-used.
+error: a line the console cannot trust is reported, never half-used. Lines are
+decoded within limits (console/core/node_json.py), and every text field is made
+printable (console/core/text.py) before it can reach a screen.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Callable
 
@@ -21,6 +22,8 @@ from console.core.model import (
     StaticInfo,
     TelemetryFrame,
 )
+from console.core.node_json import NodeJsonError, loads_object
+from console.core.text import clip, printable
 
 AgentMessage = AgentHello | StaticInfo | TelemetryFrame | ProbeInfo | AgentFailure
 
@@ -34,23 +37,22 @@ def parse_agent_line(line: str) -> AgentMessage:
     if not text:
         raise AgentProtocolError("empty line")
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AgentProtocolError(f"not JSON: {_clip(text)} ({exc.msg})") from None
-    if not isinstance(obj, dict):
-        raise AgentProtocolError(f"not a JSON object: {_clip(text)}")
+        obj = loads_object(text)
+    except NodeJsonError as exc:
+        raise AgentProtocolError(str(exc)) from None
     kind = obj.get("kind")
     parser = _PARSERS.get(kind) if isinstance(kind, str) else None
     if parser is None:
-        raise AgentProtocolError(f"unknown kind {kind!r}")
+        raise AgentProtocolError(f"unknown kind {printable(clip(repr(kind), 80))}")
     try:
         return parser(obj)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AgentProtocolError(f"bad {kind} line: {exc}") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise AgentProtocolError(f"bad {kind} line: {printable(clip(str(exc), 120))}") from None
 
 
-def _clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _text(value: Any) -> str:
+    """A text field as it may be shown: controls and escapes made visible."""
+    return printable(value if isinstance(value, str) else str(value))
 
 
 def _num(value: Any) -> float | None:
@@ -66,13 +68,13 @@ def _opt_str(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValueError(f"expected a string or null, got {value!r}")
-    return value
+        raise ValueError(f"expected a string or null, got {clip(repr(value), 40)}")
+    return printable(value)
 
 
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"expected an integer, got {value!r}")
+        raise ValueError(f"expected an integer, got {clip(repr(value), 40)}")
     return value
 
 
@@ -94,11 +96,13 @@ def amd_only_reason(source: str | None) -> str | None:
 def _hello(obj: dict) -> AgentHello:
     vendor = VENDOR_LABELS.get(str(obj.get("vendor") or "").lower())
     return AgentHello(
-        source=(f"{vendor} " if vendor else "") + str(obj["source"]) + (" (simulated)" if obj.get("simulated") else ""),
-        hostname=str(obj.get("hostname") or ""),
+        source=(f"{vendor} " if vendor else "")
+        + _text(obj["source"])
+        + (" (simulated)" if obj.get("simulated") else ""),
+        hostname=_text(obj.get("hostname") or ""),
         interval=float(obj.get("interval") or 1.0),
         note=_opt_str(obj.get("note")),
-        agent_version=str(obj.get("agent_version") or ""),
+        agent_version=_text(obj.get("agent_version") or ""),
     )
 
 
@@ -114,7 +118,7 @@ def _static_gpu(g: dict) -> GpuStatic:
         vram_total_mib=_num(g.get("vram_total_mib")),
         compute_partition=_opt_str(g.get("compute_partition")),
         memory_partition=_opt_str(g.get("memory_partition")),
-        memory_caps=tuple(str(c) for c in g.get("memory_caps") or ()),
+        memory_caps=tuple(_text(c) for c in g.get("memory_caps") or ()),
         uuid=_opt_str(g.get("uuid")),
         mig_mode=_opt_str(g.get("mig_mode")),
     )
@@ -125,7 +129,7 @@ def _static(obj: dict) -> StaticInfo:
 
 
 def _process(p: dict) -> GpuProcess:
-    return GpuProcess(pid=_int(p["pid"]), name=str(p.get("name") or "?"), vram_mib=_num(p.get("vram_mib")))
+    return GpuProcess(pid=_int(p["pid"]), name=_text(p.get("name") or "?"), vram_mib=_num(p.get("vram_mib")))
 
 
 def _metrics(g: dict) -> GpuMetrics:
@@ -152,7 +156,7 @@ def _sample(obj: dict) -> TelemetryFrame:
 def _probe(obj: dict) -> ProbeInfo:
     def s(key: str) -> str | None:
         v = obj.get(key)
-        return None if v is None else str(v).strip()
+        return None if v is None else _text(str(v).strip())
 
     return ProbeInfo(
         hostname=s("hostname"),
@@ -167,7 +171,7 @@ def _probe(obj: dict) -> ProbeInfo:
 
 
 def _error(obj: dict) -> AgentFailure:
-    return AgentFailure(message=str(obj.get("message") or "agent failed without a message"))
+    return AgentFailure(message=_text(obj.get("message") or "agent failed without a message"))
 
 
 _PARSERS: dict[str, Callable[[dict], AgentMessage]] = {

@@ -20,7 +20,7 @@ from pathlib import Path
 from console.core.model import NodeSpec, ProbeInfo
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.services.demo import STATE_ENV as DEMO_STATE_ENV
-from console.transport.base import Transport, TransportError
+from console.transport.base import AGENT_OUTPUT_LIMIT, Transport, TransportError
 from console.transport.local import LocalTransport, write_file_atomic
 
 _PKG = Path(__file__).resolve().parents[1]
@@ -257,7 +257,9 @@ def _agent_command(node: NodeSpec, state_dir: str, base: str, agent_path: str) -
 async def run_probe(transport: Transport, command: AgentCommand, timeout: float = 30.0) -> ProbeInfo | None:
     """Versions and facts of the node; None when the probe cannot say (never fatal)."""
     try:
-        result = await transport.run(command.argv("probe"), env=command.env_dict(), timeout=timeout)
+        result = await transport.run(
+            command.argv("probe"), env=command.env_dict(), timeout=timeout, max_output=AGENT_OUTPUT_LIMIT
+        )
     except TransportError:
         return None
     for line in result.stdout.splitlines():

@@ -21,13 +21,15 @@ from console.core.bench.argv import apply_bench_overrides, build_bench_argv
 from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
 from console.core.bench.result import BenchResult, load_result_file
 from console.core.model import BenchPreset, NodeSpec
+from console.core.node_json import NodeJsonError, loads_document, loads_object, object_lines
 from console.core.serve.argv import api_key_from, redact
+from console.core.text import printable
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample, poll_metrics
 from console.services.run_log import follow_run_log
 from console.services.transports import TransportPool
-from console.transport.base import TransportError
+from console.transport.base import RESULT_FILE_LIMIT, TransportError
 
 RESULT_FILE = "result.json"
 MAX_LIVE = 3600  # live samples kept per run (an hour at 1 Hz)
@@ -227,9 +229,12 @@ class BenchRunner:
         )
         for line in result.stdout.splitlines():
             if line.startswith("{"):
-                rec = json.loads(line)
+                try:
+                    rec = loads_object(line)
+                except NodeJsonError as exc:
+                    raise BenchRunError(f"{node.name}: agent runs start: {exc}") from None
                 if rec.get("kind") == "error":
-                    raise BenchRunError(f"{node.name}: {rec.get('message')}")
+                    raise BenchRunError(f"{node.name}: {printable(rec.get('message'))}")
                 return name, tuple(argv)
         raise BenchRunError(f"{node.name}: could not start the benchmark: {result.stderr.strip()[-200:]}")
 
@@ -309,23 +314,17 @@ class BenchRunner:
             env=cmd.env_dict(),
             timeout=30,
         )
-        rec: dict = next(
-            (
-                json.loads(line)
-                for line in listing.stdout.splitlines()
-                if line.startswith("{") and json.loads(line).get("name") == run
-            ),
-            {},
-        )
+        # A bad line in the listing must not cost the result: it is skipped here.
+        rec: dict = next((r for r in object_lines(listing.stdout, skip_bad=True) if r.get("name") == run), {})
         exit_code = rec.get("exit_code")
         # SIGINT/SIGTERM as a signal, or as Python's exit codes for them (130, 143)
         cancelled = rec.get("exit_signal") in (2, 15) or exit_code in (130, 143)
         folder = f"{cmd.state_dir}/runs/{run}"
-        read = await transport.run(["cat", f"{folder}/{RESULT_FILE}"], timeout=60)
+        read = await transport.run(["cat", f"{folder}/{RESULT_FILE}"], timeout=60, max_output=RESULT_FILE_LIMIT)
         result_json, result = None, None
         if read.ok and read.stdout.strip():
             try:
-                result_json = json.loads(read.stdout)
+                result_json = loads_document(read.stdout)
                 result = load_result_file(read.stdout)[-1]
             except (ValueError, IndexError):
                 result_json, result = None, None
@@ -387,4 +386,7 @@ class BenchRunner:
             env=cmd.env_dict(),
             timeout=30,
         )
-        return [json.loads(line) for line in listing.stdout.splitlines() if line.startswith("{")]
+        try:
+            return object_lines(listing.stdout)
+        except NodeJsonError as exc:
+            raise BenchRunError(f"{node.name}: agent runs list: {exc}") from None

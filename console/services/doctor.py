@@ -13,18 +13,21 @@ import shlex
 from collections.abc import Iterable
 
 from console.core.doctor import (
+    SHELL_FIX,
     DoctorCheck,
     DoctorOutputError,
     NodeDoctor,
+    banner_check,
     down_node,
     link_check,
     parse_doctor_output,
     vllm_env_checks,
 )
 from console.core.model import NodeSpec
+from console.core.text import printable, unexpected
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
-from console.transport.base import Transport, TransportError
+from console.transport.base import AGENT_OUTPUT_LIMIT, Transport, TransportError
 
 DOCTOR_TIMEOUT = 90.0  # per node: `vllm --version` alone can take 30 s on a real node
 _EXIT_NOT_FOUND = 127  # sh: the command (the node's python) was not found
@@ -80,11 +83,13 @@ async def doctor_node(pool: TransportPool, node: NodeSpec, *, timeout: float = D
     try:
         command = await install_agent(transport, node)
     except TransportError as exc:
-        title = "agent install" if exc.kind == "command" else "connection"
+        title = {"command": "agent install", "shell": "login shell"}.get(exc.kind, "connection")
         return down_node(node.name, title, exc.reason, _transport_fix(exc.kind))
     link = await _link(transport, node)
     try:
-        result = await transport.run(doctor_argv(node, command), env=command.env_dict(), timeout=timeout)
+        result = await transport.run(
+            doctor_argv(node, command), env=command.env_dict(), timeout=timeout, max_output=AGENT_OUTPUT_LIMIT
+        )
     except TransportError as exc:
         if exc.kind != "command":  # the link went down or the doctor ran out of time
             return down_node(node.name, "agent", exc.reason, _transport_fix(exc.kind))
@@ -93,7 +98,9 @@ async def doctor_node(pool: TransportPool, node: NodeSpec, *, timeout: float = D
         checks, facts = parse_doctor_output(result.stdout)
     except DoctorOutputError as exc:
         return _agent_failed(node, command, result.exit_status, result.stderr, str(exc))
-    return NodeDoctor(node.name, (link, *checks, *vllm_env_checks(facts)), facts)
+    banner = banner_check(getattr(transport, "login_banner", None))
+    link_checks = (link, banner) if banner is not None else (link,)
+    return NodeDoctor(node.name, (*link_checks, *checks, *vllm_env_checks(facts)), facts)
 
 
 async def collect_doctor(
@@ -116,7 +123,9 @@ async def collect_doctor(
         except TransportError as exc:  # the SFTP check's link went down
             return down_node(node.name, "connection", exc.reason, _transport_fix(exc.kind))
         except OSError as exc:
-            return down_node(node.name, "connection", str(exc))
+            return down_node(node.name, "connection", printable(exc))
+        except Exception as exc:  # noqa: BLE001 - whatever a node sent: one fail line naming it, never a traceback
+            return down_node(node.name, "agent", unexpected(node.name, exc))
 
     try:
         return list(await asyncio.gather(*(one(n) for n in nodes)))
@@ -132,4 +141,5 @@ def _transport_fix(kind: str) -> str:
         "timeout": "the node did not answer in time: is it up? (a slow node: raise --timeout)",
         "closed": "the SSH connection dropped: run the doctor again",
         "command": "check state_dir in the profile: it must be writable on the node",
+        "shell": SHELL_FIX,
     }.get(kind, "")

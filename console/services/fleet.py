@@ -29,6 +29,7 @@ from console.core.model import (
 )
 from console.core.series import BlockSeries, SeriesBlock, capacity_for
 from console.core.telemetry import AgentProtocolError, parse_agent_line
+from console.core.text import printable, unexpected
 from console.services.agent_bundle import install_agent, run_probe, telemetry_argv
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -283,7 +284,9 @@ class FleetTelemetry:
             except AgentProtocolError as exc:
                 self._set_health(track, NodeHealth.DOWN, f"{track.spec.name}: agent protocol error: {exc}")
             except OSError as exc:  # e.g. the agent bundle could not be read
-                self._set_health(track, NodeHealth.DOWN, f"{track.spec.name}: {exc}")
+                self._set_health(track, NodeHealth.DOWN, f"{track.spec.name}: {printable(exc)}")
+            except Exception as exc:  # noqa: BLE001 - whatever a node sent, the row says so: never stuck at connecting
+                self._set_health(track, NodeHealth.DOWN, unexpected(track.spec.name, exc))
             await asyncio.sleep(backoff_delay(attempt, cap=self._backoff_cap))
             attempt += 1
 

@@ -27,8 +27,10 @@ from console.core.bench.output import BenchStreamParser
 from console.core.bench.result import BenchResult
 from console.core.experiment.spec import split_evenly
 from console.core.model import BenchPreset, NodeSpec
+from console.core.node_json import NodeJsonError, loads_object
 from console.core.results.build import run_from_console
 from console.core.status_view import fmt_num
+from console.core.text import printable
 from console.services.agent_bundle import install_agent
 from console.services.bench import RESULT_FILE, BenchEvent, BenchRunError, BenchRunner, RunOutcome
 from console.services.groups import GroupView
@@ -168,9 +170,12 @@ class GroupBenchRunner:
         )
         for line in result.stdout.splitlines():
             if line.startswith("{"):
-                rec = json.loads(line)
+                try:
+                    rec = loads_object(line)
+                except NodeJsonError as exc:
+                    raise BenchRunError(f"{node.name}: agent runs start: {exc}") from None
                 if rec.get("kind") == "error":
-                    raise BenchRunError(f"{node.name}: {rec.get('message')}")
+                    raise BenchRunError(f"{node.name}: {printable(rec.get('message'))}")
                 return tuple(argv)
         raise BenchRunError(f"{node.name}: could not start the benchmark client: {result.stderr.strip()[-200:]}")
 

@@ -23,6 +23,7 @@ from console.core.instance_view import InstanceState as InstanceState
 from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
+from console.core.node_json import NodeJsonError, loads, loads_object
 from console.core.serve.argv import API_KEY_VAR, api_key_from, build_docker_argv, build_serve_argv
 from console.core.serve.log import ServeLogState, ServeStage
 from console.core.serve.rules import (
@@ -34,6 +35,7 @@ from console.core.serve.rules import (
     version_warnings,
 )
 from console.core.telemetry import is_nvidia_source
+from console.core.text import clip, printable
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -66,6 +68,10 @@ def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None
 
 
 def view_from_record(node: str, rec: dict) -> InstanceView:
+    """An instance as the agent lists it; its text made printable (it may reach any screen).
+
+    Raises KeyError, TypeError or ValueError for a record without the fields an instance has."""
+    rec = _printable_tree(rec)
     if rec.get("kind") == "foreign":
         return InstanceView(
             node=node,
@@ -100,6 +106,17 @@ def view_from_record(node: str, rec: dict) -> InstanceView:
         nodes=tuple((spec.get("multinode") or {}).get("nodes") or ()),
         api_key_env=spec.get("api_key_env") if isinstance(spec.get("api_key_env"), str) else None,
     )
+
+
+def _printable_tree(value):
+    """Every string in a decoded record made printable (numbers and structure as they are)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable_tree(v) for v in value]
+    return value
 
 
 def fold_ray_members(views: Sequence[InstanceView]) -> list[InstanceView]:
@@ -163,13 +180,15 @@ class InstanceService:
             line = line.strip()
             if not line:
                 continue
+            if not line.startswith("{"):
+                continue  # not the agent's (a warning some library printed)
             try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
+                rec = loads_object(line)
+            except NodeJsonError as exc:
+                raise InstanceError(f"{node.name}: agent instance {op}: {exc}") from None
             if rec.get("kind") == "error":
-                raise InstanceError(f"{node.name}: {rec.get('message')}")
-            records.append(rec)
+                raise InstanceError(f"{node.name}: {printable(rec.get('message'))}")
+            records.append(_printable_tree(rec))  # its text may reach any screen
         if not result.ok and not records:
             raise InstanceError(
                 f"{node.name}: agent instance {op} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}"
@@ -179,7 +198,14 @@ class InstanceService:
     # ------------------------------------------------------------ queries
 
     async def list(self, node: NodeSpec) -> list[InstanceView]:
-        return fold_ray_members([view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)])
+        records = await self._call(node, "list", timeout=30)
+        try:
+            views = [view_from_record(node.name, r) for r in records]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InstanceError(
+                f"{node.name}: agent instance list: a record without what an instance has ({clip(repr(exc), 80)})"
+            ) from None
+        return fold_ray_members(views)
 
     async def list_checked(self, node: NodeSpec) -> builtins.list[InstanceView]:  # list: the method above
         """list(), with running instances marked ready or loading by one /health call each."""
@@ -388,9 +414,11 @@ class InstanceService:
                 return False, (), None
             models: tuple[str, ...] = ()
             version = None
-            try:
-                models = tuple(m["id"] for m in (await client.get(base + "/v1/models")).json().get("data", []))
-                version = (await client.get(base + "/version")).json().get("version")
+            try:  # the server's JSON, decoded within limits; its text made printable
+                listed = loads((await client.get(base + "/v1/models")).content).get("data", [])
+                models = tuple(printable(str(m["id"])) for m in listed)
+                said = loads((await client.get(base + "/version")).content).get("version")
+                version = None if said is None else printable(str(said))
             except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
                 pass
             return True, models, version

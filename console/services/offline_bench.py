@@ -29,13 +29,16 @@ from console.core.bench.offline import (
     fatal_text,
 )
 from console.core.model import NodeSnapshot, NodeSpec
+from console.core.node_json import NodeJsonError, loads_document, loads_object, object_lines
 from console.core.serve.argv import redact
 from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_tp
+from console.core.text import printable
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.instances import _ACTIVE, PASSTHROUGH_SECRETS, InstanceService
 from console.services.run_log import follow_run_log
 from console.services.status import sample_node
 from console.services.transports import TransportPool
+from console.transport.base import RESULT_FILE_LIMIT
 
 RESULT_FILE = "result.json"
 
@@ -167,7 +170,10 @@ class OfflineRunner:
             env=cmd.env_dict(),
             timeout=30,
         )
-        return [json.loads(line) for line in listing.stdout.splitlines() if line.startswith("{")]
+        try:
+            return object_lines(listing.stdout)
+        except NodeJsonError as exc:
+            raise OfflineRunError(f"{node.name}: agent runs list: {exc}") from None
 
     async def cancel(self, node: NodeSpec, run: str) -> None:
         """Stop a run cleanly (SIGINT, then SIGTERM): vLLM shuts its engine down itself."""
@@ -259,9 +265,12 @@ class OfflineRunner:
         )
         for line in result.stdout.splitlines():
             if line.startswith("{"):
-                rec = json.loads(line)
+                try:
+                    rec = loads_object(line)
+                except NodeJsonError as exc:
+                    raise OfflineRunError(f"{node.name}: agent runs start: {exc}") from None
                 if rec.get("kind") == "error":
-                    raise OfflineRunError(f"{node.name}: {rec.get('message')}")
+                    raise OfflineRunError(f"{node.name}: {printable(rec.get('message'))}")
                 return name, command
         raise OfflineRunError(f"{node.name}: could not start the benchmark: {result.stderr.strip()[-200:]}")
 
@@ -296,11 +305,13 @@ class OfflineRunner:
         rec = next((r for r in await self.runs(node) if r.get("name") == run), {})
         exit_code = rec.get("exit_code")
         cancelled = rec.get("exit_signal") in (2, 15) or exit_code in (130, 143)
-        read = await transport.run(["cat", f"{cmd.state_dir}/runs/{run}/{RESULT_FILE}"], timeout=60)
+        read = await transport.run(
+            ["cat", f"{cmd.state_dir}/runs/{run}/{RESULT_FILE}"], timeout=60, max_output=RESULT_FILE_LIMIT
+        )
         result_json = None
         if read.ok and read.stdout.strip():
             try:
-                loaded = json.loads(read.stdout)
+                loaded = loads_document(read.stdout)
                 result_json = loaded if isinstance(loaded, dict) else None
             except ValueError:
                 result_json = None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from console.core.model import NodeSnapshot, NodeSpec
+from console.core.node_json import NodeJsonError, object_lines
 from console.core.partition_rules import describe_change, physical_gpus, preflight
 from console.core.telemetry import amd_only_reason
+from console.core.text import printable
 from console.services.agent_bundle import install_agent
 from console.services.instances import InstanceService, InstanceState
 from console.services.transports import TransportPool
@@ -64,11 +65,17 @@ class PartitionService:
             argv = ["sudo", "-n", *env_argv(argv, env)]
             env = {}
         result = await self.pool.get(node).run(argv, env=env, timeout=timeout)
-        records = [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
+        try:
+            records = object_lines(result.stdout)
+        except NodeJsonError as exc:
+            raise PartitionFailed(f"{node.name}: agent partition {args[0] if args else ''}: {exc}") from None
         for rec in records:
             if rec.get("kind") == "error":
-                raise PartitionFailed(f"{node.name}: {rec.get('message')}", rec.get("reason") or "failed")
+                raise PartitionFailed(f"{node.name}: {printable(rec.get('message'))}", rec.get("reason") or "failed")
             if rec.get("kind") == "partitions":
+                gpus = rec.get("gpus")
+                if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
+                    raise PartitionFailed(f"{node.name}: agent partition: a partitions line without a list of GPUs")
                 return rec
         last = (result.stderr.strip().splitlines() or [f"exit {result.exit_status}"])[-1]
         if "password is required" in last or "sudo:" in last:

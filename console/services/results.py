@@ -32,6 +32,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from console.core.node_json import loads_document
+
 try:
     import fcntl
 except ImportError:  # Windows: no flock; one console at a time there
@@ -244,7 +246,7 @@ class ResultStore:
 
     def _read(self, path: Path) -> StoredRun:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_document(path.read_text(encoding="utf-8"))  # within limits: never a RecursionError
             return run_from_dict(data)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
             raise ValueError(f"{path}: unreadable stored run ({exc})") from None

@@ -17,9 +17,10 @@ from console.core.model import (
     TelemetryFrame,
 )
 from console.core.telemetry import AgentProtocolError, parse_agent_line
+from console.core.text import printable, unexpected
 from console.services.agent_bundle import install_agent, run_probe
 from console.services.transports import TransportPool
-from console.transport.base import TransportError
+from console.transport.base import AGENT_OUTPUT_LIMIT, TransportError, last_line
 
 
 async def sample_node(pool: TransportPool, node: NodeSpec, *, probe: bool = True) -> NodeSnapshot:
@@ -29,7 +30,10 @@ async def sample_node(pool: TransportPool, node: NodeSpec, *, probe: bool = True
     if probe:
         snap = replace(snap, probe=await run_probe(transport, command))
     result = await transport.run(
-        command.argv("telemetry", "--count", "1", "--interval", "0.1"), env=command.env_dict(), timeout=60
+        command.argv("telemetry", "--count", "1", "--interval", "0.1"),
+        env=command.env_dict(),
+        timeout=60,
+        max_output=AGENT_OUTPUT_LIMIT,
     )
     for line in result.stdout.splitlines():
         if not line.strip():
@@ -44,8 +48,10 @@ async def sample_node(pool: TransportPool, node: NodeSpec, *, probe: bool = True
         elif isinstance(message, AgentFailure):
             return replace(snap, health=NodeHealth.DOWN, error=f"{node.name}: {message.message}")
     if snap.latest is None:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return replace(snap, health=NodeHealth.DOWN, error=f"{node.name}: agent exited {result.exit_status}: {last}")
+        last = last_line(result.stderr, "no output")
+        return replace(
+            snap, health=NodeHealth.DOWN, error=f"{node.name}: agent exited {result.exit_status}: {printable(last)}"
+        )
     return snap
 
 
@@ -66,7 +72,9 @@ async def collect_status(
         except AgentProtocolError as exc:
             return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: agent protocol error: {exc}")
         except OSError as exc:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: {exc}")
+            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: {printable(exc)}")
+        except Exception as exc:  # noqa: BLE001 - whatever a node sent: one line naming it, never a traceback
+            return NodeSnapshot(node.name, NodeHealth.DOWN, error=unexpected(node.name, exc))
 
     try:
         return list(await asyncio.gather(*(one(n) for n in nodes)))

@@ -6,17 +6,39 @@ shell (SSH) quote them with ``shlex.join`` so arguments stay literal.
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 from typing import AsyncIterator, Mapping, Protocol, Sequence
+
+from console.core.node_json import MAX_LINE_CHARS
+from console.core.text import printable
+
+# A line of a streamed command (the agent's telemetry, a run's log) is at most this many
+# bytes: a longer one is not held, its rest is dropped and the stream ends with an error.
+MAX_LINE_BYTES = MAX_LINE_CHARS
+# What `run` keeps of a command's stdout (a result file with per-request arrays fits); past
+# it the command is stopped and the call fails, nothing more is read into memory.
+RUN_OUTPUT_LIMIT = 64 * 1024 * 1024
+# What a one-shot agent command (a probe, one sample, a listing) may write: a few lines.
+AGENT_OUTPUT_LIMIT = 16 * 1024 * 1024
+# A result file read back from a node (vLLM's JSON with per-request arrays).
+RESULT_FILE_LIMIT = 1024 * 1024 * 1024
+# What is kept of a command's stderr: its last bytes (where the error is).
+STDERR_TAIL = 256 * 1024
+READ_CHUNK = 64 * 1024
 
 
 class TransportError(Exception):
     """A one-line, user-facing reason why a node could not be reached or used.
 
-    ``kind`` is one of: unreachable, auth, host_key, timeout, closed, command.
+    ``kind`` is one of: unreachable, auth, host_key, timeout, closed, command, shell
+    (the node's login did not run the console's command: a ForceCommand, a shell that
+    ignores it). The reason often quotes the node's own words (its last stderr line):
+    it is made printable, so it can be shown on a terminal as it is.
     """
 
     def __init__(self, reason: str, kind: str = "unreachable") -> None:
+        reason = printable(reason)
         super().__init__(reason)
         self.reason = reason
         self.kind = kind
@@ -54,16 +76,20 @@ class Transport(Protocol):
         env: Mapping[str, str] | None = None,
         input: str | None = None,
         timeout: float | None = None,
+        max_output: int | None = None,
     ) -> CommandResult:
-        """Run to completion. Raises TransportError (kind timeout) past ``timeout``."""
+        """Run to completion. Raises TransportError (kind timeout) past ``timeout``, and
+        (kind command) when stdout grows past ``max_output`` bytes (RUN_OUTPUT_LIMIT by
+        default): the command is then stopped. Either way nothing is left running."""
         ...
 
     def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
         """Yield stdout lines (without newline) of a long-running command.
 
         Ends when the command exits. Raises TransportError when the link
-        drops or the command exits non-zero (the reason carries its last
-        stderr line). Closing the iterator stops the remote command.
+        drops, the command exits non-zero (the reason carries its last
+        stderr line) or writes a line over MAX_LINE_BYTES (the line is not
+        kept). Closing the iterator stops the remote command.
         """
         ...
 
@@ -93,3 +119,93 @@ def env_argv(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
     if not env:
         return list(argv)
     return ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
+
+
+class LineSplitter:
+    """Bytes in, lines out, never holding more than ``limit`` bytes of one line.
+
+    A line over the limit keeps its first ``limit`` bytes; the rest is dropped as it
+    arrives, and the line comes out marked as cut (``cutting`` is true from the moment
+    the limit is passed, so a reader can give up at once instead of waiting for its end).
+    """
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        self.cutting = False
+        self.dropped = 0  # bytes dropped of the line being cut
+
+    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
+        """The lines `data` completes: (line without its newline, cut)."""
+        out: list[tuple[bytes, bool]] = []
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            end = len(data) if nl < 0 else nl
+            if self.cutting:
+                self.dropped += end - start
+            else:
+                room = self.limit - len(self._buf)
+                if end - start > room:
+                    self._buf += data[start : start + room]
+                    self.dropped = end - start - room
+                    self.cutting = True
+                else:
+                    self._buf += data[start:end]
+            if nl < 0:
+                return out
+            out.append((bytes(self._buf), self.cutting))
+            self._buf.clear()
+            self.cutting = False
+            self.dropped = 0
+            start = nl + 1
+
+    def close(self) -> list[tuple[bytes, bool]]:
+        """The last line, if the stream did not end with a newline."""
+        if not self._buf and not self.cutting:
+            return []
+        out = [(bytes(self._buf), self.cutting)]
+        self._buf.clear()
+        self.cutting = False
+        return out
+
+
+class TailBuffer:
+    """The last ``limit`` bytes written to it (a command's stderr: the error is at its end)."""
+
+    def __init__(self, limit: int = STDERR_TAIL) -> None:
+        self.limit = limit
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        self._chunks.append(bytes(data))
+        self._size += len(data)
+        while self._size - len(self._chunks[0]) >= self.limit:
+            gone = self._chunks.popleft()
+            self._size -= len(gone)
+            self.dropped += len(gone)
+
+    def getvalue(self) -> bytes:
+        data = b"".join(self._chunks)
+        return data[-self.limit :] if len(data) > self.limit else data
+
+
+def decode(data: bytes) -> str:
+    """A node's bytes as text: invalid UTF-8 becomes U+FFFD, never an exception."""
+    return data.decode("utf-8", "replace")
+
+
+def last_line(text: str, default: str = "") -> str:
+    """The last non-blank line of a command's output, stripped (an error's one line)."""
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()
+    return default
+
+
+def mib(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB"

@@ -14,10 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Mapping, Sequence
 
-from console.transport.base import CommandResult, TransportError
+from console.transport.base import (
+    MAX_LINE_BYTES,
+    READ_CHUNK,
+    RUN_OUTPUT_LIMIT,
+    CommandResult,
+    LineSplitter,
+    TailBuffer,
+    TransportError,
+    decode,
+    last_line,
+    mib,
+)
 
-# Long JSON lines (64 logical GPUs) must fit in one read.
-_STREAM_LIMIT = 4 * 1024 * 1024
+# The pipe readers' buffer mark (they are read in chunks, never a line at a time).
+_STREAM_LIMIT = 1024 * 1024
+KILL_GRACE = 3.0  # seconds between SIGTERM and SIGKILL of a command given up on
 
 
 @dataclass
@@ -65,53 +77,67 @@ class LocalTransport:
         env: Mapping[str, str] | None = None,
         input: str | None = None,
         timeout: float | None = None,
+        max_output: int | None = None,
     ) -> CommandResult:
         stdin = asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL
         proc = await self._start(argv, env, stdin=stdin)
-        data = input.encode() if input is not None else None
+        limit = RUN_OUTPUT_LIMIT if max_output is None else max_output
         try:
-            out, err = await asyncio.wait_for(proc.communicate(data), timeout)
+            out, err = await asyncio.wait_for(_communicate(proc, input, limit), timeout)
         except asyncio.TimeoutError:
-            _kill_group(proc.pid)
-            await proc.wait()
+            await _end(proc)
             raise TransportError(f"{self.node_name}: {argv[0]} timed out after {timeout:g} s", "timeout") from None
-        except asyncio.CancelledError:
+        except _OutputTooLarge:
+            await _end(proc)
+            raise TransportError(
+                f"{self.node_name}: {Path(argv[0]).name} wrote over {mib(limit)} of output: "
+                "stopped, its output discarded",
+                "command",
+            ) from None
+        except BaseException:  # cancelled: the caller gave up, the command goes too
             _kill_group(proc.pid)
             try:  # reap it, so no zombie or closed-loop warning is left behind
-                await asyncio.wait_for(proc.wait(), 2)
+                await asyncio.wait_for(asyncio.shield(_end(proc)), 2 * KILL_GRACE + 1)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 pass
             raise
-        return CommandResult(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
+        return CommandResult(proc.returncode or 0, decode(out), decode(err))
 
     async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
         proc = await _adopt_early(argv, env) or await self._start(argv, env)
         assert proc.stdout is not None and proc.stderr is not None
-        stderr_task = asyncio.ensure_future(proc.stderr.read(64 * 1024))
+        err = TailBuffer()
+        stderr_task = asyncio.ensure_future(_drain(proc.stderr, err))
+        lines = LineSplitter(MAX_LINE_BYTES)
         finished = False
         try:
             while True:
-                try:
-                    raw = await proc.stdout.readline()
-                except ValueError:  # a line longer than the limit
-                    raise TransportError(f"{self.node_name}: output line too long", "command") from None
-                if not raw:
+                chunk = await proc.stdout.read(READ_CHUNK)
+                if not chunk:
                     break
-                yield raw.decode(errors="replace").rstrip("\r\n")
+                for raw, cut in lines.feed(chunk):
+                    if cut:
+                        raise _line_too_long(self.node_name, argv)
+                    yield decode(raw).rstrip("\r")
+                if lines.cutting:  # no need to wait for the end of that line
+                    raise _line_too_long(self.node_name, argv)
+            for raw, _cut in lines.close():
+                yield decode(raw).rstrip("\r")
             code = await proc.wait()
             finished = True
             if code != 0:
-                err = (await stderr_task).decode(errors="replace")
+                try:
+                    await asyncio.wait_for(asyncio.shield(stderr_task), 2)
+                except asyncio.TimeoutError:
+                    pass
                 raise TransportError(
-                    f"{self.node_name}: {Path(argv[0]).name} exited {code}: {_last_line(err)}", "command"
+                    f"{self.node_name}: {Path(argv[0]).name} exited {code}: "
+                    f"{last_line(decode(err.getvalue()), '(no error output)')}",
+                    "command",
                 )
         finally:
             if not finished and proc.returncode is None:
-                _kill_group(proc.pid)
-                try:
-                    await asyncio.wait_for(proc.wait(), 5)
-                except asyncio.TimeoutError:
-                    pass
+                await _end(proc)
             stderr_task.cancel()
 
     async def spawn_detached(self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None) -> int:
@@ -274,9 +300,78 @@ async def _adopt_early(argv: Sequence[str], env: Mapping[str, str] | None) -> _A
     return _AdoptedProcess(popen, readers[0], readers[1], pipes)
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "(no error output)"
+class _OutputTooLarge(Exception):
+    pass
+
+
+def _line_too_long(node_name: str, argv: Sequence[str]) -> TransportError:
+    return TransportError(
+        f"{node_name}: {Path(argv[0]).name} wrote a line over {mib(MAX_LINE_BYTES)}: stopped, the line discarded",
+        "command",
+    )
+
+
+async def _drain(reader: asyncio.StreamReader, into: TailBuffer) -> None:
+    """Read a pipe to its end, keeping its tail: a chatty stderr never fills the pipe."""
+    while True:
+        chunk = await reader.read(READ_CHUNK)
+        if not chunk:
+            return
+        into.write(chunk)
+
+
+async def _communicate(proc, input: str | None, limit: int) -> tuple[bytes, bytes]:
+    """communicate() that keeps at most `limit` bytes of stdout (then _OutputTooLarge)."""
+    err = TailBuffer()
+    drain = asyncio.ensure_future(_drain(proc.stderr, err))
+    feeder = None
+    if input is not None:
+
+        async def feed() -> None:
+            try:
+                proc.stdin.write(input.encode())
+                await proc.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the command did not read it all: its exit status says the rest
+            finally:
+                proc.stdin.close()
+
+        feeder = asyncio.ensure_future(feed())
+    out = bytearray()
+    try:
+        while True:
+            chunk = await proc.stdout.read(READ_CHUNK)
+            if not chunk:
+                break
+            if len(out) + len(chunk) > limit:
+                raise _OutputTooLarge
+            out += chunk
+        await drain
+        await proc.wait()
+    finally:
+        drain.cancel()
+        if feeder is not None:
+            feeder.cancel()
+    return bytes(out), err.getvalue()
+
+
+async def _end(proc) -> None:
+    """SIGTERM the command's process group, SIGKILL what is left of it after KILL_GRACE; reap.
+
+    The group outlives its leader while any member lives (and its id is not reused
+    meanwhile), so the final SIGKILL also ends children the leader left behind."""
+    if proc.returncode is None:
+        _kill_group(proc.pid)
+        try:
+            await asyncio.wait_for(proc.wait(), KILL_GRACE)
+        except asyncio.TimeoutError:
+            pass
+    _kill_group(proc.pid, signal.SIGKILL)
+    if proc.returncode is None:
+        try:
+            await asyncio.wait_for(proc.wait(), KILL_GRACE)
+        except asyncio.TimeoutError:
+            pass
 
 
 def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:

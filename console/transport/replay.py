@@ -84,6 +84,7 @@ class ReplayTransport:
         env: Mapping[str, str] | None = None,
         input: str | None = None,
         timeout: float | None = None,
+        max_output: int | None = None,
     ) -> CommandResult:
         self._check_link()
         argv = list(argv)

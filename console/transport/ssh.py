@@ -20,11 +20,26 @@ user's ``~/.ssh/known_hosts`` (or ``UserKnownHostsFile`` from ~/.ssh/config);
 there is no way to turn that off from here.
 
 Commands are argv lists quoted with ``shlex.join``. Every command runs under a
-tiny ``sh`` wrapper that reports its process group on stderr (the line is
-removed from what callers see), so a timed-out ``run`` or an early-closed
-``stream_lines`` can kill the remote process group: OpenSSH refuses "signal"
-channel requests for root logins (no post-auth privilege separation), and
-closing a channel alone does not stop a remote process that does not write.
+tiny ``sh`` wrapper that reports its process id on stderr (the line is
+removed from what callers see), so a timed-out ``run``, a cancelled one or an
+early-closed ``stream_lines`` can end the remote command's whole process group
+(SIGTERM, then SIGKILL what is left): OpenSSH refuses "signal" channel requests
+for root logins (no post-auth privilege separation), and closing a channel alone
+does not stop a remote process that does not write. ``close()`` waits for those
+kills, so a console that gives up on a node and exits leaves nothing behind.
+
+Login banners: a node whose login shell prints something on stdout before the
+command runs (an ``echo`` in ~/.bashrc, a ForceCommand wrapper) would prefix the
+output of every command. The wrapper therefore prints a begin marker (unique to
+this transport) before the command; what comes before it is the banner: cut
+off, kept in ``login_banner`` (``rocm-console doctor`` shows it with the fix) and
+reported once as a warning naming the node. No marker at all means the login
+never ran the command: a TransportError of kind ``shell``.
+
+Output is read in chunks, never a line at a time: a line over MAX_LINE_BYTES
+ends a stream (nothing past the cap is held), ``run`` keeps at most
+RUN_OUTPUT_LIMIT bytes of stdout and the last STDERR_TAIL bytes of stderr, and
+bytes that are not UTF-8 become U+FFFD.
 """
 
 from __future__ import annotations
@@ -34,6 +49,7 @@ import collections
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import posixpath
 import re
@@ -47,7 +63,21 @@ import asyncssh
 
 from console.core.backoff import backoff_delay
 from console.core.model import NodeSpec
-from console.transport.base import CommandResult, TransportError, env_argv
+from console.core.text import clip, printable
+from console.transport.base import (
+    MAX_LINE_BYTES,
+    READ_CHUNK,
+    RUN_OUTPUT_LIMIT,
+    STDERR_TAIL,
+    CommandResult,
+    LineSplitter,
+    TransportError,
+    decode,
+    env_argv,
+    mib,
+)
+
+log = logging.getLogger("console.transport")
 
 _T = TypeVar("_T")
 
@@ -66,17 +96,50 @@ OPEN_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4)  # a refused session open is retried t
 UPLOAD_TIMEOUT = 300.0  # an upload over a command channel; the agent bundle is ~200 KB
 
 _PGID_MARK = "rocm-console-pgid"
-# Runs as `sh -c _WRAPPER sh ARGV...`: report our process group, become the command.
-_WRAPPER = f'echo "{_PGID_MARK} $$" >&2; exec "$@"'
-_PGID_RE = re.compile(rf"^{_PGID_MARK} (\d+)$")
-# `sh -c _KILL sh PGID`: the whole group if it is one, else the single process.
-_KILL = 'kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null; exit 0'
+_BEGIN_MARK = "rocm-console-begin"
+BANNER_LIMIT = 256 * 1024  # bytes of login banner read while looking for the begin marker
+STDERR_LINE = 64 * 1024  # a longer stderr line keeps its first bytes
+KILL_TIMEOUT = 10.0  # the remote kill (SIGTERM, up to 3 s for the group to go, SIGKILL)
+CLOSE_WAIT = 12.0  # close() waits this long for remote kills still under way
+
+
+def _wrapper(begin: str) -> str:
+    """`sh -c WRAPPER sh ARGV...`: say our pid on stderr, the begin marker on stdout, become ARGV."""
+    return f'echo "{_PGID_MARK} $$" >&2; echo "{begin}"; exec "$@"'
+
+
+# Found anywhere in a stderr line: a banner without a final newline may precede it.
+_PGID_RE = re.compile(rf"{_PGID_MARK} (\d+)$")
+# `sh -c _KILL sh PID`: end the process group PID is in (sshd makes each session a group of
+# its own: the login shell and all it started), else PID alone; SIGTERM, a grace of up to 3 s,
+# then SIGKILL for what is left. The group is looked up rather than assumed to be PID: a login
+# shell or ForceCommand that does not exec the command leads the group itself.
+_KILL = r"""
+p=$1
+g=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')
+if [ -z "$g" ] && [ -r "/proc/$p/stat" ]; then
+  s=$(cat "/proc/$p/stat" 2>/dev/null) && s=${s##*) } && set -- $s && g=$3
+fi
+case $g in ''|0|1|*[!0-9]*) g= ;; esac
+gone() { ! kill -0 "$p" 2>/dev/null && { [ -z "$g" ] || ! kill -0 "-$g" 2>/dev/null; }; }
+[ -n "$g" ] && kill -TERM "-$g" 2>/dev/null
+kill -TERM "$p" 2>/dev/null
+i=0
+while [ $i -lt 30 ] && ! gone; do sleep 0.1; i=$((i+1)); done
+if ! gone; then
+  [ -n "$g" ] && kill -KILL "-$g" 2>/dev/null
+  kill -KILL "$p" 2>/dev/null
+fi
+exit 0
+"""
+# Login banners already reported in this process, by node: each is said once.
+_BANNERS_SAID: set[str] = set()
 # `sh -c _SPAWN sh LOG ARGV...`: detached, own session, output appended to LOG.
 _SPAWN = (
-    "log=$1; shift; "
+    "begin=$1; log=$2; shift 2; "
     'case $log in "~/"*) log="$HOME/${log#"~/"}";; esac; '
     'mkdir -p -- "$(dirname -- "$log")" && : >>"$log" || exit 1; '
-    'exec setsid "$@" >>"$log" 2>&1 </dev/null & echo $!'
+    'exec setsid "$@" >>"$log" 2>&1 </dev/null & echo "$begin $!"'
 )
 # `sh -c _EXEC_UPLOAD sh PATH MODE SHA256 PYTHON`, the file on stdin: the upload
 # when sshd serves no SFTP. Written beside PATH under a temporary name, checked
@@ -183,38 +246,98 @@ class _PortForward:
         return f"<PortForward 127.0.0.1:{self.local_port} -> {self.remote}>"
 
 
+class _OutputTooLarge(Exception):
+    pass
+
+
+class _Begin:
+    """Finds the begin marker in a command's stdout; what came before it is the login's banner."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker.encode() + b"\n"
+        self.found = False
+        self.banner = b""
+        self._head = bytearray()
+
+    def feed(self, data: bytes) -> bytes:
+        """The command's own bytes in `data` (none until the marker has been seen)."""
+        if self.found:
+            return data
+        self._head += data
+        at = self._head.find(self.marker)
+        if at < 0:
+            if len(self._head) > BANNER_LIMIT:
+                raise _BannerTooLong(bytes(self._head[:200]))
+            return b""
+        self.found = True
+        self.banner = bytes(self._head[:at])
+        rest = bytes(self._head[at + len(self.marker) :])
+        self._head = bytearray()
+        return rest
+
+    def head(self) -> bytes:
+        return bytes(self._head)
+
+
+class _BannerTooLong(Exception):
+    def __init__(self, head: bytes) -> None:
+        super().__init__("banner too long")
+        self.head = head
+
+
+def _first_line(data: bytes, limit: int = 80) -> str:
+    """The first non-blank line of a banner, short and printable."""
+    for line in decode(data).splitlines():
+        if line.strip():
+            return printable(clip(line.strip(), limit))
+    return ""
+
+
 class _Stderr:
-    """Collects a wrapped command's stderr; picks out the process-group line."""
+    """Collects a wrapped command's stderr (its tail), picks out the pid line.
+
+    What the node prints on stderr before that line is its login's, not the command's."""
 
     def __init__(self, keep_all: bool) -> None:
         self.keep_all = keep_all
-        self.lines: list[str] = []
+        self.lines: collections.deque[str] = collections.deque()
+        self._size = 0
         self.tail: collections.deque[str] = collections.deque(maxlen=20)
         self.pgid: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
 
     def feed(self, line: str) -> None:
         if not self.pgid.done():
-            m = _PGID_RE.match(line.rstrip("\r\n"))
+            m = _PGID_RE.search(line.rstrip("\r\n"))
             if m:
                 self.pgid.set_result(int(m.group(1)))
-                return
+            return  # the pid line, or the login's words before it
         if self.keep_all:
             self.lines.append(line)
+            self._size += len(line)
+            while self._size > STDERR_TAIL and len(self.lines) > 1:
+                self._size -= len(self.lines.popleft())
         if line.strip():
             self.tail.append(line.strip())
 
     async def drain(self, proc: asyncssh.SSHClientProcess) -> None:
+        lines = LineSplitter(STDERR_LINE)
         try:
             while True:
-                line = await proc.stderr.readline()
-                if not line:
+                chunk = await proc.stderr.read(READ_CHUNK)
+                if not chunk:
                     break
-                self.feed(line)
+                for raw, cut in lines.feed(chunk):
+                    self.feed(decode(raw) + (" …" if cut else "") + "\n")
+            for raw, cut in lines.close():
+                self.feed(decode(raw) + (" …" if cut else ""))
         except Exception:  # noqa: BLE001, S110 - the stdout side reports link failures
             pass
         finally:
             if not self.pgid.done():
                 self.pgid.set_result(None)
+
+    def text(self) -> str:
+        return "".join(self.lines)
 
     def last_line(self) -> str:
         return self.tail[-1] if self.tail else ""
@@ -237,6 +360,10 @@ class SshTransport:
         # Why this connection's sshd gave no SFTP: (connection, reason); asked once per connection.
         self._no_sftp: tuple[asyncssh.SSHClientConnection, str] | None = None
         self.upload_channel: str | None = None  # "sftp" or "exec": how the last upload went
+        # Printed by the wrapper before each command; unique, so no banner can fake it.
+        self._begin_mark = f"{_BEGIN_MARK} {secrets.token_hex(8)}"
+        # What the node's login printed on stdout before a command (printable), once seen.
+        self.login_banner: str | None = None
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "idle"
@@ -422,9 +549,16 @@ class SshTransport:
                 pass
 
     async def close(self) -> None:
-        """Close the connection (a later call opens a new one)."""
-        for task in list(self._bg):
-            task.cancel()
+        """Close the connection (a later call opens a new one).
+
+        Remote kills still under way (of commands given up on) are waited for first, at
+        most CLOSE_WAIT s: dropping the connection under them would leave those commands
+        running on the node."""
+        pending = list(self._bg)
+        if pending:
+            _done, late = await asyncio.wait(pending, timeout=CLOSE_WAIT)
+            for task in late:
+                task.cancel()
         await self._drop()
 
     # ---------------------------------------------------------------- commands
@@ -486,18 +620,16 @@ class SshTransport:
         args = env_argv(argv, env)
         if not args:
             raise ValueError("empty argv")
-        command = shlex.join(["sh", "-c", _WRAPPER, "sh", *args])
+        command = shlex.join(["sh", "-c", _wrapper(self._begin_mark), "sh", *args])
         conn = await self._connection()
         try:
+            # Bytes, decoded here line by line: a node's invalid UTF-8 never raises.
             if input:
-                proc = await self._open_channel(
-                    conn,
-                    lambda: conn.create_process(command, input=input, encoding="utf-8", errors="replace"),
-                )
+                data = input.encode()
+                proc = await self._open_channel(conn, lambda: conn.create_process(command, input=data, encoding=None))
             else:
                 proc = await self._open_channel(
-                    conn,
-                    lambda: conn.create_process(command, stdin=asyncssh.DEVNULL, encoding="utf-8", errors="replace"),
+                    conn, lambda: conn.create_process(command, stdin=asyncssh.DEVNULL, encoding=None)
                 )
         except (asyncssh.Error, OSError) as exc:
             raise self._io_error(exc, _name(argv)) from None
@@ -510,21 +642,23 @@ class SshTransport:
         err: _Stderr,
         drain: asyncio.Task,
     ) -> None:
-        """TERM the command's process group if it still runs, then close the channel.
+        """End the command's process group if it still runs (see _KILL), then close the channel.
 
         ``drain`` (the stderr reader) must still run here: it is what finds the
-        process-group line, which may be buffered but not yet read.
+        pid line, which may be buffered but not yet read.
         """
         try:
             if proc.returncode is None and not conn.is_closed():
                 try:
-                    pgid = await asyncio.wait_for(asyncio.shield(err.pgid), 2)
+                    pid = await asyncio.wait_for(asyncio.shield(err.pgid), 2)
                 except asyncio.TimeoutError:
-                    pgid = None
-                if pgid and proc.returncode is None and not conn.is_closed():
+                    pid = None
+                if pid and proc.returncode is None and not conn.is_closed():
                     await asyncio.wait_for(
-                        conn.run(shlex.join(["sh", "-c", _KILL, "sh", str(pgid)]), stdin=asyncssh.DEVNULL),
-                        5,
+                        conn.run(
+                            shlex.join(["sh", "-c", _KILL, "sh", str(pid)]), stdin=asyncssh.DEVNULL, encoding=None
+                        ),
+                        KILL_TIMEOUT,
                     )
         except (asyncio.TimeoutError, asyncssh.Error, OSError):
             pass
@@ -550,9 +684,10 @@ class SshTransport:
         env: Mapping[str, str] | None = None,
         input: str | None = None,
         timeout: float | None = None,
+        max_output: int | None = None,
     ) -> CommandResult:
         async with self._session(_name(argv)):
-            return await self._run(argv, env, input, timeout)
+            return await self._run(argv, env, input, timeout, RUN_OUTPUT_LIMIT if max_output is None else max_output)
 
     async def _run(
         self,
@@ -560,22 +695,40 @@ class SshTransport:
         env: Mapping[str, str] | None,
         input: str | None,
         timeout: float | None,
+        limit: int,
     ) -> CommandResult:
         conn, proc = await self._start(argv, env, input)
         err = _Stderr(keep_all=True)
         drain = asyncio.get_running_loop().create_task(err.drain(proc))
+        begin = _Begin(self._begin_mark)
 
-        async def collect() -> str:
-            out = await proc.stdout.read()
+        async def collect() -> bytes:
+            out = bytearray()
+            while True:
+                chunk = await proc.stdout.read(READ_CHUNK)
+                if not chunk:
+                    break
+                chunk = begin.feed(chunk)
+                if len(out) + len(chunk) > limit:
+                    raise _OutputTooLarge
+                out += chunk
             await asyncio.shield(drain)  # a timeout must not stop the stderr reader
             await proc.wait_closed()
-            return out
+            return bytes(out)
 
         try:
             stdout = await asyncio.wait_for(collect(), timeout)
         except asyncio.TimeoutError:
             await self._kill(conn, proc, err, drain)
             raise self._err("timeout", f"{_name(argv)} timed out after {timeout:g} s") from None
+        except _OutputTooLarge:
+            await self._kill(conn, proc, err, drain)
+            raise self._err(
+                "command", f"{_name(argv)} wrote over {mib(limit)} of output: stopped, its output discarded"
+            ) from None
+        except _BannerTooLong as exc:
+            await self._kill(conn, proc, err, drain)
+            raise self._no_begin(argv, exc.head, too_long=True) from None
         except asyncio.CancelledError:
             self._kill_later(conn, proc, err, drain)
             raise
@@ -585,7 +738,45 @@ class SshTransport:
             raise self._io_error(exc, _name(argv)) from None
         if proc.returncode is None:
             raise self._io_error(ConnectionError("no exit status"), _name(argv))
-        return CommandResult(exit_status=proc.returncode, stdout=stdout, stderr="".join(err.lines))
+        if not begin.found:
+            raise self._no_begin(argv, begin.head())
+        self._saw_banner(begin.banner)
+        return CommandResult(exit_status=proc.returncode, stdout=decode(stdout), stderr=err.text())
+
+    def _saw_banner(self, banner: bytes) -> None:
+        """Keep the login's banner (cut off the command's output) and say so once per node."""
+        if not banner.strip() or self.login_banner is not None:
+            return
+        text = decode(banner).strip()
+        self.login_banner = printable(clip(text, 2000), keep_newlines=True)
+        if self.node_name in _BANNERS_SAID:
+            return
+        _BANNERS_SAID.add(self.node_name)
+        lines = len(text.splitlines())
+        log.warning(
+            "warning: %s: its login prints %d line%s on stdout before every command (%r); the console "
+            "skips it. Make the shell quiet for non-interactive sessions (`rocm-console doctor` says how)",
+            self.node_name,
+            lines,
+            "" if lines == 1 else "s",
+            _first_line(banner),
+        )
+
+    def _no_begin(self, argv: Sequence[str], head: bytes, *, too_long: bool = False) -> TransportError:
+        """The wrapper's begin marker never came: the login did not run the console's command."""
+        said = _first_line(head)
+        what = (
+            f"printed over {BANNER_LIMIT // 1024} KiB without running it"
+            if too_long
+            else ("printed " + repr(said) + " and did not run it")
+            if said
+            else "did not run it"
+        )
+        return self._err(
+            "shell",
+            f"the SSH login did not run the console's command ({_name(argv)}): it {what}. "
+            "Is there a ForceCommand for this account, or a login shell that does not run commands?",
+        )
 
     async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
         async with self._session(_name(argv)), contextlib.aclosing(self._stream(argv, env)) as lines:
@@ -596,16 +787,33 @@ class SshTransport:
         conn, proc = await self._start(argv, env, None)
         err = _Stderr(keep_all=False)
         drain = asyncio.get_running_loop().create_task(err.drain(proc))
+        begin = _Begin(self._begin_mark)
+        lines = LineSplitter(MAX_LINE_BYTES)
         finished = False
         try:
             while True:
                 try:
-                    line = await proc.stdout.readline()
+                    chunk = await proc.stdout.read(READ_CHUNK)
                 except (asyncssh.Error, OSError) as exc:
                     raise self._io_error(exc, _name(argv)) from None
-                if not line:
+                if not chunk:
                     break
-                yield line.removesuffix("\n").removesuffix("\r")
+                try:
+                    data = begin.feed(chunk)
+                except _BannerTooLong as exc:
+                    raise self._no_begin(argv, exc.head, too_long=True) from None
+                if data:
+                    self._saw_banner(begin.banner)
+                for raw, cut in lines.feed(data):
+                    if cut:
+                        raise self._line_too_long(argv)
+                    yield decode(raw).removesuffix("\r")
+                if lines.cutting:  # no need to wait for the end of that line
+                    raise self._line_too_long(argv)
+            for raw, cut in lines.close():
+                if cut:
+                    raise self._line_too_long(argv)
+                yield decode(raw).removesuffix("\r")
             await drain
             try:
                 await proc.wait_closed()
@@ -615,6 +823,9 @@ class SshTransport:
             code = proc.returncode
             if code is None:
                 raise self._io_error(ConnectionError("no exit status"), _name(argv))
+            if not begin.found:
+                raise self._no_begin(argv, begin.head())
+            self._saw_banner(begin.banner)
             if code != 0:
                 last = err.last_line()
                 raise self._err("command", f"{_name(argv)} {_returncode_text(proc)}" + (f": {last}" if last else ""))
@@ -626,6 +837,11 @@ class SshTransport:
                     proc.close()
                     drain.cancel()
                     raise
+
+    def _line_too_long(self, argv: Sequence[str]) -> TransportError:
+        return self._err(
+            "command", f"{_name(argv)} wrote a line over {mib(MAX_LINE_BYTES)}: stopped, the line discarded"
+        )
 
     async def spawn_detached(
         self,
@@ -642,21 +858,23 @@ class SshTransport:
         if not args:
             raise ValueError("empty argv")
         conn = await self._connection()
-        command = shlex.join(["sh", "-c", _SPAWN, "sh", log_path, *args])
+        command = shlex.join(["sh", "-c", _SPAWN, "sh", self._begin_mark, log_path, *args])
         try:
             result = await asyncio.wait_for(
-                self._open_channel(conn, lambda: conn.run(command, stdin=asyncssh.DEVNULL)), 30
+                self._open_channel(conn, lambda: conn.run(command, stdin=asyncssh.DEVNULL, encoding=None)), 30
             )
         except asyncio.TimeoutError:
             raise self._err("timeout", f"starting {_name(argv)} timed out") from None
         except (asyncssh.Error, OSError) as exc:
             raise self._io_error(exc, f"start of {_name(argv)}") from None
-        out = str(result.stdout or "").strip().splitlines()
-        if result.exit_status != 0 or not out or not out[-1].strip().isdigit():
-            lines = [ln.strip() for ln in str(result.stderr or "").splitlines() if ln.strip()]
+        # The pid follows the begin marker on its line: a login banner may come before it.
+        out = _as_text(result.stdout)
+        m = re.search(rf"{re.escape(self._begin_mark)} (\d+)$", out, re.MULTILINE)
+        if result.exit_status != 0 or m is None:
+            lines = [ln.strip() for ln in _as_text(result.stderr).splitlines() if ln.strip()]
             detail = lines[-1] if lines else f"exit status {result.exit_status}"
             raise self._err("command", f"cannot start {_name(argv)} (log {log_path}): {detail}")
-        return int(out[-1].strip())
+        return int(m.group(1))
 
     async def upload(self, data: bytes, remote_path: str, *, mode: int = 0o644) -> None:
         async with self._session(f"upload to {remote_path}"):
@@ -792,6 +1010,10 @@ class SshTransport:
                 raise self._err("command", f"cannot listen on 127.0.0.1: {_oserror_text(exc)}") from None
             raise self._io_error(exc, f"port forward to {remote_host}:{remote_port}") from None
         return _PortForward(listener, f"{remote_host}:{remote_port}")
+
+
+def _as_text(data: bytes | str | None) -> str:
+    return decode(data) if isinstance(data, bytes) else str(data or "")
 
 
 def _name(argv: Sequence[str]) -> str:

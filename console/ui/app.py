@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from textual.screen import Screen
 
 from console.core.instance_view import InstanceError, InstanceState, InstanceView
 from console.core.model import NodeHealth, Profile
+from console.core.text import printable
 from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged, TopologyChanged
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -118,6 +120,7 @@ class ConsoleApp(App[int]):
         self._poll_wake: dict[str, asyncio.Event] = {}
         self._following: set[tuple[str, str]] = set()  # starts whose wait_ready worker runs
         self.last_preset: str | None = None  # the start dialog offers it first next time
+        self._notices = _NoticeHandler(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -125,6 +128,7 @@ class ConsoleApp(App[int]):
         return FleetScreen(self.view)
 
     async def on_mount(self) -> None:
+        logging.getLogger("console.transport").addHandler(self._notices)
         keymap = dict(self.profile.keys)
         if keymap:
             self.set_keymap(keymap)
@@ -153,6 +157,7 @@ class ConsoleApp(App[int]):
             self.run_worker(self._start_demo_instance(planned), group="demo", exit_on_error=False)
 
     async def on_unmount(self) -> None:
+        logging.getLogger("console.transport").removeHandler(self._notices)
         if self._frozen:  # back to the collector: this process may go on without the app (tests)
             gc.unfreeze()
             self._frozen = False
@@ -678,6 +683,22 @@ class ConsoleApp(App[int]):
         screen = DetailScreen(self.view, node, gpu)
         screen.set_class(self.paused, "-paused")
         self.push_screen(screen)
+
+
+class _NoticeHandler(logging.Handler):
+    """Warnings of the transports (a node's login banner) as notifications: under the app,
+    where logging's own fallback would write them, stderr is not on the screen."""
+
+    def __init__(self, app: App) -> None:
+        super().__init__(logging.WARNING)
+        self.app = app
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = printable(record.getMessage()).removeprefix("warning: ")
+            self.app.notify(text, title="node", severity="warning", timeout=20, markup=False)
+        except Exception:  # noqa: BLE001, S110 - a notice must never break the app
+            pass
 
 
 def _stop_refusal(view: InstanceView | None, node: str, name: str) -> str | None:

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from console.core.bench.output import BenchProgress, SetupLine, parse_progress
 from console.core.model import BenchPreset, NodeSnapshot
+from console.core.text import printable
 from console.services.bench import (
     BenchFinished,
     BenchLogLine,
@@ -242,7 +243,7 @@ class BenchSession:
         if isinstance(event, BenchLogLine):
             if parse_progress(event.text) is not None:
                 return False  # tqdm redraws: the progress bar shows them
-            text = event.text.rstrip()
+            text = printable(event.text.rstrip())  # the client's output: no control may reach the screen
             self.log_pending.append(text if len(text) <= MAX_LOG_LINE else text[: MAX_LOG_LINE - 1] + "…")
             self.log_lines += 1
             return True

@@ -110,11 +110,11 @@ class LiveReplay(ReplayTransport):
         self.interval = interval
         self.sent = 0
 
-    async def run(self, argv, *, env=None, input=None, timeout=None) -> CommandResult:
+    async def run(self, argv, *, env=None, input=None, timeout=None, max_output=None) -> CommandResult:
         argv = list(argv)
         if "instance" in argv and "list" in argv:
             return CommandResult(0, "", "")  # no vLLM instances on the node
-        return await super().run(argv, env=env, input=input, timeout=timeout)
+        return await super().run(argv, env=env, input=input, timeout=timeout, max_output=max_output)
 
     async def stream_lines(self, argv, *, env=None):
         self._check_link()

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from console.core.node_json import MAX_DOCUMENT_CHARS, check_limits
+
 __all__ = [
     "SUMMARY_KEYS",
     "BenchResult",
@@ -236,6 +238,7 @@ def load_result_file(text: str | bytes) -> list[BenchResult]:
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     text = text.lstrip("\ufeff")
+    check_limits(text, max_chars=MAX_DOCUMENT_CHARS)  # huge numbers, deep nesting: one clear line
     decoder = json.JSONDecoder()
     out: list[BenchResult] = []
     pos = 0

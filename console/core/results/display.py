@@ -1,4 +1,9 @@
-"""How runs read to a person: metric labels, formatted values, dates, one-line summaries."""
+"""How runs read to a person: metric labels, formatted values, dates, one-line summaries.
+
+A stored or imported run holds text from elsewhere (model names, labels, node and GPU names,
+keys of a result file): everything here that returns text returns it printable
+(console/core/text.py), so a table or a screen never passes an escape sequence on.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import time
 from collections.abc import Mapping
 
 from console.core.results.record import StoredRun, as_number, jsonable
+from console.core.text import printable
 
 _INT_METRICS = frozenset(
     {
@@ -86,8 +92,8 @@ def metric_label(key: str) -> str:
         stat = found.group(1)
         stat = stat.upper() if stat.startswith("p") else stat.capitalize()
         name = _STAT_NAMES.get(found.group(3), found.group(3).replace("_", " "))
-        return f"{stat} {name} (ms)"
-    return key
+        return printable(f"{stat} {name} (ms)")
+    return printable(key)
 
 
 def better(key: str) -> str | None:
@@ -117,10 +123,10 @@ def format_value(key: str, value: object) -> str:
             return str(int(number)) if number.is_integer() else f"{number:.2f}"
         return f"{number:.2f}"
     if isinstance(value, (list, tuple)):
-        return shlex.join(str(v) for v in value)
+        return printable(shlex.join(str(v) for v in value))
     if isinstance(value, Mapping):
-        return json.dumps(jsonable(value), sort_keys=True)
-    return str(value)
+        return printable(json.dumps(jsonable(value), sort_keys=True))
+    return printable(str(value))
 
 
 def run_date(run: StoredRun) -> str:
@@ -140,7 +146,7 @@ def run_date(run: StoredRun) -> str:
 def model_name(model: object) -> str | None:
     if not isinstance(model, str) or not model.strip():
         return None
-    return model.rstrip("/").rsplit("/", 1)[-1] or model
+    return printable(model.rstrip("/").rsplit("/", 1)[-1] or model)
 
 
 def setup_summary(run: StoredRun) -> str:
@@ -172,7 +178,7 @@ def setup_summary(run: StoredRun) -> str:
         parts.append(f"= {run.metrics['latency_s']:.4g} s")
     elif kind == "throughput" and run.metrics.get("throughput_tok_s") is not None:
         parts.append(f"= {run.metrics['throughput_tok_s']:.1f} tok/s")
-    return " ".join(parts) or "-"
+    return printable(" ".join(parts)) or "-"
 
 
 def _accuracy_summary(run: StoredRun, parts: list[str]) -> str:
@@ -188,7 +194,7 @@ def _accuracy_summary(run: StoredRun, parts: list[str]) -> str:
         key, value = best
         name = key[len(str(task)) + 1 :] if task and key.startswith(f"{task}_") else key
         parts.append(f"= {value:.4g} {name}")
-    return " ".join(parts)
+    return printable(" ".join(parts))
 
 
 def run_summary(run: StoredRun) -> dict:
@@ -203,15 +209,20 @@ def run_summary(run: StoredRun) -> dict:
         "id": run.id,
         "date": run_date(run),
         "origin": run.origin,
-        "label": run.label,
-        "node": ctx.get("node"),
-        "gpu_model": ctx.get("gpu_model"),
-        "model": run.setup.get("model"),
-        "partition": partition,
-        "setup": f"{preset}: {summary}" if preset else summary,
+        "label": _text(run.label),
+        "node": _text(ctx.get("node")),
+        "gpu_model": _text(ctx.get("gpu_model")),
+        "model": _text(run.setup.get("model")),
+        "partition": _text(partition),
+        "setup": printable(f"{preset}: {summary}") if preset else summary,
         "completed": run.metrics.get("completed"),
         "failed": run.metrics.get("failed"),
         "output_throughput": run.metrics.get("output_throughput"),
         "median_ttft_ms": run.metrics.get("median_ttft_ms"),
         "median_itl_ms": run.metrics.get("median_itl_ms"),
     }
+
+
+def _text(value: object) -> object:
+    """A text field of a run as it may be shown (other values as they are)."""
+    return printable(value) if isinstance(value, str) else value

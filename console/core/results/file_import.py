@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from console.core.bench.output import BenchError, BenchStreamParser
+from console.core.node_json import MAX_DOCUMENT_CHARS, check_limits
 from console.core.results.build import run_from_block, run_from_result
 from console.core.results.record import FORMAT, StoredRun, as_number, fingerprint_of, new_run_id, run_from_dict
 
@@ -37,6 +38,7 @@ def _one_line(text: str, limit: int = _MAX_REASON) -> str:
 
 def _json_objects(text: str) -> list[object]:
     """One object, a JSON array, or newline-separated objects (`--append-result`)."""
+    check_limits(text, max_chars=MAX_DOCUMENT_CHARS)  # huge numbers, deep nesting: one clear line
     decoder = json.JSONDecoder()
     out: list[object] = []
     pos = 0

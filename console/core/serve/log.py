@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from console.core.serve.stage import ServeStage
+from console.core.text import printable
 
 __all__ = [
     "FatalLine",
@@ -343,6 +344,7 @@ def parse_serve_line(line: str) -> StageReached | FatalLine | ServerStopping | N
     segments = [s for s in text.split("\r") if s.strip()] or [text]
     found: StageReached | ServerStopping | None = None
     for segment in segments:
+        segment = printable(segment)  # its words end up on screens: no control may act
         fatal = _fatal(segment)
         if fatal is not None:
             return fatal

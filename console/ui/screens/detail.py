@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from console.core.model import GpuMetrics, GpuStatic, NodeHealth, NodeSnapshot
+from console.core.text import printable
 from console.ui import format as fmt
 from console.ui.charts import ChartSet, gpu_charts, node_charts
 from console.ui.fleet_view import FleetView
@@ -218,5 +219,7 @@ def _facts_table(facts: list[tuple[str, str]]) -> Table:
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for key, value in facts:
-        table.add_row(key, value)
+        # Text, not str: a str cell is read as markup, and these values come from the node
+        # (a hostname or a version with "[/]" in it would fail to draw, or restyle the table).
+        table.add_row(Text(printable(key)), Text(printable(value)))
     return table

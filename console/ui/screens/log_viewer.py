@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Log, Static
 
 from console.core.serve.log import ServeLogState, clean_line
+from console.core.text import printable
 from console.services.instances import InstanceError
 from console.transport.base import TransportError
 from console.ui import instance_board as ib
@@ -93,7 +94,7 @@ class LogScreen(Screen):
             async for raw in app.instances.log_lines(
                 app.fleet.spec(self.node), self.instance_name, follow=True, lines=TAIL_LINES
             ):
-                line = clean_line(raw)
+                line = printable(clean_line(raw))  # the node's log: shown, never acted on
                 self._pending.append(line)
                 self.log_state = self.log_state.feed(line)
                 self.received += 1

@@ -26,6 +26,7 @@ from console.core.bench.output import parse_progress
 from console.core.model import NodeSpec
 from console.core.results.offline import run_from_offline
 from console.core.results.reference import reference_matches
+from console.core.text import printable
 from console.services.offline_bench import (
     OfflineFinished,
     OfflineLogLine,
@@ -250,7 +251,7 @@ class OfflineBenchScreen(Screen):
         elif isinstance(event, OfflineLogLine):
             if parse_progress(event.text) is not None:
                 return  # tqdm redraws: the progress line shows them
-            self.log_lines.append(event.text[-200:])
+            self.log_lines.append(printable(event.text[-200:]))
             self.query_one("#offline-log", Static).update(Text("\n".join(self.log_lines)))
         elif isinstance(event, OfflineFinished):
             self.running = False

@@ -8,6 +8,7 @@ from functools import lru_cache
 from rich.cells import cell_len, set_cell_size
 
 from console.core.model import GpuMetrics, GpuStatic
+from console.core.text import printable
 from console.ui.rows import Row
 
 _SPARK_MAX = 16
@@ -74,6 +75,7 @@ def gpu_label(row: Row) -> str:
 def fit(text: str, width: int, right: bool) -> str:
     if width <= 0:
         return ""
+    text = printable(text)  # cells are segments, written as they are: no control may reach the terminal
     if cell_len(text) > width:
         return set_cell_size(text, width - 1) + "…" if width > 1 else text[:width]
     return text.rjust(width) if right else set_cell_size(text, width)

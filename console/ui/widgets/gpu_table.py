@@ -21,6 +21,7 @@ from textual.strip import Strip
 
 from console.core.model import NodeHealth, NodeSnapshot
 from console.core.series import BlockSeries, RingSeries
+from console.core.text import printable
 from console.ui import format as fmt
 from console.ui import instance_board as ib
 from console.ui.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
@@ -401,16 +402,19 @@ class GpuTable(ScrollView, can_focus=True):
         marker = {"live": "●", "stale": "◐", "down": "✖", "connecting": "○"}[snap.health.value]
         segments = [
             Segment(f" {marker} ", state_style),
-            Segment(snap.name, base),
+            Segment(printable(snap.name), base),
             Segment("  ", base),
-            Segment(fmt.state_text(snap, self._now), state_style),
+            # segments are written as they are: text from the node is made printable
+            Segment(printable(fmt.state_text(snap, self._now)), state_style),
         ]
         summary = ib.node_summary(self._board.counts(row.node)) if self._board is not None else ""
         if summary:
             segments.append(Segment("  " + summary, base))
         facts = fmt.node_facts(snap)
         if facts:
-            segments.append(Segment("  " + " · ".join(facts), base if cursor else base + self._style("muted")))
+            segments.append(
+                Segment("  " + printable(" · ".join(facts)), base if cursor else base + self._style("muted"))
+            )
         return Strip(segments).adjust_cell_length(width, base)
 
     def _gpu_strip(self, row: Row, width: int, cursor: bool) -> Strip:
