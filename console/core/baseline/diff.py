@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.core.serve_argv import looks_secret
+from console.core.serve.argv import looks_secret
 
 __all__ = [
     "ADDED",

@@ -45,7 +45,7 @@ from console.core.baseline._toml import KeyPath, TomlFile, parse_toml, read_toml
 from console.core.errors import ProfileError
 from console.core.profiles import PROFILES_DIR
 from console.core.results.display import STAT_KEY_RE, better
-from console.core.serve_argv import apply_overrides
+from console.core.serve.argv import apply_overrides
 
 __all__ = [
     "DEFAULT_METRICS",

@@ -17,8 +17,8 @@ from console.core.baseline.suite import (
     parse_suite,
     suite_paths,
 )
-from console.core.bench_argv import apply_bench_overrides
-from console.core.offline_bench import PRESETS_PATH, apply_offline_overrides, load_offline_presets
+from console.core.bench.argv import apply_bench_overrides
+from console.core.bench.offline import PRESETS_PATH, apply_offline_overrides, load_offline_presets
 from console.core.profiles import PROFILES_DIR, demo_profile_path, load_profile
 
 GOOD = """\
