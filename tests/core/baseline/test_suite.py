@@ -177,11 +177,11 @@ def test_plan_runs_points_round_robin_serving_first():
         ),
         (
             '[serve]\npreset = "tiny"\n[serve.set]\nport = 8000\n',
-            "s.toml:4: [serve.set] key 'port': --port: the console sets it from port",
+            "s.toml:4: [serve.set] key 'port': port: the console sets it from --port or the preset's port",
         ),
         (
             '[serve]\npreset = "tiny"\nset = { hf_token = "hf_abc" }\n[[point]]\npreset = "tiny"\n',
-            "s.toml:3: [serve.set] key 'hf_token': --hf-token: secrets stay out of argv; export HF_TOKEN instead",
+            "s.toml:3: [serve.set] key 'hf_token': hf_token: secrets stay out of argv; export HF_TOKEN instead",
         ),
         (
             '[serve]\npreset = "tiny"\n[[point]]\npreset = "tiny"\n[[point]]\nname = "tiny"\npreset = "tiny"\n',
