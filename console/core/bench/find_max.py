@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from console.core.experiment.spec import _BUDGET_KEYS, Budget
+from console.core.experiment.spec import BUDGET_KEYS, Budget
 
 __all__ = [
     "DIMENSIONS",
@@ -86,7 +86,7 @@ class SearchError(ValueError):
 
 
 def budget_keys() -> tuple[str, ...]:
-    return tuple(sorted(_BUDGET_KEYS))
+    return tuple(sorted(BUDGET_KEYS))
 
 
 def _key(metric: str, stat: str) -> str:
@@ -115,7 +115,7 @@ def parse_budget(text: str, named: Mapping[str, Budget] | None = None) -> Budget
         key, sep, value = (s.strip() for s in part.partition("="))
         if not sep or not key:
             raise SearchError(f"budget '{part}': expected KEY=MS, like p99_ttft_ms=2000")
-        if key not in _BUDGET_KEYS:
+        if key not in BUDGET_KEYS:
             raise SearchError(f"budget key '{key}': unknown limit (like p99_ttft_ms, median_itl_ms, p90_e2el_ms)")
         if key in seen:
             raise SearchError(f"budget key '{key}': given twice")
@@ -126,7 +126,7 @@ def parse_budget(text: str, named: Mapping[str, Budget] | None = None) -> Budget
             raise SearchError(f"budget key '{key}': expected milliseconds > 0, got '{value}'") from None
         if not math.isfinite(ms) or ms <= 0:
             raise SearchError(f"budget key '{key}': expected milliseconds > 0, got '{value}'")
-        metric, stat = _BUDGET_KEYS[key]
+        metric, stat = BUDGET_KEYS[key]
         limits.append((metric, stat, ms))
     if not limits:
         raise SearchError("budget: no limit (like p99_ttft_ms=2000)")

@@ -62,7 +62,7 @@ _LAYOUT_RE = re.compile(
     r"^\s*(?P<compute>[A-Za-z]+)(?:[-/ ](?P<memory>NPS\d))?\s+tp\s*(?P<tp>\d+)\s+[x×*]\s*(?P<replicas>\d+)\s*$",
     re.IGNORECASE,
 )
-_BUDGET_KEYS = {
+BUDGET_KEYS = {
     f"{stat}_{metric}_ms": (metric, stat)
     for metric in ("ttft", "tpot", "itl", "e2el")
     for stat in ("mean", "median", "p90", "p99")
@@ -272,14 +272,14 @@ def load_experiment(path: str | Path) -> Experiment:
         for key, value in b.items():
             if key == "name":
                 continue
-            if key not in _BUDGET_KEYS:
+            if key not in BUDGET_KEYS:
                 problems.append(
                     f"{file}: [[budget]] {bname} key '{key}': unknown limit (like p99_ttft_ms, median_itl_ms)"
                 )
             elif isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 problems.append(f"{file}: [[budget]] {bname} key '{key}': expected milliseconds > 0")
             else:
-                metric, stat = _BUDGET_KEYS[key]
+                metric, stat = BUDGET_KEYS[key]
                 limits.append((metric, stat, float(value)))
         if not limits and not any(p.startswith(f"{file}: [[budget]] {bname}") for p in problems):
             problems.append(f"{file}: [[budget]] {bname}: no limit (e.g. p99_ttft_ms = 2000)")

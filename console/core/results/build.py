@@ -41,7 +41,7 @@ def _redacted_args(args: Mapping[str, object]) -> dict:
     return jsonable(out)
 
 
-def _context(context: Mapping | None, **extra: object) -> dict:
+def context_block(context: Mapping | None, **extra: object) -> dict:
     """Every CONTEXT_KEYS key (None when unknown), plus any other given keys; secrets masked."""
     given = dict(context or {})
     given.update({k: v for k, v in extra.items() if v is not None})
@@ -129,7 +129,7 @@ def _metrics_from_result(result: BenchResult) -> dict:
 # ---------------------------------------------------------------- building runs
 
 
-def _finish(run: StoredRun) -> StoredRun:
+def finish_run(run: StoredRun) -> StoredRun:
     fingerprint = fingerprint_of(run.result, run.metrics, run.setup)
     run_id = run.id or new_run_id(run.created, run.context.get("node"), fingerprint)
     return dataclasses.replace(run, id=run_id, fingerprint=fingerprint)
@@ -190,13 +190,13 @@ def run_from_console(
         origin="console",
         source=None,
         label=label,
-        context=_context(context),
-        setup=_jsonable_setup(full_setup(values)),
+        context=context_block(context),
+        setup=jsonable_setup(full_setup(values)),
         metrics=metrics,
         result=jsonable(raw) if raw is not None else None,
         live=jsonable(dict(live)) if live is not None else None,
     )
-    return _finish(run)
+    return finish_run(run)
 
 
 def setup_from_preset(preset: BenchPreset) -> dict:
@@ -220,7 +220,7 @@ def setup_from_preset(preset: BenchPreset) -> dict:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _jsonable_setup(setup: dict) -> dict:
+def jsonable_setup(setup: dict) -> dict:
     """Setup as stored in memory: JSON-safe, but numeric rates stay floats (inf)."""
     out = {}
     for key, value in setup.items():
@@ -248,13 +248,13 @@ def run_from_result(
         origin="import",
         source=source,
         label=label,
-        context=_context(None, node=node, source_part=part),
-        setup=_jsonable_setup(setup_from_result(normalized)),
+        context=context_block(None, node=node, source_part=part),
+        setup=jsonable_setup(setup_from_result(normalized)),
         metrics=_metrics_from_result(normalized),
         result=jsonable(dict(obj)),
         live=None,
     )
-    return _finish(run)
+    return finish_run(run)
 
 
 def run_from_block(
@@ -273,10 +273,10 @@ def run_from_block(
         origin="import",
         source=source,
         label=label,
-        context=_context(None, node=node, source_part=part, client_args=dict(block.args) or None),
-        setup=_jsonable_setup(setup_from_block(block)),
+        context=context_block(None, node=node, source_part=part, client_args=dict(block.args) or None),
+        setup=jsonable_setup(setup_from_block(block)),
         metrics=metrics_from_block(block),
         result=None,
         live=None,
     )
-    return _finish(run)
+    return finish_run(run)

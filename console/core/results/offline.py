@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from console.core.bench.offline import OfflinePreset, offline_metrics, offline_setup
-from console.core.results.build import _context, _finish, _jsonable_setup, full_setup
+from console.core.results.build import context_block, finish_run, full_setup, jsonable_setup
 from console.core.results.record import StoredRun, as_number, jsonable, new_run_id
 
 OFFLINE_KINDS = ("latency", "throughput")
@@ -48,12 +48,12 @@ def run_from_offline(
         created=time.time() if created is None else float(created),
         origin="console",
         label=label,
-        context=_context(ctx),
-        setup=_jsonable_setup(full_setup(setup)),
+        context=context_block(ctx),
+        setup=jsonable_setup(full_setup(setup)),
         metrics=metrics,
         result=jsonable(dict(result)),
     )
-    run = _finish(run)
+    run = finish_run(run)
     name = ctx.get("offline_run")
     if name:  # two runs (one per CPX partition) may write equal JSON: each is its own run
         fingerprint = hashlib.sha256(f"{run.fingerprint}:{name}".encode()).hexdigest()
@@ -127,14 +127,14 @@ def run_from_accuracy(
         created=time.time() if created is None else float(created),
         origin="console",
         label=label,
-        context=_context(ctx),
-        setup=_jsonable_setup(setup),
+        context=context_block(ctx),
+        setup=jsonable_setup(setup),
         metrics=metrics,
         result=jsonable(
             {k: results[k] for k in ("results", "n-shot", "configs", "versions", "n-samples") if k in results}
         ),
     )
-    run = _finish(run)
+    run = finish_run(run)
     # lm_eval's JSON has no date: two evaluations with equal scores are still two runs
     # (the store folds runs with one fingerprint into one)
     fingerprint = hashlib.sha256(f"{run.fingerprint}:{run.created!r}".encode()).hexdigest()
