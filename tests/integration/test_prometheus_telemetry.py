@@ -77,17 +77,26 @@ def profile_file(tmp_path: Path, url: str, extra: str = "", nodes: tuple[str, ..
 
 
 def exported(exporter: DmeExporter, host: str) -> dict[tuple[str, int, str | None], float]:
-    """What the simulated DME serves for a host: (metric, gpu_id, clock_type) -> value."""
+    """What the simulated DME serves for a host: (metric, gpu_id, clock_type) -> value; the
+    system clocks (one per XCD) by their highest, the per-XCC busy by their mean."""
     url = f"http://127.0.0.1:{exporter.port}/nodes/{host}/metrics"
     with urllib.request.urlopen(url, timeout=10) as reply:
         text = reply.read().decode()
-    out = {}
+    many: dict[tuple[str, int, str | None], list[float]] = {}
     for line in text.splitlines():
         found = LINE_RE.match(line)
         if found and found["name"] != "gpu_nodes_total":
             labels = dict(re.findall(r'(\w+)="([^"]*)"', found["labels"]))
-            out[(found["name"], int(labels["gpu_id"]), labels.get("clock_type"))] = float(found["value"])
-    return out
+            key = (found["name"], int(labels["gpu_id"]), labels.get("clock_type"))
+            many.setdefault(key, []).append(float(found["value"]))
+    return {k: (sum(v) / len(v) if k[0] == "gpu_gfx_busy_instantaneous" else max(v)) for k, v in many.items()}
+
+
+def util_of(want: dict, static) -> float:
+    """What the console shows as utilization: a partition's own busy, else the device's activity."""
+    if static.compute_partition not in ("SPX", None):
+        return want[("gpu_gfx_busy_instantaneous", static.index, None)]
+    return want[("gpu_gfx_activity", static.index, None)]
 
 
 async def wait_for(predicate, timeout: float, step: float = 0.1):
@@ -142,17 +151,19 @@ def test_fleet_shows_the_values_the_simulated_exporter_exported(exporter, promet
         for static, m in zip(snap.static, snap.latest.gpus):
             i = m.index
             assert static.index == i
-            assert m.util_pct == want[("gpu_gfx_activity", i, None)]
+            assert m.util_pct == util_of(want, static)
             assert m.vram_used_mib == want[("gpu_used_vram", i, None)]
             assert m.vram_total_mib == want[("gpu_total_vram", i, None)]
             if static.partition_id == 0:  # device values on the first partition, as the agent shows them
                 assert m.power_w == want[("gpu_package_power", i, None)]
+                assert m.umc_pct == want[("gpu_umc_activity", i, None)]
                 assert m.temp_junction_c == want[("gpu_junction_temperature", i, None)]
                 assert m.temp_mem_c == want[("gpu_memory_temperature", i, None)]
-                assert m.gfx_clock_mhz == want[("gpu_clock", i, "GPU_CLOCK_TYPE_SYSTEM")]
-                assert m.mem_clock_mhz == want[("gpu_clock", i, "GPU_CLOCK_TYPE_MEMORY")]
-            else:
-                assert m.power_w is None and m.temp_junction_c is None
+                assert m.gfx_clock_mhz == want[("gpu_clock", i, "system")]
+                assert m.mem_clock_mhz == want[("gpu_clock", i, "memory")]
+            else:  # DME: power 0 and no temperature there; not the device's value again
+                assert want[("gpu_package_power", i, None)] == 0
+                assert m.power_w is None and m.temp_junction_c is None and m.gfx_clock_mhz is None
     cpx = snaps["cpx-b"].static
     assert len(cpx) == 16 and [g.physical for g in cpx] == [0] * 8 + [1] * 8
     assert [g.partition_id for g in cpx] == list(range(8)) * 2
@@ -257,8 +268,9 @@ def test_status_json_and_table_read_prometheus(exporter, prometheus, tmp_path, c
     want = exported(exporter, "cpx-b")
     gpus = nodes["cpx-b"]["gpus"]
     assert [g["index"] for g in gpus] == list(range(16))
-    assert [g["util_pct"] for g in gpus] == [want[("gpu_gfx_activity", i, None)] for i in range(16)]
+    assert [g["util_pct"] for g in gpus] == [want[("gpu_gfx_busy_instantaneous", i, None)] for i in range(16)]
     assert gpus[8]["power_w"] == want[("gpu_package_power", 8, None)]
+    assert [g["power_w"] is None for g in gpus] == [i % 8 != 0 for i in range(16)]
     assert nodes["spx-a"]["state"] == "live" and nodes["spx-a"]["source"].startswith("prometheus http://127.0.0.1:")
 
     assert main(["status", "--profile", str(path)]) == 0
