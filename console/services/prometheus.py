@@ -218,30 +218,36 @@ class PrometheusClient:
     async def query_range_all(
         self, exprs: Mapping[str, str], start: float, end: float, step: float
     ) -> dict[str, object]:
-        answers = await asyncio.gather(*(self.query_range(e, start, end, step) for e in exprs.values()))
-        return dict(zip(exprs, answers))
+        budget = [self.max_body * 2]
+        data = {tag: self._range_data(e, start, end, step) for tag, e in exprs.items()}
+        replies = await _all_or_none([self._send("/api/v1/query_range", d, budget) for d in data.values()])
+        return {tag: self.decode(reply) for tag, reply in zip(exprs, replies)}
+
+    @staticmethod
+    def _range_data(expr: str, start: float, end: float, step: float) -> dict[str, str]:
+        return {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{max(step, 0.001):g}"}
 
     async def query_range(self, expr: str, start: float, end: float, step: float) -> object:
-        data = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{max(step, 0.001):g}"}
-        return await self._post("/api/v1/query_range", data)
+        return await self._post("/api/v1/query_range", self._range_data(expr, start, end, step))
 
     async def fetch_all(self, exprs: Mapping[str, str]) -> dict[str, Reply]:
         """Several instant queries at once, answers not decoded yet (decode() them one by one:
         a big fleet's family is ~15 MB of Python objects once decoded, and only one at a time
         needs to exist)."""
-        replies = await asyncio.gather(*(self._send("/api/v1/query", {"query": e}) for e in exprs.values()))
+        budget = [self.max_body * 2]  # the answers of one batch together, as well as each
+        replies = await _all_or_none([self._send("/api/v1/query", {"query": e}, budget) for e in exprs.values()])
         return dict(zip(exprs, replies))
 
     async def _post(self, path: str, data: dict[str, str]) -> object:
         return self.decode(await self._send(path, data))
 
-    async def _send(self, path: str, data: dict[str, str]) -> Reply:
+    async def _send(self, path: str, data: dict[str, str], budget: list[int] | None = None) -> Reply:
         if self.config_error:
             raise PrometheusError(self.config_error)
         where = f"prometheus {self.url}"
         try:
             # The whole exchange within the timeout: a server that drips bytes must not hold a refresh.
-            return await asyncio.wait_for(self._exchange(path, data), self.timeout)
+            return await asyncio.wait_for(self._exchange(path, data, budget), self.timeout)
         except asyncio.TimeoutError:
             raise PrometheusError(f"{where}: no answer within {self.timeout:g} s") from None
         except httpx.ConnectError as exc:
@@ -251,7 +257,7 @@ class PrometheusClient:
         except httpx.HTTPError as exc:
             raise PrometheusError(self.redact(f"{where}: {type(exc).__name__}: {clean_text(exc, 200)}")) from None
 
-    async def _exchange(self, path: str, data: dict[str, str]) -> Reply:
+    async def _exchange(self, path: str, data: dict[str, str], budget: list[int] | None) -> Reply:
         where = f"prometheus {self.url}"
         request = self._http.build_request("POST", self.url + path, data=data)
         reply = await self._http.send(request, stream=True)
@@ -265,10 +271,16 @@ class PrometheusClient:
             if declared.isdigit() and int(declared) > limit:
                 raise PrometheusError(too_big)
             body = bytearray()
+            budget = [limit] if budget is None else budget
             async for chunk in reply.aiter_bytes():  # decompressed: a small gzip bomb stops here too
                 body += chunk
+                budget[0] -= len(chunk)
                 if len(body) > limit:
                     raise PrometheusError(too_big)
+                if budget[0] < 0:
+                    raise PrometheusError(
+                        f"{where}: answers over {self.max_body * 2 / 2**20:g} MiB together (not read further)"
+                    )
             return Reply(reply.status_code, clean_text(reply.reason_phrase, 60), bytes(body))
         finally:
             await reply.aclose()
@@ -278,14 +290,14 @@ class PrometheusClient:
         t0 = time.thread_time()
         try:
             if _nesting(reply.body) > MAX_NESTING:
-                raise PrometheusError(
-                    f"{where}: HTTP {reply.status_code}, JSON nested deeper than {MAX_NESTING} levels (not parsed)"
-                )
+                raise RecursionError
             payload = json.loads(reply.body)
         except (ValueError, RecursionError) as exc:
+            if reply.status_code >= 400:  # a proxy's error page: its status says it
+                raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}") from None
             why = "not JSON" if reply.body.strip() else "an empty answer"
-            if isinstance(exc, RecursionError):
-                why = "JSON nested too deep"
+            if isinstance(exc, RecursionError):  # the C parser's own limit, had the count missed it
+                why = f"JSON nested deeper than {MAX_NESTING} levels"
             elif "digits" in str(exc):
                 why = "a number too long to read"
             raise PrometheusError(f"{where}: HTTP {reply.status_code}, not a Prometheus API answer ({why})") from None
@@ -297,6 +309,23 @@ class PrometheusClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+async def _all_or_none(coros: list) -> list:
+    """Like gather, but the first failure cancels the others (no answer is read on for
+    nothing, no error is left unretrieved) and is raised."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    return [task.result() for task in tasks]
 
 
 def _connect_reason(exc: Exception) -> str:
@@ -448,12 +477,16 @@ class PrometheusSource:
             if host_values is None or host_values.sample_ts is None:
                 continue
             self._scraped[node] = host_values.sample_ts
-            if not host_values.gpus:
+            if not host_values.gpus and not sweep:
                 continue  # between sweeps, a node off screen: only its scrape time came
+            # (at a sweep a node without values still gets its rows: a site may export only
+            # families the console does not read; its GPUs then show N/A, not "connecting")
             if static is None:
                 relayout = True  # a node that appeared since the last layout
                 continue
-            if len(host_values.gpus) != len(static) or static[-1].index < max(host_values.gpus, default=-1):
+            if host_values.gpus and (
+                len(host_values.gpus) != len(static) or static[-1].index < max(host_values.gpus, default=-1)
+            ):
                 relayout = True  # a partition switch: its GPUs changed
             if self._last_ts.get(node) == host_values.sample_ts:
                 continue  # no new scrape since the last refresh
