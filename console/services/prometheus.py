@@ -323,8 +323,9 @@ async def _all_or_none(coros: list) -> list:
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     for task in tasks:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error
     return [task.result() for task in tasks]
 
 
