@@ -110,9 +110,9 @@ async def wait_for(predicate, timeout: float, step: float = 0.1):
 
 
 @contextlib.contextmanager
-def own_stack(tmp_path: Path, nodes: list[dict], series: int):
+def own_stack(tmp_path: Path, nodes: list[dict], series: int, env: dict | None = None):
     """An exporter and a Prometheus of the test's own (for tests that change or stop them)."""
-    exp = DmeExporter.start(tmp_path / "dme", nodes)
+    exp = DmeExporter.start(tmp_path / "dme", nodes, env=env)
     server = PrometheusServer(tmp_path / "prometheus", exp.targets())
     try:
         server.start()
@@ -443,3 +443,38 @@ def test_exporter_down_marks_its_node_stale_then_down(tmp_path):
         stale_error, down_error = asyncio.run(scenario())
     assert re.fullmatch(r"solo: no new DME sample in Prometheus for [3-6] s", stale_error or ""), stale_error
     assert re.fullmatch(r"solo: no new DME sample in Prometheus for 1\d s", down_error or ""), down_error
+
+
+def test_mi2xx_families_na_partitions_and_a_mixed_prefix_fleet(tmp_path, capsys):
+    """An MI2xx node (edge temperature, average package power, NA partition) whose DME
+    prefixes its names amd_, beside an MI300X node without a prefix, in one Prometheus."""
+    nodes = [
+        {"hostname": "mi2-a", "count": 2, "seed": 11, "dme_platform": "mi2xx", "card_series": "AMD Instinct MI210"},
+        {"hostname": "spx-c", "count": 1, "seed": 12},
+    ]
+    nodes[0]["metric_prefix"] = "amd_"
+    with own_stack(tmp_path, nodes, 0, env={"ROCM_CONSOLE_SIM_TIME": FROZEN}) as (exp, server):
+        server.wait_for_series(2, expr="count(amd_gpu_total_vram)")
+        server.wait_for_series(1, expr="count(gpu_total_vram)")
+        path = profile_file(tmp_path, server.url, nodes=("mi2-a", "spx-c"))
+        assert main(["status", "--profile", str(path), "--json"]) == 0
+        got = {n["name"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+        url = f"http://127.0.0.1:{exp.port}/nodes/mi2-a/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            page = reply.read().decode()
+    want: dict[tuple[str, int], float] = {}
+    for line in page.splitlines():
+        found = re.match(r'^amd_(\w+)\{.*gpu_id="(\d+)".*\} (\S+)$', line)
+        if found and "clock_type" not in line:
+            want[(found[1], int(found[2]))] = float(found[3])
+    gpus = got["mi2-a"]["gpus"]
+    assert [(g["index"], g["physical"], g["partition_id"]) for g in gpus] == [(0, 0, 0), (1, 1, 0)]
+    for g in gpus:
+        i = g["index"]
+        assert (g["model"], g["compute_partition"], g["memory_partition"]) == ("AMD Instinct MI210", None, None)
+        assert g["power_w"] == want[("gpu_average_package_power", i)]  # MI2xx: no gpu_package_power
+        assert g["temp_junction_c"] == want[("gpu_edge_temperature", i)]  # the edge sensor stands in
+        assert g["util_pct"] == want[("gpu_gfx_activity", i)]
+        assert g["vram_total_mib"] == want[("gpu_total_vram", i)]
+    (spx,) = got["spx-c"]["gpus"]
+    assert spx["compute_partition"] == "SPX" and spx["power_w"] is not None and spx["temp_junction_c"] is not None
