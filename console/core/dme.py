@@ -22,14 +22,18 @@ What DME writes, and what the reader makes of it:
 * Utilization: ``gpu_gfx_activity`` exists on partition 0 only; a partition's
   own load is ``gpu_gfx_busy_instantaneous`` (one series per XCC, averaged). A
   partitioned GPU's rows use the latter, an unpartitioned GPU the former.
-* The GPU list comes from every GPU-labelled family present (a site may select
-  which fields DME exports), not from one family.
+* The GPU list comes from ``gpu_total_vram`` and, for a host without it (a site
+  may select which fields DME exports), from every GPU-labelled family it has.
 
 Queries, never one per node or GPU:
 
-* the **layout** (at start, every 30 s, when a node's GPUs change): which DME
-  families each host has (this picks the prefix and the families worth
-  asking), the identity labels of every logical GPU, and its VRAM size;
+* the **layout** (at start, every 30 s, when a node's GPUs change): which of the
+  families the reader uses exist (an index look-up: this picks the prefix and the
+  fields worth asking), which hosts have ``gpu_nodes_total`` (their scrape time
+  is read from it: one series per host), the identity labels and VRAM size of
+  every logical GPU (``gpu_total_vram``), and only for hosts that have no
+  ``gpu_total_vram``, their identity from every GPU family (each series of a
+  host: costly, so never for the whole fleet when it does not need it);
 * the **values** (every refresh, sent together): one per console field, reduced
   to ``(hostname, gpu_id)``, plus the newest scrape time per host. A JSON series
   costs ~70 bytes this way instead of ~350 with DME's full label set. (One
@@ -102,6 +106,7 @@ _NO_PARTITION = frozenset(("", "NA", "N/A", "4294967295"))
 _UNPARTITIONED_MODES = "spx|none|"  # compute partition types of a whole GPU
 AUTO_PREFIXES = ("", "amd_")  # prefixes looked for when the profile names none
 _ANY_GPU_FAMILY = r"(gpu|pcie)_.+"  # every DME GPU family (pcie_* carry gpu_id too)
+_NAME_KEEPER = "dme_metric"  # a label of the console's own, inside one query only
 
 # ---------------------------------------------------------------- fields
 
@@ -273,27 +278,39 @@ def prefixes_for(configured: str | None) -> tuple[str, ...]:
     return AUTO_PREFIXES if configured is None else (configured,)
 
 
-def families_query(label: str = "hostname", hosts: Sequence[str] | None = None, prefixes=AUTO_PREFIXES) -> str:
-    """Which of the families the reader uses each host has (names with their prefix)."""
+def names_match(label: str = "hostname", hosts: Sequence[str] | None = None, prefixes=AUTO_PREFIXES) -> str:
+    """The series selector for Prometheus's label-values API (``__name__`` values):
+    which of the families the reader uses exist. An index look-up, no samples read."""
     names = _promql_string(_names_regex(READ_FAMILIES, prefixes))
-    return f"count by ({label}, __name__) ({{__name__=~{names}, {host_selector(label, hosts)}}})"
+    return f"{{__name__=~{names}, {host_selector(label, hosts)}}}"
 
 
-def layout_query(label: str = "hostname", hosts: Sequence[str] | None = None, prefixes=AUTO_PREFIXES) -> str:
-    """Identity labels of every logical GPU, from every GPU-labelled family present."""
+def hosts_match(label: str = "hostname", prefixes=AUTO_PREFIXES) -> str:
+    """The selector whose ``label`` values are every host with DME GPU series (discovery)."""
+    return f'{{__name__=~{_promql_string(_any_family(prefixes))}, {GPU_ID}!="", {label}!=""}}'
+
+
+def nodes_query(label: str = "hostname", hosts: Sequence[str] | None = None, prefixes=AUTO_PREFIXES) -> str:
+    """The hosts that have ``gpu_nodes_total`` (one series each: the cheap scrape-time family)."""
+    return f"count by ({label}) ({_select(NODES_TOTAL, prefixes, host_selector(label, hosts))})"
+
+
+def layout_query(
+    label: str = "hostname",
+    hosts: Sequence[str] | None = None,
+    prefixes=AUTO_PREFIXES,
+    *,
+    every_family: bool = False,
+    exact: bool = False,
+) -> str:
+    """Identity labels of every logical GPU: from ``gpu_total_vram`` (its value is the
+    VRAM size), or, for hosts that have none, from every GPU-labelled family present."""
     by = ", ".join((label, *IDENTITY_LABELS))
+    where = _exact_hosts(label, hosts or ()) if exact else host_selector(label, hosts)
+    if not every_family:
+        return f"max by ({by}) ({_select(TOTAL_VRAM, prefixes, where)})"
     names = _promql_string(_any_family(prefixes))
-    return f'max by ({by}) ({{__name__=~{names}, {GPU_ID}!="", {host_selector(label, hosts)}}})'
-
-
-def vram_query(label: str = "hostname", hosts: Sequence[str] | None = None, prefixes=AUTO_PREFIXES) -> str:
-    return f"max by ({label}, {GPU_ID}) ({_select(TOTAL_VRAM, prefixes, host_selector(label, hosts))})"
-
-
-def hosts_query(label: str = "hostname", prefixes=AUTO_PREFIXES) -> str:
-    """Every host that has DME GPU series (for discovery)."""
-    names = _promql_string(_any_family(prefixes))
-    return f'count by ({label}) ({{__name__=~{names}, {GPU_ID}!="", {label}!=""}})'
+    return f'max by ({by}) ({{__name__=~{names}, {GPU_ID}!="", {where}}})'
 
 
 def _field_terms(tag: str, plan: DmePlan, selector: str, by: str) -> list[str]:
@@ -338,10 +355,15 @@ def _field_terms(tag: str, plan: DmePlan, selector: str, by: str) -> list[str]:
 
 
 def _ts_term(family: str, where: str, prefixes: Sequence[str], by: str) -> str:
-    if family == "*":  # a host with none of the families the reader knows
+    if family == "*":  # a host with neither family: any of its GPU families
         names = _promql_string(_any_family(prefixes))
-        return f"max by ({by}) (timestamp({{__name__=~{names}, {where}}}))"
-    return f"max by ({by}) (timestamp({_select(family, prefixes, where)}))"
+        series = f"{{__name__=~{names}, {where}}}"
+    else:
+        series = _select(family, prefixes, where)
+    if family == "*" or len(prefixes) > 1:
+        # timestamp() drops the metric name: series of several names would collide
+        series = f'label_replace({series}, "{_NAME_KEEPER}", "$1", "__name__", "(.+)")'
+    return f"max by ({by}) (timestamp({series}))"
 
 
 def ts_query(label: str = "hostname", hosts: Sequence[str] | None = None, plan: DmePlan | None = None) -> str:
@@ -383,59 +405,50 @@ def value_queries(
 # ---------------------------------------------------------------- the plan
 
 
-def parse_families(payload: object, label: str = "hostname") -> dict[str, set[str]]:
-    """An answer to families_query -> host label value -> metric names present."""
-    out: dict[str, set[str]] = {}
-    for item in _data(payload, "vector"):
-        labels = item.get("metric") if isinstance(item, dict) else None
-        if not isinstance(labels, dict):
-            continue
-        host, name = labels.get(label), labels.get("__name__")
-        if isinstance(host, str) and host and isinstance(name, str):
-            out.setdefault(host, set()).add(name)
-    return out
+def parse_names(payload: object) -> set[str]:
+    """An answer of the label-values API -> the values (metric names, host names)."""
+    if not isinstance(payload, dict):
+        raise DmeResponseError("not a JSON object")
+    if payload.get("status") != "success":
+        kind = clean_text(payload.get("errorType") or "error", 40)
+        raise DmeResponseError(f"{kind}: {clean_text(payload.get('error') or 'no message', 200)}")
+    data = payload.get("data")
+    if not isinstance(data, list):
+        raise DmeResponseError("no list of values in the answer")
+    return {value for value in data if isinstance(value, str) and value}
 
 
-_TS_PREFERENCE = (NODES_TOTAL, TOTAL_VRAM, USED_VRAM, GFX_ACTIVITY, GFX_BUSY, POWER_USAGE, PACKAGE_POWER)
+_TS_PREFERENCE = (NODES_TOTAL, TOTAL_VRAM)
 
 
 def make_plan(
-    found: Mapping[str, set[str]], configured_prefix: str | None = None, layout_hosts: Iterable[str] = ()
+    names: Iterable[str], configured_prefix: str | None = None, ts_family: Mapping[str, str] | None = None
 ) -> DmePlan:
-    """The plan for the names each host has (parse_families): the prefixes in use,
-    the families present anywhere, the family each host's scrape time is read
-    from. A host of the layout with none of the reader's families is timed
-    through any of its GPU families."""
+    """The plan for what Prometheus holds: the prefixes in use (from the metric names
+    present), the families present, and for each host the family its scrape time is
+    read from (``ts_family``: host label value -> family; "*" for any GPU family)."""
+    names = set(names)
     if configured_prefix is not None:
         prefixes: tuple[str, ...] = (configured_prefix,)
     else:
-        names = {name for names in found.values() for name in names}
         prefixed = {p for p in AUTO_PREFIXES[1:] for name in names if name.startswith(p)}
         plain = any(not name.startswith(AUTO_PREFIXES[1:]) for name in names)
         prefixes = tuple(p for p in AUTO_PREFIXES if p in prefixed or (p == "" and plain)) or AUTO_PREFIXES
     known = set(READ_FAMILIES)
     longest_first = sorted(prefixes, key=len, reverse=True)
-    by_host: dict[str, set[str]] = {}
-    for host, names in found.items():
-        base = by_host.setdefault(host, set())
-        for name in names:
-            for p in longest_first:
-                if name.startswith(p) and name[len(p) :] in known:
-                    base.add(name[len(p) :])
-                    break
-    for host in layout_hosts:
-        by_host.setdefault(host, set())
-    if not by_host:
-        return DmePlan(prefixes)
-    families = frozenset(f for base in by_host.values() for f in base)
+    families = set()
+    for name in names:
+        for p in longest_first:
+            if name.startswith(p) and name[len(p) :] in known:
+                families.add(name[len(p) :])
+                break
     groups: dict[str, list[str]] = {}
-    for host, base in sorted(by_host.items()):
-        family = next((f for f in _TS_PREFERENCE if f in base), None) or min(base, default="*")
+    for host, family in sorted((ts_family or {}).items()):
         groups.setdefault(family, []).append(host)
     rank = {f: i for i, f in enumerate(_TS_PREFERENCE)}
     # the most common family first: it is asked for every host (a new one too)
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), rank.get(kv[0], 99), kv[0]))
-    return DmePlan(prefixes, families if found else None, tuple((f, tuple(h)) for f, h in ordered))
+    return DmePlan(prefixes, frozenset(families) if names else None, tuple((f, tuple(h)) for f, h in ordered))
 
 
 # ---------------------------------------------------------------- parsing
@@ -495,26 +508,12 @@ def _mode(labels: Mapping[str, object], key: str) -> str | None:
     return text.upper() if text and text.lower() != "none" else None
 
 
-def parse_vram(payload: object, label: str = "hostname") -> dict[tuple[str, int], float]:
-    """An answer to vram_query -> (host, gpu) -> VRAM size in MiB."""
-    out = {}
-    for item in _data(payload, "vector"):
-        labels = item.get("metric") if isinstance(item, dict) else None
-        value = item.get("value") if isinstance(item, dict) else None
-        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
-            continue
-        host, gpu = labels.get(label), _int_label(labels, GPU_ID)
-        total = _in_range("vram_total_mib", _number(value[1]))
-        if isinstance(host, str) and gpu is not None and total is not None:
-            out[(host, gpu)] = total
-    return out
-
-
 def parse_layout(
-    payload: object, label: str = "hostname", vram: Mapping[tuple[str, int], float] | None = None
+    payload: object, label: str = "hostname", *, with_vram: bool = True
 ) -> dict[str, tuple[GpuStatic, ...]]:
-    """The layout query's answer (and the VRAM sizes) -> hostname -> its logical GPUs, by index."""
-    hosts: dict[str, dict[int, Mapping[str, object]]] = {}
+    """The layout query's answer -> hostname -> its logical GPUs, by index (the value
+    is the VRAM size when the query was over ``gpu_total_vram``)."""
+    hosts: dict[str, dict[int, tuple[Mapping[str, object], float | None]]] = {}
     for item in _data(payload, "vector"):
         labels = item.get("metric") if isinstance(item, dict) else None
         if not isinstance(labels, dict):
@@ -523,11 +522,14 @@ def parse_layout(
         gpu = _int_label(labels, GPU_ID)
         if not isinstance(host, str) or not host or gpu is None:
             continue
-        hosts.setdefault(host, {})[gpu] = labels
-    vram = vram or {}
+        value = item.get("value")
+        total = None
+        if with_vram and isinstance(value, list) and len(value) == 2:
+            total = _in_range("vram_total_mib", _number(value[1]))
+        hosts.setdefault(host, {})[gpu] = (labels, total)
     out = {}
     for host, gpus in hosts.items():
-        physical = _physical_indices(gpus)
+        physical = _physical_indices({gpu: labels for gpu, (labels, _) in gpus.items()})
         out[host] = tuple(
             GpuStatic(
                 index=gpu,
@@ -536,11 +538,11 @@ def parse_layout(
                 # the market name; the part number only where DME gives nothing else
                 model=_label_text(labels, SERIES) or _label_text(labels, MODEL),
                 serial=_label_text(labels, SERIAL),
-                vram_total_mib=vram.get((host, gpu)),
+                vram_total_mib=total,
                 compute_partition=_mode(labels, COMPUTE_PARTITION),
                 memory_partition=_mode(labels, MEMORY_PARTITION),
             )
-            for gpu, labels in sorted(gpus.items())
+            for gpu, (labels, total) in sorted(gpus.items())
         )
     return out
 

@@ -36,22 +36,22 @@ from console.core.dme import (
     DmeResponseError,
     DmeValues,
     clean_text,
-    families_query,
     frame_gpus,
-    hosts_query,
+    hosts_match,
     layout_query,
     make_plan,
     match_hosts,
-    parse_families,
+    names_match,
+    nodes_query,
     parse_history,
     parse_hosts,
     parse_layout,
+    parse_names,
     parse_values,
-    parse_vram,
     prefixes_for,
+    short_name,
     unmatched_hosts,
     value_queries,
-    vram_query,
 )
 from console.core.model import GpuStatic, NodeHealth, NodeSnapshot, NodeSpec, PrometheusSpec, TelemetryFrame
 
@@ -208,8 +208,13 @@ class PrometheusClient:
         auth = f", bearer token from ${self.spec.token_env}" if self.spec.token_env else ""
         return f"{self.url}{auth}"
 
-    async def query(self, expr: str) -> object:
-        return await self._post("/api/v1/query", {"query": expr})
+    async def query(self, expr: str, budget: list[int] | None = None) -> object:
+        return self.decode(await self._send("/api/v1/query", {"query": expr}, budget))
+
+    async def label_values(self, label: str, match: str, budget: list[int] | None = None) -> object:
+        """/api/v1/label/LABEL/values for the series ``match`` selects (an index look-up)."""
+        path = f"/api/v1/label/{label}/values"
+        return self.decode(await self._send(path, {"match[]": match}, budget, method="GET"))
 
     async def query_all(self, exprs: Mapping[str, str]) -> dict[str, object]:
         """Several instant queries at once (Prometheus evaluates them in parallel)."""
@@ -241,13 +246,15 @@ class PrometheusClient:
     async def _post(self, path: str, data: dict[str, str]) -> object:
         return self.decode(await self._send(path, data))
 
-    async def _send(self, path: str, data: dict[str, str], budget: list[int] | None = None) -> Reply:
+    async def _send(
+        self, path: str, data: dict[str, str], budget: list[int] | None = None, *, method: str = "POST"
+    ) -> Reply:
         if self.config_error:
             raise PrometheusError(self.config_error)
         where = f"prometheus {self.url}"
         try:
             # The whole exchange within the timeout: a server that drips bytes must not hold a refresh.
-            return await asyncio.wait_for(self._exchange(path, data, budget), self.timeout)
+            return await asyncio.wait_for(self._exchange(path, data, budget, method), self.timeout)
         except asyncio.TimeoutError:
             raise PrometheusError(f"{where}: no answer within {self.timeout:g} s") from None
         except httpx.ConnectError as exc:
@@ -257,9 +264,12 @@ class PrometheusClient:
         except httpx.HTTPError as exc:
             raise PrometheusError(self.redact(f"{where}: {type(exc).__name__}: {clean_text(exc, 200)}")) from None
 
-    async def _exchange(self, path: str, data: dict[str, str], budget: list[int] | None) -> Reply:
+    async def _exchange(self, path: str, data: dict[str, str], budget: list[int] | None, method: str) -> Reply:
         where = f"prometheus {self.url}"
-        request = self._http.build_request("POST", self.url + path, data=data)
+        if method == "GET":  # the label-values API takes no form body
+            request = self._http.build_request("GET", self.url + path, params=data)
+        else:
+            request = self._http.build_request("POST", self.url + path, data=data)
         reply = await self._http.send(request, stream=True)
         try:
             if reply.status_code in (401, 403):
@@ -606,8 +616,8 @@ class PrometheusSource:
 
     async def discover(self) -> list[str]:
         """Every hostname with DME series in Prometheus."""
-        query = hosts_query(self.label, prefixes_for(self.spec.metric_prefix))
-        return parse_hosts(await self.client.query(query), self.label)
+        match = hosts_match(self.label, prefixes_for(self.spec.metric_prefix))
+        return sorted(clean_text(h) for h in parse_names(await self.client.label_values(self.label, match)))
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -619,20 +629,39 @@ class PrometheusSource:
 async def read_layout(
     client: PrometheusClient, spec: PrometheusSpec, hosts: Sequence[str]
 ) -> tuple[DmePlan, dict[str, tuple[GpuStatic, ...]]]:
-    """The families each host has (-> the plan), its GPUs' identity and VRAM size:
-    three queries sent together, decoded one at a time."""
+    """What Prometheus holds for these hosts -> the plan, and each host's GPUs.
+
+    Sent together: the metric names present (index only), the hosts with
+    gpu_nodes_total, every GPU's identity and VRAM from gpu_total_vram. Then, only
+    for profile hosts found in neither, their identity from every GPU family (a
+    site that does not export gpu_total_vram, or a host that is simply down)."""
     label, prefixes = spec.hostname_label, prefixes_for(spec.metric_prefix)
-    replies = await client.fetch_all(
-        {
-            "families": families_query(label, hosts, prefixes),
-            "vram": vram_query(label, hosts, prefixes),
-            "gpus": layout_query(label, hosts, prefixes),
-        }
+    budget = [client.max_body * 2]  # the layout's answers together, as each
+    names, nodes, gpus = await _all_or_none(
+        [
+            client.label_values("__name__", names_match(label, hosts, prefixes), budget),
+            client.query(nodes_query(label, hosts, prefixes), budget),
+            client.query(layout_query(label, hosts, prefixes), budget),
+        ]
     )
-    found = parse_families(client.decode(replies.pop("families")), label)
-    vram = parse_vram(client.decode(replies.pop("vram")), label)
-    layout = parse_layout(client.decode(replies.pop("gpus")), label, vram)
-    return make_plan(found, spec.metric_prefix, layout), layout
+    found_names = parse_names(names)
+    with_nodes = set(parse_hosts(nodes, label))
+    layout = parse_layout(gpus, label)
+    with_vram = set(layout)
+    seen = {short_name(h) for h in (*layout, *with_nodes)}
+    missing = sorted({h for h in hosts if short_name(h) not in seen})
+    if missing or with_nodes - set(layout):  # hosts whose GPUs gpu_total_vram does not give
+        query = layout_query(label, missing, prefixes, every_family=True)
+        if with_nodes - set(layout):
+            exact = layout_query(label, sorted(with_nodes - set(layout)), prefixes, every_family=True, exact=True)
+            query = f"{query} or {exact}" if missing else exact
+        for host, rows in parse_layout(await client.query(query, budget), label, with_vram=False).items():
+            layout.setdefault(host, rows)
+    # each host's scrape time from its cheapest family: gpu_nodes_total, gpu_total_vram, else any
+    ts_family = {
+        h: "gpu_nodes_total" if h in with_nodes else "gpu_total_vram" if h in with_vram else "*" for h in layout
+    }
+    return make_plan(found_names, spec.metric_prefix, ts_family), layout
 
 
 # ---------------------------------------------------------------- one-shot (`rocm-console status`)
@@ -717,9 +746,9 @@ async def discover_hosts(
     """Hostnames with DME series in Prometheus that no profile node matches. Raises PrometheusError."""
     client = client or PrometheusClient(spec, timeout=timeout)
     try:
-        query = hosts_query(spec.hostname_label, prefixes_for(spec.metric_prefix))
-        payload = await asyncio.wait_for(client.query(query), timeout)
-        found = parse_hosts(payload, spec.hostname_label)
+        match = hosts_match(spec.hostname_label, prefixes_for(spec.metric_prefix))
+        payload = await asyncio.wait_for(client.label_values(spec.hostname_label, match), timeout)
+        found = sorted(clean_text(h) for h in parse_names(payload))
     except asyncio.TimeoutError:
         raise PrometheusError(f"prometheus {client.url}: no answer within {timeout:g} s") from None
     except PrometheusError:

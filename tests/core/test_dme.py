@@ -13,18 +13,19 @@ from console.core.dme import (
     DmePlan,
     DmeResponseError,
     clean_text,
-    families_query,
     frame_gpus,
     host_selector,
+    hosts_match,
     layout_query,
     make_plan,
     match_hosts,
-    parse_families,
+    names_match,
+    nodes_query,
     parse_history,
     parse_hosts,
     parse_layout,
+    parse_names,
     parse_values,
-    parse_vram,
     partition_of,
     ts_query,
     unmatched_hosts,
@@ -35,7 +36,7 @@ EVAL_TS = 1_764_000_000.5
 
 
 def layout_series(
-    host, gpu, *, serial="S0", part="0", compute="spx", memory="nps1", model="102-G30211-0C", series=None
+    host, gpu, *, serial="S0", part="0", compute="spx", memory="nps1", model="102-G30211-0C", series=None, vram="196592"
 ):
     labels = {
         "hostname": host,
@@ -48,7 +49,7 @@ def layout_series(
     }
     if series is not None:
         labels["card_series"] = series
-    return {"metric": labels, "value": [EVAL_TS, "1"]}
+    return {"metric": labels, "value": [EVAL_TS, vram]}
 
 
 def value_series(host, gpu, tag, value):
@@ -71,13 +72,8 @@ def answers(tagged):
     return out
 
 
-def vram(host, gpu, mib):
-    return {"metric": {"hostname": host, "gpu_id": str(gpu)}, "value": [EVAL_TS, str(mib)]}
-
-
 def test_spx_layout_and_values_make_the_agents_rows():
-    sizes = parse_vram(vector([vram("gpu-01", 0, 196592)]))
-    layout = parse_layout(vector([layout_series("gpu-01", 0, series="AMD Instinct MI300X OAM")]), vram=sizes)
+    layout = parse_layout(vector([layout_series("gpu-01", 0, series="AMD Instinct MI300X OAM")]))
     (static,) = layout["gpu-01"]
     assert (static.index, static.physical, static.partition_id) == (0, 0, 0)
     assert (static.compute_partition, static.memory_partition) == ("SPX", "NPS1")
@@ -229,7 +225,7 @@ def test_malformed_series_are_skipped():
     ],
 )
 def test_bad_answers_raise_one_clear_error(payload, fragment):
-    for parse in (parse_layout, parse_hosts, parse_families, lambda p: parse_values({"u": p})):
+    for parse in (parse_layout, parse_hosts, lambda p: parse_values({"u": p})):
         with pytest.raises(DmeResponseError, match=re.escape(fragment)) as info:
             parse(payload)
         assert "\n" not in str(info.value) and "\x1b" not in str(info.value) and len(str(info.value)) < 300
@@ -267,7 +263,8 @@ def names_of(query: str) -> set[str]:
 
 
 def test_value_queries_read_the_right_family_per_partition_and_lean_labels():
-    plan = make_plan({"n1": {"gpu_nodes_total", "gpu_gfx_activity", "gpu_gfx_busy_instantaneous", "gpu_clock"}})
+    names = {"gpu_nodes_total", "gpu_gfx_activity", "gpu_gfx_busy_instantaneous", "gpu_clock", "pcie_tx"}
+    plan = make_plan(names, ts_family={"n1": "gpu_nodes_total"})
     assert plan.prefixes == ("",) and plan.ts_groups == (("gpu_nodes_total", ("n1",)),)
     queries = value_queries("hostname", ["n1", "n2"], plan=plan)
     assert set(queries) == {"u", "g", "c", "s"}  # fields no present family gives are not asked
@@ -287,12 +284,9 @@ def test_value_queries_read_the_right_family_per_partition_and_lean_labels():
 
 
 def test_power_and_temperature_fall_back_over_zero_and_mi2xx_families():
-    plan = make_plan(
-        {
-            "a": {"gpu_package_power", "gpu_power_usage", "gpu_junction_temperature"},
-            "b": {"gpu_average_package_power", "gpu_power_usage", "gpu_edge_temperature", "gpu_total_vram"},
-        }
-    )
+    names = {"gpu_package_power", "gpu_power_usage", "gpu_junction_temperature"}
+    names |= {"gpu_average_package_power", "gpu_edge_temperature", "gpu_total_vram"}
+    plan = make_plan(names, ts_family={"b": "gpu_total_vram", "a": "*"})
     queries = value_queries("hostname", ["a", "b"], plan=plan)
     assert re.findall(r"\((gpu_[a-z_]+)\{[^}]*\} > 0\)", queries["p"]) == [
         "gpu_package_power",
@@ -303,56 +297,61 @@ def test_power_and_temperature_fall_back_over_zero_and_mi2xx_families():
         "gpu_junction_temperature",
         "gpu_edge_temperature",
     ]
-    # scrape time: "b" through gpu_total_vram, "a" (no vram) through its own family
-    assert plan.ts_groups == (("gpu_total_vram", ("b",)), ("gpu_power_usage", ("a",)))
+    # scrape time: "b" through gpu_total_vram, "a" (which has none) through any family it has
+    assert plan.ts_groups == (("gpu_total_vram", ("b",)), ("*", ("a",)))
     ts = ts_query("hostname", ["a", "b"], plan)
-    assert 'timestamp(gpu_power_usage{hostname=~"a"})' in ts and ts.startswith(
-        "max by (hostname) (timestamp(gpu_total_vram{"
+    assert ts.startswith("max by (hostname) (timestamp(gpu_total_vram{")
+    # several names under one timestamp(): each keeps its name in a label of its own, no collision
+    keep = '"dme_metric", "$1", "__name__", "(.+)"'
+    assert ts.endswith(
+        f'max by (hostname) (timestamp(label_replace({{__name__=~"(gpu|pcie)_.+", hostname=~"a"}}, {keep})))'
     )
 
 
 def test_prefix_is_detected_from_the_names_prometheus_holds_or_taken_from_the_profile():
-    assert make_plan({"a": {"amd_gpu_nodes_total", "amd_gpu_gfx_activity"}}).prefixes == ("amd_",)
-    assert make_plan({"a": {"gpu_gfx_activity"}, "b": {"amd_gpu_gfx_activity"}}).prefixes == ("", "amd_")
-    assert make_plan({}).prefixes == AUTO_PREFIXES and make_plan({}).families is None
-    site = make_plan({"a": {"site_gpu_gfx_activity"}}, configured_prefix="site_")
+    assert make_plan({"amd_gpu_nodes_total", "amd_gpu_gfx_activity"}).prefixes == ("amd_",)
+    assert make_plan({"gpu_gfx_activity", "amd_gpu_gfx_activity"}).prefixes == ("", "amd_")
+    assert make_plan(set()).prefixes == AUTO_PREFIXES and make_plan(set()).families is None
+    site = make_plan({"site_gpu_gfx_activity"}, configured_prefix="site_")
     assert site.prefixes == ("site_",) and site.families == frozenset({"gpu_gfx_activity"})
     queries = value_queries("hostname", ["a"], plan=site)
     assert "site_gpu_gfx_activity{" in queries["u"] and "gpu_gfx_busy" not in queries["u"]
-    both = value_queries("hostname", ["a"], plan=make_plan({"a": {"gpu_gfx_activity", "amd_gpu_gfx_activity"}}))
+    both = value_queries("hostname", ["a"], plan=make_plan({"gpu_gfx_activity", "amd_gpu_gfx_activity"}))
     assert names_of(both["u"]) == {"gpu_gfx_activity", "amd_gpu_gfx_activity"}
 
 
-def test_busy_alone_gives_utilization_and_a_layout_only_host_is_timed_by_any_family():
-    plan = make_plan({"a": {"gpu_gfx_busy_instantaneous"}}, layout_hosts=["a", "pcie-only"])
-    assert plan.ts_groups == (("gpu_gfx_busy_instantaneous", ("a",)), ("*", ("pcie-only",)))
+def test_busy_alone_gives_utilization_and_a_host_with_no_known_family_is_timed_by_any():
+    plan = make_plan({"gpu_gfx_busy_instantaneous"}, ts_family={"pcie-only": "*"})
+    assert plan.ts_groups == (("*", ("pcie-only",)),)
     queries = value_queries("hostname", ["a", "pcie-only"], plan=plan)
     assert queries["u"].count("gpu_gfx_busy_instantaneous") == 2  # partitioned or not
-    assert '__name__=~"(gpu|pcie)_.+"' in queries["s"].replace("\\\\", "")
+    assert queries["s"].startswith('max by (hostname) (timestamp(label_replace({__name__=~"(gpu|pcie)_.+", hostname=~')
 
 
-def test_layout_families_and_discovery_queries_cover_every_gpu_family_and_both_prefixes():
+def test_layout_names_nodes_and_discovery_queries():
+    by = "hostname, gpu_id, gpu_partition_id, serial_number, card_model, card_series, "
+    by += "gpu_compute_partition_type, gpu_memory_partition_type"
     layout = layout_query("hostname", ["n1"])
-    assert layout.startswith(
-        "max by (hostname, gpu_id, gpu_partition_id, serial_number, card_model, card_series, "
-        "gpu_compute_partition_type, gpu_memory_partition_type) ("
-    )
-    regex = json.loads(re.search(r"__name__=~(\"[^\"]*\")", layout).group(1))
-    for name in ("gpu_total_vram", "pcie_tx", "amd_gpu_gfx_activity", "amd_pcie_speed"):
-        assert re.fullmatch(regex, name), name
-    assert not re.fullmatch(regex, "node_cpu_seconds_total") and not re.fullmatch(regex, "DCGM_FI_DEV_GPU_UTIL")
-    assert names_of(families_query("hostname", ["n1"], ("",))) >= {"gpu_nodes_total", "gpu_gfx_busy_instantaneous"}
+    assert layout.startswith(f'max by ({by}) ({{__name__=~"gpu_total_vram|amd_gpu_total_vram", hostname=~')
+    every = layout_query("hostname", ["n1.x"], ("",), every_family=True, exact=True)
+    assert every.startswith(f'max by ({by}) ({{__name__=~"(gpu|pcie)_.+", gpu_id!="", hostname=~')
+    for query in (every, hosts_match("hostname")):
+        regex = json.loads(re.search(r'__name__=~("[^"]*")', query).group(1))
+        for name in ("gpu_total_vram", "pcie_tx"):
+            assert re.fullmatch(regex, name), name
+        assert not re.fullmatch(regex, "node_cpu_seconds_total") and not re.fullmatch(regex, "DCGM_FI_DEV_GPU_UTIL")
+    discover = json.loads(re.search(r'__name__=~("[^"]*")', hosts_match("hostname")).group(1))
+    assert re.fullmatch(discover, "amd_pcie_speed")
+    assert names_of(names_match("hostname", ["n1"], ("",))) >= {"gpu_nodes_total", "gpu_gfx_busy_instantaneous"}
+    assert nodes_query("hostname", ["n1"], ("amd_",)).startswith("count by (hostname) (amd_gpu_nodes_total{hostname=~")
 
 
-def test_parse_families_hosts_and_history():
-    fams = vector(
-        [
-            {"metric": {"hostname": "a", "__name__": "gpu_clock"}, "value": [1, "9"]},
-            {"metric": {"hostname": "a", "__name__": "gpu_nodes_total"}, "value": [1, "1"]},
-            {"metric": {"hostname": 3, "__name__": "gpu_clock"}, "value": [1, "1"]},
-        ]
-    )
-    assert parse_families(fams) == {"a": {"gpu_clock", "gpu_nodes_total"}}
+def test_parse_names_hosts_and_history():
+    answer = {"status": "success", "data": ["gpu_clock", 3, "", None, "gpu_nodes_total"]}
+    assert parse_names(answer) == {"gpu_clock", "gpu_nodes_total"}
+    for bad in ({"status": "success", "data": {"a": 1}}, [], {"status": "error", "error": "x"}):
+        with pytest.raises(DmeResponseError):
+            parse_names(bad)
     hosts = vector([{"metric": {"hostname": "b"}, "value": [1, "8"]}, {"metric": {"hostname": "a"}, "value": [1, "8"]}])
     assert parse_hosts(hosts) == ["a", "b"]
     gpu3 = {"hostname": "h", "gpu_id": "3"}

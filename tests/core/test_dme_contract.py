@@ -25,8 +25,8 @@ CLOCK_TYPES = set(VALUES["clock_type"]) | set(VALUES["clock_type_enum"])
 SERIES_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 PLANS = {
     "nothing known yet": dme.DmePlan(),
-    "every family, no prefix": dme.make_plan({"h": set(dme.READ_FAMILIES)}),
-    "amd_ prefix": dme.make_plan({"h": {"amd_" + f for f in dme.READ_FAMILIES}}),
+    "every family, no prefix": dme.make_plan(set(dme.READ_FAMILIES), ts_family={"a": "gpu_nodes_total", "b": "*"}),
+    "amd_ prefix": dme.make_plan({"amd_" + f for f in dme.READ_FAMILIES}, ts_family={"a": "gpu_total_vram"}),
 }
 
 
@@ -48,10 +48,11 @@ def test_every_family_the_reader_reads_is_a_dme_metric():
 def _queries() -> dict[str, str]:
     hosts = ["gpu-1", "gpu-2.example.org"]
     out = {
-        "families": dme.families_query("hostname", hosts),
+        "names": dme.names_match("hostname", hosts),
+        "nodes": dme.nodes_query("hostname", hosts),
         "layout": dme.layout_query("hostname", hosts),
-        "vram": dme.vram_query("hostname", hosts),
-        "hosts": dme.hosts_query("hostname"),
+        "layout, every family": dme.layout_query("hostname", hosts, every_family=True, exact=True),
+        "hosts": dme.hosts_match("hostname"),
     }
     for what, plan in PLANS.items():
         for tag, query in dme.value_queries("hostname", hosts, plan=plan).items():
