@@ -91,6 +91,7 @@ SWEEP_EVERY = 5
 # without holding it, as is JSON nested deeper than Prometheus ever writes (~6 levels).
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_NESTING = 32
+TOTAL_TIMEOUTS = 3  # a whole exchange may take this many client timeouts
 _BRACKETS_ONLY = bytes(b for b in range(256) if b not in b"[]{}")  # bytes.translate(None, this)
 _DEPTH_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 / -1 as signed bytes
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
@@ -252,11 +253,14 @@ class PrometheusClient:
         if self.config_error:
             raise PrometheusError(self.config_error)
         where = f"prometheus {self.url}"
+        # httpx's timeout is per phase (connect, each read): a slow answer that keeps coming
+        # is waited for. The whole exchange has a bound too, or a server that drips a
+        # byte at a time would hold every refresh.
+        whole = TOTAL_TIMEOUTS * self.timeout
         try:
-            # The whole exchange within the timeout: a server that drips bytes must not hold a refresh.
-            return await asyncio.wait_for(self._exchange(path, data, budget, method), self.timeout)
+            return await asyncio.wait_for(self._exchange(path, data, budget, method), whole)
         except asyncio.TimeoutError:
-            raise PrometheusError(f"{where}: no answer within {self.timeout:g} s") from None
+            raise PrometheusError(f"{where}: no whole answer within {whole:g} s") from None
         except httpx.ConnectError as exc:
             raise PrometheusError(f"{where}: {_connect_reason(exc)}") from None
         except httpx.TimeoutException:
