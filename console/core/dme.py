@@ -170,6 +170,7 @@ class DmePlan:
     # Scrape-time query: (family, host label values) groups; hosts not in any group
     # are asked through the first group's family (or every family when no group).
     ts_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    partitioned: bool = True  # any GPU in a partitioned mode (else per-partition busy is not asked)
 
     def has(self, family: str) -> bool:
         return self.families is None or family in self.families
@@ -324,7 +325,7 @@ def _field_terms(tag: str, plan: DmePlan, selector: str, by: str) -> list[str]:
 
     terms: list[str] = []
     if tag == "u":
-        if plan.has(GFX_BUSY):  # a partition's own load, where the GPU is partitioned
+        if plan.has(GFX_BUSY) and plan.partitioned:  # a partition's own load, where the GPU is partitioned
             partitioned = f'{COMPUTE_PARTITION}!~"{_UNPARTITIONED_MODES}"'
             terms.append(agg(GFX_BUSY, selector, partitioned, how="avg", cond=" <= 100"))
         if plan.has(GFX_ACTIVITY):
@@ -422,7 +423,10 @@ _TS_PREFERENCE = (NODES_TOTAL, TOTAL_VRAM)
 
 
 def make_plan(
-    names: Iterable[str], configured_prefix: str | None = None, ts_family: Mapping[str, str] | None = None
+    names: Iterable[str],
+    configured_prefix: str | None = None,
+    ts_family: Mapping[str, str] | None = None,
+    partitioned: bool = True,
 ) -> DmePlan:
     """The plan for what Prometheus holds: the prefixes in use (from the metric names
     present), the families present, and for each host the family its scrape time is
@@ -448,7 +452,8 @@ def make_plan(
     rank = {f: i for i, f in enumerate(_TS_PREFERENCE)}
     # the most common family first: it is asked for every host (a new one too)
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), rank.get(kv[0], 99), kv[0]))
-    return DmePlan(prefixes, frozenset(families) if names else None, tuple((f, tuple(h)) for f, h in ordered))
+    groups_ = tuple((f, tuple(h)) for f, h in ordered)
+    return DmePlan(prefixes, frozenset(families) if names else None, groups_, partitioned or not names)
 
 
 # ---------------------------------------------------------------- parsing

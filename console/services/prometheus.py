@@ -665,7 +665,8 @@ async def read_layout(
     ts_family = {
         h: "gpu_nodes_total" if h in with_nodes else "gpu_total_vram" if h in with_vram else "*" for h in layout
     }
-    return make_plan(found_names, spec.metric_prefix, ts_family), layout
+    partitioned = any(g.compute_partition not in (None, "SPX") for rows in layout.values() for g in rows)
+    return make_plan(found_names, spec.metric_prefix, ts_family, partitioned), layout
 
 
 # ---------------------------------------------------------------- one-shot (`rocm-console status`)

@@ -82,7 +82,9 @@ def _num(value):
 
 
 def _fmt(value):
-    return "{:g}".format(value) if value is not None else "NaN"
+    if value is None:
+        return "NaN"
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else "{:g}".format(value)
 
 
 def _esc(text):
@@ -92,6 +94,25 @@ def _esc(text):
 def _labels(pairs):
     """Label text in DME's order (sorted by name, as its Go client writes them)."""
     return ",".join('{}="{}"'.format(k, _esc(v)) for k, v in sorted(pairs))
+
+
+_OTHER_CLOCKS = ("current_uclk", "current_socclk", "current_vclk0", "current_dclk0")
+_OTHER_KINDS = ("memory", "soc", "video", "data")
+_EXTRAS = {}  # type: dict  # index label texts, made once
+
+
+def _xcc(i):
+    text = _EXTRAS.get(("xcc", i))
+    if text is None:
+        text = _EXTRAS[("xcc", i)] = 'xcc_index="{}"'.format(i)
+    return text
+
+
+def _clock(i, kind):
+    text = _EXTRAS.get((kind, i))
+    if text is None:
+        text = _EXTRAS[(kind, i)] = 'clock_index="{}",clock_type="{}"'.format(i, kind)
+    return text
 
 
 _SPLITS = {}  # type: dict  # (label text, first extra key) -> (labels before it, labels after it)
@@ -132,6 +153,7 @@ class SimNode:
         """The logical GPUs and their labels (again after a partition switch, as DME does)."""
         self.handles = self.m.amdsmi_get_processor_handles()
         self.labels = []  # per logical GPU: its label text without the braces
+        self._heads = {}  # (gpu, metric, index labels) -> the series' text before its value
         self.primary = {}  # physical -> primary handle
         for h in self.handles:
             if h.partition == 0:
@@ -235,7 +257,7 @@ class SimNode:
                 cells = xcps[h.partition] if h.partition < len(xcps) else []
                 # "N/A" pads the XCC slots a partition does not have
                 busy = [v for v in cells if _num(v) is not None and 0 <= v <= 100]
-                row["gpu_gfx_busy_instantaneous"] = [('xcc_index="{}"'.format(i), float(v)) for i, v in enumerate(busy)]
+                row["gpu_gfx_busy_instantaneous"] = [(_xcc(i), float(v)) for i, v in enumerate(busy)]
             if first:
                 row["gpu_gfx_activity"] = [("", _num(raw.get("average_gfx_activity")))]
                 row["gpu_umc_activity"] = [("", _num(raw.get("average_umc_activity")))]
@@ -250,19 +272,14 @@ class SimNode:
     def _clocks(raw):
         """One system clock per XCD, then memory, soc, video, data: clock_index in that order."""
         gfx = [c for c in (raw.get("current_gfxclks") or [raw.get("current_gfxclk")]) if _num(c) is not None]
-        clocks = [("system", c) for c in gfx]
-        for kind, key in (
-            ("memory", "current_uclk"),
-            ("soc", "current_socclk"),
-            ("video", "current_vclk0"),
-            ("data", "current_dclk0"),
-        ):
-            clocks.append((kind, raw.get(key)))
-        return [
-            ('clock_index="{}",clock_type="{}"'.format(i, kind), _num(value))
-            for i, (kind, value) in enumerate(clocks)
-            if _num(value) is not None
-        ]
+        values = gfx + [raw.get(key) for key in _OTHER_CLOCKS]
+        kinds = ("system",) * len(gfx) + _OTHER_KINDS
+        out = []
+        for i, (kind, value) in enumerate(zip(kinds, values)):
+            number = _num(value)
+            if number is not None:
+                out.append((_clock(i, kind), number))
+        return out
 
     def _render(self):
         values = self.values()
@@ -278,12 +295,17 @@ class SimNode:
             if metric == "gpu_nodes_total":
                 lines.append('{}{{hostname="{}"}} {}'.format(name, _esc(self.hostname), len(self.handles)))
                 continue
-            for labels, row in zip(self.labels, values):
+            heads = self._heads
+            for gpu, (labels, row) in enumerate(zip(self.labels, values)):
                 for extra, value in row.get(metric, ()):
                     if value is None:
                         continue
-                    text = _with(labels, extra) if extra else labels
-                    lines.append("{}{{{}}} {}".format(name, text, _fmt(value)))
+                    key = (gpu, metric, extra)
+                    head = heads.get(key)
+                    if head is None:  # "name{labels} ", made once per series (a pass only adds values)
+                        text = _with(labels, extra) if extra else labels
+                        head = heads[key] = "{}{{{}}} ".format(name, text)
+                    lines.append(head + _fmt(value))
         return "\n".join(lines) + "\n"
 
 

@@ -377,3 +377,11 @@ def test_parse_names_hosts_and_history():
 def test_every_field_has_a_query_when_nothing_is_known_yet():
     queries = value_queries("hostname", ["n1"], plan=DmePlan())
     assert set(queries) == {*VALUE_FAMILIES, "s"}
+
+
+def test_per_partition_busy_is_asked_only_when_some_gpu_is_partitioned():
+    names = {"gpu_gfx_activity", "gpu_gfx_busy_instantaneous"}
+    spx = value_queries("hostname", ["a"], plan=make_plan(names, partitioned=False))["u"]
+    cpx = value_queries("hostname", ["a"], plan=make_plan(names, partitioned=True))["u"]
+    assert "gpu_gfx_busy_instantaneous" not in spx and "gpu_gfx_activity" in spx
+    assert cpx.index("gpu_gfx_busy_instantaneous") < cpx.index("gpu_gfx_activity")
