@@ -100,8 +100,10 @@ READ_FAMILIES = (
 SYSTEM_CLOCK = "GPU_CLOCK_TYPE_SYSTEM|system"
 MEMORY_CLOCK = "GPU_CLOCK_TYPE_MEMORY|memory"
 # The series that carry a physical GPU's own values: its first partition, or the
-# GPU's only series when it has no partitions (NA; 4294967295 in some builds).
-DEVICE_SERIES = f'{PARTITION_ID}=~"|0|NA|4294967295"'
+# GPU's only series when it has no partitions (NA; 4294967295 in some builds). DME
+# always sets the label; a matcher that also matched its absence would make
+# Prometheus subtract every other partition's series, at every refresh.
+DEVICE_SERIES = f'{PARTITION_ID}=~"0|NA|4294967295"'
 _NO_PARTITION = frozenset(("", "NA", "N/A", "4294967295"))
 _UNPARTITIONED_MODES = "spx|none|"  # compute partition types of a whole GPU
 AUTO_PREFIXES = ("", "amd_")  # prefixes looked for when the profile names none
@@ -339,9 +341,13 @@ def _field_terms(tag: str, plan: DmePlan, selector: str, by: str) -> list[str]:
         if plan.has(UMC_ACTIVITY):
             terms.append(agg(UMC_ACTIVITY, *device))
     elif tag == "p":  # 0 W is DME's "not available": the next family may know
-        for family in (PACKAGE_POWER, AVERAGE_PACKAGE_POWER, POWER_USAGE):
+        for family in (PACKAGE_POWER, AVERAGE_PACKAGE_POWER):
             if plan.has(family):
                 terms.append(agg(family, *device, cond=" > 0"))
+        # gpu_power_usage is there beside them (MI2xx and MI3xx): asked only when a fleet
+        # has neither, one family less per refresh
+        if plan.has(POWER_USAGE) and not terms or plan.families is None:
+            terms.append(agg(POWER_USAGE, *device, cond=" > 0"))
     elif tag == "j":  # MI2xx has no junction sensor in DME: its edge sensor stands in
         for family in (JUNCTION_TEMP, EDGE_TEMP):
             if plan.has(family):

@@ -276,7 +276,7 @@ def test_value_queries_read_the_right_family_per_partition_and_lean_labels():
     )
     # device-wide values from the physical GPU's own series: partition 0, or no partition at all
     assert queries["g"] == (
-        f'max by (hostname, gpu_id) (gpu_clock{{{sel}, gpu_partition_id=~"|0|NA|4294967295", '
+        f'max by (hostname, gpu_id) (gpu_clock{{{sel}, gpu_partition_id=~"0|NA|4294967295", '
         f'clock_type=~"GPU_CLOCK_TYPE_SYSTEM|system"}})'
     )
     assert queries["s"] == f"max by (hostname) (timestamp(gpu_nodes_total{{{sel}}}))"
@@ -291,8 +291,9 @@ def test_power_and_temperature_fall_back_over_zero_and_mi2xx_families():
     assert re.findall(r"\((gpu_[a-z_]+)\{[^}]*\} > 0\)", queries["p"]) == [
         "gpu_package_power",
         "gpu_average_package_power",
-        "gpu_power_usage",
-    ]
+    ]  # gpu_power_usage, which DME writes beside them, only for a fleet that has neither
+    only_usage = value_queries("hostname", ["a"], plan=make_plan({"gpu_power_usage"}))
+    assert re.findall(r"\((gpu_[a-z_]+)\{[^}]*\} > 0\)", only_usage["p"]) == ["gpu_power_usage"]
     assert re.findall(r"\((gpu_[a-z_]+)\{[^}]*\} > 0\)", queries["j"]) == [
         "gpu_junction_temperature",
         "gpu_edge_temperature",
