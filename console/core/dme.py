@@ -501,7 +501,7 @@ def _in_range(field: str, value: float | None) -> float | None:
 
 def _int_label(labels: Mapping[str, object], key: str) -> int | None:
     raw = labels.get(key)
-    if not isinstance(raw, str) or not raw.isdigit() or len(raw) > 9:
+    if not isinstance(raw, str) or not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
         return None
     return int(raw)
 
@@ -622,8 +622,12 @@ def parse_values(payloads: Payloads, label: str = "hostname") -> dict[str, DmeVa
                 gpu = gpu_of[labels[GPU_ID]]
             except (KeyError, TypeError):
                 gpu_label = labels.get(GPU_ID)
-                if not isinstance(gpu_label, str) or not gpu_label.isdigit() or len(gpu_label) > 9:
+                if not isinstance(gpu_label, str) or not (gpu_label.isascii() and gpu_label.isdigit()):
                     continue
+                if len(gpu_label) > 9:
+                    continue
+                if len(gpu_of) > 65536:  # bounded, whatever ids an answer makes up
+                    gpu_of.clear()
                 gpu = gpu_of[gpu_label] = int(gpu_label)
             per_host = gpus.get(host)
             if per_host is None:

@@ -200,6 +200,7 @@ def test_malformed_series_are_skipped():
         ("u", {"metric": {"hostname": ["h"], "gpu_id": "2"}, "value": [1, "3"]}),
         ("u", {"metric": {"hostname": "h", "gpu_id": ["2"]}, "value": [1, "3"]}),
         ("u", {"metric": {"hostname": "h", "gpu_id": "9" * 40}, "value": [1, "3"]}),
+        ("u", {"metric": {"hostname": "h", "gpu_id": "\u00b2"}, "value": [1, "3"]}),  # a digit int() refuses
         ("u", {"metric": ["h"], "value": [1, "3"]}),
     ]
     values = parse_values(answers(items))["h"]
