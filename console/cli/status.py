@@ -109,8 +109,9 @@ async def _collect(args: argparse.Namespace, profile: Profile, nodes: list[NodeS
     if by_prometheus:
         if profile.prometheus is None:
             raise UsageError("--source prometheus: the profile has no [prometheus] table (see docs/prometheus.md)")
-        from console.services.prometheus import collect_prometheus_status
+        from console.services.prometheus import collect_prometheus_status, warn_plaintext_token
 
+        warn_plaintext_token(profile.prometheus, say_error)
         jobs.append(collect_prometheus_status(profile.prometheus, by_prometheus, timeout=args.timeout))
     found = {s.name: s for batch in await asyncio.gather(*jobs) for s in batch}
     return [found[n.name] for n in nodes]
@@ -119,8 +120,9 @@ async def _collect(args: argparse.Namespace, profile: Profile, nodes: list[NodeS
 def _discover(args: argparse.Namespace, profile: Profile) -> int:
     if profile.prometheus is None:
         raise UsageError("--discover: the profile has no [prometheus] table (see docs/prometheus.md)")
-    from console.services.prometheus import PrometheusError, discover_hosts
+    from console.services.prometheus import PrometheusError, discover_hosts, warn_plaintext_token
 
+    warn_plaintext_token(profile.prometheus, say_error)
     try:
         hosts = asyncio.run(discover_hosts(profile.prometheus, profile.nodes, timeout=args.timeout))
     except PrometheusError as exc:

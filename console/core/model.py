@@ -101,6 +101,7 @@ class PrometheusSpec:
     ca_file: str | None = None  # CA bundle for https
     scrape_interval: float | None = None  # hint, seconds
     hostname_label: str = "hostname"
+    metric_prefix: str | None = None  # DME's MetricsFieldPrefix; None: detected ("" or "amd_")
     source: str = ""
 
 

@@ -954,12 +954,26 @@ def _scrape_interval(value: object) -> float:
     return number
 
 
+_PREFIX_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")  # what Prometheus accepts at a metric name's start
+
+
+def _metric_prefix(value: object) -> str:
+    """DME's MetricsFieldPrefix as the site set it; "" says "no prefix" (unset: detected)."""
+    if value == "":
+        return ""
+    text = _token(value)
+    if not _PREFIX_RE.match(text):
+        raise _Invalid(f'expected the start of a Prometheus metric name (e.g. "amd_"), got {_describe(text)}')
+    return text
+
+
 _PROMETHEUS_FIELDS: dict[str, _Check] = {
     "url": _url,
     "token_env": _env_name,
     "ca_file": _text,
     "scrape_interval": _scrape_interval,
     "hostname_label": _label_name,
+    "metric_prefix": _metric_prefix,
 }
 
 

@@ -10,11 +10,18 @@ sample age (scrape time in Prometheus) and from whether Prometheus answers.
 
 from __future__ import annotations
 
+import array
 import asyncio
+import ipaddress
+import itertools
+import json
 import os
+import re
 import ssl
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import httpx
@@ -25,16 +32,24 @@ from console.core.dme import (
     SLOW_FAMILIES,
     TS_TAG,
     VALUE_FAMILIES,
+    DmePlan,
     DmeResponseError,
     DmeValues,
+    clean_text,
     frame_gpus,
-    hosts_query,
+    hosts_match,
     layout_query,
+    make_plan,
     match_hosts,
+    names_match,
+    nodes_query,
     parse_history,
     parse_hosts,
     parse_layout,
+    parse_names,
     parse_values,
+    prefixes_for,
+    short_name,
     unmatched_hosts,
     value_queries,
 )
@@ -72,6 +87,14 @@ _NODES_PER_SLICE = 32  # nodes updated between two yields to the event loop
 # values of those nodes only (and every node's newest scrape time, for its health): a 16k-GPU
 # fleet's values are ~100k series, ~0.5 s of the console's CPU to decode, per refresh.
 SWEEP_EVERY = 5
+# An answer is read at most this far (a 16k-GPU layout answer is ~5 MB): more is refused
+# without holding it, as is JSON nested deeper than Prometheus ever writes (~6 levels).
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_NESTING = 32
+TOTAL_TIMEOUTS = 3  # a whole exchange may take this many client timeouts
+_BRACKETS_ONLY = bytes(b for b in range(256) if b not in b"[]{}")  # bytes.translate(None, this)
+_DEPTH_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 / -1 as signed bytes
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 
 
 class PrometheusError(Exception):
@@ -82,9 +105,67 @@ class PrometheusError(Exception):
         self.reason = reason
 
 
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An HTTP answer read within MAX_BODY_BYTES, not decoded yet."""
+
+    status_code: int
+    reason_phrase: str
+    body: bytes
+
+
 def node_host(node: NodeSpec) -> str:
     """The DME hostname label a profile node is matched by."""
     return node.prometheus_host or node.host or node.name
+
+
+def _nesting(body: bytes) -> int:
+    """How deep the JSON's arrays and objects go. Brackets are counted at C speed
+    (a few ms for a big answer); only when that count looks too deep are the
+    strings, whose brackets do not count, taken out first."""
+
+    def depth(skeleton: bytes) -> int:
+        steps = array.array("b", skeleton.translate(None, _BRACKETS_ONLY).translate(_DEPTH_STEP))
+        return max(itertools.accumulate(steps), default=0)
+
+    rough = depth(body)
+    return rough if rough <= MAX_NESTING else depth(_JSON_STRING.sub(b"", body))
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plaintext_token_warning(spec: PrometheusSpec) -> str | None:
+    """One line when a bearer token would cross the network unencrypted: an http://
+    url to a host other than this machine's loopback (a tunnel to 127.0.0.1, the
+    usual way to reach a site's Prometheus, keeps the token on this machine)."""
+    if not spec.token_env:
+        return None
+    parts = urllib.parse.urlsplit(spec.url)
+    if parts.scheme != "http" or _is_loopback(parts.hostname or ""):
+        return None
+    where = f" in {spec.source}" if spec.source else ""
+    return (
+        f"warning: [prometheus] url{where} is plain http to {parts.hostname}: the bearer token "
+        f"(token_env = {spec.token_env}) is sent unencrypted; use https:// or a tunnel to 127.0.0.1"
+    )
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def warn_plaintext_token(spec: PrometheusSpec | None, say: Callable[[str], object]) -> None:
+    """plaintext_token_warning, said once per process for a given url and variable."""
+    line = plaintext_token_warning(spec) if spec is not None else None
+    if line and spec is not None and (spec.url, spec.token_env or "") not in _warned:
+        _warned.add((spec.url, spec.token_env or ""))
+        say(line)
 
 
 class PrometheusClient:
@@ -94,6 +175,7 @@ class PrometheusClient:
         *,
         environ: Mapping[str, str] | None = None,
         timeout: float = 10.0,
+        max_body: int = MAX_BODY_BYTES,
     ) -> None:
         self.spec = spec
         self.url = spec.url.rstrip("/")
@@ -105,6 +187,7 @@ class PrometheusClient:
             self.config_error = (
                 f"prometheus: ${spec.token_env} (token_env in {spec.source or 'the profile'}) is not set"
             )
+        self.warning = plaintext_token_warning(spec)
         headers = {"Accept": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -116,6 +199,7 @@ class PrometheusClient:
                 self.config_error = f"prometheus: ca_file {spec.ca_file}: {getattr(exc, 'strerror', None) or exc}"
         self._http = httpx.AsyncClient(headers=headers, verify=verify, timeout=timeout, trust_env=False)
         self.timeout = timeout
+        self.max_body = max_body
         self.decode_cpu_s = 0.0  # CPU spent decoding answers (tests/perf/fleet_scale.py reports it)
 
     def redact(self, text: str) -> str:
@@ -125,8 +209,13 @@ class PrometheusClient:
         auth = f", bearer token from ${self.spec.token_env}" if self.spec.token_env else ""
         return f"{self.url}{auth}"
 
-    async def query(self, expr: str) -> object:
-        return await self._post("/api/v1/query", {"query": expr})
+    async def query(self, expr: str, budget: list[int] | None = None) -> object:
+        return self.decode(await self._send("/api/v1/query", {"query": expr}, budget))
+
+    async def label_values(self, label: str, match: str, budget: list[int] | None = None) -> object:
+        """/api/v1/label/LABEL/values for the series ``match`` selects (an index look-up)."""
+        path = f"/api/v1/label/{label}/values"
+        return self.decode(await self._send(path, {"match[]": match}, budget, method="GET"))
 
     async def query_all(self, exprs: Mapping[str, str]) -> dict[str, object]:
         """Several instant queries at once (Prometheus evaluates them in parallel)."""
@@ -135,47 +224,97 @@ class PrometheusClient:
     async def query_range_all(
         self, exprs: Mapping[str, str], start: float, end: float, step: float
     ) -> dict[str, object]:
-        answers = await asyncio.gather(*(self.query_range(e, start, end, step) for e in exprs.values()))
-        return dict(zip(exprs, answers))
+        budget = [self.max_body * 2]
+        data = {tag: self._range_data(e, start, end, step) for tag, e in exprs.items()}
+        replies = await _all_or_none([self._send("/api/v1/query_range", d, budget) for d in data.values()])
+        return {tag: self.decode(reply) for tag, reply in zip(exprs, replies)}
+
+    @staticmethod
+    def _range_data(expr: str, start: float, end: float, step: float) -> dict[str, str]:
+        return {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{max(step, 0.001):g}"}
 
     async def query_range(self, expr: str, start: float, end: float, step: float) -> object:
-        data = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{max(step, 0.001):g}"}
-        return await self._post("/api/v1/query_range", data)
+        return await self._post("/api/v1/query_range", self._range_data(expr, start, end, step))
 
-    async def fetch_all(self, exprs: Mapping[str, str]) -> dict[str, httpx.Response]:
+    async def fetch_all(self, exprs: Mapping[str, str]) -> dict[str, Reply]:
         """Several instant queries at once, answers not decoded yet (decode() them one by one:
         a big fleet's family is ~15 MB of Python objects once decoded, and only one at a time
         needs to exist)."""
-        replies = await asyncio.gather(*(self._send("/api/v1/query", {"query": e}) for e in exprs.values()))
+        budget = [self.max_body * 2]  # the answers of one batch together, as well as each
+        replies = await _all_or_none([self._send("/api/v1/query", {"query": e}, budget) for e in exprs.values()])
         return dict(zip(exprs, replies))
 
     async def _post(self, path: str, data: dict[str, str]) -> object:
         return self.decode(await self._send(path, data))
 
-    async def _send(self, path: str, data: dict[str, str]) -> httpx.Response:
+    async def _send(
+        self, path: str, data: dict[str, str], budget: list[int] | None = None, *, method: str = "POST"
+    ) -> Reply:
         if self.config_error:
             raise PrometheusError(self.config_error)
         where = f"prometheus {self.url}"
+        # httpx's timeout is per phase (connect, each read): a slow answer that keeps coming
+        # is waited for. The whole exchange has a bound too, or a server that drips a
+        # byte at a time would hold every refresh.
+        whole = TOTAL_TIMEOUTS * self.timeout
         try:
-            reply = await self._http.post(self.url + path, data=data)
+            return await asyncio.wait_for(self._exchange(path, data, budget, method), whole)
+        except asyncio.TimeoutError:
+            raise PrometheusError(f"{where}: no whole answer within {whole:g} s") from None
         except httpx.ConnectError as exc:
             raise PrometheusError(f"{where}: {_connect_reason(exc)}") from None
         except httpx.TimeoutException:
             raise PrometheusError(f"{where}: no answer within {self.timeout:g} s") from None
         except httpx.HTTPError as exc:
-            raise PrometheusError(self.redact(f"{where}: {type(exc).__name__}: {exc}")) from None
-        if reply.status_code in (401, 403):
-            hint = f" (check ${self.spec.token_env})" if self.spec.token_env else " (set token_env in [prometheus])"
-            raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}{hint}")
-        return reply
+            raise PrometheusError(self.redact(f"{where}: {type(exc).__name__}: {clean_text(exc, 200)}")) from None
 
-    def decode(self, reply: httpx.Response) -> object:
+    async def _exchange(self, path: str, data: dict[str, str], budget: list[int] | None, method: str) -> Reply:
+        where = f"prometheus {self.url}"
+        if method == "GET":  # the label-values API takes no form body
+            request = self._http.build_request("GET", self.url + path, params=data)
+        else:
+            request = self._http.build_request("POST", self.url + path, data=data)
+        reply = await self._http.send(request, stream=True)
+        try:
+            if reply.status_code in (401, 403):
+                hint = f" (check ${self.spec.token_env})" if self.spec.token_env else " (set token_env in [prometheus])"
+                raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}{hint}")
+            limit = self.max_body
+            too_big = f"{where}: HTTP {reply.status_code}, an answer over {limit / 2**20:g} MiB (not read further)"
+            declared = reply.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise PrometheusError(too_big)
+            body = bytearray()
+            budget = [limit] if budget is None else budget
+            async for chunk in reply.aiter_bytes():  # decompressed: a small gzip bomb stops here too
+                body += chunk
+                budget[0] -= len(chunk)
+                if len(body) > limit:
+                    raise PrometheusError(too_big)
+                if budget[0] < 0:
+                    raise PrometheusError(
+                        f"{where}: answers over {self.max_body * 2 / 2**20:g} MiB together (not read further)"
+                    )
+            return Reply(reply.status_code, clean_text(reply.reason_phrase, 60), bytes(body))
+        finally:
+            await reply.aclose()
+
+    def decode(self, reply: Reply) -> object:
         where = f"prometheus {self.url}"
         t0 = time.thread_time()
         try:
-            payload = reply.json()
-        except ValueError:
-            raise PrometheusError(f"{where}: HTTP {reply.status_code}, not a Prometheus API answer") from None
+            if _nesting(reply.body) > MAX_NESTING:
+                raise RecursionError
+            payload = json.loads(reply.body)
+        except (ValueError, RecursionError) as exc:
+            if reply.status_code >= 400:  # a proxy's error page: its status says it
+                raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}") from None
+            why = "not JSON" if reply.body.strip() else "an empty answer"
+            if isinstance(exc, RecursionError):  # the C parser's own limit, had the count missed it
+                why = f"JSON nested deeper than {MAX_NESTING} levels"
+            elif "digits" in str(exc):
+                why = "a number too long to read"
+            raise PrometheusError(f"{where}: HTTP {reply.status_code}, not a Prometheus API answer ({why})") from None
         finally:
             self.decode_cpu_s += time.thread_time() - t0
         if reply.status_code >= 400 and not (isinstance(payload, dict) and payload.get("status") == "error"):
@@ -184,6 +323,24 @@ class PrometheusClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+async def _all_or_none(coros: list) -> list:
+    """Like gather, but the first failure cancels the others (no answer is read on for
+    nothing, no error is left unretrieved) and is raised."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error
+    return [task.result() for task in tasks]
 
 
 def _connect_reason(exc: Exception) -> str:
@@ -226,16 +383,14 @@ class PrometheusSource:
         self.clock = clock
         self.label = spec.hostname_label
         self.wanted = {n.name: node_host(n) for n in nodes}
-        hosts = sorted(set(self.wanted.values()))
-        self._value_queries = value_queries(self.label, hosts)
-        self._fast_queries = value_queries(self.label, hosts, slow=False)
+        self._hosts = sorted(set(self.wanted.values()))
+        self.plan = DmePlan(prefixes_for(spec.metric_prefix))  # what Prometheus holds, learnt at each layout
         self._slow_fields = tuple(VALUE_FAMILIES[tag][0] for tag in sorted(SLOW_FAMILIES))
         self._slow_values: dict[str, dict[int, dict[str, float | None]]] = {}  # host -> gpu -> field -> value
         self._slow_due = 0  # refreshes until the slow families are asked again
-        self._layout_query = layout_query(self.label, hosts)
-        self._ts_query = self._value_queries[TS_TAG]  # every host's newest scrape
         self.watched: tuple[str, ...] = ()  # hosts on screen: refreshed every time (watch)
         self._focus_queries: dict[str, str] = {}
+        self._plan_queries()
         self._sweep_due = 0  # refreshes until the next sweep of the whole fleet
         self._scraped: dict[str, float] = {}  # node -> newest scrape time seen (health of unswept nodes)
         self.sweeps = 0
@@ -251,18 +406,27 @@ class PrometheusSource:
         self.history_error: str | None = None  # why the last load_history got nothing
         self.source_text = _source_text(self.client, spec)
 
+    def _plan_queries(self) -> None:
+        """The value queries for the current plan (again when a layout changes it)."""
+        self._value_queries = value_queries(self.label, self._hosts, plan=self.plan)
+        self._fast_queries = value_queries(self.label, self._hosts, slow=False, plan=self.plan)
+        self._ts_query = self._value_queries[TS_TAG]  # every host's newest scrape
+        self._focus_queries = self._focus_for(self.watched)
+
+    def _focus_for(self, hosts: Sequence[str]) -> dict[str, str]:
+        if not hosts:
+            return {}
+        queries = value_queries(self.label, list(hosts), slow=True, plan=self.plan)
+        queries[TS_TAG] = self._ts_query
+        return queries
+
     def watch(self, nodes: Sequence[str]) -> None:
         """The nodes on screen: their values every refresh, the others' at every sweep."""
         hosts = tuple(sorted({self.wanted[n] for n in nodes if n in self.wanted}))
         if hosts == self.watched:
             return
         self.watched = hosts
-        if hosts:
-            queries = value_queries(self.label, list(hosts), slow=True)
-            queries[TS_TAG] = self._ts_query
-            self._focus_queries = queries
-        else:
-            self._focus_queries = {}
+        self._focus_queries = self._focus_for(hosts)
 
     # Sample age over these = stale, then down (the scrape interval is a floor for both).
     def stale_after(self) -> float:
@@ -279,7 +443,8 @@ class PrometheusSource:
             try:
                 await self.refresh()
             except Exception as exc:  # noqa: BLE001 - a bug here must not freeze every node silently
-                self.last_error = self.client.redact(f"prometheus source failed: {type(exc).__name__}: {exc}")
+                detail = clean_text(f"{type(exc).__name__}: {exc}", 200)
+                self.last_error = self.client.redact(f"prometheus {self.client.url}: source failed: {detail}")
                 self._judge(self.clock(), failed=True)
             next_at += self.fleet.interval
             now = loop.time()
@@ -327,12 +492,16 @@ class PrometheusSource:
             if host_values is None or host_values.sample_ts is None:
                 continue
             self._scraped[node] = host_values.sample_ts
-            if not host_values.gpus:
+            if not host_values.gpus and not sweep:
                 continue  # between sweeps, a node off screen: only its scrape time came
+            # (at a sweep a node without values still gets its rows: a site may export only
+            # families the console does not read; its GPUs then show N/A, not "connecting")
             if static is None:
                 relayout = True  # a node that appeared since the last layout
                 continue
-            if len(host_values.gpus) != len(static) or static[-1].index < max(host_values.gpus, default=-1):
+            if host_values.gpus and (
+                len(host_values.gpus) != len(static) or static[-1].index < max(host_values.gpus, default=-1)
+            ):
                 relayout = True  # a partition switch: its GPUs changed
             if self._last_ts.get(node) == host_values.sample_ts:
                 continue  # no new scrape since the last refresh
@@ -352,7 +521,7 @@ class PrometheusSource:
         self._judge(self.clock(), failed=False)
         self.apply_cpu_s += time.thread_time() - t0
 
-    async def _parse(self, replies: dict[str, httpx.Response]) -> dict[str, DmeValues]:
+    async def _parse(self, replies: dict[str, Reply]) -> dict[str, DmeValues]:
         """Decode and parse_values one family at a time, yielding in between (a key press
         waits for one family, not the whole fleet's), each answer dropped once read."""
         values: dict[str, DmeValues] = {}
@@ -399,10 +568,13 @@ class PrometheusSource:
                         got.update(old)
 
     async def _refresh_layout(self, now: float) -> None:
-        layout = parse_layout(await self.client.query(self._layout_query), self.label)
+        plan, layout = await read_layout(self.client, self.spec, self._hosts)
         self.matched = match_hosts(self.wanted, layout)
         self.layout = {node: layout[host] for node, host in self.matched.items()}
         self._layout_at = now
+        if plan != self.plan:
+            self.plan = plan
+            self._plan_queries()
 
     def _judge(self, now: float, *, failed: bool) -> None:
         stale_after, down_after = self.stale_after(), self.down_after()
@@ -437,7 +609,8 @@ class PrometheusSource:
             return 0
         end = self.clock()
         step = max(self.fleet.interval, self.spec.scrape_interval or 0)
-        queries = value_queries(self.label, [host])
+        queries = value_queries(self.label, [host], plan=self.plan)
+        del queries[TS_TAG]  # the charts take the values' own times
         try:
             history = parse_history(await self.client.query_range_all(queries, end - window_s, end, step))
         except (PrometheusError, DmeResponseError) as exc:
@@ -447,10 +620,53 @@ class PrometheusSource:
 
     async def discover(self) -> list[str]:
         """Every hostname with DME series in Prometheus."""
-        return parse_hosts(await self.client.query(hosts_query(self.label)), self.label)
+        match = hosts_match(self.label, prefixes_for(self.spec.metric_prefix))
+        return sorted(clean_text(h) for h in parse_names(await self.client.label_values(self.label, match)))
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+# ---------------------------------------------------------------- the layout
+
+
+async def read_layout(
+    client: PrometheusClient, spec: PrometheusSpec, hosts: Sequence[str]
+) -> tuple[DmePlan, dict[str, tuple[GpuStatic, ...]]]:
+    """What Prometheus holds for these hosts -> the plan, and each host's GPUs.
+
+    Sent together: the metric names present (index only), the hosts with
+    gpu_nodes_total, every GPU's identity and VRAM from gpu_total_vram. Then, only
+    for profile hosts found in neither, their identity from every GPU family (a
+    site that does not export gpu_total_vram, or a host that is simply down)."""
+    label, prefixes = spec.hostname_label, prefixes_for(spec.metric_prefix)
+    budget = [client.max_body * 2]  # the layout's answers together, as each
+    names, nodes, gpus = await _all_or_none(
+        [
+            client.label_values("__name__", names_match(label, hosts, prefixes), budget),
+            client.query(nodes_query(label, hosts, prefixes), budget),
+            client.query(layout_query(label, hosts, prefixes), budget),
+        ]
+    )
+    found_names = parse_names(names)
+    with_nodes = set(parse_hosts(nodes, label))
+    layout = parse_layout(gpus, label)
+    with_vram = set(layout)
+    seen = {short_name(h) for h in (*layout, *with_nodes)}
+    missing = sorted({h for h in hosts if short_name(h) not in seen})
+    if missing or with_nodes - set(layout):  # hosts whose GPUs gpu_total_vram does not give
+        query = layout_query(label, missing, prefixes, every_family=True)
+        if with_nodes - set(layout):
+            exact = layout_query(label, sorted(with_nodes - set(layout)), prefixes, every_family=True, exact=True)
+            query = f"{query} or {exact}" if missing else exact
+        for host, rows in parse_layout(await client.query(query, budget), label, with_vram=False).items():
+            layout.setdefault(host, rows)
+    # each host's scrape time from its cheapest family: gpu_nodes_total, gpu_total_vram, else any
+    ts_family = {
+        h: "gpu_nodes_total" if h in with_nodes else "gpu_total_vram" if h in with_vram else "*" for h in layout
+    }
+    partitioned = any(g.compute_partition not in (None, "SPX") for rows in layout.values() for g in rows)
+    return make_plan(found_names, spec.metric_prefix, ts_family, partitioned), layout
 
 
 # ---------------------------------------------------------------- one-shot (`rocm-console status`)
@@ -458,6 +674,16 @@ class PrometheusSource:
 
 def _source_text(client: PrometheusClient, spec: PrometheusSpec) -> str:
     return f"prometheus {client.url}" + (f", scrape {spec.scrape_interval:g}s" if spec.scrape_interval else "")
+
+
+def _failure(client: PrometheusClient, exc: BaseException) -> str:
+    """Any failure of a one-shot read as one line naming Prometheus (never a traceback)."""
+    if isinstance(exc, PrometheusError):
+        return client.redact(exc.reason)
+    if isinstance(exc, DmeResponseError):
+        return client.redact(f"prometheus {client.url}: {exc}")
+    detail = clean_text(f"{type(exc).__name__}: {exc}", 200)
+    return client.redact(f"prometheus {client.url}: unusable answer ({detail})")
 
 
 async def collect_prometheus_status(
@@ -468,23 +694,24 @@ async def collect_prometheus_status(
     client: PrometheusClient | None = None,
     clock: Callable[[], float] = time.time,
 ) -> list[NodeSnapshot]:
-    """One snapshot per node from two instant queries for all of them."""
+    """One snapshot per node: the layout, then the values of every node at once."""
     client = client or PrometheusClient(spec, timeout=timeout)
     label = spec.hostname_label
     wanted = {n.name: node_host(n) for n in nodes}
     hosts = sorted(set(wanted.values()))
+
+    async def read() -> tuple[dict[str, tuple[GpuStatic, ...]], dict[str, DmeValues]]:
+        plan, layout = await read_layout(client, spec, hosts)
+        payloads = await client.query_all(value_queries(label, hosts, plan=plan))
+        return layout, parse_values(payloads, label)
+
     try:
-        layout_payload, values_payload = await asyncio.wait_for(
-            asyncio.gather(client.query(layout_query(label, hosts)), client.query_all(value_queries(label, hosts))),
-            timeout,
-        )
-        layout = parse_layout(layout_payload, label)
-        values = parse_values(values_payload, label)
+        layout, values = await asyncio.wait_for(read(), timeout)
     except asyncio.TimeoutError:
         reason = f"prometheus {client.url}: no answer within {timeout:g} s"
         return [NodeSnapshot(n.name, NodeHealth.DOWN, error=f"{n.name}: {reason}") for n in nodes]
-    except (PrometheusError, DmeResponseError) as exc:
-        reason = client.redact(exc.reason if isinstance(exc, PrometheusError) else f"prometheus {client.url}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - whatever came back, each node gets one line
+        reason = _failure(client, exc)
         return [NodeSnapshot(n.name, NodeHealth.DOWN, error=f"{n.name}: {reason}") for n in nodes]
     finally:
         await client.aclose()
@@ -524,12 +751,15 @@ async def discover_hosts(
     """Hostnames with DME series in Prometheus that no profile node matches. Raises PrometheusError."""
     client = client or PrometheusClient(spec, timeout=timeout)
     try:
-        payload = await asyncio.wait_for(client.query(hosts_query(spec.hostname_label)), timeout)
-        found = parse_hosts(payload, spec.hostname_label)
+        match = hosts_match(spec.hostname_label, prefixes_for(spec.metric_prefix))
+        payload = await asyncio.wait_for(client.label_values(spec.hostname_label, match), timeout)
+        found = sorted(clean_text(h) for h in parse_names(payload))
     except asyncio.TimeoutError:
         raise PrometheusError(f"prometheus {client.url}: no answer within {timeout:g} s") from None
-    except DmeResponseError as exc:
-        raise PrometheusError(f"prometheus {client.url}: {exc}") from None
+    except PrometheusError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        raise PrometheusError(_failure(client, exc)) from None
     finally:
         await client.aclose()
     return unmatched_hosts([node_host(n) for n in nodes], found)

@@ -3,14 +3,32 @@
 Serves DME's Prometheus text format on 127.0.0.1 only, with the values of the
 simulated amdsmi (console/sim/amdsmi/, one instance per node, each with its
 own state folder), so a real Prometheus can scrape it for the demo and the
-tests. Metric and label names follow DME (docs/prometheus.md).
+tests. Metric and label names follow DME as it is (docs/prometheus.md; checked
+against DME's published list by tests/core/test_dme_contract.py):
+
+* every metric name may carry a prefix (DME's MetricsFieldPrefix, e.g. amd_);
+* labels: DME's always-present set (hostname, gpu_id, gpu_partition_id,
+  serial_number, card_model (part number), gpu_*_partition_type,
+  deployment_mode, pod, namespace, container, job_*) plus card_series (market
+  name, on in DME's example config), sorted as DME's Go client writes them;
+* a partitioned GPU's device values (gfx and memory activity, temperatures,
+  clocks) only on its partition 0, power 0 on the others; each partition's own
+  load in gpu_gfx_busy_instantaneous, one series per XCC (xcc_index);
+* gpu_clock with lower-case clock_type, one system clock per XCD (clock_index
+  0..n-1), then memory, soc, video, data;
+* a node spec's "dme_platform": "mi2xx" exports as DME does on MI2xx:
+  gpu_partition_id "NA", partition types "none", gpu_edge_temperature and
+  gpu_average_package_power instead of the junction and package power, no
+  per-XCC busy.
 
     python3 -m console.sim.dme_exporter --fleet 4 --prefix sim- --state-dir /tmp/x
-    python3 console/sim/dme_exporter.py --nodes fleet.json --port 0
+    python3 console/sim/dme_exporter.py --nodes fleet.json --port 0 --metric-prefix amd_
 
 Paths: /nodes/<hostname>/metrics (one node, as if it were that node's own
 exporter on port 5000) and /metrics (every node). The first line on stdout is
 JSON: {"port": N, "nodes": [...]}; the process runs until it is stopped.
+Node spec keys besides the simulator's own: metric_prefix, dme_platform,
+card_series, card_model.
 
 stdlib only, Python >= 3.8, never imports console (it may run on a node).
 """
@@ -29,19 +47,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PARTITIONS = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": 8}
 
-# (metric, help): help texts are ours; the names are DME's.
+# (metric, help): help texts are ours; the names are DME's. Written in this order.
 FAMILIES = (
     ("gpu_nodes_total", "Number of GPUs on the node"),
-    ("gpu_gfx_activity", "GFX engine activity in percent"),
-    ("gpu_umc_activity", "Memory controller activity in percent"),
+    ("gpu_gfx_activity", "GFX engine activity in percent (device, on partition 0)"),
+    ("gpu_gfx_busy_instantaneous", "GFX busy in percent, per partition and XCC"),
+    ("gpu_umc_activity", "Memory controller activity in percent (device, on partition 0)"),
     ("gpu_used_vram", "VRAM in use, MB"),
     ("gpu_total_vram", "VRAM size, MB"),
-    ("gpu_package_power", "Socket power, W"),
-    ("gpu_power_usage", "GPU power, W"),
+    ("gpu_package_power", "Socket power, W (partition 0; 0 on the others)"),
+    ("gpu_average_package_power", "Average socket power, W"),
+    ("gpu_power_usage", "GPU power, W (partition 0; 0 on the others)"),
     ("gpu_junction_temperature", "Hotspot temperature, Celsius"),
+    ("gpu_edge_temperature", "Edge temperature, Celsius"),
     ("gpu_memory_temperature", "Memory temperature, Celsius"),
     ("gpu_clock", "Clock frequencies, MHz"),
 )
+MI2XX_ONLY = ("gpu_edge_temperature", "gpu_average_package_power")
+MI3XX_ONLY = ("gpu_junction_temperature", "gpu_package_power", "gpu_gfx_busy_instantaneous")
 
 
 def _load_amdsmi(name):
@@ -63,19 +86,66 @@ def _num(value):
 
 
 def _fmt(value):
-    return "{:g}".format(value) if value is not None else "NaN"
+    if value is None:
+        return "NaN"
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else "{:g}".format(value)
 
 
 def _esc(text):
     return str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+def _labels(pairs):
+    """Label text in DME's order (sorted by name, as its Go client writes them)."""
+    return ",".join('{}="{}"'.format(k, _esc(v)) for k, v in sorted(pairs))
+
+
+_OTHER_CLOCKS = ("current_uclk", "current_socclk", "current_vclk0", "current_dclk0")
+_OTHER_KINDS = ("memory", "soc", "video", "data")
+_EXTRAS = {}  # type: dict  # index label texts, made once
+
+
+def _xcc(i):
+    text = _EXTRAS.get(("xcc", i))
+    if text is None:
+        text = _EXTRAS[("xcc", i)] = 'xcc_index="{}"'.format(i)
+    return text
+
+
+def _clock(i, kind):
+    text = _EXTRAS.get((kind, i))
+    if text is None:
+        text = _EXTRAS[(kind, i)] = 'clock_index="{}",clock_type="{}"'.format(i, kind)
+    return text
+
+
+_SPLITS = {}  # type: dict  # (label text, first extra key) -> (labels before it, labels after it)
+
+
+def _with(labels, extra):
+    """Label text with the index labels in their sorted place (DME sorts every label)."""
+    key = extra.split("=", 1)[0]
+    split = _SPLITS.get((labels, key))
+    if split is None:
+        if len(_SPLITS) > 100000:  # bounded: partition switches make new label texts
+            _SPLITS.clear()
+        parts = labels.split(",")
+        at = sum(1 for part in parts if part.split("=", 1)[0] < key)
+        split = _SPLITS[(labels, key)] = (",".join(parts[:at]), ",".join(parts[at:]))
+    head, tail = split
+    return ",".join(part for part in (head, extra, tail) if part)
+
+
 class SimNode:
     """One simulated node and the DME text of its GPUs."""
 
-    def __init__(self, hostname, spec, state_dir, index):
+    def __init__(self, hostname, spec, state_dir, index, prefix=""):
         self.hostname = hostname
         self.lock = threading.Lock()
+        self.prefix = spec.pop("metric_prefix", prefix) or ""
+        self.platform = str(spec.pop("dme_platform", "mi3xx")).lower()
+        self.card_series = spec.pop("card_series", None)
+        self.card_model = spec.pop("card_model", None)
         self.m = _load_amdsmi("_dme_sim_amdsmi_{}".format(index))
         self.folder, self.spec = os.path.join(state_dir, hostname), spec
         self.modes = ()  # (compute, memory) per physical GPU, as last enumerated
@@ -87,26 +157,37 @@ class SimNode:
         """The logical GPUs and their labels (again after a partition switch, as DME does)."""
         self.handles = self.m.amdsmi_get_processor_handles()
         self.labels = []  # per logical GPU: its label text without the braces
+        self._heads = {}  # (gpu, metric, index labels) -> the series' text before its value
         self.primary = {}  # physical -> primary handle
         for h in self.handles:
             if h.partition == 0:
                 self.primary[h.phys] = h
+        mi2xx = self.platform == "mi2xx"
         for h in self.handles:
             primary = self.primary[h.phys]
             asic = self.m.amdsmi_get_gpu_asic_info(primary)
-            compute = str(self.m.amdsmi_get_gpu_compute_partition(primary))
-            memory = str(self.m.amdsmi_get_gpu_memory_partition(primary))
-            pairs = (
-                ("card_model", asic.get("market_name")),
-                ("gpu_compute_partition_type", compute.lower()),
+            board = self.m.amdsmi_get_gpu_board_info(primary)
+            compute = "none" if mi2xx else str(self.m.amdsmi_get_gpu_compute_partition(primary)).lower()
+            memory = "none" if mi2xx else str(self.m.amdsmi_get_gpu_memory_partition(primary)).lower()
+            pairs = [
+                ("card_model", self.card_model or board.get("model_number") or ""),
+                ("card_series", self.card_series or asic.get("market_name") or ""),
+                ("container", ""),
+                ("deployment_mode", "baremetal"),
+                ("gpu_compute_partition_type", compute),
                 ("gpu_id", h.index),
-                ("gpu_memory_partition_type", memory.lower()),
-                ("gpu_partition_id", h.partition),
+                ("gpu_memory_partition_type", memory),
+                ("gpu_partition_id", "NA" if mi2xx else h.partition),
                 ("hostname", self.hostname),
+                ("job_id", ""),
+                ("job_partition", ""),
+                ("job_user", ""),
+                ("namespace", ""),
+                ("pod", ""),
                 # a partition reports its parent's serial, like DME
                 ("serial_number", asic.get("asic_serial")),
-            )
-            self.labels.append(",".join('{}="{}"'.format(k, _esc(v)) for k, v in pairs))
+            ]
+            self.labels.append(_labels(pairs))
         self.modes = self._modes()
 
     def _modes(self):
@@ -148,7 +229,7 @@ class SimNode:
             self.page = text.encode("utf-8")
 
     def values(self):
-        """Per logical GPU: {metric: value}; clocks as gfx_clock / mem_clock."""
+        """Per logical GPU: {metric: [(extra label text, value), ...]}, as DME exports them."""
         m = self.m
         physical = {}
         for phys, h in self.primary.items():
@@ -156,6 +237,7 @@ class SimNode:
                 physical[phys] = m.amdsmi_get_gpu_metrics_info(h)
             except m.AmdSmiException:
                 physical[phys] = {}
+        mi2xx = self.platform == "mi2xx"
         out = []
         for h in self.handles:
             raw = physical.get(h.phys) or {}
@@ -163,53 +245,71 @@ class SimNode:
                 usage = m.amdsmi_get_gpu_vram_usage(h)
             except m.AmdSmiException:
                 usage = {}
-            xcps = raw.get("xcp_stats.gfx_busy_inst") or []
-            if h.num_partitions == 1:
-                util = _num(raw.get("average_gfx_activity"))
-            else:
-                cells = xcps[h.partition] if h.partition < len(xcps) else []
-                row = [v for v in cells if _num(v) is not None and 0 <= v <= 100]  # "N/A" pads unused XCCs
-                util = sum(row) / float(len(row)) if row else None
+            first = h.partition == 0
             power = _num(raw.get("current_socket_power"))
-            out.append(
-                {
-                    "gpu_gfx_activity": util,
-                    "gpu_umc_activity": _num(raw.get("average_umc_activity")),
-                    "gpu_used_vram": _num(usage.get("vram_used")),
-                    "gpu_total_vram": _num(usage.get("vram_total")),
-                    "gpu_package_power": power,
-                    "gpu_power_usage": power,
-                    "gpu_junction_temperature": _num(raw.get("temperature_hotspot")),
-                    "gpu_memory_temperature": _num(raw.get("temperature_mem")),
-                    "gfx_clock": _num(raw.get("current_gfxclk")),
-                    "mem_clock": _num(raw.get("current_uclk")),
-                }
-            )
+            row = {
+                "gpu_used_vram": [("", _num(usage.get("vram_used")))],
+                "gpu_total_vram": [("", _num(usage.get("vram_total")))],
+                # device power on partition 0, 0 on the others (no per-partition sensor)
+                "gpu_power_usage": [("", power if first else 0.0)],
+            }
+            if mi2xx:
+                row["gpu_average_package_power"] = [("", power)]
+            else:
+                row["gpu_package_power"] = [("", power if first else 0.0)]
+                xcps = raw.get("xcp_stats.gfx_busy_inst") or []
+                cells = xcps[h.partition] if h.partition < len(xcps) else []
+                # "N/A" pads the XCC slots a partition does not have
+                busy = [v for v in cells if _num(v) is not None and 0 <= v <= 100]
+                row["gpu_gfx_busy_instantaneous"] = [(_xcc(i), float(v)) for i, v in enumerate(busy)]
+            if first:
+                row["gpu_gfx_activity"] = [("", _num(raw.get("average_gfx_activity")))]
+                row["gpu_umc_activity"] = [("", _num(raw.get("average_umc_activity")))]
+                hot = _num(raw.get("temperature_hotspot"))
+                row["gpu_edge_temperature" if mi2xx else "gpu_junction_temperature"] = [("", hot)]
+                row["gpu_memory_temperature"] = [("", _num(raw.get("temperature_mem")))]
+                row["gpu_clock"] = self._clocks(raw)
+            out.append(row)
+        return out
+
+    @staticmethod
+    def _clocks(raw):
+        """One system clock per XCD, then memory, soc, video, data: clock_index in that order."""
+        gfx = [c for c in (raw.get("current_gfxclks") or [raw.get("current_gfxclk")]) if _num(c) is not None]
+        values = gfx + [raw.get(key) for key in _OTHER_CLOCKS]
+        kinds = ("system",) * len(gfx) + _OTHER_KINDS
+        out = []
+        for i, (kind, value) in enumerate(zip(kinds, values)):
+            number = _num(value)
+            if number is not None:
+                out.append((_clock(i, kind), number))
         return out
 
     def _render(self):
         values = self.values()
+        pre = self.prefix
+        skip = MI3XX_ONLY if self.platform == "mi2xx" else MI2XX_ONLY
         lines = []
         for metric, help_text in FAMILIES:
-            lines.append("# HELP {} {}".format(metric, help_text))
-            lines.append("# TYPE {} gauge".format(metric))
-            if metric == "gpu_nodes_total":
-                lines.append('gpu_nodes_total{{hostname="{}"}} {}'.format(_esc(self.hostname), len(self.handles)))
+            if metric in skip:
                 continue
-            for labels, row in zip(self.labels, values):
-                if metric == "gpu_clock":
-                    for index, kind, key in (
-                        (0, "GPU_CLOCK_TYPE_SYSTEM", "gfx_clock"),
-                        (8, "GPU_CLOCK_TYPE_MEMORY", "mem_clock"),
-                    ):
-                        if row[key] is not None:
-                            lines.append(
-                                'gpu_clock{{{},clock_index="{}",clock_type="{}"}} {}'.format(
-                                    labels, index, kind, _fmt(row[key])
-                                )
-                            )
-                elif row[metric] is not None:
-                    lines.append("{}{{{}}} {}".format(metric, labels, _fmt(row[metric])))
+            name = pre + metric
+            lines.append("# HELP {} {}".format(name, help_text))
+            lines.append("# TYPE {} gauge".format(name))
+            if metric == "gpu_nodes_total":
+                lines.append('{}{{hostname="{}"}} {}'.format(name, _esc(self.hostname), len(self.handles)))
+                continue
+            heads = self._heads
+            for gpu, (labels, row) in enumerate(zip(self.labels, values)):
+                for extra, value in row.get(metric, ()):
+                    if value is None:
+                        continue
+                    key = (gpu, metric, extra)
+                    head = heads.get(key)
+                    if head is None:  # "name{labels} ", made once per series (a pass only adds values)
+                        text = _with(labels, extra) if extra else labels
+                        head = heads[key] = "{}{{{}}} ".format(name, text)
+                    lines.append(head + _fmt(value))
         return "\n".join(lines) + "\n"
 
 
@@ -218,13 +318,13 @@ class Fleet:
     back to back when a pass takes longer): a scrape only copies bytes, so it never
     times out however big the fleet, and the values are at most one pass old."""
 
-    def __init__(self, nodes, state_dir, period=1.0):
+    def __init__(self, nodes, state_dir, period=1.0, prefix=""):
         self.period = period
         self.nodes = {}
         for i, node in enumerate(nodes):
             spec = dict(node)
             hostname = spec.pop("hostname")
-            self.nodes[hostname] = SimNode(hostname, spec, state_dir, i)
+            self.nodes[hostname] = SimNode(hostname, spec, state_dir, i, prefix)
         self.pass_seconds = 0.0  # how long the last full render pass took
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._render_loop, name="dme-render", daemon=True)
@@ -329,6 +429,7 @@ def main(argv=None):
     parser.add_argument(
         "--period", type=float, default=1.0, help="seconds between render passes (back to back when a pass is longer)"
     )
+    parser.add_argument("--metric-prefix", default="", help="DME's MetricsFieldPrefix for every node, e.g. amd_")
     parser.add_argument("--parent-pid", type=int, help="exit when this process is gone (no orphan exporter)")
     args = parser.parse_args(argv)
     nodes = []
@@ -338,7 +439,7 @@ def main(argv=None):
     nodes += fleet_specs(args.fleet, args.prefix, args.gpu, args.gpus, args.compute, args.memory)
     if not nodes:
         parser.error("no nodes: give --nodes or --fleet")
-    fleet = Fleet(nodes, args.state_dir, args.period)
+    fleet = Fleet(nodes, args.state_dir, args.period, args.metric_prefix)
     fleet.start()
     server = _Server(("127.0.0.1", args.port), _handler(fleet))
     if args.parent_pid:

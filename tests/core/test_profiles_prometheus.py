@@ -37,6 +37,7 @@ def test_file_level_telemetry_applies_to_its_nodes_and_a_node_can_opt_out(tmp_pa
         ca_file = "/etc/ssl/site.pem"
         scrape_interval = 15
         hostname_label = "instance_host"
+        metric_prefix = "amd_"
 
         [nodes.gpu-001]
         host = "gpu-001.example.org"
@@ -52,11 +53,12 @@ def test_file_level_telemetry_applies_to_its_nodes_and_a_node_can_opt_out(tmp_pa
     prom = profile.prometheus
     assert prom is not None
     assert prom.url == "https://prom.example.org:9090/prom"  # trailing slash dropped
-    assert (prom.token_env, prom.ca_file, prom.scrape_interval, prom.hostname_label) == (
+    assert (prom.token_env, prom.ca_file, prom.scrape_interval, prom.hostname_label, prom.metric_prefix) == (
         "PROM_TOKEN",
         "/etc/ssl/site.pem",
         15.0,
         "instance_host",
+        "amd_",
     )
     by_name = {n.name: n for n in profile.nodes}
     assert by_name["gpu-001"].telemetry == "prometheus"
@@ -71,6 +73,13 @@ def test_per_node_telemetry_with_prometheus_in_another_file(tmp_path):
     profile = load_profile([prom, nodes])
     assert profile.nodes[0].telemetry == "prometheus"
     assert profile.prometheus is not None and profile.prometheus.hostname_label == "hostname"
+    assert profile.prometheus.metric_prefix is None  # unset: detected from what Prometheus holds
+
+
+def test_an_empty_metric_prefix_means_none(tmp_path):
+    path = write(tmp_path, "a.toml", '[prometheus]\nurl = "http://127.0.0.1:9090"\nmetric_prefix = ""\n')
+    prom = load_profile([path]).prometheus
+    assert prom is not None and prom.metric_prefix == ""
 
 
 @pytest.mark.parametrize(
@@ -92,6 +101,8 @@ def test_per_node_telemetry_with_prometheus_in_another_file(tmp_path):
             "did you mean 'scrape_interval'",
         ),
         ('[prometheus]\nurl = "http://x"\nhostname_label = "host-name"\n', 3, "prometheus", "hostname_label", "label"),
+        ('[prometheus]\nurl = "http://x"\nmetric_prefix = "amd-"\n', 3, "prometheus", "metric_prefix", "metric name"),
+        ('[prometheus]\nurl = "http://x"\nmetric_prefix = 1\n', 3, "prometheus", "metric_prefix", "expected"),
         ('telemetry = "snmp"\n', 1, None, "telemetry", "must be one of: ssh, prometheus"),
         ('[nodes.a]\nhost = "a"\ntelemetry = "dme"\n', 3, "nodes.a", "telemetry", "must be one of: ssh, prometheus"),
         ('[nodes.a]\nhost = "a"\ntelemetry = "prometheus"\n', 3, "nodes.a", "telemetry", "needs a [prometheus] table"),
@@ -108,6 +119,8 @@ def test_per_node_telemetry_with_prometheus_in_another_file(tmp_path):
         "interval",
         "typo",
         "label",
+        "prefix-dash",
+        "prefix-number",
         "file-telemetry",
         "node-telemetry",
         "node-without-prometheus",

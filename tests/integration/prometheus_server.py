@@ -7,6 +7,7 @@ writes a config that scrapes every node's path as its own target every
 127.0.0.1 only, and is stopped by the PID it started (SIGTERM, then SIGKILL).
 ``AuthProxy`` stands in for the auth gateway sites put in front of Prometheus:
 it forwards to Prometheus only requests that carry the right bearer token.
+``StaticMetrics`` serves fixed /metrics texts (real DME captures), one path each.
 """
 
 from __future__ import annotations
@@ -46,8 +47,11 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
 
 
 def _instance(target: str, path: str) -> str:
-    """'/nodes/gpu-7/metrics' -> 'gpu-7:5000' (DME's port), as if each node ran its own exporter."""
+    """'/nodes/gpu-7/metrics' -> 'gpu-7:5000' (DME's port), as if each node ran its own exporter;
+    '/captures/NAME' -> NAME."""
     parts = path.strip("/").split("/")
+    if len(parts) == 2 and parts[0] == "captures":
+        return parts[1]
     return f"{parts[1]}:5000" if len(parts) == 3 and parts[0] == "nodes" else target
 
 
@@ -88,6 +92,7 @@ class PrometheusServer:
     scrape_interval: float = 1.0
     port: int = 0
     proc: subprocess.Popen | None = None
+    metric_relabel: list[dict] | None = None  # the job's metric_relabel_configs (a site's renaming)
     log: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +117,7 @@ class PrometheusServer:
                         {"targets": [target], "labels": {"__metrics_path__": path, "instance": _instance(target, path)}}
                         for target, path in self.targets
                     ],
+                    **({"metric_relabel_configs": self.metric_relabel} if self.metric_relabel else {}),
                 }
             ],
         }
@@ -227,6 +233,49 @@ class AuthProxy:
     @property
     def url(self) -> str:
         return f"http://{HOST}:{self.server.server_address[1]}"
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class StaticMetrics:
+    """Serves fixed texts as /metrics on 127.0.0.1: GET /captures/NAME answers the file
+    NAME of ``folder`` up to its last newline (a capture cut mid-line ends in a fragment
+    that is no series)."""
+
+    def __init__(self, folder: Path, names: list[str]) -> None:
+        self.pages = {}
+        for name in names:
+            text = (folder / name).read_bytes()
+            self.pages[name] = text[: text.rfind(b"\n") + 1]
+        pages = self.pages
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                name = self.path.split("?", 1)[0].removeprefix("/captures/")
+                body = pages.get(name)
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format, *args) -> None:  # noqa: A002
+                pass
+
+        self.server = ThreadingHTTPServer((HOST, 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+
+    def targets(self) -> list[tuple[str, str]]:
+        return [(f"{HOST}:{self.server.server_address[1]}", f"/captures/{name}") for name in self.pages]
 
     def start(self) -> None:
         self.thread.start()

@@ -77,17 +77,26 @@ def profile_file(tmp_path: Path, url: str, extra: str = "", nodes: tuple[str, ..
 
 
 def exported(exporter: DmeExporter, host: str) -> dict[tuple[str, int, str | None], float]:
-    """What the simulated DME serves for a host: (metric, gpu_id, clock_type) -> value."""
+    """What the simulated DME serves for a host: (metric, gpu_id, clock_type) -> value; the
+    system clocks (one per XCD) by their highest, the per-XCC busy by their mean."""
     url = f"http://127.0.0.1:{exporter.port}/nodes/{host}/metrics"
     with urllib.request.urlopen(url, timeout=10) as reply:
         text = reply.read().decode()
-    out = {}
+    many: dict[tuple[str, int, str | None], list[float]] = {}
     for line in text.splitlines():
         found = LINE_RE.match(line)
         if found and found["name"] != "gpu_nodes_total":
             labels = dict(re.findall(r'(\w+)="([^"]*)"', found["labels"]))
-            out[(found["name"], int(labels["gpu_id"]), labels.get("clock_type"))] = float(found["value"])
-    return out
+            key = (found["name"], int(labels["gpu_id"]), labels.get("clock_type"))
+            many.setdefault(key, []).append(float(found["value"]))
+    return {k: (sum(v) / len(v) if k[0] == "gpu_gfx_busy_instantaneous" else max(v)) for k, v in many.items()}
+
+
+def util_of(want: dict, static) -> float:
+    """What the console shows as utilization: a partition's own busy, else the device's activity."""
+    if static.compute_partition not in ("SPX", None):
+        return want[("gpu_gfx_busy_instantaneous", static.index, None)]
+    return want[("gpu_gfx_activity", static.index, None)]
 
 
 async def wait_for(predicate, timeout: float, step: float = 0.1):
@@ -101,9 +110,9 @@ async def wait_for(predicate, timeout: float, step: float = 0.1):
 
 
 @contextlib.contextmanager
-def own_stack(tmp_path: Path, nodes: list[dict], series: int):
+def own_stack(tmp_path: Path, nodes: list[dict], series: int, env: dict | None = None):
     """An exporter and a Prometheus of the test's own (for tests that change or stop them)."""
-    exp = DmeExporter.start(tmp_path / "dme", nodes)
+    exp = DmeExporter.start(tmp_path / "dme", nodes, env=env)
     server = PrometheusServer(tmp_path / "prometheus", exp.targets())
     try:
         server.start()
@@ -142,17 +151,19 @@ def test_fleet_shows_the_values_the_simulated_exporter_exported(exporter, promet
         for static, m in zip(snap.static, snap.latest.gpus):
             i = m.index
             assert static.index == i
-            assert m.util_pct == want[("gpu_gfx_activity", i, None)]
+            assert m.util_pct == util_of(want, static)
             assert m.vram_used_mib == want[("gpu_used_vram", i, None)]
             assert m.vram_total_mib == want[("gpu_total_vram", i, None)]
             if static.partition_id == 0:  # device values on the first partition, as the agent shows them
                 assert m.power_w == want[("gpu_package_power", i, None)]
+                assert m.umc_pct == want[("gpu_umc_activity", i, None)]
                 assert m.temp_junction_c == want[("gpu_junction_temperature", i, None)]
                 assert m.temp_mem_c == want[("gpu_memory_temperature", i, None)]
-                assert m.gfx_clock_mhz == want[("gpu_clock", i, "GPU_CLOCK_TYPE_SYSTEM")]
-                assert m.mem_clock_mhz == want[("gpu_clock", i, "GPU_CLOCK_TYPE_MEMORY")]
-            else:
-                assert m.power_w is None and m.temp_junction_c is None
+                assert m.gfx_clock_mhz == want[("gpu_clock", i, "system")]
+                assert m.mem_clock_mhz == want[("gpu_clock", i, "memory")]
+            else:  # DME: power 0 and no temperature there; not the device's value again
+                assert want[("gpu_package_power", i, None)] == 0
+                assert m.power_w is None and m.temp_junction_c is None and m.gfx_clock_mhz is None
     cpx = snaps["cpx-b"].static
     assert len(cpx) == 16 and [g.physical for g in cpx] == [0] * 8 + [1] * 8
     assert [g.partition_id for g in cpx] == list(range(8)) * 2
@@ -257,8 +268,9 @@ def test_status_json_and_table_read_prometheus(exporter, prometheus, tmp_path, c
     want = exported(exporter, "cpx-b")
     gpus = nodes["cpx-b"]["gpus"]
     assert [g["index"] for g in gpus] == list(range(16))
-    assert [g["util_pct"] for g in gpus] == [want[("gpu_gfx_activity", i, None)] for i in range(16)]
+    assert [g["util_pct"] for g in gpus] == [want[("gpu_gfx_busy_instantaneous", i, None)] for i in range(16)]
     assert gpus[8]["power_w"] == want[("gpu_package_power", 8, None)]
+    assert [g["power_w"] is None for g in gpus] == [i % 8 != 0 for i in range(16)]
     assert nodes["spx-a"]["state"] == "live" and nodes["spx-a"]["source"].startswith("prometheus http://127.0.0.1:")
 
     assert main(["status", "--profile", str(path)]) == 0
@@ -431,3 +443,38 @@ def test_exporter_down_marks_its_node_stale_then_down(tmp_path):
         stale_error, down_error = asyncio.run(scenario())
     assert re.fullmatch(r"solo: no new DME sample in Prometheus for [3-6] s", stale_error or ""), stale_error
     assert re.fullmatch(r"solo: no new DME sample in Prometheus for 1\d s", down_error or ""), down_error
+
+
+def test_mi2xx_families_na_partitions_and_a_mixed_prefix_fleet(tmp_path, capsys):
+    """An MI2xx node (edge temperature, average package power, NA partition) whose DME
+    prefixes its names amd_, beside an MI300X node without a prefix, in one Prometheus."""
+    nodes = [
+        {"hostname": "mi2-a", "count": 2, "seed": 11, "dme_platform": "mi2xx", "card_series": "AMD Instinct MI210"},
+        {"hostname": "spx-c", "count": 1, "seed": 12},
+    ]
+    nodes[0]["metric_prefix"] = "amd_"
+    with own_stack(tmp_path, nodes, 0, env={"ROCM_CONSOLE_SIM_TIME": FROZEN}) as (exp, server):
+        server.wait_for_series(2, expr="count(amd_gpu_total_vram)")
+        server.wait_for_series(1, expr="count(gpu_total_vram)")
+        path = profile_file(tmp_path, server.url, nodes=("mi2-a", "spx-c"))
+        assert main(["status", "--profile", str(path), "--json"]) == 0
+        got = {n["name"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
+        url = f"http://127.0.0.1:{exp.port}/nodes/mi2-a/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            page = reply.read().decode()
+    want: dict[tuple[str, int], float] = {}
+    for line in page.splitlines():
+        found = re.match(r'^amd_(\w+)\{.*gpu_id="(\d+)".*\} (\S+)$', line)
+        if found and "clock_type" not in line:
+            want[(found[1], int(found[2]))] = float(found[3])
+    gpus = got["mi2-a"]["gpus"]
+    assert [(g["index"], g["physical"], g["partition_id"]) for g in gpus] == [(0, 0, 0), (1, 1, 0)]
+    for g in gpus:
+        i = g["index"]
+        assert (g["model"], g["compute_partition"], g["memory_partition"]) == ("AMD Instinct MI210", None, None)
+        assert g["power_w"] == want[("gpu_average_package_power", i)]  # MI2xx: no gpu_package_power
+        assert g["temp_junction_c"] == want[("gpu_edge_temperature", i)]  # the edge sensor stands in
+        assert g["util_pct"] == want[("gpu_gfx_activity", i)]
+        assert g["vram_total_mib"] == want[("gpu_total_vram", i)]
+    (spx,) = got["spx-c"]["gpus"]
+    assert spx["compute_partition"] == "SPX" and spx["power_w"] is not None and spx["temp_junction_c"] is not None

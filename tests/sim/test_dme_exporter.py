@@ -85,11 +85,16 @@ def test_serves_dme_families_and_labels_with_the_simulators_values(exporter, mon
     assert hello["nodes"] == ["spx-a", "cpx-b"]
     series = parse(fetch(hello["port"], "/nodes/cpx-b/metrics"))
     names = {name for name, _, _ in series}
-    assert {"gpu_gfx_activity", "gpu_used_vram", "gpu_total_vram", "gpu_package_power", "gpu_clock"} <= names
+    assert {"gpu_gfx_activity", "gpu_gfx_busy_instantaneous", "gpu_used_vram", "gpu_total_vram"} <= names
+    assert {"gpu_package_power", "gpu_junction_temperature", "gpu_clock"} <= names
+    assert not names & {"gpu_edge_temperature", "gpu_average_package_power"}  # MI2xx families
     gpu_series = [(n, lab, v) for n, lab, v in series if n != "gpu_nodes_total"]
     for _, labels, _ in gpu_series:
         assert labels["hostname"] == "cpx-b"
         assert labels["gpu_compute_partition_type"] == "cpx" and labels["gpu_memory_partition_type"] == "nps1"
+        assert labels["card_series"] == "AMD Instinct MI300X" and labels["card_model"].startswith("102-")
+        assert labels["deployment_mode"] == "baremetal"
+        assert all(labels[k] == "" for k in ("pod", "namespace", "container", "job_id", "job_user", "job_partition"))
     # 2 physical MI300X in CPX: 16 logical GPUs, partition ids 0-7, one serial per device
     ids = {(int(lab["gpu_id"]), int(lab["gpu_partition_id"]), lab["serial_number"]) for _, lab, _ in gpu_series}
     assert sorted(i for i, _, _ in ids) == list(range(16))
@@ -101,17 +106,51 @@ def test_serves_dme_families_and_labels_with_the_simulators_values(exporter, mon
     sim = load_sim(state / "cpx-b", "cpx")
     handles = sim.amdsmi_get_processor_handles()
     raw = sim.amdsmi_get_gpu_metrics_info(handles[8])  # physical 1's primary partition
-    value = {(n, int(lab["gpu_id"]), lab.get("clock_type")): v for n, lab, v in gpu_series}
+    value = {(n, int(lab["gpu_id"]), lab.get("clock_index") or lab.get("xcc_index")): v for n, lab, v in gpu_series}
+    clocks = {
+        (int(lab["gpu_id"]), lab["clock_index"]): lab["clock_type"] for n, lab, _ in gpu_series if n == "gpu_clock"
+    }
+    # device values on partition 0 only; the other partitions: power 0, no temperature, no clock
     assert value[("gpu_package_power", 8, None)] == raw["current_socket_power"]
+    assert value[("gpu_package_power", 9, None)] == 0 and value[("gpu_power_usage", 9, None)] == 0
     assert value[("gpu_junction_temperature", 8, None)] == raw["temperature_hotspot"]
-    assert value[("gpu_clock", 8, "GPU_CLOCK_TYPE_SYSTEM")] == raw["current_gfxclk"]
-    assert value[("gpu_clock", 8, "GPU_CLOCK_TYPE_MEMORY")] == raw["current_uclk"]
+    assert ("gpu_junction_temperature", 9, None) not in value and ("gpu_clock", 9, "0") not in value
+    assert value[("gpu_gfx_activity", 8, None)] == raw["average_gfx_activity"]
+    assert ("gpu_gfx_activity", 11, None) not in value  # activity: partition 0 only, as DME
+    # one system clock per XCD (lower-case clock_type), then memory at the next index
+    assert [clocks[(8, str(i))] for i in range(9)] == ["system"] * 8 + ["memory"]
+    assert [value[("gpu_clock", 8, str(i))] for i in range(8)] == raw["current_gfxclks"]
+    assert value[("gpu_clock", 8, "8")] == raw["current_uclk"]
+    # each partition's own load: one busy series per XCC it has (one in CPX)
     busy = raw["xcp_stats.gfx_busy_inst"][3]  # partition 3 of that device = gpu_id 11
     row = [b for b in busy if isinstance(b, int) and b < 0xFFFF]
-    assert value[("gpu_gfx_activity", 11, None)] == pytest.approx(sum(row) / len(row))
+    assert [value[("gpu_gfx_busy_instantaneous", 11, str(i))] for i in range(len(row))] == row
     usage = sim.amdsmi_get_gpu_vram_usage(handles[11])
     assert value[("gpu_used_vram", 11, None)] == usage["vram_used"]
     assert value[("gpu_total_vram", 11, None)] == usage["vram_total"]
+
+
+def test_prefix_and_mi2xx_platform(tmp_path):
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(
+        json.dumps([{"hostname": "old", "count": 1, "dme_platform": "mi2xx", "card_series": "AMD Instinct MI210"}])
+    )
+    argv = [sys.executable, str(EXPORTER), "--nodes", str(nodes), "--state-dir", str(tmp_path / "s")]
+    proc = subprocess.Popen([*argv, "--metric-prefix", "amd_"], stdout=subprocess.PIPE, text=True)
+    try:
+        hello = json.loads(proc.stdout.readline())
+        series = parse(fetch(hello["port"], "/metrics"))
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    names = {name for name, _, _ in series}
+    assert all(name.startswith("amd_gpu_") for name in names)
+    assert {"amd_gpu_edge_temperature", "amd_gpu_average_package_power"} <= names
+    assert not names & {"amd_gpu_junction_temperature", "amd_gpu_package_power", "amd_gpu_gfx_busy_instantaneous"}
+    labels = [lab for name, lab, _ in series if name != "amd_gpu_nodes_total"]
+    assert {(lab["gpu_partition_id"], lab["gpu_compute_partition_type"], lab["card_series"]) for lab in labels} == {
+        ("NA", "none", "AMD Instinct MI210")
+    }
 
 
 def test_every_node_on_metrics_and_unknown_node_is_404(exporter):
