@@ -17,14 +17,10 @@ from dataclasses import replace
 from datetime import date, datetime, time
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib  # type: ignore[no-redef]
-
 from console.core.errors import ProfileError
 from console.core.model import BenchPreset, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
+from console.core.toml_source import Invalid, TomlContext, fmt_path, parse_toml, read_text
 
 __all__ = [
     "COMPUTE_PARTITIONS",
@@ -130,8 +126,8 @@ def load_profile(paths: Sequence[str | Path]) -> Profile:
     merged = _Merged()
     for path in _unique([Path(p) for p in paths]):
         file = str(path)
-        ctx = _Context(file, _read_text(path, file))
-        _merge_file(merged, ctx, _parse_toml(ctx))
+        ctx = TomlContext(file, read_text(path, file))
+        _merge_file(merged, ctx, parse_toml(ctx))
     return Profile(
         nodes=tuple(n for n, _ in merged.nodes.values()),
         serve_presets=tuple(s for s, _ in merged.serve.values()),
@@ -163,182 +159,6 @@ def _unique(paths: list[Path]) -> list[Path]:
     return out
 
 
-def _read_text(path: Path, file: str) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ProfileError(file, None, None, None, f"cannot read file: {reason}") from None
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # a UTF-16 (or UTF-32 LE) byte order mark
-        raise ProfileError(file, None, None, 1, "UTF-16 text (a UTF-16 byte order mark): save the file as UTF-8")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        # name the key whose line holds the bad byte, like every other profile error
-        where = _Locator(data.decode("utf-8", errors="replace").removeprefix("\ufeff")).at_line(line)
-        table, key = (_fmt_path(where[0]) if where[0] else None, _fmt_path(where[1]) if where[1] else None)
-        raise ProfileError(file, table, key, line, "not UTF-8 text (save the file as UTF-8)") from None
-    return text.removeprefix("\ufeff")  # editors on Windows add a UTF-8 BOM: harmless, dropped
-
-
-def _parse_toml(ctx: _Context) -> dict:
-    try:
-        return tomllib.loads(ctx.text)
-    except tomllib.TOMLDecodeError as exc:
-        text = str(exc)
-        line = None
-        found = re.search(r"\s*\(at line (\d+), column (\d+)\)", text)
-        if found:
-            line = int(found.group(1))
-            text = text[: found.start()] + f" (column {found.group(2)})" + text[found.end() :]
-        elif "(at end of document)" in text:
-            line = ctx.text.count("\n") + 1
-            text = text.replace(" (at end of document)", " (at end of file)")
-        raise ProfileError(ctx.file, None, None, line, f"invalid TOML: {text}") from None
-
-
-# ---------------------------------------------------------------- line finder
-
-
-class _Locator:
-    """Maps a key path to the line that defines it.
-
-    tomllib reports lines only for syntax errors, so scan the text: track the
-    current [table] header and note each `key =` line as (line, full path).
-    """
-
-    def __init__(self, text: str) -> None:
-        self._kinds = list(_scan_lines(text))
-        self._entries = [(lineno, path) for lineno, path, _ in self._kinds]
-
-    def at_line(self, line: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(table, key) defined on a line: the table of a `[header]` line or a `key =` line
-        (key empty for a header), or both empty when the line defines neither."""
-        table: tuple[str, ...] = ()
-        for lineno, path, is_table in self._kinds:
-            if lineno > line:
-                break
-            if is_table:
-                table = path
-                if lineno == line:
-                    return path, ()
-            elif lineno == line:
-                return table, path[len(table) :]
-        return (), ()
-
-    def find(self, target: tuple[str, ...]) -> int | None:
-        """First line whose path is the longest prefix of target; else the first
-        line inside target (a table only defined by its sub-tables); else None."""
-        best_line, best_len = None, 0
-        for lineno, path in self._entries:
-            n = len(path)
-            if best_len < n <= len(target) and target[:n] == path:
-                best_line, best_len = lineno, n
-        if best_line is None:
-            inside = (ln for ln, path in self._entries if path[: len(target)] == target)
-            best_line = next(inside, None)
-        return best_line
-
-
-def _scan_lines(text: str):
-    table: tuple[str, ...] = ()
-    open_string: str | None = None  # delimiter of a multi-line string in progress
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if open_string:
-            if line.count(open_string) % 2:
-                open_string = None
-            continue
-        stripped = line.lstrip()
-        if stripped.startswith("["):
-            parsed = _parse_key_path(stripped, 2 if stripped.startswith("[[") else 1)
-            if parsed:
-                table = parsed[0]
-                yield lineno, table, True
-            continue
-        parsed = _parse_key_path(line, 0)
-        if parsed and line[parsed[1] : parsed[1] + 1] == "=":
-            yield lineno, table + parsed[0], False
-            rest = line[parsed[1] + 1 :]
-            open_string = next((d for d in ('"""', "'''") if rest.count(d) % 2), None)
-
-
-def _parse_key_path(text: str, pos: int) -> tuple[tuple[str, ...], int] | None:
-    """Parse a dotted TOML key at pos; return (parts, position after it)."""
-    parts: list[str] = []
-    while True:
-        pos = _skip_blanks(text, pos)
-        part = _parse_key_part(text, pos)
-        if part is None:
-            return None
-        parts.append(part[0])
-        pos = _skip_blanks(text, part[1])
-        if text[pos : pos + 1] != ".":
-            return tuple(parts), pos
-        pos += 1
-
-
-def _parse_key_part(text: str, pos: int) -> tuple[str, int] | None:
-    quote = text[pos : pos + 1]
-    if quote == "'":
-        end = text.find("'", pos + 1)
-        return None if end < 0 else (text[pos + 1 : end], end + 1)
-    if quote == '"':
-        end = pos + 1
-        while end < len(text) and text[end] != '"':
-            end += 2 if text[end] == "\\" else 1
-        if end >= len(text):
-            return None
-        try:  # let the TOML parser decode the escapes exactly
-            return tomllib.loads(f"k = {text[pos : end + 1]}")["k"], end + 1
-        except tomllib.TOMLDecodeError:
-            return None
-    found = _BARE_KEY_RE.match(text, pos)
-    return (found.group(), found.end()) if found else None
-
-
-def _skip_blanks(text: str, pos: int) -> int:
-    while text[pos : pos + 1] in (" ", "\t"):
-        pos += 1
-    return pos
-
-
-# ---------------------------------------------------------------- context
-
-
-class _Context:
-    """One file being loaded: its name, text and line finder."""
-
-    def __init__(self, file: str, text: str) -> None:
-        self.file = file
-        self.text = text
-        self.locator = _Locator(text)
-
-    def error(self, table: tuple[str, ...] | None, key: tuple[str, ...], message: str) -> ProfileError:
-        path = (table or ()) + key
-        return ProfileError(
-            self.file,
-            _fmt_path(table) if table else None,
-            _fmt_path(key) if key else None,
-            self.locator.find(path) if path else None,
-            message,
-        )
-
-
-def _fmt_path(parts: tuple[str, ...]) -> str:
-    """Dotted TOML path, quoting parts that are not bare keys."""
-    return ".".join(p if _BARE_KEY_RE.fullmatch(p) else json.dumps(p, ensure_ascii=False) for p in parts)
-
-
-class _Invalid(Exception):
-    """A value failed a check; key is the path below the table, if any."""
-
-    def __init__(self, message: str, key: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.message = message
-        self.key = key
-
-
 # ---------------------------------------------------------------- value checks
 
 _Check = Callable[[object], object]
@@ -368,8 +188,8 @@ def _describe(value: object) -> str:
     return type(value).__name__
 
 
-def _expected(what: str, value: object) -> _Invalid:
-    return _Invalid(f"expected {what}, got {_describe(value)}")
+def _expected(what: str, value: object) -> Invalid:
+    return Invalid(f"expected {what}, got {_describe(value)}")
 
 
 def _is_int(value: object) -> bool:
@@ -385,9 +205,9 @@ def _text(value: object) -> str:
     if not isinstance(value, str):
         raise _expected("a string", value)
     if not value.strip():
-        raise _Invalid("must not be empty")
+        raise Invalid("must not be empty")
     if any(c in value for c in "\n\r\0"):
-        raise _Invalid("must be a single line")
+        raise Invalid("must be a single line")
     return value
 
 
@@ -395,7 +215,7 @@ def _token(value: object) -> str:
     """A non-empty string without spaces (host names, users, images)."""
     text = _text(value)
     if any(c.isspace() for c in text):
-        raise _Invalid(f"must not contain spaces, got {_describe(text)}")
+        raise Invalid(f"must not contain spaces, got {_describe(text)}")
     return text
 
 
@@ -416,7 +236,7 @@ def _int_range(low: int, high: int | None = None) -> Callable[[object], int]:
         number = _integer(value)
         if number < low or (high is not None and number > high):
             bounds = f"{low}..{high}" if high is not None else f">= {low}"
-            raise _Invalid(f"must be {bounds}, got {number}")
+            raise Invalid(f"must be {bounds}, got {number}")
         return number
 
     return check
@@ -430,21 +250,21 @@ def _number(value: object) -> float:
         raise _expected("a number", value)
     number = float(value)  # type: ignore[arg-type]
     if not math.isfinite(number):
-        raise _Invalid(f"must be a finite number, got {value}")
+        raise Invalid(f"must be a finite number, got {value}")
     return number
 
 
 def _positive(value: object) -> float:
     number = _number(value)
     if number <= 0:
-        raise _Invalid(f"must be > 0, got {value}")
+        raise Invalid(f"must be > 0, got {value}")
     return number
 
 
 def _range_ratio(value: object) -> float:
     number = _number(value)
     if not 0 <= number < 1:  # vLLM's random dataset asserts 0 <= ratio < 1
-        raise _Invalid(f"must be >= 0 and < 1, got {value}")
+        raise Invalid(f"must be >= 0 and < 1, got {value}")
     return number
 
 
@@ -456,7 +276,7 @@ def _choice(*choices: str) -> _Check:
         if not isinstance(value, str):
             raise _expected("a string", value)
         if value.casefold() not in by_fold:
-            raise _Invalid(f"must be one of: {', '.join(choices)} (got {_describe(value)})")
+            raise Invalid(f"must be one of: {', '.join(choices)} (got {_describe(value)})")
         return by_fold[value.casefold()]
 
     return check
@@ -467,7 +287,7 @@ def _string_list(value: object) -> tuple[str, ...]:
         raise _expected("an array of strings", value)
     for i, item in enumerate(value, 1):
         if not isinstance(item, str):
-            raise _Invalid(f"item {i}: expected a string, got {_describe(item)}")
+            raise Invalid(f"item {i}: expected a string, got {_describe(item)}")
     return tuple(value)
 
 
@@ -475,7 +295,7 @@ def _args(value: object) -> tuple[str, ...]:
     args = _string_list(value)
     for arg in args:
         if _flag(arg) in _SECRET_FLAGS:
-            raise _Invalid(f"{arg.split('=', 1)[0]}: {_SECRET_MSG}")
+            raise Invalid(f"{arg.split('=', 1)[0]}: {_SECRET_MSG}")
     return args
 
 
@@ -502,12 +322,12 @@ def _env(value: object) -> tuple[tuple[str, str], ...]:
     pairs = []
     for name, item in value.items():
         if _looks_secret(name):
-            raise _Invalid(_SECRET_MSG, (name,))
+            raise Invalid(_SECRET_MSG, (name,))
         if not _ENV_NAME_RE.match(name):
-            raise _Invalid("not a valid environment variable name", (name,))
+            raise Invalid("not a valid environment variable name", (name,))
         if not isinstance(item, str):
             hint = f'; write "{item}"' if _is_number(item) else ""
-            raise _Invalid(f"expected a string, got {_describe(item)}{hint}", (name,))
+            raise Invalid(f"expected a string, got {_describe(item)}{hint}", (name,))
         pairs.append((name, item))
     return tuple(pairs)
 
@@ -521,7 +341,7 @@ def _bind_address(value: object) -> str:
     the console's own health checks and clients, which dial 127.0.0.1 on the node, outside."""
     text = _token(value)
     if text not in _BIND_ADDRESSES:
-        raise _Invalid(
+        raise Invalid(
             f"expected 127.0.0.1 (the node only, reached through SSH) or 0.0.0.0 (every address), got {_describe(text)}"
         )
     return text
@@ -531,7 +351,7 @@ def _variable_name(value: object) -> str:
     """The name of an environment variable (that holds a secret), never the secret itself."""
     text = _token(value)
     if not _ENV_NAME_RE.match(text):
-        raise _Invalid(f"expected the name of an environment variable (e.g. VLLM_API_KEY), got {_describe(text)}")
+        raise Invalid(f"expected the name of an environment variable (e.g. VLLM_API_KEY), got {_describe(text)}")
     return text
 
 
@@ -542,7 +362,7 @@ def _request_rate(value: object) -> float | None:
     if type(value) is float and math.isinf(value) and value > 0:
         return None
     if isinstance(value, str):
-        raise _Invalid(f'expected a number or "inf", got {_describe(value)}')
+        raise Invalid(f'expected a number or "inf", got {_describe(value)}')
     return _positive(value)
 
 
@@ -554,13 +374,13 @@ def _concurrency(value: object) -> tuple[int, ...]:
             raise _expected("an integer or an array of integers", value)
         return (check(value),)
     if not value:
-        raise _Invalid("must list at least one value")
+        raise Invalid("must list at least one value")
     out = []
     for i, item in enumerate(value, 1):
         try:
             out.append(check(item))
-        except _Invalid as exc:
-            raise _Invalid(f"item {i}: {exc.message}") from None
+        except Invalid as exc:
+            raise Invalid(f"item {i}: {exc.message}") from None
     return tuple(out)
 
 
@@ -568,7 +388,7 @@ def _percentile_metrics(value: object) -> str:
     text = _token(value)
     bad = [m for m in text.split(",") if m not in _PERCENTILE_METRICS]
     if bad:
-        raise _Invalid(f"unknown metric {bad[0]!r} (comma-separated, from: {', '.join(_PERCENTILE_METRICS)})")
+        raise Invalid(f"unknown metric {bad[0]!r} (comma-separated, from: {', '.join(_PERCENTILE_METRICS)})")
     return text
 
 
@@ -580,7 +400,7 @@ def _metric_percentiles(value: object) -> str:
         except ValueError:
             number = math.nan
         if not 0 < number <= 100:
-            raise _Invalid(f"expected comma-separated percentiles in (0, 100], got {part!r}")
+            raise Invalid(f"expected comma-separated percentiles in (0, 100], got {part!r}")
     return text
 
 
@@ -593,11 +413,11 @@ def _check_fields(data: Mapping[str, object], fields: Mapping[str, _Check]) -> d
     for key, value in data.items():
         check = fields.get(key)
         if check is None:
-            raise _Invalid(_SECRET_MSG if _looks_secret(key) else _unknown(key, fields), (key,))
+            raise Invalid(_SECRET_MSG if _looks_secret(key) else _unknown(key, fields), (key,))
         try:
             out[key] = check(value)
-        except _Invalid as exc:
-            raise _Invalid(exc.message, (key, *exc.key)) from None
+        except Invalid as exc:
+            raise Invalid(exc.message, (key, *exc.key)) from None
     return out
 
 
@@ -642,7 +462,7 @@ def _simulate(value: object) -> SimulateSpec | None:
     spec = SimulateSpec(**_check_fields(value, _SIMULATE_FIELDS))
     if spec.memory_partition not in VALID_NPS[spec.compute_partition]:
         allowed = "/".join(VALID_NPS[spec.compute_partition])
-        raise _Invalid(
+        raise Invalid(
             f"{spec.compute_partition} needs {allowed}, not {spec.memory_partition}",
             ("memory_partition",),
         )
@@ -654,9 +474,9 @@ def _existing_file(value: object) -> str:
     text = _text(value)
     path = os.path.expanduser(text)
     if not os.path.exists(path):
-        raise _Invalid(f"no such file: {os.path.abspath(path)}")
+        raise Invalid(f"no such file: {os.path.abspath(path)}")
     if not os.path.isfile(path):
-        raise _Invalid(f"not a file: {os.path.abspath(path)}")
+        raise Invalid(f"not a file: {os.path.abspath(path)}")
     return text
 
 
@@ -664,29 +484,29 @@ def _jump(value: object) -> str:
     """One ProxyJump hop: a Host alias, host, user@host, host:port or [v6addr]:port."""
     text = _token(value)
     if "," in text:
-        raise _Invalid(
+        raise Invalid(
             f"one jump host only, got {_describe(text)}: for a chain, put ProxyJump in ~/.ssh/config "
             "and name its Host alias here"
         )
     rest = text.rsplit("@", 1)[-1] if "@" in text else text
     if "@" in text and not text.rsplit("@", 1)[0]:
-        raise _Invalid(f"empty user in {_describe(text)}")
+        raise Invalid(f"empty user in {_describe(text)}")
     port_text: str | None = None
     if rest.startswith("["):
         host, sep, tail = rest[1:].partition("]")
         if not sep or (tail and not tail.startswith(":")):
-            raise _Invalid(f"expected [address]:port, got {_describe(text)}")
+            raise Invalid(f"expected [address]:port, got {_describe(text)}")
         port_text = tail[1:] if tail else None
     elif rest.count(":") == 1:
         host, port_text = rest.split(":")
     elif ":" in rest:
-        raise _Invalid(f"an IPv6 address goes in brackets ([::1]:22), got {_describe(text)}")
+        raise Invalid(f"an IPv6 address goes in brackets ([::1]:22), got {_describe(text)}")
     else:
         host = rest
     if not host:
-        raise _Invalid(f"no host in {_describe(text)}")
+        raise Invalid(f"no host in {_describe(text)}")
     if port_text is not None and (not port_text.isdigit() or not 1 <= int(port_text) <= 65535):
-        raise _Invalid(f"port {port_text!r} in {_describe(text)}: expected 1..65535")
+        raise Invalid(f"port {port_text!r} in {_describe(text)}: expected 1..65535")
     return text
 
 
@@ -713,9 +533,9 @@ def _node_names(value: object) -> tuple[str, ...]:
     names = _string_list(value)
     for i, name in enumerate(names, 1):
         if not _TABLE_NAME_RE.match(name):
-            raise _Invalid(f"item {i}: {name!r} is not a node name")
+            raise Invalid(f"item {i}: {name!r} is not a node name")
         if name in names[: i - 1]:
-            raise _Invalid(f"item {i}: node {name!r} is listed twice")
+            raise Invalid(f"item {i}: node {name!r} is listed twice")
     return names
 
 
@@ -741,7 +561,7 @@ _SERVE_FIELDS: dict[str, _Check] = {
     "host": _bind_address,  # where vLLM listens on the node, e.g. "127.0.0.1": reached through SSH only
 }
 
-_BENCH_FIELDS: dict[str, _Check] = {
+BENCH_FIELDS: dict[str, _Check] = {
     "client": _choice("vllm-bench", "benchmark_serving"),
     "backend": _token,
     "endpoint": _token,
@@ -768,7 +588,7 @@ def _node(name: str, data: dict, file: str) -> NodeSpec:
     values = _check_fields(data, _NODE_FIELDS)
     if "host" not in values:
         if values.get("transport") != "local":
-            raise _Invalid(
+            raise Invalid(
                 'missing required key (the SSH host; only transport = "local" may omit it)',
                 ("host",),
             )
@@ -779,34 +599,34 @@ def _node(name: str, data: dict, file: str) -> NodeSpec:
 def _serve(name: str, data: dict, file: str) -> ServePreset:
     values = _check_fields(data, _SERVE_FIELDS)
     if "model" not in values:
-        raise _Invalid("missing required key (the model to serve)", ("model",))
+        raise Invalid("missing required key (the model to serve)", ("model",))
     for arg in values.get("args", ()):
         owner = _OWNED_SERVE_FLAGS.get(_flag(arg))
         if owner:
-            raise _Invalid(f"remove {arg!r} from args and set {owner} = ... instead", ("args",))
+            raise Invalid(f"remove {arg!r} from args and set {owner} = ... instead", ("args",))
     docker = values.get("runtime") == "docker"
     if docker and "image" not in values:
-        raise _Invalid('missing required key (runtime = "docker" needs an image)', ("image",))
+        raise Invalid('missing required key (runtime = "docker" needs an image)', ("image",))
     if not docker and "image" in values:
-        raise _Invalid('image is only used with runtime = "docker"', ("image",))
+        raise Invalid('image is only used with runtime = "docker"', ("image",))
     if "dp_local" in values and values["dp_local"] > values.get("dp", 1):
-        raise _Invalid(f"dp_local {values['dp_local']} is more than dp {values.get('dp', 1)}", ("dp_local",))
+        raise Invalid(f"dp_local {values['dp_local']} is more than dp {values.get('dp', 1)}", ("dp_local",))
     return ServePreset(name=name, source=file, **values)
 
 
 def _bench(name: str, data: dict, file: str) -> BenchPreset:
-    return BenchPreset(name=name, source=file, **_check_fields(data, _BENCH_FIELDS))
+    return BenchPreset(name=name, source=file, **_check_fields(data, BENCH_FIELDS))
 
 
 def _keys(data: dict) -> dict[str, str]:
     out = {}
     for binding, key in data.items():
         if not _NAME_RE.match(binding):
-            raise _Invalid("invalid binding id (letters, digits, '_', '.', '-')", (binding,))
+            raise Invalid("invalid binding id (letters, digits, '_', '.', '-')", (binding,))
         try:
             out[binding] = _text(key)
-        except _Invalid as exc:
-            raise _Invalid(exc.message, (binding,)) from None
+        except Invalid as exc:
+            raise Invalid(exc.message, (binding,)) from None
     return out
 
 
@@ -830,11 +650,11 @@ class _Merged:
 _BUILDERS = {
     "nodes": ("node", _node, _NODE_FIELDS),
     "serve": ("serve preset", _serve, _SERVE_FIELDS),
-    "bench": ("bench preset", _bench, _BENCH_FIELDS),
+    "bench": ("bench preset", _bench, BENCH_FIELDS),
 }
 
 
-def _merge_file(merged: _Merged, ctx: _Context, data: dict) -> None:
+def _merge_file(merged: _Merged, ctx: TomlContext, data: dict) -> None:
     file_telemetry = _file_telemetry(ctx, data)
     for section, value in data.items():
         if section == "telemetry":
@@ -850,12 +670,12 @@ def _merge_file(merged: _Merged, ctx: _Context, data: dict) -> None:
             raise ctx.error((section,), (), _unknown(section, _SECTIONS, "table"))
         try:
             body = _table(value)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise ctx.error((section,), (), exc.message) from None
         if section == "keys":
             try:
                 merged.keys.update(_keys(body))  # later files override bindings
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise ctx.error(("keys",), exc.key, exc.message) from None
             continue
         if section == "prometheus":
@@ -865,7 +685,9 @@ def _merge_file(merged: _Merged, ctx: _Context, data: dict) -> None:
     merged.files.append(ctx.file)
 
 
-def _merge_named(merged: _Merged, ctx: _Context, section: str, body: dict, file_telemetry: str | None = None) -> None:
+def _merge_named(
+    merged: _Merged, ctx: TomlContext, section: str, body: dict, file_telemetry: str | None = None
+) -> None:
     what, build, fields = _BUILDERS[section]
     target: dict = getattr(merged, section)
     for name, value in body.items():
@@ -879,7 +701,7 @@ def _merge_named(merged: _Merged, ctx: _Context, section: str, body: dict, file_
         try:
             _check_dotted_name(section, name, value, fields)
             item = build(name, _table(value), ctx.file)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise ctx.error(table, exc.key, exc.message) from None
         if name in target:
             earlier = target[name][1]
@@ -906,7 +728,7 @@ def _check_dotted_name(section: str, name: str, value: object, fields: Mapping) 
         if not any(k in fields for k in inner):
             continue  # a plain unknown key (e.g. a misspelt env table), said elsewhere
         full = ".".join(parts)
-        raise _Invalid(
+        raise Invalid(
             f"unknown key; a name with dots must be quoted: [{section}.{json.dumps(full)}]",
             (key,),
         )
@@ -921,36 +743,36 @@ def _url(value: object) -> str:
     text = _token(value)
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _Invalid(f"expected an http:// or https:// URL, got {_describe(text)}")
+        raise Invalid(f"expected an http:// or https:// URL, got {_describe(text)}")
     if parts.password is not None:
-        raise _Invalid(f"a password in the URL: {_SECRET_MSG} (token_env names the variable)")
+        raise Invalid(f"a password in the URL: {_SECRET_MSG} (token_env names the variable)")
     if parts.query or parts.fragment:
-        raise _Invalid("expected the server's base URL, without ?query or #fragment")
+        raise Invalid("expected the server's base URL, without ?query or #fragment")
     try:
         parts.port  # noqa: B018 - raises on a port out of range
     except ValueError:
-        raise _Invalid(f"bad port in {_describe(text)}") from None
+        raise Invalid(f"bad port in {_describe(text)}") from None
     return text.rstrip("/")
 
 
 def _env_name(value: object) -> str:
     text = _token(value)
     if not _ENV_NAME_RE.match(text):
-        raise _Invalid(f"expected the name of an environment variable, got {_describe(text)}")
+        raise Invalid(f"expected the name of an environment variable, got {_describe(text)}")
     return text
 
 
 def _label_name(value: object) -> str:
     text = _token(value)
     if not _LABEL_RE.match(text):
-        raise _Invalid(f"expected a Prometheus label name, got {_describe(text)}")
+        raise Invalid(f"expected a Prometheus label name, got {_describe(text)}")
     return text
 
 
 def _scrape_interval(value: object) -> float:
     number = _positive(value)
     if number > 3600:
-        raise _Invalid(f"must be at most 3600 seconds, got {value}")
+        raise Invalid(f"must be at most 3600 seconds, got {value}")
     return number
 
 
@@ -963,7 +785,7 @@ def _metric_prefix(value: object) -> str:
         return ""
     text = _token(value)
     if not _PREFIX_RE.match(text):
-        raise _Invalid(f'expected the start of a Prometheus metric name (e.g. "amd_"), got {_describe(text)}')
+        raise Invalid(f'expected the start of a Prometheus metric name (e.g. "amd_"), got {_describe(text)}')
     return text
 
 
@@ -977,29 +799,29 @@ _PROMETHEUS_FIELDS: dict[str, _Check] = {
 }
 
 
-def _merge_prometheus(merged: _Merged, ctx: _Context, body: dict) -> None:
+def _merge_prometheus(merged: _Merged, ctx: TomlContext, body: dict) -> None:
     try:
         values = _check_fields(body, _PROMETHEUS_FIELDS)
         if "url" not in values:
-            raise _Invalid("missing required key (the Prometheus server, e.g. http://prometheus:9090)", ("url",))
-    except _Invalid as exc:
+            raise Invalid("missing required key (the Prometheus server, e.g. http://prometheus:9090)", ("url",))
+    except Invalid as exc:
         raise ctx.error(("prometheus",), exc.key, exc.message) from None
     if merged.prometheus is not None:
         raise ctx.error(("prometheus",), (), f"[prometheus] is also defined in {merged.prometheus[1]}")
     merged.prometheus = (PrometheusSpec(source=ctx.file, **values), ctx.file)
 
 
-def _file_telemetry(ctx: _Context, data: dict) -> str | None:
+def _file_telemetry(ctx: TomlContext, data: dict) -> str | None:
     if "telemetry" not in data:
         return None
     try:
         return str(_NODE_FIELDS["telemetry"](data["telemetry"]))
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ctx.error(None, ("telemetry",), exc.message) from None
 
 
 def _apply_file_telemetry(
-    merged: _Merged, ctx: _Context, node: NodeSpec, data: object, file_telemetry: str | None
+    merged: _Merged, ctx: TomlContext, node: NodeSpec, data: object, file_telemetry: str | None
 ) -> NodeSpec:
     """A node's own telemetry key wins over the file's; remember who needs [prometheus]."""
     own = isinstance(data, dict) and "telemetry" in data
@@ -1008,7 +830,7 @@ def _apply_file_telemetry(
     if node.telemetry == "prometheus":
         where: tuple[str | None, int | None]
         if own:
-            where = (_fmt_path(("nodes", node.name)), ctx.locator.find(("nodes", node.name, "telemetry")))
+            where = (fmt_path(("nodes", node.name)), ctx.locator.find(("nodes", node.name, "telemetry")))
         else:
             where = (None, ctx.locator.find(("telemetry",)))
         merged.prometheus_users[node.name] = (ctx.file, *where)

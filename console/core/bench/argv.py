@@ -31,6 +31,7 @@ except ModuleNotFoundError:  # Python < 3.11
 
 from console.core import profiles as _profiles
 from console.core.model import BenchPreset
+from console.core.toml_source import Invalid
 
 __all__ = [
     "CLIENTS",
@@ -142,7 +143,7 @@ def apply_bench_overrides(preset: BenchPreset, overrides: Mapping[str, str]) -> 
     """
     if not overrides:
         return preset
-    checks = _profiles._BENCH_FIELDS  # the profile's own checks: one source of truth
+    checks = _profiles.BENCH_FIELDS  # the profile's own checks: one source of truth
     changes: dict[str, Any] = {}
     for key, raw in overrides.items():
         name = _override_key(str(key))
@@ -161,7 +162,7 @@ def apply_bench_overrides(preset: BenchPreset, overrides: Mapping[str, str]) -> 
         value = _override_value(name, text)
         try:
             changes[name] = checks[name](value)
-        except _profiles._Invalid as exc:
+        except Invalid as exc:
             raise ValueError(f"--set {key}={text}: {exc.message}") from None
     return dataclasses.replace(preset, **changes)
 

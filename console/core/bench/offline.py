@@ -84,11 +84,11 @@ class OfflinePreset:
 def load_offline_presets(path: str | Path) -> tuple[OfflinePreset, ...]:
     """`[latency.NAME]` / `[throughput.NAME]` tables. Strict: an unknown key, a
     wrong type or a flag the console sets is a ProfileError naming file, table, key."""
-    from console.core.profiles import _Context, _parse_toml, _read_text  # shared TOML errors
+    from console.core.toml_source import TomlContext, parse_toml, read_text  # shared TOML errors
 
     path = Path(path)
-    ctx = _Context(str(path), _read_text(path, str(path)))
-    data = _parse_toml(ctx)
+    ctx = TomlContext(str(path), read_text(path, str(path)))
+    data = parse_toml(ctx)
     out: list[OfflinePreset] = []
     for kind, tables in data.items():
         if kind not in KINDS:

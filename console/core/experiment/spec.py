@@ -42,7 +42,7 @@ except ModuleNotFoundError:  # Python < 3.11
 from console.core.errors import ProfileError
 from console.core.model import Profile
 from console.core.partition_rules import LOGICAL_PER_PHYSICAL, VALID_NPS, compatibility_refusal
-from console.core.profiles import _read_text
+from console.core.toml_source import read_text
 
 __all__ = [
     "Budget",
@@ -173,7 +173,7 @@ def load_experiment(path: str | Path) -> Experiment:
     """Read an experiment file. ExperimentError (one line per problem) on what cannot be read."""
     file = str(path)
     try:  # read as profiles are: a UTF-8 BOM dropped, not UTF-8 is file:line
-        data = tomllib.loads(_read_text(Path(path), file))
+        data = tomllib.loads(read_text(Path(path), file))
     except ProfileError as exc:
         raise ExperimentError([str(exc)]) from None
     except tomllib.TOMLDecodeError as exc:

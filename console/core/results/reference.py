@@ -82,16 +82,12 @@ def load_reference_numbers(path: str | Path) -> tuple[ReferenceRow, ...]:
     """Read profiles/reference_numbers.toml: `[reference.<id>]` tables with a
     `metrics` sub-table. Strict: an unknown key, a wrong type or a missing key is
     a ProfileError naming the file, the table and the key."""
-    from console.core.profiles import (  # shared TOML error reporting
-        _Context,
-        _parse_toml,
-        _read_text,
-    )
+    from console.core.toml_source import TomlContext, parse_toml, read_text  # shared TOML errors
 
     path = Path(path)
     file = str(path)
-    ctx = _Context(file, _read_text(path, file))
-    data = _parse_toml(ctx)
+    ctx = TomlContext(file, read_text(path, file))
+    data = parse_toml(ctx)
     for key in data:
         if key != "reference":
             raise ctx.error(None, (key,), "unknown key (expected [reference.<id>] tables)")
