@@ -412,14 +412,19 @@ def value_queries(
 # ---------------------------------------------------------------- the plan
 
 
-def parse_names(payload: object) -> set[str]:
-    """An answer of the label-values API -> the values (metric names, host names)."""
+def _success_data(payload: object) -> object:
+    """The `data` of a Prometheus API answer; its own error (or a wrong shape) as one line."""
     if not isinstance(payload, dict):
         raise DmeResponseError("not a JSON object")
     if payload.get("status") != "success":
         kind = clean_text(payload.get("errorType") or "error", 40)
         raise DmeResponseError(f"{kind}: {clean_text(payload.get('error') or 'no message', 200)}")
-    data = payload.get("data")
+    return payload.get("data")
+
+
+def parse_names(payload: object) -> set[str]:
+    """An answer of the label-values API -> the values (metric names, host names)."""
+    data = _success_data(payload)
     if not isinstance(data, list):
         raise DmeResponseError("no list of values in the answer")
     return {value for value in data if isinstance(value, str) and value}
@@ -466,12 +471,7 @@ def make_plan(
 
 
 def _data(payload: object, want: str) -> list:
-    if not isinstance(payload, dict):
-        raise DmeResponseError("not a JSON object")
-    if payload.get("status") != "success":
-        kind = clean_text(payload.get("errorType") or "error", 40)
-        raise DmeResponseError(f"{kind}: {clean_text(payload.get('error') or 'no message', 200)}")
-    data = payload.get("data")
+    data = _success_data(payload)
     if not isinstance(data, dict):
         raise DmeResponseError("no data in the answer")
     if data.get("resultType") != want:
