@@ -44,6 +44,7 @@ from console.core.alerts import AlertRule, ConditionError, fmt_duration, parse_c
 from console.core.errors import ProfileError
 from console.core.events import SEVERITIES
 from console.core.health import FAIL, OFF, RULES, WARN, HealthRules
+from console.core.toml_source import describe
 
 __all__ = ["SECTIONS", "HealthSettings", "check_section", "health_settings", "parse_health_tables"]
 
@@ -72,23 +73,9 @@ class _Invalid(Exception):
 # ---------------------------------------------------------------- value checks
 
 
-def _describe(value: object) -> str:
-    if isinstance(value, bool):
-        return f"boolean {'true' if value else 'false'}"
-    if isinstance(value, (int, float)):
-        return f"{'integer' if isinstance(value, int) else 'float'} {value}"
-    if isinstance(value, str):
-        return f"string {value!r}" if len(value) <= 40 else f"string {value[:37]!r}..."
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return type(value).__name__
-
-
 def _number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _Invalid(f"expected a number, got {_describe(value)}")
+        raise _Invalid(f"expected a number, got {describe(value)}")
     return float(value)
 
 
@@ -105,7 +92,7 @@ def _seconds(low: float, high: float) -> Callable[[object], float]:
             try:
                 seconds = _number(value)
             except _Invalid:
-                raise _Invalid(f'expected seconds or a duration such as "30s", "1h"; got {_describe(value)}') from None
+                raise _Invalid(f'expected seconds or a duration such as "30s", "1h"; got {describe(value)}') from None
         if not low <= seconds <= high:
             raise _Invalid(f"must be between {fmt_duration(low)} and {fmt_duration(high)}, got {fmt_duration(seconds)}")
         return seconds
@@ -123,7 +110,7 @@ def _share(value: object) -> float:
 def _int_at_least(low: int) -> Callable[[object], int]:
     def check(value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _Invalid(f"expected an integer, got {_describe(value)}")
+            raise _Invalid(f"expected an integer, got {describe(value)}")
         if value < low:
             raise _Invalid(f"must be >= {low}, got {value}")
         return value
@@ -133,13 +120,13 @@ def _int_at_least(low: int) -> Callable[[object], int]:
 
 def _boolean(value: object) -> bool:
     if not isinstance(value, bool):
-        raise _Invalid(f"expected true or false, got {_describe(value)}")
+        raise _Invalid(f"expected true or false, got {describe(value)}")
     return value
 
 
 def _text(value: object) -> str:
     if not isinstance(value, str):
-        raise _Invalid(f"expected a string, got {_describe(value)}")
+        raise _Invalid(f"expected a string, got {describe(value)}")
     if not value.strip():
         raise _Invalid("must not be empty")
     if any(c in value for c in "\n\r\0"):
@@ -150,7 +137,7 @@ def _text(value: object) -> str:
 def _choice(*choices: str) -> Callable[[object], str]:
     def check(value: object) -> str:
         if not isinstance(value, str) or value.lower() not in choices:
-            raise _Invalid(f"must be one of: {', '.join(choices)} (got {_describe(value)})")
+            raise _Invalid(f"must be one of: {', '.join(choices)} (got {describe(value)})")
         return value.lower()
 
     return check
@@ -206,7 +193,7 @@ def _health_values(body: Mapping[str, object]) -> tuple[dict, dict[str, str]]:
     if "severity" in body:
         table = body["severity"]
         if not isinstance(table, dict):
-            raise _Invalid(f'expected a table of rule = "fail" | "warn" | "off", got {_describe(table)}', "severity")
+            raise _Invalid(f'expected a table of rule = "fail" | "warn" | "off", got {describe(table)}', "severity")
         for rule, value in table.items():
             if rule not in RULES:
                 raise _Invalid(_unknown(rule, list(RULES), "rule"), f"severity.{rule}")
@@ -224,20 +211,20 @@ def _url(value: object) -> str:
     text = _text(value).strip()
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _Invalid(f"expected an http:// or https:// URL, got {_describe(text)}")
+        raise _Invalid(f"expected an http:// or https:// URL, got {describe(text)}")
     if parts.password is not None or parts.username is not None:
         raise _Invalid("a user or password in the URL: " + _SECRET_MSG.format(hint="token_env"))
     try:
         parts.port  # noqa: B018 - raises on a port out of range
     except ValueError:
-        raise _Invalid(f"bad port in {_describe(text)}") from None
+        raise _Invalid(f"bad port in {describe(text)}") from None
     return text
 
 
 def _env_name(value: object) -> str:
     text = _text(value)
     if not _ENV_NAME_RE.match(text):
-        raise _Invalid(f"expected the name of an environment variable, got {_describe(text)}")
+        raise _Invalid(f"expected the name of an environment variable, got {describe(text)}")
     return text
 
 
@@ -247,10 +234,10 @@ def _argv(value: object) -> tuple[str, ...]:
             f'expected an array of strings (argv, run without a shell), e.g. ["{value.split()[0] if value.split() else "cmd"}", "--flag"]'
         )
     if not isinstance(value, list) or not value:
-        raise _Invalid(f"expected a non-empty array of strings (argv), got {_describe(value)}")
+        raise _Invalid(f"expected a non-empty array of strings (argv), got {describe(value)}")
     for i, item in enumerate(value, 1):
         if not isinstance(item, str):
-            raise _Invalid(f"item {i}: expected a string, got {_describe(item)}")
+            raise _Invalid(f"item {i}: expected a string, got {describe(item)}")
         if "\0" in item:
             raise _Invalid(f"item {i}: contains a NUL byte")
     if not value[0].strip():
@@ -260,10 +247,10 @@ def _argv(value: object) -> tuple[str, ...]:
 
 def _node_names(value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise _Invalid(f"expected an array of node names, got {_describe(value)}")
+        raise _Invalid(f"expected an array of node names, got {describe(value)}")
     for i, item in enumerate(value, 1):
         if not isinstance(item, str) or not _NAME_RE.match(item):
-            raise _Invalid(f"item {i}: {_describe(item)} is not a node name")
+            raise _Invalid(f"item {i}: {describe(item)} is not a node name")
     return tuple(value)
 
 
@@ -278,7 +265,7 @@ def _condition(value: object):
 def _name(value: object) -> str:
     text = _text(value)
     if not _NAME_RE.match(text):
-        raise _Invalid(f"{_describe(text)} is not a rule name (letters, digits, '_', '.', '-')")
+        raise _Invalid(f"{describe(text)} is not a rule name (letters, digits, '_', '.', '-')")
     return text
 
 
@@ -381,7 +368,7 @@ def parse_health_tables(
     if "health" in data:
         body = data["health"]
         if not isinstance(body, dict):
-            raise ProfileError(file, None, "health", lines.find("health"), f"expected a table, got {_describe(body)}")
+            raise ProfileError(file, None, "health", lines.find("health"), f"expected a table, got {describe(body)}")
         try:
             values, severity = _health_values(body)
         except _Invalid as exc:
@@ -398,14 +385,14 @@ def parse_health_tables(
             )
         if not isinstance(rules, list):
             raise ProfileError(
-                file, None, "alert", lines.find("alert"), f"expected [[alert]] tables, got {_describe(rules)}"
+                file, None, "alert", lines.find("alert"), f"expected [[alert]] tables, got {describe(rules)}"
             )
         seen: dict[str, int | None] = {}
         for n, body in enumerate(rules, 1):
             header = lines.alerts[n - 1] if n <= len(lines.alerts) else lines.find("alert")
             label = _alert_label(body, n)
             if not isinstance(body, dict):
-                raise ProfileError(file, "[alert]", None, header, f"{label}: expected a table, got {_describe(body)}")
+                raise ProfileError(file, "[alert]", None, header, f"{label}: expected a table, got {describe(body)}")
             try:
                 rule = _alert(body, file, header)
             except _Invalid as exc:

@@ -14,13 +14,12 @@ import re
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import date, datetime, time
 from pathlib import Path
 
 from console.core.errors import ProfileError
 from console.core.model import BenchPreset, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
-from console.core.toml_source import Invalid, TomlContext, fmt_path, parse_toml, read_text
+from console.core.toml_source import Invalid, TomlContext, describe, fmt_path, parse_toml, read_text
 
 __all__ = [
     "COMPUTE_PARTITIONS",
@@ -164,32 +163,8 @@ def _unique(paths: list[Path]) -> list[Path]:
 _Check = Callable[[object], object]
 
 
-def _describe(value: object) -> str:
-    """A TOML-flavoured name (and short view) of a value for messages."""
-    if isinstance(value, bool):
-        return f"boolean {'true' if value else 'false'}"
-    if isinstance(value, int):
-        return f"integer {value}"
-    if isinstance(value, float):
-        return f"float {value}"
-    if isinstance(value, str):
-        shown = json.dumps(value, ensure_ascii=False)
-        return "string " + (shown if len(shown) <= 40 else shown[:37] + '..."')
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, datetime):
-        return "a date-time"
-    if isinstance(value, date):
-        return "a date"
-    if isinstance(value, time):
-        return "a time"
-    return type(value).__name__
-
-
 def _expected(what: str, value: object) -> Invalid:
-    return Invalid(f"expected {what}, got {_describe(value)}")
+    return Invalid(f"expected {what}, got {describe(value)}")
 
 
 def _is_int(value: object) -> bool:
@@ -215,7 +190,7 @@ def _token(value: object) -> str:
     """A non-empty string without spaces (host names, users, images)."""
     text = _text(value)
     if any(c.isspace() for c in text):
-        raise Invalid(f"must not contain spaces, got {_describe(text)}")
+        raise Invalid(f"must not contain spaces, got {describe(text)}")
     return text
 
 
@@ -276,7 +251,7 @@ def _choice(*choices: str) -> _Check:
         if not isinstance(value, str):
             raise _expected("a string", value)
         if value.casefold() not in by_fold:
-            raise Invalid(f"must be one of: {', '.join(choices)} (got {_describe(value)})")
+            raise Invalid(f"must be one of: {', '.join(choices)} (got {describe(value)})")
         return by_fold[value.casefold()]
 
     return check
@@ -287,7 +262,7 @@ def _string_list(value: object) -> tuple[str, ...]:
         raise _expected("an array of strings", value)
     for i, item in enumerate(value, 1):
         if not isinstance(item, str):
-            raise Invalid(f"item {i}: expected a string, got {_describe(item)}")
+            raise Invalid(f"item {i}: expected a string, got {describe(item)}")
     return tuple(value)
 
 
@@ -327,7 +302,7 @@ def _env(value: object) -> tuple[tuple[str, str], ...]:
             raise Invalid("not a valid environment variable name", (name,))
         if not isinstance(item, str):
             hint = f'; write "{item}"' if _is_number(item) else ""
-            raise Invalid(f"expected a string, got {_describe(item)}{hint}", (name,))
+            raise Invalid(f"expected a string, got {describe(item)}{hint}", (name,))
         pairs.append((name, item))
     return tuple(pairs)
 
@@ -342,7 +317,7 @@ def _bind_address(value: object) -> str:
     text = _token(value)
     if text not in _BIND_ADDRESSES:
         raise Invalid(
-            f"expected 127.0.0.1 (the node only, reached through SSH) or 0.0.0.0 (every address), got {_describe(text)}"
+            f"expected 127.0.0.1 (the node only, reached through SSH) or 0.0.0.0 (every address), got {describe(text)}"
         )
     return text
 
@@ -351,7 +326,7 @@ def _variable_name(value: object) -> str:
     """The name of an environment variable (that holds a secret), never the secret itself."""
     text = _token(value)
     if not _ENV_NAME_RE.match(text):
-        raise Invalid(f"expected the name of an environment variable (e.g. VLLM_API_KEY), got {_describe(text)}")
+        raise Invalid(f"expected the name of an environment variable (e.g. VLLM_API_KEY), got {describe(text)}")
     return text
 
 
@@ -362,7 +337,7 @@ def _request_rate(value: object) -> float | None:
     if type(value) is float and math.isinf(value) and value > 0:
         return None
     if isinstance(value, str):
-        raise Invalid(f'expected a number or "inf", got {_describe(value)}')
+        raise Invalid(f'expected a number or "inf", got {describe(value)}')
     return _positive(value)
 
 
@@ -485,28 +460,28 @@ def _jump(value: object) -> str:
     text = _token(value)
     if "," in text:
         raise Invalid(
-            f"one jump host only, got {_describe(text)}: for a chain, put ProxyJump in ~/.ssh/config "
+            f"one jump host only, got {describe(text)}: for a chain, put ProxyJump in ~/.ssh/config "
             "and name its Host alias here"
         )
     rest = text.rsplit("@", 1)[-1] if "@" in text else text
     if "@" in text and not text.rsplit("@", 1)[0]:
-        raise Invalid(f"empty user in {_describe(text)}")
+        raise Invalid(f"empty user in {describe(text)}")
     port_text: str | None = None
     if rest.startswith("["):
         host, sep, tail = rest[1:].partition("]")
         if not sep or (tail and not tail.startswith(":")):
-            raise Invalid(f"expected [address]:port, got {_describe(text)}")
+            raise Invalid(f"expected [address]:port, got {describe(text)}")
         port_text = tail[1:] if tail else None
     elif rest.count(":") == 1:
         host, port_text = rest.split(":")
     elif ":" in rest:
-        raise Invalid(f"an IPv6 address goes in brackets ([::1]:22), got {_describe(text)}")
+        raise Invalid(f"an IPv6 address goes in brackets ([::1]:22), got {describe(text)}")
     else:
         host = rest
     if not host:
-        raise Invalid(f"no host in {_describe(text)}")
+        raise Invalid(f"no host in {describe(text)}")
     if port_text is not None and (not port_text.isdigit() or not 1 <= int(port_text) <= 65535):
-        raise Invalid(f"port {port_text!r} in {_describe(text)}: expected 1..65535")
+        raise Invalid(f"port {port_text!r} in {describe(text)}: expected 1..65535")
     return text
 
 
@@ -743,7 +718,7 @@ def _url(value: object) -> str:
     text = _token(value)
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid(f"expected an http:// or https:// URL, got {_describe(text)}")
+        raise Invalid(f"expected an http:// or https:// URL, got {describe(text)}")
     if parts.password is not None:
         raise Invalid(f"a password in the URL: {_SECRET_MSG} (token_env names the variable)")
     if parts.query or parts.fragment:
@@ -751,21 +726,21 @@ def _url(value: object) -> str:
     try:
         parts.port  # noqa: B018 - raises on a port out of range
     except ValueError:
-        raise Invalid(f"bad port in {_describe(text)}") from None
+        raise Invalid(f"bad port in {describe(text)}") from None
     return text.rstrip("/")
 
 
 def _env_name(value: object) -> str:
     text = _token(value)
     if not _ENV_NAME_RE.match(text):
-        raise Invalid(f"expected the name of an environment variable, got {_describe(text)}")
+        raise Invalid(f"expected the name of an environment variable, got {describe(text)}")
     return text
 
 
 def _label_name(value: object) -> str:
     text = _token(value)
     if not _LABEL_RE.match(text):
-        raise Invalid(f"expected a Prometheus label name, got {_describe(text)}")
+        raise Invalid(f"expected a Prometheus label name, got {describe(text)}")
     return text
 
 
@@ -785,7 +760,7 @@ def _metric_prefix(value: object) -> str:
         return ""
     text = _token(value)
     if not _PREFIX_RE.match(text):
-        raise Invalid(f'expected the start of a Prometheus metric name (e.g. "amd_"), got {_describe(text)}')
+        raise Invalid(f'expected the start of a Prometheus metric name (e.g. "amd_"), got {describe(text)}')
     return text
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date, datetime, time
 from pathlib import Path
 
 try:
@@ -18,7 +19,7 @@ except ModuleNotFoundError:  # Python < 3.11
 
 from console.core.errors import ProfileError
 
-__all__ = ["Invalid", "Locator", "TomlContext", "fmt_path", "parse_toml", "read_text"]
+__all__ = ["Invalid", "describe", "Locator", "TomlContext", "fmt_path", "parse_toml", "read_text"]
 
 _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -197,3 +198,27 @@ class Invalid(Exception):
         super().__init__(message)
         self.message = message
         self.key = key
+
+
+def describe(value: object) -> str:
+    """A TOML-flavoured name (and short view) of a value for messages."""
+    if isinstance(value, bool):
+        return f"boolean {'true' if value else 'false'}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"float {value}"
+    if isinstance(value, str):
+        shown = json.dumps(value, ensure_ascii=False)
+        return "string " + (shown if len(shown) <= 40 else shown[:37] + '..."')
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, datetime):
+        return "a date-time"
+    if isinstance(value, date):
+        return "a date"
+    if isinstance(value, time):
+        return "a time"
+    return type(value).__name__
