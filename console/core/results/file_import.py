@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from console.core.bench.output import BenchError, BenchStreamParser
+from console.core.bench.output_events import BenchError
+from console.core.bench.output_parser import BenchStreamParser
 from console.core.node_json import MAX_DOCUMENT_CHARS, check_limits
 from console.core.results.build import run_from_block, run_from_result
 from console.core.results.record import FORMAT, StoredRun, as_number, fingerprint_of, new_run_id, run_from_dict
