@@ -25,26 +25,24 @@ parser). This module keeps the names importable from one place.
 
 from __future__ import annotations
 
+from console.core.bench import output_events as _events
 from console.core.bench.client_setup import parse_namespace
-from console.core.bench.output_events import (
-    BenchError,
-    BenchProgress,
-    BenchResultBlock,
-    Event,
-    OtherLine,
-    ParsedBlock,
-    SetupLine,
-)
 from console.core.bench.output_parser import BenchStreamParser, iter_events, parse_result_blocks
 from console.core.bench.progress import parse_progress, strip_ansi
 from console.core.bench.result_table import block_key
+
+BenchError = _events.BenchError
+BenchProgress = _events.BenchProgress
+BenchResultBlock = _events.BenchResultBlock
+OtherLine = _events.OtherLine
+ParsedBlock = _events.ParsedBlock
+SetupLine = _events.SetupLine
 
 __all__ = [
     "BenchError",
     "BenchProgress",
     "BenchResultBlock",
     "BenchStreamParser",
-    "Event",
     "OtherLine",
     "ParsedBlock",
     "SetupLine",
