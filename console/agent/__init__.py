@@ -1,6 +1,7 @@
 """Code that runs on the GPU node, shipped there by the console.
 
-``node_agent.py`` is one self-contained file (stdlib + amdsmi, Python >= 3.8)
-that the console uploads and runs as ``python3 node_agent.py MODE``; nothing
-in this package may import from ``console``.
+The folder is uploaded as it is (console/services/agent_bundle.py lists its files) and
+run as ``python3 <folder> MODE`` (``__main__.py`` imports ``node_agent.py``); the modules
+import each other by file name (stdlib + amdsmi, Python >= 3.8); nothing in this
+package may import from ``console``.
 """

@@ -1,7 +1,7 @@
 """`python3 <agent folder> MODE ...`: the console's way to start the agent on a node.
 
 The agent is imported rather than run as a script, so Python caches its compiled form in
-``__pycache__`` beside it and each start skips compiling ~1,500 lines. Run from the source
+``__pycache__`` beside it and each start skips compiling it. Run from the source
 tree (`python -m console.agent`), the folder is not on sys.path: it is put there first,
 as it would be for the shipped folder.
 """

@@ -247,7 +247,7 @@ def check_sources(agent, paths, host, python):
             failed.append(check(cid, title, FAIL, "%s not found on PATH" % name, fix))
             continue
         try:
-            sampler = getattr(agent, cls_name)(exe)
+            sampler = getattr(agent.cli_fallbacks(), cls_name)(exe)
         except Exception as exc:  # SourceUnavailable, or anything a strange output raises
             failed.append(
                 check(cid, title, FAIL, "%s failed: %s" % (how, one_line(exc)), "run `%s` on the node to see why" % how)

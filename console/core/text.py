@@ -70,7 +70,17 @@ def clip(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
+def one_line(text: object, limit: int | None = None) -> str:
+    """`text` (or an exception's message) as one line: every run of whitespace, line breaks
+    included, becomes one space; cut to `limit` characters with an ellipsis when given.
+    An exception with no message is its type's name. Nothing is escaped: see printable."""
+    line = " ".join(str(text).split())
+    if not line and isinstance(text, BaseException):
+        line = type(text).__name__
+    return line if limit is None else clip(line, limit)
+
+
 def unexpected(name: str, exc: BaseException) -> str:
     """One line for a failure nothing more specific caught, naming the node (or file) at fault."""
-    detail = printable(clip(" ".join(str(exc).split()), 200))
+    detail = printable(one_line(str(exc), 200))
     return f"{name}: unexpected {type(exc).__name__}" + (f": {detail}" if detail else "")

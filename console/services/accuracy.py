@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.core.bench.output import parse_progress, strip_ansi
+from console.core.bench.progress import parse_progress, strip_ansi
 from console.core.model import NodeSpec
 from console.core.results.offline import run_from_accuracy
 from console.core.results.record import StoredRun

@@ -28,6 +28,10 @@ AGENT_SOURCE = _PKG / "agent" / "node_agent.py"
 SUPERVISOR_SOURCE = _PKG / "agent" / "supervisor.py"
 PARTITIONS_SOURCE = _PKG / "agent" / "partitions.py"
 DOCTOR_SOURCE = _PKG / "agent" / "doctor.py"
+# the telemetry sources: what they share, the amdsmi library, the amd-smi / rocm-smi CLIs
+SAMPLING_SOURCE = _PKG / "agent" / "sampling.py"
+AMDSMI_SAMPLER_SOURCE = _PKG / "agent" / "amdsmi_sampler.py"
+SMI_CLI_SOURCE = _PKG / "agent" / "smi_cli.py"
 NVIDIA_SOURCE = _PKG / "agent" / "nvidia.py"  # NVML / nvidia-smi sampler, imported by the agent on NVIDIA nodes
 LIFELINE_SOURCE = _PKG / "agent" / "lifeline.py"
 # JSON state files and pid checks: the supervisor's, and the simulators' (each folder gets a copy)
@@ -80,6 +84,9 @@ def _modules(dest: str, folder: Path) -> list[tuple[str, bytes]]:
 def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
     files = [
         ("node_agent.py", AGENT_SOURCE.read_bytes()),
+        ("sampling.py", SAMPLING_SOURCE.read_bytes()),
+        ("amdsmi_sampler.py", AMDSMI_SAMPLER_SOURCE.read_bytes()),
+        ("smi_cli.py", SMI_CLI_SOURCE.read_bytes()),
         ("supervisor.py", SUPERVISOR_SOURCE.read_bytes()),
         ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from console.core.bench.argv import apply_bench_overrides, build_bench_argv
-from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
+from console.core.bench.output_events import BenchError, BenchProgress, BenchResultBlock, SetupLine
+from console.core.bench.output_parser import BenchStreamParser
 from console.core.bench.result import BenchResult, load_result_file
 from console.core.model import BenchPreset, NodeSpec
 from console.core.node_json import NodeJsonError, loads_document, loads_object, object_lines

@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Sequence
 
 from console.core.bench.argv import apply_bench_overrides, build_bench_argv
 from console.core.bench.group_result import GroupResult, GroupResultError, merge_results
-from console.core.bench.output import BenchStreamParser
+from console.core.bench.output_parser import BenchStreamParser
 from console.core.bench.result import BenchResult
 from console.core.experiment.spec import split_evenly
 from console.core.model import BenchPreset, NodeSpec

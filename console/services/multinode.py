@@ -219,7 +219,7 @@ class MultiNodeService:
 
             await asyncio.gather(*(one(w) for w in workers))
         finally:
-            await lines.aclose()  # type: ignore[attr-defined]
+            await lines.aclose()
         return out
 
     # ------------------------------------------------------------ start

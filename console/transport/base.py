@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import AsyncIterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, AsyncGenerator, Mapping, Protocol, Sequence, TypedDict
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python >= 3.11; annotations only
 
 from console.core.node_json import MAX_LINE_CHARS
 from console.core.text import printable
@@ -58,6 +61,21 @@ class CommandResult:
         return self.exit_status == 0
 
 
+class RunOptions(TypedDict, total=False):
+    """The keyword arguments of ``Transport.run``, one place for every implementation."""
+
+    env: Mapping[str, str] | None  # added to the command's environment
+    input: str | None  # written to the command's stdin
+    timeout: float | None  # seconds; past it the command is stopped (TransportError, kind timeout)
+    max_output: int | None  # bytes of stdout kept; RUN_OUTPUT_LIMIT when None or not given
+
+
+def output_limit(options: RunOptions) -> int:
+    """The bytes of stdout ``run`` keeps before it stops the command."""
+    limit = options.get("max_output")
+    return RUN_OUTPUT_LIMIT if limit is None else limit
+
+
 class PortForward(Protocol):
     local_port: int
 
@@ -69,37 +87,24 @@ class Transport(Protocol):
 
     node_name: str
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        input: str | None = None,
-        timeout: float | None = None,
-        max_output: int | None = None,
-    ) -> CommandResult:
-        """Run to completion. Raises TransportError (kind timeout) past ``timeout``, and
-        (kind command) when stdout grows past ``max_output`` bytes (RUN_OUTPUT_LIMIT by
-        default): the command is then stopped. Either way nothing is left running."""
+    async def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
+        """Run to completion (``options``: env, input, timeout, max_output; see RunOptions).
+        Raises TransportError (kind timeout) past ``timeout``, and (kind command) when stdout
+        grows past ``max_output`` bytes (RUN_OUTPUT_LIMIT by default): the command is then
+        stopped. Either way nothing is left running."""
         ...
 
-    def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncGenerator[str, None]:
         """Yield stdout lines (without newline) of a long-running command.
 
         Ends when the command exits. Raises TransportError when the link
         drops, the command exits non-zero (the reason carries its last
         stderr line) or writes a line over MAX_LINE_BYTES (the line is not
-        kept). Closing the iterator stops the remote command.
+        kept). Closing the generator (``aclose()``) stops the remote command.
         """
         ...
 
-    async def spawn_detached(
-        self,
-        argv: Sequence[str],
-        *,
-        log_path: str,
-        env: Mapping[str, str] | None = None,
-    ) -> int:
+    async def spawn_detached(self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None) -> int:
         """Start a process in its own session (setsid), output to log_path; return its pid."""
         ...
 

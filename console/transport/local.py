@@ -12,20 +12,24 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, AsyncGenerator, Mapping, Sequence
 
 from console.transport.base import (
     MAX_LINE_BYTES,
     READ_CHUNK,
-    RUN_OUTPUT_LIMIT,
     CommandResult,
     LineSplitter,
+    RunOptions,
     TailBuffer,
     TransportError,
     decode,
     last_line,
     mib,
+    output_limit,
 )
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 # The pipe readers' buffer mark (they are read in chunks, never a line at a time).
 _STREAM_LIMIT = 1024 * 1024
@@ -70,18 +74,11 @@ class LocalTransport:
         except OSError as exc:
             raise TransportError(f"{self.node_name}: cannot run {argv[0]}: {exc.strerror}", "command") from None
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        input: str | None = None,
-        timeout: float | None = None,
-        max_output: int | None = None,
-    ) -> CommandResult:
+    async def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
+        input, timeout = options.get("input"), options.get("timeout")
         stdin = asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL
-        proc = await self._start(argv, env, stdin=stdin)
-        limit = RUN_OUTPUT_LIMIT if max_output is None else max_output
+        proc = await self._start(argv, options.get("env"), stdin=stdin)
+        limit = output_limit(options)
         try:
             out, err = await asyncio.wait_for(_communicate(proc, input, limit), timeout)
         except asyncio.TimeoutError:
@@ -103,7 +100,9 @@ class LocalTransport:
             raise
         return CommandResult(proc.returncode or 0, decode(out), decode(err))
 
-    async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    async def stream_lines(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> AsyncGenerator[str, None]:
         proc = await _adopt_early(argv, env) or await self._start(argv, env)
         assert proc.stdout is not None and proc.stderr is not None
         err = TailBuffer()

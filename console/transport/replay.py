@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, AsyncGenerator, Callable, Mapping, Sequence
 
-from console.transport.base import CommandResult, TransportError
+from console.transport.base import CommandResult, RunOptions, TransportError
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 HOME = "/home/demo"
 
@@ -77,15 +80,7 @@ class ReplayTransport:
         if self.failed:
             raise TransportError(self.fail_reason, "unreachable")
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        input: str | None = None,
-        timeout: float | None = None,
-        max_output: int | None = None,
-    ) -> CommandResult:
+    async def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         self._check_link()
         argv = list(argv)
         self.commands.append(argv)
@@ -105,7 +100,9 @@ class ReplayTransport:
             return CommandResult(0, self.trace.probe + "\n", "")
         return CommandResult(127, "", f"replay: {argv[0]}: not recorded")
 
-    async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    async def stream_lines(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> AsyncGenerator[str, None]:
         self._check_link()
         self.commands.append(list(argv))
         lines = self.trace.stream
@@ -124,7 +121,7 @@ class ReplayTransport:
                 yield line
         await asyncio.Event().wait()  # hold: open and silent until cancelled
 
-    async def _loop(self, lines: list[str]) -> AsyncIterator[str]:
+    async def _loop(self, lines: list[str]) -> AsyncGenerator[str, None]:
         samples = [json.loads(line) for line in lines if _is_sample(line)]
         if not samples:
             return

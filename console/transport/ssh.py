@@ -20,7 +20,7 @@ user's ``~/.ssh/known_hosts`` (or ``UserKnownHostsFile`` from ~/.ssh/config);
 there is no way to turn that off from here.
 
 Commands are argv lists quoted with ``shlex.join``. Every command runs under a
-tiny ``sh`` wrapper that reports its process id on stderr (the line is
+tiny ``sh`` wrapper (ssh_wrapper.py, with the other scripts run on the node) that reports its process id on stderr (the line is
 removed from what callers see), so a timed-out ``run``, a cancelled one or an
 early-closed ``stream_lines`` can end the remote command's whole process group
 (SIGTERM, then SIGKILL what is left): OpenSSH refuses "signal" channel requests
@@ -45,7 +45,6 @@ bytes that are not UTF-8 become U+FFFD.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import errno
 import hashlib
@@ -56,26 +55,42 @@ import re
 import secrets
 import shlex
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import asyncssh
 
 from console.core.backoff import backoff_delay
 from console.core.model import NodeSpec
-from console.core.text import clip, printable
+from console.core.text import clip, one_line, printable
 from console.transport.base import (
     MAX_LINE_BYTES,
     READ_CHUNK,
-    RUN_OUTPUT_LIMIT,
-    STDERR_TAIL,
     CommandResult,
     LineSplitter,
+    RunOptions,
     TransportError,
     decode,
     env_argv,
     mib,
+    output_limit,
 )
+from console.transport.ssh_wrapper import (
+    BANNER_LIMIT,
+    BEGIN_MARK,
+    EXEC_UPLOAD_SCRIPT,
+    KILL_SCRIPT,
+    SPAWN_SCRIPT,
+    BannerTooLong,
+    BeginReader,
+    StderrReader,
+    first_line,
+    wrapper_script,
+)
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 log = logging.getLogger("console.transport")
 
@@ -95,75 +110,12 @@ SESSION_WAIT = 60.0
 OPEN_RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4)  # a refused session open is retried this often
 UPLOAD_TIMEOUT = 300.0  # an upload over a command channel; the agent bundle is ~200 KB
 
-_PGID_MARK = "rocm-console-pgid"
-_BEGIN_MARK = "rocm-console-begin"
-BANNER_LIMIT = 256 * 1024  # bytes of login banner read while looking for the begin marker
-STDERR_LINE = 64 * 1024  # a longer stderr line keeps its first bytes
 KILL_TIMEOUT = 10.0  # the remote kill (SIGTERM, up to 3 s for the group to go, SIGKILL)
 CLOSE_WAIT = 12.0  # close() waits this long for remote kills still under way
 
 
-def _wrapper(begin: str) -> str:
-    """`sh -c WRAPPER sh ARGV...`: say our pid on stderr, the begin marker on stdout, become ARGV."""
-    return f'echo "{_PGID_MARK} $$" >&2; echo "{begin}"; exec "$@"'
-
-
-# Found anywhere in a stderr line: a banner without a final newline may precede it.
-_PGID_RE = re.compile(rf"{_PGID_MARK} (\d+)$")
-# `sh -c _KILL sh PID`: end the process group PID is in (sshd makes each session a group of
-# its own: the login shell and all it started), else PID alone; SIGTERM, a grace of up to 3 s,
-# then SIGKILL for what is left. The group is looked up rather than assumed to be PID: a login
-# shell or ForceCommand that does not exec the command leads the group itself.
-_KILL = r"""
-p=$1
-g=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')
-if [ -z "$g" ] && [ -r "/proc/$p/stat" ]; then
-  s=$(cat "/proc/$p/stat" 2>/dev/null) && s=${s##*) } && set -- $s && g=$3
-fi
-case $g in ''|0|1|*[!0-9]*) g= ;; esac
-gone() { ! kill -0 "$p" 2>/dev/null && { [ -z "$g" ] || ! kill -0 "-$g" 2>/dev/null; }; }
-[ -n "$g" ] && kill -TERM "-$g" 2>/dev/null
-kill -TERM "$p" 2>/dev/null
-i=0
-while [ $i -lt 30 ] && ! gone; do sleep 0.1; i=$((i+1)); done
-if ! gone; then
-  [ -n "$g" ] && kill -KILL "-$g" 2>/dev/null
-  kill -KILL "$p" 2>/dev/null
-fi
-exit 0
-"""
 # Login banners already reported in this process, by node: each is said once.
 _BANNERS_SAID: set[str] = set()
-# `sh -c _SPAWN sh LOG ARGV...`: detached, own session, output appended to LOG.
-_SPAWN = (
-    "begin=$1; log=$2; shift 2; "
-    'case $log in "~/"*) log="$HOME/${log#"~/"}";; esac; '
-    'mkdir -p -- "$(dirname -- "$log")" && : >>"$log" || exit 1; '
-    'exec setsid "$@" >>"$log" 2>&1 </dev/null & echo "$begin $!"'
-)
-# `sh -c _EXEC_UPLOAD sh PATH MODE SHA256 PYTHON`, the file on stdin: the upload
-# when sshd serves no SFTP. Written beside PATH under a temporary name, checked
-# against the SHA-256 the console computed, then renamed over PATH (one
-# rename(2) in one folder: atomic). The temporary file goes on any failure.
-_EXEC_UPLOAD = r"""
-path=$1 mode=$2 want=$3 py=$4
-case $path in "~") path=$HOME ;; "~/"*) path="$HOME/${path#"~/"}" ;; esac
-if [ -d "$path" ]; then echo "$path is a directory" >&2; exit 1; fi
-dir=$(dirname -- "$path") && base=$(basename -- "$path") && mkdir -p -- "$dir" || exit 1
-tmp="$dir/.$base.$$.tmp"
-trap 'rm -f -- "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM PIPE
-(umask 077 && cat >"$tmp") || exit 1
-if command -v sha256sum >/dev/null 2>&1; then got=$(sha256sum <"$tmp")
-elif command -v shasum >/dev/null 2>&1; then got=$(shasum -a 256 <"$tmp")
-else got=$("$py" -c 'import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())' <"$tmp")
-fi || { echo "cannot compute a SHA-256 (no sha256sum, shasum or $py)" >&2; exit 1; }
-got=${got%% *}
-if [ "$got" != "$want" ]; then
-  echo "content check failed: sha256 ${got:-none} on the node, $want sent (upload cut short?)" >&2; exit 1
-fi
-chmod "$mode" "$tmp" && mv -f -- "$tmp" "$path"
-"""
 
 
 def retry_schedule(retries: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> list[float]:
@@ -201,10 +153,6 @@ def parse_jump(jump: str) -> tuple[str | None, str, int | None]:
     return user, host, port
 
 
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
 def _oserror_text(exc: OSError) -> str:
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve host name ({exc.strerror or exc})"
@@ -217,7 +165,7 @@ def _oserror_text(exc: OSError) -> str:
         return "connection refused"
     if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
         return "no route to host"
-    return _one_line(exc.strerror or text or type(exc).__name__)
+    return one_line(exc.strerror or text or type(exc).__name__)
 
 
 def _returncode_text(proc: asyncssh.SSHClientProcess) -> str:
@@ -250,97 +198,15 @@ class _OutputTooLarge(Exception):
     pass
 
 
-class _Begin:
-    """Finds the begin marker in a command's stdout; what came before it is the login's banner."""
+@dataclass(eq=False)
+class _Running:
+    """A command started under the wrapper: what reading it and ending it need."""
 
-    def __init__(self, marker: str) -> None:
-        self.marker = marker.encode() + b"\n"
-        self.found = False
-        self.banner = b""
-        self._head = bytearray()
-
-    def feed(self, data: bytes) -> bytes:
-        """The command's own bytes in `data` (none until the marker has been seen)."""
-        if self.found:
-            return data
-        self._head += data
-        at = self._head.find(self.marker)
-        if at < 0:
-            if len(self._head) > BANNER_LIMIT:
-                raise _BannerTooLong(bytes(self._head[:200]))
-            return b""
-        self.found = True
-        self.banner = bytes(self._head[:at])
-        rest = bytes(self._head[at + len(self.marker) :])
-        self._head = bytearray()
-        return rest
-
-    def head(self) -> bytes:
-        return bytes(self._head)
-
-
-class _BannerTooLong(Exception):
-    def __init__(self, head: bytes) -> None:
-        super().__init__("banner too long")
-        self.head = head
-
-
-def _first_line(data: bytes, limit: int = 80) -> str:
-    """The first non-blank line of a banner, short and printable."""
-    for line in decode(data).splitlines():
-        if line.strip():
-            return printable(clip(line.strip(), limit))
-    return ""
-
-
-class _Stderr:
-    """Collects a wrapped command's stderr (its tail), picks out the pid line.
-
-    What the node prints on stderr before that line is its login's, not the command's."""
-
-    def __init__(self, keep_all: bool) -> None:
-        self.keep_all = keep_all
-        self.lines: collections.deque[str] = collections.deque()
-        self._size = 0
-        self.tail: collections.deque[str] = collections.deque(maxlen=20)
-        self.pgid: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-
-    def feed(self, line: str) -> None:
-        if not self.pgid.done():
-            m = _PGID_RE.search(line.rstrip("\r\n"))
-            if m:
-                self.pgid.set_result(int(m.group(1)))
-            return  # the pid line, or the login's words before it
-        if self.keep_all:
-            self.lines.append(line)
-            self._size += len(line)
-            while self._size > STDERR_TAIL and len(self.lines) > 1:
-                self._size -= len(self.lines.popleft())
-        if line.strip():
-            self.tail.append(line.strip())
-
-    async def drain(self, proc: asyncssh.SSHClientProcess) -> None:
-        lines = LineSplitter(STDERR_LINE)
-        try:
-            while True:
-                chunk = await proc.stderr.read(READ_CHUNK)
-                if not chunk:
-                    break
-                for raw, cut in lines.feed(chunk):
-                    self.feed(decode(raw) + (" …" if cut else "") + "\n")
-            for raw, cut in lines.close():
-                self.feed(decode(raw) + (" …" if cut else ""))
-        except Exception:  # noqa: BLE001, S110 - the stdout side reports link failures
-            pass
-        finally:
-            if not self.pgid.done():
-                self.pgid.set_result(None)
-
-    def text(self) -> str:
-        return "".join(self.lines)
-
-    def last_line(self) -> str:
-        return self.tail[-1] if self.tail else ""
+    conn: asyncssh.SSHClientConnection
+    proc: asyncssh.SSHClientProcess
+    err: StderrReader  # its stderr: the pid line (for the kill), the last lines
+    drain: asyncio.Task[None]  # reads stderr into err; runs until the command is ended
+    begin: BeginReader  # finds the begin marker in its stdout
 
 
 class SshTransport:
@@ -361,7 +227,7 @@ class SshTransport:
         self._no_sftp: tuple[asyncssh.SSHClientConnection, str] | None = None
         self.upload_channel: str | None = None  # "sftp" or "exec": how the last upload went
         # Printed by the wrapper before each command; unique, so no banner can fake it.
-        self._begin_mark = f"{_BEGIN_MARK} {secrets.token_hex(8)}"
+        self._begin_mark = f"{BEGIN_MARK} {secrets.token_hex(8)}"
         # What the node's login printed on stdout before a command (printable), once seen.
         self.login_banner: str | None = None
 
@@ -385,7 +251,7 @@ class SshTransport:
         return f"{host or self.node.host}:{port or self.node.port}"
 
     def _err(self, kind: str, text: str) -> TransportError:
-        return TransportError(_one_line(f"{self.node_name}: {text}"), kind=kind)
+        return TransportError(one_line(f"{self.node_name}: {text}"), kind=kind)
 
     async def connect(self, *, retries: int = 0) -> None:
         """Open the connection unless it is up; retry retryable failures with backoff."""
@@ -490,7 +356,7 @@ class SshTransport:
         host = options.host or host  # after HostName from ~/.ssh/config: what known_hosts lists
         where = f"{label}{self._where(host, options.port)}{via}"
         try:
-            return await asyncssh.connect(**kwargs)  # type: ignore[arg-type]
+            return await asyncssh.connect(**kwargs)
         except asyncssh.HostKeyNotVerifiable:
             raise self._err("host_key", self._host_key_text(label, host, via, options)) from None
         except asyncssh.PermissionDenied:
@@ -615,12 +481,12 @@ class SshTransport:
         return self._err("closed", f"SSH connection to {self._where()} lost during {what} ({reason})")
 
     async def _start(
-        self, argv: Sequence[str], env: Mapping[str, str] | None, input: str | None
-    ) -> tuple[asyncssh.SSHClientConnection, asyncssh.SSHClientProcess]:
+        self, argv: Sequence[str], env: Mapping[str, str] | None, input: str | None, *, keep_stderr: bool
+    ) -> _Running:
         args = env_argv(argv, env)
         if not args:
             raise ValueError("empty argv")
-        command = shlex.join(["sh", "-c", _wrapper(self._begin_mark), "sh", *args])
+        command = shlex.join(["sh", "-c", wrapper_script(self._begin_mark), "sh", *args])
         conn = await self._connection()
         try:
             # Bytes, decoded here line by line: a node's invalid UTF-8 never raises.
@@ -633,20 +499,17 @@ class SshTransport:
                 )
         except (asyncssh.Error, OSError) as exc:
             raise self._io_error(exc, _name(argv)) from None
-        return conn, proc
+        err = StderrReader(keep_all=keep_stderr)
+        drain = asyncio.get_running_loop().create_task(err.drain(proc))
+        return _Running(conn, proc, err, drain, BeginReader(self._begin_mark))
 
-    async def _kill(
-        self,
-        conn: asyncssh.SSHClientConnection,
-        proc: asyncssh.SSHClientProcess,
-        err: _Stderr,
-        drain: asyncio.Task,
-    ) -> None:
-        """End the command's process group if it still runs (see _KILL), then close the channel.
+    async def _kill(self, cmd: _Running) -> None:
+        """End the command's process group if it still runs (see KILL_SCRIPT), then close the channel.
 
         ``drain`` (the stderr reader) must still run here: it is what finds the
         pid line, which may be buffered but not yet read.
         """
+        conn, proc, err, drain = cmd.conn, cmd.proc, cmd.err, cmd.drain
         try:
             if proc.returncode is None and not conn.is_closed():
                 try:
@@ -656,7 +519,7 @@ class SshTransport:
                 if pid and proc.returncode is None and not conn.is_closed():
                     await asyncio.wait_for(
                         conn.run(
-                            shlex.join(["sh", "-c", _KILL, "sh", str(pid)]), stdin=asyncssh.DEVNULL, encoding=None
+                            shlex.join(["sh", "-c", KILL_SCRIPT, "sh", str(pid)]), stdin=asyncssh.DEVNULL, encoding=None
                         ),
                         KILL_TIMEOUT,
                     )
@@ -666,28 +529,15 @@ class SshTransport:
             proc.close()
             drain.cancel()
 
-    def _kill_later(
-        self,
-        conn: asyncssh.SSHClientConnection,
-        proc: asyncssh.SSHClientProcess,
-        err: _Stderr,
-        drain: asyncio.Task,
-    ) -> None:
-        task = asyncio.get_running_loop().create_task(self._kill(conn, proc, err, drain))
+    def _kill_later(self, cmd: _Running) -> None:
+        task = asyncio.get_running_loop().create_task(self._kill(cmd))
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        input: str | None = None,
-        timeout: float | None = None,
-        max_output: int | None = None,
-    ) -> CommandResult:
+    async def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         async with self._session(_name(argv)):
-            return await self._run(argv, env, input, timeout, RUN_OUTPUT_LIMIT if max_output is None else max_output)
+            env, input, timeout = options.get("env"), options.get("input"), options.get("timeout")
+            return await self._run(argv, env, input, timeout, output_limit(options))
 
     async def _run(
         self,
@@ -697,10 +547,8 @@ class SshTransport:
         timeout: float | None,
         limit: int,
     ) -> CommandResult:
-        conn, proc = await self._start(argv, env, input)
-        err = _Stderr(keep_all=True)
-        drain = asyncio.get_running_loop().create_task(err.drain(proc))
-        begin = _Begin(self._begin_mark)
+        cmd = await self._start(argv, env, input, keep_stderr=True)
+        proc, err, drain, begin = cmd.proc, cmd.err, cmd.drain, cmd.begin
 
         async def collect() -> bytes:
             out = bytearray()
@@ -719,18 +567,18 @@ class SshTransport:
         try:
             stdout = await asyncio.wait_for(collect(), timeout)
         except asyncio.TimeoutError:
-            await self._kill(conn, proc, err, drain)
+            await self._kill(cmd)
             raise self._err("timeout", f"{_name(argv)} timed out after {timeout:g} s") from None
         except _OutputTooLarge:
-            await self._kill(conn, proc, err, drain)
+            await self._kill(cmd)
             raise self._err(
                 "command", f"{_name(argv)} wrote over {mib(limit)} of output: stopped, its output discarded"
             ) from None
-        except _BannerTooLong as exc:
-            await self._kill(conn, proc, err, drain)
+        except BannerTooLong as exc:
+            await self._kill(cmd)
             raise self._no_begin(argv, exc.head, too_long=True) from None
         except asyncio.CancelledError:
-            self._kill_later(conn, proc, err, drain)
+            self._kill_later(cmd)
             raise
         except (asyncssh.Error, OSError) as exc:
             proc.close()
@@ -759,12 +607,12 @@ class SshTransport:
             self.node_name,
             lines,
             "" if lines == 1 else "s",
-            _first_line(banner),
+            first_line(banner),
         )
 
     def _no_begin(self, argv: Sequence[str], head: bytes, *, too_long: bool = False) -> TransportError:
         """The wrapper's begin marker never came: the login did not run the console's command."""
-        said = _first_line(head)
+        said = first_line(head)
         what = (
             f"printed over {BANNER_LIMIT // 1024} KiB without running it"
             if too_long
@@ -778,16 +626,16 @@ class SshTransport:
             "Is there a ForceCommand for this account, or a login shell that does not run commands?",
         )
 
-    async def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+    async def stream_lines(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> AsyncGenerator[str, None]:
         async with self._session(_name(argv)), contextlib.aclosing(self._stream(argv, env)) as lines:
             async for line in lines:
                 yield line
 
-    async def _stream(self, argv: Sequence[str], env: Mapping[str, str] | None) -> AsyncIterator[str]:
-        conn, proc = await self._start(argv, env, None)
-        err = _Stderr(keep_all=False)
-        drain = asyncio.get_running_loop().create_task(err.drain(proc))
-        begin = _Begin(self._begin_mark)
+    async def _stream(self, argv: Sequence[str], env: Mapping[str, str] | None) -> AsyncGenerator[str, None]:
+        cmd = await self._start(argv, env, None, keep_stderr=False)
+        proc, err, drain, begin = cmd.proc, cmd.err, cmd.drain, cmd.begin
         lines = LineSplitter(MAX_LINE_BYTES)
         finished = False
         try:
@@ -800,7 +648,7 @@ class SshTransport:
                     break
                 try:
                     data = begin.feed(chunk)
-                except _BannerTooLong as exc:
+                except BannerTooLong as exc:
                     raise self._no_begin(argv, exc.head, too_long=True) from None
                 if data:
                     self._saw_banner(begin.banner)
@@ -832,7 +680,7 @@ class SshTransport:
         finally:
             if not finished:
                 try:
-                    await self._kill(conn, proc, err, drain)
+                    await self._kill(cmd)
                 except asyncio.CancelledError:
                     proc.close()
                     drain.cancel()
@@ -858,7 +706,7 @@ class SshTransport:
         if not args:
             raise ValueError("empty argv")
         conn = await self._connection()
-        command = shlex.join(["sh", "-c", _SPAWN, "sh", self._begin_mark, log_path, *args])
+        command = shlex.join(["sh", "-c", SPAWN_SCRIPT, "sh", self._begin_mark, log_path, *args])
         try:
             result = await asyncio.wait_for(
                 self._open_channel(conn, lambda: conn.run(command, stdin=asyncssh.DEVNULL, encoding=None)), 30
@@ -914,7 +762,7 @@ class SshTransport:
             if conn.is_closed():
                 raise self._io_error(exc, what) from None
             # The subsystem started but never spoke SFTP (a wrong Subsystem path, ...).
-            reason = f"the sftp subsystem did not start ({_one_line(exc.reason or type(exc).__name__)})"
+            reason = f"the sftp subsystem did not start ({one_line(exc.reason or type(exc).__name__)})"
         except (asyncssh.Error, OSError) as exc:
             raise self._io_error(exc, what) from None
         self._no_sftp = (conn, reason)
@@ -957,7 +805,7 @@ class SshTransport:
             raise self._io_error(exc, f"upload to {remote_path}") from None
 
     async def _exec_upload(self, conn: asyncssh.SSHClientConnection, data: bytes, remote_path: str, mode: int) -> None:
-        """The upload over a command channel (see _EXEC_UPLOAD): for nodes without SFTP."""
+        """The upload over a command channel (see EXEC_UPLOAD_SCRIPT): for nodes without SFTP."""
         if not remote_path or remote_path.endswith("/"):
             raise self._err("command", f"upload target {remote_path} is a directory")
         why = self._no_sftp[1] if self._no_sftp else "no SFTP"
@@ -965,7 +813,7 @@ class SshTransport:
             [
                 "sh",
                 "-c",
-                _EXEC_UPLOAD,
+                EXEC_UPLOAD_SCRIPT,
                 "sh",
                 remote_path,
                 format(mode & 0o7777, "o"),

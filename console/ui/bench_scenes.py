@@ -18,7 +18,7 @@ from typing import Iterable
 
 from textual.app import App
 
-from console.core.bench.output import BenchError, BenchProgress, SetupLine
+from console.core.bench.output_events import BenchError, BenchProgress, SetupLine
 from console.core.bench.result import normalize_result
 from console.core.model import (
     BenchPreset,

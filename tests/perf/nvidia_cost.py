@@ -18,7 +18,7 @@ GPU list and versions, the cost idle, the agent's telemetry for 62 s (idle 20 s,
 a torch bf16 matmul loop on GPU 0 started and stopped by this script, by PID) into
 OUT/capture.jsonl, the cost under load, the nvidia-smi fallback's lines under load
 (OUT/capture-smi.jsonl) and the raw nvidia-smi outputs it reads; OUT/figures.txt.
-Run it from a folder holding node_agent.py and nvidia.py (or the repo root).
+Run it from a folder holding the agent's modules (node_agent.py, nvidia.py, sampling.py, ...) or the repo root.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ from tests.integration.vllm_cpu import (  # noqa: E402
     VllmServer,
     ensure_tiny_model,
     serve_env,
+    served,
     venv_path,
     vllm_available,
     vllm_bin,
@@ -242,39 +243,39 @@ def measure(args) -> dict:
     }
     # Short: vLLM's AF_UNIX socket paths live under it (serve_env).
     tmp = Path(tempfile.mkdtemp(prefix="rcoe-", dir="/tmp"))
-    server = VllmServer(model, free_port(), tmp / "srv")
     runs: list[dict] = []
     try:
-        server.start()
-        out["server_ready_s"] = round(server.wait_ready(timeout=300), 1)
-        if not args.quick:
-            bench_once(preset, model, server, tmp, "warmup")
-        for i in range(args.pairs):
-            order = (False, True) if i % 2 == 0 else (True, False)
-            for watch in order:
-                name = f"pair{i}-{'on' if watch else 'off'}"
-                watcher = None
-                if watch:
-                    watcher = Watcher(server.base_url, tmp / "node", args.watcher)
-                    watcher.wait_ready()
-                try:
-                    run = bench_once(preset, model, server, tmp, name)
-                finally:
-                    wstats = watcher.stop() if watcher is not None else None
-                run.update(pair=i, watch=watch, loadavg_1m_after=round(os.getloadavg()[0], 2))
-                if wstats is not None:
-                    run["watcher"] = wstats
-                runs.append(run)
+        with served(model, tmp / "srv", timeout=300) as server:
+            out["server_ready_s"] = round(server.ready_after or 0.0, 1)
+            measure_pairs(args, preset, model, server, tmp, runs)
     finally:
-        server.interrupt()
-        gone, _ = server.wait_group_gone(30)
-        if not gone:
-            server.kill_group()
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
     out["runs"] = runs
     return out
+
+
+def measure_pairs(args, preset, model: Path, server: VllmServer, tmp: Path, runs: list[dict]) -> None:
+    """The warm-up (unless --quick), then the pairs of runs without and with the watcher."""
+    if not args.quick:
+        bench_once(preset, model, server, tmp, "warmup")
+    for i in range(args.pairs):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        for watch in order:
+            name = f"pair{i}-{'on' if watch else 'off'}"
+            watcher = None
+            if watch:
+                watcher = Watcher(server.base_url, tmp / "node", args.watcher)
+                watcher.wait_ready()
+            try:
+                run = bench_once(preset, model, server, tmp, name)
+            finally:
+                wstats = watcher.stop() if watcher is not None else None
+            run.update(pair=i, watch=watch, loadavg_1m_after=round(os.getloadavg()[0], 2))
+            if wstats is not None:
+                run["watcher"] = wstats
+            runs.append(run)
 
 
 def main() -> int:

@@ -1,10 +1,11 @@
 """Shipping the agent: uploaded once by content hash, paths taken literally, ~ expanded on the node."""
 
+import ast
 from pathlib import Path
 
 import pytest
 
-from console.services.agent_bundle import expand_home, install_agent
+from console.services.agent_bundle import expand_home, install_agent, install_local_agent
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
 
@@ -84,3 +85,21 @@ async def test_an_nvidia_sim_node_reads_the_simulated_nvml_from_its_own_folder(s
     assert sorted(p.name for p in Path(cmd.amdsmi_paths[0]).iterdir()) == ["pynvml.py", "statefiles.py"]
     result = await LocalTransport("h").run(cmd.argv("telemetry", "--count", "1"), env=cmd.env_dict(), timeout=30)
     assert result.ok and '"source":"nvml","simulated":true' in result.stdout, result.stderr
+
+
+def test_the_bundle_holds_every_module_the_agent_imports_by_name(sim_node, tmp_path):
+    # The agent's modules import each other by file name on the node: one left out of the
+    # bundle is an ImportError there (at start, or only when a CLI fallback is first tried).
+    cmd = install_local_agent(sim_node("a"))
+    bundle = Path(cmd.bundle_dir)
+    source = Path(__file__).resolve().parents[2] / "console" / "agent"
+    siblings = {p.stem for p in source.glob("*.py")}
+    needed = set()
+    for shipped in bundle.glob("*.py"):
+        for node in ast.walk(ast.parse(shipped.read_text())):
+            if isinstance(node, ast.Import):
+                needed.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                needed.add(node.module)
+    missing = sorted(name for name in needed & siblings if not (bundle / f"{name}.py").is_file())
+    assert "smi_cli" in needed and missing == []

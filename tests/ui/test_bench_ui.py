@@ -361,7 +361,7 @@ def _sample(ts: float, **values) -> LiveSample:
 
 
 def test_session_is_bounded_and_ignores_other_runs():
-    from console.core.bench.output import BenchProgress
+    from console.core.bench.output_events import BenchProgress
     from console.services.bench import BenchStarted
 
     session = bv.BenchSession([4], clock=lambda: 100.0)
@@ -392,7 +392,7 @@ def test_pareto_front_keeps_the_points_nothing_beats():
 
 
 def test_progress_text_says_count_rate_and_eta():
-    from console.core.bench.output import BenchProgress
+    from console.core.bench.output_events import BenchProgress
 
     state = bv.PointState(0, 4, run="r", started_at=100.0)
     state.progress = BenchProgress(n=18, total=40, pct=45.0, elapsed_s=2.0, remaining_s=3.0, rate=7.2, raw="")

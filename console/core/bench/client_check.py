@@ -82,7 +82,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.core.bench import histograms as h
-from console.core.bench.output import parse_result_blocks, strip_ansi
+from console.core.bench.output_parser import parse_result_blocks
+from console.core.bench.progress import strip_ansi
 from console.core.bench.result import BenchResult
 
 __all__ = [

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from console.core.bench.output import BenchProgress, parse_progress, strip_ansi
+from console.core.bench.output_events import BenchProgress
+from console.core.bench.progress import parse_progress, strip_ansi
 from console.core.profiles import PROFILES_DIR
 from console.core.serve.log import FatalLine, parse_serve_line
 from console.core.serve.rules import parse_version

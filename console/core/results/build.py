@@ -8,7 +8,7 @@ import shlex
 import time
 from collections.abc import Mapping
 
-from console.core.bench.output import BenchResultBlock
+from console.core.bench.output_events import BenchResultBlock
 from console.core.bench.result import BenchResult, normalize_result, result_metric_keys
 from console.core.model import BenchPreset
 from console.core.results.record import (

@@ -11,10 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from console.core.bench.output import BenchError, BenchStreamParser
+from console.core.bench.output_events import BenchError
+from console.core.bench.output_parser import BenchStreamParser
 from console.core.node_json import MAX_DOCUMENT_CHARS, check_limits
 from console.core.results.build import run_from_block, run_from_result
 from console.core.results.record import FORMAT, StoredRun, as_number, fingerprint_of, new_run_id, run_from_dict
+from console.core.text import one_line
 
 _MAX_REASON = 300
 _SAFE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # a file name in the store, nothing more
@@ -29,11 +31,6 @@ class FileParse:
     kind: str | None = None
     runs: list[StoredRun] = field(default_factory=list)
     skipped: list[tuple[str | None, str]] = field(default_factory=list)
-
-
-def _one_line(text: str, limit: int = _MAX_REASON) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _json_objects(text: str) -> list[object]:
@@ -115,7 +112,7 @@ def runs_from_file(
                 if completed == 0:
                     first = _first_error_text(obj.get("errors"))
                     reason = "All requests failed (completed = 0)" + (f": {first}" if first else "")
-                    out.skipped.append((part, _one_line(reason)))
+                    out.skipped.append((part, one_line(reason, _MAX_REASON)))
                     continue
                 out.runs.append(run_from_result(obj, source=source, label=label, node=node, created=created, part=part))
             if not objects and not out.runs and not out.skipped:
@@ -159,7 +156,7 @@ def _stored_runs(objects: list[object], out: FileParse, label: str | None) -> li
             try:
                 run = run_from_dict(item)
             except (ValueError, KeyError, TypeError) as exc:
-                out.skipped.append((part, _one_line(f"not a stored run ({exc})")))
+                out.skipped.append((part, one_line(f"not a stored run ({exc})", _MAX_REASON)))
                 continue
             fingerprint = run.fingerprint or fingerprint_of(run.result, run.metrics, run.setup)
             run_id = run.id if _SAFE_ID_RE.match(run.id) else new_run_id(run.created, run.node, fingerprint)
@@ -175,7 +172,7 @@ def _failed_reason(errors: Sequence[BenchError], before_line: float) -> str:
     first = next((e for e in found if e.kind == "request_error"), None)
     if first is not None:
         reason += f"; first error: {first.message}"
-    return _one_line(reason)
+    return one_line(reason, _MAX_REASON)
 
 
 def _no_block_reason(errors: Sequence[BenchError], json_error: str | None) -> str:
@@ -183,13 +180,13 @@ def _no_block_reason(errors: Sequence[BenchError], json_error: str | None) -> st
     if initial is not None:
         message = initial.message
         at = message.find("Initial test run failed")
-        return _one_line(message[at:] if at >= 0 else message)
+        return one_line(message[at:] if at >= 0 else message, _MAX_REASON)
     all_failed = next((e for e in errors if e.kind == "all_failed"), None)
     if all_failed is not None:
-        return _one_line(_failed_reason(errors, math.inf))
+        return one_line(_failed_reason(errors, math.inf), _MAX_REASON)
     if json_error is not None:
-        return _one_line(f"no result block ({json_error})")
+        return one_line(f"no result block ({json_error})", _MAX_REASON)
     exceptions = [e for e in errors if e.kind in ("exception", "request_error")]
     if exceptions:
-        return _one_line(f"no result block ({exceptions[-1].message})")
+        return one_line(f"no result block ({exceptions[-1].message})", _MAX_REASON)
     return "no result block"

@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input, Select, Static
 
-from console.core.bench.output import BenchProgress
+from console.core.bench.output_events import BenchProgress
 from console.core.model import BenchPreset
 from console.services.bench import BenchProgressed, BenchRunError
 from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner, format_group_outcome, store_group

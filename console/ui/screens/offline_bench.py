@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from console.core.bench.offline import OfflineError, OfflinePreset
-from console.core.bench.output import parse_progress
+from console.core.bench.progress import parse_progress
 from console.core.model import NodeSpec
 from console.core.results.offline import run_from_offline
 from console.core.results.reference import reference_matches

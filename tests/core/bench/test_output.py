@@ -12,18 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.core.bench.output import (
-    BenchError,
-    BenchProgress,
-    BenchResultBlock,
-    BenchStreamParser,
-    SetupLine,
-    block_key,
-    parse_namespace,
-    parse_progress,
-    parse_result_blocks,
-    strip_ansi,
-)
+from console.core.bench.client_setup import parse_namespace
+from console.core.bench.output_events import BenchError, BenchProgress, BenchResultBlock, SetupLine
+from console.core.bench.output_parser import BenchStreamParser, parse_result_blocks
+from console.core.bench.progress import parse_progress, strip_ansi
+from console.core.bench.result_table import block_key
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CPU = FIXTURES / "vllm-0.32-cpu"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from console.core.bench.argv import build_bench_argv, sweep_points
-from console.core.bench.output import parse_result_blocks
+from console.core.bench.output_parser import parse_result_blocks
 from console.core.model import BenchPreset
 from console.core.profiles import load_profile
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.core.bench.output import parse_result_blocks
+from console.core.bench.output_parser import parse_result_blocks
 from console.core.bench.result import (
     SUMMARY_KEYS,
     BenchResult,

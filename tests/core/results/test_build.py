@@ -6,7 +6,7 @@ import json
 import math
 import re
 
-from console.core.bench.output import parse_result_blocks
+from console.core.bench.output_parser import parse_result_blocks
 from console.core.model import BenchPreset
 from console.core.results.build import run_from_console
 from console.core.results.record import run_to_dict

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from console.core.bench.output import parse_result_blocks
+from console.core.bench.output_parser import parse_result_blocks
 from console.core.bench.result import agrees
 from console.core.results.record import CONTEXT_KEYS, fingerprint_of
 from tests.core.results.results_helpers import CPU, NOW, SEED_002, SEED_004, parse

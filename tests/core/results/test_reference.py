@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.core.bench.output import parse_result_blocks
+from console.core.bench.output_parser import parse_result_blocks
 from console.core.errors import ProfileError
 from console.core.results.build import run_from_console
 from console.core.results.compare import compare_table

@@ -1,0 +1,231 @@
+"""What every telemetry source of the agent shares (runs on the node: stdlib, Python >= 3.8).
+
+The agent's two errors, the one value normaliser (``num``) and its helpers, the
+assembly of static records (partitions get their physical GPU's identity), the
+sample record and the ``Sampler`` interface the tick loop drives. Imported by
+node_agent.py, amdsmi_sampler.py, smi_cli.py, and through the agent module by
+nvidia.py and doctor.py.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+MAX_CLI_FAILURES = 5  # consecutive failed CLI ticks before the agent gives up (amd-smi, rocm-smi, nvidia-smi)
+
+# "unsupported" markers of the C library that can leak through the wrapper (and a CLI's output)
+SENTINELS = frozenset((0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF))
+# One reading as the CLIs print it: "45.0", "(1402Mhz)", "750 W", "12 %", "1.1 GB".
+_NUMBER_WITH_UNIT = re.compile(r"^\(?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%]*)\s*\)?$")
+_MIB_PER_UNIT = {
+    "B": 1.0 / 2**20,
+    "KB": 1.0 / 1024,
+    "KIB": 1.0 / 1024,
+    "MB": 1.0,
+    "MIB": 1.0,
+    "GB": 1024.0,
+    "GIB": 1024.0,
+}
+_IDENTITY_FIELDS = ("model", "serial", "vbios", "compute_partition", "memory_partition", "memory_caps")
+
+
+class AgentError(Exception):
+    """A failure that ends the agent with an ``error`` line and exit 3."""
+
+
+class SourceUnavailable(Exception):
+    """This telemetry source does not work here; the next one is tried."""
+
+
+# ------------------------------------------------------------------ values
+
+
+def num(value):
+    """The one normaliser: a finite number, or None for N/A, sentinels and junk.
+
+    Accepts what the vendor CLIs print for one reading: a bare number, a
+    ``{"value": N, "unit": "..."}`` leaf (amd-smi), a numeric string (rocm-smi
+    "45.0") or one with its unit and parentheses ("(1402Mhz)", "750 W").
+    """
+    if isinstance(value, dict):  # amd-smi CLI leaf {"value": N, "unit": "..."}
+        value = value.get("value")
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        match = _NUMBER_WITH_UNIT.match(value.strip())
+        if match is None:
+            return None
+        value = float(match.group(1))
+    if isinstance(value, int):
+        return None if value in SENTINELS else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) and value not in SENTINELS else None
+    return None
+
+
+def text(value):
+    """A non-empty string, or None for N/A and empty values."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    s = str(value).strip()
+    return None if s.upper() in ("", "N/A", "NA", "NONE") else s
+
+
+def unit_of(value):
+    """The unit a reading names: the leaf's "unit", or the suffix of "1.1 GB"."""
+    if isinstance(value, dict):
+        return value.get("unit")
+    if isinstance(value, str):
+        match = _NUMBER_WITH_UNIT.match(value.strip())
+        if match and match.group(2):
+            return match.group(2)
+    return None
+
+
+def mib(value, default_unit="MB"):
+    """A size in MiB; amd-smi's 'MB' is 2**20 bytes (it divides by 1024*1024)."""
+    n = num(value)
+    factor = _MIB_PER_UNIT.get(str(unit_of(value) or default_unit).upper())
+    return None if n is None or factor is None else n * factor
+
+
+def dig(obj, *keys):
+    """obj[k1][k2]... or None as soon as a level is missing or not a dict."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def first(*values):
+    for value in values:
+        if value is not None:
+            return value
+    return None
+
+
+def split_bdf(bdf):
+    """'0000:0c:00.1' -> ('0000:0c:00', 1): partitions share domain:bus:device."""
+    if not bdf or "." not in bdf:
+        return None, None
+    prefix, _, func = bdf.strip().rpartition(".")
+    try:
+        return prefix.lower(), int(func, 16)
+    except ValueError:
+        return prefix.lower(), None
+
+
+def caps_list(value):
+    """Memory partition caps as a list of mode names ('NPS1,NPS4' or a list)."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple)):
+        return []
+    return [t for t in (text(v) for v in value) if t]
+
+
+# ------------------------------------------------------------ static facts
+
+
+def assemble_static(raws):
+    """Turn per-logical-GPU facts into static records.
+
+    ``raws`` are dicts with index, bdf, partition_hint and the static fields.
+    Physical GPUs are numbered by first appearance of their BDF prefix; a
+    secondary partition that reports N/A for an identity fact (model, serial,
+    partition modes, ...) gets its physical GPU's primary value: those are
+    facts of the one device.  Per-partition values (VRAM) are never copied.
+    """
+    groups = {}
+    rows = []
+    for raw in raws:
+        prefix, func = split_bdf(raw.get("bdf"))
+        physical = groups.setdefault(prefix or "#%d" % raw["index"], len(groups))
+        hint = num(raw.get("partition_hint"))
+        partition_id = int(hint) if hint is not None else (func if func is not None else 0)
+        rows.append(
+            {
+                "index": raw["index"],
+                "physical": physical,
+                "partition_id": partition_id,
+                "bdf": raw.get("bdf"),
+                "model": raw.get("model"),
+                "serial": raw.get("serial"),
+                "vbios": raw.get("vbios"),
+                "vram_total_mib": raw.get("vram_total_mib"),
+                "compute_partition": raw.get("compute_partition"),
+                "memory_partition": raw.get("memory_partition"),
+                "memory_caps": raw.get("memory_caps") or [],
+            }
+        )
+    primaries = primaries_of(rows)
+    for row in rows:
+        primary = primaries[row["physical"]]
+        for key in _IDENTITY_FIELDS:
+            if not row[key] and primary[key]:
+                row[key] = primary[key]
+    return rows
+
+
+def primaries_of(rows):
+    """{physical: static row of its partition 0} (the first row if none is 0)."""
+    primaries = {}
+    for row in rows:
+        if row["partition_id"] == 0:
+            primaries.setdefault(row["physical"], row)
+    for row in rows:
+        primaries.setdefault(row["physical"], row)
+    return primaries
+
+
+def gpu_metrics(index, **values):
+    """A sample record with every key present (missing ones null)."""
+    record = {"index": index}
+    for key in (
+        "util_pct",
+        "umc_pct",
+        "vram_used_mib",
+        "vram_total_mib",
+        "power_w",
+        "power_cap_w",
+        "temp_junction_c",
+        "temp_mem_c",
+        "gfx_clock_mhz",
+        "mem_clock_mhz",
+    ):
+        record[key] = values.get(key)
+    record["processes"] = values.get("processes")
+    return record
+
+
+# ------------------------------------------------------------------ samplers
+
+
+class Sampler:
+    """A telemetry source.  The tick loop calls, in order:
+
+    ``static()`` once, then every tick ``refresh(tick)`` (returns new static
+    records after a re-enumeration, else None) and ``sample()`` (the tick's
+    records, or None when this tick's data could not be read); ``close()``.
+    """
+
+    source = ""
+    simulated = False
+
+    def static(self):
+        raise NotImplementedError
+
+    def refresh(self, tick):
+        return None
+
+    def sample(self):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+
+def describe(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
