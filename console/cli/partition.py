@@ -15,16 +15,14 @@ from console.cli.common import (
     add_profile_options,
     guarded,
     load_selected_profile,
-    pick_node,
     say_error,
-    select_nodes,
 )
-from console.core.model import NodeHealth, Profile
+from console.cli.selection import Selection
+from console.core.model import NodeHealth, NodeSpec, Profile
 from console.core.partition_rules import parse_physical, physical_gpus
 from console.core.telemetry import amd_only_reason
-from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
+from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService, SwitchResult
 from console.services.status import collect_status, sample_node
-from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 
@@ -66,7 +64,7 @@ def _rows(snapshot) -> list[dict]:
 
 
 async def _show(args, profile: Profile) -> int:
-    nodes = select_nodes(profile, args.node)
+    nodes = Selection(profile).nodes(args.node)
     snaps = await collect_status(nodes, probe=False)
     doc: list[dict[str, Any]] = [
         {"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps
@@ -95,45 +93,19 @@ def _confirm(question: str, ask: Callable[[str], str]) -> bool:
 
 
 async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
-    node = pick_node(profile, args.node)  # --node is required
-    if not args.compute and not args.memory:
-        raise UsageError("nothing to set: give --compute and/or --memory")
-    pool = TransportPool()
-    service = PartitionService(pool)
-    try:
-        snapshot = await sample_node(pool, node, probe=True)
-        chosen = parse_physical(args.gpus, [p.physical for p in physical_gpus(snapshot)])
-        if isinstance(chosen, str):
-            raise UsageError(chosen)
-        reasons, summary = await service.check(node, snapshot, chosen, compute=args.compute, memory=args.memory)
-        say = (lambda *_: None) if args.json else print
-        say(f"{node.name}: {summary}")
-        if reasons:
-            raise PartitionRefused(reasons)
-        if not args.yes:
-            if ask is None:
-                raise UsageError("confirmation needed: run in a terminal or pass --yes")
-            if not _confirm("Switch now?", ask):
-                say("cancelled")
-                return EXIT_FAILED
-        reload_ok = args.reload_driver
-        if args.memory and not reload_ok:
-            if ask is None or args.yes:
-                raise UsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
-            reload_ok = _confirm("This reloads the amdgpu driver and stops all GPU work on the node. Go on?", ask)
-            if not reload_ok:
-                say("cancelled")
-                return EXIT_FAILED
-        say("switching… (the GPUs are re-enumerated afterwards)")
-        result = await service.switch(
-            node, snapshot, chosen, compute=args.compute, memory=args.memory, reload_confirmed=reload_ok
-        )
-    except PartitionRefused as exc:
-        for reason in exc.reasons:
-            say_error(f"{node.name}: refused: {reason}")
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)  # --node is required
+        if not args.compute and not args.memory:
+            raise UsageError("nothing to set: give --compute and/or --memory")
+        try:
+            switched = await _switch(args, sel, node, ask)
+        except PartitionRefused as exc:
+            for reason in exc.reasons:
+                say_error(f"{node.name}: refused: {reason}")
+            return EXIT_FAILED
+    if switched is None:
         return EXIT_FAILED
-    finally:
-        await pool.close()
+    result, chosen = switched
     if args.json:
         print(
             json.dumps(
@@ -156,6 +128,41 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
             f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs ({result.verification()}, {result.seconds:.1f} s)"
         )
     return EXIT_OK
+
+
+async def _switch(
+    args, sel: Selection, node: NodeSpec, ask: Callable[[str], str] | None
+) -> tuple[SwitchResult, list[int]] | None:
+    """Check, confirm and switch: the result and the physical GPUs switched, or None when the user said no."""
+    service = PartitionService(sel.pool)
+    snapshot = await sample_node(sel.pool, node, probe=True)
+    chosen = parse_physical(args.gpus, [p.physical for p in physical_gpus(snapshot)])
+    if isinstance(chosen, str):
+        raise UsageError(chosen)
+    reasons, summary = await service.check(node, snapshot, chosen, compute=args.compute, memory=args.memory)
+    say = (lambda *_: None) if args.json else print
+    say(f"{node.name}: {summary}")
+    if reasons:
+        raise PartitionRefused(reasons)
+    if not args.yes:
+        if ask is None:
+            raise UsageError("confirmation needed: run in a terminal or pass --yes")
+        if not _confirm("Switch now?", ask):
+            say("cancelled")
+            return None
+    reload_ok = args.reload_driver
+    if args.memory and not reload_ok:
+        if ask is None or args.yes:
+            raise UsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
+        reload_ok = _confirm("This reloads the amdgpu driver and stops all GPU work on the node. Go on?", ask)
+        if not reload_ok:
+            say("cancelled")
+            return None
+    say("switching… (the GPUs are re-enumerated afterwards)")
+    result = await service.switch(
+        node, snapshot, chosen, compute=args.compute, memory=args.memory, reload_confirmed=reload_ok
+    )
+    return result, chosen
 
 
 def run(args: argparse.Namespace) -> int:

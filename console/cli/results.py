@@ -392,22 +392,21 @@ def _fetch(args, store: ResultStore) -> int:
     """`results fetch RUN...`: a finished run from its node into the store (services/node_results.py)."""
     import asyncio
 
-    from console.cli.common import pick_node
+    from console.cli.selection import Selection
     from console.services.node_results import FetchError, fetch_run
-    from console.services.transports import TransportPool
 
     profile = load_selected_profile(args)
-    node = pick_node(profile, args.node)
+    sel = Selection(profile)
+    node = sel.node(args.node)
     presets = {p.name: p for p in profile.bench_presets}
 
     async def fetch_all() -> int:
-        pool = TransportPool()
         failed = False
         docs = []
-        try:
+        async with sel:
             for name in dict.fromkeys(args.runs):
                 try:
-                    got = await fetch_run(pool, node, name, store, presets=presets, label=args.label)
+                    got = await fetch_run(sel.pool, node, name, store, presets=presets, label=args.label)
                 except FetchError as exc:
                     say_error(exc)
                     failed = True
@@ -416,8 +415,6 @@ def _fetch(args, store: ResultStore) -> int:
                 if not args.json:
                     how = "stored as" if got.new else "already stored as"
                     print(f"{name}: {how} {got.run.id}")
-        finally:
-            await pool.close()
         if args.json:
             print(json.dumps({"runs": docs}, indent=2, default=str, allow_nan=False))
         return EXIT_FAILED if failed else EXIT_OK

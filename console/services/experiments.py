@@ -37,10 +37,10 @@ from console.core.experiment.spec import (
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.partition_rules import physical_gpus
 from console.core.replicas import DEFAULT_BASE_PORT
-from console.services.bench import BenchRunError, BenchRunner
-from console.services.group_bench import GroupBenchRunner, store_group, summary_of
+from console.services.runs.serving import BenchRunError
+from console.services.runs.group import GroupBenchRunner, store_group, summary_of
 from console.services.groups import GroupError, GroupService, GroupView
-from console.services.instances import InstanceError, InstanceService, InstanceState
+from console.services.instances import ENDED, InstanceError, InstanceService
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.results import ResultStore, default_root
 from console.services.status import sample_node
@@ -268,7 +268,7 @@ class ExperimentRunner:
                 return existing  # left by a killed run: take it over
             await self._stop_group(node, name)
         try:
-            plan = await self.groups.plan(
+            group = await self.groups.launch(
                 [node],
                 preset,
                 layout.replicas,
@@ -276,11 +276,12 @@ class ExperimentRunner:
                 group=name,
                 snapshots={node.name: snapshot},
                 base_port=self.base_port,
+                extra_env=extra_env,
+                ready_timeout=exp.ready_timeout,
+                poll_every=self.poll_every,
             )
         except (GroupError, InstanceError, TransportError) as exc:
             raise _LayoutFailed(str(exc)) from None
-        started = await self.groups.start(plan, [node], preset, snapshots={node.name: snapshot}, extra_env=extra_env)
-        group = await self.groups.wait_ready([node], started, timeout=exp.ready_timeout, poll_every=self.poll_every)
         if group.failed:
             first = group.failed[0]
             more = f" (+{len(group.failed) - 1} more replicas failed)" if len(group.failed) > 1 else ""
@@ -326,16 +327,16 @@ class ExperimentRunner:
 
     async def _cancel_clients(self, node: NodeSpec, group_name: str) -> None:
         """Benchmark clients of this group still running (left by a killed run) are stopped."""
-        runner = BenchRunner(self.pool)
+        clients = self.bench.clients
         try:
-            runs = await runner.runs(node)
+            runs = await clients.records(node)
         except TransportError:
             return
         prefix = group_name[:30].rstrip("-.") + "-"
         for rec in runs:
-            if rec.get("state") in ("running", "starting") and str(rec.get("name", "")).startswith(prefix):
+            if not rec.ended_now and rec.name.startswith(prefix):
                 try:
-                    await runner.cancel(node, rec["name"])
+                    await clients.cancel(node, rec.name)
                 except TransportError:
                     pass
 
@@ -344,10 +345,7 @@ class ExperimentRunner:
             found = await self.groups.get([node], name)
             if found is None:
                 return
-            if any(
-                v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
-                for v in found.replicas
-            ):
+            if any(v.state not in ENDED for v in found.replicas):
                 await self.groups.stop([node], name, int_timeout=self.stop_timeout, term_timeout=10)
             await self.groups.remove([node], name)
         except (GroupError, InstanceError, TransportError):

@@ -41,6 +41,15 @@ from console.transport.base import TransportError
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # Secrets travel from the console's environment to the instance, never through profiles.
 PASSTHROUGH_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# What holds its GPUs and port (an unmanaged vLLM too), and what has ended.
+ACTIVE = (
+    InstanceState.STARTING,
+    InstanceState.LOADING,
+    InstanceState.READY,
+    InstanceState.STOPPING,
+    InstanceState.UNMANAGED,
+)
+ENDED = (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
 
 
 def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None) -> list[InstanceView]:
@@ -145,17 +154,17 @@ class InstanceService:
         self.specs: dict[str, NodeSpec] = {}  # nodes seen, by name (a multi-node stop reaches them all)
         self._http_timeout = http_timeout
 
-    async def _agent(self, node: NodeSpec) -> AgentCommand:
+    async def agent(self, node: NodeSpec) -> AgentCommand:
         self.specs[node.name] = node
         cmd = self._commands.get(node.name)
         if cmd is None:
             cmd = self._commands[node.name] = await install_agent(self.pool.get(node), node)
         return cmd
 
-    async def _call(
+    async def call(
         self, node: NodeSpec, op: str, *args: str, input: str | None = None, timeout: float = 60
     ) -> list[dict]:
-        cmd = await self._agent(node)
+        cmd = await self.agent(node)
         argv = cmd.argv("instance", "--state-dir", cmd.state_dir, op, *args)
         result = await self.pool.get(node).run(argv, env=cmd.env_dict(), input=input, timeout=timeout)
         records = []
@@ -179,7 +188,7 @@ class InstanceService:
     # ------------------------------------------------------------ queries
 
     async def list(self, node: NodeSpec) -> list[InstanceView]:
-        return fold_ray_members([view_from_record(node.name, r) for r in await self._call(node, "list", timeout=30)])
+        return fold_ray_members([view_from_record(node.name, r) for r in await self.call(node, "list", timeout=30)])
 
     async def list_checked(self, node: NodeSpec) -> builtins.list[InstanceView]:  # list: the method above
         """list(), with running instances marked ready or loading by one /health call each."""
@@ -235,8 +244,8 @@ class InstanceService:
         name = name or self._default_name(preset, gpus, existing)
         if not NAME_RE.match(name):
             raise InstanceError(f"bad instance name {name!r} (letters, digits, . _ -)")
-        busy = {g: v.name for v in existing if v.state in _ACTIVE for g in v.gpus}
-        used_ports = {v.port for v in existing if v.state in _ACTIVE and v.port}
+        busy = {g: v.name for v in existing if v.state in ACTIVE for g in v.gpus}
+        used_ports = {v.port for v in existing if v.state in ACTIVE and v.port}
         tp = preset.tp
         for key, value in (overrides or {}).items():
             if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
@@ -264,7 +273,7 @@ class InstanceService:
         ):
             if refusal:
                 raise InstanceError(f"{node.name}: {refusal}")
-        cmd = await self._agent(node)
+        cmd = await self.agent(node)
         env = dict(extra_env or {})
         environ = os.environ if environ is None else environ
         for secret in PASSTHROUGH_SECRETS:
@@ -336,7 +345,7 @@ class InstanceService:
             vram = [g.vram_total_mib for g in snapshot.static if g.index in gpus and g.vram_total_mib]
             if vram:
                 spec["env"]["ROCM_CONSOLE_SIM_GPU_VRAM_MB"] = str(int(min(vram)))
-        [rec] = await self._call(node, "start", input=json.dumps(spec), timeout=60)
+        [rec] = await self.call(node, "start", input=json.dumps(spec), timeout=60)
         return replace(view_from_record(node.name, rec), warnings=warnings)
 
     @staticmethod
@@ -354,7 +363,7 @@ class InstanceService:
     async def log_lines(
         self, node: NodeSpec, name: str, *, follow: bool = False, lines: int | None = None, offset: int = 0
     ) -> AsyncIterator[str]:
-        cmd = await self._agent(node)
+        cmd = await self.agent(node)
         args = ["logs", name, "--offset", str(offset)]
         if lines is not None:
             args += ["--lines", str(lines)]
@@ -483,7 +492,7 @@ class InstanceService:
     async def stop(
         self, node: NodeSpec, name: str, *, int_timeout: float = 30.0, term_timeout: float = 10.0
     ) -> InstanceView:
-        [rec] = await self._call(
+        [rec] = await self.call(
             node,
             "stop",
             name,
@@ -500,7 +509,7 @@ class InstanceService:
 
     async def remove(self, node: NodeSpec, name: str) -> None:
         """Forget an ended instance: its folder (spec, log, exit status) is deleted on the node."""
-        await self._call(node, "remove", name, timeout=30)
+        await self.call(node, "remove", name, timeout=30)
 
 
 class InstancePoller:
@@ -612,15 +621,6 @@ class InstancePoller:
         except (TransportError, InstanceError):
             pass
         return log
-
-
-_ACTIVE = (
-    InstanceState.STARTING,
-    InstanceState.LOADING,
-    InstanceState.READY,
-    InstanceState.STOPPING,
-    InstanceState.UNMANAGED,
-)
 
 
 def since(started: float | None, now: float | None = None) -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from console.core.model import BenchPreset, ServePreset
 from console.core.results.build import run_from_console
-from console.services.bench import (
+from console.services.runs.serving import (
     BenchFinished,
     BenchProgressed,
     BenchRunner,
