@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 import uuid
@@ -15,11 +14,10 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    add_profile_options,
-    guarded,
-    load_selected_profile,
+    add_command_options,
     not_stored_line,
     positive_int,
+    run_command,
     say_error,
 )
 from console.cli.inputs import bench_inputs, concurrency_points
@@ -90,9 +88,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     cancel.add_argument("run")
     cancel.add_argument("--node", metavar="NAME")
     parsers = [run, sweep, runs, cancel]
-    for p in parsers:
-        p.add_argument("--json", action="store_true", help="print JSON")
-        add_profile_options(p)
+    add_command_options(parsers)
     return parsers + bench_offline.add_parsers(ops)  # latency, throughput, accuracy
 
 
@@ -291,6 +287,5 @@ async def _run_or_sweep(args, profile: Profile) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench_command in bench_offline.COMMANDS:
         return bench_offline.run(args)
-    profile = load_selected_profile(args)
     action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
-    return guarded(lambda: asyncio.run(action(args, profile)), failures=(BenchRunError, InstanceError, TransportError))
+    return run_command(args, action, failures=(BenchRunError, InstanceError, TransportError))

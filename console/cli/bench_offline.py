@@ -16,14 +16,14 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    add_profile_options,
+    add_command_options,
     guarded,
-    load_selected_profile,
     non_negative_int,
     not_stored_line,
     parse_pairs,
     positive_int,
     positive_seconds,
+    run_command,
     say_error,
 )
 from console.cli.inputs import parse_gpus
@@ -103,9 +103,7 @@ def add_parsers(ops) -> list[argparse.ArgumentParser]:
     acc.add_argument("--label", help="label stored with the result")
     acc.add_argument("--no-store", action="store_true")
     parsers.append(acc)
-    for p in parsers:
-        p.add_argument("--json", action="store_true", help="print JSON")
-        add_profile_options(p)
+    add_command_options(parsers)
     return parsers
 
 
@@ -416,9 +414,5 @@ async def _accuracy(args, profile: Profile) -> int:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "list_presets", False):
         return guarded(lambda: _list_presets(args.bench_command))
-    profile = load_selected_profile(args)
     action = _accuracy if args.bench_command == "accuracy" else _offline
-    return guarded(
-        lambda: asyncio.run(action(args, profile)),
-        failures=(OfflineRunError, AccuracyError, InstanceError, TransportError),
-    )
+    return run_command(args, action, failures=(OfflineRunError, AccuracyError, InstanceError, TransportError))

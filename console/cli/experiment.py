@@ -4,7 +4,6 @@ layout's group the way `serve start --replicas` does: GroupService.launch)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import sys
@@ -17,9 +16,8 @@ from console.cli.common import (
     EXIT_OK,
     UsageError,
     add_profile_options,
-    guarded,
-    load_selected_profile,
     parse_pairs,
+    run_command,
 )
 from console.cli.selection import Selection
 from console.core.experiment.report import ExperimentReport, build_report
@@ -245,16 +243,14 @@ def _report(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_selected_profile(args)
-
-    def action() -> int:
+    async def action(args: argparse.Namespace, profile: Profile) -> int:
         try:
             if args.experiment_command == "report":
                 return _report(args, profile)
-            return asyncio.run(_run(args, profile))
+            return await _run(args, profile)
         except _BadInput as exc:
             for line in exc.lines:
                 print(f"rocm-console: {line}", file=sys.stderr)
             return EXIT_BAD_INPUT
 
-    return guarded(action, failures=FAILURES)
+    return run_command(args, action, failures=FAILURES)

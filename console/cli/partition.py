@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any, Callable
 
-from console.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
-    add_profile_options,
-    guarded,
-    load_selected_profile,
-    say_error,
-)
+from console.cli.common import EXIT_FAILED, EXIT_OK, UsageError, add_command_options, run_command, say_error
 from console.cli.selection import Selection
 from console.core.model import NodeHealth, NodeSpec, Profile
 from console.core.partition_rules import parse_physical, physical_gpus
@@ -43,9 +34,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         action="store_true",
         help="second confirmation a memory switch needs (the amdgpu driver is reloaded)",
     )
-    for p in (show, setp):
-        p.add_argument("--json", action="store_true", help="print JSON")
-        add_profile_options(p)
+    add_command_options([show, setp])
     return [show, setp]
 
 
@@ -166,7 +155,9 @@ async def _switch(
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_selected_profile(args)
     ask = input if sys.stdin.isatty() else None
-    command = _show(args, profile) if args.partition_command == "show" else _set(args, profile, ask)
-    return guarded(lambda: asyncio.run(command), failures=(PartitionFailed, TransportError))
+
+    async def action(args: argparse.Namespace, profile: Profile) -> int:
+        return await (_show(args, profile) if args.partition_command == "show" else _set(args, profile, ask))
+
+    return run_command(args, action, failures=(PartitionFailed, TransportError))

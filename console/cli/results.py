@@ -21,6 +21,7 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_command_options,
     add_profile_options,
     guarded,
     load_selected_profile,
@@ -29,21 +30,11 @@ from console.cli.common import (
 from console.core.errors import ProfileError
 from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
-from console.core.results.display import (
-    format_value,
-    metric_label,
-    run_date,
-    run_summary,
-)
+from console.core.results.display import format_value, metric_label, run_date, run_summary
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
-from console.core.results.reference import (
-    ReferenceMatch,
-    load_reference_numbers,
-    reference_as_run,
-    reference_matches,
-)
+from console.core.results.reference import ReferenceMatch, load_reference_numbers, reference_as_run, reference_matches
 from console.services.results import ImportReport, ResultStore
 
 REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
@@ -89,12 +80,10 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     fetch.add_argument("--label", metavar="TEXT", help="label stored with the run")
     delete = ops.add_parser("delete", help="remove stored runs")
     delete.add_argument("ids", nargs="+", metavar="ID", help="run id or a unique prefix")
-    for p in (lst, show, compare, imp, fetch, delete):
-        p.add_argument("--json", action="store_true", help="print JSON")
-    parsers = [lst, show, compare, export, imp, fetch, delete]
-    for p in parsers:
-        add_profile_options(p)  # accepted like everywhere, though results need no profile
-    return parsers
+    # profile options are accepted like everywhere, though results need no profile
+    add_command_options([lst, show, compare, imp, fetch, delete])
+    add_profile_options(export)  # export writes its own --format: no --json
+    return [lst, show, compare, export, imp, fetch, delete]
 
 
 # ---------------------------------------------------------------- helpers

@@ -13,12 +13,11 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    add_profile_options,
-    guarded,
-    load_selected_profile,
+    add_command_options,
     port_arg,
     positive_int,
     positive_seconds,
+    run_command,
     say_error,
 )
 from console.cli.inputs import WAIT_TIMEOUT, parse_gpus, serve_inputs, wait_timeout
@@ -26,14 +25,7 @@ from console.cli.selection import Selection
 from console.core.model import NodeSpec, Profile
 from console.core.multinode import is_multinode
 from console.core.serve.argv import api_key_from, redact
-from console.services.instances import (
-    ENDED,
-    InstanceError,
-    InstanceState,
-    InstanceView,
-    place_unmanaged,
-    since,
-)
+from console.services.instances import ENDED, InstanceError, InstanceState, InstanceView, place_unmanaged, since
 from console.services.multinode import STAGE_RAY_UP, MultiNodeService
 from console.services.status import sample_node
 from console.transport.base import TransportError
@@ -87,9 +79,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     logs.add_argument("--follow", "-f", action="store_true")
     logs.add_argument("--lines", "-n", type=positive_int, default=None, metavar="N", help="only the last N lines")
     parsers = [start, lst, stop, logs]
-    for p in parsers:
-        add_profile_options(p)
-        p.add_argument("--json", action="store_true", help="print JSON")
+    add_command_options(parsers)
     return parsers
 
 
@@ -341,6 +331,5 @@ async def _logs(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_selected_profile(args)
     handler = {"start": _start, "list": _list, "stop": _stop, "logs": _logs}[args.serve_command]
-    return guarded(lambda: asyncio.run(handler(args, profile)), failures=(InstanceError, TransportError))
+    return run_command(args, handler, failures=(InstanceError, TransportError))

@@ -37,12 +37,12 @@ from console.core.experiment.spec import (
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.partition_rules import physical_gpus
 from console.core.replicas import DEFAULT_BASE_PORT
-from console.services.runs.serving import BenchRunError
-from console.services.runs.group import GroupBenchRunner, store_group, summary_of
 from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import ENDED, InstanceError, InstanceService
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.results import ResultStore, default_root
+from console.services.runs.group import GroupBenchRunner, store_group, summary_of
+from console.services.runs.serving import BenchRunError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError

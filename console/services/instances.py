@@ -25,14 +25,7 @@ from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
 from console.core.serve.argv import API_KEY_VAR, api_key_from, build_docker_argv, build_serve_argv
 from console.core.serve.log import ServeLogState, ServeStage
-from console.core.serve.rules import (
-    check_cpx_tp,
-    check_gpus_free,
-    check_port,
-    check_tp,
-    choose_port,
-    version_warnings,
-)
+from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_port, check_tp, choose_port, version_warnings
 from console.core.telemetry import is_nvidia_source
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool

@@ -7,15 +7,7 @@ import time
 from dataclasses import replace
 from typing import Iterable
 
-from console.core.model import (
-    AgentFailure,
-    AgentHello,
-    NodeHealth,
-    NodeSnapshot,
-    NodeSpec,
-    StaticInfo,
-    TelemetryFrame,
-)
+from console.core.model import AgentFailure, AgentHello, NodeHealth, NodeSnapshot, NodeSpec, StaticInfo, TelemetryFrame
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.services.agent_bundle import install_agent, run_probe
 from console.services.transports import TransportPool

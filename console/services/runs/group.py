@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -28,11 +27,11 @@ from console.core.experiment.spec import split_evenly
 from console.core.model import BenchPreset, NodeSpec
 from console.core.results.build import run_from_console
 from console.core.status_view import fmt_num
-from console.services.runs.run import NodeRuns
-from console.services.runs.serving import BenchEvent, BenchRunError, BenchRunner, RunOutcome, client_target
 from console.services.groups import GroupView
 from console.services.instances import InstanceState, InstanceView
 from console.services.results import ResultStore
+from console.services.runs.run import NodeRuns
+from console.services.runs.serving import BenchEvent, BenchRunError, BenchRunner, RunOutcome, client_target
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 

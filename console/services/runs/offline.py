@@ -31,7 +31,17 @@ from console.core.model import NodeSnapshot, NodeSpec
 from console.core.serve.argv import redact
 from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_tp
 from console.services.instances import ACTIVE, PASSTHROUGH_SECRETS, InstanceService
-from console.services.runs.run import RESULT_FILE, Collected, NodeRuns, RunRecord, RunSpec, name_part, run_stamp
+from console.services.runs.run import (
+    RESULT_FILE,
+    Collected,
+    NodeRuns,
+    RunFinished,
+    RunLogLine,
+    RunRecord,
+    RunSpec,
+    name_part,
+    run_stamp,
+)
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 
@@ -57,18 +67,6 @@ class OfflineStarted:
 class OfflineProgressed:
     run: str
     progress: OfflineProgress
-
-
-@dataclass(frozen=True, slots=True)
-class OfflineLogLine:
-    run: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class OfflineFinished:
-    run: str
-    outcome: OfflineOutcome
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,10 @@ class OfflineOutcome:
         return "no result was written"
 
 
-OfflineEvent = OfflineStarted | OfflineProgressed | OfflineLogLine | OfflineFinished
+# A log line and the end are the run API's events, as for every kind.
+OfflineLogLine = RunLogLine
+OfflineFinished = RunFinished
+OfflineEvent = OfflineStarted | OfflineProgressed | RunLogLine | RunFinished[OfflineOutcome]
 
 
 @dataclass(frozen=True)
@@ -157,11 +158,10 @@ class OfflineReader:
         self.kind = kind
         self.parser = OfflineStreamParser()
 
-    def line(self, text: str) -> list[OfflineEvent]:
-        logged: list[OfflineEvent] = [OfflineLogLine(self.run, text)] if text.strip() else []
-        return logged + [OfflineProgressed(self.run, event) for event in self.parser.feed(text)]
+    def line(self, text: str) -> list[OfflineProgressed]:
+        return [OfflineProgressed(self.run, event) for event in self.parser.feed(text)]
 
-    def end(self) -> list[OfflineEvent]:
+    def end(self) -> list[OfflineProgressed]:
         return []
 
     def outcome(self, collected: Collected) -> OfflineOutcome:
@@ -179,9 +179,6 @@ class OfflineReader:
             argv=collected.argv,
             cancelled=collected.cancelled,
         )
-
-    def finished(self, outcome: OfflineOutcome) -> OfflineFinished:
-        return OfflineFinished(self.run, outcome)
 
 
 class OfflineRunner:

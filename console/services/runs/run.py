@@ -28,7 +28,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from console.core.backoff import backoff_delay
 from console.core.bench.output import strip_ansi
@@ -44,6 +44,22 @@ _CANCEL = ("--int-timeout", "10", "--term-timeout", "5")  # SIGINT first: vLLM s
 
 OutcomeT = TypeVar("OutcomeT")
 OutcomeT_co = TypeVar("OutcomeT_co", covariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class RunLogLine:
+    """A line of a run's log, of any kind (`\\r` redraws split into lines)."""
+
+    run: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished(Generic[OutcomeT]):
+    """A run has ended and been collected: its outcome, as its kind reads it."""
+
+    run: str
+    outcome: OutcomeT
 
 
 @dataclass(frozen=True)
@@ -138,21 +154,15 @@ class Collected:
 
 
 class RunReader(Protocol[OutcomeT_co]):
-    """What a kind reads from one run: events from its log lines, then its outcome."""
+    """What a kind reads from one run: events from its log's lines (progress, ...), then its outcome."""
 
-    def line(self, text: str) -> Iterable[object]:
-        """Events for one line of the run's log (its log-line event first)."""
-        ...
+    def line(self, text: str) -> Iterable[object]: ...
 
     def end(self) -> Iterable[object]:
         """Events once the log has ended."""
         ...
 
     def outcome(self, collected: Collected) -> OutcomeT_co: ...
-
-    def finished(self, outcome: Any) -> object:
-        """The event that says the run has ended with this outcome."""
-        ...
 
 
 def run_stamp(clock: Callable[[], float] = time.time) -> str:
@@ -282,18 +292,21 @@ class NodeRuns:
         reconnect_attempts: int = 8,
         alongside: contextlib.AbstractAsyncContextManager | None = None,
     ) -> OutcomeT:
-        """Stream the run's log through the reader (re-attaching after a dropped link), then
-        collect it. `alongside` is entered for as long as the log is read (live metrics)."""
+        """Stream the run's log (each line a RunLogLine, then the reader's events for it;
+        re-attaching after a dropped link), then collect it (RunFinished). `alongside` is
+        entered for as long as the log is read (live metrics)."""
         cmd = await self.agent(node)
         async with alongside or contextlib.nullcontext():
             lines = follow_log(self.pool, node, cmd, run, reconnect_attempts=reconnect_attempts, lost=self.error)
             async for line in lines:
+                if line.strip():
+                    emit(RunLogLine(run, line))
                 for event in reader.line(line):
                     emit(event)
             for event in reader.end():
                 emit(event)
         outcome = await self.collect(node, run, reader, argv=argv, cmd=cmd)
-        emit(reader.finished(outcome))
+        emit(RunFinished(run, outcome))
         return outcome
 
     async def wait(self, node: NodeSpec, run: str, *, poll_every: float, tries: int = 30) -> None:

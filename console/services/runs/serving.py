@@ -28,7 +28,17 @@ from console.core.serve.argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample, poll_metrics
-from console.services.runs.run import RESULT_FILE, Collected, NodeRuns, RunRecord, RunSpec, name_part, run_stamp
+from console.services.runs.run import (
+    RESULT_FILE,
+    Collected,
+    NodeRuns,
+    RunFinished,
+    RunLogLine,
+    RunRecord,
+    RunSpec,
+    name_part,
+    run_stamp,
+)
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -86,18 +96,6 @@ class LiveMetricsSampled:
     sample: LiveSample
 
 
-@dataclass(frozen=True, slots=True)
-class BenchLogLine:
-    run: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class BenchFinished:
-    run: str
-    outcome: RunOutcome
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     run: str
@@ -143,7 +141,10 @@ class RunOutcome:
         return f"the client exited with code {self.exit_code}" if self.exit_code else "no result was written"
 
 
-BenchEvent = BenchStarted | BenchProgressed | BenchSetupSeen | LiveMetricsSampled | BenchLogLine | BenchFinished
+# A log line and the end are the run API's events, as for every kind.
+BenchLogLine = RunLogLine
+BenchFinished = RunFinished
+BenchEvent = BenchStarted | BenchProgressed | BenchSetupSeen | LiveMetricsSampled | RunLogLine | RunFinished[RunOutcome]
 
 
 def live_summary(samples: tuple[LiveSample, ...]) -> dict:
@@ -203,8 +204,7 @@ class ServingReader:
         return out
 
     def line(self, text: str) -> list[BenchEvent]:
-        logged: list[BenchEvent] = [BenchLogLine(self.run, text)] if text.strip() else []
-        return logged + self._events(self.parser.feed(text + "\n"))
+        return self._events(self.parser.feed(text + "\n"))
 
     def end(self) -> list[BenchEvent]:
         return self._events(self.parser.close())
@@ -229,9 +229,6 @@ class ServingReader:
             argv=collected.argv,
             cancelled=collected.cancelled,
         )
-
-    def finished(self, outcome: RunOutcome) -> BenchFinished:
-        return BenchFinished(self.run, outcome)
 
 
 class BenchRunner:
