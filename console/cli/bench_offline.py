@@ -49,6 +49,7 @@ from console.services.node_results import keep_locally, result_place
 from console.services.results import ResultStore, StoreError
 from console.services.runs.accuracy import AccuracyError, AccuracyRunner
 from console.services.runs.offline import (
+    OfflineClient,
     OfflineOutcome,
     OfflineProgressed,
     OfflineRunError,
@@ -275,11 +276,11 @@ async def _offline(args, profile: Profile) -> int:
         preset = _tp_for(args, preset, gpus)
         check = await runner.preflight(node, gpus, preset.tp, per_gpu=args.per_gpu)
         printer = _Printer(quiet=args.json, many=len(groups) > 1)
-        how = {"client": args.client, "scripts_dir": args.scripts_dir, "extra_args": args.arg, "extra_env": env}
+        how = OfflineClient(args.client, args.scripts_dir, args.arg, env)
         if args.detach:
             names = []
             for group in groups:
-                name, command = await runner.start(node, preset, group, version=check.version, **how)
+                name, command = await runner.start(node, preset, group, version=check.version, how=how)
                 names.append(name)
                 if not args.json:
                     print(f"started {name} on {node.name} (follow: bench {preset.kind} --attach {name})")
@@ -289,7 +290,7 @@ async def _offline(args, profile: Profile) -> int:
                 print(json.dumps({"node": node.name, "runs": names}, indent=2))
             return EXIT_OK
         outcomes = await asyncio.gather(
-            *(runner.run(node, preset, group, version=check.version, on_event=printer, **how) for group in groups)
+            *(runner.run(node, preset, group, version=check.version, how=how, on_event=printer) for group in groups)
         )
         return await _finish(args, sel.pool, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
 

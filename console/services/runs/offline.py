@@ -31,19 +31,8 @@ from console.core.model import NodeSnapshot, NodeSpec
 from console.core.serve.argv import redact
 from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_tp
 from console.services.instances import ACTIVE, PASSTHROUGH_SECRETS, InstanceService
-from console.services.runs.run import (
-    RESULT_FILE,
-    Collected,
-    NodeRuns,
-    RunFinished,
-    RunLogLine,
-    RunRecord,
-    RunSpec,
-    name_part,
-    run_stamp,
-)
+from console.services.runs import run as run_api
 from console.services.status import sample_node
-from console.services.transports import TransportPool
 
 
 class OfflineRunError(Exception):
@@ -69,39 +58,35 @@ class OfflineProgressed:
     progress: OfflineProgress
 
 
-@dataclass(frozen=True)
-class OfflineOutcome:
-    run: str
-    node: str
+@dataclass(frozen=True, kw_only=True)
+class OfflineOutcome(run_api.Outcome):
+    """result_json is vLLM's --output-json, as written."""
+
     kind: str
-    exit_code: int | None
-    result_json: dict | None  # vLLM's --output-json, as written
     fatal: str | None  # vLLM's own fatal line, when it failed
     printed: dict
-    argv: tuple[str, ...] = ()
-    cancelled: bool = False
 
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and self.result_json is not None and not self.cancelled
-
-    @property
-    def reason(self) -> str | None:
-        if self.ok:
-            return None
-        if self.cancelled:
-            return "cancelled"
+    def failure(self) -> str:
         if self.fatal:
             return self.fatal
-        if self.exit_code:
-            return f"vLLM exited with code {self.exit_code}"
-        return "no result was written"
+        return f"vLLM {super().failure()}" if self.exit_code else super().failure()
 
 
 # A log line and the end are the run API's events, as for every kind.
-OfflineLogLine = RunLogLine
-OfflineFinished = RunFinished
-OfflineEvent = OfflineStarted | OfflineProgressed | RunLogLine | RunFinished[OfflineOutcome]
+OfflineLogLine = run_api.RunLogLine
+OfflineFinished = run_api.RunFinished
+OfflineEvent = OfflineStarted | OfflineProgressed | run_api.RunLogLine | run_api.RunFinished[OfflineOutcome]
+
+
+@dataclass(frozen=True)
+class OfflineClient:
+    """How the benchmark runs: the client (`vllm bench` subcommand or the old scripts, and where
+    those are), extra engine flags and environment on the node."""
+
+    client: str = "auto"
+    scripts_dir: str | None = None
+    extra_args: Sequence[str] = ()
+    extra_env: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,8 +98,8 @@ class Preflight:
 
 
 def offline_run_name(preset: str, kind: str, gpus: Sequence[int], clock: Callable[[], float] = time.time) -> str:
-    stamp = run_stamp(clock)
-    base = name_part(preset, 30, kind)
+    stamp = run_api.run_stamp(clock)
+    base = run_api.name_part(preset, 30, kind)
     return f"{kind}-{base}-g{'-'.join(map(str, gpus))}-{stamp}"
 
 
@@ -164,7 +149,7 @@ class OfflineReader:
     def end(self) -> list[OfflineProgressed]:
         return []
 
-    def outcome(self, collected: Collected) -> OfflineOutcome:
+    def outcome(self, collected: run_api.Collected) -> OfflineOutcome:
         loaded = collected.result_json()
         fatal = self.parser.fatal
         exit_code = collected.exit_code
@@ -181,19 +166,10 @@ class OfflineReader:
         )
 
 
-class OfflineRunner:
+class OfflineRunner(run_api.KindRunner):
     """Offline benchmark runs: `vllm bench latency|throughput` on free GPUs, detached on the node."""
 
-    def __init__(self, pool: TransportPool | None = None) -> None:
-        self.pool = pool or TransportPool()
-        self.node_runs = NodeRuns(self.pool, error=OfflineRunError)
-
-    async def records(self, node: NodeSpec) -> list[RunRecord]:
-        return await self.node_runs.records(node)
-
-    async def cancel(self, node: NodeSpec, run: str) -> None:
-        """Stop a run cleanly (SIGINT, then SIGTERM): vLLM shuts its engine down itself."""
-        await self.node_runs.cancel(node, run)
+    error = OfflineRunError
 
     async def preflight(self, node: NodeSpec, gpus: Sequence[int], tp: int, *, per_gpu: bool = False) -> Preflight:
         """The serve-start checks for these GPUs (per_gpu: one TP 1 run on each);
@@ -227,10 +203,7 @@ class OfflineRunner:
         gpus: Sequence[int],
         *,
         version: str | None,
-        client: str = "auto",
-        scripts_dir: str | None = None,
-        extra_args: Sequence[str] = (),
-        extra_env: Mapping[str, str] | None = None,
+        how: OfflineClient = OfflineClient(),
         name: str | None = None,
     ) -> tuple[str, OfflineCommand]:
         """Start the benchmark detached on the node; returns (run name, command)."""
@@ -238,21 +211,27 @@ class OfflineRunner:
         gpus = tuple(gpus)
         name = name or offline_run_name(preset.name, preset.kind, gpus)
         try:
-            chosen = choose_client(version, client)
-            kw = {"scripts_dir": scripts_dir} if scripts_dir else {}
+            chosen = choose_client(version, how.client)
+            kw = {"scripts_dir": how.scripts_dir} if how.scripts_dir else {}
             command = build_offline_argv(
                 preset,
-                output_json=f"{NodeRuns.folder(cmd, name)}/{RESULT_FILE}",
+                output_json=run_api.NodeRuns.result_path(cmd, name),
                 vllm_cmd=cmd.vllm,
                 python=node.python,
                 client=chosen,
                 version=version,
-                extra_args=extra_args,
+                extra_args=how.extra_args,
                 **kw,
             )
         except OfflineError as exc:
             raise OfflineRunError(f"{preset.kind} preset {preset.name}: {exc}") from None
-        env = {**cmd.env_dict(), **dict(command.env), **(extra_env or {}), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
+        env = {
+            **cmd.env_dict(),
+            **dict(command.env),
+            **(how.extra_env or {}),
+            "COLUMNS": "100",
+            "PYTHONUNBUFFERED": "1",
+        }
         for secret in PASSTHROUGH_SECRETS:  # gated models (seed 001: HF_TOKEN); redacted in spec.json
             if secret in os.environ and secret not in env:
                 env[secret] = os.environ[secret]
@@ -265,7 +244,7 @@ class OfflineRunner:
             # so `--attach` (from any console) stores the run with the setup it started with
             "offline_preset": {k: v for k, v in asdict(preset).items() if k not in ("env", "source")},
         }
-        await self.node_runs.start(node, cmd, RunSpec(name, tuple(command.argv), env, keys))
+        await self.node_runs.start(node, cmd, run_api.RunSpec(name, tuple(command.argv), env, keys))
         return name, command
 
     async def follow(
@@ -294,23 +273,12 @@ class OfflineRunner:
         preset: OfflinePreset,
         gpus: Sequence[int],
         *,
-        version: str | None,
-        client: str = "auto",
-        scripts_dir: str | None = None,
-        extra_args: Sequence[str] = (),
-        extra_env: Mapping[str, str] | None = None,
         on_event: Callable[[OfflineEvent], None] | None = None,
+        version: str | None,
+        how: OfflineClient = OfflineClient(),
     ) -> OfflineOutcome:
-        name, command = await self.start(
-            node,
-            preset,
-            gpus,
-            version=version,
-            client=client,
-            scripts_dir=scripts_dir,
-            extra_args=extra_args,
-            extra_env=extra_env,
-        )
+        """start() and follow()."""
+        name, command = await self.start(node, preset, gpus, version=version, how=how)
         if on_event:
             on_event(
                 OfflineStarted(

@@ -62,6 +62,35 @@ class RunFinished(Generic[OutcomeT]):
     outcome: OutcomeT
 
 
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """How a run of any kind ended, as collected: which run, where, its exit, its result file as
+    JSON (None when it wrote none) and the argv it ran (redacted). The kinds add what they read."""
+
+    run: str
+    node: str
+    exit_code: int | None
+    result_json: dict | None
+    argv: tuple[str, ...] = ()
+    cancelled: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.result_json is not None and not self.cancelled
+
+    @property
+    def reason(self) -> str | None:
+        """None when it went well, else one line: cancelled, or the kind's own reason."""
+        if self.ok:
+            return None
+        if self.cancelled:
+            return "cancelled"
+        return self.failure()
+
+    def failure(self) -> str:
+        return f"exited with code {self.exit_code}" if self.exit_code else "no result was written"
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """What the node's supervisor says about a run of any kind (`instance --group runs list`)."""
@@ -234,6 +263,10 @@ class NodeRuns:
     def folder(cmd: AgentCommand, run: str) -> str:
         return f"{cmd.state_dir}/runs/{run}"
 
+    @staticmethod
+    def result_path(cmd: AgentCommand, run: str) -> str:
+        return f"{cmd.state_dir}/runs/{run}/{RESULT_FILE}"
+
     def _argv(self, cmd: AgentCommand, *op: str) -> list[str]:
         return cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", GROUP, *op)
 
@@ -276,7 +309,7 @@ class NodeRuns:
         """The outcome of a run that has ended: its record and result file, read by the kind."""
         cmd = cmd or await self.agent(node)
         rec = await self.record(node, run, cmd)
-        read = await self.pool.get(node).run(["cat", f"{self.folder(cmd, run)}/{RESULT_FILE}"], timeout=60)
+        read = await self.pool.get(node).run(["cat", self.result_path(cmd, run)], timeout=60)
         text = read.stdout if read.ok and read.stdout.strip() else None
         shown = tuple(redact(list(argv or (rec.argv if rec else ()))))
         return reader.outcome(Collected(run, node.name, rec, text, shown))
@@ -330,6 +363,24 @@ class NodeRuns:
             if rec is not None and rec.ended_now:
                 return
             await asyncio.sleep(poll_every)
+
+
+class KindRunner:
+    """What the runner of every kind has: its runs on the nodes (listed, cancelled) over one pool."""
+
+    error: Callable[[str], Exception] = RuntimeError  # the kind's one-line exception
+
+    def __init__(self, pool: TransportPool | None = None) -> None:
+        self.pool = pool or TransportPool()
+        self.node_runs = NodeRuns(self.pool, error=self.error)
+
+    async def records(self, node: NodeSpec) -> list[RunRecord]:
+        """Every benchmark run on the node (of any kind), as the supervisor lists them."""
+        return await self.node_runs.records(node)
+
+    async def cancel(self, node: NodeSpec, run: str) -> None:
+        """Stop a run cleanly (SIGINT, then SIGTERM): vLLM shuts its engine down itself."""
+        await self.node_runs.cancel(node, run)
 
 
 async def run_local(

@@ -28,22 +28,11 @@ from console.core.serve.argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample, poll_metrics
-from console.services.runs.run import (
-    RESULT_FILE,
-    Collected,
-    NodeRuns,
-    RunFinished,
-    RunLogLine,
-    RunRecord,
-    RunSpec,
-    name_part,
-    run_stamp,
-)
+from console.services.runs import run as run_api
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 __all__ = [
-    "RESULT_FILE",
     "BenchEvent",
     "BenchFinished",
     "BenchLogLine",
@@ -96,18 +85,14 @@ class LiveMetricsSampled:
     sample: LiveSample
 
 
-@dataclass(frozen=True)
-class RunOutcome:
-    run: str
-    node: str
-    exit_code: int | None
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome(run_api.Outcome):
+    """result_json is the client's --save-result file, as written."""
+
     result: BenchResult | None  # vLLM's own JSON, normalised
-    result_json: dict | None  # as written by the client
     block: BenchResultBlock | None  # the printed block (for cross-checks)
     errors: tuple[BenchError, ...]
     live: tuple[LiveSample, ...] = field(default=(), repr=False)
-    argv: tuple[str, ...] = ()
-    cancelled: bool = False
 
     @property
     def ok(self) -> bool:
@@ -121,12 +106,7 @@ class RunOutcome:
             and not self.cancelled
         )
 
-    @property
-    def reason(self) -> str | None:
-        if self.ok:
-            return None
-        if self.cancelled:
-            return "cancelled"
+    def failure(self) -> str:
         r = self.result
         failed = (r.failed or 0) if r is not None else 0
         if r is not None and failed > 0:
@@ -138,13 +118,20 @@ class RunOutcome:
             return "no request completed" + (f": {self.errors[0].message}" if self.errors else "")
         if self.errors:
             return self.errors[0].message
-        return f"the client exited with code {self.exit_code}" if self.exit_code else "no result was written"
+        return f"the client {super().failure()}" if self.exit_code else super().failure()
 
 
 # A log line and the end are the run API's events, as for every kind.
-BenchLogLine = RunLogLine
-BenchFinished = RunFinished
-BenchEvent = BenchStarted | BenchProgressed | BenchSetupSeen | LiveMetricsSampled | RunLogLine | RunFinished[RunOutcome]
+BenchLogLine = run_api.RunLogLine
+BenchFinished = run_api.RunFinished
+BenchEvent = (
+    BenchStarted
+    | BenchProgressed
+    | BenchSetupSeen
+    | LiveMetricsSampled
+    | run_api.RunLogLine
+    | run_api.RunFinished[RunOutcome]
+)
 
 
 def live_summary(samples: tuple[LiveSample, ...]) -> dict:
@@ -173,8 +160,8 @@ def live_summary(samples: tuple[LiveSample, ...]) -> dict:
 
 
 def run_name(preset: str, concurrency: int | None, clock: Callable[[], float] = time.time) -> str:
-    stamp = run_stamp(clock)
-    base = name_part(preset, 36, "bench")
+    stamp = run_api.run_stamp(clock)
+    base = run_api.name_part(preset, 36, "bench")
     return f"{base}-c{concurrency}-{stamp}" if concurrency else f"{base}-{stamp}"
 
 
@@ -209,7 +196,7 @@ class ServingReader:
     def end(self) -> list[BenchEvent]:
         return self._events(self.parser.close())
 
-    def outcome(self, collected: Collected) -> RunOutcome:
+    def outcome(self, collected: run_api.Collected) -> RunOutcome:
         result_json, result = None, None
         if collected.result_text is not None:
             try:
@@ -231,13 +218,14 @@ class ServingReader:
         )
 
 
-class BenchRunner:
+class BenchRunner(run_api.KindRunner):
     """Serving benchmark runs: the client next to an instance, detached on its node."""
 
+    error = BenchRunError
+
     def __init__(self, pool: TransportPool | None = None, *, metrics_interval: float = 1.0) -> None:
-        self.pool = pool or TransportPool()
+        super().__init__(pool)
         self.metrics_interval = metrics_interval
-        self.node_runs = NodeRuns(self.pool, error=BenchRunError)
 
     def client_command(self, node: NodeSpec, cmd: AgentCommand, preset: BenchPreset) -> list[str]:
         if preset.client == "benchmark_serving":
@@ -258,7 +246,7 @@ class BenchRunner:
         max_concurrency: int | None,
         instance: str,
         extra_env: Mapping[str, str] | None = None,
-    ) -> RunSpec:
+    ) -> run_api.RunSpec:
         """The client's argv, environment and spec keys: the serving kind's argv builder."""
         try:
             argv = build_bench_argv(
@@ -266,8 +254,8 @@ class BenchRunner:
                 client_cmd=self.client_command(node, cmd, preset),
                 base_url=base_url,
                 model=model,
-                result_dir=NodeRuns.folder(cmd, name),
-                result_filename=RESULT_FILE,
+                result_dir=run_api.NodeRuns.folder(cmd, name),
+                result_filename=run_api.RESULT_FILE,
                 max_concurrency=max_concurrency,
                 tokenizer=tokenizer,
             )
@@ -275,7 +263,7 @@ class BenchRunner:
             raise BenchRunError(f"bench preset {preset.name}: {exc}") from None
         env = {**cmd.env_dict(), **(extra_env or {}), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
         keys = {"instance": instance, "preset": preset.name, "max_concurrency": max_concurrency}
-        return RunSpec(name, tuple(argv), env, keys)
+        return run_api.RunSpec(name, tuple(argv), env, keys)
 
     async def start(
         self,
@@ -381,24 +369,18 @@ class BenchRunner:
         instance: InstanceView,
         preset: BenchPreset,
         *,
+        on_event: Callable[[BenchEvent], None] | None = None,
         overrides: dict[str, str] | None = None,
         max_concurrency: int | None = None,
-        on_event: Callable[[BenchEvent], None] | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> RunOutcome:
+        """start() and follow(), the instance's /metrics polled meanwhile."""
         name, argv = await self.start(
             node, instance, preset, overrides=overrides, max_concurrency=max_concurrency, extra_env=extra_env
         )
         if on_event:
             on_event(BenchStarted(name, node.name, tuple(redact(list(argv))), max_concurrency))
         return await self.follow(node, instance, name, on_event=on_event, argv=argv)
-
-    async def cancel(self, node: NodeSpec, run: str) -> None:
-        await self.node_runs.cancel(node, run)
-
-    async def records(self, node: NodeSpec) -> list[RunRecord]:
-        """Every benchmark run on the node (serving and offline), as the supervisor lists them."""
-        return await self.node_runs.records(node)
 
     async def runs(self, node: NodeSpec) -> list[dict]:
         """records() as the node listed them (plain dicts, as `bench runs --json` prints them)."""
