@@ -35,6 +35,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _MARKERS = ("o", "x", "+", "*", "#", "@")
 FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed, StoreError)
 DEMO_LAB = "mi300x-lab"
+LINK_RESUMES = 10  # `experiment run` starts again from its state file this many times when the link drops
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -134,7 +135,9 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
         if not args.json:
             print(f"state: {state_path}", flush=True)
         try:
-            state = await runner.run_resilient(exp, node, profile, state_path, on_event=progress, extra_env=env)
+            state = await runner.run(
+                exp, node, profile, state_path, on_event=progress, extra_env=env, link_retries=LINK_RESUMES
+            )
         except ExperimentError as exc:
             raise _BadInput(exc.problems) from None
     if args.json:

@@ -126,6 +126,46 @@ class ExperimentRunner:
         *,
         on_event: Callable[[ExperimentProgressed], None] | None = None,
         extra_env: dict[str, str] | None = None,
+        link_retries: int = 0,
+        backoff: float = LINK_BACKOFF,
+    ) -> ExperimentState:
+        """Run the experiment to its end. With link_retries, a run that lost the link to the node
+        is started again from its state file (a new SSH connection each time), up to
+        link_retries times in a row."""
+        failures = 0
+        while True:
+            try:
+                return await self._run_once(exp, node, profile, state_path, on_event, extra_env)
+            except TransportError as exc:
+                failures += 1
+                if failures > link_retries:
+                    raise
+                delay = min(backoff * failures, 60.0)
+                if on_event:
+                    try:
+                        st = load_state(state_path, exp, node.name)
+                    except ValueError:
+                        st = ExperimentState(experiment=exp.name, node=node.name)
+                    on_event(
+                        ExperimentProgressed(
+                            f"link to {node.name} lost ({exc.reason}): resuming in {delay:g} s "
+                            f"(attempt {failures} of {link_retries})",
+                            st,
+                            len(st.done),
+                            st.planned,
+                        )
+                    )
+                await asyncio.sleep(delay)
+                await self.pool.close()  # a fresh connection next time
+
+    async def _run_once(
+        self,
+        exp: Experiment,
+        node: NodeSpec,
+        profile: Profile,
+        state_path: Path,
+        on_event: Callable[[ExperimentProgressed], None] | None,
+        extra_env: dict[str, str] | None,
     ) -> ExperimentState:
         snapshot = await self.check(exp, node, profile)
         points = plan_points(exp)
@@ -179,48 +219,6 @@ class ExperimentRunner:
         return step(
             state, f"finished: {len(state.done)} of {len(points)} points, {len(state.failed_layouts)} layouts failed"
         )
-
-    async def run_resilient(
-        self,
-        exp: Experiment,
-        node: NodeSpec,
-        profile: Profile,
-        state_path: Path,
-        *,
-        on_event: Callable[[ExperimentProgressed], None] | None = None,
-        extra_env: dict[str, str] | None = None,
-        link_retries: int = 10,
-        backoff: float = LINK_BACKOFF,
-    ) -> ExperimentState:
-        """run(), started again from its state file when the link to the node drops (a new
-        SSH connection each time), up to link_retries times in a row."""
-        failures = 0
-        while True:
-            try:
-                return await self.run(exp, node, profile, state_path, on_event=on_event, extra_env=extra_env)
-            except TransportError as exc:
-                failures += 1
-                if failures > link_retries:
-                    raise
-                if on_event:
-                    try:
-                        st = load_state(state_path, exp, node.name)
-                    except ValueError:
-                        st = ExperimentState(experiment=exp.name, node=node.name)
-                    delay = min(backoff * failures, 60.0)
-                    on_event(
-                        ExperimentProgressed(
-                            f"link to {node.name} lost ({exc.reason}): resuming in {delay:g} s "
-                            f"(attempt {failures} of {link_retries})",
-                            st,
-                            len(st.done),
-                            st.planned,
-                        )
-                    )
-                else:
-                    delay = min(backoff * failures, 60.0)
-                await asyncio.sleep(delay)
-                await self.pool.close()  # a fresh connection next time
 
     # ------------------------------------------------------------ steps
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from console.core.instance_view import InstanceState as InstanceState
 from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
-from console.core.serve.argv import API_KEY_VAR, api_key_from, build_docker_argv, build_serve_argv
+from console.core.serve.argv import API_KEY_VAR, ServeCommand, api_key_from, build_docker_argv, build_serve_argv
 from console.core.serve.log import ServeLogState, ServeStage
 from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_port, check_tp, choose_port, version_warnings
 from console.core.telemetry import is_nvidia_source
@@ -43,6 +44,27 @@ ACTIVE = (
     InstanceState.UNMANAGED,
 )
 ENDED = (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+
+
+def serve_spec(
+    name: str, command: ServeCommand, preset: ServePreset, *, port: int, gpus: Sequence[int], runtime: str, **more: Any
+) -> dict[str, Any]:
+    """What the node's supervisor starts an instance from (its spec.json): the command, where
+    it serves, the preset it came from, and the `more` keys as given."""
+    spec: dict[str, Any] = {
+        "name": name,
+        "argv": list(command.argv),
+        "env": dict(command.env),
+        "port": port,
+        "gpus": list(gpus),
+        "model": preset.model,
+        "preset": preset.name,
+        "runtime": runtime,
+        **more,
+    }
+    if preset.api_key_env:
+        spec["api_key_env"] = preset.api_key_env  # the variable's name: later calls send the key
+    return spec
 
 
 def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None) -> list[InstanceView]:
@@ -286,51 +308,29 @@ class InstanceService:
         # where vLLM listens: the preset's host (vLLM's default, every address, when it names none);
         # a simulated node is this machine: its server is never for the network
         bind = "127.0.0.1" if node.simulate is not None else (preset.host or "0.0.0.0")
+        container = f"rocm-console-{name}" if preset.runtime == "docker" else None
+        if container is not None:
+            vendor = "nvidia" if snapshot is not None and is_nvidia_source(snapshot.source) else "amd"
+            build = functools.partial(build_docker_argv, preset, name=container, vendor=vendor)
+        else:
+            build = functools.partial(build_serve_argv, preset, vllm=shlex.join(cmd.vllm))
         try:
-            if preset.runtime == "docker":
-                command = build_docker_argv(
-                    preset,
-                    name=f"rocm-console-{name}",
-                    port=port,
-                    host=bind,
-                    gpus=gpus,
-                    overrides=overrides or {},
-                    extra_args=extra_args,
-                    extra_env=env,
-                    vendor="nvidia" if snapshot is not None and is_nvidia_source(snapshot.source) else "amd",
-                    devices=devices,
-                )
-            else:
-                command = build_serve_argv(
-                    preset,
-                    vllm=shlex.join(cmd.vllm),
-                    port=port,
-                    host=bind,
-                    gpus=gpus,
-                    overrides=overrides or {},
-                    extra_args=extra_args,
-                    extra_env=env,
-                    devices=devices,
-                )
+            command = build(
+                port=port,
+                host=bind,
+                gpus=gpus,
+                overrides=overrides or {},
+                extra_args=extra_args,
+                extra_env=env,
+                devices=devices,
+            )
         except ValueError as exc:
             raise InstanceError(f"{node.name}: preset {preset.name}: {exc}") from None
         probe = snapshot.probe if snapshot is not None else None
         warnings = tuple(version_warnings(probe.vllm if probe else None, command.argv, command.env))
-        spec: dict[str, Any] = {
-            "name": name,
-            "argv": list(command.argv),
-            "env": dict(command.env),
-            "port": port,
-            "gpus": list(gpus),
-            "model": preset.model,
-            "preset": preset.name,
-            "runtime": preset.runtime,
-            "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
-        }
+        spec = serve_spec(name, command, preset, port=port, gpus=gpus, runtime=preset.runtime, container=container)
         if group:
             spec["group"] = group
-        if preset.api_key_env:
-            spec["api_key_env"] = preset.api_key_env  # the variable's name: later calls send the key
         # The simulator's env (state dir) must reach the fake vllm too, with the
         # VRAM of the chosen logical GPUs (a CPX partition has 1/8 of the GPU).
         spec["env"].update(cmd.env_dict())

@@ -17,6 +17,7 @@ instance's Ray temp dir, so nothing is left and nothing else is touched.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import re
@@ -50,6 +51,7 @@ from console.services.instances import (
     InstanceService,
     InstanceState,
     InstanceView,
+    serve_spec,
     view_from_record,
 )
 from console.transport.base import TransportError
@@ -293,26 +295,12 @@ class MultiNodeService:
                 ray = await self._ray(node)
                 temp_dir = f"{temp_root}/{_short(name)}-{i}"
                 extra = [*preset.ray_args, *(ray_args or {}).get(node.name, ())]
+                if i == 0:
+                    build = functools.partial(build_ray_head_argv, ray, node_ip=address)
+                else:
+                    build = functools.partial(build_ray_worker_argv, ray, head=address, node_ip=node_ips.get(node.name))
                 try:
-                    if i == 0:
-                        argv = build_ray_head_argv(
-                            ray,
-                            port=ray_port,
-                            node_ip=address,
-                            temp_dir=temp_dir,
-                            num_gpus=len(by_node[node.name]),
-                            extra=extra,
-                        )
-                    else:
-                        argv = build_ray_worker_argv(
-                            ray,
-                            head=address,
-                            port=ray_port,
-                            temp_dir=temp_dir,
-                            num_gpus=len(by_node[node.name]),
-                            node_ip=node_ips.get(node.name),
-                            extra=extra,
-                        )
+                    argv = build(port=ray_port, temp_dir=temp_dir, num_gpus=len(by_node[node.name]), extra=extra)
                 except ValueError as exc:
                     raise InstanceError(f"node {node.name}: {exc}") from None
                 env = dict(preset.env)  # RCCL/NCCL settings reach the Ray workers on every node
@@ -395,19 +383,9 @@ class MultiNodeService:
             )
         except ValueError as exc:
             raise InstanceError(f"{head.name}: preset {preset.name}: {exc}") from None
-        spec: dict[str, Any] = {
-            "name": name,
-            "argv": list(command.argv),
-            "env": dict(command.env),
-            "port": port,
-            "gpus": list(gpus),
-            "model": preset.model,
-            "preset": preset.name,
-            "runtime": "host",
-            "multinode": dict(info, role="serve"),
-        }
-        if preset.api_key_env:
-            spec["api_key_env"] = preset.api_key_env
+        spec = serve_spec(
+            name, command, preset, port=port, gpus=gpus, runtime="host", multinode=dict(info, role="serve")
+        )
         spec["env"].update(cmd.env_dict())
         [rec] = await self.instances.call(head, "start", input=json.dumps(spec), timeout=60)
         return view_from_record(head.name, rec)

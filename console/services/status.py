@@ -10,7 +10,7 @@ from typing import Iterable
 from console.core.model import AgentFailure, AgentHello, NodeHealth, NodeSnapshot, NodeSpec, StaticInfo, TelemetryFrame
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.services.agent_bundle import install_agent, run_probe
-from console.services.transports import TransportPool
+from console.services.transports import TransportPool, each_node
 from console.transport.base import TransportError
 
 
@@ -45,22 +45,23 @@ async def collect_status(
     nodes: Iterable[NodeSpec], *, timeout: float = 20.0, pool: TransportPool | None = None, probe: bool = True
 ) -> list[NodeSnapshot]:
     """Sample every node concurrently; a node past the deadline is reported down, not waited for."""
-    pool = pool or TransportPool()
-    nodes = list(nodes)
 
-    async def one(node: NodeSpec) -> NodeSnapshot:
-        try:
-            return await asyncio.wait_for(sample_node(pool, node, probe=probe), timeout)
-        except asyncio.TimeoutError:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: no answer within {timeout:g} s")
-        except TransportError as exc:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=exc.reason)
-        except AgentProtocolError as exc:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: agent protocol error: {exc}")
-        except OSError as exc:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: {exc}")
+    def down(node: NodeSpec, exc: Exception) -> NodeSnapshot:
+        if isinstance(exc, asyncio.TimeoutError):
+            error = f"{node.name}: no answer within {timeout:g} s"
+        elif isinstance(exc, TransportError):
+            error = exc.reason
+        elif isinstance(exc, AgentProtocolError):
+            error = f"{node.name}: agent protocol error: {exc}"
+        else:
+            error = f"{node.name}: {exc}"
+        return NodeSnapshot(node.name, NodeHealth.DOWN, error=error)
 
-    try:
-        return list(await asyncio.gather(*(one(n) for n in nodes)))
-    finally:
-        await pool.close()
+    return await each_node(
+        nodes,
+        lambda pool, node: sample_node(pool, node, probe=probe),
+        down,
+        timeout=timeout,
+        pool=pool,
+        failures=(TransportError, AgentProtocolError, OSError),
+    )

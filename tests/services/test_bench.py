@@ -8,6 +8,8 @@ import pytest
 
 from console.core.model import BenchPreset, ServePreset
 from console.core.results.build import run_from_console
+from console.services.instances import InstanceService
+from console.services.results import ResultStore
 from console.services.runs.serving import (
     BenchFinished,
     BenchProgressed,
@@ -15,8 +17,6 @@ from console.services.runs.serving import (
     LiveMetricsSampled,
     live_summary,
 )
-from console.services.instances import InstanceService
-from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError

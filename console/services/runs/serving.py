@@ -32,23 +32,6 @@ from console.services.runs import run as run_api
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
-__all__ = [
-    "BenchEvent",
-    "BenchFinished",
-    "BenchLogLine",
-    "BenchProgressed",
-    "BenchRunError",
-    "BenchRunner",
-    "BenchSetupSeen",
-    "BenchStarted",
-    "LiveMetricsSampled",
-    "RunOutcome",
-    "ServingReader",
-    "client_target",
-    "live_summary",
-    "run_name",
-]
-
 MAX_LIVE = 3600  # live samples kept per run (an hour at 1 Hz)
 
 
