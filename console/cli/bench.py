@@ -14,6 +14,7 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_actions,
     add_command_options,
     not_stored_line,
     positive_int,
@@ -46,9 +47,7 @@ from console.transport.base import TransportError
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    bench = sub.add_parser("bench", help="run benchmark presets against an instance; sweeps")
-    ops = bench.add_subparsers(dest="bench_command", metavar="ACTION")
-    ops.required = True
+    ops = add_actions(sub, "bench", help="run benchmark presets against an instance; sweeps")
     run = ops.add_parser("run", help="one run of a preset (its first concurrency, or --concurrency)")
     sweep = ops.add_parser("sweep", help="a preset over several concurrencies, one run after another")
     for p in (run, sweep):

@@ -77,6 +77,15 @@ def add_profile_options(parser: argparse.ArgumentParser, *, suppress: bool = Tru
     )
 
 
+def add_actions(sub: Any, name: str, help: str) -> Any:
+    """A command group, `rocm-console NAME ACTION ...`: its parser and its required actions
+    (args.NAME_command names the one given)."""
+    group = sub.add_parser(name, help=help)
+    ops = group.add_subparsers(dest=f"{name}_command", metavar="ACTION")
+    ops.required = True
+    return ops
+
+
 def add_command_options(parsers: Iterable[argparse.ArgumentParser], *, json_help: str = "print JSON") -> None:
     """What every command of a group takes: --json and the profile options."""
     for p in parsers:

@@ -15,6 +15,7 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_actions,
     add_profile_options,
     parse_pairs,
     run_command,
@@ -39,9 +40,7 @@ LINK_RESUMES = 10  # `experiment run` starts again from its state file this many
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    exp = sub.add_parser("experiment", help="layout experiments: which partition x TP x replicas serves best")
-    ops = exp.add_subparsers(dest="experiment_command", metavar="ACTION")
-    ops.required = True
+    ops = add_actions(sub, "experiment", help="layout experiments: which partition x TP x replicas serves best")
     run = ops.add_parser("run", help="run an experiment file unattended (resumes where a previous run stopped)")
     check = ops.add_parser("check", help="validate an experiment file against a node; start nothing")
     report = ops.add_parser("report", help="the report of an experiment: Markdown, CSV and a chart")

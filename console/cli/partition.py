@@ -7,7 +7,15 @@ import json
 import sys
 from typing import Any, Callable
 
-from console.cli.common import EXIT_FAILED, EXIT_OK, UsageError, add_command_options, run_command, say_error
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_actions,
+    add_command_options,
+    run_command,
+    say_error,
+)
 from console.cli.selection import Selection
 from console.core.model import NodeHealth, NodeSpec, Profile
 from console.core.partition_rules import parse_physical, physical_gpus
@@ -18,9 +26,7 @@ from console.transport.base import TransportError
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    part = sub.add_parser("partition", help="show or switch compute (SPX/DPX/QPX/CPX) and memory (NPS1/NPS4) modes")
-    ops = part.add_subparsers(dest="partition_command", metavar="ACTION")
-    ops.required = True
+    ops = add_actions(sub, "partition", help="show or switch compute (SPX/DPX/QPX/CPX) and memory (NPS1/NPS4) modes")
     show = ops.add_parser("show", help="modes of every physical GPU")
     show.add_argument("--node", action="append", metavar="NAME")
     setp = ops.add_parser("set", help="switch modes (root on the node: sudo = true or a root login)")

@@ -21,6 +21,7 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_actions,
     add_command_options,
     add_profile_options,
     guarded,
@@ -41,11 +42,9 @@ REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    results = sub.add_parser(
-        "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
+    ops = add_actions(
+        sub, "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
     )
-    ops = results.add_subparsers(dest="results_command", metavar="ACTION")
-    ops.required = True
     lst = ops.add_parser("list", help="stored runs, oldest first")
     lst.add_argument("--node", metavar="NAME", help="only runs on this node")
     lst.add_argument("--label", metavar="TEXT", help="only runs with this label")

@@ -13,6 +13,7 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_actions,
     add_command_options,
     port_arg,
     positive_int,
@@ -32,9 +33,7 @@ from console.transport.base import TransportError
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    serve = sub.add_parser("serve", help="start, list, stop and read vLLM instances on the nodes")
-    serve_sub = serve.add_subparsers(dest="serve_command", metavar="ACTION")
-    serve_sub.required = True
+    serve_sub = add_actions(sub, "serve", help="start, list, stop and read vLLM instances on the nodes")
     start = serve_sub.add_parser("start", help="start a serve preset on chosen GPUs")
     start.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
     start.add_argument(
