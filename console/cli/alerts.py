@@ -22,7 +22,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.cli.common import EXIT_FAILED, EXIT_OK, PRESETS_PATH, UsageError, add_profile_options, user_config_dir
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    PRESETS_PATH,
+    UsageError,
+    add_actions,
+    add_command_options,
+    user_config_dir,
+)
 from console.core.profiles import demo_profile_path, discover_profile_paths, load_profile
 
 if TYPE_CHECKING:
@@ -32,15 +40,11 @@ TEST_RETRIES = 2  # a test says quickly whether the receiver works
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    alerts = sub.add_parser("alerts", help="the profile's [[alert]] rules: list them, fire a test alert")
-    ops = alerts.add_subparsers(dest="alerts_command", metavar="ACTION")
-    ops.required = True
+    ops = add_actions(sub, "alerts", help="the profile's [[alert]] rules: list them, fire a test alert")
     lst = ops.add_parser("list", help="the rules: name, condition, actions")
     test = ops.add_parser("test", help="fire a test alert through the rules' actions")
     test.add_argument("--rule", metavar="NAME", help="only this rule")
-    for p in (lst, test):
-        add_profile_options(p)
-        p.add_argument("--json", action="store_true", help="print JSON")
+    add_command_options([lst, test])
     return [lst, test]
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 import uuid
@@ -15,21 +14,25 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    add_profile_options,
-    guarded,
-    load_selected_profile,
+    add_actions,
+    add_command_options,
     not_stored_line,
-    pick_node,
     positive_int,
+    run_command,
     say_error,
 )
 from console.cli.inputs import bench_inputs, concurrency_points
+from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
 from console.core.model import NodeSpec, Profile
 from console.core.results.build import run_from_console
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.status_view import fmt_num
-from console.services.bench import (
+from console.services.instances import InstanceError, InstanceState, InstanceView
+from console.services.live_metrics import LiveSample
+from console.services.results import ResultStore, StoreError
+from console.services.runs.run import NodeRuns, gpu_context
+from console.services.runs.serving import (
     BenchProgressed,
     BenchRunError,
     BenchRunner,
@@ -38,18 +41,13 @@ from console.services.bench import (
     RunOutcome,
     live_summary,
 )
-from console.services.instances import InstanceError, InstanceService, InstanceState, InstanceView
-from console.services.live_metrics import LiveSample
-from console.services.results import ResultStore, StoreError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    bench = sub.add_parser("bench", help="run benchmark presets against an instance; sweeps")
-    ops = bench.add_subparsers(dest="bench_command", metavar="ACTION")
-    ops.required = True
+    ops = add_actions(sub, "bench", help="run benchmark presets against an instance; sweeps")
     run = ops.add_parser("run", help="one run of a preset (its first concurrency, or --concurrency)")
     sweep = ops.add_parser("sweep", help="a preset over several concurrencies, one run after another")
     for p in (run, sweep):
@@ -89,9 +87,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     cancel.add_argument("run")
     cancel.add_argument("--node", metavar="NAME")
     parsers = [run, sweep, runs, cancel]
-    for p in parsers:
-        p.add_argument("--json", action="store_true", help="print JSON")
-        add_profile_options(p)
+    add_command_options(parsers)
     return parsers + bench_offline.add_parsers(ops)  # latency, throughput, accuracy
 
 
@@ -153,17 +149,11 @@ def format_outcome(outcome: RunOutcome) -> str:
 
 async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, preset_name: str, argv) -> dict:
     snap = await sample_node(pool, node, probe=True)
-    gpus = [g for g in snap.static if g.index in view.gpus]
-    first = gpus[0] if gpus else None
-    spec_argv = list(view.argv)
     return {
-        "node": node.name,
-        "gpu_model": first.model if first else None,
-        "compute_partition": first.compute_partition if first else None,
-        "memory_partition": first.memory_partition if first else None,
+        **gpu_context(node, snap, view.gpus),
         "instance": view.name,
         "serve_preset": view.preset,
-        "serve_args": spec_argv,
+        "serve_args": list(view.argv),
         "vllm_version": view.version or (snap.probe.vllm if snap.probe else None),
         "bench_preset": preset_name,
         "client_argv": list(argv),
@@ -171,27 +161,24 @@ async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, pres
     }
 
 
-async def _ready_instance(service: InstanceService, node: NodeSpec, name: str) -> InstanceView:
-    view = next((v for v in await service.list_checked(node) if v.name == name), None)
-    if view is None:
-        raise UsageError(f"{node.name}: no instance named {name}")
+async def _ready_instance(sel: Selection, node: NodeSpec, name: str) -> InstanceView:
+    view = await sel.instance(node, name, checked=True, missing=UsageError)
     if view.state != InstanceState.READY:
         raise BenchRunError(f"{node.name}: instance {name} is {view.state.value}, not ready")
     return view
 
 
 async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> int:
-    node = pick_node(profile, args.node)
-    preset, overrides, env = bench_inputs(args, profile)
-    pool = TransportPool()
-    runner = BenchRunner(pool)
-    store = None if args.no_store else ResultStore()
-    stored: list[StoredRun] = []
-    unstored: list[str] = []  # one line per result the store could not take (kept on the node)
-    outcomes: list[RunOutcome] = []
-    sweep_id = uuid.uuid4().hex[:8] if len(points) > 1 else None
-    try:
-        view = await _ready_instance(InstanceService(pool), node, args.instance)
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        preset, overrides, env = bench_inputs(args, profile)
+        runner = BenchRunner(sel.pool)
+        store = None if args.no_store else ResultStore()
+        stored: list[StoredRun] = []
+        unstored: list[str] = []  # one line per result the store could not take (kept on the node)
+        outcomes: list[RunOutcome] = []
+        sweep_id = uuid.uuid4().hex[:8] if len(points) > 1 else None
+        view = await _ready_instance(sel, node, args.instance)
         printer = _Printer(quiet=args.json)
         for point in points:
             outcome = await runner.run(
@@ -201,7 +188,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
             if not args.json:
                 print(format_outcome(outcome), flush=True)
             if store is not None and outcome.result_json is not None:
-                context = await _context(pool, node, view, preset.name, outcome.argv)
+                context = await _context(sel.pool, node, view, preset.name, outcome.argv)
                 context.update(sweep_id=sweep_id, sweep_point=point)
                 run = run_from_console(
                     context,
@@ -214,14 +201,12 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
                 try:
                     run_id = store.save(run)
                 except StoreError as exc:
-                    unstored.append(await not_stored_line(pool, node, outcome.run, run, exc))
+                    unstored.append(await not_stored_line(sel.pool, node, outcome.run, run, exc))
                     say_error(unstored[-1])
                     continue
                 stored.append(store.get(run_id))
                 if not args.json:
                     print(f"  stored as {run_id}", flush=True)
-    finally:
-        await pool.close()
     if len(points) > 1 and not args.json:
         print("\nconcurrency  output tok/s  median TTFT ms  median ITL ms  failed")
         for point, o in zip(points, outcomes):
@@ -242,69 +227,54 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
 
 
 async def _runs(args, profile: Profile) -> int:
-    node = pick_node(profile, args.node)
-    pool = TransportPool()
-    try:
-        recs = await BenchRunner(pool).runs(node)
-    finally:
-        await pool.close()
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        recs = await NodeRuns(sel.pool, error=BenchRunError).records(node)
     if args.json:
-        print(json.dumps({"runs": recs}, indent=2))
+        print(json.dumps({"runs": [r.as_dict() for r in recs]}, indent=2))
     else:
         for r in recs:
-            spec = r.get("spec") or {}
+            spec = r.spec
             on = (  # offline runs (bench latency|throughput) hold GPUs, not an instance
                 f"instance {spec.get('instance')}"
                 if spec.get("instance")
                 else f"{spec.get('kind')} gpus {','.join(map(str, spec.get('gpus') or []))}"
             )
-            print(f"{r['name']:<48} {r['state']:<8} exit {r.get('exit_code')}  {on}")
+            print(f"{r.name:<48} {r.state:<8} exit {r.exit_code}  {on}")
         if not recs:
             print("no runs")
     return EXIT_OK
 
 
 async def _cancel(args, profile: Profile) -> int:
-    node = pick_node(profile, args.node)
-    pool = TransportPool()
-    runner = BenchRunner(pool)
-
-    async def record() -> dict | None:
-        return next((r for r in await runner.runs(node) if r.get("name") == args.run), None)
-
-    try:
-        rec = await record()
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        runs = NodeRuns(sel.pool, error=BenchRunError)
+        rec = await runs.record(node, args.run)
         if rec is None:
             raise BenchRunError(f"{node.name}: no benchmark run named {args.run} (bench runs lists them)")
-        if rec.get("state") == "running":
-            await runner.cancel(node, args.run)
-            after = await record()
-            if after is None or after.get("state") == "running":  # the node did not end it
+        if rec.running:
+            await runs.cancel(node, args.run)
+            after = await runs.record(node, args.run)
+            if after is None or after.running:  # the node did not end it
                 raise BenchRunError(f"{node.name}: {args.run} is still running: the node did not stop it")
             rec, done = after, "cancelled"
         else:
-            done = f"already {rec.get('state')} (exit {rec.get('exit_code')})"
-    finally:
-        await pool.close()
+            done = f"already {rec.state} (exit {rec.exit_code})"
     if args.json:
-        print(
-            json.dumps(
-                {"run": args.run, "node": node.name, "state": rec.get("state"), "exit_code": rec.get("exit_code")}
-            )
-        )
+        print(json.dumps({"run": args.run, "node": node.name, "state": rec.state, "exit_code": rec.exit_code}))
     else:
         print(f"{args.run}: {done}")
     return EXIT_OK
 
 
 async def _run_or_sweep(args, profile: Profile) -> int:
-    if getattr(args, "group", None):  # replica groups: console/cli/experiment.py
+    if getattr(args, "group", None):  # replica groups: console/cli/groups.py
         if args.instance:
             raise UsageError("give --instance or --group, not both")
-        from console.cli.common import select_nodes
-        from console.cli.experiment import bench_group_run
+        from console.cli.groups import bench_group_run
 
-        return await bench_group_run(args, profile, select_nodes(profile, [args.node] if args.node else None))
+        return await bench_group_run(args, profile)
     if getattr(args, "url", None):
         raise UsageError("--url goes with --group")
     if not args.instance:
@@ -316,6 +286,5 @@ async def _run_or_sweep(args, profile: Profile) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench_command in bench_offline.COMMANDS:
         return bench_offline.run(args)
-    profile = load_selected_profile(args)
     action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
-    return guarded(lambda: asyncio.run(action(args, profile)), failures=(BenchRunError, InstanceError, TransportError))
+    return run_command(args, action, failures=(BenchRunError, InstanceError, TransportError))

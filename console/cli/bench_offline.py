@@ -16,18 +16,18 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    add_profile_options,
+    add_command_options,
     guarded,
-    load_selected_profile,
     non_negative_int,
     not_stored_line,
     parse_pairs,
-    pick_node,
     positive_int,
     positive_seconds,
+    run_command,
     say_error,
 )
 from console.cli.inputs import parse_gpus
+from console.cli.selection import Selection
 from console.core.bench.offline import (
     CLIENTS,
     PRESETS_PATH,
@@ -44,10 +44,12 @@ from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.results.reference import load_reference_numbers, reference_matches
 from console.core.serve.argv import redact
-from console.services.accuracy import AccuracyError, AccuracyRunner
 from console.services.instances import InstanceError
 from console.services.node_results import keep_locally, result_place
-from console.services.offline_bench import (
+from console.services.results import ResultStore, StoreError
+from console.services.runs.accuracy import AccuracyError, AccuracyRunner
+from console.services.runs.offline import (
+    OfflineClient,
     OfflineOutcome,
     OfflineProgressed,
     OfflineRunError,
@@ -55,9 +57,8 @@ from console.services.offline_bench import (
     OfflineStarted,
     preset_from_spec,
 )
-from console.services.results import ResultStore, StoreError
+from console.services.runs.run import gpu_context
 from console.services.status import sample_node
-from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 COMMANDS = ("latency", "throughput", "accuracy")
@@ -103,9 +104,7 @@ def add_parsers(ops) -> list[argparse.ArgumentParser]:
     acc.add_argument("--label", help="label stored with the result")
     acc.add_argument("--no-store", action="store_true")
     parsers.append(acc)
-    for p in parsers:
-        p.add_argument("--json", action="store_true", help="print JSON")
-        add_profile_options(p)
+    add_command_options(parsers)
     return parsers
 
 
@@ -225,13 +224,8 @@ def format_offline(outcome: OfflineOutcome) -> str:
 
 
 def _context(node: NodeSpec, snap: NodeSnapshot | None, gpus, preset: OfflinePreset, outcome: OfflineOutcome) -> dict:
-    statics = [g for g in (snap.static if snap else ()) if g.index in gpus]
-    first = statics[0] if statics else None
     return {
-        "node": node.name,
-        "gpu_model": first.model if first else None,
-        "compute_partition": first.compute_partition if first else None,
-        "memory_partition": first.memory_partition if first else None,
+        **gpu_context(node, snap, gpus),
         "vllm_version": snap.probe.vllm if snap and snap.probe else None,
         "bench_preset": preset.name,
         "client_argv": list(outcome.argv),
@@ -267,11 +261,10 @@ async def _offline(args, profile: Profile) -> int:
         parse_pairs(args.env, "--env")
         if args.gpus:
             parse_gpus(args.gpus)
-    node = pick_node(profile, args.node)
-    pool = TransportPool()
-    runner = OfflineRunner(pool)
-    store = None if args.no_store else ResultStore()
-    try:
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        runner = OfflineRunner(sel.pool)
+        store = None if args.no_store else ResultStore()
         if args.attach:
             return await _attach(args, node, runner, store)
         preset = _preset(args)
@@ -283,19 +276,11 @@ async def _offline(args, profile: Profile) -> int:
         preset = _tp_for(args, preset, gpus)
         check = await runner.preflight(node, gpus, preset.tp, per_gpu=args.per_gpu)
         printer = _Printer(quiet=args.json, many=len(groups) > 1)
+        how = OfflineClient(args.client, args.scripts_dir, args.arg, env)
         if args.detach:
             names = []
             for group in groups:
-                name, command = await runner.start(
-                    node,
-                    preset,
-                    group,
-                    version=check.version,
-                    client=args.client,
-                    scripts_dir=args.scripts_dir,
-                    extra_args=args.arg,
-                    extra_env=env,
-                )
+                name, command = await runner.start(node, preset, group, version=check.version, how=how)
                 names.append(name)
                 if not args.json:
                     print(f"started {name} on {node.name} (follow: bench {preset.kind} --attach {name})")
@@ -305,38 +290,23 @@ async def _offline(args, profile: Profile) -> int:
                 print(json.dumps({"node": node.name, "runs": names}, indent=2))
             return EXIT_OK
         outcomes = await asyncio.gather(
-            *(
-                runner.run(
-                    node,
-                    preset,
-                    group,
-                    version=check.version,
-                    client=args.client,
-                    scripts_dir=args.scripts_dir,
-                    extra_args=args.arg,
-                    extra_env=env,
-                    on_event=printer,
-                )
-                for group in groups
-            )
+            *(runner.run(node, preset, group, version=check.version, how=how, on_event=printer) for group in groups)
         )
-        return await _finish(args, pool, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
-    finally:
-        await pool.close()
+        return await _finish(args, sel.pool, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
 
 
 async def _attach(args, node: NodeSpec, runner: OfflineRunner, store: ResultStore | None) -> int:
     kind = args.bench_command
-    rec = next((r for r in await runner.runs(node) if r.get("name") == args.attach), None)
+    rec = await runner.node_runs.record(node, args.attach)
     if rec is None:
         raise UsageError(f"{node.name}: no benchmark run named {args.attach}")
-    spec = rec.get("spec") or {}
+    spec = rec.spec
     if spec.get("kind") != kind:
         raise UsageError(f"{node.name}: {args.attach} is not a {kind} run")
     gpus = [int(g) for g in spec.get("gpus") or ()]
     preset = preset_from_spec(spec) or OfflinePreset(name=str(spec.get("preset") or "custom"), kind=kind, model="?")
     if not args.json:
-        print(f"attached to {args.attach} ({rec.get('state')})", flush=True)
+        print(f"attached to {args.attach} ({rec.state})", flush=True)
     outcome = await runner.follow(node, args.attach, kind, on_event=_Printer(args.json, False))
     snap = await sample_node(runner.pool, node, probe=True)
     return await _finish(args, runner.pool, node, snap, preset, [(gpus, outcome)], store)
@@ -404,12 +374,11 @@ def _list_presets(kind: str) -> int:
 
 
 async def _accuracy(args, profile: Profile) -> int:
-    node = pick_node(profile, args.node)
-    if args.label is not None and args.no_store:
-        raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
-    pool = TransportPool()
-    try:
-        runner = AccuracyRunner(pool, lm_eval=args.lm_eval)
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        if args.label is not None and args.no_store:
+            raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
+        runner = AccuracyRunner(sel.pool, lm_eval=args.lm_eval)
         outcome = await runner.run(
             node,
             args.instance,
@@ -432,8 +401,6 @@ async def _accuracy(args, profile: Profile) -> int:
                 if kept
                 else "; printed below as JSON"
             )
-    finally:
-        await pool.close()
     if unstored:
         say_error(unstored)
     if args.json or (unstored and "printed below" in unstored):
@@ -448,9 +415,5 @@ async def _accuracy(args, profile: Profile) -> int:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "list_presets", False):
         return guarded(lambda: _list_presets(args.bench_command))
-    profile = load_selected_profile(args)
     action = _accuracy if args.bench_command == "accuracy" else _offline
-    return guarded(
-        lambda: asyncio.run(action(args, profile)),
-        failures=(OfflineRunError, AccuracyError, InstanceError, TransportError),
-    )
+    return run_command(args, action, failures=(OfflineRunError, AccuracyError, InstanceError, TransportError))

@@ -8,7 +8,7 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Coroutine, Iterable, Sequence
 
 from console.core.model import NodeSpec, Profile
 from console.core.profiles import PROFILES_DIR, demo_profile_path, discover_profile_paths, load_profile
@@ -76,6 +76,22 @@ def add_profile_options(parser: argparse.ArgumentParser, *, suppress: bool = Tru
         default=argparse.SUPPRESS if suppress else False,
         help="use the simulated demo nodes (no GPU, no SSH)",
     )
+
+
+def add_actions(sub: Any, name: str, help: str) -> Any:
+    """A command group, `rocm-console NAME ACTION ...`: its parser and its required actions
+    (args.NAME_command names the one given)."""
+    group = sub.add_parser(name, help=help)
+    ops = group.add_subparsers(dest=f"{name}_command", metavar="ACTION")
+    ops.required = True
+    return ops
+
+
+def add_command_options(parsers: Iterable[argparse.ArgumentParser], *, json_help: str = "print JSON") -> None:
+    """What every command of a group takes: --json and the profile options."""
+    for p in parsers:
+        p.add_argument("--json", action="store_true", help=json_help)
+        add_profile_options(p)
 
 
 def user_config_dir() -> Path:
@@ -174,6 +190,19 @@ def guarded(action: Callable[[], int], failures: tuple[type[BaseException], ...]
     except failures as exc:
         say_error(exc)
         return EXIT_FAILED
+
+
+def run_command(
+    args: argparse.Namespace,
+    action: Callable[[argparse.Namespace, Profile], Coroutine[Any, Any, int]],
+    failures: tuple[type[BaseException], ...] = (),
+) -> int:
+    """One command of a group, the way every group runs one: the selected profile, then the
+    action on it (a coroutine), guarded: bad input exit 2, an expected failure exit 1."""
+    import asyncio
+
+    profile = load_selected_profile(args)
+    return guarded(lambda: asyncio.run(action(args, profile)), failures)
 
 
 async def not_stored_line(pool: Any, node: NodeSpec, run_name: str, run: Any, exc: Exception) -> str:

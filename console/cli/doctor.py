@@ -13,7 +13,8 @@ import asyncio
 import json
 import sys
 
-from console.cli.common import add_profile_options, load_selected_profile, positive_seconds, select_nodes
+from console.cli.common import add_profile_options, load_selected_profile, positive_seconds
+from console.cli.selection import Selection
 from console.core.doctor import exit_code, render_text, to_json
 
 
@@ -33,7 +34,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 def run(args: argparse.Namespace) -> int:
     from console.services.doctor import collect_doctor
 
-    nodes = select_nodes(load_selected_profile(args), args.node)
+    nodes = Selection(load_selected_profile(args)).nodes(args.node)
     reports = asyncio.run(collect_doctor(nodes, timeout=args.timeout))
     if args.json:
         print(json.dumps(to_json(reports), indent=2))

@@ -1,15 +1,12 @@
-"""`rocm-console experiment run|check|report`: layout experiments; and the group halves of
-`serve start --replicas`, `serve stop --group` and `bench run --group` (serve.py and bench.py
-hand those over here)."""
+"""`rocm-console experiment run|check|report`: layout experiments (the runner starts each
+layout's group the way `serve start --replicas` does: GroupService.launch)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -18,39 +15,32 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_actions,
     add_profile_options,
-    guarded,
-    load_selected_profile,
     parse_pairs,
-    pick_node,
-    say_error,
+    run_command,
 )
-from console.cli.inputs import bench_inputs, concurrency_points, serve_inputs, wait_timeout
+from console.cli.selection import Selection
 from console.core.experiment.report import ExperimentReport, build_report
 from console.core.experiment.spec import ExperimentError, load_experiment, load_state
 from console.core.model import NodeSpec, Profile, SimulateSpec
-from console.core.replicas import DEFAULT_BASE_PORT, ReplicaPlanError, parse_replicas
-from console.services.bench import BenchProgressed, BenchRunError
 from console.services.experiments import ExperimentProgressed, ExperimentRunner, default_state_path
-from console.services.group_bench import GroupBenchRunner, format_group_outcome, store_group
-from console.services.groups import GroupError, GroupService, GroupView
-from console.services.instances import InstanceError, InstanceState, InstanceView
+from console.services.groups import GroupError
+from console.services.instances import InstanceError
 from console.services.partitions import PartitionFailed
 from console.services.results import ResultStore, StoreError
-from console.services.status import sample_node
-from console.services.transports import TransportPool
+from console.services.runs.serving import BenchRunError
 from console.transport.base import TransportError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _MARKERS = ("o", "x", "+", "*", "#", "@")
 FAILURES = (ExperimentError, GroupError, BenchRunError, InstanceError, TransportError, PartitionFailed, StoreError)
 DEMO_LAB = "mi300x-lab"
+LINK_RESUMES = 10  # `experiment run` starts again from its state file this many times when the link drops
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    exp = sub.add_parser("experiment", help="layout experiments: which partition x TP x replicas serves best")
-    ops = exp.add_subparsers(dest="experiment_command", metavar="ACTION")
-    ops.required = True
+    ops = add_actions(sub, "experiment", help="layout experiments: which partition x TP x replicas serves best")
     run = ops.add_parser("run", help="run an experiment file unattended (resumes where a previous run stopped)")
     check = ops.add_parser("check", help="validate an experiment file against a node; start nothing")
     report = ops.add_parser("report", help="the report of an experiment: Markdown, CSV and a chart")
@@ -78,10 +68,10 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 # ---------------------------------------------------------------- node selection
 
 
-def _node(profile: Profile, args: argparse.Namespace) -> NodeSpec:
+def _node(sel: Selection, args: argparse.Namespace) -> NodeSpec:
     if getattr(args, "demo", False) and (args.node in (None, DEMO_LAB)):
         return demo_lab_node()
-    return pick_node(profile, args.node)
+    return sel.node(args.node)
 
 
 def demo_lab_node() -> NodeSpec:
@@ -116,13 +106,13 @@ class _BadInput(Exception):
 
 async def _run(args: argparse.Namespace, profile: Profile) -> int:
     exp = _load(args)
-    node = _node(profile, args)
+    sel = Selection(profile)
+    node = _node(sel, args)
     state_path = Path(args.state) if args.state else default_state_path(exp, node.name)
     env = parse_pairs(getattr(args, "env", []), "--env")
-    pool = TransportPool()
-    try:
+    async with sel:
         store = None if getattr(args, "no_store", True) else ResultStore()
-        runner = ExperimentRunner(pool, store=store)
+        runner = ExperimentRunner(sel.pool, store=store)
         if args.experiment_command == "check":
             try:
                 await runner.check(exp, node, profile)
@@ -144,11 +134,11 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
         if not args.json:
             print(f"state: {state_path}", flush=True)
         try:
-            state = await runner.run_resilient(exp, node, profile, state_path, on_event=progress, extra_env=env)
+            state = await runner.run(
+                exp, node, profile, state_path, on_event=progress, extra_env=env, link_retries=LINK_RESUMES
+            )
         except ExperimentError as exc:
             raise _BadInput(exc.problems) from None
-    finally:
-        await pool.close()
     if args.json:
         print(json.dumps(state.to_dict(), indent=1))
     else:
@@ -206,7 +196,7 @@ def write_png(report: ExperimentReport, path: Path) -> bool:
 
 def _report(args: argparse.Namespace, profile: Profile) -> int:
     exp = _load(args)
-    node = _node(profile, args)
+    node = _node(Selection(profile), args)
     state_path = Path(args.state) if args.state else default_state_path(exp, node.name)
     if not state_path.exists():
         raise UsageError(f"{state_path}: no state: run `rocm-console experiment run {args.file}` first")
@@ -251,228 +241,18 @@ def _report(args: argparse.Namespace, profile: Profile) -> int:
     return EXIT_OK
 
 
-# ---------------------------------------------------------------- serve start --replicas / stop --group
-
-
-def _parse_gpus(text: str | None) -> list[int] | None:
-    """--gpus for a group: the logical GPUs its replicas may use (serve.py's rules)."""
-    if text is None:
-        return None
-    try:
-        gpus = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--gpus {text!r}: expected a comma-separated list of GPU indices, e.g. 0,1") from None
-    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
-        raise UsageError(f"--gpus {text!r}: expected distinct non-negative GPU indices")
-    return gpus
-
-
-def _group_line(g: GroupView) -> str:
-    return f"group {g.summary()}"
-
-
-def _replica_line(v: InstanceView) -> str:
-    gpus = ",".join(map(str, v.gpus)) or "-"
-    detail = v.reason or v.stage or ""
-    return f"  {v.name:<30} {v.node:<14} {v.state.value:<9} gpus {gpus:<8} port {v.port or '-':<6} {detail}".rstrip()
-
-
-async def serve_group_start(args: argparse.Namespace, profile: Profile, preset, nodes: Sequence[NodeSpec]) -> int:
-    """`serve start --replicas N|per-gpu`: plan, start every replica, and with --wait wait for all."""
-    try:
-        replicas = parse_replicas(args.replicas)
-    except ReplicaPlanError as exc:
-        raise UsageError(str(exc)) from None
-    gpus = _parse_gpus(args.gpus)
-    tp, overrides, env = serve_inputs(args)
-    pool = TransportPool()
-    service = GroupService(pool)
-    try:
-        snapshots = {n.name: await sample_node(pool, n, probe=True) for n in nodes}
-        for snap in snapshots.values():
-            if snap.error:
-                raise GroupError(snap.error)
-        try:
-            plan = await service.plan(
-                nodes,
-                preset,
-                replicas,
-                tp=tp,
-                gpus=gpus,
-                group=args.group or args.name,
-                snapshots=snapshots,
-                # --port with --replicas: the first port tried (each replica takes the next free one)
-                base_port=args.port or preset.port or DEFAULT_BASE_PORT,
-            )
-        except GroupError as exc:
-            raise UsageError(str(exc)) from None
-        if not args.json:
-            print(f"group {plan.group}: {len(plan.replicas)} replicas of {preset.name} (TP {plan.tp})", flush=True)
-
-        def started(v: InstanceView) -> None:
-            if not args.json:
-                print(_replica_line(v), flush=True)
-
-        group = await service.start(
-            plan,
-            nodes,
-            preset,
-            snapshots=snapshots,
-            overrides=overrides,
-            extra_env=env,
-            extra_args=args.arg,
-            on_started=started,
-        )
-        if args.wait:
-            last = [""]
-
-            def update(g: GroupView) -> None:
-                line = _group_line(g)
-                if not args.json and line != last[0]:
-                    last[0] = line
-                    print(f"  {line}", flush=True)
-
-            group = await service.wait_ready(nodes, group, timeout=wait_timeout(args), on_update=update)
-            if not args.json:
-                for v in group.failed:
-                    print(f"  {v.name}: failed — {v.reason}", flush=True)
-        if args.json:
-            print(
-                json.dumps(
-                    {
-                        "group": group.name,
-                        "ready": group.ready,
-                        "total": group.total,
-                        "replicas": [v.as_dict() for v in group.replicas],
-                    },
-                    indent=1,
-                )
-            )
-        else:
-            print(_group_line(group))
-        return EXIT_FAILED if group.failed else EXIT_OK
-    finally:
-        await pool.close()
-
-
-async def serve_group_stop(args: argparse.Namespace, nodes: Sequence[NodeSpec]) -> int:
-    pool = TransportPool()
-    try:
-        group = await GroupService(pool).stop(nodes, args.group)
-    except GroupError as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        await pool.close()
-    if args.json:
-        print(json.dumps({"group": group.name, "replicas": [v.as_dict() for v in group.replicas]}, indent=1))
-    else:
-        for v in group.replicas:
-            print(_replica_line(v))
-        print(
-            f"group {group.name}: stopped {sum(1 for v in group.replicas if v.state == InstanceState.STOPPED)} of {group.total}"
-        )
-    return EXIT_OK
-
-
-# ---------------------------------------------------------------- bench run --group
-
-
-async def bench_group_run(args: argparse.Namespace, profile: Profile, nodes: Sequence[NodeSpec]) -> int:
-    preset, overrides, env = bench_inputs(args, profile)
-    (concurrency,) = concurrency_points(args, profile)  # --concurrency, else the (overridden) preset's first
-    pool = TransportPool()
-    try:
-        service = GroupService(pool)
-        group = await service.get(nodes, args.group, checked=True)
-        if group is None:
-            raise UsageError(f"no group named {args.group} on {', '.join(n.name for n in nodes)}")
-        # a busy server can miss one /health call (3 s): ask again before calling a running replica not ready
-        for _ in range(5):
-            if all(v.state != InstanceState.STARTING and v.state != InstanceState.LOADING for v in group.replicas):
-                break
-            await asyncio.sleep(2.0)
-            group = await service.get(nodes, args.group, checked=True) or group
-        if not args.json:
-            print(
-                f"group {group.summary()}: one client per ready replica"
-                if not args.url
-                else f"group {group.name}: one client against {args.url}",
-                flush=True,
-            )
-        progress: dict[str, tuple[int, int]] = {}
-        last = [0.0]
-
-        def on_event(replica: str, event) -> None:
-            # the followed clients' tqdm counts, summed: one line every few seconds
-            if args.json or not isinstance(event, BenchProgressed) or event.progress.phase != "main":
-                return
-            progress[replica] = (event.progress.n, event.progress.total)
-            now = time.monotonic()
-            if now - last[0] >= 2.0:
-                last[0] = now
-                parts = "  ".join(f"{r.rsplit('-', 1)[-1]} {n}/{t}" for r, (n, t) in sorted(progress.items()))
-                done = sum(n for n, _ in progress.values())
-                total = sum(t for _, t in progress.values())
-                print(f"  {done}/{total} requests  ({parts})", flush=True)
-
-        outcome = await GroupBenchRunner(pool).run(
-            nodes,
-            group,
-            preset,
-            overrides=overrides,
-            concurrency=concurrency,
-            url=args.url,
-            extra_env=env,
-            on_event=on_event,
-        )
-    finally:
-        await pool.close()
-    unstored = None
-    try:
-        stored = [] if args.no_store else store_group(ResultStore(), outcome, group, preset, label=args.label)
-    except StoreError as exc:
-        stored = []
-        places = ", ".join(f"{o.run} on {o.node}" for o in outcome.outcomes if o.result_json is not None)
-        unstored = f"group {outcome.group}: not stored ({exc}); each replica's result stays on its node" + (
-            f" ({places}): store them later with `rocm-console results fetch RUN --node NODE`" if places else ""
-        )
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "group": outcome.group,
-                    "stored": stored,
-                    "ok": outcome.ok,
-                    "reason": outcome.reason,
-                    "result": outcome.result.as_result_json() if outcome.result else None,
-                    "replicas": [o.result_json for o in outcome.outcomes],
-                },
-                indent=1,
-            )
-        )
-    else:
-        print(format_group_outcome(outcome))
-        if stored:
-            print(f"  stored as {stored[-1]} (the group), with {len(stored) - 1} replica results")
-    if unstored:
-        say_error(unstored)
-    return EXIT_OK if outcome.ok and not unstored else EXIT_FAILED
-
-
 # ---------------------------------------------------------------- dispatch
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_selected_profile(args)
-
-    def action() -> int:
+    async def action(args: argparse.Namespace, profile: Profile) -> int:
         try:
             if args.experiment_command == "report":
                 return _report(args, profile)
-            return asyncio.run(_run(args, profile))
+            return await _run(args, profile)
         except _BadInput as exc:
             for line in exc.lines:
                 print(f"rocm-console: {line}", file=sys.stderr)
             return EXIT_BAD_INPUT
 
-    return guarded(action, failures=FAILURES)
+    return run_command(args, action, failures=FAILURES)

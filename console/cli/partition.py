@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any, Callable
@@ -12,26 +11,22 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    add_profile_options,
-    guarded,
-    load_selected_profile,
-    pick_node,
+    add_actions,
+    add_command_options,
+    run_command,
     say_error,
-    select_nodes,
 )
-from console.core.model import NodeHealth, Profile
+from console.cli.selection import Selection
+from console.core.model import NodeHealth, NodeSpec, Profile
 from console.core.partition_rules import parse_physical, physical_gpus
 from console.core.telemetry import amd_only_reason
-from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
+from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService, SwitchResult
 from console.services.status import collect_status, sample_node
-from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    part = sub.add_parser("partition", help="show or switch compute (SPX/DPX/QPX/CPX) and memory (NPS1/NPS4) modes")
-    ops = part.add_subparsers(dest="partition_command", metavar="ACTION")
-    ops.required = True
+    ops = add_actions(sub, "partition", help="show or switch compute (SPX/DPX/QPX/CPX) and memory (NPS1/NPS4) modes")
     show = ops.add_parser("show", help="modes of every physical GPU")
     show.add_argument("--node", action="append", metavar="NAME")
     setp = ops.add_parser("set", help="switch modes (root on the node: sudo = true or a root login)")
@@ -45,9 +40,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         action="store_true",
         help="second confirmation a memory switch needs (the amdgpu driver is reloaded)",
     )
-    for p in (show, setp):
-        p.add_argument("--json", action="store_true", help="print JSON")
-        add_profile_options(p)
+    add_command_options([show, setp])
     return [show, setp]
 
 
@@ -66,7 +59,7 @@ def _rows(snapshot) -> list[dict]:
 
 
 async def _show(args, profile: Profile) -> int:
-    nodes = select_nodes(profile, args.node)
+    nodes = Selection(profile).nodes(args.node)
     snaps = await collect_status(nodes, probe=False)
     doc: list[dict[str, Any]] = [
         {"name": s.name, "state": s.health.value, "error": s.error, "gpus": _rows(s)} for s in snaps
@@ -95,45 +88,19 @@ def _confirm(question: str, ask: Callable[[str], str]) -> bool:
 
 
 async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
-    node = pick_node(profile, args.node)  # --node is required
-    if not args.compute and not args.memory:
-        raise UsageError("nothing to set: give --compute and/or --memory")
-    pool = TransportPool()
-    service = PartitionService(pool)
-    try:
-        snapshot = await sample_node(pool, node, probe=True)
-        chosen = parse_physical(args.gpus, [p.physical for p in physical_gpus(snapshot)])
-        if isinstance(chosen, str):
-            raise UsageError(chosen)
-        reasons, summary = await service.check(node, snapshot, chosen, compute=args.compute, memory=args.memory)
-        say = (lambda *_: None) if args.json else print
-        say(f"{node.name}: {summary}")
-        if reasons:
-            raise PartitionRefused(reasons)
-        if not args.yes:
-            if ask is None:
-                raise UsageError("confirmation needed: run in a terminal or pass --yes")
-            if not _confirm("Switch now?", ask):
-                say("cancelled")
-                return EXIT_FAILED
-        reload_ok = args.reload_driver
-        if args.memory and not reload_ok:
-            if ask is None or args.yes:
-                raise UsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
-            reload_ok = _confirm("This reloads the amdgpu driver and stops all GPU work on the node. Go on?", ask)
-            if not reload_ok:
-                say("cancelled")
-                return EXIT_FAILED
-        say("switching… (the GPUs are re-enumerated afterwards)")
-        result = await service.switch(
-            node, snapshot, chosen, compute=args.compute, memory=args.memory, reload_confirmed=reload_ok
-        )
-    except PartitionRefused as exc:
-        for reason in exc.reasons:
-            say_error(f"{node.name}: refused: {reason}")
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)  # --node is required
+        if not args.compute and not args.memory:
+            raise UsageError("nothing to set: give --compute and/or --memory")
+        try:
+            switched = await _switch(args, sel, node, ask)
+        except PartitionRefused as exc:
+            for reason in exc.reasons:
+                say_error(f"{node.name}: refused: {reason}")
+            return EXIT_FAILED
+    if switched is None:
         return EXIT_FAILED
-    finally:
-        await pool.close()
+    result, chosen = switched
     if args.json:
         print(
             json.dumps(
@@ -158,8 +125,45 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
     return EXIT_OK
 
 
+async def _switch(
+    args, sel: Selection, node: NodeSpec, ask: Callable[[str], str] | None
+) -> tuple[SwitchResult, list[int]] | None:
+    """Check, confirm and switch: the result and the physical GPUs switched, or None when the user said no."""
+    service = PartitionService(sel.pool)
+    snapshot = await sample_node(sel.pool, node, probe=True)
+    chosen = parse_physical(args.gpus, [p.physical for p in physical_gpus(snapshot)])
+    if isinstance(chosen, str):
+        raise UsageError(chosen)
+    reasons, summary = await service.check(node, snapshot, chosen, compute=args.compute, memory=args.memory)
+    say = (lambda *_: None) if args.json else print
+    say(f"{node.name}: {summary}")
+    if reasons:
+        raise PartitionRefused(reasons)
+    if not args.yes:
+        if ask is None:
+            raise UsageError("confirmation needed: run in a terminal or pass --yes")
+        if not _confirm("Switch now?", ask):
+            say("cancelled")
+            return None
+    reload_ok = args.reload_driver
+    if args.memory and not reload_ok:
+        if ask is None or args.yes:
+            raise UsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
+        reload_ok = _confirm("This reloads the amdgpu driver and stops all GPU work on the node. Go on?", ask)
+        if not reload_ok:
+            say("cancelled")
+            return None
+    say("switching… (the GPUs are re-enumerated afterwards)")
+    result = await service.switch(
+        node, snapshot, chosen, compute=args.compute, memory=args.memory, reload_confirmed=reload_ok
+    )
+    return result, chosen
+
+
 def run(args: argparse.Namespace) -> int:
-    profile = load_selected_profile(args)
     ask = input if sys.stdin.isatty() else None
-    command = _show(args, profile) if args.partition_command == "show" else _set(args, profile, ask)
-    return guarded(lambda: asyncio.run(command), failures=(PartitionFailed, TransportError))
+
+    async def action(args: argparse.Namespace, profile: Profile) -> int:
+        return await (_show(args, profile) if args.partition_command == "show" else _set(args, profile, ask))
+
+    return run_command(args, action, failures=(PartitionFailed, TransportError))

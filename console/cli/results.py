@@ -21,6 +21,8 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_actions,
+    add_command_options,
     add_profile_options,
     guarded,
     load_selected_profile,
@@ -29,21 +31,11 @@ from console.cli.common import (
 from console.core.errors import ProfileError
 from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
-from console.core.results.display import (
-    format_value,
-    metric_label,
-    run_date,
-    run_summary,
-)
+from console.core.results.display import format_value, metric_label, run_date, run_summary
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
-from console.core.results.reference import (
-    ReferenceMatch,
-    load_reference_numbers,
-    reference_as_run,
-    reference_matches,
-)
+from console.core.results.reference import ReferenceMatch, load_reference_numbers, reference_as_run, reference_matches
 from console.core.text import printable
 from console.services.results import ImportReport, ResultStore
 
@@ -51,11 +43,9 @@ REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    results = sub.add_parser(
-        "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
+    ops = add_actions(
+        sub, "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
     )
-    ops = results.add_subparsers(dest="results_command", metavar="ACTION")
-    ops.required = True
     lst = ops.add_parser("list", help="stored runs, oldest first")
     lst.add_argument("--node", metavar="NAME", help="only runs on this node")
     lst.add_argument("--label", metavar="TEXT", help="only runs with this label")
@@ -90,12 +80,10 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     fetch.add_argument("--label", metavar="TEXT", help="label stored with the run")
     delete = ops.add_parser("delete", help="remove stored runs")
     delete.add_argument("ids", nargs="+", metavar="ID", help="run id or a unique prefix")
-    for p in (lst, show, compare, imp, fetch, delete):
-        p.add_argument("--json", action="store_true", help="print JSON")
-    parsers = [lst, show, compare, export, imp, fetch, delete]
-    for p in parsers:
-        add_profile_options(p)  # accepted like everywhere, though results need no profile
-    return parsers
+    # profile options are accepted like everywhere, though results need no profile
+    add_command_options([lst, show, compare, imp, fetch, delete])
+    add_profile_options(export)  # export writes its own --format: no --json
+    return [lst, show, compare, export, imp, fetch, delete]
 
 
 # ---------------------------------------------------------------- helpers
@@ -394,22 +382,21 @@ def _fetch(args, store: ResultStore) -> int:
     """`results fetch RUN...`: a finished run from its node into the store (services/node_results.py)."""
     import asyncio
 
-    from console.cli.common import pick_node
+    from console.cli.selection import Selection
     from console.services.node_results import FetchError, fetch_run
-    from console.services.transports import TransportPool
 
     profile = load_selected_profile(args)
-    node = pick_node(profile, args.node)
+    sel = Selection(profile)
+    node = sel.node(args.node)
     presets = {p.name: p for p in profile.bench_presets}
 
     async def fetch_all() -> int:
-        pool = TransportPool()
         failed = False
         docs = []
-        try:
+        async with sel:
             for name in dict.fromkeys(args.runs):
                 try:
-                    got = await fetch_run(pool, node, name, store, presets=presets, label=args.label)
+                    got = await fetch_run(sel.pool, node, name, store, presets=presets, label=args.label)
                 except FetchError as exc:
                     say_error(exc)
                     failed = True
@@ -418,8 +405,6 @@ def _fetch(args, store: ResultStore) -> int:
                 if not args.json:
                     how = "stored as" if got.new else "already stored as"
                     print(f"{name}: {how} {got.run.id}")
-        finally:
-            await pool.close()
         if args.json:
             print(json.dumps({"runs": docs}, indent=2, default=str, allow_nan=False))
         return EXIT_FAILED if failed else EXIT_OK

@@ -13,24 +13,23 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
-    add_profile_options,
-    guarded,
-    load_selected_profile,
-    pick_node,
+    add_actions,
+    add_command_options,
     port_arg,
     positive_int,
     positive_seconds,
+    run_command,
     say_error,
-    select_nodes,
 )
 from console.cli.inputs import WAIT_TIMEOUT, parse_gpus, serve_inputs, wait_timeout
+from console.cli.selection import Selection
 from console.core.model import NodeSpec, Profile
 from console.core.multinode import is_multinode
 from console.core.serve.argv import api_key_from, redact
 from console.core.text import printable
 from console.services.instances import (
+    ENDED,
     InstanceError,
-    InstanceService,
     InstanceState,
     InstanceView,
     place_unmanaged,
@@ -38,16 +37,11 @@ from console.services.instances import (
 )
 from console.services.multinode import STAGE_RAY_UP, MultiNodeService
 from console.services.status import sample_node
-from console.services.transports import TransportPool
 from console.transport.base import TransportError
-
-_ENDED = (InstanceState.STOPPED, InstanceState.EXITED, InstanceState.FAILED)
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    serve = sub.add_parser("serve", help="start, list, stop and read vLLM instances on the nodes")
-    serve_sub = serve.add_subparsers(dest="serve_command", metavar="ACTION")
-    serve_sub.required = True
+    serve_sub = add_actions(sub, "serve", help="start, list, stop and read vLLM instances on the nodes")
     start = serve_sub.add_parser("start", help="start a serve preset on chosen GPUs")
     start.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
     start.add_argument(
@@ -92,9 +86,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     logs.add_argument("--follow", "-f", action="store_true")
     logs.add_argument("--lines", "-n", type=positive_int, default=None, metavar="N", help="only the last N lines")
     parsers = [start, lst, stop, logs]
-    for p in parsers:
-        add_profile_options(p)
-        p.add_argument("--json", action="store_true", help="print JSON")
+    add_command_options(parsers)
     return parsers
 
 
@@ -133,15 +125,10 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
             api_key_from(preset.api_key_env, os.environ, f"preset {preset.name}")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    if args.replicas is not None:  # a replica group: console/cli/experiment.py
-        from console.cli.experiment import serve_group_start
+    if args.replicas is not None:  # a replica group: console/cli/groups.py
+        from console.cli.groups import serve_group_start
 
-        nodes = (
-            select_nodes(profile, [n.strip() for n in args.nodes.split(",") if n.strip()])
-            if args.nodes
-            else [pick_node(profile, args.node)]
-        )
-        return await serve_group_start(args, profile, preset, nodes)
+        return await serve_group_start(args, profile, preset)
     if args.group:
         raise UsageError("--group names a group of --replicas")
     if tp is not None:
@@ -153,56 +140,62 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
             f"preset {preset.name} spans several nodes (TP {preset.tp} × PP {preset.pp} × DP {preset.dp}): "
             "name them with --nodes a,b (head first)"
         )
-    node = pick_node(profile, args.node)
+    async with Selection(profile) as sel:
+        return await _start_one(args, sel, preset, overrides, env)
+
+
+async def _start_one(args: argparse.Namespace, sel: Selection, preset, overrides, env) -> int:
+    node = sel.node(args.node)
     gpus = parse_gpus(args.gpus)
-    pool = TransportPool()
-    service = InstanceService(pool)
-    try:
-        snapshot = await sample_node(pool, node, probe=True)  # the probe gives the vLLM version
-        if gpus is None:
-            gpus = _free_gpus(snapshot, await service.list(node), preset.tp)
-        view = await service.start(
-            node,
-            preset,
-            gpus=gpus,
-            snapshot=snapshot,
-            port=args.port,
-            name=args.name,
-            overrides=overrides,
-            extra_env=env,
-            extra_args=args.arg,
+    service = sel.instances
+    snapshot = await sample_node(sel.pool, node, probe=True)  # the probe gives the vLLM version
+    if gpus is None:
+        gpus = _free_gpus(snapshot, await service.list(node), preset.tp)
+    view = await service.start(
+        node,
+        preset,
+        gpus=gpus,
+        snapshot=snapshot,
+        port=args.port,
+        name=args.name,
+        overrides=overrides,
+        extra_env=env,
+        extra_args=args.arg,
+    )
+    for warning in view.warnings:
+        say_error(f"warning: {warning}")
+    if not args.json:
+        print(
+            f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
+            flush=True,
         )
-        for warning in view.warnings:
-            say_error(f"warning: {warning}")
-        if not args.json:
-            print(
-                f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
-                flush=True,
-            )
-        if args.wait:
-            shown: set[tuple] = set()
+    if args.wait:
+        shown: set[tuple] = set()
 
-            def progress(v: InstanceView) -> None:
-                key = (v.stage, v.stage_detail)
-                if not args.json and v.stage and key not in shown:
-                    shown.add(key)
-                    print(f"  {v.stage}: {v.stage_detail or ''}".rstrip(), flush=True)
+        def progress(v: InstanceView) -> None:
+            key = (v.stage, v.stage_detail)
+            if not args.json and v.stage and key not in shown:
+                shown.add(key)
+                print(f"  {v.stage}: {v.stage_detail or ''}".rstrip(), flush=True)
 
-            view = await service.wait_ready(node, view.name, timeout=wait_timeout(args), on_update=progress)
-            if not args.json:
-                print(f"{view.name}: {view.state.value}" + (f" — {view.reason}" if view.reason else ""))
-        if args.json:
-            print(json.dumps(_redacted(view.as_dict()), indent=2))
-        return EXIT_FAILED if view.state == InstanceState.FAILED else EXIT_OK
-    finally:
-        await pool.close()
+        view = await service.wait_ready(node, view.name, timeout=wait_timeout(args), on_update=progress)
+    return _started(args, view)
+
+
+def _started(args: argparse.Namespace, view: InstanceView) -> int:
+    """The end of a start: its state after --wait, or the instance as JSON; exit 1 when it failed."""
+    if args.wait and not args.json:
+        print(f"{view.name}: {view.state.value}" + (f" — {view.reason}" if view.reason else ""))
+    if args.json:
+        print(json.dumps(_redacted(view.as_dict()), indent=2))
+    return EXIT_FAILED if view.state == InstanceState.FAILED else EXIT_OK
 
 
 # ---------------------------------------------------------------- multi-node (services/multinode.py)
 
 
-def _multinode_nodes(profile: Profile, names: Sequence[str]) -> list[NodeSpec]:
-    nodes = select_nodes(profile, list(names))
+def _multinode_nodes(sel: Selection, names: Sequence[str]) -> list[NodeSpec]:
+    nodes = sel.nodes(list(names))
     if len(nodes) < 2:
         raise UsageError(f"--nodes {','.join(names)}: a multi-node instance needs 2 nodes or more")
     return nodes
@@ -212,17 +205,16 @@ async def _start_multinode(args: argparse.Namespace, profile: Profile, preset) -
     names = [n.strip() for n in (args.nodes or "").split(",") if n.strip()] or list(preset.nodes)
     if args.gpus is not None:
         raise UsageError("--gpus is for one node; a multi-node instance takes the GPUs of each node")
-    nodes = _multinode_nodes(profile, names)
-    pool = TransportPool()
-    service = MultiNodeService(InstanceService(pool))
+    async with Selection(profile) as sel:
+        nodes = _multinode_nodes(sel, names)
+        service = MultiNodeService(sel.instances)
 
-    def stage(name: str, detail: str) -> None:
-        if not args.json:
-            print(f"  {detail if name == STAGE_RAY_UP else name + ': ' + detail}", flush=True)
+        def stage(name: str, detail: str) -> None:
+            if not args.json:
+                print(f"  {detail if name == STAGE_RAY_UP else name + ': ' + detail}", flush=True)
 
-    try:
         _, overrides, env = serve_inputs(args)
-        snaps = await asyncio.gather(*(sample_node(pool, n, probe=True) for n in nodes))
+        snaps = await asyncio.gather(*(sample_node(sel.pool, n, probe=True) for n in nodes))
         view = await service.start(
             nodes,
             preset,
@@ -240,13 +232,7 @@ async def _start_multinode(args: argparse.Namespace, profile: Profile, preset) -
             view = await service.instances.wait_ready(nodes[0], view.name, timeout=wait_timeout(args))
             if view.state != InstanceState.READY:  # a lost Ray node says more than vLLM's exit
                 view = await service.status(nodes, view.name) or view
-            if not args.json:
-                print(f"{view.name}: {view.state.value}" + (f" — {view.reason}" if view.reason else ""))
-        if args.json:
-            print(json.dumps(_redacted(view.as_dict()), indent=2))
-        return EXIT_FAILED if view.state == InstanceState.FAILED else EXIT_OK
-    finally:
-        await pool.close()
+    return _started(args, view)
 
 
 def _merge_multinode(views: Sequence[InstanceView]) -> list[InstanceView]:
@@ -270,12 +256,7 @@ def _merge_multinode(views: Sequence[InstanceView]) -> list[InstanceView]:
 
 
 def _free_gpus(snapshot, views, tp: int) -> list[int]:
-    busy = {
-        g
-        for v in views
-        if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
-        for g in v.gpus
-    }
+    busy = {g for v in views if v.state not in ENDED for g in v.gpus}
     free = [g.index for g in snapshot.static if g.index not in busy]
     if len(free) < tp:
         raise InstanceError(f"{snapshot.name}: TP {tp} needs {tp} free GPUs, {len(free)} free")
@@ -283,17 +264,15 @@ def _free_gpus(snapshot, views, tp: int) -> list[int]:
 
 
 async def _list(args: argparse.Namespace, profile: Profile) -> int:
-    nodes = select_nodes(profile, args.node)
-    pool = TransportPool()
-    service = InstanceService(pool)
     views: list[InstanceView] = []
     failed = False
-    try:
+    async with Selection(profile) as sel:
+        nodes = sel.nodes(args.node)
 
         async def one(node: NodeSpec) -> list[InstanceView]:
-            views = await service.list_checked(node)
+            views = await sel.instances.list_checked(node)
             if any(v.state == InstanceState.UNMANAGED for v in views):
-                views = place_unmanaged(views, await sample_node(pool, node, probe=False))
+                views = place_unmanaged(views, await sample_node(sel.pool, node, probe=False))
             return views
 
         results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
@@ -303,8 +282,6 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
                 say_error(res)
             else:
                 views.extend(res)
-    finally:
-        await pool.close()
     _print_views(_merge_multinode(views), args.json)
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -313,32 +290,27 @@ async def _stop(args: argparse.Namespace, profile: Profile) -> int:
     if args.group:
         if args.name:
             raise UsageError("give an instance name or --group, not both")
-        from console.cli.experiment import serve_group_stop
+        from console.cli.groups import serve_group_stop
 
-        return await serve_group_stop(args, select_nodes(profile, [args.node] if args.node else None))
+        return await serve_group_stop(args, profile)
     if not args.name:
         raise UsageError("serve stop needs an instance name (or --group NAME)")
-    node = pick_node(profile, args.node)
-    pool = TransportPool()
-    try:
-        service = InstanceService(pool)
-        found = await service.get(node, args.name)
-        if found is None:  # the node's supervisor would answer with an empty record: say it plainly
-            raise InstanceError(f"{node.name}: no instance named {args.name}")
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        # the node's supervisor would answer with an empty record: say it plainly
+        found = await sel.instance(node, args.name)
         if found.state == InstanceState.UNMANAGED:
             raise InstanceError(f"{node.name}: {args.name} was not started by the console; end it on the node")
-        if found.state in _ENDED:
+        if found.state in ENDED:
             view = found
         elif found.nodes:  # a multi-node instance: vLLM, then Ray on every node
-            view = await MultiNodeService(service).stop(_multinode_nodes(profile, found.nodes), args.name)
+            view = await MultiNodeService(sel.instances).stop(_multinode_nodes(sel, found.nodes), args.name)
         else:
-            view = await service.stop(node, args.name)
-    finally:
-        await pool.close()
-    still = view.state not in _ENDED
+            view = await sel.instances.stop(node, args.name)
+    still = view.state not in ENDED
     if args.json:
         print(json.dumps(_redacted(view.as_dict()), indent=2))
-    elif found.state in _ENDED:
+    elif found.state in ENDED:
         print(f"{view.name}: already {view.state.value}" + (f", {view.reason}" if view.reason else ""))
     elif not still:
         print(f"{view.name}: {view.state.value}" + (f", {view.reason}" if view.reason else ""))
@@ -349,29 +321,22 @@ async def _stop(args: argparse.Namespace, profile: Profile) -> int:
 
 
 async def _logs(args: argparse.Namespace, profile: Profile) -> int:
-    node = pick_node(profile, args.node)
-    pool = TransportPool()
-    service = InstanceService(pool)
-    try:
-        found = await service.get(node, args.name)
-        if found is None:
-            raise InstanceError(f"{node.name}: no instance named {args.name}")
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        found = await sel.instance(node, args.name)
         if found.nodes and found.nodes[0] != node.name:  # a multi-node instance's log is the head's
-            node = pick_node(profile, found.nodes[0])
+            node = sel.node(found.nodes[0])
         collected = []
-        async for line in service.log_lines(node, args.name, follow=args.follow, lines=args.lines):
+        async for line in sel.instances.log_lines(node, args.name, follow=args.follow, lines=args.lines):
             if args.json:
                 collected.append(line)
             else:
                 print(printable(line), flush=True)
         if args.json:
             print(json.dumps({"name": args.name, "node": node.name, "lines": collected}))
-    finally:
-        await pool.close()
     return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_selected_profile(args)
     handler = {"start": _start, "list": _list, "stop": _stop, "logs": _logs}[args.serve_command]
-    return guarded(lambda: asyncio.run(handler(args, profile)), failures=(InstanceError, TransportError))
+    return run_command(args, handler, failures=(InstanceError, TransportError))

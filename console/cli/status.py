@@ -17,8 +17,8 @@ from console.cli.common import (
     load_selected_profile,
     positive_seconds,
     say_error,
-    select_nodes,
 )
+from console.cli.selection import Selection
 from console.core.model import NodeHealth, NodeSnapshot, NodeSpec, Profile
 from console.core.status_view import fmt_num, merged_gpu_rows, node_dict
 from console.core.telemetry import is_nvidia_source
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     profile = load_selected_profile(args)
     if getattr(args, "discover", False):
         return _discover(args, profile)
-    nodes = select_nodes(profile, args.node)
+    nodes = Selection(profile).nodes(args.node)
     snapshots = asyncio.run(_collect(args, profile, nodes))
     if args.json:
         print(json.dumps({"nodes": [node_dict(s) for s in snapshots]}, indent=2))

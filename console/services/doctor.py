@@ -26,7 +26,7 @@ from console.core.doctor import (
 from console.core.model import NodeSpec
 from console.core.text import printable, unexpected
 from console.services.agent_bundle import AgentCommand, install_agent
-from console.services.transports import TransportPool
+from console.services.transports import TransportPool, each_node
 from console.transport.base import AGENT_OUTPUT_LIMIT, Transport, TransportError
 
 DOCTOR_TIMEOUT = 90.0  # per node: `vllm --version` alone can take 30 s on a real node
@@ -107,30 +107,26 @@ async def collect_doctor(
     nodes: Iterable[NodeSpec], *, timeout: float = DOCTOR_TIMEOUT, pool: TransportPool | None = None
 ) -> list[NodeDoctor]:
     """The doctor on every node concurrently; a node past the deadline is a fail line, not waited for."""
-    pool = pool or TransportPool()
-    nodes = list(nodes)
 
-    async def one(node: NodeSpec) -> NodeDoctor:
-        try:
-            return await asyncio.wait_for(doctor_node(pool, node, timeout=timeout), timeout)
-        except asyncio.TimeoutError:
-            return down_node(
-                node.name,
-                "connection",
-                f"no answer within {timeout:g} s",
-                "is the node up and its sshd answering? try `--timeout` with more seconds",
-            )
-        except TransportError as exc:  # the SFTP check's link went down
+    def down(node: NodeSpec, exc: Exception) -> NodeDoctor:
+        if isinstance(exc, asyncio.TimeoutError):
+            fix = "is the node up and its sshd answering? try `--timeout` with more seconds"
+            return down_node(node.name, "connection", f"no answer within {timeout:g} s", fix)
+        if isinstance(exc, TransportError):  # the SFTP check's link went down
             return down_node(node.name, "connection", exc.reason, _transport_fix(exc.kind))
-        except OSError as exc:
+        if isinstance(exc, OSError):
             return down_node(node.name, "connection", printable(exc))
-        except Exception as exc:  # noqa: BLE001 - whatever a node sent: one fail line naming it, never a traceback
-            return down_node(node.name, "agent", unexpected(node.name, exc))
+        # whatever a node sent: one fail line naming it, never a traceback
+        return down_node(node.name, "agent", unexpected(node.name, exc))
 
-    try:
-        return list(await asyncio.gather(*(one(n) for n in nodes)))
-    finally:
-        await pool.close()
+    return await each_node(
+        nodes,
+        lambda pool, node: doctor_node(pool, node, timeout=timeout),
+        down,
+        timeout=timeout,
+        pool=pool,
+        failures=(Exception,),
+    )
 
 
 def _transport_fix(kind: str) -> str:

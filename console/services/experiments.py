@@ -37,12 +37,12 @@ from console.core.experiment.spec import (
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.partition_rules import physical_gpus
 from console.core.replicas import DEFAULT_BASE_PORT
-from console.services.bench import BenchRunError, BenchRunner
-from console.services.group_bench import GroupBenchRunner, store_group, summary_of
 from console.services.groups import GroupError, GroupService, GroupView
-from console.services.instances import InstanceError, InstanceService, InstanceState
+from console.services.instances import ENDED, InstanceError, InstanceService
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.results import ResultStore, default_root
+from console.services.runs.group import GroupBenchRunner, store_group, summary_of
+from console.services.runs.serving import BenchRunError
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -126,6 +126,46 @@ class ExperimentRunner:
         *,
         on_event: Callable[[ExperimentProgressed], None] | None = None,
         extra_env: dict[str, str] | None = None,
+        link_retries: int = 0,
+        backoff: float = LINK_BACKOFF,
+    ) -> ExperimentState:
+        """Run the experiment to its end. With link_retries, a run that lost the link to the node
+        is started again from its state file (a new SSH connection each time), up to
+        link_retries times in a row."""
+        failures = 0
+        while True:
+            try:
+                return await self._run_once(exp, node, profile, state_path, on_event, extra_env)
+            except TransportError as exc:
+                failures += 1
+                if failures > link_retries:
+                    raise
+                delay = min(backoff * failures, 60.0)
+                if on_event:
+                    try:
+                        st = load_state(state_path, exp, node.name)
+                    except ValueError:
+                        st = ExperimentState(experiment=exp.name, node=node.name)
+                    on_event(
+                        ExperimentProgressed(
+                            f"link to {node.name} lost ({exc.reason}): resuming in {delay:g} s "
+                            f"(attempt {failures} of {link_retries})",
+                            st,
+                            len(st.done),
+                            st.planned,
+                        )
+                    )
+                await asyncio.sleep(delay)
+                await self.pool.close()  # a fresh connection next time
+
+    async def _run_once(
+        self,
+        exp: Experiment,
+        node: NodeSpec,
+        profile: Profile,
+        state_path: Path,
+        on_event: Callable[[ExperimentProgressed], None] | None,
+        extra_env: dict[str, str] | None,
     ) -> ExperimentState:
         snapshot = await self.check(exp, node, profile)
         points = plan_points(exp)
@@ -180,48 +220,6 @@ class ExperimentRunner:
             state, f"finished: {len(state.done)} of {len(points)} points, {len(state.failed_layouts)} layouts failed"
         )
 
-    async def run_resilient(
-        self,
-        exp: Experiment,
-        node: NodeSpec,
-        profile: Profile,
-        state_path: Path,
-        *,
-        on_event: Callable[[ExperimentProgressed], None] | None = None,
-        extra_env: dict[str, str] | None = None,
-        link_retries: int = 10,
-        backoff: float = LINK_BACKOFF,
-    ) -> ExperimentState:
-        """run(), started again from its state file when the link to the node drops (a new
-        SSH connection each time), up to link_retries times in a row."""
-        failures = 0
-        while True:
-            try:
-                return await self.run(exp, node, profile, state_path, on_event=on_event, extra_env=extra_env)
-            except TransportError as exc:
-                failures += 1
-                if failures > link_retries:
-                    raise
-                if on_event:
-                    try:
-                        st = load_state(state_path, exp, node.name)
-                    except ValueError:
-                        st = ExperimentState(experiment=exp.name, node=node.name)
-                    delay = min(backoff * failures, 60.0)
-                    on_event(
-                        ExperimentProgressed(
-                            f"link to {node.name} lost ({exc.reason}): resuming in {delay:g} s "
-                            f"(attempt {failures} of {link_retries})",
-                            st,
-                            len(st.done),
-                            st.planned,
-                        )
-                    )
-                else:
-                    delay = min(backoff * failures, 60.0)
-                await asyncio.sleep(delay)
-                await self.pool.close()  # a fresh connection next time
-
     # ------------------------------------------------------------ steps
 
     async def _partition(
@@ -268,7 +266,7 @@ class ExperimentRunner:
                 return existing  # left by a killed run: take it over
             await self._stop_group(node, name)
         try:
-            plan = await self.groups.plan(
+            group = await self.groups.launch(
                 [node],
                 preset,
                 layout.replicas,
@@ -276,11 +274,12 @@ class ExperimentRunner:
                 group=name,
                 snapshots={node.name: snapshot},
                 base_port=self.base_port,
+                extra_env=extra_env,
+                ready_timeout=exp.ready_timeout,
+                poll_every=self.poll_every,
             )
         except (GroupError, InstanceError, TransportError) as exc:
             raise _LayoutFailed(str(exc)) from None
-        started = await self.groups.start(plan, [node], preset, snapshots={node.name: snapshot}, extra_env=extra_env)
-        group = await self.groups.wait_ready([node], started, timeout=exp.ready_timeout, poll_every=self.poll_every)
         if group.failed:
             first = group.failed[0]
             more = f" (+{len(group.failed) - 1} more replicas failed)" if len(group.failed) > 1 else ""
@@ -326,16 +325,16 @@ class ExperimentRunner:
 
     async def _cancel_clients(self, node: NodeSpec, group_name: str) -> None:
         """Benchmark clients of this group still running (left by a killed run) are stopped."""
-        runner = BenchRunner(self.pool)
+        clients = self.bench.clients
         try:
-            runs = await runner.runs(node)
+            runs = await clients.records(node)
         except TransportError:
             return
         prefix = group_name[:30].rstrip("-.") + "-"
         for rec in runs:
-            if rec.get("state") in ("running", "starting") and str(rec.get("name", "")).startswith(prefix):
+            if not rec.ended_now and rec.name.startswith(prefix):
                 try:
-                    await runner.cancel(node, rec["name"])
+                    await clients.cancel(node, rec.name)
                 except TransportError:
                     pass
 
@@ -344,10 +343,7 @@ class ExperimentRunner:
             found = await self.groups.get([node], name)
             if found is None:
                 return
-            if any(
-                v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
-                for v in found.replicas
-            ):
+            if any(v.state not in ENDED for v in found.replicas):
                 await self.groups.stop([node], name, int_timeout=self.stop_timeout, term_timeout=10)
             await self.groups.remove([node], name)
         except (GroupError, InstanceError, TransportError):

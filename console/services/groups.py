@@ -27,6 +27,7 @@ from console.core.replicas import (
     plan_group,
 )
 from console.services.instances import (
+    ENDED,
     InstanceError,
     InstancePoller,
     InstanceService,
@@ -37,7 +38,6 @@ from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
-_ENDED = (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
 POLL_EVERY = 2.0
 # Above this many replicas on a node, readiness comes from /health alone: reading
 # every loading replica's log each round would take longer than the round.
@@ -65,7 +65,7 @@ class GroupView:
     @property
     def settled(self) -> bool:
         """Every replica is ready or has ended: nothing left to wait for."""
-        return all(r.state == InstanceState.READY or r.state in _ENDED for r in self.replicas)
+        return all(r.state == InstanceState.READY or r.state in ENDED for r in self.replicas)
 
     @property
     def preset(self) -> str | None:
@@ -104,6 +104,10 @@ class GroupError(InstanceError):
     handle instance failures handle these)."""
 
 
+class GroupPlanError(GroupError):
+    """The group cannot be placed on the nodes (GPUs, ports, names, partitions): one line."""
+
+
 class GroupService:
     def __init__(self, pool: TransportPool | None = None, instances: InstanceService | None = None) -> None:
         self.pool = pool or TransportPool()
@@ -125,7 +129,7 @@ class GroupService:
         views = await self.instances.list(node)
         busy: dict[int, str] = {}
         for v in views:
-            if v.state not in _ENDED:
+            if v.state not in ENDED:
                 for g in v.gpus:
                     busy[g] = v.name
         if snapshot.latest is not None:
@@ -133,7 +137,7 @@ class GroupService:
                 if m.processes and m.index not in busy:
                     busy[m.index] = f"process {m.processes[0].pid}"
         ports = set(await self.taken_ports(node))
-        ports.update(v.port for v in views if v.port and v.state not in _ENDED)
+        ports.update(v.port for v in views if v.port and v.state not in ENDED)
         return NodeCapacity(
             node=node.name,
             gpus=tuple(g.index for g in snapshot.static),
@@ -247,6 +251,58 @@ class GroupService:
             views.extend(chunk)
         return GroupView(plan.group, tuple(sorted(views, key=lambda v: _replica_index(v.name))))
 
+    async def launch(
+        self,
+        nodes: Sequence[NodeSpec],
+        preset: ServePreset,
+        replicas: int | str,
+        *,
+        snapshots: Mapping[str, NodeSnapshot] | None = None,
+        tp: int | None = None,
+        gpus: Sequence[int] | None = None,
+        group: str | None = None,
+        base_port: int = DEFAULT_BASE_PORT,
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        on_planned: Callable[[GroupPlan], None] | None = None,
+        on_started: Callable[[InstanceView], None] | None = None,
+        ready_timeout: float | None = None,
+        on_update: Callable[[GroupView], None] | None = None,
+        poll_every: float = POLL_EVERY,
+    ) -> GroupView:
+        """The one way a group starts (`serve start --replicas`, each layout of an experiment):
+        plan it, start every replica, and with ready_timeout wait until each is ready or ended.
+
+        Snapshots not given are sampled (with the version probe); a node that does not answer
+        is a GroupError. A group that cannot be placed is a GroupPlanError."""
+        if snapshots is None:
+            snapshots = {n.name: await sample_node(self.pool, n, probe=True) for n in nodes}
+            for snap in snapshots.values():
+                if snap.error:
+                    raise GroupError(snap.error)
+        try:
+            plan = await self.plan(
+                nodes, preset, replicas, tp=tp, gpus=gpus, group=group, base_port=base_port, snapshots=snapshots
+            )
+        except GroupError as exc:
+            raise GroupPlanError(str(exc)) from None
+        if on_planned:
+            on_planned(plan)
+        view = await self.start(
+            plan,
+            nodes,
+            preset,
+            snapshots=snapshots,
+            overrides=overrides,
+            extra_env=extra_env,
+            extra_args=extra_args,
+            on_started=on_started,
+        )
+        if ready_timeout is None:
+            return view
+        return await self.wait_ready(nodes, view, timeout=ready_timeout, on_update=on_update, poll_every=poll_every)
+
     async def get(self, nodes: Sequence[NodeSpec], group: str, *, checked: bool = False) -> GroupView | None:
         views: list[InstanceView] = []
         for node in nodes:
@@ -284,7 +340,7 @@ class GroupService:
         while True:
             for node in pending_nodes:
                 mine = [v for v in known.values() if v.node == node.name]
-                if all(v.state == InstanceState.READY or v.state in _ENDED for v in mine):
+                if all(v.state == InstanceState.READY or v.state in ENDED for v in mine):
                     continue
                 watched = [v.name for v in mine] if len(mine) > LOG_TAIL_LIMIT else []
                 try:
@@ -309,7 +365,7 @@ class GroupService:
                         state=InstanceState.FAILED,
                         reason=f"not ready after {timeout:g} s (stage: {v.stage or 'unknown'})",
                     )
-                    if not (v.state == InstanceState.READY or v.state in _ENDED)
+                    if not (v.state == InstanceState.READY or v.state in ENDED)
                     else v
                     for v in current.replicas
                 )
@@ -341,7 +397,7 @@ class GroupService:
                     except (InstanceError, TransportError) as exc:
                         out[v.name] = replace(v, reason=f"stop failed: {exc}")
 
-            await asyncio.gather(*(one(v) for v in found.replicas if v.node == node.name and v.state not in _ENDED))
+            await asyncio.gather(*(one(v) for v in found.replicas if v.node == node.name and v.state not in ENDED))
 
         await asyncio.gather(*(per_node(by_name[n]) for n in found.nodes if n in by_name))
         return GroupView(group, tuple(sorted(out.values(), key=lambda v: _replica_index(v.name))))
@@ -353,7 +409,7 @@ class GroupService:
             return
         by_name = {n.name: n for n in nodes}
         for v in found.replicas:
-            if v.state in _ENDED and v.node in by_name:
+            if v.state in ENDED and v.node in by_name:
                 try:
                     await self.instances.remove(by_name[v.node], v.name)
                 except (InstanceError, TransportError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import json
 import os
 import re
@@ -24,16 +25,9 @@ from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
 from console.core.multinode import ray_exit_line
 from console.core.node_json import NodeJsonError, loads, loads_object
-from console.core.serve.argv import API_KEY_VAR, api_key_from, build_docker_argv, build_serve_argv
+from console.core.serve.argv import API_KEY_VAR, ServeCommand, api_key_from, build_docker_argv, build_serve_argv
 from console.core.serve.log import ServeLogState, ServeStage
-from console.core.serve.rules import (
-    check_cpx_tp,
-    check_gpus_free,
-    check_port,
-    check_tp,
-    choose_port,
-    version_warnings,
-)
+from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_port, check_tp, choose_port, version_warnings
 from console.core.telemetry import is_nvidia_source
 from console.core.text import clip, printable
 from console.services.agent_bundle import AgentCommand, install_agent
@@ -43,6 +37,36 @@ from console.transport.base import TransportError
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # Secrets travel from the console's environment to the instance, never through profiles.
 PASSTHROUGH_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# What holds its GPUs and port (an unmanaged vLLM too), and what has ended.
+ACTIVE = (
+    InstanceState.STARTING,
+    InstanceState.LOADING,
+    InstanceState.READY,
+    InstanceState.STOPPING,
+    InstanceState.UNMANAGED,
+)
+ENDED = (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+
+
+def serve_spec(
+    name: str, command: ServeCommand, preset: ServePreset, *, port: int, gpus: Sequence[int], runtime: str, **more: Any
+) -> dict[str, Any]:
+    """What the node's supervisor starts an instance from (its spec.json): the command, where
+    it serves, the preset it came from, and the `more` keys as given."""
+    spec: dict[str, Any] = {
+        "name": name,
+        "argv": list(command.argv),
+        "env": dict(command.env),
+        "port": port,
+        "gpus": list(gpus),
+        "model": preset.model,
+        "preset": preset.name,
+        "runtime": runtime,
+        **more,
+    }
+    if preset.api_key_env:
+        spec["api_key_env"] = preset.api_key_env  # the variable's name: later calls send the key
+    return spec
 
 
 def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None) -> list[InstanceView]:
@@ -162,17 +186,17 @@ class InstanceService:
         self.specs: dict[str, NodeSpec] = {}  # nodes seen, by name (a multi-node stop reaches them all)
         self._http_timeout = http_timeout
 
-    async def _agent(self, node: NodeSpec) -> AgentCommand:
+    async def agent(self, node: NodeSpec) -> AgentCommand:
         self.specs[node.name] = node
         cmd = self._commands.get(node.name)
         if cmd is None:
             cmd = self._commands[node.name] = await install_agent(self.pool.get(node), node)
         return cmd
 
-    async def _call(
+    async def call(
         self, node: NodeSpec, op: str, *args: str, input: str | None = None, timeout: float = 60
     ) -> list[dict]:
-        cmd = await self._agent(node)
+        cmd = await self.agent(node)
         argv = cmd.argv("instance", "--state-dir", cmd.state_dir, op, *args)
         result = await self.pool.get(node).run(argv, env=cmd.env_dict(), input=input, timeout=timeout)
         records = []
@@ -198,7 +222,7 @@ class InstanceService:
     # ------------------------------------------------------------ queries
 
     async def list(self, node: NodeSpec) -> list[InstanceView]:
-        records = await self._call(node, "list", timeout=30)
+        records = await self.call(node, "list", timeout=30)
         try:
             views = [view_from_record(node.name, r) for r in records]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -261,8 +285,8 @@ class InstanceService:
         name = name or self._default_name(preset, gpus, existing)
         if not NAME_RE.match(name):
             raise InstanceError(f"bad instance name {name!r} (letters, digits, . _ -)")
-        busy = {g: v.name for v in existing if v.state in _ACTIVE for g in v.gpus}
-        used_ports = {v.port for v in existing if v.state in _ACTIVE and v.port}
+        busy = {g: v.name for v in existing if v.state in ACTIVE for g in v.gpus}
+        used_ports = {v.port for v in existing if v.state in ACTIVE and v.port}
         tp = preset.tp
         for key, value in (overrides or {}).items():
             if key.replace("-", "_") in ("tp", "tensor_parallel_size"):
@@ -290,7 +314,7 @@ class InstanceService:
         ):
             if refusal:
                 raise InstanceError(f"{node.name}: {refusal}")
-        cmd = await self._agent(node)
+        cmd = await self.agent(node)
         env = dict(extra_env or {})
         environ = os.environ if environ is None else environ
         for secret in PASSTHROUGH_SECRETS:
@@ -310,51 +334,29 @@ class InstanceService:
         # where vLLM listens: the preset's host (vLLM's default, every address, when it names none);
         # a simulated node is this machine: its server is never for the network
         bind = "127.0.0.1" if node.simulate is not None else (preset.host or "0.0.0.0")
+        container = f"rocm-console-{name}" if preset.runtime == "docker" else None
+        if container is not None:
+            vendor = "nvidia" if snapshot is not None and is_nvidia_source(snapshot.source) else "amd"
+            build = functools.partial(build_docker_argv, preset, name=container, vendor=vendor)
+        else:
+            build = functools.partial(build_serve_argv, preset, vllm=shlex.join(cmd.vllm))
         try:
-            if preset.runtime == "docker":
-                command = build_docker_argv(
-                    preset,
-                    name=f"rocm-console-{name}",
-                    port=port,
-                    host=bind,
-                    gpus=gpus,
-                    overrides=overrides or {},
-                    extra_args=extra_args,
-                    extra_env=env,
-                    vendor="nvidia" if snapshot is not None and is_nvidia_source(snapshot.source) else "amd",
-                    devices=devices,
-                )
-            else:
-                command = build_serve_argv(
-                    preset,
-                    vllm=shlex.join(cmd.vllm),
-                    port=port,
-                    host=bind,
-                    gpus=gpus,
-                    overrides=overrides or {},
-                    extra_args=extra_args,
-                    extra_env=env,
-                    devices=devices,
-                )
+            command = build(
+                port=port,
+                host=bind,
+                gpus=gpus,
+                overrides=overrides or {},
+                extra_args=extra_args,
+                extra_env=env,
+                devices=devices,
+            )
         except ValueError as exc:
             raise InstanceError(f"{node.name}: preset {preset.name}: {exc}") from None
         probe = snapshot.probe if snapshot is not None else None
         warnings = tuple(version_warnings(probe.vllm if probe else None, command.argv, command.env))
-        spec: dict[str, Any] = {
-            "name": name,
-            "argv": list(command.argv),
-            "env": dict(command.env),
-            "port": port,
-            "gpus": list(gpus),
-            "model": preset.model,
-            "preset": preset.name,
-            "runtime": preset.runtime,
-            "container": f"rocm-console-{name}" if preset.runtime == "docker" else None,
-        }
+        spec = serve_spec(name, command, preset, port=port, gpus=gpus, runtime=preset.runtime, container=container)
         if group:
             spec["group"] = group
-        if preset.api_key_env:
-            spec["api_key_env"] = preset.api_key_env  # the variable's name: later calls send the key
         # The simulator's env (state dir) must reach the fake vllm too, with the
         # VRAM of the chosen logical GPUs (a CPX partition has 1/8 of the GPU).
         spec["env"].update(cmd.env_dict())
@@ -362,7 +364,7 @@ class InstanceService:
             vram = [g.vram_total_mib for g in snapshot.static if g.index in gpus and g.vram_total_mib]
             if vram:
                 spec["env"]["ROCM_CONSOLE_SIM_GPU_VRAM_MB"] = str(int(min(vram)))
-        [rec] = await self._call(node, "start", input=json.dumps(spec), timeout=60)
+        [rec] = await self.call(node, "start", input=json.dumps(spec), timeout=60)
         return replace(view_from_record(node.name, rec), warnings=warnings)
 
     @staticmethod
@@ -380,7 +382,7 @@ class InstanceService:
     async def log_lines(
         self, node: NodeSpec, name: str, *, follow: bool = False, lines: int | None = None, offset: int = 0
     ) -> AsyncIterator[str]:
-        cmd = await self._agent(node)
+        cmd = await self.agent(node)
         args = ["logs", name, "--offset", str(offset)]
         if lines is not None:
             args += ["--lines", str(lines)]
@@ -511,7 +513,7 @@ class InstanceService:
     async def stop(
         self, node: NodeSpec, name: str, *, int_timeout: float = 30.0, term_timeout: float = 10.0
     ) -> InstanceView:
-        [rec] = await self._call(
+        [rec] = await self.call(
             node,
             "stop",
             name,
@@ -528,7 +530,7 @@ class InstanceService:
 
     async def remove(self, node: NodeSpec, name: str) -> None:
         """Forget an ended instance: its folder (spec, log, exit status) is deleted on the node."""
-        await self._call(node, "remove", name, timeout=30)
+        await self.call(node, "remove", name, timeout=30)
 
 
 class InstancePoller:
@@ -640,15 +642,6 @@ class InstancePoller:
         except (TransportError, InstanceError):
             pass
         return log
-
-
-_ACTIVE = (
-    InstanceState.STARTING,
-    InstanceState.LOADING,
-    InstanceState.READY,
-    InstanceState.STOPPING,
-    InstanceState.UNMANAGED,
-)
 
 
 def since(started: float | None, now: float | None = None) -> str:

@@ -17,6 +17,7 @@ instance's Ray temp dir, so nothing is left and nothing else is touched.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import re
@@ -50,6 +51,7 @@ from console.services.instances import (
     InstanceService,
     InstanceState,
     InstanceView,
+    serve_spec,
     view_from_record,
 )
 from console.transport.base import TransportError
@@ -122,7 +124,7 @@ class MultiNodeService:
 
     async def _get(self, node: NodeSpec, name: str) -> InstanceView | None:
         """One record as the supervisor has it (list() folds the Ray members away)."""
-        for rec in await self.instances._call(node, "list", timeout=30):
+        for rec in await self.instances.call(node, "list", timeout=30):
             if rec.get("name") == name:
                 return view_from_record(node.name, rec)
         return None
@@ -130,7 +132,7 @@ class MultiNodeService:
     # ------------------------------------------------------------ facts
 
     async def _ray(self, node: NodeSpec) -> list[str]:
-        cmd = await self.instances._agent(node)
+        cmd = await self.instances.agent(node)
         if node.simulate is not None and node.vllm == "vllm":
             return [*cmd.vllm, "ray"]  # the simulator's `ray` (console/sim/vllm/ray_sim.py)
         try:
@@ -139,7 +141,7 @@ class MultiNodeService:
             raise InstanceError(f"{node.name}: {exc}") from None
 
     async def node_facts(self, node: NodeSpec, snapshot: NodeSnapshot | None, gpus: Sequence[int] | None) -> NodeFacts:
-        cmd = await self.instances._agent(node)
+        cmd = await self.instances.agent(node)
         ray = await self._ray(node)
         static = snapshot.static if snapshot is not None else ()
         chosen = tuple(gpus) if gpus is not None else tuple(g.index for g in static)
@@ -289,30 +291,16 @@ class MultiNodeService:
         started: list[NodeSpec] = []
         try:
             for i, node in enumerate(nodes):
-                cmd = await self.instances._agent(node)
+                cmd = await self.instances.agent(node)
                 ray = await self._ray(node)
                 temp_dir = f"{temp_root}/{_short(name)}-{i}"
                 extra = [*preset.ray_args, *(ray_args or {}).get(node.name, ())]
+                if i == 0:
+                    build = functools.partial(build_ray_head_argv, ray, node_ip=address)
+                else:
+                    build = functools.partial(build_ray_worker_argv, ray, head=address, node_ip=node_ips.get(node.name))
                 try:
-                    if i == 0:
-                        argv = build_ray_head_argv(
-                            ray,
-                            port=ray_port,
-                            node_ip=address,
-                            temp_dir=temp_dir,
-                            num_gpus=len(by_node[node.name]),
-                            extra=extra,
-                        )
-                    else:
-                        argv = build_ray_worker_argv(
-                            ray,
-                            head=address,
-                            port=ray_port,
-                            temp_dir=temp_dir,
-                            num_gpus=len(by_node[node.name]),
-                            node_ip=node_ips.get(node.name),
-                            extra=extra,
-                        )
+                    argv = build(port=ray_port, temp_dir=temp_dir, num_gpus=len(by_node[node.name]), extra=extra)
                 except ValueError as exc:
                     raise InstanceError(f"node {node.name}: {exc}") from None
                 env = dict(preset.env)  # RCCL/NCCL settings reach the Ray workers on every node
@@ -332,7 +320,7 @@ class MultiNodeService:
                     "stop_sweep": temp_dir,
                 }
                 stage("starting Ray", f"{'head' if i == 0 else 'worker'} on {node.name}: {shlex.join(argv)}")
-                await self.instances._call(node, "start", input=json.dumps(spec), timeout=60)
+                await self.instances.call(node, "start", input=json.dumps(spec), timeout=60)
                 started.append(node)
                 await self.wait_cluster(nodes, name, i + 1, address, ray_port, timeout=cluster_timeout)
             stage(STAGE_RAY_UP, f"Ray cluster up ({len(nodes)} nodes)")
@@ -362,7 +350,7 @@ class MultiNodeService:
         extra_args: Sequence[str],
         environ: Mapping[str, str] | None,
     ) -> InstanceView:
-        cmd = await self.instances._agent(head)
+        cmd = await self.instances.agent(head)
         nvidia = bool(info.get("nvidia"))
         existing = await self.instances.list(head)
         used = {v.port for v in existing if v.state in _ACTIVE and v.port}
@@ -395,21 +383,11 @@ class MultiNodeService:
             )
         except ValueError as exc:
             raise InstanceError(f"{head.name}: preset {preset.name}: {exc}") from None
-        spec: dict[str, Any] = {
-            "name": name,
-            "argv": list(command.argv),
-            "env": dict(command.env),
-            "port": port,
-            "gpus": list(gpus),
-            "model": preset.model,
-            "preset": preset.name,
-            "runtime": "host",
-            "multinode": dict(info, role="serve"),
-        }
-        if preset.api_key_env:
-            spec["api_key_env"] = preset.api_key_env
+        spec = serve_spec(
+            name, command, preset, port=port, gpus=gpus, runtime="host", multinode=dict(info, role="serve")
+        )
         spec["env"].update(cmd.env_dict())
-        [rec] = await self.instances._call(head, "start", input=json.dumps(spec), timeout=60)
+        [rec] = await self.instances.call(head, "start", input=json.dumps(spec), timeout=60)
         return view_from_record(head.name, rec)
 
     async def restart(
@@ -459,13 +437,13 @@ class MultiNodeService:
         return replace(view, nodes=tuple(n.name for n in nodes))
 
     async def _rec(self, node: NodeSpec, name: str) -> dict | None:
-        for rec in await self.instances._call(node, "list", timeout=30):
+        for rec in await self.instances.call(node, "list", timeout=30):
             if rec.get("name") == name:
                 return rec
         return None
 
     async def ray_status(self, head: NodeSpec, address: str, port: int):
-        cmd = await self.instances._agent(head)
+        cmd = await self.instances.agent(head)
         ray = await self._ray(head)
         res = await self.pool.get(head).run(
             [*ray, "status", "--address", f"{address}:{port}"], env=cmd.env_dict(), timeout=60

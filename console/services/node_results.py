@@ -23,8 +23,8 @@ from console.core.results.build import run_from_console
 from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
 from console.core.serve.argv import redact
-from console.services.agent_bundle import install_agent
 from console.services.results import ResultStore
+from console.services.runs.run import RESULT_FILE, NodeRuns, RunRecord
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -39,7 +39,6 @@ __all__ = [
     "result_place",
 ]
 
-RESULT_FILE = "result.json"  # what the clients write (services/bench.py, services/offline_bench.py)
 KEPT_FILE = "console-run.json"  # the run as the console built it, when the store could not take it
 
 
@@ -54,9 +53,12 @@ class Fetched:
     kept: bool  # True: the run the console kept on the node; False: rebuilt from the node's files
 
 
+def _runs(pool: TransportPool) -> NodeRuns:
+    return NodeRuns(pool, error=FetchError)
+
+
 async def _run_folder(pool: TransportPool, node: NodeSpec, run: str) -> str:
-    cmd = await install_agent(pool.get(node), node)
-    return f"{cmd.state_dir}/runs/{run}"
+    return NodeRuns.folder(await _runs(pool).agent(node), run)
 
 
 async def result_place(pool: TransportPool, node: NodeSpec, run: str) -> str:
@@ -109,33 +111,19 @@ async def _read_json(pool: TransportPool, node: NodeSpec, path: str) -> dict | N
     return loaded if isinstance(loaded, dict) else None
 
 
-async def _record(pool: TransportPool, node: NodeSpec, run: str) -> dict | None:
-    cmd = await install_agent(pool.get(node), node)
-    listing = await pool.get(node).run(
-        cmd.argv("instance", "--state-dir", cmd.state_dir, "--group", "runs", "list"), env=cmd.env_dict(), timeout=30
-    )
-    for line in listing.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("name") == run:
-                return rec
-    return None
-
-
 def _offline_preset(spec: dict, kind: str) -> OfflinePreset:
-    from console.services.offline_bench import preset_from_spec
+    from console.services.runs.offline import preset_from_spec
 
     return preset_from_spec(spec) or OfflinePreset(name=str(spec.get("preset") or "custom"), kind=kind, model="?")
 
 
-def _rebuilt(node: NodeSpec, rec: dict, result: dict, presets: dict[str, BenchPreset], label: str | None) -> StoredRun:
+def _rebuilt(
+    node: NodeSpec, rec: RunRecord, result: dict, presets: dict[str, BenchPreset], label: str | None
+) -> StoredRun:
     """A stored run from what the node keeps: its spec (preset, argv, instance) and result file."""
-    spec = rec.get("spec") or {}
+    spec = dict(rec.spec)
     kind = spec.get("kind")
-    argv = list(redact([str(a) for a in spec.get("argv") or ()]))
+    argv = list(redact(list(rec.argv)))
     context = {
         "node": node.name,
         "bench_preset": spec.get("preset"),
@@ -143,9 +131,9 @@ def _rebuilt(node: NodeSpec, rec: dict, result: dict, presets: dict[str, BenchPr
         "instance": spec.get("instance"),
         "fetched_from": node.name,  # not stored by the console that ran it
     }
-    created = rec.get("ended") or rec.get("started")
+    created = rec.ended or rec.started
     if kind in KINDS:
-        context.update(offline_run=rec.get("name"), gpus=list(spec.get("gpus") or ()))
+        context.update(offline_run=rec.name, gpus=list(spec.get("gpus") or ()))
         offline = _offline_preset(spec, kind)
         script = any(a.endswith(f"benchmark_{kind}.py") for a in argv[:3])
         return run_from_offline(
@@ -174,10 +162,10 @@ async def fetch_run(
 ) -> Fetched:
     """Store a finished run from the node. FetchError (one line) when it cannot be;
     StoreError when the store still cannot be written."""
-    rec = await _record(pool, node, run)
+    rec = await _runs(pool).record(node, run)
     if rec is None:
         raise FetchError(f"{node.name}: no benchmark run named {run} (bench runs lists them)")
-    if rec.get("state") == "running":
+    if rec.running:
         raise FetchError(f"{node.name}: {run} is still running; fetch it once it has finished")
     folder = await _run_folder(pool, node, run)
     kept = await _read_json(pool, node, f"{folder}/{KEPT_FILE}")
@@ -192,7 +180,7 @@ async def fetch_run(
     if stored is None:
         result = await _read_json(pool, node, f"{folder}/{RESULT_FILE}")
         if result is None:
-            code = rec.get("exit_code")
+            code = rec.exit_code
             raise FetchError(f"{node.name}: {run} left no result ({folder}/{RESULT_FILE}; exit code {code})")
         try:
             stored = _rebuilt(node, rec, result, presets or {}, label)

@@ -435,34 +435,9 @@ class ResultStore:
                 known = {fp: run_id for run_id, fp in self._fingerprint_index().items() if fp}
             except OSError as exc:
                 raise self._failed(exc) from None
-            self._import_all(paths, label, node, created, known, report)
-        return report
-
-    def _import_all(
-        self,
-        paths: Iterable[str | Path],
-        label: str | None,
-        node: str | None,
-        created: float,
-        known: dict[str, str],
-        report: ImportReport,
-    ) -> None:
-        for raw in _ensure_sequence(paths):
-            shown = str(raw)
-            path = Path(raw).expanduser()
-            try:
-                if path.is_dir():
-                    files = list(_walk(path, report))
-                elif path.exists():
-                    files = [path]
-                else:
-                    report.unreadable.append(SkippedItem(shown, "no such file or folder"))
-                    continue
-            except OSError as exc:
-                report.unreadable.append(SkippedItem(shown, exc.strerror or type(exc).__name__))
-                continue
-            for file in files:
+            for file in _files(paths, report):
                 self._import_file(file, label, node, created, known, report)
+        return report
 
     def _import_file(
         self,
@@ -509,6 +484,25 @@ def _order(run: StoredRun) -> tuple:
     """Oldest first; runs imported together keep their order in the file."""
     found = re.search(r"\d+", str(run.context.get("source_part") or ""))
     return (run.created, run.source or "", int(found.group()) if found else 0, run.id)
+
+
+def _files(paths: Iterable[str | Path], report: ImportReport) -> Iterable[Path]:
+    """The files to import: each path, or the files in a folder (those that cannot be read: in report)."""
+    for raw in _ensure_sequence(paths):
+        shown = str(raw)
+        path = Path(raw).expanduser()
+        try:
+            if path.is_dir():
+                files = list(_walk(path, report))
+            elif path.exists():
+                files = [path]
+            else:
+                report.unreadable.append(SkippedItem(shown, "no such file or folder"))
+                continue
+        except OSError as exc:
+            report.unreadable.append(SkippedItem(shown, exc.strerror or type(exc).__name__))
+            continue
+        yield from files
 
 
 def _walk(folder: Path, report: ImportReport) -> Iterable[Path]:

@@ -7,19 +7,11 @@ import time
 from dataclasses import replace
 from typing import Iterable
 
-from console.core.model import (
-    AgentFailure,
-    AgentHello,
-    NodeHealth,
-    NodeSnapshot,
-    NodeSpec,
-    StaticInfo,
-    TelemetryFrame,
-)
+from console.core.model import AgentFailure, AgentHello, NodeHealth, NodeSnapshot, NodeSpec, StaticInfo, TelemetryFrame
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.core.text import printable, unexpected
 from console.services.agent_bundle import install_agent, run_probe
-from console.services.transports import TransportPool
+from console.services.transports import TransportPool, each_node
 from console.transport.base import AGENT_OUTPUT_LIMIT, TransportError, last_line
 
 
@@ -59,24 +51,25 @@ async def collect_status(
     nodes: Iterable[NodeSpec], *, timeout: float = 20.0, pool: TransportPool | None = None, probe: bool = True
 ) -> list[NodeSnapshot]:
     """Sample every node concurrently; a node past the deadline is reported down, not waited for."""
-    pool = pool or TransportPool()
-    nodes = list(nodes)
 
-    async def one(node: NodeSpec) -> NodeSnapshot:
-        try:
-            return await asyncio.wait_for(sample_node(pool, node, probe=probe), timeout)
-        except asyncio.TimeoutError:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: no answer within {timeout:g} s")
-        except TransportError as exc:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=exc.reason)
-        except AgentProtocolError as exc:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: agent protocol error: {exc}")
-        except OSError as exc:
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=f"{node.name}: {printable(exc)}")
-        except Exception as exc:  # noqa: BLE001 - whatever a node sent: one line naming it, never a traceback
-            return NodeSnapshot(node.name, NodeHealth.DOWN, error=unexpected(node.name, exc))
+    def down(node: NodeSpec, exc: Exception) -> NodeSnapshot:
+        if isinstance(exc, asyncio.TimeoutError):
+            error = f"{node.name}: no answer within {timeout:g} s"
+        elif isinstance(exc, TransportError):
+            error = exc.reason
+        elif isinstance(exc, AgentProtocolError):
+            error = f"{node.name}: agent protocol error: {exc}"
+        elif isinstance(exc, OSError):
+            error = f"{node.name}: {printable(exc)}"
+        else:  # whatever a node sent: one line naming it, never a traceback
+            error = unexpected(node.name, exc)
+        return NodeSnapshot(node.name, NodeHealth.DOWN, error=error)
 
-    try:
-        return list(await asyncio.gather(*(one(n) for n in nodes)))
-    finally:
-        await pool.close()
+    return await each_node(
+        nodes,
+        lambda pool, node: sample_node(pool, node, probe=probe),
+        down,
+        timeout=timeout,
+        pool=pool,
+        failures=(Exception,),  # every failure is one line naming the node
+    )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from console.services.accuracy import AccuracyError, explain_failure, local_task
+from console.services.runs.accuracy import AccuracyError, explain_failure, local_task
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lm-eval-0.4.13"
 

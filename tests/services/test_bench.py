@@ -8,15 +8,15 @@ import pytest
 
 from console.core.model import BenchPreset, ServePreset
 from console.core.results.build import run_from_console
-from console.services.bench import (
+from console.services.instances import InstanceService
+from console.services.results import ResultStore
+from console.services.runs.serving import (
     BenchFinished,
     BenchProgressed,
     BenchRunner,
     LiveMetricsSampled,
     live_summary,
 )
-from console.services.instances import InstanceService
-from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError

@@ -203,8 +203,14 @@ async def test_a_dropped_link_is_survived_by_resuming(sim_node, tmp_path):
     pool = TransportPool(lambda n: transport)
     lines: list[str] = []
     try:
-        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5, base_port=free_port()).run_resilient(
-            exp, node, PROFILE, tmp_path / "s.json", on_event=lambda e: lines.append(e.line), backoff=0.1
+        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5, base_port=free_port()).run(
+            exp,
+            node,
+            PROFILE,
+            tmp_path / "s.json",
+            on_event=lambda e: lines.append(e.line),
+            link_retries=10,
+            backoff=0.1,
         )
     finally:
         await pool.close()

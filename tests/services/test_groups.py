@@ -9,10 +9,10 @@ import socket
 import pytest
 
 from console.core.model import BenchPreset, ServePreset
-from console.services import group_bench
-from console.services.group_bench import GroupBenchRunner, split_load, summary_of
 from console.services.groups import GroupService
 from console.services.instances import InstanceState
+from console.services.runs import group as group_bench
+from console.services.runs.group import GroupBenchRunner, split_load, summary_of
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -93,8 +93,8 @@ async def test_group_of_three_one_fails_the_rest_serve_and_bench_as_one(sim_node
 
 
 def test_split_load_refuses_what_cannot_be_split():
-    from console.services.bench import BenchRunError
     from console.services.instances import InstanceView
+    from console.services.runs.serving import BenchRunError
 
     views = [InstanceView("n", f"g-r{i}", InstanceState.READY) for i in range(4)]
     loads = split_load(views, BENCH, concurrency=10, num_prompts=18)

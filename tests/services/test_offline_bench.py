@@ -9,7 +9,7 @@ import json
 import pytest
 
 from console.core.bench.offline import OfflinePreset
-from console.services.offline_bench import (
+from console.services.runs.offline import (
     OfflineFinished,
     OfflineProgressed,
     OfflineRunError,
@@ -114,8 +114,8 @@ async def test_hf_token_reaches_the_node_redacted_in_the_runs_spec(sim_node, mon
         runner = OfflineRunner(pool)
         name, _ = await runner.start(node, dataclasses.replace(LATENCY, num_iters=2), [0, 1], version=None)
         await runner.follow(node, name, "latency")
-        [rec] = [r for r in await runner.runs(node) if r["name"] == name]
+        [rec] = [r for r in await runner.records(node) if r.name == name]
     finally:
         await pool.close()
-    assert "HF_TOKEN" in rec["spec"]["env"] and "hf_secret_value_123" not in json.dumps(rec)
-    assert rec["spec"]["env"]["HIP_VISIBLE_DEVICES"] == "0,1"
+    assert "HF_TOKEN" in rec.spec["env"] and "hf_secret_value_123" not in json.dumps(rec.as_dict())
+    assert rec.spec["env"]["HIP_VISIBLE_DEVICES"] == "0,1"

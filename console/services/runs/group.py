@@ -1,0 +1,424 @@
+"""A benchmark of a whole replica group, reported as one result.
+
+One `vllm bench serve --save-detailed` client per replica, on the replica's node
+(next to it: each client is a single serving run, console/services/runs/serving.py), with the group's
+concurrency / rate and prompts split evenly, and each client's own seed (the
+same seed would send every replica the same prompts). The clients are started
+detached and hold at a common start time, then run together. The group's result
+merges every client's per-request data (console/core/bench/group_result.py).
+
+With `url` (a load balancer the user already runs in front of the replicas) one
+client drives that URL instead, from the first replica's node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from console.core.bench.argv import apply_bench_overrides
+from console.core.bench.group_result import GroupResult, GroupResultError, merge_results
+from console.core.bench.result import BenchResult
+from console.core.experiment.spec import split_evenly
+from console.core.model import BenchPreset, NodeSpec
+from console.core.results.build import run_from_console
+from console.core.status_view import fmt_num
+from console.services.groups import GroupView
+from console.services.instances import InstanceState, InstanceView
+from console.services.results import ResultStore
+from console.services.runs.run import NodeRuns
+from console.services.runs.serving import BenchEvent, BenchRunError, BenchRunner, RunOutcome, client_target
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+# Clients that stream their output to the console; the others are waited for by
+# polling (one SSH session each would pass sshd's MaxSessions on a 64-replica node).
+FOLLOWED_PER_NODE = 4
+START_PARALLEL = 4  # clients started at once (each start is one SSH command)
+# The start barrier: each client waits (python3 -c ..., its argv unchanged after it) until
+# a go file appears on its node, then execs itself. The console writes the go files once
+# every client is started, so they start within ~50 ms of each other however long the
+# starting took. Past HOLD_LIMIT without a go file (the console died) a client ends (exit 3).
+HOLD_LIMIT = 600
+_HOLD = (
+    "import os,sys,time\n"
+    "end=time.time()+float(sys.argv[2])\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    " if time.time()>end: sys.exit(3)\n"
+    " time.sleep(0.05)\n"
+    "os.execvp(sys.argv[3],sys.argv[3:])"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLoad:
+    replica: str
+    node: str
+    max_concurrency: int | None
+    request_rate: float | None  # None = the preset's (inf when unset)
+    num_prompts: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class GroupBenchOutcome:
+    group: str
+    outcomes: tuple[RunOutcome, ...]  # one per client, in replica order
+    loads: tuple[ReplicaLoad, ...]
+    result: GroupResult | None
+    url: str | None = None
+    merge_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and all(o.ok for o in self.outcomes)
+
+    @property
+    def reason(self) -> str | None:
+        if self.ok:
+            return None
+        bad = [f"{load.replica}: {o.reason}" for load, o in zip(self.loads, self.outcomes) if not o.ok]
+        if bad:
+            return "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "")
+        return self.merge_error or "no result"
+
+
+def split_load(
+    replicas: Sequence[InstanceView],
+    preset: BenchPreset,
+    *,
+    concurrency: int | None,
+    rate: float | None = None,
+    num_prompts: int | None = None,
+) -> list[ReplicaLoad]:
+    """The group's load over its replicas: concurrency and prompts split evenly, the rate divided."""
+    n = len(replicas)
+    if n == 0:
+        raise BenchRunError("the group has no ready replica")
+    prompts = num_prompts if num_prompts is not None else preset.num_prompts
+    if prompts < n:
+        raise BenchRunError(f"{prompts} prompts cannot be split over {n} replicas (at least 1 each)")
+    if concurrency is not None and concurrency < n:
+        raise BenchRunError(f"concurrency {concurrency} cannot be split over {n} replicas (at least 1 each)")
+    conc = split_evenly(concurrency, n) if concurrency is not None else [None] * n
+    per_prompts = split_evenly(prompts, n)
+    total_rate = rate if rate is not None else preset.request_rate
+    per_rate = None if total_rate is None or math.isinf(total_rate) else total_rate / n
+    base_seed = preset.seed or 0
+    return [
+        ReplicaLoad(v.name, v.node, conc[i], per_rate, per_prompts[i], base_seed + i) for i, v in enumerate(replicas)
+    ]
+
+
+class GroupBenchRunner:
+    def __init__(self, pool: TransportPool | None = None, *, poll_every: float = 1.0) -> None:
+        self.pool = pool or TransportPool()
+        self.runner = BenchRunner(self.pool)  # each client is a single serving run
+        self.clients = NodeRuns(self.pool, error=BenchRunError, what="benchmark client")
+        self.poll_every = poll_every
+
+    async def _start_client(
+        self,
+        node: NodeSpec,
+        *,
+        preset: BenchPreset,
+        base_url: str,
+        model: str,
+        tokenizer: str | None,
+        name: str,
+        max_concurrency: int | None,
+        go_file: str,
+        instance: str,
+        extra_env: Mapping[str, str] | None,
+    ) -> tuple[str, ...]:
+        """One client as a single serving run, held at the start barrier: its argv, as it will run."""
+        cmd = await self.clients.agent(node)
+        spec = self.runner.spec(
+            node,
+            cmd,
+            preset,
+            name=name,
+            base_url=base_url,
+            model=model,
+            tokenizer=tokenizer,
+            max_concurrency=max_concurrency,
+            instance=instance,
+            extra_env=extra_env,
+        )
+        held = (node.python, "-c", _HOLD, go_file, str(HOLD_LIMIT), *spec.argv)
+        await self.clients.start(node, cmd, dataclasses.replace(spec, argv=held))
+        return spec.argv
+
+    async def _go_file(self, node: NodeSpec, go_files: dict[str, str], group: str, stamp: str) -> str:
+        path = go_files.get(node.name)
+        if path is None:
+            cmd = await self.clients.agent(node)
+            path = go_files[node.name] = NodeRuns.folder(cmd, f".go-{group[:40]}-{stamp}")
+        return path
+
+    async def _release(self, nodes: Mapping[str, NodeSpec], go_files: Mapping[str, str]) -> None:
+        """Every node's go file at once: the held clients start together."""
+
+        async def one(name: str, path: str) -> None:
+            # the runs folder exists: a client was started there
+            await self.pool.get(nodes[name]).run(["touch", path], timeout=30)
+
+        await asyncio.gather(*(one(n, p) for n, p in go_files.items()))
+
+    async def _tidy(self, nodes: Mapping[str, NodeSpec], go_files: Mapping[str, str]) -> None:
+        for name, path in go_files.items():
+            try:
+                await self.pool.get(nodes[name]).run(["rm", "-f", path], timeout=30)
+            except TransportError:
+                pass
+
+    async def _cancel_all(self, started: Sequence[tuple[NodeSpec, InstanceView, ReplicaLoad, str, tuple]]) -> None:
+        """Never leave half a group's clients running (nor held ones waiting for nothing)."""
+        for node, _view, _load, name, _argv in started:
+            try:
+                await self.clients.cancel(node, name)
+            except (TransportError, BenchRunError):
+                pass
+
+    async def _wait_quietly(self, node: NodeSpec, run: str, argv: tuple[str, ...]) -> RunOutcome:
+        """Wait for a client without streaming its output, then collect it."""
+        await self.clients.wait(node, run, poll_every=self.poll_every)
+        return await self.runner.collect(node, run, argv=argv)
+
+    async def run(
+        self,
+        nodes: Sequence[NodeSpec],
+        group: GroupView,
+        preset: BenchPreset,
+        *,
+        overrides: Mapping[str, str] | None = None,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        num_prompts: int | None = None,
+        url: str | None = None,
+        on_event: Callable[[str, BenchEvent], None] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> GroupBenchOutcome:
+        """Drive every ready replica at once (or `url` with one client); on_event gets (replica, event)."""
+        try:
+            preset = apply_bench_overrides(preset, dict(overrides or {}))
+        except ValueError as exc:
+            raise BenchRunError(str(exc)) from None
+        by_name = {n.name: n for n in nodes}
+        ready = [v for v in group.replicas if v.state == InstanceState.READY and v.node in by_name]
+        if not ready:
+            raise BenchRunError(f"group {group.name}: no replica is ready ({group.summary()})")
+        targets: list[InstanceView]
+        if url:
+            if not url.startswith(("http://", "https://")):
+                raise BenchRunError(f"--url {url!r}: expected http://HOST:PORT")
+            targets = [ready[0]]
+            loads = [
+                ReplicaLoad(
+                    "lb",
+                    ready[0].node,
+                    concurrency,
+                    rate,
+                    num_prompts if num_prompts is not None else preset.num_prompts,
+                    preset.seed or 0,
+                )
+            ]
+        else:
+            targets = ready
+            loads = split_load(ready, preset, concurrency=concurrency, rate=rate, num_prompts=num_prompts)
+        detailed = preset if "--save-detailed" in preset.extra_args else None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        load_tag = f"c{concurrency}" if concurrency is not None else (f"r{rate:g}" if rate is not None else "inf")
+        go_files: dict[str, str] = {}
+        started: list[tuple[NodeSpec, InstanceView, ReplicaLoad, str, tuple[str, ...]]] = []
+        for view in targets:  # the go file's path per node, before the clients start in parallel
+            await self._go_file(by_name[view.node], go_files, group.name, stamp)
+        gate = asyncio.Semaphore(START_PARALLEL)
+
+        async def start_one(view: InstanceView, load: ReplicaLoad) -> None:
+            node = by_name[view.node]
+            client = dataclasses.replace(
+                detailed or preset,
+                extra_args=tuple(preset.extra_args) + (() if detailed else ("--save-detailed",)),
+                num_prompts=load.num_prompts,
+                request_rate=load.request_rate if load.request_rate is not None else preset.request_rate,
+                seed=load.seed,
+            )
+            model, tokenizer = client_target(view)
+            if not model:
+                raise BenchRunError(f"{view.node}: replica {view.name} serves no known model")
+            # <= 64 characters, the supervisor's limit: group (30) tail load stamp
+            tail = "lb" if url else load.replica.rsplit("-", 1)[-1]
+            name = f"{group.name[:30].rstrip('-.')}-{tail[:5]}-{load_tag[:8]}-{stamp}"
+            async with gate:
+                argv = await self._start_client(
+                    node,
+                    preset=client,
+                    base_url=url.rstrip("/") if url else f"http://127.0.0.1:{view.port}",
+                    model=model,
+                    tokenizer=tokenizer,
+                    name=name,
+                    max_concurrency=load.max_concurrency,
+                    go_file=go_files[node.name],
+                    instance=view.name,
+                    extra_env=extra_env,
+                )
+            started.append((node, view, load, name, argv))
+
+        results = await asyncio.gather(*(start_one(v, ld) for v, ld in zip(targets, loads)), return_exceptions=True)
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
+            await self._cancel_all(started)
+            raise failure
+        order = {v.name: i for i, v in enumerate(targets)}
+        started.sort(key=lambda s: order[s[1].name])
+        try:
+            await self._release(by_name, go_files)
+        except BaseException:
+            await self._cancel_all(started)
+            raise
+        per_node_followed: dict[str, int] = {}
+
+        async def one(node: NodeSpec, view: InstanceView, load: ReplicaLoad, name: str, argv) -> RunOutcome:
+            count = per_node_followed.get(node.name, 0)
+            if count < FOLLOWED_PER_NODE:
+                per_node_followed[node.name] = count + 1
+
+                def emit(event: BenchEvent) -> None:
+                    if on_event:
+                        on_event(load.replica, event)
+
+                return await self.runner.follow(
+                    node, view if not url else dataclasses.replace(view, port=None), name, on_event=emit, argv=argv
+                )
+            return await self._wait_quietly(node, name, argv)
+
+        try:
+            outcomes = await asyncio.gather(*(one(*s) for s in started))
+        except BaseException:
+            await self._cancel_all(started)
+            raise
+        finally:
+            await self._tidy(by_name, go_files)
+        result, merge_error = None, None
+        jsons = [(load.replica, node.name, o.result_json) for (node, _v, load, _n, _a), o in zip(started, outcomes)]
+        if all(j is not None for _, _, j in jsons):
+            try:
+                # a thread: a million ITL samples take seconds to sort, the UI's loop must not wait
+                result = await asyncio.to_thread(
+                    merge_results,
+                    group.name if not url else f"{group.name} via {url}",
+                    [(r, n, j) for r, n, j in jsons if j is not None],
+                )
+            except GroupResultError as exc:
+                merge_error = str(exc)
+        else:
+            merge_error = "a client wrote no result"
+        return GroupBenchOutcome(
+            group=group.name,
+            outcomes=tuple(outcomes),
+            loads=tuple(loads),
+            result=result,
+            url=url,
+            merge_error=merge_error,
+        )
+
+
+def summary_of(outcome: GroupBenchOutcome, *, nodes: int | None = None) -> dict:
+    """What an experiment stores per point: the group's result keys, per-replica lines, and why it failed."""
+    doc: dict = dict(outcome.result.as_result_json()) if outcome.result else {}
+    doc["nodes"] = nodes if nodes is not None else len({load.node for load in outcome.loads})
+    doc["ok"] = outcome.ok
+    if outcome.reason:
+        doc["reason"] = outcome.reason
+    per = []
+    for load, o in zip(outcome.loads, outcome.outcomes):
+        r: BenchResult | None = o.result
+        per.append(
+            {
+                "replica": load.replica,
+                "node": load.node,
+                "run": o.run,
+                "max_concurrency": load.max_concurrency,
+                "num_prompts": load.num_prompts,
+                "completed": r.completed if r else None,
+                "output_throughput": r.output_throughput if r else None,
+                "median_ttft_ms": r.latency("ttft") if r else None,
+                "p99_ttft_ms": r.latency("ttft", "p99") if r else None,
+                "ok": o.ok,
+            }
+        )
+    doc["per_replica"] = per
+    return doc
+
+
+def format_group_outcome(outcome: GroupBenchOutcome) -> str:
+    r = outcome.result
+    head = f"group {outcome.group}" + (f" via {outcome.url}" if outcome.url else "")
+    if r is None:
+        return f"{head}: no result ({outcome.reason})"
+    lines = [
+        f"{head}: {'ok' if outcome.ok else 'FAILED — ' + (outcome.reason or '')}",
+        f"  completed {r.completed}  failed {r.failed}  duration {fmt_num(r.duration, '{:.2f}')} s",
+        f"  output {r.output_throughput:.1f} tok/s  total {r.total_token_throughput:.1f} tok/s  requests {r.request_throughput:.2f}/s  (sum of {len(r.replicas)} clients)",
+    ]
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        if metric in r.latency:
+            lines.append(
+                f"  {metric.upper():<5} mean {r.stat(metric, 'mean'):.2f}  median {r.stat(metric, 'median'):.2f}  "
+                f"p99 {fmt_num(r.stat(metric, 'p99'), '{:.2f}')} ms  (merged over {r.latency[metric].count} samples)"
+            )
+    for rep, load in zip(r.replicas, outcome.loads):
+        res = rep.result
+        lines.append(
+            f"  {rep.name:<28} c {load.max_concurrency or '-':<4} completed {res.completed}  "
+            f"{fmt_num(res.output_throughput, '{:.1f}')} tok/s  median TTFT {fmt_num(res.latency('ttft'), '{:.2f}')} ms"
+        )
+    return "\n".join(lines)
+
+
+def store_group(
+    store: ResultStore,
+    outcome: GroupBenchOutcome,
+    group: GroupView,
+    preset: BenchPreset,
+    *,
+    label: str | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> list[str]:
+    """Each client's result, then the group's merged one (naming them), in the results store: ids."""
+    if outcome.result is None:
+        return []
+    views = {v.name: v for v in group.replicas}
+    ids = []
+    for load, o in zip(outcome.loads, outcome.outcomes):
+        if o.result_json is None:
+            continue
+        view = views.get(load.replica)
+        context = {
+            "node": load.node,
+            "instance": load.replica,
+            "serve_preset": view.preset if view else None,
+            "serve_args": list(view.argv) if view else [],
+            "vllm_version": view.version if view else None,
+            "client_argv": list(o.argv),
+            "gpus": list(view.gpus) if view else [],
+            "group": group.name,
+            **(extra or {}),
+        }
+        ids.append(store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label)))
+    context = {
+        "node": ",".join(group.nodes),
+        "instance": group.name,
+        "serve_preset": group.preset,
+        "group": group.name,
+        "replica_runs": ids,
+        "url": outcome.url,
+        **(extra or {}),
+    }
+    ids.append(store.save(run_from_console(context, outcome.result.as_result_json(), {}, setup=preset, label=label)))
+    return ids

@@ -1,0 +1,370 @@
+"""Serving benchmark runs: the client runs detached on the node, the console follows it.
+
+The client (`vllm bench serve` or the legacy benchmark_serving.py) is started
+by the node's supervisor (group "runs") next to the server, with
+--save-result into the run's folder: a dropped SSH link loses nothing, the
+console re-attaches at the byte offset it had and collects the result. While
+it runs, the instance's /metrics is polled through an SSH forward. The run's life
+(start, log, collect, cancel) is the run API's (run.py); this kind builds the
+client's argv and reads vLLM's output and result JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+
+from console.core.bench.argv import apply_bench_overrides, build_bench_argv
+from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
+from console.core.bench.result import BenchResult, load_result_file
+from console.core.model import BenchPreset, NodeSpec
+from console.core.node_json import loads_document
+from console.core.serve.argv import api_key_from, redact
+from console.services.agent_bundle import AgentCommand
+from console.services.instances import InstanceView
+from console.services.live_metrics import LiveSample, poll_metrics
+from console.services.runs import run as run_api
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+MAX_LIVE = 3600  # live samples kept per run (an hour at 1 Hz)
+
+
+class BenchRunError(Exception):
+    """A run could not start or could not be followed: one line."""
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class BenchStarted:
+    run: str
+    node: str
+    argv: tuple[str, ...]  # redacted
+    max_concurrency: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BenchProgressed:
+    run: str
+    progress: BenchProgress
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSetupSeen:
+    run: str
+    line: SetupLine
+
+
+@dataclass(frozen=True, slots=True)
+class LiveMetricsSampled:
+    run: str
+    sample: LiveSample
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome(run_api.Outcome):
+    """result_json is the client's --save-result file, as written."""
+
+    result: BenchResult | None  # vLLM's own JSON, normalised
+    block: BenchResultBlock | None  # the printed block (for cross-checks)
+    errors: tuple[BenchError, ...]
+    live: tuple[LiveSample, ...] = field(default=(), repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """Finished and every request completed (vLLM exits 0 even when requests failed)."""
+        r = self.result
+        return (
+            self.exit_code == 0
+            and r is not None
+            and (r.completed or 0) > 0
+            and not (r.failed or 0)
+            and not self.cancelled
+        )
+
+    def failure(self) -> str:
+        r = self.result
+        failed = (r.failed or 0) if r is not None else 0
+        if r is not None and failed > 0:
+            first = next((e.message for e in self.errors if e.kind == "request_error"), None)
+            return f"{int(failed)} of {int((r.completed or 0) + failed)} requests failed" + (
+                f": {first}" if first else ""
+            )
+        if r is not None and not r.completed:
+            return "no request completed" + (f": {self.errors[0].message}" if self.errors else "")
+        if self.errors:
+            return self.errors[0].message
+        return f"the client {super().failure()}" if self.exit_code else super().failure()
+
+
+# A log line and the end are the run API's events, as for every kind.
+BenchLogLine = run_api.RunLogLine
+BenchFinished = run_api.RunFinished
+BenchEvent = (
+    BenchStarted
+    | BenchProgressed
+    | BenchSetupSeen
+    | LiveMetricsSampled
+    | run_api.RunLogLine
+    | run_api.RunFinished[RunOutcome]
+)
+
+
+def live_summary(samples: tuple[LiveSample, ...]) -> dict:
+    """What is stored with a result: peaks and medians of the live series."""
+
+    def values(attr: str) -> list[float]:
+        return [v for v in (getattr(s, attr) for s in samples) if v is not None]
+
+    def med(xs: list[float]) -> float | None:
+        if not xs:
+            return None
+        xs = sorted(xs)
+        return xs[len(xs) // 2]
+
+    return {
+        "samples": len(samples),
+        "peak_output_tok_s": max(values("output_tok_s"), default=None),
+        "median_output_tok_s": med(values("output_tok_s")),
+        "peak_running": max(values("running"), default=None),
+        "peak_waiting": max(values("waiting"), default=None),
+        "peak_kv_cache_pct": max(values("kv_cache_pct"), default=None),
+        "median_ttft_p50_ms": med(values("ttft_p50")),
+        "median_itl_p50_ms": med(values("itl_p50")),
+        "itl_metric": next((s.itl_metric for s in reversed(samples) if s.itl_metric), None),
+    }
+
+
+def run_name(preset: str, concurrency: int | None, clock: Callable[[], float] = time.time) -> str:
+    stamp = run_api.run_stamp(clock)
+    base = run_api.name_part(preset, 36, "bench")
+    return f"{base}-c{concurrency}-{stamp}" if concurrency else f"{base}-{stamp}"
+
+
+def client_target(instance: InstanceView) -> tuple[str | None, str | None]:
+    """(model, tokenizer) a client sends to an instance: its first served name, and then the
+    model's own name as the tokenizer when that differs."""
+    model = instance.served_models[0] if instance.served_models else instance.model
+    tokenizer = instance.model if instance.served_models and instance.model != model else None
+    return model, tokenizer
+
+
+class ServingReader:
+    """The serving kind's reader: vLLM's printed progress and result block, then result.json."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.parser = BenchStreamParser()
+        self.live: list[LiveSample] = []  # filled by the live metrics poller while the log is read
+
+    def _events(self, parsed) -> list[BenchEvent]:
+        out: list[BenchEvent] = []
+        for event in parsed:
+            if isinstance(event, BenchProgress):
+                out.append(BenchProgressed(self.run, event))
+            elif isinstance(event, SetupLine):
+                out.append(BenchSetupSeen(self.run, event))
+        return out
+
+    def line(self, text: str) -> list[BenchEvent]:
+        return self._events(self.parser.feed(text + "\n"))
+
+    def end(self) -> list[BenchEvent]:
+        return self._events(self.parser.close())
+
+    def outcome(self, collected: run_api.Collected) -> RunOutcome:
+        result_json, result = None, None
+        if collected.result_text is not None:
+            try:
+                result_json = loads_document(collected.result_text)
+                result = load_result_file(collected.result_text)[-1]
+            except (ValueError, IndexError):
+                result_json, result = None, None
+        return RunOutcome(
+            run=collected.name,
+            node=collected.node,
+            exit_code=collected.exit_code,
+            result=result,
+            result_json=result_json,
+            block=self.parser.blocks[-1] if self.parser.blocks else None,
+            errors=tuple(self.parser.errors),
+            live=tuple(self.live),
+            argv=collected.argv,
+            cancelled=collected.cancelled,
+        )
+
+
+class BenchRunner(run_api.KindRunner):
+    """Serving benchmark runs: the client next to an instance, detached on its node."""
+
+    error = BenchRunError
+
+    def __init__(self, pool: TransportPool | None = None, *, metrics_interval: float = 1.0) -> None:
+        super().__init__(pool)
+        self.metrics_interval = metrics_interval
+
+    def client_command(self, node: NodeSpec, cmd: AgentCommand, preset: BenchPreset) -> list[str]:
+        if preset.client == "benchmark_serving":
+            # Old images: the script sits in vLLM's source tree on the node.
+            return [node.python, "benchmarks/benchmark_serving.py"]
+        return list(cmd.vllm)
+
+    def spec(
+        self,
+        node: NodeSpec,
+        cmd: AgentCommand,
+        preset: BenchPreset,
+        *,
+        name: str,
+        base_url: str,
+        model: str,
+        tokenizer: str | None,
+        max_concurrency: int | None,
+        instance: str,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> run_api.RunSpec:
+        """The client's argv, environment and spec keys: the serving kind's argv builder."""
+        try:
+            argv = build_bench_argv(
+                preset,
+                client_cmd=self.client_command(node, cmd, preset),
+                base_url=base_url,
+                model=model,
+                result_dir=run_api.NodeRuns.folder(cmd, name),
+                result_filename=run_api.RESULT_FILE,
+                max_concurrency=max_concurrency,
+                tokenizer=tokenizer,
+            )
+        except ValueError as exc:
+            raise BenchRunError(f"bench preset {preset.name}: {exc}") from None
+        env = {**cmd.env_dict(), **(extra_env or {}), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
+        keys = {"instance": instance, "preset": preset.name, "max_concurrency": max_concurrency}
+        return run_api.RunSpec(name, tuple(argv), env, keys)
+
+    async def start(
+        self,
+        node: NodeSpec,
+        instance: InstanceView,
+        preset: BenchPreset,
+        *,
+        overrides: dict[str, str] | None = None,
+        max_concurrency: int | None = None,
+        name: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> tuple[str, tuple[str, ...]]:
+        """Start the client detached on the node; returns (run name, argv)."""
+        if not instance.port:
+            raise BenchRunError(f"{node.name}: instance {instance.name} has no port")
+        cmd = await self.node_runs.agent(node)
+        preset = apply_bench_overrides(preset, overrides or {})
+        name = name or run_name(preset.name, max_concurrency)
+        model, tokenizer = client_target(instance)
+        if not model:
+            raise BenchRunError(f"{node.name}: instance {instance.name} serves no known model")
+        spec = self.spec(
+            node,
+            cmd,
+            preset,
+            name=name,
+            base_url=f"http://127.0.0.1:{instance.port}",
+            model=model,
+            tokenizer=tokenizer,
+            max_concurrency=max_concurrency,
+            instance=instance.name,
+            extra_env=extra_env,
+        )
+        if instance.api_key_env:  # `vllm bench serve` sends OPENAI_API_KEY as its bearer token
+            try:
+                key = api_key_from(instance.api_key_env, os.environ, f"instance {instance.name}")
+            except ValueError as exc:
+                raise BenchRunError(f"{node.name}: {exc}") from None
+            spec = dataclasses.replace(spec, env={**spec.env, "OPENAI_API_KEY": key})
+        await self.node_runs.start(node, cmd, spec)
+        return name, spec.argv
+
+    @contextlib.asynccontextmanager
+    async def _live_metrics(
+        self, node: NodeSpec, port: int, reader: ServingReader, emit: Callable[[BenchEvent], None]
+    ) -> AsyncIterator[None]:
+        """The instance's /metrics polled through a forward while the run's log is read."""
+        stop = asyncio.Event()
+        poller = None
+        forward = None
+        try:
+            forward = await self.pool.get(node).forward_port(port)
+
+            def sampled(s: LiveSample) -> None:
+                if len(reader.live) < MAX_LIVE:
+                    reader.live.append(s)
+                emit(LiveMetricsSampled(reader.run, s))
+
+            poller = asyncio.create_task(
+                poll_metrics(
+                    f"http://127.0.0.1:{forward.local_port}", sampled, interval=self.metrics_interval, stop=stop
+                )
+            )
+        except TransportError:
+            poller = None  # live charts are a bonus; the run goes on
+        try:
+            yield
+        finally:
+            stop.set()
+            if poller is not None:
+                await asyncio.gather(poller, return_exceptions=True)
+            if forward is not None:
+                await forward.close()
+
+    async def follow(
+        self,
+        node: NodeSpec,
+        instance: InstanceView,
+        run: str,
+        *,
+        on_event: Callable[[BenchEvent], None] | None = None,
+        poll_metrics_too: bool = True,
+        argv: tuple[str, ...] = (),
+        reconnect_attempts: int = 8,
+    ) -> RunOutcome:
+        """Stream the run's output (re-attaching after a dropped link) and collect its result."""
+        emit = on_event or (lambda e: None)
+        reader = ServingReader(run)
+        live = None
+        if poll_metrics_too and instance.port:
+            live = self._live_metrics(node, instance.port, reader, emit)
+        return await self.node_runs.follow(
+            node, run, reader, emit=emit, argv=argv, reconnect_attempts=reconnect_attempts, alongside=live
+        )
+
+    async def collect(self, node: NodeSpec, run: str, *, argv: tuple[str, ...] = ()) -> RunOutcome:
+        """The outcome of a run that has ended, without its log (a group's quiet clients)."""
+        return await self.node_runs.collect(node, run, ServingReader(run), argv=argv)
+
+    async def run(
+        self,
+        node: NodeSpec,
+        instance: InstanceView,
+        preset: BenchPreset,
+        *,
+        on_event: Callable[[BenchEvent], None] | None = None,
+        overrides: dict[str, str] | None = None,
+        max_concurrency: int | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> RunOutcome:
+        """start() and follow(), the instance's /metrics polled meanwhile."""
+        name, argv = await self.start(
+            node, instance, preset, overrides=overrides, max_concurrency=max_concurrency, extra_env=extra_env
+        )
+        if on_event:
+            on_event(BenchStarted(name, node.name, tuple(redact(list(argv))), max_concurrency))
+        return await self.follow(node, instance, name, on_event=on_event, argv=argv)
+
+    async def runs(self, node: NodeSpec) -> list[dict]:
+        """records() as the node listed them (plain dicts, as `bench runs --json` prints them)."""
+        return [r.as_dict() for r in await self.records(node)]
