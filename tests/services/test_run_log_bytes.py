@@ -9,7 +9,7 @@ import sys
 
 from console.core.model import NodeSpec
 from console.services.agent_bundle import install_agent
-from console.services.run_log import follow_run_log
+from console.services.runs.run import follow_log as follow_run_log
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
