@@ -31,9 +31,6 @@ from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged,
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.ui.commands import FleetCommands, InstanceCommands
-from console.ui.fleet_view import FleetView
-from console.ui.instance_board import ACTIVE, ENDED, InstanceBoard
-from console.ui.instance_source import InstanceSource, ServiceInstances, one_line
 from console.ui.keys import APP_BINDINGS, describe_keys, known_binding_ids
 from console.ui.messages import (
     InstanceActionFailed,
@@ -43,6 +40,9 @@ from console.ui.messages import (
     NodeHealthChanged,
     TelemetryUpdated,
 )
+from console.ui.model.fleet_view import FleetView
+from console.ui.model.instance_board import ACTIVE, ENDED, InstanceBoard
+from console.ui.model.instance_source import InstanceSource, ServiceInstances, one_line
 from console.ui.screens.fleet import FleetScreen
 
 # Sampling intervals that + and - step through (seconds).

@@ -41,7 +41,7 @@ from console.services.bench import (
 )
 from console.services.instances import InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
-from console.ui import bench_view as bv
+from console.ui.model import bench_view as bv
 from console.ui.screens.bench import BenchScreen
 
 ROOT = Path(__file__).resolve().parents[2]

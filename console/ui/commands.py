@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console.core.instance_view import InstanceState
-from console.ui.instance_board import ACTIVE
+from console.ui.model.instance_board import ACTIVE
 
 
 class FleetCommands(Provider):

@@ -22,7 +22,7 @@ from console.services.fleet import FleetTelemetry
 from console.services.instances import InstanceState, InstanceView
 from console.services.transports import TransportPool
 from console.transport.replay import ReplayTransport, load_traces
-from console.ui.instance_source import StaticInstances
+from console.ui.model.instance_source import StaticInstances
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "fixtures" / "traces"

@@ -14,7 +14,7 @@ from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.replay import ReplayTransport, load_traces
 from console.ui.app import ConsoleApp
-from console.ui.instance_source import StaticInstances
+from console.ui.model.instance_source import StaticInstances
 from console.ui.screenshots import DEMO_NODES, TRACES, Scene, scene_profile
 
 

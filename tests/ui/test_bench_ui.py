@@ -29,8 +29,8 @@ from console.services.live_metrics import LiveSample
 from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
-from console.ui import bench_view as bv
-from console.ui.bench_form import BenchRequest
+from console.ui.model import bench_view as bv
+from console.ui.model.bench_form import BenchRequest
 from console.ui.screens.bench import BenchScreen
 from console.ui.screens.bench_start import StartBenchDialog
 from console.ui.screens.confirm import ConfirmScreen

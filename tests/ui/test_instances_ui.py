@@ -339,7 +339,7 @@ async def test_palette_has_start_stop_and_log_commands():
         assert dialog.query_one("#start-node", Select).value == "mi355x"
         assert dialog.query_one("#start-preset", Select).value == "tiny"
         # every GPU of mi355x holds the unmanaged server: no free one for 'auto'
-        from console.ui.start_form import FormError
+        from console.ui.model.start_form import FormError
 
         with pytest.raises(FormError, match="TP 1 needs 1 free GPU, mi355x has 0"):
             dialog.read_form()

@@ -15,7 +15,7 @@ from textual.widgets import Button, Input, Static
 from console.core.model import Profile, ServePreset, SimulateSpec
 from console.services.fleet import FleetTelemetry
 from console.services.partitions import PartitionService
-from console.ui.format import gpu_span
+from console.ui.model.format import gpu_span
 from console.ui.screens.partition import (
     PartitionScreen,
     PartitionSwitched,

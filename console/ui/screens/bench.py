@@ -4,7 +4,7 @@ output, then vLLM's own result table (and, for a sweep, a table and Pareto chart
 Data flow. One async worker runs the points one after another with
 BenchRunner.run(on_event=...). The callback only posts messages (progress and
 live samples coalesce: a newer one replaces one still queued); their handler
-feeds the event to the session (console/ui/bench_view.py, no Textual) and marks
+feeds the event to the session (console/ui/model/bench_view.py, no Textual) and marks
 the screen dirty. The screen's own clock (4 Hz) redraws what changed. Results
 are stored by a thread worker, like `rocm-console bench run` stores them.
 
@@ -47,8 +47,8 @@ from console.services.bench import (
 )
 from console.services.instances import InstanceError, InstanceView
 from console.transport.base import TransportError
-from console.ui import bench_view as bv
-from console.ui.instance_source import one_line
+from console.ui.model import bench_view as bv
+from console.ui.model.instance_source import one_line
 from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
 from console.ui.widgets.key_bar import KeyBar
 

@@ -1,7 +1,7 @@
 """Start a benchmark: preset, instance, concurrency (one value, or a list for a sweep),
 preset overrides, client environment, label.
 
-The form is checked by console/ui/bench_form.py (the preset's own checks); a
+The form is checked by console/ui/model/bench_form.py (the preset's own checks); a
 problem shows as one line under the fields, nothing typed is lost. The dialog
 starts nothing: it dismisses with a BenchRequest (or None), and the caller
 pushes BenchScreen with it.
@@ -21,7 +21,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
-from console.ui.bench_form import (
+from console.ui.model.bench_form import (
     BenchRequest,
     FormError,
     check_request,
@@ -33,7 +33,7 @@ from console.ui.bench_form import (
     points_text,
     preset_prompt,
 )
-from console.ui.bench_view import dataset_text, rate_text
+from console.ui.model.bench_view import dataset_text, rate_text
 from console.ui.screens.form_dialog import FormDialog
 
 _PLACEHOLDERS = {

@@ -13,10 +13,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from console.core.model import GpuMetrics, GpuStatic, NodeHealth, NodeSnapshot
-from console.ui import format as fmt
-from console.ui.charts import ChartSet, gpu_charts, node_charts
-from console.ui.fleet_view import FleetView
-from console.ui.rows import gpu_pairs
+from console.ui.model import format as fmt
+from console.ui.model.charts import ChartSet, gpu_charts, node_charts
+from console.ui.model.fleet_view import FleetView
+from console.ui.model.rows import gpu_pairs
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.metric_plot import MetricPlot
 from console.ui.widgets.status_bar import StatusBar

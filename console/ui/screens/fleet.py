@@ -8,8 +8,8 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from console.core.instance_view import InstanceState
-from console.ui.fleet_view import FleetView
-from console.ui.instance_board import ACTIVE
+from console.ui.model.fleet_view import FleetView
+from console.ui.model.instance_board import ACTIVE
 from console.ui.widgets.gpu_table import GpuTable
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar

@@ -13,8 +13,8 @@ from textual.widgets import DataTable, Static
 
 from console.services.groups import GroupView, group_views
 from console.services.instances import InstanceView
-from console.ui import instance_board as ib
-from console.ui.format import gpu_span
+from console.ui.model import instance_board as ib
+from console.ui.model.format import gpu_span
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 

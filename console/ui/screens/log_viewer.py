@@ -21,8 +21,8 @@ from textual.widgets import Log, Static
 from console.core.serve.log import ServeLogState, clean_line
 from console.services.instances import InstanceError
 from console.transport.base import TransportError
-from console.ui import instance_board as ib
-from console.ui.instance_source import one_line
+from console.ui.model import instance_board as ib
+from console.ui.model.instance_source import one_line
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 

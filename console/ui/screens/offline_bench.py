@@ -37,9 +37,9 @@ from console.services.offline_bench import (
 )
 from console.services.results import ResultStore
 from console.transport.base import TransportError
-from console.ui.offline_form import OfflineRequest, check_offline_request, preset_key, preset_prompt
+from console.ui.model.offline_form import OfflineRequest, check_offline_request, preset_key, preset_prompt
+from console.ui.model.start_form import FormError
 from console.ui.screens.form_dialog import FormDialog
-from console.ui.start_form import FormError
 from console.ui.widgets.key_bar import KeyBar
 
 LOG_LINES = 12  # vLLM's last lines shown (bounded)

@@ -58,7 +58,7 @@ from console.services.partitions import (
     SwitchResult,
 )
 from console.transport.base import TransportError
-from console.ui.format import gpu_span
+from console.ui.model.format import gpu_span
 
 ROOT_HINT = "needs root on the node: set sudo = true for it in the profile (passwordless sudo), or log in as root"
 CHECK_DELAY = 0.3  # seconds of quiet typing in the GPUs field before the preflight runs again

@@ -1,6 +1,6 @@
 """Start a serve preset on chosen GPUs: preset, GPUs, port, name, overrides, environment.
 
-The form is checked here (console/ui/start_form.py); the serve rules by the
+The form is checked here (console/ui/model/start_form.py); the serve rules by the
 instance service, in a worker, while the dialog stays open: a refusal shows as
 one line under the fields (and as a toast), so nothing typed is lost.
 """
@@ -21,10 +21,9 @@ from textual.widgets import Button, Input, Label, Select, Static
 from console.core.model import ServePreset
 from console.services.instances import InstanceError, InstanceView
 from console.transport.base import TransportError
-from console.ui import format as fmt
-from console.ui.instance_source import one_line
-from console.ui.screens.form_dialog import FormDialog
-from console.ui.start_form import (
+from console.ui.model import format as fmt
+from console.ui.model.instance_source import one_line
+from console.ui.model.start_form import (
     FormError,
     StartRequest,
     default_preset,
@@ -37,6 +36,7 @@ from console.ui.start_form import (
     parse_port,
     preset_prompt,
 )
+from console.ui.screens.form_dialog import FormDialog
 
 _PLACEHOLDERS = {
     "start-gpus": "e.g. 0,1 or 0-3 · blank: the first free ones",

@@ -10,8 +10,8 @@ from typing import Sequence
 
 from textual_plotext import PlotextPlot
 
-from console.ui.bench_view import ParetoPoint, pareto_front
-from console.ui.charts import Trace
+from console.ui.model.bench_view import ParetoPoint, pareto_front
+from console.ui.model.charts import Trace
 
 
 class LivePlot(PlotextPlot):

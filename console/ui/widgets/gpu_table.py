@@ -21,10 +21,10 @@ from textual.strip import Strip
 
 from console.core.model import NodeHealth, NodeSnapshot
 from console.core.series import BlockSeries, RingSeries
-from console.ui import format as fmt
-from console.ui import instance_board as ib
-from console.ui.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
-from console.ui.widgets.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
+from console.ui.model import format as fmt
+from console.ui.model import instance_board as ib
+from console.ui.model.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
+from console.ui.model.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
 
 SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
 

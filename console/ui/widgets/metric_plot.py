@@ -6,7 +6,7 @@ from typing import Sequence
 
 from textual_plotext import PlotextPlot
 
-from console.ui.charts import Trace
+from console.ui.model.charts import Trace
 
 
 class MetricPlot(PlotextPlot):

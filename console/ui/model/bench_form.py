@@ -18,9 +18,9 @@ from console.core.bench.argv import (
 )
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
-from console.ui.bench_view import MAX_SWEEP_POINTS, dataset_text
-from console.ui.format import gpu_span
-from console.ui.start_form import FormError, parse_pairs
+from console.ui.model.bench_view import MAX_SWEEP_POINTS, dataset_text
+from console.ui.model.format import gpu_span
+from console.ui.model.start_form import FormError, parse_pairs
 
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
 

@@ -31,8 +31,8 @@ from console.services.bench import (
 )
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample
-from console.ui.charts import Trace
-from console.ui.format import gpu_span
+from console.ui.model.charts import Trace
+from console.ui.model.format import gpu_span
 
 MAX_LIVE_POINTS = 3600  # an hour at the poller's 1 Hz
 MAX_PENDING_LOG = 2000  # client lines waiting for the next redraw
