@@ -16,10 +16,10 @@ from console.core.bench.argv import (
     build_bench_argv,
     sweep_points,
 )
+from console.core.gpus import gpu_span
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
 from console.ui.model.bench_view import MAX_SWEEP_POINTS, dataset_text
-from console.ui.model.format import gpu_span
 from console.ui.model.start_form import FormError, parse_pairs
 
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")

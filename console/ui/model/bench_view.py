@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console.core.bench.output import BenchProgress, SetupLine, parse_progress
+from console.core.gpus import gpu_span
 from console.core.model import BenchPreset, NodeSnapshot
 from console.services.bench import (
     BenchFinished,
@@ -32,7 +33,6 @@ from console.services.bench import (
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample
 from console.ui.model.charts import Trace
-from console.ui.model.format import gpu_span
 
 MAX_LIVE_POINTS = 3600  # an hour at the poller's 1 Hz
 MAX_PENDING_LOG = 2000  # client lines waiting for the next redraw

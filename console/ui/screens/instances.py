@@ -11,10 +11,10 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from console.core.gpus import gpu_span
 from console.services.groups import GroupView, group_views
 from console.services.instances import InstanceView
 from console.ui.model import instance_board as ib
-from console.ui.model.format import gpu_span
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 
