@@ -24,6 +24,7 @@ from textual.app import App
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 from console.core.instance_view import InstanceError, InstanceState, InstanceView
 from console.core.model import NodeHealth, Profile
@@ -53,6 +54,11 @@ INSTANCE_POLL_INTERVAL = 3.0  # seconds between two instance lists of a node
 TOPOLOGY_QUIET_S = 1.0  # seconds without GPU changes before their history rings are frozen (gc)
 SETTLE_TIMEOUT = 3.0  # seconds after start-up the fleet counts as settled even if a node has not answered
 READY_TIMEOUT = 1800.0  # a start that is not ready after this is reported as stuck
+
+# Textual posts a worker's state changes to the node that ran it and stops there; here they
+# bubble up to the app, whose one handler (ConsoleApp.on_worker_state_changed) reports every
+# worker that fails, a screen's or a widget's as well as its own.
+Worker.StateChanged.bubble = True
 
 
 class ConsoleApp(App[int]):
@@ -150,7 +156,9 @@ class ConsoleApp(App[int]):
                 exit_on_error=False,
             )
         for planned in self.demo_instances:
-            self.run_worker(self._start_demo_instance(planned), group="demo", exit_on_error=False)
+            self.run_worker(
+                self._start_demo_instance(planned), name=f"demo:{planned.name}", group="demo", exit_on_error=False
+            )
 
     async def on_unmount(self) -> None:
         if self._frozen:  # back to the collector: this process may go on without the app (tests)
@@ -164,6 +172,20 @@ class ConsoleApp(App[int]):
                 await asyncio.wait_for(self.fleet.stop(), STOP_TIMEOUT)
             except asyncio.TimeoutError:
                 pass
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Any worker that fails (the app's, a screen's, a widget's): a notification naming it.
+
+        Workers catch what they expect and say it their own way; this is for the rest, which
+        would otherwise end the worker without a word (they run with exit_on_error=False).
+        """
+        if event.state != WorkerState.ERROR:
+            return
+        worker = event.worker
+        error = worker.error
+        what = f"{type(error).__name__}: {one_line(error)}" if error is not None else "failed"
+        name = worker.name or worker.group or "a background task"
+        self.notify(what, title=f"{name} failed", severity="error", timeout=15, markup=False)
 
     def _warn_unknown_keys(self, keymap: dict[str, str]) -> None:
         unknown = sorted(set(keymap) - known_binding_ids())
@@ -650,7 +672,7 @@ class ConsoleApp(App[int]):
             return
         self._target_interval = target
         self._dirty = True
-        self.run_worker(self._apply_interval(), group="sampling", exit_on_error=False)
+        self.run_worker(self._apply_interval(), name="sampling-interval", group="sampling", exit_on_error=False)
 
     async def _apply_interval(self) -> None:
         # Serialised, never cancelled: a cancelled restart could leave a node unfollowed.
@@ -660,7 +682,9 @@ class ConsoleApp(App[int]):
                 await self.fleet.set_interval(target)
 
     def restart_node(self, node: str) -> None:
-        self.run_worker(self.fleet.restart_node(node), group=f"restart:{node}", exit_on_error=False)
+        self.run_worker(
+            self.fleet.restart_node(node), name=f"restart:{node}", group=f"restart:{node}", exit_on_error=False
+        )
         self.notify(f"reconnecting {node}", markup=False)
 
     def apply_filter(self, text: str) -> None:

@@ -177,7 +177,12 @@ class GroupBenchScreen(Screen):
         self.running = False
         self.outcome, self.error = message.outcome, message.error
         if self.store is not None and self.outcome is not None and self.preset is not None:
-            self.run_worker(functools.partial(self._store, self.outcome, self.preset), thread=True, exit_on_error=False)
+            self.run_worker(
+                functools.partial(self._store, self.outcome, self.preset),
+                thread=True,
+                name=f"group-bench-store:{self.group.name}",
+                exit_on_error=False,
+            )
         self.redraw()
 
     def _store(self, outcome: GroupBenchOutcome, preset: BenchPreset) -> None:

@@ -182,7 +182,13 @@ class OfflineBenchScreen(Screen):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.run_worker(self._go(), exclusive=True, group="offline-bench")
+        self.run_worker(
+            self._go(),
+            name=f"offline-bench:{self.node.name}",
+            group="offline-bench",
+            exclusive=True,
+            exit_on_error=False,
+        )
 
     async def _go(self) -> None:
         try:
