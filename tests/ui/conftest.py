@@ -15,7 +15,7 @@ from console.transport.base import TransportError
 from console.transport.replay import ReplayTransport, load_traces
 from console.ui.app import ConsoleApp
 from console.ui.model.instance_source import StaticInstances
-from console.ui.screenshots import DEMO_NODES, TRACES, Scene, scene_profile
+from tests.ui.scenes.fleet import DEMO_NODES, TRACES, Scene, scene_profile
 
 
 class FaultyReplay(ReplayTransport):

@@ -7,8 +7,8 @@ from console.ui.messages import TelemetryUpdated
 from console.ui.screens.detail import DetailScreen
 from console.ui.screens.fleet import FleetScreen
 from console.ui.screens.help import HelpScreen
-from console.ui.screenshots import SCENES, build_app
 from console.ui.widgets.gpu_table import GpuTable
+from tests.ui.scenes.registry import SCENES
 
 from .conftest import screen_text, wait_for
 
@@ -18,7 +18,7 @@ def gpu_rows(table: GpuTable, node: str) -> list[int]:
 
 
 async def test_a_row_for_every_simulated_gpu():
-    app, prepare = build_app(SCENES["fleet"])
+    app, prepare = SCENES["fleet"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         table = app.screen.query_one(GpuTable)
@@ -36,7 +36,7 @@ async def test_a_row_for_every_simulated_gpu():
 
 
 async def test_filter_by_partition_busy_and_node():
-    app, prepare = build_app(SCENES["fleet"])
+    app, prepare = SCENES["fleet"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         table = app.screen.query_one(GpuTable)
@@ -58,7 +58,7 @@ async def test_filter_by_partition_busy_and_node():
 
 
 async def test_enter_opens_gpu_detail_and_escape_returns():
-    app, prepare = build_app(SCENES["fleet"])
+    app, prepare = SCENES["fleet"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         table = app.screen.query_one(GpuTable)
@@ -84,7 +84,7 @@ async def test_enter_opens_gpu_detail_and_escape_returns():
 
 
 async def test_secondary_partition_detail_uses_its_physical_gpu():
-    app, prepare = build_app(SCENES["cpx-partition-detail"])
+    app, prepare = SCENES["cpx-partition-detail"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         assert (app.screen.node, app.screen.gpu) == ("mi300x-cpx", 9)

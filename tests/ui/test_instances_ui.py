@@ -320,9 +320,9 @@ async def test_fleet_keys_without_an_instance_say_so(node, stop_all):
 async def test_palette_has_start_stop_and_log_commands():
     """Per node 'start PRESET', per instance 'stop' and 'logs', from the fixed demo list (no processes)."""
     from console.ui.commands import InstanceCommands
-    from console.ui.screenshots import SCENES, build_app
+    from tests.ui.scenes.registry import SCENES
 
-    app, prepare = build_app(SCENES["fleet"])
+    app, prepare = SCENES["fleet"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         provider = InstanceCommands(app.screen)

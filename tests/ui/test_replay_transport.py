@@ -8,7 +8,7 @@ from console.core.model import NodeHealth, NodeSpec, SimulateSpec
 from console.services.fleet import FleetTelemetry
 from console.services.transports import TransportPool
 from console.transport.replay import ReplayTransport, load_traces, replay_factory
-from console.ui.screenshots import TRACES
+from tests.ui.scenes.fleet import TRACES
 
 
 async def wait_for(predicate, timeout=10.0):
