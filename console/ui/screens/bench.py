@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rich.text import Text
@@ -94,39 +95,7 @@ class BenchScreen(Screen):
     ResultStore to keep each result in (None: not stored).
     """
 
-    DEFAULT_CSS = """
-    BenchScreen { layout: vertical; }
-    BenchScreen #bench-title { height: 2; background: $boost; padding: 0 1; text-wrap: nowrap;
-                               text-overflow: ellipsis; }
-    BenchScreen #bench-banner { display: none; height: auto; max-height: 3; padding: 0 1; }
-    BenchScreen #bench-banner.-failed { display: block; background: $error 30%; color: $text; text-style: bold; }
-    BenchScreen #bench-banner.-ok { display: block; background: $success 20%; color: $text; }
-    BenchScreen #bench-banner.-cancelled { display: block; background: $warning 25%; color: $text; }
-    BenchScreen #bench-progress-row { height: 1; padding: 0 1; }
-    BenchScreen #bench-progress { width: auto; }
-    BenchScreen #bench-progress Bar { width: 32; }
-    BenchScreen #bench-progress-text { width: 1fr; padding: 0 0 0 1; }
-    BenchScreen #bench-live-text { height: 1; padding: 0 1; color: $text-muted; }
-    BenchScreen #bench-charts { grid-size: 4 2; grid-gutter: 0 1; height: 1fr; min-height: 10; }
-    BenchScreen #bench-bottom { height: 14; }
-    BenchScreen.-sweep #bench-bottom { height: 17; }
-    BenchScreen #bench-log { width: 1fr; border: round $panel-lighten-2; border-title-color: $text-muted;
-                             overflow: auto auto; }
-    BenchScreen #bench-result { width: 1fr; height: 100%; border: round $panel-lighten-2; padding: 0 1;
-                                border-title-color: $text-muted; overflow-y: auto; }
-    BenchScreen #bench-sweep-box { display: none; width: 2fr; }
-    BenchScreen.-sweep #bench-sweep-box { display: block; }
-    BenchScreen.-sweep #bench-result { display: none; }
-    BenchScreen #bench-sweep { height: auto; max-height: 8; border: round $panel-lighten-2; overflow-x: hidden; }
-    BenchScreen #bench-pareto { height: 1fr; }
-    BenchScreen.-short #bench-bottom { height: 10; }
-    BenchScreen.-short.-sweep #bench-bottom { height: 11; }
-    BenchScreen.-short #bench-live-text { display: none; }
-    BenchScreen.-short #bench-banner { max-height: 1; }
-    BenchScreen.-short #bench-charts { grid-size: 4 1; min-height: 7; }
-    BenchScreen.-short #chart-requests, BenchScreen.-short #chart-kv,
-    BenchScreen.-short #chart-gpu-power, BenchScreen.-short #chart-e2e { display: none; }
-    """
+    CSS_PATH = Path(__file__).with_name("bench.tcss")
 
     # Its own breakpoints, so the layout fits wherever the screen is hosted: below 32 rows
     # one row of charts (TTFT, ITL, tok/s, GPU util) and a lower bottom pane.

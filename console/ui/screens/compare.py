@@ -83,11 +83,7 @@ def compare_cell(row: dict, i: int, styles: dict[str, str]) -> Text:
 class CompareScreen(Screen):
     """runs: in column order (deltas against the first); show_reference: the seeds' numbers at once."""
 
-    DEFAULT_CSS = """
-    #compare-title { height: 1; background: $boost; }
-    #compare-table { height: 1fr; }
-    #compare-notes { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
-    """
+    CSS_PATH = Path(__file__).with_name("compare.tcss")
 
     BINDINGS = [
         Binding("escape,backspace", "back", "Back", id="compare-back"),

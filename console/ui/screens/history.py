@@ -17,7 +17,7 @@ import glob
 import os
 import shlex
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from rich.table import Table
@@ -48,7 +48,7 @@ from console.core.results.offline import accuracy_for, accuracy_text, with_accur
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
 from console.ui.screens.compare import REFERENCE_PATH, CompareScreen, short_model
-from console.ui.screens.form_dialog import FormDialog
+from console.ui.screens.form_dialog import FORM_CSS, FormDialog
 from console.ui.widgets.key_bar import KeyBar
 
 EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
@@ -179,27 +179,15 @@ def default_export_name(fmt: str) -> str:
 # ---------------------------------------------------------------- prompts
 
 
-_PROMPT_CSS = """
-{cls} {{ align: center middle; }}
-{cls} > Vertical {{
-    width: 90; max-width: 100%; height: auto;
-    border: round $accent; border-title-style: bold; background: $surface; padding: 0 1;
-}}
-{cls} Input {{ background: $panel; margin: 1 0 0 0; }}
-{cls} Input:focus {{ background: $primary 35%; }}
-{cls} .prompt-help {{ color: $text-muted; height: auto; }}
-{cls} .prompt-buttons {{ height: auto; align-horizontal: right; margin-top: 1; }}
-{cls} .prompt-buttons Button {{ margin-left: 1; }}
-{cls} RadioSet {{ layout: horizontal; height: auto; width: auto; margin-top: 1; }}
-{cls} RadioSet > RadioButton {{ width: auto; margin-right: 2; }}
-"""
+HISTORY_CSS = Path(__file__).with_name("history.tcss")
+PROMPT_CSS: list[str | PurePath] = [FORM_CSS, HISTORY_CSS]  # the form's look, then the prompts' own
 
 
 class ImportPrompt(FormDialog["str | None"]):
     """Dismisses with the typed paths (files, folders, globs), or None."""
 
     GO_BUTTON = "import-go"
-    DEFAULT_CSS = _PROMPT_CSS.format(cls="ImportPrompt")
+    CSS_PATH = PROMPT_CSS
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="import-cancel")]
 
     def __init__(self, value: str = "") -> None:
@@ -237,7 +225,7 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
     """Dismisses with (format, path) or None; the path's extension follows the format."""
 
     GO_BUTTON = "export-go"
-    DEFAULT_CSS = _PROMPT_CSS.format(cls="ExportPrompt")
+    CSS_PATH = PROMPT_CSS
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="export-cancel"),
         # Enter writes from the format choice too (a RadioSet would take it to toggle).
@@ -313,11 +301,7 @@ def _facts(title: str, items: Sequence[tuple[str, str]]) -> Table:
 class RunDetailScreen(Screen):
     """One stored run: every metric, the context, the setup, the live summary."""
 
-    DEFAULT_CSS = """
-    #run-title { height: 1; background: $boost; }
-    #run-body { height: 1fr; padding: 0 1; }
-    #run-body > Static { height: auto; margin-bottom: 1; }
-    """
+    CSS_PATH = HISTORY_CSS
     BINDINGS = [Binding("escape,backspace", "back", "Back", id="run-detail-back")]
 
     def __init__(self, run: StoredRun) -> None:
@@ -394,15 +378,7 @@ class RunDetailScreen(Screen):
 class HistoryScreen(Screen):
     """store: the ResultStore (default: the user's data folder, $ROCM_CONSOLE_DATA_DIR)."""
 
-    DEFAULT_CSS = """
-    #history-title { height: 1; background: $boost; }
-    #history-table { height: 1fr; }
-    #history-detail { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
-    #history-status { height: auto; max-height: 3; padding: 0 1; }
-    #history-status.-error { color: $text-error; }
-    #history-filter { display: none; dock: bottom; margin-bottom: 1; }
-    #history-filter.-open { display: block; }
-    """
+    CSS_PATH = HISTORY_CSS
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="history-back"),

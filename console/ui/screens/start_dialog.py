@@ -7,16 +7,15 @@ one line under the fields (and as a toast), so nothing typed is lost.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
 from textual.markup import escape
 from textual.message import Message
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widget import Widget
+from textual.widgets import Button, Input, Select
 
 from console.core.model import ServePreset
 from console.services.instances import InstanceError, InstanceView
@@ -47,9 +46,12 @@ _PLACEHOLDERS = {
 
 
 class StartDialog(FormDialog["InstanceView | None"]):
-    GO_BUTTON = "start-go"
+    PREFIX = "start"
+    TITLE_TEXT = "Start a vLLM instance"
+    SUBTITLE_TEXT = "Enter starts · Esc cancels"
+    GO_LABEL = "Start"
+    PREVIEW = True
     FIRST_FIELD = "#start-gpus"  # Enter in the GPUs field starts: mark GPUs, s, Enter. Shift+Tab reaches the preset.
-    ERROR_LINE = "#start-error"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-start"),
         Binding("ctrl+s", "submit", "Start", id="submit-start"),
@@ -79,7 +81,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
     def presets(self) -> tuple[ServePreset, ...]:
         return self.app.profile.serve_presets  # type: ignore[attr-defined]
 
-    def compose(self) -> ComposeResult:
+    def fields(self) -> Iterable[tuple[str, Widget]]:
         app = self.app
         nodes = app.fleet.node_names  # type: ignore[attr-defined]
         snap = app.fleet.snapshot(self.node)  # type: ignore[attr-defined]
@@ -90,52 +92,29 @@ class StartDialog(FormDialog["InstanceView | None"]):
             app.last_preset,  # type: ignore[attr-defined]
             modes.pop() if len(modes) == 1 else None,
         )
-        with Vertical(id="start-box") as box:
-            box.border_title = "Start a vLLM instance"
-            box.border_subtitle = "Enter starts · Esc cancels"
-            with Grid(id="start-fields"):
-                yield Label("Node")
-                yield Select([(n, n) for n in nodes], value=self.node, allow_blank=False, id="start-node", compact=True)
-                yield Label("Preset")
-                yield Select(
-                    [(Text(preset_prompt(p)), p.name) for p in self.presets],
-                    value=preset,
-                    allow_blank=False,
-                    id="start-preset",
-                    compact=True,
-                )
-                yield Label("GPUs")
-                yield Input(
-                    gpus_text(self.gpus), placeholder=_PLACEHOLDERS["start-gpus"], id="start-gpus", compact=True
-                )
-                yield Label("Port")
-                yield Input(placeholder=_PLACEHOLDERS["start-port"], id="start-port", compact=True)
-                yield Label("Name")
-                yield Input(placeholder=self._default_name(), id="start-name", compact=True)
-                yield Label("Overrides")
-                yield Input(placeholder=_PLACEHOLDERS["start-overrides"], id="start-overrides", compact=True)
-                yield Label("Env")
-                yield Input(placeholder=_PLACEHOLDERS["start-env"], id="start-env", compact=True)
-            yield Static(id="start-preview")
-            yield Static(id="start-error")
-            with Horizontal(id="start-buttons"):
-                yield Button("Start", variant="primary", id="start-go")
-                yield Button("Cancel", id="start-cancel")
+        yield "Node", Select([(n, n) for n in nodes], value=self.node, allow_blank=False, id="start-node", compact=True)
+        presets = [(Text(preset_prompt(p)), p.name) for p in self.presets]
+        yield "Preset", Select(presets, value=preset, allow_blank=False, id="start-preset", compact=True)
+        yield (
+            "GPUs",
+            Input(gpus_text(self.gpus), placeholder=_PLACEHOLDERS["start-gpus"], id="start-gpus", compact=True),
+        )
+        yield "Port", Input(placeholder=_PLACEHOLDERS["start-port"], id="start-port", compact=True)
+        yield "Name", Input(placeholder=self._default_name(), id="start-name", compact=True)
+        yield "Overrides", Input(placeholder=_PLACEHOLDERS["start-overrides"], id="start-overrides", compact=True)
+        yield "Env", Input(placeholder=_PLACEHOLDERS["start-env"], id="start-env", compact=True)
 
     def form_mounted(self) -> None:
         self._refresh_preview()
 
     # ------------------------------------------------------------ reading the form
 
-    def _value(self, widget_id: str) -> str:
-        return self.query_one(f"#{widget_id}", Input).value
-
     def _preset(self) -> ServePreset | None:
-        name = self.query_one("#start-preset", Select).value
+        name = self.choice("start-preset")
         return next((p for p in self.presets if p.name == name), None)
 
     def _node(self) -> str:
-        value = self.query_one("#start-node", Select).value
+        value = self.choice("start-node")
         return value if isinstance(value, str) else self.node
 
     def _known_gpus(self, node: str) -> list[int]:
@@ -160,11 +139,11 @@ class StartDialog(FormDialog["InstanceView | None"]):
             raise FormError("preset: choose one")
         node = self._node()
         known = self._known_gpus(node)
-        gpus = parse_gpus(self._value("start-gpus"), known)
-        overrides = parse_pairs(self._value("start-overrides"), "overrides")
-        env = parse_pairs(self._value("start-env"), "env")
-        port = parse_port(self._value("start-port"))
-        name = parse_name(self._value("start-name"))
+        gpus = parse_gpus(self.typed("start-gpus"), known)
+        overrides = parse_pairs(self.typed("start-overrides"), "overrides")
+        env = parse_pairs(self.typed("start-env"), "env")
+        port = parse_port(self.typed("start-port"))
+        name = parse_name(self.typed("start-name"))
         if not gpus:
             tp = override_tp(preset, overrides)
             if not known:
@@ -182,14 +161,14 @@ class StartDialog(FormDialog["InstanceView | None"]):
         preset = self._preset()
         node = self._node()
         if preset is None:
-            self.query_one("#start-preview", Static).update("")
+            self.show_preview("")
             return
         try:
-            tp = override_tp(preset, parse_pairs(self._value("start-overrides"), "overrides"))
+            tp = override_tp(preset, parse_pairs(self.typed("start-overrides"), "overrides"))
         except FormError:
             tp = preset.tp
         try:
-            gpus = parse_gpus(self._value("start-gpus"))
+            gpus = parse_gpus(self.typed("start-gpus"))
         except FormError:
             gpus = ()
         snap = self.app.fleet.snapshot(node)  # type: ignore[attr-defined]
@@ -219,7 +198,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
             warnings.append(f"GPU {gpus_text(others)}: another process uses {'it' if len(others) == 1 else 'them'}")
         for warning in warnings:
             line += f"\n[$text-warning]⚠ {escape(warning)}[/]"
-        self.query_one("#start-preview", Static).update(line)
+        self.show_preview(line)
 
     # ------------------------------------------------------------ events
 
