@@ -18,7 +18,7 @@ import gc
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from textual.app import App
 from textual.css.query import NoMatches
@@ -45,6 +45,12 @@ from console.ui.model.fleet_view import FleetView
 from console.ui.model.instance_board import ACTIVE, ENDED, InstanceBoard
 from console.ui.model.instance_source import InstanceSource, ServiceInstances, one_line
 from console.ui.screens.fleet import FleetScreen
+
+if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for them
+    from console.services.demo import DemoInstance
+    from console.ui.model.bench_form import BenchRequest
+    from console.ui.model.offline_form import OfflineRequest
+    from console.ui.screens.partition import StartPresetRequested
 
 # Sampling intervals that + and - step through (seconds).
 INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -87,7 +93,7 @@ class ConsoleApp(App[int]):
         cursor_blink: bool = True,
         instances: InstanceSource | None = None,
         instance_poll_interval: float = INSTANCE_POLL_INTERVAL,
-        demo_instances: Sequence = (),
+        demo_instances: Sequence[DemoInstance] = (),
     ) -> None:
         super().__init__()
         # The demo opens on a living fleet: these (DemoInstance) are started once their node is live.
@@ -251,7 +257,7 @@ class ConsoleApp(App[int]):
             except asyncio.TimeoutError:
                 pass
 
-    async def _start_demo_instance(self, planned) -> None:
+    async def _start_demo_instance(self, planned: DemoInstance) -> None:
         """Start one of the demo's instances as the start dialog would, once its node is live."""
         preset = next((p for p in self.profile.serve_presets if p.name == planned.preset), None)
         if preset is None or planned.node not in self.fleet.node_names:
@@ -493,7 +499,7 @@ class ConsoleApp(App[int]):
             return
         key = (instance.node, instance.name) if instance is not None else None
 
-        def chosen(request) -> None:
+        def chosen(request: BenchRequest | None) -> None:
             if request is not None:
                 self.push_screen(
                     BenchScreen.from_request(
@@ -529,7 +535,7 @@ class ConsoleApp(App[int]):
             self.notify(str(exc), severity="error", markup=False)
             return
 
-        def chosen(request) -> None:
+        def chosen(request: OfflineRequest | None) -> None:
             if request is not None:
                 self.push_screen(
                     OfflineBenchScreen(
@@ -555,7 +561,7 @@ class ConsoleApp(App[int]):
             PartitionScreen.for_selection(self.fleet, node, logical_gpus, presets=self.profile.serve_presets)
         )
 
-    def on_start_preset_requested(self, message) -> None:
+    def on_start_preset_requested(self, message: StartPresetRequested) -> None:
         # The partition dialog offers the CPX preset for the GPUs it just created.
         self.open_start_dialog(message.node, message.gpus, message.preset_name)
 

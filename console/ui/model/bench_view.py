@@ -33,6 +33,7 @@ from console.services.bench import (
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample
 from console.ui.model.charts import Trace
+from console.ui.model.protocols import Samples
 
 MAX_LIVE_POINTS = 3600  # an hour at the poller's 1 Hz
 MAX_PENDING_LOG = 2000  # client lines waiting for the next redraw
@@ -563,7 +564,7 @@ def _combine(
 
 def gpu_traces(
     snapshot: NodeSnapshot | None,
-    series,
+    series: Callable[[str, int, str], Samples | None],
     node: str,
     gpus: Sequence[int],
     since_agent: float | None,

@@ -36,6 +36,7 @@ from textual.widgets import DataTable, Log, ProgressBar, Static
 from console.core.bench.argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
 from console.core.results.build import run_from_console
+from console.core.results.record import StoredRun
 from console.services.bench import (
     BenchFinished,
     BenchProgressed,
@@ -46,10 +47,14 @@ from console.services.bench import (
     RunOutcome,
     live_summary,
 )
+from console.services.fleet import FleetTelemetry
 from console.services.instances import InstanceError, InstanceView
+from console.services.results import ResultStore
 from console.transport.base import TransportError
 from console.ui.model import bench_view as bv
+from console.ui.model.bench_form import BenchRequest
 from console.ui.model.instance_source import one_line
+from console.ui.model.protocols import SeriesReader
 from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
 from console.ui.widgets.key_bar import KeyBar
 
@@ -131,13 +136,13 @@ class BenchScreen(Screen):
 
     def __init__(
         self,
-        fleet,
+        fleet: SeriesReader | None,
         node: NodeSpec,
         instance: InstanceView,
         preset: BenchPreset,
         *,
         runner: BenchRunner | None,
-        store=None,
+        store: ResultStore | None = None,
         points: Sequence[int | None] = (None,),
         overrides: Mapping[str, str] | None = None,
         extra_env: Mapping[str, str] | None = None,
@@ -256,7 +261,13 @@ class BenchScreen(Screen):
 
     @classmethod
     def from_request(
-        cls, request, *, fleet, runner: BenchRunner | None, store=None, clock: Callable[[], float] = time.time
+        cls,
+        request: BenchRequest,
+        *,
+        fleet: FleetTelemetry,
+        runner: BenchRunner | None,
+        store: ResultStore | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> BenchScreen:
         """The screen for what StartBenchDialog returned (a bench_form.BenchRequest)."""
         return cls(
@@ -315,7 +326,7 @@ class BenchScreen(Screen):
                     self._post(bv.StoreFailed(index, one_line(exc)))
                 else:
                     self.run_worker(
-                        functools.partial(self._store_run, index, run),
+                        functools.partial(self._store_run, self.store, index, run),
                         thread=True,
                         name=f"bench-store:{outcome.run}",
                         group="bench-store",
@@ -326,10 +337,10 @@ class BenchScreen(Screen):
                 break
         self._post(bv.SweepEnded())
 
-    def _store_run(self, index: int, run) -> None:
+    def _store_run(self, store: ResultStore, index: int, run: StoredRun) -> None:
         """Thread worker: file I/O off the event loop; reports through a message."""
         try:
-            run_id = self.store.save(run)
+            run_id = store.save(run)
         except Exception as exc:  # disk full, permissions: say so, keep the screen
             self._post(bv.StoreFailed(index, one_line(exc)))
         else:
@@ -559,6 +570,7 @@ class BenchScreen(Screen):
 
     def _draw_gpu(self, cur: bv.PointState | None) -> None:
         snap = self._snapshot()
+        fleet = self.fleet
         gpu_key = snap.latest.ts if snap is not None and snap.latest is not None else None
         self._drawn["gpu"] = gpu_key
         closed = self._gpu_window[1] is not None  # the run ended: its window no longer moves
@@ -568,7 +580,7 @@ class BenchScreen(Screen):
         self._drawn["gpu-key"] = key
         util_plot = self.query_one("#chart-gpu-util", LivePlot)
         power_plot = self.query_one("#chart-gpu-power", LivePlot)
-        if snap is None or not self.instance.gpus:
+        if snap is None or fleet is None or not self.instance.gpus:
             util_plot.replot([], 0.0, "GPU util % · no telemetry")
             power_plot.replot([], 0.0, "GPU power W · no telemetry")
             return
@@ -578,7 +590,7 @@ class BenchScreen(Screen):
             self._gpu_window = (start, end)
         since = start - bv.GPU_LEAD_S if start is not None else None
         to_console = self._to_console(snap)
-        util, power = bv.gpu_traces(snap, self.fleet.series, self.node.name, self.instance.gpus, since, end, to_console)
+        util, power = bv.gpu_traces(snap, fleet.series, self.node.name, self.instance.gpus, since, end, to_console)
         t0 = (
             cur.started_at
             if cur is not None and cur.started_at is not None
@@ -673,11 +685,14 @@ class BenchScreen(Screen):
             return  # no name yet: feed(BenchStarted) sends it
         self._cancel_sent = cur.run
         self.run_worker(
-            self._run_cancel(cur.run), name=f"bench-cancel:{cur.run}", group="bench-cancel", exit_on_error=False
+            self._run_cancel(self.runner, cur.run),
+            name=f"bench-cancel:{cur.run}",
+            group="bench-cancel",
+            exit_on_error=False,
         )
 
-    async def _run_cancel(self, run: str) -> None:
+    async def _run_cancel(self, runner: BenchRunner, run: str) -> None:
         try:
-            await self.runner.cancel(self.node, run)  # type: ignore[union-attr]
+            await runner.cancel(self.node, run)
         except (BenchRunError, InstanceError, TransportError) as exc:
             self.app.notify(one_line(exc), title=f"cancel {run}: failed", severity="error", markup=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -30,6 +29,7 @@ from console.services.groups import GroupView
 from console.services.instances import InstanceError
 from console.services.results import ResultStore
 from console.transport.base import TransportError
+from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 
 
@@ -82,7 +82,7 @@ class GroupBenchScreen(Screen):
         self.started: float | None = None
 
     def compose(self) -> ComposeResult:
-        app: Any = self.app
+        app = console_host(self.app)
         presets = [(p.name, p.name) for p in app.profile.bench_presets]
         yield Static(id="group-bench-title")
         with Horizontal(id="group-bench-form"):
@@ -126,7 +126,7 @@ class GroupBenchScreen(Screen):
         if self.running:
             return
         preset_name = self.query_one("#group-bench-preset", Select).value
-        app: Any = self.app
+        app = console_host(self.app)
         preset = next((p for p in app.profile.bench_presets if p.name == preset_name), None)
         if preset is None:
             self.error = "no bench preset in the profile ([bench.NAME] tables)"
@@ -144,7 +144,7 @@ class GroupBenchScreen(Screen):
         self.run_worker(self._run(preset, concurrency), name=f"group-bench:{self.group.name}", exit_on_error=False)
 
     async def _run(self, preset, concurrency: int | None) -> None:
-        app: Any = self.app
+        app = console_host(self.app)
         nodes = [app.fleet.spec(n) for n in self.group.nodes]
 
         def fed(replica: str, event: object) -> None:  # the worker only posts

@@ -15,6 +15,7 @@ from console.core.gpus import gpu_span
 from console.services.groups import GroupView, group_views
 from console.services.instances import InstanceView
 from console.ui.model import instance_board as ib
+from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 
@@ -155,24 +156,24 @@ class InstancesScreen(Screen):
     def on_mount(self) -> None:
         self._ready = True
         self.query_one(DataTable).focus()
-        self.redraw(self.app.clock())  # type: ignore[attr-defined]
+        self.redraw(console_host(self.app).clock())
 
     def on_screen_resume(self) -> None:
         self.set_class(getattr(self.app, "paused", False), "-paused")
         if self._ready and not getattr(self.app, "paused", False):
-            self.redraw(self.app.clock())  # type: ignore[attr-defined]
+            self.redraw(console_host(self.app).clock())
 
     # ------------------------------------------------------------ drawing
 
     @property
     def board(self) -> ib.InstanceBoard:
-        return self.app.board  # type: ignore[attr-defined]
+        return console_host(self.app).board
 
     def redraw(self, now: float) -> None:
         if not self._ready:
             return
-        app = self.app
-        self.query_one(StatusBar).show(app.fleet.snapshots(), app.sampling_interval)  # type: ignore[attr-defined]
+        app = console_host(self.app)
+        self.query_one(StatusBar).show(app.fleet.snapshots(), app.sampling_interval)
         views = self.board.views()
         entries = with_group_rows(views)
         texts = [group_texts(e) if isinstance(e, GroupView) else row_texts(e, now) for e in entries]
@@ -201,7 +202,7 @@ class InstancesScreen(Screen):
             if counts.get(level):
                 parts.append(f"[{var}]{counts[level]} {level}[/]")
         board = self.board
-        fleet = self.app.fleet  # type: ignore[attr-defined]
+        fleet = console_host(self.app).fleet
         for node in fleet.node_names:
             if node in board.errors:
                 parts.append(f"[$text-error]{escape(board.errors[node])}[/]")
@@ -292,7 +293,7 @@ class InstancesScreen(Screen):
     def action_open_log(self) -> None:
         view = self.selected
         if view is not None:
-            self.app.open_log(view.node, view.name)  # type: ignore[attr-defined]
+            console_host(self.app).open_log(view.node, view.name)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -307,7 +308,7 @@ class InstancesScreen(Screen):
         if view is None:
             self.app.notify("no instance selected", markup=False)
             return
-        self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
+        console_host(self.app).confirm_stop(view.node, view.name)
 
     def _confirm_stop_group(self, group: GroupView) -> None:
         from console.ui.screens.confirm import ConfirmScreen
@@ -324,7 +325,7 @@ class InstancesScreen(Screen):
         def answered(yes: bool | None) -> None:
             if yes:
                 for v in running:  # the app's own stop worker, one per replica
-                    self.app.stop_instance(v.node, v.name)  # type: ignore[attr-defined]
+                    console_host(self.app).stop_instance(v.node, v.name)
 
         self.app.push_screen(ConfirmScreen("Stop group", question, "Stop"), answered)
 
@@ -340,14 +341,14 @@ class InstancesScreen(Screen):
 
             self.app.push_screen(GroupBenchScreen(group, store=ResultStore()))
             return
-        self.app.open_bench_dialog(self.selected)  # type: ignore[attr-defined]
+        console_host(self.app).open_bench_dialog(self.selected)
 
     def action_forget_instance(self) -> None:
         view = self.selected
         if view is not None:
-            self.app.confirm_forget(view.node, view.name)  # type: ignore[attr-defined]
+            console_host(self.app).confirm_forget(view.node, view.name)
 
     def action_start_instance(self) -> None:
         view = self.selected
         node = view.node if view is not None else None
-        self.app.open_start_dialog(node)  # type: ignore[attr-defined]
+        console_host(self.app).open_start_dialog(node)

@@ -26,7 +26,7 @@ from console.core.bench.offline import OfflineError, OfflinePreset, offline_head
 from console.core.bench.output import parse_progress
 from console.core.model import NodeSpec
 from console.core.results.offline import run_from_offline
-from console.core.results.reference import reference_matches
+from console.core.results.reference import ReferenceRow, reference_matches
 from console.services.offline_bench import (
     OfflineFinished,
     OfflineLogLine,
@@ -130,7 +130,7 @@ class OfflineBenchScreen(Screen):
         *,
         runner: OfflineRunner,
         store: ResultStore | None,
-        reference_rows: Sequence = (),
+        reference_rows: Sequence[ReferenceRow] = (),
     ) -> None:
         super().__init__()
         self.node = node

@@ -7,7 +7,7 @@ one line under the fields (and as a toast), so nothing typed is lost.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 from rich.text import Text
 from textual import on
@@ -22,6 +22,7 @@ from console.services.instances import InstanceError, InstanceView
 from console.transport.base import TransportError
 from console.ui.model import format as fmt
 from console.ui.model.instance_source import one_line
+from console.ui.model.protocols import console_host
 from console.ui.model.start_form import (
     FormError,
     StartRequest,
@@ -79,17 +80,17 @@ class StartDialog(FormDialog["InstanceView | None"]):
 
     @property
     def presets(self) -> tuple[ServePreset, ...]:
-        return self.app.profile.serve_presets  # type: ignore[attr-defined]
+        return console_host(self.app).profile.serve_presets
 
     def fields(self) -> Iterable[tuple[str, Widget]]:
-        app = self.app
-        nodes = app.fleet.node_names  # type: ignore[attr-defined]
-        snap = app.fleet.snapshot(self.node)  # type: ignore[attr-defined]
+        app = console_host(self.app)
+        nodes = app.fleet.node_names
+        snap = app.fleet.snapshot(self.node)
         modes = {g.compute_partition for g in snap.static if g.index in self.gpus}
         preset = self.preset_name or default_preset(
             self.presets,
             len(self.gpus or (1,)),
-            app.last_preset,  # type: ignore[attr-defined]
+            app.last_preset,
             modes.pop() if len(modes) == 1 else None,
         )
         yield "Node", Select([(n, n) for n in nodes], value=self.node, allow_blank=False, id="start-node", compact=True)
@@ -118,13 +119,13 @@ class StartDialog(FormDialog["InstanceView | None"]):
         return value if isinstance(value, str) else self.node
 
     def _known_gpus(self, node: str) -> list[int]:
-        snap = self.app.fleet.snapshot(node)  # type: ignore[attr-defined]
+        snap = console_host(self.app).fleet.snapshot(node)
         return [g.index for g in snap.static]
 
     def _busy(self, node: str) -> set[int]:
         """GPUs an instance holds, or any other process (the telemetry's process list)."""
-        busy = set(self.app.board.busy_gpus(node))  # type: ignore[attr-defined]
-        latest = self.app.fleet.snapshot(node).latest  # type: ignore[attr-defined]
+        busy = set(console_host(self.app).board.busy_gpus(node))
+        latest = console_host(self.app).fleet.snapshot(node).latest
         if latest is not None:
             busy |= {g.index for g in latest.gpus if g.processes}
         return busy
@@ -171,7 +172,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
             gpus = parse_gpus(self.typed("start-gpus"))
         except FormError:
             gpus = ()
-        snap = self.app.fleet.snapshot(node)  # type: ignore[attr-defined]
+        snap = console_host(self.app).fleet.snapshot(node)
         line = f"[b]{escape(preset.model)}[/b] · TP {tp} on {escape(node)}"
         if gpus:
             parts = sorted(
@@ -182,14 +183,14 @@ class StartDialog(FormDialog["InstanceView | None"]):
                 line += f" ({' '.join(parts)})"
         else:
             line += " · the first free GPUs"
-        if self.app.fleet.spec(node).simulate is not None:  # type: ignore[attr-defined]
+        if console_host(self.app).fleet.spec(node).simulate is not None:
             line += " [dim]· simulated vLLM[/dim]"
         elif snap.probe is not None:
             line += f" [dim]· vLLM {escape(snap.probe.vllm or 'not found')} on the node[/dim]"
         warnings = []
         if gpus and len(gpus) != tp:
             warnings.append(f"TP {tp} needs {tp} GPU{'s' if tp != 1 else ''}, {len(gpus)} given")
-        serving = self.app.board.busy_gpus(node)  # type: ignore[attr-defined]
+        serving = console_host(self.app).board.busy_gpus(node)
         taken = [g for g in gpus if g in serving]
         if taken:
             warnings.append(f"GPU {gpus_text(taken)} already serve{'s' if len(taken) == 1 else ''} an instance")
@@ -204,9 +205,9 @@ class StartDialog(FormDialog["InstanceView | None"]):
 
     @on(Select.Changed)
     def _select_changed(self, event: Select.Changed) -> None:
-        if event.select.id == "start-node" and event.value != self.node:
+        if event.select.id == "start-node" and isinstance(event.value, str) and event.value != self.node:
             # Another node: the selected GPU numbers meant the first node's GPUs.
-            self.node = event.value  # type: ignore[assignment]
+            self.node = event.value
             self.query_one("#start-gpus", Input).value = ""
         self.show_error("")
         self._refresh_preview()
@@ -239,7 +240,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
         )
 
     async def _run_start(self, request: StartRequest, preset: ServePreset) -> None:
-        app: Any = self.app  # the ConsoleApp
+        app = console_host(self.app)
         try:
             view = await app.instances.start(
                 app.fleet.spec(request.node),
@@ -267,11 +268,11 @@ class StartDialog(FormDialog["InstanceView | None"]):
         self.app.notify(message.reason, title="start refused", severity="error", timeout=10, markup=False)
 
     def on_start_dialog_accepted(self, message: Accepted) -> None:
-        app = self.app
-        app.last_preset = message.preset  # type: ignore[attr-defined]
-        app.follow_start(message.view)  # type: ignore[attr-defined]
+        app = console_host(self.app)
+        app.last_preset = message.preset
+        app.follow_start(message.view)
         view = message.view
-        app.notify(
+        self.app.notify(
             f"{view.name} on {view.node}: GPU {gpus_text(view.gpus)}, port {view.port}",
             title="vLLM starting",
             markup=False,
