@@ -45,6 +45,7 @@ from console.ui.model.fleet_view import FleetView
 from console.ui.model.instance_board import ACTIVE, ENDED, InstanceBoard
 from console.ui.model.instance_source import InstanceSource, ServiceInstances, one_line
 from console.ui.screens.fleet import FleetScreen
+from console.ui.workers import run_named
 
 if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for them
     from console.services.demo import DemoInstance
@@ -154,17 +155,9 @@ class ConsoleApp(App[int]):
         self.set_timer(SETTLE_TIMEOUT, self._settle, name="settle-timeout")
         for node in self.fleet.node_names:
             self._poll_wake[node] = asyncio.Event()
-            self.run_worker(
-                self._watch_instances(node),
-                name=f"instances:{node}",
-                group=f"instances:{node}",
-                exclusive=True,
-                exit_on_error=False,
-            )
+            run_named(self, self._watch_instances(node), f"instances:{node}", exclusive=True)
         for planned in self.demo_instances:
-            self.run_worker(
-                self._start_demo_instance(planned), name=f"demo:{planned.name}", group="demo", exit_on_error=False
-            )
+            run_named(self, self._start_demo_instance(planned), f"demo:{planned.name}", group="demo")
 
     async def on_unmount(self) -> None:
         if self._frozen:  # back to the collector: this process may go on without the app (tests)
@@ -360,13 +353,7 @@ class ConsoleApp(App[int]):
         self._dirty = True
         for warning in view.warnings:
             self.notify(warning, title=f"{view.name}: vLLM version", severity="warning", timeout=10, markup=False)
-        self.run_worker(
-            self._run_wait_ready(view),
-            name=f"start:{view.node}:{view.name}",
-            group=f"start:{view.node}:{view.name}",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, self._run_wait_ready(view), f"start:{view.node}:{view.name}", exclusive=True)
         self.poll_instances_now(view.node)
 
     async def _run_wait_ready(self, view: InstanceView) -> None:
@@ -410,13 +397,7 @@ class ConsoleApp(App[int]):
         if view is not None:
             self.board.progress(replace(view, state=InstanceState.STOPPING))
             self._dirty = True
-        self.run_worker(
-            self._run_stop(node, name),
-            name=f"stop:{node}:{name}",
-            group=f"stop:{node}:{name}",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, self._run_stop(node, name), f"stop:{node}:{name}", exclusive=True)
 
     async def _run_stop(self, node: str, name: str) -> None:
         try:
@@ -438,7 +419,7 @@ class ConsoleApp(App[int]):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.run_worker(self._run_forget(view), name=f"forget:{node}:{name}", exit_on_error=False)
+                run_named(self, self._run_forget(view), f"forget:{node}:{name}")
 
         self.push_screen(
             ConfirmScreen(
@@ -678,7 +659,7 @@ class ConsoleApp(App[int]):
             return
         self._target_interval = target
         self._dirty = True
-        self.run_worker(self._apply_interval(), name="sampling-interval", group="sampling", exit_on_error=False)
+        run_named(self, self._apply_interval(), "sampling-interval", group="sampling")
 
     async def _apply_interval(self) -> None:
         # Serialised, never cancelled: a cancelled restart could leave a node unfollowed.
@@ -688,9 +669,7 @@ class ConsoleApp(App[int]):
                 await self.fleet.set_interval(target)
 
     def restart_node(self, node: str) -> None:
-        self.run_worker(
-            self.fleet.restart_node(node), name=f"restart:{node}", group=f"restart:{node}", exit_on_error=False
-        )
+        run_named(self, self.fleet.restart_node(node), f"restart:{node}")
         self.notify(f"reconnecting {node}", markup=False)
 
     def apply_filter(self, text: str) -> None:

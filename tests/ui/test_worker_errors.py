@@ -58,15 +58,20 @@ async def test_a_screen_worker_that_raises_is_a_notification_naming_it(live_app)
 
 
 def test_every_worker_of_the_ui_is_named_and_never_ends_the_app():
-    """A worker's name is what the notification names; exit_on_error=False leaves the report to the app."""
-    calls = []
+    """Workers start through run_named (a name, which the notification names; exit_on_error=False,
+    which leaves the report to the app): no other call of run_worker in console/ui."""
+    named = []
     for path in sorted((ROOT / "console" / "ui").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "run_worker":
+            if not isinstance(node, ast.Call):
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if getattr(node.func, "attr", None) == "run_worker":
+                assert path.name == "workers.py", f"{where}: run_worker outside run_named"
                 keywords = {k.arg: k.value for k in node.keywords}
-                where = f"{path.relative_to(ROOT)}:{node.lineno}"
-                calls.append(where)
-                assert "name" in keywords, f"{where}: a worker without a name"
                 exit_on_error = keywords.get("exit_on_error")
                 assert isinstance(exit_on_error, ast.Constant) and exit_on_error.value is False, where
-    assert len(calls) >= 20  # the walk sees them
+            elif getattr(node.func, "id", None) == "run_named":
+                assert len(node.args) == 3, f"{where}: run_named(node, work, name)"
+                named.append(where)
+    assert len(named) >= 20  # the walk sees them

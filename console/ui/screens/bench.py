@@ -57,6 +57,7 @@ from console.ui.model.instance_source import one_line
 from console.ui.model.protocols import SeriesReader
 from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.workers import run_named
 
 REDRAW_INTERVAL = 0.25  # 4 Hz at most
 MAX_LOG_LINES = 2000  # in the Log widget
@@ -221,13 +222,7 @@ class BenchScreen(Screen):
             self.feed(bv.PointFailed(0, f"bench preset {self.preset.name}: {self.config_error}"))
             self.feed(bv.SweepEnded())
         elif self.runner is not None:
-            self.run_worker(
-                self._run_points(),
-                name=f"bench:{self.node.name}:{self.instance.name}",
-                group=f"bench:{self.node.name}:{self.instance.name}",
-                exclusive=True,
-                exit_on_error=False,
-            )
+            run_named(self, self._run_points(), f"bench:{self.node.name}:{self.instance.name}", exclusive=True)
         self.draw_now()
 
     # ------------------------------------------------------------ events in
@@ -325,12 +320,12 @@ class BenchScreen(Screen):
                 except Exception as exc:
                     self._post(bv.StoreFailed(index, one_line(exc)))
                 else:
-                    self.run_worker(
+                    run_named(
+                        self,
                         functools.partial(self._store_run, self.store, index, run),
-                        thread=True,
-                        name=f"bench-store:{outcome.run}",
+                        f"bench-store:{outcome.run}",
                         group="bench-store",
-                        exit_on_error=False,
+                        thread=True,
                     )
             self.outcomes.append(dataclasses.replace(outcome, live=()))  # bounded: the series went to the store
             if outcome.cancelled or self.session.cancel_requested:
@@ -684,12 +679,7 @@ class BenchScreen(Screen):
         if self.runner is None or cur is None or not cur.run or cur.finished or self._cancel_sent == cur.run:
             return  # no name yet: feed(BenchStarted) sends it
         self._cancel_sent = cur.run
-        self.run_worker(
-            self._run_cancel(self.runner, cur.run),
-            name=f"bench-cancel:{cur.run}",
-            group="bench-cancel",
-            exit_on_error=False,
-        )
+        run_named(self, self._run_cancel(self.runner, cur.run), f"bench-cancel:{cur.run}", group="bench-cancel")
 
     async def _run_cancel(self, runner: BenchRunner, run: str) -> None:
         try:

@@ -29,6 +29,7 @@ from console.core.results.reference import (
     reference_matches,
 )
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.workers import run_named
 
 REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
 
@@ -132,14 +133,7 @@ class CompareScreen(Screen):
             else:
                 self.post_message(self.ReferencesLoaded(matches))
 
-        self.run_worker(
-            read,
-            thread=True,
-            name="compare-references",
-            group="compare-references",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, read, "compare-references", exclusive=True, thread=True)
 
     def on_compare_screen_references_loaded(self, message: ReferencesLoaded) -> None:
         self.matches = message.matches if message.matches is not None else []

@@ -31,6 +31,7 @@ from console.services.results import ResultStore
 from console.transport.base import TransportError
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.workers import run_named
 
 
 def progress_lines(progress: dict[str, BenchProgress], replicas: list[str], width: int = 20) -> list[str]:
@@ -141,7 +142,7 @@ class GroupBenchScreen(Screen):
         self.error, self.outcome, self.progress, self.stored = None, None, {}, None
         self.preset = preset
         self.running, self.started = True, time.monotonic()
-        self.run_worker(self._run(preset, concurrency), name=f"group-bench:{self.group.name}", exit_on_error=False)
+        run_named(self, self._run(preset, concurrency), f"group-bench:{self.group.name}")
 
     async def _run(self, preset, concurrency: int | None) -> None:
         app = console_host(self.app)
@@ -177,11 +178,11 @@ class GroupBenchScreen(Screen):
         self.running = False
         self.outcome, self.error = message.outcome, message.error
         if self.store is not None and self.outcome is not None and self.preset is not None:
-            self.run_worker(
+            run_named(
+                self,
                 functools.partial(self._store, self.outcome, self.preset),
+                f"group-bench-store:{self.group.name}",
                 thread=True,
-                name=f"group-bench-store:{self.group.name}",
-                exit_on_error=False,
             )
         self.redraw()
 

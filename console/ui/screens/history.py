@@ -16,9 +16,8 @@ from __future__ import annotations
 import glob
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePath
-from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -28,6 +27,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import (
     Button,
     DataTable,
@@ -50,6 +50,8 @@ from console.services.results import ImportReport, ResultStore
 from console.ui.screens.compare import REFERENCE_PATH, CompareScreen, short_model
 from console.ui.screens.form_dialog import FORM_CSS, FormDialog
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.widgets.titled_table import titled_table
+from console.ui.workers import run_named
 
 EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
 FILTER_HINT = "filter: node, model, partition, dataset, c64, label… (every word must match; Enter keeps, Esc clears)"
@@ -183,6 +185,16 @@ HISTORY_CSS = Path(__file__).with_name("history.tcss")
 PROMPT_CSS: list[str | PurePath] = [FORM_CSS, HISTORY_CSS]  # the form's look, then the prompts' own
 
 
+def _prompt_footer(help_text: str, go_label: str, prefix: str) -> Iterator[Widget]:
+    """A prompt's help line, then its buttons (`#{prefix}-go`, `#{prefix}-cancel`)."""
+    yield Static(help_text, classes="prompt-help", markup=False)
+    yield Horizontal(
+        Button(go_label, variant="primary", id=f"{prefix}-go"),
+        Button("Cancel", id=f"{prefix}-cancel"),
+        classes="prompt-buttons",
+    )
+
+
 class ImportPrompt(FormDialog["str | None"]):
     """Dismisses with the typed paths (files, folders, globs), or None."""
 
@@ -204,16 +216,13 @@ class ImportPrompt(FormDialog["str | None"]):
                 id="import-path",
                 compact=True,
             )
-            yield Static(
+            yield from _prompt_footer(
                 "vLLM --save-result JSON (any version, --append-result lines too) or the text "
                 "output of vllm bench serve / benchmark_serving.py. Runs already stored are "
                 "skipped as duplicates.",
-                classes="prompt-help",
-                markup=False,
+                "Import",
+                "import",
             )
-            with Horizontal(classes="prompt-buttons"):
-                yield Button("Import", variant="primary", id="import-go")
-                yield Button("Cancel", id="import-cancel")
 
     def submit(self) -> None:
         value = self.query_one(Input).value.strip()
@@ -251,15 +260,12 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
                 id="export-path",
                 compact=True,
             )
-            yield Static(
+            yield from _prompt_footer(
                 "JSON: every stored field. CSV: one row per run. Markdown: the runs and their "
                 "metrics side by side with deltas against the first.",
-                classes="prompt-help",
-                markup=False,
+                "Export",
+                "export",
             )
-            with Horizontal(classes="prompt-buttons"):
-                yield Button("Export", variant="primary", id="export-go")
-                yield Button("Cancel", id="export-cancel")
 
     @on(RadioSet.Changed)
     def _format_changed(self, event: RadioSet.Changed) -> None:
@@ -427,10 +433,7 @@ class HistoryScreen(Screen):
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        yield Static(id="history-title")
-        table: DataTable[Any] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
-        yield table
-        yield Static(id="history-detail")
+        yield from titled_table("history")
         yield Static(id="history-status")
         yield Input(placeholder=FILTER_HINT, id="history-filter", compact=True)
         yield KeyBar()
@@ -465,9 +468,7 @@ class HistoryScreen(Screen):
             runs = store.list()
             self.post_message(self.RunsLoaded(list(reversed(runs)), list(store.errors)))
 
-        self.run_worker(
-            load, thread=True, name="history-load", group="history-load", exclusive=True, exit_on_error=False
-        )
+        run_named(self, load, "history-load", exclusive=True, thread=True)
 
     def on_history_screen_runs_loaded(self, message: RunsLoaded) -> None:
         self.runs = message.runs
@@ -640,7 +641,7 @@ class HistoryScreen(Screen):
             else:
                 self.post_message(self.ExportFinished(target, len(runs)))
 
-        self.run_worker(write, thread=True, name="history-export", group="history-export", exit_on_error=False)
+        run_named(self, write, "history-export", thread=True)
 
     def on_history_screen_export_finished(self, message: ExportFinished) -> None:
         if message.error:
@@ -672,7 +673,7 @@ class HistoryScreen(Screen):
             else:
                 self.post_message(self.ImportFinished(report))
 
-        self.run_worker(run, thread=True, name="history-import", group="history-import", exit_on_error=False)
+        run_named(self, run, "history-import", thread=True)
 
     def on_history_screen_import_finished(self, message: ImportFinished) -> None:
         if message.report is None:

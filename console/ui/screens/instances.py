@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,6 +16,7 @@ from console.ui.model import instance_board as ib
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
+from console.ui.widgets.titled_table import titled_table
 
 _LEVEL_STYLE = {
     ib.READY: "green",
@@ -146,11 +145,7 @@ class InstancesScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status-bar")
-        yield Static(id="instances-title")
-        table: DataTable[Any] = DataTable(id="instances-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
-        yield Static(id="instances-detail")
+        yield from titled_table("instances", COLUMNS)
         yield KeyBar()
 
     def on_mount(self) -> None:

@@ -25,6 +25,7 @@ from console.ui.model.instance_source import one_line
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
+from console.ui.workers import run_named
 
 MAX_LOG_LINES = 5000  # kept in the widget; older lines are dropped
 TAIL_LINES = 500  # read from the end of the log when the screen opens
@@ -73,13 +74,7 @@ class LogScreen(Screen):
     def on_mount(self) -> None:
         self._ready = True
         self.query_one(Log).focus()
-        self.run_worker(
-            self._watch_log(),
-            name=f"log:{self.node}:{self.instance_name}",
-            group=f"log:{self.node}:{self.instance_name}",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, self._watch_log(), f"log:{self.node}:{self.instance_name}", exclusive=True)
         self.redraw(console_host(self.app).clock())
 
     def on_screen_resume(self) -> None:

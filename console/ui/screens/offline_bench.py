@@ -42,6 +42,7 @@ from console.ui.model.offline_form import OfflineRequest, check_offline_request,
 from console.ui.model.start_form import FormError
 from console.ui.screens.form_dialog import FormDialog
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.workers import run_named
 
 LOG_LINES = 12  # vLLM's last lines shown (bounded)
 
@@ -156,13 +157,7 @@ class OfflineBenchScreen(Screen):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.run_worker(
-            self._go(),
-            name=f"offline-bench:{self.node.name}",
-            group="offline-bench",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, self._go(), f"offline-bench:{self.node.name}", group="offline-bench", exclusive=True)
 
     async def _go(self) -> None:
         try:

@@ -79,6 +79,7 @@ from console.transport.base import TransportError
 from console.ui.model.instance_source import one_line
 from console.ui.model.protocols import PartitionFleet
 from console.ui.screens.confirm import YesNoScreen
+from console.ui.workers import run_named
 
 CHECK_DELAY = 0.3  # seconds of quiet typing in the GPUs field before the preflight runs again
 _KEEP = "unchanged"
@@ -476,12 +477,8 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         assert isinstance(physical, list)
         self._target = (physical, compute, memory)
         self._set_preflight(Preflight(checking=True))
-        self.run_worker(
-            self._run_check(generation, snapshot, physical, compute, memory),
-            name="partition-check",
-            group="partition-check",
-            exclusive=True,
-            exit_on_error=False,
+        run_named(
+            self, self._run_check(generation, snapshot, physical, compute, memory), "partition-check", exclusive=True
         )
 
     def _set_preflight(self, preflight: Preflight) -> None:
@@ -542,12 +539,11 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self.state = Phase.SWITCHING
         self._show_elapsed()
         self._ticker = self.set_interval(0.5, self._show_elapsed)
-        self.run_worker(
+        run_named(
+            self,
             self._run_switch(self._snapshot(), physical, compute, memory, reload_confirmed),
-            name="partition-switch",
-            group="partition-switch",
+            "partition-switch",
             exclusive=True,
-            exit_on_error=False,
         )
 
     def _show_elapsed(self) -> None:
@@ -600,9 +596,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         restart = getattr(self.fleet, "restart_node", None)
         if restart is not None:
             # An app worker: the restart must not die with this dialog.
-            self.app.run_worker(
-                restart(self.node), name=f"restart:{self.node}", group=f"restart:{self.node}", exit_on_error=False
-            )
+            run_named(self.app, restart(self.node), f"restart:{self.node}")
         self.new_gpus = new_logical_gpus(result.gpus, physical)
         self.offer = preset_for_mode(self.presets, switched_compute(result.gpus, physical))
         self.state = Phase.DONE

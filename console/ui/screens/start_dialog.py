@@ -37,6 +37,7 @@ from console.ui.model.start_form import (
     preset_prompt,
 )
 from console.ui.screens.form_dialog import FormDialog
+from console.ui.workers import run_named
 
 _PLACEHOLDERS = {
     "start-gpus": "e.g. 0,1 or 0-3 · blank: the first free ones",
@@ -231,13 +232,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
         button.disabled = True
         button.label = "Starting…"
         self.show_error(f"starting {preset.name} on {request.node} GPU {gpus_text(request.gpus)}…", "busy")
-        self.run_worker(
-            self._run_start(request, preset),
-            name="start-dialog",
-            group="start-dialog",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, self._run_start(request, preset), "start-dialog", exclusive=True)
 
     async def _run_start(self, request: StartRequest, preset: ServePreset) -> None:
         app = console_host(self.app)
