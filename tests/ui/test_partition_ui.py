@@ -142,7 +142,7 @@ async def test_busy_gpu_is_refused_and_confirm_stays_disabled(sim_node, tmp_path
         assert go.disabled
         await pilot.press("ctrl+s")
         await pilot.click("#partition-go")
-        await pilot.pause(0.2)
+        await pilot.pause()  # both handled (a switch would have begun at once)
         assert screen.state == PartitionScreen.CHOOSE
         assert fleet.snapshot("busy").static[0].compute_partition == "SPX"
 

@@ -24,6 +24,7 @@ from console.transport.replay import ReplayTransport, load_traces
 from console.ui.app import ConsoleApp
 from console.ui.model.instance_source import StaticInstances
 from console.ui.widgets.gpu_table import GpuTable
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -417,12 +418,8 @@ def build_app(scene: Scene):
 
 
 async def _until(pilot, predicate, timeout: float = 20.0, what: Callable[[], str] = lambda: "") -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise TimeoutError(f"scene did not reach its state in time: {what()}")
-        await pilot.pause(0.02)
+    if not await wait_for(predicate, timeout, step=0.02, pause=pilot.pause):
+        raise TimeoutError(f"scene did not reach its state in time: {what()}")
 
 
 def live_app(nodes: tuple[str, ...] = DEMO_NODES, *, pace: float = 1.0) -> ConsoleApp:
