@@ -503,7 +503,7 @@ class ConsoleApp(App[int]):
         from console.core.results.reference import load_reference_numbers
         from console.services.offline_bench import OfflineRunner
         from console.services.results import ResultStore
-        from console.ui.screens.compare import REFERENCE_PATH
+        from console.ui.model.compare_view import REFERENCE_PATH
         from console.ui.screens.offline_bench import OfflineBenchDialog, OfflineBenchScreen
 
         spec = self.profile.node(node)
