@@ -110,3 +110,30 @@ def test_the_walk_finds_a_lazy_textual_import(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "MODEL", fake)
     assert textual_paths() == ["console.ui.model.bad -> textual.widgets"]
+
+
+def test_the_ui_uses_no_private_name_of_another_console_module():
+    """`from console.x import _y` and `module._y` (module a console module) stay inside their module."""
+    found = []
+    for path in sorted((ROOT / "console" / "ui").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = set()  # names bound to console modules here
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("console"):
+                for alias in node.names:
+                    if alias.name.startswith("_"):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name}")
+                    if _console_file(f"{node.module}.{alias.name}") is not None:
+                        modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules.update(a.asname or a.name for a in node.names if a.name.startswith("console"))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert found == []

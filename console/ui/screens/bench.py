@@ -87,7 +87,7 @@ def chart_title(title: str, pairs: Sequence[tuple[str, str]], unit: str, sample)
 
     def value(attr: str) -> str:
         v = getattr(sample, attr)
-        return bv._num(v, "{:.0f}") if attr in ("running", "waiting") else bv.compact(v)
+        return bv.num_text(v, "{:.0f}") if attr in ("running", "waiting") else bv.compact(v)
 
     values = " · ".join(f"{label} {value(attr)}".strip() for attr, label in pairs)
     return f"{title} {values}{unit}".strip()
@@ -591,7 +591,7 @@ class BenchScreen(Screen):
             if cur is not None and cur.started_at is not None
             else (to_console(start) if start is not None else (util.times[-1] if util.times else 0.0))
         )
-        uv, pv = bv._num(bv.last_value(util), "{:.0f}"), bv._num(bv.last_value(power), "{:.0f}")
+        uv, pv = bv.num_text(bv.last_value(util), "{:.0f}"), bv.num_text(bv.last_value(power), "{:.0f}")
         util_plot.replot([util], t0, f"GPU util {uv}% · {util.label}")
         power_plot.replot([power], t0, f"GPU power {pv} W · {power.label}")
 
