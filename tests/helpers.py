@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 
 def free_port() -> int:
@@ -13,12 +14,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def wait_for(predicate, timeout: float = 20.0, step: float = 0.05) -> bool:
-    """Poll `predicate` on the running event loop until it holds or `timeout` passes."""
+async def wait_for(predicate, timeout: float = 20.0, step: float = 0.05, pause=asyncio.sleep) -> bool:
+    """Poll `predicate` on the running event loop until it holds or `timeout` passes.
+
+    pause: what waits between two looks (a Textual pilot's pause lets the app draw too).
+    """
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while loop.time() < end:
         if predicate():
             return True
-        await asyncio.sleep(step)
-    return False
+        await pause(step)
+    return bool(predicate())
+
+
+def wait_until(predicate, timeout: float = 20.0, step: float = 0.05) -> bool:
+    """wait_for without an event loop: for a process or a terminal the test watches from outside."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return bool(predicate())

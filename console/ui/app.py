@@ -19,12 +19,13 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from textual.app import App
 from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 from console.core.instance_view import InstanceError, InstanceState, InstanceView
 from console.core.model import NodeHealth, Profile
@@ -33,9 +34,6 @@ from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged,
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.ui.commands import FleetCommands, InstanceCommands
-from console.ui.fleet_view import FleetView
-from console.ui.instance_board import ACTIVE, ENDED, InstanceBoard
-from console.ui.instance_source import InstanceSource, ServiceInstances, one_line
 from console.ui.keys import APP_BINDINGS, describe_keys, known_binding_ids
 from console.ui.messages import (
     InstanceActionFailed,
@@ -45,7 +43,17 @@ from console.ui.messages import (
     NodeHealthChanged,
     TelemetryUpdated,
 )
+from console.ui.model.fleet_view import FleetView
+from console.ui.model.instance_board import ACTIVE, ENDED, InstanceBoard
+from console.ui.model.instance_source import InstanceSource, ServiceInstances, one_line
 from console.ui.screens.fleet import FleetScreen
+from console.ui.workers import run_named
+
+if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for them
+    from console.services.demo import DemoInstance
+    from console.ui.model.bench_form import BenchRequest
+    from console.ui.model.offline_form import OfflineRequest
+    from console.ui.screens.partition import StartPresetRequested
 
 # Sampling intervals that + and - step through (seconds).
 INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -55,6 +63,11 @@ INSTANCE_POLL_INTERVAL = 3.0  # seconds between two instance lists of a node
 TOPOLOGY_QUIET_S = 1.0  # seconds without GPU changes before their history rings are frozen (gc)
 SETTLE_TIMEOUT = 3.0  # seconds after start-up the fleet counts as settled even if a node has not answered
 READY_TIMEOUT = 1800.0  # a start that is not ready after this is reported as stuck
+
+# Textual posts a worker's state changes to the node that ran it and stops there; here they
+# bubble up to the app, whose one handler (ConsoleApp.on_worker_state_changed) reports every
+# worker that fails, a screen's or a widget's as well as its own.
+Worker.StateChanged.bubble = True
 
 
 class ConsoleApp(App[int]):
@@ -83,7 +96,7 @@ class ConsoleApp(App[int]):
         cursor_blink: bool = True,
         instances: InstanceSource | None = None,
         instance_poll_interval: float = INSTANCE_POLL_INTERVAL,
-        demo_instances: Sequence = (),
+        demo_instances: Sequence[DemoInstance] = (),
     ) -> None:
         super().__init__()
         # The demo opens on a living fleet: these (DemoInstance) are started once their node is live.
@@ -146,15 +159,9 @@ class ConsoleApp(App[int]):
         self.set_timer(SETTLE_TIMEOUT, self._settle, name="settle-timeout")
         for node in self.fleet.node_names:
             self._poll_wake[node] = asyncio.Event()
-            self.run_worker(
-                self._watch_instances(node),
-                name=f"instances:{node}",
-                group=f"instances:{node}",
-                exclusive=True,
-                exit_on_error=False,
-            )
+            run_named(self, self._watch_instances(node), f"instances:{node}", exclusive=True)
         for planned in self.demo_instances:
-            self.run_worker(self._start_demo_instance(planned), group="demo", exit_on_error=False)
+            run_named(self, self._start_demo_instance(planned), f"demo:{planned.name}", group="demo")
 
     async def on_unmount(self) -> None:
         logging.getLogger("console.transport").removeHandler(self._notices)
@@ -169,6 +176,20 @@ class ConsoleApp(App[int]):
                 await asyncio.wait_for(self.fleet.stop(), STOP_TIMEOUT)
             except asyncio.TimeoutError:
                 pass
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Any worker that fails (the app's, a screen's, a widget's): a notification naming it.
+
+        Workers catch what they expect and say it their own way; this is for the rest, which
+        would otherwise end the worker without a word (they run with exit_on_error=False).
+        """
+        if event.state != WorkerState.ERROR:
+            return
+        worker = event.worker
+        error = worker.error
+        what = f"{type(error).__name__}: {one_line(error)}" if error is not None else "failed"
+        name = worker.name or worker.group or "a background task"
+        self.notify(what, title=f"{name} failed", severity="error", timeout=15, markup=False)
 
     def _warn_unknown_keys(self, keymap: dict[str, str]) -> None:
         unknown = sorted(set(keymap) - known_binding_ids())
@@ -234,7 +255,7 @@ class ConsoleApp(App[int]):
             except asyncio.TimeoutError:
                 pass
 
-    async def _start_demo_instance(self, planned) -> None:
+    async def _start_demo_instance(self, planned: DemoInstance) -> None:
         """Start one of the demo's instances as the start dialog would, once its node is live."""
         preset = next((p for p in self.profile.serve_presets if p.name == planned.preset), None)
         if preset is None or planned.node not in self.fleet.node_names:
@@ -337,13 +358,7 @@ class ConsoleApp(App[int]):
         self._dirty = True
         for warning in view.warnings:
             self.notify(warning, title=f"{view.name}: vLLM version", severity="warning", timeout=10, markup=False)
-        self.run_worker(
-            self._run_wait_ready(view),
-            name=f"start:{view.node}:{view.name}",
-            group=f"start:{view.node}:{view.name}",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, self._run_wait_ready(view), f"start:{view.node}:{view.name}", exclusive=True)
         self.poll_instances_now(view.node)
 
     async def _run_wait_ready(self, view: InstanceView) -> None:
@@ -387,13 +402,7 @@ class ConsoleApp(App[int]):
         if view is not None:
             self.board.progress(replace(view, state=InstanceState.STOPPING))
             self._dirty = True
-        self.run_worker(
-            self._run_stop(node, name),
-            name=f"stop:{node}:{name}",
-            group=f"stop:{node}:{name}",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, self._run_stop(node, name), f"stop:{node}:{name}", exclusive=True)
 
     async def _run_stop(self, node: str, name: str) -> None:
         try:
@@ -415,7 +424,7 @@ class ConsoleApp(App[int]):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.run_worker(self._run_forget(view), name=f"forget:{node}:{name}", exit_on_error=False)
+                run_named(self, self._run_forget(view), f"forget:{node}:{name}")
 
         self.push_screen(
             ConfirmScreen(
@@ -476,7 +485,7 @@ class ConsoleApp(App[int]):
             return
         key = (instance.node, instance.name) if instance is not None else None
 
-        def chosen(request) -> None:
+        def chosen(request: BenchRequest | None) -> None:
             if request is not None:
                 self.push_screen(
                     BenchScreen.from_request(
@@ -499,7 +508,7 @@ class ConsoleApp(App[int]):
         from console.core.results.reference import load_reference_numbers
         from console.services.offline_bench import OfflineRunner
         from console.services.results import ResultStore
-        from console.ui.screens.compare import REFERENCE_PATH
+        from console.ui.model.compare_view import REFERENCE_PATH
         from console.ui.screens.offline_bench import OfflineBenchDialog, OfflineBenchScreen
 
         spec = self.profile.node(node)
@@ -512,7 +521,7 @@ class ConsoleApp(App[int]):
             self.notify(str(exc), severity="error", markup=False)
             return
 
-        def chosen(request) -> None:
+        def chosen(request: OfflineRequest | None) -> None:
             if request is not None:
                 self.push_screen(
                     OfflineBenchScreen(
@@ -538,7 +547,7 @@ class ConsoleApp(App[int]):
             PartitionScreen.for_selection(self.fleet, node, logical_gpus, presets=self.profile.serve_presets)
         )
 
-    def on_start_preset_requested(self, message) -> None:
+    def on_start_preset_requested(self, message: StartPresetRequested) -> None:
         # The partition dialog offers the CPX preset for the GPUs it just created.
         self.open_start_dialog(message.node, message.gpus, message.preset_name)
 
@@ -655,7 +664,7 @@ class ConsoleApp(App[int]):
             return
         self._target_interval = target
         self._dirty = True
-        self.run_worker(self._apply_interval(), group="sampling", exit_on_error=False)
+        run_named(self, self._apply_interval(), "sampling-interval", group="sampling")
 
     async def _apply_interval(self) -> None:
         # Serialised, never cancelled: a cancelled restart could leave a node unfollowed.
@@ -665,7 +674,7 @@ class ConsoleApp(App[int]):
                 await self.fleet.set_interval(target)
 
     def restart_node(self, node: str) -> None:
-        self.run_worker(self.fleet.restart_node(node), group=f"restart:{node}", exit_on_error=False)
+        run_named(self, self.fleet.restart_node(node), f"restart:{node}")
         self.notify(f"reconnecting {node}", markup=False)
 
     def apply_filter(self, text: str) -> None:

@@ -16,8 +16,8 @@ import tomllib
 from console.core.model import AgentHello, NodeHealth, NodeSnapshot, StaticInfo, TelemetryFrame
 from console.core.status_view import node_dict
 from console.core.telemetry import is_nvidia_source, parse_agent_line
-from console.ui.format import partition_text
-from console.ui.rows import RowFilter, node_rows
+from console.ui.model.format import partition_text
+from console.ui.model.rows import RowFilter, node_rows
 
 HARDWARE = Path(__file__).resolve().parents[1] / "fixtures" / "hardware"
 INDEX = {c["id"]: c for c in tomllib.loads((HARDWARE / "INDEX.toml").read_text())["capture"]}

@@ -70,7 +70,7 @@ def test_status_table_of_the_nvidia_node():
 
 def test_fleet_header_names_a_pending_mig_change():
     from console.core.model import GpuStatic, NodeHealth, NodeSnapshot
-    from console.ui.format import node_facts
+    from console.ui.model.format import node_facts
 
     gpus = (
         GpuStatic(0, 0, 0, model="NVIDIA H100 80GB HBM3", mig_mode="off"),

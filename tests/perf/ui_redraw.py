@@ -32,7 +32,7 @@ from console.services.fleet import FleetTelemetry  # noqa: E402
 from console.services.transports import TransportPool  # noqa: E402
 from console.transport.replay import ReplayTransport, load_traces  # noqa: E402
 from console.ui.app import ConsoleApp  # noqa: E402
-from console.ui.screenshots import TRACES  # noqa: E402
+from tests.ui.scenes.fleet import TRACES  # noqa: E402
 
 SIZE = (120, 36)
 

@@ -18,7 +18,7 @@ from console.services.instances import InstanceError, InstanceService, InstanceS
 from console.services.multinode import MultiNodeService
 from console.services.status import sample_node
 from console.services.transports import TransportPool
-from console.ui.instance_source import ServiceInstances
+from console.ui.model.instance_source import ServiceInstances
 from tests.helpers import free_port
 
 

@@ -14,8 +14,9 @@ from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.replay import ReplayTransport, load_traces
 from console.ui.app import ConsoleApp
-from console.ui.instance_source import StaticInstances
-from console.ui.screenshots import DEMO_NODES, TRACES, Scene, scene_profile
+from console.ui.model.instance_source import StaticInstances
+from tests import helpers
+from tests.ui.scenes.fleet import DEMO_NODES, TRACES, Scene, scene_profile
 
 
 class FaultyReplay(ReplayTransport):
@@ -64,13 +65,8 @@ def live_app():
 
 
 async def wait_for(pilot, predicate, timeout: float = 10.0) -> bool:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while loop.time() < end:
-        if predicate():
-            return True
-        await pilot.pause(0.02)
-    return predicate()
+    """Until `predicate` holds (False after `timeout` s), the app drawing meanwhile."""
+    return await helpers.wait_for(predicate, timeout, step=0.02, pause=pilot.pause)
 
 
 def screen_text(app) -> str:

@@ -29,8 +29,8 @@ from console.services.live_metrics import LiveSample
 from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
-from console.ui import bench_view as bv
-from console.ui.bench_form import BenchRequest
+from console.ui.model import bench_view as bv
+from console.ui.model.bench_form import BenchRequest
 from console.ui.screens.bench import BenchScreen
 from console.ui.screens.bench_start import StartBenchDialog
 from console.ui.screens.confirm import ConfirmScreen
@@ -132,7 +132,6 @@ async def test_run_shows_progress_live_charts_result_and_stores_it(node, served)
     app = BenchHost(screen, fleet)
     async with app.run_test(size=(120, 36), message_hook=messages.append) as pilot:
         assert await wait_for(pilot, lambda: not screen.session.running, timeout=90)
-        await pilot.pause(0.6)  # the store's thread worker, then one clock tick
         assert await wait_for(pilot, lambda: screen.session.current.stored_id is not None, timeout=10)
         screen.draw_now()
         await pilot.pause()

@@ -46,7 +46,6 @@ async def test_the_demo_opens_on_a_living_fleet(demo_env):
     async with app.run_test(size=(160, 50)) as pilot:
         # History has something to show from the first second.
         app.action_history()
-        await pilot.pause(0.3)
         assert await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen))
         assert await wait_for(pilot, lambda: "reference: seed 004" in screen_text(app), timeout=10)
         text = screen_text(app)  # the cursor's run says what it is; the table lists the rest
@@ -64,8 +63,8 @@ async def test_the_demo_opens_on_a_living_fleet(demo_env):
 
         assert await wait_for(pilot, lambda: on("mi300x-spx") and on("mi300x-cpx"), timeout=20)
         app.action_instances()
-        await pilot.pause(0.3)
-        assert isinstance(app.screen, InstancesScreen)
+        assert await wait_for(pilot, lambda: isinstance(app.screen, InstancesScreen))
+        assert await wait_for(pilot, lambda: "llama-3.1-8b-fp8-cpx-g1" in screen_text(app))
         text = screen_text(app)
         assert "llama-3.1-8b-fp8-g4" in text and "llama-3.1-8b-fp8-cpx-g1" in text
 

@@ -7,8 +7,8 @@ from console.ui.messages import TelemetryUpdated
 from console.ui.screens.detail import DetailScreen
 from console.ui.screens.fleet import FleetScreen
 from console.ui.screens.help import HelpScreen
-from console.ui.screenshots import SCENES, build_app
 from console.ui.widgets.gpu_table import GpuTable
+from tests.ui.scenes.registry import SCENES
 
 from .conftest import screen_text, wait_for
 
@@ -18,7 +18,7 @@ def gpu_rows(table: GpuTable, node: str) -> list[int]:
 
 
 async def test_a_row_for_every_simulated_gpu():
-    app, prepare = build_app(SCENES["fleet"])
+    app, prepare = SCENES["fleet"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         table = app.screen.query_one(GpuTable)
@@ -36,7 +36,7 @@ async def test_a_row_for_every_simulated_gpu():
 
 
 async def test_filter_by_partition_busy_and_node():
-    app, prepare = build_app(SCENES["fleet"])
+    app, prepare = SCENES["fleet"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         table = app.screen.query_one(GpuTable)
@@ -58,7 +58,7 @@ async def test_filter_by_partition_busy_and_node():
 
 
 async def test_enter_opens_gpu_detail_and_escape_returns():
-    app, prepare = build_app(SCENES["fleet"])
+    app, prepare = SCENES["fleet"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         table = app.screen.query_one(GpuTable)
@@ -84,7 +84,7 @@ async def test_enter_opens_gpu_detail_and_escape_returns():
 
 
 async def test_secondary_partition_detail_uses_its_physical_gpu():
-    app, prepare = build_app(SCENES["cpx-partition-detail"])
+    app, prepare = SCENES["cpx-partition-detail"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         assert (app.screen.node, app.screen.gpu) == ("mi300x-cpx", 9)
@@ -103,8 +103,7 @@ async def test_pause_stops_drawing_but_not_collecting(live_app):
         assert app.screen.query_one("#paused-marker").display
         assert "PAUSED" in screen_text(app)
         drawn, frames, table_redraws = app.redraws, app.fleet.frames_received("mi300x-spx"), table.redraws
-        await pilot.pause(0.6)
-        assert app.fleet.frames_received("mi300x-spx") >= frames + 5  # still collecting
+        assert await wait_for(pilot, lambda: app.fleet.frames_received("mi300x-spx") >= frames + 5)  # collecting
         assert app.redraws == drawn and table.redraws == table_redraws  # not drawing
         await pilot.press("p")
         assert await wait_for(pilot, lambda: table.redraws > table_redraws)
@@ -150,8 +149,9 @@ async def test_sampling_interval_keys(live_app):
         await pilot.press("minus", "minus")
         assert await wait_for(pilot, lambda: app.fleet.interval == 2.0)
         assert "every 2 s" in screen_text(app)
-        await pilot.pause(0.3)
-        assert app.fleet.snapshot("mi300x-spx").health in (NodeHealth.LIVE, NodeHealth.CONNECTING)
+        frames = app.fleet.frames_received("mi300x-spx")  # the stream restarted at the new interval goes on
+        assert await wait_for(pilot, lambda: app.fleet.frames_received("mi300x-spx") > frames, timeout=10)
+        assert app.fleet.snapshot("mi300x-spx").health == NodeHealth.LIVE
 
 
 async def test_keys_remapped_from_profile(live_app):
@@ -185,12 +185,12 @@ async def test_palette_has_per_node_commands(live_app):
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("ctrl+p")
         await pilot.press(*"mi300x-cpx: open node")
-        await pilot.pause(0.3)
+        assert await wait_for(pilot, lambda: "mi300x-cpx: open node detail" in screen_text(app))
         await pilot.press("enter")
         assert await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
         assert (app.screen.node, app.screen.gpu) == ("mi300x-cpx", None)
         await pilot.press("escape", "ctrl+p", *"mi355x: show only")
-        await pilot.pause(0.3)
+        assert await wait_for(pilot, lambda: "mi355x: show only this node" in screen_text(app))
         await pilot.press("enter")
         assert await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
         table = app.screen.query_one(GpuTable)

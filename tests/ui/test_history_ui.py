@@ -12,13 +12,14 @@ from textual.app import App
 from textual.widgets import DataTable, Input, Static
 
 from console.services.results import ResultStore
-from console.ui.screens.compare import CompareScreen, verdict
+from console.ui.model.compare_view import verdict
+from console.ui.model.history_view import expand_paths
+from console.ui.screens.compare import CompareScreen
 from console.ui.screens.history import (
     ExportPrompt,
     HistoryScreen,
     ImportPrompt,
     RunDetailScreen,
-    expand_paths,
 )
 
 from .conftest import screen_text, wait_for

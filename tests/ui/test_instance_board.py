@@ -7,8 +7,8 @@ import pytest
 from console.core.model import ServePreset
 from console.services.instances import InstanceState as S
 from console.services.instances import InstanceView
-from console.ui import instance_board as ib
-from console.ui.start_form import (
+from console.ui.model import instance_board as ib
+from console.ui.model.start_form import (
     FormError,
     default_preset,
     free_gpus,

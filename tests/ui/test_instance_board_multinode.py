@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from console.services.instances import InstanceState as S
 from console.services.instances import InstanceView
-from console.ui import instance_board as ib
+from console.ui.model import instance_board as ib
 
 NODES = ("mi300x-a", "mi300x-b")
 

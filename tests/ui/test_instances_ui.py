@@ -320,26 +320,28 @@ async def test_fleet_keys_without_an_instance_say_so(node, stop_all):
 async def test_palette_has_start_stop_and_log_commands():
     """Per node 'start PRESET', per instance 'stop' and 'logs', from the fixed demo list (no processes)."""
     from console.ui.commands import InstanceCommands
-    from console.ui.screenshots import SCENES, build_app
+    from console.ui.model.protocols import console_host
+    from tests.ui.scenes.registry import SCENES
 
-    app, prepare = build_app(SCENES["fleet"])
+    app, prepare = SCENES["fleet"].make()
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         provider = InstanceCommands(app.screen)
-        names = [name for name, _, _ in provider._commands()]
+        commands = list(provider.commands(console_host(app)))
+        names = [name for name, _, _ in commands]
         assert "mi300x-cpx: start llama-3.1-8b-fp8-cpx" in names
         assert "cpx-g12 on mi300x-cpx: stop" in names and "cpx-g12 on mi300x-cpx: logs" in names
         assert "cpx-g13 on mi300x-cpx: stop" not in names  # failed: nothing to stop
         assert not [n for n in names if n.startswith("pid-63000")]  # unmanaged: not ours to stop
         # 'start' opens the dialog on that node with that preset, GPUs left to the console
-        dict(zip(names, (cb for _, cb, _ in provider._commands())))["mi355x: start tiny"]()
+        dict(zip(names, (cb for _, cb, _ in commands)))["mi355x: start tiny"]()
         await pilot.pause()
         dialog = app.screen
         assert isinstance(dialog, StartDialog)
         assert dialog.query_one("#start-node", Select).value == "mi355x"
         assert dialog.query_one("#start-preset", Select).value == "tiny"
         # every GPU of mi355x holds the unmanaged server: no free one for 'auto'
-        from console.ui.start_form import FormError
+        from console.ui.model.start_form import FormError
 
         with pytest.raises(FormError, match="TP 1 needs 1 free GPU, mi355x has 0"):
             dialog.read_form()

@@ -9,7 +9,6 @@ Update after an intended change: pytest tests/ui/test_new_screen_snapshots.py --
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -33,6 +32,8 @@ from console.services.results import ResultStore
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.history import HistoryScreen
 from console.ui.screens.partition import PartitionScreen
+
+from .conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "tests" / "fixtures" / "seeds" / "004_040c923192cb04a5.txt"
@@ -153,11 +154,7 @@ class SnapHost(App):
 
 
 async def _until(pilot, predicate, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < end, "the screen did not reach its state"
-        await pilot.pause(0.02)
+    assert await wait_for(pilot, predicate, timeout), "the screen did not reach its state"
 
 
 def partition_app(physical=None, compute="CPX", memory=None, busy=None, instances=None):

@@ -12,10 +12,10 @@ from console.core.results.reference import load_reference_numbers
 from console.services.offline_bench import OfflineRunner
 from console.services.results import ResultStore
 from console.services.transports import TransportPool
-from console.ui.offline_form import check_offline_request
-from console.ui.screens.compare import REFERENCE_PATH
+from console.ui.model.compare_view import REFERENCE_PATH
+from console.ui.model.offline_form import check_offline_request
+from console.ui.model.start_form import FormError
 from console.ui.screens.offline_bench import OfflineBenchDialog, OfflineBenchScreen
-from console.ui.start_form import FormError
 
 from .conftest import wait_for
 

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from console.core.model import NodeHealth, NodeSpec, SimulateSpec
 from console.services.fleet import FleetTelemetry
 from console.services.transports import TransportPool
 from console.transport.replay import ReplayTransport, load_traces, replay_factory
-from console.ui.screenshots import TRACES
-
-
-async def wait_for(predicate, timeout=10.0):
-    end = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > end:
-            return False
-        await asyncio.sleep(0.01)
-    return True
+from tests.helpers import wait_for
+from tests.ui.scenes.fleet import TRACES
 
 
 def node(name):
@@ -37,7 +27,7 @@ async def test_fleet_over_replay_reaches_live_with_probe_and_history():
     fleet = FleetTelemetry([node("mi300x-cpx")], TransportPool(replay_factory(traces)))
     await fleet.start()
     try:
-        assert await wait_for(lambda: fleet.frames_received("mi300x-cpx") == 30)
+        assert await wait_for(lambda: fleet.frames_received("mi300x-cpx") == 30, timeout=10)
         snap = fleet.snapshot("mi300x-cpx")
         assert snap.health == NodeHealth.LIVE and len(snap.static) == 64
         assert snap.probe.hostname == "mi300x-cpx" and snap.source == "amdsmi (simulated)"
@@ -46,15 +36,25 @@ async def test_fleet_over_replay_reaches_live_with_probe_and_history():
         await fleet.stop()
 
 
+class CountingReplay(ReplayTransport):
+    """Counts the console's tries to reach the node (each one looks at the link first)."""
+
+    tries = 0
+
+    def _check_link(self) -> None:
+        self.tries += 1
+        super()._check_link()
+
+
 async def test_fail_end_keeps_the_node_down():
     traces = load_traces(TRACES, ["mi355x"])
-    fleet = FleetTelemetry(
-        [node("mi355x")], TransportPool(replay_factory(traces, end="fail", fail_reason="x: gone")), backoff_cap=0.05
-    )
+    replay = CountingReplay("mi355x", traces["mi355x"], end="fail", fail_reason="x: gone")
+    fleet = FleetTelemetry([node("mi355x")], TransportPool(lambda spec: replay), backoff_cap=0.05)
     await fleet.start()
     try:
-        assert await wait_for(lambda: fleet.snapshot("mi355x").health == NodeHealth.DOWN)
-        await asyncio.sleep(0.3)  # retries fail the same way
+        assert await wait_for(lambda: fleet.snapshot("mi355x").health == NodeHealth.DOWN, timeout=10)
+        tried = replay.tries
+        assert await wait_for(lambda: replay.tries >= tried + 2, timeout=10)  # retries fail the same way
         snap = fleet.snapshot("mi355x")
         assert snap.health == NodeHealth.DOWN and snap.error == "x: gone" and snap.latest is not None
     finally:

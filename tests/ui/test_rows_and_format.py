@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from console.core.model import GpuMetrics, GpuProcess, GpuStatic, NodeHealth, NodeSnapshot, TelemetryFrame
 from console.core.series import RingSeries
-from console.ui import format as fmt
-from console.ui.charts import gpu_charts, node_charts
-from console.ui.rows import RowFilter, build_rows
+from console.ui.model import format as fmt
+from console.ui.model.charts import gpu_charts, node_charts
+from console.ui.model.rows import RowFilter, build_rows
 from console.ui.widgets.gpu_table import layout_columns
 
 

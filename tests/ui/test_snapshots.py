@@ -1,6 +1,6 @@
-"""SVG snapshots of every screen and state (the same scenes as screenshots/).
+"""SVG snapshots of every screen and state of the console (the same scenes as screenshots/).
 
-Deterministic: recorded traces replayed, clocks frozen, no cursor blink.
+Deterministic: recorded traces replayed, clocks frozen, no cursor blink (tests/ui/scenes/).
 Update after an intended UI change: pytest tests/ui/test_snapshots.py --snapshot-update
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from console.ui.screenshots import SCENES, build_app
+from tests.ui.scenes.registry import SCENES, of_kind
 
 
-@pytest.mark.parametrize("name", list(SCENES))
+@pytest.mark.parametrize("name", of_kind("fleet"))
 def test_scene(name, snap_compare):
-    scene = SCENES[name]
-    app, prepare = build_app(scene)
-    assert snap_compare(app, terminal_size=scene.size, run_before=prepare)
+    shot = SCENES[name]
+    app, prepare = shot.make()
+    assert snap_compare(app, terminal_size=shot.size, run_before=prepare)

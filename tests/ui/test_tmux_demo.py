@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -35,22 +37,28 @@ class Tmux:
         self.tmux("new-session", "-d", "-s", self.session, "-x", str(width), "-y", str(height), command)
 
     def keys(self, *keys: str) -> None:
-        # One key per call and a pause: ESC followed quickly by a key reads as Alt+key.
+        # One key per call. An Escape is always followed by a wait for what it did (the
+        # next key then cannot reach the terminal soon enough to read as Alt+key).
         for key in keys:
             self.tmux("send-keys", "-t", self.session, key)
-            time.sleep(0.15)
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", self.session)
 
     def wait_for(self, text: str, timeout: float = 10.0) -> str:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared; the pane shows:\n{self.screen()}")
+        seen = [""]
+
+        def shows() -> bool:
+            seen[0] = self.screen()
+            return text in seen[0]
+
+        if not wait_until(shows, timeout, step=0.1):
+            raise AssertionError(f"{text!r} never appeared; the pane shows:\n{seen[0]}")
+        return seen[0]
+
+    def wait_gone(self, text: str, timeout: float = 10.0) -> None:
+        if not wait_until(lambda: text not in self.screen(), timeout, step=0.1):
+            raise AssertionError(f"{text!r} never went away; the pane shows:\n{self.screen()}")
 
     def alive(self) -> bool:
         return (
@@ -84,14 +92,18 @@ def test_demo_in_a_real_terminal(term):
     screen = term.wait_for("Utilization %")
     assert "0000:0c:00.0" in screen  # GPU 0's BDF
     term.keys("Escape")
+    term.wait_gone("Utilization %")  # the detail closed: the Escape is read, alone
     term.wait_for("GPU  UTIL")
 
     term.keys("?")
     term.wait_for("Id for [keys]")
     term.keys("Escape")
+    term.wait_gone("Id for [keys]")
     term.wait_for("GPU  UTIL")
 
-    term.keys("/", "c", "p", "x", "Enter")
+    term.keys("/")
+    term.wait_for("filter: node name")  # the filter box is open (has the focus): type into it
+    term.keys("c", "p", "x", "Enter")
     screen = term.wait_for("filter: cpx")
     assert "mi300x-spx" not in screen and "mi300x-cpx" in screen
     term.keys("Escape")
@@ -107,7 +119,4 @@ def test_demo_in_a_real_terminal(term):
     assert "Quit" in screen and "mi300x-spx" in screen
 
     term.keys("q")
-    end = time.monotonic() + 5
-    while term.alive() and time.monotonic() < end:
-        time.sleep(0.1)
-    assert not term.alive(), "q did not quit"
+    assert wait_until(lambda: not term.alive(), timeout=5, step=0.1), "q did not quit"

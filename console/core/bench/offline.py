@@ -508,3 +508,35 @@ def offline_setup(preset: OfflinePreset, client: str) -> dict:
     else:
         values.update(dataset="random", num_prompts=preset.num_prompts)
     return {k: v for k, v in values.items() if v is not None}
+
+
+def offline_headline(kind: str, result: Mapping[str, object] | None) -> tuple[list[str], str | None]:
+    """A finished run's numbers as its reader says them: (the figures, a note after them).
+
+    latency: ['avg latency 0.1234 s', 'p50 0.1200 s', 'p99 0.1500 s'] and '(30 iterations)';
+    throughput: ['1234.5 tokens/s', '4.56 requests/s', '200 requests in 43.86 s'] and None.
+    The CLI and the TUI join them their own way.
+    """
+    r = result or {}
+
+    def num(key: str, source: Mapping[str, object] = r) -> float:
+        value = source.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")
+
+    if kind == "latency":
+        pct = r.get("percentiles")
+        pct = pct if isinstance(pct, Mapping) else {}
+        latencies = r.get("latencies")
+        count = len(latencies) if isinstance(latencies, list) else 0
+        return (
+            [f"avg latency {num('avg_latency'):.4f} s", f"p50 {num('50', pct):.4f} s", f"p99 {num('99', pct):.4f} s"],
+            f"({count} iterations)",
+        )
+    return (
+        [
+            f"{num('tokens_per_second'):.1f} tokens/s",
+            f"{num('requests_per_second'):.2f} requests/s",
+            f"{r.get('num_requests')} requests in {num('elapsed_time'):.2f} s",
+        ],
+        None,
+    )

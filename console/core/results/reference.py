@@ -327,3 +327,15 @@ def reference_as_run(row: ReferenceRow) -> StoredRun:
         live=None,
         fingerprint="",
     )
+
+
+def pick_references(runs: Iterable[StoredRun], reference_rows: Sequence[ReferenceRow]) -> list[ReferenceMatch]:
+    """The reference rows for the runs' configurations: every exact match, else the best three,
+    each row once (what `results compare --reference` and the TUI's comparison show)."""
+    picked: dict[str, ReferenceMatch] = {}
+    for run in runs:
+        matches = reference_matches(run, reference_rows)
+        exact = [m for m in matches if m.exact]
+        for match in exact or matches[:3]:
+            picked.setdefault(match.row.id, match)
+    return list(picked.values())

@@ -4,7 +4,7 @@ output, then vLLM's own result table (and, for a sweep, a table and Pareto chart
 Data flow. One async worker runs the points one after another with
 BenchRunner.run(on_event=...). The callback only posts messages (progress and
 live samples coalesce: a newer one replaces one still queued); their handler
-feeds the event to the session (console/ui/bench_view.py, no Textual) and marks
+feeds the event to the session (console/ui/model/bench_view.py, no Textual) and marks
 the screen dirty. The screen's own clock (4 Hz) redraws what changed. Results
 are stored by a thread worker, like `rocm-console bench run` stores them.
 
@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import functools
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rich.text import Text
@@ -35,6 +36,7 @@ from textual.widgets import DataTable, Log, ProgressBar, Static
 from console.core.bench.argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
 from console.core.results.build import run_from_console
+from console.core.results.record import StoredRun
 from console.services.bench import (
     BenchFinished,
     BenchProgressed,
@@ -45,12 +47,17 @@ from console.services.bench import (
     RunOutcome,
     live_summary,
 )
+from console.services.fleet import FleetTelemetry
 from console.services.instances import InstanceError, InstanceView
+from console.services.results import ResultStore
 from console.transport.base import TransportError
-from console.ui import bench_view as bv
-from console.ui.instance_source import one_line
+from console.ui.model import bench_view as bv
+from console.ui.model.bench_form import BenchRequest
+from console.ui.model.instance_source import one_line
+from console.ui.model.protocols import SeriesReader
 from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.workers import run_named
 
 REDRAW_INTERVAL = 0.25  # 4 Hz at most
 MAX_LOG_LINES = 2000  # in the Log widget
@@ -80,7 +87,7 @@ def chart_title(title: str, pairs: Sequence[tuple[str, str]], unit: str, sample)
 
     def value(attr: str) -> str:
         v = getattr(sample, attr)
-        return bv._num(v, "{:.0f}") if attr in ("running", "waiting") else bv.compact(v)
+        return bv.num_text(v, "{:.0f}") if attr in ("running", "waiting") else bv.compact(v)
 
     values = " · ".join(f"{label} {value(attr)}".strip() for attr, label in pairs)
     return f"{title} {values}{unit}".strip()
@@ -94,39 +101,7 @@ class BenchScreen(Screen):
     ResultStore to keep each result in (None: not stored).
     """
 
-    DEFAULT_CSS = """
-    BenchScreen { layout: vertical; }
-    BenchScreen #bench-title { height: 2; background: $boost; padding: 0 1; text-wrap: nowrap;
-                               text-overflow: ellipsis; }
-    BenchScreen #bench-banner { display: none; height: auto; max-height: 3; padding: 0 1; }
-    BenchScreen #bench-banner.-failed { display: block; background: $error 30%; color: $text; text-style: bold; }
-    BenchScreen #bench-banner.-ok { display: block; background: $success 20%; color: $text; }
-    BenchScreen #bench-banner.-cancelled { display: block; background: $warning 25%; color: $text; }
-    BenchScreen #bench-progress-row { height: 1; padding: 0 1; }
-    BenchScreen #bench-progress { width: auto; }
-    BenchScreen #bench-progress Bar { width: 32; }
-    BenchScreen #bench-progress-text { width: 1fr; padding: 0 0 0 1; }
-    BenchScreen #bench-live-text { height: 1; padding: 0 1; color: $text-muted; }
-    BenchScreen #bench-charts { grid-size: 4 2; grid-gutter: 0 1; height: 1fr; min-height: 10; }
-    BenchScreen #bench-bottom { height: 14; }
-    BenchScreen.-sweep #bench-bottom { height: 17; }
-    BenchScreen #bench-log { width: 1fr; border: round $panel-lighten-2; border-title-color: $text-muted;
-                             overflow: auto auto; }
-    BenchScreen #bench-result { width: 1fr; height: 100%; border: round $panel-lighten-2; padding: 0 1;
-                                border-title-color: $text-muted; overflow-y: auto; }
-    BenchScreen #bench-sweep-box { display: none; width: 2fr; }
-    BenchScreen.-sweep #bench-sweep-box { display: block; }
-    BenchScreen.-sweep #bench-result { display: none; }
-    BenchScreen #bench-sweep { height: auto; max-height: 8; border: round $panel-lighten-2; overflow-x: hidden; }
-    BenchScreen #bench-pareto { height: 1fr; }
-    BenchScreen.-short #bench-bottom { height: 10; }
-    BenchScreen.-short.-sweep #bench-bottom { height: 11; }
-    BenchScreen.-short #bench-live-text { display: none; }
-    BenchScreen.-short #bench-banner { max-height: 1; }
-    BenchScreen.-short #bench-charts { grid-size: 4 1; min-height: 7; }
-    BenchScreen.-short #chart-requests, BenchScreen.-short #chart-kv,
-    BenchScreen.-short #chart-gpu-power, BenchScreen.-short #chart-e2e { display: none; }
-    """
+    CSS_PATH = Path(__file__).with_name("bench.tcss")
 
     # Its own breakpoints, so the layout fits wherever the screen is hosted: below 32 rows
     # one row of charts (TTFT, ITL, tok/s, GPU util) and a lower bottom pane.
@@ -162,13 +137,13 @@ class BenchScreen(Screen):
 
     def __init__(
         self,
-        fleet,
+        fleet: SeriesReader | None,
         node: NodeSpec,
         instance: InstanceView,
         preset: BenchPreset,
         *,
         runner: BenchRunner | None,
-        store=None,
+        store: ResultStore | None = None,
         points: Sequence[int | None] = (None,),
         overrides: Mapping[str, str] | None = None,
         extra_env: Mapping[str, str] | None = None,
@@ -247,13 +222,7 @@ class BenchScreen(Screen):
             self.feed(bv.PointFailed(0, f"bench preset {self.preset.name}: {self.config_error}"))
             self.feed(bv.SweepEnded())
         elif self.runner is not None:
-            self.run_worker(
-                self._run_points(),
-                name=f"bench:{self.node.name}:{self.instance.name}",
-                group=f"bench:{self.node.name}:{self.instance.name}",
-                exclusive=True,
-                exit_on_error=False,
-            )
+            run_named(self, self._run_points(), f"bench:{self.node.name}:{self.instance.name}", exclusive=True)
         self.draw_now()
 
     # ------------------------------------------------------------ events in
@@ -287,7 +256,13 @@ class BenchScreen(Screen):
 
     @classmethod
     def from_request(
-        cls, request, *, fleet, runner: BenchRunner | None, store=None, clock: Callable[[], float] = time.time
+        cls,
+        request: BenchRequest,
+        *,
+        fleet: FleetTelemetry,
+        runner: BenchRunner | None,
+        store: ResultStore | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> BenchScreen:
         """The screen for what StartBenchDialog returned (a bench_form.BenchRequest)."""
         return cls(
@@ -345,22 +320,22 @@ class BenchScreen(Screen):
                 except Exception as exc:
                     self._post(bv.StoreFailed(index, one_line(exc)))
                 else:
-                    self.run_worker(
-                        functools.partial(self._store_run, index, run),
-                        thread=True,
-                        name=f"bench-store:{outcome.run}",
+                    run_named(
+                        self,
+                        functools.partial(self._store_run, self.store, index, run),
+                        f"bench-store:{outcome.run}",
                         group="bench-store",
-                        exit_on_error=False,
+                        thread=True,
                     )
             self.outcomes.append(dataclasses.replace(outcome, live=()))  # bounded: the series went to the store
             if outcome.cancelled or self.session.cancel_requested:
                 break
         self._post(bv.SweepEnded())
 
-    def _store_run(self, index: int, run) -> None:
+    def _store_run(self, store: ResultStore, index: int, run: StoredRun) -> None:
         """Thread worker: file I/O off the event loop; reports through a message."""
         try:
-            run_id = self.store.save(run)
+            run_id = store.save(run)
         except Exception as exc:  # disk full, permissions: say so, keep the screen
             self._post(bv.StoreFailed(index, one_line(exc)))
         else:
@@ -590,6 +565,7 @@ class BenchScreen(Screen):
 
     def _draw_gpu(self, cur: bv.PointState | None) -> None:
         snap = self._snapshot()
+        fleet = self.fleet
         gpu_key = snap.latest.ts if snap is not None and snap.latest is not None else None
         self._drawn["gpu"] = gpu_key
         closed = self._gpu_window[1] is not None  # the run ended: its window no longer moves
@@ -599,7 +575,7 @@ class BenchScreen(Screen):
         self._drawn["gpu-key"] = key
         util_plot = self.query_one("#chart-gpu-util", LivePlot)
         power_plot = self.query_one("#chart-gpu-power", LivePlot)
-        if snap is None or not self.instance.gpus:
+        if snap is None or fleet is None or not self.instance.gpus:
             util_plot.replot([], 0.0, "GPU util % · no telemetry")
             power_plot.replot([], 0.0, "GPU power W · no telemetry")
             return
@@ -609,13 +585,13 @@ class BenchScreen(Screen):
             self._gpu_window = (start, end)
         since = start - bv.GPU_LEAD_S if start is not None else None
         to_console = self._to_console(snap)
-        util, power = bv.gpu_traces(snap, self.fleet.series, self.node.name, self.instance.gpus, since, end, to_console)
+        util, power = bv.gpu_traces(snap, fleet.series, self.node.name, self.instance.gpus, since, end, to_console)
         t0 = (
             cur.started_at
             if cur is not None and cur.started_at is not None
             else (to_console(start) if start is not None else (util.times[-1] if util.times else 0.0))
         )
-        uv, pv = bv._num(bv.last_value(util), "{:.0f}"), bv._num(bv.last_value(power), "{:.0f}")
+        uv, pv = bv.num_text(bv.last_value(util), "{:.0f}"), bv.num_text(bv.last_value(power), "{:.0f}")
         util_plot.replot([util], t0, f"GPU util {uv}% · {util.label}")
         power_plot.replot([power], t0, f"GPU power {pv} W · {power.label}")
 
@@ -703,12 +679,10 @@ class BenchScreen(Screen):
         if self.runner is None or cur is None or not cur.run or cur.finished or self._cancel_sent == cur.run:
             return  # no name yet: feed(BenchStarted) sends it
         self._cancel_sent = cur.run
-        self.run_worker(
-            self._run_cancel(cur.run), name=f"bench-cancel:{cur.run}", group="bench-cancel", exit_on_error=False
-        )
+        run_named(self, self._run_cancel(self.runner, cur.run), f"bench-cancel:{cur.run}", group="bench-cancel")
 
-    async def _run_cancel(self, run: str) -> None:
+    async def _run_cancel(self, runner: BenchRunner, run: str) -> None:
         try:
-            await self.runner.cancel(self.node, run)  # type: ignore[union-attr]
+            await runner.cancel(self.node, run)
         except (BenchRunError, InstanceError, TransportError) as exc:
             self.app.notify(one_line(exc), title=f"cancel {run}: failed", severity="error", markup=False)

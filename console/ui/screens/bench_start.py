@@ -1,7 +1,7 @@
 """Start a benchmark: preset, instance, concurrency (one value, or a list for a sweep),
 preset overrides, client environment, label.
 
-The form is checked by console/ui/bench_form.py (the preset's own checks); a
+The form is checked by console/ui/model/bench_form.py (the preset's own checks); a
 problem shows as one line under the fields, nothing typed is lost. The dialog
 starts nothing: it dismisses with a BenchRequest (or None), and the caller
 pushes BenchScreen with it.
@@ -9,19 +9,18 @@ pushes BenchScreen with it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
 from textual.markup import escape
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widget import Widget
+from textual.widgets import Input, Select
 
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
-from console.ui.bench_form import (
+from console.ui.model.bench_form import (
     BenchRequest,
     FormError,
     check_request,
@@ -33,7 +32,7 @@ from console.ui.bench_form import (
     points_text,
     preset_prompt,
 )
-from console.ui.bench_view import dataset_text, rate_text
+from console.ui.model.bench_view import dataset_text, rate_text
 from console.ui.screens.form_dialog import FormDialog
 
 _PLACEHOLDERS = {
@@ -51,31 +50,10 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
     to preselect (e.g. the last one used).
     """
 
-    DEFAULT_CSS = """
-    StartBenchDialog { align: center middle; }
-    StartBenchDialog #bench-start-box {
-        width: 100; max-width: 100%; height: auto; max-height: 100%;
-        border: round $accent; border-title-style: bold; background: $surface; padding: 0 1;
-    }
-    StartBenchDialog #bench-start-fields {
-        grid-size: 2; grid-columns: 12 1fr; grid-rows: 1; grid-gutter: 1 1; height: auto; margin: 1 0;
-    }
-    StartBenchDialog.-short #bench-start-fields { grid-gutter: 0 1; margin: 0; }
-    StartBenchDialog #bench-start-fields > Label { color: $text-muted; }
-    StartBenchDialog #bench-start-fields > Input,
-    StartBenchDialog #bench-start-fields > Select > SelectCurrent { background: $panel; }
-    StartBenchDialog #bench-start-fields > Input:focus,
-    StartBenchDialog #bench-start-fields > Select:focus > SelectCurrent { background: $primary 35%; }
-    StartBenchDialog #bench-start-preview { height: auto; }
-    StartBenchDialog #bench-start-error { height: auto; min-height: 1; color: $text-muted; }
-    StartBenchDialog #bench-start-error.-error { color: $text-error; text-style: bold; }
-    StartBenchDialog #bench-start-buttons { height: auto; align-horizontal: right; }
-    StartBenchDialog #bench-start-buttons Button { margin-left: 1; }
-    """
-
-    GO_BUTTON = "bench-start-go"
+    PREFIX = "bench-start"
+    TITLE_TEXT = "Run a benchmark"
+    PREVIEW = True
     FIRST_FIELD = "#bench-concurrency"
-    ERROR_LINE = "#bench-start-error"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-bench-start"),
         Binding("ctrl+s", "submit", "Run", id="submit-bench-start"),
@@ -101,40 +79,34 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
 
     # ------------------------------------------------------------ layout
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="bench-start-box") as box:
-            box.border_title = "Run a benchmark"
-            box.border_subtitle = "Enter runs · Esc cancels"
-            with Grid(id="bench-start-fields"):
-                yield Label("Preset")
-                yield Select(
-                    [(Text(preset_prompt(p)), p.name) for p in self.presets],
-                    value=self.preset_name if self.preset_name else Select.BLANK,
-                    allow_blank=not self.presets,
-                    id="bench-preset",
-                    compact=True,
-                )
-                yield Label("Instance")
-                yield Select(
-                    [(Text(instance_prompt(v)), (v.node, v.name)) for v in self.instances],
-                    value=self.instance_key if self.instance_key else Select.BLANK,
-                    allow_blank=not self.instances,
-                    id="bench-instance",
-                    compact=True,
-                )
-                yield Label("Concurrency")
-                yield Input(placeholder=_PLACEHOLDERS["bench-concurrency"], id="bench-concurrency", compact=True)
-                yield Label("Overrides")
-                yield Input(placeholder=_PLACEHOLDERS["bench-overrides"], id="bench-overrides", compact=True)
-                yield Label("Env")
-                yield Input(placeholder=_PLACEHOLDERS["bench-env"], id="bench-env", compact=True)
-                yield Label("Label")
-                yield Input(placeholder=_PLACEHOLDERS["bench-label"], id="bench-label", compact=True)
-            yield Static(id="bench-start-preview")
-            yield Static(id="bench-start-error")
-            with Horizontal(id="bench-start-buttons"):
-                yield Button("Run", variant="primary", id="bench-start-go")
-                yield Button("Cancel", id="bench-start-cancel")
+    def fields(self) -> Iterable[tuple[str, Widget]]:
+        yield (
+            "Preset",
+            Select(
+                [(Text(preset_prompt(p)), p.name) for p in self.presets],
+                value=self.preset_name if self.preset_name else Select.BLANK,
+                allow_blank=not self.presets,
+                id="bench-preset",
+                compact=True,
+            ),
+        )
+        yield (
+            "Instance",
+            Select(
+                [(Text(instance_prompt(v)), (v.node, v.name)) for v in self.instances],
+                value=self.instance_key if self.instance_key else Select.BLANK,
+                allow_blank=not self.instances,
+                id="bench-instance",
+                compact=True,
+            ),
+        )
+        for label, widget_id in (
+            ("Concurrency", "bench-concurrency"),
+            ("Overrides", "bench-overrides"),
+            ("Env", "bench-env"),
+            ("Label", "bench-label"),
+        ):
+            yield label, Input(placeholder=_PLACEHOLDERS[widget_id], id=widget_id, compact=True)
 
     def form_mounted(self) -> None:
         if not self.presets:
@@ -145,15 +117,12 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
 
     # ------------------------------------------------------------ reading the form
 
-    def _value(self, widget_id: str) -> str:
-        return self.query_one(f"#{widget_id}", Input).value
-
     def _preset(self) -> BenchPreset | None:
-        name = self.query_one("#bench-preset", Select).value
+        name = self.choice("bench-preset")
         return next((p for p in self.presets if p.name == name), None)
 
     def _instance(self) -> InstanceView | None:
-        key = self.query_one("#bench-instance", Select).value
+        key = self.choice("bench-instance")
         return next((v for v in self.instances if (v.node, v.name) == key), None)
 
     def read_form(self) -> BenchRequest:
@@ -164,26 +133,24 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
         view = self._instance()
         if view is None:
             raise FormError("instance: choose one" if self.instances else "no ready instance to benchmark")
-        concurrency = parse_concurrency(self._value("bench-concurrency"))
-        overrides = parse_bench_overrides(self._value("bench-overrides"))
-        env = parse_env(self._value("bench-env"))
-        label = parse_label(self._value("bench-label"))
+        concurrency = parse_concurrency(self.typed("bench-concurrency"))
+        overrides = parse_bench_overrides(self.typed("bench-overrides"))
+        env = parse_env(self.typed("bench-env"))
+        label = parse_label(self.typed("bench-label"))
         _, points = check_request(preset, overrides, concurrency)
         return BenchRequest(view.node, view, preset, points, overrides, env, label)
 
     def _refresh_preview(self) -> None:
         preset, view = self._preset(), self._instance()
         if preset is None or view is None:
-            self.query_one("#bench-start-preview", Static).update("")
+            self.show_preview("")
             return
         try:
-            concurrency = parse_concurrency(self._value("bench-concurrency"))
+            concurrency = parse_concurrency(self.typed("bench-concurrency"))
         except FormError:
             concurrency = None
         try:
-            effective, points = check_request(
-                preset, parse_bench_overrides(self._value("bench-overrides")), concurrency
-            )
+            effective, points = check_request(preset, parse_bench_overrides(self.typed("bench-overrides")), concurrency)
         except FormError:  # the error line says what is wrong; preview what is known
             effective, points = preset, concurrency or (tuple(preset.max_concurrency) or (None,))
         what = (
@@ -199,7 +166,7 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
             f"against [b]{escape(view.name)}[/b] on {escape(view.node)} "
             f"({escape(view.served_models[0] if view.served_models else view.model or '?')})"
         )
-        self.query_one("#bench-start-preview", Static).update(line)
+        self.show_preview(line)
 
     # ------------------------------------------------------------ events
 

@@ -18,76 +18,21 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from console.core.errors import ProfileError
-from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
-from console.core.results.display import format_value
 from console.core.results.record import StoredRun
 from console.core.results.reference import (
     ReferenceMatch,
-    load_reference_numbers,
     reference_as_run,
-    reference_matches,
 )
+from console.ui.model.compare_view import REFERENCE_PATH, compare_cell, pick_references
 from console.ui.widgets.key_bar import KeyBar
-
-REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
-
-
-def short_model(model: object) -> str:
-    if not isinstance(model, str) or not model:
-        return "-"
-    return model.rstrip("/").rsplit("/", 1)[-1] or model
-
-
-def pick_references(runs: Sequence[StoredRun], path: Path) -> list[ReferenceMatch]:
-    """The reference rows for the runs' configurations: every exact match, else the
-    best three (the same choice as `results compare --reference`). ProfileError if
-    the file is wrong."""
-    rows = load_reference_numbers(path)
-    picked: dict[str, ReferenceMatch] = {}
-    for run in runs:
-        matches = reference_matches(run, rows)
-        exact = [m for m in matches if m.exact]
-        for match in exact or matches[:3]:
-            picked.setdefault(match.row.id, match)
-    return list(picked.values())
-
-
-def verdict(row: dict, i: int) -> str | None:
-    """'better' / 'worse' / None (equal, unknown, or no better direction) for column i's delta."""
-    delta = row["delta"][i]
-    direction = row.get("better")
-    if delta is None or direction not in ("higher", "lower") or delta == 0:
-        return None
-    return "better" if (delta > 0) == (direction == "higher") else "worse"
-
-
-def compare_cell(row: dict, i: int, styles: dict[str, str]) -> Text:
-    """A value, and for the metric rows of the other columns its delta, coloured better/worse."""
-    key = row["key"]
-    value = row["values"][i]
-    if row["section"] != "metric":
-        return Text(short_model(value) if key == "model" else format_value(key, value))
-    text = Text(format_value(key, value))
-    delta = row["delta"][i]
-    if i == 0 or delta is None:
-        return text
-    sign = "+" if delta >= 0 else "-"
-    pct = row["delta_pct"][i]
-    extra = f"{sign}{format_value(key, abs(delta))}" + (f" {pct:+.1f}%" if pct is not None else "")
-    judged = verdict(row, i)
-    text.append(f"  {extra}", style=styles.get(judged or "same", ""))
-    return text
+from console.ui.workers import run_named
 
 
 class CompareScreen(Screen):
     """runs: in column order (deltas against the first); show_reference: the seeds' numbers at once."""
 
-    DEFAULT_CSS = """
-    #compare-title { height: 1; background: $boost; }
-    #compare-table { height: 1fr; }
-    #compare-notes { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
-    """
+    CSS_PATH = Path(__file__).with_name("compare.tcss")
 
     BINDINGS = [
         Binding("escape,backspace", "back", "Back", id="compare-back"),
@@ -136,14 +81,7 @@ class CompareScreen(Screen):
             else:
                 self.post_message(self.ReferencesLoaded(matches))
 
-        self.run_worker(
-            read,
-            thread=True,
-            name="compare-references",
-            group="compare-references",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, read, "compare-references", exclusive=True, thread=True)
 
     def on_compare_screen_references_loaded(self, message: ReferencesLoaded) -> None:
         self.matches = message.matches if message.matches is not None else []

@@ -1,6 +1,9 @@
-"""A yes/no question over the current screen (stop an instance, forget one)."""
+"""A yes/no question over the current screen (stop an instance, forget one, reload a driver)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -9,9 +12,47 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 
-class ConfirmScreen(ModalScreen[bool]):
-    """Dismisses with True (y, or the confirm button) or False (n, Esc, Cancel)."""
+class YesNoScreen(ModalScreen[bool]):
+    """Dismisses with True (y, or the confirm button) or False (n, Esc, Cancel).
 
+    A subclass gives its bindings (their ids are its [keys] entries), the prefix of its
+    widgets' ids and which button has the focus first.
+    """
+
+    CSS_PATH = Path(__file__).with_name("confirm.tcss")
+    PREFIX: ClassVar[str] = "confirm"
+    FOCUS_YES: ClassVar[bool] = True
+
+    def __init__(self, title: str, question: str, confirm: str = "OK", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.title_text = title
+        self.question = question
+        self.confirm_label = confirm
+
+    def compose(self) -> ComposeResult:
+        p = self.PREFIX
+        with Vertical(id=f"{p}-box", classes="yes-no-box") as box:
+            box.border_title = self.title_text
+            yield Static(self.question, id=f"{p}-question", classes="yes-no-question", markup=False)
+            with Horizontal(id=f"{p}-buttons", classes="yes-no-buttons"):
+                yield Button(f"{self.confirm_label} (y)", variant="error", id=f"{p}-yes")
+                yield Button("Cancel (n)", id=f"{p}-no")
+
+    def on_mount(self) -> None:
+        self.query_one(f"#{self.PREFIX}-{'yes' if self.FOCUS_YES else 'no'}", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == f"{self.PREFIX}-yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+    def action_switch_button(self) -> None:
+        self.focus_next(Button)
+
+
+class ConfirmScreen(YesNoScreen):
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm-yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm-no"),
@@ -19,28 +60,4 @@ class ConfirmScreen(ModalScreen[bool]):
     ]
 
     def __init__(self, title: str, question: str, confirm: str = "OK") -> None:
-        super().__init__(id="confirm-screen")
-        self.title_text = title
-        self.question = question
-        self.confirm_label = confirm
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="confirm-box") as box:
-            box.border_title = self.title_text
-            yield Static(self.question, id="confirm-question", markup=False)
-            with Horizontal(id="confirm-buttons"):
-                yield Button(f"{self.confirm_label} (y)", variant="error", id="confirm-yes")
-                yield Button("Cancel (n)", id="confirm-no")
-
-    def on_mount(self) -> None:
-        self.query_one("#confirm-yes", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.dismiss(event.button.id == "confirm-yes")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
-
-    def action_switch_button(self) -> None:
-        self.focus_next(Button)
+        super().__init__(title, question, confirm, id="confirm-screen")

@@ -14,10 +14,11 @@ from textual.widgets import DataTable, Static
 
 from console.core.model import GpuMetrics, GpuStatic, NodeHealth, NodeSnapshot
 from console.core.text import printable
-from console.ui import format as fmt
-from console.ui.charts import ChartSet, gpu_charts, node_charts
-from console.ui.fleet_view import FleetView
-from console.ui.rows import gpu_pairs
+from console.ui.model import format as fmt
+from console.ui.model.charts import ChartSet, gpu_charts, node_charts
+from console.ui.model.fleet_view import FleetView
+from console.ui.model.protocols import console_host
+from console.ui.model.rows import gpu_pairs
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.metric_plot import MetricPlot
 from console.ui.widgets.status_bar import StatusBar
@@ -68,7 +69,7 @@ class DetailScreen(Screen):
         load_history = getattr(self.view.fleet, "load_history", None)  # scene fleets have none
         if load_history is not None:
             load_history(self.node)  # Prometheus-fed nodes: the charts' past from query_range
-        self.redraw(self.app.clock())  # type: ignore[attr-defined]
+        self.redraw(console_host(self.app).clock())
 
     def on_screen_resume(self) -> None:
         self.set_class(getattr(self.app, "paused", False), "-paused")
@@ -83,7 +84,7 @@ class DetailScreen(Screen):
         if not self._ready:  # the clock can tick between push and mount
             return
         snap = self.snapshot
-        self.query_one(StatusBar).show(self.view.fleet.snapshots(), self.app.sampling_interval)  # type: ignore[attr-defined]
+        self.query_one(StatusBar).show(self.view.fleet.snapshots(), console_host(self.app).sampling_interval)
         self.set_class(snap.health == NodeHealth.STALE, "-stale")
         self.set_class(snap.health == NodeHealth.DOWN, "-down")
         self.query_one("#detail-title", Static).update(self._title(snap, now))
@@ -211,7 +212,7 @@ class DetailScreen(Screen):
             self.gpu = indexes[(pos + delta) % len(indexes)]
         self._drawn = None
         self._procs = None
-        self.redraw(self.app.clock())  # type: ignore[attr-defined]
+        self.redraw(console_host(self.app).clock())
 
 
 def _facts_table(facts: list[tuple[str, str]]) -> Table:

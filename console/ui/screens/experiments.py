@@ -12,7 +12,6 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,6 +23,7 @@ from textual.widgets import DataTable, Static
 from console.core.experiment.report import build_report
 from console.core.experiment.spec import ExperimentState, load_experiment
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.widgets.titled_table import titled_table
 
 COLUMNS = ("Experiment", "Node", "Progress", "Now", "Failed layouts", "Updated")
 MAX_FILES = 50
@@ -115,11 +115,7 @@ class ExperimentsScreen(Screen):
         self._drawn: tuple | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="experiments-title")
-        table: DataTable[Any] = DataTable(id="experiments-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
-        yield Static(id="experiments-detail")
+        yield from titled_table("experiments", COLUMNS)
         yield KeyBar()
 
     def on_mount(self) -> None:

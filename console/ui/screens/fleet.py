@@ -7,9 +7,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Input
 
-from console.core.instance_view import InstanceState
-from console.ui.fleet_view import FleetView
-from console.ui.instance_board import ACTIVE
+from console.core.instance_view import InstanceState, InstanceView
+from console.ui.model.fleet_view import FleetView
+from console.ui.model.instance_board import ACTIVE
+from console.ui.model.protocols import console_host
 from console.ui.widgets.gpu_table import GpuTable
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
@@ -53,20 +54,20 @@ class FleetScreen(Screen):
         return self.table.visible_nodes()
 
     def on_mount(self) -> None:
-        self.query_one("#filter-input", Input).cursor_blink = self.app.cursor_blink  # type: ignore[attr-defined]
+        self.query_one("#filter-input", Input).cursor_blink = console_host(self.app).cursor_blink
         self.table.focus()
-        self.redraw(self.app.clock())  # type: ignore[attr-defined]
+        self.redraw(console_host(self.app).clock())
 
     def on_screen_resume(self) -> None:
         if not getattr(self.app, "paused", False):
-            self.redraw(self.app.clock())  # type: ignore[attr-defined]
+            self.redraw(console_host(self.app).clock())
 
     def redraw(self, now: float) -> None:
         snapshots = self.view.fleet.snapshots()
-        self.table.show(snapshots, self.view.generation, self.view.layout_version, now, self.app.board)  # type: ignore[attr-defined]
+        self.table.show(snapshots, self.view.generation, self.view.layout_version, now, console_host(self.app).board)
         self.query_one(StatusBar).show(
             snapshots,
-            self.app.sampling_interval,  # type: ignore[attr-defined]
+            console_host(self.app).sampling_interval,
             self.table.filter_text,
         )
 
@@ -112,7 +113,7 @@ class FleetScreen(Screen):
     def _redraw_status(self) -> None:
         self.query_one(StatusBar).show(
             self.view.fleet.snapshots(),
-            self.app.sampling_interval,  # type: ignore[attr-defined]
+            console_host(self.app).sampling_interval,
             self.table.filter_text,
         )
 
@@ -120,7 +121,7 @@ class FleetScreen(Screen):
 
     def on_gpu_table_row_activated(self, event: GpuTable.RowActivated) -> None:
         node, gpu = event.key
-        self.app.open_detail(node, gpu)  # type: ignore[attr-defined]
+        console_host(self.app).open_detail(node, gpu)
 
     # ------------------------------------------------------------ vLLM instances
 
@@ -137,17 +138,17 @@ class FleetScreen(Screen):
             if view is not None:
                 self.table.clear_selection()
 
-        self.app.open_start_dialog(node, gpus, on_done=started)  # type: ignore[attr-defined]
+        console_host(self.app).open_start_dialog(node, gpus, on_done=started)
 
-    def _cursor_instance(self, verb: str):
+    def _cursor_instance(self, verb: str) -> InstanceView | None:
         row = self.table.cursor_row
         if row is None:
             return None
-        board = self.app.board  # type: ignore[attr-defined]
+        board = console_host(self.app).board
         if row.gpu is None:
-            views = [v for v in board.views(row.node) if v.state in (*ACTIVE, InstanceState.FAILED)]
-            if len(views) == 1:
-                return views[0]
+            on_node = [v for v in board.views(row.node) if v.state in (*ACTIVE, InstanceState.FAILED)]
+            if len(on_node) == 1:
+                return on_node[0]
             self.app.notify(f"{verb}: put the cursor on a GPU row with an instance (i lists them all)", markup=False)
             return None
         views = board.on_gpus(row.node).get(row.gpu)
@@ -159,21 +160,21 @@ class FleetScreen(Screen):
     def action_open_log(self) -> None:
         view = self._cursor_instance("log")
         if view is not None:
-            self.app.open_log(view.node, view.name)  # type: ignore[attr-defined]
+            console_host(self.app).open_log(view.node, view.name)
 
     def action_stop_instance(self) -> None:
         view = self._cursor_instance("stop")
         if view is not None:
-            self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
+            console_host(self.app).confirm_stop(view.node, view.name)
 
     def action_benchmark(self) -> None:
         """b: benchmark the instance under the cursor (or choose one)."""
         row = self.table.cursor_row
         view = None
         if row is not None and row.gpu is not None:
-            views = self.app.board.on_gpus(row.node).get(row.gpu)  # type: ignore[attr-defined]
+            views = console_host(self.app).board.on_gpus(row.node).get(row.gpu)
             view = views[0] if views else None
-        self.app.open_bench_dialog(view)  # type: ignore[attr-defined]
+        console_host(self.app).open_bench_dialog(view)
 
     def action_partition(self) -> None:
         """P: switch partition modes of the marked GPUs' physical GPUs (none marked: the whole node)."""
@@ -183,9 +184,9 @@ class FleetScreen(Screen):
             if row is None:
                 return
             node, gpus = row.node, ()
-        self.app.open_partition_dialog(node, gpus)  # type: ignore[attr-defined]
+        console_host(self.app).open_partition_dialog(node, gpus)
 
     def action_restart_node(self) -> None:
         row = self.table.cursor_row
         if row is not None:
-            self.app.restart_node(row.node)  # type: ignore[attr-defined]
+            console_host(self.app).restart_node(row.node)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -30,7 +29,9 @@ from console.services.groups import GroupView
 from console.services.instances import InstanceError
 from console.services.results import ResultStore
 from console.transport.base import TransportError
+from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.workers import run_named
 
 
 def progress_lines(progress: dict[str, BenchProgress], replicas: list[str], width: int = 20) -> list[str]:
@@ -82,7 +83,7 @@ class GroupBenchScreen(Screen):
         self.started: float | None = None
 
     def compose(self) -> ComposeResult:
-        app: Any = self.app
+        app = console_host(self.app)
         presets = [(p.name, p.name) for p in app.profile.bench_presets]
         yield Static(id="group-bench-title")
         with Horizontal(id="group-bench-form"):
@@ -126,7 +127,7 @@ class GroupBenchScreen(Screen):
         if self.running:
             return
         preset_name = self.query_one("#group-bench-preset", Select).value
-        app: Any = self.app
+        app = console_host(self.app)
         preset = next((p for p in app.profile.bench_presets if p.name == preset_name), None)
         if preset is None:
             self.error = "no bench preset in the profile ([bench.NAME] tables)"
@@ -141,10 +142,10 @@ class GroupBenchScreen(Screen):
         self.error, self.outcome, self.progress, self.stored = None, None, {}, None
         self.preset = preset
         self.running, self.started = True, time.monotonic()
-        self.run_worker(self._run(preset, concurrency), name=f"group-bench:{self.group.name}", exit_on_error=False)
+        run_named(self, self._run(preset, concurrency), f"group-bench:{self.group.name}")
 
     async def _run(self, preset, concurrency: int | None) -> None:
-        app: Any = self.app
+        app = console_host(self.app)
         nodes = [app.fleet.spec(n) for n in self.group.nodes]
 
         def fed(replica: str, event: object) -> None:  # the worker only posts
@@ -177,7 +178,12 @@ class GroupBenchScreen(Screen):
         self.running = False
         self.outcome, self.error = message.outcome, message.error
         if self.store is not None and self.outcome is not None and self.preset is not None:
-            self.run_worker(functools.partial(self._store, self.outcome, self.preset), thread=True, exit_on_error=False)
+            run_named(
+                self,
+                functools.partial(self._store, self.outcome, self.preset),
+                f"group-bench-store:{self.group.name}",
+                thread=True,
+            )
         self.redraw()
 
     def _store(self, outcome: GroupBenchOutcome, preset: BenchPreset) -> None:

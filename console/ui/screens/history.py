@@ -13,12 +13,9 @@ come back as this screen's messages (workers never touch widgets).
 
 from __future__ import annotations
 
-import glob
 import os
-import shlex
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePath
 
 from rich.table import Table
 from rich.text import Text
@@ -28,6 +25,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import (
     Button,
     DataTable,
@@ -41,165 +39,53 @@ from console.core.results.display import (
     format_value,
     metric_label,
     run_date,
-    run_summary,
 )
-from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
-from console.ui.screens.compare import REFERENCE_PATH, CompareScreen, short_model
-from console.ui.screens.form_dialog import FormDialog
-from console.ui.widgets.key_bar import KeyBar
-
-EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
-FILTER_HINT = "filter: node, model, partition, dataset, c64, label… (every word must match; Enter keeps, Esc clears)"
-_COLUMNS = (
-    ("mark", ""),
-    ("date", "Date"),
-    ("node", "Node"),
-    ("model", "Model"),
-    ("partition", "Partition"),
-    ("setup", "Setup"),
-    ("done", "OK/Fail"),
-    ("tput", "Out tok/s"),
-    ("ttft", "TTFT p50"),
-    ("itl", "ITL p50"),
+from console.ui.model.compare_view import REFERENCE_PATH
+from console.ui.model.history_view import (
+    COLUMNS,
+    EXPORTERS,
+    FILTER_HINT,
+    MARK_WIDTH,
+    RIGHT,
+    default_export_name,
+    expand_paths,
+    fit_cells,
+    import_summary,
+    matches_filter,
+    run_cells,
+    write_export,
 )
-_RIGHT = {"done", "tput", "ttft", "itl"}
-_MARK_WIDTH = 3
-_SHRINK = (("model", 14), ("setup", 14))  # what gives way in a narrow terminal, down to these widths
-
-
-# ---------------------------------------------------------------- pure helpers
-
-
-def run_cells(run: StoredRun) -> dict[str, str]:
-    """The list's columns of one run, as text."""
-    s = run_summary(run)
-    done = format_value("completed", s["completed"])
-    failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
-    return {
-        "date": s["date"][:16],
-        "node": s["node"] or "-",
-        "model": short_model(s["model"]),
-        "partition": s["partition"] or "-",
-        "setup": s["setup"],
-        "done": f"{done}/{failed}",
-        "tput": format_value("output_throughput", s["output_throughput"]),
-        "ttft": format_value("median_ttft_ms", s["median_ttft_ms"]),
-        "itl": format_value("median_itl_ms", s["median_itl_ms"]),
-    }
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
-
-
-def fit_cells(rows: list[dict[str, str]], width: int) -> list[dict[str, str]]:
-    """Shorten the model, then the setup, so every column fits `width` cells (with the
-    table's cell padding and a scrollbar); the numbers are never cut."""
-    keys = [k for k, _ in _COLUMNS[1:]]
-    widths = {k: max([len(label)] + [len(r[k]) for r in rows]) for k, label in _COLUMNS[1:]}
-    over = _MARK_WIDTH + 2 + sum(widths[k] + 2 for k in keys) + 2 - width
-    if over <= 0:
-        return rows
-    for key, least in _SHRINK:
-        cut = max(0, min(widths[key] - least, over))
-        widths[key] -= cut
-        over -= cut
-    return [{k: (_cut(v, widths[k]) if k in dict(_SHRINK) else v) for k, v in r.items()} for r in rows]
-
-
-def run_haystack(run: StoredRun) -> str:
-    """Everything the filter looks at, case-folded."""
-    cells = run_cells(run)
-    extra = [
-        run.id,
-        run.label or "",
-        run.origin,
-        str(run.setup.get("model") or ""),
-        str(run.context.get("gpu_model") or ""),
-        str(run.context.get("serve_preset") or ""),
-        os.path.basename(run.source or ""),
-    ]
-    return " ".join([*cells.values(), *extra]).casefold()
-
-
-def matches_filter(run: StoredRun, text: str) -> bool:
-    hay = run_haystack(run)
-    return all(word in hay for word in text.casefold().split())
-
-
-def expand_paths(text: str) -> list[str]:
-    """Paths typed in the import prompt: shell quoting, ~, and globs (`seeds/004_*.txt`)."""
-    try:
-        words = shlex.split(text)
-    except ValueError:
-        words = text.split()
-    out: list[str] = []
-    for word in words:
-        word = os.path.expanduser(word)
-        found = sorted(glob.glob(word)) if any(c in word for c in "*?[") else []
-        out.extend(found or [word])
-    return out
-
-
-def import_summary(report: ImportReport) -> str:
-    """'9 imported, 0 duplicates, 1 skipped (x.txt: no result block)'."""
-    text = (
-        f"{len(report.imported)} imported, {len(report.duplicates)} duplicate"
-        f"{'s' if len(report.duplicates) != 1 else ''}, {len(report.skipped)} skipped"
-    )
-    reasons = [f"{os.path.basename(s.path)}{' ' + s.part if s.part else ''}: {s.reason}" for s in report.skipped]
-    if reasons:
-        text += " (" + "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "") + ")"
-    if report.unreadable:
-        text += (
-            f", {len(report.unreadable)} unreadable ("
-            + "; ".join(f"{u.path}: {u.reason}" for u in report.unreadable[:3])
-            + ")"
-        )
-    return text
-
-
-def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path) -> Path:
-    """Write runs as json / csv / md; returns the absolute path. OSError if it cannot."""
-    target = Path(path).expanduser()
-    if not target.is_absolute():
-        target = Path.cwd() / target
-    text = EXPORTERS[fmt](list(runs))
-    target.write_text(text, encoding="utf-8")
-    return target
-
-
-def default_export_name(fmt: str) -> str:
-    return f"rocm-console-results.{fmt}"
-
+from console.ui.screens.compare import CompareScreen
+from console.ui.screens.form_dialog import FORM_CSS, FormDialog
+from console.ui.widgets.key_bar import KeyBar
+from console.ui.widgets.titled_table import titled_table
+from console.ui.workers import run_named
 
 # ---------------------------------------------------------------- prompts
 
 
-_PROMPT_CSS = """
-{cls} {{ align: center middle; }}
-{cls} > Vertical {{
-    width: 90; max-width: 100%; height: auto;
-    border: round $accent; border-title-style: bold; background: $surface; padding: 0 1;
-}}
-{cls} Input {{ background: $panel; margin: 1 0 0 0; }}
-{cls} Input:focus {{ background: $primary 35%; }}
-{cls} .prompt-help {{ color: $text-muted; height: auto; }}
-{cls} .prompt-buttons {{ height: auto; align-horizontal: right; margin-top: 1; }}
-{cls} .prompt-buttons Button {{ margin-left: 1; }}
-{cls} RadioSet {{ layout: horizontal; height: auto; width: auto; margin-top: 1; }}
-{cls} RadioSet > RadioButton {{ width: auto; margin-right: 2; }}
-"""
+HISTORY_CSS = Path(__file__).with_name("history.tcss")
+PROMPT_CSS: list[str | PurePath] = [FORM_CSS, HISTORY_CSS]  # the form's look, then the prompts' own
+
+
+def _prompt_footer(help_text: str, go_label: str, prefix: str) -> Iterator[Widget]:
+    """A prompt's help line, then its buttons (`#{prefix}-go`, `#{prefix}-cancel`)."""
+    yield Static(help_text, classes="prompt-help", markup=False)
+    yield Horizontal(
+        Button(go_label, variant="primary", id=f"{prefix}-go"),
+        Button("Cancel", id=f"{prefix}-cancel"),
+        classes="prompt-buttons",
+    )
 
 
 class ImportPrompt(FormDialog["str | None"]):
     """Dismisses with the typed paths (files, folders, globs), or None."""
 
     GO_BUTTON = "import-go"
-    DEFAULT_CSS = _PROMPT_CSS.format(cls="ImportPrompt")
+    CSS_PATH = PROMPT_CSS
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="import-cancel")]
 
     def __init__(self, value: str = "") -> None:
@@ -216,16 +102,13 @@ class ImportPrompt(FormDialog["str | None"]):
                 id="import-path",
                 compact=True,
             )
-            yield Static(
+            yield from _prompt_footer(
                 "vLLM --save-result JSON (any version, --append-result lines too) or the text "
                 "output of vllm bench serve / benchmark_serving.py. Runs already stored are "
                 "skipped as duplicates.",
-                classes="prompt-help",
-                markup=False,
+                "Import",
+                "import",
             )
-            with Horizontal(classes="prompt-buttons"):
-                yield Button("Import", variant="primary", id="import-go")
-                yield Button("Cancel", id="import-cancel")
 
     def submit(self) -> None:
         value = self.query_one(Input).value.strip()
@@ -237,7 +120,7 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
     """Dismisses with (format, path) or None; the path's extension follows the format."""
 
     GO_BUTTON = "export-go"
-    DEFAULT_CSS = _PROMPT_CSS.format(cls="ExportPrompt")
+    CSS_PATH = PROMPT_CSS
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="export-cancel"),
         # Enter writes from the format choice too (a RadioSet would take it to toggle).
@@ -263,15 +146,12 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
                 id="export-path",
                 compact=True,
             )
-            yield Static(
+            yield from _prompt_footer(
                 "JSON: every stored field. CSV: one row per run. Markdown: the runs and their "
                 "metrics side by side with deltas against the first.",
-                classes="prompt-help",
-                markup=False,
+                "Export",
+                "export",
             )
-            with Horizontal(classes="prompt-buttons"):
-                yield Button("Export", variant="primary", id="export-go")
-                yield Button("Cancel", id="export-cancel")
 
     @on(RadioSet.Changed)
     def _format_changed(self, event: RadioSet.Changed) -> None:
@@ -313,11 +193,7 @@ def _facts(title: str, items: Sequence[tuple[str, str]]) -> Table:
 class RunDetailScreen(Screen):
     """One stored run: every metric, the context, the setup, the live summary."""
 
-    DEFAULT_CSS = """
-    #run-title { height: 1; background: $boost; }
-    #run-body { height: 1fr; padding: 0 1; }
-    #run-body > Static { height: auto; margin-bottom: 1; }
-    """
+    CSS_PATH = HISTORY_CSS
     BINDINGS = [Binding("escape,backspace", "back", "Back", id="run-detail-back")]
 
     def __init__(self, run: StoredRun) -> None:
@@ -394,15 +270,7 @@ class RunDetailScreen(Screen):
 class HistoryScreen(Screen):
     """store: the ResultStore (default: the user's data folder, $ROCM_CONSOLE_DATA_DIR)."""
 
-    DEFAULT_CSS = """
-    #history-title { height: 1; background: $boost; }
-    #history-table { height: 1fr; }
-    #history-detail { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
-    #history-status { height: auto; max-height: 3; padding: 0 1; }
-    #history-status.-error { color: $text-error; }
-    #history-filter { display: none; dock: bottom; margin-bottom: 1; }
-    #history-filter.-open { display: block; }
-    """
+    CSS_PATH = HISTORY_CSS
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="history-back"),
@@ -451,21 +319,18 @@ class HistoryScreen(Screen):
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        yield Static(id="history-title")
-        table: DataTable[Any] = DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
-        yield table
-        yield Static(id="history-detail")
+        yield from titled_table("history")
         yield Static(id="history-status")
         yield Input(placeholder=FILTER_HINT, id="history-filter", compact=True)
         yield KeyBar()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for key, label in _COLUMNS:
+        for key, label in COLUMNS:
             table.add_column(
-                Text(label, justify="right" if key in _RIGHT else "left"),
+                Text(label, justify="right" if key in RIGHT else "left"),
                 key=key,
-                width=_MARK_WIDTH if key == "mark" else None,
+                width=MARK_WIDTH if key == "mark" else None,
             )
         self.query_one("#history-filter", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
         table.focus()
@@ -489,9 +354,7 @@ class HistoryScreen(Screen):
             runs = store.list()
             self.post_message(self.RunsLoaded(list(reversed(runs)), list(store.errors)))
 
-        self.run_worker(
-            load, thread=True, name="history-load", group="history-load", exclusive=True, exit_on_error=False
-        )
+        run_named(self, load, "history-load", exclusive=True, thread=True)
 
     def on_history_screen_runs_loaded(self, message: RunsLoaded) -> None:
         self.runs = message.runs
@@ -518,7 +381,7 @@ class HistoryScreen(Screen):
         fitted = fit_cells(all_cells, self.size.width or 120)
         for run, cells in zip(self.shown, fitted):
             row = [self._mark_cell(run.id)]
-            row += [Text(cells[key], justify="right" if key in _RIGHT else "left") for key, _ in _COLUMNS[1:]]
+            row += [Text(cells[key], justify="right" if key in RIGHT else "left") for key, _ in COLUMNS[1:]]
             table.add_row(*row, key=run.id)
         if current is not None and current in [r.id for r in self.shown]:
             table.move_cursor(row=[r.id for r in self.shown].index(current), animate=False)
@@ -664,7 +527,7 @@ class HistoryScreen(Screen):
             else:
                 self.post_message(self.ExportFinished(target, len(runs)))
 
-        self.run_worker(write, thread=True, name="history-export", group="history-export", exit_on_error=False)
+        run_named(self, write, "history-export", thread=True)
 
     def on_history_screen_export_finished(self, message: ExportFinished) -> None:
         if message.error:
@@ -696,7 +559,7 @@ class HistoryScreen(Screen):
             else:
                 self.post_message(self.ImportFinished(report))
 
-        self.run_worker(run, thread=True, name="history-import", group="history-import", exit_on_error=False)
+        run_named(self, run, "history-import", thread=True)
 
     def on_history_screen_import_finished(self, message: ImportFinished) -> None:
         if message.report is None:

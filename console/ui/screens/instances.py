@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,12 +9,14 @@ from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from console.core.gpus import gpu_span
 from console.services.groups import GroupView, group_views
 from console.services.instances import InstanceView
-from console.ui import instance_board as ib
-from console.ui.format import gpu_span
+from console.ui.model import instance_board as ib
+from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
+from console.ui.widgets.titled_table import titled_table
 
 _LEVEL_STYLE = {
     ib.READY: "green",
@@ -145,34 +145,30 @@ class InstancesScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status-bar")
-        yield Static(id="instances-title")
-        table: DataTable[Any] = DataTable(id="instances-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
-        yield Static(id="instances-detail")
+        yield from titled_table("instances", COLUMNS)
         yield KeyBar()
 
     def on_mount(self) -> None:
         self._ready = True
         self.query_one(DataTable).focus()
-        self.redraw(self.app.clock())  # type: ignore[attr-defined]
+        self.redraw(console_host(self.app).clock())
 
     def on_screen_resume(self) -> None:
         self.set_class(getattr(self.app, "paused", False), "-paused")
         if self._ready and not getattr(self.app, "paused", False):
-            self.redraw(self.app.clock())  # type: ignore[attr-defined]
+            self.redraw(console_host(self.app).clock())
 
     # ------------------------------------------------------------ drawing
 
     @property
     def board(self) -> ib.InstanceBoard:
-        return self.app.board  # type: ignore[attr-defined]
+        return console_host(self.app).board
 
     def redraw(self, now: float) -> None:
         if not self._ready:
             return
-        app = self.app
-        self.query_one(StatusBar).show(app.fleet.snapshots(), app.sampling_interval)  # type: ignore[attr-defined]
+        app = console_host(self.app)
+        self.query_one(StatusBar).show(app.fleet.snapshots(), app.sampling_interval)
         views = self.board.views()
         entries = with_group_rows(views)
         texts = [group_texts(e) if isinstance(e, GroupView) else row_texts(e, now) for e in entries]
@@ -201,7 +197,7 @@ class InstancesScreen(Screen):
             if counts.get(level):
                 parts.append(f"[{var}]{counts[level]} {level}[/]")
         board = self.board
-        fleet = self.app.fleet  # type: ignore[attr-defined]
+        fleet = console_host(self.app).fleet
         for node in fleet.node_names:
             if node in board.errors:
                 parts.append(f"[$text-error]{escape(board.errors[node])}[/]")
@@ -292,7 +288,7 @@ class InstancesScreen(Screen):
     def action_open_log(self) -> None:
         view = self.selected
         if view is not None:
-            self.app.open_log(view.node, view.name)  # type: ignore[attr-defined]
+            console_host(self.app).open_log(view.node, view.name)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
@@ -307,7 +303,7 @@ class InstancesScreen(Screen):
         if view is None:
             self.app.notify("no instance selected", markup=False)
             return
-        self.app.confirm_stop(view.node, view.name)  # type: ignore[attr-defined]
+        console_host(self.app).confirm_stop(view.node, view.name)
 
     def _confirm_stop_group(self, group: GroupView) -> None:
         from console.ui.screens.confirm import ConfirmScreen
@@ -324,7 +320,7 @@ class InstancesScreen(Screen):
         def answered(yes: bool | None) -> None:
             if yes:
                 for v in running:  # the app's own stop worker, one per replica
-                    self.app.stop_instance(v.node, v.name)  # type: ignore[attr-defined]
+                    console_host(self.app).stop_instance(v.node, v.name)
 
         self.app.push_screen(ConfirmScreen("Stop group", question, "Stop"), answered)
 
@@ -340,14 +336,14 @@ class InstancesScreen(Screen):
 
             self.app.push_screen(GroupBenchScreen(group, store=ResultStore()))
             return
-        self.app.open_bench_dialog(self.selected)  # type: ignore[attr-defined]
+        console_host(self.app).open_bench_dialog(self.selected)
 
     def action_forget_instance(self) -> None:
         view = self.selected
         if view is not None:
-            self.app.confirm_forget(view.node, view.name)  # type: ignore[attr-defined]
+            console_host(self.app).confirm_forget(view.node, view.name)
 
     def action_start_instance(self) -> None:
         view = self.selected
         node = view.node if view is not None else None
-        self.app.open_start_dialog(node)  # type: ignore[attr-defined]
+        console_host(self.app).open_start_dialog(node)

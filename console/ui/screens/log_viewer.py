@@ -9,7 +9,6 @@ worker, which ends the stream on the node.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -22,10 +21,12 @@ from console.core.serve.log import ServeLogState, clean_line
 from console.core.text import printable
 from console.services.instances import InstanceError
 from console.transport.base import TransportError
-from console.ui import instance_board as ib
-from console.ui.instance_source import one_line
+from console.ui.model import instance_board as ib
+from console.ui.model.instance_source import one_line
+from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
+from console.ui.workers import run_named
 
 MAX_LOG_LINES = 5000  # kept in the widget; older lines are dropped
 TAIL_LINES = 500  # read from the end of the log when the screen opens
@@ -74,14 +75,8 @@ class LogScreen(Screen):
     def on_mount(self) -> None:
         self._ready = True
         self.query_one(Log).focus()
-        self.run_worker(
-            self._watch_log(),
-            name=f"log:{self.node}:{self.instance_name}",
-            group=f"log:{self.node}:{self.instance_name}",
-            exclusive=True,
-            exit_on_error=False,
-        )
-        self.redraw(self.app.clock())  # type: ignore[attr-defined]
+        run_named(self, self._watch_log(), f"log:{self.node}:{self.instance_name}", exclusive=True)
+        self.redraw(console_host(self.app).clock())
 
     def on_screen_resume(self) -> None:
         self.set_class(getattr(self.app, "paused", False), "-paused")
@@ -89,7 +84,7 @@ class LogScreen(Screen):
     # ------------------------------------------------------------ stream (worker: no widgets)
 
     async def _watch_log(self) -> None:
-        app: Any = self.app  # the ConsoleApp
+        app = console_host(self.app)
         try:
             async for raw in app.instances.log_lines(
                 app.fleet.spec(self.node), self.instance_name, follow=True, lines=TAIL_LINES
@@ -105,14 +100,16 @@ class LogScreen(Screen):
         self.post_message(self.LinesArrived())
 
     def on_log_screen_lines_arrived(self, _: LinesArrived) -> None:
-        self.app.request_redraw()  # type: ignore[attr-defined]
+        console_host(self.app).request_redraw()
 
     # ------------------------------------------------------------ drawing (the clock)
 
     def redraw(self, now: float) -> None:
         if not self._ready:
             return
-        self.query_one(StatusBar).show(self.app.fleet.snapshots(), self.app.sampling_interval)  # type: ignore[attr-defined]
+        self.query_one(StatusBar).show(
+            console_host(self.app).fleet.snapshots(), console_host(self.app).sampling_interval
+        )
         if self._pending:
             lines = list(self._pending)
             self._pending.clear()
@@ -124,7 +121,7 @@ class LogScreen(Screen):
 
     def _title(self) -> str:
         """Line 1: which instance, its state, follow, lines. Line 2: the stage, or what went wrong."""
-        view = self.app.board.find(self.node, self.instance_name)  # type: ignore[attr-defined]
+        view = console_host(self.app).board.find(self.node, self.instance_name)
         first = [f" [b]{escape(self.instance_name)}[/b] on [b]{escape(self.node)}[/b]"]
         if view is not None:
             var = _LEVEL_VAR.get(ib.level(view), "$text-muted")
@@ -159,7 +156,7 @@ class LogScreen(Screen):
         log.auto_scroll = self.follow
         if self.follow:
             log.scroll_end(animate=False)
-        self.app.request_redraw()  # type: ignore[attr-defined]
+        console_host(self.app).request_redraw()
 
     def action_log_end(self) -> None:
         self.query_one(Log).scroll_end(animate=False)

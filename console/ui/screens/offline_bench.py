@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widget import Widget
+from textual.widgets import Input, Select, Static
 
-from console.core.bench.offline import OfflineError, OfflinePreset
-from console.core.bench.progress import parse_progress
+from console.core.bench.offline import OfflineError, OfflinePreset, offline_headline
+from console.core.bench.output import parse_progress
 from console.core.model import NodeSpec
 from console.core.results.offline import run_from_offline
-from console.core.results.reference import reference_matches
+from console.core.results.reference import ReferenceRow, reference_matches
 from console.core.text import printable
 from console.services.offline_bench import (
     OfflineFinished,
@@ -38,33 +39,18 @@ from console.services.offline_bench import (
 )
 from console.services.results import ResultStore
 from console.transport.base import TransportError
-from console.ui.offline_form import OfflineRequest, check_offline_request, preset_key, preset_prompt
+from console.ui.model.offline_form import OfflineRequest, check_offline_request, preset_key, preset_prompt
+from console.ui.model.start_form import FormError
 from console.ui.screens.form_dialog import FormDialog
-from console.ui.start_form import FormError
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.workers import run_named
 
 LOG_LINES = 12  # vLLM's last lines shown (bounded)
 
 
 class OfflineBenchDialog(FormDialog["OfflineRequest | None"]):
-    DEFAULT_CSS = """
-    OfflineBenchDialog { align: center middle; }
-    OfflineBenchDialog #offline-start-box {
-        width: 100; max-width: 100%; height: auto; max-height: 100%;
-        border: round $accent; border-title-style: bold; background: $surface; padding: 0 1;
-    }
-    OfflineBenchDialog #offline-start-fields {
-        grid-size: 2; grid-columns: 12 1fr; grid-rows: 1; grid-gutter: 1 1; height: auto; margin: 1 0;
-    }
-    OfflineBenchDialog #offline-start-fields > Label { color: $text-muted; }
-    OfflineBenchDialog #offline-start-error { height: auto; min-height: 1; color: $text-muted; }
-    OfflineBenchDialog #offline-start-error.-error { color: $text-error; text-style: bold; }
-    OfflineBenchDialog #offline-start-buttons { height: auto; align-horizontal: right; }
-    OfflineBenchDialog #offline-start-buttons Button { margin-left: 1; }
-    """
-    GO_BUTTON = "offline-start-go"
+    PREFIX = "offline-start"
     FIRST_FIELD = "#offline-gpus"
-    ERROR_LINE = "#offline-start-error"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-bench-start"),
         Binding("ctrl+s", "submit", "Run", id="submit-bench-start"),
@@ -76,42 +62,37 @@ class OfflineBenchDialog(FormDialog["OfflineRequest | None"]):
         self.presets = tuple(presets)
         self.cursor_blink = cursor_blink
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="offline-start-box") as box:
-            box.border_title = f"Offline benchmark on {self.node}"
-            box.border_subtitle = "Enter runs · Esc cancels"
-            with Grid(id="offline-start-fields"):
-                yield Label("Preset")
-                yield Select(
-                    [(Text(preset_prompt(p)), preset_key(p)) for p in self.presets],
-                    value=preset_key(self.presets[0]) if self.presets else Select.BLANK,
-                    allow_blank=not self.presets,
-                    id="offline-preset",
-                    compact=True,
-                )
-                yield Label("GPUs")
-                yield Input(placeholder="0,1,2,3 — free GPUs; TP = their number", id="offline-gpus", compact=True)
-                yield Label("Overrides")
-                yield Input(
-                    placeholder="model=/models/m input_len=128 batch_size=4", id="offline-overrides", compact=True
-                )
-                yield Label("Label")
-                yield Input(placeholder="optional, stored with the result", id="offline-label", compact=True)
-            yield Static(id="offline-start-error")
-            with Horizontal(id="offline-start-buttons"):
-                yield Button("Run", variant="primary", id="offline-start-go")
-                yield Button("Cancel", id="offline-start-cancel")
+    def box_title(self) -> str:
+        return f"Offline benchmark on {self.node}"
+
+    def fields(self) -> Iterable[tuple[str, Widget]]:
+        yield (
+            "Preset",
+            Select(
+                [(Text(preset_prompt(p)), preset_key(p)) for p in self.presets],
+                value=preset_key(self.presets[0]) if self.presets else Select.BLANK,
+                allow_blank=not self.presets,
+                id="offline-preset",
+                compact=True,
+            ),
+        )
+        yield "GPUs", Input(placeholder="0,1,2,3 — free GPUs; TP = their number", id="offline-gpus", compact=True)
+        yield (
+            "Overrides",
+            Input(placeholder="model=/models/m input_len=128 batch_size=4", id="offline-overrides", compact=True),
+        )
+        yield "Label", Input(placeholder="optional, stored with the result", id="offline-label", compact=True)
 
     def submit(self) -> None:
-        value = self.query_one("#offline-preset", Select).value
+        value = self.choice("offline-preset")
         try:
             request = check_offline_request(
                 self.node,
                 value if isinstance(value, str) else None,
                 self.presets,
-                self.query_one("#offline-gpus", Input).value,
-                self.query_one("#offline-overrides", Input).value,
-                self.query_one("#offline-label", Input).value,
+                self.typed("offline-gpus"),
+                self.typed("offline-overrides"),
+                self.typed("offline-label"),
             )
         except FormError as exc:
             self.show_error(str(exc))
@@ -120,13 +101,7 @@ class OfflineBenchDialog(FormDialog["OfflineRequest | None"]):
 
 
 class OfflineBenchScreen(Screen):
-    DEFAULT_CSS = """
-    OfflineBenchScreen #offline-title { height: 1; text-style: bold; padding: 0 1; }
-    OfflineBenchScreen #offline-status { height: auto; padding: 0 1; }
-    OfflineBenchScreen #offline-progress { height: auto; padding: 0 1; color: $accent; }
-    OfflineBenchScreen #offline-result { height: auto; padding: 1 1; }
-    OfflineBenchScreen #offline-log { height: 1fr; padding: 0 1; color: $text-muted; }
-    """
+    CSS_PATH = Path(__file__).with_name("offline_bench.tcss")
     BINDINGS = [
         Binding("escape", "leave", "Back", id="close-bench"),
         Binding("x", "cancel_run", "Cancel run", id="cancel-bench"),
@@ -157,7 +132,7 @@ class OfflineBenchScreen(Screen):
         *,
         runner: OfflineRunner,
         store: ResultStore | None,
-        reference_rows: Sequence = (),
+        reference_rows: Sequence[ReferenceRow] = (),
     ) -> None:
         super().__init__()
         self.node = node
@@ -183,7 +158,7 @@ class OfflineBenchScreen(Screen):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.run_worker(self._go(), exclusive=True, group="offline-bench")
+        run_named(self, self._go(), f"offline-bench:{self.node.name}", group="offline-bench", exclusive=True)
 
     async def _go(self) -> None:
         try:
@@ -292,14 +267,5 @@ class OfflineBenchScreen(Screen):
 def _result_text(outcome: OfflineOutcome) -> str:
     if not outcome.ok:
         return f"FAILED: {outcome.reason}"
-    r = outcome.result_json or {}
-    if outcome.kind == "latency":
-        pct = r.get("percentiles") or {}
-        return (
-            f"avg latency {r.get('avg_latency', float('nan')):.4f} s · p50 {pct.get('50', float('nan')):.4f} s · "
-            f"p99 {pct.get('99', float('nan')):.4f} s ({len(r.get('latencies') or [])} iterations)"
-        )
-    return (
-        f"{r.get('tokens_per_second', float('nan')):.1f} tokens/s · {r.get('requests_per_second', float('nan')):.2f} "
-        f"requests/s · {r.get('num_requests')} requests in {r.get('elapsed_time', float('nan')):.2f} s"
-    )
+    figures, note = offline_headline(outcome.kind, outcome.result_json)
+    return " · ".join(figures) + (f" {note}" if note else "")

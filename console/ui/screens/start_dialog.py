@@ -1,30 +1,29 @@
 """Start a serve preset on chosen GPUs: preset, GPUs, port, name, overrides, environment.
 
-The form is checked here (console/ui/start_form.py); the serve rules by the
+The form is checked here (console/ui/model/start_form.py); the serve rules by the
 instance service, in a worker, while the dialog stays open: a refusal shows as
 one line under the fields (and as a toast), so nothing typed is lost.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Iterable
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
 from textual.markup import escape
 from textual.message import Message
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widget import Widget
+from textual.widgets import Button, Input, Select
 
 from console.core.model import ServePreset
 from console.services.instances import InstanceError, InstanceView
 from console.transport.base import TransportError
-from console.ui import format as fmt
-from console.ui.instance_source import one_line
-from console.ui.screens.form_dialog import FormDialog
-from console.ui.start_form import (
+from console.ui.model import format as fmt
+from console.ui.model.instance_source import one_line
+from console.ui.model.protocols import console_host
+from console.ui.model.start_form import (
     FormError,
     StartRequest,
     default_preset,
@@ -37,6 +36,8 @@ from console.ui.start_form import (
     parse_port,
     preset_prompt,
 )
+from console.ui.screens.form_dialog import FormDialog
+from console.ui.workers import run_named
 
 _PLACEHOLDERS = {
     "start-gpus": "e.g. 0,1 or 0-3 · blank: the first free ones",
@@ -47,9 +48,12 @@ _PLACEHOLDERS = {
 
 
 class StartDialog(FormDialog["InstanceView | None"]):
-    GO_BUTTON = "start-go"
+    PREFIX = "start"
+    TITLE_TEXT = "Start a vLLM instance"
+    SUBTITLE_TEXT = "Enter starts · Esc cancels"
+    GO_LABEL = "Start"
+    PREVIEW = True
     FIRST_FIELD = "#start-gpus"  # Enter in the GPUs field starts: mark GPUs, s, Enter. Shift+Tab reaches the preset.
-    ERROR_LINE = "#start-error"
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-start"),
         Binding("ctrl+s", "submit", "Start", id="submit-start"),
@@ -77,75 +81,52 @@ class StartDialog(FormDialog["InstanceView | None"]):
 
     @property
     def presets(self) -> tuple[ServePreset, ...]:
-        return self.app.profile.serve_presets  # type: ignore[attr-defined]
+        return console_host(self.app).profile.serve_presets
 
-    def compose(self) -> ComposeResult:
-        app = self.app
-        nodes = app.fleet.node_names  # type: ignore[attr-defined]
-        snap = app.fleet.snapshot(self.node)  # type: ignore[attr-defined]
+    def fields(self) -> Iterable[tuple[str, Widget]]:
+        app = console_host(self.app)
+        nodes = app.fleet.node_names
+        snap = app.fleet.snapshot(self.node)
         modes = {g.compute_partition for g in snap.static if g.index in self.gpus}
         preset = self.preset_name or default_preset(
             self.presets,
             len(self.gpus or (1,)),
-            app.last_preset,  # type: ignore[attr-defined]
+            app.last_preset,
             modes.pop() if len(modes) == 1 else None,
         )
-        with Vertical(id="start-box") as box:
-            box.border_title = "Start a vLLM instance"
-            box.border_subtitle = "Enter starts · Esc cancels"
-            with Grid(id="start-fields"):
-                yield Label("Node")
-                yield Select([(n, n) for n in nodes], value=self.node, allow_blank=False, id="start-node", compact=True)
-                yield Label("Preset")
-                yield Select(
-                    [(Text(preset_prompt(p)), p.name) for p in self.presets],
-                    value=preset,
-                    allow_blank=False,
-                    id="start-preset",
-                    compact=True,
-                )
-                yield Label("GPUs")
-                yield Input(
-                    gpus_text(self.gpus), placeholder=_PLACEHOLDERS["start-gpus"], id="start-gpus", compact=True
-                )
-                yield Label("Port")
-                yield Input(placeholder=_PLACEHOLDERS["start-port"], id="start-port", compact=True)
-                yield Label("Name")
-                yield Input(placeholder=self._default_name(), id="start-name", compact=True)
-                yield Label("Overrides")
-                yield Input(placeholder=_PLACEHOLDERS["start-overrides"], id="start-overrides", compact=True)
-                yield Label("Env")
-                yield Input(placeholder=_PLACEHOLDERS["start-env"], id="start-env", compact=True)
-            yield Static(id="start-preview")
-            yield Static(id="start-error")
-            with Horizontal(id="start-buttons"):
-                yield Button("Start", variant="primary", id="start-go")
-                yield Button("Cancel", id="start-cancel")
+        yield "Node", Select([(n, n) for n in nodes], value=self.node, allow_blank=False, id="start-node", compact=True)
+        presets = [(Text(preset_prompt(p)), p.name) for p in self.presets]
+        yield "Preset", Select(presets, value=preset, allow_blank=False, id="start-preset", compact=True)
+        yield (
+            "GPUs",
+            Input(gpus_text(self.gpus), placeholder=_PLACEHOLDERS["start-gpus"], id="start-gpus", compact=True),
+        )
+        yield "Port", Input(placeholder=_PLACEHOLDERS["start-port"], id="start-port", compact=True)
+        yield "Name", Input(placeholder=self._default_name(), id="start-name", compact=True)
+        yield "Overrides", Input(placeholder=_PLACEHOLDERS["start-overrides"], id="start-overrides", compact=True)
+        yield "Env", Input(placeholder=_PLACEHOLDERS["start-env"], id="start-env", compact=True)
 
     def form_mounted(self) -> None:
         self._refresh_preview()
 
     # ------------------------------------------------------------ reading the form
 
-    def _value(self, widget_id: str) -> str:
-        return self.query_one(f"#{widget_id}", Input).value
-
     def _preset(self) -> ServePreset | None:
-        name = self.query_one("#start-preset", Select).value
+        name = self.choice("start-preset")
         return next((p for p in self.presets if p.name == name), None)
 
     def _node(self) -> str:
-        value = self.query_one("#start-node", Select).value
+        value = self.choice("start-node")
         return value if isinstance(value, str) else self.node
 
     def _known_gpus(self, node: str) -> list[int]:
-        snap = self.app.fleet.snapshot(node)  # type: ignore[attr-defined]
+        snap = console_host(self.app).fleet.snapshot(node)
         return [g.index for g in snap.static]
 
     def _busy(self, node: str) -> set[int]:
         """GPUs an instance holds, or any other process (the telemetry's process list)."""
-        busy = set(self.app.board.busy_gpus(node))  # type: ignore[attr-defined]
-        latest = self.app.fleet.snapshot(node).latest  # type: ignore[attr-defined]
+        busy = set(console_host(self.app).board.busy_gpus(node))
+        latest = console_host(self.app).fleet.snapshot(node).latest
         if latest is not None:
             busy |= {g.index for g in latest.gpus if g.processes}
         return busy
@@ -160,11 +141,11 @@ class StartDialog(FormDialog["InstanceView | None"]):
             raise FormError("preset: choose one")
         node = self._node()
         known = self._known_gpus(node)
-        gpus = parse_gpus(self._value("start-gpus"), known)
-        overrides = parse_pairs(self._value("start-overrides"), "overrides")
-        env = parse_pairs(self._value("start-env"), "env")
-        port = parse_port(self._value("start-port"))
-        name = parse_name(self._value("start-name"))
+        gpus = parse_gpus(self.typed("start-gpus"), known)
+        overrides = parse_pairs(self.typed("start-overrides"), "overrides")
+        env = parse_pairs(self.typed("start-env"), "env")
+        port = parse_port(self.typed("start-port"))
+        name = parse_name(self.typed("start-name"))
         if not gpus:
             tp = override_tp(preset, overrides)
             if not known:
@@ -182,17 +163,17 @@ class StartDialog(FormDialog["InstanceView | None"]):
         preset = self._preset()
         node = self._node()
         if preset is None:
-            self.query_one("#start-preview", Static).update("")
+            self.show_preview("")
             return
         try:
-            tp = override_tp(preset, parse_pairs(self._value("start-overrides"), "overrides"))
+            tp = override_tp(preset, parse_pairs(self.typed("start-overrides"), "overrides"))
         except FormError:
             tp = preset.tp
         try:
-            gpus = parse_gpus(self._value("start-gpus"))
+            gpus = parse_gpus(self.typed("start-gpus"))
         except FormError:
             gpus = ()
-        snap = self.app.fleet.snapshot(node)  # type: ignore[attr-defined]
+        snap = console_host(self.app).fleet.snapshot(node)
         line = f"[b]{escape(preset.model)}[/b] · TP {tp} on {escape(node)}"
         if gpus:
             parts = sorted(
@@ -203,14 +184,14 @@ class StartDialog(FormDialog["InstanceView | None"]):
                 line += f" ({' '.join(parts)})"
         else:
             line += " · the first free GPUs"
-        if self.app.fleet.spec(node).simulate is not None:  # type: ignore[attr-defined]
+        if console_host(self.app).fleet.spec(node).simulate is not None:
             line += " [dim]· simulated vLLM[/dim]"
         elif snap.probe is not None:
             line += f" [dim]· vLLM {escape(snap.probe.vllm or 'not found')} on the node[/dim]"
         warnings = []
         if gpus and len(gpus) != tp:
             warnings.append(f"TP {tp} needs {tp} GPU{'s' if tp != 1 else ''}, {len(gpus)} given")
-        serving = self.app.board.busy_gpus(node)  # type: ignore[attr-defined]
+        serving = console_host(self.app).board.busy_gpus(node)
         taken = [g for g in gpus if g in serving]
         if taken:
             warnings.append(f"GPU {gpus_text(taken)} already serve{'s' if len(taken) == 1 else ''} an instance")
@@ -219,15 +200,15 @@ class StartDialog(FormDialog["InstanceView | None"]):
             warnings.append(f"GPU {gpus_text(others)}: another process uses {'it' if len(others) == 1 else 'them'}")
         for warning in warnings:
             line += f"\n[$text-warning]⚠ {escape(warning)}[/]"
-        self.query_one("#start-preview", Static).update(line)
+        self.show_preview(line)
 
     # ------------------------------------------------------------ events
 
     @on(Select.Changed)
     def _select_changed(self, event: Select.Changed) -> None:
-        if event.select.id == "start-node" and event.value != self.node:
+        if event.select.id == "start-node" and isinstance(event.value, str) and event.value != self.node:
             # Another node: the selected GPU numbers meant the first node's GPUs.
-            self.node = event.value  # type: ignore[assignment]
+            self.node = event.value
             self.query_one("#start-gpus", Input).value = ""
         self.show_error("")
         self._refresh_preview()
@@ -251,16 +232,10 @@ class StartDialog(FormDialog["InstanceView | None"]):
         button.disabled = True
         button.label = "Starting…"
         self.show_error(f"starting {preset.name} on {request.node} GPU {gpus_text(request.gpus)}…", "busy")
-        self.run_worker(
-            self._run_start(request, preset),
-            name="start-dialog",
-            group="start-dialog",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        run_named(self, self._run_start(request, preset), "start-dialog", exclusive=True)
 
     async def _run_start(self, request: StartRequest, preset: ServePreset) -> None:
-        app: Any = self.app  # the ConsoleApp
+        app = console_host(self.app)
         try:
             view = await app.instances.start(
                 app.fleet.spec(request.node),
@@ -288,11 +263,11 @@ class StartDialog(FormDialog["InstanceView | None"]):
         self.app.notify(message.reason, title="start refused", severity="error", timeout=10, markup=False)
 
     def on_start_dialog_accepted(self, message: Accepted) -> None:
-        app = self.app
-        app.last_preset = message.preset  # type: ignore[attr-defined]
-        app.follow_start(message.view)  # type: ignore[attr-defined]
+        app = console_host(self.app)
+        app.last_preset = message.preset
+        app.follow_start(message.view)
         view = message.view
-        app.notify(
+        self.app.notify(
             f"{view.name} on {view.node}: GPU {gpus_text(view.gpus)}, port {view.port}",
             title="vLLM starting",
             markup=False,

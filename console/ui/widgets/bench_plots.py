@@ -10,8 +10,9 @@ from typing import Sequence
 
 from textual_plotext import PlotextPlot
 
-from console.ui.bench_view import ParetoPoint, pareto_front
-from console.ui.charts import Trace
+from console.ui.model.bench_view import ParetoPoint, pareto_front
+from console.ui.model.charts import Trace
+from console.ui.widgets.metric_plot import plot_traces
 
 
 class LivePlot(PlotextPlot):
@@ -33,25 +34,9 @@ class LivePlot(PlotextPlot):
     def replot(
         self, traces: Sequence[Trace], t0: float, title: str | None = None, ylim: tuple[float, float] | None = None
     ) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
         if title is not None:
             self.border_title = title
-        count = 0
-        for trace in traces:
-            points = [(t - t0, v) for t, v in zip(trace.times, trace.values) if v is not None]
-            if points:
-                xs, ys = zip(*points)
-                plt.plot(list(xs), list(ys), label=trace.label if len(traces) > 1 else "", marker="braille")
-                count += len(points)
-        limits = ylim or self.ylim
-        if limits is not None and count:
-            plt.ylim(*limits)
-        if not count:
-            plt.xticks([])
-            plt.yticks([])
-        self.plotted = count
+        self.plotted = plot_traces(self, traces, t0, ylim or self.ylim)
         self.refresh()
 
 

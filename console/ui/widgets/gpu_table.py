@@ -22,10 +22,10 @@ from textual.strip import Strip
 from console.core.model import NodeHealth, NodeSnapshot
 from console.core.series import BlockSeries, RingSeries
 from console.core.text import printable
-from console.ui import format as fmt
-from console.ui import instance_board as ib
-from console.ui.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
-from console.ui.widgets.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
+from console.ui.model import format as fmt
+from console.ui.model import instance_board as ib
+from console.ui.model.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
+from console.ui.model.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
 
 SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
 
@@ -335,11 +335,12 @@ class GpuTable(ScrollView, can_focus=True):
         row = self._rows[index]
         gen = (self._drawn_gen.get(row.node, 0), self._drawn_igen.get(row.node, 0))
         cursor = index == self._cursor
-        if row.is_header:
+        gpu = row.gpu
+        if gpu is None:  # the node's header
             version: tuple = (gen, width, cursor, int(self._now))
             return self._cached(row.key, version, lambda: self._node_strip(row, width, cursor))
         version = (gen, width, cursor, row.tree, self.is_selected(row))
-        return self._cached(row.key, version, lambda: self._gpu_strip(row, width, cursor))
+        return self._cached(row.key, version, lambda: self._gpu_strip(row, gpu, width, cursor))
 
     def _cached(self, key, version: tuple, build: Callable[[], Strip]) -> Strip:
         hit = self._cache.get(key)
@@ -417,9 +418,9 @@ class GpuTable(ScrollView, can_focus=True):
             )
         return Strip(segments).adjust_cell_length(width, base)
 
-    def _gpu_strip(self, row: Row, width: int, cursor: bool) -> Strip:
+    def _gpu_strip(self, row: Row, gpu: int, width: int, cursor: bool) -> Strip:
         snap = self._snapshots[row.node]
-        static, m = self._node_pairs(row.node).get(row.gpu, (None, None))  # type: ignore[arg-type]
+        static, m = self._node_pairs(row.node).get(gpu, (None, None))
         base = self._row_base(cursor)
         # Muted grey is unreadable on the cursor bar: the cursor row keeps its own colour.
         muted = Style() if cursor else self._style("muted")
@@ -431,14 +432,14 @@ class GpuTable(ScrollView, can_focus=True):
             if segments:
                 segments.append(Segment(" " * GAP, base))
             if col.key == "vllm":
-                segments.extend(self._vllm_segments(row, col.width, base))
+                segments.extend(self._vllm_segments(row.node, gpu, col.width, base))
                 continue
             if col.key == "gpu" and self.is_selected(row):
                 text, style = "✓" + fit(text, col.width - 1, True), self._style("selected")
             segments.append(Segment(fit(text, col.width, col.right), base + style if style else base))
             if spark and col.key in _SPARKS:
                 metric, top = _SPARKS[col.key](m)
-                series = self._series(row.node, row.gpu, metric)  # type: ignore[arg-type]
+                series = self._series(row.node, gpu, metric)
                 values = series.values(spark) if series is not None else []
                 segments.append(Segment(" " + fmt.sparkline(values, spark, top), base + self._style("spark")))
         strip = Strip(segments).adjust_cell_length(width, base)
@@ -479,11 +480,11 @@ class GpuTable(ScrollView, can_focus=True):
             "vllm": ("", None),  # drawn by _vllm_segments
         }
 
-    def _vllm_segments(self, row: Row, width: int, base: Style) -> list[Segment]:
+    def _vllm_segments(self, node: str, gpu: int, width: int, base: Style) -> list[Segment]:
         """'● tiny-g12 ready': the state's glyph and word coloured; the name is cut first."""
         if width <= 0:
             return []
-        views = self._board.on_gpus(row.node).get(row.gpu) if self._board is not None else None  # type: ignore[arg-type]
+        views = self._board.on_gpus(node).get(gpu) if self._board is not None else None
         if not views:
             return [Segment(" " * width, base)]
         name, word, level = ib.gpu_text(views)

@@ -6,7 +6,28 @@ from typing import Sequence
 
 from textual_plotext import PlotextPlot
 
-from console.ui.charts import Trace
+from console.ui.model.charts import Trace
+
+
+def plot_traces(plot: PlotextPlot, traces: Sequence[Trace], origin: float, ylim: tuple[float, float] | None) -> int:
+    """Draw the traces afresh, x in seconds from `origin`; gaps (None) dropped, not drawn as zero.
+    Returns the points drawn (none: an empty frame without ticks)."""
+    plt = plot.plt
+    plt.clear_data()
+    plt.clear_figure()
+    count = 0
+    for trace in traces:
+        points = [(t - origin, v) for t, v in zip(trace.times, trace.values) if v is not None]
+        if points:
+            xs, ys = zip(*points)
+            plt.plot(list(xs), list(ys), label=trace.label if len(traces) > 1 else "", marker="braille")
+            count += len(points)
+    if ylim is not None and count:
+        plt.ylim(*ylim)
+    if not count:
+        plt.xticks([])
+        plt.yticks([])
+    return count
 
 
 class MetricPlot(PlotextPlot):
@@ -28,21 +49,6 @@ class MetricPlot(PlotextPlot):
     def replot(
         self, traces: Sequence[Trace], now: float, title: str | None = None, ylim: tuple[float, float] | None = None
     ) -> None:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(title or self.title)
-        plotted = False
-        for trace in traces:
-            points = [(t - now, v) for t, v in zip(trace.times, trace.values) if v is not None]
-            if points:
-                xs, ys = zip(*points)
-                plt.plot(list(xs), list(ys), label=trace.label if len(traces) > 1 else "", marker="braille")
-                plotted = True
-        limits = ylim or self.ylim
-        if limits is not None and plotted:
-            plt.ylim(*limits)
-        if not plotted:
-            plt.xticks([])
-            plt.yticks([])
+        plot_traces(self, traces, now, ylim or self.ylim)
+        self.plt.title(title or self.title)
         self.refresh()

@@ -81,14 +81,19 @@ def detail(view: InstanceView) -> str:
     if view.state == State.STOPPING:
         return "stopping (SIGINT, then SIGTERM)"
     if view.state in (State.STOPPED, State.EXITED):
-        if view.reason:
-            return view.reason
-        if view.exit_signal:
-            return f"ended by signal {view.exit_signal}"
-        return f"exited with code {view.exit_code}" if view.exit_code is not None else "exited"
+        return _ended(view, signal="ended by signal", code="exited with code")
     if view.state == State.UNMANAGED:
         return "started outside the console" + (f" (pid {view.pid})" if view.pid else "")
     return ""
+
+
+def _ended(view: InstanceView, *, signal: str, code: str) -> str:
+    """How a stopped or exited instance ended: its reason, else the signal, else the exit code."""
+    if view.reason:
+        return view.reason
+    if view.exit_signal:
+        return f"{signal} {view.exit_signal}"
+    return f"{code} {view.exit_code}" if view.exit_code is not None else "exited"
 
 
 def short_detail(view: InstanceView) -> str:
@@ -104,11 +109,7 @@ def short_detail(view: InstanceView) -> str:
     if view.state == State.STOPPING:
         return "SIGINT sent"
     if view.state in (State.STOPPED, State.EXITED):
-        if view.reason:
-            return view.reason
-        if view.exit_signal:
-            return f"signal {view.exit_signal}"
-        return f"exit code {view.exit_code}" if view.exit_code is not None else "exited"
+        return _ended(view, signal="signal", code="exit code")
     if view.state == State.UNMANAGED:
         return "not started here"
     return ""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Callable, Mapping, Protocol, Se
 from console.core.instance_view import InstanceError, InstanceView
 from console.core.model import NodeSnapshot, NodeSpec, ServePreset
 from console.services.transports import TransportPool
-from console.ui.instance_board import RUNNING
+from console.ui.model.instance_board import RUNNING
 
 if TYPE_CHECKING:
     from console.services.instances import InstancePoller, InstanceService

@@ -18,8 +18,8 @@ from typing import Callable, Iterable, Sequence
 from rich.table import Table
 from rich.text import Text
 
-from console.core.bench.output_events import BenchProgress, SetupLine
-from console.core.bench.progress import parse_progress
+from console.core.bench.output import BenchProgress, SetupLine, parse_progress
+from console.core.gpus import gpu_span
 from console.core.model import BenchPreset, NodeSnapshot
 from console.core.text import printable
 from console.services.bench import (
@@ -33,8 +33,8 @@ from console.services.bench import (
 )
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample
-from console.ui.charts import Trace
-from console.ui.format import gpu_span
+from console.ui.model.charts import Trace
+from console.ui.model.protocols import Samples
 
 MAX_LIVE_POINTS = 3600  # an hour at the poller's 1 Hz
 MAX_PENDING_LOG = 2000  # client lines waiting for the next redraw
@@ -282,7 +282,7 @@ class BenchSession:
 # ---------------------------------------------------------------- texts
 
 
-def _num(value: float | None, fmt: str = "{:.1f}", na: str = "–") -> str:
+def num_text(value: float | None, fmt: str = "{:.1f}", na: str = "–") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return na
     return fmt.format(value)
@@ -385,9 +385,9 @@ def live_now_text(sample: LiveSample | None, final: bool = False) -> str:
     if sample is None:
         return "server /metrics: no sample yet · charts: x = seconds since the run started"
     return (
-        f"{'server, last sample' if final else 'server now'}: TTFT p50 {_num(sample.ttft_p50)} ms · ITL p50 {_num(sample.itl_p50, '{:.2f}')} ms · "
-        f"{_num(sample.output_tok_s, '{:.0f}')} tok/s · running {_num(sample.running, '{:.0f}')} · "
-        f"waiting {_num(sample.waiting, '{:.0f}')} · KV {_num(sample.kv_cache_pct, '{:.1f}')}%"
+        f"{'server, last sample' if final else 'server now'}: TTFT p50 {num_text(sample.ttft_p50)} ms · ITL p50 {num_text(sample.itl_p50, '{:.2f}')} ms · "
+        f"{num_text(sample.output_tok_s, '{:.0f}')} tok/s · running {num_text(sample.running, '{:.0f}')} · "
+        f"waiting {num_text(sample.waiting, '{:.0f}')} · KV {num_text(sample.kv_cache_pct, '{:.1f}')}%"
     )
 
 
@@ -447,16 +447,16 @@ def result_table(state: PointState, cancelled: bool = False) -> Table:
     head.append(f"{int(r.completed or 0)} completed", style="bold")
     head.append(" · ")
     head.append(f"{int(r.failed or 0)} failed", style="bold red" if r.failed else "")
-    head.append(f" · {_num(r.duration, '{:.2f}')} s")
+    head.append(f" · {num_text(r.duration, '{:.2f}')} s")
     if r.max_concurrency:
         head.append(f" · concurrency {r.max_concurrency}")
     grid.add_row(head)
     grid.add_row(
         Text(
-            f"{_num(m.get('request_throughput'), '{:.2f}')} req/s · output "
-            f"{_num(m.get('output_throughput'))} tok/s · total {_num(m.get('total_token_throughput'))} tok/s"
+            f"{num_text(m.get('request_throughput'), '{:.2f}')} req/s · output "
+            f"{num_text(m.get('output_throughput'))} tok/s · total {num_text(m.get('total_token_throughput'))} tok/s"
             + (
-                f" · peak {_num(m.get('max_output_tokens_per_s'), '{:.0f}')} tok/s"
+                f" · peak {num_text(m.get('max_output_tokens_per_s'), '{:.0f}')} tok/s"
                 if m.get("max_output_tokens_per_s")
                 else ""
             )
@@ -468,7 +468,7 @@ def result_table(state: PointState, cancelled: bool = False) -> Table:
         lat.add_column(head_text, justify="right")
     for key, label in _LATENCY_ROWS:
         if f"mean_{key}_ms" in m or f"median_{key}_ms" in m:
-            lat.add_row(label, *(_num(m.get(f"{stat}_{key}_ms"), "{:.2f}") for stat in ("mean", "median", "p99")))
+            lat.add_row(label, *(num_text(m.get(f"{stat}_{key}_ms"), "{:.2f}") for stat in ("mean", "median", "p99")))
     if lat.row_count:
         grid.add_row(lat)
     if state.stored_id:
@@ -502,7 +502,7 @@ def sweep_cells(row: SweepRow) -> tuple[Text, ...]:
     )
     return (
         Text(conc),
-        Text(_num(row.output_tok_s, "{:.0f}"), justify="right"),
+        Text(num_text(row.output_tok_s, "{:.0f}"), justify="right"),
         Text(compact(row.median_ttft_ms), justify="right"),
         Text(compact(row.median_itl_ms), justify="right"),
         Text(compact(row.p99_itl_ms), justify="right"),
@@ -565,7 +565,7 @@ def _combine(
 
 def gpu_traces(
     snapshot: NodeSnapshot | None,
-    series,
+    series: Callable[[str, int, str], Samples | None],
     node: str,
     gpus: Sequence[int],
     since_agent: float | None,

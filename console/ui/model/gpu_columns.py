@@ -9,7 +9,7 @@ from rich.cells import cell_len, set_cell_size
 
 from console.core.model import GpuMetrics, GpuStatic
 from console.core.text import printable
-from console.ui.rows import Row
+from console.ui.model.rows import Row
 
 _SPARK_MAX = 16
 _VLLM_WANT = 28  # cells for '● llama-3.1-8b-fp8-g4 ready' before sparklines widen

@@ -16,11 +16,11 @@ from console.core.bench.argv import (
     build_bench_argv,
     sweep_points,
 )
+from console.core.gpus import gpu_span
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
-from console.ui.bench_view import MAX_SWEEP_POINTS, dataset_text
-from console.ui.format import gpu_span
-from console.ui.start_form import FormError, parse_pairs
+from console.ui.model.bench_view import MAX_SWEEP_POINTS, dataset_text
+from console.ui.model.start_form import FormError, parse_pairs
 
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
 

@@ -7,7 +7,7 @@ from typing import Callable, Iterable, Sequence
 
 from console.core.model import GpuStatic, NodeSnapshot
 from console.core.series import BlockSeries, RingSeries
-from console.ui.format import MIB_PER_GIB
+from console.ui.model.format import MIB_PER_GIB
 
 SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from console.core.bench.offline import OfflineError, OfflinePreset, apply_offline_overrides
-from console.ui.start_form import FormError, parse_pairs
+from console.ui.model.start_form import FormError, parse_pairs
 
 
 @dataclass(frozen=True)

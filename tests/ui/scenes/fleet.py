@@ -1,17 +1,16 @@
-"""Regenerate the README screenshots: ``python -m console.ui.screenshots [NAME ...]``.
+"""The console's scenes: the real app headless over recorded agent traces.
 
-Every scene runs the real app headless over recorded agent traces
-(tests/fixtures/traces, replayed by ReplayTransport) with frozen clocks, so the
-SVGs only change when the UI does. vLLM instances come from a fixed list
-(StaticInstances: DEMO_INSTANCES and one recorded log), never from processes.
-The SVG snapshot tests use the same scenes.
+Every scene replays tests/fixtures/traces (ReplayTransport) with frozen clocks, so its
+SVG only changes when the UI does. vLLM instances come from a fixed list
+(StaticInstances: demo_instances() and one recorded log), never from processes. The
+registry (tests/ui/scenes/registry.py) serves them to the SVG snapshot tests and to
+the README screenshots (`python -m tests.ui.scenes`); live_app() is the same console
+with the traces looping, for `textual run --dev` (tests/ui/scenes/dev_app.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,11 +21,13 @@ from console.services.fleet import FleetTelemetry
 from console.services.instances import InstanceState, InstanceView
 from console.services.transports import TransportPool
 from console.transport.replay import ReplayTransport, load_traces
-from console.ui.instance_source import StaticInstances
+from console.ui.app import ConsoleApp
+from console.ui.model.instance_source import StaticInstances
+from console.ui.widgets.gpu_table import GpuTable
+from tests.helpers import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
-OUT = ROOT / "screenshots"
 PRESETS = ROOT / "profiles" / "presets.toml"
 
 T0 = 1767225600.0  # the traces' last sample time (tests/fixtures/traces/record.py)
@@ -345,9 +346,6 @@ def scene_profile(scene: Scene) -> Profile:
 
 def build_app(scene: Scene):
     """The app for a scene, and the pilot coroutine that brings it to the scene's state."""
-    from console.ui.app import ConsoleApp
-    from console.ui.widgets.gpu_table import GpuTable
-
     traces = load_traces(TRACES, scene.nodes)
     clock = FrozenClock(T0 - scene.age)
     gate = asyncio.Event()
@@ -420,60 +418,19 @@ def build_app(scene: Scene):
 
 
 async def _until(pilot, predicate, timeout: float = 20.0, what: Callable[[], str] = lambda: "") -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        if loop.time() > end:
-            raise TimeoutError(f"scene did not reach its state in time: {what()}")
-        await pilot.pause(0.02)
+    if not await wait_for(predicate, timeout, step=0.02, pause=pilot.pause):
+        raise TimeoutError(f"scene did not reach its state in time: {what()}")
 
 
-async def shoot(scene: Scene, out: Path) -> Path:
-    app, prepare = build_app(scene)
-    async with app.run_test(size=scene.size, notifications=False) as pilot:
-        await prepare(pilot)
-        path = out / f"{scene.name}.svg"
-        path.write_text(app.export_screenshot(title=f"rocm-console — {scene.name}"), encoding="utf-8")
-    return path
+def live_app(nodes: tuple[str, ...] = DEMO_NODES, *, pace: float = 1.0) -> ConsoleApp:
+    """The console over the scenes' nodes with their traces looping (a new sample every `pace`
+    seconds) and the scenes' instances: a living console without a process on any node."""
+    traces = load_traces(TRACES, nodes)
 
+    def factory(node: NodeSpec) -> ReplayTransport:
+        return ReplayTransport(node.name, traces[node.name], end="loop", pace=pace)
 
-# Benchmark screens: synthetic runs fed to the real screen (console/ui/bench_scenes.py).
-BENCH_README = ("bench-running", "bench-sweep")
-
-
-async def shoot_bench(name: str, out: Path) -> Path:
-    from console.ui.bench_scenes import SCENES as BENCH_SCENES
-    from console.ui.bench_scenes import BenchSceneApp, prepare
-
-    scene = BENCH_SCENES[name]
-    app = BenchSceneApp(scene)
-    async with app.run_test(size=scene.size, notifications=False) as pilot:
-        await prepare(pilot)
-        path = out / f"{name}.svg"
-        path.write_text(app.export_screenshot(title=f"rocm-console — {name}"), encoding="utf-8")
-    return path
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m console.ui.screenshots", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "names", nargs="*", help=f"scenes (default: the README set; 'all' for every one): {', '.join(SCENES)}"
-    )
-    parser.add_argument("--out", type=Path, default=OUT, help="folder for the SVGs (default: screenshots/)")
-    args = parser.parse_args(argv)
-    names = list(SCENES) if args.names == ["all"] else args.names or [n for n, s in SCENES.items() if s.readme]
-    unknown = [n for n in names if n not in SCENES]
-    if unknown:
-        parser.error(f"unknown scene {unknown[0]!r}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        path = asyncio.run(shoot(SCENES[name], args.out))
-        print(f"{path}  {SCENES[name].doc}")
-    if not args.names or args.names == ["all"]:
-        for name in BENCH_README:
-            print(f"{asyncio.run(shoot_bench(name, args.out))}  benchmark screen")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    scene = Scene("live", nodes=nodes)
+    profile = scene_profile(scene)
+    fleet = FleetTelemetry(profile.nodes, TransportPool(factory))
+    return ConsoleApp(profile, fleet=fleet, instances=scene_instances(scene))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from console.core.model import GpuMetrics, GpuStatic, NodeHealth, NodeSnapshot
-from console.ui.format import BUSY_UTIL_PCT, partition_text, short_model
+from console.ui.model.format import BUSY_UTIL_PCT, partition_text, short_model
 
 RowKey = tuple[str, "int | None"]  # (node, logical GPU index or None for the header)
 

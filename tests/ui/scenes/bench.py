@@ -41,10 +41,10 @@ from console.services.bench import (
 )
 from console.services.instances import InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
-from console.ui import bench_view as bv
+from console.ui.model import bench_view as bv
 from console.ui.screens.bench import BenchScreen
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRESETS = ROOT / "profiles" / "presets.toml"
 T0 = 1767225600.0  # 2026-01-01 00:00 UTC, like the other screenshots
 NODE = "mi300x-spx"

@@ -1,0 +1,137 @@
+"""What the results history shows: a stored run as the list's cells (fitted to the
+terminal), the filter, the import prompt's paths and its report, the export."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from console.core.results.display import format_value, run_summary
+from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.record import StoredRun
+from console.services.results import ImportReport
+from console.ui.model.compare_view import short_model
+
+EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
+FILTER_HINT = "filter: node, model, partition, dataset, c64, label… (every word must match; Enter keeps, Esc clears)"
+COLUMNS = (
+    ("mark", ""),
+    ("date", "Date"),
+    ("node", "Node"),
+    ("model", "Model"),
+    ("partition", "Partition"),
+    ("setup", "Setup"),
+    ("done", "OK/Fail"),
+    ("tput", "Out tok/s"),
+    ("ttft", "TTFT p50"),
+    ("itl", "ITL p50"),
+)
+RIGHT = {"done", "tput", "ttft", "itl"}
+MARK_WIDTH = 3
+_SHRINK = (("model", 14), ("setup", 14))  # what gives way in a narrow terminal, down to these widths
+
+
+def run_cells(run: StoredRun) -> dict[str, str]:
+    """The list's columns of one run, as text."""
+    s = run_summary(run)
+    done = format_value("completed", s["completed"])
+    failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
+    return {
+        "date": s["date"][:16],
+        "node": s["node"] or "-",
+        "model": short_model(s["model"]),
+        "partition": s["partition"] or "-",
+        "setup": s["setup"],
+        "done": f"{done}/{failed}",
+        "tput": format_value("output_throughput", s["output_throughput"]),
+        "ttft": format_value("median_ttft_ms", s["median_ttft_ms"]),
+        "itl": format_value("median_itl_ms", s["median_itl_ms"]),
+    }
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def fit_cells(rows: list[dict[str, str]], width: int) -> list[dict[str, str]]:
+    """Shorten the model, then the setup, so every column fits `width` cells (with the
+    table's cell padding and a scrollbar); the numbers are never cut."""
+    keys = [k for k, _ in COLUMNS[1:]]
+    widths = {k: max([len(label)] + [len(r[k]) for r in rows]) for k, label in COLUMNS[1:]}
+    over = MARK_WIDTH + 2 + sum(widths[k] + 2 for k in keys) + 2 - width
+    if over <= 0:
+        return rows
+    for key, least in _SHRINK:
+        cut = max(0, min(widths[key] - least, over))
+        widths[key] -= cut
+        over -= cut
+    return [{k: (_cut(v, widths[k]) if k in dict(_SHRINK) else v) for k, v in r.items()} for r in rows]
+
+
+def run_haystack(run: StoredRun) -> str:
+    """Everything the filter looks at, case-folded."""
+    cells = run_cells(run)
+    extra = [
+        run.id,
+        run.label or "",
+        run.origin,
+        str(run.setup.get("model") or ""),
+        str(run.context.get("gpu_model") or ""),
+        str(run.context.get("serve_preset") or ""),
+        os.path.basename(run.source or ""),
+    ]
+    return " ".join([*cells.values(), *extra]).casefold()
+
+
+def matches_filter(run: StoredRun, text: str) -> bool:
+    hay = run_haystack(run)
+    return all(word in hay for word in text.casefold().split())
+
+
+def expand_paths(text: str) -> list[str]:
+    """Paths typed in the import prompt: shell quoting, ~, and globs (`seeds/004_*.txt`)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    out: list[str] = []
+    for word in words:
+        word = os.path.expanduser(word)
+        found = sorted(glob.glob(word)) if any(c in word for c in "*?[") else []
+        out.extend(found or [word])
+    return out
+
+
+def import_summary(report: ImportReport) -> str:
+    """'9 imported, 0 duplicates, 1 skipped (x.txt: no result block)'."""
+    text = (
+        f"{len(report.imported)} imported, {len(report.duplicates)} duplicate"
+        f"{'s' if len(report.duplicates) != 1 else ''}, {len(report.skipped)} skipped"
+    )
+    reasons = [f"{os.path.basename(s.path)}{' ' + s.part if s.part else ''}: {s.reason}" for s in report.skipped]
+    if reasons:
+        text += " (" + "; ".join(reasons[:3]) + ("; …" if len(reasons) > 3 else "") + ")"
+    if report.unreadable:
+        text += (
+            f", {len(report.unreadable)} unreadable ("
+            + "; ".join(f"{u.path}: {u.reason}" for u in report.unreadable[:3])
+            + ")"
+        )
+    return text
+
+
+def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path) -> Path:
+    """Write runs as json / csv / md; returns the absolute path. OSError if it cannot."""
+    target = Path(path).expanduser()
+    if not target.is_absolute():
+        target = Path.cwd() / target
+    text = EXPORTERS[fmt](list(runs))
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def default_export_name(fmt: str) -> str:
+    return f"rocm-console-results.{fmt}"
