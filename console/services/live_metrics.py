@@ -99,6 +99,26 @@ class LiveMetrics:
         )
 
 
+MAX_SCRAPE_BYTES = 16 * 1024 * 1024  # vLLM's /metrics is well under 1 MiB; a larger answer is not its
+
+
+async def _read_capped(client, url: str) -> str | None:
+    """The body of a 200 answer, or None: another status, or a body over MAX_SCRAPE_BYTES, which
+    is dropped as it streams in (never held whole), so a hostile or broken server costs a skipped
+    sample, not the console's memory."""
+    async with client.stream("GET", url) as reply:
+        if reply.status_code != 200:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in reply.aiter_bytes():
+            size += len(chunk)
+            if size > MAX_SCRAPE_BYTES:
+                return None
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 async def poll_metrics(
     base_url: str,
     on_sample: Callable[[LiveSample], None],
@@ -117,9 +137,9 @@ async def poll_metrics(
         while not stop.is_set():
             started = clock()
             try:
-                r = await client.get(base_url + "/metrics")
-                if r.status_code == 200:
-                    on_sample(live.feed(clock(), r.text))
+                text = await _read_capped(client, base_url + "/metrics")
+                if text is not None:
+                    on_sample(live.feed(clock(), text))
             except (httpx.HTTPError, ValueError):
                 pass
             try:
