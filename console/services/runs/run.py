@@ -291,7 +291,7 @@ class NodeRuns:
             if line.startswith("{"):
                 try:
                     out.append(RunRecord.from_listing(json.loads(line)))
-                except ValueError:
+                except (ValueError, AttributeError):
                     continue  # a line cut short: the others still count
         return out
 
