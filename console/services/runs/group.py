@@ -1,10 +1,11 @@
 """A benchmark of a whole replica group, reported as one result.
 
 One `vllm bench serve --save-detailed` client per replica, on the replica's node
-(next to it: each client is a single serving run, console/services/runs/serving.py), with the group's
-concurrency / rate and prompts split evenly, and each client's own seed (the
-same seed would send every replica the same prompts). The clients are started
-detached and hold at a common start time, then run together. The group's result
+(next to it: each client is a single serving run, runs/serving.py, started, followed
+and collected through the run API), with the group's concurrency / rate and prompts
+split evenly, and each client's own seed (the same seed would send every replica the
+same prompts). The clients are started detached and hold at a common start time,
+then run together. The group's result
 merges every client's per-request data (console/core/bench/group_result.py).
 
 With `url` (a load balancer the user already runs in front of the replicas) one
