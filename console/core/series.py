@@ -9,7 +9,40 @@ from typing import Iterator
 _NAN = float("nan")
 
 
-class RingSeries:
+class _Ring:
+    """What RingSeries and SeriesBlock share: a preallocated ring of timestamps and
+    the slot the next sample takes (the oldest once the ring is full)."""
+
+    __slots__ = ("_ts", "_start", "_size")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self._ts = array("d", bytes(8 * capacity))
+        self._start = 0
+        self._size = 0
+
+    @property
+    def capacity(self) -> int:
+        return len(self._ts)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _claim(self, ts: float) -> int:
+        """Stamp the next slot with `ts` and return its index for the values."""
+        cap = len(self._ts)
+        if self._size < cap:
+            i = (self._start + self._size) % cap
+            self._size += 1
+        else:
+            i = self._start
+            self._start = (self._start + 1) % cap
+        self._ts[i] = ts
+        return i
+
+
+class RingSeries(_Ring):
     """(timestamp, value) pairs, oldest dropped first. None values are kept as gaps.
 
     Backed by two preallocated ``array('d')`` rings rather than deques of float
@@ -19,33 +52,14 @@ class RingSeries:
     Gaps are stored as NaN.
     """
 
-    __slots__ = ("_ts", "_values", "_start", "_size")
+    __slots__ = ("_values",)
 
     def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be >= 1")
-        self._ts = array("d", bytes(8 * capacity))
+        super().__init__(capacity)
         self._values = array("d", bytes(8 * capacity))
-        self._start = 0
-        self._size = 0
-
-    @property
-    def capacity(self) -> int:
-        return len(self._ts)
 
     def append(self, ts: float, value: float | None) -> None:
-        cap = len(self._ts)
-        if self._size < cap:
-            i = (self._start + self._size) % cap
-            self._size += 1
-        else:
-            i = self._start
-            self._start = (self._start + 1) % cap
-        self._ts[i] = ts
-        self._values[i] = _NAN if value is None else value
-
-    def __len__(self) -> int:
-        return self._size
+        self._values[self._claim(ts)] = _NAN if value is None else value
 
     def _ordered(self, ring: array, last: int | None = None) -> list[float]:
         """The ring's content oldest first; only the newest ``last`` when given."""
@@ -83,7 +97,7 @@ def _ordered(ring: array, start: int, size: int, last: int | None) -> list[float
     return ring[begin:].tolist() + ring[: end - cap].tolist()
 
 
-class SeriesBlock:
+class SeriesBlock(_Ring):
     """Several series sampled together (the metrics of one logical GPU): one ring of
     timestamps shared by every column, values stored as float32.
 
@@ -95,39 +109,21 @@ class SeriesBlock:
     Gaps are stored as NaN; ``column(i)`` reads like a RingSeries.
     """
 
-    __slots__ = ("_ts", "_cols", "_start", "_size")
+    __slots__ = ("_cols",)
 
     def __init__(self, capacity: int, width: int) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be >= 1")
+        super().__init__(capacity)
         if width < 1:
             raise ValueError("width must be >= 1")
-        self._ts = array("d", bytes(8 * capacity))
         self._cols = tuple(array("f", bytes(4 * capacity)) for _ in range(width))
-        self._start = 0
-        self._size = 0
-
-    @property
-    def capacity(self) -> int:
-        return len(self._ts)
 
     @property
     def width(self) -> int:
         return len(self._cols)
 
-    def __len__(self) -> int:
-        return self._size
-
     def append(self, ts: float, values) -> None:
         """One sample of every column (``values`` in column order; None is a gap)."""
-        cap = len(self._ts)
-        if self._size < cap:
-            i = (self._start + self._size) % cap
-            self._size += 1
-        else:
-            i = self._start
-            self._start = (self._start + 1) % cap
-        self._ts[i] = ts
+        i = self._claim(ts)
         for col, value in zip(self._cols, values):
             col[i] = _NAN if value is None else value
 
