@@ -73,16 +73,6 @@ _SETUP_KEYS = frozenset(
         "ramp_up_end_rps",
     }
 )
-_INT_KEYS = frozenset(
-    {
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "num_prompts",
-        "max_concurrency",
-    }
-)
 _RENAMED = {"request_goodput:": "request_goodput"}
 _STAT_KEY_RE = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(.+)_ms$")
 _EMPTY: Mapping = MappingProxyType({})
