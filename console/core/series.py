@@ -69,16 +69,13 @@ class RingSeries(_Ring):
         return zip(self.times(), self.values())
 
     def values(self, last: int | None = None) -> list[float | None]:
-        return [None if math.isnan(v) else v for v in self._ordered(self._values, last)]
+        return _gaps_as_none(self._ordered(self._values, last))
 
     def times(self) -> list[float]:
         return self._ordered(self._ts)
 
     def latest(self) -> float | None:
-        if not self._size:
-            return None
-        v = self._values[(self._start + self._size - 1) % len(self._values)]
-        return None if math.isnan(v) else v
+        return _newest(self._values, self._start, self._size)
 
     def since(self, t0: float) -> list[tuple[float, float | None]]:
         return [(t, v) for t, v in self if t >= t0]
@@ -95,6 +92,18 @@ def _ordered(ring: array, start: int, size: int, last: int | None) -> list[float
     if end <= cap:
         return ring[begin:end].tolist()
     return ring[begin:].tolist() + ring[: end - cap].tolist()
+
+
+def _gaps_as_none(values: list[float]) -> list[float | None]:
+    return [None if math.isnan(v) else v for v in values]
+
+
+def _newest(ring: array, start: int, size: int) -> float | None:
+    """A ring's newest value (None: empty, or a gap)."""
+    if not size:
+        return None
+    v = ring[(start + size - 1) % len(ring)]
+    return None if math.isnan(v) else v
 
 
 class SeriesBlock(_Ring):
@@ -168,18 +177,14 @@ class BlockSeries:
 
     def values(self, last: int | None = None) -> list[float | None]:
         b = self._block
-        return [None if math.isnan(v) else v for v in _ordered(self._col, b._start, b._size, last)]
+        return _gaps_as_none(_ordered(self._col, b._start, b._size, last))
 
     def times(self) -> list[float]:
         b = self._block
         return _ordered(b._ts, b._start, b._size, None)
 
     def latest(self) -> float | None:
-        b = self._block
-        if not b._size:
-            return None
-        v = self._col[(b._start + b._size - 1) % len(self._col)]
-        return None if math.isnan(v) else v
+        return _newest(self._col, self._block._start, self._block._size)
 
     def since(self, t0: float) -> list[tuple[float, float | None]]:
         return [(t, v) for t, v in self if t >= t0]
