@@ -170,24 +170,24 @@ def check_shape(
                 return f"node {n.name}: TP {preset.tp} in CPX mode (CPX runs TP 1 per logical GPU)"
     elif world_size(preset) % len(nodes):
         return f"preset {preset.name}: {_layout(preset)} = {world_size(preset)} ranks do not split over {len(nodes)} CPU nodes"
-    for n in nodes:
-        if n.vllm_version is None:
+    off = _version_off(nodes, "vllm_version")
+    if off is not None:
+        n, absent = off
+        if absent:
             return f"node {n.name}: vLLM not found (its `vllm` command did not answer)"
-    for n in nodes[1:]:
-        if n.vllm_version != head.vllm_version:
-            return (
-                f"node {n.name}: vLLM {n.vllm_version} differs from head {head.name}'s {head.vllm_version} "
-                "(every node must run the same vLLM)"
-            )
-    for n in nodes:
-        if n.ray_version is None:
+        return (
+            f"node {n.name}: vLLM {n.vllm_version} differs from head {head.name}'s {head.vllm_version} "
+            "(every node must run the same vLLM)"
+        )
+    off = _version_off(nodes, "ray_version")
+    if off is not None:
+        n, absent = off
+        if absent:
             return f"node {n.name}: ray is not installed next to vLLM; install it: {ray_install_hint(n.python, head.ray_version)}"
-    for n in nodes[1:]:
-        if n.ray_version != head.ray_version:
-            return (
-                f"node {n.name}: Ray {n.ray_version} differs from head {head.name}'s {head.ray_version} "
-                f"(Ray needs one version on every node: {ray_install_hint(n.python, head.ray_version)})"
-            )
+        return (
+            f"node {n.name}: Ray {n.ray_version} differs from head {head.name}'s {head.ray_version} "
+            f"(Ray needs one version on every node: {ray_install_hint(n.python, head.ray_version)})"
+        )
     if head_is_loopback:
         for n in nodes[1:]:
             host = worker_hosts.get(n.name)
@@ -199,6 +199,18 @@ def check_shape(
     for n in nodes[1:]:
         if n.head_unreachable:
             return f"node {n.name}: cannot reach head {head.name} at {head_address}: {n.head_unreachable}"
+    return None
+
+
+def _version_off(nodes: Sequence[NodeFacts], field: str) -> tuple[NodeFacts, bool] | None:
+    """The first node without the version (node, True), else the first whose version
+    differs from the head's (node, False); None when every node runs the head's."""
+    for n in nodes:
+        if getattr(n, field) is None:
+            return n, True
+    for n in nodes[1:]:
+        if getattr(n, field) != getattr(nodes[0], field):
+            return n, False
     return None
 
 
