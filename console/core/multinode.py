@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -170,24 +170,9 @@ def check_shape(
                 return f"node {n.name}: TP {preset.tp} in CPX mode (CPX runs TP 1 per logical GPU)"
     elif world_size(preset) % len(nodes):
         return f"preset {preset.name}: {_layout(preset)} = {world_size(preset)} ranks do not split over {len(nodes)} CPU nodes"
-    for n in nodes:
-        if n.vllm_version is None:
-            return f"node {n.name}: vLLM not found (its `vllm` command did not answer)"
-    for n in nodes[1:]:
-        if n.vllm_version != head.vllm_version:
-            return (
-                f"node {n.name}: vLLM {n.vllm_version} differs from head {head.name}'s {head.vllm_version} "
-                "(every node must run the same vLLM)"
-            )
-    for n in nodes:
-        if n.ray_version is None:
-            return f"node {n.name}: ray is not installed next to vLLM; install it: {ray_install_hint(n.python, head.ray_version)}"
-    for n in nodes[1:]:
-        if n.ray_version != head.ray_version:
-            return (
-                f"node {n.name}: Ray {n.ray_version} differs from head {head.name}'s {head.ray_version} "
-                f"(Ray needs one version on every node: {ray_install_hint(n.python, head.ray_version)})"
-            )
+    problem = _version_problem(nodes)
+    if problem is not None:
+        return problem
     if head_is_loopback:
         for n in nodes[1:]:
             host = worker_hosts.get(n.name)
@@ -199,6 +184,38 @@ def check_shape(
     for n in nodes[1:]:
         if n.head_unreachable:
             return f"node {n.name}: cannot reach head {head.name} at {head_address}: {n.head_unreachable}"
+    return None
+
+
+def _version_problem(nodes: Sequence[NodeFacts]) -> str | None:
+    """vLLM, then Ray: the first node without it, else the first whose version
+    differs from the head's; None when every node runs the head's of both."""
+    head = nodes[0]
+    checks: tuple[tuple[str, Callable[[NodeFacts], str], Callable[[NodeFacts], str]], ...] = (
+        (
+            "vllm_version",
+            lambda n: "vLLM not found (its `vllm` command did not answer)",
+            lambda n: (
+                f"vLLM {n.vllm_version} differs from head {head.name}'s {head.vllm_version} "
+                "(every node must run the same vLLM)"
+            ),
+        ),
+        (
+            "ray_version",
+            lambda n: f"ray is not installed next to vLLM; install it: {ray_install_hint(n.python, head.ray_version)}",
+            lambda n: (
+                f"Ray {n.ray_version} differs from head {head.name}'s {head.ray_version} "
+                f"(Ray needs one version on every node: {ray_install_hint(n.python, head.ray_version)})"
+            ),
+        ),
+    )
+    for field, absent, differs in checks:
+        for n in nodes:
+            if getattr(n, field) is None:
+                return f"node {n.name}: {absent(n)}"
+        for n in nodes[1:]:
+            if getattr(n, field) != getattr(head, field):
+                return f"node {n.name}: {differs(n)}"
     return None
 
 

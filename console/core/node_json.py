@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
 
@@ -105,6 +106,27 @@ def loads_object(text: str | bytes, **limits: int) -> dict[str, Any]:
 def loads_document(text: str | bytes) -> Any:
     """:func:`loads` for a whole file from a node (a benchmark's result JSON)."""
     return loads(text, max_chars=MAX_DOCUMENT_CHARS)
+
+
+def documents(text: str, *, bad_json: str) -> Iterator[tuple[Any, int]]:
+    """Whitespace-separated JSON values in a document (one value, an array, or
+    `--append-result` objects) -> (value, offset just past it). `bad_json` phrases
+    a malformed value's ValueError from its {line} and {msg}."""
+    check_limits(text, max_chars=MAX_DOCUMENT_CHARS)  # huge numbers, deep nesting: one clear line
+    decoder = json.JSONDecoder()
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= len(text):
+            return
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise ValueError(bad_json.format(line=exc.lineno, msg=exc.msg)) from None
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+        yield value, pos
 
 
 def object_lines(stdout: str, *, skip_bad: bool = False) -> list[dict[str, Any]]:

@@ -194,6 +194,14 @@ def _token(value: object) -> str:
     return text
 
 
+def _token_matching(value: object, pattern: re.Pattern[str], expected: str) -> str:
+    """A token the pattern matches in full; `expected` names what it must be."""
+    text = _token(value)
+    if not pattern.match(text):
+        raise Invalid(f"expected {expected}, got {describe(text)}")
+    return text
+
+
 def _boolean(value: object) -> bool:
     if not isinstance(value, bool):
         raise _expected("true or false", value)
@@ -324,10 +332,7 @@ def _bind_address(value: object) -> str:
 
 def _variable_name(value: object) -> str:
     """The name of an environment variable (that holds a secret), never the secret itself."""
-    text = _token(value)
-    if not _ENV_NAME_RE.match(text):
-        raise Invalid(f"expected the name of an environment variable (e.g. VLLM_API_KEY), got {describe(text)}")
-    return text
+    return _token_matching(value, _ENV_NAME_RE, "the name of an environment variable (e.g. VLLM_API_KEY)")
 
 
 def _request_rate(value: object) -> float | None:
@@ -731,17 +736,11 @@ def _url(value: object) -> str:
 
 
 def _env_name(value: object) -> str:
-    text = _token(value)
-    if not _ENV_NAME_RE.match(text):
-        raise Invalid(f"expected the name of an environment variable, got {describe(text)}")
-    return text
+    return _token_matching(value, _ENV_NAME_RE, "the name of an environment variable")
 
 
 def _label_name(value: object) -> str:
-    text = _token(value)
-    if not _LABEL_RE.match(text):
-        raise Invalid(f"expected a Prometheus label name, got {describe(text)}")
-    return text
+    return _token_matching(value, _LABEL_RE, "a Prometheus label name")
 
 
 def _scrape_interval(value: object) -> float:
@@ -758,10 +757,7 @@ def _metric_prefix(value: object) -> str:
     """DME's MetricsFieldPrefix as the site set it; "" says "no prefix" (unset: detected)."""
     if value == "":
         return ""
-    text = _token(value)
-    if not _PREFIX_RE.match(text):
-        raise Invalid(f'expected the start of a Prometheus metric name (e.g. "amd_"), got {describe(text)}')
-    return text
+    return _token_matching(value, _PREFIX_RE, 'the start of a Prometheus metric name (e.g. "amd_")')
 
 
 _PROMETHEUS_FIELDS: dict[str, _Check] = {

@@ -9,7 +9,40 @@ from typing import Iterator
 _NAN = float("nan")
 
 
-class RingSeries:
+class _Ring:
+    """What RingSeries and SeriesBlock share: a preallocated ring of timestamps and
+    the slot the next sample takes (the oldest once the ring is full)."""
+
+    __slots__ = ("_ts", "_start", "_size")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self._ts = array("d", bytes(8 * capacity))
+        self._start = 0
+        self._size = 0
+
+    @property
+    def capacity(self) -> int:
+        return len(self._ts)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _claim(self, ts: float) -> int:
+        """Stamp the next slot with `ts` and return its index for the values."""
+        cap = len(self._ts)
+        if self._size < cap:
+            i = (self._start + self._size) % cap
+            self._size += 1
+        else:
+            i = self._start
+            self._start = (self._start + 1) % cap
+        self._ts[i] = ts
+        return i
+
+
+class RingSeries(_Ring):
     """(timestamp, value) pairs, oldest dropped first. None values are kept as gaps.
 
     Backed by two preallocated ``array('d')`` rings rather than deques of float
@@ -19,33 +52,14 @@ class RingSeries:
     Gaps are stored as NaN.
     """
 
-    __slots__ = ("_ts", "_values", "_start", "_size")
+    __slots__ = ("_values",)
 
     def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be >= 1")
-        self._ts = array("d", bytes(8 * capacity))
+        super().__init__(capacity)
         self._values = array("d", bytes(8 * capacity))
-        self._start = 0
-        self._size = 0
-
-    @property
-    def capacity(self) -> int:
-        return len(self._ts)
 
     def append(self, ts: float, value: float | None) -> None:
-        cap = len(self._ts)
-        if self._size < cap:
-            i = (self._start + self._size) % cap
-            self._size += 1
-        else:
-            i = self._start
-            self._start = (self._start + 1) % cap
-        self._ts[i] = ts
-        self._values[i] = _NAN if value is None else value
-
-    def __len__(self) -> int:
-        return self._size
+        self._values[self._claim(ts)] = _NAN if value is None else value
 
     def _ordered(self, ring: array, last: int | None = None) -> list[float]:
         """The ring's content oldest first; only the newest ``last`` when given."""
@@ -55,16 +69,13 @@ class RingSeries:
         return zip(self.times(), self.values())
 
     def values(self, last: int | None = None) -> list[float | None]:
-        return [None if math.isnan(v) else v for v in self._ordered(self._values, last)]
+        return _gaps_as_none(self._ordered(self._values, last))
 
     def times(self) -> list[float]:
         return self._ordered(self._ts)
 
     def latest(self) -> float | None:
-        if not self._size:
-            return None
-        v = self._values[(self._start + self._size - 1) % len(self._values)]
-        return None if math.isnan(v) else v
+        return _newest(self._values, self._start, self._size)
 
     def since(self, t0: float) -> list[tuple[float, float | None]]:
         return [(t, v) for t, v in self if t >= t0]
@@ -83,7 +94,19 @@ def _ordered(ring: array, start: int, size: int, last: int | None) -> list[float
     return ring[begin:].tolist() + ring[: end - cap].tolist()
 
 
-class SeriesBlock:
+def _gaps_as_none(values: list[float]) -> list[float | None]:
+    return [None if math.isnan(v) else v for v in values]
+
+
+def _newest(ring: array, start: int, size: int) -> float | None:
+    """A ring's newest value (None: empty, or a gap)."""
+    if not size:
+        return None
+    v = ring[(start + size - 1) % len(ring)]
+    return None if math.isnan(v) else v
+
+
+class SeriesBlock(_Ring):
     """Several series sampled together (the metrics of one logical GPU): one ring of
     timestamps shared by every column, values stored as float32.
 
@@ -95,39 +118,21 @@ class SeriesBlock:
     Gaps are stored as NaN; ``column(i)`` reads like a RingSeries.
     """
 
-    __slots__ = ("_ts", "_cols", "_start", "_size")
+    __slots__ = ("_cols",)
 
     def __init__(self, capacity: int, width: int) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be >= 1")
+        super().__init__(capacity)
         if width < 1:
             raise ValueError("width must be >= 1")
-        self._ts = array("d", bytes(8 * capacity))
         self._cols = tuple(array("f", bytes(4 * capacity)) for _ in range(width))
-        self._start = 0
-        self._size = 0
-
-    @property
-    def capacity(self) -> int:
-        return len(self._ts)
 
     @property
     def width(self) -> int:
         return len(self._cols)
 
-    def __len__(self) -> int:
-        return self._size
-
     def append(self, ts: float, values) -> None:
         """One sample of every column (``values`` in column order; None is a gap)."""
-        cap = len(self._ts)
-        if self._size < cap:
-            i = (self._start + self._size) % cap
-            self._size += 1
-        else:
-            i = self._start
-            self._start = (self._start + 1) % cap
-        self._ts[i] = ts
+        i = self._claim(ts)
         for col, value in zip(self._cols, values):
             col[i] = _NAN if value is None else value
 
@@ -172,18 +177,14 @@ class BlockSeries:
 
     def values(self, last: int | None = None) -> list[float | None]:
         b = self._block
-        return [None if math.isnan(v) else v for v in _ordered(self._col, b._start, b._size, last)]
+        return _gaps_as_none(_ordered(self._col, b._start, b._size, last))
 
     def times(self) -> list[float]:
         b = self._block
         return _ordered(b._ts, b._start, b._size, None)
 
     def latest(self) -> float | None:
-        b = self._block
-        if not b._size:
-            return None
-        v = self._col[(b._start + b._size - 1) % len(self._col)]
-        return None if math.isnan(v) else v
+        return _newest(self._col, self._block._start, self._block._size)
 
     def since(self, t0: float) -> list[tuple[float, float | None]]:
         return [(t, v) for t, v in self if t >= t0]

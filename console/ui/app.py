@@ -29,7 +29,7 @@ from textual.worker import Worker, WorkerState
 
 from console.core.instance_view import InstanceError, InstanceState, InstanceView
 from console.core.model import NodeHealth, Profile
-from console.core.text import printable
+from console.core.text import one_line, printable
 from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged, TopologyChanged
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -45,7 +45,7 @@ from console.ui.messages import (
 )
 from console.ui.model.fleet_view import FleetView
 from console.ui.model.instance_board import ACTIVE, ENDED, InstanceBoard
-from console.ui.model.instance_source import InstanceSource, ServiceInstances, one_line
+from console.ui.model.instance_source import InstanceSource, ServiceInstances
 from console.ui.screens.fleet import FleetScreen
 from console.ui.workers import run_named
 

@@ -17,14 +17,13 @@ printed precision.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from console.core.node_json import MAX_DOCUMENT_CHARS, check_limits
+from console.core.node_json import documents
 
 __all__ = [
     "SUMMARY_KEYS",
@@ -72,16 +71,6 @@ _SETUP_KEYS = frozenset(
         "ramp_up_strategy",
         "ramp_up_start_rps",
         "ramp_up_end_rps",
-    }
-)
-_INT_KEYS = frozenset(
-    {
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "num_prompts",
-        "max_concurrency",
     }
 )
 _RENAMED = {"request_goodput:": "request_goodput"}
@@ -238,21 +227,8 @@ def load_result_file(text: str | bytes) -> list[BenchResult]:
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     text = text.lstrip("\ufeff")
-    check_limits(text, max_chars=MAX_DOCUMENT_CHARS)  # huge numbers, deep nesting: one clear line
-    decoder = json.JSONDecoder()
     out: list[BenchResult] = []
-    pos = 0
-    while True:
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        if pos >= len(text):
-            break
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {exc.lineno}: not a JSON result object ({exc.msg})") from None
-        except RecursionError:
-            raise ValueError("JSON nested too deeply") from None
+    for value, pos in documents(text, bad_json="line {line}: not a JSON result object ({msg})"):
         items = value if isinstance(value, list) else [value]
         for item in items:
             if not isinstance(item, dict):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 import time
@@ -13,7 +12,7 @@ from typing import TypeGuard
 
 from console.core.bench.output_events import BenchError
 from console.core.bench.output_parser import BenchStreamParser
-from console.core.node_json import MAX_DOCUMENT_CHARS, check_limits
+from console.core.node_json import documents
 from console.core.results.build import run_from_block, run_from_result
 from console.core.results.record import FORMAT, StoredRun, as_number, fingerprint_of, new_run_id, run_from_dict
 from console.core.text import one_line
@@ -35,22 +34,10 @@ class FileParse:
 
 def _json_objects(text: str) -> list[object]:
     """One object, a JSON array, or newline-separated objects (`--append-result`)."""
-    check_limits(text, max_chars=MAX_DOCUMENT_CHARS)  # huge numbers, deep nesting: one clear line
-    decoder = json.JSONDecoder()
     out: list[object] = []
-    pos = 0
-    while True:
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        if pos >= len(text):
-            return out
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
-        except RecursionError:
-            raise ValueError("JSON nested too deeply") from None
+    for value, _ in documents(text, bad_json="invalid JSON at line {line}: {msg}"):
         out += value if isinstance(value, list) else [value]
+    return out
 
 
 def _is_result_object(obj: object) -> TypeGuard[Mapping]:

@@ -43,6 +43,17 @@ def run_from_offline(
         setup["model"] = model
     ctx = dict(context or {})
     ctx.update(run_kind=kind, bench_preset=ctx.get("bench_preset") or preset.name, tp=preset.tp)
+    run = _console_run(created, label, ctx, setup, metrics, dict(result))
+    name = ctx.get("offline_run")
+    if name:  # two runs (one per CPX partition) may write equal JSON: each is its own run
+        run = _salted(run, name)
+    return run
+
+
+def _console_run(
+    created: float | None, label: str | None, ctx: Mapping, setup: Mapping, metrics: dict, result: Mapping
+) -> StoredRun:
+    """A run the console measured, finished (fingerprint and id from its content)."""
     run = StoredRun(
         id="",
         created=time.time() if created is None else float(created),
@@ -51,14 +62,16 @@ def run_from_offline(
         context=context_block(ctx),
         setup=jsonable_setup(full_setup(setup)),
         metrics=metrics,
-        result=jsonable(dict(result)),
+        result=jsonable(result),
     )
-    run = finish_run(run)
-    name = ctx.get("offline_run")
-    if name:  # two runs (one per CPX partition) may write equal JSON: each is its own run
-        fingerprint = hashlib.sha256(f"{run.fingerprint}:{name}".encode()).hexdigest()
-        run = dataclasses.replace(run, fingerprint=fingerprint, id=new_run_id(run.created, run.node, fingerprint))
-    return run
+    return finish_run(run)
+
+
+def _salted(run: StoredRun, salt: object) -> StoredRun:
+    """The run with its fingerprint (and id) mixed with `salt`, so that equal content
+    measured twice stays two runs in the store (which folds equal fingerprints)."""
+    fingerprint = hashlib.sha256(f"{run.fingerprint}:{salt}".encode()).hexdigest()
+    return dataclasses.replace(run, fingerprint=fingerprint, id=new_run_id(run.created, run.node, fingerprint))
 
 
 # ---------------------------------------------------------------- accuracy (lm_eval)
@@ -111,34 +124,17 @@ def run_from_accuracy(
     metrics = accuracy_metrics(results, task)
     ctx = dict(context or {})
     ctx["run_kind"] = ACCURACY
-    setup = full_setup(
-        {
-            "model": model,
-            "dataset": dataset or task,
-            "task": task,
-            "limit": limit,
-            "num_fewshot": (results.get("n-shot") or {}).get(task)
-            if isinstance(results.get("n-shot"), Mapping)
-            else None,
-        }
-    )
-    run = StoredRun(
-        id="",
-        created=time.time() if created is None else float(created),
-        origin="console",
-        label=label,
-        context=context_block(ctx),
-        setup=jsonable_setup(setup),
-        metrics=metrics,
-        result=jsonable(
-            {k: results[k] for k in ("results", "n-shot", "configs", "versions", "n-samples") if k in results}
-        ),
-    )
-    run = finish_run(run)
+    setup = {
+        "model": model,
+        "dataset": dataset or task,
+        "task": task,
+        "limit": limit,
+        "num_fewshot": (results.get("n-shot") or {}).get(task) if isinstance(results.get("n-shot"), Mapping) else None,
+    }
+    kept = {k: results[k] for k in ("results", "n-shot", "configs", "versions", "n-samples") if k in results}
+    run = _console_run(created, label, ctx, setup, metrics, kept)
     # lm_eval's JSON has no date: two evaluations with equal scores are still two runs
-    # (the store folds runs with one fingerprint into one)
-    fingerprint = hashlib.sha256(f"{run.fingerprint}:{run.created!r}".encode()).hexdigest()
-    return dataclasses.replace(run, fingerprint=fingerprint, id=new_run_id(run.created, run.node, fingerprint))
+    return _salted(run, repr(run.created))
 
 
 def _instance_key(run: StoredRun) -> tuple | None:

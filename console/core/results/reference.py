@@ -203,6 +203,24 @@ def _run_quantization(run: StoredRun) -> tuple[bool, str | None]:
     return True, value.strip("\"'").lower() if value else None
 
 
+def _gpu_tp_unverified(run: StoredRun, row: ReferenceRow) -> list[str] | None:
+    """The GPU and TP checks every reference kind shares: None when the run records a
+    GPU or TP that disagrees with the row, else the keys the run does not record."""
+    unverified: list[str] = []
+    gpu = run.context.get("gpu_model")
+    if gpu:
+        if row.gpu.casefold() not in str(gpu).casefold():
+            return None
+    else:
+        unverified.append("gpu")
+    tp = _run_tp(run)
+    if tp is None:
+        unverified.append("tp")
+    elif tp != row.tp:
+        return None
+    return unverified
+
+
 def reference_matches(run: StoredRun, reference_rows: Iterable[ReferenceRow]) -> list[ReferenceMatch]:
     """The serving reference rows for the same configuration as the run, best first.
 
@@ -227,17 +245,8 @@ def reference_matches(run: StoredRun, reference_rows: Iterable[ReferenceRow]) ->
             continue
         if row.max_concurrency is None and row.request_rate is None:
             continue
-        unverified: list[str] = []
-        gpu = run.context.get("gpu_model")
-        if gpu:
-            if row.gpu.casefold() not in str(gpu).casefold():
-                continue
-        else:
-            unverified.append("gpu")
-        tp = _run_tp(run)
-        if tp is None:
-            unverified.append("tp")
-        elif tp != row.tp:
+        unverified = _gpu_tp_unverified(run, row)
+        if unverified is None:
             continue
         known, quant = _run_quantization(run)
         if not known:
@@ -270,17 +279,8 @@ def _offline_matches(run: StoredRun, model: str, rows: Iterable[ReferenceRow]) -
     for row in rows:
         if row.kind != kind or (model_name(row.model) or "").casefold() != model.casefold():
             continue
-        unverified: list[str] = []
-        gpu = run.context.get("gpu_model")
-        if gpu:
-            if row.gpu.casefold() not in str(gpu).casefold():
-                continue
-        else:
-            unverified.append("gpu")
-        tp = _run_tp(run)
-        if tp is None:
-            unverified.append("tp")
-        elif tp != row.tp:
+        unverified = _gpu_tp_unverified(run, row)
+        if unverified is None:
             continue
         keys = ("input_len", "output_len", "batch_size") if kind == "offline_latency" else ("input_len", "output_len")
         if any(getattr(row, k) is not None and run.setup.get(k) != getattr(row, k) for k in keys):

@@ -20,12 +20,6 @@ if TYPE_CHECKING:
     from console.services.instances import InstancePoller, InstanceService
 
 
-def one_line(exc: BaseException | str) -> str:
-    """An error as one readable line (never a traceback)."""
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
 class InstanceSource(Protocol):
     async def poll(
         self, node: NodeSpec, snapshot: NodeSnapshot | None, *, watched: Sequence[str] = ()

@@ -37,6 +37,7 @@ from console.core.bench.argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
 from console.core.results.build import run_from_console
 from console.core.results.record import StoredRun
+from console.core.text import one_line
 from console.services.bench import (
     BenchFinished,
     BenchProgressed,
@@ -53,7 +54,6 @@ from console.services.results import ResultStore
 from console.transport.base import TransportError
 from console.ui.model import bench_view as bv
 from console.ui.model.bench_form import BenchRequest
-from console.ui.model.instance_source import one_line
 from console.ui.model.protocols import SeriesReader
 from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
 from console.ui.widgets.key_bar import KeyBar

@@ -18,11 +18,10 @@ from textual.screen import Screen
 from textual.widgets import Log, Static
 
 from console.core.serve.log import ServeLogState, clean_line
-from console.core.text import printable
+from console.core.text import one_line, printable
 from console.services.instances import InstanceError
 from console.transport.base import TransportError
 from console.ui.model import instance_board as ib
-from console.ui.model.instance_source import one_line
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar

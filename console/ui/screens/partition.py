@@ -69,6 +69,7 @@ from console.core.partition_view import (
     switched_compute,
     switching_text,
 )
+from console.core.text import one_line
 from console.services.partitions import (
     PartitionFailed,
     PartitionRefused,
@@ -76,7 +77,6 @@ from console.services.partitions import (
     SwitchResult,
 )
 from console.transport.base import TransportError
-from console.ui.model.instance_source import one_line
 from console.ui.model.protocols import PartitionFleet
 from console.ui.screens.confirm import YesNoScreen
 from console.ui.workers import run_named

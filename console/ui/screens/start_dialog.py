@@ -18,10 +18,10 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Select
 
 from console.core.model import ServePreset
+from console.core.text import one_line
 from console.services.instances import InstanceError, InstanceView
 from console.transport.base import TransportError
 from console.ui.model import format as fmt
-from console.ui.model.instance_source import one_line
 from console.ui.model.protocols import console_host
 from console.ui.model.start_form import (
     FormError,
