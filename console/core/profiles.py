@@ -39,6 +39,9 @@ MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
 # Shipped samples in profiles/: loaded only via --profile / --demo, never found by
 # discovery, so running from the repo never dials the example's hosts.
 SAMPLE_PROFILES = ("example.toml", "demo.toml", "demo-multinode.toml")
+# The other data files shipped in profiles/: read by their own loaders, never as a profile
+# (the presets are loaded before every profile anyway).
+SHIPPED_DATA = ("presets.toml", "offline_presets.toml", "reference_numbers.toml")
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 # Names of nodes and presets end up in paths (state dirs, run ids), argv and file names:
@@ -114,7 +117,8 @@ def discover_profile_paths(explicit: Sequence[str], cwd: Path, config_dir: Path 
                 raise ProfileError(str(raw), None, None, None, "no such profile file")
             found.append(path)
         return _unique(found)
-    found = [p for p in _toml_files(cwd / "profiles") if p.name not in SAMPLE_PROFILES]
+    shipped = (*SAMPLE_PROFILES, *SHIPPED_DATA)
+    found = [p for p in _toml_files(cwd / "profiles") if p.name not in shipped]
     if config_dir is not None:
         found += _toml_files(config_dir)
     return _unique(found)

@@ -1018,3 +1018,14 @@ def test_simulate_busy_must_be_gpu_indices(tmp_path):
     assert "[nodes.a]" in str(err.value) and "simulate.busy" in str(err.value)
     path.write_text('[nodes.a]\ntransport = "local"\nsimulate = { gpu = "MI300X", busy = [1, 5] }\n')
     assert load_profile([path]).nodes[0].simulate.busy == (1, 5)
+
+
+def test_the_checkouts_own_profiles_folder_loads_without_its_data_files(tmp_path):
+    # Started from the checkout root with no profile of one's own: the shipped data files
+    # (offline presets, reference numbers) are not profiles and must not be read as one.
+    from console.core.profiles import SHIPPED_DATA
+
+    root = Path(__file__).resolve().parents[2]
+    paths = discover_profile_paths([], root, tmp_path)
+    assert not {p.name for p in paths} & set(SHIPPED_DATA)
+    load_profile(paths)  # no ProfileError
