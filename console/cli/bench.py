@@ -31,16 +31,8 @@ from console.core.status_view import fmt_num
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
 from console.services.results import ResultStore, StoreError
+from console.services.runs import serving
 from console.services.runs.run import NodeRuns, gpu_context
-from console.services.runs.serving import (
-    BenchProgressed,
-    BenchRunError,
-    BenchRunner,
-    BenchStarted,
-    LiveMetricsSampled,
-    RunOutcome,
-    live_summary,
-)
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -102,15 +94,15 @@ class _Printer:
     def __call__(self, event) -> None:
         if self.quiet:
             return
-        if isinstance(event, BenchStarted):
+        if isinstance(event, serving.BenchStarted):
             print(
                 f"started {event.run} on {event.node}"
                 + (f" (concurrency {event.max_concurrency})" if event.max_concurrency else ""),
                 flush=True,
             )
-        elif isinstance(event, LiveMetricsSampled):
+        elif isinstance(event, serving.LiveMetricsSampled):
             self.live = event.sample
-        elif isinstance(event, BenchProgressed):
+        elif isinstance(event, serving.BenchProgressed):
             now = time.monotonic()
             p = event.progress
             if now - self.last >= 2.0 or p.n == p.total:
@@ -127,7 +119,7 @@ class _Printer:
                 print(f"  {p.n}/{p.total} ({p.fraction * 100:.0f}%){eta}{extra}", flush=True)
 
 
-def format_outcome(outcome: RunOutcome) -> str:
+def format_outcome(outcome: serving.RunOutcome) -> str:
     r = outcome.result
     if r is None:
         return f"{outcome.run}: no result ({outcome.reason})"
@@ -164,7 +156,7 @@ async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, pres
 async def _ready_instance(sel: Selection, node: NodeSpec, name: str) -> InstanceView:
     view = await sel.instance(node, name, checked=True, missing=UsageError)
     if view.state != InstanceState.READY:
-        raise BenchRunError(f"{node.name}: instance {name} is {view.state.value}, not ready")
+        raise serving.BenchRunError(f"{node.name}: instance {name} is {view.state.value}, not ready")
     return view
 
 
@@ -172,11 +164,11 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
     async with Selection(profile) as sel:
         node = sel.node(args.node)
         preset, overrides, env = bench_inputs(args, profile)
-        runner = BenchRunner(sel.pool)
+        runner = serving.BenchRunner(sel.pool)
         store = None if args.no_store else ResultStore()
         stored: list[StoredRun] = []
         unstored: list[str] = []  # one line per result the store could not take (kept on the node)
-        outcomes: list[RunOutcome] = []
+        outcomes: list[serving.RunOutcome] = []
         sweep_id = uuid.uuid4().hex[:8] if len(points) > 1 else None
         view = await _ready_instance(sel, node, args.instance)
         printer = _Printer(quiet=args.json)
@@ -193,7 +185,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
                 run = run_from_console(
                     context,
                     outcome.result_json,
-                    live_summary(outcome.live),
+                    serving.live_summary(outcome.live),
                     setup=apply_bench_overrides(preset, overrides),
                     block=outcome.block,
                     label=args.label,
@@ -229,7 +221,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
 async def _runs(args, profile: Profile) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)
-        recs = await NodeRuns(sel.pool, error=BenchRunError).records(node)
+        recs = await NodeRuns(sel.pool, error=serving.BenchRunError).records(node)
     if args.json:
         print(json.dumps({"runs": [r.as_dict() for r in recs]}, indent=2))
     else:
@@ -249,15 +241,15 @@ async def _runs(args, profile: Profile) -> int:
 async def _cancel(args, profile: Profile) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)
-        runs = NodeRuns(sel.pool, error=BenchRunError)
+        runs = NodeRuns(sel.pool, error=serving.BenchRunError)
         rec = await runs.record(node, args.run)
         if rec is None:
-            raise BenchRunError(f"{node.name}: no benchmark run named {args.run} (bench runs lists them)")
+            raise serving.BenchRunError(f"{node.name}: no benchmark run named {args.run} (bench runs lists them)")
         if rec.running:
             await runs.cancel(node, args.run)
             after = await runs.record(node, args.run)
             if after is None or after.running:  # the node did not end it
-                raise BenchRunError(f"{node.name}: {args.run} is still running: the node did not stop it")
+                raise serving.BenchRunError(f"{node.name}: {args.run} is still running: the node did not stop it")
             rec, done = after, "cancelled"
         else:
             done = f"already {rec.state} (exit {rec.exit_code})"
@@ -287,4 +279,4 @@ def run(args: argparse.Namespace) -> int:
     if args.bench_command in bench_offline.COMMANDS:
         return bench_offline.run(args)
     action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
-    return run_command(args, action, failures=(BenchRunError, InstanceError, TransportError))
+    return run_command(args, action, failures=(serving.BenchRunError, InstanceError, TransportError))
