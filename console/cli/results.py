@@ -8,13 +8,12 @@ missing path) is one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
 import sys
-import time
 from collections.abc import Container, Sequence
-from datetime import datetime
 from pathlib import Path
 
 from console.cli.common import (
@@ -29,6 +28,7 @@ from console.cli.common import (
     say_error,
 )
 from console.core.errors import ProfileError
+from console.core.events import parse_since
 from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
 from console.core.results.display import format_value, metric_label, run_date, run_summary
@@ -112,16 +112,11 @@ def _short_model(model: object) -> str:
 def _since(text: str | None) -> float | None:
     if text is None:
         return None
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([dhm])\s*", text)
-    if found:
-        scale = {"d": 86400, "h": 3600, "m": 60}[found.group(2)]
-        return time.time() - float(found.group(1)) * scale
-    try:
-        return datetime.fromisoformat(text.strip()).timestamp()
-    except ValueError:
-        raise UsageError(
-            f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m"
-        ) from None
+    # the events' parser, less its seconds and "min" units: results have only ever taken d/h/m
+    if not re.fullmatch(r"\s*\d+(?:\.\d+)?\s*(s|min)\s*", text):
+        with contextlib.suppress(ValueError):
+            return parse_since(text)
+    raise UsageError(f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m")
 
 
 def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
