@@ -35,7 +35,12 @@ from console.core.results.display import format_value, metric_label, run_date, r
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
-from console.core.results.reference import ReferenceMatch, load_reference_numbers, reference_as_run, reference_matches
+from console.core.results.reference import (
+    ReferenceMatch,
+    load_reference_numbers,
+    pick_references,
+    reference_as_run,
+)
 from console.core.text import printable
 from console.services.results import ImportReport, ResultStore
 
@@ -228,13 +233,7 @@ def _pick_references(runs: Sequence[StoredRun]) -> list[ReferenceMatch]:
         rows = load_reference_numbers(REFERENCE_PATH)
     except ProfileError as exc:
         raise UsageError(str(exc)) from None
-    picked: dict[str, ReferenceMatch] = {}
-    for run in runs:
-        matches = reference_matches(run, rows)
-        exact = [m for m in matches if m.exact]
-        for match in exact or matches[:3]:
-            picked.setdefault(match.row.id, match)
-    return list(picked.values())
+    return pick_references(runs, rows)
 
 
 def _cell(row: dict, i: int) -> str:
