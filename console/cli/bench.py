@@ -9,18 +9,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from console.cli import bench_offline
-from console.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
-    add_actions,
-    add_command_options,
-    not_stored_line,
-    positive_int,
-    run_command,
-    say_error,
-)
+from console.cli import bench_offline, common
 from console.cli.inputs import bench_inputs, concurrency_points
 from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
@@ -31,23 +20,15 @@ from console.core.status_view import fmt_num
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
 from console.services.results import ResultStore, StoreError
+from console.services.runs import serving
 from console.services.runs.run import NodeRuns, gpu_context
-from console.services.runs.serving import (
-    BenchProgressed,
-    BenchRunError,
-    BenchRunner,
-    BenchStarted,
-    LiveMetricsSampled,
-    RunOutcome,
-    live_summary,
-)
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    ops = add_actions(sub, "bench", help="run benchmark presets against an instance; sweeps")
+    ops = common.add_actions(sub, "bench", help="run benchmark presets against an instance; sweeps")
     run = ops.add_parser("run", help="one run of a preset (its first concurrency, or --concurrency)")
     sweep = ops.add_parser("sweep", help="a preset over several concurrencies, one run after another")
     for p in (run, sweep):
@@ -70,7 +51,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         )
         p.add_argument("--label", help="label stored with the result")
         p.add_argument("--no-store", action="store_true", help="do not store the result")
-    run.add_argument("--concurrency", type=positive_int, metavar="N", help="max concurrency for this run")
+    run.add_argument("--concurrency", type=common.positive_int, metavar="N", help="max concurrency for this run")
     run.add_argument(
         "--group", metavar="NAME", help="a replica group: one client per replica, load split, one merged result"
     )
@@ -87,7 +68,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     cancel.add_argument("run")
     cancel.add_argument("--node", metavar="NAME")
     parsers = [run, sweep, runs, cancel]
-    add_command_options(parsers)
+    common.add_command_options(parsers)
     return parsers + bench_offline.add_parsers(ops)  # latency, throughput, accuracy
 
 
@@ -102,15 +83,15 @@ class _Printer:
     def __call__(self, event) -> None:
         if self.quiet:
             return
-        if isinstance(event, BenchStarted):
+        if isinstance(event, serving.BenchStarted):
             print(
                 f"started {event.run} on {event.node}"
                 + (f" (concurrency {event.max_concurrency})" if event.max_concurrency else ""),
                 flush=True,
             )
-        elif isinstance(event, LiveMetricsSampled):
+        elif isinstance(event, serving.LiveMetricsSampled):
             self.live = event.sample
-        elif isinstance(event, BenchProgressed):
+        elif isinstance(event, serving.BenchProgressed):
             now = time.monotonic()
             p = event.progress
             if now - self.last >= 2.0 or p.n == p.total:
@@ -127,7 +108,7 @@ class _Printer:
                 print(f"  {p.n}/{p.total} ({p.fraction * 100:.0f}%){eta}{extra}", flush=True)
 
 
-def format_outcome(outcome: RunOutcome) -> str:
+def format_outcome(outcome: serving.RunOutcome) -> str:
     r = outcome.result
     if r is None:
         return f"{outcome.run}: no result ({outcome.reason})"
@@ -162,9 +143,9 @@ async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, pres
 
 
 async def _ready_instance(sel: Selection, node: NodeSpec, name: str) -> InstanceView:
-    view = await sel.instance(node, name, checked=True, missing=UsageError)
+    view = await sel.instance(node, name, checked=True, missing=common.UsageError)
     if view.state != InstanceState.READY:
-        raise BenchRunError(f"{node.name}: instance {name} is {view.state.value}, not ready")
+        raise serving.BenchRunError(f"{node.name}: instance {name} is {view.state.value}, not ready")
     return view
 
 
@@ -172,11 +153,11 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
     async with Selection(profile) as sel:
         node = sel.node(args.node)
         preset, overrides, env = bench_inputs(args, profile)
-        runner = BenchRunner(sel.pool)
+        runner = serving.BenchRunner(sel.pool)
         store = None if args.no_store else ResultStore()
         stored: list[StoredRun] = []
         unstored: list[str] = []  # one line per result the store could not take (kept on the node)
-        outcomes: list[RunOutcome] = []
+        outcomes: list[serving.RunOutcome] = []
         sweep_id = uuid.uuid4().hex[:8] if len(points) > 1 else None
         view = await _ready_instance(sel, node, args.instance)
         printer = _Printer(quiet=args.json)
@@ -193,7 +174,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
                 run = run_from_console(
                     context,
                     outcome.result_json,
-                    live_summary(outcome.live),
+                    serving.live_summary(outcome.live),
                     setup=apply_bench_overrides(preset, overrides),
                     block=outcome.block,
                     label=args.label,
@@ -201,8 +182,8 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
                 try:
                     run_id = store.save(run)
                 except StoreError as exc:
-                    unstored.append(await not_stored_line(sel.pool, node, outcome.run, run, exc))
-                    say_error(unstored[-1])
+                    unstored.append(await common.not_stored_line(sel.pool, node, outcome.run, run, exc))
+                    common.say_error(unstored[-1])
                     continue
                 stored.append(store.get(run_id))
                 if not args.json:
@@ -223,13 +204,13 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
             else [{"run": o.run, "ok": o.ok, "reason": o.reason, "result": o.result_json} for o in outcomes]
         )
         print(json.dumps(doc[0] if len(points) == 1 and doc else doc, indent=2))
-    return EXIT_OK if all(o.ok for o in outcomes) and not unstored else EXIT_FAILED
+    return common.EXIT_OK if all(o.ok for o in outcomes) and not unstored else common.EXIT_FAILED
 
 
 async def _runs(args, profile: Profile) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)
-        recs = await NodeRuns(sel.pool, error=BenchRunError).records(node)
+        recs = await NodeRuns(sel.pool, error=serving.BenchRunError).records(node)
     if args.json:
         print(json.dumps({"runs": [r.as_dict() for r in recs]}, indent=2))
     else:
@@ -243,21 +224,21 @@ async def _runs(args, profile: Profile) -> int:
             print(f"{r.name:<48} {r.state:<8} exit {r.exit_code}  {on}")
         if not recs:
             print("no runs")
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 async def _cancel(args, profile: Profile) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)
-        runs = NodeRuns(sel.pool, error=BenchRunError)
+        runs = NodeRuns(sel.pool, error=serving.BenchRunError)
         rec = await runs.record(node, args.run)
         if rec is None:
-            raise BenchRunError(f"{node.name}: no benchmark run named {args.run} (bench runs lists them)")
+            raise serving.BenchRunError(f"{node.name}: no benchmark run named {args.run} (bench runs lists them)")
         if rec.running:
             await runs.cancel(node, args.run)
             after = await runs.record(node, args.run)
             if after is None or after.running:  # the node did not end it
-                raise BenchRunError(f"{node.name}: {args.run} is still running: the node did not stop it")
+                raise serving.BenchRunError(f"{node.name}: {args.run} is still running: the node did not stop it")
             rec, done = after, "cancelled"
         else:
             done = f"already {rec.state} (exit {rec.exit_code})"
@@ -265,20 +246,20 @@ async def _cancel(args, profile: Profile) -> int:
         print(json.dumps({"run": args.run, "node": node.name, "state": rec.state, "exit_code": rec.exit_code}))
     else:
         print(f"{args.run}: {done}")
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 async def _run_or_sweep(args, profile: Profile) -> int:
     if getattr(args, "group", None):  # replica groups: console/cli/groups.py
         if args.instance:
-            raise UsageError("give --instance or --group, not both")
+            raise common.UsageError("give --instance or --group, not both")
         from console.cli.groups import bench_group_run
 
         return await bench_group_run(args, profile)
     if getattr(args, "url", None):
-        raise UsageError("--url goes with --group")
+        raise common.UsageError("--url goes with --group")
     if not args.instance:
-        raise UsageError(f"bench {args.bench_command} needs --instance NAME (or --group NAME)")
+        raise common.UsageError(f"bench {args.bench_command} needs --instance NAME (or --group NAME)")
     points = concurrency_points(args, profile)
     return await _run_points(args, profile, points)
 
@@ -287,4 +268,4 @@ def run(args: argparse.Namespace) -> int:
     if args.bench_command in bench_offline.COMMANDS:
         return bench_offline.run(args)
     action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
-    return run_command(args, action, failures=(BenchRunError, InstanceError, TransportError))
+    return common.run_command(args, action, failures=(serving.BenchRunError, InstanceError, TransportError))

@@ -7,15 +7,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from console.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
-    add_actions,
-    add_command_options,
-    run_command,
-    say_error,
-)
+from console.cli import common
 from console.cli.selection import Selection
 from console.core.model import NodeHealth, NodeSpec, Profile
 from console.core.partition_rules import parse_physical, physical_gpus
@@ -26,7 +18,9 @@ from console.transport.base import TransportError
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
-    ops = add_actions(sub, "partition", help="show or switch compute (SPX/DPX/QPX/CPX) and memory (NPS1/NPS4) modes")
+    ops = common.add_actions(
+        sub, "partition", help="show or switch compute (SPX/DPX/QPX/CPX) and memory (NPS1/NPS4) modes"
+    )
     show = ops.add_parser("show", help="modes of every physical GPU")
     show.add_argument("--node", action="append", metavar="NAME")
     setp = ops.add_parser("set", help="switch modes (root on the node: sudo = true or a root login)")
@@ -40,7 +34,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         action="store_true",
         help="second confirmation a memory switch needs (the amdgpu driver is reloaded)",
     )
-    add_command_options([show, setp])
+    common.add_command_options([show, setp])
     return [show, setp]
 
 
@@ -80,7 +74,7 @@ async def _show(args, profile: Profile) -> int:
                     f"  GPU {g['physical']}  {g['compute_partition'] or '?'}/{g['memory_partition'] or '?'}"
                     f"  {g['logical_gpus']} logical  (memory modes {caps})  {g['model'] or ''}"
                 )
-    return EXIT_OK if all(s.health == NodeHealth.LIVE for s in snaps) else EXIT_FAILED
+    return common.EXIT_OK if all(s.health == NodeHealth.LIVE for s in snaps) else common.EXIT_FAILED
 
 
 def _confirm(question: str, ask: Callable[[str], str]) -> bool:
@@ -91,15 +85,15 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)  # --node is required
         if not args.compute and not args.memory:
-            raise UsageError("nothing to set: give --compute and/or --memory")
+            raise common.UsageError("nothing to set: give --compute and/or --memory")
         try:
             switched = await _switch(args, sel, node, ask)
         except PartitionRefused as exc:
             for reason in exc.reasons:
-                say_error(f"{node.name}: refused: {reason}")
-            return EXIT_FAILED
+                common.say_error(f"{node.name}: refused: {reason}")
+            return common.EXIT_FAILED
     if switched is None:
-        return EXIT_FAILED
+        return common.EXIT_FAILED
     result, chosen = switched
     if args.json:
         print(
@@ -122,7 +116,7 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
         print(
             f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs ({result.verification()}, {result.seconds:.1f} s)"
         )
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 async def _switch(
@@ -133,7 +127,7 @@ async def _switch(
     snapshot = await sample_node(sel.pool, node, probe=True)
     chosen = parse_physical(args.gpus, [p.physical for p in physical_gpus(snapshot)])
     if isinstance(chosen, str):
-        raise UsageError(chosen)
+        raise common.UsageError(chosen)
     reasons, summary = await service.check(node, snapshot, chosen, compute=args.compute, memory=args.memory)
     say = (lambda *_: None) if args.json else print
     say(f"{node.name}: {summary}")
@@ -141,14 +135,14 @@ async def _switch(
         raise PartitionRefused(reasons)
     if not args.yes:
         if ask is None:
-            raise UsageError("confirmation needed: run in a terminal or pass --yes")
+            raise common.UsageError("confirmation needed: run in a terminal or pass --yes")
         if not _confirm("Switch now?", ask):
             say("cancelled")
             return None
     reload_ok = args.reload_driver
     if args.memory and not reload_ok:
         if ask is None or args.yes:
-            raise UsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
+            raise common.UsageError("a memory partition change reloads the amdgpu driver: add --reload-driver")
         reload_ok = _confirm("This reloads the amdgpu driver and stops all GPU work on the node. Go on?", ask)
         if not reload_ok:
             say("cancelled")
@@ -166,4 +160,4 @@ def run(args: argparse.Namespace) -> int:
     async def action(args: argparse.Namespace, profile: Profile) -> int:
         return await (_show(args, profile) if args.partition_command == "show" else _set(args, profile, ask))
 
-    return run_command(args, action, failures=(PartitionFailed, TransportError))
+    return common.run_command(args, action, failures=(PartitionFailed, TransportError))

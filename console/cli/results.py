@@ -8,13 +8,12 @@ missing path) is one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
 import sys
-import time
 from collections.abc import Container, Sequence
-from datetime import datetime
 from pathlib import Path
 
 from console.cli.common import (
@@ -29,13 +28,19 @@ from console.cli.common import (
     say_error,
 )
 from console.core.errors import ProfileError
+from console.core.events import parse_since
 from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
 from console.core.results.display import format_value, metric_label, run_date, run_summary
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
-from console.core.results.reference import ReferenceMatch, load_reference_numbers, reference_as_run, reference_matches
+from console.core.results.reference import (
+    ReferenceMatch,
+    load_reference_numbers,
+    pick_references,
+    reference_as_run,
+)
 from console.core.text import printable
 from console.services.results import ImportReport, ResultStore
 
@@ -112,16 +117,11 @@ def _short_model(model: object) -> str:
 def _since(text: str | None) -> float | None:
     if text is None:
         return None
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([dhm])\s*", text)
-    if found:
-        scale = {"d": 86400, "h": 3600, "m": 60}[found.group(2)]
-        return time.time() - float(found.group(1)) * scale
-    try:
-        return datetime.fromisoformat(text.strip()).timestamp()
-    except ValueError:
-        raise UsageError(
-            f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m"
-        ) from None
+    # the events' parser, less its seconds and "min" units: results have only ever taken d/h/m
+    if not re.fullmatch(r"\s*\d+(?:\.\d+)?\s*(s|min)\s*", text):
+        with contextlib.suppress(ValueError):
+            return parse_since(text)
+    raise UsageError(f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m")
 
 
 def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
@@ -233,13 +233,7 @@ def _pick_references(runs: Sequence[StoredRun]) -> list[ReferenceMatch]:
         rows = load_reference_numbers(REFERENCE_PATH)
     except ProfileError as exc:
         raise UsageError(str(exc)) from None
-    picked: dict[str, ReferenceMatch] = {}
-    for run in runs:
-        matches = reference_matches(run, rows)
-        exact = [m for m in matches if m.exact]
-        for match in exact or matches[:3]:
-            picked.setdefault(match.row.id, match)
-    return list(picked.values())
+    return pick_references(runs, rows)
 
 
 def _cell(row: dict, i: int) -> str:

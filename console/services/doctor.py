@@ -119,14 +119,10 @@ async def collect_doctor(
         # whatever a node sent: one fail line naming it, never a traceback
         return down_node(node.name, "agent", unexpected(node.name, exc))
 
-    return await each_node(
-        nodes,
-        lambda pool, node: doctor_node(pool, node, timeout=timeout),
-        down,
-        timeout=timeout,
-        pool=pool,
-        failures=(Exception,),
-    )
+    async def check(pool: TransportPool, node: NodeSpec) -> NodeDoctor:
+        return await doctor_node(pool, node, timeout=timeout)
+
+    return await each_node(nodes, check, down, timeout=timeout, pool=pool, failures=(Exception,))
 
 
 def _transport_fix(kind: str) -> str:

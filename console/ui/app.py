@@ -471,8 +471,8 @@ class ConsoleApp(App[int]):
 
     def open_bench_dialog(self, instance: InstanceView | None = None) -> None:
         """b: pick a benchmark preset for a ready instance, then watch it on the bench screen."""
-        from console.services.bench import BenchRunner
         from console.services.results import ResultStore
+        from console.services.runs.serving import BenchRunner
         from console.ui.screens.bench import BenchScreen
         from console.ui.screens.bench_start import StartBenchDialog
 
@@ -506,8 +506,8 @@ class ConsoleApp(App[int]):
         from console.core.bench.offline import PRESETS_PATH, load_offline_presets
         from console.core.errors import ProfileError
         from console.core.results.reference import load_reference_numbers
-        from console.services.offline_bench import OfflineRunner
         from console.services.results import ResultStore
+        from console.services.runs.offline import OfflineRunner
         from console.ui.model.compare_view import REFERENCE_PATH
         from console.ui.screens.offline_bench import OfflineBenchDialog, OfflineBenchScreen
 

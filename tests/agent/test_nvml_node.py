@@ -14,9 +14,9 @@ from console.core.model import BenchPreset, ServePreset
 from console.core.results.build import run_from_console
 from console.core.results.compare import compare_table
 from console.core.results.display import run_summary
-from console.services.bench import BenchRunner, live_summary
 from console.services.instances import InstanceService, InstanceState
 from console.services.results import ResultStore
+from console.services.runs.serving import BenchRunner, live_summary
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from tests.helpers import free_port

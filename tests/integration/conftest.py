@@ -50,7 +50,7 @@ def tiny_model() -> Path:
 @pytest.fixture(scope="session")
 def lm_eval(tiny_model) -> str:
     """The real lm_eval (scripts/setup-lm-eval), for accuracy runs against the tiny model."""
-    from console.services.accuracy import default_lm_eval
+    from console.services.runs.accuracy import default_lm_eval
 
     found = default_lm_eval()
     require([] if found else ["lm_eval (scripts/setup-lm-eval)"])

@@ -79,8 +79,8 @@ async def real_benchmark_through_the_console(sshd, profile: Path, tmp: Path) -> 
     """The real `vllm bench serve`, started by the console next to the real server."""
     from console.core.bench.result import normalize_result
     from console.core.profiles import load_profile
-    from console.services.bench import BenchProgressed, BenchRunner, LiveMetricsSampled
     from console.services.instances import InstanceService
+    from console.services.runs.serving import BenchProgressed, BenchRunner, LiveMetricsSampled
     from console.services.transports import TransportPool
 
     loaded = load_profile([ROOT / "profiles" / "presets.toml", profile])

@@ -17,16 +17,16 @@ from textual.widgets import DataTable, Input, ProgressBar
 
 from console.core.model import BenchPreset
 from console.core.profiles import load_profile
-from console.services.bench import (
+from console.services.fleet import FleetTelemetry
+from console.services.instances import InstanceService, InstanceState, InstanceView
+from console.services.live_metrics import LiveSample
+from console.services.results import ResultStore
+from console.services.runs.serving import (
     BenchLogLine,
     BenchProgressed,
     BenchRunner,
     LiveMetricsSampled,
 )
-from console.services.fleet import FleetTelemetry
-from console.services.instances import InstanceService, InstanceState, InstanceView
-from console.services.live_metrics import LiveSample
-from console.services.results import ResultStore
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.ui.model import bench_view as bv
@@ -361,7 +361,7 @@ def _sample(ts: float, **values) -> LiveSample:
 
 def test_session_is_bounded_and_ignores_other_runs():
     from console.core.bench.output_events import BenchProgress
-    from console.services.bench import BenchStarted
+    from console.services.runs.serving import BenchStarted
 
     session = bv.BenchSession([4], clock=lambda: 100.0)
     session.apply(bv.PointBegan(0, 4))

@@ -9,8 +9,8 @@ from textual.widgets import Input, Static
 
 from console.core.bench.offline import PRESETS_PATH, load_offline_presets
 from console.core.results.reference import load_reference_numbers
-from console.services.offline_bench import OfflineRunner
 from console.services.results import ResultStore
+from console.services.runs.offline import OfflineRunner
 from console.services.transports import TransportPool
 from console.ui.model.compare_view import REFERENCE_PATH
 from console.ui.model.offline_form import check_offline_request

@@ -22,7 +22,9 @@ from console.core.bench.output import BenchProgress, SetupLine, parse_progress
 from console.core.gpus import gpu_span
 from console.core.model import BenchPreset, NodeSnapshot
 from console.core.text import printable
-from console.services.bench import (
+from console.services.instances import InstanceView
+from console.services.live_metrics import LiveSample
+from console.services.runs.serving import (
     BenchFinished,
     BenchLogLine,
     BenchProgressed,
@@ -31,8 +33,6 @@ from console.services.bench import (
     LiveMetricsSampled,
     RunOutcome,
 )
-from console.services.instances import InstanceView
-from console.services.live_metrics import LiveSample
 from console.ui.model.charts import Trace
 from console.ui.model.protocols import Samples
 

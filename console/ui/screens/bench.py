@@ -38,7 +38,10 @@ from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
 from console.core.results.build import run_from_console
 from console.core.results.record import StoredRun
 from console.core.text import one_line
-from console.services.bench import (
+from console.services.fleet import FleetTelemetry
+from console.services.instances import InstanceError, InstanceView
+from console.services.results import ResultStore
+from console.services.runs.serving import (
     BenchFinished,
     BenchProgressed,
     BenchRunError,
@@ -48,9 +51,6 @@ from console.services.bench import (
     RunOutcome,
     live_summary,
 )
-from console.services.fleet import FleetTelemetry
-from console.services.instances import InstanceError, InstanceView
-from console.services.results import ResultStore
 from console.transport.base import TransportError
 from console.ui.model import bench_view as bv
 from console.ui.model.bench_form import BenchRequest

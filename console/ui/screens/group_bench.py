@@ -23,11 +23,11 @@ from textual.widgets import Input, Select, Static
 
 from console.core.bench.output_events import BenchProgress
 from console.core.model import BenchPreset
-from console.services.bench import BenchProgressed, BenchRunError
-from console.services.group_bench import GroupBenchOutcome, GroupBenchRunner, format_group_outcome, store_group
 from console.services.groups import GroupView
 from console.services.instances import InstanceError
 from console.services.results import ResultStore
+from console.services.runs.group import GroupBenchOutcome, GroupBenchRunner, format_group_outcome, store_group
+from console.services.runs.serving import BenchProgressed, BenchRunError
 from console.transport.base import TransportError
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar

@@ -28,7 +28,8 @@ from console.core.model import NodeSpec
 from console.core.results.offline import run_from_offline
 from console.core.results.reference import ReferenceRow, reference_matches
 from console.core.text import printable
-from console.services.offline_bench import (
+from console.services.results import ResultStore
+from console.services.runs.offline import (
     OfflineFinished,
     OfflineLogLine,
     OfflineOutcome,
@@ -37,7 +38,6 @@ from console.services.offline_bench import (
     OfflineRunner,
     OfflineStarted,
 )
-from console.services.results import ResultStore
 from console.transport.base import TransportError
 from console.ui.model.offline_form import OfflineRequest, check_offline_request, preset_key, preset_prompt
 from console.ui.model.start_form import FormError

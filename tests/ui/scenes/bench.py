@@ -30,7 +30,9 @@ from console.core.model import (
 )
 from console.core.profiles import load_profile
 from console.core.series import RingSeries
-from console.services.bench import (
+from console.services.instances import InstanceState, InstanceView
+from console.services.live_metrics import LiveSample
+from console.services.runs.serving import (
     BenchFinished,
     BenchLogLine,
     BenchProgressed,
@@ -39,8 +41,6 @@ from console.services.bench import (
     LiveMetricsSampled,
     RunOutcome,
 )
-from console.services.instances import InstanceState, InstanceView
-from console.services.live_metrics import LiveSample
 from console.ui.model import bench_view as bv
 from console.ui.screens.bench import BenchScreen
 
