@@ -13,11 +13,12 @@ from typing import Sequence
 
 from console.core.bench.argv import (
     apply_bench_overrides,
-    build_bench_argv,
+    check_bench_argv,
     sweep_points,
 )
 from console.core.gpus import gpu_span
 from console.core.model import BenchPreset
+from console.core.text import key_value
 from console.services.instances import InstanceView
 from console.ui.model.bench_view import MAX_SWEEP_POINTS, dataset_text
 from console.ui.model.start_form import FormError, parse_pairs
@@ -78,10 +79,10 @@ def parse_bench_overrides(text: str) -> dict[str, str]:
         raise FormError(f"overrides: {exc}") from None
     out: dict[str, str] = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
+        pair = key_value(item)
+        if pair is None:
             raise FormError(f"overrides: {item!r} is not KEY=VALUE (e.g. num_prompts=50)")
+        key, value = pair
         if not _KEY_RE.match(key):
             raise FormError(f"overrides: {key!r} is not a preset key (e.g. num_prompts, request_rate, input_len)")
         out[key] = value
@@ -111,15 +112,7 @@ def check_request(
     if len(points) > MAX_SWEEP_POINTS:
         raise FormError(f"concurrency: {len(points)} points; a sweep has at most {MAX_SWEEP_POINTS}")
     try:  # what the runner will build: refuse here what it would refuse there
-        build_bench_argv(
-            effective,
-            client_cmd=("vllm",),
-            base_url="http://127.0.0.1:8000",
-            model="model",
-            result_dir="/tmp/check",
-            result_filename="result.json",
-            max_concurrency=points[0],
-        )
+        check_bench_argv(effective, points[0])
     except ValueError as exc:
         raise FormError(_strip_set(str(exc))) from None
     return effective, points

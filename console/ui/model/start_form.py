@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Collection, Iterable, Sequence
 
 from console.core.model import ServePreset
+from console.core.text import key_value
 from console.services.instances import NAME_RE
 
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -100,10 +101,10 @@ def parse_pairs(text: str, what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     example = "max_model_len=4096" if what == "overrides" else "VLLM_USE_V1=1"
     for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
+        pair = key_value(item)
+        if pair is None:
             raise FormError(f"{what}: {item!r} is not KEY=VALUE (e.g. {example})")
+        key, value = pair
         if what == "env" and not _ENV_NAME_RE.match(key):
             raise FormError(f"env: {key!r} is not an environment variable name")
         if what == "overrides":
