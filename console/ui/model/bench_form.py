@@ -7,7 +7,6 @@ overrides, so the dialog and `rocm-console bench run --set` refuse with the same
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -18,10 +17,9 @@ from console.core.bench.argv import (
 )
 from console.core.gpus import gpu_span
 from console.core.model import BenchPreset
-from console.core.text import key_value
 from console.services.instances import InstanceView
 from console.ui.model.bench_view import MAX_SWEEP_POINTS, dataset_text
-from console.ui.model.start_form import FormError, parse_pairs
+from console.ui.model.start_form import FormError, parse_pairs, split_pairs
 
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
 
@@ -73,20 +71,13 @@ def parse_concurrency(text: str) -> tuple[int, ...] | None:
 
 def parse_bench_overrides(text: str) -> dict[str, str]:
     """'num_prompts=50 request_rate=4' (shell quoting allowed; `key=` unsets an optional key)."""
-    try:
-        items = shlex.split(text)
-    except ValueError as exc:
-        raise FormError(f"overrides: {exc}") from None
-    out: dict[str, str] = {}
-    for item in items:
-        pair = key_value(item)
-        if pair is None:
-            raise FormError(f"overrides: {item!r} is not KEY=VALUE (e.g. num_prompts=50)")
-        key, value = pair
-        if not _KEY_RE.match(key):
-            raise FormError(f"overrides: {key!r} is not a preset key (e.g. num_prompts, request_rate, input_len)")
-        out[key] = value
-    return out
+    return split_pairs(text, "overrides", "num_prompts=50", _bench_key_problem)
+
+
+def _bench_key_problem(key: str, value: str) -> str | None:
+    if _KEY_RE.match(key):
+        return None
+    return f"{key!r} is not a preset key (e.g. num_prompts, request_rate, input_len)"
 
 
 def parse_env(text: str) -> dict[str, str]:
