@@ -12,7 +12,7 @@ from typing import Any, Callable, Coroutine, Iterable, Sequence
 
 from console.core.model import NodeSpec, Profile
 from console.core.profiles import PROFILES_DIR, demo_profile_path, discover_profile_paths, load_profile
-from console.core.text import printable
+from console.core.text import key_value, printable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_PARTIAL = EXIT_FAILED  # `status`: some node did not answer
@@ -156,10 +156,10 @@ def parse_pairs(items: Sequence[str], flag: str, *, env: bool | None = None) -> 
     out: dict[str, str] = {}
     seen: dict[str, str] = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
+        pair = key_value(item)
+        if pair is None:
             raise UsageError(f"{flag} {item!r}: expected KEY=VALUE")
+        key, value = pair
         if env:
             if not _ENV_NAME_RE.match(key):
                 raise UsageError(f"{flag} {key}: not an environment variable name (letters, digits and _)")

@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Sequence
 
 from console.cli.common import UsageError, parse_pairs
-from console.core.bench.argv import apply_bench_overrides, build_bench_argv
+from console.core.bench.argv import apply_bench_overrides, check_bench_argv
 from console.core.model import BenchPreset, Profile
 from console.core.serve.argv import check_serve_overrides, take_tp
 from console.services.instances import NAME_RE as INSTANCE_NAME_RE
@@ -64,17 +64,8 @@ def bench_inputs(args, profile: Profile) -> tuple[BenchPreset, dict[str, str], d
     if args.label is not None and args.no_store:
         raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
     try:
-        applied = apply_bench_overrides(preset, overrides)
         # a dry build: what the client could not run as asked fails here, not on the node
-        build_bench_argv(
-            applied,
-            client_cmd=("vllm",),
-            base_url="http://127.0.0.1:8000",
-            model="model",
-            result_dir="/tmp",
-            result_filename="result.json",
-            max_concurrency=None,
-        )
+        check_bench_argv(apply_bench_overrides(preset, overrides), None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return preset, overrides, env

@@ -31,7 +31,7 @@ from console.core.errors import ProfileError
 from console.core.events import parse_since
 from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
-from console.core.results.display import format_value, metric_label, run_date, run_summary
+from console.core.results.display import delta_suffix, format_value, metric_label, run_date, run_summary
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
@@ -244,13 +244,8 @@ def _cell(row: dict, i: int) -> str:
             return _short_model(value)
         return format_value(key, value)
     text = format_value(key, value)
-    delta = row["delta"][i]
-    if i == 0 or delta is None:
-        return text
-    sign = "+" if delta >= 0 else "-"
-    pct = row["delta_pct"][i]
-    extra = f"{sign}{format_value(key, abs(delta))}" + (f" {pct:+.1f}%" if pct is not None else "")
-    return f"{text} ({extra})"
+    extra = delta_suffix(row, i)
+    return text if extra is None else f"{text} ({extra})"
 
 
 def _compare(args, store: ResultStore) -> int:

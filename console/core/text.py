@@ -80,6 +80,16 @@ def one_line(text: object, limit: int | None = None) -> str:
     return line if limit is None else clip(line, limit)
 
 
+def key_value(item: str) -> tuple[str, str] | None:
+    """('key', 'value') for 'key=value' (the key stripped, the value as given), None when
+    there is no '=' or no key: each caller words its own error."""
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        return None
+    return key, value
+
+
 def unexpected(name: str, exc: BaseException) -> str:
     """One line for a failure nothing more specific caught, naming the node (or file) at fault."""
     detail = printable(one_line(str(exc), 200))

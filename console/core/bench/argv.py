@@ -337,3 +337,17 @@ def build_bench_argv(
     argv += ["--save-result", "--result-dir", result_dir, "--result-filename", result_filename]
     argv += list(preset.extra_args)
     return tuple(argv)
+
+
+def check_bench_argv(preset: BenchPreset, max_concurrency: int | None) -> None:
+    """A dry build of the client's argv for a preset (overrides already applied): what the
+    client could not run as asked fails here, before anything reaches the node. ValueError."""
+    build_bench_argv(
+        preset,
+        client_cmd=("vllm",),
+        base_url="http://127.0.0.1:8000",
+        model="model",
+        result_dir="/tmp/check",
+        result_filename="result.json",
+        max_concurrency=max_concurrency,
+    )

@@ -129,6 +129,17 @@ def format_value(key: str, value: object) -> str:
     return printable(str(value))
 
 
+def delta_suffix(row: Mapping, i: int) -> str | None:
+    """'+12.3 +4.5%' for column i of a compared metric row (`compare_table`), None for
+    the first column (the base) or a missing delta: the CLI and the UI show the same text."""
+    delta = row["delta"][i]
+    if i == 0 or delta is None:
+        return None
+    sign = "+" if delta >= 0 else "-"
+    pct = row["delta_pct"][i]
+    return f"{sign}{format_value(row['key'], abs(delta))}" + (f" {pct:+.1f}%" if pct is not None else "")
+
+
 def run_date(run: StoredRun) -> str:
     """When the benchmark ran: vLLM's `date` when recorded, else when the run was stored."""
     if run.created <= 0 and run.origin == "reference":

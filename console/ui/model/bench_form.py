@@ -7,20 +7,19 @@ overrides, so the dialog and `rocm-console bench run --set` refuse with the same
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from console.core.bench.argv import (
     apply_bench_overrides,
-    build_bench_argv,
+    check_bench_argv,
     sweep_points,
 )
 from console.core.gpus import gpu_span
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
 from console.ui.model.bench_view import MAX_SWEEP_POINTS, dataset_text
-from console.ui.model.start_form import FormError, parse_pairs
+from console.ui.model.start_form import FormError, parse_pairs, split_pairs
 
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
 
@@ -72,20 +71,13 @@ def parse_concurrency(text: str) -> tuple[int, ...] | None:
 
 def parse_bench_overrides(text: str) -> dict[str, str]:
     """'num_prompts=50 request_rate=4' (shell quoting allowed; `key=` unsets an optional key)."""
-    try:
-        items = shlex.split(text)
-    except ValueError as exc:
-        raise FormError(f"overrides: {exc}") from None
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise FormError(f"overrides: {item!r} is not KEY=VALUE (e.g. num_prompts=50)")
-        if not _KEY_RE.match(key):
-            raise FormError(f"overrides: {key!r} is not a preset key (e.g. num_prompts, request_rate, input_len)")
-        out[key] = value
-    return out
+    return split_pairs(text, "overrides", "num_prompts=50", _bench_key_problem)
+
+
+def _bench_key_problem(key: str, value: str) -> str | None:
+    if _KEY_RE.match(key):
+        return None
+    return f"{key!r} is not a preset key (e.g. num_prompts, request_rate, input_len)"
 
 
 def parse_env(text: str) -> dict[str, str]:
@@ -111,15 +103,7 @@ def check_request(
     if len(points) > MAX_SWEEP_POINTS:
         raise FormError(f"concurrency: {len(points)} points; a sweep has at most {MAX_SWEEP_POINTS}")
     try:  # what the runner will build: refuse here what it would refuse there
-        build_bench_argv(
-            effective,
-            client_cmd=("vllm",),
-            base_url="http://127.0.0.1:8000",
-            model="model",
-            result_dir="/tmp/check",
-            result_filename="result.json",
-            max_concurrency=points[0],
-        )
+        check_bench_argv(effective, points[0])
     except ValueError as exc:
         raise FormError(_strip_set(str(exc))) from None
     return effective, points

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.text import Text
 
 from console.core.profiles import PROFILES_DIR
-from console.core.results.display import format_value, model_name
+from console.core.results.display import delta_suffix, format_value, model_name
 from console.core.results.record import StoredRun
 from console.core.results.reference import ReferenceMatch, load_reference_numbers
 from console.core.results.reference import pick_references as pick_rows
@@ -45,12 +45,9 @@ def compare_cell(row: dict, i: int, styles: dict[str, str]) -> Text:
     if row["section"] != "metric":
         return Text(short_model(value) if key == "model" else format_value(key, value))
     text = Text(format_value(key, value))
-    delta = row["delta"][i]
-    if i == 0 or delta is None:
+    extra = delta_suffix(row, i)
+    if extra is None:
         return text
-    sign = "+" if delta >= 0 else "-"
-    pct = row["delta_pct"][i]
-    extra = f"{sign}{format_value(key, abs(delta))}" + (f" {pct:+.1f}%" if pct is not None else "")
     judged = verdict(row, i)
     text.append(f"  {extra}", style=styles.get(judged or "same", ""))
     return text

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Collection, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 from console.core.model import ServePreset
+from console.core.text import key_value
 from console.services.instances import NAME_RE
 
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -93,26 +94,42 @@ def parse_name(text: str) -> str | None:
 
 def parse_pairs(text: str, what: str) -> dict[str, str]:
     """'max_model_len=4096 gpu_memory_utilization=0.9' (shell quoting allowed) -> a dict."""
+    if what == "overrides":
+        return split_pairs(text, what, "max_model_len=4096", _serve_override_problem)
+    return split_pairs(text, what, "VLLM_USE_V1=1", _env_problem if what == "env" else None)
+
+
+def split_pairs(
+    text: str, what: str, example: str, problem: Callable[[str, str], str | None] | None = None
+) -> dict[str, str]:
+    """KEY=VALUE words (shell quoting allowed) -> a dict; FormError "what: ..." for a word
+    that is not KEY=VALUE or whose key/value `problem` names a fault in."""
     try:
         items = shlex.split(text)
     except ValueError as exc:
         raise FormError(f"{what}: {exc}") from None
     out: dict[str, str] = {}
-    example = "max_model_len=4096" if what == "overrides" else "VLLM_USE_V1=1"
     for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
+        pair = key_value(item)
+        if pair is None:
             raise FormError(f"{what}: {item!r} is not KEY=VALUE (e.g. {example})")
-        if what == "env" and not _ENV_NAME_RE.match(key):
-            raise FormError(f"env: {key!r} is not an environment variable name")
-        if what == "overrides":
-            if not _KEY_RE.match(key):
-                raise FormError(f"overrides: {key!r} is not a vLLM flag name (e.g. {example})")
-            if value == "":
-                raise FormError(f"overrides: {key} has no value (use {key}=false to drop the flag)")
-        out[key] = value
+        fault = problem(*pair) if problem is not None else None
+        if fault is not None:
+            raise FormError(f"{what}: {fault}")
+        out[pair[0]] = pair[1]
     return out
+
+
+def _env_problem(key: str, value: str) -> str | None:
+    return None if _ENV_NAME_RE.match(key) else f"{key!r} is not an environment variable name"
+
+
+def _serve_override_problem(key: str, value: str) -> str | None:
+    if not _KEY_RE.match(key):
+        return f"{key!r} is not a vLLM flag name (e.g. max_model_len=4096)"
+    if value == "":
+        return f"{key} has no value (use {key}=false to drop the flag)"
+    return None
 
 
 def override_tp(preset: ServePreset, overrides: dict[str, str]) -> int:

@@ -8,6 +8,7 @@ the first time `r` is pressed; the result comes back as a message.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
@@ -39,11 +40,10 @@ class CompareScreen(Screen):
         Binding("r", "toggle_reference", "Reference numbers", id="compare-reference"),
     ]
 
+    @dataclass
     class ReferencesLoaded(Message):
-        def __init__(self, matches: list[ReferenceMatch] | None, error: str | None = None) -> None:
-            super().__init__()
-            self.matches = matches
-            self.error = error
+        matches: list[ReferenceMatch] | None
+        error: str | None = None
 
     def __init__(
         self, runs: Sequence[StoredRun], *, reference_path: Path | None = None, show_reference: bool = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -58,17 +59,15 @@ def progress_lines(progress: dict[str, BenchProgress], replicas: list[str], widt
 class GroupBenchScreen(Screen):
     BINDINGS = [Binding("escape", "leave", "Back")]  # no id: not in the [keys] table
 
+    @dataclass
     class Fed(Message):
-        def __init__(self, replica: str, event: object) -> None:
-            super().__init__()
-            self.replica = replica
-            self.event = event
+        replica: str
+        event: object
 
+    @dataclass
     class Done(Message):
-        def __init__(self, outcome: GroupBenchOutcome | None, error: str | None) -> None:
-            super().__init__()
-            self.outcome = outcome
-            self.error = error
+        outcome: GroupBenchOutcome | None
+        error: str | None
 
     def __init__(self, group: GroupView, *, store: ResultStore | None = None) -> None:
         super().__init__(id="group-bench-screen")
@@ -169,10 +168,9 @@ class GroupBenchScreen(Screen):
         if isinstance(event, BenchProgressed) and event.progress.phase == "main":
             self.progress[message.replica] = event.progress
 
+    @dataclass
     class Stored(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
+        text: str
 
     def on_group_bench_screen_done(self, message: Done) -> None:
         self.running = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
@@ -107,23 +108,20 @@ class OfflineBenchScreen(Screen):
         Binding("x", "cancel_run", "Cancel run", id="cancel-bench"),
     ]
 
+    @dataclass
     class Fed(Message):
         """A runner event (started, progressed, a log line, finished)."""
 
-        def __init__(self, event) -> None:
-            super().__init__()
-            self.event = event
+        event: object
 
+    @dataclass
     class Stored(Message):
-        def __init__(self, run_id: str | None, reference: str | None) -> None:
-            super().__init__()
-            self.run_id = run_id
-            self.reference = reference
+        run_id: str | None
+        reference: str | None
 
+    @dataclass
     class Refused(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
+        text: str
 
     def __init__(
         self,

@@ -88,13 +88,12 @@ _KEEP = "unchanged"
 # ---------------------------------------------------------------- messages for the app
 
 
+@dataclass
 class PartitionSwitched(Message):
     """A switch finished and the node verified the new modes (posted to the app)."""
 
-    def __init__(self, node: str, result: SwitchResult) -> None:
-        super().__init__()
-        self.node = node
-        self.result = result
+    node: str
+    result: SwitchResult
 
 
 class StartPresetRequested(Message):
@@ -210,20 +209,18 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
     elapsed: reactive[float] = reactive(0.0, init=False, always_update=True)
     offer: reactive[ServePreset | None] = reactive(None, init=False)
 
+    @dataclass
     class Checked(Message):
         """A preflight finished (generation: which target it was for)."""
 
-        def __init__(self, generation: int, reasons: list[str], summary: str | None, error: str | None = None) -> None:
-            super().__init__()
-            self.generation = generation
-            self.reasons = reasons
-            self.summary = summary
-            self.error = error
+        generation: int
+        reasons: list[str]
+        summary: str | None
+        error: str | None = None
 
+    @dataclass
     class SwitchDone(Message):
-        def __init__(self, result: SwitchResult) -> None:
-            super().__init__()
-            self.result = result
+        result: SwitchResult
 
     class SwitchFailed(Message):
         """kind: PartitionFailed.kind (no_perm, busy, invalid, unsupported, failed), or refused / transport."""
