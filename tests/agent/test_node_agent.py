@@ -719,19 +719,21 @@ def test_sim_partition_switch_mid_run_reemits_static(sim, monkeypatch):
             proc.kill()
     assert proc.returncode == 0, err
     lines = [o for _, o in received]
+    # One more static per partition layout the agent saw: a tick that lands while the
+    # switch is half done (a loaded machine) adds an intermediate one; the last is CPX.
     statics = [o for o in lines if o["kind"] == "static"]
-    assert len(statics) == 2
-    new = statics[1]["gpus"]
+    assert 2 <= len(statics) <= 1 + 8
+    new = statics[-1]["gpus"]
     assert len(new) == 64 and all(g["compute_partition"] == "CPX" for g in new)
     assert [(g["physical"], g["partition_id"]) for g in new] == [(i // 8, i % 8) for i in range(64)]
-    after = lines[lines.index(statics[1]) + 1 :]
+    after = lines[lines.index(statics[-1]) + 1 :]
     assert after and all(o["kind"] == "sample" and len(o["gpus"]) == 64 for o in after)
     samples = [o for o in lines if o["kind"] == "sample"]
     assert len(samples) == 40
     # detected from gpu_metrics' partition count at the next tick, not after the run:
     # at most two samples arrive after the switch before the new static
     later = [o for t, o in received if t >= switched]
-    assert later.index(statics[1]) <= 2, [o["kind"] for o in later[:5]]
+    assert later.index(statics[-1]) <= 2, [o["kind"] for o in later[:5]]
 
 
 def test_sim_stdout_only_json_even_with_a_noisy_import(sim, tmp_path):
