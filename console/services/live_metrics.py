@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from console.core.bench import histograms as H
+from console.services.http_body import BodyTooLarge, read_capped
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +110,11 @@ async def _read_capped(client, url: str) -> str | None:
     async with client.stream("GET", url) as reply:
         if reply.status_code != 200:
             return None
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in reply.aiter_bytes():
-            size += len(chunk)
-            if size > MAX_SCRAPE_BYTES:
-                return None
-            chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+        try:
+            body = await read_capped(reply, MAX_SCRAPE_BYTES)
+        except BodyTooLarge:
+            return None
+    return body.decode("utf-8", errors="replace")
 
 
 async def poll_metrics(

@@ -54,6 +54,7 @@ from console.core.dme import (
     value_queries,
 )
 from console.core.model import GpuStatic, NodeHealth, NodeSnapshot, NodeSpec, PrometheusSpec, TelemetryFrame
+from console.services.http_body import BodyTooLarge, read_capped
 
 
 class FleetHooks(Protocol):
@@ -281,21 +282,15 @@ class PrometheusClient:
                 raise PrometheusError(f"{where}: HTTP {reply.status_code} {reply.reason_phrase}{hint}")
             limit = self.max_body
             too_big = f"{where}: HTTP {reply.status_code}, an answer over {limit / 2**20:g} MiB (not read further)"
-            declared = reply.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > limit:
-                raise PrometheusError(too_big)
-            body = bytearray()
-            budget = [limit] if budget is None else budget
-            async for chunk in reply.aiter_bytes():  # decompressed: a small gzip bomb stops here too
-                body += chunk
-                budget[0] -= len(chunk)
-                if len(body) > limit:
-                    raise PrometheusError(too_big)
-                if budget[0] < 0:
+            try:
+                body = await read_capped(reply, limit, budget)
+            except BodyTooLarge as exc:
+                if exc.together:
                     raise PrometheusError(
                         f"{where}: answers over {self.max_body * 2 / 2**20:g} MiB together (not read further)"
-                    )
-            return Reply(reply.status_code, clean_text(reply.reason_phrase, 60), bytes(body))
+                    ) from None
+                raise PrometheusError(too_big) from None
+            return Reply(reply.status_code, clean_text(reply.reason_phrase, 60), body)
         finally:
             await reply.aclose()
 
