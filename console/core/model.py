@@ -170,6 +170,9 @@ class GpuMetrics:
     gfx_clock_mhz: float | None = None
     mem_clock_mhz: float | None = None
     processes: tuple[GpuProcess, ...] = ()
+    # Physical GPU's figures, on its first partition's row only (None on the others):
+    energy_j: float | None = None  # the energy counter, cumulative joules
+    throttled: bool | None = None  # power/thermal/VR/HBM throttling during the last tick
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,12 @@ def _opt_str(value: Any) -> str | None:
     return printable(value)
 
 
+def _opt_bool(value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"expected true, false or null, got {clip(repr(value), 40)}")
+
+
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected an integer, got {clip(repr(value), 40)}")
@@ -146,6 +152,8 @@ def _metrics(g: dict) -> GpuMetrics:
         gfx_clock_mhz=_num(g.get("gfx_clock_mhz")),
         mem_clock_mhz=_num(g.get("mem_clock_mhz")),
         processes=tuple(_process(p) for p in g.get("processes") or ()),
+        energy_j=_num(g.get("energy_j")),
+        throttled=_opt_bool(g.get("throttled")),
     )
 
 

@@ -115,3 +115,18 @@ def test_bad_lines_are_protocol_errors(bad, why):
 def test_nan_and_inf_become_none():
     fr = parse_agent_line('{"kind":"sample","ts":1,"seq":1,"gpus":[{"index":0,"power_w":NaN,"util_pct":Infinity}]}')
     assert fr.gpus[0].power_w is None and fr.gpus[0].util_pct is None
+
+
+def test_sample_carries_energy_and_throttled_of_the_physical_gpu():
+    line = (
+        '{"kind":"sample","ts":1.0,"seq":0,"gpus":['
+        '{"index":0,"energy_j":123456.5,"throttled":true},{"index":1,"energy_j":null,"throttled":null}]}'
+    )
+    frame = parse_agent_line(line)
+    assert (frame.gpus[0].energy_j, frame.gpus[0].throttled) == (123456.5, True)
+    assert (frame.gpus[1].energy_j, frame.gpus[1].throttled) == (None, None)
+
+
+def test_sample_with_a_non_boolean_throttled_is_a_protocol_error():
+    with pytest.raises(AgentProtocolError, match="throttled|true, false"):
+        parse_agent_line('{"kind":"sample","ts":1.0,"seq":0,"gpus":[{"index":0,"throttled":"yes"}]}')
