@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from console.core.health import HealthReading, HealthVerdict
+
 # ---------------------------------------------------------------- profiles
 
 
@@ -215,6 +217,25 @@ class ProbeInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class HealthFrame:
+    """The agent's ``health`` line: readings of the physical GPUs it read this tick."""
+
+    ts: float
+    interval: float
+    readings: tuple[HealthReading, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuHealth:
+    """One physical GPU's health as the console judges it now."""
+
+    physical: int
+    verdict: HealthVerdict
+    reading: HealthReading | None = None
+    since: float | None = None  # when the current state began (unix seconds)
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSnapshot:
     """What the console knows about a node at one instant."""
 
@@ -228,3 +249,4 @@ class NodeSnapshot:
     probe: ProbeInfo | None = None
     interval: float = 1.0
     extra: dict = field(default_factory=dict, compare=False)
+    gpu_health: tuple[GpuHealth, ...] = ()  # per physical GPU, sorted; empty until the first health line
