@@ -244,7 +244,7 @@ def health_checks(gpu_health: Iterable[Any], node: str = "NODE") -> list[DoctorC
         if verdict.state == "unknown":
             detail, fix = "not read yet", ""
         elif not verdict.findings:
-            detail, fix = "ok: no ECC errors, bad pages, throttling, link or fault findings", ""
+            detail, fix = "nothing found (ECC, bad pages, throttling, PCIe, links, resets)", ""
         else:
             detail = verdict.reasons
             fix = health_fix(verdict.findings[0].rule, vendor).replace("NODE", node)
