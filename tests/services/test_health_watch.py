@@ -24,7 +24,7 @@ from console.core.instance_view import InstanceState, InstanceView
 from console.core.model import NodeHealth, ServePreset
 from console.core.telemetry import parse_agent_line
 from console.services.events import EventLog
-from console.services.fleet import FleetTelemetry, GpuHealthChanged
+from console.services.fleet import FleetTelemetry, GpuHealthChanged, NodeStateChanged
 from console.services.health_watch import HealthWatch
 from console.services.instances import InstanceError, InstancePoller, InstanceService
 from console.services.status import judge, sample_node
@@ -243,3 +243,24 @@ async def test_a_failure_reason_names_the_gpu_events_around_it(sim_node, service
     assert polled.reason.startswith("max_model_len too large: ")
     assert "GPU events: GPU 0 " in polled.reason and "GPU reset" in polled.reason
     assert "GPU 1" not in polled.reason
+
+
+async def test_a_node_down_rule_fires_from_the_tick_without_a_new_observation(tmp_path):
+    command, alert_out = stdin_recorder(tmp_path)
+    rule = AlertRule(name="node-gone", condition=parse_condition("node down for 2s"), command=command)
+    log = EventLog(tmp_path / "events.jsonl")
+    watch = HealthWatch(FleetTelemetry([]), HealthSettings(alerts=(rule,)), events=log)
+    await watch.start()
+    try:
+        watch.on_fleet_event(NodeStateChanged("n9", NodeHealth.DOWN, "n9: connection refused"))
+        assert [e.kind for e in log.read()] == ["node.down"]
+        assert not alert_out.exists()  # not yet: the rule wants 2 s
+        assert await wait_for(lambda: alert_out.exists() and alert_out.read_text().strip(), timeout=10)
+    finally:
+        await watch.stop()
+    [alert] = [json.loads(x) for x in alert_out.read_text().splitlines()]
+    assert (alert["alert"], alert["node"], alert["value"]) == ("node-gone", "n9", "down")
+    down = next(e for e in log.read() if e.kind == "node.down")
+    assert down.message == "node down: n9: connection refused" and down.severity == "fail"
+    fired = next(e for e in log.read() if e.kind == "alert.fired")
+    assert fired.time - down.time >= 2.0
