@@ -1,8 +1,8 @@
 """`rocm-console doctor`: per node, what a person debugging a real node needs.
 
 Which telemetry source loads and why the others do not, ROCm / driver / amd-smi /
-vLLM versions, GPU models and partition modes, and the host settings AMD's guides
-recommend, each line ok / warn / fail with its fix. Exit 0 when nothing fails,
+vLLM versions, GPU models and partition modes, the host settings AMD's guides
+recommend, and each GPU's health, each line ok / warn / fail with its fix. Exit 0 when nothing fails,
 1 when a line fails, 2 for bad input.
 """
 
@@ -32,10 +32,13 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console.core.health_profile import health_settings
     from console.services.doctor import collect_doctor
 
-    nodes = Selection(load_selected_profile(args)).nodes(args.node)
-    reports = asyncio.run(collect_doctor(nodes, timeout=args.timeout))
+    profile = load_selected_profile(args)
+    nodes = Selection(profile).nodes(args.node)
+    rules = health_settings(profile).rules  # each GPU's health, judged by the profile's [health]
+    reports = asyncio.run(collect_doctor(nodes, timeout=args.timeout, health=rules))
     if args.json:
         print(json.dumps(to_json(reports), indent=2))
     else:

@@ -26,6 +26,7 @@ from console.cli.selection import Selection
 from console.core.model import NodeSpec, Profile
 from console.core.multinode import is_multinode
 from console.core.serve.argv import api_key_from, redact
+from console.core.status_view import health_refusal
 from console.core.text import printable
 from console.services.instances import (
     ENDED,
@@ -74,6 +75,11 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         help="a replica group: N copies of the preset (or one per free GPU / TP group), named GROUP-r0, GROUP-r1, ...",
     )
     start.add_argument("--group", metavar="NAME", help="the group's name with --replicas (default: PRESET-xN)")
+    start.add_argument(
+        "--force",
+        action="store_true",
+        help="start even on a GPU in fail health (uncorrectable ECC, pending bad pages: see `rocm-console doctor`)",
+    )
     lst = serve_sub.add_parser("list", help="every instance on the nodes, with its state")
     lst.add_argument("--node", action="append", metavar="NAME")
     stop = serve_sub.add_parser("stop", help="stop an instance (SIGINT, then SIGTERM, then SIGKILL)")
@@ -148,9 +154,10 @@ async def _start_one(args: argparse.Namespace, sel: Selection, preset, overrides
     node = sel.node(args.node)
     gpus = parse_gpus(args.gpus)
     service = sel.instances
-    snapshot = await sample_node(sel.pool, node, probe=True)  # the probe gives the vLLM version
+    # the probe gives the vLLM version; the health read lets the start refuse a GPU in fail health
+    snapshot = await sample_node(sel.pool, node, probe=True, health=_health_rules(sel.profile))
     if gpus is None:
-        gpus = _free_gpus(snapshot, await service.list(node), preset.tp)
+        gpus = _free_gpus(snapshot, await service.list(node), preset.tp, force=args.force)
     view = await service.start(
         node,
         preset,
@@ -161,6 +168,7 @@ async def _start_one(args: argparse.Namespace, sel: Selection, preset, overrides
         overrides=overrides,
         extra_env=env,
         extra_args=args.arg,
+        force=args.force,
     )
     for warning in view.warnings:
         say_error(f"warning: {warning}")
@@ -180,6 +188,13 @@ async def _start_one(args: argparse.Namespace, sel: Selection, preset, overrides
 
         view = await service.wait_ready(node, view.name, timeout=wait_timeout(args), on_update=progress)
     return _started(args, view)
+
+
+def _health_rules(profile: Profile):
+    """The profile's [health] rules (docs/health.md): what fail means at the preflight."""
+    from console.core.health_profile import health_settings
+
+    return health_settings(profile).rules
 
 
 def _started(args: argparse.Namespace, view: InstanceView) -> int:
@@ -255,12 +270,16 @@ def _merge_multinode(views: Sequence[InstanceView]) -> list[InstanceView]:
     return out
 
 
-def _free_gpus(snapshot, views, tp: int) -> list[int]:
+def _free_gpus(snapshot, views, tp: int, *, force: bool = False) -> list[int]:
     busy = {g for v in views if v.state not in ENDED for g in v.gpus}
     free = [g.index for g in snapshot.static if g.index not in busy]
-    if len(free) < tp:
-        raise InstanceError(f"{snapshot.name}: TP {tp} needs {tp} free GPUs, {len(free)} free")
-    return free[:tp]
+    # GPUs in fail health are not chosen for the user (named with --gpus they are refused, or --force)
+    well = free if force else [g for g in free if not health_refusal(snapshot, [g])]
+    if len(well) < tp:
+        sick = len(free) - len(well)
+        why = f" ({sick} more in fail health: `rocm-console doctor`; --force to use them)" if sick else ""
+        raise InstanceError(f"{snapshot.name}: TP {tp} needs {tp} free GPUs, {len(well)} free{why}")
+    return well[:tp]
 
 
 async def _list(args: argparse.Namespace, profile: Profile) -> int:

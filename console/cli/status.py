@@ -50,7 +50,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 
 def format_status_table(snapshots: Sequence[NodeSnapshot]) -> str:
     lines: list[str] = []
-    header = f"{'GPU':>4} {'PHY':>3} {'PART':<9} {'MODEL':<20} {'UTIL':>5} {'VRAM (GiB)':>13} {'POWER (W)':>11} {'TJ':>4} {'TMEM':>4} {'PROCS':>5}"
+    header = f"{'GPU':>4} {'PHY':>3} {'PART':<9} {'MODEL':<20} {'UTIL':>5} {'VRAM (GiB)':>13} {'POWER (W)':>11} {'TJ':>4} {'TMEM':>4} {'PROCS':>5}  HEALTH"
     for snap in snapshots:
         state = snap.health.value.upper()
         detail = snap.error if snap.error else (snap.source or "")
@@ -74,10 +74,18 @@ def format_status_table(snapshots: Sequence[NodeSnapshot]) -> str:
                 f"{static.index if static else (m.index if m else '?'):>4} {static.physical if static else '?':>3} {part:<9} {model:<20} "
                 f"{fmt_num(m.util_pct if m else None, '{:.0f}%'):>5} {vram:>13} {power:>11} "
                 f"{fmt_num(m.temp_junction_c if m else None):>4} {fmt_num(m.temp_mem_c if m else None):>4} "
-                f"{len(m.processes) if m else 0:>5}"
+                f"{len(m.processes) if m else 0:>5}  {_health_cell(snap, static.physical if static else None)}".rstrip()
             )
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _health_cell(snap: NodeSnapshot, physical: int | None) -> str:
+    """The physical GPU's health: ok, or its state and reasons ('' when not read)."""
+    health = snap.health_of(physical) if physical is not None else None
+    if health is None:
+        return ""
+    return printable(health.verdict.line())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +113,10 @@ async def _collect(args: argparse.Namespace, profile: Profile, nodes: list[NodeS
     by_ssh = [n for n in nodes if not _from_prometheus(args, n)]
     jobs = []
     if by_ssh:
-        jobs.append(collect_status(by_ssh, timeout=args.timeout, probe=not args.no_probe))
+        from console.core.health_profile import health_settings
+
+        rules = health_settings(profile).rules  # each GPU's health, judged by the profile's [health]
+        jobs.append(collect_status(by_ssh, timeout=args.timeout, probe=not args.no_probe, health=rules))
     if by_prometheus:
         if profile.prometheus is None:
             raise UsageError("--source prometheus: the profile has no [prometheus] table (see docs/prometheus.md)")

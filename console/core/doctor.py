@@ -179,6 +179,79 @@ def banner_check(banner: str | None) -> DoctorCheck | None:
 # ------------------------------------------------------------------ rendering
 
 
+# ------------------------------------------------------------------ GPU health
+
+# The next step for each health rule (console/core/health.py RULES), per vendor where it differs.
+_HEALTH_FIX: dict[str, dict[str, str]] = {
+    "ecc_uncorrectable": {
+        "amd": "drain the GPU (no new instances), save `amd-smi metric --ecc --ecc-blocks` and `amd-smi ras --cper`, "
+        "then reboot; if errors come back, open a support/RMA case with those outputs",
+        "nvidia": "drain the GPU (no new instances), save `nvidia-smi -q -d ECC,ROW_REMAPPER`, then reset it "
+        "(`nvidia-smi -r`) or reboot; if errors come back, open a support/RMA case with that output",
+    },
+    "pages_pending": {
+        "amd": "a bad page waits for retirement: drain the GPU and reboot the node (or reload amdgpu) to retire it",
+        "nvidia": "a row remap is pending: drain the GPU and reset it (`nvidia-smi -r`) or reboot to apply it",
+    },
+    "pages_unreservable": {
+        "amd": "a bad page could not be retired: drain the GPU and start the RMA path (`amd-smi bad-pages` output)",
+        "nvidia": "a row remap failed: drain the GPU and start the RMA path (`nvidia-smi -q -d ROW_REMAPPER`)",
+    },
+    "ecc_correctable": {
+        "": "corrected by the GPU; watch the rate with `rocm-console events --node NODE --kind gpu.ecc` "
+        "and plan a replacement if it keeps rising",
+    },
+    "ecc_deferred": {
+        "": "deferred errors become uncorrectable when their data is used: plan a drain and reboot, "
+        "and watch `rocm-console events` for uncorrectable ones",
+    },
+    "throttle": {
+        "": "power-cap throttling under full load is expected; thermal, VR or HBM throttling means check "
+        "cooling (fans, airflow, inlet temperature)",
+    },
+    "pcie_degraded": {
+        "": "the link trained below its maximum: reseat the GPU or check the riser / BIOS PCIe settings "
+        "at the next maintenance window",
+    },
+    "link_down": {
+        "amd": "an XGMI link is down: check `amd-smi xgmi`; a reboot retrains it, if it stays down the "
+        "GPU or baseboard needs service",
+        "nvidia": "an NVLink link is down: check `nvidia-smi nvlink -s`; a reboot retrains it, if it stays down "
+        "the GPU or baseboard needs service",
+    },
+    "fault": {
+        "amd": "the GPU reset or faulted: read `dmesg` (amdgpu) around that time; repeated resets point at "
+        "the GPU or the workload",
+        "nvidia": "an XID was reported: look it up in NVIDIA's XID catalogue and read `dmesg` (NVRM) around that time",
+    },
+}
+
+
+def health_fix(rule: str, vendor: str = "") -> str:
+    """The next step for a health finding, one line."""
+    fixes = _HEALTH_FIX.get(rule, {})
+    return fixes.get(vendor) or fixes.get("") or next(iter(fixes.values()), "")
+
+
+def health_checks(gpu_health: Iterable[Any], node: str = "NODE") -> list[DoctorCheck]:
+    """One line per physical GPU (console/core/model.py GpuHealth): its state, reasons and the
+    next step for its worst finding."""
+    out = []
+    for health in gpu_health:
+        verdict = health.verdict
+        level = verdict.state if verdict.state in LEVELS else WARN
+        vendor = health.reading.vendor if health.reading is not None else ""
+        if verdict.state == "unknown":
+            detail, fix = "not read yet", ""
+        elif not verdict.findings:
+            detail, fix = "nothing found (ECC, bad pages, throttling, PCIe, links, resets)", ""
+        else:
+            detail = verdict.reasons
+            fix = health_fix(verdict.findings[0].rule, vendor).replace("NODE", node)
+        out.append(DoctorCheck(f"health.gpu{health.physical}", f"GPU {health.physical} health", level, detail, fix))
+    return out
+
+
 def node_dict(node: NodeDoctor) -> dict[str, Any]:
     return {
         "name": node.name,

@@ -45,6 +45,8 @@ __all__ = [
     "EventDetector",
     "event_from_dict",
     "event_to_dict",
+    "gpu_events_near",
+    "failure_note",
     "matches",
     "parse_since",
 ]
@@ -194,6 +196,37 @@ def parse_since(text: str, now: float | None = None) -> float:
         ) from None
 
 
+FAILURE_WINDOW = 600.0  # seconds before an instance's failure whose GPU events its reason names
+
+
+def gpu_events_near(
+    events: Iterable[Event], node: str, physical: Iterable[int], when: float, window: float = FAILURE_WINDOW
+) -> list[Event]:
+    """The warn / fail GPU events of ``node``'s physical GPUs from ``window`` seconds before
+    ``when`` to a minute after (the agent may report a reset after the process it killed ended)."""
+    gpus = set(physical)
+    return [
+        e
+        for e in events
+        if e.node == node
+        and e.gpu in gpus
+        and e.kind.startswith("gpu.")
+        and e.severity != INFO
+        and when - window <= e.time <= when + 60
+    ]
+
+
+def failure_note(events: Iterable[Event], limit: int = 3) -> str | None:
+    """'GPU events: GPU 3 12:03:10 uncorrectable ECC +1; ...' for an instance's failure reason."""
+    found = sorted(events, key=lambda e: e.time)
+    if not found:
+        return None
+    shown = found[-limit:]
+    parts = [f"GPU {e.gpu} {time.strftime('%H:%M:%S', time.localtime(e.time))} {e.message}" for e in shown]
+    more = f" (+{len(found) - len(shown)} more: rocm-console events)" if len(found) > len(shown) else ""
+    return "GPU events: " + "; ".join(parts) + more
+
+
 # ---------------------------------------------------------------- detector
 
 
@@ -232,6 +265,11 @@ class EventDetector:
         self.end_readings = end_readings
         self._gpus: dict[tuple[str, int], _GpuState] = {}
         self._nodes: dict[str, str] = {}
+
+    def tracker(self, node: str, gpu: int) -> HealthTracker | None:
+        """The GPU's tracker (its bounded reading history), None before its first reading."""
+        state = self._gpus.get((node, gpu))
+        return state.tracker if state else None
 
     def verdict(self, node: str, gpu: int) -> HealthVerdict:
         state = self._gpus.get((node, gpu))

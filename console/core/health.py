@@ -23,6 +23,7 @@ computed here from the counters, never on the node.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import deque
@@ -170,6 +171,9 @@ class HealthReading:
     links: tuple[LinkHealth, ...] | None = None
     faults: tuple[GpuFault, ...] = ()
     energy_j: float | None = None
+    # firmware (block, version), static: the agent sends it on a GPU's first reading only, so a
+    # tracker carries the last one it saw forward (HealthTracker.add); None = not sent
+    firmware: tuple[tuple[str, str], ...] | None = None
 
     def residency_of(self, reason: str) -> float | None:
         for name, value in self.residency or ():
@@ -445,6 +449,8 @@ class HealthTracker:
     def add(self, reading: HealthReading) -> HealthVerdict:
         if self._readings and reading.t < self._readings[-1].t:
             return self.verdict  # out of order (a replayed line): the history only moves forward
+        if reading.firmware is None and self._readings and self._readings[-1].firmware is not None:
+            reading = dataclasses.replace(reading, firmware=self._readings[-1].firmware)
         self._readings.append(reading)
         self._faults.extend(reading.faults)
         horizon = reading.t - self.rules.history_s
@@ -702,6 +708,16 @@ def from_amdsmi(
     if acc is not None and resolution is not None:
         energy = acc * resolution / 1e6  # the resolution is in µJ
 
+    firmware = None
+    fw_list = _amd(results, "amdsmi_get_fw_info", "fw_list")
+    if isinstance(fw_list, list):
+        # fw_name is the AmdSmiFwBlock member's name (FW_ID_SMU, ...): shown without its prefix
+        firmware = tuple(
+            (str(f.get("fw_name") or "?").removeprefix("FW_ID_"), str(f.get("fw_version")))
+            for f in fw_list
+            if isinstance(f, Mapping) and f.get("fw_version") is not None
+        )
+
     faults: list[GpuFault] = []
     pre_reset = False
     for event in events:
@@ -738,4 +754,5 @@ def from_amdsmi(
         links=links,
         faults=tuple(faults),
         energy_j=energy,
+        firmware=firmware,
     )

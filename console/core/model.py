@@ -223,6 +223,7 @@ class HealthFrame:
     ts: float
     interval: float
     readings: tuple[HealthReading, ...]
+    notes: tuple[str, ...] = ()  # GPU entries skipped as unreadable, one line each naming the GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,3 +251,6 @@ class NodeSnapshot:
     interval: float = 1.0
     extra: dict = field(default_factory=dict, compare=False)
     gpu_health: tuple[GpuHealth, ...] = ()  # per physical GPU, sorted; empty until the first health line
+
+    def health_of(self, physical: int) -> GpuHealth | None:
+        return next((h for h in self.gpu_health if h.physical == physical), None)

@@ -1,23 +1,33 @@
 """Parse the node agent's JSON lines into records.
 
 The agent (console/agent/node_agent.py) writes one JSON object per line with a
-``kind``: hello, static, sample, probe or error. Anything else is a protocol
-error: a line the console cannot trust is reported, never half-used. Lines are
+``kind``: hello, static, sample, health, probe or error. Anything else is a protocol
+error: a line the console cannot trust is reported, never half-used.
+
+A ``health`` line is the one exception to "never half-used": it carries one entry
+per physical GPU read on that tick, and an entry the console cannot read (not an
+object, no integer ``physical``, an unknown vendor, a ``results`` or ``nvml`` that
+is not an object) is skipped with a one-line note naming the GPU (``HealthFrame.notes``),
+so that one bad GPU cannot take a node's whole telemetry stream down. A line whose
+own fields (ts, interval, gpus) are wrong is a protocol error like any other. Lines are
 decoded within limits (console/core/node_json.py), and every text field is made
 printable (console/core/text.py) before it can reach a screen.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable
 
+from console.core.health import GpuFault, HealthReading, from_amdsmi, from_nvml
 from console.core.model import (
     AgentFailure,
     AgentHello,
     GpuMetrics,
     GpuProcess,
     GpuStatic,
+    HealthFrame,
     ProbeInfo,
     StaticInfo,
     TelemetryFrame,
@@ -25,7 +35,8 @@ from console.core.model import (
 from console.core.node_json import NodeJsonError, loads_object
 from console.core.text import clip, printable
 
-AgentMessage = AgentHello | StaticInfo | TelemetryFrame | ProbeInfo | AgentFailure
+AgentMessage = AgentHello | StaticInfo | TelemetryFrame | HealthFrame | ProbeInfo | AgentFailure
+MAX_HEALTH_GPUS = 256  # entries in one health line: more is not a node's physical GPUs
 
 
 class AgentProtocolError(ValueError):
@@ -161,6 +172,64 @@ def _sample(obj: dict) -> TelemetryFrame:
     return TelemetryFrame(ts=float(obj["ts"]), seq=_int(obj["seq"]), gpus=tuple(_metrics(g) for g in obj["gpus"]))
 
 
+def _health_reading(entry: object, ts: float) -> HealthReading:
+    """One GPU entry of a health line; ValueError naming what is wrong."""
+    if not isinstance(entry, dict):
+        raise ValueError("entry is not an object")
+    physical = entry.get("physical")
+    if isinstance(physical, bool) or not isinstance(physical, int) or physical < 0:
+        raise ValueError(f"physical is not a GPU index: {clip(repr(physical), 40)}")
+    vendor = entry.get("vendor")
+    if vendor == "nvidia" or entry.get("source") == "nvml":
+        record = entry.get("nvml")
+        if not isinstance(record, dict):
+            raise ValueError(f"GPU {physical}: nvml is not an object")
+        reading = from_nvml(record)
+        # the entry's index is the one the console knows the GPU by; the record's time when it has one
+        reading = dataclasses.replace(reading, gpu=physical, t=reading.t or ts)
+    elif vendor in ("amd", None):
+        results = entry.get("results")
+        if not isinstance(results, dict):
+            raise ValueError(f"GPU {physical}: results is not an object")
+        events = entry.get("events") or []
+        if not isinstance(events, list):
+            raise ValueError(f"GPU {physical}: events is not a list")
+        reading = from_amdsmi(physical, ts, results, [e for e in events if isinstance(e, dict)])
+    else:
+        raise ValueError(f"GPU {physical}: unknown vendor {clip(repr(vendor), 40)}")
+    # Text that reaches a screen: made printable and bounded (it comes from the node).
+    faults = tuple(
+        GpuFault(f.kind if f.kind.isidentifier() else "fault", f.t, f.code, printable(clip(f.message, 200)))
+        for f in reading.faults
+    )
+    firmware = reading.firmware
+    if firmware is not None:
+        firmware = tuple((printable(clip(n, 40)), printable(clip(v, 60))) for n, v in firmware[:64])
+    return dataclasses.replace(reading, faults=faults, firmware=firmware)
+
+
+def _health(obj: dict) -> HealthFrame:
+    ts = float(obj["ts"])
+    if not math.isfinite(ts):
+        raise ValueError("ts is not a finite number")
+    interval = _num(obj.get("interval"))
+    gpus = obj["gpus"]
+    if not isinstance(gpus, list):
+        raise ValueError("gpus is not a list")
+    if len(gpus) > MAX_HEALTH_GPUS:
+        raise ValueError(f"{len(gpus)} GPU entries (at most {MAX_HEALTH_GPUS})")
+    readings: list[HealthReading] = []
+    notes: list[str] = []
+    for n, entry in enumerate(gpus):
+        try:
+            readings.append(_health_reading(entry, ts))
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
+            physical = entry.get("physical") if isinstance(entry, dict) else None
+            who = f"GPU {physical}" if isinstance(physical, int) and not isinstance(physical, bool) else f"entry {n}"
+            notes.append(f"health of {who} skipped: {printable(clip(str(exc), 120))}")
+    return HealthFrame(ts=ts, interval=interval or 0.0, readings=tuple(readings), notes=tuple(notes))
+
+
 def _probe(obj: dict) -> ProbeInfo:
     def s(key: str) -> str | None:
         v = obj.get(key)
@@ -186,6 +255,7 @@ _PARSERS: dict[str, Callable[[dict], AgentMessage]] = {
     "hello": _hello,
     "static": _static,
     "sample": _sample,
+    "health": _health,
     "probe": _probe,
     "error": _error,
 }

@@ -221,9 +221,13 @@ def _bundle_paths(state_dir: str, digest: str, files) -> list[str]:
     return [f"{state_dir}/agent/{digest}/{name}" for name, _ in files]
 
 
-def telemetry_argv(command: AgentCommand, interval: float) -> list[str]:
-    """The agent's telemetry stream at `interval` seconds (the fleet's and the early start's)."""
-    return command.argv("telemetry", "--interval", f"{interval:g}")
+def telemetry_argv(command: AgentCommand, interval: float, health_interval: float | None = None) -> list[str]:
+    """The agent's telemetry stream at `interval` seconds (the fleet's and the early start's),
+    with a GPU health reading every `health_interval` seconds when given (0: health off)."""
+    argv = command.argv("telemetry", "--interval", f"{interval:g}")
+    if health_interval is not None:
+        argv += ["--health-interval", f"{health_interval:g}"]
+    return argv
 
 
 def _agent_command(node: NodeSpec, state_dir: str, base: str, agent_path: str) -> AgentCommand:

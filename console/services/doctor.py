@@ -14,16 +14,20 @@ from collections.abc import Iterable
 
 from console.core.doctor import (
     SHELL_FIX,
+    WARN,
     DoctorCheck,
     DoctorOutputError,
     NodeDoctor,
     banner_check,
     down_node,
+    health_checks,
     link_check,
     parse_doctor_output,
     vllm_env_checks,
 )
+from console.core.health import HealthRules
 from console.core.model import NodeSpec
+from console.core.telemetry import AgentProtocolError
 from console.core.text import printable, unexpected
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool, each_node
@@ -78,7 +82,9 @@ def _agent_failed(node: NodeSpec, command: AgentCommand, exit_status: int, stder
     )
 
 
-async def doctor_node(pool: TransportPool, node: NodeSpec, *, timeout: float = DOCTOR_TIMEOUT) -> NodeDoctor:
+async def doctor_node(
+    pool: TransportPool, node: NodeSpec, *, timeout: float = DOCTOR_TIMEOUT, health: HealthRules | None = None
+) -> NodeDoctor:
     transport = pool.get(node)
     try:
         command = await install_agent(transport, node)
@@ -100,11 +106,28 @@ async def doctor_node(pool: TransportPool, node: NodeSpec, *, timeout: float = D
         return _agent_failed(node, command, result.exit_status, result.stderr, str(exc))
     banner = banner_check(getattr(transport, "login_banner", None))
     link_checks = (link, banner) if banner is not None else (link,)
-    return NodeDoctor(node.name, (*link_checks, *checks, *vllm_env_checks(facts)), facts)
+    gpu_checks = await _health(pool, node, health) if health is not None else []
+    return NodeDoctor(node.name, (*link_checks, *checks, *vllm_env_checks(facts), *gpu_checks), facts)
+
+
+async def _health(pool: TransportPool, node: NodeSpec, rules: HealthRules) -> list[DoctorCheck]:
+    """Each physical GPU's health from a short telemetry run (none when the agent reads no health)."""
+    from console.services.status import sample_node
+
+    try:
+        snap = await sample_node(pool, node, probe=False, health=rules)
+    except (TransportError, AgentProtocolError, OSError) as exc:
+        reason = exc.reason if isinstance(exc, TransportError) else printable(exc)
+        return [DoctorCheck("health", "GPU health", WARN, f"not read: {reason}", "run `rocm-console doctor` again")]
+    return health_checks(snap.gpu_health, node.name)
 
 
 async def collect_doctor(
-    nodes: Iterable[NodeSpec], *, timeout: float = DOCTOR_TIMEOUT, pool: TransportPool | None = None
+    nodes: Iterable[NodeSpec],
+    *,
+    timeout: float = DOCTOR_TIMEOUT,
+    pool: TransportPool | None = None,
+    health: HealthRules | None = None,
 ) -> list[NodeDoctor]:
     """The doctor on every node concurrently; a node past the deadline is a fail line, not waited for."""
 
@@ -120,7 +143,7 @@ async def collect_doctor(
         return down_node(node.name, "agent", unexpected(node.name, exc))
 
     async def check(pool: TransportPool, node: NodeSpec) -> NodeDoctor:
-        return await doctor_node(pool, node, timeout=timeout)
+        return await doctor_node(pool, node, timeout=timeout, health=health)
 
     return await each_node(nodes, check, down, timeout=timeout, pool=pool, failures=(Exception,))
 

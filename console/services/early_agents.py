@@ -30,6 +30,7 @@ def start_local_agents(profile: Profile, interval: float) -> list[str]:
     Best effort: a node whose agent cannot be installed or started here is left to the
     fleet, which starts it (or reports why not) as for any other node."""
     started = []
+    health = _health_interval(profile)
     for node in profile.nodes:
         if node.transport != "local" or node.simulate is None:
             continue
@@ -39,6 +40,20 @@ def start_local_agents(profile: Profile, interval: float) -> list[str]:
             command = install_local_agent(node)
         except (OSError, ValueError, TransportError):
             continue
-        if start_early(telemetry_argv(command, interval), command.env_dict(), nice=EARLY_NICE):
+        if start_early(telemetry_argv(command, interval, health), command.env_dict(), nice=EARLY_NICE):
             started.append(node.name)
     return started
+
+
+def _health_interval(profile: Profile) -> float | None:
+    """The --health-interval the fleet will ask for (the early process is adopted by its argv)."""
+    from console.core.errors import ProfileError
+    from console.core.health_profile import health_settings
+    from console.services.fleet import agent_reads_health
+
+    if not agent_reads_health():
+        return None
+    try:
+        return health_settings(profile).rules.interval
+    except (ProfileError, OSError):
+        return None

@@ -9,16 +9,24 @@ events synchronously on the event loop and must not block.
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.util
+import logging
 import operator
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from console.core.backoff import backoff_delay
+from console.core.events import Event, EventDetector
+from console.core.health import UNKNOWN, HealthReading, HealthRules
 from console.core.model import (
     AgentFailure,
     AgentHello,
+    GpuHealth,
     GpuStatic,
+    HealthFrame,
     NodeHealth,
     NodeSnapshot,
     NodeSpec,
@@ -37,6 +45,8 @@ from console.transport.base import TransportError
 if TYPE_CHECKING:
     from console.services.prometheus import PrometheusSource
 
+log = logging.getLogger("console.fleet")
+
 # Metrics kept as history per logical GPU (field names of GpuMetrics).
 HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram_used_mib", "gfx_clock_mhz")
 _METRIC_COLUMN = {metric: i for i, metric in enumerate(HISTORY_METRICS)}
@@ -49,6 +59,19 @@ PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate
 HISTORY_BUDGET_MIB = 80.0
 MIN_HISTORY_SAMPLES = 60
 _BYTES_PER_SAMPLE = 8 + 4 * len(HISTORY_METRICS)  # SeriesBlock: a float64 time, float32 values
+
+
+@functools.lru_cache(maxsize=1)
+def agent_reads_health() -> bool:
+    """The agent this console ships knows `telemetry --health-interval` (issue O's agent side).
+
+    Asked once, from the bundled source: an agent without it would refuse the flag and
+    every stream would fail, so the console passes it only when the agent has it."""
+    spec = importlib.util.find_spec("console.agent.node_agent")
+    try:
+        return spec is not None and "--health-interval" in Path(str(spec.origin)).read_text(encoding="utf-8")
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------- events
@@ -76,7 +99,24 @@ class TopologyChanged:
     gpus: tuple[GpuStatic, ...]
 
 
-FleetEvent = NodeStateChanged | TelemetryReceived | TopologyChanged
+@dataclass(frozen=True, slots=True)
+class GpuHealthChanged:
+    """The health state (ok / warn / fail) of one or more of the node's physical GPUs changed."""
+
+    node: str
+    gpus: tuple[GpuHealth, ...]  # every GPU of the node, as snapshot.gpu_health
+
+
+@dataclass(frozen=True, slots=True)
+class GpuEventsSeen:
+    """Timeline events a health line caused (health changes, ECC increments, throttle
+    episodes, resets, XIDs): console/services/health_watch.py writes them to the event log."""
+
+    node: str
+    events: tuple[Event, ...]
+
+
+FleetEvent = NodeStateChanged | TelemetryReceived | TopologyChanged | GpuHealthChanged | GpuEventsSeen
 Listener = Callable[[FleetEvent], None]
 
 
@@ -88,6 +128,8 @@ class _NodeTrack:
         self.history = history  # the full window, in samples (a detail view's backfill)
         self.capacity = capacity  # samples a new GPU ring gets now (the fleet's memory budget)
         self.snapshot = NodeSnapshot(name=spec.name, health=NodeHealth.CONNECTING)
+        self.health_since: dict[int, tuple[str, float]] = {}  # physical GPU -> (state, since)
+        self.health_notes: tuple[str, ...] = ()  # the latest health line's skipped entries
         # One block per logical GPU: every HISTORY_METRICS column shares its timestamps.
         self.history_blocks: dict[int, SeriesBlock] = {}
         self.frames = 0
@@ -123,8 +165,12 @@ class FleetTelemetry:
         backoff_cap: float = 10.0,
         prometheus: PrometheusSpec | None = None,
         history_budget_mib: float = HISTORY_BUDGET_MIB,
+        health: HealthRules | None = None,
     ) -> None:
         self.pool = pool or TransportPool()
+        # GPU health (docs/health.md): one HealthTracker per (node, physical GPU), inside the detector
+        self.health_rules = health if health is not None else HealthRules()
+        self.detector = EventDetector(self.health_rules)
         self.interval = interval
         self.history_s = history_s
         self._stale_after = stale_after
@@ -173,6 +219,24 @@ class FleetTelemetry:
     def series(self, node: str, gpu_index: int, metric: str) -> BlockSeries | None:
         """The history of one metric of one logical GPU (None before its first sample)."""
         return self._tracks[node].series(gpu_index, metric)
+
+    def configure_health(self, rules: HealthRules) -> None:
+        """The profile's [health] rules; call before start() (the streams pass its interval)."""
+        self.health_rules = rules
+        self.detector = EventDetector(rules)
+
+    def health_interval(self) -> float | None:
+        """The --health-interval the agent streams get (None: the agent has no health reader)."""
+        return self.health_rules.interval if agent_reads_health() else None
+
+    def health_readings(self, node: str, physical: int) -> tuple[HealthReading, ...]:
+        """The bounded history of one physical GPU's health readings, oldest first."""
+        tracker = self.detector.tracker(node, physical)
+        return tracker.readings if tracker is not None else ()
+
+    def health_notes(self, node: str) -> tuple[str, ...]:
+        """The GPU entries the node's latest health line had that could not be read."""
+        return self._tracks[node].health_notes
 
     def frames_received(self, node: str) -> int:
         return self._tracks[node].frames
@@ -305,7 +369,7 @@ class FleetTelemetry:
             if want_probe and probe_task is None:
                 probe_task = asyncio.create_task(self._probe(track, transport, command))
 
-        argv = telemetry_argv(command, self.interval)
+        argv = telemetry_argv(command, self.interval, self.health_interval())
         got_frame = False
         cancelled = False
         stream = transport.stream_lines(argv, env=command.env_dict())
@@ -354,6 +418,8 @@ class FleetTelemetry:
             track.snapshot = replace(snap, latest=message, last_sample_ts=now)
             self._set_health(track, NodeHealth.LIVE, None)
             self._emit(TelemetryReceived(track.spec.name, message, now))
+        elif isinstance(message, HealthFrame):
+            self.ingest_health(track.spec.name, message.readings, notes=message.notes)
         elif isinstance(message, ProbeInfo):
             track.snapshot = replace(snap, probe=message)
         elif isinstance(message, AgentFailure):
@@ -406,6 +472,37 @@ class FleetTelemetry:
         track.record(frame, sample_at)
         track.snapshot = replace(snap, latest=frame, last_sample_ts=sample_at, source=source, interval=interval)
         self._emit(TelemetryReceived(node, frame, self._clock()))
+
+    def ingest_health(self, node: str, readings: Iterable[HealthReading], *, notes: tuple[str, ...] = ()) -> None:
+        """Health readings of some of a node's physical GPUs (an agent's health line, or DME's
+        families): verdicts into snapshot.gpu_health, GpuHealthChanged when a state moved, and
+        the events they cause as GpuEventsSeen."""
+        track = self._tracks[node]
+        if notes and notes != track.health_notes:
+            for note in notes:
+                log.warning("%s: %s", node, note)
+        track.health_notes = notes
+        events: list[Event] = []
+        changed = False
+        by_gpu = {h.physical: h for h in track.snapshot.gpu_health}
+        for reading in readings:
+            events += self.detector.health(node, reading)
+            tracker = self.detector.tracker(node, reading.gpu)
+            if tracker is None:
+                continue
+            verdict = tracker.verdict
+            state, since = track.health_since.get(reading.gpu, (UNKNOWN, reading.t))
+            if verdict.state != state:
+                state, since = verdict.state, reading.t
+                track.health_since[reading.gpu] = (state, since)
+                changed = True
+            by_gpu[reading.gpu] = GpuHealth(reading.gpu, verdict, tracker.last, since)
+        gpus = tuple(by_gpu[k] for k in sorted(by_gpu))
+        track.snapshot = replace(track.snapshot, gpu_health=gpus)
+        if changed:
+            self._emit(GpuHealthChanged(node, gpus))
+        if events:
+            self._emit(GpuEventsSeen(node, tuple(events)))
 
     def watch(self, nodes: Iterable[str]) -> None:
         """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values

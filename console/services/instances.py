@@ -18,6 +18,8 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
+from console.core.events import FAILURE_WINDOW, failure_note, gpu_events_near
+
 # The record lives in core (the UI's first frame needs it, not this service); re-exported here.
 from console.core.instance_view import InstanceError as InstanceError
 from console.core.instance_view import InstanceState as InstanceState
@@ -28,9 +30,11 @@ from console.core.node_json import NodeJsonError, loads, loads_object
 from console.core.serve.argv import API_KEY_VAR, ServeCommand, api_key_from, build_docker_argv, build_serve_argv
 from console.core.serve.log import ServeLogState, ServeStage
 from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_port, check_tp, choose_port, version_warnings
+from console.core.status_view import health_refusal, health_warnings, physical_of
 from console.core.telemetry import is_nvidia_source
 from console.core.text import clip, printable
 from console.services.agent_bundle import AgentCommand, install_agent
+from console.services.events import EventLog
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -274,7 +278,10 @@ class InstanceService:
         extra_args: Sequence[str] = (),
         environ: Mapping[str, str] | None = None,
         group: str | None = None,
+        force: bool = False,
     ) -> InstanceView:
+        """Start a preset on logical GPUs. With a snapshot that has GPU health, a GPU in fail
+        health is refused in one line (``force``: start anyway); warn states become warnings."""
         gpus = tuple(gpus)
         if preset.pp > 1 or preset.dp > 1 or preset.nodes:  # pp/dp would be dropped here: services/multinode.py
             raise InstanceError(
@@ -311,9 +318,15 @@ class InstanceService:
             check_cpx_tp(tp, partitions),
             check_gpus_free(gpus, busy),
             check_port(port, used_ports),
+            None if force or snapshot is None else health_refusal(snapshot, gpus),
         ):
             if refusal:
                 raise InstanceError(f"{node.name}: {refusal}")
+        health_notes = tuple(health_warnings(snapshot, gpus)) if snapshot is not None else ()
+        if force and snapshot is not None and health_refusal(snapshot, gpus):
+            health_notes += (
+                str(health_refusal(snapshot, gpus)).replace(" (--force to start anyway)", "") + " (forced)",
+            )
         cmd = await self.agent(node)
         env = dict(extra_env or {})
         environ = os.environ if environ is None else environ
@@ -353,7 +366,7 @@ class InstanceService:
         except ValueError as exc:
             raise InstanceError(f"{node.name}: preset {preset.name}: {exc}") from None
         probe = snapshot.probe if snapshot is not None else None
-        warnings = tuple(version_warnings(probe.vllm if probe else None, command.argv, command.env))
+        warnings = health_notes + tuple(version_warnings(probe.vllm if probe else None, command.argv, command.env))
         spec = serve_spec(name, command, preset, port=port, gpus=gpus, runtime=preset.runtime, container=container)
         if group:
             spec["group"] = group
@@ -543,9 +556,10 @@ class InstancePoller:
     - unmanaged servers: placed on the GPUs their processes hold (needs the node's snapshot).
     """
 
-    def __init__(self, service: InstanceService, *, log_tail: int = 400) -> None:
+    def __init__(self, service: InstanceService, *, log_tail: int = 400, events: EventLog | None = None) -> None:
         self.service = service
         self.log_tail = log_tail
+        self.events = events  # the timeline: a failure's reason names its GPUs' events (None: not read)
         self._ready: dict[tuple, tuple[tuple[str, ...], str | None]] = {}
         self._ended: dict[tuple, tuple[str | None, str | None, str | None]] = {}
 
@@ -568,7 +582,7 @@ class InstancePoller:
                 if v.state == InstanceState.STARTING:
                     v = await self._running(node, v, forwards, watched)
                 elif v.state == InstanceState.FAILED:
-                    v = await self._failed(node, v)
+                    v = await self._failed(node, v, snapshot)
                 out.append(v)
         finally:
             for fwd in forwards.values():
@@ -609,7 +623,7 @@ class InstancePoller:
             v = replace(v, reason=f"{log.fatal.reason}: {log.fatal.message}")
         return v
 
-    async def _failed(self, node: NodeSpec, v: InstanceView) -> InstanceView:
+    async def _failed(self, node: NodeSpec, v: InstanceView, snapshot: NodeSnapshot | None = None) -> InstanceView:
         key = self._key(v)
         known = self._ended.get(key)
         if known is None and v.nodes and v.nodes[0] != node.name:  # a multi-node instance's Ray worker ended
@@ -622,8 +636,24 @@ class InstancePoller:
                 reason = f"exited with code {v.exit_code}" if v.exit_code is not None else "exited"
                 if v.exit_code is None and v.exit_signal:
                     reason = f"killed by signal {v.exit_signal}"
+            note = await self._gpu_note(node, v, snapshot)
+            if note:
+                reason = f"{reason} — {note}"
             known = self._ended[key] = (log.stage.value if log.stage else None, log.stage_detail or None, reason)
         return replace(v, stage=known[0], stage_detail=known[1], reason=known[2])
+
+    async def _gpu_note(self, node: NodeSpec, v: InstanceView, snapshot: NodeSnapshot | None) -> str | None:
+        """The GPU events (ECC, reset, XID, health) of the instance's GPUs around its failure."""
+        if self.events is None or not v.gpus:
+            return None
+        physical = {physical_of(snapshot, g) if snapshot is not None else g for g in v.gpus}
+        now = time.time()
+        try:
+            # read once per failure (the reason is remembered), off the loop: the log may be megabytes
+            recent = await asyncio.to_thread(self.events.read, since=now - FAILURE_WINDOW, node=node.name, kind="gpu")
+        except OSError:
+            return None
+        return failure_note(gpu_events_near(recent, node.name, physical, now))
 
     async def _ray_reason(self, node: NodeSpec, member: str) -> str:
         lines: list[str] = []

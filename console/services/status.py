@@ -7,26 +7,46 @@ import time
 from dataclasses import replace
 from typing import Iterable
 
-from console.core.model import AgentFailure, AgentHello, NodeHealth, NodeSnapshot, NodeSpec, StaticInfo, TelemetryFrame
+from console.core.health import UNKNOWN, HealthReading, HealthRules, HealthTracker
+from console.core.model import (
+    AgentFailure,
+    AgentHello,
+    GpuHealth,
+    HealthFrame,
+    NodeHealth,
+    NodeSnapshot,
+    NodeSpec,
+    StaticInfo,
+    TelemetryFrame,
+)
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.core.text import printable, unexpected
 from console.services.agent_bundle import install_agent, run_probe
 from console.services.transports import TransportPool, each_node
 from console.transport.base import AGENT_OUTPUT_LIMIT, TransportError, last_line
 
+HEALTH_TICKS = 2  # ticks of a health sample: every GPU is read on each (health interval = tick)
 
-async def sample_node(pool: TransportPool, node: NodeSpec, *, probe: bool = True) -> NodeSnapshot:
+
+async def sample_node(
+    pool: TransportPool, node: NodeSpec, *, probe: bool = True, health: HealthRules | None = None
+) -> NodeSnapshot:
+    """One fresh sample of a node; with ``health`` (the profile's rules; None: no health read)
+    every physical GPU's health is read too and judged into ``gpu_health``."""
+    from console.services.fleet import agent_reads_health
+
     snap = NodeSnapshot(name=node.name, health=NodeHealth.CONNECTING)
     transport = pool.get(node)
     command = await install_agent(transport, node)
     if probe:
         snap = replace(snap, probe=await run_probe(transport, command))
-    result = await transport.run(
-        command.argv("telemetry", "--count", "1", "--interval", "0.1"),
-        env=command.env_dict(),
-        timeout=60,
-        max_output=AGENT_OUTPUT_LIMIT,
-    )
+    argv = command.argv("telemetry", "--count", "1", "--interval", "0.1")
+    read_health = health is not None and agent_reads_health()
+    if read_health:
+        # the health interval equal to the tick: each tick reads every GPU's health
+        argv = command.argv("telemetry", "--count", str(HEALTH_TICKS), "--interval", "0.1", "--health-interval", "0.1")
+    result = await transport.run(argv, env=command.env_dict(), timeout=60, max_output=AGENT_OUTPUT_LIMIT)
+    readings: list[HealthReading] = []
     for line in result.stdout.splitlines():
         if not line.strip():
             continue
@@ -37,8 +57,12 @@ async def sample_node(pool: TransportPool, node: NodeSpec, *, probe: bool = True
             snap = replace(snap, static=message.gpus)
         elif isinstance(message, TelemetryFrame):
             snap = replace(snap, latest=message, last_sample_ts=time.time(), health=NodeHealth.LIVE)
+        elif isinstance(message, HealthFrame):
+            readings += message.readings
         elif isinstance(message, AgentFailure):
             return replace(snap, health=NodeHealth.DOWN, error=f"{node.name}: {message.message}")
+    if readings and health is not None:
+        snap = replace(snap, gpu_health=judge(readings, health))
     if snap.latest is None:
         last = last_line(result.stderr, "no output")
         return replace(
@@ -47,8 +71,28 @@ async def sample_node(pool: TransportPool, node: NodeSpec, *, probe: bool = True
     return snap
 
 
+def judge(readings: Iterable[HealthReading], rules: HealthRules) -> tuple[GpuHealth, ...]:
+    """The verdict on each physical GPU of a short run's readings (oldest first)."""
+    trackers: dict[int, HealthTracker] = {}
+    since: dict[int, tuple[str, float]] = {}
+    for reading in sorted(readings, key=lambda r: r.t):
+        tracker = trackers.setdefault(reading.gpu, HealthTracker(rules))
+        verdict = tracker.add(reading)
+        if since.get(reading.gpu, (UNKNOWN, 0.0))[0] != verdict.state:
+            since[reading.gpu] = (verdict.state, reading.t)
+    return tuple(
+        GpuHealth(gpu, t.verdict, t.last, since[gpu][1] if gpu in since else None)
+        for gpu, t in sorted(trackers.items())
+    )
+
+
 async def collect_status(
-    nodes: Iterable[NodeSpec], *, timeout: float = 20.0, pool: TransportPool | None = None, probe: bool = True
+    nodes: Iterable[NodeSpec],
+    *,
+    timeout: float = 20.0,
+    pool: TransportPool | None = None,
+    probe: bool = True,
+    health: HealthRules | None = None,
 ) -> list[NodeSnapshot]:
     """Sample every node concurrently; a node past the deadline is reported down, not waited for."""
 
@@ -67,7 +111,7 @@ async def collect_status(
 
     return await each_node(
         nodes,
-        lambda pool, node: sample_node(pool, node, probe=probe),
+        lambda pool, node: sample_node(pool, node, probe=probe, health=health),
         down,
         timeout=timeout,
         pool=pool,

@@ -1,0 +1,233 @@
+"""The running console's timeline and alerts: fleet events -> events.jsonl + the alert rules.
+
+``HealthWatch`` subscribes to a FleetTelemetry (console/services/fleet.py) and, while the
+console runs:
+
+- writes the timeline (console/core/events.py) to the event log of the console's data dir
+  (console/services/events.py): node up / stale / down, the GPU events a health line causes
+  (health changed, ECC increment, throttle episode start / end, reset, XID), and what the
+  screens report through ``observe_instances``, ``partition_switched``, ``benchmark_started``
+  and ``benchmark_finished``;
+- drives the profile's ``[[alert]]`` rules (console/services/alerts.py): every sample of
+  every physical GPU (its metrics and health), node states, and every event written; fired
+  and cleared alerts are events too; ``tick`` (once a second, ``start()`` runs it) fires
+  conditions that held their duration without a new observation.
+
+Nothing here blocks the event loop for long: an append is one locked ``write`` of a few
+hundred bytes, alert deliveries run on the dispatcher's tasks. A log that cannot be written
+(disk full, read-only) is said once in the log (``console.health``) and the console goes on.
+
+GPU conditions are judged per physical GPU, with the metrics of its first partition's row
+(temperatures, power and energy are the physical GPU's; in SPX the row is the GPU): a
+``health == fail`` rule fires once for a GPU in CPX, not once per partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from console.core.alerts import gpu_values
+from console.core.events import FAIL, INFO, WARN, Event, EventDetector
+from console.core.health_profile import HealthSettings
+from console.core.instance_view import InstanceState, InstanceView
+from console.core.model import GpuMetrics, NodeSnapshot
+from console.services.alerts import AlertService
+from console.services.events import EventLog
+from console.services.fleet import (
+    FleetEvent,
+    FleetTelemetry,
+    GpuEventsSeen,
+    NodeStateChanged,
+    TelemetryReceived,
+)
+
+__all__ = ["HealthWatch"]
+
+log = logging.getLogger("console.health")
+
+# instance states -> the event written when an instance enters it
+_INSTANCE_EVENTS = {
+    InstanceState.STARTING: ("instance.started", INFO),
+    InstanceState.READY: ("instance.ready", INFO),
+    InstanceState.FAILED: ("instance.failed", FAIL),
+    InstanceState.STOPPED: ("instance.stopped", INFO),
+}
+
+
+class HealthWatch:
+    def __init__(
+        self,
+        fleet: FleetTelemetry,
+        settings: HealthSettings | None = None,
+        *,
+        events: EventLog | None = None,
+        alerts: AlertService | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.fleet = fleet
+        self.settings = settings if settings is not None else HealthSettings()
+        fleet.configure_health(self.settings.rules)
+        self.events = events if events is not None else EventLog()
+        self.alerts = alerts if alerts is not None else AlertService(self.settings.alerts, events=self.events)
+        self.alerts.events = self.events  # fired / cleared alerts go to the same log
+        self._clock = clock
+        self._nodes = EventDetector(self.settings.rules)  # node up / stale / down
+        self._instances: dict[tuple[str, str], tuple[InstanceState, int | None]] = {}
+        self._polled: set[str] = set()  # nodes whose instances were listed before
+        self._task: asyncio.Task | None = None
+        self._write_failed = False
+        self.written = 0  # events appended since start (tests, the status line)
+        fleet.subscribe(self.on_fleet_event)
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start the alert dispatcher and the once-a-second tick on the running loop."""
+        self.alerts.dispatcher.start()
+        if self._task is None:
+            self._task = asyncio.create_task(self._ticking(), name="health-watch")
+
+    async def stop(self, drain: float = 2.0) -> None:
+        """Stop ticking; give queued alert deliveries ``drain`` seconds, then stop them."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.alerts.dispatcher.drain(drain)
+        await self.alerts.dispatcher.close()
+
+    async def _ticking(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                self.alerts.tick(self._clock())
+            except OSError as exc:  # noqa: PERF203 - the log could not be written: said once
+                self._failed_write(exc)
+
+    # ------------------------------------------------------------ writing
+
+    def record(self, events: Event | Iterable[Event]) -> list[Event]:
+        """Append events to the log and show them to the event rules; never raises for the log."""
+        batch = [events] if isinstance(events, Event) else list(events)
+        if not batch:
+            return []
+        try:
+            self.written += self.events.append(batch)
+            self._write_failed = False
+        except OSError as exc:
+            self._failed_write(exc)
+        for event in batch:
+            if event.kind.startswith("alert."):
+                continue  # an alert's own event never feeds the rules (no loops)
+            try:
+                self.alerts.observe_event(event)
+            except OSError as exc:
+                self._failed_write(exc)
+        return batch
+
+    def _failed_write(self, exc: OSError) -> None:
+        if not self._write_failed:
+            self._write_failed = True
+            log.warning("event log %s: cannot write: %s", self.events.path, exc.strerror or type(exc).__name__)
+
+    # ------------------------------------------------------------ fleet events
+
+    def on_fleet_event(self, event: FleetEvent) -> None:
+        now = self._clock()
+        try:
+            if isinstance(event, NodeStateChanged):
+                self.record(self._nodes.node_state(event.node, event.health.value, now, event.error))
+                self.alerts.observe_node(now, event.node, event.health.value)
+            elif isinstance(event, GpuEventsSeen):
+                self.record(event.events)
+            elif isinstance(event, TelemetryReceived):
+                self._observe_sample(now, self.fleet.snapshot(event.node))
+        except OSError as exc:
+            self._failed_write(exc)
+
+    def _observe_sample(self, now: float, snap: NodeSnapshot) -> None:
+        if not self.alerts.engine.rules or snap.latest is None:
+            return
+        rows: dict[int, GpuMetrics] = {}
+        partitions = {g.index: (g.physical, g.partition_id) for g in snap.static}
+        for metrics in snap.latest.gpus:
+            physical, partition = partitions.get(metrics.index, (metrics.index, 0))
+            if partition == 0 or physical not in rows:
+                rows[physical] = metrics
+        for known in snap.gpu_health:
+            rows.setdefault(known.physical, GpuMetrics(index=known.physical))
+        for physical, metrics in sorted(rows.items()):
+            health = snap.health_of(physical)
+            verdict = health.verdict if health else None
+            values = gpu_values(metrics, health.reading if health else None, verdict)
+            state = verdict.state if verdict is not None and verdict.state != "unknown" else None
+            self.alerts.observe_gpu(now, snap.name, physical, values, state)
+
+    # ------------------------------------------------------------ what the screens report
+
+    def observe_instances(self, node: str, views: Sequence[InstanceView]) -> list[Event]:
+        """An instance list of one node (a poll): events for the instances whose state moved.
+
+        The first list of a node is what the console found, not something that happened
+        now: it writes no events (an instance seen later for the first time does)."""
+        now = self._clock()
+        first = node not in self._polled
+        self._polled.add(node)
+        out: list[Event] = []
+        seen = set()
+        for v in views:
+            key = (node, v.name)
+            seen.add(key)
+            state = InstanceState.STARTING if v.state == InstanceState.LOADING else v.state
+            before = self._instances.get(key)
+            self._instances[key] = (state, v.pid)
+            if first or state not in _INSTANCE_EVENTS or (before is not None and before == (state, v.pid)):
+                continue
+            if before is not None and before[0] == state:
+                continue
+            kind, severity = _INSTANCE_EVENTS[state]
+            gpus = ",".join(map(str, v.gpus)) or "-"
+            text = f"{v.name} {state.value} on GPUs {gpus}" + (f": {v.reason}" if v.reason else "")
+            details = {"gpus": list(v.gpus), "pid": v.pid, "model": v.model}
+            out.append(Event(now, kind, node, instance=v.name, severity=severity, message=text, details=details))
+        for key in [k for k in self._instances if k[0] == node and k not in seen]:
+            del self._instances[key]
+        return self.record(out)
+
+    def partition_switched(self, node: str, gpus: Sequence[int], compute: str | None, memory: str | None) -> Event:
+        modes = "/".join(m for m in (compute, memory) if m)
+        text = f"partition switched to {modes} on GPUs {','.join(map(str, gpus)) or 'all'}"
+        event = Event(
+            self._clock(),
+            "partition.switched",
+            node,
+            severity=INFO,
+            message=text,
+            details={"gpus": list(gpus), "compute": compute, "memory": memory},
+        )
+        self.record(event)
+        return event
+
+    def benchmark_started(self, node: str, name: str, instance: str | None = None) -> Event:
+        event = Event(self._clock(), "benchmark.started", node, instance=instance, message=f"benchmark {name} started")
+        self.record(event)
+        return event
+
+    def benchmark_finished(self, node: str, name: str, instance: str | None = None, *, ok: bool = True) -> Event:
+        text = f"benchmark {name} " + ("finished" if ok else "failed")
+        event = Event(
+            self._clock(),
+            "benchmark.finished",
+            node,
+            instance=instance,
+            severity=INFO if ok else WARN,
+            message=text,
+            details={"ok": ok},
+        )
+        self.record(event)
+        return event
