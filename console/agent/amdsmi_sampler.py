@@ -156,7 +156,8 @@ class AmdsmiSampler(Sampler):
                     "baseline": sum(1 for r in self.rows if r["physical"] == physical),
                     "modes": (row["compute_partition"], row["memory_partition"]),
                     "power_cap_w": self._power_cap(primary),
-                    "energy_unit_uj": self._energy_unit(primary),
+                    # the documented unit until a health reading's amdsmi_get_energy_count says
+                    "energy_unit_uj": ENERGY_UNIT_UJ,
                     "metrics": None,
                     "residency": None,  # the last tick's residency accumulators
                 }
@@ -185,11 +186,6 @@ class AmdsmiSampler(Sampler):
             "memory_partition": text(self._api("amdsmi_get_gpu_memory_partition", h)),
             "memory_caps": caps_list(dig(config, "partition_caps")),
         }
-
-    def _energy_unit(self, h):
-        """µJ per count of gpu_metrics' energy accumulator (read once per enumeration)."""
-        unit = reading(dig(self._api("amdsmi_get_energy_count", h), "counter_resolution"), 32)
-        return unit if unit and unit > 0 else ENERGY_UNIT_UJ
 
     def _reinit(self):
         # After a partition change every handle is invalid (reference §4).
@@ -371,8 +367,13 @@ class AmdsmiSampler(Sampler):
         out = []
         for physical in physicals:
             if physical < len(self._gpus):
-                metrics = self._gpus[physical]["metrics"] or {}
-                out.append(self._health.read(physical, metrics.get("raw")))
+                gpu = self._gpus[physical]
+                entry = self._health.read(physical, (gpu["metrics"] or {}).get("raw"))
+                # µJ per count of the energy accumulator, as the library states it (no extra call)
+                unit = dig(entry["results"], "amdsmi_get_energy_count", "counter_resolution")
+                if isinstance(unit, float) and unit > 0:
+                    gpu["energy_unit_uj"] = unit
+                out.append(entry)
         return out
 
     def close(self):

@@ -250,7 +250,6 @@ def telemetry(args, writer):
             "note": note,
             "hostname": os.uname().nodename,
             "interval": args.interval,
-            "health_interval": args.health_interval,
             "pid": os.getpid(),
         }
         if getattr(sampler, "vendor", None):  # NVIDIA samplers say so; no key means AMD

@@ -44,6 +44,23 @@ TICK_READS = (
     "nvmlDeviceGetFieldValues",
 )
 
+# Read in the tick's one nvmlDeviceGetFieldValues call with the memory temperature (no
+# extra call): the energy counter (mJ since the driver loaded) and the throttle
+# residency counters (ns), whose growth over a tick is the sample's ``throttled``.
+NVML_FI_DEV_ENERGY = 191
+THROTTLE_RESIDENCY_FIELDS = (
+    ("NVML_FI_DEV_PERF_POLICY_POWER", 74),
+    ("NVML_FI_DEV_PERF_POLICY_THERMAL", 75),
+    ("NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT", 77),
+    ("NVML_FI_DEV_PERF_POLICY_RELIABILITY", 79),
+    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", 269),
+    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN", 270),
+    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN", 271),
+)
+# Clock event reason bits that mean a limit was hit (SW power cap, HW slowdown, SW / HW
+# thermal, power brake): the fallback where the residency fields are not supported.
+THROTTLE_REASON_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
 SMI_FIELDS = (
     "index",
     "name",
@@ -163,6 +180,8 @@ class NvmlSampler:
         self._check_slot = False
         self._stale = False  # a MIG handle went away: enumerate again next tick
         self._enum_failures = 0
+        self._health = None  # nvidia_health.HealthReader, made at the first health reading
+        self._health_failed = False
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 module.nvmlInit()
@@ -358,13 +377,31 @@ class NvmlSampler:
             )
         return out
 
+    def _field_ids(self):
+        ids = [self.m.NVML_FI_DEV_MEMORY_TEMP, getattr(self.m, "NVML_FI_DEV_ENERGY", NVML_FI_DEV_ENERGY)]
+        return ids + [getattr(self.m, name, fid) for name, fid in THROTTLE_RESIDENCY_FIELDS]
+
+    def _throttled(self, gpu, residency):
+        """True when a throttle residency counter grew since the last tick, False when none
+        did; where the GPU has no such counters, the current clock event reasons (one call)."""
+        before, gpu["residency"] = gpu.get("residency"), residency
+        if any(v is not None for v in residency):
+            if before is None:
+                return None  # the first tick: growth needs two readings
+            pairs = [(a, b) for a, b in zip(before, residency) if a is not None and b is not None]
+            return any(b > a for a, b in pairs) if pairs else None
+        mask = self._tick_read(gpu, "nvmlDeviceGetCurrentClocksEventReasons")
+        return bool(mask & THROTTLE_REASON_BITS) if isinstance(mask, int) else None
+
     def _physical(self, gpu):
         h_util = None
         if gpu["migs"] == []:
             h_util = self._tick_read(gpu, "nvmlDeviceGetUtilizationRates")
         power = self._tick_read(gpu, "nvmlDeviceGetPowerUsage")
-        fields = self._tick_read(gpu, "nvmlDeviceGetFieldValues", [self.m.NVML_FI_DEV_MEMORY_TEMP])
-        mem_temp = field_number(fields[0]) if fields else None
+        fields = self._tick_read(gpu, "nvmlDeviceGetFieldValues", self._field_ids())
+        numbers = [field_number(fv) for fv in fields] if fields else []
+        numbers += [None] * (2 + len(THROTTLE_RESIDENCY_FIELDS) - len(numbers))
+        mem_temp, energy_mj = numbers[0], numbers[1]
         return {
             "util_pct": getattr(h_util, "gpu", None),
             "umc_pct": getattr(h_util, "memory", None),
@@ -372,6 +409,8 @@ class NvmlSampler:
             "temp_junction_c": self._tick_read(gpu, "nvmlDeviceGetTemperature", self.m.NVML_TEMPERATURE_GPU),
             "temp_mem_c": mem_temp if mem_temp else None,  # 0: no HBM sensor on this board
             "gfx_clock_mhz": self._tick_read(gpu, "nvmlDeviceGetClockInfo", self.m.NVML_CLOCK_SM),
+            "energy_j": energy_mj / 1000.0 if energy_mj is not None else None,
+            "throttled": self._throttled(gpu, numbers[2:]),
         }
 
     def _check(self):
@@ -462,6 +501,27 @@ class NvmlSampler:
             out.append(self.agent.gpu_metrics(row["index"], **values))
         return out
 
+    def physical_count(self):
+        return 0 if self._stale else len(self.gpus)
+
+    def health(self, physicals):
+        """The health entries of these physical GPUs: nvidia_health.HealthReader's records."""
+        if self._health is None and not self._health_failed:
+            try:
+                import nvidia_health  # noqa: PLC0415 - shipped beside this file
+
+                self._health = nvidia_health.HealthReader(self.m)
+            except Exception as exc:  # no reader: the node streams telemetry without health
+                self._health_failed = True
+                sys.stderr.write("node_agent: warning: no NVML health readings (%s)\n" % exc)
+        if self._health is None:
+            return None
+        return [
+            {"physical": p, "vendor": "nvidia", "source": "nvml", "nvml": self._health.read_gpu(p)}
+            for p in physicals
+            if p < len(self._health.gpus)
+        ]
+
     def _memory_checked(self, handle):
         info = self._memory(handle)
         if info == (None, None) and self.gpus and any(g["migs"] for g in self.gpus):
@@ -469,6 +529,8 @@ class NvmlSampler:
         return info
 
     def close(self):
+        if self._health is not None:
+            self._health.close()  # its own nvmlInit's shutdown (NVML counts them)
         self._call("nvmlShutdown")
 
 
