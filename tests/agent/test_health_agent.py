@@ -1,0 +1,287 @@
+"""The agent's health lines (telemetry --health-interval) over the simulated amdsmi and NVML.
+
+The agent runs as on a node (a process, the simulators as uploaded: real files, no
+links); faults are written into faults.json while it runs, as the demo and the
+console's e2e do, and each reading is mapped by the console's own
+core/health.py ``from_amdsmi`` / ``from_nvml`` so the test sees what a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from console.core.health import HealthRules, evaluate, from_amdsmi, from_nvml
+from console.sim import faults
+from tests.sim.simulators import copy_amdsmi, copy_pynvml
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "console" / "agent" / "node_agent.py"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def env_for(state: Path, spec: dict) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_CONSOLE_SIM")}
+    env["PATH"] = "/nonexistent"  # no amd-smi / rocm-smi / nvidia-smi: the library or nothing
+    env["ROCM_CONSOLE_SIM_DIR"] = str(state)
+    env["ROCM_CONSOLE_SIM_SPEC"] = json.dumps(spec)
+    return env
+
+
+@pytest.fixture
+def amd(tmp_path):
+    return copy_amdsmi(tmp_path / "sim"), tmp_path / "state"
+
+
+@pytest.fixture
+def nvidia(tmp_path):
+    return copy_pynvml(tmp_path / "nvsim"), tmp_path / "state"
+
+
+class Agent:
+    """The agent streaming in the background; lines kept with the time they arrived."""
+
+    def __init__(self, module_dir: Path, state: Path, spec: dict, *args: str):
+        argv = [sys.executable, str(AGENT), "telemetry", *args, "--amdsmi-path", str(module_dir)]
+        self.proc = subprocess.Popen(
+            argv, env=env_for(state, spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[tuple[float, dict]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append((time.time(), json.loads(line)))
+
+    def health_after(self, t: float) -> list[dict]:
+        """Every health entry of a line written after unix time t."""
+        return [g for at, o in list(self.lines) if o["kind"] == "health" and o["ts"] > t for g in o["gpus"]]
+
+    def wait(self, predicate, timeout: float = 30.0) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if predicate():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.kill()  # our own child, by its Popen
+        self.proc.wait(timeout=30)
+        self.reader.join(timeout=30)
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+
+def run(module_dir: Path, state: Path, spec: dict, *args: str) -> list[dict]:
+    proc = subprocess.run(
+        [sys.executable, str(AGENT), "telemetry", *args, "--amdsmi-path", str(module_dir)],
+        env=env_for(state, spec),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+# ------------------------------------------------------------------ AMD
+
+
+def test_health_lines_spread_every_gpu_once_per_interval_and_a_healthy_node_is_ok(amd):
+    module_dir, state = amd
+    lines = run(module_dir, state, {"gpu": "MI300X", "count": 8}, "--count", "15", "--interval", "0.1",
+                "--health-interval", "0.5")  # fmt: skip
+    health = [o for o in lines if o["kind"] == "health"]
+    assert health and all(o["interval"] == 0.5 for o in health)
+    # each health line comes right after its tick's sample line
+    for i, o in enumerate(lines):
+        if o["kind"] == "health":
+            assert lines[i - 1]["kind"] == "sample"
+    per_tick = [[g["physical"] for g in o["gpus"]] for o in health]
+    assert max(len(p) for p in per_tick) <= math.ceil(8 * 0.1 / 0.5)  # never a burst of all GPUs
+    order = [p for tick in per_tick for p in tick]
+    assert order[:16] == list(range(8)) * 2  # round-robin: every GPU once per 5 ticks (0.5 s)
+    first = {}
+    for entry in (g for o in health for g in o["gpus"]):
+        assert (entry["vendor"], entry["source"]) == ("amd", "amdsmi")
+        results = entry["results"]
+        # firmware only on a GPU's first reading after the agent enumerated
+        assert ("amdsmi_get_fw_info" in results) == (entry["physical"] not in first)
+        first.setdefault(entry["physical"], results)
+        reading = from_amdsmi(entry["physical"], 0.0, results, entry["events"])
+        assert evaluate([reading]).state == "ok", evaluate([reading]).line()
+        assert (reading.pcie_width, reading.pcie_width_max, reading.pcie_gen) == (16, 16, 5)
+        assert reading.ecc_uncorrectable == 0 and reading.pages_pending == 0
+        assert reading.links and all(link.up for link in reading.links)
+        assert reading.energy_j is not None and reading.energy_j > 0
+    fw = first[0]["amdsmi_get_fw_info"]["fw_list"]
+    assert {"fw_name": "AMDSMI_FW_ID_SMU", "fw_version": "85.115.0"} in fw  # enum -> its name
+    assert set(first[0]["amdsmi_get_gpu_ecc_count"]) >= {"UMC", "GFX"}  # per block, read on the first reading
+
+
+def test_each_amd_fault_written_while_the_agent_runs_shows_in_that_gpus_next_reading(amd):
+    module_dir, state = amd
+    agent = Agent(module_dir, state, {"gpu": "MI300X", "count": 4}, "--interval", "0.1", "--health-interval", "0.4")
+    try:
+        assert agent.wait(lambda: {g["physical"] for g in agent.health_after(0)} == {0, 1, 2, 3})
+        written = time.time()
+        plan = {
+            0: ("ecc_uncorrectable", "reset"),
+            1: ("page_pending", "power_throttle"),
+            2: ("pcie_degraded", "thermal_throttle"),
+            3: ("xgmi_down", "ecc_correctable"),
+        }
+        for gpu, kinds in plan.items():
+            for kind in kinds:
+                faults.add_fault(str(state), gpu, kind)
+        assert agent.wait(lambda: {g["physical"] for g in agent.health_after(written + 0.05)} == {0, 1, 2, 3})
+        seen = {}
+        for entry in agent.health_after(written + 0.05):
+            seen.setdefault(entry["physical"], entry)  # the first reading after the write
+        readings = {p: from_amdsmi(p, time.time(), e["results"], e["events"]) for p, e in seen.items()}
+        r0, r1, r2, r3 = (readings[i] for i in range(4))
+        assert r0.ecc_uncorrectable == 1 and [f.kind for f in r0.faults] == ["reset"]
+        assert r1.pages_pending == 1 and r1.throttle_reasons == ("power",)
+        assert (r2.pcie_width, r2.pcie_width_max) == (8, 16) and r2.throttle_reasons == ("socket_thermal",)
+        assert [link.up for link in r3.links][:2] == [False, True] and r3.ecc_correctable == 1
+        verdicts = {p: evaluate([r], HealthRules()) for p, r in readings.items()}
+        assert verdicts[0].state == "fail" and "uncorrectable ECC" in verdicts[0].reasons
+        assert verdicts[1].state == "fail" and "pending retirement" in verdicts[1].reasons
+        assert verdicts[2].state == "warn" and "PCIe gen 5 x8 (max gen 5 x16)" in verdicts[2].reasons
+        assert verdicts[3].state == "warn" and "XGMI link 0 down" in verdicts[3].reasons
+        # the per-block counts are read again when the total changed: the UMC block shows the error
+        assert seen[0]["results"]["amdsmi_get_gpu_ecc_count"]["UMC"]["uncorrectable_count"] == 1
+        # the reset is delivered once: no later reading of GPU 0 repeats it
+        later = time.time()
+        assert agent.wait(lambda: any(g["physical"] == 0 for g in agent.health_after(later)))
+        assert all(not g["events"] for g in agent.health_after(later) if g["physical"] == 0)
+
+        # the throttle residency counters grow: the sample row says the GPU throttled
+        def samples():
+            return [o for _, o in agent.lines if o["kind"] == "sample" and o["ts"] > written + 0.3]
+
+        assert agent.wait(lambda: len(samples()) >= 1)
+        assert samples()[-1]["gpus"][1]["throttled"] is True and samples()[-1]["gpus"][0]["throttled"] is False
+    finally:
+        err = agent.stop()
+    assert "Traceback" not in err
+
+
+def test_health_interval_zero_sends_no_health_line(amd):
+    module_dir, state = amd
+    lines = run(module_dir, state, {"count": 2}, "--count", "4", "--interval", "0.1", "--health-interval", "0")
+    assert [o["kind"] for o in lines] == ["hello", "static"] + ["sample"] * 4
+
+
+@pytest.mark.parametrize("value", ["-1", "abc", "0.01", "nan", "100000"])
+def test_a_bad_health_interval_is_one_error_line(amd, value):
+    module_dir, state = amd
+    proc = subprocess.run(
+        [sys.executable, str(AGENT), "telemetry", "--health-interval", value, "--amdsmi-path", str(module_dir)],
+        env=env_for(state, {"count": 1}),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    (line,) = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert line["kind"] == "error" and "--health-interval" in line["message"] and value in line["message"]
+
+
+def test_a_failing_health_call_leaves_that_result_out_and_telemetry_going(amd):
+    module_dir, state = amd
+    run(module_dir, state, {"count": 2}, "--count", "1", "--health-interval", "0")  # creates state.json
+    path = state / "state.json"
+    data = json.loads(path.read_text())
+    data["faults"] = {"amdsmi_get_pcie_info": 9, "amdsmi_get_violation_status": 1}  # RETRY, INVAL
+    path.write_text(json.dumps(data))
+    lines = run(module_dir, state, {"count": 2}, "--count", "6", "--interval", "0.1", "--health-interval", "0.2")
+    assert [o["kind"] for o in lines].count("sample") == 6
+    entries = [g for o in lines if o["kind"] == "health" for g in o["gpus"]]
+    assert entries and all("amdsmi_get_pcie_info" not in g["results"] for g in entries)
+    assert all("amdsmi_get_gpu_total_ecc_count" in g["results"] for g in entries)
+
+
+def test_a_health_reading_that_raises_costs_its_health_line_only():
+    sys.path.insert(0, str(AGENT.parent))
+    try:
+        import node_agent
+    finally:
+        sys.path.remove(str(AGENT.parent))
+
+    class Broken:
+        source, simulated = "test", True
+
+        def static(self):
+            return []
+
+        def refresh(self, tick):
+            return None
+
+        def sample(self):
+            return []
+
+        def physical_count(self):
+            return 2
+
+        def health(self, physicals):
+            raise RuntimeError("the library crashed")
+
+    out: list[dict] = []
+
+    class Writer:
+        def write(self, obj):
+            out.append(obj)
+
+    node_agent.run_ticks(Broken(), Writer(), 0.1, 5, sleep=lambda s: None, health_interval=0.2)
+    assert [o["kind"] for o in out] == ["static"] + ["sample"] * 5
+
+
+# ------------------------------------------------------------------ NVIDIA
+
+
+def test_nvidia_health_lines_and_faults(nvidia):
+    module_dir, state = nvidia
+    spec = {"gpu": "H100", "count": 3}
+    agent = Agent(module_dir, state, spec, "--interval", "0.1", "--health-interval", "0.3")
+    try:
+        assert agent.wait(lambda: {g["physical"] for g in agent.health_after(0)} == {0, 1, 2})
+        for entry in agent.health_after(0):
+            assert (entry["vendor"], entry["source"]) == ("nvidia", "nvml")
+            assert evaluate([from_nvml(entry["nvml"])]).state == "ok"
+        written = time.time()
+        for gpu, kind in ((0, "ecc_uncorrectable"), (0, "xid"), (1, "nvlink_down"), (1, "power_throttle"),
+                          (2, "pcie_degraded"), (2, "page_pending")):  # fmt: skip
+            faults.add_fault(str(state), gpu, kind)
+        assert agent.wait(lambda: {g["physical"] for g in agent.health_after(written + 0.05)} == {0, 1, 2})
+        seen = {}
+        for entry in agent.health_after(written + 0.05):
+            seen.setdefault(entry["physical"], from_nvml(entry["nvml"]))
+        assert seen[0].ecc_uncorrectable == 1 and [(f.kind, f.code) for f in seen[0].faults] == [("xid", 79)]
+        assert seen[1].links[0].up is False and seen[1].throttle_reasons == ("power",)
+        assert seen[2].pcie_width == 8 and seen[2].pages_pending == 1
+        assert evaluate([seen[0]]).state == "fail" and evaluate([seen[2]]).state == "fail"
+        assert "NVLink link 0 down" in evaluate([seen[1]]).reasons
+
+        def samples():
+            return [o for _, o in agent.lines if o["kind"] == "sample" and o["ts"] > written + 0.3]
+
+        assert agent.wait(lambda: len(samples()) >= 2)
+        assert samples()[-1]["gpus"][1]["throttled"] is True and samples()[-1]["gpus"][0]["throttled"] is False
+        assert samples()[-1]["gpus"][0]["energy_j"] > samples()[0]["gpus"][0]["energy_j"] > 0
+    finally:
+        err = agent.stop()
+    assert "Traceback" not in err
