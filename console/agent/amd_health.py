@@ -6,10 +6,14 @@ function names, made JSON-safe (enums -> their name, bytes -> str), and the even
 the GPU's event reader delivered since the last reading: the shape the console's
 core/health.py ``from_amdsmi`` maps (docs/hardware.md, "Health").
 
-Cost per GPU and reading: total ECC, bad pages, PCIe, violation status, XGMI links,
-energy (6 calls); the per-block ECC counts (one call per block) only on the first
-reading and when the total changed; firmware only on the first reading after an
-enumeration; one non-blocking event read per reading.  A call that answers
+Cost per GPU and reading (the agent's budget is 3.5 calls per physical GPU per second
+with health on, 3 of them the samples'): total ECC, PCIe, violation status, XGMI links
+(4 calls); the bad pages on the first reading, when the total ECC count changed (a
+page is retired after an error) and every PAGES_EVERY readings; the per-block ECC
+counts (one call per block) on the first reading and when the total changed; the
+energy counter (for its resolution) and the firmware on the first reading after an
+enumeration; one non-blocking event read per round over the GPUs (the library's read
+returns every GPU's events: each waits for its own GPU's reading).  A call that answers
 NOT_SUPPORTED is not asked again for that GPU until the next enumeration; any other
 failure leaves that result out of this reading only.
 """
@@ -22,6 +26,7 @@ NOT_SUPPORTED = 2  # amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED
 EVENTS = ("VMFAULT", "GPU_PRE_RESET", "GPU_POST_RESET")  # AmdSmiEvtNotificationType members watched
 EVENT_ENUM = ("AmdSmiEvtNotificationType", EVENTS)  # (the contract test checks the members by this pair)
 MAX_EVENTS_PER_READ = 32
+PAGES_EVERY = 6  # readings between two bad-page reads while the ECC total stays (1 min at 10 s)
 # gpu_metrics keys a health reading carries (the residency accumulators and their clock)
 METRICS_HEALTH_KEYS = (
     "accumulation_counter",
@@ -85,10 +90,21 @@ class AmdHealth:
         """A new enumeration: ``primaries`` is the primary handle of each physical GPU, in order."""
         self.close()
         self.gpus = [
-            {"physical": i, "handle": h, "first": True, "skip": set(), "total": None, "blocks": None, "reader": None}
+            {
+                "physical": i,
+                "handle": h,
+                "first": True,
+                "skip": set(),
+                "total": None,
+                "blocks": None,
+                "reader": None,
+                "pages": None,
+                "pages_age": 0,
+            }
             for i, h in enumerate(primaries)
         ]
         self._pending = {}
+        self._since_drain = None  # readings since the last event read (None: never read)
         for gpu in self.gpus:
             gpu["reader"] = self._open_reader(gpu["handle"])
 
@@ -147,22 +163,31 @@ class AmdHealth:
         """One GPU's health entry (the contract's ``gpus`` item).  ``metrics_raw`` is the
         gpu_metrics table the sampler read this tick: its residency keys ride along free."""
         gpu = self.gpus[physical]
-        self._drain_events()
+        if self._since_drain is None or self._since_drain + 1 >= len(self.gpus):
+            self._drain_events()
+            self._since_drain = 0
+        else:
+            self._since_drain += 1
         results = {}
         total = self._call("amdsmi_get_gpu_total_ecc_count", gpu)
         if total is not None:
             results["amdsmi_get_gpu_total_ecc_count"] = json_safe(total)
-        if gpu["blocks"] is None or (total is not None and json_safe(total) != gpu["total"]):
+        changed = gpu["blocks"] is None or (total is not None and json_safe(total) != gpu["total"])
+        if changed:
             gpu["blocks"] = self._blocks(gpu)
             gpu["total"] = json_safe(total)
         if gpu["blocks"]:
             results["amdsmi_get_gpu_ecc_count"] = gpu["blocks"]
+        gpu["pages_age"] += 1
+        if changed or gpu["pages"] is None or gpu["pages_age"] >= PAGES_EVERY:
+            pages = self._call("amdsmi_get_gpu_bad_page_info", gpu)
+            gpu["pages"], gpu["pages_age"] = (json_safe(pages) if pages is not None else None), 0
+        if gpu["pages"] is not None:
+            results["amdsmi_get_gpu_bad_page_info"] = gpu["pages"]  # the last read: unchanged since
         for name in (
-            "amdsmi_get_gpu_bad_page_info",
             "amdsmi_get_pcie_info",
             "amdsmi_get_violation_status",
             "amdsmi_get_gpu_xgmi_link_status",
-            "amdsmi_get_energy_count",
         ):
             value = self._call(name, gpu)
             if value is not None:
@@ -172,9 +197,10 @@ class AmdHealth:
             if kept:
                 results["amdsmi_get_gpu_metrics_info"] = kept
         if gpu["first"]:
-            fw = self._call("amdsmi_get_fw_info", gpu)
-            if fw is not None:
-                results["amdsmi_get_fw_info"] = json_safe(fw)
+            for name in ("amdsmi_get_energy_count", "amdsmi_get_fw_info"):
+                value = self._call(name, gpu)
+                if value is not None:
+                    results[name] = json_safe(value)
             gpu["first"] = False
         return {
             "physical": physical,

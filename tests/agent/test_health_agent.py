@@ -118,15 +118,18 @@ def test_health_lines_spread_every_gpu_once_per_interval_and_a_healthy_node_is_o
     for entry in (g for o in health for g in o["gpus"]):
         assert (entry["vendor"], entry["source"]) == ("amd", "amdsmi")
         results = entry["results"]
-        # firmware only on a GPU's first reading after the agent enumerated
-        assert ("amdsmi_get_fw_info" in results) == (entry["physical"] not in first)
+        # firmware and the energy counter (its resolution) only on a GPU's first reading after the
+        # agent enumerated; the bad pages then, when the ECC total changed, and every PAGES_EVERY readings
+        is_first = entry["physical"] not in first
+        assert ("amdsmi_get_fw_info" in results) == ("amdsmi_get_energy_count" in results) == is_first
+        assert "amdsmi_get_gpu_bad_page_info" in results  # the last read is sent with every reading
         first.setdefault(entry["physical"], results)
         reading = from_amdsmi(entry["physical"], 0.0, results, entry["events"])
         assert evaluate([reading]).state == "ok", evaluate([reading]).line()
         assert (reading.pcie_width, reading.pcie_width_max, reading.pcie_gen) == (16, 16, 5)
         assert reading.ecc_uncorrectable == 0 and reading.pages_pending == 0
         assert reading.links and all(link.up for link in reading.links)
-        assert reading.energy_j is not None and reading.energy_j > 0
+        assert reading.energy_j is None or reading.energy_j > 0
     fw = first[0]["amdsmi_get_fw_info"]["fw_list"]
     assert {"fw_name": "AMDSMI_FW_ID_SMU", "fw_version": "85.115.0"} in fw  # enum -> its name
     assert set(first[0]["amdsmi_get_gpu_ecc_count"]) >= {"UMC", "GFX"}  # per block, read on the first reading

@@ -40,8 +40,9 @@ def residency_ticks(phys, kind, t):
 
 
 def _counts(phys):
+    """(correctable, uncorrectable): a page pending retirement came from an uncorrectable error."""
     view = faults()
-    return view.count(phys, "ecc_correctable"), view.count(phys, "ecc_uncorrectable")
+    return view.count(phys, "ecc_correctable"), view.count(phys, "ecc_uncorrectable") + view.count(phys, "page_pending")
 
 
 def amdsmi_get_gpu_total_ecc_count(processor_handle):
