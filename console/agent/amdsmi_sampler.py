@@ -10,7 +10,7 @@ import contextlib
 import math
 import sys
 
-from amd_health import AmdHealth
+from amd_health import AmdHealth  # type: ignore[import-not-found]
 from sampling import (
     AgentError,
     Sampler,

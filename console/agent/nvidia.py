@@ -508,7 +508,7 @@ class NvmlSampler:
         """The health entries of these physical GPUs: nvidia_health.HealthReader's records."""
         if self._health is None and not self._health_failed:
             try:
-                import nvidia_health  # noqa: PLC0415 - shipped beside this file
+                import nvidia_health  # type: ignore[import-not-found]  # noqa: PLC0415 - shipped beside this file
 
                 self._health = nvidia_health.HealthReader(self.m)
             except Exception as exc:  # no reader: the node streams telemetry without health

@@ -29,7 +29,7 @@ import math
 import os
 import time
 
-from faults import FaultView  # shipped beside this file (console/sim/faults.py)
+from faults import FaultView  # type: ignore[import-not-found]  # shipped beside this file (console/sim/faults.py)
 from statefiles import (  # shipped beside this file
     PROCESSES_FILE,
     SIM_DIR_ENV,
@@ -802,9 +802,9 @@ def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
 
 NVLINKS = 18
 DEFAULT_XID = 79
-_FAULTS = {}  # sim folder -> FaultView
-_EVENT_SETS = []  # open event sets of this process
-_XID_DELIVERED = set()  # (physical GPU, fault id)
+_FAULTS = {}  # type: dict  # sim folder -> FaultView
+_EVENT_SETS = []  # type: list  # open event sets of this process
+_XID_DELIVERED = set()  # type: set  # (physical GPU, fault id)
 # residency field -> the fault that makes it grow
 _RESIDENCY_FAULT = {
     NVML_FI_DEV_PERF_POLICY_POWER: "power_throttle",

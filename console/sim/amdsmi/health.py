@@ -21,7 +21,7 @@ PCIE_MAX_WIDTH, PCIE_MAX_SPEED = 16, 32000  # x16, Gen5 (MT/s)
 TICKS_PER_S = 100  # the violation accumulators count 100 Hz samples (like gpu_metrics' accumulation_counter)
 PAGE_SIZE = 4096
 
-_VIEW = {}  # sim dir -> FaultView: one per folder and process
+_VIEW = {}  # type: dict  # sim dir -> FaultView: one per folder and process
 
 
 def faults():
@@ -217,6 +217,6 @@ class AmdSmiEventReader:
         self.stop()
 
 
-_READERS = []  # open readers of this process
-_DELIVERED = set()  # (physical GPU, fault id) already delivered
-_OPENED = {}  # physical GPU -> when its first reader opened: older resets are not news
+_READERS = []  # type: list  # open readers of this process
+_DELIVERED = set()  # type: set  # (physical GPU, fault id) already delivered
+_OPENED = {}  # type: dict  # physical GPU -> when its first reader opened: older resets are not news
