@@ -288,3 +288,48 @@ def test_nvidia_health_lines_and_faults(nvidia):
     finally:
         err = agent.stop()
     assert "Traceback" not in err
+
+
+# ------------------------------------------------------------------ the real H100
+
+
+HARDWARE = ROOT / "tests" / "fixtures" / "hardware"
+
+
+def test_the_real_h100_run_health_lines_energy_and_throttle():
+    """tests/fixtures/hardware/h100-agent-health-2026-11-26.jsonl: the agent on a real H100
+    (INDEX.toml), 8 s idle, then 25 s of bf16 matmuls at the 700 W cap, then idle."""
+    lines = [json.loads(x) for x in (HARDWARE / "h100-agent-health-2026-11-26.jsonl").read_text().splitlines()]
+    samples = [o for o in lines if o["kind"] == "sample"]
+    assert len(samples) == 45 and lines[0]["source"] == "nvml" and lines[0]["simulated"] is False
+    for i, o in enumerate(lines):
+        if o["kind"] == "health":
+            assert lines[i - 1]["kind"] == "sample" and lines[i - 1]["seq"] % 5 == 0 and o["interval"] == 5.0
+    gpus = [s["gpus"][0] for s in samples]
+    # the energy counter: cumulative J, its growth per tick is the power drawn (within 10 %: the
+    # power reading is NVML's 1 s average, the tick's span is the line's arrival time)
+    for a, b, s0, s1 in zip(gpus, gpus[1:], samples, samples[1:]):
+        assert b["energy_j"] > a["energy_j"]
+        if abs(a["power_w"] - b["power_w"]) < 5:  # steady power over the tick
+            assert (b["energy_j"] - a["energy_j"]) / (s1["ts"] - s0["ts"]) == pytest.approx(b["power_w"], rel=0.1)
+    # throttled: unknown on the first tick, then true exactly while the GPU sat at its cap
+    assert gpus[0]["throttled"] is None
+    assert all(g["throttled"] is True for g in gpus[1:] if g["power_w"] > 600)
+    assert all(g["throttled"] is False for g in gpus[1:] if g["power_w"] < 100)
+    readings = [from_nvml(g["nvml"]) for o in lines if o["kind"] == "health" for g in o["gpus"]]
+    assert len(readings) == 9
+    loaded = [r for r in readings if r.throttle_reasons == ("power",)]
+    assert len(loaded) == 5 and all(r.throttle_reasons == () for r in readings if r not in loaded)
+    assert all((r.pcie_gen, r.pcie_width, r.ecc_uncorrectable) == (5, 16, 0) for r in readings)
+    # what the console makes of them: throttled at the power cap for more than a quarter of the minute
+    verdict = evaluate(readings)
+    assert verdict.state == "warn" and "throttled (power cap)" in verdict.reasons, verdict.line()
+    calls = [g["nvml"]["calls"] for o in lines if o["kind"] == "health" for g in o["gpus"]]
+    assert calls[0] > calls[1] == 15  # the first reading finds what the GPU does not support
+
+
+def test_nvidia_smi_has_no_energy_counter_to_query():
+    """The real H100's nvidia-smi --help-query-gpu: the fallback's energy_j stays null."""
+    text = (HARDWARE / "nvidia-smi_help-query-gpu_h100-2026-11-26.txt").read_text()
+    assert '"power.draw"' in text and '"clocks_event_reasons.sw_power_cap"' in text
+    assert "energy" not in text.lower()
