@@ -81,6 +81,29 @@ SMI_FIELDS = (
     "mig.mode.pending",
 )
 SMI_APP_FIELDS = ("gpu_bus_id", "pid", "process_name", "used_memory")
+# The nvidia-smi fallback's health: one query for every GPU per round of health readings
+# (field names from the H100's --help-query-gpu; its answers idle and at the power cap are
+# kept in tests/fixtures/hardware), mapped onto nvidia_health.HealthReader's record keys.
+SMI_HEALTH_FIELDS = (
+    ("index", None),
+    ("ecc.errors.corrected.volatile.total", "ecc_volatile_corrected"),
+    ("ecc.errors.uncorrected.volatile.total", "ecc_volatile_uncorrected"),
+    ("ecc.errors.corrected.aggregate.total", "ecc_aggregate_corrected"),
+    ("ecc.errors.uncorrected.aggregate.total", "ecc_aggregate_uncorrected"),
+    ("remapped_rows.correctable", "remapped_correctable"),
+    ("remapped_rows.uncorrectable", "remapped_uncorrectable"),
+    ("remapped_rows.pending", "remapped_pending"),
+    ("remapped_rows.failure", "remapped_failure"),
+    ("retired_pages.sbe", "retired_sbe"),
+    ("retired_pages.dbe", "retired_dbe"),
+    ("retired_pages.pending", "retired_pending"),
+    ("clocks_event_reasons.active", "clock_event_reasons"),
+    ("pcie.link.gen.current", "pcie_gen"),
+    ("pcie.link.gen.max", "pcie_gen_max"),
+    ("pcie.link.width.current", "pcie_width"),
+    ("pcie.link.width.max", "pcie_width_max"),
+)
+_SMI_FLAGS = ("remapped_pending", "remapped_failure", "retired_pending")
 # nvidia-smi -L: "  MIG 3g.40gb     Device  0: (UUID: MIG-...)" under its "GPU n: ..." line
 _SMI_GPU_LINE = re.compile(r"^GPU\s+(\d+):.*\(UUID:\s*(GPU-[^)\s]+)\)")
 _SMI_MIG_LINE = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):.*\(UUID:\s*(MIG-[^)\s]+)\)")
@@ -565,6 +588,9 @@ class SmiSampler:
         self.failures = 0
         self.procs = {}
         self.uuids = {}
+        self._health_rows = None  # physical -> the last health query's CSV row
+        self._health_served = set()
+        self._health_off = False
         self.doc = self._query()
         if not self.doc:
             raise agent.SourceUnavailable("nvidia-smi listed no GPU")
@@ -662,6 +688,65 @@ class SmiSampler:
                 {"pid": int(pid_n), "name": os.path.basename(name), "vram_mib": smi_number(self.agent, used)}
             )
         return by_bus
+
+    def physical_count(self):
+        return len(set(r["physical"] for r in self.rows)) if self.doc and not self._health_off else 0
+
+    def health(self, physicals):
+        """Health records from one ``--query-gpu`` of SMI_HEALTH_FIELDS per round: a GPU read
+        again asks nvidia-smi again; what it prints as [N/A] is left out."""
+        if self._health_rows is None or any(p in self._health_served for p in physicals):
+            try:
+                out = self._run(
+                    ["--query-gpu=" + ",".join(f for f, _ in SMI_HEALTH_FIELDS), "--format=csv,noheader,nounits"]
+                )
+            except self.agent.SourceUnavailable as exc:
+                self._health_off = True  # an nvidia-smi without these fields: no health lines, said once
+                sys.stderr.write("node_agent: no nvidia-smi health readings (%s)\n" % exc)
+                return None
+            self._health_rows = dict(
+                (int(self.agent.num(row[0]) or 0), row) for row in smi_csv(out) if len(row) == len(SMI_HEALTH_FIELDS)
+            )
+            self._health_served = set()
+        out = []
+        for physical in physicals:
+            row = self._health_rows.get(physical)
+            if row is None:
+                continue
+            self._health_served.add(physical)
+            out.append(
+                {"physical": physical, "vendor": "nvidia", "source": "nvidia-smi", "nvml": self._record(physical, row)}
+            )
+        return out
+
+    def _record(self, physical, row):
+        import time  # noqa: PLC0415 - only where health is read
+
+        record = {"type": "health", "gpu": physical, "t": round(time.time(), 3)}
+        for (_, key), cell in zip(SMI_HEALTH_FIELDS[1:], row[1:]):
+            cell = text_of(cell)
+            if key in _SMI_FLAGS:
+                value = {"yes": True, "no": False}.get(cell.lower())
+            elif key == "clock_event_reasons":
+                try:
+                    value = int(cell, 16)
+                except ValueError:
+                    value = None
+            else:
+                number = smi_number(self.agent, cell)
+                value = int(number) if number is not None else None
+            if value is not None:
+                record[key] = value
+        mask = record.get("clock_event_reasons")
+        if mask is not None:
+            try:
+                import nvidia_health  # noqa: PLC0415 - shipped beside this file
+
+                record["clock_event_names"] = nvidia_health.decode_reasons(mask)
+                record["throttled"] = nvidia_health.is_throttled(record["clock_event_names"])
+            except ImportError:
+                pass
+        return record
 
     def static(self):
         return self.rows

@@ -333,3 +333,52 @@ def test_nvidia_smi_has_no_energy_counter_to_query():
     text = (HARDWARE / "nvidia-smi_help-query-gpu_h100-2026-11-26.txt").read_text()
     assert '"power.draw"' in text and '"clocks_event_reasons.sw_power_cap"' in text
     assert "energy" not in text.lower()
+
+
+def test_the_nvidia_smi_fallback_health_from_the_real_h100_answers(monkeypatch):
+    """One nvidia-smi --query-gpu per round of readings; its answers here are the real H100's
+    (idle, then at the power cap), mapped onto the NVML record keys; [N/A] stays absent."""
+    monkeypatch.syspath_prepend(str(AGENT.parent))  # the agent's folder, as on the node
+    import node_agent
+    import nvidia
+
+    capture = (HARDWARE / "nvidia-smi_query-gpu-health_h100-2026-11-26.txt").read_text().splitlines()
+    fields = ",".join(f for f, _ in nvidia.SMI_HEALTH_FIELDS)
+    assert capture[0].startswith(f"# nvidia-smi --query-gpu={fields} --format=csv,noheader,nounits")
+    answers = [capture[1], capture[3]]  # idle, then loaded
+    asked = []
+
+    class Fake(nvidia.SmiSampler):
+        def _run(self, args):
+            asked.append(args[0])
+            if args[0].startswith("--query-gpu=index,name"):
+                return (HARDWARE / "nvidia-smi_query-gpu_h100_idle-2026-11-25.csv").read_text()
+            if args == ["-L"]:
+                return (HARDWARE / "nvidia-smi_L_h100-2026-11-25.txt").read_text()
+            if args[0] == f"--query-gpu={fields}":
+                if not answers:
+                    raise node_agent.SourceUnavailable("nvidia-smi: Field 'x' is not a valid field to query.")
+                return answers.pop(0) + "\n"
+            raise AssertionError(args)
+
+    sampler = Fake(node_agent, "/usr/bin/nvidia-smi")
+    assert sampler.physical_count() == 1
+    (idle,) = sampler.health([0])
+    assert (idle["physical"], idle["vendor"], idle["source"]) == (0, "nvidia", "nvidia-smi")
+    record = idle["nvml"]
+    assert record["clock_event_names"] == ["idle"] and record["throttled"] is False
+    assert (record["pcie_gen"], record["pcie_gen_max"], record["pcie_width"], record["pcie_width_max"]) == (
+        5,
+        5,
+        16,
+        16,
+    )
+    assert record["remapped_pending"] is False and record["ecc_volatile_uncorrected"] == 0
+    assert "retired_sbe" not in record and "retired_pending" not in record  # [N/A] on an H100
+    assert evaluate([from_nvml(record)]).state == "ok"
+    (loaded,) = sampler.health([0])  # GPU 0 again: a new query
+    reading = from_nvml(loaded["nvml"])
+    assert loaded["nvml"]["clock_event_names"] == ["sw_power_cap"] and reading.throttle_reasons == ("power",)
+    assert sum(a.startswith(f"--query-gpu={fields}") for a in asked) == 2
+    # an nvidia-smi without these fields: no health lines from then on, telemetry goes on
+    assert sampler.health([0]) is None and sampler.physical_count() == 0
