@@ -10,6 +10,7 @@ import contextlib
 import math
 import sys
 
+from amd_health import AmdHealth  # type: ignore[import-not-found]
 from sampling import (
     AgentError,
     Sampler,
@@ -21,6 +22,19 @@ from sampling import (
     gpu_metrics,
     primaries_of,
     text,
+)
+
+# gpu_metrics' energy accumulator counts 15.259 uJ (2^-16 J) units on MI300 (amdgpu's
+# kgd_pp_interface.h); amdsmi_get_energy_count's counter_resolution says so where it answers.
+ENERGY_UNIT_UJ = 15.259
+# gpu_metrics' throttle residency accumulators: one that grew over a tick means the GPU
+# was held back by power (PPT), socket / VR / HBM temperature or PROCHOT during it.
+RESIDENCY_KEYS = (
+    "ppt_residency_acc",
+    "socket_thm_residency_acc",
+    "vr_thm_residency_acc",
+    "hbm_thm_residency_acc",
+    "prochot_residency_acc",
 )
 
 # The amdsmi path's values.  The C library marks "unsupported" with the all-ones
@@ -52,6 +66,19 @@ def busy_mean(per_xcc):
         return None
     values = [x for x in per_xcc if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 100]
     return sum(values) / float(len(values)) if values else None
+
+
+def throttled(before, now):
+    """True when a residency accumulator grew since the last tick, False when none did,
+    None when unknown (the first tick, or the table has no accumulators)."""
+    if before is None or now is None:
+        return None
+    grew = known = False
+    for a, b in zip(before, now):
+        if a is not None and b is not None:
+            known = True
+            grew = grew or b > a
+    return grew if known else None
 
 
 class AmdsmiSampler(Sampler):
@@ -88,6 +115,7 @@ class AmdsmiSampler(Sampler):
         self._procs = {}  # logical index -> process list (None: unknown), last read
         self._vram_next = self._procs_next = self._check_next = 0
         self._check_slot = False
+        self._health = None  # AmdHealth, made at the first health reading
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 module.amdsmi_init()
@@ -128,10 +156,15 @@ class AmdsmiSampler(Sampler):
                     "baseline": sum(1 for r in self.rows if r["physical"] == physical),
                     "modes": (row["compute_partition"], row["memory_partition"]),
                     "power_cap_w": self._power_cap(primary),
+                    # the documented unit until a health reading's amdsmi_get_energy_count says
+                    "energy_unit_uj": ENERGY_UNIT_UJ,
                     "metrics": None,
+                    "residency": None,  # the last tick's residency accumulators
                 }
             )
         self._vram_next = self._procs_next = self._check_next = 0
+        if self._health is not None:
+            self._health.enumerate([gpu["primary"] for gpu in self._gpus])
 
     def _raw_static(self, index, h):
         asic = self._api("amdsmi_get_gpu_asic_info", h)
@@ -181,6 +214,8 @@ class AmdsmiSampler(Sampler):
         raw = self._api("amdsmi_get_gpu_metrics_info", h)
         if not isinstance(raw, dict):
             return None
+        energy = reading(raw.get("energy_accumulator"), 64)
+        residency = [reading(raw.get(k), 64) for k in RESIDENCY_KEYS]
         gfxclks = [reading(v, 16) for v in raw.get("current_gfxclks") or ()]
         xcps = raw.get("xcp_stats.gfx_busy_inst")  # per partition, per XCC
         return {
@@ -203,6 +238,9 @@ class AmdsmiSampler(Sampler):
                 reading(raw.get("current_uclk"), 16), reading(raw.get("average_uclk_frequency"), 16)
             ),
             "xcp_busy": [busy_mean(x) for x in xcps[:partitions]] if isinstance(xcps, list) else [],
+            "energy": energy,
+            "residency": residency if any(v is not None for v in residency) else None,
+            "raw": raw,  # the health reading takes its residency keys from this tick's table
         }
 
     def _vram_usage(self, h):
@@ -240,7 +278,9 @@ class AmdsmiSampler(Sampler):
         """gpu_metrics of every physical GPU; True when a partition count changed."""
         changed = False
         for gpu in self._gpus:
+            before = (gpu["metrics"] or {}).get("residency")
             gpu["metrics"] = metrics = self._physical_metrics(gpu["primary"], gpu["partitions"])
+            gpu["throttled"] = throttled(before, metrics["residency"] if metrics else None)
             count = metrics["partitions"] if metrics else None
             changed = changed or (count is not None and count != gpu["baseline"])
         return changed
@@ -310,8 +350,33 @@ class AmdsmiSampler(Sampler):
                     for k in ("umc_pct", "power_w", "temp_junction_c", "temp_mem_c", "gfx_clock_mhz", "mem_clock_mhz")
                 )
                 values["power_cap_w"] = gpu["power_cap_w"]
+                energy = metrics.get("energy")
+                values["energy_j"] = energy * gpu["energy_unit_uj"] / 1e6 if energy is not None else None
+                values["throttled"] = gpu.get("throttled")
             gpus.append(gpu_metrics(row["index"], **values))
         return gpus
 
+    def physical_count(self):
+        return len(self._gpus)
+
+    def health(self, physicals):
+        """The health entries of these physical GPUs (amd_health.py)."""
+        if self._health is None:
+            self._health = AmdHealth(self.m)
+            self._health.enumerate([gpu["primary"] for gpu in self._gpus])
+        out = []
+        for physical in physicals:
+            if physical < len(self._gpus):
+                gpu = self._gpus[physical]
+                entry = self._health.read(physical, (gpu["metrics"] or {}).get("raw"))
+                # µJ per count of the energy accumulator, as the library states it (no extra call)
+                unit = dig(entry["results"], "amdsmi_get_energy_count", "counter_resolution")
+                if isinstance(unit, float) and unit > 0:
+                    gpu["energy_unit_uj"] = unit
+                out.append(entry)
+        return out
+
     def close(self):
+        if self._health is not None:
+            self._health.close()
         self._api("amdsmi_shut_down")

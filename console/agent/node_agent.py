@@ -4,7 +4,7 @@
 Runs on the GPU node (stdlib + amdsmi, Python >= 3.8, no import from the
 console package):
 
-    python3 node_agent.py telemetry [--interval 1.0] [--count N] [--amdsmi-path DIR]...
+    python3 node_agent.py telemetry [--interval 1.0] [--health-interval 10] [--count N] [--amdsmi-path DIR]...
     python3 node_agent.py probe [--amdsmi-path DIR]...
     python3 node_agent.py instance --state-dir DIR start|list|stop NAME|logs NAME|remove NAME
     python3 node_agent.py partition show|set [--gpus all|0,1] [--compute CPX] [--memory NPS4 --reload-driver]
@@ -12,15 +12,17 @@ console package):
 
 telemetry writes one ``hello`` line, a ``static`` line (again whenever the
 GPUs are re-enumerated with different facts), then one ``sample`` line per
-tick for every logical GPU.  Sources, in order: the amdsmi Python module
+tick for every logical GPU, and with --health-interval H (default 10 s, 0 = off) a
+``health`` line after the sample of a tick that read some physical GPUs' health
+(round-robin: each GPU once per H seconds).  Sources, in order: the amdsmi Python module
 (no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``, then for
 NVIDIA GPUs (nvidia.py) NVML through pynvml and ``nvidia-smi --query-gpu``.
 When none works it writes an ``error`` line and exits 3.  Missing values are null.
 
 The agent is a folder of modules imported by file name (the folder is on
 sys.path): sampling.py (what every source shares), amdsmi_sampler.py (the
-library), smi_cli.py (the amd-smi / rocm-smi fallbacks, imported only when they
-are needed), nvidia.py, supervisor.py, partitions.py, doctor.py, lifeline.py.
+library), amd_health.py (its health readings), smi_cli.py (the amd-smi / rocm-smi
+fallbacks, imported only when they are needed), nvidia.py, nvidia_health.py, supervisor.py, partitions.py, doctor.py, lifeline.py.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from amdsmi_sampler import AmdsmiSampler  # noqa: E402
 from sampling import (  # noqa: E402, F401 - nvidia.py and doctor.py are handed this module: agent.num, ...
     MAX_CLI_FAILURES,
     AgentError,
+    HealthSpread,
     SourceUnavailable,
     describe,
     gpu_metrics,
@@ -53,6 +56,8 @@ from sampling import (  # noqa: E402, F401 - nvidia.py and doctor.py are handed 
 AGENT_VERSION = "1"
 MIN_INTERVAL = 0.1
 MAX_INTERVAL = 10.0
+DEFAULT_HEALTH_INTERVAL = 10.0
+MAX_HEALTH_INTERVAL = 3600.0
 
 EXIT_OK, EXIT_USAGE, EXIT_NO_SOURCE, EXIT_PARTITION = 0, 2, 3, 4
 
@@ -194,8 +199,24 @@ def next_deadline(deadline, interval, now):
     return deadline
 
 
-def run_ticks(sampler, writer, interval, count, clock=time.monotonic, sleep=time.sleep):
-    """Write static once (and on change), then one sample per tick."""
+def health_entries(sampler, spread):
+    """This tick's health entries, or None.  Health never breaks telemetry: whatever a
+    source raises here costs this tick's health line only (said once on stderr)."""
+    try:
+        picks = spread.picks(sampler.physical_count())
+        return sampler.health(picks) if picks else None
+    except Exception as exc:  # a broken reading must not end the sample stream
+        if not getattr(spread, "warned", False):
+            spread.warned = True
+            sys.stderr.write("node_agent: warning: health reading failed (%s)\n" % describe(exc))
+        return None
+
+
+def run_ticks(sampler, writer, interval, count, clock=time.monotonic, sleep=time.sleep, health_interval=0.0):
+    """Write static once (and on change), then one sample per tick and, with
+    ``health_interval`` > 0, a health line after the samples of the ticks that read
+    some GPUs' health (HealthSpread: every GPU once per health interval)."""
+    spread = HealthSpread(interval, health_interval) if health_interval > 0 else None
     static = sampler.static()
     writer.write({"kind": "static", "ts": time.time(), "gpus": static})
     deadline = clock()
@@ -210,6 +231,9 @@ def run_ticks(sampler, writer, interval, count, clock=time.monotonic, sleep=time
         gpus = sampler.sample()
         if gpus is not None:  # a CLI tick that failed is skipped: the console marks it stale
             writer.write({"kind": "sample", "ts": time.time(), "seq": tick, "gpus": gpus})
+        entries = health_entries(sampler, spread) if spread is not None else None
+        if entries:
+            writer.write({"kind": "health", "ts": time.time(), "interval": health_interval, "gpus": entries})
         deadline = next_deadline(deadline, interval, clock())
         tick += 1
 
@@ -231,7 +255,7 @@ def telemetry(args, writer):
         if getattr(sampler, "vendor", None):  # NVIDIA samplers say so; no key means AMD
             hello["vendor"] = sampler.vendor
         writer.write(hello)
-        run_ticks(sampler, writer, args.interval, args.count)
+        run_ticks(sampler, writer, args.interval, args.count, health_interval=args.health_interval)
     except AgentError as exc:
         writer.write({"kind": "error", "message": str(exc)})
         return EXIT_NO_SOURCE
@@ -321,6 +345,18 @@ def interval_arg(value):
     return seconds
 
 
+def health_interval_arg(value):
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a number of seconds (0 turns health off), got %r" % value) from None
+    if seconds != 0 and not MIN_INTERVAL <= seconds <= MAX_HEALTH_INTERVAL:  # also rejects nan
+        raise argparse.ArgumentTypeError(
+            "must be 0 (off) or between %g and %g seconds, got %s" % (MIN_INTERVAL, MAX_HEALTH_INTERVAL, value)
+        )
+    return seconds
+
+
 def count_arg(value):
     try:
         n = int(value)
@@ -348,6 +384,12 @@ def build_parser(only=None):
         tel = modes.add_parser("telemetry", help="stream GPU telemetry as JSON lines")
         tel.add_argument("--interval", type=interval_arg, default=1.0, help="seconds (0.1-10)")
         tel.add_argument("--count", type=count_arg, default=None, help="ticks, then exit 0")
+        tel.add_argument(
+            "--health-interval",
+            type=health_interval_arg,
+            default=DEFAULT_HEALTH_INTERVAL,
+            help="seconds between two health readings of a GPU (0 = no health lines)",
+        )
         _add_amdsmi_path(tel)
     if want("probe"):
         _add_amdsmi_path(modes.add_parser("probe", help="print one JSON line about this node"))

@@ -44,6 +44,23 @@ TICK_READS = (
     "nvmlDeviceGetFieldValues",
 )
 
+# Read in the tick's one nvmlDeviceGetFieldValues call with the memory temperature (no
+# extra call): the energy counter (mJ since the driver loaded) and the throttle
+# residency counters (ns), whose growth over a tick is the sample's ``throttled``.
+NVML_FI_DEV_ENERGY = 191
+THROTTLE_RESIDENCY_FIELDS = (
+    ("NVML_FI_DEV_PERF_POLICY_POWER", 74),
+    ("NVML_FI_DEV_PERF_POLICY_THERMAL", 75),
+    ("NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT", 77),
+    ("NVML_FI_DEV_PERF_POLICY_RELIABILITY", 79),
+    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", 269),
+    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN", 270),
+    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN", 271),
+)
+# Clock event reason bits that mean a limit was hit (SW power cap, HW slowdown, SW / HW
+# thermal, power brake): the fallback where the residency fields are not supported.
+THROTTLE_REASON_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
 SMI_FIELDS = (
     "index",
     "name",
@@ -64,6 +81,29 @@ SMI_FIELDS = (
     "mig.mode.pending",
 )
 SMI_APP_FIELDS = ("gpu_bus_id", "pid", "process_name", "used_memory")
+# The nvidia-smi fallback's health: one query for every GPU per round of health readings
+# (field names from the H100's --help-query-gpu; its answers idle and at the power cap are
+# kept in tests/fixtures/hardware), mapped onto nvidia_health.HealthReader's record keys.
+SMI_HEALTH_FIELDS = (
+    ("index", None),
+    ("ecc.errors.corrected.volatile.total", "ecc_volatile_corrected"),
+    ("ecc.errors.uncorrected.volatile.total", "ecc_volatile_uncorrected"),
+    ("ecc.errors.corrected.aggregate.total", "ecc_aggregate_corrected"),
+    ("ecc.errors.uncorrected.aggregate.total", "ecc_aggregate_uncorrected"),
+    ("remapped_rows.correctable", "remapped_correctable"),
+    ("remapped_rows.uncorrectable", "remapped_uncorrectable"),
+    ("remapped_rows.pending", "remapped_pending"),
+    ("remapped_rows.failure", "remapped_failure"),
+    ("retired_pages.sbe", "retired_sbe"),
+    ("retired_pages.dbe", "retired_dbe"),
+    ("retired_pages.pending", "retired_pending"),
+    ("clocks_event_reasons.active", "clock_event_reasons"),
+    ("pcie.link.gen.current", "pcie_gen"),
+    ("pcie.link.gen.max", "pcie_gen_max"),
+    ("pcie.link.width.current", "pcie_width"),
+    ("pcie.link.width.max", "pcie_width_max"),
+)
+_SMI_FLAGS = ("remapped_pending", "remapped_failure", "retired_pending")
 # nvidia-smi -L: "  MIG 3g.40gb     Device  0: (UUID: MIG-...)" under its "GPU n: ..." line
 _SMI_GPU_LINE = re.compile(r"^GPU\s+(\d+):.*\(UUID:\s*(GPU-[^)\s]+)\)")
 _SMI_MIG_LINE = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):.*\(UUID:\s*(MIG-[^)\s]+)\)")
@@ -163,6 +203,8 @@ class NvmlSampler:
         self._check_slot = False
         self._stale = False  # a MIG handle went away: enumerate again next tick
         self._enum_failures = 0
+        self._health = None  # nvidia_health.HealthReader, made at the first health reading
+        self._health_failed = False
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 module.nvmlInit()
@@ -358,13 +400,31 @@ class NvmlSampler:
             )
         return out
 
+    def _field_ids(self):
+        ids = [self.m.NVML_FI_DEV_MEMORY_TEMP, getattr(self.m, "NVML_FI_DEV_ENERGY", NVML_FI_DEV_ENERGY)]
+        return ids + [getattr(self.m, name, fid) for name, fid in THROTTLE_RESIDENCY_FIELDS]
+
+    def _throttled(self, gpu, residency):
+        """True when a throttle residency counter grew since the last tick, False when none
+        did; where the GPU has no such counters, the current clock event reasons (one call)."""
+        before, gpu["residency"] = gpu.get("residency"), residency
+        if any(v is not None for v in residency):
+            if before is None:
+                return None  # the first tick: growth needs two readings
+            pairs = [(a, b) for a, b in zip(before, residency) if a is not None and b is not None]
+            return any(b > a for a, b in pairs) if pairs else None
+        mask = self._tick_read(gpu, "nvmlDeviceGetCurrentClocksEventReasons")
+        return bool(mask & THROTTLE_REASON_BITS) if isinstance(mask, int) else None
+
     def _physical(self, gpu):
         h_util = None
         if gpu["migs"] == []:
             h_util = self._tick_read(gpu, "nvmlDeviceGetUtilizationRates")
         power = self._tick_read(gpu, "nvmlDeviceGetPowerUsage")
-        fields = self._tick_read(gpu, "nvmlDeviceGetFieldValues", [self.m.NVML_FI_DEV_MEMORY_TEMP])
-        mem_temp = field_number(fields[0]) if fields else None
+        fields = self._tick_read(gpu, "nvmlDeviceGetFieldValues", self._field_ids())
+        numbers = [field_number(fv) for fv in fields] if fields else []
+        numbers += [None] * (2 + len(THROTTLE_RESIDENCY_FIELDS) - len(numbers))
+        mem_temp, energy_mj = numbers[0], numbers[1]
         return {
             "util_pct": getattr(h_util, "gpu", None),
             "umc_pct": getattr(h_util, "memory", None),
@@ -372,6 +432,8 @@ class NvmlSampler:
             "temp_junction_c": self._tick_read(gpu, "nvmlDeviceGetTemperature", self.m.NVML_TEMPERATURE_GPU),
             "temp_mem_c": mem_temp if mem_temp else None,  # 0: no HBM sensor on this board
             "gfx_clock_mhz": self._tick_read(gpu, "nvmlDeviceGetClockInfo", self.m.NVML_CLOCK_SM),
+            "energy_j": energy_mj / 1000.0 if energy_mj is not None else None,
+            "throttled": self._throttled(gpu, numbers[2:]),
         }
 
     def _check(self):
@@ -462,6 +524,27 @@ class NvmlSampler:
             out.append(self.agent.gpu_metrics(row["index"], **values))
         return out
 
+    def physical_count(self):
+        return 0 if self._stale else len(self.gpus)
+
+    def health(self, physicals):
+        """The health entries of these physical GPUs: nvidia_health.HealthReader's records."""
+        if self._health is None and not self._health_failed:
+            try:
+                import nvidia_health  # type: ignore[import-not-found]  # noqa: PLC0415 - shipped beside this file
+
+                self._health = nvidia_health.HealthReader(self.m)
+            except Exception as exc:  # no reader: the node streams telemetry without health
+                self._health_failed = True
+                sys.stderr.write("node_agent: warning: no NVML health readings (%s)\n" % exc)
+        if self._health is None:
+            return None
+        return [
+            {"physical": p, "vendor": "nvidia", "source": "nvml", "nvml": self._health.read_gpu(p)}
+            for p in physicals
+            if p < len(self._health.gpus)
+        ]
+
     def _memory_checked(self, handle):
         info = self._memory(handle)
         if info == (None, None) and self.gpus and any(g["migs"] for g in self.gpus):
@@ -469,6 +552,8 @@ class NvmlSampler:
         return info
 
     def close(self):
+        if self._health is not None:
+            self._health.close()  # its own nvmlInit's shutdown (NVML counts them)
         self._call("nvmlShutdown")
 
 
@@ -503,6 +588,9 @@ class SmiSampler:
         self.failures = 0
         self.procs = {}
         self.uuids = {}
+        self._health_rows = None  # physical -> the last health query's CSV row
+        self._health_served = set()
+        self._health_off = False
         self.doc = self._query()
         if not self.doc:
             raise agent.SourceUnavailable("nvidia-smi listed no GPU")
@@ -600,6 +688,65 @@ class SmiSampler:
                 {"pid": int(pid_n), "name": os.path.basename(name), "vram_mib": smi_number(self.agent, used)}
             )
         return by_bus
+
+    def physical_count(self):
+        return len(set(r["physical"] for r in self.rows)) if self.doc and not self._health_off else 0
+
+    def health(self, physicals):
+        """Health records from one ``--query-gpu`` of SMI_HEALTH_FIELDS per round: a GPU read
+        again asks nvidia-smi again; what it prints as [N/A] is left out."""
+        if self._health_rows is None or any(p in self._health_served for p in physicals):
+            try:
+                out = self._run(
+                    ["--query-gpu=" + ",".join(f for f, _ in SMI_HEALTH_FIELDS), "--format=csv,noheader,nounits"]
+                )
+            except self.agent.SourceUnavailable as exc:
+                self._health_off = True  # an nvidia-smi without these fields: no health lines, said once
+                sys.stderr.write("node_agent: no nvidia-smi health readings (%s)\n" % exc)
+                return None
+            self._health_rows = dict(
+                (int(self.agent.num(row[0]) or 0), row) for row in smi_csv(out) if len(row) == len(SMI_HEALTH_FIELDS)
+            )
+            self._health_served = set()
+        out = []
+        for physical in physicals:
+            row = self._health_rows.get(physical)
+            if row is None:
+                continue
+            self._health_served.add(physical)
+            out.append(
+                {"physical": physical, "vendor": "nvidia", "source": "nvidia-smi", "nvml": self._record(physical, row)}
+            )
+        return out
+
+    def _record(self, physical, row):
+        import time  # noqa: PLC0415 - only where health is read
+
+        record = {"type": "health", "gpu": physical, "t": round(time.time(), 3)}
+        for (_, key), cell in zip(SMI_HEALTH_FIELDS[1:], row[1:]):
+            cell = text_of(cell)
+            if key in _SMI_FLAGS:
+                value = {"yes": True, "no": False}.get(cell.lower())
+            elif key == "clock_event_reasons":
+                try:
+                    value = int(cell, 16)
+                except ValueError:
+                    value = None
+            else:
+                number = smi_number(self.agent, cell)
+                value = int(number) if number is not None else None
+            if value is not None:
+                record[key] = value
+        mask = record.get("clock_event_reasons")
+        if mask is not None:
+            try:
+                import nvidia_health  # noqa: PLC0415 - shipped beside this file
+
+                record["clock_event_names"] = nvidia_health.decode_reasons(mask)
+                record["throttled"] = nvidia_health.is_throttled(record["clock_event_names"])
+            except ImportError:
+                pass
+        return record
 
     def static(self):
         return self.rows

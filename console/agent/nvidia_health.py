@@ -167,6 +167,7 @@ class HealthReader:
         self._next_due = None
         self._events = None
         self._calls = 0
+        self._pending = {}  # gpu index (None: unnamed) -> XID events drained but not yet sent
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 module.nvmlInit()
@@ -282,6 +283,22 @@ class HealthReader:
             # An event whose GPU NVML could not name is kept on the first record, never dropped.
             records[0]["xid_events"] = (records[0]["xid_events"] or []) + events[None]
         return records
+
+    def read_gpu(self, index, now=None):
+        """One GPU's record, for an agent that spreads its GPUs over ticks: the XID events
+        waiting for any GPU are drained and each kept until its own GPU's reading."""
+        now = self.clock() if now is None else now
+        for key, events in self._drain_events(now).items():
+            self._pending.setdefault(key, []).extend(events)
+        gpu = self.gpus[index]
+        self._calls = 0
+        record = self._read_gpu(gpu, now)
+        events = self._pending.pop(index, [])
+        if index == 0:
+            events += self._pending.pop(None, [])  # an event NVML could not place: on GPU 0, never dropped
+        record["xid_events"] = events if gpu.get("xid_watch") else None
+        record["calls"] = self._calls
+        return record
 
     def _read_gpu(self, gpu, now):
         r = {"type": "health", "gpu": gpu["index"], "uuid": gpu["uuid"], "t": round(now, 3)}

@@ -197,7 +197,40 @@ def gpu_metrics(index, **values):
     ):
         record[key] = values.get(key)
     record["processes"] = values.get("processes")
+    # the physical GPU's energy counter (J, cumulative) and whether it throttled in the last
+    # tick: on its partition 0's row only, null elsewhere and where the source cannot say
+    record["energy_j"] = values.get("energy_j")
+    record["throttled"] = values.get("throttled")
     return record
+
+
+class HealthSpread:
+    """Which physical GPUs a tick reads health of: round-robin, ``n * tick / interval``
+    GPUs per tick on average, so every GPU is read once per ``interval`` and no tick
+    reads more than ceil(n * tick / interval) of them (never a burst of all GPUs)."""
+
+    def __init__(self, tick, interval):
+        self.rate_per_gpu = float(tick) / float(interval)
+        self.n = 0
+        self._next = 0
+        self._credit = 0.0
+
+    def picks(self, n):
+        """The physical indices to read this tick; a new GPU count starts a new round."""
+        if n != self.n:
+            self.n, self._next = n, 0
+            rate = n * self.rate_per_gpu
+            self._credit = math.ceil(rate) - rate if rate > 0 else 0.0  # the first tick reads at once
+        if n <= 0:
+            return []
+        self._credit += n * self.rate_per_gpu
+        count = min(n, int(self._credit + 1e-9))
+        self._credit -= count
+        if self._credit > n:  # an interval shorter than a tick: never save up a burst
+            self._credit = 0.0
+        out = [(self._next + k) % n for k in range(count)]
+        self._next = (self._next + count) % n
+        return out
 
 
 # ------------------------------------------------------------------ samplers
@@ -209,6 +242,9 @@ class Sampler:
     ``static()`` once, then every tick ``refresh(tick)`` (returns new static
     records after a re-enumeration, else None) and ``sample()`` (the tick's
     records, or None when this tick's data could not be read); ``close()``.
+    With health on, after a tick's sample ``health(physicals)`` for the GPUs
+    HealthSpread picks among ``physical_count()``: the ``health`` line's ``gpus``
+    entries (None: this source reads no health).
     """
 
     source = ""
@@ -222,6 +258,12 @@ class Sampler:
 
     def sample(self):
         raise NotImplementedError
+
+    def physical_count(self):
+        return 0
+
+    def health(self, physicals):
+        return None
 
     def close(self):
         pass

@@ -27,7 +27,9 @@ from sampling import (
     gpu_metrics,
     mib,
     num,
+    primaries_of,
     text,
+    unit_of,
 )
 
 PARTITION_CHECK_EVERY = 5  # ticks between partition-mode checks (getters can wake the GPU)
@@ -234,6 +236,91 @@ def amd_metric_values(record, warn=None):
     return dict((name, pick(record, paths, parse, warn)) for name, paths, parse in AMD_METRIC_FIELDS)
 
 
+# ``amd-smi metric --json``'s health sections (amd-smi's own names) -> the amdsmi result
+# keys the console reads (core/health.py from_amdsmi): the CLI prints the library's values
+# under its own names, so the same reading goes into the same shape.  What the CLI does
+# not print stays absent.
+CLI_ECC_TOTALS = (
+    ("total_correctable_count", "correctable_count"),
+    ("total_uncorrectable_count", "uncorrectable_count"),
+    ("total_deferred_count", "deferred_count"),
+)
+CLI_ECC_BLOCK_KEYS = ("correctable_count", "uncorrectable_count", "deferred_count")
+CLI_PCIE_METRIC = (
+    ("width", "pcie_width"),
+    ("replay_count", "pcie_replay_count"),
+    ("l0_to_recovery_count", "pcie_l0_to_recovery_count"),
+    ("replay_roll_over_count", "pcie_replay_roll_over_count"),
+    ("nak_sent_count", "pcie_nak_sent_count"),
+    ("nak_received_count", "pcie_nak_received_count"),
+)
+_JOULES_PER_UNIT = {"J": 1.0, "kJ": 1e3, "MJ": 1e6, "mJ": 1e-3, "uJ": 1e-6, "\u00b5J": 1e-6}
+
+
+def _count(value):
+    n = num(value)
+    return int(n) if n is not None and n >= 0 else None
+
+
+def _mts(value):
+    """A PCIe rate the CLI prints in GT/s ({"value": 32, "unit": "GT/s"}) as the library's MT/s."""
+    n = num(value)
+    unit = (unit_of(value) or "GT/s").upper()
+    if n is None or unit not in ("GT/S", "MT/S"):
+        return None
+    return int(round(n * 1000)) if unit == "GT/S" else int(n)
+
+
+def amd_cli_energy_j(record):
+    """energy.total_energy_consumption in J, by the unit the CLI names; None without a known unit."""
+    value = lookup(record, ("energy", "total_energy_consumption"))
+    n = num(value)
+    factor = _JOULES_PER_UNIT.get(str(unit_of(value) or ""))
+    return n * factor if n is not None and factor is not None else None
+
+
+def amd_cli_health(record, bus=None):
+    """The amdsmi-shaped ``results`` of one GPU from its ``amd-smi metric --json`` record
+    (sections ecc, ecc_blocks, pcie) and its ``amd-smi static --json`` ``bus`` (the
+    maximum link); keys the CLI did not print, or printed as N/A, are left out."""
+    results = {}
+    ecc = record.get("ecc") if isinstance(record, dict) else None
+    if isinstance(ecc, dict):
+        totals = dict((ours, _count(ecc.get(cli))) for cli, ours in CLI_ECC_TOTALS)
+        totals = dict((k, v) for k, v in totals.items() if v is not None)
+        if totals:
+            results["amdsmi_get_gpu_total_ecc_count"] = totals
+    blocks = record.get("ecc_blocks") if isinstance(record, dict) else None
+    if isinstance(blocks, dict):
+        out = {}
+        for name, counts in blocks.items():
+            if isinstance(counts, dict):
+                kept = dict((k, _count(counts.get(k))) for k in CLI_ECC_BLOCK_KEYS)
+                kept = dict((k, v) for k, v in kept.items() if v is not None)
+                if kept:
+                    out[str(name)] = kept
+        if out:
+            results["amdsmi_get_gpu_ecc_count"] = out
+    pcie = record.get("pcie") if isinstance(record, dict) else None
+    metric = {}
+    if isinstance(pcie, dict):
+        metric = dict((ours, _count(pcie.get(cli))) for cli, ours in CLI_PCIE_METRIC)
+        metric["pcie_speed"] = _mts(pcie.get("speed"))
+        metric = dict((k, v) for k, v in metric.items() if v is not None)
+    static = {}
+    if isinstance(bus, dict):
+        static = {
+            "max_pcie_width": _count(bus.get("max_pcie_width")),
+            "max_pcie_speed": _mts(bus.get("max_pcie_speed")),
+        }
+        static = dict((k, v) for k, v in static.items() if v is not None)
+    if metric or static:
+        results["amdsmi_get_pcie_info"] = dict(
+            (k, v) for k, v in (("pcie_static", static), ("pcie_metric", metric)) if v
+        )
+    return results
+
+
 def xcp_busy(record, partition_id):
     """Mean gfx busy % of one partition's XCCs from a primary's per-XCP table
     (usage.gfx_busy_inst.xcp_N, amd-smi >= 6.4), or None."""
@@ -354,6 +441,7 @@ class AmdSmiCliSampler(CliSampler):
         self._procs_failed = False
         self._caps_w = {}
         self._modes = {}
+        self._bus = {}  # gpu index -> static's "bus" (the maximum PCIe link)
         super().__init__()
 
     def _read_metrics(self):
@@ -393,6 +481,7 @@ class AmdSmiCliSampler(CliSampler):
             static = {}
         parts = self._read_partitions()
         self._modes = parts
+        self._bus = dict((i, g.get("bus")) for i, g in static.items() if isinstance(g.get("bus"), dict))
         raws = []
         self._caps_w = {}
         for pos, metric in enumerate(gpu_list(self.doc)):
@@ -423,16 +512,40 @@ class AmdSmiCliSampler(CliSampler):
             return False
         return self._read_partitions() != self._modes
 
+    @property
+    def _partition0(self):
+        return dict((r["index"], r["partition_id"] == 0) for r in self.rows)
+
+    def physical_count(self):
+        return len(set(r["physical"] for r in self.rows)) if self.doc is not None else 0
+
+    def health(self, physicals):
+        """Health from the tick's own ``metric --json`` document (no extra process): the
+        sections ecc, ecc_blocks and pcie of each physical GPU's primary record."""
+        records = dict((int(first(num(g.get("gpu")), pos)), g) for pos, g in enumerate(gpu_list(self.doc)))
+        primaries = primaries_of(self.rows)
+        out = []
+        for physical in physicals:
+            row = primaries.get(physical)
+            if row is None:
+                continue
+            results = amd_cli_health(records.get(row["index"], {}), self._bus.get(row["index"]))
+            out.append({"physical": physical, "vendor": "amd", "source": "amd-smi", "results": results, "events": []})
+        return out
+
     def sample(self):
         if self.doc is None:
             return None
         records = {}
         out = []
+        part0 = self._partition0
         for pos, g in enumerate(gpu_list(self.doc)):
             index = int(first(num(g.get("gpu")), pos))
             records[index] = g
             values = amd_metric_values(g, self.warn)
             values["power_cap_w"] = first(self._caps_w.get(index), values["power_cap_w"])
+            if part0.get(index, True):  # a physical GPU's counter: on its partition 0 only
+                values["energy_j"] = amd_cli_energy_j(g)  # throttled: the CLI prints no residency counters
             procs = self._procs.get(index, []) if self._procs is not None else None
             out.append(gpu_metrics(index, processes=procs, **values))
         self._fill_partition_util(out, records)

@@ -32,6 +32,8 @@ DOCTOR_SOURCE = _PKG / "agent" / "doctor.py"
 SAMPLING_SOURCE = _PKG / "agent" / "sampling.py"
 AMDSMI_SAMPLER_SOURCE = _PKG / "agent" / "amdsmi_sampler.py"
 SMI_CLI_SOURCE = _PKG / "agent" / "smi_cli.py"
+AMD_HEALTH_SOURCE = _PKG / "agent" / "amd_health.py"  # health readings through amdsmi
+NVIDIA_HEALTH_SOURCE = _PKG / "agent" / "nvidia_health.py"  # health readings through NVML
 NVIDIA_SOURCE = _PKG / "agent" / "nvidia.py"  # NVML / nvidia-smi sampler, imported by the agent on NVIDIA nodes
 LIFELINE_SOURCE = _PKG / "agent" / "lifeline.py"
 # JSON state files and pid checks: the supervisor's, and the simulators' (each folder gets a copy)
@@ -39,6 +41,7 @@ STATEFILES_SOURCE = _PKG / "agent" / "statefiles.py"
 LAUNCHER_SOURCE = _PKG / "agent" / "__main__.py"
 SIM_AMDSMI_PACKAGE = _PKG / "sim" / "amdsmi"  # imported as the package `amdsmi` from <bundle>/sim
 SIM_PYNVML_SOURCE = _PKG / "sim" / "pynvml.py"
+SIM_FAULTS_SOURCE = _PKG / "sim" / "faults.py"  # faults.json, read by both simulators
 NVIDIA_SIM_GPUS = ("H100", "H200")  # simulated through sim/nvidia/pynvml.py, not the simulated amdsmi
 SIM_VLLM_PACKAGE = _PKG / "sim" / "vllm"  # run on the node as a folder: `python3 .../sim/vllm serve`
 
@@ -87,6 +90,8 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("sampling.py", SAMPLING_SOURCE.read_bytes()),
         ("amdsmi_sampler.py", AMDSMI_SAMPLER_SOURCE.read_bytes()),
         ("smi_cli.py", SMI_CLI_SOURCE.read_bytes()),
+        ("amd_health.py", AMD_HEALTH_SOURCE.read_bytes()),
+        ("nvidia_health.py", NVIDIA_HEALTH_SOURCE.read_bytes()),
         ("supervisor.py", SUPERVISOR_SOURCE.read_bytes()),
         ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
@@ -102,6 +107,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         # its own folder: an NVIDIA sim node imports no amdsmi, like a real one
         files.append(("sim/nvidia/pynvml.py", SIM_PYNVML_SOURCE.read_bytes()))
         files.append(("sim/nvidia/statefiles.py", STATEFILES_SOURCE.read_bytes()))
+        files.append(("sim/nvidia/faults.py", SIM_FAULTS_SOURCE.read_bytes()))
         files.extend((f"sim/host/{name}", data) for name, data in sorted(SIM_HOST_FILES.items()))
         files.extend(_modules("sim/vllm", SIM_VLLM_PACKAGE))
     digest = hashlib.sha256()

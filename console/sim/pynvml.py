@@ -27,7 +27,9 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import time
 
+from faults import FaultView  # type: ignore[import-not-found]  # shipped beside this file (console/sim/faults.py)
 from statefiles import (  # shipped beside this file
     PROCESSES_FILE,
     SIM_DIR_ENV,
@@ -71,6 +73,42 @@ NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
 NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
 NVML_VALUE_TYPE_SIGNED_INT = 5
 NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+NVML_FI_DEV_PERF_POLICY_POWER = 74
+NVML_FI_DEV_PERF_POLICY_THERMAL = 75
+NVML_FI_DEV_PERF_POLICY_SYNC_BOOST = 76
+NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT = 77
+NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION = 78
+NVML_FI_DEV_PERF_POLICY_RELIABILITY = 79
+NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83
+NVML_FI_DEV_ENERGY = 191
+NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN = 269
+NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN = 270
+NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN = 271
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_MEMORY_LOCATION_L1_CACHE = 0
+NVML_MEMORY_LOCATION_L2_CACHE = 1
+NVML_MEMORY_LOCATION_DRAM = 2
+NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2
+NVML_MEMORY_LOCATION_REGISTER_FILE = 3
+NVML_MEMORY_LOCATION_TEXTURE_MEMORY = 4
+NVML_MEMORY_LOCATION_TEXTURE_SHM = 5
+NVML_MEMORY_LOCATION_CBU = 6
+NVML_MEMORY_LOCATION_SRAM = 7
+NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
+NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+NVML_NVLINK_MAX_LINKS = 36
+NVML_NVLINK_ERROR_DL_REPLAY = 0
+NVML_NVLINK_ERROR_DL_RECOVERY = 1
+NVML_NVLINK_ERROR_DL_CRC_FLIT = 2
+NVML_NVLINK_ERROR_DL_CRC_DATA = 3
+NVML_NVLINK_ERROR_DL_ECC_DATA = 4
+nvmlClocksEventReasonGpuIdle = 0x1
+nvmlClocksEventReasonSwPowerCap = 0x4
+nvmlClocksEventReasonSwThermalSlowdown = 0x20
+nvmlEventTypeXidCriticalError = 0x8
 
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
@@ -254,6 +292,7 @@ def _new_state(spec):
         "seed": int(spec.get("seed", 0)),
         "faults": {},
         "init_error": None,
+        "created": sim_now(),  # the energy counters count from here (the driver's load)
         "gpus": gpus,
     }
 
@@ -660,11 +699,15 @@ def nvmlDeviceGetFieldValues(handle, fieldIds):
             value = _temps(state, handle.phys, t)[1]
         elif field in (NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_POWER_AVERAGE):
             value = _power_mw(state, handle.phys, t)
+        elif field in (NVML_FI_DEV_ENERGY, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION):
+            value, kind = _energy_mj(state, handle.phys, t), NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        elif field in _RESIDENCY_FAULT:
+            value, kind = _residency_ns(handle.phys, _RESIDENCY_FAULT[field], t), NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
         else:
             ret = NVML_ERROR_NOT_SUPPORTED
         zero = dict(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
         if value is not None:
-            zero["uiVal"] = value
+            zero["ullVal" if kind == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else "uiVal"] = value
         out.append(
             c_nvmlFieldValue_t(
                 fieldId=field,
@@ -748,3 +791,199 @@ def nvmlDeviceGetComputeInstanceId(device):
 def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
     _gpu(migDevice, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig_ok=True)
     return c_nvmlDevice_t(migDevice.phys)
+
+
+# ------------------------------------------------------------------ health
+#
+# Healthy by default; faults.json (faults.py, beside this file) makes a physical GPU
+# unwell.  Shapes as the real H100 answered (tests/fixtures/hardware/h100-nvml-health-*):
+# ECC by location only for DRAM and SRAM, rows remapped (no page retirement), PCIe Gen5
+# x16; the simulated board has 18 NVLinks (SXM).
+
+NVLINKS = 18
+DEFAULT_XID = 79
+_FAULTS = {}  # type: dict  # sim folder -> FaultView
+_EVENT_SETS = []  # type: list  # open event sets of this process
+_XID_DELIVERED = set()  # type: set  # (physical GPU, fault id)
+# residency field -> the fault that makes it grow
+_RESIDENCY_FAULT = {
+    NVML_FI_DEV_PERF_POLICY_POWER: "power_throttle",
+    NVML_FI_DEV_PERF_POLICY_THERMAL: "thermal_throttle",
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN: "thermal_throttle",
+    NVML_FI_DEV_PERF_POLICY_SYNC_BOOST: None,
+    NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT: None,
+    NVML_FI_DEV_PERF_POLICY_RELIABILITY: None,
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: None,
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: None,
+}
+
+
+def _faults():
+    folder = _lib.folder or os.environ.get(ENV_DIR) or ""
+    view = _FAULTS.get(folder)
+    if view is None:
+        view = _FAULTS[folder] = FaultView(folder)
+    return view
+
+
+def _residency_ns(phys, kind, t):
+    since = _faults().since(phys, kind) if kind else None
+    return 0 if since is None else int(max(0.0, t - since) * 1e9)
+
+
+def _energy_mj(state, phys, t):
+    """The energy counter since the driver loaded (mJ): a steady mean draw, monotonic."""
+    model = _model(state)
+    mean_w = model.idle_w + 0.3 * (model.cap_w - model.idle_w)
+    created = state.get("created") or 1.79e9  # a state file written before the field: from Sept. 2026
+    return int(max(0.0, t - created) * mean_w * 1000) + phys * 1000000
+
+
+def _ecc_count(phys, error_type):
+    kind = "ecc_uncorrectable" if error_type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED else "ecc_correctable"
+    return _faults().count(phys, kind)
+
+
+def nvmlDeviceGetEccMode(handle):
+    _gpu(handle, "nvmlDeviceGetEccMode")
+    return [NVML_FEATURE_ENABLED, NVML_FEATURE_ENABLED]
+
+
+def nvmlDeviceGetTotalEccErrors(handle, errorType, counterType):
+    _gpu(handle, "nvmlDeviceGetTotalEccErrors")
+    return _ecc_count(handle.phys, errorType)
+
+
+def nvmlDeviceGetMemoryErrorCounter(handle, errorType, counterType, locationType):
+    _gpu(handle, "nvmlDeviceGetMemoryErrorCounter")
+    if locationType not in (NVML_MEMORY_LOCATION_DRAM, NVML_MEMORY_LOCATION_SRAM):
+        _raise(NVML_ERROR_NOT_SUPPORTED)
+    return _ecc_count(handle.phys, errorType) if locationType == NVML_MEMORY_LOCATION_DRAM else 0
+
+
+def nvmlDeviceGetRemappedRows(device):
+    _gpu(device, "nvmlDeviceGetRemappedRows")
+    pending = _faults().count(device.phys, "page_pending")
+    uncorrectable = _faults().count(device.phys, "ecc_uncorrectable")
+    return (0, uncorrectable, 1 if pending else 0, 0)
+
+
+def nvmlDeviceGetRetiredPages(device, sourceFilter):
+    _gpu(device, "nvmlDeviceGetRetiredPages")
+    _raise(NVML_ERROR_NOT_SUPPORTED)  # Hopper remaps rows instead
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(device):
+    _gpu(device, "nvmlDeviceGetRetiredPagesPendingStatus")
+    _raise(NVML_ERROR_NOT_SUPPORTED)
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(handle):
+    state, _ = _gpu(handle, "nvmlDeviceGetCurrentClocksEventReasons")
+    mask = 0
+    if _faults().of(handle.phys, "power_throttle"):
+        mask |= nvmlClocksEventReasonSwPowerCap
+    if _faults().of(handle.phys, "thermal_throttle"):
+        mask |= nvmlClocksEventReasonSwThermalSlowdown
+    busy, _ = _load(state, handle.phys, sim_now())
+    return mask or (nvmlClocksEventReasonGpuIdle if busy == 0 else 0)
+
+
+def nvmlDeviceGetCurrentClocksThrottleReasons(handle):
+    return nvmlDeviceGetCurrentClocksEventReasons(handle)
+
+
+def nvmlDeviceGetMaxPcieLinkGeneration(handle):
+    _gpu(handle, "nvmlDeviceGetMaxPcieLinkGeneration")
+    return 5
+
+
+def nvmlDeviceGetMaxPcieLinkWidth(handle):
+    _gpu(handle, "nvmlDeviceGetMaxPcieLinkWidth")
+    return 16
+
+
+def nvmlDeviceGetCurrPcieLinkGeneration(handle):
+    _gpu(handle, "nvmlDeviceGetCurrPcieLinkGeneration")
+    return 5
+
+
+def nvmlDeviceGetCurrPcieLinkWidth(handle):
+    _gpu(handle, "nvmlDeviceGetCurrPcieLinkWidth")
+    return 8 if _faults().of(handle.phys, "pcie_degraded") else 16
+
+
+def nvmlDeviceGetPcieReplayCounter(handle):
+    _gpu(handle, "nvmlDeviceGetPcieReplayCounter")
+    return 0
+
+
+def nvmlDeviceGetTotalEnergyConsumption(handle):
+    state, _ = _gpu(handle, "nvmlDeviceGetTotalEnergyConsumption")
+    return _energy_mj(state, handle.phys, sim_now())
+
+
+def nvmlDeviceGetNvLinkState(device, link):
+    _gpu(device, "nvmlDeviceGetNvLinkState")
+    if not 0 <= link < NVLINKS:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return NVML_FEATURE_DISABLED if link < _faults().count(device.phys, "nvlink_down") else NVML_FEATURE_ENABLED
+
+
+def nvmlDeviceGetNvLinkErrorCounter(device, link, counter):
+    _gpu(device, "nvmlDeviceGetNvLinkErrorCounter")
+    if not 0 <= link < NVLINKS:
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    return 0
+
+
+class c_nvmlEventData_t(_Struct):
+    pass
+
+
+class _EventSet(object):
+    def __init__(self):
+        self.watched = {}  # physical GPU -> (event mask, registered at)
+
+
+def nvmlEventSetCreate():
+    _require_init()
+    events = _EventSet()
+    _EVENT_SETS.append(events)
+    return events
+
+
+def nvmlDeviceRegisterEvents(handle, eventTypes, eventSet):
+    _gpu(handle, "nvmlDeviceRegisterEvents")
+    if not isinstance(eventSet, _EventSet):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    eventSet.watched[handle.phys] = (int(eventTypes), time.time())  # faults.json's "at" is wall-clock
+
+
+def nvmlEventSetWait(eventSet, timeoutms):
+    """The next XID a fault injected after registration raised, once; Timeout when none
+    (the simulator never waits: the agent asks with 0 ms)."""
+    _require_init()
+    if not isinstance(eventSet, _EventSet):
+        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    for phys, (mask, since) in sorted(eventSet.watched.items()):
+        if not mask & nvmlEventTypeXidCriticalError:
+            continue
+        for entry in _faults().of(phys, "xid"):
+            key = (phys, entry["id"])
+            if key in _XID_DELIVERED or entry["at"] < since:
+                continue
+            _XID_DELIVERED.add(key)
+            return c_nvmlEventData_t(
+                device=c_nvmlDevice_t(phys),
+                eventType=nvmlEventTypeXidCriticalError,
+                eventData=int(entry.get("code") or DEFAULT_XID),
+                gpuInstanceId=0xFFFFFFFF,
+                computeInstanceId=0xFFFFFFFF,
+            )
+    _raise(NVML_ERROR_TIMEOUT)
+
+
+def nvmlEventSetFree(eventSet):
+    if eventSet in _EVENT_SETS:
+        _EVENT_SETS.remove(eventSet)

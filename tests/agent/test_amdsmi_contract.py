@@ -685,3 +685,46 @@ def test_a_use_the_real_package_lacks_is_named(real):
     assert "synthetic.py:13: AmdSmiLibraryException.get_error_number(): no such method" in text
     assert "synthetic.py:14: amdsmi.AmdSmiFluxCapacitor does not exist" in text
     assert len(found) == 8, text
+
+
+def test_the_collector_sees_the_health_reads(real):
+    """The health calls of amd_health.py (and the energy / residency keys the sampler reads
+    from gpu_metrics) are among the uses held against the real package above: every
+    function, its argument count, the enum members watched and the keys read."""
+    uses = agent_uses()
+    calls = {u.name for u in uses if u.kind == "call" and u.where.startswith("console/agent/amd_health.py")}
+    assert {"amdsmi_get_gpu_total_ecc_count", "amdsmi_get_gpu_ecc_count"} <= calls
+    named = {u.name for u in uses if u.kind == "function" and u.where.startswith("console/agent/amd_health.py")}
+    assert {
+        "amdsmi_get_gpu_bad_page_info",
+        "amdsmi_get_pcie_info",
+        "amdsmi_get_violation_status",
+        "amdsmi_get_gpu_xgmi_link_status",
+        "amdsmi_get_energy_count",
+        "amdsmi_get_fw_info",
+    } <= named
+    # those are called in a loop as _call(name, gpu): each takes the processor handle only
+    for name in named - calls:
+        assert real.functions[name].accepts(1, []) is None, name
+    members = {(u.name, u.detail) for u in uses if u.kind == "member"}
+    for event in ("VMFAULT", "GPU_PRE_RESET", "GPU_POST_RESET"):
+        assert ("AmdSmiEvtNotificationType", event) in members
+    classes = {u.name for u in uses if u.kind == "class"}
+    assert {"AmdSmiEventReader", "AmdSmiEvtNotificationType", "AmdSmiGpuBlock"} <= classes
+    # the gpu_metrics keys the sampler reads for energy_j / throttled and the health reading carries
+    sys_path = str(ROOT / "console" / "agent")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import amd_health
+        import amdsmi_sampler
+    finally:
+        sys.path.remove(sys_path)
+    metric_keys = real.keys["amdsmi_get_gpu_metrics_info"]
+    for key in amdsmi_sampler.RESIDENCY_KEYS + amd_health.METRICS_HEALTH_KEYS + ("energy_accumulator",):
+        assert key in metric_keys, key
+    assert "counter_resolution" in real.keys["amdsmi_get_energy_count"]
+    # the per-block read skips the real enum's non-blocks by these names
+    assert {"INVALID", "RESERVED"} <= set(real.enums["AmdSmiGpuBlock"]) | set(amd_health._SKIP_BLOCKS)
+    assert set(real.enums["AmdSmiGpuBlock"]) >= {"UMC", "SDMA", "GFX", "MMHUB", "INVALID", "RESERVED"}

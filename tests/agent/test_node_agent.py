@@ -35,6 +35,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def run_agent(*args, env=None, timeout=30):
+    if args and args[0] == "telemetry" and "--health-interval" not in args:
+        args += ("--health-interval", "0")  # these tests count the other lines (health: test_health_agent.py)
     proc = subprocess.run(
         [sys.executable, str(AGENT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -362,6 +364,8 @@ def test_amd_smi_fallback_new_object_shape(tmp_path, broken_amdsmi):
         "gfx_clock_mhz": 1420,
         "mem_clock_mhz": 1300,
         "processes": None,
+        "energy_j": None,
+        "throttled": None,
     }
     assert s1["power_w"] is None and s1["util_pct"] == 0
     assert [line["seq"] for line in lines[2:]] == [0, 1, 2]
@@ -541,7 +545,9 @@ class SimNode:
         return env
 
     def argv(self, *args):
-        return [sys.executable, str(AGENT), "telemetry", *args, "--amdsmi-path", str(self.module_dir)]
+        # health lines off unless a test asks for them: these tests count the other lines
+        health = () if "--health-interval" in args else ("--health-interval", "0")
+        return [sys.executable, str(AGENT), "telemetry", *args, *health, "--amdsmi-path", str(self.module_dir)]
 
     def run(self, *args, spec=None, python=sys.executable):
         argv = self.argv(*args)
@@ -617,12 +623,17 @@ def test_sim_spx_has_8_rows_and_a_simulated_amdsmi_hello(sim):
                 "gfx_clock_mhz",
                 "mem_clock_mhz",
                 "processes",
+                "energy_j",
+                "throttled",
             }
             assert g["power_cap_w"] == 750  # W, not µW
+            assert g["energy_j"] > 0  # J: the gpu_metrics accumulator x 15.259 µJ
             assert 100 < g["power_w"] <= 750
             assert 30 < g["temp_junction_c"] < 100 and g["temp_mem_c"] is not None
             assert g["util_pct"] is not None and g["gfx_clock_mhz"] is not None and g["mem_clock_mhz"] == 1300
             assert g["vram_total_mib"] == 196592 and g["processes"] == []
+    # throttled needs two readings of the residency counters: unknown on the first tick
+    assert [s["gpus"][0]["throttled"] for s in lines[2:]] == [None, False]
     assert [s["seq"] for s in lines[2:]] == [0, 1]
 
 
@@ -745,7 +756,8 @@ def test_sim_stdout_only_json_even_with_a_noisy_import(sim, tmp_path):
         "print('garbage from a vendor module')\nfrom amdsmi_sim_impl import *\n"
         "from amdsmi_sim_impl import __simulated__\n"
     )
-    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1", "--amdsmi-path", str(noisy)]
+    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1", "--health-interval", "0"]
+    argv += ["--amdsmi-path", str(noisy)]
     proc = subprocess.run(argv, cwd=ROOT, env=sim.env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert kinds(json_lines(proc.stdout)) == ["hello", "static", "sample"]
@@ -760,7 +772,8 @@ def test_sim_release_without_some_functions(sim, tmp_path):
     (old / "amdsmi.py").write_text(
         "from amdsmi_sim_impl import *\ndel amdsmi_get_gpu_kfd_info, amdsmi_get_gpu_process_list\n"
     )
-    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1", "--amdsmi-path", str(old)]
+    argv = [sys.executable, str(AGENT), "telemetry", "--count", "1", "--interval", "0.1", "--health-interval", "0"]
+    argv += ["--amdsmi-path", str(old)]
     lines = ok_lines(subprocess.run(argv, cwd=ROOT, env=sim.env(), capture_output=True, text=True, timeout=60))
     assert lines[0]["simulated"] is False  # this wrapper does not re-export __simulated__
     static = lines[1]["gpus"]

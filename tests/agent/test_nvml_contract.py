@@ -201,3 +201,22 @@ def test_sim_results_have_the_real_struct_fields(sim, tmp_path, monkeypatch):
             sim.nvmlDeviceGetMigDeviceHandleByIndex(sim.nvmlDeviceGetHandleByIndex(1), 6)
     finally:
         sim.nvmlShutdown()
+
+
+def test_the_sample_fields_energy_and_throttle_read_the_real_field_ids():
+    """energy_j and throttled come from the tick's one field-values call (nvidia.py): its
+    literal ids are the real ones, and the fallback reason bits are the real clock event
+    reasons that mean a limit was hit."""
+    spec = importlib.util.spec_from_file_location("nvidia_contract_fields", AGENT_NVIDIA)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.NVML_FI_DEV_ENERGY == real.NVML_FI_DEV_ENERGY
+    for name, fid in module.THROTTLE_RESIDENCY_FIELDS:
+        assert getattr(real, name) == fid, name
+    assert module.THROTTLE_REASON_BITS == (
+        real.nvmlClocksEventReasonSwPowerCap
+        | real.nvmlClocksEventReasonHwSlowdown
+        | real.nvmlClocksEventReasonSwThermalSlowdown
+        | real.nvmlClocksEventReasonHwThermalSlowdown
+        | real.nvmlClocksEventReasonHwPowerBrakeSlowdown
+    )

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from console.core.health import from_amdsmi
 from console.core.telemetry import parse_agent_line
 from tests.agent.test_node_agent import load_agent_module
 
@@ -118,7 +119,7 @@ class Node:
         log = self.bin / "calls.log"
         return log.read_text().splitlines() if log.exists() else []
 
-    def run(self, count=3):
+    def run(self, count=3, health="0"):
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_CONSOLE_SIM")}
         env["PATH"] = os.pathsep.join([str(self.bin), "/nonexistent"])
         proc = subprocess.run(
@@ -130,6 +131,8 @@ class Node:
                 str(count),
                 "--interval",
                 "0.1",
+                "--health-interval",
+                health,  # off unless a test reads health: the console's parser of it is o-console's
                 "--amdsmi-path",
                 str(self.broken),
             ],
@@ -142,7 +145,8 @@ class Node:
         assert "Traceback" not in proc.stderr, proc.stderr
         lines = [json.loads(line) for line in proc.stdout.splitlines()]
         for line in proc.stdout.splitlines():  # every line is protocol the console accepts
-            parse_agent_line(line)
+            if json.loads(line).get("kind") != "health":
+                parse_agent_line(line)
         return proc, lines
 
 
@@ -614,3 +618,73 @@ def test_partition_set_whose_mode_cannot_be_read_back_is_unverified_not_passed(n
     proc, line = partition_cmd(node, "set", "--gpus", "0", "--compute", "CPX")
     assert proc.returncode == 0, line
     assert line["unverified"] == [0]
+
+
+# ------------------------------------------------------------------ health from the CLI captures
+
+CLI_HEALTH_SECTIONS = {  # amdsmi result key -> the amd-smi metric section it comes from
+    "amdsmi_get_gpu_total_ecc_count": "ecc",
+    "amdsmi_get_gpu_ecc_count": "ecc_blocks",
+}
+
+
+@pytest.mark.parametrize("capture", captures("agent"))
+def test_health_from_a_cli_capture_is_only_what_the_cli_printed(node, capture):
+    """The fallbacks' health lines carry what the capture printed, in the library's shape,
+    and nothing it did not: these captures print no ecc, ecc_blocks, pcie or energy
+    section, so every result is absent and energy_j null (never a 0 made up)."""
+    for call in capture["answers"]:
+        node.answer(call, HARDWARE / capture["file"])
+    proc, lines = node.run(count=3, health="0.1")
+    assert proc.returncode == 0, proc.stderr
+    health = [line for line in lines if line["kind"] == "health"]
+    samples = [line for line in lines if line["kind"] == "sample"]
+    assert len(samples) == 3
+    if capture["tool"] == "rocm-smi":
+        assert health == []  # rocm-smi's default output has no health section: no line at all
+        return
+    doc = json.loads(capture_text(capture))
+    records = doc["gpu_data"] if isinstance(doc, dict) else doc
+    entries = [g for line in health for g in line["gpus"]]
+    assert {g["physical"] for g in entries} == set(range(expected_gpu_count(capture)))
+    for entry in entries:
+        assert (entry["vendor"], entry["source"], entry["events"]) == ("amd", "amd-smi", [])
+        record = records[entry["physical"]]
+        for key, section in CLI_HEALTH_SECTIONS.items():
+            assert (key in entry["results"]) == isinstance(record.get(section), dict), (key, section)
+        assert ("amdsmi_get_pcie_info" in entry["results"]) == isinstance(record.get("pcie"), dict)
+    for sample in samples:
+        for gpu in sample["gpus"]:
+            assert gpu["energy_j"] is None and gpu["throttled"] is None
+
+
+def test_cli_health_maps_the_cli_names_to_the_library_shape():
+    """amd-smi prints the library's values under its own names (amdsmi_commands.py of
+    ROCm/amdsmi: ecc.total_*_count, ecc_blocks.<BLOCK>, pcie.width / speed in GT/s /
+    replay_count; static's bus.max_pcie_*); the record here is built with those names
+    (no real capture with these sections is public), the bus is the real MI300X one."""
+    smi = load_smi_cli()
+    static = json.loads((HARDWARE / "amd-smi_static_mi300x_rocm721_dellai_root.json").read_text())
+    bus = static["gpu_data"][0]["bus"]
+    record = {
+        "gpu": 0,
+        "ecc": {"total_correctable_count": 4, "total_uncorrectable_count": 1, "total_deferred_count": "N/A"},
+        "ecc_blocks": {"UMC": {"correctable_count": 4, "uncorrectable_count": 1, "deferred_count": 0}, "GFX": "N/A"},
+        "pcie": {"width": 8, "speed": {"value": 32, "unit": "GT/s"}, "replay_count": 2, "bandwidth": "N/A"},
+        "energy": {"total_energy_consumption": {"value": 1234.5, "unit": "J"}},
+    }
+    results = smi.amd_cli_health(record, bus)
+    assert results == {
+        "amdsmi_get_gpu_total_ecc_count": {"correctable_count": 4, "uncorrectable_count": 1},
+        "amdsmi_get_gpu_ecc_count": {"UMC": {"correctable_count": 4, "uncorrectable_count": 1, "deferred_count": 0}},
+        "amdsmi_get_pcie_info": {
+            "pcie_static": {"max_pcie_width": 16, "max_pcie_speed": 32000},
+            "pcie_metric": {"pcie_width": 8, "pcie_replay_count": 2, "pcie_speed": 32000},
+        },
+    }
+    reading = from_amdsmi(0, 0.0, results)
+    assert (reading.ecc_uncorrectable, reading.ecc_deferred) == (1, None)
+    assert (reading.pcie_width, reading.pcie_width_max, reading.pcie_gen, reading.pcie_gen_max) == (8, 16, 5, 5)
+    assert smi.amd_cli_energy_j(record) == 1234.5
+    assert smi.amd_cli_energy_j({"energy": {"total_energy_consumption": {"value": 5, "unit": "furlongs"}}}) is None
+    assert smi.amd_cli_health({"gpu": 0, "ecc": "N/A", "pcie": "N/A"}) == {}

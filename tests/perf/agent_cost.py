@@ -24,6 +24,11 @@ into a temp dir as the package amdsmi, as the console uploads it), for 8 MI300X 
   the least an amd-smi-per-tick tool costs (interpreter + library init +
   enumeration + one sample); the child's CPU only, so it is a lower bound;
 - ratio = spawn / resident tick (budget >= 100x);
+- health: the same tick_calls and resident figures with health readings on, every
+  physical GPU once per 10 ticks spread over the ticks (the 10 s default at a 1 s
+  tick): library calls per physical GPU per second averaged (budget <= 3.5; the
+  event reader's read counts as a call) and the agent's own CPU per tick (budget
+  <= 0.5 ms for 8 GPUs in SPX);
 - bare_interpreter_cpu_ms: `python -c pass`, for scale;
 - before: the same tick_calls figures of the agent and simulator before the
   cheap-sampling change (BEFORE_REV, recorded below; --compare-rev REV measures
@@ -80,7 +85,7 @@ class Marking(na.JsonLineWriter):
             marks.append(time.process_time())
 
 args = na.build_parser().parse_args(["telemetry", "--count", sys.argv[3], "--interval", sys.argv[4],
-                                     "--amdsmi-path", sys.argv[2]])
+                                     "--health-interval", sys.argv[5], "--amdsmi-path", sys.argv[2]])
 code = na.telemetry(args, Marking(sys.stdout))
 warm = 3
 sys.stderr.write(json.dumps({"exit": code, "per_tick_s": (marks[-1] - marks[warm - 1]) / (len(marks) - warm)}) + "\n")
@@ -97,9 +102,25 @@ calls = [0]
 inside = [0.0]
 clock = time.process_time
 
+def counted(fn):
+    def call(*args):
+        calls[0] += 1
+        t0 = clock()
+        try:
+            return fn(*args)
+        finally:
+            inside[0] += clock() - t0
+    return call
+
 class Counting:
     def __getattr__(self, name):
         target = getattr(lib, name)
+        if name == "AmdSmiEventReader":  # its read() is a library call too
+            def reader(*args):
+                r = counted(target)(*args)
+                r.read = counted(r.read)
+                return r
+            return reader
         if not name.startswith("amdsmi_") or not callable(target):
             return target
         def call(*args):
@@ -114,12 +135,19 @@ class Counting:
 sampler = na.AmdsmiSampler(Counting())
 start_calls = calls[0]
 ticks, warm = int(sys.argv[3]), 5
+# health every HEALTH ticks (a 1 s tick and the 10 s default: 10); 0 = off
+health = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+spread = na.HealthSpread(1.0, health) if health > 0 else None
 per_tick, cpu, lib_cpu = [], [], []
 for t in range(warm + ticks):
     calls[0], inside[0] = 0, 0.0
     t0 = clock()
     sampler.refresh(t)
     sampler.sample()
+    if spread is not None:
+        picks = spread.picks(sampler.physical_count())
+        if picks:
+            na.JsonLineWriter(open("/dev/null", "w")).write({"kind": "health", "gpus": sampler.health(picks)})
     if t >= warm:
         cpu.append(clock() - t0)
         lib_cpu.append(inside[0])
@@ -167,6 +195,9 @@ BEFORE = {
     },
 }
 CALLS_BUDGET = 3.0  # library calls per physical GPU per tick
+HEALTH_TICKS = 10  # health readings every 10 ticks: the 10 s default at a 1 s tick
+HEALTH_CALLS_BUDGET = 3.5  # library calls per physical GPU per second (1 s ticks), health on, averaged
+HEALTH_CPU_BUDGET_MS = 0.5  # the agent's own CPU per tick, health on, 8 GPUs SPX
 
 
 def child_cpu(argv, env) -> float:
@@ -187,15 +218,17 @@ def upload_sim(sim: Path, upload: Path) -> None:
         shutil.copy(sim, upload / "amdsmi.py")
 
 
-def tick_calls(spec: dict, ticks: int, workdir: Path, agent_dir: Path, sim: Path) -> dict:
-    """Library calls and CPU per tick of one agent/simulator pair (the TICK_CALLS child)."""
+def tick_calls(spec: dict, ticks: int, workdir: Path, agent_dir: Path, sim: Path, health: int = 0) -> dict:
+    """Library calls and CPU per tick of one agent/simulator pair (the TICK_CALLS child);
+    ``health``: a health reading every that many ticks (0 = none; older revisions: 0)."""
     upload = workdir / "calls-upload"
     upload_sim(sim, upload)
     env = dict(os.environ)
-    env["ROCM_CONSOLE_SIM_DIR"] = str(workdir / "calls-state")
+    env["ROCM_CONSOLE_SIM_DIR"] = str(workdir / ("calls-state-h" if health else "calls-state"))
     env["ROCM_CONSOLE_SIM_SPEC"] = json.dumps(spec)
+    extra = [str(health)] if health else []
     run = subprocess.run(
-        [sys.executable, "-c", TICK_CALLS, str(agent_dir), str(upload), str(ticks)],
+        [sys.executable, "-c", TICK_CALLS, str(agent_dir), str(upload), str(ticks), *extra],
         env=env,
         capture_output=True,
         text=True,
@@ -220,6 +253,8 @@ def measure(spec: dict, args, workdir: Path) -> dict:
             str(count),
             "--interval",
             str(args.interval),
+            "--health-interval",
+            "0",
             "--amdsmi-path",
             str(upload),
         ]
@@ -227,18 +262,27 @@ def measure(spec: dict, args, workdir: Path) -> dict:
     child_cpu(argv(1), env)  # warm-up: creates the simulator state, fills the page cache
     spawns = [child_cpu(argv(1), env) for _ in range(args.spawns)]
     spawn = statistics.median(spawns)
-    per_tick = []
-    for _ in range(args.repeat):
-        run = subprocess.run(
-            [sys.executable, "-c", RESIDENT, str(AGENT.parent), str(upload), str(args.ticks), str(args.interval)],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        per_tick.append(json.loads(run.stderr.strip().splitlines()[-1])["per_tick_s"])
+
+    def resident(health_interval: float) -> list[float]:
+        out = []
+        for _ in range(args.repeat):
+            run = subprocess.run(
+                [sys.executable, "-c", RESIDENT, str(AGENT.parent), str(upload), str(args.ticks), str(args.interval),
+                 f"{health_interval:g}"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )  # fmt: skip
+            out.append(json.loads(run.stderr.strip().splitlines()[-1])["per_tick_s"])
+        return out
+
+    per_tick = resident(0.0)
+    # health at HEALTH_TICKS ticks per interval, as the 10 s default at a 1 s tick
+    per_tick_health = resident(args.interval * HEALTH_TICKS)
     tick = statistics.median(per_tick)
     calls = tick_calls(spec, args.call_ticks, workdir, AGENT.parent, SIM)
+    health = tick_calls(spec, args.call_ticks, workdir, AGENT.parent, SIM, HEALTH_TICKS)
     ratio = spawn / tick if tick > 0 else None
     per_gpu = calls["library_calls_per_physical_gpu_max"]
     return {
@@ -255,6 +299,15 @@ def measure(spec: dict, args, workdir: Path) -> dict:
         "ratio": round(ratio, 1) if ratio else None,
         "budget": f">= {BUDGET_RATIO:g}",
         "met": ratio is not None and ratio >= BUDGET_RATIO,
+        # with health readings (every GPU once per HEALTH_TICKS ticks, spread over the ticks)
+        "health_tick_calls": health,
+        "health_calls_per_physical_gpu_per_s": health["library_calls_per_physical_gpu"],
+        "health_calls_budget": f"<= {HEALTH_CALLS_BUDGET:g} per physical GPU per s (1 s ticks, averaged)",
+        "health_calls_met": health["library_calls_per_physical_gpu"] <= HEALTH_CALLS_BUDGET,
+        "health_agent_own_cpu_ms_per_tick": health["agent_own_cpu_ms_per_tick"],
+        "health_resident_cpu_ms_per_tick": round(statistics.median(per_tick_health) * 1e3, 3),
+        "health_cpu_budget": f"<= {HEALTH_CPU_BUDGET_MS:g} ms the agent's own CPU per tick (8 GPUs SPX)",
+        "health_cpu_met": health["agent_own_cpu_ms_per_tick"] <= HEALTH_CPU_BUDGET_MS,
     }
 
 
@@ -361,6 +414,16 @@ def main() -> int:
             "budget": result[name]["budget"],
             "met": result[name]["met"],
         }
+        budgets[f"{name}_health_calls_per_physical_gpu_per_s"] = {
+            "figure": result[name]["health_calls_per_physical_gpu_per_s"],
+            "budget": result[name]["health_calls_budget"],
+            "met": result[name]["health_calls_met"],
+        }
+    budgets["spx_8_gpus_health_agent_cpu_ms_per_tick"] = {
+        "figure": result["spx_8_gpus"]["health_agent_own_cpu_ms_per_tick"],
+        "budget": result["spx_8_gpus"]["health_cpu_budget"],
+        "met": result["spx_8_gpus"]["health_cpu_met"],
+    }
     result["budgets"] = budgets
     result["budgets_met"] = all(b["met"] for b in budgets.values())
     notes = [n for n in (note_for(name, result[name], result["bare_interpreter_cpu_ms"]) for name in CASES) if n]

@@ -11,7 +11,8 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[2]
 SIM_DIR = ROOT / "console" / "sim"
 AMDSMI_DIR = SIM_DIR / "amdsmi"  # the package imported as `amdsmi` from SIM_DIR (the agent's --amdsmi-path)
-PYNVML_FILE = SIM_DIR / "pynvml.py"  # imported as `pynvml`, statefiles.py beside it
+PYNVML_FILE = SIM_DIR / "pynvml.py"  # imported as `pynvml`, statefiles.py and faults.py beside it
+FAULTS_FILE = SIM_DIR / "faults.py"  # the simulated faults (faults.json), shipped beside each simulator
 STATEFILES = ROOT / "console" / "agent" / "statefiles.py"  # the one real file; the simulators' copies link to it
 
 
@@ -53,8 +54,9 @@ def copy_amdsmi(dest: Path) -> Path:
 
 
 def copy_pynvml(dest: Path) -> Path:
-    """The simulated NVML as the console uploads it to an NVIDIA node: pynvml.py and statefiles.py."""
+    """The simulated NVML as the console uploads it to an NVIDIA node: pynvml.py, statefiles.py, faults.py."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(PYNVML_FILE, dest / "pynvml.py")
     shutil.copy(STATEFILES, dest / "statefiles.py")
+    shutil.copy(FAULTS_FILE, dest / "faults.py")
     return dest

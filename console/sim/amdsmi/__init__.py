@@ -14,6 +14,8 @@ Modules
     synthetic   the synthetic telemetry values       identity    ASIC, board, ids, driver
     telemetry   activity, power, clocks, memory,     partitions  compute and memory modes,
                 gpu_metrics, processes                           the driver reload
+    health      ECC, bad pages, PCIe, violation status, XGMI links, firmware, events
+    faults      faults.json, the faults a GPU develops (console/sim/faults.py)
     statefiles  the simulators' shared state-file helpers (the agent's statefiles.py)
 
 Environment
@@ -25,6 +27,7 @@ Environment
 Files in the folder
     state.json       partition modes per physical GPU and a few knobs (see
                      `library._new_state`); written atomically.
+    faults.json      faults the GPUs develop (faults.py; healthy when absent)
     processes.json   simulated GPU processes, written by other simulator parts
                      (statefiles.py describes it). Entries count while their pid is
                      alive, or when "sticky".
@@ -33,6 +36,8 @@ Files in the folder
 from .enums import (
     AmdSmiClkType,
     AmdSmiComputePartitionType,
+    AmdSmiEvtNotificationType,
+    AmdSmiFwBlock,
     AmdSmiGpuBlock,
     AmdSmiInitFlags,
     AmdSmiMemoryPartitionType,
@@ -46,6 +51,16 @@ from .errors import (
     AmdSmiParameterException,
     AmdSmiRetryException,
     AmdSmiTimeoutException,
+)
+from .health import (
+    AmdSmiEventReader,
+    amdsmi_get_fw_info,
+    amdsmi_get_gpu_bad_page_info,
+    amdsmi_get_gpu_ecc_count,
+    amdsmi_get_gpu_total_ecc_count,
+    amdsmi_get_gpu_xgmi_link_status,
+    amdsmi_get_pcie_info,
+    amdsmi_get_violation_status,
 )
 from .identity import (
     amdsmi_get_gpu_asic_info,
@@ -86,7 +101,6 @@ from .telemetry import (
     amdsmi_get_gpu_memory_usage,
     amdsmi_get_gpu_metrics_info,
     amdsmi_get_gpu_process_list,
-    amdsmi_get_gpu_total_ecc_count,
     amdsmi_get_gpu_vram_info,
     amdsmi_get_gpu_vram_usage,
     amdsmi_get_power_cap_info,
@@ -112,7 +126,10 @@ __all__ = [
     "SIM_VLLM_VERSION",
     "AmdSmiClkType",
     "AmdSmiComputePartitionType",
+    "AmdSmiEventReader",
+    "AmdSmiEvtNotificationType",
     "AmdSmiException",
+    "AmdSmiFwBlock",
     "AmdSmiGpuBlock",
     "AmdSmiInitFlags",
     "AmdSmiLibraryException",
@@ -135,6 +152,12 @@ __all__ = [
     "amdsmi_get_gpu_compute_partition",
     "amdsmi_get_gpu_device_bdf",
     "amdsmi_get_gpu_device_uuid",
+    "amdsmi_get_fw_info",
+    "amdsmi_get_gpu_bad_page_info",
+    "amdsmi_get_gpu_ecc_count",
+    "amdsmi_get_gpu_xgmi_link_status",
+    "amdsmi_get_pcie_info",
+    "amdsmi_get_violation_status",
     "amdsmi_get_gpu_driver_info",
     "amdsmi_get_gpu_enumeration_info",
     "amdsmi_get_gpu_kfd_info",

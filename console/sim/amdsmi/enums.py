@@ -87,3 +87,34 @@ AmdSmiTemperatureMetric = _numbered(
 AmdSmiClkType = _numbered("AmdSmiClkType", "SYS GFX=SYS DF DCEF SOC MEM PCIE VCLK0 VCLK1 DCLK0 DCLK1")
 AmdSmiMemoryType = _numbered("AmdSmiMemoryType", "VRAM VIS_VRAM GTT")
 AmdSmiGpuBlock = _numbered("AmdSmiGpuBlock", "INVALID UMC SDMA GFX MMHUB ATHUB PCIE_BIF HDP XGMI_WAFL DF", bits=True)
+
+
+class AmdSmiEvtNotificationType(IntEnum):
+    NONE = 0
+    VMFAULT = 1
+    THERMAL_THROTTLE = 2
+    GPU_PRE_RESET = 3
+    GPU_POST_RESET = 4
+    MIGRATE_START = 5
+    MIGRATE_END = 6
+    PAGE_FAULT_START = 8  # sic: the 7.0.2 wrapper maps it to AMDSMI_EVT_NOTIF_PAGE_FAULT_END
+    PAGE_FAULT_END = 8
+    QUEUE_EVICTION = 9
+    QUEUE_RESTORE = 10
+    UNMAP_FROM_GPU = 11
+    PROCESS_START = 12
+    PROCESS_END = 13
+
+
+class AmdSmiFwBlock(IntEnum):
+    """The firmware blocks a simulated MI300X lists (a subset of the real enum, real values)."""
+
+    AMDSMI_FW_ID_SMU = 1
+    AMDSMI_FW_ID_CP_MEC1 = 7
+    AMDSMI_FW_ID_RLC = 9
+    AMDSMI_FW_ID_SDMA0 = 10
+    AMDSMI_FW_ID_VCN = 18
+    AMDSMI_FW_ID_PSP_SOSDRV = 30
+    AMDSMI_FW_ID_TA_RAS = 73
+    AMDSMI_FW_ID_TA_XGMI = 74
+    AMDSMI_FW_ID_PM = 77

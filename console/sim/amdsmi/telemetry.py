@@ -8,6 +8,7 @@ import os
 
 from .enums import AmdSmiClkType, AmdSmiMemoryType, AmdSmiTemperatureMetric, AmdSmiTemperatureType, Status
 from .errors import AmdSmiLibraryException, AmdSmiParameterException
+from .health import TICKS_PER_S, faults, residency_ticks
 from .library import LIB, checked, checked_with_state, processes_on
 from .models import PARTITIONS, MiB, model_of
 from .statefiles import sim_now
@@ -165,11 +166,6 @@ def amdsmi_get_gpu_vram_info(processor_handle):
     }
 
 
-def amdsmi_get_gpu_total_ecc_count(processor_handle):
-    checked(processor_handle, "amdsmi_get_gpu_total_ecc_count")
-    return {"correctable_count": 0, "uncorrectable_count": 0, "deferred_count": 0}
-
-
 def _energy_uj(state, phys, t):
     # A steady average draw integrated since the node was created: monotonic.
     model = model_of(state)
@@ -219,7 +215,9 @@ def amdsmi_get_gpu_metrics_info(processor_handle):
     s = physical_sample(state, h.phys, t)
     n = PARTITIONS[state["gpus"][h.phys]["compute_partition"]]
     xcc_per_xcp = max(1, model.xcds // n)
-    ticks = int(t * 100)  # accumulators advance at 100 Hz
+    ticks = int(t * TICKS_PER_S)  # accumulators advance at 100 Hz
+    power_res = residency_ticks(h.phys, "power_throttle", t)
+    thermal_res = residency_ticks(h.phys, "thermal_throttle", t)
     xgmi_kb = int(t * 1000) % (1 << 40)
     busy = [int(round(100 * u)) for u in s["per_partition"]]
     metrics = {
@@ -247,9 +245,9 @@ def amdsmi_get_gpu_metrics_info(processor_handle):
         "current_vclk0": 29,
         "current_dclk0": 22,
         "current_gfxclks": [s["gfx_clk"]] * model.xcds,
-        "throttle_status": False,
+        "throttle_status": bool(power_res or thermal_res),
         "indep_throttle_status": False,
-        "pcie_link_width": 16,
+        "pcie_link_width": 8 if faults().of(h.phys, "pcie_degraded") else 16,
         "pcie_link_speed": 320,  # 0.1 GT/s units: Gen5
         "voltage_soc": 785,
         "voltage_gfx": int(600 + 350 * s["gfx_clk"] / model.gfx_max),
@@ -261,8 +259,8 @@ def amdsmi_get_gpu_metrics_info(processor_handle):
         "xgmi_link_status": [1] * 8,
         "accumulation_counter": ticks,
         "prochot_residency_acc": 0,
-        "ppt_residency_acc": 0,
-        "socket_thm_residency_acc": 0,
+        "ppt_residency_acc": power_res,
+        "socket_thm_residency_acc": thermal_res,
         "vr_thm_residency_acc": 0,
         "hbm_thm_residency_acc": 0,
         "num_partition": n,
