@@ -49,12 +49,13 @@ def test_status_shows_each_gpus_health(sick_node):
     assert proc.returncode == 0, proc.stderr
     gpus = {g["index"]: g for g in json.loads(proc.stdout)["nodes"][0]["gpus"]}
     assert gpus[2]["health"]["state"] == "fail"
-    assert gpus[2]["health"]["reasons"] == ["1 bad page pending retirement"]
+    # a pending page comes from an uncorrectable error: the simulator counts both, as a real GPU does
+    assert gpus[2]["health"]["reasons"] == ["1 uncorrectable ECC error", "1 bad page pending retirement"]
     assert gpus[5]["health"]["state"] == "warn" and gpus[5]["health"]["rules"] == ["pcie_degraded"]
     assert {gpus[i]["health"]["state"] for i in (0, 1, 3, 4, 6, 7)} == {"ok"}
     table = run("status", "--profile", str(profile), "--no-probe", env=env)
     row2 = next(line for line in table.stdout.splitlines() if line.split()[:2] == ["2", "2"])
-    assert row2.endswith("fail: 1 bad page pending retirement")
+    assert row2.endswith("fail: 1 uncorrectable ECC error; 1 bad page pending retirement")
 
 
 def test_doctor_lists_health_with_the_next_step_and_fails(sick_node):
@@ -64,7 +65,7 @@ def test_doctor_lists_health_with_the_next_step_and_fails(sick_node):
     [node] = json.loads(proc.stdout)["nodes"]
     checks = {c["id"]: c for c in node["checks"]}
     assert checks["health.gpu2"]["level"] == "fail"
-    assert "reboot" in checks["health.gpu2"]["fix"] and "retire" in checks["health.gpu2"]["fix"]
+    assert "reboot" in checks["health.gpu2"]["fix"] and "RMA" in checks["health.gpu2"]["fix"]
     assert checks["health.gpu5"]["level"] == "warn" and "reseat" in checks["health.gpu5"]["fix"]
     assert checks["health.gpu0"]["level"] == "ok"
 
@@ -74,7 +75,8 @@ def test_serve_start_refuses_a_gpu_in_fail_health_in_one_line(sick_node):
     proc = run("serve", "start", "--profile", str(profile), "--preset", "tiny", "--gpus", "2", env=env)
     assert proc.returncode == 1
     assert one_line_error(proc) == (
-        "rocm-console: sim: GPU 2 is in fail health: 1 bad page pending retirement (--force to start anyway)"
+        "rocm-console: sim: GPU 2 is in fail health: 1 uncorrectable ECC error; 1 bad page pending retirement"
+        " (--force to start anyway)"
     )
     listing = run("serve", "list", "--profile", str(profile), "--json", env=env)
     assert json.loads(listing.stdout)["instances"] == []
