@@ -27,9 +27,10 @@ class Column:
 @lru_cache(maxsize=16)
 def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
     """Columns that fit `width`, and the sparkline width; least useful dropped first."""
-    order = ["gpu", "util", "vram", "power", "tj", "tmem", "gfx", "part"]
+    order = ["gpu", "health", "util", "vram", "power", "tj", "tmem", "gfx", "part"]
     spec = {
         "gpu": Column("gpu", "GPU", 7),
+        "health": Column("health", "HEALTH", 6, right=False),
         "util": Column("util", "UTIL", 5),
         "vram": Column("vram", "VRAM GiB", 10),
         "power": Column("power", "POWER W", 10),

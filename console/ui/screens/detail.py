@@ -17,6 +17,8 @@ from console.core.text import printable
 from console.ui.model import format as fmt
 from console.ui.model.charts import ChartSet, gpu_charts, node_charts
 from console.ui.model.fleet_view import FleetView
+from console.ui.model.health_rows import health_rows, health_title
+from console.ui.model.health_view import GLYPHS, gpu_health, node_summary, physical_of
 from console.ui.model.protocols import console_host
 from console.ui.model.rows import gpu_pairs
 from console.ui.widgets.key_bar import KeyBar
@@ -52,6 +54,11 @@ class DetailScreen(Screen):
         yield Static(id="detail-title")
         with Horizontal(id="detail-info"):
             yield Static(id="detail-facts")
+            # Every health counter with its rate and since when (a GPU's detail only).
+            health: DataTable[Any] = DataTable(id="detail-health", cursor_type="none", zebra_stripes=True)
+            health.can_focus = False
+            health.add_columns("Health", "Now", "Rate", "Since")
+            yield health
             # Not focusable: the arrow keys belong to prev/next; the mouse still scrolls it.
             processes: DataTable[Any] = DataTable(id="detail-processes", cursor_type="none", zebra_stripes=True)
             processes.can_focus = False
@@ -87,6 +94,8 @@ class DetailScreen(Screen):
         self.query_one(StatusBar).show(self.view.fleet.snapshots(), console_host(self.app).sampling_interval)
         self.set_class(snap.health == NodeHealth.STALE, "-stale")
         self.set_class(snap.health == NodeHealth.DOWN, "-down")
+        self.set_class(self.gpu is None, "-node")
+        self.set_class(self.gpu is not None, "-gpu")
         self.query_one("#detail-title", Static).update(self._title(snap, now))
         key = (self.view.generation.get(self.node, 0), self.gpu)
         if key == self._drawn:
@@ -96,6 +105,8 @@ class DetailScreen(Screen):
         facts = self._gpu_facts(snap, static, metrics) if self.gpu is not None else self._node_facts(snap)
         self.query_one("#detail-facts", Static).update(_facts_table(facts))
         self._show_processes(snap)
+        if self.gpu is not None:
+            self._show_health(snap, now)
         series = self.view.fleet.series
         charts = gpu_charts(snap, self.gpu, series) if self.gpu is not None else node_charts(snap, series)
         self._plot(charts, snap)
@@ -109,6 +120,10 @@ class DetailScreen(Screen):
             text.append(f" {snap.name}", "bold")
             text.append(f"  GPU {self.gpu}", "bold")
         text.append(f"  {fmt.state_text(snap, now)}")
+        health = gpu_health(snap, self.gpu) if self.gpu is not None else None
+        if health is not None:
+            state = health.verdict.state
+            text.append(f"  {GLYPHS.get(state, '?')} {state}", _LEVEL_STYLE.get(state, "dim"))
         facts = fmt.node_facts(snap)
         if facts:
             text.append("  " + " · ".join(facts), "dim")
@@ -124,6 +139,28 @@ class DetailScreen(Screen):
         self.query_one("#chart-temps", MetricPlot).replot(charts.temps, now, f"Temperature °C{suffix}")
         ylim = (0.0, charts.vram_total_gib) if charts.vram_total_gib else None
         self.query_one("#chart-vram", MetricPlot).replot(charts.vram, now, "VRAM GiB · x: seconds ago", ylim=ylim)
+
+    def _show_health(self, snap: NodeSnapshot, now: float) -> None:
+        assert self.gpu is not None
+        health = gpu_health(snap, self.gpu)
+        physical = physical_of(snap, self.gpu)
+        readings = getattr(self.view.fleet, "health_readings", None)  # the tracker's bounded history
+        history = readings(snap.name, physical) if readings is not None else ()
+        table = self.query_one("#detail-health", DataTable)
+        table.clear()
+        for row in health_rows(health, history, now):
+            style = _LEVEL_STYLE.get(row.level, "")
+            mark = f"{GLYPHS[row.level]} " if row.level else ""
+            table.add_row(
+                Text(printable(row.label)),
+                Text(mark + printable(row.value), style),
+                Text(row.rate, "dim" if not row.level else style),
+                Text(row.since, "dim"),
+            )
+        table.border_title = printable(health_title(health, now))
+        state = health.verdict.state if health is not None else ""
+        table.set_class(state == "warn", "-warn")
+        table.set_class(state == "fail", "-fail")
 
     def _show_processes(self, snap: NodeSnapshot) -> None:
         rows = []
@@ -183,6 +220,9 @@ class DetailScreen(Screen):
             ("Source", snap.source or "?"),
             ("GPUs", " · ".join(fmt.node_facts(snap)[:2]) or "?"),
         ]
+        summary, _worst = node_summary(snap)
+        if summary:
+            facts.append(("Health", summary.removeprefix("health ")))
         if probe is not None:
             facts += [
                 ("Hostname", probe.hostname or "?"),
@@ -213,6 +253,10 @@ class DetailScreen(Screen):
         self._drawn = None
         self._procs = None
         self.redraw(console_host(self.app).clock())
+
+
+# Rich styles of a health state or a row's level (the same in both themes: they mean alarm).
+_LEVEL_STYLE = {"ok": "green", "warn": "bold yellow", "fail": "bold red", "unknown": "dim"}
 
 
 def _facts_table(facts: list[tuple[str, str]]) -> Table:

@@ -25,6 +25,7 @@ from console.ui.app import ConsoleApp
 from console.ui.model.instance_source import StaticInstances
 from console.ui.widgets.gpu_table import GpuTable
 from tests.helpers import wait_for
+from tests.ui.scenes.health import HealthFleet
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -364,7 +365,8 @@ def build_app(scene: Scene):
         transports[name] = t
         return t
 
-    fleet = FleetTelemetry(
+    # HealthFleet: the replayed nodes with a few sick GPUs (the traces carry no health lines).
+    fleet = HealthFleet(
         scene_profile(scene).nodes, TransportPool(factory), clock=clock, stale_after=3.0, backoff_cap=60.0
     )
     instances = scene_instances(scene)
