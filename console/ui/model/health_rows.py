@@ -133,8 +133,8 @@ def _ecc_block_rows(cur: HealthReading) -> list[HealthRow]:
             for word, value in (("ce", block.correctable), ("ue", block.uncorrectable), ("de", block.deferred))
             if value is not None
         ]
-        level = FAIL if block.uncorrectable else WARN if block.correctable or block.deferred else ""
-        rows.append(HealthRow(f"  ECC {block.block}", " · ".join(parts) or "N/A", level=level))
+        level = FAIL if block.uncorrectable else WARN if block.deferred else ""  # correctable: judged by growth
+        rows.append(HealthRow(f"  ECC {block.block}", " ".join(parts) or "N/A", level=level))
     return rows
 
 
@@ -151,7 +151,7 @@ def _throttle_row(health: GpuHealth | None, history: Sequence[HealthReading], no
     rate = ""
     level = ""
     if verdict is not None and verdict.throttle_share is not None:
-        rate = f"{verdict.throttle_share * 100:.0f}% of last min"
+        rate = f"{verdict.throttle_share * 100:.0f}% of 1 min"
         if any(f.rule == "throttle" for f in verdict.findings):
             level = WARN
     # since: how long the current reasons have held
@@ -175,7 +175,7 @@ def _residency_rows(history: Sequence[HealthReading], now: float) -> list[Health
                 rate = f"{min(1.0, (value - before) / base) * 100:.0f}% of {age(cur.t - first.t)}"
         label = THROTTLE_LABELS.get(name, name)
         points = [(r.t, r.residency_of(name)) for r in history if r.residency_of(name) is not None]
-        rows.append(HealthRow(f"  residency {label}", _num(value), rate, _since(points, now)))
+        rows.append(HealthRow(f"  {label} residency", _num(value), rate, _since(points, now)))
     return rows
 
 

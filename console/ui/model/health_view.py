@@ -27,6 +27,7 @@ __all__ = [
     "mark",
     "node_summary",
     "physical_of",
+    "start_warnings",
     "word_matches",
 ]
 
@@ -139,3 +140,24 @@ def word_matches(word: str, snapshot: NodeSnapshot, static: GpuStatic | None, me
     if word == "ecc":
         return has_ecc(health)
     return False
+
+
+def start_warnings(snapshot: NodeSnapshot, gpus: tuple[int, ...] | list[int]) -> list[tuple[str, str]]:
+    """(state, line) for each chosen GPU in warn or fail, worst first: what the start dialog says.
+
+    A fail GPU is refused by the serve preflight unless the start is forced."""
+    out: list[tuple[int, str, str]] = []
+    seen: set[int] = set()
+    for logical in gpus:
+        physical = physical_of(snapshot, logical)
+        health = health_of(snapshot, physical)
+        if physical in seen or health is None or health.verdict.state not in (WARN, FAIL):
+            continue
+        seen.add(physical)
+        verdict = health.verdict
+        where = f"GPU {logical}" if physical == logical else f"GPU {logical} (physical {physical})"
+        line = f"{where} {GLYPHS[verdict.state]} {verdict.state}: {verdict.reasons}"
+        if verdict.state == FAIL:
+            line += " — the start will be refused unless forced (serve start --force)"
+        out.append((0 if verdict.state == FAIL else 1, verdict.state, line))
+    return [(state, line) for _, state, line in sorted(out, key=lambda item: item[0])]

@@ -57,7 +57,7 @@ class DetailScreen(Screen):
             # Every health counter with its rate and since when (a GPU's detail only).
             health: DataTable[Any] = DataTable(id="detail-health", cursor_type="none", zebra_stripes=True)
             health.can_focus = False
-            health.add_columns("Health", "Now", "Rate", "Since")
+            health.add_columns("Counter", "Now", "Rate", "Since")
             yield health
             # Not focusable: the arrow keys belong to prev/next; the mouse still scrolls it.
             processes: DataTable[Any] = DataTable(id="detail-processes", cursor_type="none", zebra_stripes=True)

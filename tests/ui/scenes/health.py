@@ -119,6 +119,8 @@ def demo_events(t0: float = T0) -> list[Event]:
         (1800, "benchmark.started", "mi300x-spx", None, "llama-3.1-70b-fp8-tp4", "info", "serving c64 started"),
         (1500, "benchmark.finished", "mi300x-spx", None, "llama-3.1-70b-fp8-tp4", "info", "serving c64: 2,310 tok/s"),
         (420, "gpu.throttle_start", "mi300x-spx", 2, None, "warn", "GPU 2 throttling: power cap"),
+        (410, "gpu.reset", "mi300x-cpx", 1, None, "warn", "GPU 1: GPU reset (ring hang on gfx)"),
+        (405, "gpu.health", "mi300x-cpx", 1, None, "warn", "GPU 1 ok -> warn: GPU reset at 07:53"),
         (400, "instance.failed", "mi300x-cpx", 13, "cpx-g13", "fail", "cpx-g13 failed: max_model_len too large"),
         (60, "gpu.reset", "mi300x-cpx", 3, None, "warn", "GPU 3: GPU reset"),
         (58, "gpu.health", "mi300x-cpx", 3, None, "warn", "GPU 3 ok -> warn: XGMI link 3 down"),
