@@ -39,6 +39,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from console.ui.screens.confirm import ConfirmScreen
     from console.ui.screens.detail import DetailScreen
     from console.ui.screens.events import EventsScreen
+    from console.ui.screens.fault_dialog import FaultDialog
     from console.ui.screens.fleet import FleetScreen
     from console.ui.screens.help import HelpScreen
     from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
@@ -65,7 +66,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
         ("benchmark", own(BenchScreen) + own(StartBenchDialog)),
         ("partition", own(PartitionScreen) + own(ReloadConfirm)),
         ("results", own(HistoryScreen) + own(RunDetailScreen)),
-        ("prompts", own(ImportPrompt) + own(ExportPrompt)),
+        ("prompts", own(ImportPrompt) + own(ExportPrompt) + own(FaultDialog)),
         ("compare", own(CompareScreen)),
         ("help", own(HelpScreen)),
     ]

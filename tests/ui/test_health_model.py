@@ -189,8 +189,6 @@ def test_demo_fault_written_where_the_simulator_reads(tmp_path, monkeypatch):
 
 def test_fault_row_counts_faults_over_history():
     base = history("mi300x-spx", 0)
-    faulty = tuple(
-        replace(r, faults=(GpuFault("xid", r.t - 1, 79),)) if i in (3, 9) else r for i, r in enumerate(base)
-    )
+    faulty = tuple(replace(r, faults=(GpuFault("xid", r.t - 1, 79),)) if i in (3, 9) else r for i, r in enumerate(base))
     rows = {r.label: r for r in health_rows(gpu_health("mi300x-spx", 0), faulty, T0)}
     assert rows["Resets / faults"].value == "XID 79" and rows["Resets / faults"].rate == "2 in 2m00s"

@@ -10,6 +10,7 @@ from console.ui.screens.compare import CompareScreen  # noqa: E402
 from console.ui.screens.confirm import ConfirmScreen
 from console.ui.screens.detail import DetailScreen
 from console.ui.screens.events import EventsScreen
+from console.ui.screens.fault_dialog import FaultDialog
 from console.ui.screens.fleet import FleetScreen
 from console.ui.screens.help import HelpScreen
 from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen  # noqa: E402
@@ -34,7 +35,7 @@ _OWNERS = {
     "benchmark": [BenchScreen, StartBenchDialog],
     "partition": [PartitionScreen, ReloadConfirm],
     "results": [HistoryScreen, RunDetailScreen],
-    "prompts": [ImportPrompt, ExportPrompt],
+    "prompts": [ImportPrompt, ExportPrompt, FaultDialog],
     "compare": [CompareScreen],
 }
 

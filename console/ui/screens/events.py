@@ -1,8 +1,9 @@
 """The fleet's timeline: events.jsonl, newest first, filterable, followed live.
 
-The log is read once in a thread when the screen opens; after that the redraw clock
-polls a Follower (EventLog.follow) about once a second and the table is rebuilt only
-when new events came or the filter changed.  The buffer is bounded (events_view).
+The log is read once in a thread when the screen opens; after that a timer polls a
+Follower (EventLog.follow) once a second and marks the screen dirty when events came;
+the redraw clock rebuilds the table only then or when the filter changed.  Paused, the
+log is not polled (what was appended is read on resume).  The buffer is bounded.
 """
 
 from __future__ import annotations
@@ -64,7 +65,6 @@ class EventsScreen(Screen):
         self.loaded = False
         self.error: str | None = None
         self._follower: Follower | None = None
-        self._polled = 0.0
         self._drawn: tuple | None = None
         self._ready = False
 
@@ -89,7 +89,10 @@ class EventsScreen(Screen):
         box.set_class(bool(self.filter.text), "-open")
         self.query_one("#events-table", DataTable).focus()
         self._load()
-        self.redraw(console_host(self.app).clock())
+        # Its own clock for the log: the redraw clock draws only what changed, and a frozen
+        # console clock (tests, scenes) must not stop the follow.
+        self.set_interval(POLL_S, self._poll_tick, name="events-follow")
+        console_host(self.app).request_redraw()  # the clock draws it once its widgets are all mounted
 
     def on_screen_resume(self) -> None:
         self.set_class(getattr(self.app, "paused", False), "-paused")
@@ -113,6 +116,10 @@ class EventsScreen(Screen):
             self._follower = self.event_log.follow(position)
         console_host(self.app).request_redraw()
 
+    def _poll_tick(self) -> None:
+        if not getattr(self.app, "paused", False) and self.poll():
+            console_host(self.app).request_redraw()  # drawn at the next redraw tick, with the rest
+
     def poll(self) -> int:
         """New lines of the log into the buffer (the clock calls it about once a second)."""
         if self._follower is None or not self.follow:
@@ -130,9 +137,6 @@ class EventsScreen(Screen):
             return
         host = console_host(self.app)
         self.query_one(StatusBar).show(host.fleet.snapshots(), host.sampling_interval)
-        if now - self._polled >= POLL_S:
-            self._polled = now
-            self.poll()
         key = (self.buffer.generation, self.filter.text, self.loaded, self.error, self.follow, int(now) // 60)
         if key == self._drawn:
             return

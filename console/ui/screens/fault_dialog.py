@@ -10,7 +10,7 @@ from typing import Iterable
 from textual import on
 from textual.binding import Binding
 from textual.widget import Widget
-from textual.widgets import Select
+from textual.widgets import Input, Select
 
 from console.core.model import NodeSpec
 from console.core.text import one_line
@@ -28,7 +28,7 @@ class FaultDialog(FormDialog[str]):
     PREFIX = "fault"
     TITLE_TEXT = "Inject a simulated GPU fault (demo)"
     GO_LABEL = "Inject"
-    FIRST_FIELD = "Select"
+    FIRST_FIELD = "#fault-count"  # an Input (Enter in it injects); the choices are above it
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="cancel-fault")]
 
     def __init__(self, nodes: list[NodeSpec], node: str | None = None, gpu: int = 0) -> None:
@@ -60,6 +60,7 @@ class FaultDialog(FormDialog[str]):
         yield "GPU", Select(gpus, value=gpu, allow_blank=not gpus, id="fault-gpu", compact=True)
         kinds = self._kind_options()
         yield "Fault", Select(kinds, value=kinds[0][1] if kinds else Select.BLANK, id="fault-kind", compact=True)
+        yield "Count", Input(placeholder="1 (errors, pages or resets at once)", id="fault-count", compact=True)
 
     def form_mounted(self) -> None:
         if not self._kind_options():
@@ -79,13 +80,17 @@ class FaultDialog(FormDialog[str]):
         if not isinstance(gpu, int) or not isinstance(kind, str):
             self.show_error("choose a GPU and a fault")
             return
+        typed = self.typed("fault-count").strip() or "1"
+        if not typed.isdigit() or int(typed) < 1:
+            self.show_error(f"count: {typed!r} is not a whole number of 1 or more")
+            return
         self.busy = True
         self.show_error(f"writing {kind} on {self.node} GPU {gpu}…", "busy")
-        run_named(self, self._run_inject(self._spec(), gpu, kind), "inject-fault", exclusive=True)
+        run_named(self, self._run_inject(self._spec(), gpu, kind, int(typed)), "inject-fault", exclusive=True)
 
-    async def _run_inject(self, node: NodeSpec, gpu: int, kind: str) -> None:
+    async def _run_inject(self, node: NodeSpec, gpu: int, kind: str, count: int) -> None:
         try:
-            done = await asyncio.to_thread(demo_faults.inject, node, gpu, kind)
+            done = await asyncio.to_thread(demo_faults.inject, node, gpu, kind, count)
         except demo_faults.DemoFaultError as exc:
             self.busy = False
             self.show_error(one_line(exc))
