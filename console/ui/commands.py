@@ -10,6 +10,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from console.core.instance_view import InstanceState
 from console.ui.model.instance_board import ACTIVE
 from console.ui.model.protocols import ConsoleHost, console_host
+from console.ui.workers import run_named
 
 Command = tuple[str, Callable[[], object], str]  # what the palette shows, what it does, its help line
 
@@ -112,7 +113,7 @@ class FleetCommands(_ConsoleCommands):
             lines = await clear_all(fault_nodes(host.fleet.spec(n) for n in host.fleet.node_names))
             self.app.notify("\n".join(lines), title="simulated faults", markup=False)
 
-        self.app.run_worker(run(), name="clear-faults", exit_on_error=False)
+        run_named(self.app, run(), "clear-faults")
 
 
 def _takes_faults(host: ConsoleHost, node: str) -> bool:

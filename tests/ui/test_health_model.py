@@ -88,7 +88,8 @@ def test_detail_rows_throttle_pcie_links_faults():
     assert throttled["Throttle now"].value == "power cap"
     assert throttled["Throttle now"].rate == "60% of 1 min" and throttled["Throttle now"].level == "warn"
     pcie = {r.label.strip(): r for r in health_rows(gpu_health("mi300x-spx", 6), history("mi300x-spx", 6), T0)}
-    assert pcie["PCIe link"].value == "gen 5 x8 of gen 5 x16" and pcie["PCIe link"].level == "warn"
+    assert pcie["PCIe link"].value == "gen 5 x8" and pcie["PCIe link"].level == "warn"
+    assert pcie["PCIe link"].rate == "max gen 5 x16"
     links = {r.label.strip(): r for r in health_rows(gpu_health("mi300x-cpx", 3), history("mi300x-cpx", 3), T0)}
     assert links["XGMI links"].value == "6 up, down: 3" and links["XGMI links"].level == "warn"
     assert links["Resets / faults"].value == "GPU reset"

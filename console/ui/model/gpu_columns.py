@@ -41,11 +41,12 @@ def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
     }
     droppable = ["gfx", "tmem", "part"]  # in this order when the terminal is too narrow
     vllm_min = 6
+    spark_min = 2 * (3 + 1)  # two 3-cell sparklines are worth more than the GFX clock
     while True:
         cols = [spec[k] for k in order]
         fixed = sum(c.width for c in cols) + GAP * len(cols)
         room = width - fixed - vllm_min
-        if room >= 0 or not droppable:
+        if room - spark_min >= 0 or not droppable:
             break
         order.remove(droppable.pop(0))
     # Sparklines of 3 cells when they fit; beyond that the vLLM column (instance name and

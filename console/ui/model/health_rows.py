@@ -175,7 +175,7 @@ def _residency_rows(history: Sequence[HealthReading], now: float) -> list[Health
                 rate = f"{min(1.0, (value - before) / base) * 100:.0f}% of {age(cur.t - first.t)}"
         label = THROTTLE_LABELS.get(name, name)
         points = [(r.t, r.residency_of(name)) for r in history if r.residency_of(name) is not None]
-        rows.append(HealthRow(f"  {label} residency", _num(value), rate, _since(points, now)))
+        rows.append(HealthRow(f"  {label} time", _num(value), rate, _since(points, now)))
     return rows
 
 
@@ -191,8 +191,10 @@ def _pcie_rows(history: Sequence[HealthReading], now: float) -> list[HealthRow]:
     else:
         narrow = cur.pcie_width is not None and cur.pcie_width_max is not None and cur.pcie_width < cur.pcie_width_max
         slow = cur.pcie_gen is not None and cur.pcie_gen_max is not None and cur.pcie_gen < cur.pcie_gen_max
-        value = f"{_link_text(cur.pcie_gen, cur.pcie_width)} of {_link_text(cur.pcie_gen_max, cur.pcie_width_max)}"
-        note = "idle: slower is normal" if slow and not narrow and cur.idle else ""
+        value = _link_text(cur.pcie_gen, cur.pcie_width)
+        note = f"max {_link_text(cur.pcie_gen_max, cur.pcie_width_max)}"
+        if slow and not narrow and cur.idle:
+            note += " (idle: slower is normal)"
         points = [(r.t, (r.pcie_gen, r.pcie_width)) for r in history]
         link = HealthRow(
             "PCIe link", value, note, _since(points, now), WARN if narrow or (slow and not cur.idle) else ""

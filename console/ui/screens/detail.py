@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
@@ -26,6 +27,7 @@ from console.ui.widgets.metric_plot import MetricPlot
 from console.ui.widgets.status_bar import StatusBar
 
 _STEP = Binding.Group("Prev/next", compact=True)
+NARROW_WIDTH = 110  # columns below which a GPU's detail leaves out its process list
 
 
 class DetailScreen(Screen):
@@ -57,7 +59,7 @@ class DetailScreen(Screen):
             # Every health counter with its rate and since when (a GPU's detail only).
             health: DataTable[Any] = DataTable(id="detail-health", cursor_type="none", zebra_stripes=True)
             health.can_focus = False
-            health.add_columns("Counter", "Now", "Rate", "Since")
+            health.add_columns("Counter", "Now", "Rate · since")
             yield health
             # Not focusable: the arrow keys belong to prev/next; the mouse still scrolls it.
             processes: DataTable[Any] = DataTable(id="detail-processes", cursor_type="none", zebra_stripes=True)
@@ -71,7 +73,12 @@ class DetailScreen(Screen):
             yield MetricPlot("VRAM GiB", id="chart-vram")
         yield KeyBar()
 
+    def on_resize(self, event: events.Resize) -> None:
+        # Narrow: a GPU's health needs the room more than its process list (the fleet row says it).
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+
     def on_mount(self) -> None:
+        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
         self._ready = True
         load_history = getattr(self.view.fleet, "load_history", None)  # scene fleets have none
         if load_history is not None:
@@ -154,8 +161,7 @@ class DetailScreen(Screen):
             table.add_row(
                 Text(printable(row.label)),
                 Text(mark + printable(row.value), style),
-                Text(row.rate, "dim" if not row.level else style),
-                Text(row.since, "dim"),
+                Text(row.rate, "dim" if not row.level else style).append(f"  {row.since}" if row.since else "", "dim"),
             )
         table.border_title = printable(health_title(health, now))
         state = health.verdict.state if health is not None else ""

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -25,6 +24,7 @@ from console.ui.model.events_view import EventBuffer, EventFilter, event_row
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
+from console.ui.workers import run_named
 
 POLL_S = 1.0  # seconds between two looks at the log for new lines
 SHOWN = 1000  # rows in the table at most (the buffer keeps more for the filter)
@@ -99,8 +99,10 @@ class EventsScreen(Screen):
 
     # ------------------------------------------------------------ reading (thread: no widgets)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="events-read")
     def _load(self) -> None:
+        run_named(self, self._read_log, "events-read", thread=True, exclusive=True)
+
+    def _read_log(self) -> None:
         try:
             events, position = self.event_log.read_with_position()
         except OSError as exc:

@@ -9,9 +9,9 @@ worker, which ends the stream on the node.
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
@@ -88,7 +88,8 @@ class LogScreen(Screen):
         if view is not None and view.state == InstanceState.FAILED:
             snap = console_host(self.app).fleet.snapshot(self.node)
             gpus = sorted({*view.gpus, *(physical_of(snap, g) for g in view.gpus)})
-            self._read_gpu_events(gpus, console_host(self.app).clock())
+            now = console_host(self.app).clock()
+            run_named(self, partial(self._read_gpu_events, gpus, now), "log-gpu-events", thread=True)
         self.redraw(console_host(self.app).clock())
 
     def on_screen_resume(self) -> None:
@@ -112,7 +113,6 @@ class LogScreen(Screen):
             self.ended = f"log unavailable: {one_line(exc)}"
         self.post_message(self.LinesArrived())
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="log-gpu-events")
     def _read_gpu_events(self, gpus: list[int], now: float) -> None:
         from console.ui.screens.events import event_log_of  # the events screen's module, loaded on use
 

@@ -448,6 +448,14 @@ def build_app(scene: Scene):
         want = {n: traces[n].samples() - (0 if n in scene.down or n in scene.stale else 1) for n in scene.nodes}
         await _until(pilot, lambda: all(fleet.frames_received(n) >= k for n, k in want.items()), what=state)
         await _until(pilot, lambda: all(fleet.snapshot(n).health == NodeHealth.DOWN for n in scene.down), what=state)
+        # The versions probe (ROCm, vLLM in the node header) follows the first full frame and
+        # changes no data generation: it must be in before the held-back samples redraw the rows.
+        live = [n for n in scene.nodes if n not in scene.down and n not in scene.stale]
+        await _until(
+            pilot,
+            lambda: all(fleet.snapshot(n).probe is not None for n in live),
+            what=lambda: f"versions probed on {[n for n in live if fleet.snapshot(n).probe is not None]}",
+        )
         clock.t = T0
         gate.set()
         await _until(
