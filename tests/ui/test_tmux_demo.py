@@ -102,7 +102,7 @@ def test_demo_in_a_real_terminal(term):
     term.wait_for("GPU HEALTH  UTIL")
 
     term.keys("/")
-    term.wait_for("filter: node name")  # the filter box is open (has the focus): type into it
+    term.wait_for("filter: node, model")  # the filter box is open (has the focus): type into it
     term.keys("c", "p", "x", "Enter")
     screen = term.wait_for("filter: cpx")
     assert "mi300x-spx" not in screen and "mi300x-cpx" in screen
