@@ -131,7 +131,13 @@ async def test_demo_fault_dialog_writes_the_fault(tmp_path, monkeypatch):
         assert "Inject GPU fault… (demo)" in names and "Clear GPU faults (demo)" in names
         app.push_screen(FaultDialog([app.fleet.spec(n) for n in app.fleet.node_names], "mi300x-spx", 4))
         await pilot.pause()
-        await pilot.press("enter")  # the first kind: ecc_uncorrectable on GPU 4
+        await pilot.press("0", "enter")  # a count of 0: said in one line, the dialog stays
+        assert await wait_for(pilot, lambda: "count: '0' is not a whole number" in screen_text(app))
+        assert isinstance(app.screen, FaultDialog)
+        await pilot.press("backspace", "enter")  # the first kind: ecc_uncorrectable on GPU 4
         assert await wait_for(pilot, lambda: not isinstance(app.screen, FaultDialog), timeout=10)
         folder = demo_faults.sim_dir(app.fleet.spec("mi300x-spx"))
         assert [(f["gpu"], f["kind"]) for f in faults.read_faults(str(folder))] == [(4, "ecc_uncorrectable")]
+        commands = {name: run for name, run, _ in FleetCommands(app.screen).commands(app)}
+        commands["Clear GPU faults (demo)"]()
+        assert await wait_for(pilot, lambda: faults.read_faults(str(folder)) == [], timeout=10)

@@ -9,6 +9,7 @@ from typing import Iterable
 
 from textual import on
 from textual.binding import Binding
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Select
 
@@ -88,14 +89,29 @@ class FaultDialog(FormDialog[str]):
         self.show_error(f"writing {kind} on {self.node} GPU {gpu}…", "busy")
         run_named(self, self._run_inject(self._spec(), gpu, kind, int(typed)), "inject-fault", exclusive=True)
 
+    class Answered(Message):
+        """The fault was written (ok) or not, with the line that says so."""
+
+        def __init__(self, ok: bool, line: str) -> None:
+            super().__init__()
+            self.ok = ok
+            self.line = line
+
     async def _run_inject(self, node: NodeSpec, gpu: int, kind: str, count: int) -> None:
+        # A worker: it answers through a message, never touching the widgets.
         try:
             done = await asyncio.to_thread(demo_faults.inject, node, gpu, kind, count)
         except demo_faults.DemoFaultError as exc:
+            self.post_message(self.Answered(False, one_line(exc)))
+        else:
+            self.post_message(self.Answered(True, done))
+
+    def on_fault_dialog_answered(self, message: Answered) -> None:
+        if message.ok:
+            self.dismiss(message.line)
+        else:
             self.busy = False
-            self.show_error(one_line(exc))
-            return
-        self.dismiss(done)
+            self.show_error(message.line)
 
 
 async def clear_all(nodes: list[NodeSpec]) -> list[str]:
