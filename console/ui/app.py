@@ -554,10 +554,14 @@ class ConsoleApp(App[int]):
     def action_history(self) -> None:
         from console.ui.screens.history import HistoryScreen
 
-        if isinstance(self.screen, HistoryScreen):
-            self.pop_screen()
-        else:
-            self.push_screen(HistoryScreen())
+        self.pop_screen() if isinstance(self.screen, HistoryScreen) else self.push_screen(HistoryScreen())
+
+    def open_events(self, filter_text: str = "") -> None:
+        from console.ui.screens.events import toggle_events  # loaded when first opened
+
+        toggle_events(self, filter_text)
+
+    action_events = open_events
 
     def action_instances(self) -> None:
         from console.ui.screens.instances import InstancesScreen

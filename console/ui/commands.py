@@ -10,6 +10,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from console.core.instance_view import InstanceState
 from console.ui.model.instance_board import ACTIVE
 from console.ui.model.protocols import ConsoleHost, console_host
+from console.ui.workers import run_named
 
 Command = tuple[str, Callable[[], object], str]  # what the palette shows, what it does, its help line
 
@@ -53,6 +54,11 @@ class FleetCommands(_ConsoleCommands):
                 "filter the fleet table to this node",
             )
             yield (
+                f"{node}: show events",
+                partial(host.open_events, f"node:{node}"),
+                "the node's timeline: health changes, ECC, throttling, resets, instances",
+            )
+            yield (
                 f"{node}: reconnect telemetry",
                 partial(host.restart_node, node),
                 "drop the agent stream and connect again now",
@@ -62,16 +68,57 @@ class FleetCommands(_ConsoleCommands):
                 partial(host.open_offline_dialog, node),
                 "vllm bench latency|throughput on free GPUs, no instance needed",
             )
+        simulated = [n for n in host.fleet.node_names if _takes_faults(host, n)]
+        if simulated:
+            yield (
+                "Inject GPU fault… (demo)",
+                partial(self._inject_fault, host),
+                "a simulated ECC error, page, throttling, PCIe, link down or reset on a demo GPU",
+            )
+            yield (
+                "Clear GPU faults (demo)",
+                partial(self._clear_faults, host),
+                "remove every simulated fault from the demo's GPUs",
+            )
         yield (
             "Resume drawing" if host.paused else "Pause drawing",
             host.action_toggle_pause,
             "telemetry keeps being collected while paused",
         )
+        yield (
+            "Show events (the fleet's timeline)",
+            partial(host.open_events, ""),
+            "node, instance, partition, benchmark and GPU health events, newest first (e)",
+        )
+        yield ("Show sick GPUs", partial(host.apply_filter, "sick"), "filter the fleet table to GPUs in warn or fail")
         yield ("Sample faster", host.action_sample_faster, "shorter sampling interval on every node")
         yield ("Sample slower", host.action_sample_slower, "longer sampling interval on every node")
         yield ("Clear filter", partial(host.apply_filter, ""), "show every node and GPU")
         yield ("Toggle light/dark theme", host.action_toggle_theme, "")
         yield ("Show key bindings", host.action_help, "every key, with ids for the [keys] table")
+
+    def _inject_fault(self, host: ConsoleHost) -> None:
+        from console.ui.screens.fault_dialog import FaultDialog, fault_nodes  # loaded when first used
+
+        def done(line: str | None) -> None:
+            if line:
+                self.app.notify(line, title="simulated fault", markup=False)
+
+        self.app.push_screen(FaultDialog(fault_nodes(host.fleet.spec(n) for n in host.fleet.node_names)), done)
+
+    def _clear_faults(self, host: ConsoleHost) -> None:
+        from console.ui.screens.fault_dialog import clear_all, fault_nodes
+
+        async def run() -> None:
+            lines = await clear_all(fault_nodes(host.fleet.spec(n) for n in host.fleet.node_names))
+            self.app.notify("\n".join(lines), title="simulated faults", markup=False)
+
+        run_named(self.app, run(), "clear-faults")
+
+
+def _takes_faults(host: ConsoleHost, node: str) -> bool:
+    spec = host.fleet.spec(node)
+    return spec.simulate is not None and spec.transport == "local"
 
 
 class InstanceCommands(_ConsoleCommands):

@@ -25,6 +25,7 @@ APP_BINDINGS = [
     Binding("minus", "sample_slower", "Slower", show=False, id="sample-slower", group=_SAMPLING),
     Binding("i", "instances", "Instances", id="instances"),
     Binding("h", "history", "Results", show=False, id="history"),
+    Binding("e", "events", "Events", show=False, id="events"),
     Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
 ]
 
@@ -37,6 +38,8 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from console.ui.screens.compare import CompareScreen
     from console.ui.screens.confirm import ConfirmScreen
     from console.ui.screens.detail import DetailScreen
+    from console.ui.screens.events import EventsScreen
+    from console.ui.screens.fault_dialog import FaultDialog
     from console.ui.screens.fleet import FleetScreen
     from console.ui.screens.help import HelpScreen
     from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
@@ -57,12 +60,13 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
         ("detail", own(DetailScreen)),
         ("instances", own(InstancesScreen)),
         ("log", own(LogScreen)),
+        ("events", own(EventsScreen)),
         ("start", own(StartDialog)),
         ("confirm", own(ConfirmScreen)),
         ("benchmark", own(BenchScreen) + own(StartBenchDialog)),
         ("partition", own(PartitionScreen) + own(ReloadConfirm)),
         ("results", own(HistoryScreen) + own(RunDetailScreen)),
-        ("prompts", own(ImportPrompt) + own(ExportPrompt)),
+        ("prompts", own(ImportPrompt) + own(ExportPrompt) + own(FaultDialog)),
         ("compare", own(CompareScreen)),
         ("help", own(HelpScreen)),
     ]

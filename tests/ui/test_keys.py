@@ -9,6 +9,8 @@ from console.ui.screens.bench_start import StartBenchDialog  # noqa: E402
 from console.ui.screens.compare import CompareScreen  # noqa: E402
 from console.ui.screens.confirm import ConfirmScreen
 from console.ui.screens.detail import DetailScreen
+from console.ui.screens.events import EventsScreen
+from console.ui.screens.fault_dialog import FaultDialog
 from console.ui.screens.fleet import FleetScreen
 from console.ui.screens.help import HelpScreen
 from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen  # noqa: E402
@@ -26,13 +28,14 @@ _OWNERS = {
     "detail": [DetailScreen],
     "instances": [InstancesScreen],
     "log": [LogScreen],
+    "events": [EventsScreen],
     "start": [StartDialog],
     "confirm": [ConfirmScreen],
     "help": [HelpScreen],
     "benchmark": [BenchScreen, StartBenchDialog],
     "partition": [PartitionScreen, ReloadConfirm],
     "results": [HistoryScreen, RunDetailScreen],
-    "prompts": [ImportPrompt, ExportPrompt],
+    "prompts": [ImportPrompt, ExportPrompt, FaultDialog],
     "compare": [CompareScreen],
 }
 

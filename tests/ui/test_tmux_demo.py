@@ -93,16 +93,16 @@ def test_demo_in_a_real_terminal(term):
     assert "0000:0c:00.0" in screen  # GPU 0's BDF
     term.keys("Escape")
     term.wait_gone("Utilization %")  # the detail closed: the Escape is read, alone
-    term.wait_for("GPU  UTIL")
+    term.wait_for("GPU HEALTH  UTIL")
 
     term.keys("?")
     term.wait_for("Id for [keys]")
     term.keys("Escape")
     term.wait_gone("Id for [keys]")
-    term.wait_for("GPU  UTIL")
+    term.wait_for("GPU HEALTH  UTIL")
 
     term.keys("/")
-    term.wait_for("filter: node name")  # the filter box is open (has the focus): type into it
+    term.wait_for("filter: node, model")  # the filter box is open (has the focus): type into it
     term.keys("c", "p", "x", "Enter")
     screen = term.wait_for("filter: cpx")
     assert "mi300x-spx" not in screen and "mi300x-cpx" in screen

@@ -27,9 +27,10 @@ class Column:
 @lru_cache(maxsize=16)
 def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
     """Columns that fit `width`, and the sparkline width; least useful dropped first."""
-    order = ["gpu", "util", "vram", "power", "tj", "tmem", "gfx", "part"]
+    order = ["gpu", "health", "util", "vram", "power", "tj", "tmem", "gfx", "part"]
     spec = {
         "gpu": Column("gpu", "GPU", 7),
+        "health": Column("health", "HEALTH", 6, right=False),
         "util": Column("util", "UTIL", 5),
         "vram": Column("vram", "VRAM GiB", 10),
         "power": Column("power", "POWER W", 10),
@@ -40,11 +41,12 @@ def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
     }
     droppable = ["gfx", "tmem", "part"]  # in this order when the terminal is too narrow
     vllm_min = 6
+    spark_min = 2 * (3 + 1)  # two 3-cell sparklines are worth more than the GFX clock
     while True:
         cols = [spec[k] for k in order]
         fixed = sum(c.width for c in cols) + GAP * len(cols)
         room = width - fixed - vllm_min
-        if room >= 0 or not droppable:
+        if room - spark_min >= 0 or not droppable:
             break
         order.remove(droppable.pop(0))
     # Sparklines of 3 cells when they fit; beyond that the vLLM column (instance name and

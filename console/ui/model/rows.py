@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from console.core.model import GpuMetrics, GpuStatic, NodeHealth, NodeSnapshot
+from console.ui.model import health_view
 from console.ui.model.format import BUSY_UTIL_PCT, partition_text, short_model
 
 RowKey = tuple[str, "int | None"]  # (node, logical GPU index or None for the header)
@@ -53,7 +54,8 @@ _STATES = {h.value for h in NodeHealth}
 
 class RowFilter:
     """Space-separated words, all must match: a node name, a GPU model, a partition
-    mode (cpx, nps1, spx/nps1), busy/idle, or a node state (live/stale/down)."""
+    mode (cpx, nps1, spx/nps1), busy/idle, a node state (live/stale/down), or a GPU's
+    health: sick (warn or fail), warn, fail, throttled, ecc (an ECC error counted)."""
 
     def __init__(self, text: str = "") -> None:
         self.text = text.strip()
@@ -71,6 +73,8 @@ class RowFilter:
             return is_busy(metrics) == (word == "busy")
         if word in _STATES:
             return snapshot.health.value == word
+        if word in health_view.FILTER_WORDS:
+            return health_view.word_matches(word, snapshot, static, metrics)
         return word in _haystack(snapshot, static)
 
     def matches(self, snapshot: NodeSnapshot, static: GpuStatic | None, metrics: GpuMetrics | None) -> bool:

@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
@@ -17,6 +18,8 @@ from console.core.text import printable
 from console.ui.model import format as fmt
 from console.ui.model.charts import ChartSet, gpu_charts, node_charts
 from console.ui.model.fleet_view import FleetView
+from console.ui.model.health_rows import health_rows, health_title
+from console.ui.model.health_view import GLYPHS, gpu_health, node_summary, physical_of
 from console.ui.model.protocols import console_host
 from console.ui.model.rows import gpu_pairs
 from console.ui.widgets.key_bar import KeyBar
@@ -24,6 +27,7 @@ from console.ui.widgets.metric_plot import MetricPlot
 from console.ui.widgets.status_bar import StatusBar
 
 _STEP = Binding.Group("Prev/next", compact=True)
+NARROW_WIDTH = 110  # columns below which a GPU's detail leaves out its process list
 
 
 class DetailScreen(Screen):
@@ -52,6 +56,11 @@ class DetailScreen(Screen):
         yield Static(id="detail-title")
         with Horizontal(id="detail-info"):
             yield Static(id="detail-facts")
+            # Every health counter with its rate and since when (a GPU's detail only).
+            health: DataTable[Any] = DataTable(id="detail-health", cursor_type="none", zebra_stripes=True)
+            health.can_focus = False
+            health.add_columns("Counter", "Now", "Rate · since")
+            yield health
             # Not focusable: the arrow keys belong to prev/next; the mouse still scrolls it.
             processes: DataTable[Any] = DataTable(id="detail-processes", cursor_type="none", zebra_stripes=True)
             processes.can_focus = False
@@ -64,7 +73,12 @@ class DetailScreen(Screen):
             yield MetricPlot("VRAM GiB", id="chart-vram")
         yield KeyBar()
 
+    def on_resize(self, event: events.Resize) -> None:
+        # Narrow: a GPU's health needs the room more than its process list (the fleet row says it).
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+
     def on_mount(self) -> None:
+        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
         self._ready = True
         load_history = getattr(self.view.fleet, "load_history", None)  # scene fleets have none
         if load_history is not None:
@@ -87,6 +101,8 @@ class DetailScreen(Screen):
         self.query_one(StatusBar).show(self.view.fleet.snapshots(), console_host(self.app).sampling_interval)
         self.set_class(snap.health == NodeHealth.STALE, "-stale")
         self.set_class(snap.health == NodeHealth.DOWN, "-down")
+        self.set_class(self.gpu is None, "-node")
+        self.set_class(self.gpu is not None, "-gpu")
         self.query_one("#detail-title", Static).update(self._title(snap, now))
         key = (self.view.generation.get(self.node, 0), self.gpu)
         if key == self._drawn:
@@ -96,6 +112,8 @@ class DetailScreen(Screen):
         facts = self._gpu_facts(snap, static, metrics) if self.gpu is not None else self._node_facts(snap)
         self.query_one("#detail-facts", Static).update(_facts_table(facts))
         self._show_processes(snap)
+        if self.gpu is not None:
+            self._show_health(snap, now)
         series = self.view.fleet.series
         charts = gpu_charts(snap, self.gpu, series) if self.gpu is not None else node_charts(snap, series)
         self._plot(charts, snap)
@@ -109,6 +127,10 @@ class DetailScreen(Screen):
             text.append(f" {snap.name}", "bold")
             text.append(f"  GPU {self.gpu}", "bold")
         text.append(f"  {fmt.state_text(snap, now)}")
+        health = gpu_health(snap, self.gpu) if self.gpu is not None else None
+        if health is not None:
+            state = health.verdict.state
+            text.append(f"  {GLYPHS.get(state, '?')} {state}", _LEVEL_STYLE.get(state, "dim"))
         facts = fmt.node_facts(snap)
         if facts:
             text.append("  " + " · ".join(facts), "dim")
@@ -124,6 +146,27 @@ class DetailScreen(Screen):
         self.query_one("#chart-temps", MetricPlot).replot(charts.temps, now, f"Temperature °C{suffix}")
         ylim = (0.0, charts.vram_total_gib) if charts.vram_total_gib else None
         self.query_one("#chart-vram", MetricPlot).replot(charts.vram, now, "VRAM GiB · x: seconds ago", ylim=ylim)
+
+    def _show_health(self, snap: NodeSnapshot, now: float) -> None:
+        assert self.gpu is not None
+        health = gpu_health(snap, self.gpu)
+        physical = physical_of(snap, self.gpu)
+        readings = getattr(self.view.fleet, "health_readings", None)  # the tracker's bounded history
+        history = readings(snap.name, physical) if readings is not None else ()
+        table = self.query_one("#detail-health", DataTable)
+        table.clear()
+        for row in health_rows(health, history, now):
+            style = _LEVEL_STYLE.get(row.level, "")
+            mark = f"{GLYPHS[row.level]} " if row.level else ""
+            table.add_row(
+                Text(printable(row.label)),
+                Text(mark + printable(row.value), style),
+                Text(row.rate, "dim" if not row.level else style).append(f"  {row.since}" if row.since else "", "dim"),
+            )
+        table.border_title = printable(health_title(health, now))
+        state = health.verdict.state if health is not None else ""
+        table.set_class(state == "warn", "-warn")
+        table.set_class(state == "fail", "-fail")
 
     def _show_processes(self, snap: NodeSnapshot) -> None:
         rows = []
@@ -183,6 +226,9 @@ class DetailScreen(Screen):
             ("Source", snap.source or "?"),
             ("GPUs", " · ".join(fmt.node_facts(snap)[:2]) or "?"),
         ]
+        summary, _worst = node_summary(snap)
+        if summary:
+            facts.append(("Health", summary.removeprefix("health ")))
         if probe is not None:
             facts += [
                 ("Hostname", probe.hostname or "?"),
@@ -213,6 +259,10 @@ class DetailScreen(Screen):
         self._drawn = None
         self._procs = None
         self.redraw(console_host(self.app).clock())
+
+
+# Rich styles of a health state or a row's level (the same in both themes: they mean alarm).
+_LEVEL_STYLE = {"ok": "green", "warn": "bold yellow", "fail": "bold red", "unknown": "dim"}
 
 
 def _facts_table(facts: list[tuple[str, str]]) -> Table:

@@ -15,7 +15,9 @@ from console.ui.widgets.gpu_table import GpuTable
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 
-FILTER_HINT = "filter: node name, model, cpx, nps1, busy, idle, live, stale, down (Enter keeps, Esc clears)"
+FILTER_HINT = (
+    "filter: node, model, cpx, nps1, busy, idle, live, down, sick, warn, throttled, ecc (Enter keeps, Esc clears)"
+)
 
 
 class FleetScreen(Screen):

@@ -9,7 +9,9 @@ worker, which ends the stream on the node.
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
@@ -17,11 +19,14 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Log, Static
 
+from console.core.instance_view import InstanceState
 from console.core.serve.log import ServeLogState, clean_line
 from console.core.text import one_line, printable
 from console.services.instances import InstanceError
 from console.transport.base import TransportError
 from console.ui.model import instance_board as ib
+from console.ui.model.events_view import failure_lines
+from console.ui.model.health_view import physical_of
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
@@ -64,10 +69,14 @@ class LogScreen(Screen):
         self._pending: deque[str] = deque(maxlen=MAX_LOG_LINES)
         self._ready = False
         self._drawn_title = ""
+        # A failed instance: its GPUs' events around the failure (events.jsonl), None until read.
+        self.gpu_events: list[str] | None = None
+        self._drawn_events: list[str] | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status-bar")
         yield Static(id="log-title")
+        yield Static(id="log-gpu-events")
         yield Log(max_lines=MAX_LOG_LINES, id="log-view")
         yield KeyBar()
 
@@ -75,6 +84,12 @@ class LogScreen(Screen):
         self._ready = True
         self.query_one(Log).focus()
         run_named(self, self._watch_log(), f"log:{self.node}:{self.instance_name}", exclusive=True)
+        view = console_host(self.app).board.find(self.node, self.instance_name)
+        if view is not None and view.state == InstanceState.FAILED:
+            snap = console_host(self.app).fleet.snapshot(self.node)
+            gpus = sorted({*view.gpus, *(physical_of(snap, g) for g in view.gpus)})
+            now = console_host(self.app).clock()
+            run_named(self, partial(self._read_gpu_events, gpus, now), "log-gpu-events", thread=True)
         self.redraw(console_host(self.app).clock())
 
     def on_screen_resume(self) -> None:
@@ -98,6 +113,18 @@ class LogScreen(Screen):
             self.ended = f"log unavailable: {one_line(exc)}"
         self.post_message(self.LinesArrived())
 
+    def _read_gpu_events(self, gpus: list[int], now: float) -> None:
+        from console.ui.screens.events import event_log_of  # the events screen's module, loaded on use
+
+        try:
+            events = event_log_of(self.app).read(node=self.node, since=now - 7 * 86400)
+        except OSError as exc:
+            lines = [f"GPU events unavailable: {one_line(exc)}"]
+        else:
+            lines = failure_lines(events, self.node, self.instance_name, gpus, fallback=now)
+        self.gpu_events = lines or ["no GPU events on its GPUs within 5 min of the failure"]
+        self.post_message(self.LinesArrived())
+
     def on_log_screen_lines_arrived(self, _: LinesArrived) -> None:
         console_host(self.app).request_redraw()
 
@@ -113,6 +140,12 @@ class LogScreen(Screen):
             lines = list(self._pending)
             self._pending.clear()
             self.query_one(Log).write_lines(lines)
+        if self.gpu_events is not None and self.gpu_events != self._drawn_events:
+            self._drawn_events = self.gpu_events
+            box = self.query_one("#log-gpu-events", Static)
+            box.update(Text("\n".join(printable(line) for line in self.gpu_events)))
+            box.border_title = "GPU events around the failure (±5 min, events.jsonl)"
+            box.add_class("-shown")
         title = self._title()
         if title != self._drawn_title:
             self._drawn_title = title

@@ -22,6 +22,7 @@ from console.core.text import one_line
 from console.services.instances import InstanceError, InstanceView
 from console.transport.base import TransportError
 from console.ui.model import format as fmt
+from console.ui.model.health_view import start_warnings
 from console.ui.model.protocols import console_host
 from console.ui.model.start_form import (
     FormError,
@@ -200,6 +201,8 @@ class StartDialog(FormDialog["InstanceView | None"]):
             warnings.append(f"GPU {gpus_text(others)}: another process uses {'it' if len(others) == 1 else 'them'}")
         for warning in warnings:
             line += f"\n[$text-warning]⚠ {escape(warning)}[/]"
+        for state, text in start_warnings(snap, gpus):
+            line += f"\n[{'$text-error' if state == 'fail' else '$text-warning'}]{escape(text)}[/]"
         self.show_preview(line)
 
     # ------------------------------------------------------------ events

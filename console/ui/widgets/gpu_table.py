@@ -23,6 +23,7 @@ from console.core.model import NodeHealth, NodeSnapshot
 from console.core.series import BlockSeries, RingSeries
 from console.core.text import printable
 from console.ui.model import format as fmt
+from console.ui.model import health_view as hv
 from console.ui.model import instance_board as ib
 from console.ui.model.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
 from console.ui.model.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
@@ -408,6 +409,9 @@ class GpuTable(ScrollView, can_focus=True):
             # segments are written as they are: text from the node is made printable
             Segment(printable(fmt.state_text(snap, self._now)), state_style),
         ]
+        health_text, worst = hv.node_summary(snap)
+        if health_text:
+            segments.append(Segment("  " + health_text, base + self._style(_HEALTH_STYLE.get(worst, "muted"))))
         summary = ib.node_summary(self._board.counts(row.node)) if self._board is not None else ""
         if summary:
             segments.append(Segment("  " + summary, base))
@@ -466,8 +470,13 @@ class GpuTable(ScrollView, can_focus=True):
         power, cap = (m.power_w, m.power_cap_w) if m else (None, None)
         gfx = m.gfx_clock_mhz if m else None
         part = fmt.partition_text(static.compute_partition, static.memory_partition) if static else "?"
+        health = hv.health_of(self._snapshots[row.node], row.physical if row.physical is not None else row.gpu or 0)
+        mark = hv.mark(health)
+        quiet = mark.state in ("", hv.UNKNOWN) or (later_partition and mark.state == hv.OK)
         return {
             "gpu": (gpu_label(row), muted if later_partition else None),
+            # a partition shows its physical GPU's state (later partitions: ok muted, as device-wide cells)
+            "health": (mark.text, muted if quiet else self._health_style(mark)),
             "util": (fmt.pct(util), muted if util is None else None),
             "vram": (fmt.gib_pair(used, total), self._level(fmt.fraction_level(used, total, fmt.VRAM_FRACTION))),
             "power": device(
@@ -501,9 +510,15 @@ class GpuTable(ScrollView, can_focus=True):
             Segment(fit(tail, width - cell_len(head) - min(max(0, room), cell_len(name)), False), style),
         ]
 
+    def _health_style(self, mark: hv.Mark) -> Style:
+        return self._style(_HEALTH_STYLE.get(mark.state, "muted"))
+
     def _level(self, level: str) -> Style | None:
         return None if level == fmt.OK else self._style(level)
 
+
+# Health state -> component class (no reading yet: muted).
+_HEALTH_STYLE = {hv.OK: "live", hv.WARN: "warn", hv.FAIL: "crit", hv.UNKNOWN: "muted"}
 
 # Sparkline after these columns: (metric, top of the scale) for a GPU's latest metrics.
 _SPARKS = {

@@ -11,6 +11,10 @@ with the traces looping, for `textual run --dev` (tests/ui/scenes/dev_app.py).
 from __future__ import annotations
 
 import asyncio
+import atexit
+import shutil
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,9 +26,11 @@ from console.services.instances import InstanceState, InstanceView
 from console.services.transports import TransportPool
 from console.transport.replay import ReplayTransport, load_traces
 from console.ui.app import ConsoleApp
+from console.ui.model import events_view
 from console.ui.model.instance_source import StaticInstances
 from console.ui.widgets.gpu_table import GpuTable
 from tests.helpers import wait_for
+from tests.ui.scenes.health import HealthFleet, write_events
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -331,6 +337,43 @@ SCENES: dict[str, Scene] = {
             doc="l: an instance's vLLM log with its startup stage, followed live",
         ),
         Scene("stop-confirm", select=("mi300x-spx", 4), press=("x",), doc="x: stop an instance, after a confirmation"),
+        Scene(
+            "gpu-health",
+            readme=True,
+            select=("mi300x-spx", 2),
+            press=("enter",),
+            doc="GPU detail: every health counter with its rate and since when (a GPU throttled on power)",
+        ),
+        Scene(
+            "gpu-health-fail",
+            select=("mi300x-spx", 5),
+            press=("enter",),
+            doc="GPU detail of a GPU in fail: uncorrectable ECC errors, a bad page pending",
+        ),
+        Scene(
+            "fleet-sick",
+            readme=True,
+            press=("slash", *"sick", "enter"),
+            doc="/ sick: only the GPUs in warn or fail, with the nodes' health summary",
+        ),
+        Scene("events", readme=True, press=("e",), doc="e: the fleet's timeline, newest first, followed live"),
+        Scene(
+            "events-filter",
+            press=("e", "slash", *"kind:gpu", "space", *"warn", "enter"),
+            doc="the events screen filtered: GPU events of warn or worse",
+        ),
+        Scene(
+            "start-dialog-sick",
+            select=("mi300x-spx", 5),
+            press=("space", "s"),
+            doc="the start dialog on a GPU in fail: the start will be refused unless forced",
+        ),
+        Scene(
+            "instance-log-failed",
+            select=("mi300x-cpx", 13),
+            press=("l",),
+            doc="the log of a failed instance, with its GPUs' events around the failure",
+        ),
     )
 }
 
@@ -342,6 +385,19 @@ def scene_profile(scene: Scene) -> Profile:
         ),
         serve_presets=load_profile([PRESETS]).serve_presets,
     )
+
+
+def _scene_time(t: float | None = None) -> time.struct_time:
+    return time.gmtime((time.time() if t is None else t) + 9 * 3600)
+
+
+def scene_events_path() -> Path:
+    """A fresh events.jsonl holding demo_events(), removed when the process ends."""
+    folder = Path(tempfile.mkdtemp(prefix="rocm-console-scene-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "events.jsonl"
+    write_events(path)
+    return path
 
 
 def build_app(scene: Scene):
@@ -364,13 +420,19 @@ def build_app(scene: Scene):
         transports[name] = t
         return t
 
-    fleet = FleetTelemetry(
+    # HealthFleet: the replayed nodes with a few sick GPUs (the traces carry no health lines).
+    fleet = HealthFleet(
         scene_profile(scene).nodes, TransportPool(factory), clock=clock, stale_after=3.0, backoff_cap=60.0
     )
     instances = scene_instances(scene)
     app = ConsoleApp(
         scene_profile(scene), fleet=fleet, clock=clock, notify_health=False, cursor_blink=False, instances=instances
     )
+    # The events screen's log: a morning of the demo fleet, in a folder of the scene's own;
+    # calendar times in a fixed zone (UTC+9: the morning of T0's day), so that the SVGs are
+    # the same on every machine.
+    app.event_log_path = scene_events_path()  # type: ignore[attr-defined]
+    events_view.localtime = _scene_time
     if scene.theme:
         app.theme = scene.theme
 
@@ -386,6 +448,14 @@ def build_app(scene: Scene):
         want = {n: traces[n].samples() - (0 if n in scene.down or n in scene.stale else 1) for n in scene.nodes}
         await _until(pilot, lambda: all(fleet.frames_received(n) >= k for n, k in want.items()), what=state)
         await _until(pilot, lambda: all(fleet.snapshot(n).health == NodeHealth.DOWN for n in scene.down), what=state)
+        # The versions probe (ROCm, vLLM in the node header) follows the first full frame and
+        # changes no data generation: it must be in before the held-back samples redraw the rows.
+        live = [n for n in scene.nodes if n not in scene.down and n not in scene.stale]
+        await _until(
+            pilot,
+            lambda: all(fleet.snapshot(n).probe is not None for n in live),
+            what=lambda: f"versions probed on {[n for n in live if fleet.snapshot(n).probe is not None]}",
+        )
         clock.t = T0
         gate.set()
         await _until(

@@ -1,0 +1,221 @@
+"""The fleet's timeline: events.jsonl, newest first, filterable, followed live.
+
+The log is read once in a thread when the screen opens; after that a timer polls a
+Follower (EventLog.follow) once a second and marks the screen dirty when events came;
+the redraw clock rebuilds the table only then or when the filter changed.  Paused, the
+log is not polled (what was appended is read on resume).  The buffer is bounded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Input, Static
+
+from console.core.events import Event
+from console.core.text import one_line, printable
+from console.services.events import EventLog, Follower, Position
+from console.ui.model.events_view import EventBuffer, EventFilter, event_row
+from console.ui.model.protocols import console_host
+from console.ui.widgets.key_bar import KeyBar
+from console.ui.widgets.status_bar import StatusBar
+from console.ui.workers import run_named
+
+POLL_S = 1.0  # seconds between two looks at the log for new lines
+SHOWN = 1000  # rows in the table at most (the buffer keeps more for the filter)
+FILTER_HINT = "filter: node:NAME kind:gpu gpu:N warn|fail, or any text (Enter keeps, Esc clears)"
+_SEVERITY_STYLE = {"info": "", "warn": "bold yellow", "fail": "bold red"}
+
+
+def event_log_of(app: object) -> EventLog:
+    """The app's event log: its event_log_path when it has one (tests, scenes), else the data folder's."""
+    path = getattr(app, "event_log_path", None)
+    return EventLog(Path(path) if path is not None else None)
+
+
+def toggle_events(app: App, filter_text: str = "") -> None:
+    """e / the palette: open the events screen (with a filter), or close it."""
+    screen = app.screen
+    if not isinstance(screen, EventsScreen):
+        app.push_screen(EventsScreen(event_log_of(app), filter_text))
+    elif filter_text:
+        screen.set_filter(filter_text)
+    else:
+        app.pop_screen()
+
+
+class EventsScreen(Screen):
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="close-events"),
+        Binding("slash", "filter", "Filter", id="filter-events"),
+        Binding("f", "toggle_follow", "Follow", id="follow-events"),
+    ]
+
+    def __init__(self, log: EventLog, filter_text: str = "") -> None:
+        super().__init__(id="events-screen")
+        self.event_log = log
+        self.buffer = EventBuffer()
+        self.filter = EventFilter(filter_text)
+        self.follow = True
+        self.loaded = False
+        self.error: str | None = None
+        self._follower: Follower | None = None
+        self._drawn: tuple | None = None
+        self._ready = False
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status-bar")
+        yield Static(id="events-title")
+        yield Input(value=self.filter.text, placeholder=FILTER_HINT, id="events-filter", compact=True)
+        table: DataTable[Any] = DataTable(id="events-table", cursor_type="row", zebra_stripes=True)
+        table.add_column("When", key="when")
+        table.add_column("", key="sev")
+        table.add_column("Node", key="node")
+        table.add_column("GPU", key="gpu")
+        table.add_column("Kind", key="kind")
+        table.add_column("What", key="what")
+        yield table
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self._ready = True
+        box = self.query_one("#events-filter", Input)
+        box.cursor_blink = console_host(self.app).cursor_blink
+        box.set_class(bool(self.filter.text), "-open")
+        self.query_one("#events-table", DataTable).focus()
+        self._load()
+        # Its own clock for the log: the redraw clock draws only what changed, and a frozen
+        # console clock (tests, scenes) must not stop the follow.
+        self.set_interval(POLL_S, self._poll_tick, name="events-follow")
+        console_host(self.app).request_redraw()  # the clock draws it once its widgets are all mounted
+
+    def on_screen_resume(self) -> None:
+        self.set_class(getattr(self.app, "paused", False), "-paused")
+
+    # ------------------------------------------------------------ reading (thread: no widgets)
+
+    def _load(self) -> None:
+        run_named(self, self._read_log, "events-read", thread=True, exclusive=True)
+
+    def _read_log(self) -> None:
+        try:
+            events, position = self.event_log.read_with_position()
+        except OSError as exc:
+            self.app.call_from_thread(self._loaded, [], None, f"{self.event_log.path}: {one_line(exc)}")
+            return
+        self.app.call_from_thread(self._loaded, events, position, None)
+
+    def _loaded(self, events: list[Event], position: Position | None, error: str | None) -> None:
+        self.buffer.load(events)
+        self.error = error
+        self.loaded = True
+        if position is not None:
+            self._follower = self.event_log.follow(position)
+        console_host(self.app).request_redraw()
+
+    def _poll_tick(self) -> None:
+        if not getattr(self.app, "paused", False) and self.poll():
+            console_host(self.app).request_redraw()  # drawn at the next redraw tick, with the rest
+
+    def poll(self) -> int:
+        """New lines of the log into the buffer (the clock calls it about once a second)."""
+        if self._follower is None or not self.follow:
+            return 0
+        try:
+            return self.buffer.add(self._follower.poll())
+        except OSError as exc:
+            self.error = f"{self.event_log.path}: {one_line(exc)}"
+            return 0
+
+    # ------------------------------------------------------------ drawing (the clock)
+
+    def redraw(self, now: float) -> None:
+        if not self._ready:
+            return
+        host = console_host(self.app)
+        self.query_one(StatusBar).show(host.fleet.snapshots(), host.sampling_interval)
+        key = (self.buffer.generation, self.filter.text, self.loaded, self.error, self.follow, int(now) // 60)
+        if key == self._drawn:
+            return
+        self._drawn = key
+        shown = self.buffer.view(self.filter, SHOWN)
+        table = self.query_one("#events-table", DataTable)
+        table.clear()
+        for event in shown:
+            row = event_row(event, now)
+            style = _SEVERITY_STYLE.get(row.severity, "")
+            table.add_row(
+                Text(row.when, "dim"),
+                Text(row.mark, style),
+                Text(printable(row.node)),
+                Text(row.gpu),
+                Text(row.kind, style),
+                Text(printable(row.message), style if row.severity == "fail" else ""),
+            )
+        self.query_one("#events-title", Static).update(self._title(len(shown)))
+
+    def _title(self, shown: int) -> Text:
+        text = Text(" Events", "bold")
+        if not self.loaded:
+            text.append(f"  reading {self.event_log.path}…")
+            return text
+        total = len(self.buffer)
+        count = f"{shown} of {total}" if self.filter else f"{total}"
+        text.append(f"  {count} · newest first · ")
+        text.append("follow on" if self.follow else "follow off (f: on)", "bold" if self.follow else "")
+        problem = self.filter.error or self.error
+        if problem:
+            text.append(f"  {printable(problem)}", "bold red")
+        elif not total:
+            text.append(f"  no events yet in {printable(str(self.event_log.path))}", "italic")
+        if self.event_log.bad_lines:
+            text.append(f"  ({self.event_log.bad_lines} unreadable lines skipped)", "dim")
+        return text
+
+    # ------------------------------------------------------------ filter and keys
+
+    def action_filter(self) -> None:
+        box = self.query_one("#events-filter", Input)
+        box.add_class("-open")
+        box.focus()
+
+    def set_filter(self, text: str) -> None:
+        self.filter = EventFilter(text)
+        box = self.query_one("#events-filter", Input)
+        if box.value != text:
+            box.value = text
+        console_host(self.app).request_redraw()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "events-filter":
+            self.filter = EventFilter(event.value)
+            console_host(self.app).request_redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "events-filter":
+            event.input.set_class(bool(event.value.strip()), "-open")
+            self.query_one("#events-table", DataTable).focus()
+
+    def action_back(self) -> None:
+        """Esc: leave the filter box, then clear the filter, then close the screen."""
+        box = self.query_one("#events-filter", Input)
+        table = self.query_one("#events-table", DataTable)
+        if box.has_focus:
+            box.set_class(bool(box.value.strip()), "-open")
+            table.focus()
+        elif box.value:
+            self.set_filter("")
+            box.remove_class("-open")
+        else:
+            self.app.pop_screen()
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        if self.follow:
+            self.poll()
+        console_host(self.app).request_redraw()
