@@ -50,7 +50,10 @@ from console.ui.screens.fleet import FleetScreen
 from console.ui.workers import run_named
 
 if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for them
+    from console.core.health_profile import HealthSettings
     from console.services.demo import DemoInstance
+    from console.services.events import EventLog
+    from console.services.health_watch import HealthWatch
     from console.ui.model.bench_form import BenchRequest
     from console.ui.model.offline_form import OfflineRequest
     from console.ui.screens.partition import StartPresetRequested
@@ -97,6 +100,8 @@ class ConsoleApp(App[int]):
         instances: InstanceSource | None = None,
         instance_poll_interval: float = INSTANCE_POLL_INTERVAL,
         demo_instances: Sequence[DemoInstance] = (),
+        events: EventLog | None = None,
+        health: HealthSettings | None = None,
     ) -> None:
         super().__init__()
         # The demo opens on a living fleet: these (DemoInstance) are started once their node is live.
@@ -127,7 +132,14 @@ class ConsoleApp(App[int]):
         self._topology_moved_at: float | None = None  # when a node's GPUs last changed
         self.fleet.probe_gate = self.fleet_settled
         # vLLM instances: the source (real service over the fleet's connections, or injected).
-        self.instances: InstanceSource = instances or ServiceInstances(self.fleet.pool)
+        # The timeline and the [[alert]] rules while the console runs (HealthWatch, writing
+        # `events`); without a log, health is still judged and shown, nothing is written (tests).
+        self.health_watch: HealthWatch | None = None
+        if events is not None:
+            from console.services.health_watch import HealthWatch  # its alert delivery is not first-frame work
+
+            self.health_watch = HealthWatch(self.fleet, health, events=events)
+        self.instances: InstanceSource = instances or ServiceInstances(self.fleet.pool, events=events)
         self.board = InstanceBoard(self.fleet.node_names)
         self.instance_poll_interval = instance_poll_interval
         self._poll_wake: dict[str, asyncio.Event] = {}
@@ -154,6 +166,8 @@ class ConsoleApp(App[int]):
     async def _start_collection(self) -> None:
         if self._fleet_started or not self.is_running:
             return
+        if self.health_watch is not None:
+            await self.health_watch.start()
         await self.fleet.start()  # only creates tasks: never waits for a node
         self._fleet_started = True
         self.set_timer(SETTLE_TIMEOUT, self._settle, name="settle-timeout")
@@ -176,6 +190,8 @@ class ConsoleApp(App[int]):
                 await asyncio.wait_for(self.fleet.stop(), STOP_TIMEOUT)
             except asyncio.TimeoutError:
                 pass
+        if self.health_watch is not None:
+            await self.health_watch.stop(drain=1.0)  # queued alert deliveries get a second
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Any worker that fails (the app's, a screen's, a widget's): a notification naming it.
@@ -247,6 +263,8 @@ class ConsoleApp(App[int]):
                 except Exception as exc:  # a surprise must not end the polling
                     self.post_message(InstancesUpdated(node, None, f"{node}: {type(exc).__name__}: {one_line(exc)}"))
                 else:
+                    if self.health_watch is not None:
+                        self.health_watch.observe_instances(node, views)
                     self.post_message(InstancesUpdated(node, views))
                 wait = self.instance_poll_interval
             wake.clear()
@@ -728,8 +746,11 @@ def _stop_refusal(view: InstanceView | None, node: str, name: str) -> str | None
 
 
 def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> int:
+    from console.core.health_profile import health_settings
+    from console.services.events import EventLog
+
     if not demo:
-        app = ConsoleApp(profile, interval=interval)
+        app = ConsoleApp(profile, interval=interval, events=EventLog(), health=health_settings(profile))
         app.run()
         return app.return_code or 0
     from console.services import demo as demo_life
@@ -740,7 +761,13 @@ def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> i
         demo_life.use_private_state()  # made already when the TUI entry started the agents early
         demo_life.use_demo_data_dir()
         demo_life.seed_history()
-        app = ConsoleApp(profile, interval=interval, demo_instances=demo_life.DEMO_INSTANCES)
+        app = ConsoleApp(
+            profile,
+            interval=interval,
+            demo_instances=demo_life.DEMO_INSTANCES,
+            events=EventLog(),  # in the demo's own data dir (use_demo_data_dir)
+            health=health_settings(profile),
+        )
         app.run()
         return app.return_code or 0
     finally:  # a clean quit stops the demo's processes now rather than at their next look

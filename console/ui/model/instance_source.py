@@ -17,6 +17,7 @@ from console.services.transports import TransportPool
 from console.ui.model.instance_board import RUNNING
 
 if TYPE_CHECKING:
+    from console.services.events import EventLog
     from console.services.instances import InstancePoller, InstanceService
 
 
@@ -56,8 +57,9 @@ class InstanceSource(Protocol):
 class ServiceInstances:
     """The real thing: InstanceService and its poller on a shared TransportPool."""
 
-    def __init__(self, pool: TransportPool) -> None:
+    def __init__(self, pool: TransportPool, *, events: EventLog | None = None) -> None:
         self._pool = pool
+        self._events = events  # a failed instance's reason names its GPUs' events from this log
         self._service: InstanceService | None = None
         self._poller: InstancePoller | None = None
 
@@ -76,7 +78,7 @@ class ServiceInstances:
         if self._poller is None:
             from console.services.instances import InstancePoller
 
-            self._poller = InstancePoller(self.service)
+            self._poller = InstancePoller(self.service, events=self._events)
         return self._poller
 
     async def poll(self, node, snapshot, *, watched=()):
