@@ -13,9 +13,10 @@ from console.cli import bench_offline, common
 from console.cli.inputs import bench_inputs, concurrency_points
 from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
+from console.core.bench.run_telemetry import summarize
 from console.core.model import NodeSpec, Profile
 from console.core.results.build import run_from_console
-from console.core.results.record import StoredRun, run_to_dict
+from console.core.results.record import StoredRun, jsonable, run_to_dict
 from console.core.status_view import fmt_num
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
@@ -125,7 +126,23 @@ def format_outcome(outcome: serving.RunOutcome) -> str:
                 f"  {metric.upper():<5} mean {fmt_num(m.get(f'mean_{metric}_ms'), '{:.2f}')}  median "
                 f"{fmt_num(m.get(f'median_{metric}_ms'), '{:.2f}')}  p99 {fmt_num(m.get(f'p99_{metric}_ms'), '{:.2f}')} ms"
             )
+    lines.extend(energy_lines(outcome.telemetry, r.total_output_tokens, outcome.telemetry_note))
+    lines.extend("  " + line for line in serving.check_lines(outcome))
     return "\n".join(lines)
+
+
+def energy_lines(telemetry, output_tokens: float | None, note: str | None) -> list[str]:
+    """The run's energy, power, tokens per joule and throttled share (issue P), for the text output."""
+    if telemetry is None:
+        return [f"  energy: not recorded ({note})"] if note else []
+    e = summarize(telemetry, None if output_tokens is None else float(output_tokens))
+    source = "" if e.source == "counter" else f" ({e.source})"
+    line = (
+        f"  energy {fmt_num(e.energy_j, '{:.1f}')} J{source}  avg {fmt_num(e.avg_power_w, '{:.0f}')} W"
+        f"  peak {fmt_num(e.peak_gpu_power_w, '{:.0f}')} W  {fmt_num(e.tokens_per_joule, '{:.3g}')} tokens/J"
+        f"  throttled {fmt_num(e.throttled_pct, '{:.1f}%')}"
+    )
+    return [line] + ([f"  telemetry: {note}"] if note else [])
 
 
 async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, preset_name: str, argv) -> dict:
@@ -178,6 +195,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
                     setup=apply_bench_overrides(preset, overrides),
                     block=outcome.block,
                     label=args.label,
+                    **serving.store_kwargs(outcome),
                 )
                 try:
                     run_id = store.save(run)
@@ -201,10 +219,29 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
         doc = (
             [run_to_dict(r) for r in stored]
             if stored
-            else [{"run": o.run, "ok": o.ok, "reason": o.reason, "result": o.result_json} for o in outcomes]
+            else [
+                {
+                    "run": o.run,
+                    "ok": o.ok,
+                    "reason": o.reason,
+                    "result": o.result_json,
+                    **_unstored_headline(o),
+                }
+                for o in outcomes
+            ]
         )
         print(json.dumps(doc[0] if len(points) == 1 and doc else doc, indent=2))
     return common.EXIT_OK if all(o.ok for o in outcomes) and not unstored else common.EXIT_FAILED
+
+
+def _unstored_headline(outcome: serving.RunOutcome) -> dict:
+    """--json of a run not stored (--no-store): the same energy and client-check keys a stored one has."""
+    run = run_from_console(None, outcome.result_json, None, block=outcome.block, **serving.store_kwargs(outcome))
+    return {
+        **jsonable(run.headline()),
+        "energy": run.energy,
+        "client_check": run.client_check,
+    }
 
 
 async def _runs(args, profile: Profile) -> int:
