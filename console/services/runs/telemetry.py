@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -226,14 +227,20 @@ async def recording(
     fleet: FleetTelemetry | None = None,
     pool: TransportPool | None = None,
     node: NodeSpec | None = None,
+    wait_first: float = 5.0,
 ) -> AsyncIterator[RunTelemetryRecorder]:
-    """Record while the body runs: from the fleet when given, else from the node's own stream."""
+    """Record while the body runs: from the fleet when given, else from the node's own stream,
+    whose first frame is waited for (at most ``wait_first`` s: the agent's start) so the run's
+    first seconds are in the record."""
     detach: Callable[[], None] | None = None
     task: asyncio.Task | None = None
     if fleet is not None:
         detach = attach_fleet(fleet, recorder)
     elif pool is not None and node is not None:
         task = asyncio.create_task(stream_node(pool, node, recorder), name=f"run-telemetry:{node.name}")
+        deadline = time.monotonic() + wait_first
+        while not recorder.frames and not task.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
     try:
         yield recorder
     finally:
