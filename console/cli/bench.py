@@ -13,7 +13,6 @@ from console.cli import bench_offline, common
 from console.cli.inputs import bench_inputs, concurrency_points
 from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
-from console.core.bench.run_telemetry import summarize
 from console.core.model import NodeSpec, Profile
 from console.core.results.build import run_from_console
 from console.core.results.record import StoredRun, jsonable, run_to_dict
@@ -126,23 +125,9 @@ def format_outcome(outcome: serving.RunOutcome) -> str:
                 f"  {metric.upper():<5} mean {fmt_num(m.get(f'mean_{metric}_ms'), '{:.2f}')}  median "
                 f"{fmt_num(m.get(f'median_{metric}_ms'), '{:.2f}')}  p99 {fmt_num(m.get(f'p99_{metric}_ms'), '{:.2f}')} ms"
             )
-    lines.extend(energy_lines(outcome.telemetry, r.total_output_tokens, outcome.telemetry_note))
+    lines.extend(bench_offline.energy_lines(outcome.telemetry, r.total_output_tokens, outcome.telemetry_note))
     lines.extend("  " + line for line in serving.check_lines(outcome))
     return "\n".join(lines)
-
-
-def energy_lines(telemetry, output_tokens: float | None, note: str | None) -> list[str]:
-    """The run's energy, power, tokens per joule and throttled share (issue P), for the text output."""
-    if telemetry is None:
-        return [f"  energy: not recorded ({note})"] if note else []
-    e = summarize(telemetry, None if output_tokens is None else float(output_tokens))
-    source = "" if e.source == "counter" else f" ({e.source})"
-    line = (
-        f"  energy {fmt_num(e.energy_j, '{:.1f}')} J{source}  avg {fmt_num(e.avg_power_w, '{:.0f}')} W"
-        f"  peak {fmt_num(e.peak_gpu_power_w, '{:.0f}')} W  {fmt_num(e.tokens_per_joule, '{:.3g}')} tokens/J"
-        f"  throttled {fmt_num(e.throttled_pct, '{:.1f}%')}"
-    )
-    return [line] + ([f"  telemetry: {note}"] if note else [])
 
 
 async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, preset_name: str, argv) -> dict:
