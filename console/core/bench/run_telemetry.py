@@ -818,7 +818,7 @@ def summary_to_json(summary: RunEnergySummary) -> dict[str, Any]:
         return None if v is None else round(v, digits)
 
     return {
-        **{k: (r(v, 4) if isinstance(v, float) else v) for k, v in summary.as_fields().items()},
+        **{k: (float(f"{v:.6g}") if isinstance(v, float) else v) for k, v in summary.as_fields().items()},
         "output_tokens": summary.output_tokens,
         "duration_s": r(summary.duration_s),
         "integrated_s": r(summary.integrated_s),
