@@ -144,7 +144,9 @@ class ExperimentReport:
         """Rows no other row beats on both tok/s per node and output tokens per joule (higher both)."""
         return tuple(energy_front(self.rows))
 
-    def to_markdown(self, chart: str | None = None, chart_image: str | None = None) -> str:
+    def to_markdown(
+        self, chart: str | None = None, chart_image: str | None = None, energy_chart: str | None = None
+    ) -> str:
         exp = self.experiment
         lines = [
             f"# Layout experiment {exp.name} on {self.node}",
@@ -205,6 +207,8 @@ class ExperimentReport:
                     f"{'' if r.avg_power_w is None else f'{r.avg_power_w:.0f}'} | {_cell(r.ms('ttft', 'p99'))} |"
                 )
             lines.append("")
+            if energy_chart:
+                lines += ["```", energy_chart.rstrip("\n"), "```", ""]
         if chart or chart_image:
             lines += ["## Throughput vs latency", ""]
             if chart_image:
@@ -235,6 +239,17 @@ class ExperimentReport:
                 )
             lines.append("")
         return "\n".join(lines)
+
+    def energy_chart_series(self) -> list[tuple[str, list[float], list[float]]]:
+        """(layout label, tok/s per node, tokens per joule) per layout, in load order: the energy chart's data."""
+        out = []
+        for layout in self.experiment.layouts:
+            curve = [r for r in self.curve(layout.key) if r.tokens_per_joule is not None]
+            if curve:
+                out.append(
+                    (layout.label, [r.tok_s_per_node for r in curve], [r.tokens_per_joule or 0.0 for r in curve])
+                )
+        return out
 
     def chart_series(self) -> list[tuple[str, list[float], list[float]]]:
         """(layout label, p99 TTFT ms, tok/s per node) per layout, in load order: the chart's data."""
