@@ -15,7 +15,7 @@ from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
 from console.core.model import NodeSpec, Profile
 from console.core.results.build import run_from_console
-from console.core.results.record import StoredRun, run_to_dict
+from console.core.results.record import StoredRun, jsonable, run_to_dict
 from console.core.status_view import fmt_num
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
@@ -125,6 +125,8 @@ def format_outcome(outcome: serving.RunOutcome) -> str:
                 f"  {metric.upper():<5} mean {fmt_num(m.get(f'mean_{metric}_ms'), '{:.2f}')}  median "
                 f"{fmt_num(m.get(f'median_{metric}_ms'), '{:.2f}')}  p99 {fmt_num(m.get(f'p99_{metric}_ms'), '{:.2f}')} ms"
             )
+    lines.extend(bench_offline.energy_lines(outcome.telemetry, r.total_output_tokens, outcome.telemetry_note))
+    lines.extend("  " + line for line in serving.check_lines(outcome))
     return "\n".join(lines)
 
 
@@ -178,6 +180,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
                     setup=apply_bench_overrides(preset, overrides),
                     block=outcome.block,
                     label=args.label,
+                    **serving.store_kwargs(outcome),
                 )
                 try:
                     run_id = store.save(run)
@@ -201,10 +204,29 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
         doc = (
             [run_to_dict(r) for r in stored]
             if stored
-            else [{"run": o.run, "ok": o.ok, "reason": o.reason, "result": o.result_json} for o in outcomes]
+            else [
+                {
+                    "run": o.run,
+                    "ok": o.ok,
+                    "reason": o.reason,
+                    "result": o.result_json,
+                    **_unstored_headline(o),
+                }
+                for o in outcomes
+            ]
         )
         print(json.dumps(doc[0] if len(points) == 1 and doc else doc, indent=2))
     return common.EXIT_OK if all(o.ok for o in outcomes) and not unstored else common.EXIT_FAILED
+
+
+def _unstored_headline(outcome: serving.RunOutcome) -> dict:
+    """--json of a run not stored (--no-store): the same energy and client-check keys a stored one has."""
+    run = run_from_console(None, outcome.result_json, None, block=outcome.block, **serving.store_kwargs(outcome))
+    return {
+        **jsonable(run.headline()),
+        "energy": run.energy,
+        "client_check": run.client_check,
+    }
 
 
 async def _runs(args, profile: Profile) -> int:

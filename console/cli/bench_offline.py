@@ -37,6 +37,7 @@ from console.core.bench.offline import (
     check_extra_args,
     load_offline_presets,
 )
+from console.core.bench.run_telemetry import RunTelemetry, summarize
 from console.core.errors import ProfileError
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.profiles import PROFILES_DIR
@@ -44,6 +45,7 @@ from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.results.reference import load_reference_numbers, reference_matches
 from console.core.serve.argv import redact
+from console.core.status_view import fmt_num
 from console.services.instances import InstanceError
 from console.services.node_results import keep_locally, result_place
 from console.services.results import ResultStore, StoreError
@@ -209,6 +211,11 @@ class _Printer:
 def format_offline(outcome: OfflineOutcome) -> str:
     if not outcome.ok:
         return f"{outcome.run}: FAILED — {outcome.reason}"
+    energy = energy_lines(outcome.telemetry, None, outcome.telemetry_note)
+    return "\n".join([_format_offline(outcome), *energy])
+
+
+def _format_offline(outcome: OfflineOutcome) -> str:
     r = outcome.result_json or {}
     if outcome.kind == "latency":
         pct = r.get("percentiles") or {}
@@ -221,6 +228,20 @@ def format_offline(outcome: OfflineOutcome) -> str:
         f"{r.get('requests_per_second', float('nan')):.2f} requests/s  {r.get('num_requests')} requests in "
         f"{r.get('elapsed_time', float('nan')):.2f} s"
     )
+
+
+def energy_lines(telemetry: RunTelemetry | None, output_tokens: float | None, note: str | None) -> list[str]:
+    """The run's energy, power, tokens per joule and throttled share (issue P), for the text output."""
+    if telemetry is None:
+        return [f"  energy: not recorded ({note})"] if note else []
+    e = summarize(telemetry, None if output_tokens is None else float(output_tokens))
+    source = "" if e.source == "counter" else f" ({e.source})"
+    line = (
+        f"  energy {fmt_num(e.energy_j, '{:.1f}')} J{source}  avg {fmt_num(e.avg_power_w, '{:.0f}')} W"
+        f"  peak {fmt_num(e.peak_gpu_power_w, '{:.0f}')} W  {fmt_num(e.tokens_per_joule, '{:.3g}')} tokens/J"
+        f"  throttled {fmt_num(e.throttled_pct, '{:.1f}%')}"
+    )
+    return [line] + ([f"  telemetry: {note}"] if note else [])
 
 
 def _context(node: NodeSpec, snap: NodeSnapshot | None, gpus, preset: OfflinePreset, outcome: OfflineOutcome) -> dict:
@@ -307,7 +328,7 @@ async def _attach(args, node: NodeSpec, runner: OfflineRunner, store: ResultStor
     preset = preset_from_spec(spec) or OfflinePreset(name=str(spec.get("preset") or "custom"), kind=kind, model="?")
     if not args.json:
         print(f"attached to {args.attach} ({rec.state})", flush=True)
-    outcome = await runner.follow(node, args.attach, kind, on_event=_Printer(args.json, False))
+    outcome = await runner.follow(node, args.attach, kind, on_event=_Printer(args.json, False), gpus=gpus)
     snap = await sample_node(runner.pool, node, probe=True)
     return await _finish(args, runner.pool, node, snap, preset, [(gpus, outcome)], store)
 
@@ -329,6 +350,7 @@ async def _finish(args, pool, node, snap, preset: OfflinePreset, results, store:
                     preset,
                     client="script" if outcome.argv and outcome.argv[0] == node.python else "subcommand",
                     label=args.label,
+                    telemetry=outcome.telemetry,
                 )
             except OfflineError as exc:
                 where = await result_place(pool, node, outcome.run)

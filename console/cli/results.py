@@ -31,7 +31,16 @@ from console.core.errors import ProfileError
 from console.core.events import parse_since
 from console.core.profiles import PROFILES_DIR
 from console.core.results.compare import compare_table
-from console.core.results.display import delta_suffix, format_value, metric_label, run_date, run_summary
+from console.core.results.display import (
+    client_mark,
+    delta_suffix,
+    energy_text,
+    format_value,
+    metric_label,
+    run_date,
+    run_summary,
+    sig3,
+)
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
@@ -155,6 +164,7 @@ def _list(args, store: ResultStore) -> int:
         )
         return EXIT_OK
     head = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
+    head += ["TOK/J", "AVG W", "THR %", "CB"]
     rows = []
     filtered = any((args.node, args.label, args.model, args.since))
     for run, acc in zip(runs, accuracy_for(runs, store.list() if filtered else runs)):
@@ -175,9 +185,13 @@ def _list(args, store: ResultStore) -> int:
                 format_value("output_throughput", s["output_throughput"]),
                 format_value("median_ttft_ms", s["median_ttft_ms"]),
                 format_value("median_itl_ms", s["median_itl_ms"]),
+                sig3(s["tokens_per_joule"]),
+                "-" if s["avg_power_w"] is None else f"{s['avg_power_w']:.0f}",
+                "-" if s["throttled_pct"] is None else f"{s['throttled_pct']:.1f}",
+                client_mark(s["client_bound"]),
             ]
         )
-    sys.stdout.write(_table(head, rows, right={6, 7, 8, 9}))
+    sys.stdout.write(_table(head, rows, right={6, 7, 8, 9, 10, 11, 12}))
     return EXIT_OK
 
 
@@ -213,6 +227,7 @@ def _show(args, store: ResultStore) -> int:
         labels = {k: metric_label(k) + ":" for k in run.metrics}
         width = max(40, *(len(v) for v in labels.values()))
         out += [f"  {labels[k]:<{width}} {format_value(k, v)}" for k, v in run.metrics.items()]
+    out += energy_text(run)
     if run.live:
         out.append("Live (from /metrics during the run)")
         width = max(len(k) for k in run.live)
@@ -239,7 +254,7 @@ def _pick_references(runs: Sequence[StoredRun]) -> list[ReferenceMatch]:
 def _cell(row: dict, i: int) -> str:
     key = row["key"]
     value = row["values"][i]
-    if row["section"] != "metric":
+    if row["section"] not in ("metric", "energy") or key == "client_bound":
         if key == "model":
             return _short_model(value)
         return format_value(key, value)

@@ -145,3 +145,15 @@ async def poll_metrics(
             except asyncio.TimeoutError:
                 pass
     return live
+
+
+async def scrape_once(base_url: str, *, timeout: float = 10.0) -> str | None:
+    """One /metrics body (the client check's scrapes just before and after a run); None when
+    the server did not answer 200 within the timeout or its body was over the cap."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            return await _read_capped(client, base_url + "/metrics")
+    except (httpx.HTTPError, ValueError, OSError):
+        return None

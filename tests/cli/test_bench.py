@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.cli_helpers import one_line_error, run
 from tests.helpers import free_port
 
@@ -34,6 +36,13 @@ def test_bench_run_and_sweep_store_results(profile, tmp_path):
         doc = json.loads(one.stdout)
         assert doc["metrics"]["completed"] == 20 and doc["context"]["instance"] == "b"
         assert doc["context"]["compute_partition"] == "SPX" and doc["context"]["gpu_model"] == "AMD Instinct MI300X"
+        # issue P: the run's GPU 2 over the run, its energy and the client's self-check
+        assert doc["energy"]["gpus"][0]["gpu"] == 2 and doc["energy_j"] > 0 and doc["avg_power_w"] > 0
+        assert doc["tokens_per_joule"] == pytest.approx(
+            doc["result"]["total_output_tokens"] / doc["energy_j"], rel=1e-5
+        )
+        assert doc["client_check"]["requests"]["client"] == 20 and doc["client_bound"] is False
+        assert "throttled_pct" in doc and doc["telemetry"]["gpus"][0]["gpu"] == 2
         sweep = run(
             "bench",
             "sweep",

@@ -173,6 +173,10 @@ async def test_run_shows_progress_live_charts_result_and_stores_it(node, served)
     assert stored.context["gpu_model"]  # from the fleet's static facts
     assert stored.setup["num_prompts"] == 40
     assert stored.live["samples"] == len(cur.outcome.live) > 0
+    # issue P: the instance's GPU recorded from the fleet's stream, and the client checked itself
+    assert stored.energy["gpus"][0]["gpu"] == 1 and stored.energy_j > 0 and stored.tokens_per_joule > 0
+    assert stored.client_bound is False and stored.client_check["requests"]["client"] == 40
+    assert "tokens/J" in text and "client check: ok" in text
 
 
 # ---------------------------------------------------------------- a sweep
@@ -377,6 +381,34 @@ def test_session_is_bounded_and_ignores_other_runs():
     assert len(cur.live) == bv.MAX_LIVE_POINTS and cur.progress is None
     assert len(session.log_pending) == bv.MAX_PENDING_LOG
     assert all(len(line) <= bv.MAX_LOG_LINE for line in session.log_pending)
+
+
+async def test_throttle_episodes_are_marked_on_the_live_latency_charts():
+    """Samples whose GPUs were throttled (the fleet's `throttled` flag) become red marks on TTFT and ITL."""
+    from console.ui.screens.bench import THROTTLE_MARKED
+
+    session = bv.BenchSession([4], clock=lambda: 100.0)
+    session.apply(bv.PointBegan(0, 4))
+    from console.services.runs.serving import BenchStarted
+
+    session.apply(BenchStarted("r1", "n", (), 4))
+    for i, flag in enumerate([False, True, True, False, None, True]):
+        session.apply(LiveMetricsSampled("r1", _sample(100.0 + i, ttft_p50=50.0 + i), flag))
+    spans = bv.throttle_spans(session.current.throttled)
+    assert spans == [(101.0, 103.0), (105.0, 105.0)]
+    assert THROTTLE_MARKED == {"chart-ttft", "chart-itl"}
+
+    class PlotHost(App):
+        def compose(self):
+            yield LivePlot("TTFT", id="p")
+
+    app = PlotHost()
+    async with app.run_test(size=(80, 20)) as pilot:
+        plot = app.query_one("#p", LivePlot)
+        trace = bv.live_traces(list(session.current.live), (("ttft_p50", "p50"),))
+        plot.replot(trace, 100.0, "TTFT", spans=spans)
+        await pilot.pause()
+        assert plot.spans == tuple(spans) and plot.plotted == 6
 
 
 def test_pareto_front_keeps_the_points_nothing_beats():

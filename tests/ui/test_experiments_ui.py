@@ -63,3 +63,25 @@ async def test_progress_is_followed_from_the_state_file(tmp_path):
         text = screen_text(app)
         assert "cpx-tp1-x8: cpx-tp1-x8-r3: out of memory" in text
         assert "SPX tp1 ×8 at concurrency 8: 4000.0 tok/s per node" in text
+
+
+def test_detail_names_the_most_efficient_layout_and_client_bound_points(tmp_path):
+    from pathlib import Path
+
+    from console.ui.screens.experiments import Entry, detail_text
+
+    exp = load_experiment(Path(__file__).resolve().parents[2] / "profiles/experiments/demo-layouts.toml")
+    by_id = {p.id: p for p in plan_points(exp)}
+    state = ExperimentState(experiment=exp.name, node="n1", file=exp.file, planned=len(by_id))
+
+    def point(tok_s: float, tpj: float, **extra) -> dict:
+        base = {"completed": 32, "failed": 0, "output_throughput": tok_s, "nodes": 1}
+        return {**base, "p99_ttft_ms": 50.0, "p99_itl_ms": 20.0, "tokens_per_joule": tpj, **extra}
+
+    ids = sorted(by_id)
+    state = state.with_done(by_id[ids[0]], point(1800.0, 0.98, throttled_pct=12.5))
+    state = state.with_done(by_id[ids[1]], point(1900.0, 0.10, client_bound=True))
+    text = detail_text(Entry(tmp_path / "s.json", state, 0.0))
+    assert "1900.0 tok/s per node · 0.1 tokens/J; most efficient" in text
+    assert "0.98 tokens/J · throttled 12.5 %" in text
+    assert "client-bound:" in text

@@ -201,3 +201,41 @@ def test_expand_paths(tmp_path):
     assert expand_paths(f"{tmp_path}/*.json") == [f"{tmp_path}/a b.json", f"{tmp_path}/c.json"]
     assert expand_paths(f"{tmp_path}/none-*.json") == [f"{tmp_path}/none-*.json"]
     json.dumps(expand_paths(""))
+
+
+async def test_runs_with_energy_show_its_columns_detail_and_chart(tmp_path):
+    """The demo's recorded runs carry telemetry (issue P): the list gains tok/J, Avg W, Thr %
+    and CB; the detail says the energy, per-GPU share and client check and draws the power."""
+    from console.core.results.record import run_from_dict
+    from console.services.demo import SEED_RESULTS_DIR
+    from console.services.results import ResultStore
+
+    store = ResultStore(tmp_path / "results")
+    recorded = []
+    for path in sorted(SEED_RESULTS_DIR.glob("*.json")):
+        run = run_from_dict(json.loads(path.read_text()))
+        store.save(run)
+        if run.energy is not None:
+            recorded.append(run)
+    assert recorded, "the demo ships runs with energy"
+    app = Host(lambda: HistoryScreen(store))
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = app.screen
+        assert await wait_for(pilot, lambda: screen.loaded and screen.runs)
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels[-4:] == ["tok/J", "Avg W", "Thr %", "CB"]
+        run = recorded[0]
+        row = table.get_row(run.id)
+        assert str(row[-4]) == f"{run.tokens_per_joule:.3g}" and str(row[-3]) == f"{run.avg_power_w:.0f}"
+        table.move_cursor(row=[r.id for r in screen.shown].index(run.id))
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = app.screen
+        assert isinstance(detail, RunDetailScreen)
+        energy = str(detail.query_one("#run-energy", Static).render())
+        assert f"{run.tokens_per_joule:.3g} tokens/J" in energy and "(from integrated power)" in energy
+        assert "Client  ok (client and server agree)" in energy and "TTFT mean client" in energy
+        plot = detail.query_one("#run-power")
+        assert plot.plotted > 0

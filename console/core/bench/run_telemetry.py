@@ -80,6 +80,7 @@ __all__ = [
     "build",
     "partition_share",
     "summarize",
+    "summary_to_json",
     "tick_from_record",
 ]
 
@@ -807,3 +808,40 @@ def summarize(record: RunTelemetry, output_tokens: float | None = None) -> RunEn
         counter_resets=sum(g.counter_resets for g in record.gpus),
         gpus=gpus,
     )
+
+
+def summary_to_json(summary: RunEnergySummary) -> dict[str, Any]:
+    """What a stored run keeps as ``energy``: the headline keys, where they came from, and per
+    physical GPU what was measured and what the run was charged (docs/energy.md)."""
+
+    def r(v: float | None, digits: int = 3) -> float | None:
+        return None if v is None else round(v, digits)
+
+    return {
+        **{k: (float(f"{v:.6g}") if isinstance(v, float) else v) for k, v in summary.as_fields().items()},
+        "output_tokens": summary.output_tokens,
+        "duration_s": r(summary.duration_s),
+        "integrated_s": r(summary.integrated_s),
+        "gap_s": r(summary.gap_s),
+        "residency_pct": r(summary.residency_pct),
+        "counter_resets": summary.counter_resets,
+        "gpus": [
+            {
+                "gpu": g.gpu,
+                "node": g.node,
+                "partitions": list(g.partitions),
+                "partition_count": g.partition_count,
+                "share_method": g.share_method,
+                "measured_j": r(g.measured_j),
+                "run_j": r(g.run_j),
+                "share": r(g.share, 4),
+                "energy_s": r(g.energy_s),
+                "integrated_s": r(g.integrated_s),
+                "avg_power_w": r(g.avg_power_w),
+                "peak_power_w": r(g.peak_power_w),
+                "throttled_pct": r(g.throttled_pct),
+                "residency_pct": r(g.residency_pct),
+            }
+            for g in summary.gpus
+        ],
+    }

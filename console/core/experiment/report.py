@@ -35,6 +35,12 @@ class ReportRow:
     total_tok_s: float
     request_s: float
     latency: Mapping[str, float]  # "p99_ttft_ms" -> value, as in the result JSON
+    # Issue P: the group's output tokens per joule of its GPUs, their draw, the share of
+    # GPU-seconds throttled, and whether a client was the bottleneck (None: not recorded / judged).
+    tokens_per_joule: float | None = None
+    avg_power_w: float | None = None
+    throttled_pct: float | None = None
+    client_bound: bool | None = None
 
     @property
     def tok_s_per_node(self) -> float:
@@ -47,7 +53,8 @@ class ReportRow:
 @dataclass(frozen=True, slots=True)
 class BudgetWinner:
     budget: Budget
-    row: ReportRow | None  # None = no point meets the budget
+    row: ReportRow | None  # the fastest (tok/s per node) that meets it; None = no point meets the budget
+    efficient: ReportRow | None = None  # the most output tokens per joule that meets it; None = no energy known
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,11 @@ class ExperimentReport:
         "median_e2el_ms",
         "p99_e2el_ms",
         "pareto",
+        "tokens_per_joule",
+        "avg_power_w",
+        "throttled_pct",
+        "client_bound",
+        "energy_pareto",
     )
 
     def to_csv(self) -> str:
@@ -97,6 +109,7 @@ class ExperimentReport:
         w = csv.writer(out, lineterminator="\n")
         w.writerow(self.CSV_COLUMNS)
         front = {r.point for r in self.pareto}
+        energy_front = {r.point for r in self.energy_pareto}
         for r in self.rows:
             w.writerow(
                 [
@@ -117,11 +130,23 @@ class ExperimentReport:
                         for stat in ("median", "p99")
                     ),
                     "yes" if r.point in front else "",
+                    "" if r.tokens_per_joule is None else f"{r.tokens_per_joule:.4g}",
+                    "" if r.avg_power_w is None else f"{r.avg_power_w:.1f}",
+                    "" if r.throttled_pct is None else f"{r.throttled_pct:.1f}",
+                    "" if r.client_bound is None else ("true" if r.client_bound else "false"),
+                    "yes" if r.point in energy_front else "",
                 ]
             )
         return out.getvalue()
 
-    def to_markdown(self, chart: str | None = None, chart_image: str | None = None) -> str:
+    @property
+    def energy_pareto(self) -> tuple[ReportRow, ...]:
+        """Rows no other row beats on both tok/s per node and output tokens per joule (higher both)."""
+        return tuple(energy_front(self.rows))
+
+    def to_markdown(
+        self, chart: str | None = None, chart_image: str | None = None, energy_chart: str | None = None
+    ) -> str:
         exp = self.experiment
         lines = [
             f"# Layout experiment {exp.name} on {self.node}",
@@ -137,29 +162,53 @@ class ExperimentReport:
             lines += [
                 "## Best layout per latency budget",
                 "",
-                "| budget | layout | load | tok/s per node |",
-                "|---|---|---|---|",
+                "| budget | fastest layout | load | tok/s per node | tokens/J | most efficient layout | load | tok/s per node | tokens/J |",
+                "|---|---|---|---|---|---|---|---|---|",
             ]
             for w in self.winners:
+                head = f"| {w.budget.name} ({w.budget.describe()}) "
                 if w.row is None:
-                    lines.append(f"| {w.budget.name} ({w.budget.describe()}) | none meets it | | |")
-                else:
-                    lines.append(
-                        f"| {w.budget.name} ({w.budget.describe()}) | {w.row.layout} | "
-                        f"{w.row.load_kind} {_g(w.row.load)} | {w.row.tok_s_per_node:.1f} |"
-                    )
+                    lines.append(head + "| none meets it | | | | | | | |")
+                    continue
+                fast = f"| {w.row.layout} | {w.row.load_kind} {_g(w.row.load)} | {w.row.tok_s_per_node:.1f} | {_tpj(w.row)} "
+                e = w.efficient
+                eff = (
+                    "| energy not recorded | | | |"
+                    if e is None
+                    else f"| {e.layout} | {e.load_kind} {_g(e.load)} | {e.tok_s_per_node:.1f} | {_tpj(e)} |"
+                )
+                lines.append(head + fast + eff)
             lines.append("")
         lines += [
             "## Pareto front (tok/s per node vs p99 TTFT)",
             "",
-            "| layout | load | tok/s per node | p99 TTFT ms |",
-            "|---|---|---|---|",
+            "| layout | load | tok/s per node | tokens/J | p99 TTFT ms | throttled % |",
+            "|---|---|---|---|---|---|",
         ]
         for r in self.pareto:
             lines.append(
-                f"| {r.layout} | {r.load_kind} {_g(r.load)} | {r.tok_s_per_node:.1f} | {_cell(r.ms('ttft', 'p99'))} |"
+                f"| {r.layout} | {r.load_kind} {_g(r.load)} | {r.tok_s_per_node:.1f} | {_tpj(r)} | "
+                f"{_cell(r.ms('ttft', 'p99'))} | {_pct(r.throttled_pct)} |"
             )
         lines.append("")
+        if self.energy_pareto:
+            lines += [
+                "## Energy front (tok/s per node vs output tokens per joule)",
+                "",
+                "Points no other point beats on both speed and energy: right of the front is faster, "
+                "above it cheaper per token.",
+                "",
+                "| layout | load | tok/s per node | tokens/J | avg W | p99 TTFT ms |",
+                "|---|---|---|---|---|---|",
+            ]
+            for r in self.energy_pareto:
+                lines.append(
+                    f"| {r.layout} | {r.load_kind} {_g(r.load)} | {r.tok_s_per_node:.1f} | {_tpj(r)} | "
+                    f"{'' if r.avg_power_w is None else f'{r.avg_power_w:.0f}'} | {_cell(r.ms('ttft', 'p99'))} |"
+                )
+            lines.append("")
+            if energy_chart:
+                lines += ["```", energy_chart.rstrip("\n"), "```", ""]
         if chart or chart_image:
             lines += ["## Throughput vs latency", ""]
             if chart_image:
@@ -178,17 +227,29 @@ class ExperimentReport:
                     lines += ["Not measured yet.", ""]
                 continue
             lines += [
-                "| load | tok/s | tok/s per node | req/s | median TTFT | p99 TTFT | median ITL | p99 ITL | p99 E2EL | failed |",
-                "|---|---|---|---|---|---|---|---|---|---|",
+                "| load | tok/s | tok/s per node | req/s | median TTFT | p99 TTFT | median ITL | p99 ITL | p99 E2EL | failed | tokens/J | throttled % | client |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             for r in curve:
                 lines.append(
                     f"| {r.load_kind} {_g(r.load)} | {r.output_tok_s:.1f} | {r.tok_s_per_node:.1f} | {r.request_s:.2f} | "
                     f"{_cell(r.ms('ttft', 'median'))} | {_cell(r.ms('ttft', 'p99'))} | {_cell(r.ms('itl', 'median'))} | "
-                    f"{_cell(r.ms('itl', 'p99'))} | {_cell(r.ms('e2el', 'p99'))} | {r.failed} |"
+                    f"{_cell(r.ms('itl', 'p99'))} | {_cell(r.ms('e2el', 'p99'))} | {r.failed} | {_tpj(r)} | "
+                    f"{_pct(r.throttled_pct)} | {'client-bound' if r.client_bound else ''} |"
                 )
             lines.append("")
         return "\n".join(lines)
+
+    def energy_chart_series(self) -> list[tuple[str, list[float], list[float]]]:
+        """(layout label, tok/s per node, tokens per joule) per layout, in load order: the energy chart's data."""
+        out = []
+        for layout in self.experiment.layouts:
+            curve = [r for r in self.curve(layout.key) if r.tokens_per_joule is not None]
+            if curve:
+                out.append(
+                    (layout.label, [r.tok_s_per_node for r in curve], [r.tokens_per_joule or 0.0 for r in curve])
+                )
+        return out
 
     def chart_series(self) -> list[tuple[str, list[float], list[float]]]:
         """(layout label, p99 TTFT ms, tok/s per node) per layout, in load order: the chart's data."""
@@ -208,6 +269,19 @@ def _g(v: float) -> str:
 
 def _cell(v: float | None) -> str:
     return "" if v is None else f"{v:.2f}"
+
+
+def _tpj(r: ReportRow) -> str:
+    return "" if r.tokens_per_joule is None else f"{r.tokens_per_joule:.3g}"
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{v:.1f}"
+
+
+def _opt(summary: Mapping[str, object], key: str) -> float | None:
+    v = summary.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _row(point, summary: Mapping[str, object]) -> ReportRow:
@@ -234,6 +308,10 @@ def _row(point, summary: Mapping[str, object]) -> ReportRow:
         total_tok_s=num("total_token_throughput"),
         request_s=num("request_throughput"),
         latency=latency,
+        tokens_per_joule=_opt(summary, "tokens_per_joule"),
+        avg_power_w=_opt(summary, "avg_power_w"),
+        throttled_pct=_opt(summary, "throttled_pct"),
+        client_bound=summary.get("client_bound") if isinstance(summary.get("client_bound"), bool) else None,  # type: ignore[arg-type]
     )
 
 
@@ -256,6 +334,24 @@ def pareto_front(rows: Sequence[ReportRow]) -> list[ReportRow]:
     return sorted(front, key=lambda r: r.ms(metric, stat) or 0)
 
 
+def energy_front(rows: Sequence[ReportRow]) -> list[ReportRow]:
+    """Rows no other row beats on both tok/s per node and tokens per joule (higher both), by speed."""
+    known = [r for r in rows if r.tokens_per_joule is not None]
+    front = []
+    for r in known:
+        e = r.tokens_per_joule or 0.0
+        dominated = any(
+            o is not r
+            and (o.tokens_per_joule or 0.0) >= e
+            and o.tok_s_per_node >= r.tok_s_per_node
+            and ((o.tokens_per_joule or 0.0) > e or o.tok_s_per_node > r.tok_s_per_node)
+            for o in known
+        )
+        if not dominated:
+            front.append(r)
+    return sorted(front, key=lambda r: r.tok_s_per_node)
+
+
 def meets(row: ReportRow, budget: Budget) -> bool:
     """Every limit of the budget holds (a latency not measured does not pass) and nothing failed."""
     if row.failed:
@@ -274,7 +370,14 @@ def build_report(exp: Experiment, state: ExperimentState) -> ExperimentReport:
     winners = []
     for budget in exp.budgets:
         ok = [r for r in rows if meets(r, budget)]
-        winners.append(BudgetWinner(budget, max(ok, key=lambda r: r.tok_s_per_node) if ok else None))
+        with_energy = [r for r in ok if r.tokens_per_joule is not None]
+        winners.append(
+            BudgetWinner(
+                budget,
+                max(ok, key=lambda r: r.tok_s_per_node) if ok else None,
+                max(with_energy, key=lambda r: r.tokens_per_joule or 0.0) if with_energy else None,
+            )
+        )
     return ExperimentReport(
         experiment=exp,
         rows=rows,

@@ -6,10 +6,12 @@ import dataclasses
 import math
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from console.core.bench.client_check import ClientCheck, Pitfall
 from console.core.bench.output_events import BenchResultBlock
 from console.core.bench.result import BenchResult, normalize_result, result_metric_keys
+from console.core.bench.run_telemetry import RunTelemetry, summarize, summary_to_json
 from console.core.model import BenchPreset
 from console.core.results.record import (
     CONTEXT_KEYS,
@@ -144,6 +146,9 @@ def run_from_console(
     block: BenchResultBlock | None = None,
     label: str | None = None,
     created: float | None = None,
+    telemetry: RunTelemetry | None = None,
+    client_check: ClientCheck | None = None,
+    pitfalls: Sequence[Pitfall] = (),
 ) -> StoredRun:
     """A run the console made, ready for ResultStore.save.
 
@@ -156,7 +161,9 @@ def run_from_console(
     be read, pass the printed `block` instead. live: the live series summary.
     setup: what the preset asked for (a BenchPreset, or a mapping of dataset,
     input_len, output_len, seed, max_concurrency, ...); the result's own values
-    win where it records them.
+    win where it records them. telemetry: the run's GPUs over the run (its energy, power,
+    tokens per joule and throttled share are computed from it, output tokens from the
+    result); client_check / pitfalls: the serving client's self-check (issue P).
     """
     context = dict(context or {})
     if isinstance(setup, BenchPreset):
@@ -195,8 +202,42 @@ def run_from_console(
         metrics=metrics,
         result=jsonable(raw) if raw is not None else None,
         live=jsonable(dict(live)) if live is not None else None,
+        **extras_block(telemetry, client_check, pitfalls, output_tokens_of(normalized, metrics)),
     )
     return finish_run(run)
+
+
+def output_tokens_of(result: BenchResult | None, metrics: Mapping[str, float]) -> float | None:
+    """Output tokens a run generated: the result's total, else throughput x duration."""
+    if result is not None:
+        if result.total_output_tokens is not None:
+            return float(result.total_output_tokens)
+        rate, duration = metrics.get("output_throughput"), result.duration
+        if rate is not None and duration:
+            return float(rate) * float(duration)
+    return None
+
+
+def extras_block(
+    telemetry: RunTelemetry | None,
+    client_check: ClientCheck | None,
+    pitfalls: Sequence[Pitfall] = (),
+    output_tokens: float | None = None,
+) -> dict:
+    """StoredRun's energy / telemetry / client_check fields from the run's records."""
+    out: dict = {"energy": None, "telemetry": None, "client_check": None}
+    if telemetry is not None:
+        out["telemetry"] = jsonable(telemetry.to_json())
+        out["energy"] = jsonable(summary_to_json(summarize(telemetry, output_tokens)))
+    if client_check is not None or pitfalls:
+        check: dict = (
+            client_check.to_json()
+            if client_check is not None
+            else {"client_bound": None, "reasons": ["no server scrape bracketed the run"]}
+        )
+        check["pitfalls"] = [{"key": p.key, "line": p.line, "evidence": p.evidence} for p in pitfalls]
+        out["client_check"] = jsonable(check)
+    return out
 
 
 def setup_from_preset(preset: BenchPreset) -> dict:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from console.core.bench.result import result_metric_keys
-from console.core.results.display import better, metric_label, run_date
+from console.core.results.display import ENERGY_BETTER, ENERGY_LABELS, better, metric_label, run_date
 from console.core.results.record import StoredRun
 
 _COMPARE_CONTEXT = (
@@ -135,6 +135,53 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
                 "delta": delta,
                 "delta_pct": pct,
                 "better": better(key),
+            }
+        )
+    rows.extend(energy_rows(runs))
+    return rows
+
+
+def energy_rows(runs: Sequence[StoredRun]) -> list[dict]:
+    """Section "energy": tokens/J, energy, power, throttled % (deltas like metrics) and
+    client-bound, for the runs any of which recorded them (issue P)."""
+    n = len(runs)
+    rows: list[dict] = []
+    for key, label in ENERGY_LABELS.items():
+        numbers = [r.energy_value(key) for r in runs]
+        if all(v is None for v in numbers):
+            continue
+        base = numbers[0]
+        delta: list[float | None] = [None]
+        pct: list[float | None] = [None]
+        for value in numbers[1:]:
+            if value is None or base is None:
+                delta.append(None)
+                pct.append(None)
+                continue
+            delta.append(value - base)
+            pct.append((value - base) / base * 100.0 if base else None)
+        rows.append(
+            {
+                "section": "energy",
+                "key": key,
+                "label": label,
+                "values": numbers,
+                "delta": delta,
+                "delta_pct": pct,
+                "better": ENERGY_BETTER.get(key),
+            }
+        )
+    bound = [r.client_bound for r in runs]
+    if any(r.client_check is not None for r in runs):
+        rows.append(
+            {
+                "section": "energy",
+                "key": "client_bound",
+                "label": "Client-bound",
+                "values": bound,
+                "delta": [None] * n,
+                "delta_pct": [None] * n,
+                "better": None,
             }
         )
     return rows

@@ -80,6 +80,82 @@ _HIGHER_BETTER = frozenset(
 _LOWER_BETTER = frozenset({"failed", "duration", "latency_s"})
 
 
+# What the hardware did and whether the client kept up (issue P): stored beside the metrics
+# (StoredRun.energy / client_check), shown as columns of their own.
+ENERGY_LABELS = {
+    "tokens_per_joule": "Output tokens per joule",
+    "energy_j": "Energy (J)",
+    "avg_power_w": "Average power (W)",
+    "peak_power_w": "Peak GPU power (W)",
+    "throttled_pct": "Time throttled (%)",
+}
+ENERGY_BETTER = {"tokens_per_joule": "higher", "energy_j": "lower", "throttled_pct": "lower"}
+
+
+def client_mark(bound: bool | None) -> str:
+    """The history's mark: "CB" for a client-bound run, "" otherwise (not judged included)."""
+    return "CB" if bound else ""
+
+
+def energy_text(run: StoredRun) -> list[str]:
+    """The result detail's lines for energy, throttling and the client check (none when not recorded)."""
+    out: list[str] = []
+    e = run.energy
+    if e:
+        source = e.get("energy_source")
+        how = "" if source == "counter" else f" (from {str(source).replace('_', ' ')})"
+        out.append(
+            f"Energy  {format_value('energy_j', e.get('energy_j'))} J{how} · avg "
+            f"{format_value('avg_power_w', e.get('avg_power_w'))} W · peak {format_value('peak_power_w', e.get('peak_power_w'))} W"
+            f" · {sig3(e.get('tokens_per_joule'))} tokens/J · throttled {format_value('throttled_pct', e.get('throttled_pct'))} %"
+        )
+        for g in e.get("gpus") or []:
+            if not isinstance(g, Mapping):
+                continue
+            where = f"{g.get('node')}:{g.get('gpu')}" if g.get("node") else str(g.get("gpu"))
+            line = f"  GPU {where}: measured {format_value('j', g.get('measured_j'))} J"
+            if g.get("share_method") != "whole":
+                parts = ",".join(str(p) for p in g.get("partitions") or [])
+                line += (
+                    f", partitions {parts} of {g.get('partition_count')} charged "
+                    f"{format_value('j', g.get('run_j'))} J (share {format_value('s', g.get('share'))} by {g.get('share_method')})"
+                )
+            line += f", throttled {format_value('p', g.get('throttled_pct'))} %"
+            out.append(printable(line))
+    c = run.client_check
+    if c:
+        bound = c.get("client_bound")
+        word = "CLIENT-BOUND" if bound else ("ok (client and server agree)" if bound is False else "not judged")
+        out.append(f"Client  {word}")
+        for metric, f in (c.get("latency_ms") or {}).items():
+            if not isinstance(f, Mapping):
+                continue
+            cl, sv = f.get("client") or {}, f.get("server") or {}
+            out.append(
+                printable(
+                    f"  {_STAT_NAMES.get(metric, metric)} mean client {format_value('m', cl.get('mean'))} / server "
+                    f"{format_value('m', sv.get('mean'))} ms, p99 {format_value('m', cl.get('p99'))} / "
+                    f"{format_value('m', sv.get('p99'))} ms"
+                )
+            )
+        req = c.get("requests") or {}
+        out.append(
+            f"  requests client {format_value('completed', req.get('client'))} / server {format_value('completed', req.get('server'))}"
+        )
+        if bound is not False:
+            out.extend(printable(f"  {r}") for r in c.get("reasons") or [])
+        for p in c.get("pitfalls") or []:
+            if isinstance(p, Mapping):
+                out.append(printable(f"  pitfall: {p.get('line')} [{p.get('evidence')}]"))
+    return out
+
+
+def sig3(value: object) -> str:
+    """Three significant digits (tokens per joule spans 0.01 on a big GPU at low load to 100s)."""
+    number = as_number(value)
+    return "-" if number is None else f"{number:.3g}"
+
+
 def metric_label(key: str) -> str:
     """`median_ttft_ms` -> `Median TTFT (ms)`, `output_throughput` -> `Output token throughput (tok/s)`."""
     if key in SUMMARY_LABELS:
@@ -231,6 +307,10 @@ def run_summary(run: StoredRun) -> dict:
         "output_throughput": run.metrics.get("output_throughput"),
         "median_ttft_ms": run.metrics.get("median_ttft_ms"),
         "median_itl_ms": run.metrics.get("median_itl_ms"),
+        "tokens_per_joule": run.tokens_per_joule,
+        "avg_power_w": run.avg_power_w,
+        "throttled_pct": run.throttled_pct,
+        "client_bound": run.client_bound,
     }
 
 

@@ -51,6 +51,52 @@ def _csv_cell(value: object) -> str:
     return str(value)
 
 
+# Issue P's columns, last in every CSV row (empty where a run did not record them).
+_CSV_TRUTH = (
+    "energy_j",
+    "energy_source",
+    "avg_power_w",
+    "peak_power_w",
+    "tokens_per_joule",
+    "throttled_pct",
+    "client_bound",
+    "client_mean_ttft_ms",
+    "server_mean_ttft_ms",
+    "client_mean_e2el_ms",
+    "server_mean_e2el_ms",
+    "client_requests",
+    "server_requests",
+)
+
+
+def truth_cells(run: StoredRun) -> list[object]:
+    """The values of _CSV_TRUTH for one run."""
+    e = run.energy or {}
+    c = run.client_check or {}
+    lat = c.get("latency_ms") or {}
+
+    def side(metric: str, who: str) -> object:
+        f = lat.get(metric) or {}
+        return (f.get(who) or {}).get("mean") if isinstance(f, Mapping) else None
+
+    req = c.get("requests") or {}
+    return [
+        run.energy_j,
+        e.get("energy_source"),
+        run.avg_power_w,
+        run.energy_value("peak_power_w"),
+        run.tokens_per_joule,
+        run.throttled_pct,
+        run.client_bound,
+        side("ttft", "client"),
+        side("ttft", "server"),
+        side("e2el", "client"),
+        side("e2el", "server"),
+        req.get("client"),
+        req.get("server"),
+    ]
+
+
 def export_csv(runs: Sequence[StoredRun]) -> str:
     """One row per run: id, date, created (ISO), origin, label, source, source_part, the context
     keys, the setup keys (`setup_` prefix where a name is taken), then every metric
@@ -72,7 +118,7 @@ def export_csv(runs: Sequence[StoredRun]) -> str:
     metric_cols = [(k, f"metric_{k}" if k in taken else k) for k in metric_keys]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*_CSV_HEAD, *_CSV_CONTEXT, *(c for _, c in setup_cols), *(c for _, c in metric_cols)])
+    writer.writerow([*_CSV_HEAD, *_CSV_CONTEXT, *(c for _, c in setup_cols), *(c for _, c in metric_cols), *_CSV_TRUTH])
     for run in runs:
         head = [
             run.id,
@@ -87,6 +133,7 @@ def export_csv(runs: Sequence[StoredRun]) -> str:
         row += [_csv_cell(run.context.get(k)) for k in _CSV_CONTEXT]
         row += [_csv_cell(run.setup.get(k)) for k, _ in setup_cols]
         row += [_csv_cell(run.metrics.get(k)) for k, _ in metric_cols]
+        row += [_csv_cell(v) for v in truth_cells(run)]
         writer.writerow(row)
     return buf.getvalue()
 
@@ -142,7 +189,7 @@ def export_markdown(runs: Sequence[StoredRun], *, title: str | None = "Benchmark
         )
     lines += _md_table(head, body, align_right_from=len(head))
     lines.append("")
-    rows = [r for r in compare_table(runs) if r["section"] == "metric"]
+    rows = [r for r in compare_table(runs) if r["section"] in ("metric", "energy")]
     head = ["Metric", runs[0].id]
     for run in runs[1:]:
         head += [run.id, "Δ vs first"]

@@ -14,7 +14,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from console.core.bench.offline import OfflinePreset, offline_metrics, offline_setup
-from console.core.results.build import context_block, finish_run, full_setup, jsonable_setup
+from console.core.bench.run_telemetry import RunTelemetry
+from console.core.results.build import context_block, extras_block, finish_run, full_setup, jsonable_setup
 from console.core.results.record import StoredRun, as_number, jsonable, new_run_id
 
 OFFLINE_KINDS = ("latency", "throughput")
@@ -34,8 +35,11 @@ def run_from_offline(
     client: str = "subcommand",
     label: str | None = None,
     created: float | None = None,
+    telemetry: RunTelemetry | None = None,
 ) -> StoredRun:
-    """An offline run for ResultStore.save; raises OfflineError when the JSON lacks its number."""
+    """An offline run for ResultStore.save; raises OfflineError when the JSON lacks its number.
+    telemetry: the run's GPUs over the run (issue P): its energy is stored, and for a throughput
+    run tokens per joule (output tokens: requests x the preset's output length)."""
     metrics = offline_metrics(kind, result)
     setup = offline_setup(preset, client)
     model = result.get("model_id")
@@ -44,10 +48,21 @@ def run_from_offline(
     ctx = dict(context or {})
     ctx.update(run_kind=kind, bench_preset=ctx.get("bench_preset") or preset.name, tp=preset.tp)
     run = _console_run(created, label, ctx, setup, metrics, dict(result))
+    if telemetry is not None:
+        extras = extras_block(telemetry, None, (), offline_output_tokens(kind, result, preset))
+        run = finish_run(dataclasses.replace(run, **extras))
     name = ctx.get("offline_run")
     if name:  # two runs (one per CPX partition) may write equal JSON: each is its own run
         run = _salted(run, name)
     return run
+
+
+def offline_output_tokens(kind: str, result: Mapping, preset: OfflinePreset) -> float | None:
+    """Output tokens an offline run generated, where its JSON and preset say (throughput runs)."""
+    requests = as_number(result.get("num_requests"))
+    if kind == "throughput" and requests is not None and preset.output_len:
+        return requests * preset.output_len
+    return None
 
 
 def _console_run(

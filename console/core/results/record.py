@@ -72,6 +72,11 @@ class StoredRun:
     result: dict | None = field(default=None, hash=False, repr=False)
     live: dict | None = field(default=None, hash=False, repr=False)
     fingerprint: str = ""
+    # Issue P: the run's energy summary (ENERGY_KEYS + per physical GPU), its GPUs' telemetry
+    # (RunTelemetry.to_json) and the client check (ClientCheck.to_json + pitfalls); None = not recorded.
+    energy: dict | None = field(default=None, hash=False, repr=False)
+    telemetry: dict | None = field(default=None, hash=False, repr=False)
+    client_check: dict | None = field(default=None, hash=False, repr=False)
 
     @property
     def node(self) -> str | None:
@@ -80,6 +85,43 @@ class StoredRun:
     @property
     def model(self) -> str | None:
         return self.setup.get("model")
+
+    def energy_value(self, key: str) -> float | None:
+        """One of ENERGY_KEYS' numbers (energy_j, avg_power_w, tokens_per_joule, ...); None when unknown."""
+        value = (self.energy or {}).get(key)
+        return as_number(value)
+
+    @property
+    def energy_j(self) -> float | None:
+        return self.energy_value("energy_j")
+
+    @property
+    def avg_power_w(self) -> float | None:
+        return self.energy_value("avg_power_w")
+
+    @property
+    def tokens_per_joule(self) -> float | None:
+        return self.energy_value("tokens_per_joule")
+
+    @property
+    def throttled_pct(self) -> float | None:
+        return self.energy_value("throttled_pct")
+
+    @property
+    def client_bound(self) -> bool | None:
+        """True: the benchmark client, not the server, set the numbers; None: not judged."""
+        value = (self.client_check or {}).get("client_bound")
+        return value if isinstance(value, bool) else None
+
+    def headline(self) -> dict:
+        """The flat keys a run's --json and stored record carry (issue P)."""
+        return {
+            "energy_j": self.energy_j,
+            "avg_power_w": self.avg_power_w,
+            "tokens_per_joule": self.tokens_per_joule,
+            "throttled_pct": self.throttled_pct,
+            "client_bound": self.client_bound,
+        }
 
 
 @overload
@@ -167,6 +209,11 @@ def run_to_dict(run: StoredRun) -> dict:
         "result": jsonable(run.result) if run.result is not None else None,
         "live": jsonable(run.live) if run.live is not None else None,
         "fingerprint": run.fingerprint,
+        # Derived from the three objects below (read back from them, never from these keys).
+        **jsonable(run.headline()),
+        "energy": jsonable(run.energy) if run.energy is not None else None,
+        "client_check": jsonable(run.client_check) if run.client_check is not None else None,
+        "telemetry": jsonable(run.telemetry) if run.telemetry is not None else None,
     }
 
 
@@ -203,6 +250,12 @@ def run_from_dict(data: Mapping) -> StoredRun:
     context.update(data.get("context") or {})
     result = data.get("result")
     live = data.get("live")
+    extras = {}
+    for key in ("energy", "telemetry", "client_check"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"stored run '{key}' is not an object")
+        extras[key] = dict(value) if value is not None else None
     return StoredRun(
         id=data["id"],
         created=created,
@@ -215,4 +268,5 @@ def run_from_dict(data: Mapping) -> StoredRun:
         result=dict(result) if isinstance(result, Mapping) else None,
         live=dict(live) if isinstance(live, Mapping) else None,
         fingerprint=str(data.get("fingerprint") or ""),
+        **extras,
     )

@@ -15,15 +15,18 @@ client drives that URL instead, from the first replica's node.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
+from console.core.bench import client_check as cc
 from console.core.bench.argv import apply_bench_overrides
 from console.core.bench.group_result import GroupResult, GroupResultError, merge_results
 from console.core.bench.result import BenchResult
+from console.core.bench.run_telemetry import Episode, RunTelemetry, summarize
 from console.core.experiment.spec import split_evenly
 from console.core.model import BenchPreset, NodeSpec
 from console.core.results.build import run_from_console
@@ -31,10 +34,21 @@ from console.core.status_view import fmt_num
 from console.services.groups import GroupView
 from console.services.instances import InstanceState, InstanceView
 from console.services.results import ResultStore
+from console.services.runs import telemetry as run_telemetry
 from console.services.runs.run import NodeRuns
-from console.services.runs.serving import BenchEvent, BenchRunError, BenchRunner, RunOutcome, client_target
+from console.services.runs.serving import (
+    BenchEvent,
+    BenchRunError,
+    BenchRunner,
+    RunOutcome,
+    client_check_of,
+    client_target,
+)
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
+
+if TYPE_CHECKING:
+    from console.services.fleet import FleetTelemetry
 
 # Clients that stream their output to the console; the others are waited for by
 # polling (one SSH session each would pass sshd's MaxSessions on a 64-replica node).
@@ -73,6 +87,28 @@ class GroupBenchOutcome:
     result: GroupResult | None
     url: str | None = None
     merge_error: str | None = None
+    # Issue P: every GPU of the group's replicas over the run (None: no sample arrived), and the
+    # clients checked against their replicas' /metrics (per client; None where not judged).
+    telemetry: RunTelemetry | None = dataclasses.field(default=None, repr=False)
+    client_checks: tuple[cc.ClientCheck | None, ...] = ()
+
+    @property
+    def client_bound(self) -> bool | None:
+        """True when any client was the bottleneck; False when every client was judged and none was."""
+        verdicts = [c.client_bound if c is not None else None for c in self.client_checks]
+        if any(v is True for v in verdicts):
+            return True
+        if verdicts and all(v is False for v in verdicts):
+            return False
+        return None
+
+    def group_check(self) -> cc.ClientCheck | None:
+        """The check stored with the group's merged run: the first client-bound client's, else the
+        first judged one's (each client's own is stored with its run)."""
+        judged = [c for c in self.client_checks if c is not None]
+        bound = [c for c in judged if c.client_bound]
+        picked = bound or [c for c in judged if c.client_bound is False] or judged
+        return picked[0] if picked else None
 
     @property
     def ok(self) -> bool:
@@ -116,9 +152,14 @@ def split_load(
 
 
 class GroupBenchRunner:
-    def __init__(self, pool: TransportPool | None = None, *, poll_every: float = 1.0) -> None:
+    def __init__(
+        self, pool: TransportPool | None = None, *, poll_every: float = 1.0, fleet: FleetTelemetry | None = None
+    ) -> None:
         self.pool = pool or TransportPool()
-        self.runner = BenchRunner(self.pool)  # each client is a single serving run
+        # each client is a single serving run; the group records its GPUs once per node (below)
+        self.runner = BenchRunner(self.pool, record_telemetry=False)
+        self.fleet = fleet
+        self.record_telemetry = True
         self.clients = NodeRuns(self.pool, error=BenchRunError, what="benchmark client")
         self.poll_every = poll_every
 
@@ -277,6 +318,54 @@ class GroupBenchRunner:
             raise failure
         order = {v.name: i for i, v in enumerate(targets)}
         started.sort(key=lambda s: order[s[1].name])
+        try:  # the servers' side of the client check, while the clients are still held
+            befores = await self._scrape_all(by_name, [v for _n, v, _l, _nm, _a in started]) if not url else []
+        except BaseException:
+            await self._cancel_all(started)
+            raise
+        recorders = self._recorders(targets) if self.record_telemetry else []
+        async with contextlib.AsyncExitStack() as stack:
+            for rec in recorders:
+                await stack.enter_async_context(
+                    run_telemetry.recording(rec, fleet=self.fleet, pool=self.pool, node=by_name[rec.node])
+                )
+            outcome = await self._drive(by_name, group, started, go_files, url, on_event, loads)
+        telemetry = merge_records([r for r in (rec.record() for rec in recorders) if r is not None])
+        checks: tuple[cc.ClientCheck | None, ...] = ()
+        if befores:
+            try:
+                afters = await self._scrape_all(by_name, [v for _n, v, _l, _nm, _a in started])
+            except (TransportError, OSError):
+                afters = [None] * len(befores)
+            checks = tuple(client_check_of(o.result, b, a) for o, b, a in zip(outcome.outcomes, befores, afters))
+        return dataclasses.replace(outcome, telemetry=telemetry, client_checks=checks)
+
+    def _recorders(self, targets: Sequence[InstanceView]) -> list[run_telemetry.RunTelemetryRecorder]:
+        """One recorder per node, for the GPUs of every replica driven on it."""
+        gpus: dict[str, set[int]] = {}
+        for v in targets:
+            gpus.setdefault(v.node, set()).update(v.gpus)
+        return [run_telemetry.RunTelemetryRecorder(node, sorted(g)) for node, g in gpus.items() if g]
+
+    async def _scrape_all(
+        self, by_name: Mapping[str, NodeSpec], views: Sequence[InstanceView]
+    ) -> list[tuple[float, str] | None]:
+        async def one(v: InstanceView) -> tuple[float, str] | None:
+            return await self.runner.scrape(by_name[v.node], v.port) if v.port else None
+
+        return list(await asyncio.gather(*(one(v) for v in views)))
+
+    async def _drive(
+        self,
+        by_name: Mapping[str, NodeSpec],
+        group: GroupView,
+        started: list[tuple[NodeSpec, InstanceView, ReplicaLoad, str, tuple[str, ...]]],
+        go_files: dict[str, str],
+        url: str | None,
+        on_event: Callable[[str, BenchEvent], None] | None,
+        loads: Sequence[ReplicaLoad],
+    ) -> GroupBenchOutcome:
+        """Release the held clients, follow them to their end, merge their results."""
         try:
             await self._release(by_name, go_files)
         except BaseException:
@@ -329,9 +418,46 @@ class GroupBenchRunner:
         )
 
 
+def merge_records(records: Sequence[RunTelemetry]) -> RunTelemetry | None:
+    """Several nodes' records as one (times from the earliest start)."""
+    if not records:
+        return None
+    if len(records) == 1:
+        return records[0]
+    start = min(r.start for r in records)
+    gpus = []
+    for r in records:
+        shift = round(r.start - start, 3)
+        for g in r.gpus:
+            cols = dict(g.columns)
+            cols["t"] = tuple(None if t is None else round(t + shift, 3) for t in cols["t"])
+            gpus.append(
+                dataclasses.replace(
+                    g,
+                    end=round(g.end + shift, 3),
+                    columns=cols,
+                    episodes=tuple(Episode(e.start + shift, e.end + shift) for e in g.episodes),
+                )
+            )
+    return RunTelemetry(start=start, gpus=tuple(gpus), max_points=records[0].max_points)
+
+
+def energy_summary(outcome: GroupBenchOutcome) -> dict:
+    """The group's energy keys (issue P) for an experiment's point and the report."""
+    r = outcome.result
+    if outcome.telemetry is None:
+        doc: dict = dict.fromkeys(("energy_j", "avg_power_w", "tokens_per_joule", "throttled_pct"))
+    else:
+        tokens = float(r.total_output_tokens) if r is not None and r.total_output_tokens is not None else None
+        doc = summarize(outcome.telemetry, tokens).as_fields()
+    doc["client_bound"] = outcome.client_bound
+    return doc
+
+
 def summary_of(outcome: GroupBenchOutcome, *, nodes: int | None = None) -> dict:
     """What an experiment stores per point: the group's result keys, per-replica lines, and why it failed."""
     doc: dict = dict(outcome.result.as_result_json()) if outcome.result else {}
+    doc.update(energy_summary(outcome))
     doc["nodes"] = nodes if nodes is not None else len({load.node for load in outcome.loads})
     doc["ok"] = outcome.ok
     if outcome.reason:
@@ -395,7 +521,7 @@ def store_group(
     if outcome.result is None:
         return []
     views = {v.name: v for v in group.replicas}
-    ids = []
+    ids: list[str] = []
     for load, o in zip(outcome.loads, outcome.outcomes):
         if o.result_json is None:
             continue
@@ -411,7 +537,11 @@ def store_group(
             "group": group.name,
             **(extra or {}),
         }
-        ids.append(store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label)))
+        i = len(ids)
+        check = outcome.client_checks[i] if i < len(outcome.client_checks) else None
+        ids.append(
+            store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label, client_check=check))
+        )
     context = {
         "node": ",".join(group.nodes),
         "instance": group.name,
@@ -421,5 +551,17 @@ def store_group(
         "url": outcome.url,
         **(extra or {}),
     }
-    ids.append(store.save(run_from_console(context, outcome.result.as_result_json(), {}, setup=preset, label=label)))
+    ids.append(
+        store.save(
+            run_from_console(
+                context,
+                outcome.result.as_result_json(),
+                {},
+                setup=preset,
+                label=label,
+                telemetry=outcome.telemetry,
+                client_check=outcome.group_check(),
+            )
+        )
+    )
     return ids

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from console.core.bench.offline import (
     OfflineCommand,
@@ -27,12 +28,17 @@ from console.core.bench.offline import (
     choose_client,
     fatal_text,
 )
+from console.core.bench.run_telemetry import RunTelemetry
 from console.core.model import NodeSnapshot, NodeSpec
 from console.core.serve.argv import redact
 from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_tp
 from console.services.instances import ACTIVE, PASSTHROUGH_SECRETS, InstanceService
 from console.services.runs import run as run_api
+from console.services.runs import telemetry as run_telemetry
 from console.services.status import sample_node
+
+if TYPE_CHECKING:
+    from console.services.fleet import FleetTelemetry
 
 
 class OfflineRunError(Exception):
@@ -65,6 +71,9 @@ class OfflineOutcome(run_api.Outcome):
     kind: str
     fatal: str | None  # vLLM's own fatal line, when it failed
     printed: dict
+    # Issue P: the run's GPUs over the run (None: not recorded; telemetry_note says why)
+    telemetry: RunTelemetry | None = field(default=None, repr=False)
+    telemetry_note: str | None = None
 
     def failure(self) -> str:
         if self.fatal:
@@ -142,6 +151,7 @@ class OfflineReader:
         self.run = run
         self.kind = kind
         self.parser = OfflineStreamParser()
+        self.recorder: run_telemetry.RunTelemetryRecorder | None = None
 
     def line(self, text: str) -> list[OfflineProgressed]:
         return [OfflineProgressed(self.run, event) for event in self.parser.feed(text)]
@@ -153,7 +163,16 @@ class OfflineReader:
         loaded = collected.result_json()
         fatal = self.parser.fatal
         exit_code = collected.exit_code
+        rec = self.recorder
+        telemetry = rec.record() if rec is not None else None
+        note = (
+            (rec.error or "no telemetry sample of the run's GPUs arrived")
+            if rec is not None and (telemetry is None or rec.error)
+            else None
+        )
         return OfflineOutcome(
+            telemetry=telemetry,
+            telemetry_note=note,
             run=collected.name,
             node=collected.node,
             kind=self.kind,
@@ -168,6 +187,11 @@ class OfflineReader:
 
 class OfflineRunner(run_api.KindRunner):
     """Offline benchmark runs: `vllm bench latency|throughput` on free GPUs, detached on the node."""
+
+    # Issue P: the run's GPUs recorded from this fleet's stream when set (the TUI), else from an
+    # agent stream of the run's own; record_telemetry False: neither.
+    fleet: FleetTelemetry | None = None
+    record_telemetry: bool = True
 
     error = OfflineRunError
 
@@ -256,15 +280,23 @@ class OfflineRunner(run_api.KindRunner):
         on_event: Callable[[OfflineEvent], None] | None = None,
         argv: tuple[str, ...] = (),
         reconnect_attempts: int = 8,
+        gpus: Sequence[int] = (),
     ) -> OfflineOutcome:
-        """Stream the run's log (re-attaching at the byte offset after a dropped link), then collect."""
+        """Stream the run's log (re-attaching at the byte offset after a dropped link), then collect.
+        gpus: the run's GPUs, whose telemetry is recorded meanwhile (issue P; none: not recorded)."""
+        reader = OfflineReader(run, kind)
+        alongside = None
+        if gpus and self.record_telemetry:
+            reader.recorder = run_telemetry.RunTelemetryRecorder(node.name, gpus)
+            alongside = run_telemetry.recording(reader.recorder, fleet=self.fleet, pool=self.pool, node=node)
         return await self.node_runs.follow(
             node,
             run,
-            OfflineReader(run, kind),
+            reader,
             emit=on_event or (lambda e: None),
             argv=argv,
             reconnect_attempts=reconnect_attempts,
+            alongside=alongside,
         )
 
     async def run(
@@ -285,4 +317,4 @@ class OfflineRunner(run_api.KindRunner):
                     name, node.name, preset.kind, tuple(gpus), tuple(redact(list(command.argv))), command.notes
                 )
             )
-        return await self.follow(node, name, preset.kind, on_event=on_event, argv=command.argv)
+        return await self.follow(node, name, preset.kind, on_event=on_event, argv=command.argv, gpus=gpus)

@@ -12,27 +12,36 @@ client's argv and reads vLLM's output and result JSON.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from console.core.bench import client_check as cc
 from console.core.bench.argv import apply_bench_overrides, build_bench_argv
 from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
 from console.core.bench.result import BenchResult, load_result_file
+from console.core.bench.run_telemetry import RunTelemetry
 from console.core.model import BenchPreset, NodeSpec
 from console.core.node_json import loads_document
 from console.core.serve.argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand
 from console.services.instances import InstanceView
-from console.services.live_metrics import LiveSample, poll_metrics
+from console.services.live_metrics import LiveSample, poll_metrics, scrape_once, scrape_samples
 from console.services.runs import run as run_api
+from console.services.runs import telemetry as run_telemetry
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
+if TYPE_CHECKING:
+    from console.services.fleet import FleetTelemetry
+
 MAX_LIVE = 3600  # live samples kept per run (an hour at 1 Hz)
+MAX_LOG_LINES = 2000  # client log lines kept for the known-pitfall check (the last ones)
 
 
 class BenchRunError(Exception):
@@ -66,6 +75,7 @@ class BenchSetupSeen:
 class LiveMetricsSampled:
     run: str
     sample: LiveSample
+    throttled: bool | None = None  # any of the run's GPUs throttled in the latest telemetry frame
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +86,16 @@ class RunOutcome(run_api.Outcome):
     block: BenchResultBlock | None  # the printed block (for cross-checks)
     errors: tuple[BenchError, ...]
     live: tuple[LiveSample, ...] = field(default=(), repr=False)
+    # Issue P: the run's GPUs over the run (None: no sample arrived; telemetry_note says why),
+    # the client's self-check against the server's /metrics, and known client pitfalls seen.
+    telemetry: RunTelemetry | None = field(default=None, repr=False)
+    telemetry_note: str | None = None
+    client_check: cc.ClientCheck | None = field(default=None, repr=False)
+    pitfalls: tuple[cc.Pitfall, ...] = ()
+
+    @property
+    def client_bound(self) -> bool | None:
+        return self.client_check.client_bound if self.client_check is not None else None
 
     @property
     def ok(self) -> bool:
@@ -163,6 +183,10 @@ class ServingReader:
         self.run = run
         self.parser = BenchStreamParser()
         self.live: list[LiveSample] = []  # filled by the live metrics poller while the log is read
+        self.log: collections.deque[str] = collections.deque(maxlen=MAX_LOG_LINES)
+        self.recorder: run_telemetry.RunTelemetryRecorder | None = None
+        self.server_before: tuple[float, str] | None = None  # (time, /metrics text) just before the run
+        self.server_after: tuple[float, str] | None = None  # ... and just after it
 
     def _events(self, parsed) -> list[BenchEvent]:
         out: list[BenchEvent] = []
@@ -174,6 +198,7 @@ class ServingReader:
         return out
 
     def line(self, text: str) -> list[BenchEvent]:
+        self.log.append(text)
         return self._events(self.parser.feed(text + "\n"))
 
     def end(self) -> list[BenchEvent]:
@@ -187,6 +212,12 @@ class ServingReader:
                 result = load_result_file(collected.result_text)[-1]
             except (ValueError, IndexError):
                 result_json, result = None, None
+        check = self.client_check(result)
+        recorder = self.recorder
+        telemetry = recorder.record() if recorder is not None else None
+        note = None
+        if recorder is not None and (telemetry is None or recorder.error):
+            note = recorder.error or "no telemetry sample of the run's GPUs arrived"
         return RunOutcome(
             run=collected.name,
             node=collected.node,
@@ -198,7 +229,33 @@ class ServingReader:
             live=tuple(self.live),
             argv=collected.argv,
             cancelled=collected.cancelled,
+            telemetry=telemetry,
+            telemetry_note=note,
+            client_check=check,
+            pitfalls=cc.recognise_pitfalls("\n".join(self.log), result, check),
         )
+
+    def client_check(self, result: BenchResult | None) -> cc.ClientCheck | None:
+        """Both sides compared (None without a result or the scrape after the run)."""
+        return client_check_of(result, self.server_before, self.server_after)
+
+
+def client_check_of(
+    result: BenchResult | None, before: tuple[float, str] | None, after: tuple[float, str] | None
+) -> cc.ClientCheck | None:
+    """The client check of a run from the server's /metrics texts just before and just after it
+    (``before`` None: counted from the server's start, which a count mismatch then shows)."""
+    if result is None or after is None:
+        return None
+    try:
+        window = cc.server_window(
+            scrape_samples(before[1]) if before is not None else None,
+            scrape_samples(after[1]),
+            seconds=after[0] - before[0] if before is not None else None,
+        )
+    except ValueError:  # a scrape that is not Prometheus text: nothing to compare with
+        return None
+    return cc.check(result, window)
 
 
 class BenchRunner(run_api.KindRunner):
@@ -206,9 +263,20 @@ class BenchRunner(run_api.KindRunner):
 
     error = BenchRunError
 
-    def __init__(self, pool: TransportPool | None = None, *, metrics_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        pool: TransportPool | None = None,
+        *,
+        metrics_interval: float = 1.0,
+        fleet: FleetTelemetry | None = None,
+        record_telemetry: bool = True,
+    ) -> None:
         super().__init__(pool)
         self.metrics_interval = metrics_interval
+        # Issue P: the run's GPUs recorded from the fleet's stream when given (the TUI), else
+        # from an agent stream of the run's own (the CLI); record_telemetry=False: neither.
+        self.fleet = fleet
+        self.record_telemetry = record_telemetry
 
     def client_command(self, node: NodeSpec, cmd: AgentCommand, preset: BenchPreset) -> list[str]:
         if preset.client == "benchmark_serving":
@@ -303,7 +371,8 @@ class BenchRunner(run_api.KindRunner):
             def sampled(s: LiveSample) -> None:
                 if len(reader.live) < MAX_LIVE:
                     reader.live.append(s)
-                emit(LiveMetricsSampled(reader.run, s))
+                rec = reader.recorder
+                emit(LiveMetricsSampled(reader.run, s, rec.throttled_now if rec is not None else None))
 
             poller = asyncio.create_task(
                 poll_metrics(
@@ -319,7 +388,43 @@ class BenchRunner(run_api.KindRunner):
             if poller is not None:
                 await asyncio.gather(poller, return_exceptions=True)
             if forward is not None:
+                # the client has exited: the server's side of the client check
+                after = await scrape_once(f"http://127.0.0.1:{forward.local_port}")
+                if after is not None:
+                    reader.server_after = (time.time(), after)
                 await forward.close()
+
+    async def scrape(self, node: NodeSpec, port: int) -> tuple[float, str] | None:
+        """(time, the instance's /metrics text) through a forward; None when it cannot be had."""
+        try:
+            forward = await self.pool.get(node).forward_port(port)
+        except TransportError:
+            return None
+        try:
+            text = await scrape_once(f"http://127.0.0.1:{forward.local_port}")
+        finally:
+            await forward.close()
+        return (time.time(), text) if text is not None else None
+
+    @contextlib.asynccontextmanager
+    async def _alongside(
+        self,
+        node: NodeSpec,
+        instance: InstanceView,
+        reader: ServingReader,
+        emit: Callable[[BenchEvent], None],
+        poll: bool,
+    ) -> AsyncIterator[None]:
+        """What goes on while the run's log is read: the GPUs' telemetry and the live /metrics."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.record_telemetry and instance.gpus:
+                reader.recorder = run_telemetry.RunTelemetryRecorder(node.name, instance.gpus)
+                await stack.enter_async_context(
+                    run_telemetry.recording(reader.recorder, fleet=self.fleet, pool=self.pool, node=node)
+                )
+            if poll and instance.port:
+                await stack.enter_async_context(self._live_metrics(node, instance.port, reader, emit))
+            yield
 
     async def follow(
         self,
@@ -331,15 +436,19 @@ class BenchRunner(run_api.KindRunner):
         poll_metrics_too: bool = True,
         argv: tuple[str, ...] = (),
         reconnect_attempts: int = 8,
+        server_before: tuple[float, str] | None = None,
     ) -> RunOutcome:
-        """Stream the run's output (re-attaching after a dropped link) and collect its result."""
+        """Stream the run's output (re-attaching after a dropped link) and collect its result.
+
+        server_before: the instance's /metrics scraped just before the run started (run() does);
+        without it the client check counts from the server's start and judges only when the
+        counts still match (a server that served nothing else)."""
         emit = on_event or (lambda e: None)
         reader = ServingReader(run)
-        live = None
-        if poll_metrics_too and instance.port:
-            live = self._live_metrics(node, instance.port, reader, emit)
+        reader.server_before = server_before
+        alongside = self._alongside(node, instance, reader, emit, poll_metrics_too)
         return await self.node_runs.follow(
-            node, run, reader, emit=emit, argv=argv, reconnect_attempts=reconnect_attempts, alongside=live
+            node, run, reader, emit=emit, argv=argv, reconnect_attempts=reconnect_attempts, alongside=alongside
         )
 
     async def collect(self, node: NodeSpec, run: str, *, argv: tuple[str, ...] = ()) -> RunOutcome:
@@ -357,14 +466,42 @@ class BenchRunner(run_api.KindRunner):
         max_concurrency: int | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> RunOutcome:
-        """start() and follow(), the instance's /metrics polled meanwhile."""
+        """start() and follow(), the instance's /metrics polled meanwhile (and scraped just
+        before and after: the client check), its GPUs' telemetry recorded."""
+        before = await self.scrape(node, instance.port) if instance.port else None
         name, argv = await self.start(
             node, instance, preset, overrides=overrides, max_concurrency=max_concurrency, extra_env=extra_env
         )
         if on_event:
             on_event(BenchStarted(name, node.name, tuple(redact(list(argv))), max_concurrency))
-        return await self.follow(node, instance, name, on_event=on_event, argv=argv)
+        return await self.follow(node, instance, name, on_event=on_event, argv=argv, server_before=before)
 
     async def runs(self, node: NodeSpec) -> list[dict]:
         """records() as the node listed them (plain dicts, as `bench runs --json` prints them)."""
         return [r.as_dict() for r in await self.records(node)]
+
+
+def store_kwargs(outcome: RunOutcome) -> dict:
+    """run_from_console's keywords for what issue P adds to a stored serving run."""
+    return {"telemetry": outcome.telemetry, "client_check": outcome.client_check, "pitfalls": outcome.pitfalls}
+
+
+def check_lines(outcome: RunOutcome) -> list[str]:
+    """The client check and known pitfalls, one line each, for the CLI and the benchmark screen."""
+    out = []
+    check = outcome.client_check
+    if check is not None:
+        word = {True: "CLIENT-BOUND", False: "ok (client kept up)", None: "not judged"}[check.client_bound]
+        ttft, e2e = check.figure("ttft"), check.figure("e2el")
+
+        def pair(f: cc.Figure | None) -> str:
+            if f is None or f.client_mean_ms is None or f.server_mean_ms is None:
+                return "-"
+            return f"{f.client_mean_ms:.1f}/{f.server_mean_ms:.1f} ms"
+
+        out.append(f"client check: {word}  mean TTFT client/server {pair(ttft)}  E2E {pair(e2e)}")
+        if check.client_bound is not False:
+            out.extend(f"  {r}" for r in check.reasons)
+    for p in outcome.pitfalls:
+        out.append(f"client pitfall {p.key}: {p.line}")
+    return out

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from console.core.bench.output import BenchProgress, SetupLine, parse_progress
+from console.core.bench.run_telemetry import summarize
 from console.core.gpus import gpu_span
 from console.core.model import BenchPreset, NodeSnapshot
 from console.core.text import printable
@@ -106,6 +107,8 @@ class PointState:
     progress: BenchProgress | None = None
     setup: dict[str, SetupLine] = field(default_factory=dict)
     live: deque = field(default_factory=lambda: deque(maxlen=MAX_LIVE_POINTS))
+    # (sample time, any of the run's GPUs throttled) per live sample, for the charts' marks
+    throttled: deque = field(default_factory=lambda: deque(maxlen=MAX_LIVE_POINTS))
     outcome: RunOutcome | None = None
     error: str | None = None  # could not start / lost the output
     stored_id: str | None = None
@@ -233,6 +236,7 @@ class BenchSession:
             return True
         if isinstance(event, LiveMetricsSampled):
             state.live.append(event.sample)
+            state.throttled.append((event.sample.ts, event.throttled))
             return True
         if isinstance(event, BenchSetupSeen):
             if len(state.setup) < 64 or event.line.kind in state.setup:
@@ -471,11 +475,46 @@ def result_table(state: PointState, cancelled: bool = False) -> Table:
             lat.add_row(label, *(num_text(m.get(f"{stat}_{key}_ms"), "{:.2f}") for stat in ("mean", "median", "p99")))
     if lat.row_count:
         grid.add_row(lat)
+    for line in truth_lines(state.outcome):
+        grid.add_row(line)
     if state.stored_id:
         grid.add_row(Text.assemble(("stored as ", "dim"), (state.stored_id, "bold")))
     elif state.store_error:
         grid.add_row(Text(f"not stored: {state.store_error}", style="yellow"))
     return grid
+
+
+def truth_lines(outcome: RunOutcome | None) -> list[Text]:
+    """Energy, throttling and the client check of a finished run (issue P), one line each."""
+    if outcome is None:
+        return []
+    out: list[Text] = []
+    r = outcome.result
+    if outcome.telemetry is not None:
+        e = summarize(
+            outcome.telemetry, None if r is None or r.total_output_tokens is None else float(r.total_output_tokens)
+        )
+        source = "" if e.source == "counter" else f" ({e.source.replace('_', ' ')})"
+        line = Text(
+            f"energy {num_text(e.energy_j, '{:.0f}')} J{source} · avg {num_text(e.avg_power_w, '{:.0f}')} W · "
+            f"{num_text(e.tokens_per_joule, '{:.3g}')} tokens/J · "
+        )
+        throttled = e.throttled_pct
+        line.append(f"throttled {num_text(throttled, '{:.1f}')}%", style="bold yellow" if throttled else "")
+        out.append(line)
+    elif outcome.telemetry_note:
+        out.append(Text(f"energy not recorded: {outcome.telemetry_note}", style="dim"))
+    check = outcome.client_check
+    if check is not None:
+        if check.client_bound:
+            out.append(Text("CLIENT-BOUND: " + "; ".join(check.reasons), style="bold red"))
+        elif check.client_bound is None:
+            out.append(Text("client check: not judged: " + "; ".join(check.reasons), style="dim"))
+        else:
+            out.append(Text("client check: ok, client and server agree", style="green"))
+    for pitfall in outcome.pitfalls:
+        out.append(Text(f"client pitfall: {pitfall.line}", style="yellow"))
+    return out
 
 
 SWEEP_COLUMNS = ("conc", "tok/s", "TTFT", "ITL", "ITL p99", "failed", "stored as")  # latencies: ms, median
@@ -539,6 +578,23 @@ def pareto_front(points: Sequence[ParetoPoint]) -> list[ParetoPoint]:
         if not front or p.y > front[-1].y:
             front.append(p)
     return front
+
+
+def throttle_spans(marks: Iterable[tuple[float, bool | None]]) -> list[tuple[float, float]]:
+    """Throttle episodes from per-sample marks: a sample's state holds until the next sample."""
+    spans: list[tuple[float, float]] = []
+    start: float | None = None
+    last_t: float | None = None
+    for t, throttled in marks:
+        if throttled and start is None:
+            start = t
+        elif not throttled and start is not None:
+            spans.append((start, t))
+            start = None
+        last_t = t
+    if start is not None and last_t is not None:
+        spans.append((start, last_t))
+    return spans
 
 
 def live_traces(samples: Iterable[LiveSample], pairs: Sequence[tuple[str, str]]) -> list[Trace]:

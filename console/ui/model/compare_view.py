@@ -42,7 +42,9 @@ def compare_cell(row: dict, i: int, styles: dict[str, str]) -> Text:
     """A value, and for the metric rows of the other columns its delta, coloured better/worse."""
     key = row["key"]
     value = row["values"][i]
-    if row["section"] != "metric":
+    if row["section"] not in ("metric", "energy") or key == "client_bound":
+        if key == "client_bound" and value:
+            return Text("CLIENT-BOUND", style="bold red")
         return Text(short_model(value) if key == "model" else format_value(key, value))
     text = Text(format_value(key, value))
     extra = delta_suffix(row, i)

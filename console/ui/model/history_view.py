@@ -9,10 +9,12 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from console.core.results.display import format_value, run_summary
+from console.core.bench.run_telemetry import RunTelemetry, TelemetryError
+from console.core.results.display import client_mark, format_value, run_summary, sig3
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport
+from console.ui.model.charts import Trace
 from console.ui.model.compare_view import short_model
 
 EXPORTERS = {"json": export_json, "csv": export_csv, "md": export_markdown}
@@ -28,8 +30,23 @@ COLUMNS = (
     ("tput", "Out tok/s"),
     ("ttft", "TTFT p50"),
     ("itl", "ITL p50"),
+    ("tpj", "tok/J"),
+    ("watts", "Avg W"),
+    ("thr", "Thr %"),
+    ("cb", "CB"),  # client-bound: the benchmark client, not the server, set the numbers
 )
-RIGHT = {"done", "tput", "ttft", "itl"}
+RIGHT = {"done", "tput", "ttft", "itl", "tpj", "watts", "thr"}
+# Issue P's columns: shown when any run in the list recorded energy or a client check.
+TRUTH_COLUMNS = frozenset({"tpj", "watts", "thr", "cb"})
+
+
+def columns_for(runs: Sequence[StoredRun]) -> tuple[tuple[str, str], ...]:
+    """The list's columns: without energy and client columns when no run has them (imports)."""
+    if any(r.energy is not None or r.client_check is not None for r in runs):
+        return COLUMNS
+    return tuple(c for c in COLUMNS if c[0] not in TRUTH_COLUMNS)
+
+
 MARK_WIDTH = 3
 _SHRINK = (("model", 14), ("setup", 14))  # what gives way in a narrow terminal, down to these widths
 
@@ -49,6 +66,10 @@ def run_cells(run: StoredRun) -> dict[str, str]:
         "tput": format_value("output_throughput", s["output_throughput"]),
         "ttft": format_value("median_ttft_ms", s["median_ttft_ms"]),
         "itl": format_value("median_itl_ms", s["median_itl_ms"]),
+        "tpj": sig3(s["tokens_per_joule"]),
+        "watts": "-" if s["avg_power_w"] is None else f"{s['avg_power_w']:.0f}",
+        "thr": "-" if s["throttled_pct"] is None else f"{s['throttled_pct']:.1f}",
+        "cb": client_mark(s["client_bound"]),
     }
 
 
@@ -56,11 +77,13 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-def fit_cells(rows: list[dict[str, str]], width: int) -> list[dict[str, str]]:
+def fit_cells(
+    rows: list[dict[str, str]], width: int, columns: Sequence[tuple[str, str]] = COLUMNS
+) -> list[dict[str, str]]:
     """Shorten the model, then the setup, so every column fits `width` cells (with the
     table's cell padding and a scrollbar); the numbers are never cut."""
-    keys = [k for k, _ in COLUMNS[1:]]
-    widths = {k: max([len(label)] + [len(r[k]) for r in rows]) for k, label in COLUMNS[1:]}
+    keys = [k for k, _ in columns[1:]]
+    widths = {k: max([len(label)] + [len(r[k]) for r in rows]) for k, label in columns[1:]}
     over = MARK_WIDTH + 2 + sum(widths[k] + 2 for k in keys) + 2 - width
     if over <= 0:
         return rows
@@ -135,3 +158,21 @@ def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path) -> Path:
 
 def default_export_name(fmt: str) -> str:
     return f"rocm-console-results.{fmt}"
+
+
+def stored_power_chart(run: StoredRun) -> tuple[list[Trace], list[tuple[float, float]], str]:
+    """A stored run's GPU power over the run (one trace per physical GPU, seconds from its start)
+    and its throttle episodes, marked on the chart; the title says what a broken record lacks."""
+    try:
+        record = RunTelemetry.from_json(run.telemetry)
+    except TelemetryError as exc:
+        return [], [], f"GPU power W · telemetry unreadable: {exc}"
+    traces = []
+    for g in record.gpus:
+        times = [float(t) for t in g.column("t") if t is not None]
+        traces.append(Trace(f"GPU {g.label}", times, list(g.column("power_w"))[: len(times)]))
+    spans = [(e.start, e.end) for e in record.episodes()]
+    title = "GPU power W over the run"
+    if spans:
+        title += f" · throttled {sum(e - s for s, e in spans):.0f}s (red)"
+    return traces, spans, title

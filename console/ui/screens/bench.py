@@ -50,6 +50,7 @@ from console.services.runs.serving import (
     LiveMetricsSampled,
     RunOutcome,
     live_summary,
+    store_kwargs,
 )
 from console.transport.base import TransportError
 from console.ui.model import bench_view as bv
@@ -71,6 +72,8 @@ LIVE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], str, tuple[float
     ("chart-kv", "KV cache", (("kv_cache_pct", ""),), "%", (0.0, 100.0)),
     ("chart-e2e", "E2E", (("e2e_p50", "p50"), ("e2e_p99", "p99")), " ms", None),
 )
+# Charts that mark GPU throttle episodes (issue P): the latencies a throttled GPU stretches.
+THROTTLE_MARKED = frozenset({"chart-ttft", "chart-itl"})
 # Titles before the first sample.
 _EMPTY_TITLES = {
     "chart-ttft": "TTFT ms",
@@ -284,6 +287,8 @@ class BenchScreen(Screen):
     async def _run_points(self) -> None:
         runner = self.runner
         assert runner is not None
+        if isinstance(self.fleet, FleetTelemetry) and runner.fleet is None:
+            runner.fleet = self.fleet  # the run's GPUs recorded from the stream the console has
         for index, point in enumerate(self.session.points):
             if self.session.cancel_requested:
                 break
@@ -316,6 +321,7 @@ class BenchScreen(Screen):
                         setup=self.effective,
                         block=outcome.block,
                         label=self.label,
+                        **store_kwargs(outcome),
                     )
                 except Exception as exc:
                     self._post(bv.StoreFailed(index, one_line(exc)))
@@ -556,12 +562,17 @@ class BenchScreen(Screen):
         samples = list(cur.live) if cur is not None else []
         t0 = cur.started_at if cur is not None and cur.started_at is not None else (samples[0].ts if samples else 0.0)
         last = samples[-1] if samples else None
+        spans = bv.throttle_spans(cur.throttled) if cur is not None else []
         for widget_id, title, pairs, unit, ylim in LIVE_CHARTS:
             plot = self.query_one(f"#{widget_id}", LivePlot)
             if last is None:
                 plot.replot([], t0, _EMPTY_TITLES[widget_id], ylim=ylim)
                 continue
-            plot.replot(bv.live_traces(samples, pairs), t0, chart_title(title, pairs, unit, last), ylim=ylim)
+            marked = spans if widget_id in THROTTLE_MARKED else ()
+            text = chart_title(title, pairs, unit, last)
+            if marked:
+                text += f" · GPU throttled {sum(e - s for s, e in marked):.0f}s (red)"
+            plot.replot(bv.live_traces(samples, pairs), t0, text, ylim=ylim, spans=marked)
 
     def _draw_gpu(self, cur: bv.PointState | None) -> None:
         snap = self._snapshot()

@@ -73,6 +73,14 @@ def row_texts(entry: Entry, now: float) -> tuple[str, ...]:
     )
 
 
+def _energy(row) -> str:
+    """' · 1.23 tokens/J · throttled 4.0 %' where the point recorded them (issue P)."""
+    out = f" · {row.tokens_per_joule:.3g} tokens/J" if row.tokens_per_joule is not None else ""
+    if row.throttled_pct is not None:
+        out += f" · throttled {row.throttled_pct:.1f} %"
+    return out
+
+
 def detail_text(entry: Entry) -> str:
     s = entry.state
     lines = [f"[b]{escape(s.experiment)}[/b] on {escape(s.node)} · {escape(str(entry.path))}"]
@@ -87,13 +95,24 @@ def detail_text(entry: Entry) -> str:
             for w in report.winners:
                 best = (
                     f"{w.row.layout} at {w.row.load_kind} {w.row.load:g}: {w.row.tok_s_per_node:.1f} tok/s per node"
+                    + _energy(w.row)
                     if w.row
                     else "none meets it yet"
                 )
+                if w.efficient is not None and w.efficient is not w.row:
+                    e = w.efficient
+                    best += f"; most efficient {e.layout} at {e.load_kind} {e.load:g}{_energy(e)}"
                 lines.append(f"budget {escape(w.budget.name)} ({escape(w.budget.describe())}): {escape(best)}")
             if report.pareto:
-                front = ", ".join(f"{r.layout} @{r.load:g}" for r in report.pareto[:5])
+                front = ", ".join(f"{r.layout} @{r.load:g}{_energy(r)}" for r in report.pareto[:5])
                 lines.append(f"Pareto front: {escape(front)}")
+            bound = [r for r in report.rows if r.client_bound]
+            if bound:
+                lines.append(
+                    "[red]client-bound: "
+                    + escape(", ".join(f"{r.layout} @{r.load:g}" for r in bound[:5]))
+                    + " (the benchmark client, not the server, set those numbers)[/red]"
+                )
     for event in s.events[-6:]:
         lines.append(f"[dim]{escape(event)}[/dim]")
     return "\n".join(lines)

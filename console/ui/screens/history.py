@@ -36,6 +36,7 @@ from textual.widgets import (
 )
 
 from console.core.results.display import (
+    energy_text,
     format_value,
     metric_label,
     run_date,
@@ -45,21 +46,23 @@ from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
 from console.ui.model.compare_view import REFERENCE_PATH
 from console.ui.model.history_view import (
-    COLUMNS,
     EXPORTERS,
     FILTER_HINT,
     MARK_WIDTH,
     RIGHT,
+    columns_for,
     default_export_name,
     expand_paths,
     fit_cells,
     import_summary,
     matches_filter,
     run_cells,
+    stored_power_chart,
     write_export,
 )
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.form_dialog import FORM_CSS, FormDialog
+from console.ui.widgets.bench_plots import LivePlot
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.titled_table import titled_table
 from console.ui.workers import run_named
@@ -199,6 +202,7 @@ class RunDetailScreen(Screen):
     def __init__(self, run: StoredRun) -> None:
         super().__init__(id="run-detail-screen")
         self.run = run
+        self._telemetry_plot: LivePlot | None = None
 
     def compose(self) -> ComposeResult:
         run = self.run
@@ -239,6 +243,12 @@ class RunDetailScreen(Screen):
                 ),
                 id="run-context",
             )
+            truth = energy_text(run)
+            if truth:
+                yield Static(Text("\n".join(truth)), id="run-energy")
+            if run.telemetry is not None:
+                self._telemetry_plot = LivePlot("GPU power W over the run", id="run-power")
+                yield self._telemetry_plot
             if run.live:
                 yield Static(
                     _facts(
@@ -259,6 +269,9 @@ class RunDetailScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#run-body").focus()
+        if self._telemetry_plot is not None:
+            traces, spans, title = stored_power_chart(self.run)
+            self._telemetry_plot.replot(traces, 0.0, title, spans=spans)
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -315,6 +328,7 @@ class HistoryScreen(Screen):
         self.last_export: Path | None = None
         self.last_import: ImportReport | None = None
         self._export_choice: tuple[str, str] | None = None
+        self.columns: tuple[tuple[str, str], ...] = ()
 
     # ------------------------------------------------------------ layout
 
@@ -324,14 +338,18 @@ class HistoryScreen(Screen):
         yield Input(placeholder=FILTER_HINT, id="history-filter", compact=True)
         yield KeyBar()
 
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, label in COLUMNS:
+    def _set_columns(self, table: DataTable, columns: tuple[tuple[str, str], ...]) -> None:
+        self.columns = columns
+        for key, label in columns:
             table.add_column(
                 Text(label, justify="right" if key in RIGHT else "left"),
                 key=key,
                 width=MARK_WIDTH if key == "mark" else None,
             )
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        self._set_columns(table, columns_for(()))
         self.query_one("#history-filter", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
         table.focus()
         self._show_title()
@@ -373,15 +391,20 @@ class HistoryScreen(Screen):
         current = self.cursor_run
         text = self.filter_text
         self.shown = [r for r in self.runs if matches_filter(r, text)] if text else list(self.runs)
-        table.clear()
+        columns = columns_for(self.runs)
+        if columns != self.columns:  # energy / client columns come with the first run that has them
+            table.clear(columns=True)
+            self._set_columns(table, columns)
+        else:
+            table.clear()
         all_cells = [run_cells(run) for run in self.shown]
         for cell, acc in zip(all_cells, accuracy_for(self.shown, self.runs)):  # the instance's score beside its speed
             if accuracy_text(acc):
                 cell["setup"] += f" [{accuracy_text(acc)}]"
-        fitted = fit_cells(all_cells, self.size.width or 120)
+        fitted = fit_cells(all_cells, self.size.width or 120, columns)
         for run, cells in zip(self.shown, fitted):
             row = [self._mark_cell(run.id)]
-            row += [Text(cells[key], justify="right" if key in RIGHT else "left") for key, _ in COLUMNS[1:]]
+            row += [Text(cells[key], justify="right" if key in RIGHT else "left") for key, _ in columns[1:]]
             table.add_row(*row, key=run.id)
         if current is not None and current in [r.id for r in self.shown]:
             table.move_cursor(row=[r.id for r in self.shown].index(current), animate=False)

@@ -30,13 +30,21 @@ class LivePlot(PlotextPlot):
         self.border_title = title
         self.ylim = ylim
         self.plotted = 0  # points drawn by the last replot (tests)
+        self.spans: tuple[tuple[float, float], ...] = ()  # throttle episodes marked by the last replot
 
     def replot(
-        self, traces: Sequence[Trace], t0: float, title: str | None = None, ylim: tuple[float, float] | None = None
+        self,
+        traces: Sequence[Trace],
+        t0: float,
+        title: str | None = None,
+        ylim: tuple[float, float] | None = None,
+        spans: Sequence[tuple[float, float]] = (),
     ) -> None:
+        """spans: throttle episodes (same clock as the traces), marked by red vertical lines."""
         if title is not None:
             self.border_title = title
-        self.plotted = plot_traces(self, traces, t0, ylim or self.ylim)
+        self.spans = tuple(spans)
+        self.plotted = plot_traces(self, traces, t0, ylim or self.ylim, spans)
         self.refresh()
 
 

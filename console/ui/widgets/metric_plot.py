@@ -9,9 +9,16 @@ from textual_plotext import PlotextPlot
 from console.ui.model.charts import Trace
 
 
-def plot_traces(plot: PlotextPlot, traces: Sequence[Trace], origin: float, ylim: tuple[float, float] | None) -> int:
+def plot_traces(
+    plot: PlotextPlot,
+    traces: Sequence[Trace],
+    origin: float,
+    ylim: tuple[float, float] | None,
+    spans: Sequence[tuple[float, float]] = (),
+) -> int:
     """Draw the traces afresh, x in seconds from `origin`; gaps (None) dropped, not drawn as zero.
-    Returns the points drawn (none: an empty frame without ticks)."""
+    `spans` (same clock as the traces): episodes marked by red vertical lines at their start and
+    end (GPU throttling, issue P). Returns the points drawn (none: an empty frame without ticks)."""
     plt = plot.plt
     plt.clear_data()
     plt.clear_figure()
@@ -24,6 +31,11 @@ def plot_traces(plot: PlotextPlot, traces: Sequence[Trace], origin: float, ylim:
             count += len(points)
     if ylim is not None and count:
         plt.ylim(*ylim)
+    if count:
+        for start, end in spans:
+            plt.vline(start - origin, "red")
+            if end - start >= 1.0:
+                plt.vline(end - origin, "red")
     if not count:
         plt.xticks([])
         plt.yticks([])

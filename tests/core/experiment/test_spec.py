@@ -149,3 +149,33 @@ def test_state_resumes_and_report_picks_front_and_budget_winners(tmp_path):
     rows = list(csv.DictReader(io.StringIO(report.to_csv())))
     assert len(rows) == 5 and rows[2]["layout"] == "SPX tp1 ×8" and rows[2]["pareto"] == "yes"
     assert json.loads(path.read_text())["failed_layouts"] == {"cpx-nps1-tp1-x64": "cpx-nps1-tp1-x64-r3: out of memory"}
+
+
+def test_report_gains_energy_front_and_the_most_efficient_layout_per_budget():
+    exp = load_experiment(SEED_FILE)
+    by_id = {p.id: p for p in plan_points(exp)}
+    state = ExperimentState(experiment=exp.name, node="n1")
+    # tp8 at c256 meets the interactive budget more cheaply per token than the faster tp1 x8
+    measured = {
+        "spx-tp8-x1@c64": {**result(3000, 500, 20), "tokens_per_joule": 0.8, "avg_power_w": 3750.0},
+        "spx-tp8-x1@c256": {**result(5000, 1500, 40), "tokens_per_joule": 1.4, "throttled_pct": 12.5},
+        "spx-tp1-x8@c64": {**result(6000, 400, 30), "tokens_per_joule": 1.1},
+        "spx-tp1-x8@c256": {**result(12000, 1900, 45), "tokens_per_joule": 1.2, "client_bound": True},
+        "spx-tp1-x8@c1024": result(20000, 9000, 120),  # no energy recorded
+    }
+    for pid, summary in measured.items():
+        state = state.with_done(by_id[pid], summary)
+    report = build_report(exp, state)
+    interactive = report.winners[0]
+    assert interactive.row.point == "spx-tp1-x8@c256"  # the fastest within the budget
+    assert interactive.efficient.point == "spx-tp8-x1@c256"  # the most tokens per joule within it
+    # the energy front: nothing beats these on both tok/s per node and tokens/J; no-energy rows left out
+    assert [r.point for r in report.energy_pareto] == ["spx-tp8-x1@c256", "spx-tp1-x8@c256"]
+    md = report.to_markdown()
+    assert "| SPX tp1 ×8 | concurrency 256 | 12000.0 | 1.2 | SPX tp8 ×1 | concurrency 256 | 5000.0 | 1.4 |" in md
+    assert "## Energy front (tok/s per node vs output tokens per joule)" in md
+    assert "| 0 | 1.2 |  | client-bound |" in md and "| 0 | 1.4 | 12.5 |  |" in md  # per layout
+    rows = {r["load"] + r["layout"]: r for r in csv.DictReader(io.StringIO(report.to_csv()))}
+    row = rows["256SPX tp1 ×8"]
+    assert row["tokens_per_joule"] == "1.2" and row["client_bound"] == "true" and row["energy_pareto"] == "yes"
+    assert rows["1024SPX tp1 ×8"]["tokens_per_joule"] == "" and rows["1024SPX tp1 ×8"]["energy_pareto"] == ""
