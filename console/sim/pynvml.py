@@ -831,12 +831,29 @@ def _residency_ns(phys, kind, t):
     return 0 if since is None else int(max(0.0, t - since) * 1e9)
 
 
+# The energy counter integrates the simulated power curve as it is read (trapezoid between
+# reads), so energy and power agree as on a real GPU; before this process's first read it
+# stands at a steady mean draw since the driver loaded. {(created, phys): (t, mJ, mW)}
+_ENERGY = {}
+
+
 def _energy_mj(state, phys, t):
-    """The energy counter since the driver loaded (mJ): a steady mean draw, monotonic."""
-    model = _model(state)
-    mean_w = model.idle_w + 0.3 * (model.cap_w - model.idle_w)
+    """The energy counter since the driver loaded (mJ), monotonic."""
+    power_mw = _power_mw(state, phys, t)
     created = state.get("created") or 1.79e9  # a state file written before the field: from Sept. 2026
-    return int(max(0.0, t - created) * mean_w * 1000) + phys * 1000000
+    key = (created, phys)
+    last = _ENERGY.get(key)
+    if last is None:
+        model = _model(state)
+        mean_w = model.idle_w + 0.3 * (model.cap_w - model.idle_w)
+        mj = max(0.0, t - created) * mean_w * 1000 + phys * 1000000
+    else:
+        t0, mj, mw0 = last
+        if t <= t0:
+            return int(mj)
+        mj += (t - t0) * (mw0 + power_mw) / 2.0  # mW x s = mJ
+    _ENERGY[key] = (t, mj, power_mw)
+    return int(mj)
 
 
 def _ecc_count(phys, error_type):

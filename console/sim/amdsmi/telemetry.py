@@ -166,11 +166,28 @@ def amdsmi_get_gpu_vram_info(processor_handle):
     }
 
 
-def _energy_uj(state, phys, t):
-    # A steady average draw integrated since the node was created: monotonic.
-    model = model_of(state)
-    mean_w = model.idle_w + 0.3 * (model.power_cap_w - model.idle_w)
-    return max(0.0, t - state.get("created", t)) * mean_w * 1e6 + phys * 1e9
+# The energy counter integrates the simulated power curve as the agent reads it (trapezoid
+# between reads), so energy and power agree as on a real GPU; before this process's first read
+# it stands at a steady mean draw since the node was created. {(created, phys): (t, uJ, W)}
+_ENERGY = {}
+
+
+def _energy_uj(state, phys, t, power_w=None):
+    if power_w is None:
+        power_w = physical_sample(state, phys, t)["power"]
+    key = (state.get("created"), phys)
+    last = _ENERGY.get(key)
+    if last is None:
+        model = model_of(state)
+        mean_w = model.idle_w + 0.3 * (model.power_cap_w - model.idle_w)
+        uj = max(0.0, t - state.get("created", t)) * mean_w * 1e6 + phys * 1e9
+    else:
+        t0, uj, w0 = last
+        if t <= t0:
+            return uj
+        uj += (t - t0) * (w0 + power_w) / 2.0 * 1e6
+    _ENERGY[key] = (t, uj, power_w)
+    return uj
 
 
 def amdsmi_get_energy_count(processor_handle):
@@ -233,7 +250,7 @@ def amdsmi_get_gpu_metrics_info(processor_handle):
         "average_mm_activity": 0,
         "average_socket_power": "N/A",  # MI300 and later: current power only
         "current_socket_power": int(round(s["power"])),
-        "energy_accumulator": int(_energy_uj(state, h.phys, t) / 15.259),  # 15.259 uJ units
+        "energy_accumulator": int(_energy_uj(state, h.phys, t, s["power"]) / 15.259),  # 15.259 uJ units
         "system_clock_counter": int(t * 1e9),
         "average_gfxclk_frequency": "N/A",
         "average_socclk_frequency": "N/A",
