@@ -17,7 +17,9 @@ from textual.widgets import DataTable, Input, ProgressBar
 
 from console.core.model import BenchPreset
 from console.core.profiles import load_profile
+from console.services.events import EventLog
 from console.services.fleet import FleetTelemetry
+from console.services.health_watch import HealthWatch
 from console.services.instances import InstanceService, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
 from console.services.results import ResultStore
@@ -91,6 +93,7 @@ class BenchHost(App):
         self.fleet = fleet
         self.cursor_blink = False
         self.results: list = []
+        self.health_watch = None  # the console's timeline (HealthWatch), when a test gives one
 
     async def on_mount(self) -> None:
         if self.fleet is not None:
@@ -177,6 +180,22 @@ async def test_run_shows_progress_live_charts_result_and_stores_it(node, served)
     assert stored.energy["gpus"][0]["gpu"] == 1 and stored.energy_j > 0 and stored.tokens_per_joule > 0
     assert stored.client_bound is False and stored.client_check["requests"]["client"] == 40
     assert "tokens/J" in text and "client check: ok" in text
+
+
+async def test_each_point_is_on_the_fleet_timeline(node, served, tmp_path):
+    view, pool = served
+    fleet = FleetTelemetry([node], TransportPool(), interval=0.5)
+    screen = bench_screen(node, view, pool, points=[2], overrides={"num_prompts": "8"}, fleet=fleet)
+    app = BenchHost(screen, fleet)
+    log = EventLog(tmp_path / "events.jsonl")
+    app.health_watch = HealthWatch(fleet, events=log)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert await wait_for(pilot, lambda: not screen.session.running, timeout=90)
+    events = [(e.kind, e.node, e.instance, e.message) for e in reversed(log.read()) if e.kind.startswith("benchmark.")]
+    assert events == [
+        ("benchmark.started", node.name, view.name, "benchmark tiny (concurrency 2) started"),
+        ("benchmark.finished", node.name, view.name, "benchmark tiny (concurrency 2) finished"),
+    ]
 
 
 # ---------------------------------------------------------------- a sweep

@@ -289,10 +289,16 @@ class BenchScreen(Screen):
         assert runner is not None
         if isinstance(self.fleet, FleetTelemetry) and runner.fleet is None:
             runner.fleet = self.fleet  # the run's GPUs recorded from the stream the console has
+        # The fleet's timeline (events.jsonl) gets each point's start and end, when the app keeps one.
+        timeline = getattr(self.app, "health_watch", None)
+        what = f"{self.preset.name} (concurrency {{}})"
         for index, point in enumerate(self.session.points):
             if self.session.cancel_requested:
                 break
             self._post(bv.PointBegan(index, point))
+            if timeline is not None:
+                timeline.benchmark_started(self.node.name, what.format(point or "-"), self.instance.name)
+            ok = False
             try:
                 outcome = await runner.run(
                     self.node,
@@ -303,6 +309,7 @@ class BenchScreen(Screen):
                     on_event=self._post,
                     extra_env=self.extra_env or None,
                 )
+                ok = outcome.result_json is not None
             except (BenchRunError, InstanceError, TransportError) as exc:
                 self._post(bv.PointFailed(index, one_line(exc)))
                 break  # the next point would fail the same way
@@ -311,6 +318,9 @@ class BenchScreen(Screen):
             except Exception as exc:  # never a traceback on the screen
                 self._post(bv.PointFailed(index, f"{type(exc).__name__}: {one_line(exc)}"))
                 break
+            finally:
+                if timeline is not None:
+                    timeline.benchmark_finished(self.node.name, what.format(point or "-"), self.instance.name, ok=ok)
             if self.store is not None and outcome.result_json is not None:
                 try:
                     context = await self._run_context(outcome, point)
