@@ -9,10 +9,12 @@ Where the limit is.  The tiny model's decode steps cost about the same for one s
 as for eight (a CPU step is mostly overhead at this size), so its latency hardly moves
 with the load.  The server is therefore started with `--max-num-seqs 2`: two requests
 run at once, a third waits for a slot, so the slowest request of a point (its p99
-end-to-end latency) takes about one request's time at concurrency 1 and 2 and about
-two from concurrency 3 on.  The limit, 1.5 times the p99 E2E measured at concurrency 1
-on this machine just before (a one-point search), lies between: the search should find
-2 and break at 3, and a second search should land within one step of the first.
+end-to-end latency) takes about one request's time T at concurrency 2 and about 2T
+from concurrency 3 on (measured here: 110-210 ms at 2, 210-330 ms at 4).  T is
+measured on this machine just before, as the median E2E of a one-point search at
+concurrency 2 (a median: the server's first, cold request is one of six), and the
+limit is 1.6 T: the search should find 2 and break at 3, and a second search should
+land within one step of the first.
 """
 
 from __future__ import annotations
@@ -49,12 +51,12 @@ def test_find_max_converges_on_a_real_instance(sshd, tiny_model, short_tmp):
         pgid = next(i["pid"] for i in listing["instances"] if i["name"] == "fm")
         ready_s = time.monotonic() - t0
 
-        # calibrate the limit on this machine now: one real point at concurrency 1
-        probe = find_max(short_tmp, "p99_e2el_ms=1000000", "--start", "1", "--max", "1")
+        # calibrate the limit on this machine now: one real point at concurrency 2
+        probe = find_max(short_tmp, "p99_e2el_ms=1000000", "--start", "2", "--max", "2")
         assert probe.returncode == 0, probe.stdout + probe.stderr
         base = json.loads(probe.stdout)
-        e2e1 = base["figures"]["p99_e2el_ms"]
-        limit = round(1.5 * e2e1)
+        e2e1 = base["figures"]["median_e2el_ms"]
+        limit = round(1.6 * e2e1)
         budget = f"p99_e2el_ms={limit}"
 
         answers = []
@@ -63,7 +65,7 @@ def test_find_max_converges_on_a_real_instance(sshd, tiny_model, short_tmp):
             assert done.returncode == 0, done.stdout + done.stderr
             answers.append(json.loads(done.stdout))
         print(
-            f"ready {ready_s:.0f} s; p99 e2e@1 {e2e1:.0f} ms, limit {limit} ms; answers "
+            f"ready {ready_s:.0f} s; median e2e@2 {e2e1:.0f} ms, limit {limit} ms; answers "
             + "; ".join(
                 f"{a['status']} {a['load']} (breaks {a['broke_at']}) "
                 + ",".join(f"{p['load']:g}:{p['medians'].get('p99_e2el_ms') or 0:.0f}x{p['runs']}" for p in a["points"])
@@ -72,7 +74,8 @@ def test_find_max_converges_on_a_real_instance(sshd, tiny_model, short_tmp):
             + f"; whole test {time.monotonic() - t0:.0f} s"
         )
         for a in answers:
-            assert a["status"] in ("found", "never_broke"), a["message"]
+            assert a["status"] == "found", a["message"]
+            assert a["broke_at"] is not None and a["load"] < a["broke_at"]
             assert a["tokens_per_joule"] is None or a["tokens_per_joule"] > 0
         # within one search step: the two answers are neighbours on the grid of loads the
         # search can give (1, 2, 3, ..., 8: a step is one concurrency at the bisection's end)
