@@ -123,3 +123,25 @@ def test_a_search_that_cannot_run_is_exit_1(profile, tmp_path, instance):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     line = one_line_error(proc)
     assert line.startswith("rocm-console: find-max at concurrency 1: ") and "nope.json" in line
+
+
+@pytest.mark.timeout(240)
+def test_find_max_over_a_replica_group(profile, tmp_path):
+    env = {"ROCM_CONSOLE_DATA_DIR": str(tmp_path / "data")}
+    p = ["--profile", str(profile)]
+    start = run("serve", "start", "--preset", "tiny", "--replicas", "2", "--wait", "--timeout", "60", *p)
+    try:
+        assert start.returncode == 0, start.stdout + start.stderr
+        done = find_max(
+            profile, tmp_path, "--group", "tiny-x2", "--budget", "p99_ttft_ms=60000", "--max", "4", "--json"
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        doc = json.loads(done.stdout)
+        # a group's concurrency is split over its replicas: the search starts at 2
+        assert doc["target"] == "group tiny-x2" and [p["load"] for p in doc["points"]] == [2, 4]
+        assert doc["status"] == "never_broke" and doc["load"] == 4
+        merged = [json.loads(run("results", "show", rid, "--json", env=env).stdout) for rid in doc["point_ids"]]
+        assert [len(m["context"]["replica_runs"]) for m in merged] == [2, 2]  # each point: the group's merged result
+        assert [m["setup"]["max_concurrency"] for m in merged] == [2, 4]
+    finally:
+        run("serve", "stop", "--group", "tiny-x2", *p)

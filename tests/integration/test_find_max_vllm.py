@@ -2,19 +2,22 @@
 the tiny model, every point the real `vllm bench serve`: the search converges, a second
 search lands within one search step of the first, and every point is in history.
 
-Bounded for two shared cores: 6 prompts of 32 output tokens a point, concurrency 2 to 8,
-at most 6 runs a search (here: 2, 4, 3 and a repeat where a point lands near the limit).
+Bounded for two shared cores: 6 prompts of 32 tokens in and out a point, concurrency 2
+to 4, at most 5 runs a search (2, 4, 3, and repeats where a point lands within 10 % of
+the limit). Measured on this machine's two shared cores: 263-280 s for the whole test, of
+which 80-90 s is the server's start and about 20 s each benchmark client (vLLM's import).
 
 Where the limit is.  The tiny model's decode steps cost about the same for one sequence
 as for eight (a CPU step is mostly overhead at this size), so its latency hardly moves
-with the load.  The server is therefore started with `--max-num-seqs 2`: two requests
-run at once, a third waits for a slot, so the slowest request of a point (its p99
-end-to-end latency) takes about one request's time T at concurrency 2 and about 2T
-from concurrency 3 on (measured here: 110-210 ms at 2, 210-330 ms at 4).  T is
-measured on this machine just before: the median of five single completions of the
-same size sent straight to the server (after one that warms it).  The limit is 1.6 T:
-the search should find 2 and break at 3, and a second search should land within one
-step of the first (on a shared machine a point's p99 moves by half now and then).
+with the load.  The server is therefore started with `--max-num-seqs 1`: one request
+runs at a time and the others queue, so the slowest request of a point (its p99
+end-to-end latency) grows with the concurrency.  T, one request's time, is measured on
+this machine just before: the median of five single completions of the same size sent
+straight to the server (after one that warms it).  Through `vllm bench serve` a point's
+p99 E2E came to about 2 T at concurrency 1, 2.3 T at 2 and 4.9 T at 3 and 4 (the
+client's own streaming and tokenizing add to each request), so the limit is 3.2 T: the
+search should find 2 and break at 3; a second search lands within one step of the first
+(on a shared machine a point's p99 can move by half: 3.9 T at concurrency 2 once).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from tests.integration.vllm_cpu import console, env_flags, group_members, node_p
 
 pytestmark = [pytest.mark.integration]
 
-POINT = ["--set=num_prompts=6", "--set=output_len=32", "--set=input_len=32", "--max", "8", "--max-runs", "6"]
+POINT = ["--set=num_prompts=6", "--set=output_len=32", "--set=input_len=32", "--max", "4", "--max-runs", "5"]
 
 
 def one_request_ms(port: int, model) -> float:
@@ -59,7 +62,7 @@ def test_find_max_converges_on_a_real_instance(sshd, tiny_model, short_tmp):
     t0 = time.monotonic()
     node_profile(short_tmp, sshd, model=tiny_model)
     port = free_port()
-    start = serve_tiny(short_tmp, "fm", port, "--arg=--max-num-seqs", "--arg=2")
+    start = serve_tiny(short_tmp, "fm", port, "--arg=--max-num-seqs", "--arg=1")
     pgid = None
     try:
         assert start.returncode == 0, start.stdout + start.stderr
@@ -69,7 +72,7 @@ def test_find_max_converges_on_a_real_instance(sshd, tiny_model, short_tmp):
 
         # calibrate the limit on this machine now: one request's time, T
         e2e1 = one_request_ms(port, tiny_model)
-        limit = round(1.6 * e2e1)
+        limit = round(3.2 * e2e1)
         budget = f"p99_e2el_ms={limit}"
 
         answers = []

@@ -480,9 +480,8 @@ class FindMaxService:
             seconds=time.monotonic() - t0,
         )
         shown = num_prompts if num_prompts is not None else preset.num_prompts
-        record = answer_record(
-            answer, context=base, preset=dataclasses.replace(preset, num_prompts=shown), label=label, created=wall
-        )
+        # stored when it ends: listed after its points
+        record = answer_record(answer, context=base, preset=dataclasses.replace(preset, num_prompts=shown), label=label)
         try:
             answer_id = self.store.save(record)
         except StoreError as exc:

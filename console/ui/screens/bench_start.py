@@ -201,9 +201,15 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
         app = self.app
 
         def chosen(answer) -> None:
-            if answer is not None:
-                spec, prompts = answer
-                app.push_screen(find_max_screen(app, view, preset, spec, overrides, env, label, prompts))
+            if answer is None:
+                return
+            spec, prompts = answer
+            try:
+                screen = find_max_screen(app, view, preset, spec, overrides, env, label, prompts)
+            except FormError as exc:
+                app.notify(str(exc), severity="error", markup=False)
+                return
+            app.push_screen(screen)
 
         self.dismiss(None)
         app.push_screen(FindMaxDialog(preset, view, cursor_blink=self.cursor_blink), chosen)
