@@ -13,7 +13,8 @@ search's whole record (every point: load, verdict, medians, run ids).
 
 A point whose client wrote no result stops the search (FindMaxError: the one line
 says which load and why, and which points were stored); a point whose requests
-failed is a point that broke the budget.
+failed is a point that broke the budget. A lost link to the node is left a
+TransportError, so that an experiment resumes the layout as it resumes any other.
 """
 
 from __future__ import annotations
@@ -335,7 +336,7 @@ class FindMaxService:
                 if started:  # never leave the point's client running on the node
                     await asyncio.shield(self._cancel(node, started[-1]))
                 raise
-            except (BenchRunError, TransportError) as exc:
+            except BenchRunError as exc:  # a lost link stays a TransportError: a caller may resume
                 raise FindMaxError(_at(s, load, str(exc))) from None
             if outcome.result_json is None:
                 raise FindMaxError(_at(s, load, f"{outcome.run}: {outcome.reason}"))
@@ -402,7 +403,7 @@ class FindMaxService:
                     extra_env=extra_env,
                     on_event=lambda _replica, event: s.emit(FindMaxRunEvent(event)),
                 )
-            except (BenchRunError, TransportError) as exc:
+            except BenchRunError as exc:
                 raise FindMaxError(_at(s, load, str(exc))) from None
             if outcome.result is None:
                 raise FindMaxError(_at(s, load, outcome.reason or "no result"))
