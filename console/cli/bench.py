@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Sequence
 
 from console.cli import bench_offline, common
+from console.cli import find_max as find_max_cli
 from console.cli.inputs import bench_inputs, concurrency_points
 from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
@@ -69,6 +70,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     cancel.add_argument("--node", metavar="NAME")
     parsers = [run, sweep, runs, cancel]
     common.add_command_options(parsers)
+    parsers += find_max_cli.add_parsers(ops)  # find-max (cli/find_max.py)
     return parsers + bench_offline.add_parsers(ops)  # latency, throughput, accuracy
 
 
@@ -289,5 +291,7 @@ async def _run_or_sweep(args, profile: Profile) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.bench_command in bench_offline.COMMANDS:
         return bench_offline.run(args)
+    if args.bench_command == find_max_cli.COMMAND:
+        return find_max_cli.run(args)
     action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
     return common.run_command(args, action, failures=(serving.BenchRunError, InstanceError, TransportError))

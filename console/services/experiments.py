@@ -3,7 +3,10 @@
 Per layout: switch the node's partition when the layout asks another one
 (PartitionService: the same preflight and read-back verification as
 `partition set`), start the layout's replica group, wait until every replica is
-ready, sweep the load points with group benchmarks, stop the group, go on.
+ready, sweep the load points with group benchmarks, stop the group, go on. With
+`find_max = true` a layout has one point instead: the find-max search under the
+experiment's budget (services/runs/find_max.py), each of its runs stored, its
+answer (the highest load within the budget, with its figures) the layout's point.
 
 The state file is written after every step. A run that was killed (the console,
 the SSH link) starts again where it was: finished points are never rerun; a
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from console.core.bench.find_max import SearchError, SearchSpec
 from console.core.experiment.spec import (
     Experiment,
     ExperimentError,
@@ -41,6 +45,7 @@ from console.services.groups import GroupError, GroupService, GroupView
 from console.services.instances import ENDED, InstanceError, InstanceService
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.results import ResultStore, default_root
+from console.services.runs.find_max import FindMaxAnswer, FindMaxError, FindMaxService
 from console.services.runs.group import GroupBenchRunner, store_group, summary_of
 from console.services.runs.serving import BenchRunError
 from console.services.status import sample_node
@@ -202,7 +207,10 @@ class ExperimentRunner:
                 state = step(state, f"layout {layout.label}: {group.summary()}")
                 for point in todo:
                     state = step(state.with_current(point.id), f"{point.id}: benchmark")
-                    summary = await self._point(node, group, point, exp, bench_preset, extra_env)
+                    if point.find_max:
+                        summary = await self._find_max(node, group, point, exp, bench_preset, extra_env)
+                    else:
+                        summary = await self._point(node, group, point, exp, bench_preset, extra_env)
                     state = step(state.with_done(point, summary), _point_line(point, summary))
             except _LayoutFailed as failed:
                 state = step(
@@ -323,6 +331,38 @@ class ExperimentRunner:
                 await asyncio.sleep(LINK_BACKOFF * attempt)
                 await self._cancel_clients(node, group.name)
 
+    async def _find_max(self, node, group: GroupView, point: Point, exp: Experiment, preset, extra_env) -> dict:
+        """The layout's find-max search: its answer's figures as the point's summary (the report's
+        keys), the search in `find_max_*`, the stored answer's id in `stored`."""
+        settings = exp.find_max
+        assert settings is not None
+        try:
+            spec = SearchSpec(
+                budget=settings.budget,
+                dimension=settings.by,
+                start=settings.start or 1.0,
+                max_load=settings.max_load,
+                tolerance=settings.tolerance,
+            )
+        except SearchError as exc:
+            raise _LayoutFailed(str(exc)) from None
+        # the search's points and answer go to the store: the answer links them by id
+        service = FindMaxService(self.pool, self.store or ResultStore(), group_runner=self.bench)
+        try:
+            answer = await service.search_group(
+                [node],
+                group,
+                preset,
+                spec,
+                extra_env=extra_env,
+                num_prompts=exp.num_prompts,
+                label=f"{exp.name}: {point.layout.label}",
+                extra_context={"experiment": exp.name, "layout": point.layout.label, "point": point.id},
+            )
+        except FindMaxError as exc:
+            raise _LayoutFailed(f"{point.id}: {exc}") from None
+        return find_max_summary(answer)
+
     async def _cancel_clients(self, node: NodeSpec, group_name: str) -> None:
         """Benchmark clients of this group still running (left by a killed run) are stopped."""
         clients = self.bench.clients
@@ -356,10 +396,37 @@ class _LayoutFailed(Exception):
         self.reason = reason
 
 
+def find_max_summary(answer: FindMaxAnswer) -> dict:
+    """What an experiment keeps of a layout's search: the answer's figures under the result keys
+    the report reads (output_throughput, p99_ttft_ms, ...), the load found, the outcome."""
+    o = answer.outcome
+    doc: dict = {k: v for k, v in o.figures.items() if v is not None}
+    doc.update(
+        ok=o.load is not None,
+        nodes=1,
+        find_max_status=o.status,
+        find_max_dimension=o.dimension,
+        find_max_load=o.load,
+        find_max_broke_at=o.broke_at,
+        find_max_budget=answer.budget.name,
+        find_max_runs=o.runs,
+        find_max_points=list(answer.point_ids),
+        stored=answer.answer_id,
+    )
+    if o.load is None:
+        doc["reason"] = o.message
+    if o.dimension == "concurrency" and o.load is not None:
+        doc["max_concurrency"] = int(o.load)
+    return doc
+
+
 def _point_line(point: Point, summary: dict) -> str:
     tok = summary.get("output_throughput")
     ttft = summary.get("p99_ttft_ms")
     parts = [f"{point.id}: done"]
+    if point.find_max:
+        load = summary.get("find_max_load")
+        parts.append(f"{summary.get('find_max_status')} at {summary.get('find_max_dimension')} {load}")
     if isinstance(tok, (int, float)):
         parts.append(f"{tok:.1f} tok/s")
     if isinstance(ttft, (int, float)):

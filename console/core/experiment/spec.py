@@ -19,6 +19,12 @@ benchmark preset, the load points and the layouts:
     p99_ttft_ms = 2000
     p99_itl_ms = 50
 
+With ``find_max = true`` instead of concurrency/rate, each layout gets no fixed load
+points: the highest load within a budget is searched per layout (`bench find-max`,
+console/core/bench/find_max.py), the budget named by ``find_max_budget`` (or the
+file's only [[budget]]); ``find_max_by`` (concurrency | rate), ``find_max_start``,
+``find_max_max`` and ``find_max_tolerance`` set the search.
+
 Everything is checked before anything starts (`validate`): one line per problem,
 naming the file, the layout and the key. `plan_points` gives the runs in order;
 `ExperimentState` records what finished so a run can resume after a crash.
@@ -49,6 +55,7 @@ __all__ = [
     "Experiment",
     "ExperimentError",
     "ExperimentState",
+    "FindMaxSettings",
     "Layout",
     "Point",
     "load_experiment",
@@ -67,7 +74,18 @@ BUDGET_KEYS = {
     for metric in ("ttft", "tpot", "itl", "e2el")
     for stat in ("mean", "median", "p90", "p99")
 }
-_EXPERIMENT_KEYS = {"name", "serve", "bench", "concurrency", "rate", "num_prompts", "layouts", "ready_timeout"}
+_FIND_MAX_KEYS = {"find_max", "find_max_budget", "find_max_by", "find_max_start", "find_max_max", "find_max_tolerance"}
+_EXPERIMENT_KEYS = {
+    "name",
+    "serve",
+    "bench",
+    "concurrency",
+    "rate",
+    "num_prompts",
+    "layouts",
+    "ready_timeout",
+    *_FIND_MAX_KEYS,
+}
 STATE_VERSION = 1
 
 
@@ -121,6 +139,18 @@ class Experiment:
     num_prompts: int | None = None  # per point for the whole group; None = the bench preset's
     budgets: tuple[Budget, ...] = ()
     ready_timeout: float = 1800.0
+    find_max: FindMaxSettings | None = None  # set: a search per layout replaces the load points
+
+
+@dataclass(frozen=True, slots=True)
+class FindMaxSettings:
+    """`find_max = true`: per layout, the highest load within `budget` (the search's knobs)."""
+
+    budget: Budget
+    by: str = "concurrency"  # concurrency | rate
+    start: float | None = None  # None: the search's default (1)
+    max_load: float | None = None  # None: the search's default
+    tolerance: float = 0.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +158,12 @@ class Point:
     layout: Layout
     concurrency: int | None  # the group's total
     rate: float | None  # the group's total (req/s)
+    find_max: bool = False  # the layout's find-max search, not a fixed load
 
     @property
     def id(self) -> str:
+        if self.find_max:
+            return f"{self.layout.key}@find-max"
         load = f"c{self.concurrency}" if self.concurrency is not None else f"r{_num(self.rate or 0)}"
         return f"{self.layout.key}@{load}"
 
@@ -219,10 +252,23 @@ def load_experiment(path: str | Path) -> Experiment:
             problems.append(f"{file}: [experiment] key 'rate': expected a list of positive request rates (req/s)")
         else:
             rates = tuple(float(v) for v in values)
-    if "concurrency" in exp and "rate" in exp:
+    find_max_on = exp.get("find_max", False)
+    if not isinstance(find_max_on, bool):
+        problems.append(f"{file}: [experiment] key 'find_max': expected true or false, got {find_max_on!r}")
+        find_max_on = False
+    if not find_max_on:
+        for key in sorted(k for k in _FIND_MAX_KEYS if k != "find_max" and k in exp):
+            problems.append(f"{file}: [experiment] key '{key}': only with find_max = true")
+    if find_max_on and ("concurrency" in exp or "rate" in exp):
+        problems.append(
+            f"{file}: [experiment] key 'find_max': a search replaces the load points: drop concurrency/rate"
+        )
+    elif "concurrency" in exp and "rate" in exp:
         problems.append(f"{file}: [experiment]: give concurrency or rate, not both")
-    elif "concurrency" not in exp and "rate" not in exp:
-        problems.append(f"{file}: [experiment]: no load points: give concurrency = [...] or rate = [...]")
+    elif "concurrency" not in exp and "rate" not in exp and not find_max_on:
+        problems.append(
+            f"{file}: [experiment]: no load points: give concurrency = [...] or rate = [...] (or find_max = true)"
+        )
     num_prompts = exp.get("num_prompts")
     if num_prompts is not None and (type(num_prompts) is not int or num_prompts < 1):
         problems.append(f"{file}: [experiment] key 'num_prompts': expected a positive integer")
@@ -284,6 +330,7 @@ def load_experiment(path: str | Path) -> Experiment:
         if not limits and not any(p.startswith(f"{file}: [[budget]] {bname}") for p in problems):
             problems.append(f"{file}: [[budget]] {bname}: no limit (e.g. p99_ttft_ms = 2000)")
         budgets.append(Budget(bname, tuple(limits)))
+    find_max = _find_max_settings(file, exp, budgets, problems) if find_max_on else None
     if problems:
         raise ExperimentError(problems)
     return Experiment(
@@ -297,7 +344,55 @@ def load_experiment(path: str | Path) -> Experiment:
         num_prompts=num_prompts,
         budgets=tuple(budgets),
         ready_timeout=float(ready_timeout),
+        find_max=find_max,
     )
+
+
+def _find_max_settings(
+    file: str, exp: Mapping[str, object], budgets: Sequence[Budget], problems: list[str]
+) -> FindMaxSettings | None:
+    """The search's settings of `find_max = true`; a problem line per bad key."""
+    where = f"{file}: [experiment] key"
+    name = exp.get("find_max_budget")
+    budget: Budget | None = None
+    known = ", ".join(b.name for b in budgets) or "none"
+    if name is not None:
+        budget = next((b for b in budgets if b.name == name), None)
+        if budget is None:
+            problems.append(f"{where} 'find_max_budget': no [[budget]] named {name!r} (known: {known})")
+    elif len(budgets) == 1:
+        budget = budgets[0]
+    elif not budgets:
+        problems.append(f"{where} 'find_max': a search needs a latency budget: add a [[budget]] table")
+    else:
+        problems.append(f"{where} 'find_max_budget': {len(budgets)} budgets ({known}): name the one to search under")
+    by = exp.get("find_max_by", "concurrency")
+    if by not in ("concurrency", "rate"):
+        problems.append(f'{where} \'find_max_by\': expected "concurrency" or "rate", got {by!r}')
+        by = "concurrency"
+
+    def load(key: str) -> float | None:
+        value = exp.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            problems.append(f"{where} '{key}': expected a load > 0")
+            return None
+        if by == "concurrency" and float(value) != int(value):
+            problems.append(f"{where} '{key}': a concurrency is a whole number, got {value!r}")
+            return None
+        return float(value)
+
+    start, top = load("find_max_start"), load("find_max_max")
+    if start is not None and top is not None and top < start:
+        problems.append(f"{where} 'find_max_max': {top:g} is below find_max_start {start:g}")
+    tolerance = exp.get("find_max_tolerance", 0.10)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
+        problems.append(f"{where} 'find_max_tolerance': expected a fraction between 0 and 1, like 0.1")
+        tolerance = 0.10
+    if budget is None:
+        return None
+    return FindMaxSettings(budget, str(by), start, top, float(tolerance))
 
 
 def validate(
@@ -379,6 +474,9 @@ def plan_points(exp: Experiment) -> list[Point]:
     """Every run in order: per layout (as written), each load point from low to high."""
     points = []
     for layout in exp.layouts:
+        if exp.find_max is not None:
+            points.append(Point(layout, None, None, find_max=True))
+            continue
         for c in sorted(exp.concurrency):
             points.append(Point(layout, c, None))
         for r in sorted(exp.rates):

@@ -4,7 +4,8 @@ preset overrides, client environment, label.
 The form is checked by console/ui/model/bench_form.py (the preset's own checks); a
 problem shows as one line under the fields, nothing typed is lost. The dialog
 starts nothing: it dismisses with a BenchRequest (or None), and the caller
-pushes BenchScreen with it.
+pushes BenchScreen with it. ctrl+f instead asks for a latency budget and runs a
+find-max search of the preset against the instance (screens/find_max.py).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-bench-start"),
         Binding("ctrl+s", "submit", "Run", id="submit-bench-start"),
+        Binding("ctrl+f", "find_max", "Find max load", id="find-max-bench-start"),
     ]
 
     def __init__(
@@ -179,6 +181,38 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
     def _input_changed(self, _: Input.Changed) -> None:
         self.show_error("")
         self._refresh_preview()
+
+    def action_find_max(self) -> None:
+        """The highest load within a budget, for this preset and instance: the budget is asked
+        next (FindMaxDialog), then the search runs on its own screen (points stored as it goes)."""
+        from console.ui.screens.find_max import FindMaxDialog, find_max_screen
+
+        try:
+            preset, view = self._preset(), self._instance()
+            if preset is None or view is None:
+                raise FormError("choose a preset and an instance first")
+            overrides = parse_bench_overrides(self.typed("bench-overrides"))
+            env = parse_env(self.typed("bench-env"))
+            label = parse_label(self.typed("bench-label"))
+            check_request(preset, overrides, None)
+        except FormError as exc:
+            self.show_error(str(exc))
+            return
+        app = self.app
+
+        def chosen(answer) -> None:
+            if answer is None:
+                return
+            spec, prompts = answer
+            try:
+                screen = find_max_screen(app, view, preset, spec, overrides, env, label, prompts)
+            except FormError as exc:
+                app.notify(str(exc), severity="error", markup=False)
+                return
+            app.push_screen(screen)
+
+        self.dismiss(None)
+        app.push_screen(FindMaxDialog(preset, view, cursor_blink=self.cursor_blink), chosen)
 
     def submit(self) -> None:
         try:

@@ -1,0 +1,527 @@
+"""`bench find-max`: the search for the highest load within a latency budget, run for real.
+
+The search itself is core's (console/core/bench/find_max.py: a pure state machine
+that says which load to run next and judges what it is fed). This service runs each
+load it asks for as an ordinary serving benchmark through the run API: one client
+next to an instance (runs/serving.py), or one client per replica of a group
+(runs/group.py); each point is stored in the results store like any `bench run`
+(so `results list` and the history screen show every one of them), and the
+stored run's figures are what the search is fed. At the end the answer is stored
+as one more result (context ``run_kind = "find_max"``) whose context lists the
+ids of every point it measured (``find_max_points``) and whose ``result`` is the
+search's whole record (every point: load, verdict, medians, run ids).
+
+A point whose client wrote no result stops the search (FindMaxError: the one line
+says which load and why, and which points were stored); a point whose requests
+failed is a point that broke the budget. A lost link to the node is left a
+TransportError, so that an experiment resumes the layout as it resumes any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.core.bench.argv import apply_bench_overrides
+from console.core.bench.find_max import FindMax, Outcome, PointResult, Run, SearchError, SearchSpec
+from console.core.experiment.spec import Budget
+from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
+from console.core.results.build import context_block, finish_run, full_setup, jsonable_setup, run_from_console
+from console.core.results.record import StoredRun, as_number, jsonable
+from console.services.groups import GroupView
+from console.services.instances import InstanceState, InstanceView
+from console.services.results import ResultStore, StoreError
+from console.services.runs.group import GroupBenchRunner, store_group
+from console.services.runs.run import gpu_context
+from console.services.runs.serving import BenchEvent, BenchRunError, BenchRunner, BenchStarted, live_summary
+from console.services.status import sample_node
+from console.services.transports import TransportPool
+from console.transport.base import TransportError
+
+RUN_KIND = "find_max"
+# Figures of a point's stored run that the answer reports beside the budget's keys.
+REPORTED = (
+    "output_throughput",
+    "total_token_throughput",
+    "request_throughput",
+    "completed",
+    "failed",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+    "tokens_per_joule",
+)
+
+
+class FindMaxError(Exception):
+    """The search could not run (a point wrote no result, the store refused): one line."""
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class FindMaxStarted:
+    search: str  # the search's id (every point's context carries it as find_max)
+    target: str  # "instance NAME on NODE" / "group NAME"
+    spec: SearchSpec
+    preset: str
+
+
+@dataclass(frozen=True, slots=True)
+class FindMaxPointStarted:
+    load: float
+    attempt: int  # 1 for a load's first run, 2 and 3 for its repeats
+    runs_used: int  # runs finished before this one
+
+
+@dataclass(frozen=True, slots=True)
+class FindMaxPointMeasured:
+    """A run at `load` was stored and judged: `point` is the load's verdict so far
+    (meets None while a repeat is due), `lo`/`hi` the bracket after it."""
+
+    load: float
+    run_id: str
+    point: PointResult
+    lo: float | None  # the highest load that met the budget so far
+    hi: float | None  # the lowest load that broke it so far
+    runs_used: int
+
+
+@dataclass(frozen=True, slots=True)
+class FindMaxRunEvent:
+    """An event of the point's benchmark run (progress, live metrics), for progress lines."""
+
+    event: BenchEvent
+
+
+@dataclass(frozen=True, slots=True)
+class FindMaxFinished:
+    answer: FindMaxAnswer
+
+
+FindMaxEvent = FindMaxStarted | FindMaxPointStarted | FindMaxPointMeasured | FindMaxRunEvent | FindMaxFinished
+
+
+# ---------------------------------------------------------------- the answer
+
+
+@dataclass(frozen=True)
+class FindMaxAnswer:
+    search: str
+    target: str
+    budget: Budget
+    preset: str
+    outcome: Outcome
+    answer_id: str | None  # the stored answer (None when not stored)
+    point_ids: tuple[str, ...] = ()  # every stored point, in the order measured
+    started: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def figures(self) -> Mapping[str, float | None]:
+        return self.outcome.figures
+
+    @property
+    def tokens_per_joule(self) -> float | None:
+        value = self.outcome.figures.get("tokens_per_joule")
+        return value if isinstance(value, (int, float)) else None
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.outcome.to_json()
+        return jsonable(
+            {
+                "id": self.answer_id,
+                "search": self.search,
+                "target": self.target,
+                "preset": self.preset,
+                "budget": {"name": self.budget.name, "limits": _limits(self.budget)},
+                **out,
+                "tokens_per_joule": self.tokens_per_joule,
+                "point_ids": list(self.point_ids),
+                "seconds": round(self.seconds, 1),
+            }
+        )
+
+
+def _limits(budget: Budget) -> dict[str, float]:
+    return {f"{stat}_{metric}_ms": ms for metric, stat, ms in budget.limits}
+
+
+def tokens_per_joule_of(run: StoredRun) -> float | None:
+    """A stored run's output tokens per joule, wherever the run's record keeps it (its metrics,
+    or an energy block of its context or live summary); None when the run has none (unknown)."""
+    places: list[object] = [run.metrics.get("tokens_per_joule")]
+    for block in (run.context.get("energy"), (run.live or {}).get("energy"), run.context):
+        if isinstance(block, Mapping):
+            places.append(block.get("tokens_per_joule"))
+    for value in places:
+        number = as_number(value)
+        if number is not None and math.isfinite(number) and number > 0:
+            return number
+    return None
+
+
+def run_values(run: StoredRun) -> Run:
+    """What the search is fed for a stored point: every number of its metrics, tokens/J, failed."""
+    values: dict[str, float | None] = {k: float(v) for k, v in run.metrics.items() if isinstance(v, (int, float))}
+    values["tokens_per_joule"] = tokens_per_joule_of(run)
+    failed = as_number(run.metrics.get("failed")) or 0.0
+    return Run(values=values, failed=int(failed), run_id=run.id)
+
+
+def point_preset(preset: BenchPreset, dimension: str, load: float, num_prompts: int | None) -> BenchPreset:
+    """The preset as one point runs it: at a concurrency without a rate limit (the preset's rate
+    would cap every point at the same load), or at a request rate without a concurrency limit."""
+    if dimension == "concurrency":
+        out = dataclasses.replace(preset, max_concurrency=(int(load),), request_rate=None)
+    else:
+        out = dataclasses.replace(preset, max_concurrency=(), request_rate=float(load))
+    if num_prompts is not None:
+        out = dataclasses.replace(out, num_prompts=num_prompts)
+    return out
+
+
+def answer_record(
+    answer: FindMaxAnswer,
+    *,
+    context: Mapping[str, object],
+    preset: BenchPreset,
+    label: str | None = None,
+    created: float | None = None,
+) -> StoredRun:
+    """The answer as one stored result: the figures at the answer's load as its metrics, the
+    points' ids in its context (find_max_points), the whole search as its result."""
+    outcome = answer.outcome
+    metrics = {k: float(v) for k, v in outcome.figures.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+    if outcome.load is not None:
+        metrics["find_max_load"] = float(outcome.load)
+    setup_values: dict[str, object] = {
+        "backend": preset.backend,
+        "dataset": preset.dataset,
+        "input_len": preset.input_len,
+        "output_len": preset.output_len,
+        "num_prompts": preset.num_prompts,
+        "seed": preset.seed,
+    }
+    if outcome.load is not None:
+        if outcome.dimension == "concurrency":
+            setup_values["max_concurrency"] = int(outcome.load)
+        else:
+            setup_values["request_rate"] = float(outcome.load)
+    ctx = dict(context)
+    ctx.update(
+        run_kind=RUN_KIND,
+        bench_preset=preset.name,
+        find_max=answer.search,
+        find_max_status=outcome.status,
+        find_max_dimension=outcome.dimension,
+        find_max_load=outcome.load,
+        find_max_broke_at=outcome.broke_at,
+        find_max_budget=answer.budget.name,
+        find_max_limits=_limits(answer.budget),
+        find_max_points=list(answer.point_ids),
+    )
+    run = StoredRun(
+        id="",
+        created=time.time() if created is None else float(created),
+        origin="console",
+        label=label,
+        context=context_block(ctx),
+        setup=jsonable_setup(full_setup({k: v for k, v in setup_values.items() if v is not None})),
+        metrics=metrics,
+        result=answer.to_json(),
+    )
+    return finish_run(run)
+
+
+def is_answer(run: StoredRun) -> bool:
+    return run.context.get("run_kind") == RUN_KIND
+
+
+# ---------------------------------------------------------------- the service
+
+
+@dataclass
+class _Search:
+    """One search's running state shared by its measuring function."""
+
+    id: str
+    spec: SearchSpec
+    preset: BenchPreset
+    num_prompts: int | None
+    label: str | None
+    emit: Callable[[FindMaxEvent], None]
+    point_ids: list[str] = field(default_factory=list)
+
+
+class FindMaxService:
+    """Runs find-max searches against an instance or a replica group; every point is stored."""
+
+    def __init__(
+        self,
+        pool: TransportPool | None = None,
+        store: ResultStore | None = None,
+        *,
+        runner: BenchRunner | None = None,
+        group_runner: GroupBenchRunner | None = None,
+    ) -> None:
+        self.pool = pool or TransportPool()
+        self.store = store or ResultStore()
+        self.runner = runner or BenchRunner(self.pool)
+        self.group_runner = group_runner or GroupBenchRunner(self.pool)
+
+    # -- targets
+
+    async def search_instance(
+        self,
+        node: NodeSpec,
+        view: InstanceView,
+        preset: BenchPreset,
+        spec: SearchSpec,
+        *,
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        num_prompts: int | None = None,
+        label: str | None = None,
+        on_event: Callable[[FindMaxEvent], None] | None = None,
+    ) -> FindMaxAnswer:
+        """The search against one instance: one serving run per point, next to it on its node."""
+        preset = _applied(preset, overrides)
+        snapshot: NodeSnapshot | None
+        try:
+            snapshot = await sample_node(self.pool, node, probe=True)
+        except TransportError:
+            snapshot = None  # the context names fewer facts; the points still run
+        base = {
+            **gpu_context(node, snapshot, view.gpus),
+            "instance": view.name,
+            "serve_preset": view.preset,
+            "serve_args": list(view.argv),
+            "vllm_version": view.version or (snapshot.probe.vllm if snapshot and snapshot.probe else None),
+            "gpus": list(view.gpus),
+        }
+        target = f"instance {view.name} on {node.name}"
+
+        async def measure(s: _Search, load: float) -> StoredRun:
+            at = point_preset(s.preset, s.spec.dimension, load, s.num_prompts)
+            started: list[str] = []
+
+            def relay(event: BenchEvent) -> None:
+                if isinstance(event, BenchStarted):
+                    started.append(event.run)
+                s.emit(FindMaxRunEvent(event))
+
+            try:
+                outcome = await self.runner.run(
+                    node,
+                    view,
+                    at,
+                    max_concurrency=int(load) if s.spec.dimension == "concurrency" else None,
+                    extra_env=dict(extra_env or {}),
+                    on_event=relay,
+                )
+            except asyncio.CancelledError:
+                if started:  # never leave the point's client running on the node
+                    await asyncio.shield(self._cancel(node, started[-1]))
+                raise
+            except BenchRunError as exc:  # a lost link stays a TransportError: a caller may resume
+                raise FindMaxError(_at(s, load, str(exc))) from None
+            if outcome.result_json is None:
+                raise FindMaxError(_at(s, load, f"{outcome.run}: {outcome.reason}"))
+            context = {
+                **base,
+                "bench_preset": s.preset.name,
+                "client_argv": list(outcome.argv),
+                "sweep_id": s.id,
+                "sweep_point": int(load) if s.spec.dimension == "concurrency" else load,
+                "find_max": s.id,
+            }
+            run = run_from_console(
+                context,
+                outcome.result_json,
+                live_summary(outcome.live),
+                setup=at,
+                block=outcome.block,
+                label=s.label,
+            )
+            return self._save(s, load, run)
+
+        return await self._search(
+            target, base, preset, spec, measure, num_prompts=num_prompts, label=label, on_event=on_event
+        )
+
+    async def search_group(
+        self,
+        nodes: Sequence[NodeSpec],
+        group: GroupView,
+        preset: BenchPreset,
+        spec: SearchSpec,
+        *,
+        overrides: Mapping[str, str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        num_prompts: int | None = None,
+        label: str | None = None,
+        on_event: Callable[[FindMaxEvent], None] | None = None,
+        extra_context: Mapping[str, object] | None = None,
+    ) -> FindMaxAnswer:
+        """The search against a replica group: each point is a group benchmark (load split over
+        the ready replicas, one merged result), stored as `bench run --group` stores it."""
+        preset = _applied(preset, overrides)
+        base = {
+            "node": ",".join(group.nodes),
+            "instance": group.name,
+            "group": group.name,
+            "serve_preset": group.preset,
+            **(extra_context or {}),
+        }
+        target = f"group {group.name}"
+
+        async def measure(s: _Search, load: float) -> StoredRun:
+            at = point_preset(s.preset, s.spec.dimension, load, s.num_prompts)
+            conc = int(load) if s.spec.dimension == "concurrency" else None
+            rate = float(load) if s.spec.dimension == "rate" else None
+            try:
+                outcome = await self.group_runner.run(
+                    nodes,
+                    group,
+                    at,
+                    concurrency=conc,
+                    rate=rate,
+                    num_prompts=at.num_prompts,
+                    extra_env=extra_env,
+                    on_event=lambda _replica, event: s.emit(FindMaxRunEvent(event)),
+                )
+            except BenchRunError as exc:
+                raise FindMaxError(_at(s, load, str(exc))) from None
+            if outcome.result is None:
+                raise FindMaxError(_at(s, load, outcome.reason or "no result"))
+            extra = {
+                **(extra_context or {}),
+                "sweep_id": s.id,
+                "sweep_point": conc if conc is not None else rate,
+                "find_max": s.id,
+            }
+            try:
+                ids = store_group(self.store, outcome, group, at, label=s.label, extra=extra)
+            except StoreError as exc:
+                raise FindMaxError(_at(s, load, f"not stored: {exc}")) from None
+            if not ids:
+                raise FindMaxError(_at(s, load, "the group's result was not stored"))
+            merged = self.store.get(ids[-1])
+            s.point_ids.append(merged.id)
+            return merged
+
+        # a group's concurrency is split over its replicas: each needs at least 1
+        replicas = max(1, sum(1 for v in group.replicas if v.state == InstanceState.READY))
+        if spec.dimension == "concurrency" and replicas > 1:
+            try:
+                spec = dataclasses.replace(
+                    spec,
+                    start=max(spec.start, float(replicas)),
+                    min_load=max(spec.min_load or 1.0, float(replicas)),
+                    max_load=None if spec.max_load is None else max(spec.max_load, float(replicas)),
+                )
+            except SearchError as exc:
+                raise FindMaxError(str(exc)) from None
+        return await self._search(
+            target, base, preset, spec, measure, num_prompts=num_prompts, label=label, on_event=on_event
+        )
+
+    # -- the loop
+
+    async def _search(
+        self,
+        target: str,
+        base: Mapping[str, object],
+        preset: BenchPreset,
+        spec: SearchSpec,
+        measure: Callable[[_Search, float], Any],
+        *,
+        num_prompts: int | None,
+        label: str | None,
+        on_event: Callable[[FindMaxEvent], None] | None,
+    ) -> FindMaxAnswer:
+        emit = on_event or (lambda e: None)
+        s = _Search(uuid.uuid4().hex[:8], spec, preset, num_prompts, label, emit)
+        t0, wall = time.monotonic(), time.time()
+        emit(FindMaxStarted(s.id, target, spec, preset.name))
+        search = FindMax(spec)
+        while True:
+            load = search.next_load()
+            if load is None:
+                break
+            attempt = 1 + sum(len(p.runs) for p in search.points() if p.load == load)
+            emit(FindMaxPointStarted(load, attempt, search.runs_used))
+            stored: StoredRun = await measure(s, load)
+            point = search.feed(load, run_values(stored))
+            lo, hi = _bracket(search)
+            emit(FindMaxPointMeasured(load, stored.id, point, lo, hi, search.runs_used))
+        outcome = search.outcome()
+        answer = FindMaxAnswer(
+            search=s.id,
+            target=target,
+            budget=spec.budget,
+            preset=preset.name,
+            outcome=outcome,
+            answer_id=None,
+            point_ids=tuple(s.point_ids),
+            started=wall,
+            seconds=time.monotonic() - t0,
+        )
+        shown = num_prompts if num_prompts is not None else preset.num_prompts
+        # stored when it ends: listed after its points
+        record = answer_record(answer, context=base, preset=dataclasses.replace(preset, num_prompts=shown), label=label)
+        try:
+            answer_id = self.store.save(record)
+        except StoreError as exc:
+            raise FindMaxError(
+                f"find-max answer not stored ({exc}); its points are stored: {', '.join(s.point_ids)}"
+            ) from None
+        answer = dataclasses.replace(answer, answer_id=answer_id)
+        emit(FindMaxFinished(answer))
+        return answer
+
+    def _save(self, s: _Search, load: float, run: StoredRun) -> StoredRun:
+        try:
+            run_id = self.store.save(run)
+        except StoreError as exc:
+            raise FindMaxError(_at(s, load, f"not stored: {exc}")) from None
+        s.point_ids.append(run_id)
+        return self.store.get(run_id)
+
+    async def _cancel(self, node: NodeSpec, run: str) -> None:
+        try:
+            await self.runner.cancel(node, run)
+        except (TransportError, BenchRunError):
+            pass
+
+
+def _applied(preset: BenchPreset, overrides: Mapping[str, str] | None) -> BenchPreset:
+    try:
+        return apply_bench_overrides(preset, dict(overrides or {}))
+    except ValueError as exc:
+        raise FindMaxError(f"bench preset {preset.name}: {exc}") from None
+
+
+def _bracket(search: FindMax) -> tuple[float | None, float | None]:
+    met = [p.load for p in search.points() if p.meets is True]
+    broke = [p.load for p in search.points() if p.meets is False]
+    return (max(met) if met else None, min(broke) if broke else None)
+
+
+def _at(s: _Search, load: float, why: str) -> str:
+    where = f"{int(load)}" if s.spec.dimension == "concurrency" else f"{load:g} req/s"
+    stored = f" (points stored so far: {', '.join(s.point_ids)})" if s.point_ids else ""
+    return f"find-max at {s.spec.dimension} {where}: {why}{stored}"
