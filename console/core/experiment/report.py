@@ -298,8 +298,10 @@ def _row(point, summary: Mapping[str, object]) -> ReportRow:
         layout=point.layout.label,
         layout_key=point.layout.key,
         point=point.id,
-        load=point.load,
-        load_kind="concurrency" if point.concurrency is not None else "rate",
+        # a find-max point's load is the answer the search found, not a planned one
+        load=num("find_max_load") if "find_max_load" in summary else point.load,
+        load_kind=str(summary.get("find_max_dimension") or "")
+        or ("concurrency" if point.concurrency is not None else "rate"),
         replicas=point.layout.replicas,
         nodes=int(num("nodes") or 1),
         completed=int(num("completed")),

@@ -162,7 +162,7 @@ def _limits(budget: Budget) -> dict[str, float]:
 def tokens_per_joule_of(run: StoredRun) -> float | None:
     """A stored run's output tokens per joule, wherever the run's record keeps it (its metrics,
     or an energy block of its context or live summary); None when the run has none (unknown)."""
-    places: list[object] = [run.metrics.get("tokens_per_joule")]
+    places: list[object] = [run.tokens_per_joule, run.metrics.get("tokens_per_joule")]
     for block in (run.context.get("energy"), (run.live or {}).get("energy"), run.context):
         if isinstance(block, Mapping):
             places.append(block.get("tokens_per_joule"))

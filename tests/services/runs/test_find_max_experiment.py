@@ -91,6 +91,8 @@ async def test_find_max_replaces_the_load_points_per_layout(sim_node, tmp_path):
         assert len(store.ids()) == 3 + 2 + 3 + 4 + 2
         report = build_report(exp, state)
         assert len(report.rows) == 2 and report.winners[1].row is not None
+        # the row names the load the search found (not the planned 0)
+        assert {(r.load_kind, r.load) for r in report.rows} == {("concurrency", 4.0)}
 
         # resumed: both layouts are done, nothing is searched again
         lines.clear()
