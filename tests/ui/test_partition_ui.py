@@ -21,6 +21,7 @@ from console.ui.screens.partition import (
     ReloadConfirm,
     StartPresetRequested,
 )
+from console.ui.screens.process_end import ProcessEndScreen
 
 from .conftest import wait_for
 
@@ -215,3 +216,86 @@ def test_for_selection_maps_logical_to_physical():
     screen = PartitionScreen.for_selection(Fleet(), "n", [9, 12])
     assert screen.initial_physical == [1]
     assert PartitionScreen.for_selection(Fleet(), "n").initial_physical is None
+
+
+DEMO_CPX_BUSY = (0, 3, 9, 10, 17, 26, 27, 28, 40, 63)  # profiles/demo.toml's mi300x-cpx
+
+
+async def choose_compute(pilot, screen: PartitionScreen, steps: int) -> None:
+    """As a person does: the compute row has the focus, its cursor on "unchanged"; move, then select."""
+    assert screen.focused is screen.query_one("#partition-compute")
+    for _ in range(steps):
+        await pilot.press("right")
+    await pilot.press("enter")
+
+
+async def test_demo_cpx_node_to_spx_and_back_by_keys(sim_node, tmp_path):
+    # the demo's CPX node: ten simulated foreign workloads block the whole-node switch
+    node = sim_node("cpx", simulate=SimulateSpec("MI300X", 8, "CPX", "NPS1", 2, busy=DEMO_CPX_BUSY))
+    fleet = FleetTelemetry([node], interval=0.2)
+    app = Host(fleet, Profile(nodes=(node,), serve_presets=PRESETS))
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(
+            pilot, lambda: fleet.snapshot("cpx").latest is not None and len(fleet.snapshot("cpx").static) == 64, 30
+        )
+        screen = await open_dialog(pilot, app, tmp_path, "cpx")
+        await choose_compute(pilot, screen, 1)  # SPX
+        assert await wait_for(pilot, lambda: not screen.checking and screen.reasons, timeout=30)
+        assert len(screen.preflight.blockers) == 10 and screen.query_one("#partition-go", Button).disabled
+        assert "k: end the 10 blocking processes" in text_of(screen, "#partition-blockers")
+        assert "logical GPU 0-63 → 0-7 (physical 0-7, switched)" in text_of(screen, "#partition-renumber")
+
+        await pilot.press("k")
+        await pilot.pause()
+        ender = app.screen
+        assert isinstance(ender, ProcessEndScreen) and ender.focused.id == "process-end-no"
+        await pilot.press("y")
+        # every one ended: the dialog closes by itself and the preflight runs again
+        assert await wait_for(pilot, lambda: app.screen is screen, timeout=60)
+        assert screen.ended_pids == {4000 + 17 * n for n in range(10)}
+        procs = json.loads((tmp_path / "state" / "sim" / "cpx" / "processes.json").read_text())
+        assert procs == []
+        assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons
+
+        await pilot.press("ctrl+s")  # no memory change: no driver-reload question
+        assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
+        assert "✓ cpx: GPU 0-7 now SPX/NPS1 (verified" in text_of(screen, "#partition-result")
+        assert await wait_for(pilot, lambda: len(fleet.snapshot("cpx").static) == 8, timeout=30)
+        await pilot.press("escape")
+        await pilot.pause()
+
+        # and back to CPX: nothing blocks any more
+        screen = await open_dialog(pilot, app, tmp_path, "cpx")
+        await choose_compute(pilot, screen, 4)  # CPX
+        assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons
+        await pilot.press("ctrl+s")
+        assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
+        assert await wait_for(pilot, lambda: len(fleet.snapshot("cpx").static) == 64, timeout=30)
+
+
+async def test_one_cpx_gpu_without_a_false_reload_warning(sim_node, tmp_path):
+    node = sim_node("one", compute="CPX")
+    fleet = FleetTelemetry([node], interval=0.2)
+    app = Host(fleet, Profile(nodes=(node,), serve_presets=PRESETS))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_dialog(pilot, app, tmp_path, "one", physical=[1])
+        # the mode it has: "unchanged", no refusal, no warning, nothing to switch
+        await choose_compute(pilot, screen, 4)  # CPX
+        assert await wait_for(pilot, lambda: screen.preflight.note != "", timeout=10)
+        assert text_of(screen, "#partition-preflight") == "unchanged: GPU 1 is already CPX/NPS1 (nothing to switch)"
+        assert screen.query_one("#partition-go", Button).disabled and not screen.reasons
+        # SPX with NPS1 (its memory mode): no driver reload said or asked
+        await pilot.press("left", "left", "left", "enter")  # SPX
+        screen.query_one("#memory-nps1").value = True
+        assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons
+        change = text_of(screen, "#partition-change")
+        assert change == "1 physical MI300X CPX/NPS1 → SPX/NPS1: 64 → 57 logical GPUs"
+        assert "reload" not in text_of(screen, "#partition-preflight")
+        assert "logical GPU 16-63 → 9-56 (physical 2-7: not switched, renumbered)" in text_of(
+            screen, "#partition-renumber"
+        )
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(app.screen, ReloadConfirm)
+        assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
+        assert "57 logical GPUs on the node" in text_of(screen, "#partition-result")
