@@ -165,13 +165,18 @@ def renumber_lines(
     return lines
 
 
-def blockers_text(blockers: Sequence[Blocker], grace: float) -> str:
-    """The offer under a preflight that processes refuse."""
-    if not blockers:
+def blockers_text(blockers: Sequence[Blocker], grace: float, instances: int = 0) -> str:
+    """The offer under a preflight that processes (and the console's instances) refuse."""
+    parts = []
+    if instances:
+        parts.append("stop the instance" if instances == 1 else f"stop the {instances} instances")
+    if blockers:
+        n = len(blockers)
+        what = "the blocking process" if n == 1 else f"the {n} blocking processes"
+        parts.append(f"end {what} (SIGTERM, then SIGKILL after {grace:g} s)")
+    if not parts:
         return ""
-    n = len(blockers)
-    what = "the blocking process" if n == 1 else f"the {n} blocking processes"
-    return f"k: end {what} (SIGTERM, then SIGKILL after {grace:g} s; asks first)"
+    return f"k: {' and '.join(parts)}; asks first"
 
 
 def preflight_text(reasons: Sequence[str], *, checking: bool, memory: str | None) -> str:

@@ -68,6 +68,7 @@ class PartitionCheck:
     summary: str
     blockers: tuple[Blocker, ...] = ()
     renumbering: tuple[str, ...] = ()
+    instances: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (name, GPUs) of the instances in the way
 
 
 class PartitionService:
@@ -147,11 +148,13 @@ class PartitionService:
             can_be_root=can_be_root,
             ignore_pids=ignore_pids,
         )
+        switched = {i for p in physical_gpus(snapshot) if p.physical in physical for i in p.logical}
         return PartitionCheck(
             tuple(reasons),
             describe_change(snapshot, physical, compute, memory),
             tuple(process_blockers(snapshot, physical, on_gpu, ignore_pids)),
             tuple(renumber_lines(snapshot, physical, compute, {v.name: tuple(v.gpus) for v in active})),
+            tuple(sorted((v.name, tuple(v.gpus)) for v in active if switched & set(v.gpus))),
         )
 
     async def switch(

@@ -159,9 +159,13 @@ def test_blocking_processes_are_listed_once_with_their_gpus():
         "GPU 9: process 4001 (python3) is using it",
     ]
     assert blockers_text(process_blockers(snap, [1]), 5.0) == (
-        "k: end the 2 blocking processes (SIGTERM, then SIGKILL after 5 s; asks first)"
+        "k: end the 2 blocking processes (SIGTERM, then SIGKILL after 5 s); asks first"
     )
     assert blockers_text([], 5.0) == ""
+    assert blockers_text([], 5.0, instances=1) == "k: stop the instance; asks first"
+    assert blockers_text(process_blockers(snap, [2]), 2.5, instances=2) == (
+        "k: stop the 2 instances and end the blocking process (SIGTERM, then SIGKILL after 2.5 s); asks first"
+    )
 
 
 def test_lines_of_the_dialog():

@@ -134,6 +134,7 @@ class FrozenPartitions:
             describe_change(snapshot, physical, compute, memory),
             tuple(process_blockers(snapshot, physical, on_gpu, ignore_pids)),
             tuple(renumber_lines(snapshot, physical, compute, instances)),
+            tuple((name, tuple(gpus)) for name, gpus in sorted(instances.items()) if set(gpus) & set(physical)),
         )
 
     async def switch(self, node, snapshot, physical, *, compute, memory, reload_confirmed=False, ignore_pids=()):

@@ -22,6 +22,7 @@ from console.ui.screens.partition import (
     StartPresetRequested,
 )
 from console.ui.screens.process_end import ProcessEndScreen
+from tests.helpers import free_port
 
 from .conftest import wait_for
 
@@ -230,7 +231,8 @@ async def choose_compute(pilot, screen: PartitionScreen, steps: int) -> None:
 
 
 async def test_demo_cpx_node_to_spx_and_back_by_keys(sim_node, tmp_path):
-    # the demo's CPX node: ten simulated foreign workloads block the whole-node switch
+    # the demo's CPX node: ten simulated foreign workloads and the demo's instance on GPU 1
+    # block the whole-node switch
     node = sim_node("cpx", simulate=SimulateSpec("MI300X", 8, "CPX", "NPS1", 2, busy=DEMO_CPX_BUSY))
     fleet = FleetTelemetry([node], interval=0.2)
     app = Host(fleet, Profile(nodes=(node,), serve_presets=PRESETS))
@@ -238,11 +240,17 @@ async def test_demo_cpx_node_to_spx_and_back_by_keys(sim_node, tmp_path):
         assert await wait_for(
             pilot, lambda: fleet.snapshot("cpx").latest is not None and len(fleet.snapshot("cpx").static) == 64, 30
         )
+        instances = PartitionService(fleet.pool).instances
+        await instances.start(
+            node, CPX_PRESET, gpus=[1], snapshot=fleet.snapshot("cpx"), port=free_port(), name="llama-g1"
+        )
         screen = await open_dialog(pilot, app, tmp_path, "cpx")
         await choose_compute(pilot, screen, 1)  # SPX
         assert await wait_for(pilot, lambda: not screen.checking and screen.reasons, timeout=30)
         assert len(screen.preflight.blockers) == 10 and screen.query_one("#partition-go", Button).disabled
-        assert "k: end the 10 blocking processes" in text_of(screen, "#partition-blockers")
+        assert screen.preflight.instances == (("llama-g1", (1,)),)
+        assert "GPU 1 runs instance llama-g1: stop it first" in screen.reasons
+        assert "k: stop the instance and end the 10 blocking processes" in text_of(screen, "#partition-blockers")
         assert "logical GPU 0-63 → 0-7 (physical 0-7, switched)" in text_of(screen, "#partition-renumber")
 
         await pilot.press("k")
@@ -251,8 +259,8 @@ async def test_demo_cpx_node_to_spx_and_back_by_keys(sim_node, tmp_path):
         assert isinstance(ender, ProcessEndScreen) and ender.focused.id == "process-end-no"
         await pilot.press("y")
         # every one ended: the dialog closes by itself and the preflight runs again
-        assert await wait_for(pilot, lambda: app.screen is screen, timeout=60)
-        assert screen.ended_pids == {4000 + 17 * n for n in range(10)}
+        assert await wait_for(pilot, lambda: app.screen is screen, timeout=90)
+        assert screen.ended_pids == {4000 + 17 * n for n in range(10)} and ender.stopped == ["llama-g1"]
         procs = json.loads((tmp_path / "state" / "sim" / "cpx" / "processes.json").read_text())
         assert procs == []
         assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons

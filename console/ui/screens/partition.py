@@ -160,6 +160,7 @@ class Preflight:
     reasons: tuple[str, ...] = ()
     checking: bool = False
     blockers: tuple[Blocker, ...] = ()  # the processes among the reasons, which k offers to end
+    instances: tuple[tuple[str, tuple[int, ...]], ...] = ()  # the instances among them, which k offers to stop
     note: str = ""  # nothing refuses, nothing to do: e.g. "unchanged: GPU 3 is already CPX/NPS1"
 
 
@@ -231,6 +232,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         error: str | None = None
         blockers: tuple[Blocker, ...] = ()
         renumbering: tuple[str, ...] = ()
+        instances: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @dataclass
     class SwitchDone(Message):
@@ -328,7 +330,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._renumber = Static(id="partition-renumber")
         self._preflight = Static(id="partition-preflight")
         self._blockers = Static(id="partition-blockers")
-        self._end = Button("End processes (k)", variant="warning", id="partition-end")
+        self._end = Button("End blockers (k)", variant="warning", id="partition-end")
         self._progress_row = Vertical(id="partition-progress-row")
         self._elapsed = Static(id="partition-elapsed")
         self._result = Static(id="partition-result")
@@ -389,7 +391,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._preflight.display = choosing
         self._blockers.display = choosing
         self._renumber.display = choosing
-        self._end.display = choosing and bool(self.preflight.blockers)
+        self._end.display = choosing and bool(self.preflight.blockers or self.preflight.instances)
         self._go.display = state != Phase.DONE
         self._box.border_subtitle = (
             "ctrl+s switches · Esc cancels"
@@ -415,8 +417,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._preflight.set_class(bool(preflight.note), "-unchanged")
         self._preflight.set_class(not preflight.checking and not preflight.reasons and not preflight.note, "-ok")
         self._preflight.set_class(not preflight.checking and bool(preflight.reasons), "-refused")
-        shown = not preflight.checking and bool(preflight.blockers)
-        self._blockers.update(Text(blockers_text(preflight.blockers, self.grace)) if shown else "")
+        shown = not preflight.checking and bool(preflight.blockers or preflight.instances)
+        offer = blockers_text(preflight.blockers, self.grace, len(preflight.instances))
+        self._blockers.update(Text(offer) if shown else "")
         self._blockers.set_class(shown, "-on")
         self._end.display = shown and self.state == Phase.CHOOSE
         self._update_go()
@@ -541,7 +544,13 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         else:
             self.post_message(
                 self.Checked(
-                    generation, list(checked.reasons), checked.summary, None, checked.blockers, checked.renumbering
+                    generation,
+                    list(checked.reasons),
+                    checked.summary,
+                    None,
+                    checked.blockers,
+                    checked.renumbering,
+                    checked.instances,
                 )
             )
 
@@ -554,7 +563,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._set_preflight(
             Preflight((message.error,), blockers=())
             if message.error
-            else Preflight(tuple(message.reasons), blockers=message.blockers)
+            else Preflight(tuple(message.reasons), blockers=message.blockers, instances=message.instances)
         )
 
     # ------------------------------------------------------------ the switch
@@ -565,29 +574,35 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         if action == "start_preset":
             return self.state == Phase.DONE and self.offer is not None
         if action == "end_processes":
-            return self.state == Phase.CHOOSE and not self.checking and bool(self.preflight.blockers)
+            blocked = self.preflight.blockers or self.preflight.instances
+            return self.state == Phase.CHOOSE and not self.checking and bool(blocked)
         return True
 
     def action_end_processes(self) -> None:
-        """k: end the processes that block the switch (the end-process dialog asks first)."""
-        blockers = self.preflight.blockers
-        if self.state != Phase.CHOOSE or self.checking or not blockers:
+        """k: end the processes and stop the instances that block the switch (the end-process
+        dialog asks first)."""
+        blockers, instances = self.preflight.blockers, self.preflight.instances
+        if self.state != Phase.CHOOSE or self.checking or not (blockers or instances):
             return
 
         def ended(results: tuple[ProcessEnded, ...] | None) -> None:
             results = results or ()
             self.ended_pids.update(r.pid for r in results if r.ended)
-            if results:
-                n = len(results)
-                self.app.notify(
-                    f"ended {n} process{'es' if n != 1 else ''} on {self.node}: checking the switch again",
-                    markup=False,
-                )
+            if results or instances:
+                self.app.notify(f"{self.node}: checking the switch again", markup=False)
             self._target_changed()
             self._compute.focus()
 
         self.app.push_screen(
-            ProcessEndScreen(self.fleet.spec(self.node), blockers, pool=self.fleet.pool, grace=self.grace), ended
+            ProcessEndScreen(
+                self.fleet.spec(self.node),
+                blockers,
+                instances=instances,
+                pool=self.fleet.pool,
+                instance_service=getattr(self.service, "instances", None),
+                grace=self.grace,
+            ),
+            ended,
         )
 
     def action_confirm(self) -> None:
