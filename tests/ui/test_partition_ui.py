@@ -6,6 +6,7 @@ depend on the dialog and the services.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -241,8 +242,10 @@ async def test_demo_cpx_node_to_spx_and_back_by_keys(sim_node, tmp_path):
             pilot, lambda: fleet.snapshot("cpx").latest is not None and len(fleet.snapshot("cpx").static) == 64, 30
         )
         instances = PartitionService(fleet.pool).instances
+        # the demo's instance: its preset's max-model-len fits a CPX GPU's KV cache
+        demo_preset = dataclasses.replace(CPX_PRESET, args=("--max-model-len", "4608"))
         await instances.start(
-            node, CPX_PRESET, gpus=[1], snapshot=fleet.snapshot("cpx"), port=free_port(), name="llama-g1"
+            node, demo_preset, gpus=[1], snapshot=fleet.snapshot("cpx"), port=free_port(), name="llama-g1"
         )
         screen = await open_dialog(pilot, app, tmp_path, "cpx")
         await choose_compute(pilot, screen, 1)  # SPX
@@ -259,8 +262,10 @@ async def test_demo_cpx_node_to_spx_and_back_by_keys(sim_node, tmp_path):
         assert isinstance(ender, ProcessEndScreen) and ender.focused.id == "process-end-no"
         await pilot.press("y")
         # every one ended: the dialog closes by itself and the preflight runs again
-        assert await wait_for(pilot, lambda: app.screen is screen, timeout=90)
-        assert screen.ended_pids == {4000 + 17 * n for n in range(10)} and ender.stopped == ["llama-g1"]
+        sticky = {4000 + 17 * n for n in range(10)}
+        assert await wait_for(pilot, lambda: app.screen is screen and sticky <= screen.ended_pids, timeout=90)
+        assert ender.stopped == ["llama-g1"] and ender.stopped_pids  # its processes: no blockers either
+        assert screen.ended_pids == sticky | ender.stopped_pids
         procs = json.loads((tmp_path / "state" / "sim" / "cpx" / "processes.json").read_text())
         assert procs == []
         assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons
@@ -295,7 +300,10 @@ async def test_one_cpx_gpu_without_a_false_reload_warning(sim_node, tmp_path):
         # SPX with NPS1 (its memory mode): no driver reload said or asked
         await pilot.press("left", "left", "left", "enter")  # SPX
         screen.query_one("#memory-nps1").value = True
-        assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons
+        await pilot.pause()  # its check starts: wait for that one, not the one before
+        assert await wait_for(pilot, lambda: screen.can_switch and screen._target[2] is None, timeout=30), (
+            screen.reasons
+        )
         change = text_of(screen, "#partition-change")
         assert change == "1 physical MI300X CPX/NPS1 → SPX/NPS1: 64 → 57 logical GPUs"
         assert "reload" not in text_of(screen, "#partition-preflight")
@@ -307,3 +315,28 @@ async def test_one_cpx_gpu_without_a_false_reload_warning(sim_node, tmp_path):
         assert not isinstance(app.screen, ReloadConfirm)
         assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
         assert "57 logical GPUs on the node" in text_of(screen, "#partition-result")
+
+
+async def test_a_refused_end_stays_with_the_nodes_reason(sim_node, tmp_path):
+    from textual.widgets import DataTable
+
+    from console.core.partition_rules import Blocker
+
+    node = sim_node("ref", simulate=SimulateSpec("MI300X", 8, "SPX", "NPS1", 0, busy=(2,)))
+    fleet = FleetTelemetry([node], interval=0.5)
+    app = Host(fleet, Profile(nodes=(node,)))
+    async with app.run_test(size=(120, 36)) as pilot:
+        # pid 2 is no GPU process there (the console never decides that, the node's agent does)
+        screen = ProcessEndScreen(node, [Blocker(2, "kthreadd", (2,))], pool=fleet.pool, grace=1)
+        await app.push_screen(screen)
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: screen.done, timeout=60)
+        assert app.screen is screen and screen.ended == []
+        table = screen.query_one("#process-end-table", DataTable)
+        result = str(table.get_cell("2", "result"))
+        assert result.startswith("✗ pid 2 is not a GPU process on this node (the agent sees 1: 4000)")
+        assert table.columns["result"].content_width >= len(result)  # the reason is shown whole, not cut
+        assert "ended 0 of 1; 1 not ended" in str(screen.query_one("#process-end-status", Static).render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is not screen

@@ -588,22 +588,21 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         def ended(results: tuple[ProcessEnded, ...] | None) -> None:
             results = results or ()
             self.ended_pids.update(r.pid for r in results if r.ended)
+            self.ended_pids.update(ender.stopped_pids)
             if results or instances:
                 self.app.notify(f"{self.node}: checking the switch again", markup=False)
             self._target_changed()
             self._compute.focus()
 
-        self.app.push_screen(
-            ProcessEndScreen(
-                self.fleet.spec(self.node),
-                blockers,
-                instances=instances,
-                pool=self.fleet.pool,
-                instance_service=getattr(self.service, "instances", None),
-                grace=self.grace,
-            ),
-            ended,
+        ender = ProcessEndScreen(
+            self.fleet.spec(self.node),
+            blockers,
+            instances=instances,
+            pool=self.fleet.pool,
+            instance_service=getattr(self.service, "instances", None),
+            grace=self.grace,
         )
+        self.app.push_screen(ender, ended)
 
     def action_confirm(self) -> None:
         if not self.can_switch or self._target is None:

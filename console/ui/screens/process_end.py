@@ -82,6 +82,7 @@ class ProcessEndScreen(ModalScreen[tuple[ProcessEnded, ...]]):
         name: str
         error: str | None
         state: str = ""
+        pids: tuple[int, ...] = ()
 
     class AllDone(Message):
         pass
@@ -104,6 +105,7 @@ class ProcessEndScreen(ModalScreen[tuple[ProcessEnded, ...]]):
         self.service = service if service is not None else ProcessService(pool)
         self.instance_service = instance_service if instance_service is not None else InstanceService(pool)
         self.stopped: list[str] = []
+        self.stopped_pids: set[int] = set()  # the stopped instances' processes (telemetry lists them a while)
         self.grace = grace
         self.running = False
         self.done = False
@@ -191,7 +193,11 @@ class ProcessEndScreen(ModalScreen[tuple[ProcessEnded, ...]]):
                 except Exception as exc:  # never a traceback in the dialog
                     self.post_message(self.Stopped(name, f"{type(exc).__name__}: {one_line(exc)}"))
                 else:
-                    self.post_message(self.Stopped(name, None, str(view.state.value)))
+                    self.post_message(
+                        self.Stopped(
+                            name, None, str(view.state.value), tuple(view.pids) + ((view.pid,) if view.pid else ())
+                        )
+                    )
 
         await asyncio.gather(*(stop(name) for name, _ in self.instances), *(one(p) for p in self.processes))
         self.post_message(self.AllDone())
@@ -199,6 +205,7 @@ class ProcessEndScreen(ModalScreen[tuple[ProcessEnded, ...]]):
     def on_process_end_screen_stopped(self, message: Stopped) -> None:
         if message.error is None:
             self.stopped.append(message.name)
+            self.stopped_pids.update(message.pids)
             self._cell(f"i:{message.name}", f"✓ stopped ({message.state})")
         else:
             self.errors[f"i:{message.name}"] = message.error.removeprefix(f"{self.node.name}: ")
@@ -234,7 +241,8 @@ class ProcessEndScreen(ModalScreen[tuple[ProcessEnded, ...]]):
         self.refresh_bindings()
 
     def _cell(self, key: int | str, text: str) -> None:
-        self.query_one("#process-end-table", DataTable).update_cell(str(key), "result", Text(text))
+        # update_width: the column grows to show a reason whole
+        self.query_one("#process-end-table", DataTable).update_cell(str(key), "result", Text(text), update_width=True)
 
     def _status(self, text: str, cls: str) -> None:
         status = self.query_one("#process-end-status", Static)
