@@ -206,7 +206,8 @@ class ProcessEndScreen(ModalScreen[tuple[ProcessEnded, ...]]):
         if message.error is None:
             self.stopped.append(message.name)
             self.stopped_pids.update(message.pids)
-            self._cell(f"i:{message.name}", f"✓ stopped ({message.state})")
+            state = "" if message.state == "stopped" else f" ({message.state})"
+            self._cell(f"i:{message.name}", f"✓ stopped{state}")
         else:
             self.errors[f"i:{message.name}"] = message.error.removeprefix(f"{self.node.name}: ")
             self._cell(f"i:{message.name}", f"✗ {self.errors[f'i:{message.name}']}")
