@@ -158,3 +158,31 @@ def test_another_users_process_is_refused_unless_allowed(node):
     rc, line = node.agent("end", "--pid", str(foreign.pid), "--allow-foreign")
     assert rc == 0 and line["user"] == "nobody" and line["ended"], line
     assert foreign.wait(timeout=5) == -15
+
+
+def test_an_nvidia_node_ends_its_sticky_load_through_nvml(tmp_path):
+    # the same operation on a simulated H100 node: the processes come from (simulated) NVML
+    up = tmp_path / "nvidia"
+    up.mkdir()
+    for name in ("pynvml.py", "statefiles.py"):
+        shutil.copy(ROOT / "console" / "sim" / name, up / name)  # real copies, as the bundle ships them
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_CONSOLE_SIM")}
+    env.update(
+        PATH="/nonexistent",
+        ROCM_CONSOLE_SIM_DIR=str(tmp_path / "state"),
+        ROCM_CONSOLE_SIM_SPEC=json.dumps({"gpu": "H100", "count": 8, "seed": 4, "busy": [0, 1], "mig": [7]}),
+    )
+
+    def agent(*args: str) -> tuple[int, dict]:
+        argv = [sys.executable, str(AGENT), "process", "end", *args, "--amdsmi-path", str(up)]
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        [line] = json_lines(proc.stdout)
+        return proc.returncode, line
+
+    rc, line = agent("--pid", "2")
+    assert rc == 5 and line["message"].startswith("pid 2 is not a GPU process on this node (the agent sees 2: ")
+    pid = int(line["message"].split(": ")[1].split(",")[0])
+    rc, line = agent("--pid", str(pid))
+    assert rc == 0 and line["how"] == "simulated" and line["ended"], line
+    rc, line = agent("--pid", str(pid))
+    assert rc == 5 and "the agent sees 1: " in line["message"]
