@@ -440,6 +440,10 @@ def build_parser(only=None):
     if want("instance-monitor"):
         mon = modes.add_parser("instance-monitor", help=argparse.SUPPRESS)
         mon.add_argument("folder")
+    if want("process"):  # end a GPU process (processes.py)
+        import processes  # shipped beside this file
+
+        processes.add_parser(modes, JsonArgumentParser, _add_amdsmi_path)
     return parser
 
 
@@ -531,6 +535,10 @@ def main(argv=None):
             return instance(args, writer)
         if args.mode == "partition":
             return partition(args, writer)
+        if args.mode == "process":
+            import processes  # shipped beside this file
+
+            return processes.run(sys.modules[__name__], args, writer)
         if args.mode == "doctor":
             import doctor  # shipped beside this file
 

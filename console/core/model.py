@@ -41,6 +41,7 @@ class NodeSpec:
     source: str = ""  # profile file the node came from (for error messages)
     telemetry: str = "ssh"  # ssh (the node agent) | prometheus (DME via the site's Prometheus)
     prometheus_host: str | None = None  # DME's hostname label, when it differs from host
+    allow_kill_foreign: bool = False  # "end process" may end other users' processes (as nvitop's option)
 
 
 @dataclass(frozen=True, slots=True)

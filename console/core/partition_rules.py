@@ -9,8 +9,9 @@ reported memory caps win over this table when known.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
+from console.core.gpus import gpu_span
 from console.core.model import NodeSnapshot
 
 VALID_NPS: Mapping[str, tuple[str, ...]] = {
@@ -54,6 +55,80 @@ def physical_gpus(snapshot: NodeSnapshot) -> list[PhysicalGpu]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    """A process (not one of the console's instances) on the GPUs a switch would change."""
+
+    pid: int
+    name: str
+    gpus: tuple[int, ...]  # logical GPUs it uses among the switched ones
+
+
+def effective_modes(
+    snapshot: NodeSnapshot, physical: Sequence[int], compute: str | None, memory: str | None
+) -> tuple[str | None, str | None]:
+    """The target without the modes every chosen GPU already has: choosing the current mode
+    is "unchanged" (a memory mode already set never reloads the driver)."""
+    targets = [p for p in physical_gpus(snapshot) if p.physical in physical]
+    if targets and compute is not None and all(p.compute == compute for p in targets):
+        compute = None
+    if targets and memory is not None and all(p.memory == memory for p in targets):
+        memory = None
+    return compute, memory
+
+
+def process_blockers(
+    snapshot: NodeSnapshot,
+    physical: Sequence[int],
+    instances_on_gpu: Mapping[int, str] | None = None,
+    ignore_pids: Collection[int] = (),
+) -> list[Blocker]:
+    """Processes on the chosen physical GPUs' logical GPUs, other than on GPUs that hold an
+    instance (those are stopped as instances) and the pids in `ignore_pids` (already ended)."""
+    busy_logical = {i for p in physical_gpus(snapshot) if p.physical in physical for i in p.logical}
+    found: dict[int, Blocker] = {}
+    if snapshot.latest is None:
+        return []
+    for m in snapshot.latest.gpus:
+        if m.index not in busy_logical or m.index in (instances_on_gpu or {}):
+            continue
+        for proc in m.processes:
+            if proc.pid in ignore_pids:
+                continue
+            old = found.get(proc.pid)
+            gpus = (old.gpus if old else ()) + (m.index,)
+            found[proc.pid] = Blocker(proc.pid, proc.name, tuple(sorted(set(gpus))))
+    return sorted(found.values(), key=lambda b: (b.gpus, b.pid))
+
+
+def logical_after(snapshot: NodeSnapshot, physical: Sequence[int], compute: str | None) -> dict[int, tuple[int, ...]]:
+    """Each physical GPU's logical indices after switching `physical` to `compute` (amdsmi
+    numbers the logical GPUs of physical GPU 0 first, then 1, ...)."""
+    out: dict[int, tuple[int, ...]] = {}
+    offset = 0
+    for p in physical_gpus(snapshot):
+        n = len(p.logical)
+        if compute is not None and p.physical in physical:
+            n = LOGICAL_PER_PHYSICAL.get(compute, n)
+        out[p.physical] = tuple(range(offset, offset + n))
+        offset += n
+    return out
+
+
+def renumbered(snapshot: NodeSnapshot, physical: Sequence[int], compute: str | None) -> dict[int, int]:
+    """old logical index -> new one, for the GPUs a switch leaves as they are but renumbers
+    (the GPUs of untouched physical GPUs after a switched one whose count changes)."""
+    after = logical_after(snapshot, physical, compute)
+    moved: dict[int, int] = {}
+    for p in physical_gpus(snapshot):
+        if p.physical in physical:
+            continue
+        for old, new in zip(p.logical, after[p.physical]):
+            if old != new:
+                moved[old] = new
+    return moved
+
+
 def parse_physical(text: str, available: Sequence[int]) -> list[int] | str:
     """'all' or '0,1' -> indices; a one-line reason when it names no such GPU."""
     if text.strip().lower() == "all":
@@ -92,6 +167,7 @@ def preflight(
     memory: str | None,
     instances_on_gpu: Mapping[int, str] | None = None,
     can_be_root: bool | None = None,
+    ignore_pids: Collection[int] = (),
 ) -> list[str]:
     """Every reason the switch must not run now (empty = go). One line each."""
     reasons: list[str] = []
@@ -113,16 +189,8 @@ def preflight(
     for index, name in sorted((instances_on_gpu or {}).items()):
         if index in busy_logical:
             reasons.append(f"GPU {index} runs instance {name}: stop it first")
-    seen_pids = set()
-    if snapshot.latest is not None:
-        for m in snapshot.latest.gpus:
-            if m.index in busy_logical:
-                for proc in m.processes:
-                    if proc.pid in seen_pids:
-                        continue
-                    seen_pids.add(proc.pid)
-                    if m.index not in (instances_on_gpu or {}):
-                        reasons.append(f"GPU {m.index}: process {proc.pid} ({proc.name}) is using it")
+    for b in process_blockers(snapshot, physical, instances_on_gpu, ignore_pids):
+        reasons.append(f"GPU {gpu_span(b.gpus)}: process {b.pid} ({b.name}) is using it")
     if can_be_root is False:
         reasons.append("no root: set sudo = true in the profile (passwordless sudo), or log in as root")
     return reasons
@@ -132,6 +200,7 @@ def describe_change(snapshot: NodeSnapshot, physical: Sequence[int], compute: st
     """What will happen, in one line a person can confirm."""
     gpus = {p.physical: p for p in physical_gpus(snapshot)}
     targets = [gpus[p] for p in physical if p in gpus]
+    compute, memory = effective_modes(snapshot, physical, compute, memory)  # a mode kept is no change
     before = sum(len(p.logical) for p in gpus.values())
     after = before
     if compute:
@@ -142,6 +211,8 @@ def describe_change(snapshot: NodeSnapshot, physical: Sequence[int], compute: st
     model = (targets[0].model or "GPU").replace("AMD Instinct ", "") if targets else "GPU"
     frm = ", ".join(sorted({f"{p.compute}/{p.memory}" for p in targets})) or "?"
     to = ", ".join(sorted({f"{compute or p.compute}/{memory or p.memory}" for p in targets})) or "?"
+    if compute is None and memory is None:
+        return f"unchanged: {len(targets)} physical {model} already {frm}"
     text = f"{len(targets)} physical {model} {frm} → {to}: {before} → {after} logical GPUs"
     if compute == "CPX":
         text += ", TP 1 per logical GPU only"

@@ -11,7 +11,13 @@ from typing import Iterable, Mapping, Sequence
 
 from console.core.gpus import gpu_span
 from console.core.model import NodeHealth, NodeSnapshot, ServePreset
-from console.core.partition_rules import physical_gpus
+from console.core.partition_rules import (
+    Blocker,
+    effective_modes,
+    logical_after,
+    physical_gpus,
+    renumbered,
+)
 
 ROOT_HINT = "needs root on the node: set sudo = true for it in the profile (passwordless sudo), or log in as root"
 SUDO_HINT = "set sudo = true for the node in the profile, with passwordless sudo, or log in as root"
@@ -98,14 +104,79 @@ def local_reasons(
         return [physical]
     if compute is None and memory is None:
         return ["choose a compute and/or a memory partition"]
-    targets = [p for p in physical_gpus(snapshot) if p.physical in physical]
-    if targets and all(
-        (compute is None or p.compute == compute) and (memory is None or p.memory == memory) for p in targets
-    ):
-        now = sorted({f"{p.compute}/{p.memory}" for p in targets})
-        verb = "is" if len(targets) == 1 else "are"
-        return [f"nothing to change: GPU {gpu_span(physical)} {verb} already {', '.join(now)}"]
     return []
+
+
+def unchanged_text(
+    snapshot: NodeSnapshot, physical: Sequence[int] | str, compute: str | None, memory: str | None
+) -> str | None:
+    """'unchanged: GPU 3 is already CPX/NPS1' when every mode chosen is the one the GPUs
+    have (nothing to switch, nothing to warn about); None when something would change."""
+    if isinstance(physical, str) or (compute is None and memory is None):
+        return None
+    if effective_modes(snapshot, physical, compute, memory) != (None, None):
+        return None
+    targets = [p for p in physical_gpus(snapshot) if p.physical in physical]
+    if not targets:
+        return None
+    now = sorted({f"{p.compute}/{p.memory}" for p in targets})
+    verb = "is" if len(targets) == 1 else "are"
+    return f"unchanged: GPU {gpu_span(physical)} {verb} already {', '.join(now)} (nothing to switch)"
+
+
+def renumber_lines(
+    snapshot: NodeSnapshot,
+    physical: Sequence[int],
+    compute: str | None,
+    instances: Mapping[str, Sequence[int]] | None = None,
+) -> list[str]:
+    """Which logical GPU numbers a compute switch changes, and which running instances'
+    HIP_VISIBLE_DEVICES then names other GPUs ([] when no number changes)."""
+    if compute is None:
+        return []
+    now = {p.physical: p.logical for p in physical_gpus(snapshot)}
+    after = logical_after(snapshot, physical, compute)
+    lines: list[str] = []
+    switched = [p for p in sorted(now) if p in physical]
+    before = [i for p in switched for i in now[p]]
+    later = [i for p in switched for i in after[p]]
+    if before != later:
+        lines.append(f"logical GPU {gpu_span(before)} → {gpu_span(later)} (physical {gpu_span(switched)}, switched)")
+    moved = renumbered(snapshot, physical, compute)
+    runs: dict[int, list[int]] = {}  # by shift: one line per group of GPUs moving together
+    for old, new in sorted(moved.items()):
+        runs.setdefault(new - old, []).append(old)
+    for shift, olds in runs.items():
+        phys = sorted({p for p in now if set(now[p]) & set(olds)})
+        lines.append(
+            f"logical GPU {gpu_span(olds)} → {gpu_span(o + shift for o in olds)} "
+            f"(physical {gpu_span(phys)}: not switched, renumbered)"
+        )
+    for name, gpus in sorted((instances or {}).items()):
+        if any(g in moved for g in gpus):
+            old_text = ",".join(map(str, gpus))
+            new_text = ",".join(str(moved.get(g, g)) for g in gpus)
+            lines.append(
+                f"instance {name}: HIP_VISIBLE_DEVICES={old_text} is GPU {new_text} after the switch; it keeps "
+                "running, but its recorded GPUs (and a restart) would name other GPUs"
+            )
+    if lines:
+        lines.insert(0, "renumbers logical GPUs:")
+    return lines
+
+
+def blockers_text(blockers: Sequence[Blocker], grace: float, instances: int = 0) -> str:
+    """The offer under a preflight that processes (and the console's instances) refuse."""
+    parts = []
+    if instances:
+        parts.append("stop the instance" if instances == 1 else f"stop the {instances} instances")
+    if blockers:
+        n = len(blockers)
+        what = "the blocking process" if n == 1 else f"the {n} blocking processes"
+        parts.append(f"end {what} (SIGTERM, then SIGKILL after {grace:g} s)")
+    if not parts:
+        return ""
+    return f"k: {' and '.join(parts)}; asks first"
 
 
 def preflight_text(reasons: Sequence[str], *, checking: bool, memory: str | None) -> str:

@@ -503,6 +503,7 @@ _NODE_FIELDS: dict[str, _Check] = {
     "jump": _jump,  # ProxyJump: one hop, a Host alias or user@host:port
     "python": _text,
     "sudo": _boolean,
+    "allow_kill_foreign": _boolean,  # the console may end other users' GPU processes (services/processes.py)
     "state_dir": _text,
     "transport": _choice("ssh", "local"),
     "vllm": _text,  # may hold spaces, e.g. "/opt/venv/bin/vllm" or "uv run vllm"

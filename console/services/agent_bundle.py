@@ -95,6 +95,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("supervisor.py", SUPERVISOR_SOURCE.read_bytes()),
         ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
+        ("processes.py", (_PKG / "agent" / "processes.py").read_bytes()),  # `process end` (issue U)
         ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
         ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
         ("statefiles.py", STATEFILES_SOURCE.read_bytes()),

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from console.core.model import NodeSnapshot, NodeSpec
 from console.core.node_json import NodeJsonError, object_lines
-from console.core.partition_rules import describe_change, physical_gpus, preflight
+from console.core.partition_rules import (
+    Blocker,
+    describe_change,
+    effective_modes,
+    physical_gpus,
+    preflight,
+    process_blockers,
+)
+from console.core.partition_view import renumber_lines
 from console.core.telemetry import amd_only_reason
 from console.core.text import printable
 from console.services.agent_bundle import install_agent
@@ -48,6 +57,18 @@ class SwitchResult:
             return "verified"
         which = "any GPU" if "all" in self.unverified else "GPU " + ", ".join(map(str, self.unverified))
         return f"not verified: the mode of {which} could not be read back, check with `partition show`"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCheck:
+    """A preflight: what refuses the switch, what will happen, the processes that block it
+    (the dialog offers to end them) and the logical GPU numbers it changes."""
+
+    reasons: tuple[str, ...]
+    summary: str
+    blockers: tuple[Blocker, ...] = ()
+    renumbering: tuple[str, ...] = ()
+    instances: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (name, GPUs) of the instances in the way
 
 
 class PartitionService:
@@ -92,23 +113,49 @@ class PartitionService:
         self, node: NodeSpec, snapshot: NodeSnapshot, physical: list[int], *, compute: str | None, memory: str | None
     ) -> tuple[list[str], str]:
         """(refusals, what will happen) without changing anything."""
+        checked = await self.check_detail(node, snapshot, physical, compute=compute, memory=memory)
+        return list(checked.reasons), checked.summary
+
+    async def check_detail(
+        self,
+        node: NodeSpec,
+        snapshot: NodeSnapshot,
+        physical: list[int],
+        *,
+        compute: str | None,
+        memory: str | None,
+        ignore_pids: Collection[int] = (),
+    ) -> PartitionCheck:
+        """check(), with the blocking processes and the renumbering. ignore_pids: processes
+        ended since the snapshot's telemetry listed them (its process lists lag a few ticks)."""
         amd_only = amd_only_reason(snapshot.source)
         if amd_only is not None:  # NVIDIA node: nothing to switch, the agent has no amdsmi there
-            return [amd_only], "nothing to switch"
+            return PartitionCheck((amd_only,), "nothing to switch")
         views = await self.instances.list(node)
-        on_gpu = {
-            g: v.name
-            for v in views
-            if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
-            for g in v.gpus
-        }
+        active = [
+            v for v in views if v.state not in (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+        ]
+        on_gpu = {g: v.name for v in active for g in v.gpus}
         probe = snapshot.probe
         is_root = probe.uid == 0 if probe is not None and probe.uid is not None else None
         can_be_root = None if is_root is None else (is_root or node.sudo)
         reasons = preflight(
-            snapshot, physical, compute=compute, memory=memory, instances_on_gpu=on_gpu, can_be_root=can_be_root
+            snapshot,
+            physical,
+            compute=compute,
+            memory=memory,
+            instances_on_gpu=on_gpu,
+            can_be_root=can_be_root,
+            ignore_pids=ignore_pids,
         )
-        return reasons, describe_change(snapshot, physical, compute, memory)
+        switched = {i for p in physical_gpus(snapshot) if p.physical in physical for i in p.logical}
+        return PartitionCheck(
+            tuple(reasons),
+            describe_change(snapshot, physical, compute, memory),
+            tuple(process_blockers(snapshot, physical, on_gpu, ignore_pids)),
+            tuple(renumber_lines(snapshot, physical, compute, {v.name: tuple(v.gpus) for v in active})),
+            tuple(sorted((v.name, tuple(v.gpus)) for v in active if switched & set(v.gpus))),
+        )
 
     async def switch(
         self,
@@ -119,8 +166,17 @@ class PartitionService:
         compute: str | None,
         memory: str | None,
         reload_confirmed: bool = False,
+        ignore_pids: Collection[int] = (),
     ) -> SwitchResult:
-        reasons, summary = await self.check(node, snapshot, physical, compute=compute, memory=memory)
+        if compute is not None or memory is not None:
+            # a mode every chosen GPU already has is left out: a kept memory mode reloads nothing
+            compute, memory = effective_modes(snapshot, physical, compute, memory)
+            if compute is None and memory is None:
+                raise PartitionRefused([describe_change(snapshot, physical, None, None) + ": nothing to switch"])
+        checked = await self.check_detail(
+            node, snapshot, physical, compute=compute, memory=memory, ignore_pids=ignore_pids
+        )
+        reasons, summary = list(checked.reasons), checked.summary
         if memory is not None and not reload_confirmed:
             reasons.append("a memory partition change reloads the amdgpu driver: it needs a second confirmation")
         if reasons:

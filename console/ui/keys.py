@@ -46,6 +46,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from console.ui.screens.instances import InstancesScreen
     from console.ui.screens.log_viewer import LogScreen
     from console.ui.screens.partition import PartitionScreen, ReloadConfirm
+    from console.ui.screens.process_end import ProcessEndScreen
     from console.ui.screens.start_dialog import StartDialog
     from console.ui.widgets.gpu_table import GpuTable
 
@@ -64,7 +65,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
         ("start", own(StartDialog)),
         ("confirm", own(ConfirmScreen)),
         ("benchmark", own(BenchScreen) + own(StartBenchDialog)),
-        ("partition", own(PartitionScreen) + own(ReloadConfirm)),
+        ("partition", own(PartitionScreen) + own(ReloadConfirm) + own(ProcessEndScreen)),
         ("results", own(HistoryScreen) + own(RunDetailScreen)),
         ("prompts", own(ImportPrompt) + own(ExportPrompt) + own(FaultDialog)),
         ("compare", own(CompareScreen)),

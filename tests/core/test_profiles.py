@@ -1029,3 +1029,13 @@ def test_the_checkouts_own_profiles_folder_loads_without_its_data_files(tmp_path
     paths = discover_profile_paths([], root, tmp_path)
     assert not {p.name for p in paths} & set(SHIPPED_DATA)
     load_profile(paths)  # no ProfileError
+
+
+def test_allow_kill_foreign_is_a_node_key(tmp_path):
+    path = write(tmp_path, "a.toml", '[nodes.x]\nhost = "x"\nallow_kill_foreign = true\n[nodes.y]\nhost = "y"\n')
+    nodes = {n.name: n for n in load_profile([path]).nodes}
+    assert nodes["x"].allow_kill_foreign is True and nodes["y"].allow_kill_foreign is False
+    bad = write(tmp_path, "b.toml", '[nodes.x]\nhost = "x"\nallow_kill_foreign = "yes"\n')
+    with pytest.raises(ProfileError) as err:
+        load_profile([bad])
+    assert "allow_kill_foreign" in str(err.value)

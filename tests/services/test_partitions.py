@@ -112,3 +112,37 @@ def test_a_switch_is_only_called_verified_when_every_mode_was_read_back():
     assert ok.verification() == "verified"
     blind = SwitchResult(node="n", gpus=(), logical_gpus=8, seconds=1.0, summary="", unverified=(0, 3))
     assert blind.verification().startswith("not verified: the mode of GPU 0, 3 could not be read back")
+
+
+async def test_the_memory_mode_a_gpu_has_needs_no_reload_and_no_change_is_refused(sim_node, svc, tmp_path):
+    node = sim_node("keep", compute="CPX")
+    snap = await sample_node(svc.pool, node)
+    set_state(tmp_path, "keep", switch_seconds=0)
+    # NPS1 is what GPU 1 has: no driver reload, so no second confirmation is asked for
+    result = await svc.switch(node, snap, [1], compute="SPX", memory="NPS1")
+    assert result.logical_gpus == 57 and "reload" not in result.summary
+    assert json.loads(sim_state(tmp_path, "keep").read_text())["gpus"][1]["compute_partition"] == "SPX"
+    snap = await sample_node(svc.pool, node)
+    with pytest.raises(PartitionRefused) as refused:
+        await svc.switch(node, snap, [1], compute="SPX", memory="NPS1")
+    assert refused.value.reasons == ["unchanged: 1 physical MI300X already SPX/NPS1: nothing to switch"]
+
+
+async def test_the_check_lists_blockers_and_renumbering(sim_node, svc, tmp_path):
+    from console.core.model import SimulateSpec
+    from console.core.partition_rules import Blocker
+
+    node = sim_node("blk", simulate=SimulateSpec("MI300X", 8, "CPX", "NPS1", 0, busy=(9, 10)))
+    snap = await sample_node(svc.pool, node)
+    checked = await svc.check_detail(node, snap, [1], compute="SPX", memory=None)
+    assert checked.blockers == (
+        Blocker(4000, "python3 (sim workload)", (9,)),
+        Blocker(4017, "python3 (sim workload)", (10,)),
+    )
+    assert checked.renumbering[1:] == (
+        "logical GPU 8-15 → 8 (physical 1, switched)",
+        "logical GPU 16-63 → 9-56 (physical 2-7: not switched, renumbered)",
+    )
+    # processes ended since the snapshot (its lists lag): no longer blockers
+    checked = await svc.check_detail(node, snap, [1], compute="SPX", memory=None, ignore_pids={4000, 4017})
+    assert checked.blockers == () and checked.reasons == ()

@@ -383,9 +383,10 @@ def test_concurrency_limit_and_peak_metrics(procs, server, tmp_path):
     assert_block_matches_json(block_rows(out), result)
     assert max_overlap(result) <= 3  # never more than --max-concurrency requests in flight
     assert all(len(itl) == 23 for itl in result["itls"]) and result["output_lens"] == [24] * 30
-    # vLLM's "Peak concurrent requests" counts requests active in each 1-second bucket, so it can
-    # exceed --max-concurrency (the real capture shows 34 at concurrency 8); check the formula instead
-    assert (result["max_output_tokens_per_s"], result["max_concurrent_requests"]) == peak_metrics(result)
+    # peak tok/s: vLLM's per-second buckets; "Peak concurrent requests": the true peak in flight,
+    # never above --max-concurrency (vLLM's buckets showed 34 at concurrency 8 in a real capture)
+    assert result["max_output_tokens_per_s"] == peak_metrics(result)[0]
+    assert result["max_concurrent_requests"] == max_overlap(result) <= 3
     # TPOT = (e2el - ttft) / (output tokens - 1), as the block's mean
     tpots = [(lat - ttft) / 23 for lat, ttft in zip(result["latencies"], result["ttfts"])]
     assert result["mean_tpot_ms"] == pytest.approx(sum(tpots) / len(tpots) * 1000)

@@ -17,6 +17,7 @@ from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt
 from console.ui.screens.instances import InstancesScreen
 from console.ui.screens.log_viewer import LogScreen
 from console.ui.screens.partition import PartitionScreen, ReloadConfirm  # noqa: E402
+from console.ui.screens.process_end import ProcessEndScreen
 from console.ui.screens.start_dialog import StartDialog
 from console.ui.widgets.gpu_table import GpuTable
 
@@ -33,7 +34,7 @@ _OWNERS = {
     "confirm": [ConfirmScreen],
     "help": [HelpScreen],
     "benchmark": [BenchScreen, StartBenchDialog],
-    "partition": [PartitionScreen, ReloadConfirm],
+    "partition": [PartitionScreen, ReloadConfirm, ProcessEndScreen],
     "results": [HistoryScreen, RunDetailScreen],
     "prompts": [ImportPrompt, ExportPrompt, FaultDialog],
     "compare": [CompareScreen],

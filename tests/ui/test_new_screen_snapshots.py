@@ -26,12 +26,14 @@ from console.core.model import (
     ServePreset,
     TelemetryFrame,
 )
-from console.core.partition_rules import describe_change, preflight
-from console.services.partitions import SwitchResult
+from console.core.partition_rules import Blocker, describe_change, preflight, process_blockers
+from console.core.partition_view import renumber_lines
+from console.services.partitions import PartitionCheck, SwitchResult
 from console.services.results import ResultStore
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.history import HistoryScreen
 from console.ui.screens.partition import PartitionScreen
+from console.ui.screens.process_end import ProcessEndScreen
 
 from .conftest import wait_for
 
@@ -59,24 +61,25 @@ def utc(monkeypatch):
 # ---------------------------------------------------------------- frozen partition data
 
 
-def frozen_snapshot(busy: dict[int, int] | None = None) -> NodeSnapshot:
+def frozen_snapshot(busy: dict[int, int] | None = None, compute: str = "SPX") -> NodeSnapshot:
+    per = 8 if compute == "CPX" else 1
     static = tuple(
         GpuStatic(
             index=i,
-            physical=i,
-            partition_id=0,
-            bdf=f"0000:{0x0C + i:02x}:00.0",
+            physical=i // per,
+            partition_id=i % per,
+            bdf=f"0000:{0x0C + i // per:02x}:00.{i % per}",
             model="AMD Instinct MI300X",
-            vram_total_mib=196592.0,
-            compute_partition="SPX",
+            vram_total_mib=196592.0 / per,
+            compute_partition=compute,
             memory_partition="NPS1",
             memory_caps=("NPS1", "NPS4"),
         )
-        for i in range(8)
+        for i in range(8 * per)
     )
     gpus = tuple(
         GpuMetrics(index=i, processes=(GpuProcess(pid, "python3", 20480.0),) if pid else ())
-        for i, pid in ((i, (busy or {}).get(i)) for i in range(8))
+        for i, pid in ((i, (busy or {}).get(i)) for i in range(8 * per))
     )
     return NodeSnapshot(
         name=NODE,
@@ -112,18 +115,29 @@ class FrozenPartitions:
     def __init__(self, instances_on_gpu: dict[int, str] | None = None) -> None:
         self.instances_on_gpu = instances_on_gpu or {}
 
-    async def check(self, node, snapshot, physical, *, compute, memory):
+    async def check_detail(self, node, snapshot, physical, *, compute, memory, ignore_pids=()):
+        on_gpu = self.instances_on_gpu
         reasons = preflight(
             snapshot,
             physical,
             compute=compute,
             memory=memory,
-            instances_on_gpu=self.instances_on_gpu,
+            instances_on_gpu=on_gpu,
             can_be_root=node.sudo,
+            ignore_pids=ignore_pids,
         )
-        return reasons, describe_change(snapshot, physical, compute, memory)
+        instances: dict[str, list[int]] = {}
+        for gpu, name in sorted(on_gpu.items()):
+            instances.setdefault(name, []).append(gpu)
+        return PartitionCheck(
+            tuple(reasons),
+            describe_change(snapshot, physical, compute, memory),
+            tuple(process_blockers(snapshot, physical, on_gpu, ignore_pids)),
+            tuple(renumber_lines(snapshot, physical, compute, instances)),
+            tuple((name, tuple(gpus)) for name, gpus in sorted(instances.items()) if set(gpus) & set(physical)),
+        )
 
-    async def switch(self, node, snapshot, physical, *, compute, memory, reload_confirmed=False):
+    async def switch(self, node, snapshot, physical, *, compute, memory, reload_confirmed=False, ignore_pids=()):
         gpus = tuple(
             {
                 "physical": p,
@@ -157,8 +171,8 @@ async def _until(pilot, predicate, timeout: float = 10.0) -> None:
     assert await wait_for(pilot, predicate, timeout), "the screen did not reach its state"
 
 
-def partition_app(physical=None, compute="CPX", memory=None, busy=None, instances=None):
-    fleet = FrozenFleet(frozen_snapshot(busy))
+def partition_app(physical=None, compute="CPX", memory=None, busy=None, instances=None, now="SPX"):
+    fleet = FrozenFleet(frozen_snapshot(busy, now))
     service = FrozenPartitions(instances)
     return SnapHost(
         lambda: PartitionScreen(
@@ -182,6 +196,27 @@ def test_partition_dialog_refused(snap_compare):
     """GPU 4 serves an instance, GPU 5 runs a process: both refusals, Switch disabled."""
     app = partition_app(physical=[4, 5], busy={5: 51234}, instances={4: "llama-3.1-8b-fp8-g4"})
     assert snap_compare(app, terminal_size=SIZE, run_before=_checked)
+
+
+def test_partition_dialog_renumbers_and_offers_to_end_blockers(snap_compare):
+    """CPX GPU 1 to SPX with NPS1 chosen (its mode: no reload warning); GPU 9 runs a process
+    (k offers to end it); GPUs 16-63 are renumbered, which moves an instance's HIP_VISIBLE_DEVICES."""
+    app = partition_app(
+        physical=[1], compute="SPX", memory="NPS1", busy={9: 4017}, instances={20: "llama-8b-g20"}, now="CPX"
+    )
+    assert snap_compare(app, terminal_size=SIZE, run_before=_checked)
+
+
+def test_partition_dialog_unchanged(snap_compare):
+    """CPX chosen for a GPU that is CPX: "unchanged", no warning, Switch disabled."""
+    assert snap_compare(partition_app(physical=[1], compute="CPX", now="CPX"), terminal_size=SIZE, run_before=_checked)
+
+
+def test_process_end_dialog(snap_compare):
+    """The blockers listed, the signals and the foreign-user rule said, Cancel focused."""
+    blockers = (Blocker(4000, "python3 (sim workload)", (0,)), Blocker(51234, "python3 train.py", (9, 10)))
+    app = SnapHost(lambda: ProcessEndScreen(NodeSpec(name=NODE, host="10.0.0.5"), blockers))
+    assert snap_compare(app, terminal_size=SIZE)
 
 
 def test_partition_dialog_reload_confirm(snap_compare):

@@ -6,6 +6,7 @@ depend on the dialog and the services.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -21,6 +22,8 @@ from console.ui.screens.partition import (
     ReloadConfirm,
     StartPresetRequested,
 )
+from console.ui.screens.process_end import ProcessEndScreen
+from tests.helpers import free_port
 
 from .conftest import wait_for
 
@@ -215,3 +218,125 @@ def test_for_selection_maps_logical_to_physical():
     screen = PartitionScreen.for_selection(Fleet(), "n", [9, 12])
     assert screen.initial_physical == [1]
     assert PartitionScreen.for_selection(Fleet(), "n").initial_physical is None
+
+
+DEMO_CPX_BUSY = (0, 3, 9, 10, 17, 26, 27, 28, 40, 63)  # profiles/demo.toml's mi300x-cpx
+
+
+async def choose_compute(pilot, screen: PartitionScreen, steps: int) -> None:
+    """As a person does: the compute row has the focus, its cursor on "unchanged"; move, then select."""
+    assert screen.focused is screen.query_one("#partition-compute")
+    for _ in range(steps):
+        await pilot.press("right")
+    await pilot.press("enter")
+
+
+async def test_demo_cpx_node_to_spx_and_back_by_keys(sim_node, tmp_path):
+    # the demo's CPX node: ten simulated foreign workloads and the demo's instance on GPU 1
+    # block the whole-node switch
+    node = sim_node("cpx", simulate=SimulateSpec("MI300X", 8, "CPX", "NPS1", 2, busy=DEMO_CPX_BUSY))
+    fleet = FleetTelemetry([node], interval=0.2)
+    app = Host(fleet, Profile(nodes=(node,), serve_presets=PRESETS))
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(
+            pilot, lambda: fleet.snapshot("cpx").latest is not None and len(fleet.snapshot("cpx").static) == 64, 30
+        )
+        instances = PartitionService(fleet.pool).instances
+        # the demo's instance: its preset's max-model-len fits a CPX GPU's KV cache
+        demo_preset = dataclasses.replace(CPX_PRESET, args=("--max-model-len", "4608"))
+        await instances.start(
+            node, demo_preset, gpus=[1], snapshot=fleet.snapshot("cpx"), port=free_port(), name="llama-g1"
+        )
+        screen = await open_dialog(pilot, app, tmp_path, "cpx")
+        await choose_compute(pilot, screen, 1)  # SPX
+        assert await wait_for(pilot, lambda: not screen.checking and screen.reasons, timeout=30)
+        assert len(screen.preflight.blockers) == 10 and screen.query_one("#partition-go", Button).disabled
+        assert screen.preflight.instances == (("llama-g1", (1,)),)
+        assert "GPU 1 runs instance llama-g1: stop it first" in screen.reasons
+        assert "k: stop the instance and end the 10 blocking processes" in text_of(screen, "#partition-blockers")
+        assert "logical GPU 0-63 → 0-7 (physical 0-7, switched)" in text_of(screen, "#partition-renumber")
+
+        await pilot.press("k")
+        await pilot.pause()
+        ender = app.screen
+        assert isinstance(ender, ProcessEndScreen) and ender.focused.id == "process-end-no"
+        await pilot.press("y")
+        # every one ended: the dialog closes by itself and the preflight runs again
+        sticky = {4000 + 17 * n for n in range(10)}
+        assert await wait_for(pilot, lambda: app.screen is screen and sticky <= screen.ended_pids, timeout=90)
+        assert ender.stopped == ["llama-g1"] and ender.stopped_pids  # its processes: no blockers either
+        assert screen.ended_pids == sticky | ender.stopped_pids
+        procs = json.loads((tmp_path / "state" / "sim" / "cpx" / "processes.json").read_text())
+        assert procs == []
+        assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons
+
+        await pilot.press("ctrl+s")  # no memory change: no driver-reload question
+        assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
+        assert "✓ cpx: GPU 0-7 now SPX/NPS1 (verified" in text_of(screen, "#partition-result")
+        assert await wait_for(pilot, lambda: len(fleet.snapshot("cpx").static) == 8, timeout=30)
+        await pilot.press("escape")
+        await pilot.pause()
+
+        # and back to CPX: nothing blocks any more
+        screen = await open_dialog(pilot, app, tmp_path, "cpx")
+        await choose_compute(pilot, screen, 4)  # CPX
+        assert await wait_for(pilot, lambda: screen.can_switch, timeout=30), screen.reasons
+        await pilot.press("ctrl+s")
+        assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
+        assert await wait_for(pilot, lambda: len(fleet.snapshot("cpx").static) == 64, timeout=30)
+
+
+async def test_one_cpx_gpu_without_a_false_reload_warning(sim_node, tmp_path):
+    node = sim_node("one", compute="CPX")
+    fleet = FleetTelemetry([node], interval=0.2)
+    app = Host(fleet, Profile(nodes=(node,), serve_presets=PRESETS))
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_dialog(pilot, app, tmp_path, "one", physical=[1])
+        # the mode it has: "unchanged", no refusal, no warning, nothing to switch
+        await choose_compute(pilot, screen, 4)  # CPX
+        assert await wait_for(pilot, lambda: screen.preflight.note != "", timeout=10)
+        assert text_of(screen, "#partition-preflight") == "unchanged: GPU 1 is already CPX/NPS1 (nothing to switch)"
+        assert screen.query_one("#partition-go", Button).disabled and not screen.reasons
+        # SPX with NPS1 (its memory mode): no driver reload said or asked
+        await pilot.press("left", "left", "left", "enter")  # SPX
+        screen.query_one("#memory-nps1").value = True
+        await pilot.pause()  # its check starts: wait for that one, not the one before
+        assert await wait_for(pilot, lambda: screen.can_switch and screen._target[2] is None, timeout=30), (
+            screen.reasons
+        )
+        change = text_of(screen, "#partition-change")
+        assert change == "1 physical MI300X CPX/NPS1 → SPX/NPS1: 64 → 57 logical GPUs"
+        assert "reload" not in text_of(screen, "#partition-preflight")
+        assert "logical GPU 16-63 → 9-56 (physical 2-7: not switched, renumbered)" in text_of(
+            screen, "#partition-renumber"
+        )
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(app.screen, ReloadConfirm)
+        assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
+        assert "57 logical GPUs on the node" in text_of(screen, "#partition-result")
+
+
+async def test_a_refused_end_stays_with_the_nodes_reason(sim_node, tmp_path):
+    from textual.widgets import DataTable
+
+    from console.core.partition_rules import Blocker
+
+    node = sim_node("ref", simulate=SimulateSpec("MI300X", 8, "SPX", "NPS1", 0, busy=(2,)))
+    fleet = FleetTelemetry([node], interval=0.5)
+    app = Host(fleet, Profile(nodes=(node,)))
+    async with app.run_test(size=(120, 36)) as pilot:
+        # pid 2 is no GPU process there (the console never decides that, the node's agent does)
+        screen = ProcessEndScreen(node, [Blocker(2, "kthreadd", (2,))], pool=fleet.pool, grace=1)
+        await app.push_screen(screen)
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: screen.done, timeout=60)
+        assert app.screen is screen and screen.ended == []
+        table = screen.query_one("#process-end-table", DataTable)
+        result = str(table.get_cell("2", "result"))
+        assert result.startswith("✗ pid 2 is not a GPU process on this node (the agent sees 1: 4000)")
+        assert table.columns["result"].content_width >= len(result)  # the reason is shown whole, not cut
+        assert "ended 0 of 1; 1 not ended" in str(screen.query_one("#process-end-status", Static).render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is not screen

@@ -106,7 +106,9 @@ bench serve
     the traffic lines, tqdm on stderr, failed requests with aiohttp-like tracebacks, the result
     block, and --save-result JSON with 0.32's keys (per-request arrays with --save-detailed).
     Metrics use vLLM's formulas (numpy-style mean/median/std/percentiles, TPOT = (e2el - ttft) /
-    (tokens - 1), peak tok/s and concurrent requests per 1-second bucket). Failed requests still
+    (tokens - 1), peak tok/s per 1-second bucket); "Peak concurrent
+    requests" is the true peak of requests in flight (vLLM's per-second buckets can exceed
+    --max-concurrency, the simulator's never does). Failed requests still
     exit 0; SIGINT prints the KeyboardInterrupt traceback and exits 130; SIGTERM kills it (143).
     stdout is block-buffered into a pipe like the real client's (flushed by log lines and when the
     bar starts; set PYTHONUNBUFFERED=1 to stream it). Deviations: no tokenizer (tokens are counted

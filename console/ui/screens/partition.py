@@ -51,11 +51,14 @@ from console.core.model import NodeSnapshot, ServePreset
 from console.core.partition_rules import (
     COMPUTE_MODES,
     MEMORY_MODES,
+    Blocker,
     describe_change,
+    effective_modes,
     parse_physical,
     physical_gpus,
 )
 from console.core.partition_view import (
+    blockers_text,
     done_text,
     failure_text,
     local_reasons,
@@ -68,6 +71,7 @@ from console.core.partition_view import (
     preset_for_mode,
     switched_compute,
     switching_text,
+    unchanged_text,
 )
 from console.core.text import one_line
 from console.services.partitions import (
@@ -76,9 +80,11 @@ from console.services.partitions import (
     PartitionService,
     SwitchResult,
 )
+from console.services.processes import DEFAULT_GRACE, ProcessEnded
 from console.transport.base import TransportError
 from console.ui.model.protocols import PartitionFleet
 from console.ui.screens.confirm import YesNoScreen
+from console.ui.screens.process_end import ProcessEndScreen
 from console.ui.workers import run_named
 
 CHECK_DELAY = 0.3  # seconds of quiet typing in the GPUs field before the preflight runs again
@@ -153,6 +159,9 @@ class Preflight:
 
     reasons: tuple[str, ...] = ()
     checking: bool = False
+    blockers: tuple[Blocker, ...] = ()  # the processes among the reasons, which k offers to end
+    instances: tuple[tuple[str, tuple[int, ...]], ...] = ()  # the instances among them, which k offers to stop
+    note: str = ""  # nothing refuses, nothing to do: e.g. "unchanged: GPU 3 is already CPX/NPS1"
 
 
 @dataclass(frozen=True)
@@ -181,6 +190,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
     BINDINGS = [
         Binding("escape", "close", "Cancel", id="partition-cancel"),
         Binding("ctrl+s", "confirm", "Switch", id="partition-go"),
+        Binding("k", "end_processes", "End blocking processes", id="partition-end-processes"),
         Binding("s", "start_preset", "Start preset", show=False, id="offer-preset"),
     ]
 
@@ -193,7 +203,10 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
     _memory: RadioSet
     _now: Static
     _change: Static
+    _renumber: Static
     _preflight: Static
+    _blockers: Static
+    _end: Button
     _progress_row: Vertical
     _elapsed: Static
     _result: Static
@@ -217,6 +230,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         reasons: list[str]
         summary: str | None
         error: str | None = None
+        blockers: tuple[Blocker, ...] = ()
+        renumbering: tuple[str, ...] = ()
+        instances: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @dataclass
     class SwitchDone(Message):
@@ -242,6 +258,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         compute: str | None = None,
         memory: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        grace: float = DEFAULT_GRACE,
     ) -> None:
         super().__init__(id="partition-screen")
         self.fleet = fleet
@@ -261,6 +278,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._debounce: Timer | None = None
         self._gpus_text: str | None = None
         self._target: tuple[list[int], str | None, str | None] | None = None
+        self.grace = grace  # seconds from SIGTERM to SIGKILL when blockers are ended
+        # pids ended from this dialog: the telemetry's process lists lag a few ticks behind
+        self.ended_pids: set[int] = set()
 
     @classmethod
     def for_selection(
@@ -307,7 +327,10 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._memory = RadioSet(id="partition-memory", compact=True)
         self._now = Static(id="partition-now")
         self._change = Static(id="partition-change")
+        self._renumber = Static(id="partition-renumber")
         self._preflight = Static(id="partition-preflight")
+        self._blockers = Static(id="partition-blockers")
+        self._end = Button("End blockers (k)", variant="warning", id="partition-end")
         self._progress_row = Vertical(id="partition-progress-row")
         self._elapsed = Static(id="partition-elapsed")
         self._result = Static(id="partition-result")
@@ -334,7 +357,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
                     for mode in MEMORY_MODES:
                         yield RadioButton(mode, value=mode == self.initial_memory, id=f"memory-{mode.lower()}")
             yield self._change
+            yield self._renumber
             yield self._preflight
+            yield self._blockers
             with self._progress_row:
                 yield self._elapsed
                 yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="partition-progress")
@@ -342,6 +367,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
             yield self._offer
             with Horizontal(id="partition-buttons"):
                 yield self._start
+                yield self._end
                 yield self._go
                 yield self._close
 
@@ -363,6 +389,9 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._close.disabled = state == Phase.SWITCHING
         self._progress_row.set_class(state == Phase.SWITCHING, "-on")
         self._preflight.display = choosing
+        self._blockers.display = choosing
+        self._renumber.display = choosing
+        self._end.display = choosing and bool(self.preflight.blockers or self.preflight.instances)
         self._go.display = state != Phase.DONE
         self._box.border_subtitle = (
             "ctrl+s switches · Esc cancels"
@@ -380,11 +409,21 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
 
     def watch_preflight(self, preflight: Preflight) -> None:
         memory = self._target[2] if self._target else None
-        self._preflight.update(Text(preflight_text(preflight.reasons, checking=preflight.checking, memory=memory)))
+        if preflight.note:
+            self._preflight.update(Text(preflight.note))
+        else:
+            self._preflight.update(Text(preflight_text(preflight.reasons, checking=preflight.checking, memory=memory)))
         self._preflight.set_class(preflight.checking, "-checking")
-        self._preflight.set_class(not preflight.checking and not preflight.reasons, "-ok")
+        self._preflight.set_class(bool(preflight.note), "-unchanged")
+        self._preflight.set_class(not preflight.checking and not preflight.reasons and not preflight.note, "-ok")
         self._preflight.set_class(not preflight.checking and bool(preflight.reasons), "-refused")
+        shown = not preflight.checking and bool(preflight.blockers or preflight.instances)
+        offer = blockers_text(preflight.blockers, self.grace, len(preflight.instances))
+        self._blockers.update(Text(offer) if shown else "")
+        self._blockers.set_class(shown, "-on")
+        self._end.display = shown and self.state == Phase.CHOOSE
         self._update_go()
+        self.refresh_bindings()
 
     def watch_typing(self) -> None:
         self._update_go()
@@ -462,14 +501,18 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self._gpus_text = self._gpus.value
         shown = physical if isinstance(physical, list) else [p.physical for p in physical_gpus(snapshot)]
         self._now.update(Text(modes_now(snapshot, shown)))
+        self._renumber.update("")
+        unchanged = unchanged_text(snapshot, physical, compute, memory) if snapshot.static else None
         if isinstance(physical, list) and snapshot.static and (compute or memory):
-            self._change.update(Text(describe_change(snapshot, physical, compute, memory)))
+            # a mode the GPUs already have is no change: never a driver reload for a kept memory mode
+            compute, memory = effective_modes(snapshot, physical, compute, memory)
+            self._change.update("" if unchanged else Text(describe_change(snapshot, physical, compute, memory)))
         else:
             self._change.update("")
-        local = local_reasons(self.node, snapshot, physical, compute, memory)
-        if local:
+        local = local_reasons(self.node, snapshot, physical, compute, memory) if not unchanged else []
+        if local or unchanged:
             self._target = None
-            self._set_preflight(Preflight(tuple(local)))
+            self._set_preflight(Preflight(tuple(local), note=unchanged or ""))
             return
         assert isinstance(physical, list)
         self._target = (physical, compute, memory)
@@ -488,20 +531,40 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         self, generation: int, snapshot: NodeSnapshot, physical: list[int], compute: str | None, memory: str | None
     ) -> None:
         try:
-            reasons, summary = await self.service.check(
-                self.fleet.spec(self.node), snapshot, physical, compute=compute, memory=memory
+            checked = await self.service.check_detail(
+                self.fleet.spec(self.node),
+                snapshot,
+                physical,
+                compute=compute,
+                memory=memory,
+                ignore_pids=frozenset(self.ended_pids),
             )
         except Exception as exc:  # a node that cannot be asked: say so, never a traceback
             self.post_message(self.Checked(generation, [], None, f"preflight could not run: {one_line(exc)}"))
         else:
-            self.post_message(self.Checked(generation, list(reasons), summary))
+            self.post_message(
+                self.Checked(
+                    generation,
+                    list(checked.reasons),
+                    checked.summary,
+                    None,
+                    checked.blockers,
+                    checked.renumbering,
+                    checked.instances,
+                )
+            )
 
     def on_partition_screen_checked(self, message: Checked) -> None:
         if message.generation != self._generation or self.state != Phase.CHOOSE:
             return  # the target changed since: a newer check is on its way
         if message.summary:
             self._change.update(Text(message.summary))
-        self._set_preflight(Preflight((message.error,) if message.error else tuple(message.reasons)))
+        self._renumber.update(Text("\n".join(message.renumbering)))
+        self._set_preflight(
+            Preflight((message.error,), blockers=())
+            if message.error
+            else Preflight(tuple(message.reasons), blockers=message.blockers, instances=message.instances)
+        )
 
     # ------------------------------------------------------------ the switch
 
@@ -510,7 +573,36 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
             return self.can_switch
         if action == "start_preset":
             return self.state == Phase.DONE and self.offer is not None
+        if action == "end_processes":
+            blocked = self.preflight.blockers or self.preflight.instances
+            return self.state == Phase.CHOOSE and not self.checking and bool(blocked)
         return True
+
+    def action_end_processes(self) -> None:
+        """k: end the processes and stop the instances that block the switch (the end-process
+        dialog asks first)."""
+        blockers, instances = self.preflight.blockers, self.preflight.instances
+        if self.state != Phase.CHOOSE or self.checking or not (blockers or instances):
+            return
+
+        def ended(results: tuple[ProcessEnded, ...] | None) -> None:
+            results = results or ()
+            self.ended_pids.update(r.pid for r in results if r.ended)
+            self.ended_pids.update(ender.stopped_pids)
+            if results or instances:
+                self.app.notify(f"{self.node}: checking the switch again", markup=False)
+            self._target_changed()
+            self._compute.focus()
+
+        ender = ProcessEndScreen(
+            self.fleet.spec(self.node),
+            blockers,
+            instances=instances,
+            pool=self.fleet.pool,
+            instance_service=getattr(self.service, "instances", None),
+            grace=self.grace,
+        )
+        self.app.push_screen(ender, ended)
 
     def action_confirm(self) -> None:
         if not self.can_switch or self._target is None:
@@ -562,6 +654,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
                 compute=compute,
                 memory=memory,
                 reload_confirmed=reload_confirmed,
+                ignore_pids=frozenset(self.ended_pids),
             )
         except PartitionRefused as exc:
             self.post_message(self.SwitchFailed("refused: " + "; ".join(exc.reasons), "refused", exc.reasons))
@@ -638,5 +731,7 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
             self.action_confirm()
         elif event.button.id == "partition-start":
             self.action_start_preset()
+        elif event.button.id == "partition-end":
+            self.action_end_processes()
         else:
             self.action_close()
