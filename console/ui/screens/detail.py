@@ -37,6 +37,7 @@ class DetailScreen(Screen):
         Binding("escape,backspace", "back", "Back", id="back"),
         Binding("left,left_square_bracket", "step(-1)", "Previous", id="detail-prev", group=_STEP),
         Binding("right,right_square_bracket", "step(1)", "Next", id="detail-next", group=_STEP),
+        Binding("K", "end_processes", "End processes", id="detail-end-processes"),
     ]
 
     def __init__(self, view: FleetView, node: str, gpu: int | None) -> None:
@@ -244,6 +245,22 @@ class DetailScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_end_processes(self) -> None:
+        """K: end this GPU's processes (SIGTERM, then SIGKILL; confirmed in the dialog), as nvitop does."""
+        from console.core.partition_rules import Blocker
+        from console.ui.screens.process_end import ProcessEndScreen
+
+        _, metrics = gpu_pairs(self.snapshot).get(self.gpu, (None, None)) if self.gpu is not None else (None, None)
+        processes = [
+            Blocker(p.pid, p.name, (self.gpu,)) for p in (metrics.processes if metrics else ()) if self.gpu is not None
+        ]
+        if not processes:
+            what = f"GPU {self.gpu}" if self.gpu is not None else "a node view (pick a GPU)"
+            self.notify(f"{self.node}: no process on {what} to end", markup=False)
+            return
+        fleet = self.view.fleet
+        self.app.push_screen(ProcessEndScreen(fleet.spec(self.node), processes, pool=fleet.pool))
 
     def action_step(self, delta: int) -> None:
         """Previous/next GPU of the node, or previous/next node in the node view."""
