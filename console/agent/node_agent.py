@@ -296,6 +296,19 @@ def dist_version(name):
         return None
 
 
+def effective_uid(module):
+    """This user's uid; 0 on a simulated node whose spec makes its user root (the demo), as
+    the simulated amdsmi then lets that user switch partitions."""
+    if module is not None and getattr(module, "SIM_VLLM_VERSION", None):
+        try:
+            spec = json.loads(os.environ.get("ROCM_CONSOLE_SIM_SPEC") or "{}")
+        except ValueError:
+            spec = {}
+        if isinstance(spec, dict) and spec.get("root") is True:
+            return 0
+    return os.geteuid()
+
+
 def probe(args):
     module, _ = load_amdsmi(args.amdsmi_path)
     if module is not None:
@@ -315,7 +328,7 @@ def probe(args):
         "vllm": dist_version("vllm") or (getattr(module, "SIM_VLLM_VERSION", None) if module is not None else None),
         "numa_balancing": read_text("/proc/sys/kernel/numa_balancing"),
         "source": source,
-        "uid": os.geteuid(),
+        "uid": effective_uid(module),
     }
 
 

@@ -21,6 +21,9 @@ class SimulateSpec:
     seed: int = 0
     busy: tuple[int, ...] = ()  # logical GPUs with a simulated workload from the start
     mig: tuple[int, ...] = ()  # NVIDIA: physical GPUs in MIG mode (four instances each)
+    # The simulated node's user is root (True), is not (False), or is who runs it (None): the
+    # demo sets True so its partition switches work for a user who is not root here.
+    root: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

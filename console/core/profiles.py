@@ -434,6 +434,7 @@ _SIMULATE_FIELDS: dict[str, _Check] = {
     # logical GPUs that carry a simulated workload from the start (the demo's load)
     "busy": _gpu_indices,
     "mig": _gpu_indices,  # NVIDIA only: physical GPUs in MIG mode
+    "root": _boolean,  # the simulated user is root whoever runs it (the demo)
 }
 
 
