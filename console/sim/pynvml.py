@@ -834,7 +834,7 @@ def _residency_ns(phys, kind, t):
 # The energy counter integrates the simulated power curve as it is read (trapezoid between
 # reads), so energy and power agree as on a real GPU; before this process's first read it
 # stands at a steady mean draw since the driver loaded. {(created, phys): (t, mJ, mW)}
-_ENERGY = {}
+_ENERGY = {}  # type: dict
 
 
 def _energy_mj(state, phys, t):

@@ -935,7 +935,10 @@ def test_shipped_example_and_demo_load():
     specs = {n.name: (n.transport, n.simulate) for n in demo.nodes}
     assert specs == {
         "mi300x-spx": ("local", SimulateSpec("MI300X", 8, "SPX", "NPS1", 1, (0, 1, 2, 3), root=True)),
-        "mi300x-cpx": ("local", SimulateSpec("MI300X", 8, "CPX", "NPS1", 2, (0, 3, 9, 10, 17, 26, 27, 28, 40, 63), root=True)),
+        "mi300x-cpx": (
+            "local",
+            SimulateSpec("MI300X", 8, "CPX", "NPS1", 2, (0, 3, 9, 10, 17, 26, 27, 28, 40, 63), root=True),
+        ),
         "mi355x": ("local", SimulateSpec("MI355X", 8, "SPX", "NPS1", 3, (0, 1, 2, 3, 4, 5), root=True)),
         "h100": ("local", SimulateSpec("H100", 8, "SPX", "NPS1", 4, (0, 1, 2, 3), mig=(7,))),
     }

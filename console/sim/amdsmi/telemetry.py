@@ -169,7 +169,7 @@ def amdsmi_get_gpu_vram_info(processor_handle):
 # The energy counter integrates the simulated power curve as the agent reads it (trapezoid
 # between reads), so energy and power agree as on a real GPU; before this process's first read
 # it stands at a steady mean draw since the node was created. {(created, phys): (t, uJ, W)}
-_ENERGY = {}
+_ENERGY = {}  # type: dict
 
 
 def _energy_uj(state, phys, t, power_w=None):
