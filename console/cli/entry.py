@@ -16,6 +16,7 @@ from console.cli.common import (
     add_profile_options,
     load_selected_profile,
 )
+from console.cli.examples import add_examples
 from console.core.errors import ProfileError
 
 # In the order `rocm-console --help` lists them.
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in COMMAND_GROUPS.values():
         group.add_parser(sub)
+    add_examples(parser, dict(sub.choices))
     return parser
 
 
