@@ -719,36 +719,49 @@ VIOLATION_RESIDENCY = (
     ("gpu_violation_processor_hot_residency_accumulated", "prochot"),
 )
 ENERGY = "gpu_energy_consumed"  # µJ
-HEALTH_FAMILIES_RE = (
-    r"gpu_ecc_(correct|uncorrect|deferred)_[a-z0-9_]+"
+# The families of the health query: every one a GPU has, except the per-block ECC counts
+# (60 families: 20 blocks x 3 kinds), asked only where they are not zero (ECC_BLOCKS_RE): a
+# healthy fleet's block counters are all 0, and a 16k-GPU fleet would bring ~1M series.
+HEALTH_BASE_RE = (
+    r"gpu_ecc_(correct|uncorrect|deferred)_total"
     r"|pcie_(speed|max_speed|replay_count|recovery_count)"
     r"|gpu_violation_current_accumulated_counter"
     r"|gpu_violation_(ppt|socket_thermal|vr_thermal|hbm_thermal|processor_hot)_residency_accumulated"
     r"|gpu_energy_consumed"
 )
+ECC_BLOCKS_RE = r"gpu_ecc_(correct|uncorrect|deferred)_[a-z0-9_]+"
+HEALTH_FAMILIES_RE = f"{HEALTH_BASE_RE}|{ECC_BLOCKS_RE}"
 _HEALTH_NAME_RE = re.compile(HEALTH_FAMILIES_RE)
 # PCIe transfer rate in GT/s -> generation
 _PCIE_GEN_BY_GTS = ((64.0, 6), (32.0, 5), (16.0, 4), (8.0, 3), (5.0, 2), (2.5, 1))
 
 
-def health_query(label: str = "hostname", hosts: Sequence[str] | None = None, prefixes=AUTO_PREFIXES) -> str:
-    """Every health family of every host in one query, one series per (family, host, logical
-    GPU): ``max by (__name__, ...)`` keeps the family's name (newer DME releases add
-    per-process labels, so a GPU can have several series)."""
-    names = "|".join(re.escape(p) + f"(?:{HEALTH_FAMILIES_RE})" for p in prefixes)
-    where = f"__name__=~{_promql_string(names)}, {host_selector(label, hosts)}, {DEVICE_SERIES}"
-    return f"max by (__name__, {label}, {GPU_ID}) ({{{where}}})"
+def health_queries(
+    label: str = "hostname", hosts: Sequence[str] | None = None, prefixes=AUTO_PREFIXES
+) -> dict[str, str]:
+    """The health families of every host in two queries, one series per (family, host,
+    logical GPU): ``max by (__name__, ...)`` keeps the family's name (newer DME releases add
+    per-process labels, so a GPU can have several series). ``b``: the per-block ECC counts
+    that are not zero."""
+    where = f"{host_selector(label, hosts)}, {DEVICE_SERIES}"
+    by = f"__name__, {label}, {GPU_ID}"
+    out = {}
+    for tag, pattern, cond in (("h", HEALTH_BASE_RE, ""), ("b", ECC_BLOCKS_RE, " > 0")):
+        names = "|".join(re.escape(p) + f"(?:{pattern})" for p in prefixes)
+        out[tag] = f"max by ({by}) ({{__name__=~{_promql_string(names)}, {where}}}{cond})"
+    return out
 
 
 def parse_health(
-    payload: object, label: str = "hostname", prefixes=AUTO_PREFIXES
+    payloads: Payloads, label: str = "hostname", prefixes=AUTO_PREFIXES
 ) -> dict[str, dict[int, dict[str, float]]]:
-    """The health query's answer -> hostname -> logical GPU -> family (no prefix) -> value.
-
-    A value that is not a finite number (DME's NaN for "not available") is left out."""
+    """The health queries' answers (tag -> answer) -> hostname -> logical GPU -> family (no
+    prefix) -> value. A value that is not a finite number (DME's NaN for "not available") is
+    left out."""
     longest_first = sorted(prefixes, key=len, reverse=True)
     out: dict[str, dict[int, dict[str, float]]] = {}
-    for item in _data(payload, "vector"):
+    items = [item for payload in payloads.values() for item in _data(payload, "vector")]
+    for item in items:
         labels = item.get("metric") if isinstance(item, dict) else None
         value = item.get("value") if isinstance(item, dict) else None
         if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:

@@ -37,7 +37,7 @@ from console.core.dme import (
     DmeValues,
     clean_text,
     frame_gpus,
-    health_query,
+    health_queries,
     health_readings,
     hosts_match,
     layout_query,
@@ -533,12 +533,12 @@ class PrometheusSource:
             await self.refresh_health(now)
 
     async def refresh_health(self, now: float) -> None:
-        """DME's health families of every node, one query: a reading per physical GPU into
+        """DME's health families of every node, two queries: a reading per physical GPU into
         the fleet's health trackers (the path an agent's health line takes). A failure costs
         this health reading only."""
         try:
-            payload = await self.client.query(health_query(self.label, self._hosts, self.plan.prefixes))
-            parsed = parse_health(payload, self.label, self.plan.prefixes)
+            payloads = await self.client.query_all(health_queries(self.label, self._hosts, self.plan.prefixes))
+            parsed = parse_health(payloads, self.label, self.plan.prefixes)
         except (PrometheusError, DmeResponseError) as exc:
             reason = exc.reason if isinstance(exc, PrometheusError) else f"prometheus {self.client.url}: {exc}"
             self.health_error = self.client.redact(f"health: {reason}")

@@ -1,6 +1,6 @@
 """GPU health of Prometheus-fed nodes: DME's health families -> HealthReading per physical GPU.
 
-The mapping (console/core/dme.py ``health_query`` / ``parse_health`` / ``from_dme``) on its
+The mapping (console/core/dme.py ``health_queries`` / ``parse_health`` / ``from_dme``) on its
 own, then the whole path with the real Prometheus scraping the simulated DME: an
 uncorrectable ECC error injected into a node's faults.json turns that GPU fail in the
 console's fleet (snapshot.gpu_health, GpuHealthChanged, the timeline events).
@@ -53,11 +53,14 @@ def test_every_health_family_the_mapper_reads_is_a_dme_metric():
 
 
 def test_health_query_asks_every_family_once_on_first_partitions_only():
-    query = dme.health_query("hostname", ["gpu-1.example"], ("", "amd_"))
-    assert query.startswith("max by (__name__, hostname, gpu_id) (")
-    assert 'gpu_partition_id=~"0|NA|4294967295"' in query  # device values: the first partition's
-    assert 'hostname=~"gpu\\\\-1(\\\\..*)?"' in query
-    assert "amd_(?:gpu_ecc_" in query and "|pcie_(speed|max_speed|replay_count|recovery_count)" in query
+    queries = dme.health_queries("hostname", ["gpu-1.example"], ("", "amd_"))
+    assert set(queries) == {"h", "b"}
+    for query in queries.values():
+        assert query.startswith("max by (__name__, hostname, gpu_id) (")
+        assert 'gpu_partition_id=~"0|NA|4294967295"' in query  # device values: the first partition's
+        assert 'hostname=~"gpu\\\\-1(\\\\..*)?"' in query
+    assert "amd_(?:gpu_ecc_(correct|uncorrect|deferred)_total" in queries["h"] and "pcie_(speed" in queries["h"]
+    assert queries["b"].endswith(" > 0)")  # the per-block ECC counts only where not zero
 
 
 def test_dme_families_map_to_a_reading_and_what_dme_lacks_stays_none():
@@ -76,7 +79,7 @@ def test_dme_families_map_to_a_reading_and_what_dme_lacks_stays_none():
         ("amd_gpu_ecc_uncorrect_total", "n1", "0", "NaN"),  # DME's "not available"
         ("amd_gpu_nodes_total", "n1", "0", 2),  # not a health family
     )
-    parsed = dme.parse_health(payload, "hostname", ("amd_",))
+    parsed = dme.parse_health({"h": payload}, "hostname", ("amd_",))
     assert set(parsed["n1"]) == {8}  # a NaN-only GPU brings nothing
     static = tuple(GpuStatic(index=i, physical=i // 8, partition_id=i % 8) for i in range(16))
     (reading,) = dme.health_readings(static, parsed["n1"], 50.0)
@@ -99,7 +102,7 @@ def test_dme_families_map_to_a_reading_and_what_dme_lacks_stays_none():
 
 def test_a_bad_health_answer_is_one_line():
     with pytest.raises(dme.DmeResponseError, match="bad_data: parse error"):
-        dme.parse_health({"status": "error", "errorType": "bad_data", "error": "parse error"})
+        dme.parse_health({"h": {"status": "error", "errorType": "bad_data", "error": "parse error"}})
 
 
 # ---------------------------------------------------------------- the real Prometheus
@@ -153,6 +156,10 @@ def test_an_uncorrectable_ecc_on_a_prometheus_fed_node_turns_that_gpu_fail(tmp_p
     sick = fleet.snapshot("dme-b").gpu_health
     assert [g.physical for g in sick] == [0, 1] and sick[0].verdict.state == "ok"
     assert sick[1].verdict.reasons == "1 uncorrectable ECC error"
+    # the per-block counts come where they are not zero (the second query keeps the family name)
+    blocks = sick[1].reading.ecc_blocks if sick[1].reading else None
+    assert [(b.block, b.uncorrectable) for b in blocks or ()] == [("UMC", 1)]
+    assert first.ecc_blocks is None and first.ecc_uncorrectable == 0
     assert took < 1.0 + 0.5 + 0.5 + 5  # a health interval, a scrape, a render, and slack
     assert any(e.node == "dme-b" and [g.verdict.state for g in e.gpus] == ["ok", "fail"] for e in changes)
     events = [ev for e in seen for ev in e.events if ev.node == "dme-b" and ev.gpu == 1]
