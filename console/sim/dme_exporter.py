@@ -100,6 +100,9 @@ _VIOLATION_KEYS = (
 # MI2xx: DME has no PCIe replay / recovery or violation counters there (metricslist.md: MI3xx)
 MI3XX_HEALTH = frozenset(name for _, name in _VIOLATION_KEYS) | {"pcie_replay_count", "pcie_recovery_count"}
 MI2XX_ONLY = ("gpu_edge_temperature", "gpu_average_package_power")
+# The health families are read again every HEALTH_PERIOD_S, or at once when the node's
+# faults.json changed: they change slowly, and reading them doubled a render pass.
+HEALTH_PERIOD_S = 5.0
 MI3XX_ONLY = ("gpu_junction_temperature", "gpu_package_power", "gpu_gfx_busy_instantaneous")
 
 
@@ -188,6 +191,8 @@ class SimNode:
         self._init_library()
         self._enumerate()
         self.page = b""  # the latest rendered /metrics page
+        self._health_rows = {}  # physical -> its health families, as last read
+        self._health_key = None  # (faults.json's stat, when read)
 
     def _enumerate(self):
         """The logical GPUs and their labels (again after a partition switch, as DME does)."""
@@ -299,7 +304,7 @@ class SimNode:
                 busy = [v for v in cells if _num(v) is not None and 0 <= v <= 100]
                 row["gpu_gfx_busy_instantaneous"] = [(_xcc(i), float(v)) for i, v in enumerate(busy)]
             if first:
-                row.update(self._health(h))
+                row.update(self._health_of(h))
                 row["gpu_gfx_activity"] = [("", _num(raw.get("average_gfx_activity")))]
                 row["gpu_umc_activity"] = [("", _num(raw.get("average_umc_activity")))]
                 hot = _num(raw.get("temperature_hotspot"))
@@ -308,6 +313,24 @@ class SimNode:
                 row["gpu_clock"] = self._clocks(raw)
             out.append(row)
         return out
+
+    def _health_of(self, h):
+        """The health families of a physical GPU, read again when faults.json changed or
+        HEALTH_PERIOD_S passed since the last read."""
+        try:
+            st = os.stat(os.path.join(self.folder, "faults.json"))
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        now = time.monotonic()
+        key = self._health_key
+        if key is None or key[0] != stamp or now - key[1] >= HEALTH_PERIOD_S:
+            self._health_rows = {}
+            self._health_key = (stamp, now)
+        rows = self._health_rows.get(h.phys)
+        if rows is None:
+            rows = self._health_rows[h.phys] = self._health(h)
+        return rows
 
     def _health(self, h):
         """The health families of one physical GPU (its primary handle): {family: [("", value)]}."""
