@@ -56,8 +56,8 @@ from console.core.dme import (
     unmatched_hosts,
     value_queries,
 )
-from console.core.health import HealthReading, HealthRules
-from console.core.model import GpuStatic, NodeHealth, NodeSnapshot, NodeSpec, PrometheusSpec, TelemetryFrame
+from console.core.health import HealthReading, HealthRules, evaluate
+from console.core.model import GpuHealth, GpuStatic, NodeHealth, NodeSnapshot, NodeSpec, PrometheusSpec, TelemetryFrame
 from console.services.http_body import BodyTooLarge, read_capped
 
 
@@ -724,20 +724,27 @@ async def collect_prometheus_status(
     timeout: float = 20.0,
     client: PrometheusClient | None = None,
     clock: Callable[[], float] = time.time,
+    health: HealthRules | None = None,
 ) -> list[NodeSnapshot]:
-    """One snapshot per node: the layout, then the values of every node at once."""
+    """One snapshot per node: the layout, then the values of every node at once; with
+    ``health`` (the profile's rules) each physical GPU's DME health families too, judged
+    into ``gpu_health`` (one reading: the rules on growth and throttle share need a history)."""
     client = client or PrometheusClient(spec, timeout=timeout)
     label = spec.hostname_label
     wanted = {n.name: node_host(n) for n in nodes}
     hosts = sorted(set(wanted.values()))
 
-    async def read() -> tuple[dict[str, tuple[GpuStatic, ...]], dict[str, DmeValues]]:
+    async def read() -> tuple[dict[str, tuple[GpuStatic, ...]], dict[str, DmeValues], dict]:
         plan, layout = await read_layout(client, spec, hosts)
-        payloads = await client.query_all(value_queries(label, hosts, plan=plan))
-        return layout, parse_values(payloads, label)
+        queries = value_queries(label, hosts, plan=plan)
+        if health is not None:
+            queries.update({f"health:{k}": q for k, q in health_queries(label, hosts, plan.prefixes).items()})
+        payloads = await client.query_all(queries)
+        asked = {k: payloads.pop(k) for k in list(payloads) if k.startswith("health:")}
+        return layout, parse_values(payloads, label), parse_health(asked, label, plan.prefixes) if asked else {}
 
     try:
-        layout, values = await asyncio.wait_for(read(), timeout)
+        layout, values, healths = await asyncio.wait_for(read(), timeout)
     except asyncio.TimeoutError:
         reason = f"prometheus {client.url}: no answer within {timeout:g} s"
         return [NodeSnapshot(n.name, NodeHealth.DOWN, error=f"{n.name}: {reason}") for n in nodes]
@@ -771,6 +778,12 @@ async def collect_prometheus_status(
                 static=static,
                 latest=TelemetryFrame(ts=got.sample_ts, seq=0, gpus=frame_gpus(static, got.gpus)),
                 interval=spec.scrape_interval or 1.0,
+                gpu_health=tuple(
+                    GpuHealth(r.gpu, evaluate([r], health), r, None)
+                    for r in health_readings(static, healths.get(host) or {}, now)
+                )
+                if health is not None and host is not None
+                else (),
             )
         )
     return out

@@ -9,6 +9,7 @@ console's fleet (snapshot.gpu_health, GpuHealthChanged, the timeline events).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from console.cli.entry import main
 from console.core import dme
 from console.core.health import HealthRules, evaluate
 from console.core.model import GpuStatic, NodeSpec, PrometheusSpec
@@ -113,7 +115,7 @@ def test_a_bad_health_answer_is_one_line():
     reason="prometheus not installed (scripts/test-all installs Debian's package)",
 )
 @pytest.mark.timeout(120)
-def test_an_uncorrectable_ecc_on_a_prometheus_fed_node_turns_that_gpu_fail(tmp_path: Path):
+def test_an_uncorrectable_ecc_on_a_prometheus_fed_node_turns_that_gpu_fail(tmp_path: Path, capsys):
     nodes = [
         {"hostname": "dme-a", "gpu": "MI300X", "count": 2, "seed": 3},
         {"hostname": "dme-b", "gpu": "MI300X", "count": 2, "compute_partition": "CPX", "seed": 4},
@@ -148,6 +150,15 @@ def test_an_uncorrectable_ecc_on_a_prometheus_fed_node_turns_that_gpu_fail(tmp_p
                 await fleet.stop()
 
         fleet, healthy, first, took, changes, seen = asyncio.run(scenario())
+        # `status --json` over Prometheus: each GPU's health from the same families
+        profile = tmp_path / "site.toml"
+        profile.write_text(
+            f'telemetry = "prometheus"\n\n[prometheus]\nurl = "{server.url}"\nscrape_interval = 0.5\n'
+            '\n[nodes.dme-b]\nhost = "dme-b.cluster.example"\n'
+        )
+        assert main(["status", "--profile", str(profile), "--json"]) == 0
+        (node,) = json.loads(capsys.readouterr().out)["nodes"]
+        states = [(g["index"], (g["health"] or {}).get("state")) for g in node["gpus"]]
     finally:
         server.stop()
         exporter.stop()
@@ -165,6 +176,8 @@ def test_an_uncorrectable_ecc_on_a_prometheus_fed_node_turns_that_gpu_fail(tmp_p
     events = [ev for e in seen for ev in e.events if ev.node == "dme-b" and ev.gpu == 1]
     assert any(ev.kind == "gpu.health" and "uncorrectable" in ev.message for ev in events), events
     assert not server.alive()
+    # 2 CPX GPUs: logical 0-7 on physical 0 (ok), 8-15 on physical 1 (fail)
+    assert states == [(i, "ok" if i < 8 else "fail") for i in range(16)]
 
 
 def _residency_grew(readings) -> bool:
@@ -179,3 +192,28 @@ async def until(predicate, timeout: float) -> None:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"not within {timeout:g} s")
+
+
+def test_a_failed_health_query_is_one_line_and_costs_that_reading_only():
+    from console.services.prometheus import PrometheusError, PrometheusSource
+
+    class Refusing:
+        url = "http://127.0.0.1:9"
+
+        async def query_all(self, exprs):
+            raise PrometheusError("prometheus http://127.0.0.1:9: connection refused")
+
+        def redact(self, text: str) -> str:
+            return text
+
+        def describe(self) -> str:
+            return self.url
+
+    specs = [NodeSpec(name="n1", host="n1", telemetry="prometheus")]
+    spec = PrometheusSpec(url="http://127.0.0.1:9")
+    fleet = FleetTelemetry(specs, interval=0.5, prometheus=spec)
+    source = PrometheusSource(fleet, spec, specs, client=Refusing())  # type: ignore[arg-type]
+    source.matched, source.layout = {"n1": "n1"}, {"n1": (GpuStatic(index=0, physical=0, partition_id=0),)}
+    asyncio.run(source.refresh_health(1.0))
+    assert source.health_error == "health: prometheus http://127.0.0.1:9: connection refused"
+    assert source.health_reads == 0 and fleet.snapshot("n1").gpu_health == ()
