@@ -12,7 +12,9 @@ with health on, 3 of them the samples'): total ECC, PCIe, violation status, XGMI
 page is retired after an error) and every PAGES_EVERY readings; the per-block ECC
 counts (one call per block) on the first reading and when the total changed; the
 energy counter (for its resolution) and the firmware on the first reading after an
-enumeration; one non-blocking event read per round over the GPUs (the library's read
+enumeration; the CPER records (amdsmi_get_gpu_cper_entries, where the installed amdsmi has
+it: ROCm 6.4 / amdsmi 25.x and later) on the first reading and every CPER_EVERY readings, only
+the records after the cursor the previous call returned; one non-blocking event read per round over the GPUs (the library's read
 returns every GPU's events: each waits for its own GPU's reading).  A call that answers
 NOT_SUPPORTED is not asked again for that GPU until the next enumeration; any other
 failure leaves that result out of this reading only.
@@ -37,6 +39,15 @@ METRICS_HEALTH_KEYS = (
     "prochot_residency_acc",
 )
 _SKIP_BLOCKS = ("INVALID", "RESERVED", "FIRST", "LAST")
+CPER_FUNCTION = "amdsmi_get_gpu_cper_entries"
+CPER_EVERY = 6  # readings between two CPER reads (1 min at 10 s)
+# severity_mask: one bit per amdsmi_cper_sev_t (NON_FATAL_UNCORRECTED 0, FATAL 1, NON_FATAL_CORRECTED 2)
+CPER_SEVERITY_MASK = (1 << 0) | (1 << 1) | (1 << 2)
+# The library allocates (and zeroes) a buffer of this size per call; its default is 4 MiB. A
+# CPER record is a few kB and a call returns at most 20: records past the buffer come next time.
+CPER_BUFFER = 256 * 1024
+# The entry keys a health reading carries (the raw record bytes, cper_data, are left out).
+CPER_KEYS = ("error_severity", "notify_type", "timestamp", "record_id")
 
 
 def json_safe(value):
@@ -85,6 +96,7 @@ class AmdHealth:
         self.gpus = []
         self._readers = []
         self._pending = {}  # physical -> events read but not yet sent
+        self._cper_at = {}
 
     def enumerate(self, primaries):
         """A new enumeration: ``primaries`` is the primary handle of each physical GPU, in order."""
@@ -104,6 +116,8 @@ class AmdHealth:
             for i, h in enumerate(primaries)
         ]
         self._pending = {}
+        # physical -> [readings since the last CPER read, the cursor that read returned]
+        self._cper_at = dict((i, [CPER_EVERY, 0]) for i in range(len(self.gpus)))
         self._since_drain = None  # readings since the last event read (None: never read)
         for gpu in self.gpus:
             gpu["reader"] = self._open_reader(gpu["handle"])
@@ -196,6 +210,9 @@ class AmdHealth:
             kept = dict((k, json_safe(metrics_raw.get(k))) for k in METRICS_HEALTH_KEYS if k in metrics_raw)
             if kept:
                 results["amdsmi_get_gpu_metrics_info"] = kept
+        cper = self._cper(gpu)
+        if cper is not None:
+            results[CPER_FUNCTION] = cper
         if gpu["first"]:
             for name in ("amdsmi_get_energy_count", "amdsmi_get_fw_info"):
                 value = self._call(name, gpu)
@@ -209,6 +226,28 @@ class AmdHealth:
             "results": results,
             "events": self._pending.pop(physical, []),
         }
+
+    def _cper(self, gpu):
+        """The CPER records logged since the last read ({index: entry}, {} when none), every
+        CPER_EVERY readings; None when not read this time or the library has no such call."""
+        if not hasattr(self.m, "amdsmi_get_gpu_cper_entries"):  # amdsmi before ROCm 6.4
+            return None
+        at = self._cper_at[gpu["physical"]]
+        at[0] += 1
+        if at[0] < CPER_EVERY:
+            return None
+        at[0] = 0
+        got = self._call("amdsmi_get_gpu_cper_entries", gpu, CPER_SEVERITY_MASK, CPER_BUFFER, at[1])
+        # (entries, cursor, raw records, status): the cursor says where the next read starts
+        if not isinstance(got, tuple) or len(got) < 2 or not isinstance(got[0], dict):
+            return None
+        if isinstance(got[1], int) and not isinstance(got[1], bool):
+            at[1] = got[1]
+        out = {}
+        for index, entry in got[0].items():
+            if isinstance(entry, dict):
+                out[str(index)] = dict((k, json_safe(entry.get(k))) for k in CPER_KEYS if k in entry)
+        return out
 
     def _blocks(self, gpu):
         """{block name: counts} of every RAS block that answers; {} when none does."""

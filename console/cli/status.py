@@ -123,7 +123,10 @@ async def _collect(args: argparse.Namespace, profile: Profile, nodes: list[NodeS
         from console.services.prometheus import collect_prometheus_status, warn_plaintext_token
 
         warn_plaintext_token(profile.prometheus, say_error)
-        jobs.append(collect_prometheus_status(profile.prometheus, by_prometheus, timeout=args.timeout))
+        from console.core.health_profile import health_settings
+
+        rules = health_settings(profile).rules  # DME's health families, judged by the same rules
+        jobs.append(collect_prometheus_status(profile.prometheus, by_prometheus, timeout=args.timeout, health=rules))
     found = {s.name: s for batch in await asyncio.gather(*jobs) for s in batch}
     return [found[n.name] for n in nodes]
 

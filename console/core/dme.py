@@ -52,6 +52,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from console.core.health import EccBlock, HealthReading
 from console.core.model import GpuMetrics, GpuStatic
 
 # ---------------------------------------------------------------- DME's names
@@ -695,3 +696,147 @@ def parse_history(payloads: Payloads) -> dict[int, list[tuple[float, dict[str, f
                     if ts is not None:
                         by_ts.setdefault(ts, {})[field] = _in_range(field, _number(pair[1]))
     return {gpu: [(ts, by_ts[ts]) for ts in sorted(by_ts)] for gpu, by_ts in sorted(rows.items())}
+
+
+# ---------------------------------------------------------------- health families
+
+# DME's health families (names without the prefix; docs/prometheus.md, "DME health
+# families"), read at the health cadence, never every refresh. Device-wide: taken from a
+# physical GPU's first partition (DEVICE_SERIES), like power and temperatures.
+ECC_KINDS = ("correct", "uncorrect", "deferred")  # gpu_ecc_<kind>_<block>; block "total" = the sums
+PCIE_SPEED = "pcie_speed"  # GT/s
+PCIE_MAX_SPEED = "pcie_max_speed"
+PCIE_REPLAY = "pcie_replay_count"
+PCIE_RECOVERY = "pcie_recovery_count"
+VIOLATION_CLOCK = "gpu_violation_current_accumulated_counter"
+# gpu_violation_<x>_residency_accumulated -> the neutral reason (core/health.py THROTTLE_LABELS):
+# the same accumulators amdsmi_get_violation_status gives the agent
+VIOLATION_RESIDENCY = (
+    ("gpu_violation_ppt_residency_accumulated", "power"),
+    ("gpu_violation_socket_thermal_residency_accumulated", "socket_thermal"),
+    ("gpu_violation_vr_thermal_residency_accumulated", "vr_thermal"),
+    ("gpu_violation_hbm_thermal_residency_accumulated", "hbm_thermal"),
+    ("gpu_violation_processor_hot_residency_accumulated", "prochot"),
+)
+ENERGY = "gpu_energy_consumed"  # µJ
+# The families of the health query: every one a GPU has, except the per-block ECC counts
+# (60 families: 20 blocks x 3 kinds), asked only where they are not zero (ECC_BLOCKS_RE): a
+# healthy fleet's block counters are all 0, and a 16k-GPU fleet would bring ~1M series.
+HEALTH_BASE_RE = (
+    r"gpu_ecc_(correct|uncorrect|deferred)_total"
+    r"|pcie_(speed|max_speed|replay_count|recovery_count)"
+    r"|gpu_violation_current_accumulated_counter"
+    r"|gpu_violation_(ppt|socket_thermal|vr_thermal|hbm_thermal|processor_hot)_residency_accumulated"
+    r"|gpu_energy_consumed"
+)
+ECC_BLOCKS_RE = r"gpu_ecc_(correct|uncorrect|deferred)_[a-z0-9_]+"
+HEALTH_FAMILIES_RE = f"{HEALTH_BASE_RE}|{ECC_BLOCKS_RE}"
+_HEALTH_NAME_RE = re.compile(HEALTH_FAMILIES_RE)
+# PCIe transfer rate in GT/s -> generation
+_PCIE_GEN_BY_GTS = ((64.0, 6), (32.0, 5), (16.0, 4), (8.0, 3), (5.0, 2), (2.5, 1))
+
+
+def health_queries(
+    label: str = "hostname", hosts: Sequence[str] | None = None, prefixes=AUTO_PREFIXES
+) -> dict[str, str]:
+    """The health families of every host in two queries, one series per (family, host,
+    logical GPU): ``max by (__name__, ...)`` keeps the family's name (newer DME releases add
+    per-process labels, so a GPU can have several series). ``b``: the per-block ECC counts
+    that are not zero."""
+    where = f"{host_selector(label, hosts)}, {DEVICE_SERIES}"
+    by = f"__name__, {label}, {GPU_ID}"
+    out = {}
+    for tag, pattern, cond in (("h", HEALTH_BASE_RE, ""), ("b", ECC_BLOCKS_RE, " > 0")):
+        names = "|".join(re.escape(p) + f"(?:{pattern})" for p in prefixes)
+        out[tag] = f"max by ({by}) ({{__name__=~{_promql_string(names)}, {where}}}{cond})"
+    return out
+
+
+def parse_health(
+    payloads: Payloads, label: str = "hostname", prefixes=AUTO_PREFIXES
+) -> dict[str, dict[int, dict[str, float]]]:
+    """The health queries' answers (tag -> answer) -> hostname -> logical GPU -> family (no
+    prefix) -> value. A value that is not a finite number (DME's NaN for "not available") is
+    left out."""
+    longest_first = sorted(prefixes, key=len, reverse=True)
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    items = [item for payload in payloads.values() for item in _data(payload, "vector")]
+    for item in items:
+        labels = item.get("metric") if isinstance(item, dict) else None
+        value = item.get("value") if isinstance(item, dict) else None
+        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
+            continue
+        name, host, gpu = labels.get("__name__"), labels.get(label), _int_label(labels, GPU_ID)
+        if not isinstance(name, str) or not isinstance(host, str) or not host or gpu is None:
+            continue
+        family = None
+        for p in longest_first:
+            if name.startswith(p) and _HEALTH_NAME_RE.fullmatch(name[len(p) :]):
+                family = name[len(p) :]
+                break
+        number = _number(value[1])
+        if family is None or number is None:
+            continue
+        out.setdefault(host, {}).setdefault(gpu, {})[family] = number
+    return out
+
+
+def _count(value: float | None) -> int | None:
+    return int(value) if value is not None and value >= 0 else None
+
+
+def _pcie_gen_of(gts: float | None) -> int | None:
+    if gts is None or gts <= 0:
+        return None
+    for floor, gen in _PCIE_GEN_BY_GTS:
+        if gts >= floor * 0.95:
+            return gen
+    return None
+
+
+def from_dme(gpu: int, t: float, values: Mapping[str, float]) -> HealthReading:
+    """One physical GPU's health reading from its DME health families (``values``: family
+    without prefix -> value, from parse_health). What DME does not export stays None:
+    bad pages, PCIe width, the current throttle reasons, XGMI link state, resets."""
+    get = values.get
+    blocks: dict[str, dict[str, int | None]] = {}
+    for family, value in values.items():
+        if not family.startswith("gpu_ecc_"):
+            continue
+        kind, _, block = family[len("gpu_ecc_") :].partition("_")
+        if kind in ECC_KINDS and block and block != "total":
+            blocks.setdefault(block.upper(), {})[kind] = _count(value)
+    residency = tuple((reason, get(family)) for family, reason in VIOLATION_RESIDENCY if get(family) is not None)
+    clock = get(VIOLATION_CLOCK)
+    energy = get(ENERGY)
+    return HealthReading(
+        t=t,
+        gpu=gpu,
+        vendor="amd",
+        ecc_correctable=_count(get("gpu_ecc_correct_total")),
+        ecc_uncorrectable=_count(get("gpu_ecc_uncorrect_total")),
+        ecc_deferred=_count(get("gpu_ecc_deferred_total")),
+        ecc_blocks=tuple(
+            EccBlock(name, b.get("correct"), b.get("uncorrect"), b.get("deferred"))
+            for name, b in sorted(blocks.items())
+        )
+        or None,
+        residency=residency if residency and clock is not None else None,  # type: ignore[arg-type]
+        residency_clock=clock if residency and clock is not None else None,
+        pcie_gen=_pcie_gen_of(get(PCIE_SPEED)),
+        pcie_gen_max=_pcie_gen_of(get(PCIE_MAX_SPEED)),
+        pcie_replay=_count(get(PCIE_REPLAY)),
+        pcie_recovery=_count(get(PCIE_RECOVERY)),
+        energy_j=energy / 1e6 if energy is not None and energy >= 0 else None,
+    )
+
+
+def health_readings(
+    static: Sequence[GpuStatic], gpus: Mapping[int, Mapping[str, float]], t: float
+) -> tuple[HealthReading, ...]:
+    """One reading per physical GPU of a node's layout that has health series (its values
+    come from the first partition's series: the logical GPU with the lowest index)."""
+    first: dict[int, int] = {}
+    for g in static:
+        first.setdefault(g.physical, g.index)
+    return tuple(from_dme(phys, t, gpus[index]) for phys, index in sorted(first.items()) if gpus.get(index))

@@ -174,6 +174,9 @@ class HealthReading:
     # firmware (block, version), static: the agent sends it on a GPU's first reading only, so a
     # tracker carries the last one it saw forward (HealthTracker.add); None = not sent
     firmware: tuple[tuple[str, str], ...] | None = None
+    # AMD CPER records logged since the previous read, (severity, notify type) each: () = read,
+    # none new; None = not read this time (the agent reads them every few readings) or no such call
+    cper_records: tuple[tuple[str, str], ...] | None = None
 
     def residency_of(self, reason: str) -> float | None:
         for name, value in self.residency or ():
@@ -611,6 +614,8 @@ _PCIE_GEN_BY_MTS = ((64000, 6), (32000, 5), (16000, 4), (8000, 3), (5000, 2), (2
 # and its post-reset are one reset.  amdsmi 7.0.2 has no ring-hang event (a hang shows as a reset);
 # THERMAL_THROTTLE is left to the residency counters.
 AMD_EVENTS = {"GPU_PRE_RESET": "reset", "GPU_POST_RESET": "reset", "VMFAULT": "vm_fault"}
+# amdsmi_get_gpu_cper_entries entry keys read (the agent sends {index: entry}, the new ones only)
+AMD_CPER_KEYS = ("error_severity", "notify_type")
 
 
 def _amd(results: Mapping[str, Any], function: str, *keys: str) -> Any:
@@ -718,6 +723,15 @@ def from_amdsmi(
             if isinstance(f, Mapping) and f.get("fw_version") is not None
         )
 
+    cper = None
+    entries = results.get("amdsmi_get_gpu_cper_entries")
+    if isinstance(entries, Mapping):
+        cper = tuple(
+            (str(e.get(AMD_CPER_KEYS[0]) or "unknown"), str(e.get(AMD_CPER_KEYS[1]) or "unknown"))
+            for _, e in sorted(entries.items(), key=lambda kv: _int_key(kv[0]))
+            if isinstance(e, Mapping)
+        )
+
     faults: list[GpuFault] = []
     pre_reset = False
     for event in events:
@@ -755,4 +769,12 @@ def from_amdsmi(
         faults=tuple(faults),
         energy_j=energy,
         firmware=firmware,
+        cper_records=cper,
     )
+
+
+def _int_key(key: object) -> int:
+    try:
+        return int(str(key))
+    except ValueError:
+        return 0

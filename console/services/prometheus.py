@@ -20,7 +20,7 @@ import re
 import ssl
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,12 +37,15 @@ from console.core.dme import (
     DmeValues,
     clean_text,
     frame_gpus,
+    health_queries,
+    health_readings,
     hosts_match,
     layout_query,
     make_plan,
     match_hosts,
     names_match,
     nodes_query,
+    parse_health,
     parse_history,
     parse_hosts,
     parse_layout,
@@ -53,7 +56,8 @@ from console.core.dme import (
     unmatched_hosts,
     value_queries,
 )
-from console.core.model import GpuStatic, NodeHealth, NodeSnapshot, NodeSpec, PrometheusSpec, TelemetryFrame
+from console.core.health import HealthReading, HealthRules, evaluate
+from console.core.model import GpuHealth, GpuStatic, NodeHealth, NodeSnapshot, NodeSpec, PrometheusSpec, TelemetryFrame
 from console.services.http_body import BodyTooLarge, read_capped
 
 
@@ -61,8 +65,11 @@ class FleetHooks(Protocol):
     """What the source needs of FleetTelemetry (it imports this module, not the reverse)."""
 
     interval: float
+    health_rules: HealthRules
 
     def snapshot(self, node: str) -> NodeSnapshot: ...
+
+    def ingest_health(self, node: str, readings: Iterable[HealthReading], *, notes: tuple[str, ...] = ()) -> None: ...
 
     def ingest(
         self,
@@ -399,6 +406,11 @@ class PrometheusSource:
         self.refreshes = 0
         self.apply_cpu_s = 0.0  # CPU spent parsing values and updating the fleet (perf figures)
         self.history_error: str | None = None  # why the last load_history got nothing
+        # GPU health from DME's health families: one query every [health] interval (not every
+        # refresh), mapped per physical GPU into the fleet's trackers (docs/prometheus.md)
+        self._health_at = -1e18
+        self.health_reads = 0
+        self.health_error: str | None = None  # why the last health query failed (telemetry goes on)
         self.source_text = _source_text(self.client, spec)
 
     def _plan_queries(self) -> None:
@@ -515,6 +527,30 @@ class PrometheusSource:
             self._layout_at = min(self._layout_at, now - LAYOUT_EVERY_S + 5.0)
         self._judge(self.clock(), failed=False)
         self.apply_cpu_s += time.thread_time() - t0
+        interval = self.fleet.health_rules.interval
+        if interval > 0 and now - self._health_at >= interval and self.layout:
+            self._health_at = now
+            await self.refresh_health(now)
+
+    async def refresh_health(self, now: float) -> None:
+        """DME's health families of every node, two queries: a reading per physical GPU into
+        the fleet's health trackers (the path an agent's health line takes). A failure costs
+        this health reading only."""
+        try:
+            payloads = await self.client.query_all(health_queries(self.label, self._hosts, self.plan.prefixes))
+            parsed = parse_health(payloads, self.label, self.plan.prefixes)
+        except (PrometheusError, DmeResponseError) as exc:
+            reason = exc.reason if isinstance(exc, PrometheusError) else f"prometheus {self.client.url}: {exc}"
+            self.health_error = self.client.redact(f"health: {reason}")
+            return
+        self.health_error = None
+        self.health_reads += 1
+        for node, host in self.matched.items():
+            gpus, static = parsed.get(host), self.layout.get(node)
+            if gpus and static:
+                readings = health_readings(static, gpus, now)
+                if readings:
+                    self.fleet.ingest_health(node, readings)
 
     async def _parse(self, replies: dict[str, Reply]) -> dict[str, DmeValues]:
         """Decode and parse_values one family at a time, yielding in between (a key press
@@ -688,20 +724,27 @@ async def collect_prometheus_status(
     timeout: float = 20.0,
     client: PrometheusClient | None = None,
     clock: Callable[[], float] = time.time,
+    health: HealthRules | None = None,
 ) -> list[NodeSnapshot]:
-    """One snapshot per node: the layout, then the values of every node at once."""
+    """One snapshot per node: the layout, then the values of every node at once; with
+    ``health`` (the profile's rules) each physical GPU's DME health families too, judged
+    into ``gpu_health`` (one reading: the rules on growth and throttle share need a history)."""
     client = client or PrometheusClient(spec, timeout=timeout)
     label = spec.hostname_label
     wanted = {n.name: node_host(n) for n in nodes}
     hosts = sorted(set(wanted.values()))
 
-    async def read() -> tuple[dict[str, tuple[GpuStatic, ...]], dict[str, DmeValues]]:
+    async def read() -> tuple[dict[str, tuple[GpuStatic, ...]], dict[str, DmeValues], dict]:
         plan, layout = await read_layout(client, spec, hosts)
-        payloads = await client.query_all(value_queries(label, hosts, plan=plan))
-        return layout, parse_values(payloads, label)
+        queries = value_queries(label, hosts, plan=plan)
+        if health is not None:
+            queries.update({f"health:{k}": q for k, q in health_queries(label, hosts, plan.prefixes).items()})
+        payloads = await client.query_all(queries)
+        asked = {k: payloads.pop(k) for k in list(payloads) if k.startswith("health:")}
+        return layout, parse_values(payloads, label), parse_health(asked, label, plan.prefixes) if asked else {}
 
     try:
-        layout, values = await asyncio.wait_for(read(), timeout)
+        layout, values, healths = await asyncio.wait_for(read(), timeout)
     except asyncio.TimeoutError:
         reason = f"prometheus {client.url}: no answer within {timeout:g} s"
         return [NodeSnapshot(n.name, NodeHealth.DOWN, error=f"{n.name}: {reason}") for n in nodes]
@@ -735,6 +778,12 @@ async def collect_prometheus_status(
                 static=static,
                 latest=TelemetryFrame(ts=got.sample_ts, seq=0, gpus=frame_gpus(static, got.gpus)),
                 interval=spec.scrape_interval or 1.0,
+                gpu_health=tuple(
+                    GpuHealth(r.gpu, evaluate([r], health), r, None)
+                    for r in health_readings(static, healths.get(host) or {}, now)
+                )
+                if health is not None and host is not None
+                else (),
             )
         )
     return out

@@ -63,7 +63,46 @@ FAMILIES = (
     ("gpu_memory_temperature", "Memory temperature, Celsius"),
     ("gpu_clock", "Clock frequencies, MHz"),
 )
+# Health families (docs/prometheus.md, "DME health families"), on a physical GPU's first
+# partition; the values of the simulated amdsmi's health calls, so the faults of faults.json
+# (console/sim/faults.py) show in them. ECC per block for the blocks the simulator has RAS on.
+ECC_BLOCKS = ("umc", "sdma", "gfx", "mmhub")
+ECC_KEYS = (("correct", "correctable_count"), ("uncorrect", "uncorrectable_count"), ("deferred", "deferred_count"))
+HEALTH_FAMILIES = tuple(
+    (
+        "gpu_ecc_{}_{}".format(kind, block),
+        "ECC {} count, {}".format(kind + "able" if kind != "deferred" else kind, block),
+    )
+    for block in ("total",) + ECC_BLOCKS
+    for kind, _ in ECC_KEYS
+) + (
+    ("pcie_speed", "PCIe link speed now, GT/s"),
+    ("pcie_max_speed", "PCIe link speed at most, GT/s"),
+    ("pcie_replay_count", "PCIe replays"),
+    ("pcie_recovery_count", "PCIe L0 to recovery transitions"),
+    ("gpu_violation_current_accumulated_counter", "Violation accumulator clock"),
+    ("gpu_violation_ppt_residency_accumulated", "Power (PPT) throttle residency, accumulated"),
+    ("gpu_violation_socket_thermal_residency_accumulated", "Socket thermal throttle residency, accumulated"),
+    ("gpu_violation_vr_thermal_residency_accumulated", "VR thermal throttle residency, accumulated"),
+    ("gpu_violation_hbm_thermal_residency_accumulated", "HBM thermal throttle residency, accumulated"),
+    ("gpu_violation_processor_hot_residency_accumulated", "PROCHOT throttle residency, accumulated"),
+    ("gpu_energy_consumed", "Energy consumed, uJ"),
+)
+# amdsmi_get_violation_status accumulator -> DME family
+_VIOLATION_KEYS = (
+    ("acc_counter", "gpu_violation_current_accumulated_counter"),
+    ("acc_ppt_pwr", "gpu_violation_ppt_residency_accumulated"),
+    ("acc_socket_thrm", "gpu_violation_socket_thermal_residency_accumulated"),
+    ("acc_vr_thrm", "gpu_violation_vr_thermal_residency_accumulated"),
+    ("acc_hbm_thrm", "gpu_violation_hbm_thermal_residency_accumulated"),
+    ("acc_prochot_thrm", "gpu_violation_processor_hot_residency_accumulated"),
+)
+# MI2xx: DME has no PCIe replay / recovery or violation counters there (metricslist.md: MI3xx)
+MI3XX_HEALTH = frozenset(name for _, name in _VIOLATION_KEYS) | {"pcie_replay_count", "pcie_recovery_count"}
 MI2XX_ONLY = ("gpu_edge_temperature", "gpu_average_package_power")
+# The health families are read again every HEALTH_PERIOD_S, or at once when the node's
+# faults.json changed: they change slowly, and reading them doubled a render pass.
+HEALTH_PERIOD_S = 5.0
 MI3XX_ONLY = ("gpu_junction_temperature", "gpu_package_power", "gpu_gfx_busy_instantaneous")
 
 
@@ -152,6 +191,8 @@ class SimNode:
         self._init_library()
         self._enumerate()
         self.page = b""  # the latest rendered /metrics page
+        self._health_rows = {}  # physical -> its health families, as last read
+        self._health_key = None  # (faults.json's stat, when read)
 
     def _enumerate(self):
         """The logical GPUs and their labels (again after a partition switch, as DME does)."""
@@ -263,6 +304,7 @@ class SimNode:
                 busy = [v for v in cells if _num(v) is not None and 0 <= v <= 100]
                 row["gpu_gfx_busy_instantaneous"] = [(_xcc(i), float(v)) for i, v in enumerate(busy)]
             if first:
+                row.update(self._health_of(h))
                 row["gpu_gfx_activity"] = [("", _num(raw.get("average_gfx_activity")))]
                 row["gpu_umc_activity"] = [("", _num(raw.get("average_umc_activity")))]
                 hot = _num(raw.get("temperature_hotspot"))
@@ -271,6 +313,58 @@ class SimNode:
                 row["gpu_clock"] = self._clocks(raw)
             out.append(row)
         return out
+
+    def _health_of(self, h):
+        """The health families of a physical GPU, read again when faults.json changed or
+        HEALTH_PERIOD_S passed since the last read."""
+        try:
+            st = os.stat(os.path.join(self.folder, "faults.json"))
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        now = time.monotonic()
+        key = self._health_key
+        if key is None or key[0] != stamp or now - key[1] >= HEALTH_PERIOD_S:
+            self._health_rows = {}
+            self._health_key = (stamp, now)
+        rows = self._health_rows.get(h.phys)
+        if rows is None:
+            rows = self._health_rows[h.phys] = self._health(h)
+        return rows
+
+    def _health(self, h):
+        """The health families of one physical GPU (its primary handle): {family: [("", value)]}."""
+        m = self.m
+        out = {}
+
+        def call(name, *args):
+            try:
+                return getattr(m, name)(h, *args)
+            except m.AmdSmiException:
+                return None
+
+        total = call("amdsmi_get_gpu_total_ecc_count") or {}
+        for kind, key in ECC_KEYS:
+            out["gpu_ecc_{}_total".format(kind)] = _num(total.get(key))
+        for block in ECC_BLOCKS:
+            counts = call("amdsmi_get_gpu_ecc_count", getattr(m.AmdSmiGpuBlock, block.upper())) or {}
+            for kind, key in ECC_KEYS:
+                out["gpu_ecc_{}_{}".format(kind, block)] = _num(counts.get(key))
+        pcie = call("amdsmi_get_pcie_info") or {}
+        now, most = pcie.get("pcie_metric") or {}, pcie.get("pcie_static") or {}
+        speed, top = _num(now.get("pcie_speed")), _num(most.get("max_pcie_speed"))
+        out["pcie_speed"] = speed / 1000.0 if speed is not None else None  # DME: GT/s, amdsmi: MT/s
+        out["pcie_max_speed"] = top / 1000.0 if top is not None else None
+        if self.platform != "mi2xx":
+            out["pcie_replay_count"] = _num(now.get("pcie_replay_count"))
+            out["pcie_recovery_count"] = _num(now.get("pcie_l0_to_recovery_count"))
+            violation = call("amdsmi_get_violation_status") or {}
+            for key, family in _VIOLATION_KEYS:
+                out[family] = _num(violation.get(key))
+        energy = call("amdsmi_get_energy_count") or {}
+        acc, resolution = _num(energy.get("energy_accumulator")), _num(energy.get("counter_resolution"))
+        out["gpu_energy_consumed"] = acc * resolution if acc is not None and resolution is not None else None
+        return dict((family, [("", value)]) for family, value in out.items())
 
     @staticmethod
     def _clocks(raw):
@@ -290,8 +384,8 @@ class SimNode:
         pre = self.prefix
         skip = MI3XX_ONLY if self.platform == "mi2xx" else MI2XX_ONLY
         lines = []
-        for metric, help_text in FAMILIES:
-            if metric in skip:
+        for metric, help_text in FAMILIES + HEALTH_FAMILIES:
+            if metric in skip or (self.platform == "mi2xx" and metric in MI3XX_HEALTH):
                 continue
             name = pre + metric
             lines.append("# HELP {} {}".format(name, help_text))

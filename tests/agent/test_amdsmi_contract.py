@@ -693,7 +693,9 @@ def test_the_collector_sees_the_health_reads(real):
     function, its argument count, the enum members watched and the keys read."""
     uses = agent_uses()
     calls = {u.name for u in uses if u.kind == "call" and u.where.startswith("console/agent/amd_health.py")}
-    assert {"amdsmi_get_gpu_total_ecc_count", "amdsmi_get_gpu_ecc_count"} <= calls
+    assert {"amdsmi_get_gpu_total_ecc_count", "amdsmi_get_gpu_ecc_count", "amdsmi_get_gpu_cper_entries"} <= calls
+    cper = [u for u in uses if u.kind == "call" and u.name == "amdsmi_get_gpu_cper_entries"]
+    assert cper and all(real.functions[u.name].accepts(4, []) is None for u in cper)  # handle, mask, size, cursor
     named = {u.name for u in uses if u.kind == "function" and u.where.startswith("console/agent/amd_health.py")}
     assert {
         "amdsmi_get_gpu_bad_page_info",

@@ -183,6 +183,60 @@ def test_each_amd_fault_written_while_the_agent_runs_shows_in_that_gpus_next_rea
     assert "Traceback" not in err
 
 
+def test_cper_records_read_every_few_readings_only_the_new_ones(amd):
+    """amdsmi_get_gpu_cper_entries on a GPU's first reading and every CPER_EVERY readings after,
+    from the cursor of the previous call: an uncorrectable ECC error brings one record, once."""
+    module_dir, state = amd
+    agent = Agent(module_dir, state, {"gpu": "MI300X", "count": 1}, "--interval", "0.1", "--health-interval", "0.1")
+    try:
+        assert agent.wait(lambda: len(agent.health_after(0)) >= 8)
+        early = agent.health_after(0)
+        read = [i for i, g in enumerate(early) if "amdsmi_get_gpu_cper_entries" in g["results"]]
+        assert read[:2] == [0, 6]  # the first reading, then every 6th (1 min at the default 10 s)
+        assert all(early[i]["results"]["amdsmi_get_gpu_cper_entries"] == {} for i in read)  # healthy: none
+        written = time.time()
+        faults.add_fault(str(state), 0, "ecc_uncorrectable")
+
+        def cper_reads():
+            got = agent.health_after(written + 0.05)
+            return [
+                g["results"]["amdsmi_get_gpu_cper_entries"]
+                for g in got
+                if "amdsmi_get_gpu_cper_entries" in g["results"]
+            ]
+
+        assert agent.wait(lambda: len(cper_reads()) >= 2)
+        first, second = cper_reads()[:2]
+        assert list(first.values())[0]["error_severity"] == "non_fatal_uncorrected"
+        assert len(first) == 1 and second == {}  # the cursor moved past it
+        reading = from_amdsmi(0, time.time(), {"amdsmi_get_gpu_cper_entries": first})
+        assert reading.cper_records == (("non_fatal_uncorrected", "MCE"),)
+    finally:
+        err = agent.stop()
+    assert "Traceback" not in err
+
+
+def test_an_amdsmi_without_the_cper_call_sends_no_cper_result(tmp_path):
+    """amdsmi before ROCm 6.4 has no amdsmi_get_gpu_cper_entries: never asked, nothing sent."""
+    sys.path.insert(0, str(ROOT / "console" / "agent"))
+    try:
+        import amd_health
+    finally:
+        sys.path.remove(str(ROOT / "console" / "agent"))
+
+    class OldAmdsmi:
+        AmdSmiGpuBlock: list = []
+
+        def __getattr__(self, name):
+            if name == "amdsmi_get_gpu_cper_entries":
+                raise AttributeError(name)
+            return lambda *args: {}
+
+    reader = amd_health.AmdHealth(OldAmdsmi())
+    reader.enumerate([object()])
+    assert all("amdsmi_get_gpu_cper_entries" not in reader.read(0)["results"] for _ in range(8))
+
+
 def test_health_interval_zero_sends_no_health_line(amd):
     module_dir, state = amd
     lines = run(module_dir, state, {"count": 2}, "--count", "4", "--interval", "0.1", "--health-interval", "0")

@@ -128,3 +128,25 @@ def test_event_names_are_the_real_notification_types(real, interface_tree):
     read = next(n for n in reader.body if isinstance(n, ast.FunctionDef) and n.name == "read")
     keys = {const(k) for d in ast.walk(read) if isinstance(d, ast.Dict) for k in d.keys}
     assert {"event", "message"} <= keys
+
+
+def test_cper_entries_call_and_keys_are_the_real_ones(real):
+    # amdsmi_get_gpu_cper_entries(processor_handle, severity_mask, buffer_size, cursor) -> (entries, cursor, ...)
+    params = real.functions["amdsmi_get_gpu_cper_entries"]
+    assert params.positional == ["processor_handle", "severity_mask", "buffer_size", "cursor"]
+    for key in health.AMD_CPER_KEYS:
+        assert key in real.keys["amdsmi_get_gpu_cper_entries"], key
+    # the severity names the mapping compares with: amdsmi_cper_sev_t without its prefix, lower case
+    wrapper = (package_dir() / "amdsmi_wrapper.py").read_text(encoding="utf-8")
+    assert "'AMDSMI_CPER_SEV_FATAL'" in wrapper and "'AMDSMI_CPER_SEV_NON_FATAL_UNCORRECTED'" in wrapper
+
+
+def test_cper_records_map_into_the_reading_in_record_order():
+    entries = {
+        "1": {"error_severity": "fatal", "notify_type": "MCE", "timestamp": "2026/11/26 10:00:01"},
+        "0": {"error_severity": "non_fatal_corrected", "notify_type": "CMC", "timestamp": "2026/11/26 10:00:00"},
+    }
+    reading = health.from_amdsmi(3, 1.0, {"amdsmi_get_gpu_cper_entries": entries})
+    assert reading.cper_records == (("non_fatal_corrected", "CMC"), ("fatal", "MCE"))
+    assert health.from_amdsmi(3, 1.0, {"amdsmi_get_gpu_cper_entries": {}}).cper_records == ()
+    assert health.from_amdsmi(3, 1.0, {}).cper_records is None  # not read this time: never "none"

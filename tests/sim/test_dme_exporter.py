@@ -9,12 +9,14 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from console.sim import faults
 from tests.sim.simulators import load_amdsmi
 
 EXPORTER = Path(__file__).resolve().parents[2] / "console" / "sim" / "dme_exporter.py"
@@ -144,13 +146,43 @@ def test_prefix_and_mi2xx_platform(tmp_path):
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
     names = {name for name, _, _ in series}
-    assert all(name.startswith("amd_gpu_") for name in names)
+    assert all(name.startswith(("amd_gpu_", "amd_pcie_")) for name in names)
     assert {"amd_gpu_edge_temperature", "amd_gpu_average_package_power"} <= names
+    # MI2xx: ECC and PCIe speed, no replay / recovery or violation counters (DME lists them MI3xx)
+    assert {"amd_gpu_ecc_uncorrect_total", "amd_pcie_speed", "amd_pcie_max_speed"} <= names
+    assert not any("violation" in n or "replay" in n for n in names)
     assert not names & {"amd_gpu_junction_temperature", "amd_gpu_package_power", "amd_gpu_gfx_busy_instantaneous"}
     labels = [lab for name, lab, _ in series if name != "amd_gpu_nodes_total"]
     assert {(lab["gpu_partition_id"], lab["gpu_compute_partition_type"], lab["card_series"]) for lab in labels} == {
         ("NA", "none", "AMD Instinct MI210")
     }
+
+
+def test_health_families_on_partition_0_develop_the_faults_of_faults_json(exporter):
+    hello, state = exporter
+
+    def health(host: str) -> dict[tuple[str, int], float]:
+        names = ("gpu_ecc_", "pcie_", "gpu_violation_", "gpu_energy_consumed")
+        series = parse(fetch(hello["port"], f"/nodes/{host}/metrics"))
+        return {(n, int(lab["gpu_id"])): v for n, lab, v in series if n.startswith(names)}
+
+    healthy = health("cpx-b")
+    # one set per physical GPU, on its first partition (gpu_id 0 and 8 of 16 logical GPUs)
+    assert {gpu for _, gpu in healthy} == {0, 8}
+    assert healthy[("gpu_ecc_uncorrect_total", 8)] == 0 and healthy[("gpu_ecc_correct_umc", 8)] == 0
+    assert healthy[("pcie_speed", 8)] == healthy[("pcie_max_speed", 8)] == 32  # GT/s: gen 5
+    assert healthy[("gpu_violation_ppt_residency_accumulated", 8)] == 0
+    assert healthy[("gpu_violation_current_accumulated_counter", 8)] > 0
+    assert healthy[("gpu_energy_consumed", 8)] > 0  # µJ
+    faults.add_fault(str(state / "cpx-b"), 1, "ecc_uncorrectable", 2)
+    faults.add_fault(str(state / "cpx-b"), 1, "ecc_correctable")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and health("cpx-b")[("gpu_ecc_uncorrect_total", 8)] == 0:
+        time.sleep(0.2)  # the exporter renders once a second
+    sick = health("cpx-b")
+    assert sick[("gpu_ecc_uncorrect_total", 8)] == 2 and sick[("gpu_ecc_uncorrect_umc", 8)] == 2
+    assert sick[("gpu_ecc_correct_total", 8)] == 1 and sick[("gpu_ecc_uncorrect_total", 0)] == 0
+    assert health("spx-a")[("gpu_ecc_uncorrect_total", 1)] == 0  # another node's folder: its own faults
 
 
 def test_every_node_on_metrics_and_unknown_node_is_404(exporter):

@@ -193,3 +193,17 @@ def test_fault_row_counts_faults_over_history():
     faulty = tuple(replace(r, faults=(GpuFault("xid", r.t - 1, 79),)) if i in (3, 9) else r for i, r in enumerate(base))
     rows = {r.label: r for r in health_rows(gpu_health("mi300x-spx", 0), faulty, T0)}
     assert rows["Resets / faults"].value == "XID 79" and rows["Resets / faults"].rate == "2 in 2m00s"
+
+
+def test_detail_cper_row_counts_the_records_of_the_history():
+    health = gpu_health("mi300x-spx", 0)
+    past = history("mi300x-spx", 0)
+    assert "CPER records" not in {r.label for r in health_rows(health, past, T0)}  # never read: no row
+    read = [replace(r, cper_records=()) for r in past]
+    assert {r.label: r.value for r in health_rows(health, read, T0)}["CPER records"] == "none"
+    read[-1] = replace(read[-1], cper_records=(("non_fatal_uncorrected", "MCE"),))
+    row = {r.label: r for r in health_rows(health, read, T0)}["CPER records"]
+    assert row.value == "1 (last non fatal uncorrected, MCE)" and row.level == "warn"
+    read[0] = replace(read[0], cper_records=(("fatal", "MCE"),))
+    row = {r.label: r for r in health_rows(health, read, T0)}["CPER records"]
+    assert row.value.startswith("2 ") and row.level == "fail"

@@ -25,8 +25,11 @@ _VIEW = {}  # type: dict  # sim dir -> FaultView: one per folder and process
 
 
 def faults():
-    """The FaultView of this node's folder (re-read only when faults.json changes)."""
-    folder = os.environ.get(SIM_DIR_ENV) or ""
+    """The FaultView of this node's folder (re-read only when faults.json changes): the
+    folder the library was initialised with (a process may hold several private copies of
+    this package, one per node: the simulated exporter), else the environment's."""
+    state = LIB.state_file
+    folder = os.path.dirname(state.path) if state is not None else os.environ.get(SIM_DIR_ENV) or ""
     view = _VIEW.get(folder)
     if view is None:
         view = _VIEW[folder] = FaultView(folder)
@@ -148,6 +151,39 @@ def amdsmi_get_gpu_xgmi_link_status(processor_handle):
     down = faults().count(h.phys, "xgmi_down")
     status = ["D" if i < down else "U" for i in range(XGMI_LINKS - 1)] + ["X"]
     return {"status": status, "total_links": XGMI_LINKS}
+
+
+# amdsmi_cper_sev_t names as amdsmi_get_gpu_cper_entries writes them (lower case, no prefix)
+CPER_UNCORRECTED = "non_fatal_uncorrected"
+
+
+def amdsmi_get_gpu_cper_entries(processor_handle, severity_mask, buffer_size=4 * 1048576, cursor=0):
+    """One CPER record per uncorrectable ECC fault of the GPU (none when healthy); the
+    entries after ``cursor``, and the cursor to pass next time."""
+    h = checked(processor_handle, "amdsmi_get_gpu_cper_entries")
+    records = faults().of(h.phys, "ecc_uncorrectable")
+    entries = {}
+    raw = []
+    if severity_mask & (1 << 0):  # NON_FATAL_UNCORRECTED selected
+        for i, fault in enumerate(records[cursor:]):
+            at = time.gmtime(fault["at"])
+            entries[i] = {
+                "error_severity": CPER_UNCORRECTED,
+                "notify_type": "MCE",
+                "timestamp": time.strftime("%Y/%m/%d %H:%M:%S", at),
+                "signature": b"CPER",
+                "revision": 256,
+                "signature_end": "0xffffffff",
+                "sec_cnt": 1,
+                "record_length": 336,
+                "platform_id": b"0x1002:0x74A1",
+                "creator_id": b"amdgpu",
+                "record_id": "{}:{}".format(h.phys, fault["id"]).encode(),
+                "flags": 0,
+                "persistence_info": 0,
+            }
+            raw.append({"bytes": [0] * 16, "size": 336})
+    return entries, len(records), raw, int(Status.SUCCESS)
 
 
 _FIRMWARE = (

@@ -118,6 +118,9 @@ def health_rows(health: GpuHealth | None, history: Sequence[HealthReading], now:
     rows += _pcie_rows(history, now)
     rows += _link_rows(history, now)
     rows.append(_fault_row(history, now))
+    cper = _cper_row(history, now)
+    if cper is not None:
+        rows.append(cper)
     rows.append(_energy_row(history, now))
     firmware = getattr(cur, "firmware", None)  # static: the last one the agent sent
     if firmware:
@@ -234,6 +237,21 @@ def _fault_row(history: Sequence[HealthReading], now: float) -> HealthRow:
     span = history[-1].t - history[0].t
     rate = f"{len(faults)} in {age(span)}" if len(faults) > 1 and span > 0 else ""
     return HealthRow("Resets / faults", last.describe(), rate, f"{age(now - last.t)} ago", WARN)
+
+
+def _cper_row(history: Sequence[HealthReading], now: float) -> HealthRow | None:
+    """AMD CPER records the history's readings brought (each reading carries the new ones
+    only); no row where none of them read CPER (NVIDIA, older amdsmi, a CLI fallback)."""
+    read = [r for r in history if r.cper_records is not None]
+    if not read:
+        return None
+    got = [(r.t, rec) for r in read for rec in r.cper_records or ()]
+    if not got:
+        return HealthRow("CPER records", "none")
+    t, (severity, notify) = got[-1]
+    level = FAIL if any(rec[0] == "fatal" for _, rec in got) else WARN
+    text = f"{len(got)} (last {severity.replace('_', ' ')}, {notify})"
+    return HealthRow("CPER records", text, "", f"{age(now - t)} ago", level)
 
 
 def _energy_row(history: Sequence[HealthReading], now: float) -> HealthRow:
