@@ -13,7 +13,7 @@ page is retired after an error) and every PAGES_EVERY readings; the per-block EC
 counts (one call per block) on the first reading and when the total changed; the
 energy counter (for its resolution) and the firmware on the first reading after an
 enumeration; the CPER records (amdsmi_get_gpu_cper_entries, where the installed amdsmi has
-it: ROCm 6.4 / amdsmi 25.x and later) on the first reading and every CPER_EVERY readings, only
+it: ROCm 6.4 / amdsmi 25.x and later) on the first reading, when the ECC total moved and every CPER_EVERY readings, only
 the records after the cursor the previous call returned; one non-blocking event read per round over the GPUs (the library's read
 returns every GPU's events: each waits for its own GPU's reading).  A call that answers
 NOT_SUPPORTED is not asked again for that GPU until the next enumeration; any other
@@ -40,7 +40,7 @@ METRICS_HEALTH_KEYS = (
 )
 _SKIP_BLOCKS = ("INVALID", "RESERVED", "FIRST", "LAST")
 CPER_FUNCTION = "amdsmi_get_gpu_cper_entries"
-CPER_EVERY = 6  # readings between two CPER reads (1 min at 10 s)
+CPER_EVERY = 12  # readings between two CPER reads while the ECC total stays (2 min at 10 s)
 # severity_mask: one bit per amdsmi_cper_sev_t (NON_FATAL_UNCORRECTED 0, FATAL 1, NON_FATAL_CORRECTED 2)
 CPER_SEVERITY_MASK = (1 << 0) | (1 << 1) | (1 << 2)
 # The library allocates (and zeroes) a buffer of this size per call; its default is 4 MiB. A
@@ -210,7 +210,7 @@ class AmdHealth:
             kept = dict((k, json_safe(metrics_raw.get(k))) for k in METRICS_HEALTH_KEYS if k in metrics_raw)
             if kept:
                 results["amdsmi_get_gpu_metrics_info"] = kept
-        cper = self._cper(gpu)
+        cper = self._cper(gpu, changed)
         if cper is not None:
             results[CPER_FUNCTION] = cper
         if gpu["first"]:
@@ -227,14 +227,15 @@ class AmdHealth:
             "events": self._pending.pop(physical, []),
         }
 
-    def _cper(self, gpu):
-        """The CPER records logged since the last read ({index: entry}, {} when none), every
-        CPER_EVERY readings; None when not read this time or the library has no such call."""
+    def _cper(self, gpu, ecc_changed=False):
+        """The CPER records logged since the last read ({index: entry}, {} when none): when the
+        ECC total moved (an error logs a record) and every CPER_EVERY readings; None when not
+        read this time or the library has no such call."""
         if not hasattr(self.m, "amdsmi_get_gpu_cper_entries"):  # amdsmi before ROCm 6.4
             return None
         at = self._cper_at[gpu["physical"]]
         at[0] += 1
-        if at[0] < CPER_EVERY:
+        if at[0] < CPER_EVERY and not ecc_changed:
             return None
         at[0] = 0
         got = self._call("amdsmi_get_gpu_cper_entries", gpu, CPER_SEVERITY_MASK, CPER_BUFFER, at[1])

@@ -184,15 +184,16 @@ def test_each_amd_fault_written_while_the_agent_runs_shows_in_that_gpus_next_rea
 
 
 def test_cper_records_read_every_few_readings_only_the_new_ones(amd):
-    """amdsmi_get_gpu_cper_entries on a GPU's first reading and every CPER_EVERY readings after,
-    from the cursor of the previous call: an uncorrectable ECC error brings one record, once."""
+    """amdsmi_get_gpu_cper_entries on a GPU's first reading, at once when its ECC total moves and
+    every CPER_EVERY readings after, from the cursor of the previous call: an uncorrectable ECC
+    error brings one record, once, in the same reading that shows the error."""
     module_dir, state = amd
     agent = Agent(module_dir, state, {"gpu": "MI300X", "count": 1}, "--interval", "0.1", "--health-interval", "0.1")
     try:
-        assert agent.wait(lambda: len(agent.health_after(0)) >= 8)
+        assert agent.wait(lambda: len(agent.health_after(0)) >= 14)
         early = agent.health_after(0)
         read = [i for i, g in enumerate(early) if "amdsmi_get_gpu_cper_entries" in g["results"]]
-        assert read[:2] == [0, 6]  # the first reading, then every 6th (1 min at the default 10 s)
+        assert read[:2] == [0, 12]  # the first reading, then every 12th (2 min at the default 10 s)
         assert all(early[i]["results"]["amdsmi_get_gpu_cper_entries"] == {} for i in read)  # healthy: none
         written = time.time()
         faults.add_fault(str(state), 0, "ecc_uncorrectable")
@@ -207,6 +208,10 @@ def test_cper_records_read_every_few_readings_only_the_new_ones(amd):
 
         assert agent.wait(lambda: len(cper_reads()) >= 2)
         first, second = cper_reads()[:2]
+        with_error = next(
+            g for g in agent.health_after(written + 0.05) if "amdsmi_get_gpu_cper_entries" in g["results"]
+        )
+        assert with_error["results"]["amdsmi_get_gpu_total_ecc_count"]["uncorrectable_count"] == 1
         assert list(first.values())[0]["error_severity"] == "non_fatal_uncorrected"
         assert len(first) == 1 and second == {}  # the cursor moved past it
         reading = from_amdsmi(0, time.time(), {"amdsmi_get_gpu_cper_entries": first})
