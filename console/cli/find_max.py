@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import time
+from typing import Callable
 
 from console.cli import common
 from console.cli.inputs import bench_inputs
@@ -79,34 +80,25 @@ def add_parsers(ops) -> list[argparse.ArgumentParser]:
     return [p]
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a load > 0") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a load > 0")
-    return value
+def _number_type(expected: str, ok: Callable[[float], bool], *, percent: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number `ok` accepts (with `percent`, "10%" is 0.1), else
+    an error saying what was expected."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text.rstrip("%")) / (100.0 if percent and text.endswith("%") else 1.0)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+        return value
+
+    return parse
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction between 0 and 1, like 0.1") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction between 0 and 1, like 0.1")
-    return value
-
-
-def _growth(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a factor > 1, like 2") from None
-    if not math.isfinite(value) or value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a factor > 1, like 2")
-    return value
+_positive_float = _number_type("a load > 0", lambda v: v > 0)
+_fraction = _number_type("a fraction between 0 and 1, like 0.1", lambda v: 0 < v < 1, percent=True)
+_growth = _number_type("a factor > 1, like 2", lambda v: v > 1)
 
 
 # ---------------------------------------------------------------- inputs
