@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any, Callable
 
 from console.cli import common
@@ -95,6 +96,7 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
     if switched is None:
         return common.EXIT_FAILED
     result, chosen = switched
+    _record_switch(node.name, chosen, args.compute, args.memory)
     if args.json:
         print(
             json.dumps(
@@ -117,6 +119,18 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
             f"{node.name}: now {', '.join(modes)}, {result.logical_gpus} logical GPUs ({result.verification()}, {result.seconds:.1f} s)"
         )
     return common.EXIT_OK
+
+
+def _record_switch(node: str, physical: list[int], compute: str | None, memory: str | None) -> None:
+    """The switch on the fleet's timeline (the data dir's events.jsonl), as the TUI records it;
+    a log that cannot be written is said once and the switch stands."""
+    from console.core.events import partition_event
+    from console.services.events import EventLog
+
+    try:
+        EventLog().append(partition_event(time.time(), node, physical, compute, memory))
+    except OSError as exc:
+        common.say_error(f"warning: the switch was not written to the event log: {exc}")
 
 
 async def _switch(

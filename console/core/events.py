@@ -22,7 +22,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -437,6 +437,14 @@ class EventDetector:
         severity = {"node.up": INFO, "node.stale": WARN, "node.down": FAIL}[kind]
         text = f"node {state}" + (f" (was {before})" if before else "") + (f": {reason}" if reason else "")
         return [Event(t, kind, node, severity=severity, message=text, details={"from": before, "to": state})]
+
+
+def partition_event(t: float, node: str, gpus: Sequence[int], compute: str | None, memory: str | None) -> Event:
+    """A verified partition switch of `gpus` (physical) on `node`, from the TUI or the CLI."""
+    modes = "/".join(m for m in (compute, memory) if m)
+    text = f"partition switched to {modes} on GPUs {','.join(map(str, gpus)) or 'all'}"
+    details = {"gpus": list(gpus), "compute": compute, "memory": memory}
+    return Event(t, "partition.switched", node, severity=INFO, message=text, details=details)
 
 
 def events_of(detector: EventDetector, node: str, readings: Iterable[HealthReading]) -> list[Event]:

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from console.core.alerts import gpu_values
-from console.core.events import FAIL, INFO, WARN, Event, EventDetector
+from console.core.events import FAIL, INFO, WARN, Event, EventDetector, partition_event
 from console.core.health_profile import HealthSettings
 from console.core.instance_view import InstanceState, InstanceView
 from console.core.model import GpuMetrics, NodeSnapshot
@@ -200,16 +200,7 @@ class HealthWatch:
         return self.record(out)
 
     def partition_switched(self, node: str, gpus: Sequence[int], compute: str | None, memory: str | None) -> Event:
-        modes = "/".join(m for m in (compute, memory) if m)
-        text = f"partition switched to {modes} on GPUs {','.join(map(str, gpus)) or 'all'}"
-        event = Event(
-            self._clock(),
-            "partition.switched",
-            node,
-            severity=INFO,
-            message=text,
-            details={"gpus": list(gpus), "compute": compute, "memory": memory},
-        )
+        event = partition_event(self._clock(), node, gpus, compute, memory)
         self.record(event)
         return event
 

@@ -14,7 +14,9 @@ from textual.app import App
 from textual.widgets import Button, Input, Static
 
 from console.core.model import Profile, ServePreset, SimulateSpec
+from console.services.events import EventLog
 from console.services.fleet import FleetTelemetry
+from console.services.health_watch import HealthWatch
 from console.services.partitions import PartitionService
 from console.ui.screens.partition import (
     PartitionScreen,
@@ -39,6 +41,7 @@ class Host(App):
         self.fleet = fleet
         self.profile = profile
         self.cursor_blink = False
+        self.health_watch: HealthWatch | None = None  # the fleet's timeline, when a test gives one
 
     async def on_mount(self) -> None:
         await self.fleet.start()
@@ -290,6 +293,8 @@ async def test_one_cpx_gpu_without_a_false_reload_warning(sim_node, tmp_path):
     node = sim_node("one", compute="CPX")
     fleet = FleetTelemetry([node], interval=0.2)
     app = Host(fleet, Profile(nodes=(node,), serve_presets=PRESETS))
+    log = EventLog(tmp_path / "events.jsonl")
+    app.health_watch = HealthWatch(fleet, events=log)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_dialog(pilot, app, tmp_path, "one", physical=[1])
         # the mode it has: "unchanged", no refusal, no warning, nothing to switch
@@ -315,6 +320,9 @@ async def test_one_cpx_gpu_without_a_false_reload_warning(sim_node, tmp_path):
         assert not isinstance(app.screen, ReloadConfirm)
         assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
         assert "57 logical GPUs on the node" in text_of(screen, "#partition-result")
+    # the switch is on the fleet's timeline
+    [switch] = [e for e in log.read() if e.kind == "partition.switched"]
+    assert (switch.node, switch.message) == ("one", "partition switched to SPX on GPUs 1")
 
 
 async def test_a_refused_end_stays_with_the_nodes_reason(sim_node, tmp_path):

@@ -683,6 +683,10 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
         )
         self._now.update(Text(modes_after(result.gpus, physical)))
         self.app.post_message(PartitionSwitched(self.node, result))
+        timeline = getattr(self.app, "health_watch", None)  # the fleet's events.jsonl, when the app keeps one
+        if timeline is not None:
+            compute, memory = self._target[1:3] if self._target else (None, None)
+            timeline.partition_switched(self.node, physical, compute, memory)
         restart = getattr(self.fleet, "restart_node", None)
         if restart is not None:
             # An app worker: the restart must not die with this dialog.
