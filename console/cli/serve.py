@@ -91,7 +91,9 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     logs.add_argument("--node", metavar="NAME")
     logs.add_argument("--follow", "-f", action="store_true")
     logs.add_argument("--lines", "-n", type=positive_int, default=None, metavar="N", help="only the last N lines")
-    parsers = [start, lst, stop, logs]
+    from console.cli.plan import add_plan_parser  # `serve plan` (issue Q)
+
+    parsers = [start, lst, stop, logs, add_plan_parser(serve_sub)]
     add_command_options(parsers)
     return parsers
 
@@ -357,5 +359,7 @@ async def _logs(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    handler = {"start": _start, "list": _list, "stop": _stop, "logs": _logs}[args.serve_command]
+    from console.cli.plan import run_plan
+
+    handler = {"start": _start, "list": _list, "stop": _stop, "logs": _logs, "plan": run_plan}[args.serve_command]
     return run_command(args, handler, failures=(InstanceError, TransportError))
