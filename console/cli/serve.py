@@ -76,6 +76,9 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     )
     start.add_argument("--group", metavar="NAME", help="the group's name with --replicas (default: PRESET-xN)")
     start.add_argument(
+        "--per-gpu", type=positive_int, metavar="K", help="with --replicas: K replicas share each GPU (packing)"
+    )
+    start.add_argument(
         "--force",
         action="store_true",
         help="start even on a GPU in fail health (uncorrectable ECC, pending bad pages: see `rocm-console doctor`)",
@@ -139,6 +142,8 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
         return await serve_group_start(args, profile, preset)
     if args.group:
         raise UsageError("--group names a group of --replicas")
+    if args.per_gpu:
+        raise UsageError("--per-gpu packs the replicas of --replicas: add --replicas N")
     if tp is not None:
         preset = replace(preset, tp=tp)
     if args.nodes or preset.nodes:

@@ -75,3 +75,23 @@ async def test_two_at_045_share_gpu0_and_a_third_is_refused_naming_the_sum(sim_n
     started.append((node, "alone"))
     with pytest.raises(InstanceError, match="GPU 1 already serves instance alone"):
         await svc.start(node, SMALL, gpus=[1], snapshot=snap, port=free_port(), name="joiner")
+
+
+async def test_a_replica_group_packs_two_per_gpu(sim_node, service):
+    from console.services.groups import GroupPlanError, GroupService
+
+    svc, started = service
+    node = sim_node("packgroup")
+    groups = GroupService(svc.pool, svc)
+    view = await groups.launch([node], SMALL, 4, gpus=[0, 1], group="pk", per_gpu=2, ready_timeout=60)
+    started.extend((node, v.name) for v in view.replicas)
+    assert [v.gpus for v in view.replicas] == [(0,), (0,), (1,), (1,)]
+    assert len({v.port for v in view.replicas}) == 4
+    assert view.ready == 4, [v.reason for v in view.replicas]
+    # replicas that set no share cannot be packed: refused before anything starts, one line
+    plain = ServePreset(name="plain", model="tiny-llama", tp=1, args=("--dtype", "float32"))
+    with pytest.raises(GroupPlanError, match="--per-gpu 2: each replica must set --gpu-memory-utilization"):
+        await groups.launch([node], plain, 2, gpus=[2], group="pl", per_gpu=2)
+    with pytest.raises(GroupPlanError, match=r"would sum to 1.35 > 0.95"):
+        await groups.launch([node], SMALL, 3, gpus=[2], group="p3", per_gpu=3)
+    assert {v.name for v in await svc.list(node)} == {v.name for v in view.replicas}
