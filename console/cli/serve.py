@@ -110,9 +110,11 @@ def view_line(v: InstanceView) -> str:
     ).rstrip()
 
 
-def _print_views(views: Sequence[InstanceView], as_json: bool) -> None:
+def _print_views(views: Sequence[InstanceView], as_json: bool, fits: dict | None = None) -> None:
     if as_json:
-        print(json.dumps({"instances": [_redacted(v.as_dict()) for v in views]}, indent=2))
+        fits = fits or {}
+        rows = [_redacted(v.as_dict()) | {"fit": fits.get((v.node, v.name, v.started))} for v in views]
+        print(json.dumps({"instances": rows}, indent=2))
     elif not views:
         print("no instances")
     else:
@@ -179,6 +181,9 @@ async def _start_one(args: argparse.Namespace, sel: Selection, preset, overrides
     )
     for warning in view.warnings:
         say_error(f"warning: {warning}")
+    from console.services.models import record_start  # the fit's prediction, kept beside vLLM's figures
+
+    await record_start(sel.pool, node, view, snapshot, {**dict(preset.env), **env})
     if not args.json:
         print(
             f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
@@ -308,8 +313,19 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
                 say_error(res)
             else:
                 views.extend(res)
-    _print_views(_merge_multinode(views), args.json)
+        fits = await _fits(sel, nodes, views) if args.json else None
+    _print_views(_merge_multinode(views), args.json, fits)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _fits(sel: Selection, nodes: Sequence[NodeSpec], views: Sequence[InstanceView]) -> dict:
+    """(node, name, started) -> the fit's prediction beside vLLM's logged figures (issue Q)."""
+    from console.services.models import FitPairs, fit_entry, refresh_logged
+
+    store = FitPairs()
+    for node in nodes:
+        await refresh_logged(sel.instances, node, [v for v in views if v.node == node.name], store)
+    return {key: fit_entry(pair) for key, pair in store.pairs().items()}
 
 
 async def _stop(args: argparse.Namespace, profile: Profile) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from console.core.instance_view import InstanceView
@@ -21,11 +22,17 @@ from console.core.models.fit import (
     GPU_SPECS,
     FitError,
     FitPrediction,
+    KvCapacity,
+    LoggedKv,
     PlanRow,
     ServeSettings,
+    compare,
+    logged_kv,
     plan_table,
     predict,
+    predict_cpu,
 )
+from console.core.models.settings import settings_from_args
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import AGENT_OUTPUT_LIMIT, TransportError
@@ -239,3 +246,200 @@ __all__ = [
     "node_models",
     "plan",
 ]
+
+
+# ---------------------------------------------------------------- prediction vs vLLM's log, kept
+
+
+FIT_PAIRS = "fit-pairs.jsonl"
+_MAX_PAIRS_BYTES = 4 << 20  # a line per start: thousands of starts before this
+
+
+def fit_pairs_path() -> Path:
+    """`$ROCM_CONSOLE_DATA_DIR/fit-pairs.jsonl`, else the user's data folder."""
+    import os
+
+    base = os.environ.get("ROCM_CONSOLE_DATA_DIR")
+    if base:
+        return Path(base).expanduser() / FIT_PAIRS
+    import platformdirs
+
+    return Path(platformdirs.user_data_path("rocm-console")) / FIT_PAIRS
+
+
+def capacity_dict(kv: KvCapacity) -> dict[str, Any]:
+    return {
+        "kv_cache_bytes": kv.kv_cache_bytes,
+        "kv_bytes_per_token": kv.kv_bytes_per_token,
+        "block_size": kv.block_size,
+        "max_model_len": kv.max_model_len,
+    }
+
+
+def capacity_from(d: Mapping[str, Any]) -> KvCapacity | None:
+    try:
+        return KvCapacity(
+            int(d["kv_cache_bytes"]), int(d["kv_bytes_per_token"]), int(d["block_size"]), d.get("max_model_len")
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class FitPairs:
+    """The predictions made at starts and what vLLM logged after: one JSON line per event.
+
+    A `predicted` line when an instance starts, a `logged` line once its log shows the KV-cache
+    figures; `pairs()` joins them by (node, instance, started) so the prediction's error is known.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or fit_pairs_path()
+
+    def _append(self, rec: Mapping[str, Any]) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists() and self.path.stat().st_size > _MAX_PAIRS_BYTES:
+                return  # bounded: the oldest pairs already tell the error
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec, sort_keys=True) + "\n")
+        except OSError:
+            pass  # a pair not kept never stops a start
+
+    def predicted(self, node: str, instance: str, started: float | None, model: str, kv: KvCapacity) -> None:
+        self._append(
+            {"kind": "predicted", "node": node, "instance": instance, "started": started, "model": model}
+            | {"capacity": capacity_dict(kv)}
+        )
+
+    def logged(self, node: str, instance: str, started: float | None, logged: LoggedKv) -> None:
+        self._append(
+            {
+                "kind": "logged",
+                "node": node,
+                "instance": instance,
+                "started": started,
+                "tokens": logged.tokens,
+                "concurrency": logged.concurrency,
+                "context": logged.context,
+            }
+        )
+
+    def records(self) -> list[dict[str, Any]]:
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        out = []
+        for line in text.splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a torn last line
+            if isinstance(rec, dict):
+                out.append(rec)
+        return out
+
+    def pairs(self) -> dict[tuple, dict[str, Any]]:
+        """(node, instance, started) -> {"model", "predicted": KvCapacity dict, "comparison": ... or None}."""
+        out: dict[tuple, dict[str, Any]] = {}
+        for rec in self.records():
+            key = (rec.get("node"), rec.get("instance"), rec.get("started"))
+            if rec.get("kind") == "predicted":
+                out[key] = {"model": rec.get("model"), "capacity": rec.get("capacity"), "comparison": None}
+            elif rec.get("kind") == "logged" and key in out:
+                kv = capacity_from(out[key].get("capacity") or {})
+                if kv is not None:
+                    got = LoggedKv(rec.get("tokens"), rec.get("concurrency"), rec.get("context"))
+                    out[key]["comparison"] = compare(kv, got)
+        return out
+
+
+def fit_entry(pair: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What `serve list --json` shows under "fit" for an instance."""
+    if pair is None:
+        return None
+    kv = capacity_from(pair.get("capacity") or {})
+    comparison = pair.get("comparison")
+    if comparison is not None:
+        return {**comparison.as_dict(), "line": comparison.line()}
+    if kv is None:
+        return None
+    return {
+        "context": kv.max_model_len,
+        "predicted_tokens": kv.logged_tokens(),
+        "predicted_concurrency": kv.concurrency(),
+        "logged_tokens": None,
+        "logged_concurrency": None,
+        "line": f"KV cache tokens: predicted {kv.logged_tokens() or 0:,}; vLLM has not logged its figure yet",
+    }
+
+
+def start_capacity(
+    facts: ModelFacts,
+    gpus: NodeGpus | None,
+    chosen: Sequence[int],
+    argv: Sequence[str],
+    env: Mapping[str, str],
+) -> KvCapacity | None:
+    """The KV capacity predicted for a start: vLLM-CPU when VLLM_CPU_KVCACHE_SPACE is set, else the GPUs."""
+    settings = settings_from_args(argv)
+    space = env.get("VLLM_CPU_KVCACHE_SPACE")
+    if space is not None:
+        return predict_cpu(
+            facts,
+            kvcache_space_gib=int(space),
+            dtype=settings.dtype,
+            kv_cache_dtype=settings.kv_cache_dtype,
+            max_model_len=settings.max_model_len,
+        )
+    if gpus is None:
+        return None
+    return fit_on(facts, gpus, chosen, settings).kv
+
+
+async def record_start(
+    pool: TransportPool,
+    node: NodeSpec,
+    view: InstanceView,
+    snapshot: NodeSnapshot | None,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Best effort, after a start: the prediction for it, kept for the comparison with vLLM's log."""
+    if not view.model:
+        return
+    try:
+        facts = await model_facts(pool, node, view.model)
+        gpus = node_gpus(snapshot) if snapshot is not None and snapshot.static else None
+        kv = start_capacity(facts, gpus, view.gpus, view.argv, {**_env_of(view.argv), **(env or {})})
+    except (ModelsError, FitError, TransportError, ValueError, OSError):
+        return  # a model the node cannot show, a GPU the plan does not know: no pair, the start stands
+    if kv is not None:
+        FitPairs().predicted(node.name, view.name, view.started, facts.name, kv)
+
+
+def _env_of(argv: Sequence[str]) -> dict[str, str]:
+    """`env A=1 B=2 vllm serve ...` → {A: 1, B: 2} (how the supervisor's argv carries the environment)."""
+    env = {}
+    for item in argv:
+        key, eq, value = item.partition("=")
+        if eq and key.isidentifier() and key.upper() == key:
+            env[key] = value
+    return env
+
+
+async def refresh_logged(service: Any, node: NodeSpec, views: Sequence[InstanceView], store: FitPairs) -> None:
+    """For instances with a prediction and no logged figures yet: read the log's KV lines once."""
+    pairs = store.pairs()
+    for v in views:
+        pair = pairs.get((node.name, v.name, v.started))
+        if pair is None or pair.get("comparison") is not None:
+            continue
+        lines = []
+        try:
+            async for line in service.log_lines(node, v.name, follow=False, lines=None):
+                lines.append(line)
+        except Exception:  # a log the node cannot give now: tried again at the next list
+            continue
+        got = logged_kv(lines)
+        if got.tokens is not None or got.concurrency is not None:
+            store.logged(node.name, v.name, v.started, got)
