@@ -64,8 +64,9 @@ def _default_dir():
 
 
 def _models_for_node():
-    """Which seed models a simulated node holds: the 405B only on MI355X (the seeds' 8-GPU node
-    for it), meta's 70B on the MI300X ones, and the 70B FP8 pull left unfinished on CPX."""
+    """Which seed models a simulated node holds: the 405B on the 8-GPU SPX nodes (the seeds run it
+    on one 8xMI300X or MI355X node), meta's 70B on the MI300X ones, the 70B FP8 pull left
+    unfinished on the CPX node."""
     try:
         spec = json.loads(os.environ.get(SIM_SPEC_ENV) or "{}")
     except ValueError:
@@ -74,7 +75,7 @@ def _models_for_node():
     cpx = str(spec.get("compute_partition") or "").upper() == "CPX"
     chosen = []
     for name, commit, text, sizes in seed_models.MODELS:
-        if "405B" in name and gpu != "MI355X":
+        if "405B" in name and (cpx or gpu not in ("MI300X", "MI355X")):
             continue
         if name.startswith("meta-llama/") and not gpu.startswith("MI300"):
             continue
