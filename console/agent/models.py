@@ -23,7 +23,7 @@ class ModelsError(Exception):
 
 def _scan(cache_dir):
     try:
-        from huggingface_hub import scan_cache_dir
+        from huggingface_hub import scan_cache_dir  # type: ignore[import-not-found]  # on the node, not here
     except ImportError:
         raise ModelsError(MISSING_HUB) from None
     try:
