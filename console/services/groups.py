@@ -25,6 +25,7 @@ from console.core.replicas import (
     NodeCapacity,
     ReplicaPlan,
     free_ports,
+    group_name,
     listening_ports,
     plan_group,
     replica_name,
@@ -183,7 +184,10 @@ class GroupService:
             if per_gpu == 1:
                 return plan
             taken = {p for cap in caps for p in cap.taken_ports} | {r.port for r in plan.replicas}
-            return packed_plan(plan, per_gpu, replicas if isinstance(replicas, int) else None, taken)
+            total = replicas if isinstance(replicas, int) else len(plan.replicas) * per_gpu
+            if group is None:  # the default name counts the replicas, not the GPUs they share
+                plan = replace(plan, group=group_name(preset.name, total, names))
+            return packed_plan(plan, per_gpu, total, taken)
         except ValueError as exc:
             raise GroupError(str(exc)) from None
 
