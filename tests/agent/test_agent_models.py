@@ -87,3 +87,15 @@ def test_missing_hub_and_unknown_model_are_one_line(sim_cache, tmp_path):
     assert json.loads(gone.stdout)["message"] == "model org/none: not in the Hugging Face cache on this node"
     folder = _agent(sys.executable, "models", "config", str(tmp_path / "nowhere"))
     assert folder.returncode == 2 and "not found on the node" in folder.stdout
+
+
+@pytest.mark.parametrize(
+    "path",
+    [AGENT.parent / "models.py", SIM / "huggingface_hub" / "__init__.py", SIM / "huggingface_hub" / "seed_models.py"],
+)
+def test_node_side_files_parse_as_python_38_and_import_no_console(path):
+    import ast
+
+    src = path.read_text()
+    ast.parse(src, feature_version=(3, 8))
+    assert "from console" not in src and "import console" not in src
