@@ -9,6 +9,7 @@ hub's real layout from the seeds' real config.json files (console/sim/huggingfac
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from console.services.transports import TransportPool
 from console.transport.base import AGENT_OUTPUT_LIMIT, TransportError
 
 MODELS_TIMEOUT = 60.0  # a big cache is scanned file by file (stat only)
+RECORD_TIMEOUT = 15.0  # the prediction after a start: best effort
 
 
 class ModelsError(Exception):
@@ -408,10 +410,11 @@ async def record_start(
     if not view.model:
         return
     try:
-        facts = await model_facts(pool, node, view.model)
+        # bounded: a start never waits long for its prediction
+        facts = await asyncio.wait_for(model_facts(pool, node, view.model), RECORD_TIMEOUT)
         gpus = node_gpus(snapshot) if snapshot is not None and snapshot.static else None
         kv = start_capacity(facts, gpus, view.gpus, view.argv, {**_env_of(view.argv), **(env or {})})
-    except (ModelsError, FitError, TransportError, ValueError, OSError):
+    except (ModelsError, FitError, TransportError, ValueError, OSError, asyncio.TimeoutError):
         return  # a model the node cannot show, a GPU the plan does not know: no pair, the start stands
     if kv is not None:
         FitPairs().predicted(node.name, view.name, view.started, facts.name, kv)

@@ -20,8 +20,15 @@ def run_cli(tmp_path):
     env.pop("ROCM_CONSOLE_DEMO_STATE", None)
 
     def run(*args: str) -> subprocess.CompletedProcess:
+        speedup = os.environ.get("ROCM_CONSOLE_SIM_VLLM_SPEEDUP")
+        extra = {"ROCM_CONSOLE_SIM_VLLM_SPEEDUP": speedup} if speedup else {}
         return subprocess.run(
-            [sys.executable, "-m", "console", *args], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
+            [sys.executable, "-m", "console", *args],
+            capture_output=True,
+            text=True,
+            env={**env, **extra},
+            timeout=120,
+            cwd=tmp_path,
         )
 
     return run
@@ -101,3 +108,26 @@ def test_models_list_shows_each_nodes_models(run_cli):
     assert text.returncode == 0 and "incomplete (8 of 15 weight files missing" in text.stdout
     bad = run_cli("models", "list", "--demo", "--node", "nope")
     assert bad.returncode == 2 and "unknown node 'nope'" in bad.stderr
+
+
+def test_a_start_keeps_its_prediction_and_serve_list_shows_it_beside_vllms(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
+    name = "llama-3.1-8b-fp8-cpx-g2"
+    started = run_cli(
+        "serve", "start", "--demo", "--node", "mi300x-cpx", "--preset", "llama-3.1-8b-fp8-cpx", "--gpus", "2", "--wait"
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+        listed = run_cli("serve", "list", "--demo", "--node", "mi300x-cpx", "--json")
+        assert listed.returncode == 0, listed.stderr
+        [inst] = [i for i in json.loads(listed.stdout)["instances"] if i["name"] == name]
+        fit = inst["fit"]
+        assert fit["context"] == 4608  # the preset's --max-model-len
+        assert fit["predicted_tokens"] > 0 and fit["logged_tokens"] > 0
+        assert fit["tokens_error_pct"] == pytest.approx(
+            (fit["predicted_tokens"] - fit["logged_tokens"]) / fit["logged_tokens"] * 100
+        )
+        kinds = [json.loads(x)["kind"] for x in (tmp_path / "data" / "fit-pairs.jsonl").read_text().splitlines()]
+        assert kinds == ["predicted", "logged"]
+    finally:
+        run_cli("serve", "stop", "--demo", "--node", "mi300x-cpx", name)
