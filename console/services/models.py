@@ -412,12 +412,28 @@ async def record_start(
     try:
         # bounded: a start never waits long for its prediction
         facts = await asyncio.wait_for(model_facts(pool, node, view.model), RECORD_TIMEOUT)
+    except (ModelsError, TransportError, OSError, asyncio.TimeoutError):
+        return  # a model the node cannot show: no pair, the start stands
+    record_prediction(node.name, view, facts, snapshot, env)
+
+
+def record_prediction(
+    node: str,
+    view: InstanceView,
+    facts: ModelFacts,
+    snapshot: NodeSnapshot | None,
+    env: Mapping[str, str] | None = None,
+    store: FitPairs | None = None,
+) -> KvCapacity | None:
+    """Keep the KV capacity predicted for a started instance (None: the plan cannot tell)."""
+    try:
         gpus = node_gpus(snapshot) if snapshot is not None and snapshot.static else None
         kv = start_capacity(facts, gpus, view.gpus, view.argv, {**_env_of(view.argv), **(env or {})})
-    except (ModelsError, FitError, TransportError, ValueError, OSError, asyncio.TimeoutError):
-        return  # a model the node cannot show, a GPU the plan does not know: no pair, the start stands
+    except (ModelsError, FitError, ValueError):
+        return None  # a GPU the plan does not know: no pair
     if kv is not None:
-        FitPairs().predicted(node.name, view.name, view.started, facts.name, kv)
+        (store or FitPairs()).predicted(node, view.name, view.started, facts.name, kv)
+    return kv
 
 
 def _env_of(argv: Sequence[str]) -> dict[str, str]:

@@ -296,7 +296,20 @@ class StartDialog(FormDialog["InstanceView | None"]):
         except Exception as exc:  # never a traceback in the dialog
             self.post_message(self.Refused(f"{request.node}: {type(exc).__name__}: {one_line(exc)}"))
         else:
+            self._keep_prediction(request, preset, view)
             self.post_message(self.Accepted(view, preset.name))
+
+    def _keep_prediction(self, request: StartRequest, preset: ServePreset, view: InstanceView) -> None:
+        """The fit shown, kept beside what vLLM will log (as `serve start` does): from the facts
+        already read for the preview, so the start waits for nothing."""
+        from console.core.models.config import ModelFacts
+        from console.services.models import record_prediction
+
+        facts = self.facts.get((request.node, preset.model))
+        if isinstance(facts, ModelFacts):
+            app = console_host(self.app)
+            env = {**dict(preset.env), **request.env}
+            record_prediction(request.node, view, facts, app.fleet.snapshot(request.node), env)
 
     def on_start_dialog_refused(self, message: Refused) -> None:
         self.busy = False
