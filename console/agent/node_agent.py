@@ -457,6 +457,10 @@ def build_parser(only=None):
         import processes  # shipped beside this file
 
         processes.add_parser(modes, JsonArgumentParser, _add_amdsmi_path)
+    if want("models"):  # the models on the node (models.py)
+        import models  # shipped beside this file
+
+        models.add_parser(modes, JsonArgumentParser)
     return parser
 
 
@@ -557,6 +561,10 @@ def main(argv=None):
 
             writer.write(doctor.run(sys.modules[__name__], args))
             return EXIT_OK
+        if args.mode == "models":
+            import models  # shipped beside this file
+
+            return models.run(args, writer)
         if args.mode == "instance-monitor":
             import supervisor
 

@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from console import __version__
-from console.cli import alerts, bench, doctor, events, experiment, partition, results, serve, status, web
+from console.cli import alerts, bench, doctor, events, experiment, models, partition, results, serve, status, web
 from console.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -31,6 +31,7 @@ COMMAND_GROUPS = {
     "web": web,
     "events": events,
     "alerts": alerts,
+    "models": models,
 }
 
 

@@ -79,6 +79,7 @@ async def serve_group_start(args: argparse.Namespace, profile: Profile, preset) 
                 overrides=overrides,
                 extra_env=env,
                 extra_args=args.arg,
+                per_gpu=args.per_gpu or 1,
                 on_planned=planned,
                 on_started=started,
                 ready_timeout=wait_timeout(args) if args.wait else None,

@@ -76,6 +76,9 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     )
     start.add_argument("--group", metavar="NAME", help="the group's name with --replicas (default: PRESET-xN)")
     start.add_argument(
+        "--per-gpu", type=positive_int, metavar="K", help="with --replicas: K replicas share each GPU (packing)"
+    )
+    start.add_argument(
         "--force",
         action="store_true",
         help="start even on a GPU in fail health (uncorrectable ECC, pending bad pages: see `rocm-console doctor`)",
@@ -91,7 +94,9 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     logs.add_argument("--node", metavar="NAME")
     logs.add_argument("--follow", "-f", action="store_true")
     logs.add_argument("--lines", "-n", type=positive_int, default=None, metavar="N", help="only the last N lines")
-    parsers = [start, lst, stop, logs]
+    from console.cli.plan import add_plan_parser  # `serve plan` (issue Q)
+
+    parsers = [start, lst, stop, logs, add_plan_parser(serve_sub)]
     add_command_options(parsers)
     return parsers
 
@@ -105,9 +110,11 @@ def view_line(v: InstanceView) -> str:
     ).rstrip()
 
 
-def _print_views(views: Sequence[InstanceView], as_json: bool) -> None:
+def _print_views(views: Sequence[InstanceView], as_json: bool, fits: dict | None = None) -> None:
     if as_json:
-        print(json.dumps({"instances": [_redacted(v.as_dict()) for v in views]}, indent=2))
+        fits = fits or {}
+        rows = [_redacted(v.as_dict()) | {"fit": fits.get((v.node, v.name, v.started))} for v in views]
+        print(json.dumps({"instances": rows}, indent=2))
     elif not views:
         print("no instances")
     else:
@@ -137,6 +144,8 @@ async def _start(args: argparse.Namespace, profile: Profile) -> int:
         return await serve_group_start(args, profile, preset)
     if args.group:
         raise UsageError("--group names a group of --replicas")
+    if args.per_gpu:
+        raise UsageError("--per-gpu packs the replicas of --replicas: add --replicas N")
     if tp is not None:
         preset = replace(preset, tp=tp)
     if args.nodes or preset.nodes:
@@ -172,6 +181,9 @@ async def _start_one(args: argparse.Namespace, sel: Selection, preset, overrides
     )
     for warning in view.warnings:
         say_error(f"warning: {warning}")
+    from console.services.models import record_start  # the fit's prediction, kept beside vLLM's figures
+
+    await record_start(sel.pool, node, view, snapshot, {**dict(preset.env), **env})
     if not args.json:
         print(
             f"started {view.name} on {node.name} gpus {','.join(map(str, view.gpus))} port {view.port} (pid {view.pid})",
@@ -301,8 +313,19 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
                 say_error(res)
             else:
                 views.extend(res)
-    _print_views(_merge_multinode(views), args.json)
+        fits = await _fits(sel, nodes, views) if args.json else None
+    _print_views(_merge_multinode(views), args.json, fits)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _fits(sel: Selection, nodes: Sequence[NodeSpec], views: Sequence[InstanceView]) -> dict:
+    """(node, name, started) -> the fit's prediction beside vLLM's logged figures (issue Q)."""
+    from console.services.models import FitPairs, fit_entry, refresh_logged
+
+    store = FitPairs()
+    for node in nodes:
+        await refresh_logged(sel.instances, node, [v for v in views if v.node == node.name], store)
+    return {key: fit_entry(pair) for key, pair in store.pairs().items()}
 
 
 async def _stop(args: argparse.Namespace, profile: Profile) -> int:
@@ -357,5 +380,7 @@ async def _logs(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    handler = {"start": _start, "list": _list, "stop": _stop, "logs": _logs}[args.serve_command]
+    from console.cli.plan import run_plan
+
+    handler = {"start": _start, "list": _list, "stop": _stop, "logs": _logs, "plan": run_plan}[args.serve_command]
     return run_command(args, handler, failures=(InstanceError, TransportError))

@@ -68,7 +68,7 @@ class AgentCommand:
         # agent is cached in __pycache__ instead of compiled again at every start (~10 ms each;
         # the console starts one per node and lists instances every few seconds).
         argv = [self.python, *self.python_flags, self.bundle_dir, mode, *extra]
-        if mode in ("telemetry", "probe", "partition", "doctor"):  # the modes that import amdsmi
+        if mode in ("telemetry", "probe", "partition", "doctor", "models"):  # amdsmi (models: a sim's hub)
             for path in self.amdsmi_paths:
                 argv += ["--amdsmi-path", path]
         return argv
@@ -96,6 +96,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("partitions.py", PARTITIONS_SOURCE.read_bytes()),
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
         ("processes.py", (_PKG / "agent" / "processes.py").read_bytes()),  # `process end` (issue U)
+        ("models.py", (_PKG / "agent" / "models.py").read_bytes()),  # `models list|config` (issue Q)
         ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
         ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
         ("statefiles.py", STATEFILES_SOURCE.read_bytes()),
@@ -111,6 +112,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         files.append(("sim/nvidia/faults.py", SIM_FAULTS_SOURCE.read_bytes()))
         files.extend((f"sim/host/{name}", data) for name, data in sorted(SIM_HOST_FILES.items()))
         files.extend(_modules("sim/vllm", SIM_VLLM_PACKAGE))
+        files.extend(_modules("sim/huggingface_hub", _PKG / "sim" / "huggingface_hub"))  # the demo's model cache
     digest = hashlib.sha256()
     for name, data in files:
         digest.update(name.encode() + b"\0" + data)

@@ -17,14 +17,18 @@ from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 from console.core.model import NodeSnapshot, NodeSpec, ServePreset
+from console.core.models.packing import DEFAULT_MAX_SUM
+from console.core.models.settings import utilization_from_args
 from console.core.replicas import (
     DEFAULT_BASE_PORT,
     GroupPlan,
     NodeCapacity,
     ReplicaPlan,
     free_ports,
+    group_name,
     listening_ports,
     plan_group,
+    replica_name,
 )
 from console.services.instances import (
     ENDED,
@@ -158,23 +162,32 @@ class GroupService:
         group: str | None = None,
         base_port: int = DEFAULT_BASE_PORT,
         snapshots: Mapping[str, NodeSnapshot] | None = None,
+        per_gpu: int = 1,
     ) -> GroupPlan:
         caps = []
         names: set[str] = set()
         for node in nodes:
             caps.append(await self.capacity(node, (snapshots or {}).get(node.name)))
             names.update(v.name for v in await self.instances.list(node))
+        slots = replicas if per_gpu == 1 or not isinstance(replicas, int) else -(-replicas // per_gpu)
         try:
-            return plan_group(
+            plan = plan_group(
                 preset=preset.name,
                 tp=tp or preset.tp,
-                replicas=replicas,
+                replicas=slots,
                 nodes=caps,
                 gpus=gpus,
                 group=group,
                 taken_names=names,
                 base_port=base_port,
             )
+            if per_gpu == 1:
+                return plan
+            taken = {p for cap in caps for p in cap.taken_ports} | {r.port for r in plan.replicas}
+            total = replicas if isinstance(replicas, int) else len(plan.replicas) * per_gpu
+            if group is None:  # the default name counts the replicas, not the GPUs they share
+                plan = replace(plan, group=group_name(preset.name, total, names))
+            return packed_plan(plan, per_gpu, total, taken)
         except ValueError as exc:
             raise GroupError(str(exc)) from None
 
@@ -265,6 +278,7 @@ class GroupService:
         overrides: Mapping[str, str] | None = None,
         extra_env: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
+        per_gpu: int = 1,
         on_planned: Callable[[GroupPlan], None] | None = None,
         on_started: Callable[[InstanceView], None] | None = None,
         ready_timeout: float | None = None,
@@ -281,9 +295,21 @@ class GroupService:
             for snap in snapshots.values():
                 if snap.error:
                     raise GroupError(snap.error)
+        if per_gpu > 1:  # before anything starts: the packing rule applied to the group's share
+            why = per_gpu_refusal(per_gpu, [*preset.args, *_flags(overrides), *extra_args])
+            if why:
+                raise GroupPlanError(why)
         try:
             plan = await self.plan(
-                nodes, preset, replicas, tp=tp, gpus=gpus, group=group, base_port=base_port, snapshots=snapshots
+                nodes,
+                preset,
+                replicas,
+                tp=tp,
+                gpus=gpus,
+                group=group,
+                base_port=base_port,
+                snapshots=snapshots,
+                per_gpu=per_gpu,
             )
         except GroupError as exc:
             raise GroupPlanError(str(exc)) from None
@@ -414,3 +440,43 @@ class GroupService:
                     await self.instances.remove(by_name[v.node], v.name)
                 except (InstanceError, TransportError):
                     pass
+
+
+# ---------------------------------------------------------------- packing (--per-gpu, issue Q)
+
+
+def _flags(overrides: Mapping[str, str] | None) -> list[str]:
+    return [x for k, v in (overrides or {}).items() for x in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def per_gpu_refusal(per_gpu: int, argv: Sequence[str], max_sum: float = DEFAULT_MAX_SUM) -> str | None:
+    """Why `--per-gpu N` cannot pack these replicas (their --gpu-memory-utilization), in one line."""
+    try:
+        share = utilization_from_args(argv)
+    except ValueError as exc:
+        return str(exc)
+    if share is None:
+        return (
+            f"--per-gpu {per_gpu}: each replica must set --gpu-memory-utilization to share a GPU"
+            f" (e.g. --set gpu_memory_utilization={int(max_sum / per_gpu * 100) / 100:g})"
+        )
+    if share * per_gpu > max_sum + 1e-9:
+        return (
+            f"--per-gpu {per_gpu}: gpu_memory_utilization would sum to {share * per_gpu:.2f} > {max_sum:g}"
+            f" on each GPU ({per_gpu} x {share:g})"
+        )
+    return None
+
+
+def packed_plan(plan: GroupPlan, per_gpu: int, total: int | None, taken: set[int]) -> GroupPlan:
+    """Each planned slot's GPUs hosting `per_gpu` replicas (at most `total`), renamed r0, r1, ... in order."""
+    out: list[ReplicaPlan] = []
+    for slot in plan.replicas:
+        for k in range(per_gpu):
+            if total is not None and len(out) >= total:
+                break
+            port = slot.port if k == 0 else free_ports(1, taken, slot.port + 1)[0]
+            taken.add(port)
+            index = len(out)
+            out.append(ReplicaPlan(replica_name(plan.group, index), slot.node, slot.gpus, port, index))
+    return replace(plan, replicas=tuple(out))

@@ -25,6 +25,8 @@ from console.core.instance_view import InstanceError as InstanceError
 from console.core.instance_view import InstanceState as InstanceState
 from console.core.instance_view import InstanceView as InstanceView
 from console.core.model import GpuStatic, NodeSnapshot, NodeSpec, ServePreset
+from console.core.models.packing import DEFAULT_MAX_SUM, PackingError, packing_refusal
+from console.core.models.settings import utilization_from_args
 from console.core.multinode import ray_exit_line
 from console.core.node_json import NodeJsonError, loads, loads_object
 from console.core.serve.argv import API_KEY_VAR, ServeCommand, api_key_from, build_docker_argv, build_serve_argv
@@ -279,6 +281,7 @@ class InstanceService:
         environ: Mapping[str, str] | None = None,
         group: str | None = None,
         force: bool = False,
+        max_packing_sum: float = DEFAULT_MAX_SUM,
     ) -> InstanceView:
         """Start a preset on logical GPUs. With a snapshot that has GPU health, a GPU in fail
         health is refused in one line (``force``: start anyway); warn states become warnings."""
@@ -292,7 +295,11 @@ class InstanceService:
         name = name or self._default_name(preset, gpus, existing)
         if not NAME_RE.match(name):
             raise InstanceError(f"bad instance name {name!r} (letters, digits, . _ -)")
-        busy = {g: v.name for v in existing if v.state in ACTIVE for g in v.gpus}
+        on_gpus: dict[int, list[tuple[str, float | None]]] = {}  # packing: each GPU's instances, their shares
+        for v in existing:
+            if v.state in ACTIVE:
+                for g in v.gpus:
+                    on_gpus.setdefault(g, []).append((v.name, _share_of(v.argv)))
         used_ports = {v.port for v in existing if v.state in ACTIVE and v.port}
         tp = preset.tp
         for key, value in (overrides or {}).items():
@@ -316,7 +323,7 @@ class InstanceService:
         for refusal in (
             check_tp(tp, gpus),
             check_cpx_tp(tp, partitions),
-            check_gpus_free(gpus, busy),
+            _packing(name, gpus, on_gpus, preset, overrides, extra_args, max_packing_sum),
             check_port(port, used_ports),
             None if force or snapshot is None else health_refusal(snapshot, gpus),
         ):
@@ -672,6 +679,31 @@ class InstancePoller:
         except (TransportError, InstanceError):
             pass
         return log
+
+
+def _share_of(argv: Sequence[str]) -> float | None:
+    """An instance's --gpu-memory-utilization (None: not set, or not readable: it holds its GPU alone)."""
+    try:
+        return utilization_from_args(argv)
+    except ValueError:
+        return None
+
+
+def _packing(name, gpus, on_gpus, preset: ServePreset, overrides, extra_args, max_sum: float) -> str | None:
+    """Several instances on one GPU while their --gpu-memory-utilization sum stays ≤ max_sum
+    (core/models/packing.py); the new one's share from the preset, --set and --arg."""
+    argv = [*preset.args, *extra_args]
+    for key, value in (overrides or {}).items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    try:
+        share = utilization_from_args(argv)
+        there = {g: on_gpus[g] for g in gpus if on_gpus.get(g)}
+        if share is None or any(u is None for placed in there.values() for _, u in placed):
+            # a GPU held alone (no share set, vLLM's 0.9): the one line it always was
+            return check_gpus_free(gpus, {g: placed[0][0] for g, placed in there.items()})
+        return packing_refusal(on_gpus, gpus, name, share, max_sum=max_sum)
+    except (ValueError, PackingError) as exc:
+        return str(exc)
 
 
 def since(started: float | None, now: float | None = None) -> str:

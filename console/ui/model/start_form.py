@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
-from typing import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Collection, Iterable, Mapping, Sequence
 
-from console.core.model import ServePreset
+from console.core.model import GpuStatic, ServePreset
+from console.core.models.config import ModelFacts
+from console.core.models.fit import FitError, ServeSettings, Verdict, predict
+from console.core.models.settings import SETTING_KEYS, settings_from_args, settings_from_pairs
 from console.core.text import key_value
 from console.services.instances import NAME_RE
 
@@ -170,3 +173,37 @@ def default_preset(
     if fitting:
         return fitting[0].name
     return names[0] if names else None
+
+
+# ---------------------------------------------------------------- will it fit (issue Q)
+
+
+def fit_text(
+    facts: ModelFacts | None,
+    static: Sequence[GpuStatic],
+    gpus: Sequence[int],
+    preset: ServePreset,
+    overrides: Mapping[str, str],
+) -> tuple[str, str] | None:
+    """(state, line) for the preview: the fit on the chosen GPUs, from the same planner as
+    `serve plan` (state "ok", "warn" when only a shorter max_model_len fits, "fail" when it does
+    not fit); None when there is nothing to say (no model facts, no GPUs, memory unknown)."""
+    if facts is None or not gpus:
+        return None
+    mib = [g.vram_total_mib for g in static if g.index in gpus and g.vram_total_mib]
+    if len(mib) != len(gpus):
+        return None
+    try:
+        settings = settings_from_args(preset.args, ServeSettings(tp=preset.tp))
+        known = {k: v for k, v in overrides.items() if k.lstrip("-").replace("-", "_") in SETTING_KEYS}
+        settings = settings_from_pairs(known, replace(settings, tp=len(gpus)), what="overrides")
+        settings = replace(settings, tp=len(gpus))
+        pred = predict(facts, int(min(mib) * 1024 * 1024), settings)
+    except (FitError, ValueError) as exc:
+        return "warn", f"fit: {exc}"
+    kv = pred.kv
+    where = f"{min(mib) / 1024:.1f} GiB/GPU x {len(gpus)}"
+    if pred.verdict in (Verdict.WEIGHTS_TOO_BIG, Verdict.NO_KV_ROOM):
+        return "fail", f"does not fit ({where}): {pred.line()}"
+    state = "warn" if pred.verdict == Verdict.FITS_SHORTER else "ok"
+    return state, f"fits ({where}): KV cache {kv.tokens:,} tokens, max len {pred.largest_max_model_len:,}"

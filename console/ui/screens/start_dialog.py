@@ -28,6 +28,7 @@ from console.ui.model.start_form import (
     FormError,
     StartRequest,
     default_preset,
+    fit_text,
     free_gpus,
     gpus_text,
     override_tp,
@@ -77,6 +78,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
         self.gpus = gpus
         self.preset_name = preset
         self.busy = False
+        self.facts: dict[tuple[str, str], object] = {}  # (node, model) -> ModelFacts, or None while read
 
     # ------------------------------------------------------------ layout
 
@@ -203,7 +205,46 @@ class StartDialog(FormDialog["InstanceView | None"]):
             line += f"\n[$text-warning]⚠ {escape(warning)}[/]"
         for state, text in start_warnings(snap, gpus):
             line += f"\n[{'$text-error' if state == 'fail' else '$text-warning'}]{escape(text)}[/]"
+        line += self._fit_line(node, preset, gpus, snap)
         self.show_preview(line)
+
+    def _fit_line(self, node: str, preset: ServePreset, gpus, snap) -> str:
+        """The fit on the chosen GPUs (services/models.py, as `serve plan`), once the node sent the
+        model's config.json (read in a worker: the preview never waits for the node)."""
+        key = (node, preset.model)
+        if key not in self.facts:
+            self.facts[key] = None
+            run_named(self, self._read_facts(node, preset.model), f"start-fit-{node}", exclusive=False)
+        facts = self.facts[key]
+        try:
+            overrides = parse_pairs(self.typed("start-overrides"), "overrides")
+        except FormError:
+            overrides = {}
+        from console.core.models.config import ModelFacts
+
+        fit = fit_text(facts if isinstance(facts, ModelFacts) else None, snap.static, gpus, preset, overrides)
+        if fit is None:  # no config.json from the node (a model not pulled yet, no huggingface_hub): no line
+            return ""
+        state, text = fit
+        colour = {"ok": "$text-success", "warn": "$text-warning", "fail": "$text-error"}[state]
+        return f"\n[{colour}]{escape(text)}[/]"
+
+    async def _read_facts(self, node: str, model: str) -> None:
+        from console.services.models import ModelsError, model_facts
+
+        app = console_host(self.app)
+        try:
+            pool = getattr(app.instances, "pool", None)
+            if pool is None:
+                return
+            facts: object = await model_facts(pool, app.fleet.spec(node), model)
+        except (ModelsError, TransportError, OSError) as exc:
+            facts = one_line(exc)
+        except Exception as exc:  # never a traceback in the dialog
+            facts = f"{type(exc).__name__}: {one_line(exc)}"
+        self.facts[(node, model)] = facts
+        if self.is_mounted:
+            self._refresh_preview()
 
     # ------------------------------------------------------------ events
 
@@ -255,7 +296,20 @@ class StartDialog(FormDialog["InstanceView | None"]):
         except Exception as exc:  # never a traceback in the dialog
             self.post_message(self.Refused(f"{request.node}: {type(exc).__name__}: {one_line(exc)}"))
         else:
+            self._keep_prediction(request, preset, view)
             self.post_message(self.Accepted(view, preset.name))
+
+    def _keep_prediction(self, request: StartRequest, preset: ServePreset, view: InstanceView) -> None:
+        """The fit shown, kept beside what vLLM will log (as `serve start` does): from the facts
+        already read for the preview, so the start waits for nothing."""
+        from console.core.models.config import ModelFacts
+        from console.services.models import record_prediction
+
+        facts = self.facts.get((request.node, preset.model))
+        if isinstance(facts, ModelFacts):
+            app = console_host(self.app)
+            env = {**dict(preset.env), **request.env}
+            record_prediction(request.node, view, facts, app.fleet.snapshot(request.node), env)
 
     def on_start_dialog_refused(self, message: Refused) -> None:
         self.busy = False

@@ -1,0 +1,184 @@
+"""A simulated `huggingface_hub` for the demo's nodes: `scan_cache_dir` over a real-layout cache.
+
+The agent's `models` op imports `huggingface_hub` and calls `scan_cache_dir`; on a simulated
+node this package (beside the simulated amdsmi) answers instead. The cache it reads is built
+in the hub's real layout (`models--org--name/{blobs,refs,snapshots}`, snapshot files linked to
+blobs), so the real huggingface_hub reads the same folder the same way
+(tests/agent/test_agent_models.py checks that with the real one). On first use under a
+simulated node (ROCM_CONSOLE_SIM_DIR set) the folder is filled with the seeds' models:
+their real config.json, an index, and sparse weight files of the hub's sizes.
+
+Stdlib only, Python >= 3.8. Only what the agent reads is offered.
+"""
+
+import collections
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+from . import seed_models
+
+CachedFileInfo = collections.namedtuple("CachedFileInfo", "file_name file_path blob_path size_on_disk")
+CachedRevisionInfo = collections.namedtuple(
+    "CachedRevisionInfo", "commit_hash snapshot_path size_on_disk files refs last_modified"
+)
+CachedRepoInfo = collections.namedtuple(
+    "CachedRepoInfo", "repo_id repo_type repo_path size_on_disk nb_files revisions last_modified"
+)
+CachedIncompleteFileInfo = collections.namedtuple("CachedIncompleteFileInfo", "file_path size_on_disk")
+HFCacheInfo = collections.namedtuple("HFCacheInfo", "size_on_disk repos warnings incomplete_files")
+
+SIM_DIR_ENV = "ROCM_CONSOLE_SIM_DIR"
+SIM_SPEC_ENV = "ROCM_CONSOLE_SIM_SPEC"
+
+
+class CacheNotFound(Exception):
+    pass
+
+
+class _Path(str):
+    """A str with the two Path attributes the agent reads (the scanner returns pathlib paths)."""
+
+    @property
+    def parent(self):
+        return _Path(os.path.dirname(self))
+
+    @property
+    def name(self):
+        return os.path.basename(self)
+
+
+def _default_dir():
+    sim = os.environ.get(SIM_DIR_ENV)
+    if sim:
+        hub = os.path.join(sim, "hf-cache", "hub")
+        if not os.path.isdir(hub):
+            seed_cache(hub, _models_for_node())
+        return hub
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.path.join(home, "hub")
+
+
+def _models_for_node():
+    """Which seed models a simulated node holds: the 405B on the 8-GPU SPX nodes (the seeds run it
+    on one 8xMI300X or MI355X node), meta's 70B on the MI300X ones, the 70B FP8 pull left
+    unfinished on the CPX node."""
+    try:
+        spec = json.loads(os.environ.get(SIM_SPEC_ENV) or "{}")
+    except ValueError:
+        spec = {}
+    gpu = str(spec.get("gpu") or "MI300X").upper()
+    cpx = str(spec.get("compute_partition") or "").upper() == "CPX"
+    chosen = []
+    for name, commit, text, sizes in seed_models.MODELS:
+        if "405B" in name and (cpx or gpu not in ("MI300X", "MI355X")):
+            continue
+        if name.startswith("meta-llama/") and not gpu.startswith("MI300"):
+            continue
+        partial = cpx and name == "amd/Llama-3.1-70B-Instruct-FP8-KV"
+        chosen.append((name, commit, text, sizes, partial))
+    return chosen
+
+
+def _blob(repo, data_id, size=None, text=None):
+    digest = hashlib.sha256(data_id.encode()).hexdigest()
+    path = os.path.join(repo, "blobs", digest)
+    with open(path, "wb") as fh:
+        if text is not None:
+            fh.write(text.encode("utf-8"))
+        else:
+            fh.truncate(size)  # sparse: the hub's size, no disk
+    return digest
+
+
+def seed_cache(hub, models):
+    """Write `models` [(name, commit, config text, shard sizes, partial)] into a new cache `hub`."""
+    parent = os.path.dirname(hub)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".hub-", dir=parent)
+    try:
+        for name, commit, text, sizes, partial in models:
+            repo = os.path.join(tmp, "models--" + name.replace("/", "--"))
+            snap = os.path.join(repo, "snapshots", commit)
+            for sub in ("blobs", "refs", snap):
+                os.makedirs(os.path.join(repo, sub), exist_ok=True)
+            with open(os.path.join(repo, "refs", "main"), "w") as fh:
+                fh.write(commit)
+            shards = ["model-%05d-of-%05d.safetensors" % (i + 1, len(sizes)) for i in range(len(sizes))]
+            index = {"metadata": {"total_size": sum(sizes)}, "weight_map": {"lm_head.weight": shards[-1]}}
+            for i, shard in enumerate(shards):
+                index["weight_map"]["model.layers.%d.weight" % i] = shard
+            files = [("config.json", text, None), ("model.safetensors.index.json", json.dumps(index, indent=2), None)]
+            kept = shards[: len(shards) // 2] if partial else shards  # a pull stopped half way
+            files += [(s, None, size) for s, size in zip(shards, sizes) if s in kept]
+            for fname, body, size in files:
+                digest = _blob(repo, name + "/" + fname, size=size, text=body)
+                os.symlink(os.path.join("..", "..", "blobs", digest), os.path.join(snap, fname))
+            if partial:  # what an interrupted download leaves in blobs
+                _blob(repo, name + "/partial", size=sizes[len(kept)] // 3)
+                digest = hashlib.sha256((name + "/partial").encode()).hexdigest()
+                os.rename(os.path.join(repo, "blobs", digest), os.path.join(repo, "blobs", digest + ".incomplete"))
+        try:
+            os.rename(tmp, hub)
+        except OSError:  # another agent call seeded it meanwhile
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def scan_cache_dir(cache_dir=None):
+    hub = os.path.abspath(os.path.expanduser(cache_dir)) if cache_dir else _default_dir()
+    if not os.path.isdir(hub):
+        raise CacheNotFound("Cache directory not found: %s" % hub)
+    repos = []
+    incomplete = []
+    for entry in sorted(os.listdir(hub)):
+        repo = os.path.join(hub, entry)
+        if not entry.startswith("models--") or not os.path.isdir(repo):
+            continue
+        repos.append(_repo(repo, entry))
+        blobs = os.path.join(repo, "blobs")
+        for blob in sorted(os.listdir(blobs)) if os.path.isdir(blobs) else ():
+            if blob.endswith(".incomplete"):
+                path = os.path.join(blobs, blob)
+                incomplete.append(CachedIncompleteFileInfo(_Path(path), os.stat(path).st_size))
+    return HFCacheInfo(sum(r.size_on_disk for r in repos), frozenset(repos), [], frozenset(incomplete))
+
+
+def _repo(repo, entry):
+    refs = {}
+    refs_dir = os.path.join(repo, "refs")
+    for ref in os.listdir(refs_dir) if os.path.isdir(refs_dir) else ():
+        with open(os.path.join(refs_dir, ref)) as fh:
+            refs.setdefault(fh.read().strip(), set()).add(ref)
+    revisions = []
+    blob_sizes = {}
+    snaps = os.path.join(repo, "snapshots")
+    for commit in sorted(os.listdir(snaps)):
+        snap = os.path.join(snaps, commit)
+        files = []
+        for fname in sorted(os.listdir(snap)):
+            path = os.path.join(snap, fname)
+            blob = os.path.realpath(path)
+            st = os.stat(blob)
+            blob_sizes[blob] = st.st_size
+            files.append(CachedFileInfo(fname, _Path(path), _Path(blob), st.st_size))
+        size = sum(blob_sizes[str(f.blob_path)] for f in files)
+        mtime = os.stat(snap).st_mtime
+        revisions.append(
+            CachedRevisionInfo(commit, _Path(snap), size, frozenset(files), frozenset(refs.get(commit, ())), mtime)
+        )
+    repo_id = entry[len("models--") :].replace("--", "/")
+    return CachedRepoInfo(
+        repo_id,
+        "model",
+        _Path(repo),
+        sum(blob_sizes.values()),
+        len(blob_sizes),
+        frozenset(revisions),
+        os.stat(repo).st_mtime,
+    )
