@@ -66,5 +66,15 @@ def test_bench_run_and_sweep_store_results(profile, tmp_path):
         assert bad.returncode == 2 and "no instance named nope" in one_line_error(bad)
         bad = run("bench", "sweep", "--profile", str(profile), "--instance", "b", "--preset", "tiny", env=env)
         assert bad.returncode == 2 and "--concurrency" in one_line_error(bad)
+        # U: requests longer than the instance's --max-model-len 2048: refused before any request
+        # (it used to be a stored run of 20 "400 Bad Request"), both numbers in one line
+        long = run("bench", "run", "--profile", str(profile), "--instance", "b", "--preset", "tiny",
+                   "--set", "input_len=2000", "--set", "output_len=100", env=env)  # fmt: skip
+        assert long.returncode != 0
+        assert one_line_error(long).endswith(
+            "tiny: requests of up to 2000 + 100 = 2100 tokens do not fit instance b's max_model_len 2048; "
+            "lower input_len/output_len (--set input_len=...) or serve with a larger --max-model-len"
+        )
+        assert len(json.loads(run("results", "list", "--json", env=env).stdout)["runs"]) == 3  # nothing stored
     finally:
         run("serve", "stop", "b", "--profile", str(profile))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from console.core.bench import client_check as cc
 from console.core.bench.argv import apply_bench_overrides, build_bench_argv
+from console.core.bench.context_fit import context_refusal
 from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
 from console.core.bench.result import BenchResult, load_result_file
 from console.core.bench.run_telemetry import RunTelemetry
@@ -332,6 +333,9 @@ class BenchRunner(run_api.KindRunner):
             raise BenchRunError(f"{node.name}: instance {instance.name} has no port")
         cmd = await self.node_runs.agent(node)
         preset = apply_bench_overrides(preset, overrides or {})
+        refusal = context_refusal(preset, instance_max_model_len(instance), instance.name)
+        if refusal is not None:  # every request would be a 400: refused before anything starts
+            raise BenchRunError(f"{node.name}: {refusal}")
         name = name or run_name(preset.name, max_concurrency)
         model, tokenizer = client_target(instance)
         if not model:
@@ -479,6 +483,17 @@ class BenchRunner(run_api.KindRunner):
     async def runs(self, node: NodeSpec) -> list[dict]:
         """records() as the node listed them (plain dicts, as `bench runs --json` prints them)."""
         return [r.as_dict() for r in await self.records(node)]
+
+
+def instance_max_model_len(instance: InstanceView) -> int | None:
+    """The --max-model-len the instance was started with (None: not set, or not readable)."""
+    from console.core.models.fit import FitError
+    from console.core.models.settings import settings_from_args
+
+    try:
+        return settings_from_args(instance.argv).max_model_len
+    except FitError:
+        return None
 
 
 def store_kwargs(outcome: RunOutcome) -> dict:
