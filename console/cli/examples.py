@@ -20,8 +20,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "serve": (
         "rocm-console serve start --demo --node mi300x-spx --preset llama-3.1-8b-fp8 --gpus 4 --wait",
+        "rocm-console serve plan amd/Llama-3.1-8B-Instruct-FP8-KV --demo --node mi300x-cpx",
         "rocm-console serve list --demo --json",
-        "rocm-console serve stop --demo --node mi300x-spx llama-3.1-8b-fp8-g4",
+    ),
+    "models": (
+        "rocm-console models list --demo",
+        "rocm-console models list --demo --node mi300x-cpx --json",
     ),
     "partition": (
         "rocm-console partition show --demo --node mi300x-cpx",
