@@ -160,16 +160,11 @@ def _limits(budget: Budget) -> dict[str, float]:
 
 
 def tokens_per_joule_of(run: StoredRun) -> float | None:
-    """A stored run's output tokens per joule, wherever the run's record keeps it (its metrics,
-    or an energy block of its context or live summary); None when the run has none (unknown)."""
-    places: list[object] = [run.tokens_per_joule, run.metrics.get("tokens_per_joule")]
-    for block in (run.context.get("energy"), (run.live or {}).get("energy"), run.context):
-        if isinstance(block, Mapping):
-            places.append(block.get("tokens_per_joule"))
-    for value in places:
-        number = as_number(value)
-        if number is not None and math.isfinite(number) and number > 0:
-            return number
+    """A stored run's output tokens per joule: a serving run's energy record, or an answer's
+    metrics (answer_record copies the figures there); None when the run has none (unknown)."""
+    for value in (run.tokens_per_joule, as_number(run.metrics.get("tokens_per_joule"))):
+        if value is not None and math.isfinite(value) and value > 0:
+            return value
     return None
 
 
