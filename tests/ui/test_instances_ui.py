@@ -154,16 +154,20 @@ async def test_rules_refusal_is_one_line_in_the_dialog(node, stop_all):
         dialog = await open_dialog(pilot, app, table, 4)
         dialog.query_one("#start-preset", Select).value = "tiny-tp2"
         await pilot.pause()
-        assert "TP 2 needs 2 GPUs, 1 given" in str(dialog.query_one("#start-preview").render())  # early hint
-        await submit(pilot, dialog, port=str(free_port()))
+        # one GPU marked: the TP field offers TP 1 only, and says the preset wanted 2 (no guessed override)
+        tp = dialog.query_one("#start-tp", Select)
+        assert [value for _, value in tp._options] == [1] and tp.value == 1
+        assert "preset tiny-tp2 is TP 2; the 1 GPU given allows TP 1" in str(dialog.query_one("#start-preview").render())
         error = dialog.query_one("#start-error")
-        assert await wait_for(pilot, lambda: "TP 2 needs 2 GPUs, 1 given" in str(error.render()), timeout=15)
+        # the packing rule of `serve start --replicas per-gpu --per-gpu 2`, refused by the group service in one line
+        await submit(pilot, dialog, port=str(free_port()), replicas="2 per GPU")
+        assert await wait_for(pilot, lambda: "--per-gpu 2" in str(error.render()), timeout=15)
         text = str(error.render())
-        assert text == "n1: TP 2 needs 2 GPUs, 1 given" and "\n" not in text
+        assert text.startswith("--per-gpu 2: each replica must set --gpu-memory-utilization") and "\n" not in text
         assert app.screen is dialog  # still open: nothing typed is lost
-        assert any("start refused" in t and "TP 2 needs 2 GPUs" in t for t in toasts(app))
+        assert any("start refused" in t and "--per-gpu 2" in t for t in toasts(app))
         # A form error never reaches the node, and never shows a traceback either.
-        await submit(pilot, dialog, gpus="2,x")
+        await submit(pilot, dialog, gpus="2,x", replicas="")
         assert "GPUs: '2,x' is not a GPU index" in str(error.render()) or "GPUs: 'x'" in str(error.render())
         await submit(pilot, dialog, gpus="4", overrides="max_model_len")
         assert str(error.render()).startswith("overrides: 'max_model_len' is not KEY=VALUE")

@@ -29,6 +29,19 @@ class FormError(ValueError):
 
 
 @dataclass(frozen=True)
+class ReplicaAsk:
+    """The replicas field: a group of `replicas` (a number or per-gpu), `per_gpu` on each GPU set."""
+
+    replicas: int | str
+    per_gpu: int = 1
+
+    def cli(self) -> str:
+        """The same group as `serve start` flags (shown in the preview)."""
+        text = f"--replicas {self.replicas}"
+        return text + (f" --per-gpu {self.per_gpu}" if self.per_gpu > 1 else "")
+
+
+@dataclass(frozen=True)
 class StartRequest:
     node: str
     preset: str
@@ -37,6 +50,9 @@ class StartRequest:
     name: str | None = None  # None: preset-gGPUS
     overrides: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    tp: int | None = None  # the TP field (None: the preset's)
+    replicas: ReplicaAsk | None = None  # a replica group (serve start --replicas)
+    nodes: tuple[str, ...] = ()  # the node first; several: a multi-node instance, or the group's nodes
 
 
 def gpus_text(gpus: Iterable[int]) -> str:
@@ -135,20 +151,109 @@ def _serve_override_problem(key: str, value: str) -> str | None:
     return None
 
 
+TP_KEYS = ("tp", "tensor_parallel_size")
+
+
+def tp_in_overrides(overrides: Mapping[str, str]) -> str | None:
+    """The override that names the tensor-parallel size (tp=, tensor_parallel_size=), if any."""
+    return next((k for k in overrides if k.lstrip("-").replace("-", "_") in TP_KEYS), None)
+
+
+def refuse_tp_override(overrides: Mapping[str, str]) -> None:
+    """The TP field sets the size: an override naming it would fight the field (FormError)."""
+    key = tp_in_overrides(overrides)
+    if key is not None:
+        raise FormError(f"overrides: {key}={overrides[key]}: the TP field sets the tensor-parallel size")
+
+
 def override_tp(preset: ServePreset, overrides: dict[str, str]) -> int:
     """The TP a start will use: the preset's, unless overridden (tp=2, tensor_parallel_size=2)."""
-    for key, value in overrides.items():
-        if key.lstrip("-").replace("-", "_") in ("tp", "tensor_parallel_size"):
-            if not value.strip().isdigit() or int(value) < 1:
-                raise FormError(f"overrides: {key}={value!r}: the tensor-parallel size is a whole number ≥ 1")
-            return int(value)
+    key = tp_in_overrides(overrides)
+    if key is not None:
+        value = overrides[key]
+        if not value.strip().isdigit() or int(value) < 1:
+            raise FormError(f"overrides: {key}={value!r}: the tensor-parallel size is a whole number ≥ 1")
+        return int(value)
     return preset.tp
+
+
+def tp_choices(gpu_count: int, *, heads: int | None = None, cpx: bool = False) -> tuple[int, ...]:
+    """The tensor-parallel sizes `gpu_count` GPUs allow: the powers of two that divide the count
+    (each TP group takes the same share: replicas fill the GPUs evenly), and the count itself;
+    only those dividing the model's attention heads when config.json is known (vLLM refuses the
+    rest); only 1 on CPX partitions (the serve rules: a CPX partition runs TP 1)."""
+    if gpu_count < 1:
+        return (1,)
+    if cpx:
+        return (1,)
+    sizes = {t for t in range(1, gpu_count + 1) if gpu_count % t == 0 and (t & (t - 1) == 0 or t == gpu_count)}
+    if heads:
+        sizes = {t for t in sizes if heads % t == 0} or {1}
+    return tuple(sorted(sizes))
+
+
+def default_tp(preset_tp: int, choices: Sequence[int], gpu_count: int) -> int:
+    """The TP the field starts with: the preset's when the GPUs allow it, else one instance over
+    every marked GPU when that is allowed, else the largest size allowed."""
+    if preset_tp in choices:
+        return preset_tp
+    if gpu_count in choices:
+        return gpu_count
+    return max(choices)
+
+
+_PER_GPU_RE = re.compile(r"(?:(\d+)\s*[,;]?\s+)?(?:(\d+)\s*(?:x\s*)?)?per[\s_-]*gpu\Z", re.IGNORECASE)
+
+
+def parse_replicas_field(text: str) -> ReplicaAsk | None:
+    """'' -> one instance (None); '4' -> 4 replicas; 'per GPU' -> one per free GPU (TP group);
+    '2 per GPU' -> two on each; '4, 2 per GPU' -> 4 replicas packed two per GPU (CLI:
+    --replicas 4 --per-gpu 2). The number's limits are the CLI's (core/replicas.parse_replicas)."""
+    from console.core.replicas import PER_GPU, ReplicaPlanError, parse_replicas
+
+    text = text.strip()
+    if not text:
+        return None
+    m = _PER_GPU_RE.match(text)
+    try:
+        if m:
+            count, per = m.group(1), m.group(2)
+            if per is None:  # one number before "per GPU": how many share each GPU
+                count, per = None, count
+            per_gpu = int(per) if per else 1
+            if per_gpu < 1:
+                raise FormError(f"replicas: {text!r}: at least 1 per GPU")
+            return ReplicaAsk(parse_replicas(count) if count else PER_GPU, per_gpu)
+        return ReplicaAsk(parse_replicas(text))
+    except ReplicaPlanError as exc:
+        raise FormError(
+            f"replicas: {str(exc).replace('--replicas ', '')} (e.g. 4 · per GPU · 2 per GPU · 4, 2 per GPU)"
+        ) from None
 
 
 def free_gpus(indexes: Iterable[int], busy: Collection[int], count: int) -> tuple[int, ...] | None:
     """The first `count` GPUs not busy, or None if there are not enough."""
     free = [g for g in sorted(indexes) if g not in busy]
     return tuple(free[:count]) if len(free) >= count else None
+
+
+def size_text(n: int) -> str:
+    """'16.1 GB' (decimal units, as the hub and `models list` give sizes)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def model_mark(model: str, held: Mapping[str, bool], sizes: Mapping[str, int]) -> str:
+    """What the preset list adds after a preset, once the node's models are known: ' · on the
+    node', ' · partly on the node', or ' · not on the node, 141.1 GB' (the size when any node
+    holds it)."""
+    if held.get(model):
+        return " · on the node"
+    size = sizes.get(model)
+    where = "partly on the node" if model in held else "not on the node"
+    return f" · {where}" + (f", {size_text(size)}" if size else "")
 
 
 def preset_prompt(preset: ServePreset) -> str:
