@@ -157,7 +157,9 @@ async def test_rules_refusal_is_one_line_in_the_dialog(node, stop_all):
         # one GPU marked: the TP field offers TP 1 only, and says the preset wanted 2 (no guessed override)
         tp = dialog.query_one("#start-tp", Select)
         assert [value for _, value in tp._options] == [1] and tp.value == 1
-        assert "preset tiny-tp2 is TP 2; the 1 GPU given allows TP 1" in str(dialog.query_one("#start-preview").render())
+        assert "preset tiny-tp2 is TP 2; the 1 GPU given allows TP 1" in str(
+            dialog.query_one("#start-preview").render()
+        )
         error = dialog.query_one("#start-error")
         # the packing rule of `serve start --replicas per-gpu --per-gpu 2`, refused by the group service in one line
         await submit(pilot, dialog, port=str(free_port()), replicas="2 per GPU")

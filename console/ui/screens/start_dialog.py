@@ -403,7 +403,11 @@ class StartDialog(FormDialog["InstanceView | None"]):
         missing = self._model_line(node, preset)
         if missing:
             line += f"\n[$text-warning]{escape(missing)}[/]"
-        line += self._fit_line(node, preset, gpus[:tp] if gpus else gpus, snap)
+        if gpus:
+            fit_on: Sequence[int] = gpus[:tp]
+        else:  # the GPUs a start would pick
+            fit_on = free_gpus([g.index for g in snap.static], self._busy(node), tp) or ()
+        line += self._fit_line(node, preset, fit_on, snap)
         self.show_preview(line)
 
     def _overrides(self) -> dict[str, str]:
