@@ -1,0 +1,182 @@
+"""Pick an experiment file and a node, check it against the node, and run it.
+
+The check is `rocm-console experiment check`'s: the file's own errors (load_experiment), then
+ExperimentRunner.check against the node as it is now (partition modes, presets, GPUs), each
+problem one line; the GPUs busy now are a note, as in the CLI. Run dismisses with the request;
+the experiments screen starts it (ExperimentRunner.run, as `experiment run`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from textual.binding import Binding
+from textual.markup import escape
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Button, Input, Select
+
+from console.core.experiment.spec import Experiment, ExperimentError, load_experiment, plan_points
+from console.core.text import one_line
+from console.transport.base import TransportError
+from console.ui.model.protocols import console_host
+from console.ui.model.start_form import FormError, parse_pairs
+from console.ui.screens.form_dialog import FormDialog
+from console.ui.workers import run_named
+
+
+@dataclass(frozen=True)
+class ExperimentRequest:
+    file: Path
+    node: str
+    env: dict[str, str]
+
+
+def local_check(path: Path) -> tuple[Experiment | None, list[str]]:
+    """The file's own errors (as `experiment check` prints them, one line each), or the experiment."""
+    try:
+        return load_experiment(path), []
+    except ExperimentError as exc:
+        return None, list(exc.problems)
+    except OSError as exc:
+        return None, [f"{path}: {one_line(exc)}"]
+
+
+class ExperimentDialog(FormDialog["ExperimentRequest | None"]):
+    PREFIX = "exp"
+    TITLE_TEXT = "Run a layout experiment"
+    SUBTITLE_TEXT = "Enter runs · ctrl+t checks · Esc cancels"
+    GO_LABEL = "Run"
+    PREVIEW = True
+    FIRST_FIELD = "#exp-env"
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="cancel-experiment"),
+        Binding("ctrl+t", "check", "Check", id="check-experiment"),
+    ]
+
+    class Checked(Message):
+        def __init__(self, key: tuple[str, str], lines: Sequence[str], ok: bool) -> None:
+            super().__init__()
+            self.key = key
+            self.lines = tuple(lines)
+            self.ok = ok
+
+    def __init__(self, files: Sequence[Path], node: str | None = None) -> None:
+        super().__init__(id="experiment-dialog")
+        self.files = list(files)
+        self.node = node
+        self.checked: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {}  # (file, node) -> lines, ok
+
+    def fields(self) -> Iterable[tuple[str, Widget]]:
+        nodes = console_host(self.app).fleet.node_names
+        options = [(f"{p.name}  ({p.parent})", str(p)) for p in self.files]
+        yield "File", Select(options, id="exp-file", compact=True, prompt="no experiment files found")
+        node = self.node if self.node in nodes else (nodes[0] if nodes else None)
+        yield "Node", Select([(n, n) for n in nodes], value=node or Select.BLANK, id="exp-node", compact=True)
+        yield "Env", Input(placeholder="KEY=VALUE for servers and clients (optional)", id="exp-env", compact=True)
+
+    def form_mounted(self) -> None:
+        self.query_one("#exp-buttons").mount(Button("Check", id="exp-check"), before="#exp-go")
+        if self.files:
+            self.query_one("#exp-file", Select).value = str(self.files[0])
+        self._refresh_preview()
+
+    def _chosen(self) -> tuple[Path | None, str | None]:
+        file, node = self.choice("exp-file"), self.choice("exp-node")
+        return (Path(file) if isinstance(file, str) else None, node if isinstance(node, str) else None)
+
+    def _refresh_preview(self) -> None:
+        path, node = self._chosen()
+        if path is None:
+            self.show_preview("Put experiment files in profiles/experiments/ or the data dir's experiments/")
+            return
+        exp, problems = local_check(path)
+        if exp is None:
+            self.show_preview("\n".join(f"[$text-error]{escape(p)}[/]" for p in problems))
+            return
+        layouts = ", ".join(layout.label for layout in exp.layouts)
+        lines = [f"[b]{escape(exp.name)}[/b]: {len(plan_points(exp))} points over {escape(layouts)}"]
+        done = self.checked.get((str(path), node or ""))
+        if done is None:
+            lines.append(
+                "[dim]not checked against the node yet: ctrl+t or Check (the runner checks again at start)[/dim]"
+            )
+        else:
+            colour = "$text-success" if done[1] else "$text-error"
+            lines += [f"[{colour}]{escape(line)}[/]" for line in done[0]]
+        self.show_preview("\n".join(lines))
+
+    def on_select_changed(self, _: Select.Changed) -> None:
+        self.show_error("")
+        self._refresh_preview()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        # Textual calls FormDialog's handler after this one (Go, Cancel) unless prevented
+        if event.button.id == "exp-check":
+            event.stop()
+            event.prevent_default()
+            self.action_check()
+
+    def action_check(self) -> None:
+        path, node = self._chosen()
+        if path is None or node is None:
+            self.show_error("choose a file and a node")
+            return
+        exp, problems = local_check(path)
+        if exp is None:
+            self.show_error(problems[0])
+            return
+        self.show_error(f"checking {path.name} against {node}…", "busy")
+        run_named(self, self._check(exp, path, node), "experiment-check", exclusive=True)
+
+    async def _check(self, exp: Experiment, path: Path, node: str) -> None:
+        """ExperimentRunner.check, on a pool of its own (as `experiment check` does)."""
+        from console.services.experiments import ExperimentRunner
+        from console.services.transports import TransportPool
+
+        app = console_host(self.app)
+        pool = TransportPool()
+        spec = app.fleet.spec(node)
+        try:
+            runner = ExperimentRunner(pool)
+            await runner.check(exp, spec, app.profile)
+            lines = [f"{path}: {len(exp.layouts)} layouts fit {node}"]
+            busy = (await runner.groups.capacity(spec)).busy or {}
+            if busy:  # not a refusal (they may be free by then), as the CLI says it
+                held = ", ".join(f"{g} ({what})" for g, what in sorted(busy.items())[:8])
+                lines.append(f"note: {len(busy)} GPU{'s' if len(busy) != 1 else ''} busy on {node} now: {held}")
+            self.post_message(self.Checked((str(path), node), lines, True))
+        except ExperimentError as exc:
+            self.post_message(self.Checked((str(path), node), exc.problems, False))
+        except (TransportError, OSError) as exc:
+            self.post_message(self.Checked((str(path), node), [one_line(exc)], False))
+        except Exception as exc:  # never a traceback in the dialog
+            self.post_message(self.Checked((str(path), node), [f"{type(exc).__name__}: {one_line(exc)}"], False))
+        finally:
+            await pool.close()
+
+    def on_experiment_dialog_checked(self, message: Checked) -> None:
+        self.checked[message.key] = (message.lines, message.ok)
+        self.show_error("" if message.ok else message.lines[0])
+        self._refresh_preview()
+
+    def submit(self) -> None:
+        path, node = self._chosen()
+        if path is None:
+            self.show_error("file: choose an experiment file")
+            return
+        if node is None:
+            self.show_error("node: choose one")
+            return
+        exp, problems = local_check(path)
+        if exp is None:
+            self.show_error(problems[0])
+            return
+        try:
+            env = parse_pairs(self.typed("exp-env"), "env")
+        except FormError as exc:
+            self.show_error(str(exc))
+            return
+        self.dismiss(ExperimentRequest(path, node, env))
