@@ -129,7 +129,7 @@ async def test_models_on_the_node_come_first_and_a_missing_one_says_its_size(sim
         presets.value = "amd-8b"
         await pilot.pause()
         assert "not on mi355" not in preview(dialog)
-        # its config.json is on the node: the TP field knows the heads (32), the fit line shows
+        # its config.json is on the node: the fit line shows (on the GPU a blank field would pick)
         assert await wait_for(pilot, lambda: "fits (" in preview(dialog), timeout=30), preview(dialog)
 
 

@@ -187,7 +187,7 @@ class ExperimentsScreen(Screen):
             + (f" · [$text-warning]{running} not finished[/]" if running else "")
             if self._entries
             else f" [b]Layout experiments[/b]: none yet in {escape(str(self.folder))}. "
-            "Run one with `rocm-console experiment run FILE --node NODE`."
+            "n runs one here (or `rocm-console experiment run FILE --node NODE`)."
         )
         if (rows, title) != self._drawn:
             self._drawn = (rows, title)

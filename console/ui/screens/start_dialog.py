@@ -551,12 +551,12 @@ class StartDialog(FormDialog["InstanceView | None"]):
             self._tp_picked = True
         if event.select.id == "start-node" and isinstance(event.value, str) and event.value != self.node:
             # Another node: the selected GPU numbers meant the first node's GPUs.
-            self.node = event.value
+            old, self.node = self.node, event.value
             self.query_one("#start-gpus", Input).value = ""
-            try:
-                self.query_one("#start-nodes", SelectionList).select(event.value)
-            except Exception:
-                pass
+            nodes = self.query_one("#start-nodes", SelectionList)
+            with nodes.prevent(SelectionList.SelectedChanged):
+                nodes.deselect(old)  # it was ticked as the head; another node heads now
+                nodes.select(event.value)
             self._options_for = None
             self._order_presets()
             self._read_models_soon()
