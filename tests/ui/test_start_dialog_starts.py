@@ -6,7 +6,7 @@ Simulated nodes: the real agent, instance, group and multi-node services over Lo
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Select, SelectionList
+from textual.widgets import Input, Select, SelectionList
 
 from console.core.model import Profile, ServePreset
 from console.services.groups import per_gpu_refusal
@@ -58,7 +58,15 @@ async def test_tp_field_and_a_replica_group_start_as_the_cli_does(node, stop_all
         # a group of two TP 2 replicas over the four marked GPUs, as `serve start --replicas per-gpu` with --gpus
         dialog.query_one("#start-tp", Select).value = 2
         await pilot.pause()
+        # the summary follows every field as it changes
+        assert "TP 2 on n1 · GPUs 0,1,2,3" in preview(
+            dialog
+        ) and "TP 2 needs 2 GPUs, 4 given: set Replicas to 2" in preview(dialog)
         assert "replica group" not in preview(dialog)
+        dialog.query_one("#start-replicas", Input).value = "per GPU"
+        await pilot.pause()
+        assert "replica group (--replicas per-gpu): replicas of TP 2" in preview(dialog)
+        assert "needs 2 GPUs" not in preview(dialog)
         await submit(pilot, dialog, overrides="", replicas="per GPU", port=str(free_port()))
         assert await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), timeout=30), error.render()
         assert await wait_for(pilot, lambda: any("group tiny-x2: 2 of 2 replicas starting" in t for t in toasts(app)))

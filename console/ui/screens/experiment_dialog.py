@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.markup import escape
 from textual.message import Message
@@ -71,7 +72,7 @@ class ExperimentDialog(FormDialog["ExperimentRequest | None"]):
 
     def fields(self) -> Iterable[tuple[str, Widget]]:
         nodes = console_host(self.app).fleet.node_names
-        options = [(f"{p.name}  ({p.parent})", str(p)) for p in self.files]
+        options = [(Text(f"{p.name}  ({p.parent})"), str(p)) for p in self.files]  # paths are not markup
         yield "File", Select(options, id="exp-file", compact=True, prompt="no experiment files found")
         node = self.node if self.node in nodes else (nodes[0] if nodes else None)
         yield "Node", Select([(n, n) for n in nodes], value=node or Select.BLANK, id="exp-node", compact=True)
