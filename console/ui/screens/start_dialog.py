@@ -11,6 +11,8 @@ whose model is on the chosen node come first.
 
 from __future__ import annotations
 
+import time
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -61,6 +63,16 @@ _PLACEHOLDERS = {
     "start-env": "VLLM_USE_TRITON_FLASH_ATTN=0 (HF_TOKEN comes from your environment)",
     "start-replicas": "blank: one · 4 · per GPU · 2 per GPU",
 }
+
+
+MODELS_FRESH_S = 120.0  # another node's `models list` answer is reused this long (sizes only)
+MODELS_OTHER_NODES = 8  # at most this many other nodes are asked per dialog (a big fleet)
+# The answers of the last dialogs, per app: a dialog opened again does not ask every node again.
+_MODELS_SEEN: weakref.WeakKeyDictionary[object, dict[str, tuple[float, object]]] = weakref.WeakKeyDictionary()
+
+
+def _models_seen(app: object) -> dict[str, tuple[float, object]]:
+    return _MODELS_SEEN.setdefault(app, {})
 
 
 class StartDialog(FormDialog["InstanceView | None"]):
@@ -461,14 +473,17 @@ class StartDialog(FormDialog["InstanceView | None"]):
     # ------------------------------------------------------------ the models on the nodes
 
     def _read_models_soon(self) -> None:
-        """`models list` of the chosen node first, then of the others (their sizes mark the
-        models the chosen node lacks), in a worker: the dialog never waits for a node."""
+        """`models list` of the chosen node first, then of a few others (their sizes mark the
+        models the chosen node lacks; answers younger than MODELS_FRESH_S are reused), in a
+        worker: the dialog never waits for a node."""
         node = self._node()
-        names = [node] + [n for n in console_host(self.app).fleet.node_names if n != node and n not in self.models]
-        if node in self.models:
-            names = names[1:]
-        if names:
-            run_named(self, self._read_models(names), "start-models", exclusive=True)
+        seen = _models_seen(self.app)
+        now = time.monotonic()
+        for name, (when, found) in seen.items():
+            if now - when < MODELS_FRESH_S:
+                self.models.setdefault(name, found)
+        others = [n for n in console_host(self.app).fleet.node_names if n != node and n not in self.models]
+        run_named(self, self._read_models([node, *others[:MODELS_OTHER_NODES]]), "start-models", exclusive=True)
 
     async def _read_models(self, names: Sequence[str]) -> None:
         from console.services.models import ModelsError, node_models
@@ -485,6 +500,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
 
     def on_start_dialog_models_read(self, message: ModelsRead) -> None:
         self.models[message.node] = message.found
+        _models_seen(self.app)[message.node] = (time.monotonic(), message.found)
         self._order_presets()
         self._refresh_preview()
 
