@@ -162,6 +162,7 @@ class ExperimentsScreen(Screen):
         self.folder = folder
         self.refresh_every = refresh_every
         self._entries: list[Entry] = []
+        self._waiting: list[ExperimentRun] = []  # runs started here that have not written their state yet
         self._drawn: tuple | None = None
 
     def compose(self) -> ComposeResult:
@@ -180,6 +181,7 @@ class ExperimentsScreen(Screen):
         rows = tuple(row_texts(e, now) for e in self._entries)
         # a run started here that has not written its state yet (checking the node) shows too
         waiting = [r for r in runs.all() if r.running and not r.state_path.exists()]
+        self._waiting = waiting
         rows += tuple((Path(r.file).stem, r.node, "", r.line, "", "") for r in waiting)
         running = sum(1 for e in self._entries if not e.state.finished)
         title = (
@@ -258,6 +260,12 @@ class ExperimentsScreen(Screen):
 
         table = self.query_one(DataTable)
         row = table.cursor_row
+        if row is not None and 0 <= row - len(self._entries) < len(self._waiting):
+            early = self._waiting[row - len(self._entries)]  # still checking the node: nothing started yet
+            if early.cancel is not None and early.running:
+                early.line = "cancelled before its first step"
+                early.cancel()
+            return
         if not self._entries or row is None or not 0 <= row < len(self._entries):
             self.app.notify("no experiment selected", markup=False)
             return
