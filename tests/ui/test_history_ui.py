@@ -135,7 +135,7 @@ async def test_import_list_compare_export(data_dir, tmp_path):
         prompt = app.screen
         assert isinstance(prompt, ExportPrompt)
         await pilot.click("#export-json")
-        assert prompt.query_one(Input).value == "rocm-console-results.json"
+        assert prompt.query_one(Input).value == str(data_dir / "results" / "exports" / "rocm-console-results.json")
         await pilot.click("#export-csv")
         prompt.query_one(Input).value = str(out)
         await pilot.press("enter")
@@ -241,3 +241,42 @@ async def test_runs_with_energy_show_its_columns_detail_and_chart(tmp_path):
         assert "Client  ok (client and server agree)" in energy and "TTFT mean client" in energy
         plot = detail.query_one("#run-power")
         assert plot.plotted > 0
+
+
+async def test_export_dialog_name_follows_format_in_results_folder(data_dir, tmp_path, monkeypatch):
+    """Issue U: focus starts on the format, the name follows the format, the default place
+    is the data dir's results folder (not the folder the console started in), and the full
+    path is on screen before Enter writes it."""
+    monkeypatch.chdir(tmp_path)  # the console's start folder: nothing may land here
+    app = Host(HistoryScreen)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await import_seed(pilot, app)
+        await pilot.press("e")
+        await pilot.pause()
+        prompt = app.screen
+        assert isinstance(prompt, ExportPrompt)
+        assert prompt.focused is prompt.query_one("#export-format")
+        folder = data_dir / "results" / "exports"
+        assert prompt.query_one(Input).value == str(folder / "rocm-console-results.csv")
+        assert text_of(prompt, "#export-target") == f"writes {folder / 'rocm-console-results.csv'}"
+        await pilot.click("#export-md")
+        await pilot.pause()
+        assert prompt.query_one(Input).value == str(folder / "rocm-console-results.md")
+        assert text_of(prompt, "#export-target") == f"writes {folder / 'rocm-console-results.md'}"
+        # a bare name typed without an extension: in the results folder, with the format's
+        prompt.query_one(Input).value = "weekly"
+        await pilot.pause()
+        assert text_of(prompt, "#export-target") == f"writes {folder / 'weekly.md'}"
+        await pilot.click("#export-json")
+        await pilot.pause()
+        assert prompt.query_one(Input).value == "weekly.json"
+        await pilot.click("#export-md")
+        prompt.query_one("#export-format").focus()
+        await pilot.press("enter")
+        assert await wait_for(pilot, lambda: screen.last_export is not None)
+        assert screen.last_export == folder / "weekly.md"
+        assert (folder / "weekly.md").read_text().startswith("|") or "|" in (folder / "weekly.md").read_text()
+        assert not list(tmp_path.glob("weekly*")) and not list(tmp_path.glob("rocm-console-results*"))
+        # the export never shows up as a stored run
+        screen.action_reload()
+        assert await wait_for(pilot, lambda: not screen.load_errors and len(screen.runs) == 9)

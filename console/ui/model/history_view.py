@@ -146,11 +146,33 @@ def import_summary(report: ImportReport) -> str:
     return text
 
 
-def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path) -> Path:
-    """Write runs as json / csv / md; returns the absolute path. OSError if it cannot."""
-    target = Path(path).expanduser()
+EXPORT_FOLDER = "exports"  # under the store's folder; the store reads only <root>/*.json as runs
+
+
+def export_folder(store_root: Path) -> Path:
+    """Where exports go by default: the results folder of the data dir (its `exports/`, so an
+    exported JSON is never read back as a stored run), not the folder the console started in."""
+    return Path(store_root) / EXPORT_FOLDER
+
+
+def export_target(text: str, fmt: str, folder: Path) -> Path:
+    """The absolute file an export writes: `~` expanded, a relative name inside `folder`, and
+    the extension the chosen format's (a name without one, or with another format's, follows it)."""
+    target = Path(text.strip()).expanduser()
     if not target.is_absolute():
-        target = Path.cwd() / target
+        target = Path(folder) / target
+    ext = target.suffix.lstrip(".").lower()
+    if ext != fmt and (not ext or ext in EXPORTERS or ext == "markdown"):
+        target = target.with_name(f"{target.stem if ext else target.name}.{fmt}")
+    return target
+
+
+def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path, folder: Path | None = None) -> Path:
+    """Write runs as json / csv / md; returns the absolute path. OSError if it cannot.
+    A relative path is taken inside `folder` (made when missing), else the current folder."""
+    target = export_target(str(path), fmt, folder if folder is not None else Path.cwd())
+    if folder is not None and target.parent == Path(folder):
+        target.parent.mkdir(parents=True, exist_ok=True)
     text = EXPORTERS[fmt](list(runs))
     target.write_text(text, encoding="utf-8")
     return target

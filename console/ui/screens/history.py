@@ -46,13 +46,14 @@ from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
 from console.ui.model.compare_view import REFERENCE_PATH
 from console.ui.model.history_view import (
-    EXPORTERS,
     FILTER_HINT,
     MARK_WIDTH,
     RIGHT,
     columns_for,
     default_export_name,
     expand_paths,
+    export_folder,
+    export_target,
     fit_cells,
     import_summary,
     matches_filter,
@@ -120,7 +121,9 @@ class ImportPrompt(FormDialog["str | None"]):
 
 
 class ExportPrompt(FormDialog["tuple[str, str] | None"]):
-    """Dismisses with (format, path) or None; the path's extension follows the format."""
+    """Dismisses with (format, absolute path) or None. The file name follows the format
+    chosen, a relative name is taken in `folder` (the results folder), and the full path
+    is shown before anything is written; the focus starts on the format."""
 
     GO_BUTTON = "export-go"
     CSS_PATH = PROMPT_CSS
@@ -130,11 +133,18 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
         Binding("enter", "submit", "Export", show=False, priority=True, id="export-go"),
     ]
 
-    def __init__(self, count: int, fmt: str = "csv", path: str | None = None) -> None:
+    def __init__(self, count: int, fmt: str = "csv", path: str | None = None, *, folder: Path | None = None) -> None:
         super().__init__(id="history-export-prompt")
         self.count = count
         self.fmt = fmt
-        self.path = path or default_export_name(fmt)
+        self.folder = Path(folder) if folder is not None else Path.cwd()
+        self.path = str(export_target(path or default_export_name(fmt), fmt, self.folder))
+
+    @property
+    def target(self) -> Path | None:
+        """The file Enter would write (None while the name is empty)."""
+        text = self.query_one("#export-path", Input).value.strip()
+        return export_target(text, self.fmt, self.folder) if text else None
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
@@ -145,10 +155,11 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
                     yield RadioButton(label, value=fmt == self.fmt, id=f"export-{fmt}")
             yield Input(
                 self.path,
-                placeholder="file to write (relative to the folder the console runs in)",
+                placeholder=f"file to write (a bare name goes in {self.folder})",
                 id="export-path",
                 compact=True,
             )
+            yield Static(id="export-target", classes="prompt-target", markup=False)
             yield from _prompt_footer(
                 "JSON: every stored field. CSV: one row per run. Markdown: the runs and their "
                 "metrics side by side with deltas against the first.",
@@ -156,15 +167,32 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
                 "export",
             )
 
+    def form_mounted(self) -> None:
+        self.query_one(RadioSet).focus()  # the choice made first; the name follows it
+        self._show_target()
+
+    def _show_target(self) -> None:
+        target = self.target
+        self.query_one("#export-target", Static).update(
+            f"writes {target}" if target is not None else "type a file name"
+        )
+
+    @on(Input.Changed, "#export-path")
+    def _path_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._show_target()
+
     @on(RadioSet.Changed)
     def _format_changed(self, event: RadioSet.Changed) -> None:
         event.stop()
         fmt = (event.pressed.id or "export-csv").removeprefix("export-")
-        box = self.query_one(Input)
-        stem, ext = os.path.splitext(box.value)
-        if ext.lstrip(".") in EXPORTERS or not box.value:
-            box.value = f"{stem or 'rocm-console-results'}.{fmt}"
+        box = self.query_one("#export-path", Input)
+        text = box.value.strip() or default_export_name(fmt)
         self.fmt = fmt
+        followed = export_target(text, fmt, self.folder)
+        if followed.name != Path(text).expanduser().name:  # the extension changed with the format
+            box.value = str(Path(text).expanduser().with_name(followed.name))
+        self._show_target()
 
     def action_submit(self) -> None:
         focused = self.focused
@@ -174,9 +202,9 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
             self.submit()
 
     def submit(self) -> None:
-        path = self.query_one(Input).value.strip()
-        if path:
-            self.dismiss((self.fmt, path))
+        target = self.target
+        if target is not None:
+            self.dismiss((self.fmt, str(target)))
 
 
 # ---------------------------------------------------------------- run detail
@@ -535,7 +563,8 @@ class HistoryScreen(Screen):
                 self._export_choice = answer
                 self.export(runs, *answer)
 
-        self.app.push_screen(ExportPrompt(len(runs), fmt, path), chosen)
+        folder = export_folder(self.store.root)
+        self.app.push_screen(ExportPrompt(len(runs), fmt, path, folder=folder), chosen)
 
     def export(self, runs: Sequence[StoredRun], fmt: str, path: str) -> None:
         """Write runs in a thread worker; ExportFinished reports the path."""
@@ -543,7 +572,7 @@ class HistoryScreen(Screen):
 
         def write() -> None:
             try:
-                target = write_export(runs, fmt, path)
+                target = write_export(runs, fmt, path, export_folder(self.store.root))
             except (OSError, ValueError) as exc:
                 reason = getattr(exc, "strerror", None) or str(exc)
                 self.post_message(self.ExportFinished(None, len(runs), f"{path}: {reason}"))
