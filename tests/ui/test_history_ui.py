@@ -280,3 +280,51 @@ async def test_export_dialog_name_follows_format_in_results_folder(data_dir, tmp
         # the export never shows up as a stored run
         screen.action_reload()
         assert await wait_for(pilot, lambda: not screen.load_errors and len(screen.runs) == 9)
+
+
+async def test_failed_and_reference_rows_look_like_what_they_are(tmp_path):
+    """Issue U: a run where no request succeeded is marked failed with "—" for its metrics and is
+    left out of a comparison (with a note); the seeds' published rows show their source, not the
+    import time, sit below today's runs and are dim; compare warns when workloads differ."""
+    from console.core.results.build import run_from_console
+    from console.core.results.reference import load_reference_numbers
+    from console.services.demo import REFERENCE_PATH, reference_run
+
+    data = json.loads((ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "bench_result.json").read_text())
+    store = ResultStore(tmp_path / "results")
+    good = store.save(run_from_console({"node": "cpu-1"}, data, created=1000.0))
+    other = store.save(run_from_console({"node": "cpu-1"}, {**data, "max_concurrency": 16, "date": "20261121-080000"}))
+    failed = {**data, "completed": 0, "failed": 50, "output_throughput": 0.0, "median_ttft_ms": 0.0, "date": "x"}
+    bad = store.save(run_from_console({"node": "cpu-1"}, failed, created=2000.0))
+    row = next(r for r in load_reference_numbers(REFERENCE_PATH) if r.kind == "serving")
+    ref = store.save(reference_run(row, REFERENCE_PATH.name))  # stored now, as the demo seeds it
+    app = Host(lambda: HistoryScreen(store))
+    async with app.run_test(size=(140, 30)) as pilot:
+        screen = app.screen
+        assert await wait_for(pilot, lambda: screen.loaded and len(screen.runs) == 4)
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        assert [r.id for r in screen.shown][-1] == ref  # the newest stored, yet listed last
+        cells = {key: str(c) for (key, _), c in zip(screen.columns, table.get_row(bad))}
+        assert cells["done"] == "✗ 0/50" and cells["tput"] == cells["ttft"] == "—"
+        ref_cells = {key: str(c) for (key, _), c in zip(screen.columns, table.get_row(ref))}
+        assert ref_cells["date"] == "ref seed 004" and "2026" not in ref_cells["date"]
+        assert table.get_row(ref)[1].style == "dim italic"
+        table.move_cursor(row=[r.id for r in screen.shown].index(ref))
+        await pilot.pause()
+        detail = text_of(screen, "#history-detail")
+        assert "published numbers, seed 004" in detail and "not run here" in detail
+        table.move_cursor(row=[r.id for r in screen.shown].index(bad))
+        await pilot.pause()
+        assert "FAILED: 0 of 50 requests succeeded" in text_of(screen, "#history-detail")
+        for run_id in (good, bad, other):
+            table.move_cursor(row=[r.id for r in screen.shown].index(run_id))
+            await pilot.press("space")
+        await pilot.press("c")
+        await pilot.pause()
+        compare = app.screen
+        assert isinstance(compare, CompareScreen)
+        assert [r.id for r in compare.runs] == [good, other]
+        warning = text_of(compare, "#compare-warning")
+        assert "workloads differ: concurrency 8 vs 16" in warning
+        assert f"left out 1 failed run ({bad})" in warning

@@ -561,14 +561,23 @@ class ParetoPoint:
 
 
 def pareto_points(rows: Iterable[SweepRow], x_attr: str) -> list[ParetoPoint]:
-    """One point per finished point with numbers: x = latency (ms), y = output tok/s."""
+    """One point per finished point with numbers: x = latency (ms), y = output tok/s. A point
+    where no request succeeded is left out (its zero latency would read as the best)."""
     out = []
     for r in rows:
+        if r.completed == 0:
+            continue
         x, y = getattr(r, x_attr), r.output_tok_s
         if x is None or y is None:
             continue
         out.append(ParetoPoint(float(x), float(y), f"c{r.point}" if r.point else "c∞"))
     return out
+
+
+def pareto_note(rows: Iterable[SweepRow]) -> str:
+    """' · 1 failed point left out' when a point had no successful request, else ''."""
+    n = sum(1 for r in rows if r.completed == 0)
+    return f" · {n} failed point{'s' if n != 1 else ''} left out" if n else ""
 
 
 def pareto_front(points: Sequence[ParetoPoint]) -> list[ParetoPoint]:

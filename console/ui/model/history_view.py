@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from console.core.bench.run_telemetry import RunTelemetry, TelemetryError
-from console.core.results.display import client_mark, format_value, run_summary, sig3
+from console.core.results.display import NO_VALUE, client_mark, format_value, run_summary, sig3
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport
@@ -56,6 +56,18 @@ def run_cells(run: StoredRun) -> dict[str, str]:
     s = run_summary(run)
     done = format_value("completed", s["completed"])
     failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
+    if s["status"] == "failed":  # marked, and its zeros are no measurement
+        state = s["failure"] if s["completed"] is None else f"{done}/{failed}"
+        return {
+            "date": s["date"][:16],
+            "node": s["node"] or "-",
+            "model": short_model(s["model"]),
+            "partition": s["partition"] or "-",
+            "setup": s["setup"],
+            "done": f"✗ {state}",
+            **dict.fromkeys(("tput", "ttft", "itl", "tpj", "watts", "thr"), NO_VALUE),
+            "cb": "",
+        }
     return {
         "date": s["date"][:16],
         "node": s["node"] or "-",

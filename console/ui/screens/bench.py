@@ -35,7 +35,8 @@ from textual.widgets import DataTable, Log, ProgressBar, Static
 
 from console.core.bench.argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
-from console.core.results.build import run_from_console
+from console.core.results.build import preset_changes, run_from_console
+from console.core.results.display import run_title
 from console.core.results.record import StoredRun
 from console.core.text import one_line
 from console.services.fleet import FleetTelemetry
@@ -480,7 +481,8 @@ class BenchScreen(Screen):
         cur = s.current
         word, var = self._state_word()
         first = (
-            f"[b]Benchmark[/b] {escape(self.preset.name)} → [b]{escape(self.instance.name)}[/b] "
+            f"[b]Benchmark[/b] {escape(run_title(self.preset.name, preset_changes(self.preset, self.effective)))}"
+            f" → [b]{escape(self.instance.name)}[/b] "
             f"on [b]{escape(self.node.name)}[/b]"
         )
         if s.sweep:
@@ -638,8 +640,9 @@ class BenchScreen(Screen):
         for row in rows:
             table.add_row(*bv.sweep_cells(row))
         table.border_title = f"Sweep · {len(rows)}/{len(self.session.points)} points · medians, ms"
-        self.query_one("#pareto-ttft", ParetoPlot).replot(bv.pareto_points(rows, "median_ttft_ms"))
-        self.query_one("#pareto-itl", ParetoPlot).replot(bv.pareto_points(rows, "median_itl_ms"))
+        note = bv.pareto_note(rows)  # a point with no successful request is no data point
+        self.query_one("#pareto-ttft", ParetoPlot).replot(bv.pareto_points(rows, "median_ttft_ms"), note)
+        self.query_one("#pareto-itl", ParetoPlot).replot(bv.pareto_points(rows, "median_itl_ms"), note)
 
     # ------------------------------------------------------------ keys
 

@@ -37,9 +37,15 @@ from textual.widgets import (
 
 from console.core.results.display import (
     energy_text,
+    failed_note,
+    failure_of,
     format_value,
+    is_reference,
     metric_label,
+    reference_source,
     run_date,
+    split_failed,
+    title_of,
 )
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun
@@ -403,7 +409,8 @@ class HistoryScreen(Screen):
         run_named(self, load, "history-load", exclusive=True, thread=True)
 
     def on_history_screen_runs_loaded(self, message: RunsLoaded) -> None:
-        self.runs = message.runs
+        # the seeds' published rows apart, below the runs made here: they are no run of today
+        self.runs = [r for r in message.runs if not is_reference(r)] + [r for r in message.runs if is_reference(r)]
         self.load_errors = message.errors
         self.loaded = True
         known = {r.id for r in self.runs}
@@ -432,12 +439,23 @@ class HistoryScreen(Screen):
         fitted = fit_cells(all_cells, self.size.width or 120, columns)
         for run, cells in zip(self.shown, fitted):
             row = [self._mark_cell(run.id)]
-            row += [Text(cells[key], justify="right" if key in RIGHT else "left") for key, _ in columns[1:]]
+            style = self._row_style(run)
+            row += [
+                Text(cells[key], style=style, justify="right" if key in RIGHT else "left") for key, _ in columns[1:]
+            ]
             table.add_row(*row, key=run.id)
         if current is not None and current in [r.id for r in self.shown]:
             table.move_cursor(row=[r.id for r in self.shown].index(current), animate=False)
         self._show_title()
         self._show_detail()
+
+    def _row_style(self, run: StoredRun) -> str:
+        """Failed runs in the error colour; reference rows dim (published numbers, not runs here)."""
+        if failure_of(run) is not None:
+            return self.app.get_css_variables().get("text-error", "red")
+        if is_reference(run):
+            return "dim italic"
+        return ""
 
     def _mark_cell(self, run_id: str) -> Text:
         if run_id not in self.marked:
@@ -451,6 +469,8 @@ class HistoryScreen(Screen):
         else:
             shown = f"{len(self.shown)} of {len(self.runs)}" if self.filter_text else f"{len(self.runs)}"
             title.append(f"{shown} run{'s' if len(self.runs) != 1 else ''}, newest first")
+            if any(is_reference(r) for r in self.runs):
+                title.append(" · published reference rows last (dim)")
             if self.marked:
                 title.append(f" · {len(self.marked)} marked")
             if self.filter_text:
@@ -470,14 +490,20 @@ class HistoryScreen(Screen):
             )
             return
         parts = [run.id]
+        if is_reference(run):  # where the numbers come from, not when they were imported
+            box.update(Text(" · ".join([run.id, reference_source(run)])))
+            return
+        failure = failure_of(run)
+        if failure is not None:
+            parts.append(f"FAILED: {failure}")
         if run.label:
             parts.append(f"label {run.label}")
         if run.source:
             part = run.context.get("source_part")
             parts.append(f"from {os.path.basename(run.source)}" + (f" ({part})" if part else ""))
         elif run.origin == "console":
-            preset = run.context.get("bench_preset")
-            parts.append("run by the console" + (f", preset {preset}" if preset else ""))
+            title = title_of(run)  # the preset and what was overridden
+            parts.append("run by the console" + (f": {title}" if title else ""))
         box.update(Text(" · ".join(parts)))
 
     def _set_status(self, text: str, *, error: bool = False) -> None:
@@ -548,8 +574,15 @@ class HistoryScreen(Screen):
                 markup=False,
             )
             return
+        runs, failed = split_failed(runs)
+        if failed:  # a failed run's zeros would read as the best latency
+            self.notify(failed_note(failed), title="compare", severity="warning", markup=False)
+            if not runs:
+                return
         runs = [with_accuracy(r, acc) for r, acc in zip(runs, accuracy_for(runs, self.runs))]
-        self.app.push_screen(CompareScreen(runs, reference_path=self.reference_path, show_reference=len(runs) == 1))
+        self.app.push_screen(
+            CompareScreen(runs, reference_path=self.reference_path, show_reference=len(runs) == 1, left_out=failed)
+        )
 
     def action_export(self) -> None:
         runs = self._chosen()
