@@ -60,7 +60,7 @@ from console.ui.model.history_view import (
     expand_paths,
     export_folder,
     export_target,
-    fit_cells,
+    fit_table,
     import_summary,
     matches_filter,
     run_cells,
@@ -426,17 +426,18 @@ class HistoryScreen(Screen):
         current = self.cursor_run
         text = self.filter_text
         self.shown = [r for r in self.runs if matches_filter(r, text)] if text else list(self.runs)
-        columns = columns_for(self.runs)
-        if columns != self.columns:  # energy / client columns come with the first run that has them
-            table.clear(columns=True)
-            self._set_columns(table, columns)
-        else:
-            table.clear()
         all_cells = [run_cells(run) for run in self.shown]
         for cell, acc in zip(all_cells, accuracy_for(self.shown, self.runs)):  # the instance's score beside its speed
             if accuracy_text(acc):
                 cell["setup"] += f" [{accuracy_text(acc)}]"
-        fitted = fit_cells(all_cells, self.size.width or 120, columns)
+        # energy / client columns come with the first run that has them; a narrow terminal drops
+        # the least important columns first (fit_table), never the key metrics
+        columns, fitted = fit_table(all_cells, self.size.width or 120, columns_for(self.runs))
+        if columns != self.columns:
+            table.clear(columns=True)
+            self._set_columns(table, columns)
+        else:
+            table.clear()
         for run, cells in zip(self.shown, fitted):
             row = [self._mark_cell(run.id)]
             style = self._row_style(run)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from rich.text import Text
 from textual_plotext import PlotextPlot
 
 from console.ui.model.bench_view import ParetoPoint, pareto_front
@@ -79,6 +80,11 @@ class ParetoPlot(PlotextPlot):
     def on_resize(self) -> None:
         self._draw()
 
+    def render(self):
+        if self.too_small:  # the message in the chart's place: a title this narrow would be cut
+            return Text(self.TOO_SMALL, style="italic", justify="center")
+        return super().render()
+
     def replot(self, points: Sequence[ParetoPoint], note: str = "") -> None:
         """note: what the title adds (failed points left out)."""
         self.points = tuple(points)
@@ -93,7 +99,7 @@ class ParetoPlot(PlotextPlot):
         height, width = self.size.height, self.size.width
         # unsized (not laid out yet) counts as big enough; a squeezed chart says so instead of lying
         self.too_small = bool(height or width) and (height < self.MIN_HEIGHT or width < self.MIN_WIDTH)
-        self.border_title = f"{self.title}{self.note}" + (f" · {self.TOO_SMALL}" if self.too_small else "")
+        self.border_title = f"{self.title}{self.note}"
         if not points or self.too_small:
             plt.xticks([])
             plt.yticks([])
