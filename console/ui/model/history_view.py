@@ -125,7 +125,7 @@ def fit_table(
     """The columns that fit `width` cells (with the table's cell padding and a scrollbar) and the
     rows' cells for them: the model and the setup shortened first, then the least important
     columns dropped (_GIVE_WAY); the numbers are never cut."""
-    cols = [tuple(c) for c in columns]
+    cols: list[tuple[str, str]] = [(k, label) for k, label in columns]
     rows = [dict(r) for r in rows]
 
     def widths() -> dict[str, int]:
@@ -144,9 +144,9 @@ def fit_table(
                 for r, whole in zip(rows, originals):
                     r[key] = short_setup(whole[key], target) if key == "setup" else _cut(whole[key], target)
 
-    for key, least in _SHRINK:
+    for key, width_at_least in _SHRINK:
         if over(widths()) > 0:
-            shrink(key, least)
+            shrink(key, width_at_least)
     for key, least in _GIVE_WAY:
         if over(widths()) <= 0:
             break
