@@ -386,6 +386,8 @@ class BenchScreen(Screen):
             "gpus": list(view.gpus),
             "sweep_id": self._sweep_id(),
             "sweep_point": point,
+            # a run that wrote a result yet was cancelled or ended in an error is stored as failed
+            "status": "cancelled" if outcome.cancelled else ("error" if outcome.exit_code else None),
         }
 
     def _sweep_id(self) -> str | None:
