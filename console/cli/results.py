@@ -30,16 +30,20 @@ from console.cli.common import (
 from console.core.errors import ProfileError
 from console.core.events import parse_since
 from console.core.profiles import PROFILES_DIR
-from console.core.results.compare import compare_table
+from console.core.results.compare import compare_table, workload_warning
 from console.core.results.display import (
+    NO_VALUE,
     client_mark,
     delta_suffix,
     energy_text,
+    failed_note,
     format_value,
+    is_reference,
     metric_label,
     run_date,
     run_summary,
     sig3,
+    split_failed,
 )
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
@@ -73,6 +77,11 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     compare.add_argument("ids", nargs="+", metavar="ID")
     compare.add_argument(
         "--reference", action="store_true", help="add the seeds' published numbers for the same configuration"
+    )
+    compare.add_argument(
+        "--include-failed",
+        action="store_true",
+        help="keep failed runs (no request succeeded, an error, cancelled): left out by default",
     )
     export = ops.add_parser("export", help="runs as JSON, CSV or Markdown")
     export.add_argument("ids", nargs="*", metavar="ID")
@@ -151,6 +160,8 @@ def _list(args, store: ResultStore) -> int:
         if value is not None and not value.strip():
             raise UsageError(f"{flag} '': give the text to match")
     runs = store.list(node=args.node, label=args.label, model=args.model, since=_since(args.since))
+    # the seeds' published rows apart (after the runs made here): they never read as today's
+    runs = [r for r in runs if not is_reference(r)] + [r for r in runs if is_reference(r)]
     for problem in store.errors:
         say_error(problem)
     if args.json:
@@ -173,6 +184,21 @@ def _list(args, store: ResultStore) -> int:
             s["setup"] += f" [{accuracy_text(acc)}]"
         done = format_value("completed", s["completed"])
         failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
+        if s["status"] == "failed":  # marked; its zeros are no measurement
+            rows.append(
+                [
+                    run.id,
+                    s["date"][:16],
+                    s["node"] or "-",
+                    _short_model(s["model"]),
+                    s["partition"] or "-",
+                    s["setup"],
+                    f"FAILED {done}/{failed}" if s["completed"] is not None else f"FAILED {s['failure']}",
+                    *([NO_VALUE] * 6),
+                    "",
+                ]
+            )
+            continue
         rows.append(
             [
                 run.id,
@@ -265,8 +291,14 @@ def _cell(row: dict, i: int) -> str:
 
 def _compare(args, store: ResultStore) -> int:
     runs = _get_runs(store, args.ids)
+    left_out: list[StoredRun] = []
+    if not args.include_failed:  # a failed run's zeros would read as the best latency
+        runs, left_out = split_failed(runs)
+        if left_out:
+            print(failed_note(left_out) + " (--include-failed keeps them)", file=sys.stderr)
     if len(runs) < 2 and not args.reference:
         raise UsageError("compare needs two or more runs (or one run and --reference)")
+    warning = workload_warning(runs)
     matches = _pick_references(runs) if args.reference else []
     # the instance's accuracy score (bench accuracy) beside its speed results
     runs = [with_accuracy(r, acc) for r, acc in zip(runs, accuracy_for(runs, store.list()))]
@@ -275,6 +307,8 @@ def _compare(args, store: ResultStore) -> int:
     if args.json:
         doc = {
             "runs": [r.id for r in runs],
+            "left_out_failed": [r.id for r in left_out],
+            "workload_warning": warning,
             "references": [
                 {"id": m.row.id, "seed": m.row.seed, "section": m.row.section, "unverified": list(m.unverified)}
                 for m in matches
@@ -285,6 +319,8 @@ def _compare(args, store: ResultStore) -> int:
         return EXIT_OK
     head = [""] + [r.id for r in columns]
     body = [[row["label"]] + [_cell(row, i) for i in range(len(columns))] for row in rows if row["key"] != "id"]
+    if warning:
+        print(f"warning: {warning}")
     sys.stdout.write(_table(head, body))
     if args.reference:
         if not matches:

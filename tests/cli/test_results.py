@@ -165,3 +165,51 @@ def test_results_needs_no_profile_end_to_end(tmp_path):
         check=False,
     )
     assert proc.returncode == 2 and "no such file or folder" in proc.stderr
+
+
+def stored_failed_run() -> str:
+    """The CPU client's result JSON as a run where every request failed (a 400 for each), stored
+    as the console stores what it ran (an import skips such a file)."""
+    from console.core.results.build import run_from_console
+    from console.services.results import ResultStore
+
+    data = json.loads((CPU / "bench_result.json").read_text())
+    data.update(date="20261121-080000", completed=0, failed=50, total_output_tokens=0, output_throughput=0.0)
+    for key in list(data):
+        if key.endswith("_ms") or key in ("request_throughput", "total_token_throughput"):
+            data[key] = [] if isinstance(data[key], list) else 0.0
+    return ResultStore().save(run_from_console({"node": "cpu-1"}, data))
+
+
+def test_failed_run_is_marked_and_left_out_of_compare(capsys, tmp_path):
+    """Issue U: 0 of 50 succeeded is a failed run, never a row of zeros nor the best latency."""
+    good = imported_ids(capsys, str(SEED_004))
+    bad = stored_failed_run()
+    code, out, _ = cli(capsys, "list")
+    line = next(x for x in out.splitlines() if x.startswith(bad))
+    assert "FAILED 0/50" in line and "—" in line and " 0.00" not in line
+    assert "FAILED" not in next(x for x in out.splitlines() if x.startswith(good[0]))
+    code, out, _ = cli(capsys, "list", "--json")
+    status = {r["id"]: (r["status"], r["failure"]) for r in json.loads(out)["runs"]}
+    assert status[bad] == ("failed", "0 of 50 requests succeeded") and status[good[0]] == ("ok", None)
+
+    code, out, err = cli(capsys, "compare", good[0], good[2], bad)
+    assert code == 0
+    assert f"left out 1 failed run ({bad})" in err and "--include-failed" in err
+    assert bad not in out
+    code, out, err = cli(capsys, "compare", good[0], bad)
+    assert code == 2 and "two or more runs" in err.strip().splitlines()[-1]
+    code, out, err = cli(capsys, "compare", good[0], bad, "--include-failed", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["runs"] == [good[0], bad] and doc["left_out_failed"] == []
+
+
+def test_compare_warns_when_workloads_differ(capsys):
+    """Issue U: one line naming the fields that differ (here the concurrency and the prompts)."""
+    ids = imported_ids(capsys, str(SEED_004))
+    code, out, _ = cli(capsys, "compare", ids[0], ids[1])
+    assert code == 0
+    warnings = [x for x in out.splitlines() if x.startswith("warning:")]
+    assert warnings == ["warning: workloads differ: concurrency 128 vs 256"]
+    code, out, _ = cli(capsys, "compare", ids[0], ids[1], "--json")
+    assert json.loads(out)["workload_warning"] == "workloads differ: concurrency 128 vs 256"

@@ -148,6 +148,7 @@ async def test_run_shows_progress_live_charts_result_and_stores_it(node, served)
         assert bar.progress == bar.total == 40
         text = screen_text(app)
         assert "40/40 requests" in text
+        assert "Benchmark tiny · n 40 →" in text  # the override is in the title, not only the preset
 
         # live charts were fed from /metrics, and the GPU charts from the fleet's ring buffers
         assert fed(messages, LiveMetricsSampled) and len(cur.live) > 0
@@ -175,6 +176,7 @@ async def test_run_shows_progress_live_charts_result_and_stores_it(node, served)
     assert stored.context["bench_preset"] == "tiny" and stored.context["gpus"] == [1]
     assert stored.context["gpu_model"]  # from the fleet's static facts
     assert stored.setup["num_prompts"] == 40
+    assert stored.context["bench_overrides"] == {"num_prompts": 40} and stored.context["title"] == "tiny · n 40"
     assert stored.live["samples"] == len(cur.outcome.live) > 0
     # issue P: the instance's GPU recorded from the fleet's stream, and the client checked itself
     assert stored.energy["gpus"][0]["gpu"] == 1 and stored.energy_j > 0 and stored.tokens_per_joule > 0

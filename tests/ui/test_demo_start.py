@@ -47,7 +47,8 @@ async def test_the_demo_opens_on_a_living_fleet(demo_env):
         # History has something to show from the first second.
         app.action_history()
         assert await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen))
-        assert await wait_for(pilot, lambda: "reference: seed 004" in screen_text(app), timeout=10)
+        # the seeds' published rows: labelled by their source, below the runs (issue U)
+        assert await wait_for(pilot, lambda: "ref seed 004" in screen_text(app), timeout=10)
         text = screen_text(app)  # the cursor's run says what it is; the table lists the rest
         assert "CPX/NPS1" in text and "SPX/NPS1" in text and "sharegpt c128" in text, text
         app.pop_screen()

@@ -135,7 +135,7 @@ async def test_import_list_compare_export(data_dir, tmp_path):
         prompt = app.screen
         assert isinstance(prompt, ExportPrompt)
         await pilot.click("#export-json")
-        assert prompt.query_one(Input).value == "rocm-console-results.json"
+        assert prompt.query_one(Input).value == str(data_dir / "results" / "exports" / "rocm-console-results.json")
         await pilot.click("#export-csv")
         prompt.query_one(Input).value = str(out)
         await pilot.press("enter")
@@ -241,3 +241,90 @@ async def test_runs_with_energy_show_its_columns_detail_and_chart(tmp_path):
         assert "Client  ok (client and server agree)" in energy and "TTFT mean client" in energy
         plot = detail.query_one("#run-power")
         assert plot.plotted > 0
+
+
+async def test_export_dialog_name_follows_format_in_results_folder(data_dir, tmp_path, monkeypatch):
+    """Issue U: focus starts on the format, the name follows the format, the default place
+    is the data dir's results folder (not the folder the console started in), and the full
+    path is on screen before Enter writes it."""
+    monkeypatch.chdir(tmp_path)  # the console's start folder: nothing may land here
+    app = Host(HistoryScreen)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen = await import_seed(pilot, app)
+        await pilot.press("e")
+        await pilot.pause()
+        prompt = app.screen
+        assert isinstance(prompt, ExportPrompt)
+        assert prompt.focused is prompt.query_one("#export-format")
+        folder = data_dir / "results" / "exports"
+        assert prompt.query_one(Input).value == str(folder / "rocm-console-results.csv")
+        assert text_of(prompt, "#export-target") == f"writes {folder / 'rocm-console-results.csv'}"
+        await pilot.click("#export-md")
+        await pilot.pause()
+        assert prompt.query_one(Input).value == str(folder / "rocm-console-results.md")
+        assert text_of(prompt, "#export-target") == f"writes {folder / 'rocm-console-results.md'}"
+        # a bare name typed without an extension: in the results folder, with the format's
+        prompt.query_one(Input).value = "weekly"
+        await pilot.pause()
+        assert text_of(prompt, "#export-target") == f"writes {folder / 'weekly.md'}"
+        await pilot.click("#export-json")
+        await pilot.pause()
+        assert prompt.query_one(Input).value == "weekly.json"
+        await pilot.click("#export-md")
+        prompt.query_one("#export-format").focus()
+        await pilot.press("enter")
+        assert await wait_for(pilot, lambda: screen.last_export is not None)
+        assert screen.last_export == folder / "weekly.md"
+        assert (folder / "weekly.md").read_text().startswith("|") or "|" in (folder / "weekly.md").read_text()
+        assert not list(tmp_path.glob("weekly*")) and not list(tmp_path.glob("rocm-console-results*"))
+        # the export never shows up as a stored run
+        screen.action_reload()
+        assert await wait_for(pilot, lambda: not screen.load_errors and len(screen.runs) == 9)
+
+
+async def test_failed_and_reference_rows_look_like_what_they_are(tmp_path):
+    """Issue U: a run where no request succeeded is marked failed with "—" for its metrics and is
+    left out of a comparison (with a note); the seeds' published rows show their source, not the
+    import time, sit below today's runs and are dim; compare warns when workloads differ."""
+    from console.core.results.build import run_from_console
+    from console.core.results.reference import load_reference_numbers
+    from console.services.demo import REFERENCE_PATH, reference_run
+
+    data = json.loads((ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "bench_result.json").read_text())
+    store = ResultStore(tmp_path / "results")
+    good = store.save(run_from_console({"node": "cpu-1"}, data, created=1000.0))
+    other = store.save(run_from_console({"node": "cpu-1"}, {**data, "max_concurrency": 16, "date": "20261121-080000"}))
+    failed = {**data, "completed": 0, "failed": 50, "output_throughput": 0.0, "median_ttft_ms": 0.0, "date": "x"}
+    bad = store.save(run_from_console({"node": "cpu-1"}, failed, created=2000.0))
+    row = next(r for r in load_reference_numbers(REFERENCE_PATH) if r.kind == "serving")
+    ref = store.save(reference_run(row, REFERENCE_PATH.name))  # stored now, as the demo seeds it
+    app = Host(lambda: HistoryScreen(store))
+    async with app.run_test(size=(140, 30)) as pilot:
+        screen = app.screen
+        assert await wait_for(pilot, lambda: screen.loaded and len(screen.runs) == 4)
+        await pilot.pause()
+        table = screen.query_one(DataTable)
+        assert [r.id for r in screen.shown][-1] == ref  # the newest stored, yet listed last
+        cells = {key: str(c) for (key, _), c in zip(screen.columns, table.get_row(bad))}
+        assert cells["done"] == "✗ 0/50" and cells["tput"] == cells["ttft"] == "—"
+        ref_cells = {key: str(c) for (key, _), c in zip(screen.columns, table.get_row(ref))}
+        assert ref_cells["date"] == "ref seed 004" and "2026" not in ref_cells["date"]
+        assert table.get_row(ref)[1].style == "dim italic"
+        table.move_cursor(row=[r.id for r in screen.shown].index(ref))
+        await pilot.pause()
+        detail = text_of(screen, "#history-detail")
+        assert "published numbers, seed 004" in detail and "not run here" in detail
+        table.move_cursor(row=[r.id for r in screen.shown].index(bad))
+        await pilot.pause()
+        assert "FAILED: 0 of 50 requests succeeded" in text_of(screen, "#history-detail")
+        for run_id in (good, bad, other):
+            table.move_cursor(row=[r.id for r in screen.shown].index(run_id))
+            await pilot.press("space")
+        await pilot.press("c")
+        await pilot.pause()
+        compare = app.screen
+        assert isinstance(compare, CompareScreen)
+        assert [r.id for r in compare.runs] == [good, other]
+        warning = text_of(compare, "#compare-warning")
+        assert "workloads differ: concurrency 8 vs 16" in warning
+        assert f"left out 1 failed run ({bad})" in warning

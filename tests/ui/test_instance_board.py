@@ -140,3 +140,27 @@ def test_tp_presets_and_free_gpus():
     assert default_preset([tiny, big], 8) == "big" and default_preset([tiny, big], 3) == "tiny"
     assert default_preset([tiny, big], 1, last="big") == "big"
     assert free_gpus(range(8), {0, 1}, 2) == (2, 3) and free_gpus(range(2), {0}, 2) is None
+
+
+def test_names_stay_distinguishable_at_80_columns():
+    """Issue U: instances of one preset differ in their last part: a cut keeps it (middle ellipsis),
+    and the table fits 80 columns (the uptime and port go before a name is cut to nothing)."""
+    from console.ui.model.instance_board import distinct_cuts, middle_cut
+    from console.ui.screens.instances import fit_table
+
+    names = [f"llama-3.1-8b-instruct-fp8-kv-cpx-g{i}" for i in (0, 1, 12, 13)] + ["qwen2.5-72b-instruct-tp8"]
+    cut = distinct_cuts(names, 16)
+    assert len(set(cut)) == len(names) and all(len(c) <= 16 for c in cut)
+    assert cut[2].endswith("g12") and cut[3].endswith("g13") and "…" in cut[2]
+    assert middle_cut("short", 16) == "short"
+    rows = [
+        ("mi300x-cpx", n, "● ready", "vLLM 0.9.1 ready after a long start", str(i), "8000", "1h02m", "amd/Llama-3.1-8B")
+        for i, n in enumerate(names)
+    ]
+    columns, fitted = fit_table(rows, 80)
+    assert columns[:4] == ("Node", "Name", "State", "Stage / reason") and "GPUs" in columns
+    assert sum(max(len(c), *(len(r[i]) for r in fitted)) + 2 for i, c in enumerate(columns)) + 2 <= 80
+    shown = [r[1] for r in fitted]
+    assert len(set(shown)) == len(names)
+    wide_columns, _ = fit_table(rows, 160)
+    assert wide_columns == ("Node", "Name", "State", "Stage / reason", "GPUs", "Port", "Up", "Model")

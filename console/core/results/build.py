@@ -13,6 +13,7 @@ from console.core.bench.output_events import BenchResultBlock
 from console.core.bench.result import BenchResult, normalize_result, result_metric_keys
 from console.core.bench.run_telemetry import RunTelemetry, summarize, summary_to_json
 from console.core.model import BenchPreset
+from console.core.results.display import run_title
 from console.core.results.record import (
     CONTEXT_KEYS,
     SETUP_KEYS,
@@ -131,6 +132,25 @@ def _metrics_from_result(result: BenchResult) -> dict:
 # ---------------------------------------------------------------- building runs
 
 
+# Preset fields that are bookkeeping, not what the benchmark asked for.
+_NOT_SETUP_FIELDS = frozenset({"name", "source"})
+
+
+def preset_changes(base: object, effective: object) -> dict:
+    """The fields an override changed between a preset and the one that ran, in field order,
+    as JSON-safe values (a tuple as a list, None = unset); {} when they are the same."""
+    if base is effective or not dataclasses.is_dataclass(base) or not dataclasses.is_dataclass(effective):
+        return {}
+    out: dict = {}
+    for f in dataclasses.fields(base):
+        if f.name in _NOT_SETUP_FIELDS or not hasattr(effective, f.name):
+            continue
+        before, after = getattr(base, f.name), getattr(effective, f.name)
+        if before != after:
+            out[f.name] = list(after) if isinstance(after, tuple) else after
+    return out
+
+
 def finish_run(run: StoredRun) -> StoredRun:
     fingerprint = fingerprint_of(run.result, run.metrics, run.setup)
     run_id = run.id or new_run_id(run.created, run.context.get("node"), fingerprint)
@@ -149,6 +169,7 @@ def run_from_console(
     telemetry: RunTelemetry | None = None,
     client_check: ClientCheck | None = None,
     pitfalls: Sequence[Pitfall] = (),
+    overrides: Mapping | None = None,
 ) -> StoredRun:
     """A run the console made, ready for ResultStore.save.
 
@@ -164,11 +185,14 @@ def run_from_console(
     win where it records them. telemetry: the run's GPUs over the run (its energy, power,
     tokens per joule and throttled share are computed from it, output tokens from the
     result); client_check / pitfalls: the serving client's self-check (issue P).
+    overrides: the preset fields an override changed (preset_changes), stored as the
+    context's `bench_overrides` and named in its `title` ("chat-short · conc 16 · in 512").
     """
     context = dict(context or {})
     if isinstance(setup, BenchPreset):
         context.setdefault("bench_preset", setup.name)
         setup = setup_from_preset(setup)
+    with_title(context, overrides)
     if isinstance(result, BenchResult):
         raw: dict | None = dict(result.raw)
         normalized = result
@@ -205,6 +229,16 @@ def run_from_console(
         **extras_block(telemetry, client_check, pitfalls, output_tokens_of(normalized, metrics)),
     )
     return finish_run(run)
+
+
+def with_title(context: dict, overrides: Mapping | None) -> dict:
+    """Put a run's overrides and its title (the preset's name and what was overridden) in its context."""
+    if overrides:
+        context["bench_overrides"] = jsonable(dict(overrides))
+    name = context.get("bench_preset")
+    if name:
+        context["title"] = run_title(str(name), context.get("bench_overrides") or {})
+    return context
 
 
 def output_tokens_of(result: BenchResult | None, metrics: Mapping[str, float]) -> float | None:

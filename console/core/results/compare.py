@@ -185,3 +185,51 @@ def energy_rows(runs: Sequence[StoredRun]) -> list[dict]:
             }
         )
     return rows
+
+
+# What makes two serving runs' numbers comparable: the same load (issue U).
+WORKLOAD_FIELDS = (
+    ("dataset", "dataset"),
+    ("input_len", "input len"),
+    ("output_len", "output len"),
+    ("max_concurrency", "concurrency"),
+    ("request_rate", "rate"),
+    ("num_prompts", "prompts"),
+)
+
+
+def _workload_value(run: StoredRun, key: str) -> object:
+    value = run.setup.get(key)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def workload_differences(runs: Sequence[StoredRun]) -> list[tuple[str, list[object]]]:
+    """The workload fields (dataset, lengths, concurrency, rate, prompts) on which the runs
+    differ, each with the runs' values; a field a run does not record is not judged for it."""
+    out = []
+    for key, label in WORKLOAD_FIELDS:
+        values = [_workload_value(r, key) for r in runs]
+        known = {repr(v) for v in values if v is not None}
+        if len(known) > 1:
+            out.append((label, values))
+    return out
+
+
+def workload_warning(runs: Sequence[StoredRun]) -> str | None:
+    """One line naming the fields on which the runs' workloads differ, None when they agree:
+    `workloads differ: input len 512 vs 1024, concurrency 16 vs 64`."""
+    diffs = workload_differences(runs)
+    if not diffs:
+        return None
+
+    def shown(v: object) -> str:
+        if v is None:
+            return "?"
+        if isinstance(v, float):
+            return "inf" if math.isinf(v) else f"{v:g}"
+        return str(v)
+
+    parts = [f"{label} {' vs '.join(shown(v) for v in values)}" for label, values in diffs]
+    return "workloads differ: " + ", ".join(parts)

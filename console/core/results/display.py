@@ -12,7 +12,7 @@ import math
 import re
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from console.core.results.record import StoredRun, as_number, jsonable
 from console.core.text import printable
@@ -217,9 +217,10 @@ def delta_suffix(row: Mapping, i: int) -> str | None:
 
 
 def run_date(run: StoredRun) -> str:
-    """When the benchmark ran: vLLM's `date` when recorded, else when the run was stored."""
-    if run.created <= 0 and run.origin == "reference":
-        return "-"
+    """When the benchmark ran: vLLM's `date` when recorded, else when the run was stored; for a
+    reference row its source and publication date (`ref seed 004`), never when it was imported."""
+    if is_reference(run):
+        return reference_date(run)
     date = run.setup.get("date")
     if isinstance(date, str):
         try:
@@ -284,6 +285,109 @@ def _accuracy_summary(run: StoredRun, parts: list[str]) -> str:
     return printable(" ".join(parts))
 
 
+# How a run's title names an overridden preset field (others: `key value`).
+_TITLE_NAMES = {
+    "max_concurrency": "conc",
+    "input_len": "in",
+    "output_len": "out",
+    "num_prompts": "n",
+    "request_rate": "rate",
+    "batch_size": "bs",
+    "dataset": "dataset",
+}
+
+
+def run_title(preset: str, overrides: Mapping) -> str:
+    """`chat-short · conc 16 · in 512`: the preset's name, then every field an override changed."""
+    parts = [preset]
+    for key, value in overrides.items():
+        if isinstance(value, (list, tuple)):
+            text = ",".join(str(v) for v in value) or "none"
+        elif value is None:
+            text = "unset"
+        elif isinstance(value, float):
+            text = f"{value:g}"
+        else:
+            text = str(value)
+        parts.append(f"{_TITLE_NAMES.get(str(key), str(key))} {text}")
+    return printable(" · ".join(parts))
+
+
+def title_of(run: StoredRun) -> str | None:
+    """The run's title: the stored one, else its preset's name (runs stored before titles)."""
+    title = run.context.get("title")
+    if isinstance(title, str) and title:
+        return printable(title)
+    preset = run.context.get("bench_preset")
+    return printable(str(preset)) if preset else None
+
+
+FAILED_STATES = frozenset({"error", "failed", "cancelled"})
+NO_VALUE = "—"  # a failed run's metrics: not a measurement, never a zero
+
+
+def failure_of(run: StoredRun) -> str | None:
+    """Why a run failed, in a few words; None when it did not (or cannot be judged: offline and
+    accuracy runs, which store no request counts). Failed: no request succeeded (a result JSON of
+    0 successful requests), or the run ended in an error or was cancelled."""
+    state = run.context.get("status")
+    if isinstance(state, str) and state in FAILED_STATES:
+        return state
+    completed = as_number(run.metrics.get("completed"))
+    if completed is not None and completed <= 0:
+        failed = as_number(run.metrics.get("failed"))
+        total = (failed or 0) + completed
+        return f"0 of {total:.0f} requests succeeded" if total else "no request succeeded"
+    return None
+
+
+def run_status(run: StoredRun) -> str:
+    """ "failed" or "ok" (what `results list --json` says as `status`)."""
+    return "failed" if failure_of(run) is not None else "ok"
+
+
+def split_failed(runs: Sequence[StoredRun]) -> tuple[list[StoredRun], list[StoredRun]]:
+    """(runs that can be compared, failed runs): a failed run's zeros are no data point."""
+    good = [r for r in runs if failure_of(r) is None]
+    return good, [r for r in runs if failure_of(r) is not None]
+
+
+def failed_note(failed: Sequence[StoredRun]) -> str:
+    """One line saying which failed runs were left out of a comparison."""
+    if not failed:
+        return ""
+    ids = ", ".join(r.id for r in failed[:3]) + (", …" if len(failed) > 3 else "")
+    return f"left out {len(failed)} failed run{'s' if len(failed) != 1 else ''} ({ids}): no request succeeded or it ended in an error"
+
+
+def is_reference(run: StoredRun) -> bool:
+    """A row of the seeds' published numbers (reference_numbers.toml), not a run made here."""
+    if run.origin == "reference" or run.context.get("reference"):
+        return True
+    return bool(run.source and "reference_numbers.toml#" in run.source)
+
+
+def reference_date(run: StoredRun) -> str:
+    """What a reference row shows where a run shows its date: its source and, when the file
+    records it, its publication date (never when it was imported)."""
+    published = run.context.get("published")
+    seed = run.context.get("reference") or ""
+    where = str(seed).split(":", 1)[0] if seed else "reference"
+    return printable(f"ref {where}" + (f" {published}" if published else ""))
+
+
+def reference_source(run: StoredRun) -> str:
+    """A reference row's provenance, one line: the seed and its section, the file, the publication date."""
+    what = run.context.get("reference") or "published numbers"
+    published = run.context.get("published")
+    file = (run.source or "").split("#", 1)[0] or "reference_numbers.toml"
+    return printable(
+        f"published numbers, {what} ({file}); "
+        + (f"published {published}" if published else "publication date not recorded")
+        + "; not run here"
+    )
+
+
 def run_summary(run: StoredRun) -> dict:
     """The columns of `results list` for one run."""
     ctx = run.context
@@ -292,6 +396,7 @@ def run_summary(run: StoredRun) -> dict:
         partition = f"{ctx.get('compute_partition') or '?'}/{ctx.get('memory_partition') or '?'}"
     preset = ctx.get("bench_preset")
     summary = setup_summary(run)
+    failure = failure_of(run)
     return {
         "id": run.id,
         "date": run_date(run),
@@ -301,7 +406,11 @@ def run_summary(run: StoredRun) -> dict:
         "gpu_model": _text(ctx.get("gpu_model")),
         "model": _text(run.setup.get("model")),
         "partition": _text(partition),
-        "setup": printable(f"{preset}: {summary}") if preset else summary,
+        "title": title_of(run),
+        "status": "failed" if failure is not None else "ok",
+        "failure": failure,
+        # a `*` on the preset: an override changed it (the title names what)
+        "setup": printable(f"{preset}{'*' if ctx.get('bench_overrides') else ''}: {summary}") if preset else summary,
         "completed": run.metrics.get("completed"),
         "failed": run.metrics.get("failed"),
         "output_throughput": run.metrics.get("output_throughput"),

@@ -15,7 +15,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from console.core.bench.offline import OfflinePreset, offline_metrics, offline_setup
 from console.core.bench.run_telemetry import RunTelemetry
-from console.core.results.build import context_block, extras_block, finish_run, full_setup, jsonable_setup
+from console.core.results.build import (
+    context_block,
+    extras_block,
+    finish_run,
+    full_setup,
+    jsonable_setup,
+    with_title,
+)
 from console.core.results.record import StoredRun, as_number, jsonable, new_run_id
 
 OFFLINE_KINDS = ("latency", "throughput")
@@ -47,6 +54,7 @@ def run_from_offline(
         setup["model"] = model
     ctx = dict(context or {})
     ctx.update(run_kind=kind, bench_preset=ctx.get("bench_preset") or preset.name, tp=preset.tp)
+    with_title(ctx, None)  # a caller's `bench_overrides` named in the title
     run = _console_run(created, label, ctx, setup, metrics, dict(result))
     if telemetry is not None:
         extras = extras_block(telemetry, None, (), offline_output_tokens(kind, result, preset))

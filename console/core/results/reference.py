@@ -43,6 +43,7 @@ class ReferenceRow:
     max_num_seqs: int | None = None
     serve_args: tuple[str, ...] = ()
     note: str | None = None
+    published: str | None = None  # when the seed published the numbers (YYYY-MM-DD), when known
     metrics: dict = field(default_factory=dict, hash=False)
     source: str = ""
 
@@ -68,6 +69,7 @@ _REF_FIELDS: dict[str, str] = {
     "max_num_seqs": "int",
     "serve_args": "strlist",
     "note": "str",
+    "published": "str",
     "metrics": "metrics",
 }
 _REF_REQUIRED = ("seed", "section", "kind", "gpu", "model", "tp", "metrics")
@@ -299,6 +301,7 @@ def reference_as_run(row: ReferenceRow) -> StoredRun:
             "serve_args": list(row.serve_args) or None,
             "tp": row.tp,
             "reference": f"seed {row.seed}: {row.section}",
+            "published": row.published,
             "run_kind": row.kind.removeprefix("offline_") if row.kind != "serving" else None,
         }
     )

@@ -29,7 +29,7 @@ from console.core.bench.result import BenchResult
 from console.core.bench.run_telemetry import Episode, RunTelemetry, summarize
 from console.core.experiment.spec import split_evenly
 from console.core.model import BenchPreset, NodeSpec
-from console.core.results.build import run_from_console
+from console.core.results.build import preset_changes, run_from_console
 from console.core.status_view import fmt_num
 from console.services.groups import GroupView
 from console.services.instances import InstanceState, InstanceView
@@ -91,6 +91,8 @@ class GroupBenchOutcome:
     # clients checked against their replicas' /metrics (per client; None where not judged).
     telemetry: RunTelemetry | None = dataclasses.field(default=None, repr=False)
     client_checks: tuple[cc.ClientCheck | None, ...] = ()
+    # The preset fields an override (or --concurrency/--rate/--num-prompts) changed: the title names them.
+    overrides: Mapping = dataclasses.field(default_factory=dict)
 
     @property
     def client_bound(self) -> bool | None:
@@ -246,10 +248,15 @@ class GroupBenchRunner:
         extra_env: Mapping[str, str] | None = None,
     ) -> GroupBenchOutcome:
         """Drive every ready replica at once (or `url` with one client); on_event gets (replica, event)."""
+        base = preset
         try:
             preset = apply_bench_overrides(preset, dict(overrides or {}))
         except ValueError as exc:
             raise BenchRunError(str(exc)) from None
+        changes = preset_changes(base, preset)
+        for key, value in (("max_concurrency", concurrency), ("request_rate", rate), ("num_prompts", num_prompts)):
+            if value is not None:
+                changes[key] = value
         by_name = {n.name: n for n in nodes}
         ready = [v for v in group.replicas if v.state == InstanceState.READY and v.node in by_name]
         if not ready:
@@ -338,7 +345,7 @@ class GroupBenchRunner:
             except (TransportError, OSError):
                 afters = [None] * len(befores)
             checks = tuple(client_check_of(o.result, b, a) for o, b, a in zip(outcome.outcomes, befores, afters))
-        return dataclasses.replace(outcome, telemetry=telemetry, client_checks=checks)
+        return dataclasses.replace(outcome, telemetry=telemetry, client_checks=checks, overrides=changes)
 
     def _recorders(self, targets: Sequence[InstanceView]) -> list[run_telemetry.RunTelemetryRecorder]:
         """One recorder per node, for the GPUs of every replica driven on it."""
@@ -540,7 +547,17 @@ def store_group(
         i = len(ids)
         check = outcome.client_checks[i] if i < len(outcome.client_checks) else None
         ids.append(
-            store.save(run_from_console(context, o.result_json, {}, setup=preset, label=label, client_check=check))
+            store.save(
+                run_from_console(
+                    context,
+                    o.result_json,
+                    {},
+                    setup=preset,
+                    label=label,
+                    client_check=check,
+                    overrides=outcome.overrides,
+                )
+            )
         )
     context = {
         "node": ",".join(group.nodes),
@@ -561,6 +578,7 @@ def store_group(
                 label=label,
                 telemetry=outcome.telemetry,
                 client_check=outcome.group_check(),
+                overrides=outcome.overrides,
             )
         )
     )

@@ -29,6 +29,7 @@ from console.core.bench.result import BenchResult, load_result_file
 from console.core.bench.run_telemetry import RunTelemetry
 from console.core.model import BenchPreset, NodeSpec
 from console.core.node_json import loads_document
+from console.core.results.build import preset_changes
 from console.core.serve.argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand
 from console.services.instances import InstanceView
@@ -93,6 +94,8 @@ class RunOutcome(run_api.Outcome):
     telemetry_note: str | None = None
     client_check: cc.ClientCheck | None = field(default=None, repr=False)
     pitfalls: tuple[cc.Pitfall, ...] = ()
+    # The preset fields an override changed (build.preset_changes): the stored run's title names them.
+    overrides: Mapping = field(default_factory=dict)
 
     @property
     def client_bound(self) -> bool | None:
@@ -478,7 +481,9 @@ class BenchRunner(run_api.KindRunner):
         )
         if on_event:
             on_event(BenchStarted(name, node.name, tuple(redact(list(argv))), max_concurrency))
-        return await self.follow(node, instance, name, on_event=on_event, argv=argv, server_before=before)
+        outcome = await self.follow(node, instance, name, on_event=on_event, argv=argv, server_before=before)
+        changes = preset_changes(preset, apply_bench_overrides(preset, overrides or {}))  # start() checked them
+        return dataclasses.replace(outcome, overrides=changes) if changes else outcome
 
     async def runs(self, node: NodeSpec) -> list[dict]:
         """records() as the node listed them (plain dicts, as `bench runs --json` prints them)."""
@@ -498,7 +503,12 @@ def instance_max_model_len(instance: InstanceView) -> int | None:
 
 def store_kwargs(outcome: RunOutcome) -> dict:
     """run_from_console's keywords for what issue P adds to a stored serving run."""
-    return {"telemetry": outcome.telemetry, "client_check": outcome.client_check, "pitfalls": outcome.pitfalls}
+    return {
+        "telemetry": outcome.telemetry,
+        "client_check": outcome.client_check,
+        "pitfalls": outcome.pitfalls,
+        "overrides": outcome.overrides,
+    }
 
 
 def check_lines(outcome: RunOutcome) -> list[str]:

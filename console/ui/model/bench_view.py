@@ -11,9 +11,10 @@ summary row.
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from rich.table import Table
 from rich.text import Text
@@ -35,6 +36,7 @@ from console.services.runs.serving import (
     RunOutcome,
 )
 from console.ui.model.charts import Trace
+from console.ui.model.format import estimate
 from console.ui.model.protocols import Samples
 
 MAX_LIVE_POINTS = 3600  # an hour at the poller's 1 Hz
@@ -249,7 +251,7 @@ class BenchSession:
             if parse_progress(event.text) is not None:
                 return False  # tqdm redraws: the progress bar shows them
             text = printable(event.text.rstrip())  # the client's output: no control may reach the screen
-            self.log_pending.append(text if len(text) <= MAX_LOG_LINE else text[: MAX_LOG_LINE - 1] + "…")
+            self.log_pending.append(clip_line(text, MAX_LOG_LINE))
             self.log_lines += 1
             return True
         if isinstance(event, BenchFinished):
@@ -384,12 +386,124 @@ def progress_text(state: PointState | None, now: float, total_hint: int | None =
     return " · ".join(parts)
 
 
-def live_now_text(sample: LiveSample | None, final: bool = False) -> str:
-    """The server's last /metrics sample in one line (windowed percentiles)."""
+# Live latencies come from /metrics histograms (bucket estimates, format.estimate); once the
+# client's result arrives, vLLM's own figure for the same percentile replaces each.
+ESTIMATED = frozenset({"ttft_p50", "ttft_p90", "ttft_p99", "itl_p50", "itl_p90", "itl_p99", "e2e_p50", "e2e_p99"})
+FINAL_OF = {
+    "ttft_p50": "median_ttft_ms",
+    "ttft_p99": "p99_ttft_ms",
+    "itl_p50": "median_itl_ms",
+    "itl_p99": "p99_itl_ms",
+    "e2e_p50": "median_e2el_ms",
+    "e2e_p99": "p99_e2el_ms",
+}
+
+
+def final_metrics(state: PointState | None) -> dict | None:
+    """vLLM's own numbers of a finished point (None while it runs or when it wrote none)."""
+    if state is None or not state.finished or state.outcome is None or state.outcome.result is None:
+        return None
+    return dict(state.outcome.result.metrics) or None
+
+
+def latency_text(attr: str, sample: LiveSample | None, final: Mapping | None = None) -> str:
+    """A live latency as shown: vLLM's final figure (2 decimals) once known, else the bucket
+    estimate (≈, two significant digits: format.estimate)."""
+    key = FINAL_OF.get(attr)
+    if final is not None and key is not None and final.get(key) is not None:
+        return num_text(final[key], "{:.2f}")
+    value = getattr(sample, attr) if sample is not None else None
+    return estimate(value) if attr in ESTIMATED else compact(value)
+
+
+LOG_INDENT = "  "  # a wrapped client line's continuation
+
+
+def clip_line(text: str, limit: int) -> str:
+    """A client line cut to `limit` characters at a space (never inside a number or a word),
+    with `…` saying it was cut."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit - 1)  # room for " …"
+    if cut <= limit // 2:  # one long word: cut it, better than dropping most of the line
+        cut = limit - 2
+    return text[:cut].rstrip() + " …"
+
+
+_LOG_TOKEN = re.compile(r" +|[^ ]+")
+_NUMBER = re.compile(r"\d+(?:[.:]\d+)*")  # 3.1, 127.0.0.1, 07:42:47: one value each
+
+
+def _break_at(word: str, room: int) -> int:
+    """Where a word wider than the line may break: the last place within `room` that is not
+    inside a number (`70B` and `3.1` stay whole); `room` itself only when nothing else fits."""
+    inside = {i for m in _NUMBER.finditer(word) for i in range(m.start() + 1, m.end())}
+    return next((i for i in range(min(room, len(word) - 1), 0, -1) if i not in inside), room)
+
+
+def wrap_log_line(text: str, width: int) -> list[str]:
+    """A client line as the output pane shows it at `width` columns: wrapped at spaces,
+    continuation lines indented; a word wider than the pane breaks outside its numbers, so no
+    number is cut mid-value at any width (only one longer than the pane itself could be)."""
+    width = max(8, width)
+    if len(text) <= width:
+        return [text]
+    lines: list[str] = []
+    cur = ""
+    for tok in _LOG_TOKEN.findall(text):
+        if len(cur) + len(tok) <= width:
+            cur += tok
+            continue
+        if tok.startswith(" "):  # a break at the spaces: they go
+            lines.append(cur.rstrip())
+            cur = LOG_INDENT
+            continue
+        if cur.strip():
+            lines.append(cur.rstrip())
+            cur = LOG_INDENT
+        while len(cur) + len(tok) > width:
+            take = _break_at(tok, width - len(cur))
+            lines.append(cur + tok[:take])
+            cur, tok = LOG_INDENT, tok[take:]
+        cur += tok
+    if cur.strip():
+        lines.append(cur.rstrip())
+    return lines or [text[:width]]
+
+
+def live_chart_title(
+    title: str, pairs: Sequence[tuple[str, str]], unit: str, sample: LiveSample, final: Mapping | None = None
+) -> str:
+    """'TTFT p50 ≈2500 · p99 ≈5200 ms · /metrics buckets', then 'TTFT p50 2480.12 · p99 5210.40 ms · vLLM'
+    once the run's result arrived; 'Output 2167 tok/s', 'running 64 · waiting 0'."""
+
+    def value(attr: str) -> str:
+        v = getattr(sample, attr)
+        if attr in ("running", "waiting"):
+            return num_text(v, "{:.0f}")
+        return latency_text(attr, sample, final)
+
+    values = " · ".join(f"{label} {value(attr)}".strip() for attr, label in pairs)
+    text = f"{title} {values}{unit}".strip()
+    latencies = [attr for attr, _ in pairs if attr in ESTIMATED]
+    if latencies:
+        exact = final is not None and all(final.get(FINAL_OF.get(a, "")) is not None for a in latencies)
+        text += " · vLLM's result" if exact else " · ≈ /metrics bucket estimate"
+    return text
+
+
+def live_now_text(sample: LiveSample | None, final: bool = False, metrics: Mapping | None = None) -> str:
+    """The server's last /metrics sample in one line (windowed percentiles, bucket estimates
+    marked ≈); with `metrics` (vLLM's result, once the run ended) its TTFT and ITL instead."""
     if sample is None:
         return "server /metrics: no sample yet · charts: x = seconds since the run started"
+    exact = metrics is not None and metrics.get("median_ttft_ms") is not None
+    ttft = latency_text("ttft_p50", sample, metrics)
+    itl = latency_text("itl_p50", sample, metrics)
+    head = "vLLM's result" if exact else ("server, last sample" if final else "server now")
+    how = "" if exact else " (≈ bucket estimates)"
     return (
-        f"{'server, last sample' if final else 'server now'}: TTFT p50 {num_text(sample.ttft_p50)} ms · ITL p50 {num_text(sample.itl_p50, '{:.2f}')} ms · "
+        f"{head}: TTFT p50 {ttft} ms · ITL p50 {itl} ms{how} · "
         f"{num_text(sample.output_tok_s, '{:.0f}')} tok/s · running {num_text(sample.running, '{:.0f}')} · "
         f"waiting {num_text(sample.waiting, '{:.0f}')} · KV {num_text(sample.kv_cache_pct, '{:.1f}')}%"
     )
@@ -561,14 +675,23 @@ class ParetoPoint:
 
 
 def pareto_points(rows: Iterable[SweepRow], x_attr: str) -> list[ParetoPoint]:
-    """One point per finished point with numbers: x = latency (ms), y = output tok/s."""
+    """One point per finished point with numbers: x = latency (ms), y = output tok/s. A point
+    where no request succeeded is left out (its zero latency would read as the best)."""
     out = []
     for r in rows:
+        if r.completed == 0:
+            continue
         x, y = getattr(r, x_attr), r.output_tok_s
         if x is None or y is None:
             continue
         out.append(ParetoPoint(float(x), float(y), f"c{r.point}" if r.point else "c∞"))
     return out
+
+
+def pareto_note(rows: Iterable[SweepRow]) -> str:
+    """' · 1 failed point left out' when a point had no successful request, else ''."""
+    n = sum(1 for r in rows if r.completed == 0)
+    return f" · {n} failed point{'s' if n != 1 else ''} left out" if n else ""
 
 
 def pareto_front(points: Sequence[ParetoPoint]) -> list[ParetoPoint]:

@@ -162,3 +162,28 @@ def probe_facts(probe: ProbeInfo | None) -> list[str]:
     if probe is None:
         return []
     return [f"ROCm {probe.rocm or '?'}", f"vLLM {probe.vllm or 'none'}"]
+
+
+# ---------------------------------------------------------------- bucket estimates (issue U)
+
+ESTIMATE_MARK = "≈"
+ESTIMATE_DIGITS = 2  # significant digits a /metrics histogram estimate may show
+
+
+def estimate(value: float | None, na: str = "–") -> str:
+    """A percentile interpolated inside a /metrics histogram bucket: `≈38`, `≈3.9`, `≈2500`.
+
+    vLLM's latency buckets are tens of percent wide (0.02-0.04 s, 0.25-0.5 s, 2.5-5 s), so the
+    interpolation knows at best two significant digits: this is the one place that says how many
+    such a number shows, and the mark says it is an estimate, not vLLM's own figure."""
+    if value is None or value != value:  # None or NaN
+        return na
+    if value == 0:
+        return f"{ESTIMATE_MARK}0"
+    from math import floor, log10
+
+    def digits_after_point(v: float) -> int:
+        return max(0, ESTIMATE_DIGITS - 1 - floor(log10(abs(v))))
+
+    rounded = round(value, ESTIMATE_DIGITS - 1 - floor(log10(abs(value))))  # 2480 -> 2500, 3.91 -> 3.9
+    return f"{ESTIMATE_MARK}{rounded:.{digits_after_point(rounded)}f}"  # 9.96 -> 10, not 10.0

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from console.core.bench.run_telemetry import RunTelemetry, TelemetryError
-from console.core.results.display import client_mark, format_value, run_summary, sig3
+from console.core.results.display import NO_VALUE, client_mark, format_value, run_summary, sig3
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport
@@ -48,7 +48,24 @@ def columns_for(runs: Sequence[StoredRun]) -> tuple[tuple[str, str], ...]:
 
 
 MARK_WIDTH = 3
-_SHRINK = (("model", 14), ("setup", 14))  # what gives way in a narrow terminal, down to these widths
+_SHRINK = (("model", 14), ("setup", 14))  # what gives way first in a narrow terminal, down to these widths
+# Then, in order, until the list fits: a column dropped (None), the date without its year
+# ("date", 0), the labels of the metric columns shortened ("labels", 0), a column cut to a width.
+# The key metrics (OK/Fail, tok/s, TTFT, ITL), the model and the setup always stay.
+_GIVE_WAY: tuple[tuple[str, int | None], ...] = (
+    ("partition", None),
+    ("thr", None),
+    ("watts", None),
+    ("cb", None),
+    ("date", 0),
+    ("node", None),
+    ("tpj", None),
+    ("labels", 0),
+    ("model", 10),
+    ("model", 8),
+    ("setup", 10),  # the setup (dataset, lengths, concurrency) before the model's name
+)
+SHORT_LABELS = {"done": "OK/F", "tput": "tok/s", "ttft": "TTFT", "itl": "ITL"}
 
 
 def run_cells(run: StoredRun) -> dict[str, str]:
@@ -56,6 +73,18 @@ def run_cells(run: StoredRun) -> dict[str, str]:
     s = run_summary(run)
     done = format_value("completed", s["completed"])
     failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
+    if s["status"] == "failed":  # marked, and its zeros are no measurement
+        state = s["failure"] if s["completed"] is None else f"{done}/{failed}"
+        return {
+            "date": s["date"][:16],
+            "node": s["node"] or "-",
+            "model": short_model(s["model"]),
+            "partition": s["partition"] or "-",
+            "setup": s["setup"],
+            "done": f"✗ {state}",
+            **dict.fromkeys(("tput", "ttft", "itl", "tpj", "watts", "thr"), NO_VALUE),
+            "cb": "",
+        }
     return {
         "date": s["date"][:16],
         "node": s["node"] or "-",
@@ -77,21 +106,60 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-def fit_cells(
+def short_setup(text: str, width: int) -> str:
+    """A setup summary in `width` cells keeping what tells runs apart: the prompt count goes
+    first (`n1024`), then the dataset's name, then the end is cut (`sharegpt c128 n1024` ->
+    `sharegpt c128` -> `c128`)."""
+    words = text.split(" ")
+    for drop in (lambda w: w[:1] == "n" and w[1:].isdigit(), lambda w: w.isalpha()):
+        if len(" ".join(words)) <= width:
+            break
+        kept = [w for w in words if not drop(w)]
+        words = kept or words
+    return _cut(" ".join(words), width)
+
+
+def fit_table(
     rows: list[dict[str, str]], width: int, columns: Sequence[tuple[str, str]] = COLUMNS
-) -> list[dict[str, str]]:
-    """Shorten the model, then the setup, so every column fits `width` cells (with the
-    table's cell padding and a scrollbar); the numbers are never cut."""
-    keys = [k for k, _ in columns[1:]]
-    widths = {k: max([len(label)] + [len(r[k]) for r in rows]) for k, label in columns[1:]}
-    over = MARK_WIDTH + 2 + sum(widths[k] + 2 for k in keys) + 2 - width
-    if over <= 0:
-        return rows
-    for key, least in _SHRINK:
-        cut = max(0, min(widths[key] - least, over))
-        widths[key] -= cut
-        over -= cut
-    return [{k: (_cut(v, widths[k]) if k in dict(_SHRINK) else v) for k, v in r.items()} for r in rows]
+) -> tuple[tuple[tuple[str, str], ...], list[dict[str, str]]]:
+    """The columns that fit `width` cells (with the table's cell padding and a scrollbar) and the
+    rows' cells for them: the model and the setup shortened first, then the least important
+    columns dropped (_GIVE_WAY); the numbers are never cut."""
+    cols: list[tuple[str, str]] = [(k, label) for k, label in columns]
+    rows = [dict(r) for r in rows]
+
+    def widths() -> dict[str, int]:
+        return {k: max([len(label)] + [len(r[k]) for r in rows]) for k, label in cols[1:]}
+
+    def over(w: dict[str, int]) -> int:
+        return MARK_WIDTH + 2 + sum(w[k] + 2 for k, _ in cols[1:]) + 2 - width
+
+    originals = [dict(r) for r in rows]  # each cut starts from the whole text
+
+    def shrink(key: str, least: int) -> None:
+        w = widths()
+        if key in w:
+            target = max(least, w[key] - over(w))
+            if target < w[key]:
+                for r, whole in zip(rows, originals):
+                    r[key] = short_setup(whole[key], target) if key == "setup" else _cut(whole[key], target)
+
+    for key, width_at_least in _SHRINK:
+        if over(widths()) > 0:
+            shrink(key, width_at_least)
+    for key, least in _GIVE_WAY:
+        if over(widths()) <= 0:
+            break
+        if key == "date":
+            for r in rows:  # 2026-11-21 07:42 -> 11-21 07:42
+                r["date"] = r["date"][5:] if r["date"][:4].isdigit() and r["date"][4:5] == "-" else r["date"]
+        elif key == "labels":
+            cols = [(k, SHORT_LABELS.get(k, label)) for k, label in cols]
+        elif least is None:
+            cols = [c for c in cols if c[0] != key]
+        else:
+            shrink(key, least)
+    return tuple(cols), rows
 
 
 def run_haystack(run: StoredRun) -> str:
@@ -146,11 +214,33 @@ def import_summary(report: ImportReport) -> str:
     return text
 
 
-def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path) -> Path:
-    """Write runs as json / csv / md; returns the absolute path. OSError if it cannot."""
-    target = Path(path).expanduser()
+EXPORT_FOLDER = "exports"  # under the store's folder; the store reads only <root>/*.json as runs
+
+
+def export_folder(store_root: Path) -> Path:
+    """Where exports go by default: the results folder of the data dir (its `exports/`, so an
+    exported JSON is never read back as a stored run), not the folder the console started in."""
+    return Path(store_root) / EXPORT_FOLDER
+
+
+def export_target(text: str, fmt: str, folder: Path) -> Path:
+    """The absolute file an export writes: `~` expanded, a relative name inside `folder`, and
+    the extension the chosen format's (a name without one, or with another format's, follows it)."""
+    target = Path(text.strip()).expanduser()
     if not target.is_absolute():
-        target = Path.cwd() / target
+        target = Path(folder) / target
+    ext = target.suffix.lstrip(".").lower()
+    if ext != fmt and (not ext or ext in EXPORTERS or ext == "markdown"):
+        target = target.with_name(f"{target.stem if ext else target.name}.{fmt}")
+    return target
+
+
+def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path, folder: Path | None = None) -> Path:
+    """Write runs as json / csv / md; returns the absolute path. OSError if it cannot.
+    A relative path is taken inside `folder` (made when missing), else the current folder."""
+    target = export_target(str(path), fmt, folder if folder is not None else Path.cwd())
+    if folder is not None and target.parent == Path(folder):
+        target.parent.mkdir(parents=True, exist_ok=True)
     text = EXPORTERS[fmt](list(runs))
     target.write_text(text, encoding="utf-8")
     return target

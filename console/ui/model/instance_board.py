@@ -325,3 +325,36 @@ def node_summary(counts: dict[str, int]) -> str:
     if len(parts) == 1:
         return f"{total} {noun} {parts[0].split(' ', 1)[1]}"  # '2 instances ready'
     return f"{total} {noun}: {', '.join(parts)}"
+
+
+def middle_cut(text: str, width: int, tail: int = 0) -> str:
+    """`llama-3.1-8b…cpx-g13`: the start and the end of a name, an ellipsis between, in `width`
+    cells; at least `tail` characters of the end are kept (the part that tells names apart)."""
+    if len(text) <= width:
+        return text
+    if width <= 2:
+        return text[-width:]
+    keep = min(width - 2, max(tail, (width - 1) // 2))
+    head = width - 1 - keep
+    return text[:head] + "…" + text[len(text) - keep :]
+
+
+def distinct_cuts(names: Sequence[str], width: int) -> list[str]:
+    """Names cut to `width` so that names that differ stay different: each keeps the end that
+    differs from the name most like it (instances of one preset differ in their last part)."""
+    out = []
+    unique = list(dict.fromkeys(names))
+    for name in names:
+        shared = max((_common_prefix(name, other) for other in unique if other != name), default=0)
+        head = width - 1 - (width - 1) // 2  # what a plain middle cut keeps of the start
+        out.append(middle_cut(name, width, tail=0 if shared < head else len(name) - shared))
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

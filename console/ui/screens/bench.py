@@ -18,6 +18,7 @@ goes on on the node (it runs detached there); `rocm-console bench runs` lists it
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import functools
 import time
@@ -35,7 +36,8 @@ from textual.widgets import DataTable, Log, ProgressBar, Static
 
 from console.core.bench.argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
-from console.core.results.build import run_from_console
+from console.core.results.build import preset_changes, run_from_console
+from console.core.results.display import run_title
 from console.core.results.record import StoredRun
 from console.core.text import one_line
 from console.services.fleet import FleetTelemetry
@@ -85,15 +87,9 @@ _EMPTY_TITLES = {
 }
 
 
-def chart_title(title: str, pairs: Sequence[tuple[str, str]], unit: str, sample) -> str:
-    """'TTFT p50 2480 · p99 5210 ms', 'Output 2167 tok/s', 'running 64 · waiting 0'."""
-
-    def value(attr: str) -> str:
-        v = getattr(sample, attr)
-        return bv.num_text(v, "{:.0f}") if attr in ("running", "waiting") else bv.compact(v)
-
-    values = " · ".join(f"{label} {value(attr)}".strip() for attr, label in pairs)
-    return f"{title} {values}{unit}".strip()
+def chart_title(title: str, pairs: Sequence[tuple[str, str]], unit: str, sample, final: Mapping | None = None) -> str:
+    """'TTFT p50 ≈2500 · p99 ≈5200 ms · ≈ /metrics bucket estimate', 'Output 2167 tok/s' (bench_view)."""
+    return bv.live_chart_title(title, pairs, unit, sample, final)
 
 
 class BenchScreen(Screen):
@@ -179,6 +175,9 @@ class BenchScreen(Screen):
         self._ready = False
         self._cancel_sent: str | None = None
         self._drawn: dict[str, object] = {}
+        # the client's lines as they came (bounded like the pane), re-wrapped when the pane's width changes
+        self._log_raw: collections.deque[str] = collections.deque(maxlen=MAX_LOG_LINES)
+        self._log_wrapped_at = -1
         self._gpu_window: tuple[float | None, float | None] = (None, None)  # agent clock
         if self.session.sweep:
             self.add_class("-sweep")
@@ -202,7 +201,7 @@ class BenchScreen(Screen):
             widget_id, _, _, _, ylim = LIVE_CHARTS[5]
             yield LivePlot(_EMPTY_TITLES[widget_id], ylim=ylim, id=widget_id)
         with Horizontal(id="bench-bottom"):
-            log = Log(max_lines=MAX_LOG_LINES, id="bench-log")
+            log = Log(max_lines=MAX_LOG_LINES, id="bench-log")  # lines wrapped to its width: no scroll sideways
             log.border_title = "Client output"
             yield log
             yield Static(id="bench-result")
@@ -387,6 +386,8 @@ class BenchScreen(Screen):
             "gpus": list(view.gpus),
             "sweep_id": self._sweep_id(),
             "sweep_point": point,
+            # a run that wrote a result yet was cancelled or ended in an error is stored as failed
+            "status": "cancelled" if outcome.cancelled else ("error" if outcome.exit_code else None),
         }
 
     def _sweep_id(self) -> str | None:
@@ -480,7 +481,8 @@ class BenchScreen(Screen):
         cur = s.current
         word, var = self._state_word()
         first = (
-            f"[b]Benchmark[/b] {escape(self.preset.name)} → [b]{escape(self.instance.name)}[/b] "
+            f"[b]Benchmark[/b] {escape(run_title(self.preset.name, preset_changes(self.preset, self.effective)))}"
+            f" → [b]{escape(self.instance.name)}[/b] "
             f"on [b]{escape(self.node.name)}[/b]"
         )
         if s.sweep:
@@ -545,7 +547,13 @@ class BenchScreen(Screen):
         self._set("bench-progress-text", Text(bv.progress_text(cur, now, total)))
         self._set(
             "bench-live-text",
-            Text(bv.live_now_text(cur.last_live if cur is not None else None, final=cur is not None and cur.finished)),
+            Text(
+                bv.live_now_text(
+                    cur.last_live if cur is not None else None,
+                    final=cur is not None and cur.finished,
+                    metrics=bv.final_metrics(cur),
+                )
+            ),
         )
 
     def _draw_log(self) -> None:
@@ -555,16 +563,44 @@ class BenchScreen(Screen):
         lines = list(pending)
         pending.clear()
         log = self.query_one("#bench-log", Log)
-        log.write_lines(lines)
+        self._log_raw.extend(lines)
+        width = self._log_width()
+        if width != self._log_wrapped_at:  # the pane changed size: wrap everything afresh
+            self._rewrap_log()
+        else:
+            log.write_lines([piece for line in lines for piece in bv.wrap_log_line(line, width)])
         if log.auto_scroll:  # again once the new lines are laid out (a first batch can land early)
             self.call_after_refresh(log.scroll_end, animate=False)
         log.border_title = f"Client output · {self.session.log_lines} lines"
+
+    def _log_width(self) -> int:
+        """Columns a client line may use in the output pane (its vertical scrollbar kept clear)."""
+        log = self.query_one("#bench-log", Log)
+        return max(8, log.content_region.width - log.styles.scrollbar_size_vertical)
+
+    def _rewrap_log(self) -> None:
+        log = self.query_one("#bench-log", Log)
+        width = self._log_width()
+        self._log_wrapped_at = width
+        log.clear()
+        log.write_lines([piece for line in self._log_raw for piece in bv.wrap_log_line(line, width)])
+        if log.auto_scroll:
+            self.call_after_refresh(log.scroll_end, animate=False)
+
+    def on_resize(self) -> None:
+        if self._ready and self._log_raw:  # after the layout: the pane's new width
+            self.call_after_refresh(self._rewrap_if_resized)
+
+    def _rewrap_if_resized(self) -> None:
+        if self._log_width() != self._log_wrapped_at:
+            self._rewrap_log()
 
     def _draw_live(self, cur: bv.PointState | None) -> None:
         key = (
             id(cur),
             len(cur.live) if cur is not None else 0,
             cur.live[-1].ts if cur is not None and cur.live else None,
+            id(cur.outcome) if cur is not None else None,  # vLLM's numbers replace the estimates
         )
         if self._drawn.get("live") == key:
             return
@@ -579,7 +615,7 @@ class BenchScreen(Screen):
                 plot.replot([], t0, _EMPTY_TITLES[widget_id], ylim=ylim)
                 continue
             marked = spans if widget_id in THROTTLE_MARKED else ()
-            text = chart_title(title, pairs, unit, last)
+            text = chart_title(title, pairs, unit, last, bv.final_metrics(cur))
             if marked:
                 text += f" · GPU throttled {sum(e - s for s, e in marked):.0f}s (red)"
             plot.replot(bv.live_traces(samples, pairs), t0, text, ylim=ylim, spans=marked)
@@ -638,8 +674,9 @@ class BenchScreen(Screen):
         for row in rows:
             table.add_row(*bv.sweep_cells(row))
         table.border_title = f"Sweep · {len(rows)}/{len(self.session.points)} points · medians, ms"
-        self.query_one("#pareto-ttft", ParetoPlot).replot(bv.pareto_points(rows, "median_ttft_ms"))
-        self.query_one("#pareto-itl", ParetoPlot).replot(bv.pareto_points(rows, "median_itl_ms"))
+        note = bv.pareto_note(rows)  # a point with no successful request is no data point
+        self.query_one("#pareto-ttft", ParetoPlot).replot(bv.pareto_points(rows, "median_ttft_ms"), note)
+        self.query_one("#pareto-itl", ParetoPlot).replot(bv.pareto_points(rows, "median_itl_ms"), note)
 
     # ------------------------------------------------------------ keys
 

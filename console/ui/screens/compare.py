@@ -19,7 +19,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from console.core.errors import ProfileError
-from console.core.results.compare import compare_table
+from console.core.results.compare import compare_table, workload_warning
+from console.core.results.display import failed_note
 from console.core.results.record import StoredRun
 from console.core.results.reference import (
     ReferenceMatch,
@@ -46,10 +47,17 @@ class CompareScreen(Screen):
         error: str | None = None
 
     def __init__(
-        self, runs: Sequence[StoredRun], *, reference_path: Path | None = None, show_reference: bool = False
+        self,
+        runs: Sequence[StoredRun],
+        *,
+        reference_path: Path | None = None,
+        show_reference: bool = False,
+        left_out: Sequence[StoredRun] = (),
     ) -> None:
         super().__init__(id="compare-screen")
         self.runs = list(runs)
+        self.left_out = list(left_out)  # failed runs, not compared (their zeros are no data)
+        self.workload_warning = workload_warning(self.runs)
         self.reference_path = reference_path or REFERENCE_PATH
         self.show_reference = show_reference
         self.matches: list[ReferenceMatch] | None = None  # None: not read yet
@@ -58,6 +66,7 @@ class CompareScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="compare-title")
+        yield Static(id="compare-warning", markup=False)
         yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True, fixed_columns=1)
         yield Static(id="compare-notes")
         yield KeyBar()
@@ -135,6 +144,12 @@ class CompareScreen(Screen):
         if first_metric is not None:
             table.move_cursor(row=first_metric, animate=False)
         self.query_one("#compare-title", Static).update(self._title())
+        warning = self.query_one("#compare-warning", Static)
+        lines = [f"⚠ {self.workload_warning}"] if self.workload_warning else []
+        if self.left_out:
+            lines.append(failed_note(self.left_out))
+        warning.update("\n".join(lines))
+        warning.display = bool(lines)
         self.query_one("#compare-notes", Static).update(self._notes())
 
     def _title(self) -> Text:

@@ -37,23 +37,30 @@ from textual.widgets import (
 
 from console.core.results.display import (
     energy_text,
+    failed_note,
+    failure_of,
     format_value,
+    is_reference,
     metric_label,
+    reference_source,
     run_date,
+    split_failed,
+    title_of,
 )
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport, ResultStore
 from console.ui.model.compare_view import REFERENCE_PATH
 from console.ui.model.history_view import (
-    EXPORTERS,
     FILTER_HINT,
     MARK_WIDTH,
     RIGHT,
     columns_for,
     default_export_name,
     expand_paths,
-    fit_cells,
+    export_folder,
+    export_target,
+    fit_table,
     import_summary,
     matches_filter,
     run_cells,
@@ -120,7 +127,9 @@ class ImportPrompt(FormDialog["str | None"]):
 
 
 class ExportPrompt(FormDialog["tuple[str, str] | None"]):
-    """Dismisses with (format, path) or None; the path's extension follows the format."""
+    """Dismisses with (format, absolute path) or None. The file name follows the format
+    chosen, a relative name is taken in `folder` (the results folder), and the full path
+    is shown before anything is written; the focus starts on the format."""
 
     GO_BUTTON = "export-go"
     CSS_PATH = PROMPT_CSS
@@ -130,11 +139,18 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
         Binding("enter", "submit", "Export", show=False, priority=True, id="export-go"),
     ]
 
-    def __init__(self, count: int, fmt: str = "csv", path: str | None = None) -> None:
+    def __init__(self, count: int, fmt: str = "csv", path: str | None = None, *, folder: Path | None = None) -> None:
         super().__init__(id="history-export-prompt")
         self.count = count
         self.fmt = fmt
-        self.path = path or default_export_name(fmt)
+        self.folder = Path(folder) if folder is not None else Path.cwd()
+        self.path = str(export_target(path or default_export_name(fmt), fmt, self.folder))
+
+    @property
+    def target(self) -> Path | None:
+        """The file Enter would write (None while the name is empty)."""
+        text = self.query_one("#export-path", Input).value.strip()
+        return export_target(text, self.fmt, self.folder) if text else None
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
@@ -145,10 +161,11 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
                     yield RadioButton(label, value=fmt == self.fmt, id=f"export-{fmt}")
             yield Input(
                 self.path,
-                placeholder="file to write (relative to the folder the console runs in)",
+                placeholder=f"file to write (a bare name goes in {self.folder})",
                 id="export-path",
                 compact=True,
             )
+            yield Static(id="export-target", classes="prompt-target", markup=False)
             yield from _prompt_footer(
                 "JSON: every stored field. CSV: one row per run. Markdown: the runs and their "
                 "metrics side by side with deltas against the first.",
@@ -156,15 +173,32 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
                 "export",
             )
 
+    def form_mounted(self) -> None:
+        self.query_one(RadioSet).focus()  # the choice made first; the name follows it
+        self._show_target()
+
+    def _show_target(self) -> None:
+        target = self.target
+        self.query_one("#export-target", Static).update(
+            f"writes {target}" if target is not None else "type a file name"
+        )
+
+    @on(Input.Changed, "#export-path")
+    def _path_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._show_target()
+
     @on(RadioSet.Changed)
     def _format_changed(self, event: RadioSet.Changed) -> None:
         event.stop()
         fmt = (event.pressed.id or "export-csv").removeprefix("export-")
-        box = self.query_one(Input)
-        stem, ext = os.path.splitext(box.value)
-        if ext.lstrip(".") in EXPORTERS or not box.value:
-            box.value = f"{stem or 'rocm-console-results'}.{fmt}"
+        box = self.query_one("#export-path", Input)
+        text = box.value.strip() or default_export_name(fmt)
         self.fmt = fmt
+        followed = export_target(text, fmt, self.folder)
+        if followed.name != Path(text).expanduser().name:  # the extension changed with the format
+            box.value = str(Path(text).expanduser().with_name(followed.name))
+        self._show_target()
 
     def action_submit(self) -> None:
         focused = self.focused
@@ -174,9 +208,9 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
             self.submit()
 
     def submit(self) -> None:
-        path = self.query_one(Input).value.strip()
-        if path:
-            self.dismiss((self.fmt, path))
+        target = self.target
+        if target is not None:
+            self.dismiss((self.fmt, str(target)))
 
 
 # ---------------------------------------------------------------- run detail
@@ -375,7 +409,8 @@ class HistoryScreen(Screen):
         run_named(self, load, "history-load", exclusive=True, thread=True)
 
     def on_history_screen_runs_loaded(self, message: RunsLoaded) -> None:
-        self.runs = message.runs
+        # the seeds' published rows apart, below the runs made here: they are no run of today
+        self.runs = [r for r in message.runs if not is_reference(r)] + [r for r in message.runs if is_reference(r)]
         self.load_errors = message.errors
         self.loaded = True
         known = {r.id for r in self.runs}
@@ -391,25 +426,37 @@ class HistoryScreen(Screen):
         current = self.cursor_run
         text = self.filter_text
         self.shown = [r for r in self.runs if matches_filter(r, text)] if text else list(self.runs)
-        columns = columns_for(self.runs)
-        if columns != self.columns:  # energy / client columns come with the first run that has them
-            table.clear(columns=True)
-            self._set_columns(table, columns)
-        else:
-            table.clear()
         all_cells = [run_cells(run) for run in self.shown]
         for cell, acc in zip(all_cells, accuracy_for(self.shown, self.runs)):  # the instance's score beside its speed
             if accuracy_text(acc):
                 cell["setup"] += f" [{accuracy_text(acc)}]"
-        fitted = fit_cells(all_cells, self.size.width or 120, columns)
+        # energy / client columns come with the first run that has them; a narrow terminal drops
+        # the least important columns first (fit_table), never the key metrics
+        columns, fitted = fit_table(all_cells, self.size.width or 120, columns_for(self.runs))
+        if columns != self.columns:
+            table.clear(columns=True)
+            self._set_columns(table, columns)
+        else:
+            table.clear()
         for run, cells in zip(self.shown, fitted):
             row = [self._mark_cell(run.id)]
-            row += [Text(cells[key], justify="right" if key in RIGHT else "left") for key, _ in columns[1:]]
+            style = self._row_style(run)
+            row += [
+                Text(cells[key], style=style, justify="right" if key in RIGHT else "left") for key, _ in columns[1:]
+            ]
             table.add_row(*row, key=run.id)
         if current is not None and current in [r.id for r in self.shown]:
             table.move_cursor(row=[r.id for r in self.shown].index(current), animate=False)
         self._show_title()
         self._show_detail()
+
+    def _row_style(self, run: StoredRun) -> str:
+        """Failed runs in the error colour; reference rows dim (published numbers, not runs here)."""
+        if failure_of(run) is not None:
+            return self.app.get_css_variables().get("text-error", "red")
+        if is_reference(run):
+            return "dim italic"
+        return ""
 
     def _mark_cell(self, run_id: str) -> Text:
         if run_id not in self.marked:
@@ -423,6 +470,8 @@ class HistoryScreen(Screen):
         else:
             shown = f"{len(self.shown)} of {len(self.runs)}" if self.filter_text else f"{len(self.runs)}"
             title.append(f"{shown} run{'s' if len(self.runs) != 1 else ''}, newest first")
+            if any(is_reference(r) for r in self.runs):
+                title.append(" · published reference rows last (dim)")
             if self.marked:
                 title.append(f" · {len(self.marked)} marked")
             if self.filter_text:
@@ -442,14 +491,20 @@ class HistoryScreen(Screen):
             )
             return
         parts = [run.id]
+        if is_reference(run):  # where the numbers come from, not when they were imported
+            box.update(Text(" · ".join([run.id, reference_source(run)])))
+            return
+        failure = failure_of(run)
+        if failure is not None:
+            parts.append(f"FAILED: {failure}")
         if run.label:
             parts.append(f"label {run.label}")
         if run.source:
             part = run.context.get("source_part")
             parts.append(f"from {os.path.basename(run.source)}" + (f" ({part})" if part else ""))
         elif run.origin == "console":
-            preset = run.context.get("bench_preset")
-            parts.append("run by the console" + (f", preset {preset}" if preset else ""))
+            title = title_of(run)  # the preset and what was overridden
+            parts.append("run by the console" + (f": {title}" if title else ""))
         box.update(Text(" · ".join(parts)))
 
     def _set_status(self, text: str, *, error: bool = False) -> None:
@@ -520,8 +575,15 @@ class HistoryScreen(Screen):
                 markup=False,
             )
             return
+        runs, failed = split_failed(runs)
+        if failed:  # a failed run's zeros would read as the best latency
+            self.notify(failed_note(failed), title="compare", severity="warning", markup=False)
+            if not runs:
+                return
         runs = [with_accuracy(r, acc) for r, acc in zip(runs, accuracy_for(runs, self.runs))]
-        self.app.push_screen(CompareScreen(runs, reference_path=self.reference_path, show_reference=len(runs) == 1))
+        self.app.push_screen(
+            CompareScreen(runs, reference_path=self.reference_path, show_reference=len(runs) == 1, left_out=failed)
+        )
 
     def action_export(self) -> None:
         runs = self._chosen()
@@ -535,7 +597,8 @@ class HistoryScreen(Screen):
                 self._export_choice = answer
                 self.export(runs, *answer)
 
-        self.app.push_screen(ExportPrompt(len(runs), fmt, path), chosen)
+        folder = export_folder(self.store.root)
+        self.app.push_screen(ExportPrompt(len(runs), fmt, path, folder=folder), chosen)
 
     def export(self, runs: Sequence[StoredRun], fmt: str, path: str) -> None:
         """Write runs in a thread worker; ExportFinished reports the path."""
@@ -543,7 +606,7 @@ class HistoryScreen(Screen):
 
         def write() -> None:
             try:
-                target = write_export(runs, fmt, path)
+                target = write_export(runs, fmt, path, export_folder(self.store.root))
             except (OSError, ValueError) as exc:
                 reason = getattr(exc, "strerror", None) or str(exc)
                 self.post_message(self.ExportFinished(None, len(runs), f"{path}: {reason}"))

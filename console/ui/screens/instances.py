@@ -104,13 +104,54 @@ def group_level(group: GroupView) -> str:
     return ib.ENDED_LEVEL
 
 
+# What gives way in a narrow terminal, in order: a column cut down to a width, or dropped (None);
+# the name goes last (the line below the table has everything whole).
+_GIVE_WAY: tuple[tuple[str, int | None], ...] = (
+    ("Stage / reason", 14),
+    ("Up", None),
+    ("Model", 8),
+    ("Port", None),
+    ("Name", 12),
+)
+
+
+def fit_table(rows: list[tuple[str, ...]], width: int) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The columns that fit `width` and the rows' cells for them: names cut in the middle so that
+    they stay distinguishable (their distinguishing end kept), reasons and the model cut, and at
+    last the uptime and the port dropped; the node, name, state and GPUs always stay."""
+    cols = list(COLUMNS)
+    rows = [tuple(r) for r in rows]
+    widths = {c: max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(COLUMNS)}
+    widths["Name"] = min(widths["Name"], _CAPS["Name"])
+    widths["Stage / reason"] = min(widths["Stage / reason"], _CAPS["Stage / reason"])
+    model_natural = widths["Model"]
+    widths["Model"] = min(model_natural, _MODEL_MIN)  # the model takes what is left, at the end
+
+    def over() -> int:
+        return sum(widths[c] + 2 for c in cols) + 2 - width  # cell padding, a scrollbar
+
+    for col, least in _GIVE_WAY:
+        if over() <= 0:
+            break
+        if least is None:
+            cols.remove(col)
+        else:
+            widths[col] -= max(0, min(widths[col] - max(least, len(col)), over()))
+    widths["Model"] = max(widths["Model"], min(model_natural, widths["Model"] - over()))
+    names = ib.distinct_cuts([r[1] for r in rows], widths["Name"])
+    out = []
+    for r, name in zip(rows, names):
+        cells = dict(zip(COLUMNS, r))
+        cells["Name"] = name
+        for col in ("Stage / reason", "Model"):
+            cells[col] = _cut(cells[col], widths[col])
+        out.append(tuple(cells[c] for c in cols))  # a dropped column's cell is left out
+    return tuple(cols), out
+
+
 def fit_rows(rows: list[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
-    """Cut long names and reasons, then the model column to what is left of `width`."""
-    rows = [tuple(_cut(t, _CAPS[c]) if c in _CAPS else t for c, t in zip(COLUMNS, r)) for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(COLUMNS)]
-    used = sum(w + 2 for w in widths[:-1]) + 2 + 2  # cell padding, the model's padding, a scrollbar
-    model_width = max(_MODEL_MIN, width - used)
-    return [r[:-1] + (_cut(r[-1], model_width),) for r in rows]
+    """The rows' cells as fit_table cuts them for `width` (its columns)."""
+    return fit_table(rows, width)[1]
 
 
 def styled(view: InstanceView | GroupView, texts: tuple[str, ...]) -> tuple[Text, ...]:
@@ -172,12 +213,14 @@ class InstancesScreen(Screen):
         views = self.board.views()
         entries = with_group_rows(views)
         texts = [group_texts(e) if isinstance(e, GroupView) else row_texts(e, now) for e in entries]
-        rows = tuple(fit_rows(texts, self.size.width))
+        columns, fitted = fit_table(texts, self.size.width)
+        rows = tuple(fitted)
         title = self._title(views)
-        key = (rows, title)
+        key = (columns, rows, title)
         if key != self._drawn:
             self._drawn = key
             self.query_one("#instances-title", Static).update(title)
+            self._set_columns(columns)
             self._fill(entries, rows)
         self._show_detail()
 
@@ -206,6 +249,13 @@ class InstancesScreen(Screen):
             elif fleet.snapshot(node).health.value in ("down", "stale"):
                 parts.append(f"[$text-warning]{escape(node)} {fleet.snapshot(node).health.value}: last known[/]")
         return " · ".join(parts)
+
+    def _set_columns(self, columns: tuple[str, ...]) -> None:
+        """A narrow terminal drops the uptime and port columns (fit_table); a wider one has them back."""
+        table = self.query_one(DataTable)
+        if tuple(str(c.label) for c in table.columns.values()) != columns:
+            table.clear(columns=True)
+            table.add_columns(*columns)
 
     def _fill(self, views: list[InstanceView | GroupView], rows: tuple) -> None:
         table = self.query_one(DataTable)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from rich.text import Text
 from textual_plotext import PlotextPlot
 
 from console.ui.model.bench_view import ParetoPoint, pareto_front
@@ -59,22 +60,47 @@ class ParetoPlot(PlotextPlot):
     }
     """
 
+    MIN_HEIGHT = 8  # rows (with the border) below which the points and their labels overlap
+    MIN_WIDTH = 30
+    TOO_SMALL = "too small — enlarge the terminal"
+
     def __init__(self, title: str, xlabel: str, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.title = title
         self.border_title = title
         self.xlabel = xlabel
         self.points: tuple[ParetoPoint, ...] = ()
+        self.note = ""
+        self.too_small = False
 
     def on_mount(self) -> None:
         super().on_mount()
         self.replot([])
 
-    def replot(self, points: Sequence[ParetoPoint]) -> None:
+    def on_resize(self) -> None:
+        self._draw()
+
+    def render(self):
+        if self.too_small:  # the message in the chart's place: a title this narrow would be cut
+            return Text(self.TOO_SMALL, style="italic", justify="center")
+        return super().render()
+
+    def replot(self, points: Sequence[ParetoPoint], note: str = "") -> None:
+        """note: what the title adds (failed points left out)."""
         self.points = tuple(points)
+        self.note = note
+        self._draw()
+
+    def _draw(self) -> None:
+        points = self.points
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        if not points:
+        height, width = self.size.height, self.size.width
+        # unsized (not laid out yet) counts as big enough; a squeezed chart says so instead of lying
+        self.too_small = bool(height or width) and (height < self.MIN_HEIGHT or width < self.MIN_WIDTH)
+        self.border_title = f"{self.title}{self.note}"
+        if not points or self.too_small:
             plt.xticks([])
             plt.yticks([])
             self.refresh()
