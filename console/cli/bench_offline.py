@@ -244,7 +244,9 @@ def energy_lines(telemetry: RunTelemetry | None, output_tokens: float | None, no
     return [line] + ([f"  telemetry: {note}"] if note else [])
 
 
-def _context(node: NodeSpec, snap: NodeSnapshot | None, gpus, preset: OfflinePreset, outcome: OfflineOutcome) -> dict:
+def _context(
+    node: NodeSpec, snap: NodeSnapshot | None, gpus, preset: OfflinePreset, outcome: OfflineOutcome, overrides: dict
+) -> dict:
     return {
         **gpu_context(node, snap, gpus),
         "vllm_version": snap.probe.vllm if snap and snap.probe else None,
@@ -253,6 +255,8 @@ def _context(node: NodeSpec, snap: NodeSnapshot | None, gpus, preset: OfflinePre
         "env": dict(preset.env) or None,
         "gpus": list(gpus),
         "offline_run": outcome.run,
+        # the run's title names what --set changed ("tiny-throughput · input_len 64")
+        "bench_overrides": dict(overrides) or None,
     }
 
 
@@ -344,7 +348,7 @@ async def _finish(args, pool, node, snap, preset: OfflinePreset, results, store:
         if outcome.result_json is not None and outcome.ok:
             try:
                 run = run_from_offline(
-                    _context(node, snap, gpus, preset, outcome),
+                    _context(node, snap, gpus, preset, outcome, parse_pairs(getattr(args, "set", None) or [], "--set")),
                     outcome.kind,
                     outcome.result_json,
                     preset,

@@ -232,3 +232,15 @@ def test_old_vllm_runs_the_seed_script_with_the_seed_flags(profile, tmp_path):
     assert argv[argv.index("--num-scheduler-steps") + 1] == "10"  # kept for the old script
     assert argv[argv.index("--input-len") + 1] == "4096" and "--random-input-len" not in argv
     assert doc["setup"]["client"] == "script" and doc["metrics"]["throughput_tok_s"] == 2176.0
+
+
+def test_an_offline_run_title_names_its_overrides(lab, tmp_path):
+    proc = run(
+        "bench", "latency", "--profile", str(lab), "--gpus", "0,1,2,3", "--preset", "seed001-405b-fp8-kv-tp8",
+        "--set", "batch_size=2", "--json", env=_env(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["context"]["bench_overrides"] == {"batch_size": "2"}
+    title = doc["context"]["title"]
+    assert title.startswith("seed001-405b-fp8-kv-tp8 · ") and "2" in title.split(" · ", 1)[1]

@@ -20,6 +20,7 @@ class OfflineRequest:
     preset: OfflinePreset  # overrides applied, TP = the number of GPUs unless tp= was given
     gpus: tuple[int, ...]
     label: str | None = None
+    overrides: tuple[tuple[str, str], ...] = ()  # as typed, so the run's title names them
 
 
 def preset_key(preset: OfflinePreset) -> str:
@@ -66,4 +67,4 @@ def check_offline_request(
         raise FormError(f"GPUs: TP {preset.tp} needs {preset.tp} GPUs, {len(gpus)} given")
     if preset.kind == "throughput" and (preset.input_len is None or preset.output_len is None):
         raise FormError("overrides: a throughput run needs input_len=N output_len=N")
-    return OfflineRequest(node, preset, gpus, label.strip() or None)
+    return OfflineRequest(node, preset, gpus, label.strip() or None, tuple(overrides.items()))

@@ -186,6 +186,7 @@ class OfflineBenchScreen(Screen):
             "env": dict(self.request.preset.env) or None,
             "gpus": list(self.request.gpus),
             "offline_run": outcome.run,
+            "bench_overrides": dict(self.request.overrides) or None,
         }
         try:
             run = run_from_offline(
