@@ -138,9 +138,16 @@ REFERENCE_ROWS = 3  # a handful: the history is a demo, not the reference table
 DATA_DIR_ENV = "ROCM_CONSOLE_DATA_DIR"  # console.services.results reads it (not imported at start-up)
 
 
+# Set beside DATA_DIR_ENV once it names the demo's folder: a second call (the TUI that `web
+# --demo` starts, a CLI command's TUI) keeps it instead of nesting demo/demo.
+DEMO_DATA_MARK = "ROCM_CONSOLE_DEMO_DATA_DIR"
+
+
 def demo_data_dir() -> Path:
     """The demo's own data folder: its results never mix with the user's real history."""
     base = os.environ.get(DATA_DIR_ENV)
+    if base and base == os.environ.get(DEMO_DATA_MARK):
+        return Path(base)
     if base:
         return Path(base).expanduser() / "demo"
     import platformdirs
@@ -151,7 +158,15 @@ def demo_data_dir() -> Path:
 def use_demo_data_dir() -> Path:
     """Point this process's result store at the demo's folder (ResultStore() reads the variable)."""
     folder = demo_data_dir()
-    os.environ[DATA_DIR_ENV] = str(folder)
+    os.environ[DATA_DIR_ENV] = os.environ[DEMO_DATA_MARK] = str(folder)
+    return folder
+
+
+def use_demo_results() -> Path:
+    """A command with --demo (`results list --demo`, `bench run --demo`): the demo's data folder,
+    holding what the demo TUI shows (seeded from profiles/demo-results when empty)."""
+    folder = use_demo_data_dir()
+    seed_history()
     return folder
 
 
