@@ -64,3 +64,25 @@ def test_results_demo_reads_the_demos_runs_not_the_users(capsys, monkeypatch, da
     assert {r["id"] for r in json.loads(out)["runs"]} == demo_ids
     # the demo's folder sits beside the user's results, and a second --demo command reuses it
     assert (data_dir / "demo" / "results").is_dir() and not (data_dir / "demo" / "demo").exists()
+
+
+def test_every_command_with_demo_uses_the_demos_data_folder(capsys, data_dir):
+    # what the demo TUI logged (its events live in the demo's folder), and one of the user's own
+    from console.core.events import partition_event
+    from console.services.events import EventLog
+
+    EventLog(data_dir / "demo" / "events.jsonl").append(partition_event(1.0, "mi300x-cpx", [0], "SPX", None))
+    EventLog(data_dir / "events.jsonl").append(partition_event(2.0, "gpu-a", [3], "CPX", None))
+    before = dict(os.environ)
+    try:
+        assert main(["events", "--demo", "--json"]) == 0
+        demo = capsys.readouterr().out
+        os.environ.clear()
+        os.environ.update(before)
+        assert main(["events", "--json"]) == 0
+        mine = capsys.readouterr().out
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+    assert "mi300x-cpx" in demo and "gpu-a" not in demo
+    assert "gpu-a" in mine and "mi300x-cpx" not in mine
