@@ -208,8 +208,8 @@ def use_demo_data_dir() -> Path:
 
 
 def use_demo_results() -> Path:
-    """A command with --demo (`results list --demo`, `bench run --demo`): the demo's data folder,
-    holding what the demo TUI shows (seeded from profiles/demo-results when empty)."""
+    """`results ... --demo`: the demo's data folder, holding what the demo TUI shows (seeded from
+    profiles/demo-results when empty, as the TUI seeds it)."""
     folder = use_demo_data_dir()
     seed_history()
     return folder
