@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import grp
 import io
+import json
 import os
 import platform
 import pwd
@@ -770,6 +771,63 @@ def not_amd(checks):
             c.update(level=OK, detail="not used on an NVIDIA node (%s)" % c["detail"], fix="")
 
 
+# A simulated node's spec (console/sim), in the environment of everything the console runs there;
+# never set on a real node.
+SIM_SPEC_ENV = "ROCM_CONSOLE_SIM_SPEC"
+# Lines read from files below the sysroot: on a simulated node, console/sim/host.py's files.
+HOST_FILE_CHECKS = ("rocm", "driver", "numa_balancing", "kfd", "render")
+
+
+def sim_spec(host):
+    """The simulated node's spec (a dict), or None on a real node (or an unreadable spec)."""
+    text = host.environ.get(SIM_SPEC_ENV)
+    if not text:
+        return None
+    try:
+        spec = json.loads(text)
+    except ValueError:
+        return None
+    return spec if isinstance(spec, dict) else None
+
+
+def mark_simulated(checks, facts, host):
+    """On a simulated node, say which facts are simulated: a first line naming each simulated
+    part and where it lives, and "(simulated)" on each line that reads one. A person must never
+    take the demo's ROCm, driver, vLLM or root for the machine's own. Real nodes: unchanged."""
+    spec = sim_spec(host)
+    parts, marked = [], set()
+    if facts.get("simulated"):
+        nvidia = facts.get("source") in NVIDIA_SOURCES
+        parts.append("NVML: simulated (console/sim/pynvml.py)" if nvidia else "amdsmi: simulated (console/sim/amdsmi)")
+    if str(facts.get("vllm") or "").endswith("+sim"):
+        parts.append("vLLM: simulated (console/sim/vllm)")
+        marked.add("vllm")
+    if spec is not None and host.sysroot != "/":
+        parts.append("ROCm, amdgpu, NUMA, /dev/kfd and render nodes: simulated files (console/sim/host.py)")
+        marked.update(HOST_FILE_CHECKS)
+    root = spec.get("root") if spec is not None else None
+    if isinstance(root, bool):
+        parts.append("root: simulated (simulate.root = %s in the profile)" % str(root).lower())
+        for c in checks:
+            if c["id"] != "root":
+                continue
+            if root:
+                c.update(level=OK, detail="simulated root: the simulated amdsmi allows partition switches", fix="")
+            else:
+                c.update(
+                    level=WARN,
+                    detail="simulated non-root: the simulated amdsmi refuses partition switches",
+                    fix="set root = true in the node's simulate table",
+                )
+    if not parts:
+        return
+    for c in checks:
+        if c["id"] in marked and "simulated" not in c["detail"]:
+            c["detail"] += " (simulated)"
+    facts["simulated_parts"] = parts
+    checks.insert(0, check("simulated", "simulated node", OK, "; ".join(parts) + ": no real GPU behind this node"))
+
+
 def run_checks(agent, amdsmi_paths, host, vllm_argv=("vllm",), profile_sudo=False):
     """The doctor record: {"kind": "doctor", "checks": [...], "facts": {...}}.
 
@@ -798,6 +856,7 @@ def run_checks(agent, amdsmi_paths, host, vllm_argv=("vllm",), profile_sudo=Fals
     checks.extend(check_env(host, gpus, facts))
     if facts.get("source") in NVIDIA_SOURCES:
         not_amd(checks)
+    mark_simulated(checks, facts, host)
     if host.sysroot != "/":
         facts["sysroot"] = host.sysroot
     return {"kind": "doctor", "checks": checks, "facts": facts}

@@ -113,6 +113,44 @@ def port_free(port, host="0.0.0.0"):
         sock.close()
 
 
+PORT_FILE_ENV = "ROCM_CONSOLE_PORT_FILE"  # where a server that moved to another port writes it
+PORT_FILE = "port"
+PORT_TRIES = 200  # ports looked at from the chosen one: bounded, and well within a node's range
+
+
+def _last_port(first):
+    return min(first + PORT_TRIES - 1, 65535)
+
+
+def free_port_from(first, avoid=()):
+    """The first port from `first` that nothing here is bound to and no instance of ours was
+    given (one starting may not have bound it yet); None when all PORT_TRIES are taken."""
+    for port in range(first, _last_port(first) + 1):
+        if port not in avoid and port_free(port):
+            return port
+    return None
+
+
+def _ports_of_ours(state_dir, name):
+    ports = set()
+    for rec in list_instances(state_dir):
+        if rec["name"] != name and rec["state"] in ("running", "starting"):
+            port = rec["spec"].get("port")
+            if isinstance(port, int):
+                ports.add(port)
+    return ports
+
+
+def _with_port(argv, old, new):
+    """argv with the value of its `--port OLD` replaced (vllm serve's, as the console built it)."""
+    out = list(argv)
+    for i in range(len(out) - 1):
+        if out[i] == "--port" and out[i + 1] == str(old):
+            out[i + 1] = str(new)
+            return out
+    raise SupervisorError("port_auto: the command has no --port %d to change" % old)
+
+
 # ------------------------------------------------------------------ commands
 
 
@@ -132,8 +170,25 @@ def start(state_dir, spec, agent_path):
             raise SupervisorError("instance %s is already running (pid %s)" % (name, rec["pid"]))
         _remove_tree(folder)
     port = spec.get("port")
-    if isinstance(port, int) and not port_free(port):
-        raise SupervisorError("port %d is already in use on this node" % port)
+    if isinstance(port, int) and spec.get("port_auto") is True:
+        # A port the console chose (the user named none): taken here meanwhile (another program,
+        # another console's instance that has not bound yet), the next free one does as well.
+        free = free_port_from(port, _ports_of_ours(state_dir, name))
+        if free is None:
+            raise SupervisorError("no free port from %d to %d on this node" % (port, _last_port(port)))
+        if free != port:
+            argv = _with_port(argv, port, free)
+            spec = dict(spec, argv=argv, port=free, port_asked=port)
+            port = free
+        # The simulated vLLM moves on by itself when it loses the port before binding it
+        # (console/sim/vllm/server.py) and writes where it listens here (describe reads it).
+        env = dict(env)
+        env[PORT_FILE_ENV] = os.path.join(folder, PORT_FILE)
+    elif isinstance(port, int) and not port_free(port):
+        raise SupervisorError(
+            "port %d is already in use on this node (by another program): choose another port, "
+            "or leave it out and one is picked" % port
+        )
     os.makedirs(folder)
     stored = dict(spec)
     stored["env"] = redact_env(env)
@@ -269,6 +324,10 @@ def describe(state_dir, name):
         log_size = os.path.getsize(os.path.join(folder, "log"))
     except OSError:
         log_size = 0
+    moved = _read_int(os.path.join(folder, PORT_FILE))
+    if moved and isinstance(spec.get("port"), int) and moved != spec["port"]:
+        # the server found its port taken as it bound, and moved on (PORT_FILE_ENV)
+        spec = dict(spec, port=moved, port_asked=spec.get("port_asked", spec["port"]))
     return {
         "kind": "instance",
         "name": name,

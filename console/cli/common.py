@@ -100,10 +100,21 @@ def user_config_dir() -> Path:
     return Path(platformdirs.user_config_path("rocm-console"))
 
 
-def load_selected_profile(args: argparse.Namespace) -> Profile:
+def load_selected_profile(args: argparse.Namespace, notes: list[str] | None = None) -> Profile:
+    """The profile a command runs on. With --demo: the demo's nodes plus what --profile files add
+    (services/demo.py), what cannot apply said in one line: on stderr, or into `notes` (the TUI's)."""
     builtin = [PRESETS_PATH] if PRESETS_PATH.exists() else []
     if args.demo:
-        return load_profile([*builtin, demo_profile_path()])
+        if not args.profile:
+            return load_profile([*builtin, demo_profile_path()])
+        from console.services.demo import demo_profile
+
+        profile, note = demo_profile(args.profile, builtin)
+        if note and notes is not None:
+            notes.append(note)
+        elif note:
+            print(f"rocm-console: {note}", file=sys.stderr)
+        return profile
     paths = discover_profile_paths(args.profile or [], Path.cwd(), user_config_dir())
     profile = load_profile([*builtin, *paths])
     if not profile.nodes:

@@ -76,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_interval(args, line)
         if args.command is None:
             return run_tui(args)
+        if getattr(args, "demo", False) and args.command != "web":  # web's TUI chooses its own
+            from console.services.demo import use_demo_data_dir
+
+            use_demo_data_dir()  # what the demo stores (runs, events) stays apart from the user's
         return COMMAND_GROUPS[args.command].run(args)
     except (ProfileError, UsageError) as exc:
         print(f"rocm-console: {exc}", file=sys.stderr)

@@ -457,6 +457,10 @@ def run(args: argparse.Namespace) -> int:
     from console.services.results import StoreError
     from console.transport.base import TransportError
 
+    if getattr(args, "demo", False):  # the demo's own history, seeded as the demo TUI seeds it
+        from console.services.demo import use_demo_results
+
+        use_demo_results()
     store = ResultStore()
     action = {
         "list": _list,

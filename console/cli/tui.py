@@ -44,7 +44,10 @@ def tui_args(argv: Sequence[str]) -> argparse.Namespace | None:
 def run_tui(args: argparse.Namespace) -> int:
     if not 0.1 <= args.interval <= 10:
         raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
-    profile = load_selected_profile(args)
+    notes: list[str] = []  # what --profile could not apply to the demo: shown in the console
+    profile = load_selected_profile(args, notes)
+    for note in notes:  # and on the terminal, where it stays after the console quits
+        print(f"rocm-console: {note}", file=sys.stderr)
     if args.demo:  # before anything starts: every local child inherits the demo's lifeline
         from console.services.demo import claim_lifeline, use_private_state
 
@@ -57,7 +60,7 @@ def run_tui(args: argparse.Namespace) -> int:
     try:
         from console.ui.app import run_app
 
-        return run_app(profile, interval=args.interval, demo=bool(args.demo))
+        return run_app(profile, interval=args.interval, demo=bool(args.demo), notes=notes)
     finally:
         discard_early()  # any the fleet did not adopt (it failed before, or never started)
 

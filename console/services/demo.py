@@ -22,9 +22,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from console.core.errors import ProfileError
+from console.core.model import Profile
 from console.core.profiles import PROFILES_DIR
 
 if TYPE_CHECKING:  # the results modules load when the history is seeded, not at start-up
@@ -100,6 +101,50 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
+# ---------------------------------------------------------------- the demo with a profile
+
+
+def demo_profile(
+    explicit: Sequence[str], builtin: Sequence[Path], cwd: Path | None = None
+) -> tuple[Profile, str | None]:
+    """The demo's simulated nodes with what the user's --profile files add: presets, [keys],
+    [health] and [[alert]] (read from the files), and their simulated local nodes.
+
+    Their other nodes (real GPUs, over SSH or on this machine) cannot join a demo: they are left
+    out, and so is a [prometheus] table no remaining node reads. Returns the profile and one
+    line saying what was left out (None when everything applies). Raises ProfileError."""
+    from dataclasses import replace
+
+    from console.core.profiles import demo_profile_path, discover_profile_paths, load_profile
+
+    if not explicit:
+        return load_profile([*builtin, demo_profile_path()]), None
+    demo = load_profile([demo_profile_path()])
+    paths = discover_profile_paths(explicit, cwd or Path.cwd(), None)
+    mine = load_profile([*builtin, *paths])  # checked as without --demo: a bad file is its one line
+    kept = [n for n in mine.nodes if n.simulate is not None and n.transport == "local"]
+    left = [n for n in mine.nodes if n not in kept]
+    for node in kept:
+        if demo.node(node.name) is not None:
+            raise ProfileError(
+                node.source, f"nodes.{node.name}", None, None, f"node {node.name!r} is a demo node too: rename it"
+            )
+    prometheus = mine.prometheus if any(n.telemetry == "prometheus" for n in kept) else None
+    profile = replace(mine, nodes=(*demo.nodes, *kept), files=(*demo.files, *mine.files), prometheus=prometheus)
+    parts, files = [], []
+    if left:
+        names = ", ".join(n.name for n in left)
+        parts.append(f"node{'s' if len(left) > 1 else ''} {names} (not simulated on this machine)")
+        files += [Path(n.source).name for n in left]
+    if mine.prometheus is not None and prometheus is None:
+        parts.append("[prometheus] (no demo node reads it)")
+        files.append(Path(mine.prometheus.source).name)
+    if not parts:
+        return profile, None
+    where = ", ".join(dict.fromkeys(files))
+    return profile, f"--demo: left out of {where}: {'; '.join(parts)}; its presets, [keys] and [health] apply"
+
+
 # ---------------------------------------------------------------- the living fleet
 
 
@@ -138,9 +183,16 @@ REFERENCE_ROWS = 3  # a handful: the history is a demo, not the reference table
 DATA_DIR_ENV = "ROCM_CONSOLE_DATA_DIR"  # console.services.results reads it (not imported at start-up)
 
 
+# Set beside DATA_DIR_ENV once it names the demo's folder: a second call (the TUI that `web
+# --demo` starts, a CLI command's TUI) keeps it instead of nesting demo/demo.
+DEMO_DATA_MARK = "ROCM_CONSOLE_DEMO_DATA_DIR"
+
+
 def demo_data_dir() -> Path:
     """The demo's own data folder: its results never mix with the user's real history."""
     base = os.environ.get(DATA_DIR_ENV)
+    if base and base == os.environ.get(DEMO_DATA_MARK):
+        return Path(base)
     if base:
         return Path(base).expanduser() / "demo"
     import platformdirs
@@ -151,7 +203,15 @@ def demo_data_dir() -> Path:
 def use_demo_data_dir() -> Path:
     """Point this process's result store at the demo's folder (ResultStore() reads the variable)."""
     folder = demo_data_dir()
-    os.environ[DATA_DIR_ENV] = str(folder)
+    os.environ[DATA_DIR_ENV] = os.environ[DEMO_DATA_MARK] = str(folder)
+    return folder
+
+
+def use_demo_results() -> Path:
+    """`results ... --demo`: the demo's data folder, holding what the demo TUI shows (seeded from
+    profiles/demo-results when empty, as the TUI seeds it)."""
+    folder = use_demo_data_dir()
+    seed_history()
     return folder
 
 

@@ -75,6 +75,14 @@ def serve_spec(
     return spec
 
 
+# The line the simulated vLLM logs when its port was taken as it bound (console/sim/vllm/server.py).
+PORT_MOVED_RE = re.compile(r"rocm-console: port (\d+) was taken on this node as the server started; listening on (\d+)")
+
+
+def port_moved_note(node: str, asked: int, port: int) -> str:
+    return f"{node}: port {asked} was taken; the instance listens on {port}"
+
+
 def place_unmanaged(views: Sequence[InstanceView], snapshot: NodeSnapshot | None) -> list[InstanceView]:
     """Give unmanaged servers the GPUs their processes hold; drop those on no GPU of this node.
 
@@ -284,7 +292,12 @@ class InstanceService:
         max_packing_sum: float = DEFAULT_MAX_SUM,
     ) -> InstanceView:
         """Start a preset on logical GPUs. With a snapshot that has GPU health, a GPU in fail
-        health is refused in one line (``force``: start anyway); warn states become warnings."""
+        health is refused in one line (``force``: start anyway); warn states become warnings.
+
+        Without a port (``port``, or the preset's) the console picks a free one, and the node moves
+        it on should it be taken there meanwhile (the view then has its port and a warning saying
+        so); on a simulated node (the demo) any port but a group's planned one moves so. A real node
+        keeps a port given: taken there, the start is refused in one line naming node and port."""
         gpus = tuple(gpus)
         if preset.pp > 1 or preset.dp > 1 or preset.nodes:  # pp/dp would be dropped here: services/multinode.py
             raise InstanceError(
@@ -314,7 +327,8 @@ class InstanceService:
                 raise InstanceError(f"{node.name}: no GPU {unknown[0]} (the node has {len(snapshot.static)})")
             partitions = [by_index[g].compute_partition for g in gpus if g in by_index]
             devices = mig_devices(node.name, [by_index[g] for g in gpus if g in by_index])
-        if not port and not preset.port and node.transport == "local":
+        auto = not port and not preset.port
+        if auto and node.transport == "local":
             # Local nodes (the demo's three) share this machine: skip ports bound here.
             from console.services.demo import free_local_port
 
@@ -377,6 +391,10 @@ class InstanceService:
         spec = serve_spec(name, command, preset, port=port, gpus=gpus, runtime=preset.runtime, container=container)
         if group:
             spec["group"] = group
+        # Checked where the server binds (agent/supervisor.py), moved on if taken there. Not a
+        # group's planned port: the group moves it itself, clear of its other replicas' (groups.py).
+        if (auto or (node.simulate is not None and not group)) and container is None:
+            spec["port_auto"] = True
         # The simulator's env (state dir) must reach the fake vllm too, with the
         # VRAM of the chosen logical GPUs (a CPX partition has 1/8 of the GPU).
         spec["env"].update(cmd.env_dict())
@@ -385,7 +403,10 @@ class InstanceService:
             if vram:
                 spec["env"]["ROCM_CONSOLE_SIM_GPU_VRAM_MB"] = str(int(min(vram)))
         [rec] = await self.call(node, "start", input=json.dumps(spec), timeout=60)
-        return replace(view_from_record(node.name, rec), warnings=warnings)
+        view = view_from_record(node.name, rec)
+        if view.port is not None and view.port != port:
+            warnings += (port_moved_note(node.name, port, view.port),)
+        return replace(view, warnings=warnings)
 
     @staticmethod
     def _default_name(preset: ServePreset, gpus: Sequence[int], existing: Sequence[InstanceView]) -> str:
@@ -475,6 +496,11 @@ class InstanceService:
             async for line in self.log_lines(node, name, follow=True):
                 log = log.feed(line)
                 v = state["view"]
+                moved = PORT_MOVED_RE.search(line) if "rocm-console: port" in line else None
+                if moved and v.port == int(moved.group(1)):  # health checks go to where it listens
+                    asked, port = int(moved.group(1)), int(moved.group(2))
+                    v = replace(v, port=port, warnings=(*v.warnings, port_moved_note(node.name, asked, port)))
+                    update(v)
                 if log.stage is not None and (v.stage != log.stage.value or v.stage_detail != log.stage_detail):
                     update(replace(v, stage=log.stage.value, stage_detail=log.stage_detail))
             done.set()  # the process ended

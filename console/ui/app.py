@@ -102,8 +102,10 @@ class ConsoleApp(App[int]):
         demo_instances: Sequence[DemoInstance] = (),
         events: EventLog | None = None,
         health: HealthSettings | None = None,
+        start_notes: Sequence[str] = (),
     ) -> None:
         super().__init__()
+        self.start_notes = tuple(start_notes)  # one line each, shown at start (what --profile could not apply)
         # The demo opens on a living fleet: these (DemoInstance) are started once their node is live.
         self.demo_instances = tuple(demo_instances)
         self.profile = profile
@@ -158,6 +160,8 @@ class ConsoleApp(App[int]):
         if keymap:
             self.set_keymap(keymap)
             self._warn_unknown_keys(keymap)
+        for note in self.start_notes:
+            self.notify(note, severity="warning", timeout=15, markup=False)
         # The first frame (every node's row, connecting) comes first: starting the links
         # spawns processes (local nodes) or opens connections, which would delay it.
         self.call_after_refresh(self._start_collection)
@@ -745,7 +749,7 @@ def _stop_refusal(view: InstanceView | None, node: str, name: str) -> str | None
     return None
 
 
-def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> int:
+def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False, notes: Sequence[str] = ()) -> int:
     from console.core.health_profile import health_settings
     from console.services.events import EventLog
 
@@ -767,6 +771,7 @@ def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False) -> i
             demo_instances=demo_life.DEMO_INSTANCES,
             events=EventLog(),  # in the demo's own data dir (use_demo_data_dir)
             health=health_settings(profile),
+            start_notes=notes,
         )
         app.run()
         return app.return_code or 0

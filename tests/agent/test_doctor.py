@@ -473,3 +473,23 @@ def test_usage_error_is_an_error_line():
     assert proc.returncode == 2
     [line] = [json.loads(x) for x in proc.stdout.splitlines()]
     assert line["kind"] == "error" and "--bogus" in line["message"]
+
+
+def test_simulated_facts_are_named_and_a_real_node_gets_no_such_line(tmp_path):
+    # simulate.root = false: the simulated amdsmi refuses partition switches, whoever runs it
+    env = sim_env(tmp_path, {"gpu": "MI300X", "count": 2, "root": False})
+    sysroot = str(make_sysroot(tmp_path / "root"))
+    record = run_doctor("--amdsmi-path", str(SIM_DIR), "--sysroot", sysroot, env=env)
+    checks = by_id(record)
+    assert record["checks"][0]["id"] == "simulated"
+    assert checks["simulated"]["detail"].startswith("amdsmi: simulated (console/sim/amdsmi); ")
+    assert "root: simulated (simulate.root = false in the profile)" in checks["simulated"]["detail"]
+    assert checks["root"]["level"] == "warn" and checks["root"]["detail"].startswith("simulated non-root")
+    assert checks["rocm"]["detail"].endswith("(simulated)")
+    assert record["facts"]["simulated_parts"][0] == "amdsmi: simulated (console/sim/amdsmi)"
+
+    # the same files and CLIs without a simulator's spec: a real node's lines, none marked simulated
+    bindir = make_fake_cli(tmp_path, "amd-smi", {"metric.json": {"gpu_data": [amd_metric(0)]}})
+    record = run_doctor("--amdsmi-path", str(tmp_path / "none"), "--sysroot", sysroot, env=base_env([bindir]))
+    assert "simulated" not in by_id(record) and "simulated_parts" not in record["facts"]
+    assert not [c for c in record["checks"] if "(simulated)" in c["detail"]]

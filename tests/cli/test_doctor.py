@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,21 @@ simulate = {{ gpu = "MI300X", count = 2 }}
     [check] = json.loads(proc.stdout)["nodes"][0]["checks"]
     assert check["level"] == "fail" and "SyntaxError" in check["detail"]
     assert check["fix"].startswith(f"the agent needs Python >= 3.8 ({old[0]} on the node)")
+
+
+def test_demo_says_which_facts_are_simulated():
+    proc = run("--demo", "--node", "mi300x-spx")
+    assert proc.returncode == 0, proc.stderr
+    rows = [re.match(r"  (ok|warn|fail) +(.+?) {2,}(.*)$", ln) for ln in proc.stdout.splitlines()]
+    lines = {m.group(2): m.group(3) for m in rows if m}
+    simulated = lines["simulated node"]
+    for part in (
+        "amdsmi: simulated (console/sim/amdsmi)",
+        "vLLM: simulated (console/sim/vllm)",
+        "ROCm, amdgpu, NUMA, /dev/kfd and render nodes: simulated files (console/sim/host.py)",
+        "root: simulated (simulate.root = true in the profile)",
+    ):
+        assert part in simulated
+    for title in ("ROCm", "amdgpu driver", "vLLM", "NUMA balancing", "/dev/kfd", "/dev/dri render nodes"):
+        assert lines[title].endswith("(simulated)"), lines[title]
+    assert "simulated root" in lines["root for partition switches"]

@@ -761,6 +761,26 @@ def test_port_in_use(serve):
     assert log.rstrip().endswith("OSError: [Errno 98] Address already in use")
 
 
+def test_port_taken_before_the_bind_moves_on_when_the_supervisor_allows(serve, tmp_path):
+    # The supervisor found the port free and allowed a move (ROCM_CONSOLE_PORT_FILE); another
+    # program (or another demo) bound it before this server did: the server takes the next free
+    # one, says so in its log (never a fatal line), and writes where it listens for the supervisor.
+    port_file = tmp_path / "port"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        asked = taken.getsockname()[1]
+        srv = serve(port=asked, env={"ROCM_CONSOLE_PORT_FILE": str(port_file)}).wait_ready()
+        moved = int(port_file.read_text())
+        assert moved != asked
+        srv.port = moved
+        assert srv.request("GET", "/health")[0] == 200
+    log = srv.log()
+    assert f"rocm-console: port {asked} was taken on this node as the server started; listening on {moved}" in log
+    assert "Address already in use" not in log and "Errno 98" not in log
+    assert f"Starting vLLM server on http://127.0.0.1:{moved}" in log
+
+
 def test_unknown_flag_is_an_argparse_error(serve):
     srv = serve("--foo", "--enforce-eager")
     assert srv.wait_exit(10) == 2

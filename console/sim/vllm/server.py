@@ -1,6 +1,7 @@
 """The `vllm serve` process: startup log, GPU registration, HTTP listener, stats, shutdown."""
 
 import asyncio
+import errno
 import os
 import signal
 import socket
@@ -42,6 +43,9 @@ from .ray_sim import watch as ray_watch
 from .serve_args import non_default_args
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Set by the node's supervisor when the port is the console's choice (agent/supervisor.py).
+PORT_FILE_ENV = "ROCM_CONSOLE_PORT_FILE"
+PORT_TRIES = 200
 
 
 class Stop(Exception):
@@ -168,10 +172,45 @@ class Sim:
             sock.bind(addr)
         except OSError as exc:
             sock.close()
-            self.log.raw(port_in_use_traceback(exc), err=True)
-            raise Fail(1) from None
+            moved = self._bind_elsewhere(family, addr, exc)
+            if moved is None:
+                self.log.raw(port_in_use_traceback(exc), err=True)
+                raise Fail(1) from None
+            sock = moved
         sock.setblocking(False)
         return sock
+
+    def _bind_elsewhere(self, family, addr, exc):
+        """The supervisor picked this port free a moment ago and may move it (PORT_FILE_ENV set):
+        another program or another demo took it first. Bind the next free port instead, say so in
+        the log, and tell the supervisor where (the file it reads). None: fail as vLLM would."""
+        path = os.environ.get(PORT_FILE_ENV)
+        if not path or exc.errno != errno.EADDRINUSE:
+            return None
+        for port in range(addr[1] + 1, min(addr[1] + PORT_TRIES, 65535) + 1):
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((addr[0], port) + tuple(addr[2:]))
+            except OSError:
+                sock.close()
+                continue
+            try:
+                with open(path + ".tmp", "w") as fh:
+                    fh.write("%d\n" % port)
+                os.replace(path + ".tmp", path)
+            except OSError:
+                sock.close()
+                return None  # the console could not learn the port: better to fail as asked
+            self.log(
+                "api",
+                "WARNING",
+                "entry.py:133",
+                "rocm-console: port %d was taken on this node as the server started; listening on %d" % (addr[1], port),
+            )
+            self.args.port = port
+            return sock
+        return None
 
     def _engine_failure(self, stage, exc_lines, worker_header=None):
         """Worker/EngineCore error blocks, then the APIServer's RuntimeError; exit 1."""

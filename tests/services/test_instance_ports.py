@@ -1,0 +1,104 @@
+"""An instance's port, chosen by the console, checked where the server binds: taken by another
+program (or another demo) before the server got it, the start moves on and still gets ready."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+
+import pytest
+
+from console.services.instances import InstanceError, InstanceService, InstanceState
+from console.services.transports import TransportPool
+from tests.services.test_instances import TINY
+
+
+@pytest.fixture(autouse=True)
+def fast_sim_vllm(monkeypatch):
+    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
+
+
+@pytest.fixture
+async def service():
+    pool = TransportPool()
+    svc = InstanceService(pool)
+    started: list = []
+    yield svc, started
+    for node, name in started:  # never leave a server behind
+        try:
+            await svc.stop(node, name, int_timeout=5, term_timeout=2)
+        except Exception:
+            pass
+    await pool.close()
+
+
+def listening(port: int = 0) -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", port))
+    sock.listen(1)
+    return sock
+
+
+async def test_a_port_taken_after_the_consoles_check_moves_on_the_node(sim_node, service, monkeypatch):
+    svc, started = service
+    node = sim_node("ports-a")
+    with listening() as taken:
+        held = taken.getsockname()[1]
+        # the console's own look found it free a moment before another program bound it
+        monkeypatch.setattr("console.services.demo.free_local_port", lambda *a, **k: held)
+        view = await svc.start(node, TINY, gpus=[3], name="moved")
+        started.append((node, "moved"))
+        assert view.port != held
+        assert f"ports-a: port {held} was taken; the instance listens on {view.port}" in view.warnings
+        ready = await svc.wait_ready(node, "moved", timeout=60)
+    assert ready.state == InstanceState.READY, ready.reason
+    assert ready.port == view.port
+    [listed] = [v for v in await svc.list(node) if v.name == "moved"]
+    assert listed.port == view.port
+
+
+async def test_a_port_lost_while_the_server_starts_moves_on_and_gets_ready(sim_node, service, tmp_path):
+    svc, started = service
+    node = sim_node("ports-b")
+    spec = tmp_path / "state" / "instances" / "raced" / "spec.json"
+    free = listening()
+    port = free.getsockname()[1]
+    free.close()
+    holder: list[socket.socket] = []
+
+    def take_it_first() -> None:  # another program binds the port once the supervisor chose it
+        deadline = time.monotonic() + 30
+        while not spec.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        holder.append(listening(port))
+
+    thread = threading.Thread(target=take_it_first, daemon=True)
+    thread.start()
+    try:
+        view = await svc.start(node, TINY, gpus=[4], name="raced", port=port)
+        started.append((node, "raced"))
+        thread.join(30)
+        assert holder, "the port was never taken"
+        ready = await svc.wait_ready(node, "raced", timeout=60)
+        assert ready.state == InstanceState.READY, ready.reason
+        assert ready.port != port and view.port == port
+        assert f"ports-b: port {port} was taken; the instance listens on {ready.port}" in ready.warnings
+        [listed] = [v for v in await svc.list(node) if v.name == "raced"]
+        assert listed.port == ready.port  # the node's record says where it listens
+    finally:
+        for sock in holder:
+            sock.close()
+
+
+async def test_a_real_node_keeps_the_users_port_and_says_it_is_taken(sim_node, service):
+    svc, _ = service
+    real = dataclasses.replace(sim_node("gpu-a"), simulate=None)  # a node with no simulator
+    with listening() as taken, pytest.raises(InstanceError) as err:
+        port = taken.getsockname()[1]
+        await svc.start(real, TINY, gpus=[0], name="mine", port=port)
+    assert str(err.value) == (
+        f"gpu-a: port {port} is already in use on this node (by another program): choose another port, "
+        "or leave it out and one is picked"
+    )
