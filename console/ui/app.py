@@ -501,6 +501,12 @@ class ConsoleApp(App[int]):
         if not self.profile.bench_presets:
             self.notify("no benchmark presets in the profile ([bench.NAME] tables)", severity="warning", markup=False)
             return
+        if instance is not None and instance.state != InstanceState.READY:
+            # the dialog would preselect another instance: say why instead
+            self.notify(
+                f"{instance.name} on {instance.node} is {instance.state.value}: not ready to benchmark", markup=False
+            )
+            return
         key = (instance.node, instance.name) if instance is not None else None
 
         def chosen(request: BenchRequest | None) -> None:
