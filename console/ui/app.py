@@ -33,7 +33,7 @@ from console.core.text import one_line, printable
 from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged, TopologyChanged
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
-from console.ui.commands import FleetCommands, InstanceCommands
+from console.ui.commands import FleetCommands, InstanceCommands, ScreenCommands
 from console.ui.keys import APP_BINDINGS, describe_keys, known_binding_ids
 from console.ui.messages import (
     InstanceActionFailed,
@@ -77,7 +77,7 @@ class ConsoleApp(App[int]):
     TITLE = "rocm-console"
     # Absolute: Textual resolves a relative path against the file of the *subclass*.
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
-    COMMANDS = App.COMMANDS | {FleetCommands, InstanceCommands}
+    COMMANDS = App.COMMANDS | {FleetCommands, InstanceCommands, ScreenCommands}
 
     BINDINGS = [*APP_BINDINGS]
 

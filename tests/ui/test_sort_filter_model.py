@@ -85,8 +85,8 @@ def test_across_the_fleet_the_hottest_gpu_of_any_node_comes_first_without_header
     assert not any(r.is_header for r in rows)
     assert [(r.node, r.gpu) for r in rows][:5] == [("b", 0), ("b", 1), ("b", 2), ("b", 3), ("a", 1)]
     assert [r.tree for r in rows[:4]] == ["┬", "├", "├", "└"]  # partitions still under their GPU
-    assert order.describe() == "sorted by TJ ▼ across the fleet (node headers hidden)"
-    assert SortOrder().pressed("temp").describe() == "sorted by TJ ▼ per node"
+    assert order.describe() == "sort TJ ▼ across the fleet, no node headers"
+    assert SortOrder().pressed("temp").describe() == "sort TJ ▼ per node"
     # the table gets a NODE column to say whose GPU each row is
     cols, _ = layout_columns(80, 6)
     assert cols[0].key == "node" and cols[0].title == "NODE"

@@ -83,12 +83,12 @@ class SortOrder:
         return replace(self, fleet=not self.fleet)
 
     def describe(self) -> str:
-        """'sorted by TJ ▼ per node', 'sorted by UTIL ▲ across the fleet (node headers hidden)'."""
+        """'sort TJ ▼ per node', 'sort UTIL ▲ across the fleet, no node headers' (the status line)."""
         if self.is_default:
             return ""
         what = "name" if self.key == "name" else SORT_COLUMNS[self.key][1]
-        scope = "across the fleet (node headers hidden)" if self.fleet else "per node"
-        return f"sorted by {what} {self.arrow} {scope}"
+        scope = "across the fleet, no node headers" if self.fleet else "per node"
+        return f"sort {what} {self.arrow} {scope}"
 
     def group_value(self, members: Sequence[GpuMetrics | None]) -> float | None:
         aggregate = _AGGREGATE.get(self.key)

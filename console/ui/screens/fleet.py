@@ -122,7 +122,7 @@ class FleetScreen(Screen):
         node's P r, the number of GPUs marked with space."""
         node, marked = self.table.selection
         if marked:
-            return [("", f"✓ {len(marked)} marked on {node}"), ("partition", "Partition"), ("clear_filter", "Unmark")]
+            return [("", f"✓ {len(marked)} marked"), ("partition", "Partition"), ("clear_filter", "Unmark")]
         row = self.table.cursor_row
         if row is None:
             return []
@@ -132,8 +132,8 @@ class FleetScreen(Screen):
         if not views:
             return []
         if views[0].state in ACTIVE:
-            return [("open_log", "vLLM log"), ("stop_instance", "Stop vLLM"), ("benchmark", "Benchmark")]
-        return [("open_log", "vLLM log")]
+            return [("open_log", "Log"), ("stop_instance", "Stop"), ("benchmark", "Bench")]
+        return [("open_log", "Log")]
 
     def on_gpu_table_cursor_moved(self, _event: GpuTable.CursorMoved) -> None:
         self._refresh_hints()

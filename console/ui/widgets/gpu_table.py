@@ -522,7 +522,7 @@ class GpuTable(ScrollView, can_focus=True):
         mark = hv.mark(health)
         quiet = mark.state in ("", hv.UNKNOWN) or (later_partition and mark.state == hv.OK)
         return {
-            "node": (row.node, None),
+            "node": ("" if later_partition else row.node, None),  # named once per physical GPU
             "gpu": (gpu_label(row), muted if later_partition else None),
             # a partition shows its physical GPU's state (later partitions: ok muted, as device-wide cells)
             "health": (mark.text, muted if quiet else self._health_style(mark)),
