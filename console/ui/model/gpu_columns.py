@@ -45,7 +45,7 @@ def layout_columns(width: int, node_width: int = 0) -> tuple[tuple[Column, ...],
         "tj": Column("tj", "TJ", 4),
         "tmem": Column("tmem", "TMEM", 5),
         "gfx": Column("gfx", "GFX", 5),
-        "part": Column("part", "PART", 9, right=False),
+        "part": Column("part", "PART", 10, right=False),  # "1g.10gb+me", a MIG profile with media engines
     }
     droppable = ["gfx", "tmem", "part"]  # in this order when the terminal is too narrow
     vllm_min = 6
