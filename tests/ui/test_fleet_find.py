@@ -3,6 +3,9 @@ that follows the cursor, and b / l on a GPU without an instance."""
 
 from __future__ import annotations
 
+from textual import events
+from textual.widgets import Input
+
 from console.ui.model import format as fmt
 from console.ui.screens.fleet import FleetScreen
 from console.ui.screens.help import HelpScreen
@@ -192,3 +195,20 @@ async def test_b_and_l_on_a_gpu_without_a_ready_instance_say_so_and_open_nothing
         await pilot.press("b")
         assert await wait_for(pilot, lambda: said("cpx-g13 on mi300x-cpx GPU 13 is failed"))
         assert isinstance(app.screen, FleetScreen)
+
+
+async def test_keys_typed_right_after_slash_never_act_on_the_table():
+    app, prepare = SCENES["fleet"].make()
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await prepare(pilot)
+        box = app.screen.query_one("#filter-input", Input)
+        # as a terminal delivers "/free" pasted or typed fast: every key queued before any is handled
+        for key in ("slash", "f", "r", "e", "e"):
+            event = events.Key(key, "/" if key == "slash" else key)
+            event.set_sender(app)
+            app._driver.send_message(event)
+        assert await wait_for(pilot, lambda: box.has_focus)
+        await pilot.pause(0.2)
+        # `e` did not open the events, `r` did not reconnect a node: the filter box had the keys
+        assert isinstance(app.screen, FleetScreen)
+        assert not any("reconnecting" in str(n.message) for n in app._notifications)

@@ -74,6 +74,8 @@ async def test_mig_labels_fit_at_80_columns():
         for row, profile in zip(mig_rows, _MIG):
             assert f" {profile} " in row, row  # the whole profile, never cut with …
         assert "…" not in "".join(mig_rows[:3])
+        whole = next(line for line in lines if line.startswith("      6 "))
+        assert " - " in whole and "?" not in whole  # a whole NVIDIA GPU: no partition mode
 
 
 def test_the_fleet_sorted_across_nodes_at_80x24(snap_compare):

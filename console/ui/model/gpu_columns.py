@@ -83,15 +83,16 @@ def gpu_label(row: Row) -> str:
     return f"{row.tree}{row.gpu:>3}"
 
 
-def part_label(static: GpuStatic | None) -> str:
+def part_label(static: GpuStatic | None, nvidia: bool = False) -> str:
     """The PART cell: 'CPX/NPS1'; a MIG instance by its profile alone ('3g.40gb', which names
-    MIG itself), so it fits the column where 'MIG/3g.40gb' would be cut."""
+    MIG itself), so it fits the column where 'MIG/3g.40gb' would be cut; '-' for a whole
+    NVIDIA GPU (no partition mode at all, as `status` prints it)."""
     if static is None:
         return "?"
     if static.compute_partition == "MIG" and static.memory_partition:
         return static.memory_partition
     if static.compute_partition is None and static.memory_partition is None:
-        return "?"
+        return "-" if nvidia else "?"
     return f"{static.compute_partition or '?'}/{static.memory_partition or '?'}"
 
 

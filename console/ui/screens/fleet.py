@@ -150,7 +150,9 @@ class FleetScreen(Screen):
     def action_filter(self) -> None:
         box = self.query_one("#filter-input", Input)
         box.add_class("-open")
-        box.focus()
+        # At once, not with focus() (deferred): "/free" typed or pasted in one burst would
+        # send "free" to the table's keys (e: events, r: reconnect) before the box had focus.
+        self.set_focus(box)
 
     def set_filter(self, text: str) -> None:
         box = self.query_one("#filter-input", Input)

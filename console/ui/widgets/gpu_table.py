@@ -21,6 +21,7 @@ from textual.strip import Strip
 
 from console.core.model import NodeHealth, NodeSnapshot
 from console.core.series import BlockSeries, RingSeries
+from console.core.telemetry import is_nvidia_source
 from console.core.text import printable
 from console.ui.model import format as fmt
 from console.ui.model import health_view as hv
@@ -517,7 +518,7 @@ class GpuTable(ScrollView, can_focus=True):
         used, total = (m.vram_used_mib if m else None), vram_total(static, m)
         power, cap = (m.power_w, m.power_cap_w) if m else (None, None)
         gfx = m.gfx_clock_mhz if m else None
-        part = part_label(static)
+        part = part_label(static, is_nvidia_source(self._snapshots[row.node].source))
         health = hv.health_of(self._snapshots[row.node], row.physical if row.physical is not None else row.gpu or 0)
         mark = hv.mark(health)
         quiet = mark.state in ("", hv.UNKNOWN) or (later_partition and mark.state == hv.OK)
