@@ -212,3 +212,28 @@ async def test_keys_typed_right_after_slash_never_act_on_the_table():
         # `e` did not open the events, `r` did not reconnect a node: the filter box had the keys
         assert isinstance(app.screen, FleetScreen)
         assert not any("reconnecting" in str(n.message) for n in app._notifications)
+
+
+async def test_a_sorted_fleet_follows_the_live_numbers(live_app):
+    app = live_app(("mi300x-spx",), pace=0.05)
+    async with app.run_test(size=(120, 36)) as pilot:
+        table = app.screen.query_one(GpuTable)
+        assert await wait_for(pilot, lambda: len(table.rows) == 9)
+        await pilot.press("W")
+
+        def in_power_order() -> bool:
+            power = {m.index: m.power_w for m in app.fleet.snapshot("mi300x-spx").latest.gpus}
+            shown = [power[r.gpu] for r in table.rows if r.gpu is not None]
+            return shown == sorted(shown, reverse=True)
+
+        link = app.transports["mi300x-spx"]
+        for wait in (7, 13, 23):  # the replay's numbers move: the order is taken again (at most once a second)
+            link.flowing.set()
+            start = app.fleet.frames_received("mi300x-spx")
+            assert await wait_for(
+                pilot, lambda start=start, wait=wait: app.fleet.frames_received("mi300x-spx") > start + wait
+            )
+            link.flowing.clear()  # hold still: the table must show this frame's order
+            await pilot.pause(0.2)
+            assert await wait_for(pilot, in_power_order, timeout=3)
+        assert "POWER W▼" in screen_text(app)

@@ -175,11 +175,11 @@ def node_groups(snapshot: NodeSnapshot, flt: RowFilter, occupied: Occupied | Non
         members = [index for _part, index in sorted(members_of[physical])]
         metrics = tuple(pairs[i][1] for i in members)
         device = next((m for m in metrics if m is not None and m.temp_junction_c is not None), None)
-        kept = []
-        for index in members:
+        kept = list(members) if not flt else []
+        for index in members if flt else ():
             static, m = pairs[index]
             busy = occupied is not None and occupied(snapshot.name, index)
-            if not flt or flt.matches(snapshot, static, m, device=device, occupied=busy):
+            if flt.matches(snapshot, static, m, device=device, occupied=busy):
                 kept.append(index)
         partitioned = len(members) > 1
         rows = tuple(

@@ -117,6 +117,8 @@ class GpuTable(ScrollView, can_focus=True):
         self._layout_version = -1
         self._filter = RowFilter()
         self._order = DEFAULT_ORDER
+        self._sorted_at = 0.0  # when the rows were last ordered (clock seconds)
+        self._resort_due = False  # new numbers since then (a sort by a metric takes them at the next second)
         self._announced: tuple = ()  # (cursor row, marks) last told with CursorMoved
         self._rows: list[Row] = []
         self._row_index: dict[RowKey, int] = {}
@@ -153,13 +155,17 @@ class GpuTable(ScrollView, can_focus=True):
                 self._drawn_igen[snap.name] = igen
                 changed = True
         relayout = layout_version != self._layout_version
-        # busy/idle filters and a sort by a metric depend on the latest metrics, not only on the topology.
-        if relayout or (changed and (self._filter or not self._order.is_default)):
-            self._layout_version = layout_version
-            self._rebuild_rows()
+        # busy/idle filters and a sort by a metric depend on the latest metrics, not only on the
+        # topology. A sort alone re-sorts at most once a second: rows that jump at every sample
+        # cannot be read, and a 4096-row sort is the costliest part of a redraw.
+        self._resort_due = self._resort_due or (changed and self._order.key != "name")
+        resort = self._resort_due and int(now) != int(self._sorted_at)
         ticked = int(now) != int(self._now)
         self._now = now
-        if changed or relayout or ticked:
+        if relayout or (changed and self._filter) or resort:
+            self._layout_version = layout_version
+            self._rebuild_rows()
+        if changed or relayout or ticked or resort:
             self.redraws += 1
             self.refresh()
         return changed
@@ -251,6 +257,7 @@ class GpuTable(ScrollView, can_focus=True):
     def _rebuild_rows(self) -> None:
         current = self.cursor_row
         snaps = list(self._snapshots.values())
+        self._sorted_at, self._resort_due = self._now, False
         self._rows = build_rows(snaps, self._filter, self._order, self._occupied)
         self._row_index = {row.key: i for i, row in enumerate(self._rows)}
         self._cache.clear()
