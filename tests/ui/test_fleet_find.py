@@ -143,6 +143,9 @@ async def test_a_filtered_cpx_tree_names_each_physical_gpu_on_screen():
         text = screen_text(app)
         # the CPX node's first free GPUs: 10 and 11 on physical 1 (8, 9 busy, 12 holds an instance)
         assert " 1┬ 10 " in text and "1─ 11" not in text
+        # the first row kept of physical GPU 1 shows its device-wide numbers (partition 8's)
+        first = next(line for line in text.splitlines() if " 1┬ 10 " in line)
+        assert "°" in first and "N/A" not in first
 
 
 async def test_the_key_bar_follows_the_row_under_the_cursor():

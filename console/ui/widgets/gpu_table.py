@@ -523,8 +523,9 @@ class GpuTable(ScrollView, can_focus=True):
 
         util = m.util_pct if m else None
         used, total = (m.vram_used_mib if m else None), vram_total(static, m)
-        power, cap = (m.power_w, m.power_cap_w) if m else (None, None)
-        gfx = m.gfx_clock_mhz if m else None
+        dev = self._device_metrics(row, static, m)
+        power, cap = (dev.power_w, dev.power_cap_w) if dev else (None, None)
+        gfx = dev.gfx_clock_mhz if dev else None
         part = part_label(static, is_nvidia_source(self._snapshots[row.node].source))
         health = hv.health_of(self._snapshots[row.node], row.physical if row.physical is not None else row.gpu or 0)
         mark = hv.mark(health)
@@ -539,12 +540,23 @@ class GpuTable(ScrollView, can_focus=True):
             "power": device(
                 power, fmt.watts_pair(power, cap), self._level(fmt.fraction_level(power, cap, fmt.POWER_FRACTION))
             ),
-            "tj": temp(m.temp_junction_c if m else None, fmt.TEMP_JUNCTION),
-            "tmem": temp(m.temp_mem_c if m else None, fmt.TEMP_MEM),
+            "tj": temp(dev.temp_junction_c if dev else None, fmt.TEMP_JUNCTION),
+            "tmem": temp(dev.temp_mem_c if dev else None, fmt.TEMP_MEM),
             "gfx": device(gfx, fmt.mhz(gfx), None),
             "part": (part, muted),
             "vllm": ("", None),  # drawn by _vllm_segments
         }
+
+    def _device_metrics(self, row: Row, static, m):
+        """Whose device-wide values (power, temperatures, clock) a row shows: its own; on the
+        first row a filter kept of a partitioned GPU, its physical GPU's (its first partition's),
+        so a filtered tree still says how hot and loaded each physical GPU is."""
+        if row.tree not in ("┬", "─") or static is None or static.partition_id == 0:
+            return m
+        for other, metrics in self._node_pairs(row.node).values():
+            if other is not None and other.physical == row.physical and other.partition_id == 0:
+                return metrics
+        return m
 
     def _vllm_segments(self, node: str, gpu: int, width: int, base: Style) -> list[Segment]:
         """'● tiny-g12 ready': the state's glyph and word coloured; the name is cut first."""
