@@ -20,7 +20,7 @@ from console.cli.common import (
 )
 from console.cli.selection import Selection
 from console.core.model import NodeHealth, NodeSnapshot, NodeSpec, Profile
-from console.core.status_view import fmt_num, merged_gpu_rows, node_dict
+from console.core.status_view import align_row, fmt_num, merged_gpu_rows, node_dict
 from console.core.telemetry import is_nvidia_source
 from console.core.text import printable
 
@@ -48,36 +48,67 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     return [status]
 
 
+# (title, right-aligned) of the table's columns; widths follow the widest cell of the whole output,
+# so a MIG profile ("MIG/1g.10gb+me") or a long model name never shifts the columns after it.
+STATUS_COLUMNS = (
+    ("GPU", True),
+    ("PHY", True),
+    ("PART", False),
+    ("MODEL", False),
+    ("UTIL", True),
+    ("VRAM (GiB)", True),
+    ("POWER (W)", True),
+    ("TJ", True),
+    ("TMEM", True),
+    ("PROCS", True),
+    ("HEALTH", False),
+)
+_MIN_WIDTHS = {"PART": 9, "MODEL": 20, "VRAM (GiB)": 13, "POWER (W)": 11, "TJ": 4, "TMEM": 4}
+
+
 def format_status_table(snapshots: Sequence[NodeSnapshot]) -> str:
+    tables = [(snap, [_gpu_cells(snap, static, m) for static, m in merged_gpu_rows(snap)]) for snap in snapshots]
+    titles = [title for title, _ in STATUS_COLUMNS]
+    rights = [right for _, right in STATUS_COLUMNS]
+    all_rows = [titles] + [row for _, rows in tables for row in rows]
+    widths = [max(_MIN_WIDTHS.get(t, 0), *(len(row[i]) for row in all_rows)) for i, t in enumerate(titles)]
     lines: list[str] = []
-    header = f"{'GPU':>4} {'PHY':>3} {'PART':<9} {'MODEL':<20} {'UTIL':>5} {'VRAM (GiB)':>13} {'POWER (W)':>11} {'TJ':>4} {'TMEM':>4} {'PROCS':>5}  HEALTH"
-    for snap in snapshots:
+    for snap, rows in tables:
         state = snap.health.value.upper()
         detail = snap.error if snap.error else (snap.source or "")
         lines.append(printable(f"{snap.name}  {state}  {detail}".rstrip()))
-        rows = merged_gpu_rows(snap)
         if not rows:
             continue
-        lines.append(header)
-        for static, m in rows:
-            part = f"{static.compute_partition or '?'}/{static.memory_partition or '?'}" if static else "?"
-            if static and static.compute_partition is None and is_nvidia_source(snap.source):
-                part = "-"  # a whole NVIDIA GPU (MIG off): no partition mode at all
-            model = printable((static.model or "?").replace("AMD Instinct ", "")) if static else "?"
-            vram = "N/A"
-            if m and m.vram_used_mib is not None and m.vram_total_mib is not None:
-                vram = f"{m.vram_used_mib / 1024:.0f}/{m.vram_total_mib / 1024:.0f}"
-            power = "N/A"
-            if m and m.power_w is not None:
-                power = f"{m.power_w:.0f}/{fmt_num(m.power_cap_w)}"
-            lines.append(
-                f"{static.index if static else (m.index if m else '?'):>4} {static.physical if static else '?':>3} {part:<9} {model:<20} "
-                f"{fmt_num(m.util_pct if m else None, '{:.0f}%'):>5} {vram:>13} {power:>11} "
-                f"{fmt_num(m.temp_junction_c if m else None):>4} {fmt_num(m.temp_mem_c if m else None):>4} "
-                f"{len(m.processes) if m else 0:>5}  {_health_cell(snap, static.physical if static else None)}".rstrip()
-            )
+        lines.append(align_row(titles, widths, rights))
+        lines.extend(align_row(row, widths, rights) for row in rows)
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _gpu_cells(snap: NodeSnapshot, static, m) -> list[str]:
+    part = f"{static.compute_partition or '?'}/{static.memory_partition or '?'}" if static else "?"
+    if static and static.compute_partition is None and is_nvidia_source(snap.source):
+        part = "-"  # a whole NVIDIA GPU (MIG off): no partition mode at all
+    model = printable((static.model or "?").replace("AMD Instinct ", "")) if static else "?"
+    vram = "N/A"
+    if m and m.vram_used_mib is not None and m.vram_total_mib is not None:
+        vram = f"{m.vram_used_mib / 1024:.0f}/{m.vram_total_mib / 1024:.0f}"
+    power = "N/A"
+    if m and m.power_w is not None:
+        power = f"{m.power_w:.0f}/{fmt_num(m.power_cap_w)}"
+    return [
+        str(static.index if static else (m.index if m else "?")),
+        str(static.physical if static else "?"),
+        printable(part),
+        model,
+        fmt_num(m.util_pct if m else None, "{:.0f}%"),
+        vram,
+        power,
+        fmt_num(m.temp_junction_c if m else None),
+        fmt_num(m.temp_mem_c if m else None),
+        str(len(m.processes) if m else 0),
+        _health_cell(snap, static.physical if static else None),
+    ]
 
 
 def _health_cell(snap: NodeSnapshot, physical: int | None) -> str:

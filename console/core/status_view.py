@@ -106,3 +106,16 @@ def health_warnings(snapshot: NodeSnapshot, gpus: Sequence[int]) -> list[str]:
 
 def fmt_num(value: float | None, fmt: str = "{:.0f}", na: str = "N/A") -> str:
     return na if value is None else fmt.format(value)
+
+
+def align_row(cells: Sequence[str], widths: Sequence[int], right: Sequence[bool]) -> str:
+    """One line of a text table: each cell padded to its column's width (right- or left-aligned),
+    one space between columns, two before the last (free text, not padded)."""
+    parts = []
+    last = len(cells) - 1
+    for i, cell in enumerate(cells):
+        if i == last:
+            parts.append(" " + cell)
+        else:
+            parts.append(cell.rjust(widths[i]) if right[i] else cell.ljust(widths[i]))
+    return (" " + " ".join(parts)).rstrip()

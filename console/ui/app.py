@@ -33,7 +33,7 @@ from console.core.text import one_line, printable
 from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged, TopologyChanged
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
-from console.ui.commands import FleetCommands, InstanceCommands
+from console.ui.commands import FleetCommands, InstanceCommands, ScreenCommands
 from console.ui.keys import APP_BINDINGS, describe_keys, known_binding_ids
 from console.ui.messages import (
     InstanceActionFailed,
@@ -77,7 +77,7 @@ class ConsoleApp(App[int]):
     TITLE = "rocm-console"
     # Absolute: Textual resolves a relative path against the file of the *subclass*.
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
-    COMMANDS = App.COMMANDS | {FleetCommands, InstanceCommands}
+    COMMANDS = App.COMMANDS | {FleetCommands, InstanceCommands, ScreenCommands}
 
     BINDINGS = [*APP_BINDINGS]
 
@@ -504,6 +504,12 @@ class ConsoleApp(App[int]):
             return
         if not self.profile.bench_presets:
             self.notify("no benchmark presets in the profile ([bench.NAME] tables)", severity="warning", markup=False)
+            return
+        if instance is not None and instance.state != InstanceState.READY:
+            # the dialog would preselect another instance: say why instead
+            self.notify(
+                f"{instance.name} on {instance.node} is {instance.state.value}: not ready to benchmark", markup=False
+            )
             return
         key = (instance.node, instance.name) if instance is not None else None
 

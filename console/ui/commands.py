@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Iterator
 
@@ -80,22 +82,15 @@ class FleetCommands(_ConsoleCommands):
                 partial(self._clear_faults, host),
                 "remove every simulated fault from the demo's GPUs",
             )
-        yield (
-            "Resume drawing" if host.paused else "Pause drawing",
-            host.action_toggle_pause,
-            "telemetry keeps being collected while paused",
-        )
-        yield (
-            "Show events (the fleet's timeline)",
-            partial(host.open_events, ""),
-            "node, instance, partition, benchmark and GPU health events, newest first (e)",
-        )
+        # The filter words people ask for (the app-wide actions and screens: ScreenCommands)
         yield ("Show sick GPUs", partial(host.apply_filter, "sick"), "filter the fleet table to GPUs in warn or fail")
-        yield ("Sample faster", host.action_sample_faster, "shorter sampling interval on every node")
-        yield ("Sample slower", host.action_sample_slower, "longer sampling interval on every node")
+        yield ("Show free GPUs", partial(host.apply_filter, "free"), "no instance, no process, no load")
+        yield (
+            "Show hot GPUs",
+            partial(host.apply_filter, "hot"),
+            "junction or memory temperature past its warn colour",
+        )
         yield ("Clear filter", partial(host.apply_filter, ""), "show every node and GPU")
-        yield ("Toggle light/dark theme", host.action_toggle_theme, "")
-        yield ("Show key bindings", host.action_help, "every key, with ids for the [keys] table")
 
     def _inject_fault(self, host: ConsoleHost) -> None:
         from console.ui.screens.fault_dialog import FaultDialog, fault_nodes  # loaded when first used
@@ -125,11 +120,6 @@ class InstanceCommands(_ConsoleCommands):
     """'mi300x-cpx: start tiny (tiny-llama, TP 1)', 'tiny-g12 on mi300x-cpx: stop', '... : logs'."""
 
     def commands(self, host: ConsoleHost) -> Iterator[Command]:
-        yield (
-            "Show vLLM instances",
-            host.action_instances,
-            "every instance of every node: state, stage, GPUs, port",
-        )
         yield (
             "Show layout experiments",
             self._open_experiments,
@@ -164,3 +154,267 @@ class InstanceCommands(_ConsoleCommands):
         from console.ui.screens.experiments import ExperimentsScreen  # loaded when first opened
 
         self.app.push_screen(ExperimentsScreen())
+
+
+@dataclass(frozen=True, slots=True)
+class PaletteEntry:
+    """A palette command that reaches a screen or does a key's action, found by its name.
+
+    screens: the screen classes it opens (directly or through the screen it opens);
+    bindings: the [keys] ids of the keys it does the same as. tests/ui/test_palette.py
+    checks that every screen and every key of the fleet is reached by one."""
+
+    name: str
+    help: str
+    screens: tuple[str, ...] = ()
+    bindings: tuple[str, ...] = ()
+
+
+# The fleet screen's keys (fleet action, arguments) the palette runs there.
+_FLEET_ACTIONS: tuple[tuple[PaletteEntry, str, tuple[object, ...]], ...] = (
+    (
+        PaletteEntry(
+            "Start vLLM on the marked or cursor's GPUs",
+            "the start dialog: preset, model, TP, GPUs (s)",
+            ("StartDialog",),
+            ("start-instance",),
+        ),
+        "start_instance",
+        (),
+    ),
+    (
+        PaletteEntry(
+            "Stop the vLLM instance under the cursor",
+            "asks first (x)",
+            ("ConfirmScreen",),
+            ("stop-instance",),
+        ),
+        "stop_instance",
+        (),
+    ),
+    (
+        PaletteEntry(
+            "Logs of the vLLM instance under the cursor",
+            "the log, followed live (l)",
+            ("LogScreen",),
+            ("instance-log",),
+        ),
+        "open_log",
+        (),
+    ),
+    (
+        PaletteEntry(
+            "Benchmark the instance under the cursor",
+            "a serving benchmark preset against a ready instance (b)",
+            ("StartBenchDialog", "BenchScreen"),
+            ("start-bench",),
+        ),
+        "benchmark",
+        (),
+    ),
+    (
+        PaletteEntry(
+            "Partition: switch CPX / SPX / NPS of the marked GPUs or the node",
+            "checks every blocker (processes can be ended there), then switches and verifies (P)",
+            ("PartitionScreen", "ReloadConfirm", "ProcessEndScreen"),
+            ("partition",),
+        ),
+        "partition",
+        (),
+    ),
+    (
+        PaletteEntry(
+            "Reconnect the node under the cursor", "drop its agent stream and connect again (r)", (), ("restart-node",)
+        ),
+        "restart_node",
+        (),
+    ),
+    (
+        PaletteEntry(
+            "Open the detail of the row under the cursor",
+            "charts, processes, health (enter)",
+            ("DetailScreen",),
+            ("open-detail",),
+        ),
+        "activate_row",
+        (),
+    ),
+    (
+        PaletteEntry(
+            "Filter the fleet…", "free, busy, hot, sick, cpx, a node name… (/)", ("FleetScreen",), ("filter",)
+        ),
+        "filter",
+        (),
+    ),
+    (
+        PaletteEntry("Sort: per node / across the fleet", "toggle (F)", (), ("sort-scope",)),
+        "sort_scope",
+        (),
+    ),
+    *(
+        (
+            PaletteEntry(f"Sort by {words}", f"largest first; again: reverse ({key})", (), (f"sort-{column}",)),
+            "sort",
+            (column,),
+        )
+        for key, column, words in (
+            ("U", "util", "utilization"),
+            ("M", "vram", "VRAM used"),
+            ("W", "power", "power"),
+            ("T", "temp", "temperature (hottest first)"),
+            ("C", "clock", "GFX clock"),
+            ("N", "name", "name (the default order)"),
+        )
+    ),
+)
+
+# App-wide actions (app action name) and what the results screen does there (its action).
+_APP_ACTIONS: tuple[tuple[PaletteEntry, str], ...] = (
+    (
+        PaletteEntry(
+            "Results: benchmark history",
+            "every stored run; enter: its detail (h)",
+            ("HistoryScreen", "RunDetailScreen"),
+            ("history",),
+        ),
+        "history",
+    ),
+    (
+        PaletteEntry(
+            "Show vLLM instances",
+            "every instance of every node: state, stage, GPUs, port (i)",
+            ("InstancesScreen", "GroupBenchScreen"),
+            ("instances",),
+        ),
+        "instances",
+    ),
+    (
+        PaletteEntry(
+            "Show events (the fleet's timeline)",
+            "health, ECC, throttling, instances, newest first (e)",
+            ("EventsScreen",),
+            ("events",),
+        ),
+        "events",
+    ),
+    (
+        PaletteEntry(
+            "Help: show key bindings", "every key, with ids for the [keys] table (?)", ("HelpScreen",), ("help",)
+        ),
+        "help",
+    ),
+    (
+        PaletteEntry("Pause / resume drawing", "telemetry keeps being collected while paused (p)", (), ("pause",)),
+        "toggle_pause",
+    ),
+    (
+        PaletteEntry("Sample faster", "shorter sampling interval on every node (+)", (), ("sample-faster",)),
+        "sample_faster",
+    ),
+    (
+        PaletteEntry("Sample slower", "longer sampling interval on every node (-)", (), ("sample-slower",)),
+        "sample_slower",
+    ),
+    (PaletteEntry("Toggle light/dark theme", "(t)", (), ("toggle-theme",)), "toggle_theme"),
+)
+_RESULT_ACTIONS: tuple[tuple[PaletteEntry, str], ...] = (
+    (
+        PaletteEntry("Results: compare marked runs", "mark runs with space in the results, then c", ("CompareScreen",)),
+        "compare",
+    ),
+    (
+        PaletteEntry("Results: export (Markdown, CSV, JSON)", "the marked runs, or all shown", ("ExportPrompt",)),
+        "export",
+    ),
+    (
+        PaletteEntry(
+            "Results: import runs or reference numbers", "files of other consoles or of vLLM", ("ImportPrompt",)
+        ),
+        "import",
+    ),
+)
+FIND_MAX = PaletteEntry(
+    "Find max load (benchmark search)",
+    "the highest concurrency within a latency budget, for a preset and a ready instance",
+    ("FindMaxDialog", "FindMaxScreen"),
+)
+EXPERIMENTS = PaletteEntry(
+    "Show layout experiments", "progress of `rocm-console experiment run`", ("ExperimentsScreen",)
+)
+OFFLINE = PaletteEntry(
+    "NODE: offline benchmark (latency / throughput)", "no instance needed", ("OfflineBenchDialog", "OfflineBenchScreen")
+)
+FAULTS = PaletteEntry("Inject GPU fault… (demo)", "on a simulated node", ("FaultDialog",))
+
+
+def palette_entries() -> list[PaletteEntry]:
+    """Everything the palette reaches, for the coverage test."""
+    return [
+        *(e for e, _a, _p in _FLEET_ACTIONS),
+        *(e for e, _a in _APP_ACTIONS),
+        *(e for e, _a in _RESULT_ACTIONS),
+        FIND_MAX,
+        EXPERIMENTS,
+        OFFLINE,
+        FAULTS,
+    ]
+
+
+class ScreenCommands(_ConsoleCommands):
+    """Every screen and the fleet's keys by name: 'Partition…', 'Results: export', 'Sort by temperature'."""
+
+    def commands(self, host: ConsoleHost) -> Iterator[Command]:
+        for entry, action, args in _FLEET_ACTIONS:
+            yield entry.name, partial(self._on_fleet, action, args), entry.help
+        for entry, action in _APP_ACTIONS:
+            yield entry.name, partial(self.app.run_action, action), entry.help
+        for entry, action in _RESULT_ACTIONS:
+            yield entry.name, partial(self._on_results, action), entry.help
+        yield FIND_MAX.name, partial(self._find_max, host), FIND_MAX.help
+
+    def browsable(self, name: str) -> bool:
+        return not name.startswith("Sort by")  # found by typing "sort"; the browse list stays short
+
+    def _on_fleet(self, action: str, args: tuple[object, ...]) -> None:
+        from console.ui.screens.fleet import FleetScreen
+
+        fleet = next((s for s in self.app.screen_stack if isinstance(s, FleetScreen)), None)
+        if fleet is None:
+            return
+        while self.app.screen is not fleet:
+            self.app.pop_screen()
+        if action == "activate_row":
+            fleet.table.action_activate()
+            return
+        getattr(fleet, f"action_{action}")(*args)
+
+    def _on_results(self, action: str) -> None:
+        """Open the results (once loaded), then do what its key does there."""
+        from console.ui.screens.history import HistoryScreen
+
+        screen = self.app.screen
+        if not isinstance(screen, HistoryScreen):
+            screen = HistoryScreen()
+            self.app.push_screen(screen)
+        results = screen
+
+        async def when_loaded() -> None:
+            for _ in range(200):  # bounded: 10 s
+                if results.loaded:
+                    break
+                await asyncio.sleep(0.05)
+            getattr(results, f"action_{action}")()
+
+        run_named(self.app, when_loaded(), f"palette-{action}")
+
+    def _find_max(self, host: ConsoleHost) -> None:
+        """The benchmark dialog, then its find-max question (ctrl+f there)."""
+        from console.ui.screens.bench_start import StartBenchDialog
+
+        host.open_bench_dialog(None)
+
+        def ask() -> None:
+            if isinstance(self.app.screen, StartBenchDialog):
+                self.app.screen.action_find_max()
+
+        self.app.call_after_refresh(ask)

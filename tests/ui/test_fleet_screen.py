@@ -41,8 +41,8 @@ async def test_filter_by_partition_busy_and_node():
         await prepare(pilot)
         table = app.screen.query_one(GpuTable)
         await pilot.press("slash", *"cpx busy")
-        # The traces put processes on CPX logical GPUs 0-9 and 17.
-        assert gpu_rows(table, "mi300x-cpx") == [*range(10), 17]
+        # The traces put processes on CPX logical GPUs 0-9 and 17; the loading instance holds 12.
+        assert gpu_rows(table, "mi300x-cpx") == [*range(10), 12, 17]
         assert [r.node for r in table.rows if r.is_header] == ["mi300x-cpx"]
         await pilot.press("enter")
         assert app.screen.focused is table

@@ -24,11 +24,19 @@ class Column:
     right: bool = True
 
 
+NODE_MAX = 12  # cells of the node column (the fleet sorted across nodes); longer names are cut
+
+
 @lru_cache(maxsize=16)
-def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
-    """Columns that fit `width`, and the sparkline width; least useful dropped first."""
+def layout_columns(width: int, node_width: int = 0) -> tuple[tuple[Column, ...], int]:
+    """Columns that fit `width`, and the sparkline width; least useful dropped first.
+
+    `node_width`: a NODE column first, as wide (the fleet sorted across nodes, without headers)."""
     order = ["gpu", "health", "util", "vram", "power", "tj", "tmem", "gfx", "part"]
+    if node_width:
+        order.insert(0, "node")
     spec = {
+        "node": Column("node", "NODE", min(NODE_MAX, max(4, node_width)), right=False),
         "gpu": Column("gpu", "GPU", 7),
         "health": Column("health", "HEALTH", 6, right=False),
         "util": Column("util", "UTIL", 5),
@@ -37,7 +45,7 @@ def layout_columns(width: int) -> tuple[tuple[Column, ...], int]:
         "tj": Column("tj", "TJ", 4),
         "tmem": Column("tmem", "TMEM", 5),
         "gfx": Column("gfx", "GFX", 5),
-        "part": Column("part", "PART", 9, right=False),
+        "part": Column("part", "PART", 10, right=False),  # "1g.10gb+me", a MIG profile with media engines
     }
     droppable = ["gfx", "tmem", "part"]  # in this order when the terminal is too narrow
     vllm_min = 6
@@ -66,12 +74,26 @@ def vram_total(static: GpuStatic | None, m: GpuMetrics | None) -> float | None:
 
 
 def gpu_label(row: Row) -> str:
-    """'0' for a whole GPU; '1┬  8', '├  9', '└ 15' for the partitions of physical GPU 1."""
+    """'0' for a whole GPU; '1┬  8', '├  9', '└ 15' for the partitions of physical GPU 1;
+    '1─  9' for a partition a filter left alone under its physical GPU."""
     if not row.tree:
         return f"{row.gpu}"
-    if row.tree == "┬":
-        return f"{row.physical}┬{row.gpu:>3}"
+    if row.tree in ("┬", "─"):  # the first row shown of a physical GPU names it
+        return f"{row.physical}{row.tree}{row.gpu:>3}"
     return f"{row.tree}{row.gpu:>3}"
+
+
+def part_label(static: GpuStatic | None, nvidia: bool = False) -> str:
+    """The PART cell: 'CPX/NPS1'; a MIG instance by its profile alone ('3g.40gb', which names
+    MIG itself), so it fits the column where 'MIG/3g.40gb' would be cut; '-' for a whole
+    NVIDIA GPU (no partition mode at all, as `status` prints it)."""
+    if static is None:
+        return "?"
+    if static.compute_partition == "MIG" and static.memory_partition:
+        return static.memory_partition
+    if static.compute_partition is None and static.memory_partition is None:
+        return "-" if nvidia else "?"
+    return f"{static.compute_partition or '?'}/{static.memory_partition or '?'}"
 
 
 def fit(text: str, width: int, right: bool) -> str:

@@ -16,8 +16,22 @@ from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 
 FILTER_HINT = (
-    "filter: node, model, cpx, nps1, busy, idle, live, down, sick, warn, throttled, ecc (Enter keeps, Esc clears)"
+    "filter: node, model, cpx, nps1, free, busy, hot, live, down, sick, warn, throttled, ecc (Enter keeps, Esc clears)"
 )
+
+_SORT = Binding.Group("Sort", compact=True)
+
+# (key, sort column, what the help says): shift+letter as k9s sorts; again reverses.
+SORT_KEYS = (
+    ("U", "util", "utilization"),
+    ("M", "vram", "VRAM used"),
+    ("W", "power", "power"),
+    ("T", "temp", "junction temperature"),
+    ("C", "clock", "GFX clock"),
+    ("N", "name", "name (the default order)"),
+)
+
+Hint = tuple[str, str]  # (action, what the key bar says) for the row under the cursor
 
 
 class FleetScreen(Screen):
@@ -30,6 +44,18 @@ class FleetScreen(Screen):
         Binding("x", "stop_instance", "Stop vLLM", show=False, id="stop-instance"),
         Binding("P", "partition", "Partition", show=False, id="partition"),
         Binding("b", "benchmark", "Benchmark", show=False, id="start-bench"),
+        *(
+            Binding(
+                key,
+                f"sort('{column}')",
+                f"Sort by {words} (again: reverse)",
+                show=False,
+                id=f"sort-{column}",
+                group=_SORT,
+            )
+            for key, column, words in SORT_KEYS
+        ),
+        Binding("F", "sort_scope", "Sort per node / across the fleet", show=False, id="sort-scope", group=_SORT),
     ]
 
     def __init__(self, view: FleetView) -> None:
@@ -71,14 +97,62 @@ class FleetScreen(Screen):
             snapshots,
             console_host(self.app).sampling_interval,
             self.table.filter_text,
+            self.table.row_order.describe(),
         )
+        self._refresh_hints()  # an instance that started or ended under the cursor
+
+    # ------------------------------------------------------------ sort
+
+    def action_sort(self, column: str) -> None:
+        """U M W T C N: sort by that column, largest first; the same key again reverses."""
+        self.table.set_sort(self.table.row_order.pressed(column))
+        self._redraw_status()
+
+    def action_sort_scope(self) -> None:
+        """F: sort each node's GPUs (headers kept), or every GPU of the fleet in one order."""
+        self.table.set_sort(self.table.row_order.toggled_scope())
+        self._redraw_status()
+
+    # ------------------------------------------------------------ key bar
+
+    _drawn_hints: tuple = ()
+
+    def key_hints(self) -> list[Hint]:
+        """The keys of the row under the cursor, first on the key bar: an instance's l x b, a
+        node's P r, the number of GPUs marked with space."""
+        node, marked = self.table.selection
+        if marked:
+            return [("", f"✓ {len(marked)} marked"), ("partition", "Partition"), ("clear_filter", "Unmark")]
+        row = self.table.cursor_row
+        if row is None:
+            return []
+        if row.gpu is None:
+            return [("partition", "Partition"), ("restart_node", "Reconnect")]
+        views = console_host(self.app).board.on_gpus(row.node).get(row.gpu)
+        if not views:
+            return []
+        if views[0].state in ACTIVE:
+            return [("open_log", "Log"), ("stop_instance", "Stop"), ("benchmark", "Bench")]
+        return [("open_log", "Log")]
+
+    def on_gpu_table_cursor_moved(self, _event: GpuTable.CursorMoved) -> None:
+        self._refresh_hints()
+
+    def _refresh_hints(self) -> None:
+        hints = tuple(self.key_hints())
+        if hints != self._drawn_hints:
+            self._drawn_hints = hints
+            for bar in self.query(KeyBar):
+                bar.refresh()
 
     # ------------------------------------------------------------ filter
 
     def action_filter(self) -> None:
         box = self.query_one("#filter-input", Input)
         box.add_class("-open")
-        box.focus()
+        # At once, not with focus() (deferred): "/free" typed or pasted in one burst would
+        # send "free" to the table's keys (e: events, r: reconnect) before the box had focus.
+        self.set_focus(box)
 
     def set_filter(self, text: str) -> None:
         box = self.query_one("#filter-input", Input)
@@ -117,6 +191,7 @@ class FleetScreen(Screen):
             self.view.fleet.snapshots(),
             console_host(self.app).sampling_interval,
             self.table.filter_text,
+            self.table.row_order.describe(),
         )
 
     # ------------------------------------------------------------ rows
@@ -170,13 +245,29 @@ class FleetScreen(Screen):
             console_host(self.app).confirm_stop(view.node, view.name)
 
     def action_benchmark(self) -> None:
-        """b: benchmark the instance under the cursor (or choose one)."""
+        """b: benchmark the instance on the cursor's GPU; on a node header, its one ready
+        instance or a choice. A GPU without a ready instance says so: the dialog never
+        opens on another GPU's instance."""
         row = self.table.cursor_row
-        view = None
-        if row is not None and row.gpu is not None:
-            views = console_host(self.app).board.on_gpus(row.node).get(row.gpu)
-            view = views[0] if views else None
-        console_host(self.app).open_bench_dialog(view)
+        if row is None:
+            return
+        host = console_host(self.app)
+        if row.gpu is None:
+            ready = [v for v in host.board.views(row.node) if v.state == InstanceState.READY]
+            host.open_bench_dialog(ready[0] if len(ready) == 1 else None)
+            return
+        views = host.board.on_gpus(row.node).get(row.gpu)
+        if not views:
+            self.app.notify(f"no vLLM instance on {row.node} GPU {row.gpu} to benchmark (s starts one)", markup=False)
+            return
+        view = views[0]
+        if view.state != InstanceState.READY:
+            self.app.notify(
+                f"{view.name} on {row.node} GPU {row.gpu} is {view.state.value}: a benchmark needs a ready instance",
+                markup=False,
+            )
+            return
+        host.open_bench_dialog(view)
 
     def action_partition(self) -> None:
         """P: switch partition modes of the marked GPUs' physical GPUs (none marked: the whole node)."""

@@ -21,12 +21,14 @@ from textual.strip import Strip
 
 from console.core.model import NodeHealth, NodeSnapshot
 from console.core.series import BlockSeries, RingSeries
+from console.core.telemetry import is_nvidia_source
 from console.core.text import printable
 from console.ui.model import format as fmt
 from console.ui.model import health_view as hv
 from console.ui.model import instance_board as ib
-from console.ui.model.gpu_columns import GAP, fit, gpu_label, layout_columns, vram_total
+from console.ui.model.gpu_columns import GAP, NODE_MAX, fit, gpu_label, layout_columns, part_label, vram_total
 from console.ui.model.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
+from console.ui.model.sort import DEFAULT_ORDER, SortOrder
 
 SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
 
@@ -91,6 +93,9 @@ class GpuTable(ScrollView, can_focus=True):
         Binding("space", "toggle_select", "Mark GPU for s (on a node: all)", show=False, id="select-gpu"),
     ]
 
+    class CursorMoved(Message):
+        """The row under the cursor or the marks changed (the key bar follows them)."""
+
     class RowActivated(Message):
         """Enter or a double click on a row: open its detail."""
 
@@ -111,6 +116,10 @@ class GpuTable(ScrollView, can_focus=True):
         self._drawn_gen: dict[str, int] = {}
         self._layout_version = -1
         self._filter = RowFilter()
+        self._order = DEFAULT_ORDER
+        self._sorted_at = 0.0  # when the rows were last ordered (clock seconds)
+        self._resort_due = False  # new numbers since then (a sort by a metric takes them at the next second)
+        self._announced: tuple = ()  # (cursor row, marks) last told with CursorMoved
         self._rows: list[Row] = []
         self._row_index: dict[RowKey, int] = {}
         self._cursor = 0
@@ -146,13 +155,17 @@ class GpuTable(ScrollView, can_focus=True):
                 self._drawn_igen[snap.name] = igen
                 changed = True
         relayout = layout_version != self._layout_version
-        # busy/idle filters depend on the latest metrics, not only on the topology.
-        if relayout or (changed and self._filter):
-            self._layout_version = layout_version
-            self._rebuild_rows()
+        # busy/idle filters and a sort by a metric depend on the latest metrics, not only on the
+        # topology. A sort alone re-sorts at most once a second: rows that jump at every sample
+        # cannot be read, and a 4096-row sort is the costliest part of a redraw.
+        self._resort_due = self._resort_due or (changed and self._order.key != "name")
+        resort = self._resort_due and int(now) != int(self._sorted_at)
         ticked = int(now) != int(self._now)
         self._now = now
-        if changed or relayout or ticked:
+        if relayout or (changed and self._filter) or resort:
+            self._layout_version = layout_version
+            self._rebuild_rows()
+        if changed or relayout or ticked or resort:
             self.redraws += 1
             self.refresh()
         return changed
@@ -165,6 +178,21 @@ class GpuTable(ScrollView, can_focus=True):
     @property
     def filter_text(self) -> str:
         return self._filter.text
+
+    @property
+    def row_order(self) -> SortOrder:
+        return self._order
+
+    def set_sort(self, order: SortOrder) -> None:
+        """A new order; the cursor goes to the first GPU row (the largest value: one key finds the hottest)."""
+        if order == self._order:
+            return
+        self._order = order
+        self._rebuild_rows()
+        first = next((i for i, row in enumerate(self._rows) if row.gpu is not None), 0)
+        self._move(first)
+        self.scroll_to(y=0 if first <= 1 else first, animate=False)
+        self.refresh()
 
     @property
     def rows(self) -> list[Row]:
@@ -190,6 +218,7 @@ class GpuTable(ScrollView, can_focus=True):
         if had:
             self._cache.clear()
             self.refresh()
+            self._announce()
         return had
 
     def set_selection(self, node: str, gpus: set[int] | tuple[int, ...]) -> None:
@@ -197,6 +226,7 @@ class GpuTable(ScrollView, can_focus=True):
         self._selected = set(gpus)
         self._cache.clear()
         self.refresh()
+        self._announce()
 
     def action_toggle_select(self) -> None:
         """Space: mark or unmark the GPU (a node header: all its GPUs shown); marks stay on one node."""
@@ -212,6 +242,7 @@ class GpuTable(ScrollView, can_focus=True):
         self.set_selection(row.node, chosen)
         if not row.is_header:
             self._move(self._cursor + 1)
+        self._announce()
 
     def is_selected(self, row: Row) -> bool:
         return row.node == self._selected_node and row.gpu in self._selected
@@ -226,7 +257,8 @@ class GpuTable(ScrollView, can_focus=True):
     def _rebuild_rows(self) -> None:
         current = self.cursor_row
         snaps = list(self._snapshots.values())
-        self._rows = build_rows(snaps, self._filter)
+        self._sorted_at, self._resort_due = self._now, False
+        self._rows = build_rows(snaps, self._filter, self._order, self._occupied)
         self._row_index = {row.key: i for i, row in enumerate(self._rows)}
         self._cache.clear()
         width = self._content_width() or 80
@@ -236,6 +268,26 @@ class GpuTable(ScrollView, can_focus=True):
             index = self._row_index.get((current.node, None))
         self._cursor = min(index if index is not None else self._cursor, max(0, len(self._rows) - 1))
         self._scroll_to_cursor()
+        self._announce()
+
+    def _occupied(self, node: str, gpu: int) -> bool:
+        """An active instance holds the GPU (the free/busy filter words)."""
+        if self._board is None:
+            return False
+        return any(v.state in ib.ACTIVE for v in self._board.on_gpus(node).get(gpu, ()))
+
+    def _announce(self) -> None:
+        row = self.cursor_row
+        now = (row.key if row is not None else None, self._selected_node, len(self._selected))
+        if now != self._announced:
+            self._announced = now
+            self.post_message(self.CursorMoved())
+
+    def _node_width(self) -> int:
+        """The NODE column's width when the fleet is sorted across nodes (0: no column)."""
+        if not self._order.fleet:
+            return 0
+        return min(NODE_MAX, max((cell_len(printable(n)) for n in self._snapshots), default=4))
 
     def visible_nodes(self) -> set[str]:
         """The nodes with a row on screen now (the fleet refreshes those first)."""
@@ -263,6 +315,7 @@ class GpuTable(ScrollView, can_focus=True):
             self._cursor = index
             self.refresh()
         self._scroll_to_cursor()
+        self._announce()
 
     def action_cursor(self, delta: int) -> None:
         self._move(self._cursor + delta)
@@ -324,7 +377,7 @@ class GpuTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self._content_width()
         if y == 0:
-            return self._cached("columns", (width,), lambda: self._columns_strip(width))
+            return self._cached("columns", (width, self._order), lambda: self._columns_strip(width))
         index = int(self.scroll_offset.y) + y - 1
         if index >= len(self._rows):
             if index == 0 and self._filter:
@@ -340,7 +393,7 @@ class GpuTable(ScrollView, can_focus=True):
         if gpu is None:  # the node's header
             version: tuple = (gen, width, cursor, int(self._now))
             return self._cached(row.key, version, lambda: self._node_strip(row, width, cursor))
-        version = (gen, width, cursor, row.tree, self.is_selected(row))
+        version = (gen, width, cursor, row.tree, self.is_selected(row), self._order.fleet)
         return self._cached(row.key, version, lambda: self._gpu_strip(row, gpu, width, cursor))
 
     def _cached(self, key, version: tuple, build: Callable[[], Strip]) -> Strip:
@@ -379,11 +432,14 @@ class GpuTable(ScrollView, can_focus=True):
         return self._pairs[node]
 
     def _columns_strip(self, width: int) -> Strip:
-        cols, spark = layout_columns(width)
+        cols, spark = layout_columns(width, self._node_width())
         base = self._style("base") + self._style("columns")
         cells = []
+        order = self._order
         for col in cols:
             title = col.title
+            if col.key == order.column and not order.is_default:
+                title = (title + order.arrow) if col.right else (title + " " + order.arrow)
             if spark and col.key in ("util", "power"):
                 cells.append(fit(title, col.width, col.right) + " " + " " * spark)
             else:
@@ -429,7 +485,7 @@ class GpuTable(ScrollView, can_focus=True):
         # Muted grey is unreadable on the cursor bar: the cursor row keeps its own colour.
         muted = Style() if cursor else self._style("muted")
         cells = self._gpu_cells(row, static, m, muted)
-        cols, spark = layout_columns(width)
+        cols, spark = layout_columns(width, self._node_width())
         segments: list[Segment] = []
         for col in cols:
             text, style = cells[col.key]
@@ -467,13 +523,15 @@ class GpuTable(ScrollView, can_focus=True):
 
         util = m.util_pct if m else None
         used, total = (m.vram_used_mib if m else None), vram_total(static, m)
-        power, cap = (m.power_w, m.power_cap_w) if m else (None, None)
-        gfx = m.gfx_clock_mhz if m else None
-        part = fmt.partition_text(static.compute_partition, static.memory_partition) if static else "?"
+        dev = self._device_metrics(row, static, m)
+        power, cap = (dev.power_w, dev.power_cap_w) if dev else (None, None)
+        gfx = dev.gfx_clock_mhz if dev else None
+        part = part_label(static, is_nvidia_source(self._snapshots[row.node].source))
         health = hv.health_of(self._snapshots[row.node], row.physical if row.physical is not None else row.gpu or 0)
         mark = hv.mark(health)
         quiet = mark.state in ("", hv.UNKNOWN) or (later_partition and mark.state == hv.OK)
         return {
+            "node": ("" if later_partition else row.node, None),  # named once per physical GPU
             "gpu": (gpu_label(row), muted if later_partition else None),
             # a partition shows its physical GPU's state (later partitions: ok muted, as device-wide cells)
             "health": (mark.text, muted if quiet else self._health_style(mark)),
@@ -482,12 +540,23 @@ class GpuTable(ScrollView, can_focus=True):
             "power": device(
                 power, fmt.watts_pair(power, cap), self._level(fmt.fraction_level(power, cap, fmt.POWER_FRACTION))
             ),
-            "tj": temp(m.temp_junction_c if m else None, fmt.TEMP_JUNCTION),
-            "tmem": temp(m.temp_mem_c if m else None, fmt.TEMP_MEM),
+            "tj": temp(dev.temp_junction_c if dev else None, fmt.TEMP_JUNCTION),
+            "tmem": temp(dev.temp_mem_c if dev else None, fmt.TEMP_MEM),
             "gfx": device(gfx, fmt.mhz(gfx), None),
             "part": (part, muted),
             "vllm": ("", None),  # drawn by _vllm_segments
         }
+
+    def _device_metrics(self, row: Row, static, m):
+        """Whose device-wide values (power, temperatures, clock) a row shows: its own; on the
+        first row a filter kept of a partitioned GPU, its physical GPU's (its first partition's),
+        so a filtered tree still says how hot and loaded each physical GPU is."""
+        if row.tree not in ("┬", "─") or static is None or static.partition_id == 0:
+            return m
+        for other, metrics in self._node_pairs(row.node).values():
+            if other is not None and other.physical == row.physical and other.partition_id == 0:
+                return metrics
+        return m
 
     def _vllm_segments(self, node: str, gpu: int, width: int, base: Style) -> list[Segment]:
         """'● tiny-g12 ready': the state's glyph and word coloured; the name is cut first."""

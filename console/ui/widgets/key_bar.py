@@ -7,12 +7,18 @@ console starts and on every screen switch. This bar only renders text from the
 screen's active bindings (the same ones the Footer shows: `show=True`, disabled
 ones dimmed, the command palette key on the right) and repaints itself when they
 change; a click on a key presses that key.
+
+A screen with a `key_hints()` method (the fleet) puts the keys of the row under its cursor
+first: [(action, description)], each drawn with the key bound to that action now (a [keys]
+remap shows), or as a label when the action is "" (e.g. how many GPUs are marked). The
+screen calls refresh() when they change.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual import events
+from textual.binding import ActiveBinding
 from textual.widget import Widget
 
 
@@ -54,7 +60,7 @@ class KeyBar(Widget):
         """(key, key as shown, description, enabled) for the left side, and the palette key."""
         app = self.app
         palette_key = app.COMMAND_PALETTE_BINDING if app.ENABLE_COMMAND_PALETTE else None
-        left, seen_actions, palette = [], set(), None
+        left, seen_actions, palette = self._hint_entries(), set(), None
         for key, active in self.screen.active_bindings.items():
             binding = active.binding
             if key == palette_key:
@@ -65,6 +71,24 @@ class KeyBar(Widget):
             seen_actions.add(binding.action)
             left.append((key, app.get_key_display(binding), binding.description, active.enabled))
         return left, palette
+
+    def _hint_entries(self) -> list[tuple[str, str, str, bool]]:
+        hints = getattr(self.screen, "key_hints", None)
+        if hints is None:
+            return []
+        by_action: dict[str, tuple[str, ActiveBinding]] = {}
+        for key, active in self.screen.active_bindings.items():
+            by_action.setdefault(active.binding.action, (key, active))
+        out = []
+        for action, description in hints():
+            if not action:
+                out.append(("", description, "", True))
+                continue
+            found = by_action.get(action)
+            if found is not None:
+                key, active = found
+                out.append((key, self.app.get_key_display(active.binding), description, active.enabled))
+        return out
 
     def render(self) -> Text:
         key_style = self.get_component_rich_style("key-bar--key", partial=True)
@@ -79,7 +103,8 @@ class KeyBar(Widget):
             text.append(f" {shown} ", key_style if enabled else off_style)
             if description:
                 text.append(f"{description} ", desc_style if enabled else off_style)
-            hits.append((start, text.cell_len, key))
+            if key:
+                hits.append((start, text.cell_len, key))
 
         for entry in left:
             add(*entry)
