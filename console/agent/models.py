@@ -272,9 +272,10 @@ def _secrets():
 def run(args, writer):
     """`models list|config|pull|pulls|rm`: JSON lines; an error line and exit 2 on failure."""
     dirs = list(args.model_dir or [])
-    for path in reversed(args.amdsmi_path or []):  # a simulated node's huggingface_hub lives beside its amdsmi
-        if path not in sys.path:
-            sys.path.insert(0, path)
+    if not args.vllm:  # a simulated node's huggingface_hub lives beside its amdsmi; with --vllm, the real one
+        for path in reversed(args.amdsmi_path or []):
+            if path not in sys.path:
+                sys.path.insert(0, path)
     if args.op in ("list", "config", "pull", "rm"):
         _reexec_with_hub(args, writer)
     try:
@@ -414,7 +415,9 @@ def start_pull(args, secrets):
         "ignore": list(args.exclude or ()),
         "cache_dir": None if args.to else os.path.abspath(os.path.expanduser(cache_dir)),
         "local_dir": os.path.abspath(os.path.expanduser(args.to)) if args.to else None,
-        "hub_path": list(args.amdsmi_path or ()),  # a simulated node's huggingface_hub, for the worker
+        "hub_path": []
+        if args.vllm
+        else list(args.amdsmi_path or ()),  # a simulated node's huggingface_hub, for the worker
     }
     if args.dry_run:  # the size on the hub and what is here already (the serve preflight)
         done, _ = model_pull.present_bytes(pull)

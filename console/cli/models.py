@@ -125,7 +125,10 @@ async def _pull(args: argparse.Namespace, profile: Profile) -> int:
             return EXIT_OK
         if not args.json:
             how = "already running, following it" if status.attached else "started"
-            print(printable(f"{node.name}: pull of {args.model} {how} (revision {(status.revision or '-')[:12]})"))
+            print(
+                printable(f"{node.name}: pull of {args.model} {how} (revision {(status.revision or '-')[:12]})"),
+                flush=True,
+            )
         shown: list[str] = []
         if args.detach or status.state != "running":
             final = status

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from console.core.instance_view import InstanceView
+from console.core.instance_view import InstanceState, InstanceView
 from console.core.model import ModelsConfig, NodeSnapshot, NodeSpec
 from console.core.models.config import ModelConfigError, ModelFacts, read_config, weight_bytes_from_index
 from console.core.models.fit import (
@@ -108,11 +108,17 @@ def settings_for(node: NodeSpec, config: ModelsConfig | None = None) -> NodeMode
     )
 
 
+def simulated_hub(node: NodeSpec) -> bool:
+    """A simulated node whose vLLM is the simulator's: its models come from the simulated hub. A
+    simulated node with a real vLLM (the integration tests' node) uses the real huggingface_hub."""
+    return node.simulate is not None and node.vllm == "vllm"
+
+
 def _argv(
     node: NodeSpec, command: AgentCommand, op: str, *extra: str, settings: NodeModelSettings | None = None
 ) -> list[str]:
     argv = command.argv("models", op, *extra)
-    if node.simulate is not None:  # every simulated node (NVIDIA ones too) reads the simulated hub
+    if simulated_hub(node):  # a simulated node (NVIDIA ones too) with the simulated vLLM reads the simulated hub
         argv += ["--amdsmi-path", f"{command.bundle_dir}/sim"]
     else:  # the vLLM venv's python has huggingface_hub: the agent runs the op there
         argv += ["--vllm", node.vllm]
@@ -708,11 +714,14 @@ async def follow_pull(
         await asyncio.sleep(interval)
 
 
+ENDED = (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+
+
 def users_of(model: str, views: Sequence[InstanceView], node: str) -> list[str]:
     """The running instances of the node that serve `model` (by name, or a path of its cache)."""
     out = []
     for v in views:
-        if v.node != node or not v.model or v.state in ("exited", "failed", "stopped"):
+        if v.node != node or not v.model or v.state in ENDED:
             continue
         if v.model == model or f"/models--{model.replace('/', '--')}/" in v.model + "/":
             out.append(v.name)
@@ -751,6 +760,8 @@ async def serve_preflight(
     """None when the node can serve `model` from what it holds, else one line: a local path without
     its config.json, or a model not on the node with its size on the hub and the pull command."""
     settings = settings or settings_for(node)
+    if not model.startswith("/") and model.count("/") != 1:
+        return None  # neither a folder on the node nor a hub repo id (org/name): vLLM decides
     try:
         await _agent(pool, node, "config", model, settings=settings)
         return None
