@@ -170,12 +170,13 @@ def size_text(n):
     return "%d B" % n
 
 
-def space_refusal(pull):
-    """None, or the one line refusing a pull that cannot fit the target's filesystem."""
+def space_refusal(pull, measure=None):
+    """None, or the one line refusing a pull that cannot fit the target's filesystem.
+    `measure(path) -> (free bytes, folder)`: free_space, or a simulated node's own figure."""
     target = pull.get("local_dir") or pull["cache_dir"]
     done, _ = present_bytes(pull)
     needed = max(0, pull["total_bytes"] - done)
-    free, where = free_space(target)
+    free, where = (measure or free_space)(target)
     if needed > free:
         return "model %s needs %s more (%s in all), %s has %s free" % (
             pull["repo"],

@@ -428,7 +428,8 @@ def start_pull(args, secrets):
             "total_bytes": pull["total_bytes"],
             "have_bytes": done,
         }
-    refusal = model_pull.space_refusal(pull)
+    # a simulated node's disk is the simulated hub's figure (its weights are sparse files)
+    refusal = model_pull.space_refusal(pull, getattr(hub, "simulated_free_space", None))
     if refusal:
         raise ModelsError(refusal)
     env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}

@@ -196,6 +196,20 @@ DEFAULT_PULL_RATE = 4e9
 GATED_PREFIX = "meta-llama/"  # gated on the real hub: a token is needed
 
 
+SIM_DISK_BYTES = 3840 * 10**9  # a node's simulated NVMe for models (3.84 TB)
+
+
+def simulated_free_space(path):
+    """(free bytes, folder) of the simulated node's model disk: its size less the cache's models."""
+    hub = default_dir()
+    used = 0
+    try:
+        used = scan_cache_dir(hub).size_on_disk
+    except CacheNotFound:
+        pass
+    return max(0, SIM_DISK_BYTES - used), hub
+
+
 class HfHubHTTPError(Exception):
     pass
 
