@@ -246,7 +246,8 @@ def _reexec_with_hub(args, writer):
     if os.environ.get(_REEXEC_ENV) or not getattr(args, "vllm", None):
         return
     python = hub_python(args.vllm)
-    if not python or os.path.realpath(python) == os.path.realpath(sys.executable):
+    # a venv's python links to its base interpreter: compare the paths, not where they lead
+    if not python or os.path.abspath(python) == os.path.abspath(sys.executable):
         return
     os.environ[_REEXEC_ENV] = "1"
     try:
