@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.vllm_cpu import venv_python, vllm_bin, vllm_available
+from tests.integration.vllm_cpu import venv_python, vllm_available, vllm_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "console" / "agent" / "node_agent.py"
