@@ -122,3 +122,36 @@ async def test_rm_is_refused_while_an_instance_serves_the_model():
     assert users_of(model, views, "n") == ["by-name", "by-path"]
     with pytest.raises(ModelsError, match=r"^n: model amd/\S+ is in use by by-name, by-path: stop it first$"):
         await remove_model(None, NodeSpec(name="n", host="h"), model, views)  # type: ignore[arg-type]  # refused first
+
+
+def test_model_dirs_are_listed_and_a_folder_model_needs_its_config(run_cli, tmp_path):
+    models = tmp_path / "models"
+    (models / "my-model").mkdir(parents=True)
+    (models / "my-model" / "config.json").write_text('{"num_hidden_layers": 2}')
+    (models / "my-model" / "model.safetensors").write_bytes(b"\0" * 4096)
+    (models / "no-config").mkdir()
+    (models / "no-config" / "model.safetensors").write_bytes(b"\0" * 16)
+    profile = tmp_path / "lab.toml"
+    profile.write_text(
+        f"""
+[models]
+model_dirs = ["{models}"]
+
+[nodes.sim]
+transport = "local"
+simulate = {{ gpu = "MI300X", count = 8 }}
+
+[serve.folder]
+model = "{models / "no-config"}"
+"""
+    )
+    listed = run_cli("models", "list", "--profile", str(profile), "--json")
+    assert listed.returncode == 0, listed.stderr
+    found = {m["name"]: m for m in json.loads(listed.stdout)["nodes"][0]["models"]}
+    assert found["my-model"]["source"] == "dir" and found["my-model"]["complete"] is True
+    assert found["my-model"]["size_bytes"] == 4096 + len('{"num_hidden_layers": 2}')
+    start = run_cli("serve", "start", "--profile", str(profile), "--node", "sim", "--preset", "folder")
+    assert start.returncode == 2
+    assert start.stderr.strip() == (
+        f"rocm-console: sim: model {models / 'no-config'}: no readable config.json in {models / 'no-config'}"
+    )
