@@ -689,27 +689,33 @@ async def follow_pull(
     interval: float = 1.0,
     timeout: float | None = None,
     settings: NodeModelSettings | None = None,
+    silent_limit: float = 300.0,
 ) -> PullStatus:
-    """Poll the pull until it ends (a dropped link is retried: the pull goes on without us)."""
+    """Poll the pull until it ends. A dropped link is retried (the pull goes on without us) for
+    `silent_limit` seconds; a pull the node no longer lists ends the follow after as long."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     last: PullStatus | None = None
+    last_seen = loop.time()
     while True:
+        why = "no pull of it on the node"
         try:
             pulls = await node_pulls(pool, node, settings)
         except (TransportError, OSError) as exc:
             pulls = []
-            if deadline is not None and loop.time() > deadline:
-                raise ModelsError(f"{node.name}: lost the link while following the pull: {exc}") from None
+            why = f"the node does not answer ({exc}); the pull goes on there"
         found = next((p for p in pulls if p.model == model), None)
+        now = loop.time()
         if found is not None:
-            last = found
+            last, last_seen = found, now
             on_status(found)
             if found.state != "running":
                 return found
-        if deadline is not None and loop.time() > deadline:
+        elif now - last_seen > silent_limit:
+            raise ModelsError(f"{node.name}: model {model}: {why}")
+        if deadline is not None and now > deadline:
             if last is None:
-                raise ModelsError(f"{node.name}: model {model}: no pull of it on the node")
+                raise ModelsError(f"{node.name}: model {model}: {why}")
             return last
         await asyncio.sleep(interval)
 
