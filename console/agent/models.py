@@ -165,8 +165,12 @@ def list_models(cache_dir=None, model_dirs=()):
     if info is not None and info.repos:  # the scanner's own folder (HF_HUB_CACHE / HF_HOME resolved)
         where = str(next(iter(info.repos)).repo_path.parent)
     places = [p for p in [where] + list(model_dirs) if p]
+    simulated = getattr(sys.modules.get("huggingface_hub"), "simulated_free_space", None)
     for place in places:
         free = _free(place)
+        if simulated is not None and place == where and free is not None:  # a simulated node's model disk
+            free["free_bytes"], _ = simulated(place)
+            free["total_bytes"] = getattr(sys.modules["huggingface_hub"], "SIM_DISK_BYTES", free["total_bytes"])
         if free is not None:
             records.append(dict(free, kind="space", place=place))
     if hub_error:
