@@ -165,8 +165,12 @@ def list_models(cache_dir=None, model_dirs=()):
     if info is not None and info.repos:  # the scanner's own folder (HF_HUB_CACHE / HF_HOME resolved)
         where = str(next(iter(info.repos)).repo_path.parent)
     places = [p for p in [where] + list(model_dirs) if p]
+    simulated = getattr(sys.modules.get("huggingface_hub"), "simulated_free_space", None)
     for place in places:
         free = _free(place)
+        if simulated is not None and place == where and free is not None:  # a simulated node's model disk
+            free["free_bytes"], _ = simulated(place)
+            free["total_bytes"] = getattr(sys.modules["huggingface_hub"], "SIM_DISK_BYTES", free["total_bytes"])
         if free is not None:
             records.append(dict(free, kind="space", place=place))
     if hub_error:
@@ -205,33 +209,301 @@ def _config_record(model, folder, revision):
     return {"kind": "config", "name": model, "path": folder, "revision": revision, "config": config, "index": index}
 
 
+def hub_python(vllm):
+    """The python of the venv `vllm` runs from (its script's #! line, or a python beside it), or None."""
+    import shlex
+    import shutil
+
+    try:
+        words = shlex.split(vllm or "")
+    except ValueError:
+        return None
+    exe = shutil.which(words[0]) if words else None
+    if not exe:
+        return None
+    candidates = []
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(512).decode("utf-8", "replace").strip()
+        if first.startswith("#!"):
+            interp = first[2:].split()
+            if interp and os.path.basename(interp[0]).startswith("python"):
+                candidates.append(interp[0])
+    except OSError:
+        pass
+    candidates.append(os.path.join(os.path.dirname(exe), "python3"))
+    for cand in candidates:
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def _reexec_with_hub(args, writer):
+    """Without huggingface_hub here, run this same op again in the vLLM venv's python (it has
+    it: vLLM depends on it). Returns only when there is no such python."""
+    try:
+        import huggingface_hub  # noqa: F401 - on the node
+
+        return
+    except ImportError:
+        pass
+    if os.environ.get(_REEXEC_ENV) or not getattr(args, "vllm", None):
+        return
+    python = hub_python(args.vllm)
+    # a venv's python links to its base interpreter: compare the paths, not where they lead
+    if not python or os.path.abspath(python) == os.path.abspath(sys.executable):
+        return
+    os.environ[_REEXEC_ENV] = "1"
+    try:
+        writer.stream.flush()
+        os.dup2(writer.stream.fileno(), 1)  # the JSON stream back on fd 1 for the new process
+    except (AttributeError, OSError, ValueError):
+        return
+    os.execv(python, [python] + sys.argv)
+
+
+_REEXEC_ENV = "ROCM_CONSOLE_HUB_REEXEC"
+
+
+def _secrets():
+    """{"token", "endpoint"} sent on stdin by the console (never argv)."""
+    try:
+        data = json.loads(sys.stdin.read() or "{}")
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
 def run(args, writer):
-    """`models list` / `models config MODEL`: JSON lines; an error line and exit 2 on failure."""
+    """`models list|config|pull|pulls|rm`: JSON lines; an error line and exit 2 on failure."""
     dirs = list(args.model_dir or [])
-    for path in reversed(args.amdsmi_path or []):  # a simulated node's huggingface_hub lives beside its amdsmi
-        if path not in sys.path:
-            sys.path.insert(0, path)
+    if not args.vllm:  # a simulated node's huggingface_hub lives beside its amdsmi; with --vllm, the real one
+        for path in reversed(args.amdsmi_path or []):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+    if args.op in ("list", "config", "pull", "rm"):
+        _reexec_with_hub(args, writer)
     try:
         if args.op == "list":
             for rec in list_models(args.cache_dir, dirs):
                 writer.write(rec)
-        else:
+        elif args.op == "config":
             writer.write(find_config(args.model, args.cache_dir, dirs, args.revision))
+        elif args.op == "pull":
+            writer.write(start_pull(args, _secrets()))
+        elif args.op == "pulls":
+            for rec in list_pulls(args.state_dir):
+                writer.write(rec)
+        else:
+            writer.write(remove_model(args.model, args.cache_dir, args.revision, args.state_dir))
     except ModelsError as exc:
         writer.write({"kind": "error", "message": str(exc)})
         return 2
     return 0
 
 
+# ------------------------------------------------------------------ pulls and removal
+
+
+def _hub():
+    try:
+        import huggingface_hub  # on the node, not here
+    except ImportError:
+        raise ModelsError(MISSING_HUB) from None
+    return huggingface_hub
+
+
+def _pulls_group():
+    import supervisor  # shipped beside this file
+
+    supervisor.GROUP = "pulls"  # supervised like instances, in their own folder
+    return supervisor
+
+
+def pull_status(state_dir, name):
+    """One pull's record: state (running / done / failed / stopped), bytes, total, rate, ETA."""
+    import model_pull  # shipped beside this file
+    from statefiles import read_json  # shipped beside this file
+
+    sup = _pulls_group()
+    rec = sup.describe(state_dir, name)
+    folder = sup.instance_dir(state_dir, name)
+    pull = rec["spec"].get("pull") or {}
+    result = read_json(os.path.join(folder, model_pull.RESULT))
+    error = read_json(os.path.join(folder, model_pull.ERROR))
+    progress = read_json(os.path.join(folder, model_pull.PROGRESS), {}) or {}
+    running = rec["state"] in ("running", "starting")
+    total = int(pull.get("total_bytes") or 0)
+    done, partial = model_pull.present_bytes(pull) if pull.get("files") is not None else (0, 0)
+    if running:
+        state = "running"
+    elif result:
+        state = "done"
+    elif error:
+        state = "failed"
+    else:
+        state = "stopped"  # killed (or the node rebooted): `models pull` again resumes it
+    return {
+        "kind": "pull",
+        "name": name,
+        "model": pull.get("repo"),
+        "revision": pull.get("commit"),
+        "state": state,
+        "pid": rec["pid"],
+        "started": rec["started"],
+        "ended": rec["ended"],
+        "bytes": min(total, done + partial) if running else min(total, done),
+        "total_bytes": total,
+        "files": len(pull.get("files") or ()),
+        "rate": progress.get("rate") if running else None,
+        "eta": progress.get("eta") if running else None,
+        "target": pull.get("local_dir") or pull.get("cache_dir"),
+        "path": (result or {}).get("path"),
+        "error": (error or {}).get("message"),
+        "exit_code": rec["exit_code"],
+    }
+
+
+def list_pulls(state_dir):
+    sup = _pulls_group()
+    return [pull_status(state_dir, r["name"]) for r in sup.list_instances(state_dir)]
+
+
+def start_pull(args, secrets):
+    """Start (or re-attach to) the pull of args.model; refused in one line when it cannot fit."""
+    import model_pull  # shipped beside this file
+
+    sup = _pulls_group()
+    name = model_pull.pull_name(args.model)
+    state_dir = args.state_dir
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.path.isfile(os.path.join(sup.instance_dir(state_dir, name), "spec.json")):
+        current = pull_status(state_dir, name)
+        if args.cancel:
+            if current["state"] == "running":
+                sup.stop(state_dir, name, int_timeout=5.0, term_timeout=5.0)
+            current = pull_status(state_dir, name)
+            current["cancelled"] = True
+            return current
+        if current["state"] == "running":
+            current["attached"] = True  # the same pull, still going: follow it
+            return current
+    elif args.cancel:
+        raise ModelsError("model %s: no pull of it on this node" % args.model)
+    if os.path.isabs(args.model):
+        raise ModelsError("model %s: a folder on the node is not pulled (give a hub repo id)" % args.model)
+    hub = _hub()
+    token = secrets.get("token") or os.environ.get("HF_TOKEN") or None
+    endpoint = secrets.get("endpoint") or os.environ.get("HF_ENDPOINT") or None
+    try:
+        api = hub.HfApi(endpoint=endpoint) if endpoint else hub.HfApi()
+        commit, files = model_pull.repo_files(
+            api, args.model, args.revision, token, allow=args.include or (), ignore=args.exclude or ()
+        )
+    except Exception as exc:  # the hub's reason (missing, gated, wrong token, unreachable)
+        reason = model_pull.scrub(model_pull.hub_reason(exc, endpoint), token)
+        raise ModelsError("model %s: %s" % (args.model, reason)) from None
+    if not files:
+        raise ModelsError("model %s: no file of it matches --exclude/--include" % args.model)
+    cache_dir = args.cache_dir
+    if not cache_dir:
+        from huggingface_hub import constants  # on the node
+
+        cache_dir = str(constants.HF_HUB_CACHE)
+    pull = {
+        "repo": args.model,
+        "commit": commit,
+        "asked_revision": args.revision,
+        "files": files,
+        "total_bytes": sum(f["size"] for f in files),
+        "allow": list(args.include or ()),
+        "ignore": list(args.exclude or ()),
+        "cache_dir": None if args.to else os.path.abspath(os.path.expanduser(cache_dir)),
+        "local_dir": os.path.abspath(os.path.expanduser(args.to)) if args.to else None,
+        "hub_path": []
+        if args.vllm
+        else list(args.amdsmi_path or ()),  # a simulated node's huggingface_hub, for the worker
+    }
+    if args.dry_run:  # the size on the hub and what is here already (the serve preflight)
+        done, _ = model_pull.present_bytes(pull)
+        return {
+            "kind": "plan",
+            "model": args.model,
+            "commit": commit,
+            "total_bytes": pull["total_bytes"],
+            "have_bytes": done,
+        }
+    # a simulated node's disk is the simulated hub's figure (its weights are sparse files)
+    refusal = model_pull.space_refusal(pull, getattr(hub, "simulated_free_space", None))
+    if refusal:
+        raise ModelsError(refusal)
+    env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
+    if token:
+        env["HF_TOKEN"] = token  # the supervisor keeps it out of argv and spec.json
+    if endpoint:
+        env["HF_ENDPOINT"] = endpoint
+    folder = sup.instance_dir(state_dir, name)
+    spec = {
+        "name": name,
+        "argv": [sys.executable, os.path.join(here, "model_pull.py"), folder],
+        "env": env,
+        "pull": pull,
+    }
+    try:
+        sup.start(state_dir, spec, os.path.join(here, "node_agent.py"))
+    except sup.SupervisorError as exc:
+        raise ModelsError(str(exc)) from None
+    rec = pull_status(state_dir, name)
+    rec["started_now"] = True
+    return rec
+
+
+def remove_model(model, cache_dir=None, revision=None, state_dir=None):
+    """Delete a model's revisions from the cache with huggingface_hub's own delete strategy."""
+    import model_pull  # shipped beside this file
+
+    if state_dir:
+        sup = _pulls_group()
+        name = model_pull.pull_name(model)
+        if os.path.isfile(os.path.join(sup.instance_dir(state_dir, name), "spec.json")):
+            if pull_status(state_dir, name)["state"] == "running":
+                raise ModelsError("model %s: a pull of it is running; cancel it first" % model)
+    if os.path.isabs(model):
+        raise ModelsError("model %s: a folder, not a cache entry; the console removes cache entries only" % model)
+    info = _scan(cache_dir)
+    repo = None
+    for r in info.repos if info is not None else ():
+        if r.repo_type == "model" and r.repo_id == model:
+            repo = r
+    if repo is None:
+        raise ModelsError("model %s: not in the Hugging Face cache on this node" % model)
+    revs = [r for r in repo.revisions if not revision or r.commit_hash.startswith(revision) or revision in r.refs]
+    if not revs:
+        raise ModelsError("model %s@%s: no such revision in the cache" % (model, revision))
+    hashes = sorted(r.commit_hash for r in revs)
+    strategy = info.delete_revisions(*hashes)
+    freed = int(strategy.expected_freed_size)
+    strategy.execute()
+    return {"kind": "removed", "name": model, "revisions": hashes, "freed_bytes": freed}
+
+
 def add_parser(modes, parser_class):
     models = modes.add_parser("models", help="the models in the Hugging Face cache and the model folders")
     ops = models.add_subparsers(dest="op", parser_class=parser_class)
     ops.required = True
-    for op in ("list", "config"):
+    for op in ("list", "config", "pull", "pulls", "rm"):
         sub = ops.add_parser(op)
         sub.add_argument("--cache-dir", default=None, help="the hub cache (default: huggingface_hub's)")
         sub.add_argument("--model-dir", action="append", default=[], metavar="DIR", help="a folder of model folders")
         sub.add_argument("--amdsmi-path", action="append", default=[], metavar="DIR")
-        if op == "config":
+        sub.add_argument("--vllm", default=None, help="how vllm runs here: its venv's python has huggingface_hub")
+        sub.add_argument("--state-dir", default="~/.rocm-console", help="the supervisor's state folder (pulls)")
+        if op in ("config", "pull", "rm"):
             sub.add_argument("model")
             sub.add_argument("--revision", default=None)
+        if op == "pull":
+            sub.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+            sub.add_argument("--include", action="append", default=[], metavar="GLOB")
+            sub.add_argument("--to", default=None, metavar="DIR", help="a plain folder instead of the cache")
+            sub.add_argument("--cancel", action="store_true", help="stop the running pull (it can resume later)")
+            sub.add_argument("--dry-run", action="store_true", help="only the size on the hub")

@@ -26,6 +26,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "models": (
         "rocm-console models list --demo",
         "rocm-console models list --demo --node mi300x-cpx --json",
+        "rocm-console models pull amd/Llama-3.1-70B-Instruct-FP8-KV --demo --node mi300x-cpx",
     ),
     "partition": (
         "rocm-console partition show --demo --node mi300x-cpx",

@@ -1,8 +1,10 @@
-"""`rocm-console models list [--node N] [--json]`: the models on each node (read-only).
+"""`rocm-console models list|pull|pulls|rm`: the models on each node, pulled and removed there.
 
 Per node: each model in its Hugging Face cache (read by huggingface_hub's scanner on the
-node), its size, revision, complete or not, the instances that use it, and the free space of
-the cache's filesystem. Pulls and removal are issue Q section 2 (not here yet).
+node) and the profile's model_dirs, its size, revision, complete or not, the instances that
+use it, and the free space. `pull` starts huggingface_hub's downloader detached under the
+node's supervisor and follows its progress (Ctrl-C leaves it running; `pull` again or `pulls`
+re-attaches); `rm` deletes a model from the cache with huggingface_hub's delete strategy.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ import argparse
 import asyncio
 import json
 
-from console.cli.common import EXIT_FAILED, EXIT_OK, add_actions, add_command_options, run_command, say_error
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_actions,
+    add_command_options,
+    run_command,
+    say_error,
+)
 from console.cli.selection import Selection
 from console.core.model import NodeSpec, Profile
 from console.core.text import printable
@@ -21,7 +31,22 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     models_sub = add_actions(sub, "models", help="the models on the nodes: size, revision, complete, used by")
     lst = models_sub.add_parser("list", help="the models in each node's Hugging Face cache")
     lst.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
-    parsers = [lst]
+    pull = models_sub.add_parser("pull", help="pull a model onto a node (detached; resumable)")
+    pull.add_argument("model", help="a hub repo id, e.g. amd/Llama-3.1-8B-Instruct-FP8-KV")
+    pull.add_argument("--node", required=True, metavar="NAME")
+    pull.add_argument("--revision", default=None, help="a branch, tag or commit (default: main)")
+    pull.add_argument("--exclude", action="append", default=[], metavar="GLOB", help='e.g. "original/*" (repeatable)')
+    pull.add_argument("--to", default=None, metavar="DIR", help="a plain folder on the node instead of the cache")
+    pull.add_argument("--detach", action="store_true", help="start it and return; `models pulls` shows it")
+    pull.add_argument("--cancel", action="store_true", help="stop the running pull (pull again to resume)")
+    pulls = models_sub.add_parser("pulls", help="the pulls on the nodes: running, done, failed, stopped")
+    pulls.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
+    rm = models_sub.add_parser("rm", help="delete a model from a node's Hugging Face cache")
+    rm.add_argument("model")
+    rm.add_argument("--node", required=True, metavar="NAME")
+    rm.add_argument("--revision", default=None, help="only this revision")
+    rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parsers = [lst, pull, pulls, rm]
     add_command_options(parsers)
     return parsers
 
@@ -34,7 +59,7 @@ def _size(n: int) -> str:
 
 
 async def _list(args: argparse.Namespace, profile: Profile) -> int:
-    from console.services.models import NodeModels, node_models
+    from console.services.models import NodeModels, node_models, settings_for
 
     async with Selection(profile) as sel:
         nodes = sel.nodes(args.node)
@@ -44,7 +69,7 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
                 views = await sel.instances.list(node)
             except Exception:  # the models are still worth showing without their users
                 views = []
-            return await node_models(sel.pool, node, views)
+            return await node_models(sel.pool, node, views, settings_for(node, profile.models))
 
         results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
     failed = False
@@ -71,9 +96,120 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+async def _pull(args: argparse.Namespace, profile: Profile) -> int:
+    import sys
+
+    from console.services.models import ModelsError, PullStatus, follow_pull, settings_for, start_pull
+
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        settings = settings_for(node, profile.models)
+        try:
+            status = await start_pull(
+                sel.pool,
+                node,
+                args.model,
+                revision=args.revision,
+                exclude=args.exclude,
+                to=args.to,
+                settings=settings,
+                cancel=args.cancel,
+            )
+        except ModelsError as exc:
+            raise UsageError(str(exc)) from None  # missing, gated, a wrong token, no space: bad input
+        if args.cancel:
+            if not args.json:
+                print(printable(f"{node.name}: {args.model}: pull cancelled at {status.progress_text()}"))
+            else:
+                print(json.dumps(status.as_dict()))
+            return EXIT_OK
+        if not args.json:
+            how = "already running, following it" if status.attached else "started"
+            print(
+                printable(f"{node.name}: pull of {args.model} {how} (revision {(status.revision or '-')[:12]})"),
+                flush=True,
+            )
+        shown: list[str] = []
+        if args.detach or status.state != "running":
+            final = status
+        else:
+            tty = sys.stdout.isatty()
+
+            def show(s: PullStatus) -> None:
+                if args.json:
+                    return
+                text = printable(s.line())
+                shown.append(text)
+                print(f"\r{text}\033[K" if tty else text, end="" if tty else "\n", flush=True)
+
+            try:
+                final = await follow_pull(sel.pool, node, args.model, show, settings=settings)
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                print(f"\n{node.name}: the pull goes on; `rocm-console models pulls --node {node.name}` shows it")
+                return EXIT_OK
+            if tty and not args.json:
+                print()
+    if args.json:
+        print(json.dumps(final.as_dict()))
+    elif final is status or (shown and shown[-1] != printable(final.line())):
+        print(printable(final.line()))
+    return EXIT_OK if final.state in ("done", "running") else EXIT_FAILED
+
+
+async def _pulls(args: argparse.Namespace, profile: Profile) -> int:
+    from console.services.models import node_pulls, settings_for
+
+    async with Selection(profile) as sel:
+        nodes = sel.nodes(args.node)
+        results = await asyncio.gather(
+            *(node_pulls(sel.pool, n, settings_for(n, profile.models)) for n in nodes), return_exceptions=True
+        )
+    failed = False
+    found = []
+    for node, res in zip(nodes, results):
+        if isinstance(res, BaseException):
+            failed = True
+            say_error(res if str(res).startswith(node.name) else f"{node.name}: {res}")
+        else:
+            found.extend(res)
+    if args.json:
+        print(json.dumps({"pulls": [p.as_dict() for p in found]}, indent=2))
+    else:
+        for p in found:
+            print(printable(p.line()))
+        if not found and not failed:
+            print("no pulls")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+async def _rm(args: argparse.Namespace, profile: Profile) -> int:
+    import sys
+
+    from console.services.models import remove_model, settings_for, size_text
+
+    async with Selection(profile) as sel:
+        node = sel.node(args.node)
+        views = await sel.instances.list(node)
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError("confirmation needed: run in a terminal or pass --yes")
+            answer = input(f"Delete {args.model} from {node.name}'s Hugging Face cache? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("cancelled")
+                return EXIT_OK
+        revisions, freed = await remove_model(
+            sel.pool, node, args.model, views, revision=args.revision, settings=settings_for(node, profile.models)
+        )
+    if args.json:
+        print(json.dumps({"node": node.name, "model": args.model, "revisions": revisions, "freed_bytes": freed}))
+    else:
+        print(printable(f"{node.name}: removed {args.model} ({len(revisions)} revision(s), {size_text(freed)} freed)"))
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     from console.services.models import ModelsError
     from console.transport.base import TransportError
 
-    handler = {"list": _list}[args.models_command]
+    handler = {"list": _list, "pull": _pull, "pulls": _pulls, "rm": _rm}[args.models_command]
     return run_command(args, handler, failures=(ModelsError, TransportError))

@@ -167,6 +167,13 @@ async def _start_one(args: argparse.Namespace, sel: Selection, preset, overrides
     snapshot = await sample_node(sel.pool, node, probe=True, health=_health_rules(sel.profile))
     if gpus is None:
         gpus = _free_gpus(snapshot, await service.list(node), preset.tp, force=args.force)
+    from console.services.models import serve_preflight, settings_for  # issue Q: the weights must be there
+
+    models = settings_for(node, sel.profile.models)
+    if preset.runtime == "host" and not args.force:  # --force: let vLLM fetch it itself
+        refusal = await serve_preflight(sel.pool, node, preset.model, models)
+        if refusal:
+            raise UsageError(refusal)
     view = await service.start(
         node,
         preset,
@@ -178,6 +185,7 @@ async def _start_one(args: argparse.Namespace, sel: Selection, preset, overrides
         extra_env=env,
         extra_args=args.arg,
         force=args.force,
+        max_packing_sum=models.max_packing_sum,
     )
     for warning in view.warnings:
         say_error(f"warning: {warning}")

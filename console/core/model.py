@@ -45,6 +45,11 @@ class NodeSpec:
     telemetry: str = "ssh"  # ssh (the node agent) | prometheus (DME via the site's Prometheus)
     prometheus_host: str | None = None  # DME's hostname label, when it differs from host
     allow_kill_foreign: bool = False  # "end process" may end other users' processes (as nvitop's option)
+    # models on the node (issue Q): a hub mirror, the HF_HOME the cache lives in, extra model folders;
+    # None / () = the profile's [models] table
+    hf_endpoint: str | None = None
+    hf_home: str | None = None
+    model_dirs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,16 @@ class PrometheusSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelsConfig:
+    """The profile's [models] table; a node's own keys of the same names win."""
+
+    hf_endpoint: str | None = None  # a Hugging Face mirror (HF_ENDPOINT)
+    hf_home: str | None = None  # HF_HOME on the nodes (the cache is HF_HOME/hub)
+    model_dirs: tuple[str, ...] = ()  # folders of plain model folders, listed by `models list`
+    max_packing_sum: float = 0.95  # the most the --gpu-memory-utilization shares on one GPU may add up to
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     nodes: tuple[NodeSpec, ...] = ()
     serve_presets: tuple[ServePreset, ...] = ()
@@ -119,6 +134,7 @@ class Profile:
     keys: tuple[tuple[str, str], ...] = ()  # [keys] table: binding id -> key(s)
     files: tuple[str, ...] = ()  # the files it was read from, in order
     prometheus: PrometheusSpec | None = None  # [prometheus]: telemetry = "prometheus" nodes read it
+    models: ModelsConfig | None = None  # [models]: pulls, model folders, the packing limit (issue Q)
 
     def node(self, name: str) -> NodeSpec | None:
         return next((n for n in self.nodes if n.name == name), None)

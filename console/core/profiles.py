@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from console.core.errors import ProfileError
-from console.core.model import BenchPreset, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
+from console.core.model import BenchPreset, ModelsConfig, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
 from console.core.toml_source import Invalid, TomlContext, describe, fmt_path, parse_toml, read_text
 
@@ -138,6 +138,7 @@ def load_profile(paths: Sequence[str | Path]) -> Profile:
         keys=tuple(merged.keys.items()),
         files=tuple(merged.files),
         prometheus=_check_prometheus_nodes(merged),
+        models=merged.models,
     )
 
 
@@ -511,6 +512,9 @@ _NODE_FIELDS: dict[str, _Check] = {
     "simulate": _simulate,
     "telemetry": _choice("ssh", "prometheus"),  # where the fleet screen's numbers come from
     "prometheus_host": _token,  # DME's hostname label, when it is not host
+    "hf_endpoint": lambda v: _url(v),  # issue Q: this node's Hugging Face mirror
+    "hf_home": _text,
+    "model_dirs": _string_list,
 }
 
 
@@ -567,7 +571,28 @@ BENCH_FIELDS: dict[str, _Check] = {
     "extra_args": _args,
 }
 
-_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert")
+_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models")
+
+
+def _packing_sum(value: object) -> float:
+    number = _number(value)
+    if not 0 < number <= 1:
+        raise Invalid(f"expected a fraction above 0 and at most 1, got {value!r}")
+    return number
+
+
+_MODELS_FIELDS: dict[str, _Check] = {  # [models] (issue Q, docs/models.md)
+    "hf_endpoint": lambda v: _url(v),
+    "hf_home": _text,
+    "model_dirs": _string_list,
+    "max_packing_sum": _packing_sum,
+}
+
+
+def _models_dict(config: ModelsConfig | None) -> dict:
+    if config is None:
+        return {}
+    return {k: getattr(config, k) for k in _MODELS_FIELDS}
 
 
 def _node(name: str, data: dict, file: str) -> NodeSpec:
@@ -629,6 +654,7 @@ class _Merged:
         self.keys: dict[str, str] = {}
         self.files: list[str] = []
         self.prometheus: tuple[PrometheusSpec, str] | None = None
+        self.models: ModelsConfig | None = None  # [models]: later files override keys
         # (file, line) of each node's effective telemetry = "prometheus", for the check at the end
         self.prometheus_users: dict[str, tuple[str, str | None, int | None]] = {}
 
@@ -666,6 +692,12 @@ def _merge_file(merged: _Merged, ctx: TomlContext, data: dict) -> None:
             continue
         if section == "prometheus":
             _merge_prometheus(merged, ctx, body)
+            continue
+        if section == "models":
+            try:
+                merged.models = ModelsConfig(**{**_models_dict(merged.models), **_check_fields(body, _MODELS_FIELDS)})
+            except Invalid as exc:
+                raise ctx.error(("models",), exc.key, exc.message) from None
             continue
         _merge_named(merged, ctx, section, body, file_telemetry)
     merged.files.append(ctx.file)

@@ -97,6 +97,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("doctor.py", DOCTOR_SOURCE.read_bytes()),
         ("processes.py", (_PKG / "agent" / "processes.py").read_bytes()),  # `process end` (issue U)
         ("models.py", (_PKG / "agent" / "models.py").read_bytes()),  # `models list|config` (issue Q)
+        ("model_pull.py", (_PKG / "agent" / "model_pull.py").read_bytes()),  # `models pull`'s worker (issue Q)
         ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
         ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
         ("statefiles.py", STATEFILES_SOURCE.read_bytes()),

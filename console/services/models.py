@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from console.core.instance_view import InstanceView
-from console.core.model import NodeSnapshot, NodeSpec
+from console.core.instance_view import InstanceState, InstanceView
+from console.core.model import ModelsConfig, NodeSnapshot, NodeSpec
 from console.core.models.config import ModelConfigError, ModelFacts, read_config, weight_bytes_from_index
 from console.core.models.fit import (
     GPU_SPECS,
@@ -88,18 +88,66 @@ class NodeModels:
         }
 
 
-def _argv(node: NodeSpec, command: AgentCommand, op: str, *extra: str) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class NodeModelSettings:
+    """What the models ops of one node use: the node's keys, else the profile's [models] table."""
+
+    hf_endpoint: str | None = None
+    hf_home: str | None = None
+    model_dirs: tuple[str, ...] = ()
+    max_packing_sum: float = 0.95
+
+
+def settings_for(node: NodeSpec, config: ModelsConfig | None = None) -> NodeModelSettings:
+    base = config or ModelsConfig()
+    return NodeModelSettings(
+        hf_endpoint=node.hf_endpoint or base.hf_endpoint,
+        hf_home=node.hf_home or base.hf_home,
+        model_dirs=node.model_dirs or base.model_dirs,
+        max_packing_sum=base.max_packing_sum,
+    )
+
+
+def simulated_hub(node: NodeSpec) -> bool:
+    """A simulated node whose vLLM is the simulator's: its models come from the simulated hub. A
+    simulated node with a real vLLM (the integration tests' node) uses the real huggingface_hub."""
+    return node.simulate is not None and node.vllm == "vllm"
+
+
+def _argv(
+    node: NodeSpec, command: AgentCommand, op: str, *extra: str, settings: NodeModelSettings | None = None
+) -> list[str]:
     argv = command.argv("models", op, *extra)
-    if node.simulate is not None:  # every simulated node (NVIDIA ones too) reads the simulated hub
+    if simulated_hub(node):  # a simulated node (NVIDIA ones too) with the simulated vLLM reads the simulated hub
         argv += ["--amdsmi-path", f"{command.bundle_dir}/sim"]
+    else:  # the vLLM venv's python has huggingface_hub: the agent runs the op there
+        argv += ["--vllm", node.vllm]
+    argv += ["--state-dir", command.state_dir]
+    for folder in (settings or settings_for(node)).model_dirs:
+        argv += ["--model-dir", folder]
     return argv
 
 
-async def _agent(pool: TransportPool, node: NodeSpec, op: str, *extra: str) -> list[dict[str, Any]]:
+async def _agent(
+    pool: TransportPool,
+    node: NodeSpec,
+    op: str,
+    *extra: str,
+    settings: NodeModelSettings | None = None,
+    secrets: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
     transport = pool.get(node)
     command = await install_agent(transport, node)
+    settings = settings or settings_for(node)
+    env = command.env_dict()
+    if settings.hf_home:
+        env["HF_HOME"] = settings.hf_home
     result = await transport.run(
-        _argv(node, command, op, *extra), env=command.env_dict(), timeout=MODELS_TIMEOUT, max_output=AGENT_OUTPUT_LIMIT
+        _argv(node, command, op, *extra, settings=settings),
+        env=env,
+        input=json.dumps(dict(secrets or {})),  # HF_TOKEN on stdin: never in argv, `ps` or a log
+        timeout=MODELS_TIMEOUT,
+        max_output=AGENT_OUTPUT_LIMIT,
     )
     records = []
     for line in result.stdout.splitlines():
@@ -122,9 +170,14 @@ def uses(view: InstanceView, model: NodeModel) -> bool:
     return bool(view.model) and view.model in (model.name, model.path)
 
 
-async def node_models(pool: TransportPool, node: NodeSpec, instances: Sequence[InstanceView] = ()) -> NodeModels:
+async def node_models(
+    pool: TransportPool,
+    node: NodeSpec,
+    instances: Sequence[InstanceView] = (),
+    settings: NodeModelSettings | None = None,
+) -> NodeModels:
     """What the node holds, each model with the (live) instances that serve it."""
-    records = await _agent(pool, node, "list")
+    records = await _agent(pool, node, "list", settings=settings)
     models = []
     for rec in records:
         if rec.get("kind") != "model":
@@ -150,9 +203,11 @@ async def node_models(pool: TransportPool, node: NodeSpec, instances: Sequence[I
     return NodeModels(node.name, tuple(models), spaces, warnings)
 
 
-async def model_facts(pool: TransportPool, node: NodeSpec, model: str) -> ModelFacts:
+async def model_facts(
+    pool: TransportPool, node: NodeSpec, model: str, settings: NodeModelSettings | None = None
+) -> ModelFacts:
     """The model's facts from its config.json on the node (and its index's real size)."""
-    records = await _agent(pool, node, "config", model)
+    records = await _agent(pool, node, "config", model, settings=settings)
     rec = next((r for r in records if r.get("kind") == "config"), None)
     if rec is None or not isinstance(rec.get("config"), dict):
         raise ModelsError(f"{node.name}: model {model}: the agent sent no config.json")
@@ -462,3 +517,270 @@ async def refresh_logged(service: Any, node: NodeSpec, views: Sequence[InstanceV
         got = logged_kv(lines)
         if got.tokens is not None or got.concurrency is not None:
             store.logged(node.name, v.name, v.started, got)
+
+
+# ---------------------------------------------------------------- pulls, removal, the serve preflight
+
+
+def size_text(n: int | float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"
+
+
+@dataclass(frozen=True, slots=True)
+class PullStatus:
+    """One pull on a node, as its supervisor and the bytes on the disk tell it."""
+
+    node: str
+    name: str
+    model: str
+    state: str  # running | done | failed | stopped
+    bytes: int = 0
+    total_bytes: int = 0
+    rate: float | None = None  # bytes per second over the last seconds
+    eta: float | None = None
+    revision: str | None = None
+    target: str | None = None
+    path: str | None = None
+    error: str | None = None
+    attached: bool = False  # `models pull` found it already running
+    pid: int | None = None
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.bytes / self.total_bytes if self.total_bytes else 0.0
+
+    def progress_text(self) -> str:
+        text = f"{size_text(self.bytes)} of {size_text(self.total_bytes)} ({self.percent:.0f} %)"
+        if self.state == "running":
+            if self.rate:
+                text += f", {size_text(self.rate)}/s"
+            if self.eta is not None:
+                text += f", ETA {_duration(self.eta)}"
+        return text
+
+    def line(self) -> str:
+        head = f"{self.node}: {self.model}"
+        if self.state == "done":
+            return f"{head}: pulled, {size_text(self.total_bytes)} in {self.path}"
+        if self.state == "failed":
+            return f"{head}: pull failed: {self.error}"
+        if self.state == "stopped":
+            return f"{head}: pull stopped at {self.progress_text()}; `models pull` again resumes it"
+        return f"{head}: pulling {self.progress_text()}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__} | {"percent": round(self.percent, 1)}
+
+
+def _pull_status(node: str, rec: Mapping[str, Any]) -> PullStatus:
+    def num(key: str) -> float | None:
+        value = rec.get(key)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    return PullStatus(
+        node=node,
+        name=str(rec.get("name")),
+        model=str(rec.get("model")),
+        state=str(rec.get("state")),
+        bytes=int(rec.get("bytes") or 0),
+        total_bytes=int(rec.get("total_bytes") or 0),
+        rate=num("rate"),
+        eta=num("eta"),
+        revision=rec.get("revision"),
+        target=rec.get("target"),
+        path=rec.get("path"),
+        error=rec.get("error"),
+        attached=bool(rec.get("attached")),
+        pid=rec.get("pid") if isinstance(rec.get("pid"), int) else None,
+    )
+
+
+def hub_secrets(settings: NodeModelSettings, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """HF_TOKEN from the console's environment (else the node's own), and the mirror: sent on stdin."""
+    import os
+
+    env = os.environ if environ is None else environ
+    out = {}
+    if env.get("HF_TOKEN"):
+        out["token"] = env["HF_TOKEN"]
+    if settings.hf_endpoint:
+        out["endpoint"] = settings.hf_endpoint
+    return out
+
+
+def redact(text: str, secrets: Mapping[str, str]) -> str:
+    token = secrets.get("token")
+    return text.replace(token, "***") if token else text
+
+
+async def start_pull(
+    pool: TransportPool,
+    node: NodeSpec,
+    model: str,
+    *,
+    revision: str | None = None,
+    exclude: Sequence[str] = (),
+    to: str | None = None,
+    settings: NodeModelSettings | None = None,
+    cancel: bool = False,
+    dry_run: bool = False,
+) -> PullStatus:
+    """Start the pull detached on the node (or find it running); ModelsError: the one-line refusal."""
+    settings = settings or settings_for(node)
+    secrets = hub_secrets(settings)
+    extra = [model]
+    if revision:
+        extra += ["--revision", revision]
+    for glob in exclude:
+        extra += ["--exclude", glob]
+    if to:
+        extra += ["--to", to]
+    if cancel:
+        extra.append("--cancel")
+    if dry_run:
+        extra.append("--dry-run")
+    try:
+        records = await _agent(pool, node, "pull", *extra, settings=settings, secrets=secrets)
+    except ModelsError as exc:
+        raise ModelsError(redact(str(exc), secrets)) from None
+    rec = next((r for r in records if r.get("kind") in ("pull", "plan")), None)
+    if rec is None:
+        raise ModelsError(f"{node.name}: model {model}: the agent sent no pull record")
+    if rec.get("kind") == "plan":
+        return PullStatus(node.name, "", model, "plan", int(rec.get("have_bytes") or 0), int(rec["total_bytes"]))
+    return _pull_status(node.name, rec)
+
+
+async def node_pulls(
+    pool: TransportPool, node: NodeSpec, settings: NodeModelSettings | None = None
+) -> list[PullStatus]:
+    """Every pull the node's supervisor knows: running, done, failed or stopped."""
+    records = await _agent_or_empty(pool, node, "pulls", settings=settings)
+    return [_pull_status(node.name, r) for r in records if r.get("kind") == "pull"]
+
+
+async def _agent_or_empty(pool: TransportPool, node: NodeSpec, op: str, **kw: Any) -> list[dict[str, Any]]:
+    try:
+        return await _agent(pool, node, op, **kw)
+    except ModelsError as exc:
+        if "gave no answer (exit 0)" in str(exc):  # no pulls: no lines
+            return []
+        raise
+
+
+async def follow_pull(
+    pool: TransportPool,
+    node: NodeSpec,
+    model: str,
+    on_status: Any,
+    *,
+    interval: float = 1.0,
+    timeout: float | None = None,
+    settings: NodeModelSettings | None = None,
+    silent_limit: float = 300.0,
+) -> PullStatus:
+    """Poll the pull until it ends. A dropped link is retried (the pull goes on without us) for
+    `silent_limit` seconds; a pull the node no longer lists ends the follow after as long."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    last: PullStatus | None = None
+    last_seen = loop.time()
+    while True:
+        why = "no pull of it on the node"
+        try:
+            pulls = await node_pulls(pool, node, settings)
+        except (TransportError, OSError) as exc:
+            pulls = []
+            why = f"the node does not answer ({exc}); the pull goes on there"
+        found = next((p for p in pulls if p.model == model), None)
+        now = loop.time()
+        if found is not None:
+            last, last_seen = found, now
+            on_status(found)
+            if found.state != "running":
+                return found
+        elif now - last_seen > silent_limit:
+            raise ModelsError(f"{node.name}: model {model}: {why}")
+        if deadline is not None and now > deadline:
+            if last is None:
+                raise ModelsError(f"{node.name}: model {model}: {why}")
+            return last
+        await asyncio.sleep(interval)
+
+
+ENDED = (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)
+
+
+def users_of(model: str, views: Sequence[InstanceView], node: str) -> list[str]:
+    """The running instances of the node that serve `model` (by name, or a path of its cache)."""
+    out = []
+    for v in views:
+        if v.node != node or not v.model or v.state in ENDED:
+            continue
+        if v.model == model or f"/models--{model.replace('/', '--')}/" in v.model + "/":
+            out.append(v.name)
+    return out
+
+
+async def remove_model(
+    pool: TransportPool,
+    node: NodeSpec,
+    model: str,
+    instances: Sequence[InstanceView],
+    *,
+    revision: str | None = None,
+    settings: NodeModelSettings | None = None,
+) -> tuple[list[str], int]:
+    """Delete the model from the node's cache (huggingface_hub's delete strategy); refused while
+    an instance serves it. Returns (revisions removed, bytes freed)."""
+    users = users_of(model, instances, node.name)
+    if users:
+        raise ModelsError(f"{node.name}: model {model} is in use by {', '.join(users)}: stop it first")
+    extra = [model] + (["--revision", revision] if revision else [])
+    records = await _agent(pool, node, "rm", *extra, settings=settings)
+    rec = next((r for r in records if r.get("kind") == "removed"), None)
+    if rec is None:
+        raise ModelsError(f"{node.name}: model {model}: the agent removed nothing")
+    return [str(r) for r in rec.get("revisions") or ()], int(rec.get("freed_bytes") or 0)
+
+
+def pull_command(node: str, model: str, profile_flag: str = "") -> str:
+    return f"rocm-console models pull {model} --node {node}{profile_flag}"
+
+
+async def serve_preflight(
+    pool: TransportPool, node: NodeSpec, model: str, settings: NodeModelSettings | None = None
+) -> str | None:
+    """None when the node can serve `model` from what it holds, else one line: a local path without
+    its config.json, or a model not on the node with its size on the hub and the pull command."""
+    settings = settings or settings_for(node)
+    if not model.startswith("/") and model.count("/") != 1:
+        return None  # neither a folder on the node nor a hub repo id (org/name): vLLM decides
+    try:
+        await _agent(pool, node, "config", model, settings=settings)
+        return None
+    except ModelsError as exc:
+        reason = str(exc)
+    if "huggingface_hub missing" in reason:
+        return None  # the node cannot tell: vLLM will say
+    if model.startswith("/"):
+        return reason
+    size = ""
+    try:
+        plan = await start_pull(pool, node, model, settings=settings, dry_run=True)
+        size = f" ({size_text(plan.total_bytes)} on the hub)"
+    except (ModelsError, TransportError, OSError):
+        pass  # the hub does not answer: the line goes without the size
+    return f"{node.name}: model {model} is not on the node{size}; pull it first: {pull_command(node.name, model)}"

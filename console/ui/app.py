@@ -591,6 +591,11 @@ class ConsoleApp(App[int]):
 
     action_events = open_events
 
+    def action_models(self) -> None:
+        from console.ui.screens.models import ModelsScreen  # loaded when first opened
+
+        self.pop_screen() if isinstance(self.screen, ModelsScreen) else self.push_screen(ModelsScreen())
+
     def action_instances(self) -> None:
         from console.ui.screens.instances import InstancesScreen
 

@@ -299,6 +299,15 @@ _APP_ACTIONS: tuple[tuple[PaletteEntry, str], ...] = (
     ),
     (
         PaletteEntry(
+            "Show models on the nodes",
+            "size, revision, used by, free space; pull, remove, start (m)",
+            ("ModelsScreen",),
+            ("models",),
+        ),
+        "models",
+    ),
+    (
+        PaletteEntry(
             "Help: show key bindings", "every key, with ids for the [keys] table (?)", ("HelpScreen",), ("help",)
         ),
         "help",

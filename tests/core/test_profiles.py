@@ -601,7 +601,7 @@ MALFORMED = [
         4,
         "servers",
         None,
-        "unknown table (expected one of: nodes, serve, bench, keys, prometheus, health, alert)",
+        "unknown table (expected one of: nodes, serve, bench, keys, prometheus, health, alert, models)",
     ),
     (
         "section-not-a-table",

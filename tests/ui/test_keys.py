@@ -16,6 +16,7 @@ from console.ui.screens.help import HelpScreen
 from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen  # noqa: E402
 from console.ui.screens.instances import InstancesScreen
 from console.ui.screens.log_viewer import LogScreen
+from console.ui.screens.models import ModelsScreen
 from console.ui.screens.partition import PartitionScreen, ReloadConfirm  # noqa: E402
 from console.ui.screens.process_end import ProcessEndScreen
 from console.ui.screens.start_dialog import StartDialog
@@ -30,6 +31,7 @@ _OWNERS = {
     "instances": [InstancesScreen],
     "log": [LogScreen],
     "events": [EventsScreen],
+    "models": [ModelsScreen],
     "start": [StartDialog],
     "confirm": [ConfirmScreen],
     "help": [HelpScreen],

@@ -8,7 +8,8 @@ blobs), so the real huggingface_hub reads the same folder the same way
 simulated node (ROCM_CONSOLE_SIM_DIR set) the folder is filled with the seeds' models:
 their real config.json, an index, and sparse weight files of the hub's sizes.
 
-Stdlib only, Python >= 3.8. Only what the agent reads is offered.
+Stdlib only, Python >= 3.8. Only what the agent reads and calls is offered (scanning, model_info,
+snapshot_download, delete_revisions).
 """
 
 import collections
@@ -50,7 +51,7 @@ class _Path(str):
         return os.path.basename(self)
 
 
-def _default_dir():
+def default_dir():
     sim = os.environ.get(SIM_DIR_ENV)
     if sim:
         hub = os.path.join(sim, "hf-cache", "hub")
@@ -131,7 +132,7 @@ def seed_cache(hub, models):
 
 
 def scan_cache_dir(cache_dir=None):
-    hub = os.path.abspath(os.path.expanduser(cache_dir)) if cache_dir else _default_dir()
+    hub = os.path.abspath(os.path.expanduser(cache_dir)) if cache_dir else default_dir()
     if not os.path.isdir(hub):
         raise CacheNotFound("Cache directory not found: %s" % hub)
     repos = []
@@ -146,7 +147,7 @@ def scan_cache_dir(cache_dir=None):
             if blob.endswith(".incomplete"):
                 path = os.path.join(blobs, blob)
                 incomplete.append(CachedIncompleteFileInfo(_Path(path), os.stat(path).st_size))
-    return HFCacheInfo(sum(r.size_on_disk for r in repos), frozenset(repos), [], frozenset(incomplete))
+    return _CacheInfo(sum(r.size_on_disk for r in repos), frozenset(repos), [], frozenset(incomplete))
 
 
 def _repo(repo, entry):
@@ -182,3 +183,186 @@ def _repo(repo, entry):
         frozenset(revisions),
         os.stat(repo).st_mtime,
     )
+
+
+# ------------------------------------------------------------------ pulls and removal
+# The simulated hub knows the seeds' models (seed_models.py): model_info gives their files and
+# sizes; snapshot_download writes them into the cache as sparse files at a simulated rate, the
+# real way round (`<blob>.incomplete` growing, then renamed; finished blobs skipped), so the
+# agent's progress, resume and removal read the same folders they read on a real node.
+
+PULL_RATE_ENV = "ROCM_CONSOLE_SIM_PULL_RATE"  # bytes per second of the simulated downloads
+DEFAULT_PULL_RATE = 4e9
+GATED_PREFIX = "meta-llama/"  # gated on the real hub: a token is needed
+
+
+SIM_DISK_BYTES = 3840 * 10**9  # a node's simulated NVMe for models (3.84 TB)
+
+
+def simulated_free_space(path):
+    """(free bytes, folder) of the simulated node's model disk: its size less the cache's models."""
+    hub = default_dir()
+    used = 0
+    try:
+        used = scan_cache_dir(hub).size_on_disk
+    except CacheNotFound:
+        pass
+    return max(0, SIM_DISK_BYTES - used), hub
+
+
+class HfHubHTTPError(Exception):
+    pass
+
+
+class RepositoryNotFoundError(HfHubHTTPError):
+    pass
+
+
+class GatedRepoError(RepositoryNotFoundError):
+    pass
+
+
+class RevisionNotFoundError(HfHubHTTPError):
+    pass
+
+
+RepoSibling = collections.namedtuple("RepoSibling", "rfilename size blob_id lfs")
+ModelInfo = collections.namedtuple("ModelInfo", "id sha siblings")
+
+
+def _seed(repo_id):
+    for name, commit, text, sizes in seed_models.MODELS:
+        if name == repo_id:
+            return commit, _files(name, text, sizes)
+    return None
+
+
+def _files(name, text, sizes):
+    """[(file name, size, blob digest, text or None)] of a seed model, as seed_cache writes them."""
+    shards = ["model-%05d-of-%05d.safetensors" % (i + 1, len(sizes)) for i in range(len(sizes))]
+    index = {"metadata": {"total_size": sum(sizes)}, "weight_map": {"lm_head.weight": shards[-1]}}
+    for i, shard in enumerate(shards):
+        index["weight_map"]["model.layers.%d.weight" % i] = shard
+    index_text = json.dumps(index, indent=2)
+    out = [
+        ("config.json", len(text.encode("utf-8")), text),
+        ("model.safetensors.index.json", len(index_text), index_text),
+    ]
+    out += [(s, size, None) for s, size in zip(shards, sizes)]
+    return [(f, size, hashlib.sha256((name + "/" + f).encode()).hexdigest(), body) for f, size, body in out]
+
+
+class HfApi(object):
+    def __init__(self, endpoint=None, token=None):
+        self.endpoint = endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+        self.token = token
+
+    def model_info(self, repo_id, revision=None, files_metadata=False, token=None, **_):
+        url = "%s/api/models/%s/revision/%s" % (self.endpoint, repo_id, revision or "main")
+        found = _seed(repo_id)
+        if found is None:
+            raise RepositoryNotFoundError(
+                "404 Client Error. (simulated hub)\n\nRepository Not Found for url: %s." % url
+            )
+        if repo_id.startswith(GATED_PREFIX) and not (token or self.token or os.environ.get("HF_TOKEN")):
+            raise GatedRepoError(
+                "401 Client Error. (simulated hub)\n\nCannot access gated repo for url %s. Access to model %s is"
+                " restricted. You must have access to it and be authenticated to access it." % (url, repo_id)
+            )
+        commit, files = found
+        if revision not in (None, "main") and not commit.startswith(revision):
+            raise RevisionNotFoundError("404 Client Error. (simulated hub)\n\nRevision Not Found for url: %s." % url)
+        siblings = [RepoSibling(f, size, digest, {"sha256": digest}) for f, size, digest, _ in files]
+        return ModelInfo(repo_id, commit, siblings)
+
+
+def snapshot_download(
+    repo_id, revision=None, cache_dir=None, local_dir=None, allow_patterns=None, ignore_patterns=None, token=None, **_
+):
+    import fnmatch
+    import time
+
+    found = _seed(repo_id)
+    if found is None:
+        raise RepositoryNotFoundError("404 Client Error. (simulated hub)\n\nRepository Not Found: %s" % repo_id)
+    commit, files = found
+    rate = float(os.environ.get(PULL_RATE_ENV) or DEFAULT_PULL_RATE)
+
+    def wanted(f):
+        if allow_patterns and not any(fnmatch.fnmatch(f, p) for p in _listed(allow_patterns)):
+            return False
+        return not (ignore_patterns and any(fnmatch.fnmatch(f, p) for p in _listed(ignore_patterns)))
+
+    hub = os.path.abspath(os.path.expanduser(cache_dir)) if cache_dir else default_dir()
+    repo = os.path.join(hub, "models--" + repo_id.replace("/", "--"))
+    snap = os.path.join(repo, "snapshots", commit)
+    for sub in ("blobs", "refs", snap):
+        os.makedirs(os.path.join(repo, sub), exist_ok=True)
+    with open(os.path.join(repo, "refs", revision or "main"), "w") as fh:
+        fh.write(commit)
+    for fname, size, digest, body in files:
+        if not wanted(fname):
+            continue
+        blob = os.path.join(repo, "blobs", digest)
+        if not os.path.exists(blob):
+            part = "%s.%08x.incomplete" % (blob, os.getpid())
+            with open(part, "wb") as fh:
+                if body is not None:
+                    fh.write(body.encode("utf-8"))
+                else:
+                    done = 0
+                    while done < size:  # sparse growth at the simulated rate
+                        done = min(size, done + int(rate / 10))
+                        fh.truncate(done)
+                        time.sleep(0.1)
+            os.rename(part, blob)
+        link = os.path.join(snap, fname)
+        if not os.path.lexists(link):
+            os.symlink(os.path.join("..", "..", "blobs", digest), link)
+        if local_dir:
+            os.makedirs(local_dir, exist_ok=True)
+            dest = os.path.join(local_dir, fname)
+            if not os.path.exists(dest):
+                shutil.copyfile(blob, dest)
+    return local_dir or snap
+
+
+def _listed(patterns):
+    return [patterns] if isinstance(patterns, str) else list(patterns)
+
+
+class DeleteCacheStrategy(object):
+    def __init__(self, repos, snapshots, blobs, refs, expected_freed_size):
+        self.repos, self.snapshots, self.blobs, self.refs = repos, snapshots, blobs, refs
+        self.expected_freed_size = expected_freed_size
+
+    def execute(self):
+        for path in self.repos + self.snapshots:
+            shutil.rmtree(path, ignore_errors=True)
+        for path in self.blobs + self.refs:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+class _CacheInfo(HFCacheInfo):
+    def delete_revisions(self, *hashes):
+        repos, snapshots, blobs, refs, freed = [], [], [], [], 0
+        for repo in self.repos:
+            gone = [r for r in repo.revisions if r.commit_hash in hashes]
+            if not gone:
+                continue
+            if len(gone) == len(repo.revisions):
+                repos.append(str(repo.repo_path))
+                freed += repo.size_on_disk
+                continue
+            kept = set(str(f.blob_path) for r in repo.revisions if r not in gone for f in r.files)
+            for rev in gone:
+                snapshots.append(str(rev.snapshot_path))
+                refs.extend(os.path.join(str(repo.repo_path), "refs", ref) for ref in rev.refs)
+                for f in rev.files:
+                    if str(f.blob_path) not in kept and str(f.blob_path) not in blobs:
+                        blobs.append(str(f.blob_path))
+                        freed += f.size_on_disk
+        return DeleteCacheStrategy(repos, snapshots, blobs, refs, freed)
