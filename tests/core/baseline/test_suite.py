@@ -76,7 +76,7 @@ def test_demo_suite_fits_the_demo_profile_and_its_presets():
     suite = load_suite(SUITES_DIR / "demo.toml")
     profile = load_profile([PROFILES_DIR / "presets.toml", demo_profile_path()])
     check_suite(suite, **profile_names(profile))
-    assert suite.name == "demo" and suite.serve == "tiny" and suite.repeats == 5
+    assert suite.name == "demo" and suite.serve == "tiny" and suite.repeats == 3
     assert [p.name for p in suite.points] == ["tiny-c4", "tiny-c16", "offline-throughput"]
     # every serving point becomes a bench preset with one load level
     bench = {b.name: b for b in profile.bench_presets}
