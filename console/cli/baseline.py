@@ -49,6 +49,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
             metavar="NAME",
             help="run against this ready instance instead of starting one (no offline points)",
         )
+        p.add_argument("--port", type=common.port_arg, help="port of the suite's instance (default: a free one)")
         p.add_argument("--timeout", type=common.positive_seconds, default=900.0, help="seconds to wait for ready")
     listing = ops.add_parser("list", help="the stored baselines")
     listing.add_argument("--node", metavar="NAME", help="only this node's")
@@ -115,6 +116,7 @@ async def _save(args: argparse.Namespace, profile: Profile) -> int:
                 extra_env=env,
                 say=_say(args.json),
                 instance=args.instance,
+                port=args.port,
             )
         except BaselineError as exc:
             if "[serve]" in str(exc) or "[point" in str(exc):
@@ -157,6 +159,7 @@ async def _check_one(args, profile: Profile, node: NodeSpec, name: str, quiet: b
             extra_env=env,
             say=_say(quiet),
             instance=args.instance,
+            port=args.port,
         )
     finally:
         await runner.pool.close()

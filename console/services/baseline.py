@@ -339,6 +339,7 @@ class BaselineRunner:
         extra_env: Mapping[str, str] | None = None,
         say: Say | None = None,
         instance: str | None = None,
+        port: int | None = None,
     ) -> SuiteRun:
         """Run the suite; `instance`: on that ready instance of the node instead of one of its
         own (its flags are the settings recorded; offline points cannot run beside it)."""
@@ -380,6 +381,7 @@ class BaselineRunner:
                     gpus=gpus,
                     snapshot=snapshot,
                     name=name,
+                    port=port,
                     overrides=dict(suite.serve_set),
                     extra_env=env,
                 )

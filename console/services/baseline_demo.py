@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from console.core.baseline.diff import versions_from_dict
 from console.core.model import Profile
 from console.core.profiles import PROFILES_DIR
-from console.services.baseline import BaselineStore, VersionsBook
+from console.services.node_versions import VersionsBook, data_dir
 
 __all__ = ["DEMO_NODE", "DEMO_ROCM", "SEED_BASELINES_DIR", "prepare_demo", "seed_baselines"]
 
@@ -21,12 +22,13 @@ DEMO_NODE = "mi300x-spx"
 DEMO_ROCM = "7.1.0-21"  # the seeded baseline was saved on the simulated 7.0.2-56
 
 
-def seed_baselines(store: BaselineStore | None = None) -> int:
-    """Copy the shipped baselines into the demo's data folder where missing; how many."""
-    store = store or BaselineStore()
+def seed_baselines(root: Path | None = None) -> int:
+    """Copy the shipped baselines into the demo's data folder where missing; how many.
+    (Light: the TUI's demo calls this before its first frame.)"""
+    root = root if root is not None else data_dir() / "baselines"  # BaselineStore's root
     copied = 0
     for path in sorted(SEED_BASELINES_DIR.glob("*/*.json")):
-        target = store.root / path.parent.name / path.name
+        target = root / path.parent.name / path.name
         if target.exists():
             continue
         try:

@@ -90,6 +90,11 @@ class FleetCommands(_ConsoleCommands):
             partial(host.open_events, ""),
             "node, instance, partition, benchmark and GPU health events, newest first (e)",
         )
+        yield (
+            "Show baselines (per node)",
+            partial(self.app.run_action, "baselines"),
+            "drift checks, changed versions (B)",
+        )
         yield ("Show sick GPUs", partial(host.apply_filter, "sick"), "filter the fleet table to GPUs in warn or fail")
         yield ("Sample faster", host.action_sample_faster, "shorter sampling interval on every node")
         yield ("Sample slower", host.action_sample_slower, "longer sampling interval on every node")

@@ -26,6 +26,7 @@ APP_BINDINGS = [
     Binding("i", "instances", "Instances", id="instances"),
     Binding("h", "history", "Results", show=False, id="history"),
     Binding("e", "events", "Events", show=False, id="events"),
+    Binding("B", "baselines", "Baselines", show=False, id="baselines"),
     Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
 ]
 

@@ -1,0 +1,46 @@
+"""A node whose versions changed since the console last saw it: the fleet marks its header
+(Δ and what changed), `B` opens the baselines with the node marked and its stored baseline
+listed, `a` acknowledges the change and the mark goes. The simulated node's real agent
+answers the probe; its ROCm is upgraded between two consoles."""
+
+from __future__ import annotations
+
+import json
+
+from console.core.model import Profile
+from console.services.agent_bundle import install_local_agent
+from console.services.baseline import BaselineStore, baseline_from_dict
+from console.services.baseline_demo import SEED_BASELINES_DIR
+from console.services.events import EventLog
+from console.sim.host import upgrade_rocm
+from console.ui.app import ConsoleApp
+from console.ui.screens.baseline import BaselineScreen
+from tests.services.test_node_versions import contact
+
+from .conftest import screen_text, wait_for
+
+
+async def test_changed_rocm_marks_the_node_and_the_baseline_screen_acknowledges_it(sim_node, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
+    node = sim_node("n1", seed=3, state_dir=str(tmp_path / "n1"))
+    log = EventLog(tmp_path / "data" / "events.jsonl")
+    await contact(node, log)  # an earlier console recorded ROCm 7.0.2-56
+    upgrade_rocm(install_local_agent(node).env_dict()["ROCM_CONSOLE_SIM_DIR"], "7.1.0-21")
+    seed = json.loads((SEED_BASELINES_DIR / "mi300x-spx" / "demo.json").read_text())
+    BaselineStore().save(baseline_from_dict({**seed, "node": "n1"}, "seed"))
+
+    app = ConsoleApp(Profile(nodes=(node,)), interval=0.2, notify_health=False, cursor_blink=False, events=log)
+    async with app.run_test(size=(160, 40)) as pilot:
+        mark = "Δ ROCm: 7.0.2-56 -> 7.1.0-21"
+        assert await wait_for(pilot, lambda: mark in screen_text(app), timeout=30), screen_text(app)
+        await pilot.press("B")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, BaselineScreen))
+        assert await wait_for(pilot, lambda: "Δ n1" in screen_text(app))
+        text = screen_text(app)
+        assert "demo" in text and "7.0.2-56" in text and "changed since it was last seen" in text
+        await pilot.press("a")
+        assert await wait_for(pilot, lambda: "Δ n1" not in screen_text(app))
+        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: mark not in screen_text(app), timeout=5)
+    changed = [e for e in log.read() if e.kind == "node.changed"]
+    assert len(changed) == 1 and changed[0].node == "n1" and "7.1.0-21" in changed[0].message
