@@ -89,15 +89,22 @@ def _say(quiet: bool):
 
 
 async def _save(args: argparse.Namespace, profile: Profile) -> int:
-    from console.services.baseline import BaselineError, BaselineRunner, BaselineStore, baseline_of
+    from console.services.baseline import (
+        BaselineError,
+        BaselineRunner,
+        BaselineStore,
+        baseline_of,
+        check_against_profile,
+    )
 
     store = BaselineStore()
-    store.check_name(args.name)
     path = Path(args.suite)
     try:
+        store.check_name(args.name)
         suite = load_suite(path)
         text = path.read_text(encoding="utf-8")
-    except SuiteError as exc:
+        check_against_profile(suite, profile)
+    except (SuiteError, BaselineError) as exc:
         raise common.UsageError(str(exc)) from None
     except OSError as exc:
         raise common.UsageError(f"{path}: {exc.strerror or exc}") from None
@@ -106,26 +113,28 @@ async def _save(args: argparse.Namespace, profile: Profile) -> int:
     gpus = _gpus(args.gpus)
     runner = BaselineRunner(lm_eval=args.lm_eval, ready_timeout=args.timeout)
     try:
-        try:
-            run = await runner.run(
-                node,
-                suite,
-                profile,
-                suite_text=text,
-                gpus=gpus,
-                extra_env=env,
-                say=_say(args.json),
-                instance=args.instance,
-                port=args.port,
-            )
-        except BaselineError as exc:
-            if "[serve]" in str(exc) or "[point" in str(exc):
-                raise common.UsageError(str(exc)) from None  # the suite does not fit the profile
-            raise
+        run = await runner.run(
+            node,
+            suite,
+            profile,
+            suite_text=text,
+            gpus=gpus,
+            extra_env=env,
+            say=_say(args.json),
+            instance=args.instance,
+            port=args.port,
+        )
     finally:
         await runner.pool.close()
     baseline = baseline_of(args.name, run)
-    empty = [r.point for r in run.runs if all(x is None for x in r.repeats)]
+    short = [r.point for r in run.runs if sum(1 for x in r.repeats if x is not None) < 2]
+    if short:  # a point without 2 good repeats has no noise to judge a check by: not saved
+        for note in run.notes:
+            print(f"  problem: {note}", file=sys.stderr)
+        common.say_error(
+            f"baseline {args.name} not saved: {', '.join(short)} had fewer than 2 repeats that worked (problems above)"
+        )
+        return common.EXIT_FAILED
     where = store.save(baseline)
     if args.json:
         print(json.dumps({"saved": str(where), **baseline.to_dict(), "problems": list(run.notes)}, indent=2))
@@ -133,19 +142,23 @@ async def _save(args: argparse.Namespace, profile: Profile) -> int:
         for note in run.notes:
             print(f"  problem: {note}")
         print(f"baseline {args.name} of {node.name} saved to {where} ({baseline.seconds:.0f} s)")
-    if empty:
-        common.say_error(f"baseline {args.name}: every repeat of {', '.join(empty)} failed")
-        return common.EXIT_FAILED
     return common.EXIT_OK
 
 
 async def _check_one(args, profile: Profile, node: NodeSpec, name: str, quiet: bool):
-    from console.services.baseline import BaselineError, BaselineRunner, BaselineStore, check_report
+    from console.services.baseline import (
+        BaselineError,
+        BaselineRunner,
+        BaselineStore,
+        check_against_profile,
+        check_report,
+    )
 
     try:
         baseline = BaselineStore().get(node.name, name)
         suite = baseline.suite()
-    except BaselineError as exc:  # a name that is not there, a file that is not a baseline
+        check_against_profile(suite, profile)
+    except (BaselineError, SuiteError) as exc:  # a name that is not there, a file that is not a baseline
         raise common.UsageError(str(exc)) from None
     env = common.parse_pairs(args.env, "--env")
     runner = BaselineRunner(lm_eval=args.lm_eval, ready_timeout=args.timeout)

@@ -65,8 +65,9 @@ def test_baseline_same_three_times_then_regressed(sshd, tiny_model, lm_eval, sho
     t0 = time.monotonic()
 
     save = console(
-        short_tmp, "baseline", "save", "real", "--node", "ssh-node", "--suite", str(suite), *env, timeout=900
-    )
+        short_tmp, "baseline", "save", "real", "--node", "ssh-node", "--suite", str(suite), "--port", str(free_port()),
+        *env, timeout=900,
+    )  # fmt: skip
     timings["save"] = time.monotonic() - t0
     assert save.returncode == 0, save.stdout + save.stderr
     assert "baseline real of ssh-node saved" in save.stdout
