@@ -39,15 +39,19 @@ def test_bad_input_is_one_line_exit_2(env, profile, tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_demo_check_against_the_seeded_baseline_names_the_rocm_upgrade(env):
+def test_demo_check_all_against_the_seeded_baseline_names_the_rocm_upgrade(env):
     listing = run("baseline", "list", "--demo", "--json", env=env)
     assert listing.returncode == 0, listing.stderr
     [seeded] = json.loads(listing.stdout)["baselines"]
     assert (seeded["name"], seeded["node"]) == ("demo", "mi300x-spx")
 
-    check = run("baseline", "check", "demo", "--demo", "--node", "mi300x-spx", "--json", env=env, timeout=280)
+    # --all: every node's baselines, one node at a time (the demo has the one)
+    check = run("baseline", "check", "--all", "--demo", "--json", env=env, timeout=280)
     assert check.returncode in (0, 1), check.stderr
-    report = json.loads(check.stdout)
+    [summary] = json.loads(check.stdout)["checks"]
+    assert (summary["node"], summary["baseline"]) == ("mi300x-spx", "demo")
+    assert summary["changes"] == ["ROCm: 7.0.2-56 -> 7.1.0-21"]
+    report = summary["report"]
     assert [c["line"] for c in report["changes"]] == ["ROCm: 7.0.2-56 -> 7.1.0-21"]
     points = {m["point"] for m in report["metrics"]}
     assert points == {"tiny-c4", "tiny-c16", "offline-throughput"}

@@ -44,3 +44,22 @@ async def test_changed_rocm_marks_the_node_and_the_baseline_screen_acknowledges_
         assert await wait_for(pilot, lambda: mark not in screen_text(app), timeout=5)
     changed = [e for e in log.read() if e.kind == "node.changed"]
     assert len(changed) == 1 and changed[0].node == "n1" and "7.1.0-21" in changed[0].message
+
+
+async def test_the_demo_node_shows_its_upgrade_since_the_seeded_baseline(sim_node, tmp_path, monkeypatch):
+    """What `rocm-console --demo` prepares (services/baseline_demo.py): mi300x-spx as it was at
+    its seeded baseline, its simulated ROCm upgraded since; the fleet marks it at once."""
+    from console.services.baseline_demo import prepare_demo
+
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
+    node = sim_node("mi300x-spx", seed=1, state_dir=str(tmp_path / "spx"))
+    profile = Profile(nodes=(node,))
+    line = prepare_demo(profile)
+    assert line == "mi300x-spx: simulated ROCm upgraded 7.0.2-56 -> 7.1.0-21 since its baseline 'demo'"
+    assert [b.name for b in BaselineStore().list("mi300x-spx")] == ["demo"]
+    log = EventLog(tmp_path / "data" / "events.jsonl")
+    app = ConsoleApp(profile, interval=0.2, notify_health=False, cursor_blink=False, events=log)
+    async with app.run_test(size=(160, 40)) as pilot:
+        mark = "Δ ROCm: 7.0.2-56 -> 7.1.0-21"
+        assert await wait_for(pilot, lambda: mark in screen_text(app), timeout=30), screen_text(app)
+        assert app.node_changes == {"mi300x-spx": "ROCm: 7.0.2-56 -> 7.1.0-21"}

@@ -458,9 +458,12 @@ def _repeats(value: object) -> int:
 def _accuracy_repeats(value: object) -> int:
     """Greedy decoding scores the same questions the same way every time: 2 repeats a side
     are enough to show that (and to see a server that is not deterministic)."""
-    if _is_int(value) and value == 2:
-        return 2
-    return _repeats(value)
+    if not _is_int(value):
+        raise _Bad(f"expected an integer, got {_describe(value)}")
+    assert isinstance(value, int)
+    if not 2 <= value <= MAX_REPEATS:
+        raise _Bad(f"must be 2 to {MAX_REPEATS}, got {value} (a score needs a second repeat to show it stays put)")
+    return value
 
 
 def _number(value: object) -> float:

@@ -149,6 +149,11 @@ def test_plan_runs_points_round_robin_serving_first():
             "from its repeats: fewer than 3 cannot tell noise from a change)",
         ),
         (
+            '[serve]\npreset = "tiny"\n[accuracy]\ntask = "gsm8k"\nrepeats = 1\n',
+            "s.toml:5: [accuracy] key 'repeats': must be 2 to 20, got 1 (a score needs a second repeat to show "
+            "it stays put)",
+        ),
+        (
             '[serve]\npreset = "tiny"\n[[pionts]]\npreset = "tiny"\n',
             "s.toml:3: key 'pionts': unknown table (did you mean 'point'? known: suite, serve, point, accuracy)",
         ),
