@@ -81,9 +81,11 @@ def _use_demo_data(args: argparse.Namespace) -> None:
 
 
 def _say(quiet: bool):
+    """Progress lines on stdout, none with --json (its stdout is the document)."""
+
     def say(line: str) -> None:
         if not quiet:
-            print(line, file=sys.stderr if quiet else sys.stdout, flush=True)
+            print(line, flush=True)
 
     return say
 

