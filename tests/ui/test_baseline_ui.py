@@ -63,3 +63,58 @@ async def test_the_demo_node_shows_its_upgrade_since_the_seeded_baseline(sim_nod
         mark = "Δ ROCm: 7.0.2-56 -> 7.1.0-21"
         assert await wait_for(pilot, lambda: mark in screen_text(app), timeout=30), screen_text(app)
         assert app.node_changes == {"mi300x-spx": "ROCm: 7.0.2-56 -> 7.1.0-21"}
+
+
+SMALL_SUITE = """
+[suite]
+repeats = 3
+[serve]
+preset = "tiny"
+[[point]]
+name = "c2"
+preset = "tiny"
+concurrency = 2
+num_prompts = 4
+"""
+
+
+async def test_check_now_runs_the_suite_again_and_shows_the_report(sim_node, tmp_path, monkeypatch):
+    """`c` on the baseline screen: the same runner as `baseline check` (its own instance on the
+    simulated node, started and stopped), then the report with a verdict per metric."""
+    import dataclasses
+
+    from console.cli.common import PRESETS_PATH
+    from console.core.baseline.suite import parse_suite
+    from console.core.profiles import load_profile
+    from console.services.baseline import BaselineRunner, baseline_of
+
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
+    node = sim_node("n1", seed=5, state_dir=str(tmp_path / "n1"))
+    profile = dataclasses.replace(load_profile([PRESETS_PATH]), nodes=(node,))
+    runner = BaselineRunner()
+    try:
+        run = await runner.run(node, parse_suite(SMALL_SUITE, "small.toml"), profile, suite_text=SMALL_SUITE)
+    finally:
+        await runner.pool.close()
+    BaselineStore().save(baseline_of("small", run))
+
+    app = ConsoleApp(profile, interval=0.5, notify_health=False, cursor_blink=False, events=EventLog(tmp_path / "e"))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("B")
+        assert await wait_for(pilot, lambda: "small" in screen_text(app))
+        await pilot.press("c")
+        assert await wait_for(pilot, lambda: "running…" in screen_text(app))
+        done = "# Baseline check: small on n1:"
+        assert await wait_for(pilot, lambda: done in screen_text(app), timeout=120), screen_text(app)
+        text = screen_text(app)
+        assert "| c2 | Output token throughput (tok/s) |" in text and "What changed on the node" in text
+    from console.services.instances import InstanceService
+    from console.services.transports import TransportPool
+
+    pool = TransportPool()
+    try:
+        views = await InstanceService(pool).list(node)
+    finally:
+        await pool.close()
+    assert not [v for v in views if v.name.startswith("baseline-")]  # the suite's instance is gone
