@@ -277,7 +277,9 @@ def read_text(path):
 
 
 def rocm_version():
-    roots = [os.environ.get("ROCM_PATH"), "/opt/rocm"]
+    # A simulated node's upgraded ROCm lives in its simulator folder (console/sim/host.py upgrade_rocm).
+    sim = os.environ.get("ROCM_CONSOLE_SIM_DIR")
+    roots = [os.path.join(sim, "opt", "rocm") if sim else None, os.environ.get("ROCM_PATH"), "/opt/rocm"]
     for root in roots:
         if root:
             found = read_text(os.path.join(root, ".info", "version"))

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from console import __version__
 from console.cli import alerts, bench, doctor, events, experiment, models, partition, results, serve, status, web
+from console.cli import baseline as baseline_group
 from console.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -32,6 +33,7 @@ COMMAND_GROUPS = {
     "events": events,
     "alerts": alerts,
     "models": models,
+    "baseline": baseline_group,
 }
 
 

@@ -14,6 +14,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "rocm-console --profile lab.toml              # the TUI on your nodes",
         "rocm-console status --demo --json",
     ),
+    "baseline": (
+        "rocm-console baseline check demo --demo --node mi300x-spx    # against the seeded baseline",
+        "rocm-console baseline save lab --node mi300-a --suite profiles/suites/vllm-cpu-tiny.toml",
+        "rocm-console baseline check --all --json",
+    ),
     "status": (
         "rocm-console status --demo",
         "rocm-console status --profile lab.toml --node mi300-a --json",

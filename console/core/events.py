@@ -58,6 +58,7 @@ KINDS = (
     "node.up",
     "node.stale",
     "node.down",
+    "node.changed",  # versions or settings moved since the last contact (services/baseline.py)
     "instance.started",
     "instance.ready",
     "instance.failed",

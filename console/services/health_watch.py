@@ -8,6 +8,9 @@ console runs:
   (health changed, ECC increment, throttle episode start / end, reset, XID), and what the
   screens report through ``observe_instances``, ``partition_switched``, ``benchmark_started``
   and ``benchmark_finished``;
+- records each node's versions (its probe and GPU facts) at every contact and writes a
+  ``node.changed`` event when they differ from the last ones recorded
+  (console/services/node_versions.py VersionsBook; ``changes`` holds the marked nodes);
 - drives the profile's ``[[alert]]`` rules (console/services/alerts.py): every sample of
   every physical GPU (its metrics and health), node states, and every event written; fired
   and cleared alerts are events too; ``tick`` (once a second, ``start()`` runs it) fires
@@ -44,6 +47,7 @@ from console.services.fleet import (
     NodeStateChanged,
     TelemetryReceived,
 )
+from console.services.node_versions import VersionsBook, node_changed_event, versions_of
 
 __all__ = ["HealthWatch"]
 
@@ -67,6 +71,7 @@ class HealthWatch:
         events: EventLog | None = None,
         alerts: AlertService | None = None,
         clock: Callable[[], float] = time.time,
+        versions: VersionsBook | None = None,
     ) -> None:
         self.fleet = fleet
         self.settings = settings if settings is not None else HealthSettings()
@@ -81,6 +86,10 @@ class HealthWatch:
         self._task: asyncio.Task | None = None
         self._write_failed = False
         self.written = 0  # events appended since start (tests, the status line)
+        # beside the event log: the data dir of this console (the demo's own, a test's tmp)
+        self.versions = versions if versions is not None else VersionsBook(self.events.path.parent / "node-versions")
+        self._versions_seen: dict[str, tuple] = {}  # node -> the facts last recorded
+        self.changes: dict[str, str] = self.versions.marked()  # node -> its unacknowledged changes
         fleet.subscribe(self.on_fleet_event)
 
     # ------------------------------------------------------------ lifecycle
@@ -146,9 +155,33 @@ class HealthWatch:
             elif isinstance(event, GpuEventsSeen):
                 self.record(event.events)
             elif isinstance(event, TelemetryReceived):
-                self._observe_sample(now, self.fleet.snapshot(event.node))
+                snap = self.fleet.snapshot(event.node)
+                self._observe_sample(now, snap)
+                self._observe_versions(now, snap)
         except OSError as exc:
             self._failed_write(exc)
+
+    def _observe_versions(self, now: float, snap: NodeSnapshot) -> None:
+        """The node's versions once its probe has answered, again whenever they move."""
+        if snap.probe is None:
+            return
+        key = (
+            snap.probe,
+            tuple((g.physical, g.model, g.vbios, g.compute_partition, g.memory_partition) for g in snap.static),
+        )
+        if self._versions_seen.get(snap.name) == key:
+            return
+        self._versions_seen[snap.name] = key
+        changes = self.versions.observe(versions_of(snap.name, snap.probe, snap, captured=now))
+        if changes:
+            self.record(node_changed_event(snap.name, changes, now))
+            self.changes = self.versions.marked()
+
+    def acknowledge(self, node: str) -> int:
+        """Clear a node's change mark."""
+        count = self.versions.acknowledge(node)
+        self.changes = self.versions.marked()
+        return count
 
     def _observe_sample(self, now: float, snap: NodeSnapshot) -> None:
         if not self.alerts.engine.rules or snap.latest is None:

@@ -19,3 +19,21 @@ FILES: dict[str, bytes] = {
     "dev/kfd": b"",
     **{f"dev/dri/renderD{128 + i}": b"" for i in range(RENDER_NODES)},
 }
+
+ROCM_VERSION_FILE = "opt/rocm/.info/version"  # below a simulated node's simulator folder
+
+
+def upgrade_rocm(sim_dir: str, version: str) -> str:
+    """Give one simulated node another ROCm: the agent's probe reads
+    ``<sim_dir>/opt/rocm/.info/version`` before the bundle's (the demo's "the node was
+    upgraded under its users"). Returns the file written."""
+    import os
+
+    text = " ".join(str(version).split())
+    if not text or "/" in text:
+        raise ValueError("a ROCm version is one word, e.g. 7.1.0-21")
+    path = os.path.join(sim_dir, *ROCM_VERSION_FILE.split("/"))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(text + "\n")
+    return path

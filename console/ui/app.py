@@ -596,6 +596,16 @@ class ConsoleApp(App[int]):
 
         self.pop_screen() if isinstance(self.screen, ModelsScreen) else self.push_screen(ModelsScreen())
 
+    def action_baselines(self) -> None:
+        from console.ui.screens.baseline import BaselineScreen  # loaded when first opened
+
+        self.pop_screen() if isinstance(self.screen, BaselineScreen) else self.push_screen(BaselineScreen())
+
+    @property
+    def node_changes(self) -> dict[str, str]:
+        """node -> its versions' changes not yet acknowledged (the fleet's change mark)."""
+        return self.health_watch.changes if self.health_watch is not None else {}
+
     def action_instances(self) -> None:
         from console.ui.screens.instances import InstancesScreen
 
@@ -776,6 +786,9 @@ def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False, note
         demo_life.use_private_state()  # made already when the TUI entry started the agents early
         demo_life.use_demo_data_dir()
         demo_life.seed_history()
+        from console.services.baseline_demo import prepare_demo
+
+        prepare_demo(profile)  # a seeded baseline, and mi300x-spx's simulated ROCm upgraded since
         app = ConsoleApp(
             profile,
             interval=interval,

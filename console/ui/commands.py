@@ -308,6 +308,15 @@ _APP_ACTIONS: tuple[tuple[PaletteEntry, str], ...] = (
     ),
     (
         PaletteEntry(
+            "Show baselines (per node)",
+            "saved baselines, drift checks, changed versions (B)",
+            ("BaselineScreen",),
+            ("baselines",),
+        ),
+        "baselines",
+    ),
+    (
+        PaletteEntry(
             "Help: show key bindings", "every key, with ids for the [keys] table (?)", ("HelpScreen",), ("help",)
         ),
         "help",

@@ -27,6 +27,7 @@ APP_BINDINGS = [
     Binding("h", "history", "Results", show=False, id="history"),
     Binding("e", "events", "Events", show=False, id="events"),
     Binding("m", "models", "Models", show=False, id="models"),  # issue Q: what each node holds, pulls
+    Binding("B", "baselines", "Baselines", show=False, id="baselines"),
     Binding("t", "toggle_theme", "Light/dark theme", show=False, id="toggle-theme"),
 ]
 

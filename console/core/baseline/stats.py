@@ -12,7 +12,10 @@ numbers on a machine whose results wobble. The rule, per metric:
    of the repeats: ``t(99 %, n1+n2-2) x 1.2 x s x sqrt(1/n1 + 1/n2)``, with s the
    pooled standard deviation of the repeats and 1.2 the standard error of a median
    of 3 to 10 normal values over that of their mean (1.09 at 4 to
-   1.22 at 7; 1.2 keeps the band on the wide side for most counts);
+   1.22 at 7; 1.2 keeps the band on the wide side for most counts). Relative
+   metrics (speeds, latencies: all positive) take it on the logarithms of the
+   repeats, because their noise is a factor (a busy neighbour makes a run 1.5x
+   slower), and give it back in percent on the side the change points to;
 4. verdict: "regressed" when the whole interval lies on the worse side of zero AND
    the change is larger than both the noise band and the minimum effect
    (10 %; 0.02 for an accuracy score), "improved" the same way on the better side,
@@ -25,8 +28,8 @@ quiet node from reporting a 2 % drift between runs hours apart, which repeats
 within one run cannot see. Measured on seeded synthetic data (tests in
 tests/core/baseline/test_stats.py, table in docs/baselines.md): identical runs
 with CV 10-15 % and 3 to 10 repeats are "same" in about 99.5 % of trials; with 5
-repeats a 2x slowdown is "regressed" in 99.8 % at CV 10 % and 94 % at CV 15 %, a
-30 % drop at CV 10 % in 83 % (96 % with 7 repeats). From 5 repeats no rule does
+repeats a 2x slowdown is "regressed" in every trial at CV 10 % and 97 % at CV 15 %,
+a 30 % drop at CV 10 % in 84 % (97 % with 7 repeats). From 5 repeats no rule does
 much better at under 1 % false alarms: the optimal t-test at exactly 1 % catches
 that 30 % drop 95 % of the time.
 """
@@ -284,7 +287,14 @@ def compare(
     interval = bootstrap_interval(
         x, y, scale_by=unit, confidence=rule.confidence, resamples=rule.resamples, seed=rule.seed
     )
-    band = noise_band(x, y, rule.confidence) / unit
+    if scale == RELATIVE and min(x + y) > 0:
+        # Speeds and latencies wobble by a factor, not by an amount: a busy neighbour makes a
+        # run 1.5x slower, never 200 tok/s slower. The band is taken on their logarithms and
+        # given back in percent on the side the change points to.
+        log_band = noise_band([math.log(v) for v in x], [math.log(v) for v in y], rule.confidence)
+        band = math.expm1(log_band) if change >= 0 else -math.expm1(-log_band)
+    else:
+        band = noise_band(x, y, rule.confidence) / unit
     floor = rule.floor(scale)
     threshold = max(floor, band)
     out = replace(base, change=change, interval=interval, noise_band=band, threshold=threshold)

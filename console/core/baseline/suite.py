@@ -401,7 +401,7 @@ def _accuracy(body: Mapping, default_repeats: int, fail: _Fail) -> AccuracySpec:
     min_effect = _get(body, "min_effect", _score, table, fail)
     return AccuracySpec(
         task=task,
-        repeats=_get(body, "repeats", _repeats, table, fail) or default_repeats,
+        repeats=_get(body, "repeats", _accuracy_repeats, table, fail) or default_repeats,
         limit=_get(body, "limit", _int_at_least(1), table, fail),
         num_fewshot=_get(body, "num_fewshot", _int_at_least(0), table, fail),
         dataset=_get(body, "dataset", _text, table, fail),
@@ -452,6 +452,17 @@ def _repeats(value: object) -> int:
             f"must be {MIN_REPEATS} to {MAX_REPEATS}, got {value} "
             "(the noise of a point is measured from its repeats: fewer than 3 cannot tell noise from a change)"
         )
+    return value
+
+
+def _accuracy_repeats(value: object) -> int:
+    """Greedy decoding scores the same questions the same way every time: 2 repeats a side
+    are enough to show that (and to see a server that is not deterministic)."""
+    if not _is_int(value):
+        raise _Bad(f"expected an integer, got {_describe(value)}")
+    assert isinstance(value, int)
+    if not 2 <= value <= MAX_REPEATS:
+        raise _Bad(f"must be 2 to {MAX_REPEATS}, got {value} (a score needs a second repeat to show it stays put)")
     return value
 
 

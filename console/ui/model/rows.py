@@ -6,7 +6,7 @@ Pure (no Textual), so the filter and the grouping are tested without an app.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from console.core.model import GpuMetrics, GpuStatic, NodeHealth, NodeSnapshot
 from console.ui.model import health_view
@@ -246,3 +246,12 @@ def build_rows(
         groups.extend(g for g in found if g.rows)
     flat = [row for group in _sorted_groups(groups, order) for row in group.rows]
     return flat + bare
+
+
+CHANGE_MARK = "Δ"  # a node whose versions changed since it was last seen (node.changed)
+
+
+def change_mark(node: str, changes: Mapping[str, str]) -> str:
+    """The node header's mark: `Δ ROCm: 7.0.2 -> 7.1.0` until the change is acknowledged."""
+    summary = changes.get(node)
+    return f"{CHANGE_MARK} {summary}" if summary else ""

@@ -27,7 +27,7 @@ from console.ui.model import format as fmt
 from console.ui.model import health_view as hv
 from console.ui.model import instance_board as ib
 from console.ui.model.gpu_columns import GAP, NODE_MAX, fit, gpu_label, layout_columns, part_label, vram_total
-from console.ui.model.rows import GpuPair, Row, RowFilter, RowKey, build_rows, gpu_pairs
+from console.ui.model.rows import GpuPair, Row, RowFilter, RowKey, build_rows, change_mark, gpu_pairs
 from console.ui.model.sort import DEFAULT_ORDER, SortOrder
 
 SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
@@ -465,6 +465,9 @@ class GpuTable(ScrollView, can_focus=True):
             # segments are written as they are: text from the node is made printable
             Segment(printable(fmt.state_text(snap, self._now)), state_style),
         ]
+        mark = change_mark(row.node, getattr(self.app, "node_changes", None) or {})
+        if mark:  # versions changed since last seen (the baseline screen, B, acknowledges)
+            segments.append(Segment("  " + printable(mark), base + self._style("warn")))
         health_text, worst = hv.node_summary(snap)
         if health_text:
             segments.append(Segment("  " + health_text, base + self._style(_HEALTH_STYLE.get(worst, "muted"))))

@@ -76,7 +76,7 @@ def test_demo_suite_fits_the_demo_profile_and_its_presets():
     suite = load_suite(SUITES_DIR / "demo.toml")
     profile = load_profile([PROFILES_DIR / "presets.toml", demo_profile_path()])
     check_suite(suite, **profile_names(profile))
-    assert suite.name == "demo" and suite.serve == "tiny" and suite.repeats == 5
+    assert suite.name == "demo" and suite.serve == "tiny" and suite.repeats == 3
     assert [p.name for p in suite.points] == ["tiny-c4", "tiny-c16", "offline-throughput"]
     # every serving point becomes a bench preset with one load level
     bench = {b.name: b for b in profile.bench_presets}
@@ -147,6 +147,11 @@ def test_plan_runs_points_round_robin_serving_first():
             '[suite]\nrepeats = 2\n[serve]\npreset = "tiny"\n[[point]]\npreset = "tiny"\n',
             "s.toml:2: [suite] key 'repeats': must be 3 to 20, got 2 (the noise of a point is measured "
             "from its repeats: fewer than 3 cannot tell noise from a change)",
+        ),
+        (
+            '[serve]\npreset = "tiny"\n[accuracy]\ntask = "gsm8k"\nrepeats = 1\n',
+            "s.toml:5: [accuracy] key 'repeats': must be 2 to 20, got 1 (a score needs a second repeat to show "
+            "it stays put)",
         ),
         (
             '[serve]\npreset = "tiny"\n[[pionts]]\npreset = "tiny"\n',

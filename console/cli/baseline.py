@@ -1,0 +1,312 @@
+"""`rocm-console baseline save|check|list|ack`: per-node baselines and drift checks.
+
+baseline save NAME --node N --suite FILE    run the suite (its own instance), store it
+baseline check NAME --node N [--json|--md]  run it again: per metric a verdict; exit 1 on a regression
+baseline check --all                        every node's baselines, one node at a time
+baseline list [--node N]                    the stored baselines
+baseline ack --node N                       clear the node's change mark (versions changed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from console.cli import common
+from console.core.baseline.report import EXIT_REGRESSED, BaselineInputError, render_markdown, report_to_dict
+from console.core.baseline.suite import SuiteError, load_suite
+from console.core.model import NodeSpec, Profile
+from console.transport.base import TransportError
+
+COMMANDS = ("save", "check", "list", "ack")
+
+
+def add_parser(sub) -> list[argparse.ArgumentParser]:
+    ops = common.add_actions(sub, "baseline", help="per-node baselines: save a suite's numbers, check for drift")
+    save = ops.add_parser("save", help="run a suite on a node (its own instance) and store it as a baseline")
+    save.add_argument("name", help="the baseline's name (letters, digits, _ . -)")
+    save.add_argument("--suite", required=True, metavar="FILE", help="suite TOML (profiles/suites/*.toml)")
+    check = ops.add_parser("check", help="run a baseline's suite again; per metric regressed / improved / same")
+    check.add_argument("name", nargs="?", help="the baseline's name (not with --all)")
+    check.add_argument("--all", action="store_true", help="every stored baseline of every node, one node at a time")
+    check.add_argument("--md", action="store_true", help="print the report as Markdown (the default output)")
+    for p in (save, check):
+        p.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
+        p.add_argument("--gpus", metavar="LIST", help="GPUs of the suite's instance (default: the first idle ones)")
+        p.add_argument(
+            "--env",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="environment for the instance and its clients on the node (repeatable)",
+        )
+        p.add_argument("--lm-eval", metavar="PATH", help="lm_eval for the suite's accuracy runs")
+        p.add_argument(
+            "--instance",
+            metavar="NAME",
+            help="run against this ready instance instead of starting one (no offline points)",
+        )
+        p.add_argument("--port", type=common.port_arg, help="port of the suite's instance (default: a free one)")
+        p.add_argument("--timeout", type=common.positive_seconds, default=900.0, help="seconds to wait for ready")
+    listing = ops.add_parser("list", help="the stored baselines")
+    listing.add_argument("--node", metavar="NAME", help="only this node's")
+    ack = ops.add_parser("ack", help="acknowledge a node's changed versions (clears its change mark)")
+    ack.add_argument("--node", metavar="NAME", required=True)
+    parsers = [save, check, listing, ack]
+    common.add_command_options(parsers)
+    return parsers
+
+
+def _gpus(text: str | None) -> tuple[int, ...]:
+    if text is None:
+        return ()
+    try:
+        gpus = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise common.UsageError(f"--gpus {text!r}: expected GPU indices like 0 or 0,1") from None
+    if not gpus or any(g < 0 for g in gpus):
+        raise common.UsageError(f"--gpus {text!r}: expected GPU indices like 0 or 0,1")
+    return gpus
+
+
+def _use_demo_data(args: argparse.Namespace) -> None:
+    """--demo: the demo's own data folder, with its seeded baseline."""
+    if getattr(args, "demo", False):
+        from console.services import demo
+
+        demo.use_demo_data_dir()
+
+
+def _say(quiet: bool):
+    """Progress lines on stdout, none with --json (its stdout is the document)."""
+
+    def say(line: str) -> None:
+        if not quiet:
+            print(line, flush=True)
+
+    return say
+
+
+async def _save(args: argparse.Namespace, profile: Profile) -> int:
+    from console.services.baseline import (
+        BaselineError,
+        BaselineRunner,
+        BaselineStore,
+        baseline_of,
+        check_against_profile,
+    )
+
+    store = BaselineStore()
+    path = Path(args.suite)
+    try:
+        store.check_name(args.name)
+        suite = load_suite(path)
+        text = path.read_text(encoding="utf-8")
+        check_against_profile(suite, profile)
+    except (SuiteError, BaselineError) as exc:
+        raise common.UsageError(str(exc)) from None
+    except OSError as exc:
+        raise common.UsageError(f"{path}: {exc.strerror or exc}") from None
+    node = common.pick_node(profile, args.node)
+    env = common.parse_pairs(args.env, "--env")
+    gpus = _gpus(args.gpus)
+    runner = BaselineRunner(lm_eval=args.lm_eval, ready_timeout=args.timeout)
+    try:
+        run = await runner.run(
+            node,
+            suite,
+            profile,
+            suite_text=text,
+            gpus=gpus,
+            extra_env=env,
+            say=_say(args.json),
+            instance=args.instance,
+            port=args.port,
+        )
+    finally:
+        await runner.pool.close()
+    baseline = baseline_of(args.name, run)
+    short = [r.point for r in run.runs if sum(1 for x in r.repeats if x is not None) < 2]
+    if short:  # a point without 2 good repeats has no noise to judge a check by: not saved
+        for note in run.notes:
+            print(f"  problem: {note}", file=sys.stderr)
+        common.say_error(
+            f"baseline {args.name} not saved: {', '.join(short)} had fewer than 2 repeats that worked (problems above)"
+        )
+        return common.EXIT_FAILED
+    where = store.save(baseline)
+    if args.json:
+        print(json.dumps({"saved": str(where), **baseline.to_dict(), "problems": list(run.notes)}, indent=2))
+    else:
+        for note in run.notes:
+            print(f"  problem: {note}")
+        print(f"baseline {args.name} of {node.name} saved to {where} ({baseline.seconds:.0f} s)")
+    return common.EXIT_OK
+
+
+async def _check_one(args, profile: Profile, node: NodeSpec, name: str, quiet: bool):
+    from console.services.baseline import (
+        BaselineError,
+        BaselineRunner,
+        BaselineStore,
+        check_against_profile,
+        check_report,
+    )
+
+    try:
+        baseline = BaselineStore().get(node.name, name)
+        suite = baseline.suite()
+        check_against_profile(suite, profile)
+    except (BaselineError, SuiteError) as exc:  # a name that is not there, a file that is not a baseline
+        raise common.UsageError(str(exc)) from None
+    env = common.parse_pairs(args.env, "--env")
+    runner = BaselineRunner(lm_eval=args.lm_eval, ready_timeout=args.timeout)
+    try:
+        run = await runner.run(
+            node,
+            suite,
+            profile,
+            suite_text=baseline.suite_text,
+            gpus=_gpus(args.gpus),
+            extra_env=env,
+            say=_say(quiet),
+            instance=args.instance,
+            port=args.port,
+        )
+    finally:
+        await runner.pool.close()
+    try:
+        return check_report(baseline, run)
+    except BaselineInputError as exc:
+        raise common.UsageError(str(exc)) from None
+
+
+async def _check(args: argparse.Namespace, profile: Profile) -> int:
+    if args.all:
+        if args.name:
+            raise common.UsageError("give a baseline NAME or --all, not both")
+        return await _check_all(args, profile)
+    if not args.name:
+        raise common.UsageError("baseline check needs a NAME (or --all)")
+    node = common.pick_node(profile, args.node)
+    report = await _check_one(args, profile, node, args.name, quiet=args.json)
+    if args.json:
+        print(json.dumps(report_to_dict(report), indent=2, allow_nan=False))
+    else:
+        print(render_markdown(report), end="")
+    return report.exit_code
+
+
+async def _check_all(args: argparse.Namespace, profile: Profile) -> int:
+    from console.services.baseline import BaselineError, BaselineStore
+
+    nodes = common.select_nodes(profile, [args.node] if args.node else None)
+    store = BaselineStore()
+    summary: list[dict] = []
+    worst = common.EXIT_OK
+    for node in nodes:  # one node at a time: a suite wants its node to itself
+        for baseline in store.list(node.name):
+            t0 = time.monotonic()
+            try:
+                report = await _check_one(args, profile, node, baseline.name, quiet=True)
+            except (BaselineError, common.UsageError, TransportError) as exc:
+                summary.append({"node": node.name, "baseline": baseline.name, "verdict": "error", "error": str(exc)})
+                worst = max(worst, common.EXIT_FAILED)
+                continue
+            doc = report_to_dict(report)
+            summary.append(
+                {
+                    "node": node.name,
+                    "baseline": baseline.name,
+                    "verdict": report.verdict,
+                    "counts": doc["counts"],
+                    "changes": [c["line"] for c in doc["changes"]],
+                    "seconds": round(time.monotonic() - t0, 1),
+                    "report": doc,
+                }
+            )
+            if report.exit_code == EXIT_REGRESSED:
+                worst = max(worst, EXIT_REGRESSED)
+            if not args.json:
+                print(_summary_line(summary[-1]), flush=True)
+    if args.json:
+        print(json.dumps({"checks": summary}, indent=2, allow_nan=False))
+    elif not summary:
+        print("no baselines stored (save one with `rocm-console baseline save`)")
+    else:
+        for s in summary:
+            if s["verdict"] == "error":
+                print(f"{s['node']} {s['baseline']}: error: {s['error']}")
+    return worst
+
+
+def _summary_line(s: dict) -> str:
+    counts = ", ".join(f"{n} {v}" for v, n in s["counts"].items() if n)
+    changed = f"; changed: {'; '.join(s['changes'][:3])}" if s["changes"] else ""
+    return f"{s['node']} {s['baseline']}: {s['verdict']} ({counts}; {s['seconds']:.0f} s){changed}"
+
+
+async def _list(args: argparse.Namespace, profile: Profile) -> int:
+    from console.services.baseline import BaselineStore
+
+    if args.node:
+        common.pick_node(profile, args.node)
+    found = BaselineStore().list(args.node)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "baselines": [
+                        {
+                            "name": b.name,
+                            "node": b.node,
+                            "suite": b.suite_file,
+                            "created": b.created,
+                            "points": [r.point for r in b.runs],
+                            "path": b.path,
+                        }
+                        for b in found
+                    ]
+                },
+                indent=2,
+            )
+        )
+        return common.EXIT_OK
+    if not found:
+        print("no baselines stored (save one with `rocm-console baseline save NAME --node N --suite FILE`)")
+    for b in found:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(b.created))
+        rocm = b.versions.rocm if b.versions is not None and b.versions.rocm else "?"
+        print(f"{b.node:<16} {b.name:<20} {when}  {Path(b.suite_file).name:<22} ROCm {rocm}  {len(b.runs)} points")
+    return common.EXIT_OK
+
+
+async def _ack(args: argparse.Namespace, profile: Profile) -> int:
+    from console.services.baseline import VersionsBook
+
+    node = common.pick_node(profile, args.node)
+    count = VersionsBook().acknowledge(node.name)
+    if args.json:
+        print(json.dumps({"node": node.name, "acknowledged": count}))
+    else:
+        print(f"{node.name}: {count} change{'s' if count != 1 else ''} acknowledged")
+    return common.EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from console.services.baseline import BaselineError
+
+    _use_demo_data(args)
+    action = {"save": _save, "check": _check, "list": _list, "ack": _ack}[args.baseline_command]
+
+    async def act(args: argparse.Namespace, profile: Profile) -> int:
+        if getattr(args, "demo", False):
+            from console.services.baseline_demo import prepare_demo
+
+            prepare_demo(profile, fresh=False)
+        return await action(args, profile)
+
+    return common.run_command(args, act, failures=(BaselineError, TransportError))

@@ -1,0 +1,203 @@
+"""Each node's versions and settings over time: `versions_of` builds the record from what the
+agent's probe and telemetry say; `VersionsBook` keeps the last record of each node in the
+data dir (`node-versions/<node>.json`) with the changes not yet acknowledged, which the
+fleet shows as a mark on the node's header; `node_changed_event` is the timeline's line.
+Light on purpose: the running console's HealthWatch imports it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from console.core.baseline.diff import (
+    Change,
+    NodeVersions,
+    change_summary,
+    diff_versions,
+    versions_from_dict,
+    versions_from_facts,
+    versions_to_dict,
+)
+from console.core.events import INFO, Event
+from console.core.model import NodeSnapshot, ProbeInfo
+from console.services.results import default_root
+
+__all__ = ["VersionsBook", "data_dir", "node_changed_event", "versions_of", "write_json"]
+
+# Flags the console sets itself for every instance: where it listens, never a setting that
+# moves speed; a diff naming them would be noise.
+CONSOLE_FLAGS = ("--port", "--host", "--served-model-name")
+
+
+def versions_of(
+    node: str,
+    probe: ProbeInfo | None,
+    snapshot: NodeSnapshot | None = None,
+    *,
+    preset_env: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+    serve_args: Sequence[str] = (),
+    captured: float | None = None,
+    simulated: bool = False,
+) -> NodeVersions:
+    """The node's versions and settings from what the agent's probe and telemetry say (ROCm,
+    amdsmi, vLLM, NUMA balancing, GPU models and modes, VBIOS), with the settings of the
+    instance a suite ran on (its environment and flags, without the console's own)."""
+    facts: dict[str, Any] = {"simulated": simulated}
+    if probe is not None:
+        facts.update(rocm=probe.rocm, amdsmi=probe.amdsmi, vllm=probe.vllm)
+        if probe.numa_balancing is not None:
+            facts["numa_balancing"] = probe.numa_balancing
+    statics = list(snapshot.static) if snapshot is not None else []
+    if statics:
+        facts["gpus"] = [
+            {"model": g.model, "compute_partition": g.compute_partition, "memory_partition": g.memory_partition}
+            for g in statics
+        ]
+    rows = [{"physical": g.physical, "vbios": g.vbios} for g in statics]
+    args = _without_console_flags(serve_args)
+    return versions_from_facts(
+        node, facts, static_gpus=rows, preset_env=preset_env, preset_args=args, captured=captured
+    )
+
+
+def _without_console_flags(argv: Sequence[str]) -> list[str]:
+    """The engine flags of a serve argv: from the first flag on (the program and model before
+    it are not settings), without the console's own (port, host)."""
+    items = [str(a) for a in argv]
+    start = next((i for i, a in enumerate(items) if a.startswith("--")), len(items))
+    out: list[str] = []
+    i = start
+    while i < len(items):
+        item = items[i]
+        flag = item.split("=", 1)[0]
+        if flag in CONSOLE_FLAGS:
+            i += 1 if "=" in item else 2
+            continue
+        out.append(item)
+        i += 1
+    return out
+
+
+def data_dir() -> Path:
+    return default_root().parent
+
+
+def write_json(path: Path, doc: Any) -> None:
+    """Write through a temporary file and a rename: a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def node_changed_event(node: str, changes: Sequence[Change], now: float) -> Event:
+    """The `node.changed` event: what moved on the node since its last reading."""
+    return Event(
+        now,
+        "node.changed",
+        node,
+        severity=INFO,
+        message=f"versions or settings changed: {change_summary(changes)}",
+        details={"changes": [c.line() for c in changes[:40]]},
+    )
+
+
+class VersionsBook:
+    """The last versions seen of each node, and its changes not yet acknowledged.
+
+    `observe` at every contact: the first reading of a node is recorded silently; a
+    later one that differs returns the changes (the caller writes the event) and marks
+    the node until `acknowledge`."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder if folder is not None else data_dir() / "node-versions"
+
+    def _path(self, node: str) -> Path:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", node)
+        return self.folder / f"{safe}.json"
+
+    def _read(self, node: str) -> dict:
+        try:
+            doc = json.loads(self._path(node).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def last(self, node: str) -> NodeVersions | None:
+        raw = self._read(node).get("versions")
+        try:
+            return versions_from_dict(raw) if isinstance(raw, dict) else None
+        except ValueError:
+            return None
+
+    def pending(self, node: str) -> list[str]:
+        """The change lines not yet acknowledged ([] when none)."""
+        lines = self._read(node).get("pending")
+        return [str(x) for x in lines] if isinstance(lines, list) else []
+
+    def observe(self, versions: NodeVersions, *, settings_too: bool = False) -> tuple[Change, ...]:
+        """Record a reading; the changes since the last one (() for the first reading).
+        Only versions and node-wide facts count unless settings_too (an instance's flags
+        and environment belong to the instance, not to the node)."""
+        mine = versions if settings_too else replace(versions, preset_env=(), flags=(), simulated=False)
+        doc = self._read(versions.node)
+        before = self.last(versions.node)
+        changes = diff_versions(before, mine) if before is not None else ()
+        pending = self.pending(versions.node) + [c.line() for c in changes]
+        if before is None or changes:
+            doc = {
+                "versions": versions_to_dict(mine),
+                "pending": pending[-40:],
+                "changed_at": time.time() if changes else doc.get("changed_at"),
+            }
+            write_json(self._path(versions.node), doc)
+        return changes
+
+    def forget(self, node: str) -> None:
+        """Drop the node's record: its next reading is a first one."""
+        with contextlib.suppress(OSError):
+            self._path(node).unlink()
+
+    def acknowledge(self, node: str) -> int:
+        """Clear the node's change mark; how many changes it held."""
+        doc = self._read(node)
+        pending = self.pending(node)
+        if pending:
+            doc["pending"] = []
+            write_json(self._path(node), doc)
+        return len(pending)
+
+    def marked(self) -> dict[str, str]:
+        """node -> one line of its unacknowledged changes, for every marked node."""
+        out: dict[str, str] = {}
+        try:
+            files = sorted(self.folder.glob("*.json"))
+        except OSError:
+            return out
+        for path in files:
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+                node = doc["versions"]["node"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            pending = doc.get("pending")
+            if isinstance(pending, list) and pending and isinstance(node, str):
+                shown = "; ".join(str(x) for x in pending[:3])
+                more = len(pending) - 3
+                out[node] = shown + (f"; and {more} more" if more > 0 else "")
+        return out
