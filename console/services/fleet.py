@@ -35,7 +35,7 @@ from console.core.model import (
     StaticInfo,
     TelemetryFrame,
 )
-from console.core.series import BlockSeries, SeriesBlock, capacity_for
+from console.core.series import BlockSeries, NodeHistory, capacity_for
 from console.core.telemetry import AgentProtocolError, parse_agent_line
 from console.core.text import printable, unexpected
 from console.services.agent_bundle import install_agent, run_probe, telemetry_argv
@@ -51,14 +51,17 @@ log = logging.getLogger("console.fleet")
 HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram_used_mib", "gfx_clock_mhz")
 _METRIC_COLUMN = {metric: i for i, metric in enumerate(HISTORY_METRICS)}
 _history_values = operator.attrgetter(*HISTORY_METRICS)
+# Stored value = reading / scale (NodeHistory keeps half floats, whose largest is 65,504: VRAM in
+# MiB goes past it; in 8 MiB units it reaches 512 GiB, a step of 16 units = 128 MiB near 192 GiB).
+HISTORY_SCALES = tuple(8.0 if m == "vram_used_mib" else 1.0 for m in HISTORY_METRICS)
 PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate at most
-# Memory the fleet's history may take (every logical GPU's ring of HISTORY_METRICS): the full
-# window (history_s) for fleets up to ~5,000 logical GPUs at 1 Hz; a larger fleet keeps a shorter
-# window per GPU, never under MIN_HISTORY_SAMPLES. (Prometheus-fed nodes get a GPU's full window
+# Memory the fleet's history may take (every node's NodeHistory): the full window (history_s) for
+# fleets up to ~11,000 logical GPUs at 1 Hz; a larger fleet keeps a shorter window per GPU, never
+# under MIN_HISTORY_S (that floor wins over the budget: 65,536 GPUs take ~230 MB for it). (Prometheus-fed nodes get a GPU's full window
 # back from Prometheus when its detail view opens: FleetTelemetry.load_history.)
 HISTORY_BUDGET_MIB = 80.0
-MIN_HISTORY_SAMPLES = 60
-_BYTES_PER_SAMPLE = 8 + 4 * len(HISTORY_METRICS)  # SeriesBlock: a float64 time, float32 values
+MIN_HISTORY_S = 300.0  # the budget never cuts a GPU's window under 5 minutes
+_BYTES_PER_SAMPLE = 2 * len(HISTORY_METRICS)  # NodeHistory: half floats (+ one float64 time per node)
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,30 +129,45 @@ class _NodeTrack:
     def __init__(self, spec: NodeSpec, history: int, capacity: Callable[[], int]) -> None:
         self.spec = spec
         self.history = history  # the full window, in samples (a detail view's backfill)
-        self.capacity = capacity  # samples a new GPU ring gets now (the fleet's memory budget)
+        self.capacity = capacity  # samples a new history gets now (the fleet's memory budget)
         self.snapshot = NodeSnapshot(name=spec.name, health=NodeHealth.CONNECTING)
         self.health_since: dict[int, tuple[str, float]] = {}  # physical GPU -> (state, since)
         self.health_notes: tuple[str, ...] = ()  # the latest health line's skipped entries
-        # One block per logical GPU: every HISTORY_METRICS column shares its timestamps.
-        self.history_blocks: dict[int, SeriesBlock] = {}
+        # One block for every logical GPU and HISTORY_METRICS column of the node (NodeHistory).
+        self.hist: NodeHistory | None = None
         self.frames = 0
 
     def record(self, frame: TelemetryFrame, at: float) -> None:
-        blocks = self.history_blocks
-        ts = frame.ts
-        capacity = 0  # asked once per frame, and only when a GPU is new
-        for gpu in frame.gpus:
-            block = blocks.get(gpu.index)
-            if block is None:
-                capacity = capacity or self.capacity()
-                block = blocks[gpu.index] = SeriesBlock(capacity, len(HISTORY_METRICS))
-            block.append(ts, _history_values(gpu))
+        gpus = frame.gpus
+        indexes = [g.index for g in gpus]
+        hist = self.hist
+        if hist is None:
+            hist = self.hist = NodeHistory(self.capacity(), indexes, HISTORY_SCALES)
+        elif not hist.covers(indexes):  # new GPUs (a partition switch before its static line)
+            order = list(hist.gpus)
+            order += [i for i in indexes if i not in hist._slots]
+            hist = self.hist = hist.relayout(order)
+        values: list = []
+        for gpu in gpus:
+            values += _history_values(gpu)
+        hist.append(frame.ts, indexes, values)
         self.frames += 1
 
+    def lay_out(self, static: tuple[GpuStatic, ...]) -> None:
+        """The node's logical GPUs are these now: GPUs gone lose their history, those that stay keep it."""
+        order = [g.index for g in static]
+        if self.hist is not None and list(self.hist.gpus) != order:
+            self.hist = self.hist.relayout(order)
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.hist.gpus) if self.hist is not None else 0
+
     def series(self, gpu_index: int, metric: str) -> BlockSeries | None:
-        block = self.history_blocks.get(gpu_index)
         column = _METRIC_COLUMN.get(metric)
-        return None if block is None or column is None else block.column(column)
+        if self.hist is None or column is None:
+            return None
+        return self.hist.column(gpu_index, column)
 
 
 class FleetTelemetry:
@@ -177,6 +195,7 @@ class FleetTelemetry:
         self._clock = clock
         self._backoff_cap = backoff_cap
         self._full_history = capacity_for(history_s, interval)
+        self._min_history = min(self._full_history, capacity_for(MIN_HISTORY_S, interval))
         self._history_budget = int(history_budget_mib * 2**20)
         self._topology_moved = False
         self._watched: tuple[str, ...] = ()  # nodes on screen (watch)
@@ -243,17 +262,17 @@ class FleetTelemetry:
 
     def history_capacity(self) -> int:
         """Samples per logical GPU that the history budget allows for the GPUs known now."""
-        known = [max(len(t.snapshot.static), len(t.history_blocks)) for t in self._tracks.values()]
+        known = [max(len(t.snapshot.static), t.gpu_count) for t in self._tracks.values()]
         seen = [n for n in known if n]
         gpus: float = sum(seen)
         if seen:  # nodes not contacted yet count as the average one: no ring is sized for a fleet of one
             gpus += (len(known) - len(seen)) * gpus / len(seen)
         fits = int(self._history_budget // (_BYTES_PER_SAMPLE * max(1, gpus)))
-        return min(self._full_history, max(MIN_HISTORY_SAMPLES, fits))
+        return min(self._full_history, max(self._min_history, fits))
 
     def history_bytes(self) -> int:
         """Memory the history rings take now (tests/perf/fleet_scale.py prints it)."""
-        return sum(b.nbytes for t in self._tracks.values() for b in t.history_blocks.values())
+        return sum(t.hist.nbytes for t in self._tracks.values() if t.hist is not None)
 
     def rebalance_history(self) -> bool:
         """Shrink the rings when the GPUs grew past the budget (first contact of a big fleet, a
@@ -263,10 +282,10 @@ class FleetTelemetry:
         target = self.history_capacity()
         shrunk = False
         for track in self._tracks.values():
-            for index, block in track.history_blocks.items():
-                if block.capacity > target:
-                    track.history_blocks[index] = block.resized(target)
-                    shrunk = True
+            hist = track.hist
+            if hist is not None and hist.capacity > target:
+                track.hist = hist.relayout(hist.gpus, target)
+                shrunk = True
         return shrunk
 
     def _from_prometheus(self, track: _NodeTrack) -> bool:
@@ -411,6 +430,7 @@ class FleetTelemetry:
             track.snapshot = replace(snap, source=message.source, interval=message.interval)
         elif isinstance(message, StaticInfo):
             track.snapshot = replace(snap, static=message.gpus)
+            track.lay_out(message.gpus)
             self._emit(TopologyChanged(track.spec.name, message.gpus))
         elif isinstance(message, TelemetryFrame):
             now = self._clock()
@@ -468,6 +488,7 @@ class FleetTelemetry:
         snap = track.snapshot
         if snap.static != static:
             snap = track.snapshot = replace(snap, static=static)
+            track.lay_out(static)
             self._emit(TopologyChanged(node, static))
         track.record(frame, sample_at)
         track.snapshot = replace(snap, latest=frame, last_sample_ts=sample_at, source=source, interval=interval)
@@ -528,22 +549,30 @@ class FleetTelemetry:
     def backfill(self, node: str, history: dict[int, list[tuple[float, dict]]], static: tuple[GpuStatic, ...]) -> int:
         """Put samples before the node's live ones into its history; returns how many."""
         track = self._tracks[node]
+        old = track.hist
+        order = [g.index for g in static]
+        if old is not None:
+            order += [i for i in old.gpus if i not in order]
+        live_times = old.times() if old is not None else []
+        first_live = live_times[0] if live_times else float("inf")
+        # One row per timestamp before the first live sample: the GPUs Prometheus had then.
+        rows: dict[float, dict[int, dict]] = {}
         count = 0
         for gpu in static:
-            rows = history.get(gpu.index) or []
-            old = track.history_blocks.get(gpu.index)
-            live = (
-                list(zip(old.column(0).times(), *(old.column(i).values() for i in range(len(HISTORY_METRICS)))))
-                if old
-                else []
-            )
-            first_live = live[0][0] if live else float("inf")
-            block = SeriesBlock(track.history, len(HISTORY_METRICS))
-            for ts, fields in rows:
+            for ts, fields in history.get(gpu.index) or []:
                 if ts < first_live:
-                    block.append(ts, [fields.get(m) for m in HISTORY_METRICS])
+                    rows.setdefault(ts, {})[gpu.index] = fields
                     count += 1
-            for ts, *values in live:
-                block.append(ts, values)
-            track.history_blocks[gpu.index] = block
+        hist = NodeHistory(max(track.history, old.capacity if old else 0), order, HISTORY_SCALES)
+        for ts in sorted(rows)[-hist.capacity :]:
+            at = rows[ts]
+            gpus = [g for g in order if g in at]
+            hist.append(ts, gpus, [at[g].get(m) for g in gpus for m in HISTORY_METRICS])
+        if old is not None and old.gpus:
+            columns = [[old.values(g, k) for k in range(len(HISTORY_METRICS))] for g in old.gpus]
+            for n, ts in enumerate(live_times):
+                hist.append(
+                    ts, old.gpus, [columns[j][k][n] for j in range(len(old.gpus)) for k in range(len(HISTORY_METRICS))]
+                )
+        track.hist = hist
         return count
