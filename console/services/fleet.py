@@ -36,11 +36,11 @@ from console.core.model import (
     TelemetryFrame,
 )
 from console.core.series import BlockSeries, NodeHistory, capacity_for
-from console.core.telemetry import AgentProtocolError, parse_agent_line
+from console.core.telemetry import AgentProtocolError, AgentTick, parse_agent_line
 from console.core.text import printable, unexpected
 from console.services.agent_bundle import install_agent, run_probe, telemetry_argv
 from console.services.transports import TransportPool
-from console.transport.base import TransportError
+from console.transport.base import StreamControl, TransportError
 
 if TYPE_CHECKING:
     from console.services.prometheus import PrometheusSource
@@ -54,6 +54,10 @@ _history_values = operator.attrgetter(*HISTORY_METRICS)
 # Stored value = reading / scale (NodeHistory keeps half floats, whose largest is 65,504: VRAM in
 # MiB goes past it; in 8 MiB units it reaches 512 GiB, a step of 16 units = 128 MiB near 192 GiB).
 HISTORY_SCALES = tuple(8.0 if m == "vram_used_mib" else 1.0 for m in HISTORY_METRICS)
+# Nodes not on screen get a full sample from their agent every this many seconds (a `tick` line
+# the seconds between, health lines as always): the console parses ~1/5 of the lines of a big
+# fleet. Used only while a screen says what it shows (watch) and the agent can (hello "control").
+OFFSCREEN_SAMPLE_S = 5.0
 PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate at most
 # Memory the fleet's history may take (every node's NodeHistory): the full window (history_s) for
 # fleets up to ~11,000 logical GPUs at 1 Hz; a larger fleet keeps a shorter window per GPU, never
@@ -136,6 +140,12 @@ class _NodeTrack:
         # One block for every logical GPU and HISTORY_METRICS column of the node (NodeHistory).
         self.hist: NodeHistory | None = None
         self.frames = 0
+        # Rate control (agents whose hello lists "rate"): the link's stdin, and the `every` asked.
+        self.control: StreamControl | None = None
+        self.controllable = False
+        self.every = 1
+        self.heard_at: float | None = None  # the newest line of any kind (a kept-back tick included)
+        self.holds = 0  # full_rate() holders (a run recording this node)
 
     def record(self, frame: TelemetryFrame, at: float) -> None:
         gpus = frame.gpus
@@ -199,6 +209,8 @@ class FleetTelemetry:
         self._history_budget = int(history_budget_mib * 2**20)
         self._topology_moved = False
         self._watched: tuple[str, ...] = ()  # nodes on screen (watch)
+        self._watched_set: frozenset[str] = frozenset()
+        self._watching = False  # a screen has said what it shows: off-screen agents may send less
         self._tracks = {n.name: _NodeTrack(n, self._full_history, self.history_capacity) for n in nodes}
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task] = {}
@@ -391,7 +403,13 @@ class FleetTelemetry:
         argv = telemetry_argv(command, self.interval, self.health_interval())
         got_frame = False
         cancelled = False
-        stream = transport.stream_lines(argv, env=command.env_dict())
+        track.controllable, track.every = False, 1  # until this agent's hello says it reads control lines
+        if getattr(transport, "accepts_control", False):
+            track.control = control = StreamControl()
+            stream = transport.stream_lines(argv, env=command.env_dict(), control=control)
+        else:
+            track.control = None
+            stream = transport.stream_lines(argv, env=command.env_dict())
         try:
             async for line in stream:
                 start_probe()
@@ -426,14 +444,20 @@ class FleetTelemetry:
 
     def _apply(self, track: _NodeTrack, message) -> None:
         snap = track.snapshot
-        if isinstance(message, AgentHello):
+        if isinstance(message, AgentTick):
+            track.heard_at = self._clock()
+            if snap.health == NodeHealth.STALE and snap.latest is not None:
+                self._set_health(track, NodeHealth.LIVE, None)
+        elif isinstance(message, AgentHello):
             track.snapshot = replace(snap, source=message.source, interval=message.interval)
+            track.controllable = "rate" in message.control
+            self._steer(track)
         elif isinstance(message, StaticInfo):
             track.snapshot = replace(snap, static=message.gpus)
             track.lay_out(message.gpus)
             self._emit(TopologyChanged(track.spec.name, message.gpus))
         elif isinstance(message, TelemetryFrame):
-            now = self._clock()
+            now = track.heard_at = self._clock()
             track.record(message, now)
             track.snapshot = replace(snap, latest=message, last_sample_ts=now)
             self._set_health(track, NodeHealth.LIVE, None)
@@ -457,7 +481,8 @@ class FleetTelemetry:
                 if self._from_prometheus(track):
                     continue  # judged by its source, from the scrape time
                 if snap.health == NodeHealth.LIVE and snap.last_sample_ts is not None:
-                    age = now - snap.last_sample_ts
+                    # a kept-back sample's tick line says the agent is alive and on time
+                    age = now - max(snap.last_sample_ts, track.heard_at or 0.0)
                     if age > self.stale_after:
                         self._set_health(track, NodeHealth.STALE, f"no sample for {age:.0f} s")
 
@@ -530,11 +555,48 @@ class FleetTelemetry:
         every interval and the rest of the fleet every few (PrometheusSource.watch); agent-fed
         nodes stream every sample anyway."""
         watched = tuple(sorted(set(nodes)))
-        if watched == self._watched:
+        if watched == self._watched and self._watching:
             return  # called at every redraw: nothing to tell the source
-        self._watched = watched
+        self._watched, self._watched_set, self._watching = watched, frozenset(watched), True
         if self.prometheus is not None:
             self.prometheus.watch(watched)
+        for track in self._tracks.values():
+            self._steer(track)
+
+    def full_rate(self, node: str) -> Callable[[], None]:
+        """Keep the node's agent sending every sample, on screen or not (a run recording it);
+        returns the release."""
+        track = self._tracks[node]
+        track.holds += 1
+        self._steer(track)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                track.holds -= 1
+                self._steer(track)
+
+        return release
+
+    def offscreen_every(self) -> int:
+        """Ticks between two full samples of an agent whose node is off screen."""
+        return max(1, round(OFFSCREEN_SAMPLE_S / self.interval))
+
+    def sample_every(self, node: str) -> int:
+        """The `every` the node's agent was last asked for (1: every tick)."""
+        return self._tracks[node].every
+
+    def _steer(self, track: _NodeTrack) -> None:
+        """Ask the node's agent for the rate its visibility calls for (when it can be asked)."""
+        control = track.control
+        if not track.controllable or control is None:
+            return
+        on_screen = not self._watching or track.holds > 0 or track.spec.name in self._watched_set
+        want = 1 if on_screen else self.offscreen_every()
+        if want != track.every and control.send(f'{{"kind":"rate","every":{want}}}'):
+            track.every = want
 
     def set_node_health(self, node: str, health: NodeHealth, error: str | None) -> None:
         self._set_health(self._tracks[node], health, error)
