@@ -58,6 +58,7 @@ HISTORY_SCALES = tuple(8.0 if m == "vram_used_mib" else 1.0 for m in HISTORY_MET
 # the seconds between, health lines as always): the console parses ~1/5 of the lines of a big
 # fleet. Used only while a screen says what it shows (watch) and the agent can (hello "control").
 OFFSCREEN_SAMPLE_S = 5.0
+_TICK_LINE = '{"kind":"tick",'  # how the agent writes a tick line (json.dumps, compact separators)
 PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate at most
 # Memory the fleet's history may take (every node's NodeHistory): the full window (history_s) for
 # fleets up to ~11,000 logical GPUs at 1 Hz; a larger fleet keeps a shorter window per GPU, never
@@ -412,6 +413,11 @@ class FleetTelemetry:
             stream = transport.stream_lines(argv, env=command.env_dict())
         try:
             async for line in stream:
+                if line.startswith(_TICK_LINE) and len(line) < 96:
+                    # An off-screen agent's kept-back sample, the line most of a big fleet sends:
+                    # only its arrival matters (alive, on time), so it is not decoded.
+                    self._ticked(track)
+                    continue
                 start_probe()
                 if not line.strip():
                     continue
@@ -445,9 +451,7 @@ class FleetTelemetry:
     def _apply(self, track: _NodeTrack, message) -> None:
         snap = track.snapshot
         if isinstance(message, AgentTick):
-            track.heard_at = self._clock()
-            if snap.health == NodeHealth.STALE and snap.latest is not None:
-                self._set_health(track, NodeHealth.LIVE, None)
+            self._ticked(track)
         elif isinstance(message, AgentHello):
             track.snapshot = replace(snap, source=message.source, interval=message.interval)
             track.controllable = "rate" in message.control
@@ -468,6 +472,12 @@ class FleetTelemetry:
             track.snapshot = replace(snap, probe=message)
         elif isinstance(message, AgentFailure):
             raise TransportError(f"{track.spec.name}: {message.message}", "command")
+
+    def _ticked(self, track: _NodeTrack) -> None:
+        track.heard_at = self._clock()
+        snap = track.snapshot
+        if snap.health == NodeHealth.STALE and snap.latest is not None:
+            self._set_health(track, NodeHealth.LIVE, None)
 
     async def _watch_staleness(self) -> None:
         while True:
