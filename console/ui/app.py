@@ -223,7 +223,9 @@ class ConsoleApp(App[int]):
             self.post_message(NodeHealthChanged(event.node, event.health, event.error))
         elif isinstance(event, TopologyChanged):
             self._topology_moved_at = time.monotonic()
-        self.post_message(TelemetryUpdated())
+        # The redraw clock reads the flag: a message per sample (hundreds a second on a big
+        # fleet) would cost the message pump more than the redraw it asks for.
+        self._dirty = True
 
     def on_telemetry_updated(self, _: TelemetryUpdated) -> None:
         self._dirty = True

@@ -472,6 +472,26 @@ class Probe:
             self.key = None
 
 
+def gc_figures() -> dict:
+    """What the app's gc.freeze() (at settle) saves: a full collection with the long-lived
+    objects frozen, as the app runs, and with them back in the collector's sight."""
+    t = time.perf_counter()
+    gc.collect()
+    frozen_ms = (time.perf_counter() - t) * 1000
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    tracked = len(gc.get_objects())
+    t = time.perf_counter()
+    gc.collect()
+    unfrozen_ms = (time.perf_counter() - t) * 1000
+    gc.freeze()
+    return {
+        "tracked_objects": tracked,
+        "frozen_objects": frozen,
+        "full_collection_ms": {"frozen": round(frozen_ms, 1), "unfrozen": round(unfrozen_ms, 1)},
+    }
+
+
 def sample_ages(fleet: FleetTelemetry, table) -> dict:
     """Seconds since each node's newest sample (on screen: what the rows show) and since its
     newest line of any kind (an off-screen agent's tick lines: alive and on time)."""
@@ -607,6 +627,7 @@ async def measure(args, side: PrometheusSide | AnswersSide | None = None) -> dic
             "key_to_repaint_ms": summary(key_ms),
         }
         out["rows"] = len(probe.table.rows)
+        out["gc"] = gc_figures()
         # The rings are preallocated: what they take now is what they take after 10 min.
         out["history"] = {
             "samples_per_gpu": fleet.history_capacity(),
@@ -678,6 +699,7 @@ def main() -> int:
         "cpu_percent": steady["cpu_percent"],
         "peak_rss_mb": m["peak_rss_mb"],
         "history": m["history"],
+        "gc": m["gc"],
         "sample_to_screen_ms": steady["sample_to_screen_ms"],
         "key_to_repaint_ms": keys["key_to_repaint_ms"],
         "redraw_ms_per_frame": {"clock_redraw": steady["clock_redraw_ms"], "paint": steady["paint_ms"]},
