@@ -163,7 +163,8 @@ class GpuTable(ScrollView, can_focus=True):
     def _refresh_lines(self, moved: set[str], ticked: bool) -> None:
         """Repaint the lines on screen of the nodes that moved, and the node headers when the
         clock second moved (their sample age): an idle console with one node's new sample
-        repaints that node's rows, not the screen (the compositor renders only those lines)."""
+        repaints that node's rows, not the screen (the compositor renders only those lines),
+        and of those only the ones whose text or colours differ."""
         top = int(self.scroll_offset.y)
         width = max(self.virtual_size.width, self.size.width)
         regions: list[Region] = []
@@ -171,6 +172,9 @@ class GpuTable(ScrollView, can_focus=True):
         rows = self._rows[top : top + self._body_height()]
         for y, row in enumerate(rows, start=1):
             dirty = row.node in moved or (ticked and row.gpu is None)
+            if dirty:  # built now (render_line keeps it): a line that reads the same is not repainted
+                before = self._cache.get(row.key)
+                dirty = before is None or before[1] != self.render_line(y)
             if dirty and start < 0:
                 start = y
             elif not dirty and start >= 0:
