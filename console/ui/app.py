@@ -608,9 +608,11 @@ class ConsoleApp(App[int]):
     def _tick(self) -> None:
         moved = self._topology_moved_at
         if moved is not None and self._frozen and time.monotonic() - moved > TOPOLOGY_QUIET_S:
-            # New GPUs came (first contact of a big fleet, a partition switch): their history
-            # rings (~7 arrays per logical GPU) live as long as the node. Out of the collector's
-            # sight, a full collection stays short; garbage goes first so none is frozen.
+            # New GPUs came (first contact of a big fleet, a partition switch): their records
+            # (static, latest metrics, table rows: objects per logical GPU; the history is one
+            # block per node) live as long as the node. Out of the collector's sight, a full
+            # collection stays short (fleet_scale.py prints it: at 4,096 GPUs ~9 ms frozen, ~30
+            # ms not); garbage goes first so none is frozen.
             self._topology_moved_at = None
             gc.collect()
             gc.freeze()
