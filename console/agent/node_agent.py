@@ -18,6 +18,8 @@ tick for every logical GPU, and with --health-interval H (default 10 s, 0 = off)
 (no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``, then for
 NVIDIA GPUs (nvidia.py) NVML through pynvml and ``nvidia-smi --query-gpu``.
 When none works it writes an ``error`` line and exits 3.  Missing values are null.
+On stdin it reads the console's control lines: ``{"kind": "rate", "every": N}`` (a node off
+screen) makes it write a full sample every N ticks and a ``tick`` line the others (SendRate).
 
 The agent is a folder of modules imported by file name (the folder is on
 sys.path): sampling.py (what every source shares), amdsmi_sampler.py (the
