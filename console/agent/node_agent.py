@@ -18,6 +18,8 @@ tick for every logical GPU, and with --health-interval H (default 10 s, 0 = off)
 (no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``, then for
 NVIDIA GPUs (nvidia.py) NVML through pynvml and ``nvidia-smi --query-gpu``.
 When none works it writes an ``error`` line and exits 3.  Missing values are null.
+On stdin it reads the console's control lines: ``{"kind": "rate", "every": N}`` (a node off
+screen) makes it write a full sample every N ticks and a ``tick`` line the others (SendRate).
 
 The agent is a folder of modules imported by file name (the folder is on
 sys.path): sampling.py (what every source shares), amdsmi_sampler.py (the
@@ -45,7 +47,9 @@ from amdsmi_sampler import AmdsmiSampler  # noqa: E402
 from sampling import (  # noqa: E402, F401 - nvidia.py and doctor.py are handed this module: agent.num, ...
     MAX_CLI_FAILURES,
     AgentError,
+    ControlReader,
     HealthSpread,
+    SendRate,
     SourceUnavailable,
     describe,
     gpu_metrics,
@@ -212,25 +216,44 @@ def health_entries(sampler, spread):
         return None
 
 
-def run_ticks(sampler, writer, interval, count, clock=time.monotonic, sleep=time.sleep, health_interval=0.0):
+def run_ticks(
+    sampler, writer, interval, count, clock=time.monotonic, sleep=time.sleep, health_interval=0.0, control=None
+):
     """Write static once (and on change), then one sample per tick and, with
     ``health_interval`` > 0, a health line after the samples of the ticks that read
-    some GPUs' health (HealthSpread: every GPU once per health interval)."""
+    some GPUs' health (HealthSpread: every GPU once per health interval).  With a
+    ``control`` reader the console may ask for a full sample every N ticks only
+    (SendRate): the other ticks write a ``tick`` line; health lines are not affected."""
     spread = HealthSpread(interval, health_interval) if health_interval > 0 else None
+    rate = SendRate()
     static = sampler.static()
     writer.write({"kind": "static", "ts": time.time(), "gpus": static})
     deadline = clock()
     tick = 0
+    last = None  # the newest sample line, sent or not
     while count is None or tick < count:
         if tick:
-            sleep(max(0.0, deadline - clock()))
+            left = deadline - clock()
+            while control is not None and not control.closed and left > 0:
+                sooner = False
+                for message in control.wait(left):
+                    sooner = rate.apply(message) or sooner
+                if sooner and last is not None:
+                    writer.write(last)  # back on screen: the newest sample now, not at the next tick
+                    rate.sent()
+                left = deadline - clock()
+            sleep(max(0.0, left))
         changed = sampler.refresh(tick)
         if changed is not None and changed != static:
             static = changed
             writer.write({"kind": "static", "ts": time.time(), "gpus": static})
         gpus = sampler.sample()
         if gpus is not None:  # a CLI tick that failed is skipped: the console marks it stale
-            writer.write({"kind": "sample", "ts": time.time(), "seq": tick, "gpus": gpus})
+            last = {"kind": "sample", "ts": time.time(), "seq": tick, "gpus": gpus}
+            if rate.full():
+                writer.write(last)
+            else:
+                writer.write({"kind": "tick", "ts": last["ts"], "seq": tick})
         entries = health_entries(sampler, spread) if spread is not None else None
         if entries:
             writer.write({"kind": "health", "ts": time.time(), "interval": health_interval, "gpus": entries})
@@ -251,11 +274,14 @@ def telemetry(args, writer):
             "hostname": os.uname().nodename,
             "interval": args.interval,
             "pid": os.getpid(),
+            "control": ["rate"],  # reads {"kind": "rate", "every": N} lines on stdin (SendRate)
         }
         if getattr(sampler, "vendor", None):  # NVIDIA samplers say so; no key means AMD
             hello["vendor"] = sampler.vendor
         writer.write(hello)
-        run_ticks(sampler, writer, args.interval, args.count, health_interval=args.health_interval)
+        run_ticks(
+            sampler, writer, args.interval, args.count, health_interval=args.health_interval, control=ControlReader(0)
+        )
     except AgentError as exc:
         writer.write({"kind": "error", "message": str(exc)})
         return EXIT_NO_SOURCE

@@ -9,8 +9,11 @@ nvidia.py and doctor.py.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+import select
 
 MAX_CLI_FAILURES = 5  # consecutive failed CLI ticks before the agent gives up (amd-smi, rocm-smi, nvidia-smi)
 
@@ -231,6 +234,87 @@ class HealthSpread:
         out = [(self._next + k) % n for k in range(count)]
         self._next = (self._next + count) % n
         return out
+
+
+# ------------------------------------------------------------------ rate control
+
+MAX_EVERY = 600  # ticks between two full samples, at most
+CONTROL_LINE = 4096  # bytes of one control line kept (longer: ignored)
+
+
+class ControlReader:
+    """Control lines the console writes to the agent's stdin, one JSON object a line, read
+    between ticks (``wait`` replaces the tick loop's sleep).  Stdin at EOF, /dev/null or
+    unreadable: the reader closes and the loop sleeps as before, so an agent started by a
+    console that sends nothing (or from a terminal) streams as it always did."""
+
+    def __init__(self, fd=0):
+        self.fd = fd
+        self.closed = False
+        self._buf = b""
+
+    def wait(self, timeout):
+        """Wait up to ``timeout`` seconds for control lines; the objects read ([] on timeout)."""
+        if self.closed:
+            return []
+        try:
+            ready = select.select([self.fd], [], [], max(0.0, timeout))[0]
+            data = os.read(self.fd, 65536) if ready else None
+        except (OSError, ValueError):
+            self.closed = True
+            return []
+        if data is None:
+            return []
+        if not data:
+            self.closed = True
+            return []
+        lines = (self._buf + data).split(b"\n")
+        self._buf = lines.pop()
+        if len(self._buf) > CONTROL_LINE:
+            self._buf = b""
+        out = []
+        for line in lines:
+            try:
+                obj = json.loads(line.decode("utf-8", "replace")) if len(line) <= CONTROL_LINE else None
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+        return out
+
+
+class SendRate:
+    """Which ticks write a full ``sample`` line.  The console asks nodes it does not show
+    to send one every ``every`` ticks ({"kind": "rate", "every": N}); the ticks between
+    write a ``tick`` line (the agent is alive and on time) and health lines as always.
+    Asked back to every tick, the newest sample goes out at once (the node just came on
+    screen)."""
+
+    def __init__(self):
+        self.every = 1
+        self._quiet = 0  # ticks since the last full sample
+
+    def apply(self, message):
+        """True when the newest sample should be written now."""
+        if message.get("kind") != "rate":
+            return False
+        every = message.get("every")
+        if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= MAX_EVERY:
+            return False
+        sooner = every < self.every and self._quiet > 0
+        self.every = every
+        return sooner
+
+    def full(self):
+        """Whether this tick writes its full sample (called once per tick)."""
+        if self._quiet + 1 >= self.every:
+            self._quiet = 0
+            return True
+        self._quiet += 1
+        return False
+
+    def sent(self):
+        self._quiet = 0
 
 
 # ------------------------------------------------------------------ samplers

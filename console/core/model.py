@@ -204,6 +204,7 @@ class AgentHello:
     interval: float
     note: str | None = None  # why a fallback source was chosen
     agent_version: str = ""
+    control: tuple[str, ...] = ()  # control lines the agent reads on stdin ("rate": SendRate)
 
 
 @dataclass(frozen=True, slots=True)

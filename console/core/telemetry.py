@@ -1,7 +1,8 @@
 """Parse the node agent's JSON lines into records.
 
 The agent (console/agent/node_agent.py) writes one JSON object per line with a
-``kind``: hello, static, sample, health, probe or error. Anything else is a protocol
+``kind``: hello, static, sample, tick (a sample kept back at the console's request),
+health, probe or error. Anything else is a protocol
 error: a line the console cannot trust is reported, never half-used.
 
 A ``health`` line is the one exception to "never half-used": it carries one entry
@@ -35,7 +36,16 @@ from console.core.model import (
 from console.core.node_json import NodeJsonError, loads_object
 from console.core.text import clip, printable
 
-AgentMessage = AgentHello | StaticInfo | TelemetryFrame | HealthFrame | ProbeInfo | AgentFailure
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentTick:
+    """A tick whose sample the agent kept back (the console asked it for fewer): alive, on time."""
+
+    ts: float
+    seq: int
+
+
+AgentMessage = AgentHello | StaticInfo | TelemetryFrame | HealthFrame | ProbeInfo | AgentFailure | AgentTick
 MAX_HEALTH_GPUS = 256  # entries in one health line: more is not a node's physical GPUs
 
 
@@ -120,7 +130,12 @@ def _hello(obj: dict) -> AgentHello:
         interval=float(obj.get("interval") or 1.0),
         note=_opt_str(obj.get("note")),
         agent_version=_text(obj.get("agent_version") or ""),
+        control=tuple(str(c) for c in obj.get("control") or () if isinstance(c, str)),
     )
+
+
+def _tick(obj: dict) -> AgentTick:
+    return AgentTick(ts=float(obj["ts"]), seq=int(obj.get("seq") or 0))
 
 
 def _static_gpu(g: dict) -> GpuStatic:
@@ -255,6 +270,7 @@ _PARSERS: dict[str, Callable[[dict], AgentMessage]] = {
     "hello": _hello,
     "static": _static,
     "sample": _sample,
+    "tick": _tick,
     "health": _health,
     "probe": _probe,
     "error": _error,

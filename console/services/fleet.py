@@ -35,12 +35,12 @@ from console.core.model import (
     StaticInfo,
     TelemetryFrame,
 )
-from console.core.series import BlockSeries, SeriesBlock, capacity_for
-from console.core.telemetry import AgentProtocolError, parse_agent_line
+from console.core.series import BlockSeries, NodeHistory, capacity_for
+from console.core.telemetry import AgentProtocolError, AgentTick, parse_agent_line
 from console.core.text import printable, unexpected
 from console.services.agent_bundle import install_agent, run_probe, telemetry_argv
 from console.services.transports import TransportPool
-from console.transport.base import TransportError
+from console.transport.base import StreamControl, TransportError
 
 if TYPE_CHECKING:
     from console.services.prometheus import PrometheusSource
@@ -51,14 +51,22 @@ log = logging.getLogger("console.fleet")
 HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram_used_mib", "gfx_clock_mhz")
 _METRIC_COLUMN = {metric: i for i, metric in enumerate(HISTORY_METRICS)}
 _history_values = operator.attrgetter(*HISTORY_METRICS)
+# Stored value = reading / scale (NodeHistory keeps half floats, whose largest is 65,504: VRAM in
+# MiB goes past it; in 8 MiB units it reaches 512 GiB, a step of 16 units = 128 MiB near 192 GiB).
+HISTORY_SCALES = tuple(8.0 if m == "vram_used_mib" else 1.0 for m in HISTORY_METRICS)
+# Nodes not on screen get a full sample from their agent every this many seconds (a `tick` line
+# the seconds between, health lines as always): the console parses ~1/5 of the lines of a big
+# fleet. Used only while a screen says what it shows (watch) and the agent can (hello "control").
+OFFSCREEN_SAMPLE_S = 5.0
+_TICK_LINE = '{"kind":"tick",'  # how the agent writes a tick line (json.dumps, compact separators)
 PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate at most
-# Memory the fleet's history may take (every logical GPU's ring of HISTORY_METRICS): the full
-# window (history_s) for fleets up to ~5,000 logical GPUs at 1 Hz; a larger fleet keeps a shorter
-# window per GPU, never under MIN_HISTORY_SAMPLES. (Prometheus-fed nodes get a GPU's full window
+# Memory the fleet's history may take (every node's NodeHistory): the full window (history_s) for
+# fleets up to ~11,000 logical GPUs at 1 Hz; a larger fleet keeps a shorter window per GPU, never
+# under MIN_HISTORY_S (that floor wins over the budget: 65,536 GPUs take ~230 MB for it). (Prometheus-fed nodes get a GPU's full window
 # back from Prometheus when its detail view opens: FleetTelemetry.load_history.)
 HISTORY_BUDGET_MIB = 80.0
-MIN_HISTORY_SAMPLES = 60
-_BYTES_PER_SAMPLE = 8 + 4 * len(HISTORY_METRICS)  # SeriesBlock: a float64 time, float32 values
+MIN_HISTORY_S = 300.0  # the budget never cuts a GPU's window under 5 minutes
+_BYTES_PER_SAMPLE = 2 * len(HISTORY_METRICS)  # NodeHistory: half floats (+ one float64 time per node)
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,30 +134,51 @@ class _NodeTrack:
     def __init__(self, spec: NodeSpec, history: int, capacity: Callable[[], int]) -> None:
         self.spec = spec
         self.history = history  # the full window, in samples (a detail view's backfill)
-        self.capacity = capacity  # samples a new GPU ring gets now (the fleet's memory budget)
+        self.capacity = capacity  # samples a new history gets now (the fleet's memory budget)
         self.snapshot = NodeSnapshot(name=spec.name, health=NodeHealth.CONNECTING)
         self.health_since: dict[int, tuple[str, float]] = {}  # physical GPU -> (state, since)
         self.health_notes: tuple[str, ...] = ()  # the latest health line's skipped entries
-        # One block per logical GPU: every HISTORY_METRICS column shares its timestamps.
-        self.history_blocks: dict[int, SeriesBlock] = {}
+        # One block for every logical GPU and HISTORY_METRICS column of the node (NodeHistory).
+        self.hist: NodeHistory | None = None
         self.frames = 0
+        # Rate control (agents whose hello lists "rate"): the link's stdin, and the `every` asked.
+        self.control: StreamControl | None = None
+        self.controllable = False
+        self.every = 1
+        self.heard_at: float | None = None  # the newest line of any kind (a kept-back tick included)
+        self.holds = 0  # full_rate() holders (a run recording this node)
 
     def record(self, frame: TelemetryFrame, at: float) -> None:
-        blocks = self.history_blocks
-        ts = frame.ts
-        capacity = 0  # asked once per frame, and only when a GPU is new
-        for gpu in frame.gpus:
-            block = blocks.get(gpu.index)
-            if block is None:
-                capacity = capacity or self.capacity()
-                block = blocks[gpu.index] = SeriesBlock(capacity, len(HISTORY_METRICS))
-            block.append(ts, _history_values(gpu))
+        gpus = frame.gpus
+        indexes = [g.index for g in gpus]
+        hist = self.hist
+        if hist is None:
+            hist = self.hist = NodeHistory(self.capacity(), indexes, HISTORY_SCALES)
+        elif not hist.covers(indexes):  # new GPUs (a partition switch before its static line)
+            order = list(hist.gpus)
+            order += [i for i in indexes if i not in hist._slots]
+            hist = self.hist = hist.relayout(order)
+        values: list = []
+        for gpu in gpus:
+            values += _history_values(gpu)
+        hist.append(frame.ts, indexes, values)
         self.frames += 1
 
+    def lay_out(self, static: tuple[GpuStatic, ...]) -> None:
+        """The node's logical GPUs are these now: GPUs gone lose their history, those that stay keep it."""
+        order = [g.index for g in static]
+        if self.hist is not None and list(self.hist.gpus) != order:
+            self.hist = self.hist.relayout(order)
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.hist.gpus) if self.hist is not None else 0
+
     def series(self, gpu_index: int, metric: str) -> BlockSeries | None:
-        block = self.history_blocks.get(gpu_index)
         column = _METRIC_COLUMN.get(metric)
-        return None if block is None or column is None else block.column(column)
+        if self.hist is None or column is None:
+            return None
+        return self.hist.column(gpu_index, column)
 
 
 class FleetTelemetry:
@@ -177,9 +206,12 @@ class FleetTelemetry:
         self._clock = clock
         self._backoff_cap = backoff_cap
         self._full_history = capacity_for(history_s, interval)
+        self._min_history = min(self._full_history, capacity_for(MIN_HISTORY_S, interval))
         self._history_budget = int(history_budget_mib * 2**20)
         self._topology_moved = False
         self._watched: tuple[str, ...] = ()  # nodes on screen (watch)
+        self._watched_set: frozenset[str] = frozenset()
+        self._watching = False  # a screen has said what it shows: off-screen agents may send less
         self._tracks = {n.name: _NodeTrack(n, self._full_history, self.history_capacity) for n in nodes}
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task] = {}
@@ -243,17 +275,17 @@ class FleetTelemetry:
 
     def history_capacity(self) -> int:
         """Samples per logical GPU that the history budget allows for the GPUs known now."""
-        known = [max(len(t.snapshot.static), len(t.history_blocks)) for t in self._tracks.values()]
+        known = [max(len(t.snapshot.static), t.gpu_count) for t in self._tracks.values()]
         seen = [n for n in known if n]
         gpus: float = sum(seen)
         if seen:  # nodes not contacted yet count as the average one: no ring is sized for a fleet of one
             gpus += (len(known) - len(seen)) * gpus / len(seen)
         fits = int(self._history_budget // (_BYTES_PER_SAMPLE * max(1, gpus)))
-        return min(self._full_history, max(MIN_HISTORY_SAMPLES, fits))
+        return min(self._full_history, max(self._min_history, fits))
 
     def history_bytes(self) -> int:
         """Memory the history rings take now (tests/perf/fleet_scale.py prints it)."""
-        return sum(b.nbytes for t in self._tracks.values() for b in t.history_blocks.values())
+        return sum(t.hist.nbytes for t in self._tracks.values() if t.hist is not None)
 
     def rebalance_history(self) -> bool:
         """Shrink the rings when the GPUs grew past the budget (first contact of a big fleet, a
@@ -263,10 +295,10 @@ class FleetTelemetry:
         target = self.history_capacity()
         shrunk = False
         for track in self._tracks.values():
-            for index, block in track.history_blocks.items():
-                if block.capacity > target:
-                    track.history_blocks[index] = block.resized(target)
-                    shrunk = True
+            hist = track.hist
+            if hist is not None and hist.capacity > target:
+                track.hist = hist.relayout(hist.gpus, target)
+                shrunk = True
         return shrunk
 
     def _from_prometheus(self, track: _NodeTrack) -> bool:
@@ -372,9 +404,20 @@ class FleetTelemetry:
         argv = telemetry_argv(command, self.interval, self.health_interval())
         got_frame = False
         cancelled = False
-        stream = transport.stream_lines(argv, env=command.env_dict())
+        track.controllable, track.every = False, 1  # until this agent's hello says it reads control lines
+        if getattr(transport, "accepts_control", False):
+            track.control = control = StreamControl()
+            stream = transport.stream_lines(argv, env=command.env_dict(), control=control)
+        else:
+            track.control = None
+            stream = transport.stream_lines(argv, env=command.env_dict())
         try:
             async for line in stream:
+                if line.startswith(_TICK_LINE) and len(line) < 96:
+                    # An off-screen agent's kept-back sample, the line most of a big fleet sends:
+                    # only its arrival matters (alive, on time), so it is not decoded.
+                    self._ticked(track)
+                    continue
                 start_probe()
                 if not line.strip():
                     continue
@@ -407,13 +450,18 @@ class FleetTelemetry:
 
     def _apply(self, track: _NodeTrack, message) -> None:
         snap = track.snapshot
-        if isinstance(message, AgentHello):
+        if isinstance(message, AgentTick):
+            self._ticked(track)
+        elif isinstance(message, AgentHello):
             track.snapshot = replace(snap, source=message.source, interval=message.interval)
+            track.controllable = "rate" in message.control
+            self._steer(track)
         elif isinstance(message, StaticInfo):
             track.snapshot = replace(snap, static=message.gpus)
+            track.lay_out(message.gpus)
             self._emit(TopologyChanged(track.spec.name, message.gpus))
         elif isinstance(message, TelemetryFrame):
-            now = self._clock()
+            now = track.heard_at = self._clock()
             track.record(message, now)
             track.snapshot = replace(snap, latest=message, last_sample_ts=now)
             self._set_health(track, NodeHealth.LIVE, None)
@@ -424,6 +472,12 @@ class FleetTelemetry:
             track.snapshot = replace(snap, probe=message)
         elif isinstance(message, AgentFailure):
             raise TransportError(f"{track.spec.name}: {message.message}", "command")
+
+    def _ticked(self, track: _NodeTrack) -> None:
+        track.heard_at = self._clock()
+        snap = track.snapshot
+        if snap.health == NodeHealth.STALE and snap.latest is not None:
+            self._set_health(track, NodeHealth.LIVE, None)
 
     async def _watch_staleness(self) -> None:
         while True:
@@ -437,7 +491,8 @@ class FleetTelemetry:
                 if self._from_prometheus(track):
                     continue  # judged by its source, from the scrape time
                 if snap.health == NodeHealth.LIVE and snap.last_sample_ts is not None:
-                    age = now - snap.last_sample_ts
+                    # a kept-back sample's tick line says the agent is alive and on time
+                    age = now - max(snap.last_sample_ts, track.heard_at or 0.0)
                     if age > self.stale_after:
                         self._set_health(track, NodeHealth.STALE, f"no sample for {age:.0f} s")
 
@@ -468,6 +523,7 @@ class FleetTelemetry:
         snap = track.snapshot
         if snap.static != static:
             snap = track.snapshot = replace(snap, static=static)
+            track.lay_out(static)
             self._emit(TopologyChanged(node, static))
         track.record(frame, sample_at)
         track.snapshot = replace(snap, latest=frame, last_sample_ts=sample_at, source=source, interval=interval)
@@ -509,11 +565,48 @@ class FleetTelemetry:
         every interval and the rest of the fleet every few (PrometheusSource.watch); agent-fed
         nodes stream every sample anyway."""
         watched = tuple(sorted(set(nodes)))
-        if watched == self._watched:
+        if watched == self._watched and self._watching:
             return  # called at every redraw: nothing to tell the source
-        self._watched = watched
+        self._watched, self._watched_set, self._watching = watched, frozenset(watched), True
         if self.prometheus is not None:
             self.prometheus.watch(watched)
+        for track in self._tracks.values():
+            self._steer(track)
+
+    def full_rate(self, node: str) -> Callable[[], None]:
+        """Keep the node's agent sending every sample, on screen or not (a run recording it);
+        returns the release."""
+        track = self._tracks[node]
+        track.holds += 1
+        self._steer(track)
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                track.holds -= 1
+                self._steer(track)
+
+        return release
+
+    def offscreen_every(self) -> int:
+        """Ticks between two full samples of an agent whose node is off screen."""
+        return max(1, round(OFFSCREEN_SAMPLE_S / self.interval))
+
+    def sample_every(self, node: str) -> int:
+        """The `every` the node's agent was last asked for (1: every tick)."""
+        return self._tracks[node].every
+
+    def _steer(self, track: _NodeTrack) -> None:
+        """Ask the node's agent for the rate its visibility calls for (when it can be asked)."""
+        control = track.control
+        if not track.controllable or control is None:
+            return
+        on_screen = not self._watching or track.holds > 0 or track.spec.name in self._watched_set
+        want = 1 if on_screen else self.offscreen_every()
+        if want != track.every and control.send(f'{{"kind":"rate","every":{want}}}'):
+            track.every = want
 
     def set_node_health(self, node: str, health: NodeHealth, error: str | None) -> None:
         self._set_health(self._tracks[node], health, error)
@@ -528,22 +621,30 @@ class FleetTelemetry:
     def backfill(self, node: str, history: dict[int, list[tuple[float, dict]]], static: tuple[GpuStatic, ...]) -> int:
         """Put samples before the node's live ones into its history; returns how many."""
         track = self._tracks[node]
+        old = track.hist
+        order = [g.index for g in static]
+        if old is not None:
+            order += [i for i in old.gpus if i not in order]
+        live_times = old.times() if old is not None else []
+        first_live = live_times[0] if live_times else float("inf")
+        # One row per timestamp before the first live sample: the GPUs Prometheus had then.
+        rows: dict[float, dict[int, dict]] = {}
         count = 0
         for gpu in static:
-            rows = history.get(gpu.index) or []
-            old = track.history_blocks.get(gpu.index)
-            live = (
-                list(zip(old.column(0).times(), *(old.column(i).values() for i in range(len(HISTORY_METRICS)))))
-                if old
-                else []
-            )
-            first_live = live[0][0] if live else float("inf")
-            block = SeriesBlock(track.history, len(HISTORY_METRICS))
-            for ts, fields in rows:
+            for ts, fields in history.get(gpu.index) or []:
                 if ts < first_live:
-                    block.append(ts, [fields.get(m) for m in HISTORY_METRICS])
+                    rows.setdefault(ts, {})[gpu.index] = fields
                     count += 1
-            for ts, *values in live:
-                block.append(ts, values)
-            track.history_blocks[gpu.index] = block
+        hist = NodeHistory(max(track.history, old.capacity if old else 0), order, HISTORY_SCALES)
+        for ts in sorted(rows)[-hist.capacity :]:
+            at = rows[ts]
+            gpus = [g for g in order if g in at]
+            hist.append(ts, gpus, [at[g].get(m) for g in gpus for m in HISTORY_METRICS])
+        if old is not None and old.gpus:
+            columns = [[old.values(g, k) for k in range(len(HISTORY_METRICS))] for g in old.gpus]
+            for n, ts in enumerate(live_times):
+                hist.append(
+                    ts, old.gpus, [columns[j][k][n] for j in range(len(old.gpus)) for k in range(len(HISTORY_METRICS))]
+                )
+        track.hist = hist
         return count

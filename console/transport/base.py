@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncGenerator, Mapping, Protocol, Sequence, TypedDict
+from typing import TYPE_CHECKING, AsyncGenerator, Callable, Mapping, Protocol, Sequence, TypedDict
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python >= 3.11; annotations only
@@ -76,6 +76,42 @@ def output_limit(options: RunOptions) -> int:
     return RUN_OUTPUT_LIMIT if limit is None else limit
 
 
+class StreamControl:
+    """Lines the console writes to a streamed command's stdin while it runs (the agent's rate
+    control, console/agent/sampling.py ControlReader).
+
+    The transport binds it to the command's stdin when it starts and unbinds it when the
+    command ends; ``send`` is best effort (False: no command, or its stdin is gone), so a
+    command that never reads its stdin (an older agent) costs nothing but the unread bytes.
+    Transports that take one say so with ``accepts_control = True``.
+    """
+
+    __slots__ = ("_write", "sent")
+
+    def __init__(self) -> None:
+        self._write: Callable[[bytes], object] | None = None
+        self.sent = 0
+
+    def bind(self, write: Callable[[bytes], object] | None) -> None:
+        self._write = write
+
+    @property
+    def bound(self) -> bool:
+        return self._write is not None
+
+    def send(self, line: str) -> bool:
+        write = self._write
+        if write is None:
+            return False
+        try:
+            write(line.encode() + b"\n")
+        except Exception:  # noqa: BLE001 - a closed pipe or channel: the stream itself reports the end
+            self._write = None
+            return False
+        self.sent += 1
+        return True
+
+
 class PortForward(Protocol):
     local_port: int
 
@@ -94,13 +130,17 @@ class Transport(Protocol):
         stopped. Either way nothing is left running."""
         ...
 
-    def stream_lines(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> AsyncGenerator[str, None]:
+    def stream_lines(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, control: StreamControl | None = None
+    ) -> AsyncGenerator[str, None]:
         """Yield stdout lines (without newline) of a long-running command.
 
         Ends when the command exits. Raises TransportError when the link
         drops, the command exits non-zero (the reason carries its last
         stderr line) or writes a line over MAX_LINE_BYTES (the line is not
         kept). Closing the generator (``aclose()``) stops the remote command.
+        Transports with ``accepts_control`` also take ``control=StreamControl()``: the
+        command's stdin is then a pipe the console can write lines to.
         """
         ...
 

@@ -20,6 +20,7 @@ from console.transport.base import (
     CommandResult,
     LineSplitter,
     RunOptions,
+    StreamControl,
     TailBuffer,
     TransportError,
     decode,
@@ -55,6 +56,8 @@ def _merged_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
 
 
 class LocalTransport:
+    accepts_control = True  # stream_lines(control=...)
+
     def __init__(self, node_name: str = "local") -> None:
         self.node_name = node_name
 
@@ -101,10 +104,16 @@ class LocalTransport:
         return CommandResult(proc.returncode or 0, decode(out), decode(err))
 
     async def stream_lines(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, control: StreamControl | None = None
     ) -> AsyncGenerator[str, None]:
-        proc = await _adopt_early(argv, env) or await self._start(argv, env)
+        # An adopted early agent (the demo's) has no stdin of ours: its control stays unbound.
+        proc = await _adopt_early(argv, env) or await self._start(
+            argv, env, stdin=asyncio.subprocess.PIPE if control is not None else asyncio.subprocess.DEVNULL
+        )
         assert proc.stdout is not None and proc.stderr is not None
+        stdin = getattr(proc, "stdin", None)  # an adopted process has none
+        if control is not None and stdin is not None:
+            control.bind(stdin.write)
         err = TailBuffer()
         stderr_task = asyncio.ensure_future(_drain(proc.stderr, err))
         lines = LineSplitter(MAX_LINE_BYTES)
@@ -135,6 +144,8 @@ class LocalTransport:
                     "command",
                 )
         finally:
+            if control is not None:
+                control.bind(None)
             if not finished and proc.returncode is None:
                 await _end(proc)
             stderr_task.cancel()

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, AsyncGenerator, Callable, Mapping, Sequence
 
-from console.transport.base import CommandResult, RunOptions, TransportError
+from console.transport.base import CommandResult, RunOptions, StreamControl, TransportError
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -101,8 +101,9 @@ class ReplayTransport:
         return CommandResult(127, "", f"replay: {argv[0]}: not recorded")
 
     async def stream_lines(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, control: StreamControl | None = None
     ) -> AsyncGenerator[str, None]:
+        # A recording has no stdin: control is accepted for the protocol, never bound.
         self._check_link()
         self.commands.append(list(argv))
         lines = self.trace.stream

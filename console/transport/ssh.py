@@ -70,6 +70,7 @@ from console.transport.base import (
     CommandResult,
     LineSplitter,
     RunOptions,
+    StreamControl,
     TransportError,
     decode,
     env_argv,
@@ -211,6 +212,8 @@ class _Running:
 
 class SshTransport:
     """Transport for one node over SSH; see the module docstring."""
+
+    accepts_control = True  # stream_lines(control=...): the channel's stdin
 
     def __init__(self, node: NodeSpec, *, connect_timeout: float = 10.0, max_sessions: int = MAX_SESSIONS) -> None:
         self.node = node
@@ -481,7 +484,13 @@ class SshTransport:
         return self._err("closed", f"SSH connection to {self._where()} lost during {what} ({reason})")
 
     async def _start(
-        self, argv: Sequence[str], env: Mapping[str, str] | None, input: str | None, *, keep_stderr: bool
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None,
+        input: str | None,
+        *,
+        keep_stderr: bool,
+        stdin_pipe: bool = False,
     ) -> _Running:
         args = env_argv(argv, env)
         if not args:
@@ -493,6 +502,8 @@ class SshTransport:
             if input:
                 data = input.encode()
                 proc = await self._open_channel(conn, lambda: conn.create_process(command, input=data, encoding=None))
+            elif stdin_pipe:  # the channel's stdin stays open: StreamControl writes to it
+                proc = await self._open_channel(conn, lambda: conn.create_process(command, encoding=None))
             else:
                 proc = await self._open_channel(
                     conn, lambda: conn.create_process(command, stdin=asyncssh.DEVNULL, encoding=None)
@@ -627,15 +638,19 @@ class SshTransport:
         )
 
     async def stream_lines(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, control: StreamControl | None = None
     ) -> AsyncGenerator[str, None]:
-        async with self._session(_name(argv)), contextlib.aclosing(self._stream(argv, env)) as lines:
+        async with self._session(_name(argv)), contextlib.aclosing(self._stream(argv, env, control)) as lines:
             async for line in lines:
                 yield line
 
-    async def _stream(self, argv: Sequence[str], env: Mapping[str, str] | None) -> AsyncGenerator[str, None]:
-        cmd = await self._start(argv, env, None, keep_stderr=False)
+    async def _stream(
+        self, argv: Sequence[str], env: Mapping[str, str] | None, control: StreamControl | None = None
+    ) -> AsyncGenerator[str, None]:
+        cmd = await self._start(argv, env, None, keep_stderr=False, stdin_pipe=control is not None)
         proc, err, drain, begin = cmd.proc, cmd.err, cmd.drain, cmd.begin
+        if control is not None:
+            control.bind(proc.stdin.write)
         lines = LineSplitter(MAX_LINE_BYTES)
         finished = False
         try:
@@ -678,6 +693,8 @@ class SshTransport:
                 last = err.last_line()
                 raise self._err("command", f"{_name(argv)} {_returncode_text(proc)}" + (f": {last}" if last else ""))
         finally:
+            if control is not None:
+                control.bind(None)
             if not finished:
                 try:
                     await self._kill(cmd)

@@ -585,7 +585,17 @@ def test_sim_spx_has_8_rows_and_a_simulated_amdsmi_hello(sim):
     hello = lines[0]
     assert hello["source"] == "amdsmi" and hello["simulated"] is True and hello["note"] is None
     assert hello["agent_version"] == "1" and hello["interval"] == 0.1 and isinstance(hello["pid"], int)
-    assert set(hello) == {"kind", "agent_version", "source", "simulated", "note", "hostname", "interval", "pid"}
+    assert set(hello) == {
+        "kind",
+        "agent_version",
+        "source",
+        "simulated",
+        "note",
+        "hostname",
+        "interval",
+        "pid",
+        "control",
+    }
     static = lines[1]["gpus"]
     assert [(g["index"], g["physical"], g["partition_id"]) for g in static] == [(i, i, 0) for i in range(8)]
     g0 = static[0]

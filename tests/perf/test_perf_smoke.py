@@ -60,7 +60,45 @@ def test_fleet_scale_quick():
     for key in ("sample_to_screen_ms", "key_to_repaint_ms"):
         assert r[key]["n"] > 0 and number(r[key]["p50"]) and number(r[key]["p95"])
     assert number(r["redraw_ms_per_frame"]["paint"]["p95"])
-    assert set(r["budgets"]) == {"cpu_percent", "peak_rss_mb", "sample_to_screen_p95_ms", "key_to_repaint_p95_ms"}
+    assert set(r["budgets"]) == {
+        "cpu_percent",
+        "peak_rss_mb",
+        "sample_to_screen_p95_ms",
+        "key_to_repaint_p95_ms",
+        "history_seconds_per_gpu",
+        "sample_age_on_screen_max_s",
+        "heard_age_max_s",
+    }
+    assert r["gc"]["tracked_objects"] > 0 and number(r["gc"]["full_collection_ms"]["frozen"])
+
+
+@pytest.mark.timeout(240)
+def test_fleet_scale_ssh_rate_control_quick():
+    """The 1,024 x 8 SSH row at tiny scale: nodes off screen are asked for fewer samples and send tick lines."""
+    r = run_quick("fleet_scale.py", extra=("--nodes", "8", "--layout", "spx"))
+    assert r["logical_gpus"] == 8 * 8
+    steady = r["steady"]
+    assert steady["nodes_sending_less"] > 0 and steady["tick_lines_per_s"] > 0
+    assert number(steady["sample_age_max_s"]["on_screen"]) and number(steady["heard_age_max_s"])
+    assert r["budgets"]["cpu_percent"]["budget"] == "<= 10"
+
+
+@pytest.mark.timeout(240)
+def test_fleet_scale_answers_quick():
+    """The 65,536-GPU row (1,024 x 64 CPX through Prometheus-style answers) at tiny scale."""
+    r = run_quick("fleet_scale.py", extra=("--source", "answers", "--nodes", "4", "--layout", "cpx"))
+    assert r["source"].startswith("simulated Prometheus answers")
+    assert r["logical_gpus"] == 4 * 64 and r["history"]["seconds_per_gpu"] >= 300
+    assert r["steady"]["answers"]["refresh_cpu_ms"]["n"] > 0 and r["key_to_repaint_ms"]["n"] > 0
+    assert r["budgets"]["peak_rss_mb"]["budget"] == "<= 400"
+
+
+@pytest.mark.timeout(120)
+def test_idle_cpu_quick():
+    r = run_quick("idle_cpu.py", timeout=120)
+    assert "error" not in r, r.get("error")
+    assert r["nodes"] == 4 and number(r["cpu_percent"]) and number(r["rss_mb"]) and r["seconds"] > 0
+    assert r["budgets"]["cpu_percent"]["budget"] == "<= 1"
 
 
 @pytest.mark.integration

@@ -166,6 +166,9 @@ def attach_fleet(fleet: FleetTelemetry, recorder: RunTelemetryRecorder) -> Calla
 
     with contextlib.suppress(KeyError):
         recorder.set_static(fleet.snapshot(recorder.node).static)
+    release: Callable[[], None] | None = None
+    with contextlib.suppress(KeyError, AttributeError):  # every sample, even while the node is off screen
+        release = fleet.full_rate(recorder.node)
     active = True
 
     def listener(event: FleetEvent) -> None:
@@ -181,6 +184,8 @@ def attach_fleet(fleet: FleetTelemetry, recorder: RunTelemetryRecorder) -> Calla
     def detach() -> None:
         nonlocal active
         active = False  # FleetTelemetry has no unsubscribe: the listener stays, doing nothing
+        if release is not None:
+            release()
         listeners = getattr(fleet, "_listeners", None)
         if isinstance(listeners, list) and listener in listeners:
             listeners.remove(listener)

@@ -14,7 +14,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -141,19 +141,20 @@ class GpuTable(ScrollView, can_focus=True):
         now: float,
         instances: ib.InstanceBoard | None = None,
     ) -> bool:
-        """Take the fleet's current state; repaint only if something on screen can differ."""
-        changed = False
+        """Take the fleet's current state; repaint only the lines on screen that can differ."""
+        moved: set[str] = set()  # nodes whose data or instances changed
         self._board = instances
         for snap in snapshots:
             gen = generation.get(snap.name, 0)
             if self._drawn_gen.get(snap.name) != gen or snap.name not in self._snapshots:
                 self._snapshots[snap.name] = snap
                 self._drawn_gen[snap.name] = gen
-                changed = True
+                moved.add(snap.name)
             igen = instances.generation.get(snap.name, 0) if instances is not None else 0
             if self._drawn_igen.get(snap.name) != igen:
                 self._drawn_igen[snap.name] = igen
-                changed = True
+                moved.add(snap.name)
+        changed = bool(moved)
         relayout = layout_version != self._layout_version
         # busy/idle filters and a sort by a metric depend on the latest metrics, not only on the
         # topology. A sort alone re-sorts at most once a second: rows that jump at every sample
@@ -165,10 +166,37 @@ class GpuTable(ScrollView, can_focus=True):
         if relayout or (changed and self._filter) or resort:
             self._layout_version = layout_version
             self._rebuild_rows()
-        if changed or relayout or ticked or resort:
             self.redraws += 1
             self.refresh()
+        elif changed or ticked:  # rows in place: repaint only the lines that differ
+            self.redraws += 1
+            self._refresh_lines(moved, ticked)
         return changed
+
+    def _refresh_lines(self, moved: set[str], ticked: bool) -> None:
+        """Repaint the lines on screen of the nodes that moved, and the node headers when the
+        clock second moved (their sample age): an idle console with one node's new sample
+        repaints that node's rows, not the screen (the compositor renders only those lines),
+        and of those only the ones whose text or colours differ."""
+        top = int(self.scroll_offset.y)
+        width = max(self.virtual_size.width, self.size.width)
+        regions: list[Region] = []
+        start = -1
+        rows = self._rows[top : top + self._body_height()]
+        for y, row in enumerate(rows, start=1):
+            dirty = row.node in moved or (ticked and row.gpu is None)
+            if dirty:  # built now (render_line keeps it): a line that reads the same is not repainted
+                before = self._cache.get(row.key)
+                dirty = before is None or before[1] != self.render_line(y)
+            if dirty and start < 0:
+                start = y
+            elif not dirty and start >= 0:
+                regions.append(Region(0, start, width, y - start))
+                start = -1
+        if start >= 0:
+            regions.append(Region(0, start, width, len(rows) + 1 - start))
+        if regions:
+            self.refresh(*regions)
 
     def set_filter(self, text: str) -> None:
         self._filter = RowFilter(text)

@@ -1,0 +1,157 @@
+"""The agent's rate control: the console asks an off-screen node's agent for a full sample every
+N ticks only ({"kind": "rate", "every": N} on its stdin); the other ticks write a `tick` line, and
+health lines flow as before. An agent started with no console writing to it streams as always."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sim.simulators import copy_amdsmi
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "console" / "agent" / "node_agent.py"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _agent_module():
+    sys.path.insert(0, str(AGENT.parent))
+    try:
+        import node_agent
+    finally:
+        sys.path.remove(str(AGENT.parent))
+    return node_agent
+
+
+class Sampler:
+    source, simulated = "test", True
+
+    def static(self):
+        return []
+
+    def refresh(self, tick):
+        return None
+
+    def sample(self):
+        return [{"index": 0}]
+
+    def physical_count(self):
+        return 2
+
+    def health(self, physicals):
+        return [{"physical": p} for p in physicals]
+
+
+class Control:
+    """Control lines handed to the tick loop before given ticks (what ControlReader reads from
+    stdin), on a simulated clock that moves only while the loop waits."""
+
+    def __init__(self, at: dict[int, list[dict]]):
+        self.at, self.calls, self.closed, self.now = at, 0, False, 0.0
+
+    def wait(self, timeout):
+        self.calls += 1
+        lines = self.at.pop(self.calls, [])
+        self.now += 0.0 if lines else timeout  # a line wakes the loop before its deadline
+        return lines
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_every_n_ticks_a_sample_ticks_between_health_untouched_and_back_at_once():
+    node_agent = _agent_module()
+    out: list[dict] = []
+
+    class Writer:
+        def write(self, obj):
+            out.append(obj)
+
+    # wait() calls: one before each tick from tick 1 on, two where a line woke the loop
+    control = Control({2: [{"kind": "rate", "every": 3}], 10: [{"kind": "rate", "every": 1}]})
+    node_agent.run_ticks(
+        Sampler(), Writer(), 1.0, 12, clock=lambda: control.now, sleep=control.sleep,
+        health_interval=1.0, control=control,
+    )  # fmt: skip
+    kinds = [(o["kind"], o.get("seq")) for o in out if o["kind"] != "health"]
+    # `every 3` read before tick 2: ticks between samples write `tick` lines; `every 1` read
+    # before tick 9: the newest, kept-back sample (tick 8) goes out at once, then every tick
+    assert kinds == [("static", None), ("sample", 0), ("sample", 1), ("tick", 2), ("tick", 3), ("sample", 4),
+                     ("tick", 5), ("tick", 6), ("sample", 7), ("tick", 8), ("sample", 8), ("sample", 9),
+                     ("sample", 10), ("sample", 11)]  # fmt: skip
+    assert sum(o["kind"] == "health" for o in out) == 12  # health: every tick, whatever the rate
+    ticks = [o for o in out if o["kind"] == "tick"]
+    assert all(isinstance(o["ts"], float) and isinstance(o["seq"], int) for o in ticks)
+
+
+def test_bad_rate_lines_are_ignored():
+    rate = _agent_module().SendRate()
+    for bad in ({"kind": "rate", "every": 0}, {"kind": "rate", "every": "5"}, {"kind": "rate", "every": True},
+                {"kind": "rate"}, {"kind": "other", "every": 5}, {"kind": "rate", "every": 10**6}):  # fmt: skip
+        rate.apply(bad)
+        assert rate.every == 1
+
+
+def _env(state: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_CONSOLE_SIM")}
+    env["PATH"] = "/nonexistent"
+    env["ROCM_CONSOLE_SIM_DIR"] = str(state)
+    env["ROCM_CONSOLE_SIM_SPEC"] = json.dumps({"gpu": "MI300X", "count": 2})
+    return env
+
+
+def _read_for(proc, seconds: float) -> list[dict]:
+    out, end = [], time.monotonic() + seconds
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    buf = b""
+    while time.monotonic() < end:
+        try:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            out += [json.loads(line) for line in lines]
+        else:
+            time.sleep(0.02)
+    return out
+
+
+def test_the_real_agent_reads_rate_lines_on_stdin_and_streams_as_before_without_them(tmp_path):
+    module_dir, state = copy_amdsmi(tmp_path / "sim"), tmp_path / "state"
+    argv = [sys.executable, str(AGENT), "telemetry", "--interval", "0.1", "--health-interval", "0.2"]
+    argv += ["--amdsmi-path", str(module_dir)]
+    # stdin /dev/null (what every console before this one gave it): every tick a sample
+    plain = subprocess.Popen(argv, env=_env(state), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    piped = subprocess.Popen(argv, env=_env(state), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        lines = _read_for(plain, 1.5)
+        assert lines[0]["kind"] == "hello" and lines[0]["control"] == ["rate"]
+        assert sum(o["kind"] == "sample" for o in lines) >= 8 and not any(o["kind"] == "tick" for o in lines)
+        assert piped.stdin is not None
+        piped.stdin.write(b'{"kind":"rate","every":5}\n')
+        piped.stdin.flush()
+        _read_for(piped, 0.5)  # the line is read between two ticks
+        quiet = _read_for(piped, 2.0)
+        samples = sum(o["kind"] == "sample" for o in quiet)
+        ticks = sum(o["kind"] == "tick" for o in quiet)
+        assert ticks >= 10 and 2 <= samples <= 6, (samples, ticks)
+        assert sum(o["kind"] == "health" for o in quiet) >= 8  # health keeps its own pace
+        sent = time.monotonic()
+        piped.stdin.write(b'{"kind":"rate","every":1}\n')
+        piped.stdin.flush()
+        back = _read_for(piped, 1.0)
+        assert sum(o["kind"] == "sample" for o in back) >= 8 and time.monotonic() - sent < 5
+    finally:
+        for proc in (plain, piped):
+            proc.kill()
+            proc.wait()
