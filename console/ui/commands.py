@@ -357,7 +357,9 @@ FIND_MAX = PaletteEntry(
     ("FindMaxDialog", "FindMaxScreen"),
 )
 EXPERIMENTS = PaletteEntry(
-    "Show layout experiments", "progress of `rocm-console experiment run`", ("ExperimentsScreen",)
+    "Show layout experiments",
+    "pick a file, check it, run it (n), follow its points",
+    ("ExperimentsScreen", "ExperimentDialog"),
 )
 OFFLINE = PaletteEntry(
     "NODE: offline benchmark (latency / throughput)", "no instance needed", ("OfflineBenchDialog", "OfflineBenchScreen")

@@ -42,10 +42,11 @@ class HelpScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("Where", "Keys", "Action", Text("Id for [keys]"))
+        # the id before the action: long actions never push it off a narrow terminal
+        table.add_columns("Where", "Keys", Text("Id for [keys]"), "Action")
         for row in self.rows:
             # Text, not str: DataTable would read '[' in a key name as markup.
-            table.add_row(*(Text(cell) for cell in (row.where, row.keys, row.action, row.binding_id)))
+            table.add_row(*(Text(cell) for cell in (row.where, row.keys, row.binding_id, row.action)))
         table.focus()
 
     def action_close(self) -> None:
