@@ -87,3 +87,35 @@ def test_the_fleet_sorted_across_nodes_at_80x24(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=sorted_fleet)
+
+
+class BoardApp(App):
+    """Two instances of one preset on GPUs 0 and 1, whose names differ only at their ends."""
+
+    NAMES = ("llama-3.1-8b-fp8-g4", "llama-3.1-8b-fp8-cpx-g1")
+
+    def compose(self) -> ComposeResult:
+        yield GpuTable(lambda node, gpu, metric: None)
+
+    def on_mount(self) -> None:
+        from console.core.instance_view import InstanceState, InstanceView
+        from console.ui.model import instance_board as ib
+
+        board = ib.InstanceBoard(["h100"])
+        views = [
+            InstanceView(node="h100", name=name, state=InstanceState.READY, gpus=(gpu,), pid=100 + gpu, port=8000)
+            for gpu, name in enumerate(self.NAMES)
+        ]
+        board.set_polled("h100", views)
+        self.query_one(GpuTable).show([h100_with_mig()], {"h100": 1}, 1, 100.0, instances=board)
+
+
+async def test_instance_names_stay_distinguishable_at_80_columns():
+    app = BoardApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        cells = [line.split("●", 1)[1].strip() for line in lines if "●" in line and "live" not in line]
+        assert len(cells) == 2, lines
+        assert cells[0] != cells[1] and "…" in cells[0]  # cut, yet told apart by their ends
+        assert cells[0].split()[0].endswith("g4") and cells[1].split()[0].endswith("g1")

@@ -606,7 +606,8 @@ class GpuTable(ScrollView, can_focus=True):
             room = width - cell_len(head)
         return [
             Segment(head, style),
-            Segment(fit(name, max(0, min(room, cell_len(name))), False), base),
+            # cut in the middle: instances of one preset differ in their ends (…fp8-g4, …cpx-g1)
+            Segment(fit(ib.middle_cut(name, max(0, room)), max(0, min(room, cell_len(name))), False), base),
             Segment(fit(tail, width - cell_len(head) - min(max(0, room), cell_len(name)), False), style),
         ]
 
