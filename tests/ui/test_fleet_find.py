@@ -215,6 +215,7 @@ async def test_keys_typed_right_after_slash_never_act_on_the_table():
         # `e` did not open the events, `r` did not reconnect a node: the filter box had the keys
         assert isinstance(app.screen, FleetScreen)
         assert not any("reconnecting" in str(n.message) for n in app._notifications)
+        assert await wait_for(pilot, lambda: box.value == "free"), box.value  # and none was lost
 
 
 async def test_a_sorted_fleet_follows_the_live_numbers(live_app):

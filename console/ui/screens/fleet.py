@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -153,6 +154,23 @@ class FleetScreen(Screen):
         # At once, not with focus() (deferred): "/free" typed or pasted in one burst would
         # send "free" to the table's keys (e: events, r: reconnect) before the box had focus.
         self.set_focus(box)
+
+    def on_key(self, event: events.Key) -> None:
+        """Letters typed in one burst with `/` ("/free" typed fast or pasted) were already queued
+        for the table when the box took focus: they reach the box, in order, not the table."""
+        box = self.query_one("#filter-input", Input)
+        if self.focused is not box and any(
+            b.action == "filter" for b in self._bindings.key_to_bindings.get(event.key, ())
+        ):
+            # opened here, as the key arrives, not when it has bubbled up to the app's bindings
+            # behind the letters queued after it
+            event.stop()
+            event.prevent_default()
+            self.action_filter()
+        elif self.focused is box and event.is_printable and event.character:
+            event.stop()
+            event.prevent_default()
+            box.insert_text_at_cursor(event.character)
 
     def set_filter(self, text: str) -> None:
         box = self.query_one("#filter-input", Input)
