@@ -28,7 +28,14 @@ import sys
 import threading
 import time
 
-from statefiles import pid_alive, read_json, write_json  # shipped beside this file
+from statefiles import (  # shipped beside this file
+    PROCESSES_FILE,
+    SIM_DIR_ENV,
+    pid_alive,
+    process_entries,
+    read_json,
+    write_json,
+)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SECRET_RE = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|APIKEY", re.I)
@@ -358,6 +365,7 @@ def foreign_vllm(state_dir):
         if rec["pid"]:
             ours.add(rec["pid"])
     found = []
+    sim_dir = os.environ.get(SIM_DIR_ENV) or None  # a simulated node (the demo, the tests)
     procs = _process_table()
     children = {}
     for pid, (ppid, _, _) in procs.items():
@@ -375,8 +383,31 @@ def foreign_vllm(state_dir):
             p = todo.pop()
             tree.append(p)
             todo.extend(children.get(p, ()))
+        if sim_dir is not None and not _on_simulated_node(sim_dir, tree):
+            continue
         found.append({"kind": "foreign", "pid": pid, "pids": sorted(tree), "argv": args})
     return found
+
+
+def _on_simulated_node(sim_dir, tree):
+    """A simulated node shares the host's process table with the other simulated nodes and with
+    whatever else runs here (a real vLLM of another program): a `vllm serve` is on this node only
+    when it holds one of its simulated GPUs (processes.json) or was started with its folder."""
+    holders = set()
+    for entry in process_entries(read_json(os.path.join(sim_dir, PROCESSES_FILE), [])):
+        if isinstance(entry, dict) and isinstance(entry.get("pid"), int):
+            holders.add(entry["pid"])
+    if holders.intersection(tree):
+        return True
+    marker = ("%s=%s" % (SIM_DIR_ENV, sim_dir)).encode()
+    for pid in tree:
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as fh:
+                if marker in fh.read().split(b"\0"):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _process_table():

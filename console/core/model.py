@@ -50,6 +50,8 @@ class NodeSpec:
     hf_endpoint: str | None = None
     hf_home: str | None = None
     model_dirs: tuple[str, ...] = ()
+    # the profile's [models] max_packing_sum, given to each node as the profile loads (None: 0.95)
+    max_packing_sum: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

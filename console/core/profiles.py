@@ -132,7 +132,10 @@ def load_profile(paths: Sequence[str | Path]) -> Profile:
         ctx = TomlContext(file, read_text(path, file))
         _merge_file(merged, ctx, parse_toml(ctx))
     return Profile(
-        nodes=tuple(n for n, _ in merged.nodes.values()),
+        # every start on a node (CLI, TUI, groups) applies the profile's packing limit
+        nodes=tuple(replace(n, max_packing_sum=merged.models.max_packing_sum) for n, _ in merged.nodes.values())
+        if merged.models is not None
+        else tuple(n for n, _ in merged.nodes.values()),
         serve_presets=tuple(s for s, _ in merged.serve.values()),
         bench_presets=tuple(b for b, _ in merged.bench.values()),
         keys=tuple(merged.keys.items()),

@@ -37,6 +37,7 @@ from console.services.instances import (
     InstanceService,
     InstanceState,
     InstanceView,
+    packing_limit,
 )
 from console.services.status import sample_node
 from console.services.transports import TransportPool
@@ -296,7 +297,7 @@ class GroupService:
                 if snap.error:
                     raise GroupError(snap.error)
         if per_gpu > 1:  # before anything starts: the packing rule applied to the group's share
-            why = per_gpu_refusal(per_gpu, [*preset.args, *_flags(overrides), *extra_args])
+            why = per_gpu_refusal(per_gpu, [*preset.args, *_flags(overrides), *extra_args], packing_limit(nodes[0]))
             if why:
                 raise GroupPlanError(why)
         try:

@@ -289,7 +289,7 @@ class InstanceService:
         environ: Mapping[str, str] | None = None,
         group: str | None = None,
         force: bool = False,
-        max_packing_sum: float = DEFAULT_MAX_SUM,
+        max_packing_sum: float | None = None,
     ) -> InstanceView:
         """Start a preset on logical GPUs. With a snapshot that has GPU health, a GPU in fail
         health is refused in one line (``force``: start anyway); warn states become warnings.
@@ -337,7 +337,7 @@ class InstanceService:
         for refusal in (
             check_tp(tp, gpus),
             check_cpx_tp(tp, partitions),
-            _packing(name, gpus, on_gpus, preset, overrides, extra_args, max_packing_sum),
+            _packing(name, gpus, on_gpus, preset, overrides, extra_args, packing_limit(node, max_packing_sum)),
             check_port(port, used_ports),
             None if force or snapshot is None else health_refusal(snapshot, gpus),
         ):
@@ -737,3 +737,11 @@ def since(started: float | None, now: float | None = None) -> str:
         return ""
     s = int((now or time.time()) - started)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def packing_limit(node: NodeSpec, given: float | None = None) -> float:
+    """The most the --gpu-memory-utilization shares on one of the node's GPUs may add up to:
+    the caller's, else the profile's [models] max_packing_sum, else 0.95."""
+    if given is not None:
+        return given
+    return node.max_packing_sum if node.max_packing_sum is not None else DEFAULT_MAX_SUM

@@ -132,6 +132,8 @@ async def test_unmanaged_servers_are_placed_on_their_gpus(sim_node, service, tmp
     import subprocess
 
     proc = subprocess.Popen([str(fake), "serve", "someone/elses-model"])
+    # a vLLM of another program on this host, on none of the simulated node's GPUs: not on that node
+    elsewhere = subprocess.Popen([str(fake), "serve", "another/hosts-model"])
     try:
         sim_dir = tmp_path / "state" / "sim" / "n4"
         await sample_node(svc.pool, node, probe=False)  # creates the simulated node
@@ -141,9 +143,11 @@ async def test_unmanaged_servers_are_placed_on_their_gpus(sim_node, service, tmp
         views = await svc.list(node)
         mine = [v for v in views if v.state == InstanceState.UNMANAGED and v.pid == proc.pid]
         assert mine and mine[0].model == "someone/elses-model"
+        assert not [v for v in views if v.pid == elsewhere.pid]
         placed = place_unmanaged(views, await sample_node(svc.pool, node, probe=False))
         [v] = [v for v in placed if v.pid == proc.pid]
         assert v.gpus == (6,)
     finally:
-        proc.kill()
-        proc.wait()
+        for p in (proc, elsewhere):
+            p.kill()
+            p.wait()

@@ -94,4 +94,24 @@ async def test_a_replica_group_packs_two_per_gpu(sim_node, service):
         await groups.launch([node], plain, 2, gpus=[2], group="pl", per_gpu=2)
     with pytest.raises(GroupPlanError, match=r"would sum to 1.35 > 0.95"):
         await groups.launch([node], SMALL, 3, gpus=[2], group="p3", per_gpu=3)
-    assert {v.name for v in await svc.list(node)} == {v.name for v in view.replicas}
+    # nothing else started (a vLLM of another program on this host is listed too, as unmanaged)
+    listed = [v for v in await svc.list(node) if v.state != InstanceState.UNMANAGED]
+    assert {v.name for v in listed} == {v.name for v in view.replicas}
+
+
+async def test_the_profiles_packing_limit_applies_to_every_start(sim_node, service, tmp_path):
+    from dataclasses import replace
+
+    from console.core.profiles import load_profile
+
+    profile = tmp_path / "lab.toml"
+    profile.write_text('[models]\nmax_packing_sum = 0.5\n\n[nodes.gpu-a]\nhost = "gpu-a.lab"\n')
+    [loaded] = load_profile([profile]).nodes
+    assert loaded.max_packing_sum == 0.5  # each node carries the profile's limit, so the TUI's starts use it too
+    svc, started = service
+    node = replace(sim_node("tight"), max_packing_sum=loaded.max_packing_sum)
+    snap = await sample_node(svc.pool, node, probe=False)
+    await svc.start(node, SMALL, gpus=[0], snapshot=snap, port=free_port(), name="first")
+    started.append((node, "first"))
+    with pytest.raises(InstanceError, match=r"GPU 0: gpu_memory_utilization would sum to 0.9 > 0.5"):
+        await svc.start(node, SMALL, gpus=[0], snapshot=snap, port=free_port(), name="second")

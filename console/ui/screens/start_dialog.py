@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList
 
-from console.core.model import ServePreset
+from console.core.model import NodeSpec, ServePreset
 from console.core.multinode import is_multinode
 from console.core.text import one_line
 from console.services.instances import InstanceError, InstanceState, InstanceView
@@ -398,7 +398,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
                 + (f": set Replicas to {len(gpus) // tp}" if len(gpus) > tp else "")
             )
         if replicas is not None and replicas.per_gpu > 1:
-            why = _packing_hint(replicas.per_gpu, preset, self._overrides())
+            why = _packing_hint(replicas.per_gpu, preset, self._overrides(), console_host(self.app).fleet.spec(node))
             if why:
                 warnings.append(why)
         serving = console_host(self.app).board.busy_gpus(node)
@@ -775,9 +775,10 @@ def _sizes(sizes: Sequence[int]) -> str:
     return ", ".join(map(str, sizes[:-1])) + (" or " if len(sizes) > 1 else "") + str(sizes[-1]) if sizes else "none"
 
 
-def _packing_hint(per_gpu: int, preset: ServePreset, overrides: Mapping[str, str]) -> str | None:
+def _packing_hint(per_gpu: int, preset: ServePreset, overrides: Mapping[str, str], node: NodeSpec) -> str | None:
     """The packing rule the group's start applies (services/groups.per_gpu_refusal), said early."""
     from console.services.groups import per_gpu_refusal
+    from console.services.instances import packing_limit
 
     flags = [x for k, v in overrides.items() for x in (f"--{k.lstrip('-').replace('_', '-')}", str(v))]
-    return per_gpu_refusal(per_gpu, [*preset.args, *flags])
+    return per_gpu_refusal(per_gpu, [*preset.args, *flags], packing_limit(node))
