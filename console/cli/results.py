@@ -184,29 +184,21 @@ def _list(args, store: ResultStore) -> int:
             s["setup"] += f" [{accuracy_text(acc)}]"
         done = format_value("completed", s["completed"])
         failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
+        where = [
+            run.id,
+            s["date"][:16],
+            s["node"] or "-",
+            _short_model(s["model"]),
+            s["partition"] or "-",
+            s["setup"],
+        ]
         if s["status"] == "failed":  # marked; its zeros are no measurement
-            rows.append(
-                [
-                    run.id,
-                    s["date"][:16],
-                    s["node"] or "-",
-                    _short_model(s["model"]),
-                    s["partition"] or "-",
-                    s["setup"],
-                    f"FAILED {done}/{failed}" if s["completed"] is not None else f"FAILED {s['failure']}",
-                    *([NO_VALUE] * 6),
-                    "",
-                ]
-            )
+            state = f"FAILED {done}/{failed}" if s["completed"] is not None else f"FAILED {s['failure']}"
+            rows.append([*where, state, *([NO_VALUE] * 6), ""])
             continue
         rows.append(
             [
-                run.id,
-                s["date"][:16],
-                s["node"] or "-",
-                _short_model(s["model"]),
-                s["partition"] or "-",
-                s["setup"],
+                *where,
                 f"{done}/{failed}",
                 format_value("output_throughput", s["output_throughput"]),
                 format_value("median_ttft_ms", s["median_ttft_ms"]),

@@ -26,7 +26,7 @@ from console.core.telemetry import parse_agent_line
 from console.services.events import EventLog
 from console.services.fleet import FleetTelemetry, GpuHealthChanged, NodeStateChanged
 from console.services.health_watch import HealthWatch
-from console.services.instances import InstanceError, InstancePoller, InstanceService
+from console.services.instances import InstanceError, InstancePoller
 from console.services.status import judge, sample_node
 from console.services.transports import TransportPool
 from console.transport.local import LocalTransport
@@ -186,21 +186,6 @@ def test_an_unwritable_log_is_said_once_and_the_console_goes_on(tmp_path, caplog
         watch.partition_switched("n1", [0], "SPX", None)
     warnings = [r for r in caplog.records if r.name == "console.health"]
     assert len(warnings) == 1 and "cannot write" in warnings[0].getMessage()
-
-
-@pytest.fixture
-async def service(monkeypatch):
-    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
-    pool = TransportPool()
-    svc = InstanceService(pool)
-    started: list = []
-    yield svc, started
-    for node, name in started:  # never leave a server behind
-        try:
-            await svc.stop(node, name, int_timeout=5, term_timeout=2)
-        except Exception:
-            pass
-    await pool.close()
 
 
 async def test_serve_preflight_refuses_a_gpu_in_fail_health_unless_forced(sim_node, service):

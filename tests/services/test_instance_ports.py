@@ -10,28 +10,8 @@ import time
 
 import pytest
 
-from console.services.instances import InstanceError, InstanceService, InstanceState
-from console.services.transports import TransportPool
+from console.services.instances import InstanceError, InstanceState
 from tests.services.test_instances import TINY
-
-
-@pytest.fixture(autouse=True)
-def fast_sim_vllm(monkeypatch):
-    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
-
-
-@pytest.fixture
-async def service():
-    pool = TransportPool()
-    svc = InstanceService(pool)
-    started: list = []
-    yield svc, started
-    for node, name in started:  # never leave a server behind
-        try:
-            await svc.stop(node, name, int_timeout=5, term_timeout=2)
-        except Exception:
-            pass
-    await pool.close()
 
 
 def listening(port: int = 0) -> socket.socket:

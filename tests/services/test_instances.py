@@ -17,25 +17,6 @@ from tests.helpers import free_port
 TINY = ServePreset(name="tiny", model="tiny-llama", tp=1, args=("--dtype", "float32", "--max-model-len", "2048"))
 
 
-@pytest.fixture(autouse=True)
-def fast_sim_vllm(monkeypatch):
-    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
-
-
-@pytest.fixture
-async def service():
-    pool = TransportPool()
-    svc = InstanceService(pool)
-    started = []
-    yield svc, started
-    for node, name in started:  # never leave a server behind
-        try:
-            await svc.stop(node, name, int_timeout=5, term_timeout=2)
-        except Exception:
-            pass
-    await pool.close()
-
-
 async def test_start_ready_stop_and_adopt(sim_node, service):
     svc, started = service
     node = sim_node("n1")

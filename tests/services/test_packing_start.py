@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from console.core.model import ServePreset
-from console.services.instances import InstanceError, InstanceService, InstanceState
+from console.services.instances import InstanceError, InstanceState
 from console.services.status import sample_node
-from console.services.transports import TransportPool
 from tests.helpers import free_port
 
 SMALL = ServePreset(
@@ -16,25 +15,6 @@ SMALL = ServePreset(
     tp=1,
     args=("--dtype", "float32", "--max-model-len", "2048", "--gpu-memory-utilization", "0.45"),
 )
-
-
-@pytest.fixture(autouse=True)
-def fast_sim_vllm(monkeypatch):
-    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
-
-
-@pytest.fixture
-async def service():
-    pool = TransportPool()
-    svc = InstanceService(pool)
-    started: list = []
-    yield svc, started
-    for node, name in started:  # never leave a server behind
-        try:
-            await svc.stop(node, name, int_timeout=5, term_timeout=2)
-        except Exception:
-            pass
-    await pool.close()
 
 
 async def test_two_at_045_share_gpu0_and_a_third_is_refused_naming_the_sum(sim_node, service):

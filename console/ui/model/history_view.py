@@ -73,24 +73,23 @@ def run_cells(run: StoredRun) -> dict[str, str]:
     s = run_summary(run)
     done = format_value("completed", s["completed"])
     failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
-    if s["status"] == "failed":  # marked, and its zeros are no measurement
-        state = s["failure"] if s["completed"] is None else f"{done}/{failed}"
-        return {
-            "date": s["date"][:16],
-            "node": s["node"] or "-",
-            "model": short_model(s["model"]),
-            "partition": s["partition"] or "-",
-            "setup": s["setup"],
-            "done": f"✗ {state}",
-            **dict.fromkeys(("tput", "ttft", "itl", "tpj", "watts", "thr"), NO_VALUE),
-            "cb": "",
-        }
-    return {
+    where = {
         "date": s["date"][:16],
         "node": s["node"] or "-",
         "model": short_model(s["model"]),
         "partition": s["partition"] or "-",
         "setup": s["setup"],
+    }
+    if s["status"] == "failed":  # marked, and its zeros are no measurement
+        state = s["failure"] if s["completed"] is None else f"{done}/{failed}"
+        return {
+            **where,
+            "done": f"✗ {state}",
+            **dict.fromkeys(("tput", "ttft", "itl", "tpj", "watts", "thr"), NO_VALUE),
+            "cb": "",
+        }
+    return {
+        **where,
         "done": f"{done}/{failed}",
         "tput": format_value("output_throughput", s["output_throughput"]),
         "ttft": format_value("median_ttft_ms", s["median_ttft_ms"]),
