@@ -493,15 +493,16 @@ class GpuTable(ScrollView, can_focus=True):
             # segments are written as they are: text from the node is made printable
             Segment(printable(fmt.state_text(snap, self._now)), state_style),
         ]
-        mark = change_mark(row.node, getattr(self.app, "node_changes", None) or {})
-        if mark:  # versions changed since last seen (the baseline screen, B, acknowledges)
-            segments.append(Segment("  " + printable(mark), base + self._style("warn")))
         health_text, worst = hv.node_summary(snap)
         if health_text:
             segments.append(Segment("  " + health_text, base + self._style(_HEALTH_STYLE.get(worst, "muted"))))
         summary = ib.node_summary(self._board.counts(row.node)) if self._board is not None else ""
         if summary:
             segments.append(Segment("  " + summary, base))
+        # after health and instances, which a narrow terminal must still show
+        mark = change_mark(row.node, getattr(self.app, "node_changes", None) or {})
+        if mark:  # versions changed since last seen (the baseline screen, B, acknowledges)
+            segments.append(Segment("  " + printable(mark), base + self._style("warn")))
         facts = fmt.node_facts(snap)
         if facts:
             segments.append(
