@@ -156,7 +156,7 @@ class _NodeTrack:
             hist = self.hist = NodeHistory(self.capacity(), indexes, HISTORY_SCALES)
         elif not hist.covers(indexes):  # new GPUs (a partition switch before its static line)
             order = list(hist.gpus)
-            order += [i for i in indexes if i not in hist._slots]
+            order += [i for i in indexes if i not in order]
             hist = self.hist = hist.relayout(order)
         values: list = []
         for gpu in gpus:

@@ -127,7 +127,9 @@ def test_a_start_keeps_its_prediction_and_serve_list_shows_it_beside_vllms(run_c
         assert fit["tokens_error_pct"] == pytest.approx(
             (fit["predicted_tokens"] - fit["logged_tokens"]) / fit["logged_tokens"] * 100
         )
-        kinds = [json.loads(x)["kind"] for x in (tmp_path / "data" / "fit-pairs.jsonl").read_text().splitlines()]
+        kinds = [
+            json.loads(x)["kind"] for x in (tmp_path / "data" / "demo" / "fit-pairs.jsonl").read_text().splitlines()
+        ]
         assert kinds == ["predicted", "logged"]
     finally:
         run_cli("serve", "stop", "--demo", "--node", "mi300x-cpx", name)
