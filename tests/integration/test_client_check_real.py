@@ -35,7 +35,8 @@ from console.services.results import ResultStore
 from console.services.runs.serving import client_check_of
 from tests.integration.vllm_cpu import bench_argv, serve_env
 
-pytestmark = pytest.mark.integration
+# alone: it tells a starved client from a normal one, so scripts/test-all runs it with the machine to itself
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 MAIN_RUN = b"Starting main benchmark run..."
 QUOTA_PCT = 2.0
