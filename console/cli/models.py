@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Sequence
+from typing import Any
 
 from console.cli.common import (
     EXIT_FAILED,
@@ -72,14 +74,8 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
             return await node_models(sel.pool, node, views, settings_for(node, profile.models))
 
         results = await asyncio.gather(*(one(n) for n in nodes), return_exceptions=True)
-    failed = False
-    found: list[NodeModels] = []
-    for node, res in zip(nodes, results):
-        if isinstance(res, BaseException):
-            failed = True
-            say_error(res if str(res).startswith(node.name) else f"{node.name}: {res}")
-        else:
-            found.append(res)
+    answers, failed = _answers(nodes, results)
+    found: list[NodeModels] = answers
     if args.json:
         print(json.dumps({"nodes": [n.as_dict() for n in found]}, indent=2))
         return EXIT_FAILED if failed else EXIT_OK
@@ -164,14 +160,8 @@ async def _pulls(args: argparse.Namespace, profile: Profile) -> int:
         results = await asyncio.gather(
             *(node_pulls(sel.pool, n, settings_for(n, profile.models)) for n in nodes), return_exceptions=True
         )
-    failed = False
-    found = []
-    for node, res in zip(nodes, results):
-        if isinstance(res, BaseException):
-            failed = True
-            say_error(res if str(res).startswith(node.name) else f"{node.name}: {res}")
-        else:
-            found.extend(res)
+    answers, failed = _answers(nodes, results)
+    found = [p for pulls in answers for p in pulls]
     if args.json:
         print(json.dumps({"pulls": [p.as_dict() for p in found]}, indent=2))
     else:
@@ -213,3 +203,16 @@ def run(args: argparse.Namespace) -> int:
 
     handler = {"list": _list, "pull": _pull, "pulls": _pulls, "rm": _rm}[args.models_command]
     return run_command(args, handler, failures=(ModelsError, TransportError))
+
+
+def _answers(nodes: Sequence[NodeSpec], results: Sequence[Any]) -> tuple[list[Any], bool]:
+    """Each node's answer of a gather(return_exceptions=True); a node that failed is said in
+    one line naming it, and reported as `failed`."""
+    answers, failed = [], False
+    for node, res in zip(nodes, results):
+        if isinstance(res, BaseException):
+            failed = True
+            say_error(res if str(res).startswith(node.name) else f"{node.name}: {res}")
+        else:
+            answers.append(res)
+    return answers, failed
