@@ -3,8 +3,8 @@ the tiny model, every point the real `vllm bench serve`: the search converges, a
 search lands within one search step of the first, and every point is in history.
 
 Bounded for two shared cores: 6 prompts of 32 tokens in and out a point, concurrency 2
-to 4, at most 5 runs a search (2, 4, 3, and repeats where a point lands within 10 % of
-the limit). Measured on this machine's two shared cores: 263-280 s for the whole test, of
+to 4, at most 7 runs a search (2, 4, 3, and repeats where a point lands within 10 % of
+the limit: a point near it may need three). Measured on this machine's two shared cores: 263-280 s for the whole test, of
 which 80-90 s is the server's start and about 20 s each benchmark client (vLLM's import).
 
 Where the limit is.  The tiny model's decode steps cost about the same for one sequence
@@ -33,9 +33,11 @@ import pytest
 from tests.helpers import free_port
 from tests.integration.vllm_cpu import console, env_flags, group_members, node_profile, serve_tiny
 
-pytestmark = [pytest.mark.integration]
+# alone: its limit is calibrated against this machine's own request time just before the
+# search; a second pytest process beside it moved a point's p99 across the limit (CI, 3 T -> 3.1 T)
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
-POINT = ["--set=num_prompts=6", "--set=output_len=32", "--set=input_len=32", "--max", "4", "--max-runs", "5"]
+POINT = ["--set=num_prompts=6", "--set=output_len=32", "--set=input_len=32", "--max", "4", "--max-runs", "7"]
 
 
 def one_request_ms(port: int, model) -> float:
