@@ -598,13 +598,16 @@ class FleetTelemetry:
         """The `every` the node's agent was last asked for (1: every tick)."""
         return self._tracks[node].every
 
+    def on_screen(self, node: str) -> bool:
+        """The node is on screen (or no screen has said what it shows yet, or a run holds it)."""
+        return not self._watching or node in self._watched_set or self._tracks[node].holds > 0
+
     def _steer(self, track: _NodeTrack) -> None:
         """Ask the node's agent for the rate its visibility calls for (when it can be asked)."""
         control = track.control
         if not track.controllable or control is None:
             return
-        on_screen = not self._watching or track.holds > 0 or track.spec.name in self._watched_set
-        want = 1 if on_screen else self.offscreen_every()
+        want = 1 if self.on_screen(track.spec.name) else self.offscreen_every()
         if want != track.every and control.send(f'{{"kind":"rate","every":{want}}}'):
             track.every = want
 

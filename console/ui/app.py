@@ -19,7 +19,7 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from textual import events
 from textual.app import App
@@ -31,7 +31,7 @@ from textual.worker import Worker, WorkerState
 from console.core.instance_view import InstanceError, InstanceState, InstanceView
 from console.core.model import NodeHealth, Profile
 from console.core.text import one_line, printable
-from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged, TopologyChanged
+from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged, TelemetryReceived, TopologyChanged
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.ui.commands import FleetCommands, InstanceCommands, ScreenCommands
@@ -63,7 +63,9 @@ if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for t
 INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 REDRAW_INTERVAL = 0.25  # 4 Hz: fast enough to feel live, cheap at 4096 rows
 STOP_TIMEOUT = 5.0  # seconds quitting waits for the node streams to close
-INSTANCE_POLL_INTERVAL = 3.0  # seconds between two instance lists of a node
+INSTANCE_POLL_INTERVAL = 3.0  # seconds between two instance lists of a node on screen
+OFFSCREEN_INSTANCE_POLL_S = 30.0  # ... and of a node off screen (its GPU processes changing wakes it)
+HEALTH_TOAST_NAMES = 5  # nodes named in one toast when several change at once
 TOPOLOGY_QUIET_S = 1.0  # seconds without GPU changes before their history rings are frozen (gc)
 # With no key or mouse input for this long the clock redraws new samples once a second, at the
 # second's turn (like top), instead of at each 0.25 s tick: an idle console's cost is its frames.
@@ -150,6 +152,11 @@ class ConsoleApp(App[int]):
         self.board = InstanceBoard(self.fleet.node_names)
         self.instance_poll_interval = instance_poll_interval
         self._poll_wake: dict[str, asyncio.Event] = {}
+        self._health_news: list[tuple[str, bool, str]] = []  # (node, down?, error) since the last flush
+        self._health_flush_pending = False
+        self._gpu_pids: dict[str, frozenset[int]] = {}  # node -> its GPUs' process ids, last sample
+        self._polled_at: dict[str, float] = {}  # node -> when its instances were last listed (monotonic)
+        self._instances_seen: frozenset[str] = frozenset()  # nodes on screen at the last redraw
         self._following: set[tuple[str, str]] = set()  # starts whose wait_ready worker runs
         self.last_preset: str | None = None  # the start dialog offers it first next time
         self._notices = _NoticeHandler(self)
@@ -228,7 +235,16 @@ class ConsoleApp(App[int]):
     def _on_fleet_event(self, event: FleetEvent) -> None:
         # Called by the fleet service on the event loop: no widgets here.
         self.view.mark(event)
-        if isinstance(event, NodeStateChanged):
+        if isinstance(event, TelemetryReceived):
+            # The GPUs' processes changed (a vLLM server came or went): look at the node's
+            # instances now, on screen or not, rather than at its next poll.
+            pids = frozenset(p.pid for g in event.frame.gpus for p in g.processes)
+            before = self._gpu_pids.get(event.node)
+            if pids != before:
+                self._gpu_pids[event.node] = pids
+                if before is not None:
+                    self.poll_instances_now(event.node)
+        elif isinstance(event, NodeStateChanged):
             self.post_message(NodeHealthChanged(event.node, event.health, event.error))
         elif isinstance(event, TopologyChanged):
             self._topology_moved_at = time.monotonic()
@@ -242,16 +258,39 @@ class ConsoleApp(App[int]):
     def on_node_health_changed(self, message: NodeHealthChanged) -> None:
         before = self._health.get(message.node)
         self._health[message.node] = message.health
+        if self.notify_health:
+            if message.health == NodeHealth.DOWN:
+                self._health_news.append((message.node, True, message.error or "unreachable"))
+            elif message.health == NodeHealth.LIVE and before in (NodeHealth.DOWN, NodeHealth.STALE):
+                self._health_news.append((message.node, False, ""))
+        # A node that comes up, goes stale or drops is shown at once, not at the next clock
+        # tick; the changes already queued go into that one redraw and one toast per kind:
+        # a link that drops a thousand nodes must not cost a thousand frames (a console that
+        # falls behind would see more nodes go stale, and redraw more) nor a thousand toasts.
+        if not self._health_flush_pending:
+            self._health_flush_pending = True
+            self.call_later(self._flush_health_changes)  # behind the messages already queued
+
+    def _flush_health_changes(self) -> None:
+        self._health_flush_pending = False
+        news, self._health_news = self._health_news, []
         if not self.paused:
-            # A node that comes up, goes stale or drops is shown at once, not at the
-            # next clock tick (the first full frame at start-up is up to 0.25 s sooner).
             self.redraw_now()
-        if not self.notify_health:
-            return
-        if message.health == NodeHealth.DOWN:
-            self.notify(message.error or "unreachable", title=f"{message.node} is down", severity="error", markup=False)
-        elif message.health == NodeHealth.LIVE and before in (NodeHealth.DOWN, NodeHealth.STALE):
-            self.notify(f"{message.node} is live again", markup=False)
+        down = [(node, error) for node, is_down, error in news if is_down]
+        back = [node for node, is_down, _ in news if not is_down and node not in {n for n, _ in down}]
+        if len(down) == 1:
+            self.notify(down[0][1], title=f"{down[0][0]} is down", severity="error", markup=False)
+        elif down:
+            shown = "; ".join(f"{node}: {error}" for node, error in down[:HEALTH_TOAST_NAMES])
+            more = f"; and {len(down) - HEALTH_TOAST_NAMES} more (e: events)" if len(down) > HEALTH_TOAST_NAMES else ""
+            self.notify(shown + more, title=f"{len(down)} nodes are down", severity="error", markup=False)
+        if len(back) == 1:
+            self.notify(f"{back[0]} is live again", markup=False)
+        elif back:
+            more = f" and {len(back) - HEALTH_TOAST_NAMES} more" if len(back) > HEALTH_TOAST_NAMES else ""
+            self.notify(
+                ", ".join(back[:HEALTH_TOAST_NAMES]) + more, title=f"{len(back)} nodes are live again", markup=False
+            )
 
     # ------------------------------------------------------------ instances in
 
@@ -277,12 +316,36 @@ class ConsoleApp(App[int]):
                     if self.health_watch is not None:
                         self.health_watch.observe_instances(node, views)
                     self.post_message(InstancesUpdated(node, views))
-                wait = self.instance_poll_interval
+                self._polled_at[node] = time.monotonic()
+                wait = self.instance_poll_interval if self._instances_in_view(node) else OFFSCREEN_INSTANCE_POLL_S
             wake.clear()
             try:
                 await asyncio.wait_for(wake.wait(), wait)
             except asyncio.TimeoutError:
                 pass
+
+    def _instances_in_view(self, node: str) -> bool:
+        """The node's instances are on screen, or being followed: listed every few seconds.
+        Others are listed every OFFSCREEN_INSTANCE_POLL_S, and at once when their GPUs'
+        processes change or they scroll into view: a thousand nodes listed every 3 s would
+        be 340 commands a second."""
+        if self.fleet.on_screen(node) or any(n == node for n, _ in self._following):
+            return True
+        from console.ui.screens.instances import InstancesScreen  # every node's instances
+
+        return isinstance(self.screen, InstancesScreen)
+
+    def _poll_scrolled_in(self, nodes: frozenset[str]) -> None:
+        """Nodes that came on screen: their instance list now if the last one is old."""
+        if nodes != self._instances_seen:
+            self._poll_if_old(nodes - self._instances_seen)
+            self._instances_seen = nodes
+
+    def _poll_if_old(self, nodes: Iterable[str]) -> None:
+        due = time.monotonic() - self.instance_poll_interval
+        for node in nodes:
+            if self._polled_at.get(node, due) <= due:
+                self.poll_instances_now(node)
 
     async def _start_demo_instance(self, planned: DemoInstance) -> None:
         """Start one of the demo's instances as the start dialog would, once its node is live."""
@@ -627,6 +690,7 @@ class ConsoleApp(App[int]):
         screen = InstancesScreen()
         screen.set_class(self.paused, "-paused")
         self.push_screen(screen)
+        self._poll_if_old(self._poll_wake)  # off-screen nodes were listed less often
 
     # ------------------------------------------------------------ drawing
 
@@ -655,6 +719,8 @@ class ConsoleApp(App[int]):
         await super().on_event(event)
 
     def redraw_now(self, now: float | None = None) -> None:
+        if not self.screen_stack:  # quitting: a node's last health change can come after the screens went
+            return
         now = self.clock() if now is None else now
         self._dirty = False
         self._drawn_second = int(now)
@@ -665,7 +731,9 @@ class ConsoleApp(App[int]):
                     redraw(now)
                 watched = getattr(self.screen, "watched_nodes", None)
                 if watched is not None:  # a screen showing nodes: the fleet refreshes those first
-                    self.fleet.watch(watched())
+                    shown = frozenset(watched())
+                    self.fleet.watch(shown)
+                    self._poll_scrolled_in(shown)
             except NoMatches:
                 return  # the screen is being torn down (exit): its widgets are already gone
         self.redraws += 1

@@ -114,9 +114,17 @@ class ConsoleHost(Protocol):
     def action_sample_slower(self) -> None: ...
 
 
+# Classes already checked: a runtime Protocol isinstance walks every member (~0.2 ms), and
+# screens ask at each redraw (a thousand-node fleet redraws often).
+_HOST_CLASSES: set[type] = set()
+
+
 def console_host(app: object) -> ConsoleHost:
     """The app as the console's host; TypeError naming what it lacks if it is not one."""
+    if type(app) in _HOST_CLASSES:
+        return app  # type: ignore[return-value]
     if isinstance(app, ConsoleHost):
+        _HOST_CLASSES.add(type(app))
         return app
     parts = set(ConsoleHost.__annotations__) | {n for n in vars(ConsoleHost) if not n.startswith("_")}
     missing = sorted(name for name in parts if not hasattr(app, name))
