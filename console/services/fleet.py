@@ -481,7 +481,9 @@ class FleetTelemetry:
 
     async def _watch_staleness(self) -> None:
         while True:
-            await asyncio.sleep(0.5)
+            # a third of the stale age: a node is marked within a third of it late (a second
+            # at 1 Hz; every wake-up of an idle console costs)
+            await asyncio.sleep(min(1.0, self.stale_after / 3))
             if self._topology_moved:  # GPUs came or went: the history may be over its budget
                 self._topology_moved = False
                 self.rebalance_history()

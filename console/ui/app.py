@@ -68,8 +68,15 @@ OFFSCREEN_INSTANCE_POLL_S = 30.0  # ... and of a node off screen (its GPU proces
 HEALTH_TOAST_NAMES = 5  # nodes named in one toast when several change at once
 TOPOLOGY_QUIET_S = 1.0  # seconds without GPU changes before their history rings are frozen (gc)
 # With no key or mouse input for this long the clock redraws new samples once a second, at the
-# second's turn (like top), instead of at each 0.25 s tick: an idle console's cost is its frames.
+# second's turn, instead of at each 0.25 s tick: an idle console's cost is its frames.
 IDLE_AFTER_S = 10.0
+# Left alone longer (a console open all day on a wall or in a tmux pane), every few seconds, as
+# top does by default; the samples are still taken every second (history, alerts, health), a
+# node's health change is drawn at once, and any key or mouse event brings the 0.25 s clock back.
+UNATTENDED_AFTER_S = 60.0
+IDLE_CLOCK_S = 1.0  # the redraw clock's period while idle
+UNATTENDED_EVERY_S = 3
+IN_FLUX = (InstanceState.STARTING, InstanceState.LOADING, InstanceState.STOPPING)  # listed often wherever they are
 SETTLE_TIMEOUT = 3.0  # seconds after start-up the fleet counts as settled even if a node has not answered
 READY_TIMEOUT = 1800.0  # a start that is not ready after this is reported as stuck
 
@@ -154,6 +161,7 @@ class ConsoleApp(App[int]):
         self._poll_wake: dict[str, asyncio.Event] = {}
         self._health_news: list[tuple[str, bool, str]] = []  # (node, down?, error) since the last flush
         self._health_flush_pending = False
+        self._clock_slowed = False  # idle: the once-a-second clock runs instead of the 4 Hz one
         self._gpu_pids: dict[str, frozenset[int]] = {}  # node -> its GPUs' process ids, last sample
         self._polled_at: dict[str, float] = {}  # node -> when its instances were last listed (monotonic)
         self._instances_seen: frozenset[str] = frozenset()  # nodes on screen at the last redraw
@@ -177,7 +185,12 @@ class ConsoleApp(App[int]):
         # The first frame (every node's row, connecting) comes first: starting the links
         # spawns processes (local nodes) or opens connections, which would delay it.
         self.call_after_refresh(self._start_collection)
-        self.set_interval(self.redraw_interval, self._tick, name="redraw-clock")
+        self._fast_clock = self.set_interval(self.redraw_interval, self._tick, name="redraw-clock")
+        # Idle, the clock only needs to look once a second: the fast one is paused then (every
+        # wake-up of the process costs, ~0.2 ms on a small VM) and comes back at a key.
+        self._slow_clock = self.set_interval(
+            max(self.redraw_interval, IDLE_CLOCK_S), self._tick, name="idle-redraw-clock", pause=True
+        )
 
     async def _start_collection(self) -> None:
         if self._fleet_started or not self.is_running:
@@ -325,15 +338,20 @@ class ConsoleApp(App[int]):
                 pass
 
     def _instances_in_view(self, node: str) -> bool:
-        """The node's instances are on screen, or being followed: listed every few seconds.
-        Others are listed every OFFSCREEN_INSTANCE_POLL_S, and at once when their GPUs'
-        processes change or they scroll into view: a thousand nodes listed every 3 s would
-        be 340 commands a second."""
-        if self.fleet.on_screen(node) or any(n == node for n, _ in self._following):
+        """The node's instances are on screen, being followed or on their way up (starting,
+        loading, stopping): listed every few seconds. Others, and every node of a console left
+        unattended, are listed every OFFSCREEN_INSTANCE_POLL_S, and at once when their GPUs'
+        processes change, they scroll into view or a key is pressed again: a thousand nodes
+        listed every 3 s would be 340 commands a second."""
+        if any(n == node for n, _ in self._following):
             return True
+        if any(v.state in IN_FLUX for v in self.board.views(node)):
+            return True
+        if time.monotonic() - self._input_at > UNATTENDED_AFTER_S:
+            return False
         from console.ui.screens.instances import InstancesScreen  # every node's instances
 
-        return isinstance(self.screen, InstancesScreen)
+        return self.fleet.on_screen(node) or isinstance(self.screen, InstancesScreen)
 
     def _poll_scrolled_in(self, nodes: frozenset[str]) -> None:
         """Nodes that came on screen: their instance list now if the last one is old."""
@@ -709,13 +727,28 @@ class ConsoleApp(App[int]):
             return
         now = self.clock()
         # Without new data only the sample ages move, and they show whole seconds.
-        if int(now) == self._drawn_second and (not self._dirty or time.monotonic() - self._input_at > IDLE_AFTER_S):
+        idle_for = time.monotonic() - self._input_at
+        if idle_for > IDLE_AFTER_S:
+            if not self._clock_slowed:
+                self._clock_slowed = True
+                self._fast_clock.pause()
+                self._slow_clock.resume()
+            every = UNATTENDED_EVERY_S if idle_for > UNATTENDED_AFTER_S else 1
+            if int(now) // every == self._drawn_second // every:
+                return
+        elif int(now) == self._drawn_second and not self._dirty:
             return
         self.redraw_now(now)
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseEvent)):
+            if time.monotonic() - self._input_at > UNATTENDED_AFTER_S:
+                self._poll_if_old(self._instances_seen)  # someone is back: the lists on screen now
             self._input_at = time.monotonic()  # back to redrawing at every tick
+            if self._clock_slowed:
+                self._clock_slowed = False
+                self._slow_clock.pause()
+                self._fast_clock.resume()
         await super().on_event(event)
 
     def redraw_now(self, now: float | None = None) -> None:

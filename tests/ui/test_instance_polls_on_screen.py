@@ -81,3 +81,21 @@ async def test_an_off_screen_node_whose_gpu_processes_change_is_listed_at_once(l
         app._on_fleet_event(TelemetryReceived(last, with_vllm, 0.0))  # the same processes: no list
         await pilot.pause(0.5)
         assert source.by_node[last] == seen
+
+
+async def test_an_unattended_console_lists_rarely_and_a_key_lists_what_is_shown(live_app, slow_offscreen):
+    import time
+
+    source = CountingInstances()
+    app = live_app(instances=source, instance_poll_interval=0.2)
+    async with app.run_test(size=(120, 12)) as pilot:
+        first = app.fleet.node_names[0]
+        assert await wait_for(pilot, lambda: source.by_node[first] >= 3, timeout=20)
+        app._input_at = time.monotonic() - app_module.UNATTENDED_AFTER_S - 1  # nobody for long
+        await pilot.pause(0.5)  # a list in flight ends
+        left = source.by_node[first]
+        await pilot.pause(1.2)
+        assert source.by_node[first] <= left + 1, (left, source.by_node[first])
+        seen = source.by_node[first]
+        await pilot.press("down")  # someone is back: what is on screen is listed now
+        assert await wait_for(pilot, lambda: source.by_node[first] > seen, timeout=1)

@@ -1,0 +1,35 @@
+"""The redraw clock slows down when nobody is at the keyboard, and comes back at a key:
+new samples at every tick while in use, once a second after IDLE_AFTER_S, every
+UNATTENDED_EVERY_S seconds after UNATTENDED_AFTER_S (a console open all day, like top)."""
+
+from __future__ import annotations
+
+import time
+
+from console.ui import app as app_module
+
+
+async def test_unattended_console_redraws_every_few_seconds_and_a_key_brings_it_back(live_app):
+    app = live_app(pace=0.2)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause(1.0)
+        busy = app.redraws
+        await pilot.pause(2.0)
+        in_use = app.redraws - busy  # new samples every 0.2 s on a 0.05 s clock
+        app._input_at = time.monotonic() - app_module.IDLE_AFTER_S - 1  # nobody for a while
+        idle0 = app.redraws
+        await pilot.pause(3.0)
+        idle = app.redraws - idle0
+        app._input_at = time.monotonic() - app_module.UNATTENDED_AFTER_S - 1  # nobody for long
+        await pilot.pause(0.1)
+        away0 = app.redraws
+        await pilot.pause(6.5)
+        away = app.redraws - away0
+        await pilot.press("down")
+        back0 = app.redraws
+        await pilot.pause(1.0)
+        back = app.redraws - back0
+    assert in_use >= 8, in_use
+    assert 2 <= idle <= 4, idle  # once a second
+    assert 2 <= away <= 3, away  # every 3 s over 6.5 s
+    assert back >= 4, back
