@@ -12,7 +12,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncGenerator, Mapping, Sequence
+from typing import TYPE_CHECKING, AsyncGenerator, Awaitable, Mapping, Sequence
 
 from console.transport.base import (
     MAX_LINE_BYTES,
@@ -61,34 +61,65 @@ class LocalTransport:
     def __init__(self, node_name: str = "local") -> None:
         self.node_name = node_name
 
-    async def _start(self, argv: Sequence[str], env, *, stdin=asyncio.subprocess.DEVNULL):
+    async def _start(self, argv: Sequence[str], env, *, stdin: bool = False) -> _Command:
         if not argv:
             raise TransportError(f"{self.node_name}: empty command", "command")
+        # The child runs before its start returns. A caller's cancel landing in between would
+        # leave a group nobody ends: the start is shielded, and on a cancel it finishes, then
+        # the group is ended.
+        starting = asyncio.ensure_future(self._spawn(argv, env, stdin))
         try:
-            return await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=stdin,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=_merged_env(env),
-                limit=_STREAM_LIMIT,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise TransportError(f"{self.node_name}: cannot run {argv[0]}: {exc.strerror}", "command") from None
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            await _unless_slow(_end_once_started(starting))
+            raise
+
+    async def _spawn(self, argv: Sequence[str], env, want_stdin: bool) -> _Command:
+        # The pipes are ours, not asyncio's: in 3.11 its wait(), and its clean-up of a start
+        # cancelled midway, wait until its pipes close, which a grandchild that outlives the
+        # leader can put off for as long as it runs (the cancel test hung 300 s in CI).
+        pipes = [os.pipe() for _ in range(3 if want_stdin else 2)]
+        ours = [os.fdopen(fd, "rb" if i < 2 else "wb", buffering=0) for i, fd in enumerate(_ends(pipes))]
+        try:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=pipes[2][0] if want_stdin else asyncio.subprocess.DEVNULL,
+                    stdout=pipes[0][1],
+                    stderr=pipes[1][1],
+                    env=_merged_env(env),
+                    start_new_session=True,
+                )
+            finally:  # the child's ends: only the child keeps them
+                for fd in _child_ends(pipes):
+                    os.close(fd)
+        except BaseException as exc:
+            for fh in ours:
+                fh.close()
+            if isinstance(exc, OSError):
+                raise TransportError(f"{self.node_name}: cannot run {argv[0]}: {exc.strerror}", "command") from None
+            raise
+        try:
+            readers, transports = await _connect_readers(ours[:2])
+            writer = await _connect_writer(ours[2], transports) if want_stdin else None
+        except BaseException:  # the loop is going away: end the group at once
+            _kill_group(proc.pid, signal.SIGKILL)
+            for fh in ours:
+                fh.close()
+            raise
+        return _Command(proc, readers[0], readers[1], writer, transports)
 
     async def run(self, argv: Sequence[str], **options: Unpack[RunOptions]) -> CommandResult:
         input, timeout = options.get("input"), options.get("timeout")
-        stdin = asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL
-        proc = await self._start(argv, options.get("env"), stdin=stdin)
+        proc = await self._start(argv, options.get("env"), stdin=input is not None)
         limit = output_limit(options)
         try:
             out, err = await asyncio.wait_for(_communicate(proc, input, limit), timeout)
         except asyncio.TimeoutError:
-            await _end(proc)
+            await _unless_slow(_end(proc))
             raise TransportError(f"{self.node_name}: {argv[0]} timed out after {timeout:g} s", "timeout") from None
         except _OutputTooLarge:
-            await _end(proc)
+            await _unless_slow(_end(proc))
             raise TransportError(
                 f"{self.node_name}: {Path(argv[0]).name} wrote over {mib(limit)} of output: "
                 "stopped, its output discarded",
@@ -97,18 +128,20 @@ class LocalTransport:
         except BaseException:  # cancelled: the caller gave up, the command goes too
             _kill_group(proc.pid)
             try:  # reap it, so no zombie or closed-loop warning is left behind
-                await asyncio.wait_for(asyncio.shield(_end(proc)), 2 * KILL_GRACE + 1)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+                await _unless_slow(_end(proc))
+            except asyncio.CancelledError:
                 pass
             raise
+        finally:
+            proc.close()
         return CommandResult(proc.returncode or 0, decode(out), decode(err))
 
     async def stream_lines(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, control: StreamControl | None = None
     ) -> AsyncGenerator[str, None]:
         # An adopted early agent (the demo's) has no stdin of ours: its control stays unbound.
-        proc = await _adopt_early(argv, env) or await self._start(
-            argv, env, stdin=asyncio.subprocess.PIPE if control is not None else asyncio.subprocess.DEVNULL
+        proc: _Command | _AdoptedProcess = await _adopt_early(argv, env) or await self._start(
+            argv, env, stdin=control is not None
         )
         assert proc.stdout is not None and proc.stderr is not None
         stdin = getattr(proc, "stdin", None)  # an adopted process has none
@@ -146,9 +179,12 @@ class LocalTransport:
         finally:
             if control is not None:
                 control.bind(None)
-            if not finished and proc.returncode is None:
-                await _end(proc)
             stderr_task.cancel()
+            try:
+                if not finished and proc.returncode is None:
+                    await _unless_slow(_end(proc))
+            finally:
+                proc.close()
 
     async def spawn_detached(self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None) -> int:
         path = Path(log_path).expanduser()
@@ -294,19 +330,91 @@ class _AdoptedProcess:
         assert code is not None
         return code
 
+    def close(self) -> None:
+        for pipe in self._pipes:
+            pipe.close()
+
+
+class _Command:
+    """A command of ours: asyncio watches its process; its pipes are read and written through
+    transports of ours (see LocalTransport._spawn)."""
+
+    def __init__(self, proc, stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, stdin, transports):
+        self._proc = proc
+        self.pid: int = proc.pid
+        self.stdout = stdout
+        self.stderr = stderr
+        self.stdin: asyncio.StreamWriter | None = stdin
+        self._transports = transports
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+    def close(self) -> None:
+        for transport in self._transports:
+            transport.close()
+
+
+def _ends(pipes: list[tuple[int, int]]) -> list[int]:
+    """Our ends: the read ends of stdout and stderr, the write end of stdin."""
+    return [pipes[0][0], pipes[1][0], *([pipes[2][1]] if len(pipes) > 2 else [])]
+
+
+def _child_ends(pipes: list[tuple[int, int]]) -> list[int]:
+    return [pipes[0][1], pipes[1][1], *([pipes[2][0]] if len(pipes) > 2 else [])]
+
+
+async def _connect_readers(files) -> tuple[list[asyncio.StreamReader], list]:
+    loop = asyncio.get_running_loop()
+    readers = []
+    transports = []
+    try:
+        for fh in files:
+            reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+            transport, _ = await loop.connect_read_pipe(functools.partial(asyncio.StreamReaderProtocol, reader), fh)
+            readers.append(reader)
+            transports.append(transport)
+    except BaseException:
+        for transport in transports:
+            transport.close()
+        raise
+    return readers, transports
+
+
+async def _connect_writer(fh, transports: list) -> asyncio.StreamWriter:
+    loop = asyncio.get_running_loop()
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop)), fh
+        )
+    except BaseException:
+        for other in transports:
+            other.close()
+        raise
+    transports.append(transport)
+    return asyncio.StreamWriter(transport, protocol, None, loop)
+
 
 async def _adopt_early(argv: Sequence[str], env: Mapping[str, str] | None) -> _AdoptedProcess | None:
     popen = _EARLY.pop(_early_key(argv, env), None)
     if popen is None:
         return None
-    loop = asyncio.get_running_loop()
-    readers = []
-    pipes = []
-    for pipe in (popen.stdout, popen.stderr):
-        reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
-        transport, _ = await loop.connect_read_pipe(functools.partial(asyncio.StreamReaderProtocol, reader), pipe)
-        readers.append(reader)
-        pipes.append(transport)
+    try:
+        readers, pipes = await _connect_readers([popen.stdout, popen.stderr])
+    except BaseException:  # cancelled: out of _EARLY and not yet stream_lines', nobody else would stop it
+        _kill_group(popen.pid, signal.SIGKILL)
+        for pipe in (popen.stdout, popen.stderr):
+            if pipe is not None:
+                pipe.close()
+        try:
+            popen.wait(timeout=1)  # a SIGKILLed process is gone at once: no zombie left
+        except subprocess.TimeoutExpired:
+            pass
+        raise
     return _AdoptedProcess(popen, readers[0], readers[1], pipes)
 
 
@@ -369,19 +477,57 @@ async def _end(proc) -> None:
     """SIGTERM the command's process group, SIGKILL what is left of it after KILL_GRACE; reap.
 
     The group outlives its leader while any member lives (and its id is not reused
-    meanwhile), so the final SIGKILL also ends children the leader left behind."""
+    meanwhile), so the final SIGKILL also ends children the leader left behind. Only the
+    processes are waited for, never the pipes (a process outside the group may hold them)."""
     if proc.returncode is None:
         _kill_group(proc.pid)
-        try:
-            await asyncio.wait_for(proc.wait(), KILL_GRACE)
-        except asyncio.TimeoutError:
-            pass
+        deadline = time.monotonic() + KILL_GRACE
+        while _group_lives(proc) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
     _kill_group(proc.pid, signal.SIGKILL)
     if proc.returncode is None:
         try:
             await asyncio.wait_for(proc.wait(), KILL_GRACE)
         except asyncio.TimeoutError:
             pass
+
+
+def _group_lives(proc) -> bool:
+    if proc.returncode is None:
+        return True
+    try:
+        os.killpg(proc.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+# Ends of groups still running after their caller was cancelled again (a task the loop holds
+# only weakly must be referenced until it is done).
+_ENDING: set[asyncio.Future] = set()
+
+
+async def _unless_slow(ending: Awaitable[None]) -> None:
+    """Await `ending` (an end of a group) for at most 2 * KILL_GRACE + 1 s, shielded: a caller
+    cancelled meanwhile gets its CancelledError at once, the end still runs to its SIGKILL."""
+    task = asyncio.ensure_future(ending)
+    _ENDING.add(task)
+    task.add_done_callback(_ENDING.discard)
+    try:
+        await asyncio.wait_for(asyncio.shield(task), 2 * KILL_GRACE + 1)
+    except asyncio.TimeoutError:
+        pass
+
+
+async def _end_once_started(starting: asyncio.Future) -> None:
+    try:
+        proc = await starting
+    except Exception:
+        return  # it could not start: nothing runs
+    try:
+        await _end(proc)
+    finally:
+        proc.close()
 
 
 def _kill_group(pid: int, sig: int = signal.SIGTERM) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import time
 
@@ -103,3 +104,74 @@ async def test_a_command_given_up_on_goes_with_its_children(tmp_path, how):
     parent, child = map(int, pids.read_text().split())
     await asyncio.sleep(0.2)
     assert not _alive(parent) and not _alive(child), os.popen(f"ps -o pid,stat,cmd -p {parent},{child}").read()
+
+
+@pytest.mark.parametrize("call", ["run", "stream_lines"])
+async def test_a_cancel_during_start_up_still_ends_the_group(tmp_path, monkeypatch, call):
+    """A cancel that lands after the child started but before asyncio connected its pipes (a
+    stalled event loop on a busy machine) returns within seconds and leaves no process alive.
+
+    asyncio's own clean-up there SIGKILLs only the leader, then waits for pipes the
+    grandchild holds: the caller hung until the grandchild's 300 s sleep ended."""
+    pids = tmp_path / "pids"
+    code = (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)'])\n"
+        f"open({str(pids)!r}, 'w').write('%d %d' % (os.getpid(), c.pid))\n"
+        "time.sleep(300)\n"
+    )
+    started = []
+
+    class Spy(subprocess.Popen):  # asyncio starts the child with subprocess.Popen, synchronously
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+
+    monkeypatch.setattr(subprocess, "Popen", Spy)
+    t = LocalTransport("n1")
+    argv = [PY, "-c", code]
+    task = asyncio.ensure_future(t.run(argv) if call == "run" else t.stream_lines(argv).__anext__())
+    for _ in range(100):  # this task stays queued: it runs before the steps that connect the pipes
+        await asyncio.sleep(0)
+        if started:
+            break
+    assert started and not task.done()
+    # Block the loop (as a starved one is) until the child runs with its grandchild.
+    deadline = time.monotonic() + 20
+    while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    parent, child = map(int, pids.read_text().split())
+    try:
+        task.cancel()
+        cancelled_at = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 15)
+        assert time.monotonic() - cancelled_at < 10
+        await asyncio.sleep(0.2)
+        assert not _alive(parent) and not _alive(child), os.popen(f"ps -o pid,stat,cmd -p {parent},{child}").read()
+    finally:  # the unfixed code leaves the grandchild: end it (ours, by pid)
+        for pid in (parent, child):
+            if _alive(pid):
+                os.kill(pid, 9)
+
+
+async def test_a_cancel_while_an_early_process_is_adopted_stops_it():
+    from console.transport import local
+
+    argv = [PY, "-c", "import time; time.sleep(300)"]
+    assert local.start_early(argv)
+    pid = next(iter(local._EARLY.values())).pid
+    try:
+        task = asyncio.ensure_future(LocalTransport("n1").stream_lines(argv).__anext__())
+        await asyncio.sleep(0)  # stream_lines took it out of the early ones; its pipes are connecting
+        assert local._EARLY == {}
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 15)
+        assert not _alive(pid)
+    finally:
+        local.discard_early()
+        if _alive(pid):
+            os.kill(pid, 9)
