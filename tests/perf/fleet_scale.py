@@ -35,8 +35,9 @@ Phases after every node is live (plus a short settle):
   with different phases. Console CPU % of one core (process time / wall time:
   the app, the services and the replay's string formatting), sample-to-screen
   latency (agent timestamp -> the frame that repaints that node's rows is
-  rendered to terminal bytes; only samples that arrived while their node was
-  already on screen count), redraw time per frame.
+  rendered to terminal bytes, or the redraw that rebuilt them and found them
+  reading as on screen already, nothing to paint; only samples that arrived
+  while their node was already on screen count), redraw time per frame.
 - keys (1/3): a key every 0.5 s (down/up, ]/[ between nodes, PgDn/PgUp), as
   the driver delivers them; key-to-repaint = key sent -> first frame that shows
   the moved cursor rendered to terminal bytes.
@@ -384,6 +385,7 @@ class Probe:
         self.counted: dict[str, float] = {}  # node -> agent ts already counted
         self.visible_since: dict[str, float] = {}
         self.rendered: set[str] = set()  # nodes with a row rendered since the last frame
+        self.refreshed = False  # the table asked for a repaint in the redraw running now
         self.sample_to_screen: list[float] = []
         self.paint_ms: list[float] = []  # compositor render + terminal bytes, per frame
         self.clock_redraw_ms: list[float] = []  # the app's clock redraw (data -> widgets)
@@ -426,10 +428,21 @@ class Probe:
 
         def timed_redraw_now(now=None) -> None:
             t = time.perf_counter()
+            self.refreshed = False
             redraw_now(now)
             if self.recording:
                 self.clock_redraw_ms.append((time.perf_counter() - t) * 1000)
+            if not self.refreshed and self.rendered:
+                # The node's lines were rebuilt for the new sample and read the same as on
+                # screen (nothing to paint): the screen shows the sample now.
+                self._painted(time.time(), time.perf_counter(), displayed=False)
 
+        def timed_refresh(*regions, **kwargs):
+            self.refreshed = True
+            return refresh(*regions, **kwargs)
+
+        refresh = table.refresh
+        table.refresh = timed_refresh
         table.render_line = timed_render_line
         app._display = timed_display
         screen._compositor_refresh = timed_compositor_refresh
@@ -438,9 +451,9 @@ class Probe:
     def _state(self) -> tuple:
         return (self.table._cursor, int(self.table.scroll_offset.y))
 
-    def _painted(self, wall: float, perf: float) -> None:
+    def _painted(self, wall: float, perf: float, displayed: bool = True) -> None:
         table = self.table
-        if self.recording:
+        if self.recording and displayed:
             self.frames += 1
         for node in self.rendered:
             snap = table._snapshots.get(node)
@@ -463,7 +476,7 @@ class Probe:
             self.visible_since.setdefault(node, wall)
         for node in [n for n in self.visible_since if n not in visible]:
             del self.visible_since[node]
-        if self.key is not None:
+        if self.key is not None and displayed:
             t0, before, done = self.key
             if self._state() != before and not done.done():
                 done.set_result((perf - t0) * 1000)
