@@ -81,7 +81,7 @@ from console.core.model import (  # noqa: E402
 )
 from console.services.fleet import FleetTelemetry, TelemetryReceived  # noqa: E402
 from console.services.transports import TransportPool  # noqa: E402
-from console.transport.base import CommandResult  # noqa: E402
+from console.transport.base import MAX_LINE_BYTES, READ_CHUNK, CommandResult, LineSplitter, decode  # noqa: E402
 from console.transport.replay import ReplayTrace, ReplayTransport, _is_sample  # noqa: E402
 from console.ui.app import ConsoleApp  # noqa: E402
 
@@ -191,14 +191,109 @@ class LiveReplay(ReplayTransport):
                 deadline += ((now - deadline) // self.interval + 1) * self.interval
 
 
+class PipeReplay(ReplayTransport):
+    """A node whose agent runs in the far-end process (far_agents.py): its lines come through
+    a real pipe, read as LocalTransport reads an agent's stdout (chunks, the transport's own
+    line splitter and decoding); its control lines go back through the far end's control pipe."""
+
+    accepts_control = True
+
+    def __init__(self, name: str, trace: ReplayTrace, index: int, fd: int, control_fd: int) -> None:
+        super().__init__(name, trace, end="hold")
+        self.index, self.fd, self.control_fd = index, fd, control_fd
+        self.sent = 0  # full sample lines received
+        self.ticks = 0  # tick lines received
+
+    async def run(self, argv, *, env=None, input=None, timeout=None, max_output=None) -> CommandResult:
+        argv = list(argv)
+        if "instance" in argv and "list" in argv:
+            return CommandResult(0, "", "")  # no vLLM instances on the node
+        return await super().run(argv, env=env, input=input, timeout=timeout, max_output=max_output)
+
+    def _control(self, data: bytes) -> None:
+        prefix = f"{self.index} ".encode()
+        os.write(self.control_fd, b"".join(prefix + line + b"\n" for line in data.splitlines()))
+
+    async def stream_lines(self, argv, *, env=None, control=None):
+        self._check_link()
+        if control is not None:
+            control.bind(self._control)
+        for line in self.trace.stream:  # hello and static, as the agent starts
+            if _is_sample(line):
+                continue
+            if '"kind":"hello"' in line.replace(" ", "") and '"control"' not in line:
+                line = json.dumps({**json.loads(line), "control": ["rate"]})  # the agent this console ships
+            yield line
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20)
+        pipe = os.fdopen(self.fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        lines = LineSplitter(MAX_LINE_BYTES)
+        try:
+            while True:
+                chunk = await reader.read(READ_CHUNK)
+                if not chunk:
+                    return
+                for raw, _cut in lines.feed(chunk):
+                    line = decode(raw).rstrip("\r")
+                    if line.startswith('{"kind":"tick"'):
+                        self.ticks += 1
+                    else:
+                        self.sent += 1
+                    yield line
+        finally:
+            transport.close()
+
+
+class FarEnd:
+    """far_agents.py: every node's agent in one process of its own, a pipe per node."""
+
+    def __init__(self, nodes: int, interval: float, seed: int, layout: str) -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        need = 2 * nodes + 256
+        if soft < need:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, need), hard))
+        pipes = [os.pipe() for _ in range(nodes)]
+        control_r, self.control_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("far_agents.py")), str(TRACES[layout]), str(interval)]
+            + [str(seed), str(control_r), ",".join(str(w) for _r, w in pipes)],
+            pass_fds=[control_r, *(w for _r, w in pipes)],
+            start_new_session=True,
+        )
+        os.close(control_r)
+        for _r, w in pipes:
+            os.close(w)
+        self.read_fds = [r for r, _w in pipes]
+
+    def cpu_s(self) -> float:
+        return proc_cpu_s(self.proc.pid)
+
+    def stop(self) -> None:
+        try:
+            os.close(self.control_w)  # its control pipe closes: it ends by itself
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the session it was started in: ours
+            self.proc.wait()
+
+
 def _settle(wake: asyncio.Future) -> None:
     if not wake.done():
         wake.set_result(False)
 
 
 def build(
-    nodes: int, interval: float, seed: int = 0, layout: str = "cpx", prometheus: PrometheusSpec | None = None
-) -> tuple[Profile, FleetTelemetry, dict[str, LiveReplay]]:
+    nodes: int,
+    interval: float,
+    seed: int = 0,
+    layout: str = "cpx",
+    prometheus: PrometheusSpec | None = None,
+    far: FarEnd | None = None,
+) -> tuple[Profile, FleetTelemetry, dict]:
     trace = ReplayTrace.load(TRACES[layout])
     gpu_json = [
         json.dumps(json.loads(line)["gpus"], separators=(",", ":")) for line in trace.stream if _is_sample(line)
@@ -210,7 +305,13 @@ def build(
         NodeSpec(name=n, host=n, transport="local", simulate=SimulateSpec(), telemetry=telemetry) for n in names
     )
     rng = random.Random(seed)
-    transports = {n: LiveReplay(n, trace, gpu_json, phase=rng.uniform(0, interval), interval=interval) for n in names}
+    transports: dict
+    if far is not None:
+        transports = {n: PipeReplay(n, trace, i, far.read_fds[i], far.control_w) for i, n in enumerate(names)}
+    else:
+        transports = {
+            n: LiveReplay(n, trace, gpu_json, phase=rng.uniform(0, interval), interval=interval) for n in names
+        }
     pool = TransportPool(lambda spec: transports[spec.name])
     fleet = FleetTelemetry(specs, pool, interval=interval, prometheus=prometheus)
     return Profile(nodes=specs, prometheus=prometheus), fleet, transports
@@ -545,9 +646,11 @@ def check(name: str, value: float | None, where: tuple[str, str] = ("", "")) -> 
     return {"figure": value, "budget": f"{op} {limit:g}", "met": met}
 
 
-async def measure(args, side: PrometheusSide | AnswersSide | None = None) -> dict:
+async def measure(args, side: PrometheusSide | AnswersSide | None = None, far: FarEnd | None = None) -> dict:
     width, height = (int(x) for x in args.size.lower().split("x"))
-    profile, fleet, transports = build(args.nodes, args.interval, args.seed, args.layout, side.spec if side else None)
+    profile, fleet, transports = build(
+        args.nodes, args.interval, args.seed, args.layout, side.spec if side else None, far=far
+    )
     answers = side if isinstance(side, AnswersSide) else None
     if answers:
         answers.instrument(fleet)  # before the app starts the fleet
@@ -583,6 +686,7 @@ async def measure(args, side: PrometheusSide | AnswersSide | None = None) -> dic
         probe.recording = True
         sent0 = frames[0] if side or answers else sum(t.sent for t in transports.values())
         cpu0, wall0 = time.process_time(), time.monotonic()
+        far0 = far.cpu_s() if far else 0.0
         visited = 1
         while (left := steady_s - (time.monotonic() - wall0)) > 0:
             await asyncio.sleep(min(args.visit, left))
@@ -610,6 +714,8 @@ async def measure(args, side: PrometheusSide | AnswersSide | None = None) -> dic
             }
         elif not side:
             steady["tick_lines_per_s"] = round(sum(t.ticks for t in transports.values()) / (wall1 - wall0), 1)
+        if far:  # the agents' own work, in their process (not in the console's figure)
+            steady["far_end_cpu_percent"] = round(100 * (far.cpu_s() - far0) / (wall1 - wall0), 1)
         if side:
             exp1, prom1 = side.cpu()
             span = wall1 - wall0
@@ -681,6 +787,13 @@ def main() -> int:
     parser.add_argument("--visit", type=float, default=4.0, help="seconds on one node in the steady phase")
     parser.add_argument("--seed", type=int, default=0, help="of the nodes' phases")
     parser.add_argument("--quick", action="store_true", help="smoke run: 15 s measured, 1 s settle")
+    parser.add_argument(
+        "--agents",
+        choices=("process", "inline"),
+        default="process",
+        help="--source ssh: the replayed agents in a process of their own, lines over pipes (default), "
+        "or in the console's own process (their timers and formatting then count in its CPU)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.settle = min(args.seconds, 15.0), 1.0
@@ -695,18 +808,30 @@ def main() -> int:
         side = PrometheusSide(args)
     elif args.source == "answers":
         side = AnswersSide(args)
+    far = (
+        FarEnd(args.nodes, args.interval, args.seed, args.layout)
+        if args.source == "ssh" and args.agents == "process"
+        else None
+    )
     try:
-        m = asyncio.run(measure(args, side))
+        m = asyncio.run(measure(args, side, far))
     finally:
         if side:
             side.stop()
+        if far:
+            far.stop()
     steady, keys = m["steady"], m["keys"]
     result = {
         "script": "fleet_scale",
         "source": {
             "prometheus": "real Prometheus scraping simulated DME",
             "answers": "simulated Prometheus answers, after the parse (AnswersSide)",
-        }.get(args.source, "replayed agent traces"),
+        }.get(
+            args.source,
+            "replayed agent traces, from a process of their own over pipes (far_agents.py)"
+            if args.agents == "process"
+            else "replayed agent traces, in the console's process (--agents inline)",
+        ),
         "layout": args.layout,
         "quick": args.quick,
         "nodes": args.nodes,

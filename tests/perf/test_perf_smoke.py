@@ -54,7 +54,8 @@ def number(value) -> bool:
 @pytest.mark.timeout(240)
 def test_fleet_scale_quick():
     r = run_quick("fleet_scale.py")
-    assert r["source"] == "replayed agent traces"
+    assert r["source"].startswith("replayed agent traces, from a process of their own")
+    assert number(r["steady"]["far_end_cpu_percent"])  # the agents' process, measured apart
     assert r["nodes"] == 64 and r["logical_gpus"] == 64 * 64
     assert number(r["cpu_percent"]) and number(r["peak_rss_mb"])
     for key in ("sample_to_screen_ms", "key_to_repaint_ms"):
@@ -83,6 +84,14 @@ def test_fleet_scale_ssh_rate_control_quick():
     assert r["budgets"]["cpu_percent"]["budget"] == "<= 10"
 
 
+@pytest.mark.timeout(120)
+def test_fleet_scale_inline_agents_quick():
+    """--agents inline: the replayed agents in the console's own process, as before."""
+    r = run_quick("fleet_scale.py", extra=("--nodes", "4", "--layout", "spx", "--agents", "inline"))
+    assert r["source"].endswith("in the console's process (--agents inline)")
+    assert r["steady"]["tick_lines_per_s"] >= 0 and "far_end_cpu_percent" not in r["steady"]
+
+
 @pytest.mark.timeout(240)
 def test_fleet_scale_answers_quick():
     """The 65,536-GPU row (1,024 x 64 CPX through Prometheus-style answers) at tiny scale."""
@@ -98,6 +107,7 @@ def test_idle_cpu_quick():
     r = run_quick("idle_cpu.py", timeout=120)
     assert "error" not in r, r.get("error")
     assert r["nodes"] == 4 and number(r["cpu_percent"]) and number(r["rss_mb"]) and r["seconds"] > 0
+    assert number(r["idle"]["main_thread_cpu_percent"]) and "unattended" not in r  # --quick: the idle window only
     assert r["budgets"]["cpu_percent"]["budget"] == "<= 1"
 
 
