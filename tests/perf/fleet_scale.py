@@ -114,7 +114,35 @@ KEYS = [
 ]
 
 
-class LiveReplay(ReplayTransport):
+class AgentReplay(ReplayTransport):
+    """What the replayed agents of both kinds share: no vLLM instances, and the agent's start
+    (hello, as the agent this console ships says it, and static)."""
+
+    accepts_control = True
+
+    async def run(self, argv, *, env=None, input=None, timeout=None, max_output=None) -> CommandResult:
+        argv = list(argv)
+        if "instance" in argv and "list" in argv:
+            return CommandResult(0, "", "")  # no vLLM instances on the node
+        return await super().run(argv, env=env, input=input, timeout=timeout, max_output=max_output)
+
+    def _control(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def start_lines(self, control):
+        """The link checked, the console's control bound; hello and static, as the agent starts."""
+        self._check_link()
+        if control is not None:
+            control.bind(self._control)
+        for line in self.trace.stream:
+            if _is_sample(line):
+                continue
+            if '"kind":"hello"' in line.replace(" ", "") and '"control"' not in line:
+                line = json.dumps({**json.loads(line), "control": ["rate"]})  # the agent this console ships
+            yield line
+
+
+class LiveReplay(AgentReplay):
     """A node whose agent 'sends' the recorded samples at 1 Hz with fresh timestamps.
 
     The lines are prepared once as templates (only ts and seq change), so the
@@ -124,8 +152,6 @@ class LiveReplay(ReplayTransport):
     a full sample every N ticks and a `tick` line between; back on screen, the
     newest sample at once).
     """
-
-    accepts_control = True
 
     def __init__(
         self, name: str, trace: ReplayTrace, gpu_json: list[str], *, phase: float, interval: float = 1.0
@@ -139,12 +165,6 @@ class LiveReplay(ReplayTransport):
         self.rate = SendRate()
         self._wake: asyncio.Future | None = None
 
-    async def run(self, argv, *, env=None, input=None, timeout=None, max_output=None) -> CommandResult:
-        argv = list(argv)
-        if "instance" in argv and "list" in argv:
-            return CommandResult(0, "", "")  # no vLLM instances on the node
-        return await super().run(argv, env=env, input=input, timeout=timeout, max_output=max_output)
-
     def _control(self, data: bytes) -> None:
         """A control line the console wrote to the agent's stdin."""
         for line in data.splitlines():
@@ -152,15 +172,7 @@ class LiveReplay(ReplayTransport):
                 self._wake.set_result(True)  # back on screen: the newest sample now
 
     async def stream_lines(self, argv, *, env=None, control=None):
-        self._check_link()
-        if control is not None:
-            control.bind(self._control)
-        for line in self.trace.stream:  # hello and static, as the agent starts
-            if _is_sample(line):
-                continue
-            if '"kind":"hello"' in line.replace(" ", "") and '"control"' not in line:
-                hello = json.loads(line)
-                line = json.dumps({**hello, "control": ["rate"]})  # the agent this console ships
+        for line in self.start_lines(control):
             yield line
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.phase
@@ -191,12 +203,10 @@ class LiveReplay(ReplayTransport):
                 deadline += ((now - deadline) // self.interval + 1) * self.interval
 
 
-class PipeReplay(ReplayTransport):
+class PipeReplay(AgentReplay):
     """A node whose agent runs in the far-end process (far_agents.py): its lines come through
     a real pipe, read as LocalTransport reads an agent's stdout (chunks, the transport's own
     line splitter and decoding); its control lines go back through the far end's control pipe."""
-
-    accepts_control = True
 
     def __init__(self, name: str, trace: ReplayTrace, index: int, fd: int, control_fd: int) -> None:
         super().__init__(name, trace, end="hold")
@@ -204,25 +214,12 @@ class PipeReplay(ReplayTransport):
         self.sent = 0  # full sample lines received
         self.ticks = 0  # tick lines received
 
-    async def run(self, argv, *, env=None, input=None, timeout=None, max_output=None) -> CommandResult:
-        argv = list(argv)
-        if "instance" in argv and "list" in argv:
-            return CommandResult(0, "", "")  # no vLLM instances on the node
-        return await super().run(argv, env=env, input=input, timeout=timeout, max_output=max_output)
-
     def _control(self, data: bytes) -> None:
         prefix = f"{self.index} ".encode()
         os.write(self.control_fd, b"".join(prefix + line + b"\n" for line in data.splitlines()))
 
     async def stream_lines(self, argv, *, env=None, control=None):
-        self._check_link()
-        if control is not None:
-            control.bind(self._control)
-        for line in self.trace.stream:  # hello and static, as the agent starts
-            if _is_sample(line):
-                continue
-            if '"kind":"hello"' in line.replace(" ", "") and '"control"' not in line:
-                line = json.dumps({**json.loads(line), "control": ["rate"]})  # the agent this console ships
+        for line in self.start_lines(control):
             yield line
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=1 << 20)

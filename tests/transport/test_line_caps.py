@@ -80,11 +80,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("how", ["timeout", "cancel"])
-async def test_a_command_given_up_on_goes_with_its_children(tmp_path, how):
-    """A child that ignores SIGTERM is SIGKILLed with its group (no orphan)."""
-    pids = tmp_path / "pids"
-    code = (
+def stubborn_pair(pids) -> str:
+    """A command that ignores SIGTERM, with a child that does too; writes both pids to `pids`."""
+    return (
         "import os, signal, subprocess, sys, time\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
@@ -92,6 +90,13 @@ async def test_a_command_given_up_on_goes_with_its_children(tmp_path, how):
         f"open({str(pids)!r}, 'w').write('%d %d' % (os.getpid(), c.pid))\n"
         "time.sleep(300)\n"
     )
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+async def test_a_command_given_up_on_goes_with_its_children(tmp_path, how):
+    """A child that ignores SIGTERM is SIGKILLed with its group (no orphan)."""
+    pids = tmp_path / "pids"
+    code = stubborn_pair(pids)
     t = LocalTransport("n1")
     task = asyncio.ensure_future(t.run([PY, "-c", code], timeout=2 if how == "timeout" else None))
     deadline = time.monotonic() + 20
@@ -114,14 +119,7 @@ async def test_a_cancel_during_start_up_still_ends_the_group(tmp_path, monkeypat
     asyncio's own clean-up there SIGKILLs only the leader, then waits for pipes the
     grandchild holds: the caller hung until the grandchild's 300 s sleep ended."""
     pids = tmp_path / "pids"
-    code = (
-        "import os, signal, subprocess, sys, time\n"
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)'])\n"
-        f"open({str(pids)!r}, 'w').write('%d %d' % (os.getpid(), c.pid))\n"
-        "time.sleep(300)\n"
-    )
+    code = stubborn_pair(pids)
     started = []
 
     class Spy(subprocess.Popen):  # asyncio starts the child with subprocess.Popen, synchronously

@@ -9,9 +9,14 @@ from console.ui.app import HEALTH_TOAST_NAMES, ConsoleApp
 from console.ui.messages import NodeHealthChanged
 
 
+def app_with_toasts(sim_node, tmp_path) -> tuple[ConsoleApp, list[tuple[str, str]]]:
+    """An app over one simulated node, and the list its toasts go to once it runs."""
+    node = sim_node("n1", state_dir=str(tmp_path / "n1"))
+    return ConsoleApp(Profile(nodes=(node,)), interval=0.5, cursor_blink=False), []
+
+
 async def test_forty_nodes_down_at_once_make_one_frame_and_one_toast(sim_node, tmp_path):
-    app = ConsoleApp(Profile(nodes=(sim_node("n1", state_dir=str(tmp_path / "n1")),)), interval=0.5, cursor_blink=False)
-    toasts: list[tuple[str, str]] = []
+    app, toasts = app_with_toasts(sim_node, tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause()
         app.notify = lambda message, *, title="", **_: toasts.append((title, message))  # type: ignore[method-assign]
@@ -40,8 +45,7 @@ async def test_forty_nodes_down_at_once_make_one_frame_and_one_toast(sim_node, t
 
 
 async def test_one_node_down_keeps_its_own_toast(sim_node, tmp_path):
-    app = ConsoleApp(Profile(nodes=(sim_node("n1", state_dir=str(tmp_path / "n1")),)), interval=0.5, cursor_blink=False)
-    toasts: list[tuple[str, str]] = []
+    app, toasts = app_with_toasts(sim_node, tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause()
         app.notify = lambda message, *, title="", **_: toasts.append((title, message))  # type: ignore[method-assign]
