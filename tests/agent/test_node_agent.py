@@ -831,10 +831,12 @@ def test_sim_ticks_keep_their_schedule(sim):
     lines = ok_lines(sim.run("--count", "6", "--interval", "0.2", spec={"compute_partition": "SPX"}))
     ts = [o["ts"] for o in lines if o["kind"] == "sample"]
     gaps = [b - a for a, b in zip(ts, ts[1:])]
-    assert all(g > 0.12 for g in gaps), gaps  # never a burst
-    # every tick sits on the 0.2 s grid of the first one: no drift accumulates
+    # never a burst (missed ticks are skipped, not sent back to back); one tick made late by a
+    # busy machine (CI: two pytest processes and a vLLM server) shortens the gap after it
+    assert all(g > 0.05 for g in gaps), gaps
+    # the ticks sit on the 0.2 s grid of the first one, one late tick aside: no drift accumulates
     offsets = [(t - ts[0]) / 0.2 for t in ts]
-    assert all(abs(o - round(o)) < 0.4 for o in offsets), offsets
+    assert sum(abs(o - round(o)) < 0.25 for o in offsets) >= len(offsets) - 1, offsets
     assert ts[-1] - ts[0] < 1.0 + 0.3
 
 
