@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -103,6 +104,7 @@ class AlertDispatcher:
         self._worker: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._failing: set[tuple[str, str]] = set()
+        self._last: dict[tuple, asyncio.Task] = {}  # alert -> its latest notice's delivery
         self._client: httpx.AsyncClient | None = None
 
     # -- the queue
@@ -137,12 +139,24 @@ class AlertDispatcher:
                 self.dropped = 0
             assert self._limit is not None
             await self._limit.acquire()
-            task = asyncio.get_running_loop().create_task(self._deliver_one(notice))
+            # One alert's notices go out in the order they came: a receiver that got "cleared"
+            # before "fired" (deliveries run side by side) would keep an incident open.
+            key = (notice.rule.name, notice.node, notice.gpu, notice.instance)
+            before = self._last.get(key)
+            task = asyncio.get_running_loop().create_task(self._deliver_one(notice, after=before))
+            self._last[key] = task
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(functools.partial(self._forget_last, key))
 
-    async def _deliver_one(self, notice: AlertNotice) -> None:
+    def _forget_last(self, key: tuple, task: asyncio.Task) -> None:
+        if self._last.get(key) is task:
+            del self._last[key]
+
+    async def _deliver_one(self, notice: AlertNotice, *, after: asyncio.Task | None = None) -> None:
         try:
+            if after is not None:
+                await asyncio.wait([after])  # the same alert's earlier notice, delivered or given up
             await self.deliver(notice)
         except Exception as exc:  # a bug in one delivery must not stop the others
             log.error("alert %s: delivery failed: %s", notice.rule.name, type(exc).__name__)

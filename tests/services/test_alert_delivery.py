@@ -303,3 +303,27 @@ def test_test_notice_goes_through_every_action(tmp_path):
         [got] = receiver.received
     assert [d.ok for d in results] == [True, True]
     assert json.loads(out.read_text())["state"] == "test" and got.json()["state"] == "test"
+
+
+async def test_one_alerts_notices_arrive_in_order_when_the_first_is_retried():
+    """fired, then cleared: the receiver's first answer is a 503, so "fired" is retried; the
+    "cleared" behind it waits for it instead of overtaking it (an incident left open)."""
+    from dataclasses import replace
+
+    with Receiver(statuses=[503]) as receiver:
+        r = rule(name="hot", webhook=receiver.url)
+        notice = fired(r)
+        dispatcher = AlertDispatcher(backoff_base=0.3)
+        try:
+            dispatcher.submit(notice)
+            dispatcher.submit(replace(notice, state="cleared", time=notice.time + 10))
+            other = replace(notice, node="mi300-b")  # another alert is not held up by this one
+            dispatcher.submit(other)
+            assert await dispatcher.drain(timeout=20)
+        finally:
+            await dispatcher.close()
+        got = [(x.json()["state"], x.json()["node"]) for x in receiver.received]
+    assert got[0] == ("fired", "mi300-a")  # answered 503
+    delivered_a = [state for state, node in got[1:] if node == "mi300-a"]
+    assert delivered_a == ["fired", "cleared"], got
+    assert got.index(("fired", "mi300-b")) < got.index(("cleared", "mi300-a")), got
