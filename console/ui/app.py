@@ -290,7 +290,8 @@ class ConsoleApp(App[int]):
         if not self.paused:
             self.redraw_now()
         down = [(node, error) for node, is_down, error in news if is_down]
-        back = [node for node, is_down, _ in news if not is_down and node not in {n for n, _ in down}]
+        down_now = {node for node, _ in down}  # down again in the same burst: not "live again"
+        back = [node for node, is_down, _ in news if not is_down and node not in down_now]
         if len(down) == 1:
             self.notify(down[0][1], title=f"{down[0][0]} is down", severity="error", markup=False)
         elif down:
