@@ -448,7 +448,7 @@ def build_parser(only=None):
         ops.required = True
         ops.add_parser("start", help="spec JSON on stdin")
         ops.add_parser("list")
-        for op in ("stop", "logs", "remove"):
+        for op in ("stop", "logs", "remove", "ports"):
             sub = ops.add_parser(op)
             sub.add_argument("name")
             if op == "stop":
@@ -547,6 +547,9 @@ def instance(args, writer):
             writer.write(supervisor.stop(args.state_dir, args.name, args.int_timeout, args.term_timeout))
         elif args.op == "remove":
             writer.write(supervisor.remove(args.state_dir, args.name))
+        elif args.op == "ports":
+            ports = supervisor.listening_ports(args.state_dir, args.name)
+            writer.write({"kind": "ports", "name": args.name, "ports": ports})
         elif args.op == "logs":
             supervisor.logs(
                 args.state_dir,

@@ -349,6 +349,67 @@ def describe(state_dir, name):
     }
 
 
+def listening_ports(state_dir, name):
+    """The TCP ports the instance's process group listens on, read from /proc; None when that
+    cannot be told here (no /proc, a member's sockets not readable, a container's server, which
+    runs outside the group). A server answering /health on the instance's port is ours only if
+    the port is in this list: another server (another demo, a program that took the port) may
+    answer there while ours is still starting or has moved to the next free port."""
+    folder = instance_dir(state_dir, name)
+    spec = read_json(os.path.join(folder, "spec.json"), {}) or {}
+    pgid = _read_int(os.path.join(folder, "pid"))
+    if not pgid or spec.get("container") or not os.path.isdir("/proc/self/fd"):
+        return None
+    inodes = set()
+    for pid in _group_members(pgid):
+        fd_dir = "/proc/%d/fd" % pid
+        try:
+            fds = os.listdir(fd_dir)
+        except FileNotFoundError:
+            continue  # ended meanwhile
+        except OSError:
+            return None  # another user's process: its sockets cannot be seen
+        for fd in fds:
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            if len(cols) > 9 and cols[3] == "0A" and cols[9] in inodes:
+                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return sorted(ports)
+
+
+def _group_members(pgid):
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
 def list_instances(state_dir):
     root = instances_dir(state_dir)
     try:

@@ -514,6 +514,12 @@ class InstanceService:
                     except TransportError:
                         ok, models, version = False, (), None
                     if ok:
+                        ok, where = await self._answered_by_ours(node, name, v.port)
+                        now = state["view"]
+                        if where is not None and now.port == v.port:  # ours moved on before its log said so
+                            note = port_moved_note(node.name, v.port, where)
+                            update(replace(now, port=where, warnings=(*now.warnings, note)))
+                    if ok:
                         update(
                             replace(
                                 v,
@@ -553,6 +559,27 @@ class InstanceService:
         failed = replace(final, state=InstanceState.FAILED, stage=log.stage.value if log.stage else None, reason=reason)
         update(failed)
         return failed
+
+    async def listening_ports(self, node: NodeSpec, name: str) -> tuple[int, ...] | None:
+        """The ports the instance's own processes listen on; None when the node cannot tell."""
+        try:
+            [rec] = await self.call(node, "ports", name, timeout=30)
+        except (InstanceError, TransportError, ValueError):
+            return None
+        ports = rec.get("ports")
+        if not isinstance(ports, list) or not all(isinstance(p, int) for p in ports):
+            return None
+        return tuple(ports)
+
+    async def _answered_by_ours(self, node: NodeSpec, name: str, port: int) -> tuple[bool, int | None]:
+        """Whether the server that answered /health on `port` is this instance's, and where ours
+        listens when it is elsewhere. Another server may answer there (another demo's, or a
+        program's that held the port) while ours is still starting, or moved on to the next free
+        port before its log said so."""
+        ports = await self.listening_ports(node, name)
+        if ports is None or port in ports:
+            return True, None
+        return False, (ports[0] if len(ports) == 1 else None)
 
     # ------------------------------------------------------------ stop / forget
 

@@ -58,3 +58,29 @@ def test_a_port_the_user_gave_is_kept_and_a_taken_one_refused_in_one_line(state)
         f"port {port} is already in use on this node (by another program): choose another port, "
         "or leave it out and one is picked"
     )
+
+
+# Listens on the port it is given from a child process (as vLLM's API server may), then waits.
+LISTENER = (
+    "import socket, subprocess, sys\n"
+    'code = \'import socket, sys, time\\ns = socket.socket()\\ns.bind(("127.0.0.1", int(sys.argv[1])))\\n'
+    's.listen(1)\\nprint("listening", flush=True)\\nwhile True: time.sleep(0.1)\'\n'
+    "subprocess.call([sys.executable, '-c', code, sys.argv[1]])\n"
+)
+
+
+def test_ports_names_what_the_instances_own_processes_listen_on(state):
+    with socket.socket() as other:  # another program's listening port: never the instance's
+        other.bind(("127.0.0.1", 0))
+        other.listen(1)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        start(state, "srv", [PY, "-c", LISTENER, str(port)])
+        log = state / "instances" / "srv" / "log"
+        assert wait_until(lambda: log.exists() and "listening" in log.read_text())
+        [rec] = agent(state, "ports", "srv")
+        assert rec == {"kind": "ports", "name": "srv", "ports": [port]}
+    # a container's server runs outside the group: the node cannot tell
+    start(state, "box", [PY, "-c", SERVER], container="rocm-console-box")
+    assert agent(state, "ports", "box")[0]["ports"] is None

@@ -4,6 +4,7 @@ program (or another demo) before the server got it, the start moves on and still
 from __future__ import annotations
 
 import dataclasses
+import http.server
 import socket
 import threading
 import time
@@ -82,3 +83,52 @@ async def test_a_real_node_keeps_the_users_port_and_says_it_is_taken(sim_node, s
         f"gpu-a: port {port} is already in use on this node (by another program): choose another port, "
         "or leave it out and one is picked"
     )
+
+
+async def test_another_server_answering_on_the_lost_port_is_not_taken_for_ours(sim_node, service, tmp_path):
+    # Another demo's server, already up, wins the port between the supervisor's look and our
+    # server's bind: it answers /health there with 200 before our log says we moved. The console
+    # must not call ours ready on that port (its benchmarks would load the other demo's server,
+    # and fail when that one stops), but follow ours to where it listens.
+    svc, started = service
+    node = sim_node("ports-c")
+    spec = tmp_path / "state" / "instances" / "raced" / "spec.json"
+    free = listening()
+    port = free.getsockname()[1]
+    free.close()
+    other: list[http.server.HTTPServer] = []
+
+    class Healthy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = b'{"object": "list", "data": [{"id": "tiny", "object": "model"}]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    def serve_there_first() -> None:
+        deadline = time.monotonic() + 30
+        while not spec.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Healthy)
+        other.append(server)
+        server.serve_forever(poll_interval=0.05)
+
+    thread = threading.Thread(target=serve_there_first, daemon=True)
+    thread.start()
+    try:
+        await svc.start(node, TINY, gpus=[5], name="raced", port=port)
+        started.append((node, "raced"))
+        ready = await svc.wait_ready(node, "raced", timeout=60)
+        assert other, "the other server never started"
+        assert ready.state == InstanceState.READY, ready.reason
+        assert ready.port != port
+        assert await svc.listening_ports(node, "raced") == (ready.port,)
+        assert f"ports-c: port {port} was taken; the instance listens on {ready.port}" in ready.warnings
+    finally:
+        for server in other:
+            server.shutdown()
+            server.server_close()

@@ -781,6 +781,25 @@ def test_port_taken_before_the_bind_moves_on_when_the_supervisor_allows(serve, t
     assert f"Starting vLLM server on http://127.0.0.1:{moved}" in log
 
 
+def test_servers_started_together_on_one_port_all_come_up_on_their_own(serve, tmp_path):
+    # Demos started together are given the same free port. With SO_REUSEADDR, Linux lets them all
+    # bind it while none listens yet; only the listen tells the losers (three demos started together
+    # lost a baseline check to "Address already in use"). Each must move on and come up.
+    asked = free_port()
+    servers = [
+        serve(port=asked, cvd=str(k), env={"ROCM_CONSOLE_PORT_FILE": str(tmp_path / f"port-{k}")}) for k in range(4)
+    ]
+    ports = set()
+    for k, srv in enumerate(servers):
+        srv.wait_ready()
+        moved = tmp_path / f"port-{k}"
+        srv.port = int(moved.read_text()) if moved.exists() else asked
+        assert srv.request("GET", "/health")[0] == 200
+        assert "Errno 98" not in srv.log()
+        ports.add(srv.port)
+    assert len(ports) == 4
+
+
 def test_unknown_flag_is_an_argparse_error(serve):
     srv = serve("--foo", "--enforce-eager")
     assert srv.wait_exit(10) == 2

@@ -14,8 +14,8 @@ async def test_unattended_console_redraws_every_few_seconds_and_a_key_brings_it_
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause(1.0)
         busy = app.redraws
-        await pilot.pause(2.0)
-        in_use = app.redraws - busy  # new samples every 0.2 s on a 0.05 s clock
+        await pilot.pause(3.0)
+        in_use = app.redraws - busy  # new samples every 0.2 s on a 0.05 s clock: ~15
         app._input_at = time.monotonic() - app_module.IDLE_AFTER_S - 1  # nobody for a while
         idle0 = app.redraws
         await pilot.pause(3.0)
@@ -27,9 +27,11 @@ async def test_unattended_console_redraws_every_few_seconds_and_a_key_brings_it_
         away = app.redraws - away0
         await pilot.press("down")
         back0 = app.redraws
-        await pilot.pause(1.0)
+        await pilot.pause(2.0)
         back = app.redraws - back0
-    assert in_use >= 8, in_use
+    # Bounds with room for a loaded machine (CI: two pytest processes and a vLLM server made
+    # samples arrive late), still well above what the slow clocks would draw.
+    assert in_use >= 6, in_use
     assert 2 <= idle <= 4, idle  # once a second
     assert 2 <= away <= 3, away  # every 3 s over 6.5 s
-    assert back >= 4, back
+    assert back >= 4, back  # the 1 s clock would draw 2 in 2 s

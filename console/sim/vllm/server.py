@@ -45,6 +45,7 @@ from .serve_args import non_default_args
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # Set by the node's supervisor when the port is the console's choice (agent/supervisor.py).
 PORT_FILE_ENV = "ROCM_CONSOLE_PORT_FILE"
+BACKLOG = 2048
 PORT_TRIES = 200
 
 
@@ -179,6 +180,25 @@ class Sim:
             sock = moved
         sock.setblocking(False)
         return sock
+
+    def _listen(self):
+        """Listen on the bound socket (refused until now, as vLLM's is while it loads). With
+        SO_REUSEADDR, Linux lets servers starting together bind one port while none listens yet:
+        the ones that listen later learn it here, and move on as at the bind."""
+        sock = self.sock
+        for _ in range(PORT_TRIES):
+            try:
+                sock.listen(BACKLOG)
+                return sock
+            except OSError as exc:
+                addr = sock.getsockname()
+                sock.close()
+                moved = self._bind_elsewhere(sock.family, addr, exc)
+                if moved is None:
+                    self.log.raw(port_in_use_traceback(exc), err=True)
+                    raise Fail(1) from None
+                sock = moved
+        raise Fail(1)
 
     def _bind_elsewhere(self, family, addr, exc):
         """The supervisor picked this port free a moment ago and may move it (PORT_FILE_ENV set):
@@ -588,6 +608,7 @@ class Sim:
             "Detected the chat template content format to be 'string'. You can set "
             "`--chat-template-content-format` to override this.",
         )
+        self.sock = self._listen()
         L("api", "INFO", "entry.py:140", "Starting vLLM server on http://%s:%d" % (self.host_part(), a.port))
         L("api", "INFO", "launcher.py:186", "Available routes are:")
         for route, methods in ROUTES:
@@ -598,7 +619,7 @@ class Sim:
         L.uvicorn("Started server process [%d]" % L.pid)
         L.uvicorn("Waiting for application startup.")
         try:
-            self.server = await asyncio.start_server(self.http.handle, sock=self.sock, backlog=2048)
+            self.server = await asyncio.start_server(self.http.handle, sock=self.sock, backlog=BACKLOG)
         except OSError as exc:
             self.log.raw(port_in_use_traceback(exc), err=True)
             raise Fail(1) from None
