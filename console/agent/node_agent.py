@@ -164,8 +164,9 @@ class JsonLineWriter:
     def __init__(self, stream):
         self.stream = stream
 
-    def write(self, obj):
-        self.stream.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    def write(self, *objs):
+        """Each object as one line; all of them in one write (one wake-up of the console)."""
+        self.stream.write("".join(json.dumps(obj, separators=(",", ":")) + "\n" for obj in objs))
         self.stream.flush()
 
     def silence(self):
@@ -243,20 +244,25 @@ def run_ticks(
                     rate.sent()
                 left = deadline - clock()
             sleep(max(0.0, left))
+        # A tick's lines go out in one write: the console (a thousand nodes over SSH, or one
+        # left open all day) wakes once per node and tick, not once per line.
+        lines = []
         changed = sampler.refresh(tick)
         if changed is not None and changed != static:
             static = changed
-            writer.write({"kind": "static", "ts": time.time(), "gpus": static})
+            lines.append({"kind": "static", "ts": time.time(), "gpus": static})
         gpus = sampler.sample()
         if gpus is not None:  # a CLI tick that failed is skipped: the console marks it stale
             last = {"kind": "sample", "ts": time.time(), "seq": tick, "gpus": gpus}
             if rate.full():
-                writer.write(last)
+                lines.append(last)
             else:
-                writer.write({"kind": "tick", "ts": last["ts"], "seq": tick})
+                lines.append({"kind": "tick", "ts": last["ts"], "seq": tick})
         entries = health_entries(sampler, spread) if spread is not None else None
         if entries:
-            writer.write({"kind": "health", "ts": time.time(), "interval": health_interval, "gpus": entries})
+            lines.append({"kind": "health", "ts": time.time(), "interval": health_interval, "gpus": entries})
+        if lines:
+            writer.write(*lines)
         deadline = next_deadline(deadline, interval, clock())
         tick += 1
 

@@ -99,6 +99,18 @@ class ConsoleApp(App[int]):
 
     paused: reactive[bool] = reactive(False)
 
+    def get_driver_class(self):  # noqa: ANN201 - Textual's signature
+        """Textual's Linux terminal driver, with an input thread that sleeps while nobody types
+        (quiet_driver.py); any other driver (the web's, another platform's) as Textual picks it."""
+        from textual.drivers.linux_driver import LinuxDriver
+
+        chosen = super().get_driver_class()
+        if chosen is LinuxDriver:
+            from console.ui.quiet_driver import QuietLinuxDriver
+
+            return QuietLinuxDriver
+        return chosen
+
     def __init__(
         self,
         profile: Profile,

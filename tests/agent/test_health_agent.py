@@ -305,8 +305,8 @@ def test_a_health_reading_that_raises_costs_its_health_line_only():
     out: list[dict] = []
 
     class Writer:
-        def write(self, obj):
-            out.append(obj)
+        def write(self, *objs):
+            out.extend(objs)
 
     node_agent.run_ticks(Broken(), Writer(), 0.1, 5, sleep=lambda s: None, health_interval=0.2)
     assert [o["kind"] for o in out] == ["static"] + ["sample"] * 5

@@ -71,8 +71,8 @@ def test_every_n_ticks_a_sample_ticks_between_health_untouched_and_back_at_once(
     out: list[dict] = []
 
     class Writer:
-        def write(self, obj):
-            out.append(obj)
+        def write(self, *objs):
+            out.extend(objs)
 
     # wait() calls: one before each tick from tick 1 on, two where a line woke the loop
     control = Control({2: [{"kind": "rate", "every": 3}], 10: [{"kind": "rate", "every": 1}]})
@@ -89,6 +89,31 @@ def test_every_n_ticks_a_sample_ticks_between_health_untouched_and_back_at_once(
     assert sum(o["kind"] == "health" for o in out) == 12  # health: every tick, whatever the rate
     ticks = [o for o in out if o["kind"] == "tick"]
     assert all(isinstance(o["ts"], float) and isinstance(o["seq"], int) for o in ticks)
+
+
+def test_a_ticks_sample_and_health_reach_the_console_in_one_write():
+    # One wake-up per node and tick on the console's side (a thousand nodes over SSH, or one
+    # console left open all day), not one per line.
+    node_agent = _agent_module()
+
+    class Stream:
+        def __init__(self):
+            self.writes: list[str] = []
+
+        def write(self, text):
+            self.writes.append(text)
+
+        def flush(self):
+            pass
+
+    stream = Stream()
+    clock = Control({})
+    node_agent.run_ticks(
+        Sampler(), node_agent.JsonLineWriter(stream), 1.0, 4, clock=lambda: clock.now, sleep=clock.sleep,
+        health_interval=1.0,
+    )  # fmt: skip
+    per_write = [[json.loads(line)["kind"] for line in text.splitlines()] for text in stream.writes]
+    assert per_write == [["static"]] + [["sample", "health"]] * 4
 
 
 def test_bad_rate_lines_are_ignored():
