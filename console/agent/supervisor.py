@@ -91,19 +91,24 @@ def group_alive(pgid):
     except PermissionError:
         return True
     try:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % entry) as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-        return False
+        entries = os.listdir("/proc")
     except OSError:
         return True
+    return any(fields[2] == str(pgid) and fields[0] != "Z" for _pid, fields in _proc_stats(entries))
+
+
+def _proc_stats(entries):
+    """(pid, the fields of /proc/PID/stat after the command name) of each readable process."""
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2:
+            yield int(entry), fields
 
 
 def port_free(port, host="0.0.0.0"):
@@ -392,22 +397,11 @@ def listening_ports(state_dir, name):
 
 
 def _group_members(pgid):
-    members = []
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return members
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
-            members.append(int(entry))
-    return members
+        return []
+    return [pid for pid, fields in _proc_stats(entries) if fields[2] == str(pgid) and fields[0] != "Z"]
 
 
 def list_instances(state_dir):

@@ -22,6 +22,26 @@ def listening(port: int = 0) -> socket.socket:
     return sock
 
 
+def a_free_port() -> int:
+    with listening() as sock:
+        return sock.getsockname()[1]
+
+
+def once_chosen(spec, then) -> threading.Thread:
+    """Runs then() in a thread as soon as the supervisor wrote the instance's spec (the port is
+    chosen, the server not started yet): another program's move in that moment."""
+
+    def wait_then() -> None:
+        deadline = time.monotonic() + 30
+        while not spec.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        then()
+
+    thread = threading.Thread(target=wait_then, daemon=True)
+    thread.start()
+    return thread
+
+
 async def test_a_port_taken_after_the_consoles_check_moves_on_the_node(sim_node, service, monkeypatch):
     svc, started = service
     node = sim_node("ports-a")
@@ -44,19 +64,9 @@ async def test_a_port_lost_while_the_server_starts_moves_on_and_gets_ready(sim_n
     svc, started = service
     node = sim_node("ports-b")
     spec = tmp_path / "state" / "instances" / "raced" / "spec.json"
-    free = listening()
-    port = free.getsockname()[1]
-    free.close()
+    port = a_free_port()
     holder: list[socket.socket] = []
-
-    def take_it_first() -> None:  # another program binds the port once the supervisor chose it
-        deadline = time.monotonic() + 30
-        while not spec.exists() and time.monotonic() < deadline:
-            time.sleep(0.001)
-        holder.append(listening(port))
-
-    thread = threading.Thread(target=take_it_first, daemon=True)
-    thread.start()
+    thread = once_chosen(spec, lambda: holder.append(listening(port)))  # another program binds it
     try:
         view = await svc.start(node, TINY, gpus=[4], name="raced", port=port)
         started.append((node, "raced"))
@@ -93,9 +103,7 @@ async def test_another_server_answering_on_the_lost_port_is_not_taken_for_ours(s
     svc, started = service
     node = sim_node("ports-c")
     spec = tmp_path / "state" / "instances" / "raced" / "spec.json"
-    free = listening()
-    port = free.getsockname()[1]
-    free.close()
+    port = a_free_port()
     other: list[http.server.HTTPServer] = []
 
     class Healthy(http.server.BaseHTTPRequestHandler):
@@ -110,15 +118,11 @@ async def test_another_server_answering_on_the_lost_port_is_not_taken_for_ours(s
             pass
 
     def serve_there_first() -> None:
-        deadline = time.monotonic() + 30
-        while not spec.exists() and time.monotonic() < deadline:
-            time.sleep(0.001)
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Healthy)
         other.append(server)
         server.serve_forever(poll_interval=0.05)
 
-    thread = threading.Thread(target=serve_there_first, daemon=True)
-    thread.start()
+    once_chosen(spec, serve_there_first)
     try:
         await svc.start(node, TINY, gpus=[5], name="raced", port=port)
         started.append((node, "raced"))
