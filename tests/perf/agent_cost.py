@@ -79,9 +79,9 @@ import node_agent as na
 marks = []
 
 class Marking(na.JsonLineWriter):
-    def write(self, obj):
-        super().write(obj)
-        if obj.get("kind") == "sample":
+    def write(self, *objs):
+        super().write(*objs)
+        if any(obj.get("kind") == "sample" for obj in objs):
             marks.append(time.process_time())
 
 args = na.build_parser().parse_args(["telemetry", "--count", sys.argv[3], "--interval", sys.argv[4],
