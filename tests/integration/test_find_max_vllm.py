@@ -3,7 +3,7 @@ the tiny model, every point the real `vllm bench serve`: the search converges, a
 search lands within one search step of the first, and every point is in history.
 
 Bounded for two shared cores: 6 prompts of 32 tokens in and out a point, concurrency 2
-to 4, at most 7 runs a search (2, 4, 3, and repeats where a point lands within 10 % of
+to 5, at most 7 runs a search (2, 4, 3, and repeats where a point lands within 10 % of
 the limit: a point near it may need three). Measured on this machine's two shared cores: 263-280 s for the whole test, of
 which 80-90 s is the server's start and about 20 s each benchmark client (vLLM's import).
 
@@ -12,8 +12,9 @@ as for eight (a CPU step is mostly overhead at this size), so its latency hardly
 with the load.  The server is therefore started with `--max-num-seqs 1`: one request
 runs at a time and the others queue, so the slowest request of a point (its p99
 end-to-end latency) grows with the concurrency.  T, one request's time, is measured on
-this machine just before: the median of five single completions of the same size sent
-straight to the server (after one that warms it).  Through `vllm bench serve` a point's
+this machine just before each search: the median of five single completions of the same
+size sent straight to the server, once two such medians agree (the server is slower for a
+while after it is ready).  Through `vllm bench serve` a point's
 p99 E2E came to about 2 T at concurrency 1, 2.3 T at 2 and 4.9 T at 3 and 4 (the
 client's own streaming and tokenizing add to each request), so the limit is 3.2 T: the
 search should find 2 and break at 3; a second search lands within one step of the first
@@ -37,20 +38,33 @@ from tests.integration.vllm_cpu import console, env_flags, group_members, node_p
 # search; a second pytest process beside it moved a point's p99 across the limit (CI, 3 T -> 3.1 T)
 pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
-POINT = ["--set=num_prompts=6", "--set=output_len=32", "--set=input_len=32", "--max", "4", "--max-runs", "7"]
+# --max 5: a search whose concurrency 4 stays under the limit (a server faster than its
+# calibration said: 2.7 T at 4 once) goes on to 5 and breaks there, rather than "never broke"
+POINT = ["--set=num_prompts=6", "--set=output_len=32", "--set=input_len=32", "--max", "5", "--max-runs", "7"]
 
 
 def one_request_ms(port: int, model) -> float:
-    """The median time of a completion as large as a point's requests (32 tokens in, 32 out)."""
+    """The median time of a completion as large as a point's requests (32 tokens in, 32 out),
+    once the server has settled: batches of five until two batches' medians agree within 10 %
+    (at most 8). Just after it is ready the server is slower for a while: one calibration there
+    read 144 ms where the search's points then ran at about 91 ms a request."""
     body = {"model": str(model), "prompt": "hello " * 31, "max_tokens": 32, "ignore_eos": True}
-    times = []
     with httpx.Client(timeout=60) as client:
-        for _ in range(6):
+
+        def timed() -> float:
             t = time.perf_counter()
             r = client.post(f"http://127.0.0.1:{port}/v1/completions", json=body)
-            times.append(1000 * (time.perf_counter() - t))
             assert r.status_code == 200, r.text
-    return statistics.median(times[1:])  # the first warms the server
+            return 1000 * (time.perf_counter() - t)
+
+        timed()  # warms the server
+        previous = None
+        for _ in range(8):
+            median = statistics.median(timed() for _ in range(5))
+            if previous is not None and abs(median - previous) <= 0.1 * previous:
+                break
+            previous = median
+    return median
 
 
 def find_max(tmp, budget: str, *extra: str):
@@ -72,18 +86,18 @@ def test_find_max_converges_on_a_real_instance(sshd, tiny_model, short_tmp):
         pgid = next(i["pid"] for i in listing["instances"] if i["name"] == "fm")
         ready_s = time.monotonic() - t0
 
-        # calibrate the limit on this machine now: one request's time, T
-        e2e1 = one_request_ms(port, tiny_model)
-        limit = round(3.2 * e2e1)
-        budget = f"p99_e2el_ms={limit}"
-
-        answers = []
+        answers, limits = [], []
         for _ in range(2):
-            done = find_max(short_tmp, budget, "--start", "2")
+            # calibrate the limit on this machine just before each search: one request's time,
+            # T (a shared machine's speed drifts: T was 134 ms before one search and about
+            # 90 ms during the next, whose concurrency 4 then stayed under a 3.2 x 134 ms limit)
+            e2e1 = one_request_ms(port, tiny_model)
+            limits.append((round(e2e1), round(3.2 * e2e1)))
+            done = find_max(short_tmp, f"p99_e2el_ms={limits[-1][1]}", "--start", "2")
             assert done.returncode == 0, done.stdout + done.stderr
             answers.append(json.loads(done.stdout))
         print(
-            f"ready {ready_s:.0f} s; one request {e2e1:.0f} ms, limit {limit} ms; answers "
+            f"ready {ready_s:.0f} s; one request / limit (ms) {limits}; answers "
             + "; ".join(
                 f"{a['status']} {a['load']} (breaks {a['broke_at']}) "
                 + ",".join(f"{p['load']:g}:{p['medians'].get('p99_e2el_ms') or 0:.0f}x{p['runs']}" for p in a["points"])
