@@ -101,17 +101,25 @@ def _write(sim_dir, faults):
 
 def add_fault(sim_dir, gpu, kind, count=1):
     """Add one fault to GPU ``gpu``; returns the entry written."""
-    if kind not in FAULT_KINDS:
-        raise FaultError("unknown fault kind %r; one of %s" % (kind, ", ".join(FAULT_KINDS)))
-    if isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0:
-        raise FaultError("GPU must be a physical index >= 0, got %r" % (gpu,))
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise FaultError("count must be a positive integer, got %r" % (count,))
+    return add_faults(sim_dir, [(gpu, kind, count)])[0]
+
+
+def add_faults(sim_dir, items):
+    """Add faults given as (gpu, kind, count) in one write: a simulator reading meanwhile sees
+    all of them or none. Returns the entries written."""
+    entries = []
+    for gpu, kind, count in items:
+        if kind not in FAULT_KINDS:
+            raise FaultError("unknown fault kind %r; one of %s" % (kind, ", ".join(FAULT_KINDS)))
+        if isinstance(gpu, bool) or not isinstance(gpu, int) or gpu < 0:
+            raise FaultError("GPU must be a physical index >= 0, got %r" % (gpu,))
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise FaultError("count must be a positive integer, got %r" % (count,))
+        entries.append({"gpu": gpu, "kind": kind, "count": count, "at": time.time(), "id": time.time_ns()})
     faults = read_faults(sim_dir)
-    entry = {"gpu": gpu, "kind": kind, "count": count, "at": time.time(), "id": time.time_ns()}
-    faults.append(entry)
+    faults.extend(entries)
     _write(sim_dir, faults)
-    return entry
+    return entries
 
 
 def clear_faults(sim_dir, gpu=None):
