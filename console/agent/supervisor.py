@@ -94,7 +94,7 @@ def group_alive(pgid):
         entries = os.listdir("/proc")
     except OSError:
         return True
-    return any(fields[2] == str(pgid) and fields[0] != "Z" for _pid, fields in _proc_stats(entries))
+    return next(_members(pgid, entries), None) is not None
 
 
 def _proc_stats(entries):
@@ -401,7 +401,13 @@ def _group_members(pgid):
         entries = os.listdir("/proc")
     except OSError:
         return []
-    return [pid for pid, fields in _proc_stats(entries) if fields[2] == str(pgid) and fields[0] != "Z"]
+    return list(_members(pgid, entries))
+
+
+def _members(pgid, entries):
+    """The live (non-zombie) processes of group `pgid` among the /proc `entries`."""
+    group = str(pgid)
+    return (pid for pid, fields in _proc_stats(entries) if fields[2] == group and fields[0] != "Z")
 
 
 def list_instances(state_dir):

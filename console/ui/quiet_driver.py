@@ -18,6 +18,7 @@ import time
 from codecs import getincrementaldecoder
 
 from textual import constants
+from textual._parser import ParseError
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 
@@ -92,7 +93,7 @@ class QuietLinuxDriver(LinuxDriver):
             try:
                 for _event in parser.feed(""):
                     pass
-            except Exception:  # noqa: BLE001 - the parser's end of input: nothing to deliver
+            except (EOFError, ParseError):  # the parser's end of input, as Textual's driver takes it
                 pass
 
     def close(self) -> None:
