@@ -18,8 +18,9 @@ tick for every logical GPU, and with --health-interval H (default 10 s, 0 = off)
 (no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``, then for
 NVIDIA GPUs (nvidia.py) NVML through pynvml and ``nvidia-smi --query-gpu``.
 When none works it writes an ``error`` line and exits 3.  Missing values are null.
-On stdin it reads the console's control lines: ``{"kind": "rate", "every": N}`` (a node off
-screen) makes it write a full sample every N ticks and a ``tick`` line the others (SendRate).
+On stdin it reads the console's control lines: ``{"kind": "rate", "every": N, "tick": K}`` (a
+node off screen) makes it write a full sample every N ticks and a ``tick`` line every K ticks
+between (SendRate).
 
 The agent is a folder of modules imported by file name (the folder is on
 sys.path): sampling.py (what every source shares), amdsmi_sampler.py (the
@@ -224,7 +225,8 @@ def run_ticks(
     ``health_interval`` > 0, a health line after the samples of the ticks that read
     some GPUs' health (HealthSpread: every GPU once per health interval).  With a
     ``control`` reader the console may ask for a full sample every N ticks only
-    (SendRate): the other ticks write a ``tick`` line; health lines are not affected."""
+    (SendRate): every K-th of the other ticks writes a ``tick`` line; health lines are not
+    affected."""
     spread = HealthSpread(interval, health_interval) if health_interval > 0 else None
     rate = SendRate()
     static = sampler.static()
@@ -254,9 +256,10 @@ def run_ticks(
         gpus = sampler.sample()
         if gpus is not None:  # a CLI tick that failed is skipped: the console marks it stale
             last = {"kind": "sample", "ts": time.time(), "seq": tick, "gpus": gpus}
-            if rate.full():
+            kind = rate.line()
+            if kind == "sample":
                 lines.append(last)
-            else:
+            elif kind == "tick":
                 lines.append({"kind": "tick", "ts": last["ts"], "seq": tick})
         entries = health_entries(sampler, spread) if spread is not None else None
         if entries:
@@ -280,7 +283,7 @@ def telemetry(args, writer):
             "hostname": os.uname().nodename,
             "interval": args.interval,
             "pid": os.getpid(),
-            "control": ["rate"],  # reads {"kind": "rate", "every": N} lines on stdin (SendRate)
+            "control": ["rate"],  # reads {"kind": "rate", "every": N, "tick": K} lines on stdin (SendRate)
         }
         if getattr(sampler, "vendor", None):  # NVIDIA samplers say so; no key means AMD
             hello["vendor"] = sampler.vendor

@@ -284,34 +284,37 @@ class ControlReader:
 
 
 class SendRate:
-    """Which ticks write a full ``sample`` line.  The console asks nodes it does not show
-    to send one every ``every`` ticks ({"kind": "rate", "every": N}); the ticks between
-    write a ``tick`` line (the agent is alive and on time) and health lines as always.
-    Asked back to every tick, the newest sample goes out at once (the node just came on
-    screen)."""
+    """What each tick writes.  The console asks nodes it does not show to send a full
+    sample every ``every`` ticks and, between them, a ``tick`` line (the agent is alive and
+    on time) every ``tick`` ticks ({"kind": "rate", "every": N, "tick": K}; K is 1 when
+    left out, as older consoles send it); health lines are written as always.  Asked back
+    to every tick, the newest sample goes out at once (the node just came on screen)."""
 
     def __init__(self):
         self.every = 1
+        self.tick_every = 1
         self._quiet = 0  # ticks since the last full sample
 
     def apply(self, message):
         """True when the newest sample should be written now."""
         if message.get("kind") != "rate":
             return False
-        every = message.get("every")
+        every, tick = message.get("every"), message.get("tick", 1)
         if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= MAX_EVERY:
             return False
+        if isinstance(tick, bool) or not isinstance(tick, int) or not 1 <= tick <= every:
+            return False
         sooner = every < self.every and self._quiet > 0
-        self.every = every
+        self.every, self.tick_every = every, tick
         return sooner
 
-    def full(self):
-        """Whether this tick writes its full sample (called once per tick)."""
+    def line(self):
+        """The kind of line this tick writes: "sample", "tick" or None (called once per tick)."""
         if self._quiet + 1 >= self.every:
             self._quiet = 0
-            return True
+            return "sample"
         self._quiet += 1
-        return False
+        return "tick" if self._quiet % self.tick_every == 0 else None
 
     def sent(self):
         self._quiet = 0

@@ -58,6 +58,14 @@ HISTORY_SCALES = tuple(8.0 if m == "vram_used_mib" else 1.0 for m in HISTORY_MET
 # the seconds between, health lines as always): the console parses ~1/5 of the lines of a big
 # fleet. Used only while a screen says what it shows (watch) and the agent can (hello "control").
 OFFSCREEN_SAMPLE_S = 5.0
+# ... or less often in a fleet so big that its off-screen samples would pass this many a second:
+# each costs the console ~170 µs to decode here (1,024 nodes: one every 10 s, 100 a second).
+OFFSCREEN_SAMPLES_PER_S = 100.0
+# ... and between them a `tick` line every this many seconds: the node is alive and on time.
+# 2 s, not every tick: at 1,024 nodes each line costs the console a read however short it is
+# (~1,000 a second were ~5 % of a core), and 2 s stays inside stale_after (3 s at 1 Hz), so a
+# silent node off screen is still marked stale as soon as one on screen.
+OFFSCREEN_TICK_S = 2.0
 _TICK_LINE = '{"kind":"tick",'  # how the agent writes a tick line (json.dumps, compact separators)
 PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate at most
 # Memory the fleet's history may take (every node's NodeHistory): the full window (history_s) for
@@ -219,6 +227,7 @@ class FleetTelemetry:
         # Nodes with telemetry = "prometheus" are fed by one PrometheusSource for all
         # of them (console/services/prometheus.py), not by an agent stream each.
         self._prometheus_spec = prometheus
+        self._streamed: int | None = None  # nodes fed by an agent stream (offscreen_every)
         self.prometheus: PrometheusSource | None = None  # made at start()
         self._prometheus_task: asyncio.Task | None = None
         # The versions probe of each node waits for this (set by the UI once its first frame
@@ -593,8 +602,18 @@ class FleetTelemetry:
         return release
 
     def offscreen_every(self) -> int:
-        """Ticks between two full samples of an agent whose node is off screen."""
-        return max(1, round(OFFSCREEN_SAMPLE_S / self.interval))
+        """Ticks between two full samples of an agent whose node is off screen: every 5 s, or
+        so that the fleet's off-screen samples stay near 100 a second (1,024 nodes: 10 s)."""
+        if self._streamed is None:  # counted once: _steer asks for every node at every redraw
+            self._streamed = sum(not self._from_prometheus(t) for t in self._tracks.values())
+        seconds = max(OFFSCREEN_SAMPLE_S, self._streamed / OFFSCREEN_SAMPLES_PER_S)
+        return max(1, round(seconds / self.interval))
+
+    def offscreen_tick(self) -> int:
+        """Ticks between two `tick` lines of an agent whose node is off screen: never so few
+        that the node would look stale between them."""
+        ticks = max(1, int(min(OFFSCREEN_TICK_S, self.stale_after - self.interval) / self.interval))
+        return min(ticks, self.offscreen_every())
 
     def sample_every(self, node: str) -> int:
         """The `every` the node's agent was last asked for (1: every tick)."""
@@ -609,8 +628,12 @@ class FleetTelemetry:
         control = track.control
         if not track.controllable or control is None:
             return
-        want = 1 if self.on_screen(track.spec.name) else self.offscreen_every()
-        if want != track.every and control.send(f'{{"kind":"rate","every":{want}}}'):
+        if self.on_screen(track.spec.name):
+            want, line = 1, '{"kind":"rate","every":1}'
+        else:
+            want = self.offscreen_every()
+            line = f'{{"kind":"rate","every":{want},"tick":{self.offscreen_tick()}}}'
+        if want != track.every and control.send(line):
             track.every = want
 
     def set_node_health(self, node: str, health: NodeHealth, error: str | None) -> None:

@@ -901,10 +901,11 @@ def _stop_refusal(view: InstanceView | None, node: str, name: str) -> str | None
 def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False, notes: Sequence[str] = ()) -> int:
     from console.core.health_profile import health_settings
     from console.services.events import EventLog
+    from console.ui.paced_loop import run_paced
 
     if not demo:
         app = ConsoleApp(profile, interval=interval, events=EventLog(), health=health_settings(profile))
-        app.run()
+        run_paced(app.run_async())
         return app.return_code or 0
     from console.services import demo as demo_life
 
@@ -925,7 +926,7 @@ def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False, note
             health=health_settings(profile),
             start_notes=notes,
         )
-        app.run()
+        run_paced(app.run_async())
         return app.return_code or 0
     finally:  # a clean quit stops the demo's processes now rather than at their next look
         demo_life.stop_bound(token)

@@ -116,12 +116,24 @@ def test_a_ticks_sample_and_health_reach_the_console_in_one_write():
     assert per_write == [["static"]] + [["sample", "health"]] * 4
 
 
+def test_off_screen_ticks_every_kth_tick_between_samples_and_older_consoles_get_one_each_tick():
+    rate = _agent_module().SendRate()
+    assert rate.apply({"kind": "rate", "every": 10, "tick": 2}) is False
+    kinds = [rate.line() for _ in range(20)]
+    # a sample every 10 ticks; between them a tick line every second tick, nothing on the others
+    assert kinds == ([None, "tick"] * 4 + [None, "sample"]) * 2, kinds
+    assert rate.apply({"kind": "rate", "every": 5}) is False  # no "tick" key (an older console): 1
+    assert [rate.line() for _ in range(5)] == ["tick"] * 4 + ["sample"]
+
+
 def test_bad_rate_lines_are_ignored():
     rate = _agent_module().SendRate()
     for bad in ({"kind": "rate", "every": 0}, {"kind": "rate", "every": "5"}, {"kind": "rate", "every": True},
-                {"kind": "rate"}, {"kind": "other", "every": 5}, {"kind": "rate", "every": 10**6}):  # fmt: skip
+                {"kind": "rate"}, {"kind": "other", "every": 5}, {"kind": "rate", "every": 10**6},
+                {"kind": "rate", "every": 5, "tick": 0}, {"kind": "rate", "every": 5, "tick": 6},
+                {"kind": "rate", "every": 5, "tick": "2"}, {"kind": "rate", "every": 5, "tick": True}):  # fmt: skip
         rate.apply(bad)
-        assert rate.every == 1
+        assert rate.every == 1 and rate.tick_every == 1
 
 
 def _env(state: Path) -> dict[str, str]:
@@ -178,6 +190,15 @@ def test_the_real_agent_reads_rate_lines_on_stdin_and_streams_as_before_without_
         samples, ticks = _count(quiet, "sample"), _count(quiet, "tick")
         assert samples + ticks >= 20 and 3 <= samples <= 5, (samples, ticks)
         assert _count(quiet, "health") >= 5  # health keeps its own pace (every 0.2 s, or each late tick)
+        # a tick line only every second tick between samples (a big fleet's off-screen nodes)
+        piped.stdin.write(b'{"kind":"rate","every":4,"tick":2}\n')
+        piped.stdin.flush()
+        _read_until(piped, lambda got: _count(got, "sample", "tick") >= 2)  # lines before it was read
+        spaced = [o for o in _read_until(piped, lambda got: _count(got, "sample", "tick") >= 8)
+                  if o["kind"] in ("sample", "tick")]  # fmt: skip
+        steps = {b["seq"] - a["seq"] for a, b in zip(spaced, spaced[1:])}
+        kinds = [(o["kind"], o["seq"]) for o in spaced]
+        assert steps == {2} and {o["kind"] for o in spaced} == {"sample", "tick"}, kinds
         piped.stdin.write(b'{"kind":"rate","every":1}\n')
         piped.stdin.flush()
         # from the next tick on every tick is a sample again

@@ -6,7 +6,7 @@ Started by fleet_scale.py (never by hand): each FD is the write end of one node'
 node order; the console reads the other end as it reads an agent's stdout. Each node sends
 at 1/INTERVAL, at its own seeded phase in the second, the recorded samples of TRACE with
 fresh timestamps, and honours the console's rate control as the agent does (the agent's own
-SendRate: off screen a full sample every N ticks and a `tick` line between; back on screen
+SendRate: off screen a full sample every N ticks and a `tick` line every K between; back on screen
 the newest sample at once). The console writes its control lines to CONTROL_FD's pipe as
 "NODE_INDEX LINE". The process ends when that pipe closes (the console went away).
 
@@ -54,8 +54,10 @@ def main() -> int:
     poller = select.poll()  # not select(): the fds of a thousand pipes are past its 1,024
     poller.register(control_fd, select.POLLIN)
 
-    def send(i: int, full: bool, seq: int) -> None:
-        if full:
+    def send(i: int, kind: str | None, seq: int) -> None:
+        if kind is None:
+            return
+        if kind == "sample":
             gpus = samples[seq % len(samples)]
             line = f'{{"kind":"sample","ts":{time.time()!r},"seq":{seq},"gpus":{gpus}}}\n'
         else:
@@ -78,12 +80,12 @@ def main() -> int:
                 i = int(index)
                 if rates[i].apply(json.loads(body)):  # back on screen: the newest sample now
                     rates[i].sent()
-                    send(i, True, max(0, seqs[i] - 1))
+                    send(i, "sample", max(0, seqs[i] - 1))
             continue
         now = time.monotonic()
         while due[0][0] <= now:
             at, i = heapq.heappop(due)
-            send(i, rates[i].full(), seqs[i])
+            send(i, rates[i].line(), seqs[i])
             seqs[i] += 1
             at += interval
             if at <= now:  # missed ticks are skipped, as the agent does

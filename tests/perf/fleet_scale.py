@@ -84,6 +84,7 @@ from console.services.transports import TransportPool  # noqa: E402
 from console.transport.base import MAX_LINE_BYTES, READ_CHUNK, CommandResult, LineSplitter, decode  # noqa: E402
 from console.transport.replay import ReplayTrace, ReplayTransport, _is_sample  # noqa: E402
 from console.ui.app import ConsoleApp  # noqa: E402
+from console.ui.paced_loop import PACE_S, PacedSelector  # noqa: E402
 
 TRACES = {layout: ROOT / "tests" / "fixtures" / "traces" / f"mi300x-{layout}.jsonl" for layout in ("cpx", "spx")}
 BUDGETS = {  # name: (comparison, limit)
@@ -149,7 +150,7 @@ class LiveReplay(AgentReplay):
     replay costs a string format per line, not a JSON encode: what the console
     measures is the console's own work on the received line. It honours the
     console's rate control as the agent does (the agent's own SendRate: off screen,
-    a full sample every N ticks and a `tick` line between; back on screen, the
+    a full sample every N ticks and a `tick` line every K between; back on screen, the
     newest sample at once).
     """
 
@@ -189,11 +190,12 @@ class LiveReplay(AgentReplay):
                     gpus = self.gpu_json[(seq - 1) % len(self.gpu_json)]
                     yield f'{{"kind":"sample","ts":{time.time()!r},"seq":{seq - 1},"gpus":{gpus}}}'
                     continue
-            if self.rate.full():
+            kind = self.rate.line()
+            if kind == "sample":
                 gpus = self.gpu_json[seq % len(self.gpu_json)]
                 self.sent += 1
                 yield f'{{"kind":"sample","ts":{time.time()!r},"seq":{seq},"gpus":{gpus}}}'
-            else:
+            elif kind == "tick":
                 self.ticks += 1
                 yield f'{{"kind":"tick","ts":{time.time()!r},"seq":{seq}}}'
             seq += 1
@@ -643,7 +645,12 @@ def check(name: str, value: float | None, where: tuple[str, str] = ("", "")) -> 
     return {"figure": value, "budget": f"{op} {limit:g}", "met": met}
 
 
-async def measure(args, side: PrometheusSide | AnswersSide | None = None, far: FarEnd | None = None) -> dict:
+async def measure(
+    args,
+    side: PrometheusSide | AnswersSide | None = None,
+    far: FarEnd | None = None,
+    selector: PacedSelector | None = None,
+) -> dict:
     width, height = (int(x) for x in args.size.lower().split("x"))
     profile, fleet, transports = build(
         args.nodes, args.interval, args.seed, args.layout, side.spec if side else None, far=far
@@ -684,6 +691,7 @@ async def measure(args, side: PrometheusSide | AnswersSide | None = None, far: F
         sent0 = frames[0] if side or answers else sum(t.sent for t in transports.values())
         cpu0, wall0 = time.process_time(), time.monotonic()
         far0 = far.cpu_s() if far else 0.0
+        wakes0 = selector.wakes if selector else 0
         visited = 1
         while (left := steady_s - (time.monotonic() - wall0)) > 0:
             await asyncio.sleep(min(args.visit, left))
@@ -697,6 +705,7 @@ async def measure(args, side: PrometheusSide | AnswersSide | None = None, far: F
             "cpu_percent": round(100 * (cpu1 - cpu0) / (wall1 - wall0), 1),
             "samples_per_s": round((sent1 - sent0) / (wall1 - wall0), 1),
             "frames_per_s": round(probe.frames / (wall1 - wall0), 2),
+            "loop_wakes_per_s": round((selector.wakes - wakes0) / (wall1 - wall0), 1) if selector else None,
             "nodes_watched": visited,
             "sample_to_screen_ms": summary(probe.sample_to_screen),
             "clock_redraw_ms": summary(probe.clock_redraw_ms, 2),
@@ -785,6 +794,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="of the nodes' phases")
     parser.add_argument("--quick", action="store_true", help="smoke run: 15 s measured, 1 s settle")
     parser.add_argument(
+        "--pace-ms",
+        type=float,
+        default=PACE_S * 1000,
+        help="the console loop's pace (console/ui/paced_loop.py); 0: a wake-up for every line, as before 2026-11-27",
+    )
+    parser.add_argument(
         "--agents",
         choices=("process", "inline"),
         default="process",
@@ -810,8 +825,11 @@ def main() -> int:
         if args.source == "ssh" and args.agents == "process"
         else None
     )
+    # the console's own loop (console/ui/paced_loop.py): paced, as `rocm-console` runs it
+    selector = PacedSelector(args.pace_ms / 1000)
     try:
-        m = asyncio.run(measure(args, side, far))
+        with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(selector)) as runner:
+            m = runner.run(measure(args, side, far, selector))
     finally:
         if side:
             side.stop()
@@ -831,6 +849,7 @@ def main() -> int:
         ),
         "layout": args.layout,
         "quick": args.quick,
+        "loop_pace_ms": args.pace_ms,
         "nodes": args.nodes,
         "logical_gpus": m["rows"] - args.nodes,
         "sample_interval_s": args.interval,

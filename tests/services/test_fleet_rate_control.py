@@ -8,7 +8,7 @@ import asyncio
 import json
 
 from console.core.health import HealthRules
-from console.core.model import NodeHealth
+from console.core.model import NodeHealth, NodeSpec
 from console.services.fleet import FleetTelemetry
 from console.services.transports import TransportPool
 from console.transport.local import LocalTransport
@@ -95,3 +95,20 @@ async def test_without_a_screen_every_agent_sends_every_sample(sim_node):
         assert fleet.frames_received("a") - before >= 3 and fleet.sample_every("a") == 1
     finally:
         await fleet.stop()
+
+
+def test_a_big_fleet_asks_its_off_screen_agents_for_fewer_samples_and_ticks_within_stale_after():
+    def fleet_of(count: int, interval: float = 1.0, stale_after: float | None = None) -> FleetTelemetry:
+        specs = [NodeSpec(name=f"n{i}", host=f"h{i}") for i in range(count)]
+        return FleetTelemetry(specs, interval=interval, stale_after=stale_after)
+
+    small, big = fleet_of(8), fleet_of(1024)
+    # every 5 s off screen; at 1,024 nodes every 10 s (the console decodes ~100 such samples a second)
+    assert small.offscreen_every() == 5 and big.offscreen_every() == 10
+    # a tick line every 2 s between: inside the 3 s after which a silent node is marked stale
+    assert small.offscreen_tick() == big.offscreen_tick() == 2 and big.stale_after == 3.0
+    # a tick never so rare that a node looks stale between two of them, nor rarer than the samples
+    assert fleet_of(8, interval=0.2, stale_after=0.7).offscreen_tick() == 2  # 0.4 s < 0.7 s
+    assert fleet_of(8, interval=5.0).offscreen_tick() == 1
+    assert fleet_of(8, interval=2.0).offscreen_every() == 2  # (5 s at 2 s: rounded)
+    assert fleet_of(8, interval=2.0).offscreen_tick() == 1

@@ -1,0 +1,122 @@
+"""The console's paced loop (console/ui/paced_loop.py): lines that arrive spread over time are
+read in a few wake-ups instead of one each, a first event after a quiet spell is not held back,
+and neither are timers or work that is already ready. A long pace (0.5 s) makes each behaviour
+plain on a loaded machine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+from console.ui.paced_loop import PacedSelector, run_paced
+
+
+def _run(selector: PacedSelector, main):
+    runner = asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(selector))
+    with runner:
+        return runner.run(main())
+
+
+def test_lines_spread_over_time_are_read_in_few_wake_ups_and_none_is_lost():
+    pace, pipes, rounds = 0.1, 30, 3
+    fds = [os.pipe() for _ in range(pipes)]
+    selector = PacedSelector(pace)
+
+    def writer() -> None:  # one byte per pipe, 3 ms apart: ~90 ms a round
+        for _ in range(rounds):
+            for _, w in fds:
+                os.write(w, b"x")
+                time.sleep(0.003)
+
+    async def main() -> tuple[int, float, int]:
+        loop = asyncio.get_running_loop()
+        got = [0]
+        done = asyncio.Event()
+
+        def readable(fd: int) -> None:
+            got[0] += len(os.read(fd, 64))
+            if got[0] == pipes * rounds:
+                done.set()
+
+        for r, _ in fds:
+            loop.add_reader(r, readable, r)
+        await asyncio.sleep(0.2)  # quiet: the first byte is read at once
+        wakes0, t0 = selector.wakes, time.monotonic()
+        thread = threading.Thread(target=writer)
+        thread.start()
+        await asyncio.wait_for(done.wait(), 30)
+        span = time.monotonic() - t0
+        thread.join()
+        for r, _ in fds:
+            loop.remove_reader(r)
+        return selector.wakes - wakes0, span, got[0]
+
+    try:
+        wakes, span, got = _run(selector, main)
+    finally:
+        for r, w in fds:
+            os.close(r)
+            os.close(w)
+    assert got == pipes * rounds  # every byte read
+    # 90 bytes over ~0.3 s: at most one wake-up per pace (and the first), not one per byte
+    assert wakes <= span / pace + 2, (wakes, span)
+
+
+def test_a_first_event_timers_and_ready_work_are_not_held_back():
+    pace = 0.5
+    selector = PacedSelector(pace)
+
+    async def main() -> dict[str, float]:
+        loop = asyncio.get_running_loop()
+        r, w = os.pipe()
+        arrived = asyncio.Event()
+        loop.add_reader(r, lambda: (os.read(r, 64), arrived.set()))
+        out = {}
+        try:
+            await asyncio.sleep(0.7)  # longer than the pace since the last wake-up
+            t = time.monotonic()
+            os.write(w, b"k")  # a key after a quiet spell
+            await arrived.wait()
+            out["first"] = time.monotonic() - t
+            arrived.clear()
+            # right after a wake-up: a timer 0.1 s away fires on time, not at the pace
+            t = time.monotonic()
+            await asyncio.sleep(0.1)
+            out["timer"] = time.monotonic() - t
+            # work already ready (a chain of 200 call_soon hops) never waits for the pace
+            t = time.monotonic()
+            for _ in range(200):
+                await asyncio.sleep(0)
+            out["ready"] = time.monotonic() - t
+            # a byte right after a wake-up waits for the pace: what makes the lines of many
+            # nodes arrive together
+            t = time.monotonic()
+            os.write(w, b"k")
+            await arrived.wait()
+            out["held"] = time.monotonic() - t
+        finally:
+            loop.remove_reader(r)
+            os.close(r)
+            os.close(w)
+        return out
+
+    out = _run(selector, main)
+    assert out["first"] < 0.25, out
+    assert out["timer"] < 0.35, out
+    assert out["ready"] < 0.25, out
+    assert 0.3 < out["held"] < 1.0, out
+
+
+def test_run_paced_runs_a_coroutine_to_its_end_and_closes_its_loop():
+    seen = {}
+
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        seen["loop"] = loop
+        await asyncio.sleep(0.01)
+        return "done"
+
+    assert run_paced(main()) == "done"
+    assert seen["loop"].is_closed()
