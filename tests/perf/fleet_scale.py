@@ -92,9 +92,12 @@ BUDGETS = {  # name: (comparison, limit)
     "peak_rss_mb": ("<=", 250.0),
     "sample_to_screen_p95_ms": ("<=", 1500.0),
     "key_to_repaint_p95_ms": ("<=", 100.0),
-    # issue V: nodes on screen show a sample under 2 s old, every node is heard from every second
+    # issue V: nodes on screen show a sample under 2 s old; every node is heard from within the
+    # 3 s after which the console marks it stale (stale_after at 1 Hz): off screen its agent
+    # sends a tick line every 2 s (OFFSCREEN_TICK_S), so a silent node is found as soon on
+    # screen as off it
     "sample_age_on_screen_max_s": ("<=", 2.0),
-    "heard_age_max_s": ("<=", 2.0),
+    "heard_age_max_s": ("<=", 3.0),
     "history_seconds_per_gpu": (">=", 300.0),
 }
 # issue V's targets where they are tighter (or looser) than the ones above, by (source, layout):
