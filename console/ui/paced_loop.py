@@ -9,8 +9,9 @@ reads the same lines in a twentieth of the wake-ups; a key or a line then waits 
 20 ms more, where the screen draws at most a few frames a second anyway.
 
 Only a wait is delayed, and only after a wake-up that brought input or output: when the loop
-has work ready (a zero timeout) it is never held back, a timer fires on time, and the first
-input after a quiet spell is read at once.
+has work ready (a zero timeout) it is never held back, a timer fires on time, the first input
+after a quiet spell is read at once, and a file that is ready at two wake-ups running (a large
+answer coming in) is read at full speed.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ class PacedSelector(selectors.DefaultSelector):  # DefaultSelector: the platform
         self.pace = pace
         self.woke_at = float("-inf")
         self.wakes = 0  # wake-ups that returned events (for tests and tests/perf)
+        self._last_fds: frozenset[int] = frozenset()
+        self._streaming = False
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None or timeout > 0:
+        if not self._streaming and (timeout is None or timeout > 0):
             hold = self.woke_at + self.pace - time.monotonic()
             if hold > 0:
                 if timeout is not None:
@@ -50,6 +53,12 @@ class PacedSelector(selectors.DefaultSelector):  # DefaultSelector: the platform
         if ready:  # a timer's wake-up starts no hold: only input and output bunch up
             self.woke_at = time.monotonic()
             self.wakes += 1
+            fds = frozenset(key.fd for key, _ in ready)
+            # A file ready at two wake-ups running is a stream (a large answer, a file copy): it
+            # is read at full speed. Held, a socket gave 13 MB/s instead of over 1 GB/s. The
+            # lines of many nodes come each from a different pipe or socket.
+            self._streaming = not fds.isdisjoint(self._last_fds)
+            self._last_fds = fds
         return ready
 
 

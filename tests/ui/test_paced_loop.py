@@ -1,12 +1,13 @@
 """The console's paced loop (console/ui/paced_loop.py): lines that arrive spread over time are
 read in a few wake-ups instead of one each, a first event after a quiet spell is not held back,
-and neither are timers or work that is already ready. A long pace (0.5 s) makes each behaviour
+and neither are timers, work that is already ready or a large answer coming in. A long pace (0.5 s) makes each behaviour
 plain on a loaded machine."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 import time
 
@@ -20,7 +21,9 @@ def _run(selector: PacedSelector, main):
 
 
 def test_lines_spread_over_time_are_read_in_few_wake_ups_and_none_is_lost():
-    pace, pipes, rounds = 0.1, 30, 3
+    # as a fleet's agents: each pipe gets a line a round (~90 ms), longer than the pace, so no
+    # pipe is ready at two wake-ups running (that would be a stream, read without a hold)
+    pace, pipes, rounds = 0.04, 30, 3
     fds = [os.pipe() for _ in range(pipes)]
     selector = PacedSelector(pace)
 
@@ -107,6 +110,37 @@ def test_a_first_event_timers_and_ready_work_are_not_held_back():
     assert out["timer"] < 0.35, out
     assert out["ready"] < 0.25, out
     assert 0.3 < out["held"] < 1.0, out
+
+
+def test_a_large_answer_is_read_at_full_speed_not_a_chunk_per_pace():
+    pace, size = 0.5, 16 * 1024 * 1024
+    selector = PacedSelector(pace)
+    near, far = socket.socketpair()
+
+    def send() -> None:
+        block = b"x" * 65536
+        for _ in range(size // len(block)):
+            far.sendall(block)
+        far.close()
+
+    async def main() -> tuple[int, float]:
+        reader, writer = await asyncio.open_connection(sock=near)
+        thread = threading.Thread(target=send)
+        t = time.monotonic()
+        thread.start()
+        got = 0
+        while chunk := await reader.read(1 << 20):
+            got += len(chunk)
+        elapsed = time.monotonic() - t
+        writer.close()
+        thread.join()
+        return got, elapsed
+
+    got, elapsed = _run(selector, main)
+    assert got == size
+    # held at every read it would take over 30 s (a socket read brings at most 256 KB); once the
+    # socket is ready at two wake-ups running it is a stream, read without a hold
+    assert elapsed < 3 * pace, elapsed
 
 
 def test_run_paced_runs_a_coroutine_to_its_end_and_closes_its_loop():
