@@ -17,6 +17,7 @@ answer coming in) is read at full speed.
 from __future__ import annotations
 
 import asyncio
+import os
 import selectors
 import sys
 import time
@@ -66,9 +67,20 @@ def paced_event_loop(pace: float = PACE_S) -> asyncio.AbstractEventLoop:
     return asyncio.SelectorEventLoop(PacedSelector(pace))
 
 
-def run_paced(main: Coroutine[Any, Any, T], pace: float = PACE_S) -> T:
+def pace_from_env(default: float = PACE_S) -> float:
+    """ROCM_CONSOLE_LOOP_PACE_MS (0: a wake-up for every line, as before); anything else unset."""
+    text = os.environ.get("ROCM_CONSOLE_LOOP_PACE_MS", "").strip()
+    try:
+        value = float(text) / 1000 if text else default
+    except ValueError:
+        return default
+    return value if 0 <= value <= 1 else default
+
+
+def run_paced(main: Coroutine[Any, Any, T], pace: float | None = None) -> T:
     """`asyncio.run(main)` on a paced loop (Python 3.11's Runner); plain `asyncio.run` before."""
-    if sys.version_info < (3, 11):  # no loop_factory: unpaced, as before
+    pace = pace_from_env() if pace is None else pace
+    if sys.version_info < (3, 11) or pace <= 0:  # no loop_factory (3.10), or asked for none
         return asyncio.run(main)
     with asyncio.Runner(loop_factory=lambda: paced_event_loop(pace)) as runner:
         return runner.run(main)

@@ -154,3 +154,25 @@ def test_run_paced_runs_a_coroutine_to_its_end_and_closes_its_loop():
 
     assert run_paced(main()) == "done"
     assert seen["loop"].is_closed()
+
+
+def test_the_pace_comes_from_the_environment_and_zero_turns_it_off(monkeypatch):
+    from console.ui.paced_loop import PACE_S, pace_from_env
+
+    monkeypatch.delenv("ROCM_CONSOLE_LOOP_PACE_MS", raising=False)
+    assert pace_from_env() == PACE_S
+    for text, pace in (("0", 0.0), ("50", 0.05), (" 5 ", 0.005)):
+        monkeypatch.setenv("ROCM_CONSOLE_LOOP_PACE_MS", text)
+        assert pace_from_env() == pace
+    for bad in ("fast", "-1", "5000", "nan"):  # not a pace: the default
+        monkeypatch.setenv("ROCM_CONSOLE_LOOP_PACE_MS", bad)
+        assert pace_from_env() == PACE_S
+
+    monkeypatch.setenv("ROCM_CONSOLE_LOOP_PACE_MS", "0")
+    seen = {}
+
+    async def main() -> None:
+        seen["selector"] = type(asyncio.get_running_loop()._selector)  # type: ignore[attr-defined]
+
+    run_paced(main())
+    assert seen["selector"] is not PacedSelector  # off: the plain loop, as before
