@@ -106,10 +106,11 @@ def test_a_first_event_timers_and_ready_work_are_not_held_back():
         return out
 
     out = _run(selector, main)
-    assert out["first"] < 0.25, out
-    assert out["timer"] < 0.35, out
-    assert out["ready"] < 0.25, out
-    assert 0.3 < out["held"] < 1.0, out
+    # held, each would take the pace (0.5 s); the bounds leave room for a loaded machine
+    assert out["first"] < 0.4, out
+    assert out["timer"] < 0.4, out
+    assert out["ready"] < 0.4, out
+    assert 0.3 < out["held"] < 2.0, out
 
 
 def test_a_large_answer_is_read_at_full_speed_not_a_chunk_per_pace():
