@@ -227,7 +227,8 @@ class FleetTelemetry:
         # Nodes with telemetry = "prometheus" are fed by one PrometheusSource for all
         # of them (console/services/prometheus.py), not by an agent stream each.
         self._prometheus_spec = prometheus
-        self._streamed: int | None = None  # nodes fed by an agent stream (offscreen_every)
+        # nodes fed by an agent stream (offscreen_every, asked for every node at every redraw)
+        self._streamed = sum(not self._from_prometheus(t) for t in self._tracks.values())
         self.prometheus: PrometheusSource | None = None  # made at start()
         self._prometheus_task: asyncio.Task | None = None
         # The versions probe of each node waits for this (set by the UI once its first frame
@@ -604,8 +605,6 @@ class FleetTelemetry:
     def offscreen_every(self) -> int:
         """Ticks between two full samples of an agent whose node is off screen: every 5 s, or
         so that the fleet's off-screen samples stay near 100 a second (1,024 nodes: 10 s)."""
-        if self._streamed is None:  # counted once: _steer asks for every node at every redraw
-            self._streamed = sum(not self._from_prometheus(t) for t in self._tracks.values())
         seconds = max(OFFSCREEN_SAMPLE_S, self._streamed / OFFSCREEN_SAMPLES_PER_S)
         return max(1, round(seconds / self.interval))
 

@@ -4,7 +4,7 @@ looks for input and output again, so that what arrives meanwhile is handled in o
 Why: every wake-up of the loop costs this VM about 80 µs before any work is done (the
 epoll call, the loop's own turn, the task that resumes). A 1,024-node fleet's agents
 write about 1,000 lines a second, each at its own moment, and one wake-up per line cost
-8-12 % of a core by itself (tests/perf/paced_loop.py). Looking at most 50 times a second
+8-12 % of a core by itself (tests/perf/README.md, 2026-11-27). Looking at most 50 times a second
 reads the same lines in a twentieth of the wake-ups; a key or a line then waits at most
 20 ms more, where the screen draws at most a few frames a second anyway.
 
@@ -63,8 +63,10 @@ class PacedSelector(selectors.DefaultSelector):  # DefaultSelector: the platform
         return ready
 
 
-def paced_event_loop(pace: float = PACE_S) -> asyncio.AbstractEventLoop:
-    return asyncio.SelectorEventLoop(PacedSelector(pace))
+def run_on(selector: selectors.BaseSelector, main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` on a loop of `selector` (Python 3.11's Runner)."""
+    with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(selector)) as runner:
+        return runner.run(main)
 
 
 def pace_from_env(default: float = PACE_S) -> float:
@@ -82,5 +84,4 @@ def run_paced(main: Coroutine[Any, Any, T], pace: float | None = None) -> T:
     pace = pace_from_env() if pace is None else pace
     if sys.version_info < (3, 11) or pace <= 0:  # no loop_factory (3.10), or asked for none
         return asyncio.run(main)
-    with asyncio.Runner(loop_factory=lambda: paced_event_loop(pace)) as runner:
-        return runner.run(main)
+    return run_on(PacedSelector(pace), main)

@@ -84,7 +84,7 @@ from console.services.transports import TransportPool  # noqa: E402
 from console.transport.base import MAX_LINE_BYTES, READ_CHUNK, CommandResult, LineSplitter, decode  # noqa: E402
 from console.transport.replay import ReplayTrace, ReplayTransport, _is_sample  # noqa: E402
 from console.ui.app import ConsoleApp  # noqa: E402
-from console.ui.paced_loop import PACE_S, PacedSelector  # noqa: E402
+from console.ui.paced_loop import PACE_S, PacedSelector, run_on  # noqa: E402
 
 TRACES = {layout: ROOT / "tests" / "fixtures" / "traces" / f"mi300x-{layout}.jsonl" for layout in ("cpx", "spx")}
 BUDGETS = {  # name: (comparison, limit)
@@ -831,8 +831,7 @@ def main() -> int:
     # the console's own loop (console/ui/paced_loop.py): paced, as `rocm-console` runs it
     selector = PacedSelector(args.pace_ms / 1000)
     try:
-        with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(selector)) as runner:
-            m = runner.run(measure(args, side, far, selector))
+        m = run_on(selector, measure(args, side, far, selector))
     finally:
         if side:
             side.stop()

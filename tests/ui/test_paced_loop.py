@@ -11,13 +11,7 @@ import socket
 import threading
 import time
 
-from console.ui.paced_loop import PacedSelector, run_paced
-
-
-def _run(selector: PacedSelector, main):
-    runner = asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(selector))
-    with runner:
-        return runner.run(main())
+from console.ui.paced_loop import PacedSelector, run_on, run_paced
 
 
 def test_lines_spread_over_time_are_read_in_few_wake_ups_and_none_is_lost():
@@ -57,7 +51,7 @@ def test_lines_spread_over_time_are_read_in_few_wake_ups_and_none_is_lost():
         return selector.wakes - wakes0, span, got[0]
 
     try:
-        wakes, span, got = _run(selector, main)
+        wakes, span, got = run_on(selector, main())
     finally:
         for r, w in fds:
             os.close(r)
@@ -105,7 +99,7 @@ def test_a_first_event_timers_and_ready_work_are_not_held_back():
             os.close(w)
         return out
 
-    out = _run(selector, main)
+    out = run_on(selector, main())
     # held, each would take the pace (0.5 s); the bounds leave room for a loaded machine
     assert out["first"] < 0.4, out
     assert out["timer"] < 0.4, out
@@ -137,7 +131,7 @@ def test_a_large_answer_is_read_at_full_speed_not_a_chunk_per_pace():
         thread.join()
         return got, elapsed
 
-    got, elapsed = _run(selector, main)
+    got, elapsed = run_on(selector, main())
     assert got == size
     # held at every read it would take over 30 s (a socket read brings at most 256 KB); once the
     # socket is ready at two wake-ups running it is a stream, read without a hold
