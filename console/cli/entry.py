@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 def run_tui(args: argparse.Namespace) -> int:
     if not 0.1 <= args.interval <= 10:
         raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
+    from console.cli.tui import check_loop_pace
+
+    check_loop_pace()
     profile = load_selected_profile(args)
     from console.ui.app import run_app
 

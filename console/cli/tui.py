@@ -41,9 +41,20 @@ def tui_args(argv: Sequence[str]) -> argparse.Namespace | None:
     return None if rest else args
 
 
+def check_loop_pace() -> None:
+    """A bad ROCM_CONSOLE_LOOP_PACE_MS is refused before anything starts (one line, exit 2)."""
+    from console.ui.paced_loop import pace_from_env
+
+    try:
+        pace_from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def run_tui(args: argparse.Namespace) -> int:
     if not 0.1 <= args.interval <= 10:
         raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
+    check_loop_pace()
     notes: list[str] = []  # what --profile could not apply to the demo: shown in the console
     profile = load_selected_profile(args, notes)
     for note in notes:  # and on the terminal, where it stays after the console quits

@@ -17,6 +17,7 @@ answer coming in) is read at full speed.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import selectors
 import sys
@@ -70,13 +71,18 @@ def run_on(selector: selectors.BaseSelector, main: Coroutine[Any, Any, T]) -> T:
 
 
 def pace_from_env(default: float = PACE_S) -> float:
-    """ROCM_CONSOLE_LOOP_PACE_MS (0: a wake-up for every line, as before); anything else unset."""
+    """ROCM_CONSOLE_LOOP_PACE_MS in seconds (0: a wake-up for every line, as before); `default`
+    when unset. ValueError, one line naming the variable, for anything but 0 to 1000 ms."""
     text = os.environ.get("ROCM_CONSOLE_LOOP_PACE_MS", "").strip()
-    try:
-        value = float(text) / 1000 if text else default
-    except ValueError:
+    if not text:
         return default
-    return value if 0 <= value <= 1 else default
+    try:
+        value = float(text) / 1000
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:  # NaN fails this too
+        raise ValueError(f"ROCM_CONSOLE_LOOP_PACE_MS={text!r}: expected milliseconds from 0 to 1000 (0: no pacing)")
+    return value
 
 
 def run_paced(main: Coroutine[Any, Any, T], pace: float | None = None) -> T:

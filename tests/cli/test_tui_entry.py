@@ -3,6 +3,7 @@ and it reads the same options as the full parser."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,16 @@ def test_bad_interval_is_one_line_exit_2_either_way():
         )
         assert out.returncode == 2
         assert out.stderr.strip() == "rocm-console: --interval 50: must be between 0.1 and 10 seconds"
+
+
+def test_bad_loop_pace_is_one_line_exit_2_before_anything_starts(tmp_path):
+    env = dict(os.environ, HOME=str(tmp_path), ROCM_CONSOLE_LOOP_PACE_MS="fast")
+    env.pop("ROCM_CONSOLE_DATA_DIR", None)
+    out = subprocess.run(
+        [sys.executable, "-m", "console", "--demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "rocm-console: ROCM_CONSOLE_LOOP_PACE_MS='fast': expected milliseconds from 0 to 1000 (0: no pacing)"
+    )
+    assert not list(tmp_path.iterdir())  # no demo state made, no agent started
