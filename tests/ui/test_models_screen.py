@@ -33,7 +33,11 @@ def _rows(app) -> list[tuple[str, ...]]:
 
 
 def _select(app, pilot, node: str, model: str) -> bool:
+    """Put the cursor on a model's row; False while the screen has no such row (a node's list
+    is rebuilt a moment after its read comes back: wait_for it)."""
     screen = app.screen
+    if not isinstance(screen, ModelsScreen):
+        return False
     for i, r in enumerate(screen.rows):
         if r.node == node and r.model == model and r.kind == "model":
             screen.query_one("#models-table").move_cursor(row=i)
@@ -55,7 +59,9 @@ async def test_models_screen_lists_pulls_and_removes(demo_env):
         assert ("", "meta-llama/Llama-3.1-70B-Instruct", "141.0 GB", "99a96f6733d9", "complete", "-") in _rows(app)
 
         # pull: the incomplete 70B FP8 on the CPX node, its repo id offered from the selected row
-        assert _select(app, pilot, "mi300x-cpx", "amd/Llama-3.1-70B-Instruct-FP8-KV")
+        assert await wait_for(pilot, lambda: _select(app, pilot, "mi300x-cpx", "amd/Llama-3.1-70B-Instruct-FP8-KV")), (
+            _rows(app)
+        )
         await pilot.press("a")
         assert app.screen.query_one("#models-pull-input").value == "amd/Llama-3.1-70B-Instruct-FP8-KV"
         await pilot.press("enter")
@@ -77,7 +83,9 @@ async def test_models_screen_lists_pulls_and_removes(demo_env):
         assert any(" of 73.5 GB (" in s for s in seen_progress) or pulled()
 
         # remove, after a confirmation
-        assert _select(app, pilot, "mi300x-spx", "meta-llama/Llama-3.1-70B-Instruct")
+        assert await wait_for(pilot, lambda: _select(app, pilot, "mi300x-spx", "meta-llama/Llama-3.1-70B-Instruct")), (
+            _rows(app)
+        )
         await pilot.press("d")
         assert await wait_for(pilot, lambda: "Delete meta-llama/Llama-3.1-70B-Instruct (141.0 GB)" in screen_text(app))
         await pilot.press("y")
@@ -88,12 +96,19 @@ async def test_models_screen_lists_pulls_and_removes(demo_env):
                 if isinstance(app.screen, ModelsScreen)
                 else None
             )
-            return read is not None and all(m.name != "meta-llama/Llama-3.1-70B-Instruct" for m in read.models.models)
+            # a read that failed (a loaded machine's slow answer) lists nothing: not a removal
+            return (
+                read is not None
+                and read.error is None
+                and all(m.name != "meta-llama/Llama-3.1-70B-Instruct" for m in read.models.models)
+            )
 
         assert await wait_for(pilot, removed, timeout=30)
 
         # start: the start dialog, on the preset of the selected model
-        assert _select(app, pilot, "mi300x-spx", "amd/Llama-3.1-8B-Instruct-FP8-KV")
+        assert await wait_for(pilot, lambda: _select(app, pilot, "mi300x-spx", "amd/Llama-3.1-8B-Instruct-FP8-KV")), (
+            _rows(app)
+        )
         await pilot.press("s")
         assert await wait_for(pilot, lambda: app.screen.id == "start-dialog")
         assert app.screen.preset_name == "llama-3.1-8b-fp8"
