@@ -164,20 +164,50 @@ def _process(p: dict) -> GpuProcess:
     return GpuProcess(pid=_int(p["pid"]), name=_text(p.get("name") or "?"), vram_mib=_num(p.get("vram_mib")))
 
 
+# The per-tick numbers of a sample's GPU entry, in the order _metrics unpacks them.
+_METRIC_KEYS = (
+    "util_pct",
+    "umc_pct",
+    "vram_used_mib",
+    "vram_total_mib",
+    "power_w",
+    "power_cap_w",
+    "temp_junction_c",
+    "temp_mem_c",
+    "gfx_clock_mhz",
+    "mem_clock_mhz",
+)
+
+
+def _nums(g: dict, keys: tuple[str, ...]) -> list[float | None]:
+    """_num of each key's value. Every GPU of every sample comes through here (the decoding
+    most of an idle console's work): plain floats are checked inline, the rest by _num."""
+    out: list[float | None] = []
+    for key in keys:
+        v = g.get(key)
+        if type(v) is float:
+            out.append(v if v - v == 0 else None)  # inf - inf and nan - nan are nan: not finite
+        else:
+            out.append(_num(v))
+    return out
+
+
 def _metrics(g: dict) -> GpuMetrics:
+    util, umc, used, total, power, cap, tj, tmem, gfx, mclk = _nums(g, _METRIC_KEYS)
+    processes = g.get("processes")
     return GpuMetrics(
         index=_int(g["index"]),
-        util_pct=_num(g.get("util_pct")),
-        umc_pct=_num(g.get("umc_pct")),
-        vram_used_mib=_num(g.get("vram_used_mib")),
-        vram_total_mib=_num(g.get("vram_total_mib")),
-        power_w=_num(g.get("power_w")),
-        power_cap_w=_num(g.get("power_cap_w")),
-        temp_junction_c=_num(g.get("temp_junction_c")),
-        temp_mem_c=_num(g.get("temp_mem_c")),
-        gfx_clock_mhz=_num(g.get("gfx_clock_mhz")),
-        mem_clock_mhz=_num(g.get("mem_clock_mhz")),
-        processes=tuple(_process(p) for p in g.get("processes") or ()),
+        util_pct=util,
+        umc_pct=umc,
+        vram_used_mib=used,
+        vram_total_mib=total,
+        power_w=power,
+        power_cap_w=cap,
+        temp_junction_c=tj,
+        temp_mem_c=tmem,
+        gfx_clock_mhz=gfx,
+        mem_clock_mhz=mclk,
+        processes=tuple(_process(p) for p in processes) if processes else (),
         energy_j=_num(g.get("energy_j")),
         throttled=_opt_bool(g.get("throttled")),
     )

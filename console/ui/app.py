@@ -146,6 +146,7 @@ class ConsoleApp(App[int]):
         self.redraws = 0  # clock-driven redraws done (tests: pause stops them)
         self._dirty = True
         self._drawn_second = -1
+        self._drawn_at = 0.0  # the clock() of the last redraw
         self._input_at = time.monotonic()  # the last key or mouse event (IDLE_AFTER_S)
         self._target_interval: float | None = None
         self._interval_lock = asyncio.Lock()
@@ -173,7 +174,7 @@ class ConsoleApp(App[int]):
         self._poll_wake: dict[str, asyncio.Event] = {}
         self._health_news: list[tuple[str, bool, str]] = []  # (node, down?, error) since the last flush
         self._health_flush_pending = False
-        self._clock_slowed = False  # idle: the once-a-second clock runs instead of the 4 Hz one
+        self._clock_mode = "fast"  # "fast" 4 Hz; "idle": once a second; "away": every UNATTENDED_EVERY_S
         self._gpu_pids: dict[str, frozenset[int]] = {}  # node -> its GPUs' process ids, last sample
         self._polled_at: dict[str, float] = {}  # node -> when its instances were last listed (monotonic)
         self._instances_seen: frozenset[str] = frozenset()  # nodes on screen at the last redraw
@@ -202,6 +203,11 @@ class ConsoleApp(App[int]):
         # wake-up of the process costs, ~0.2 ms on a small VM) and comes back at a key.
         self._slow_clock = self.set_interval(
             max(self.redraw_interval, IDLE_CLOCK_S), self._tick, name="idle-redraw-clock", pause=True
+        )
+        # ... and left alone, every few seconds: a clock that woke each second to skip two of
+        # three would be two wake-ups for nothing.
+        self._away_clock = self.set_interval(
+            max(self.redraw_interval, UNATTENDED_EVERY_S), self._tick, name="away-redraw-clock", pause=True
         )
 
     async def _start_collection(self) -> None:
@@ -742,12 +748,14 @@ class ConsoleApp(App[int]):
         # Without new data only the sample ages move, and they show whole seconds.
         idle_for = time.monotonic() - self._input_at
         if idle_for > IDLE_AFTER_S:
-            if not self._clock_slowed:
-                self._clock_slowed = True
-                self._fast_clock.pause()
-                self._slow_clock.resume()
-            every = UNATTENDED_EVERY_S if idle_for > UNATTENDED_AFTER_S else 1
-            if int(now) // every == self._drawn_second // every:
+            away = idle_for > UNATTENDED_AFTER_S
+            self._use_clock("away" if away else "idle")
+            if away:
+                # its own clock ticks every few seconds: draw unless something was drawn since
+                # the middle of the period (a health change is drawn at once)
+                if now - self._drawn_at < UNATTENDED_EVERY_S / 2:
+                    return
+            elif int(now) == self._drawn_second:
                 return
         elif int(now) == self._drawn_second and not self._dirty:
             return
@@ -758,11 +766,17 @@ class ConsoleApp(App[int]):
             if time.monotonic() - self._input_at > UNATTENDED_AFTER_S:
                 self._poll_if_old(self._instances_seen)  # someone is back: the lists on screen now
             self._input_at = time.monotonic()  # back to redrawing at every tick
-            if self._clock_slowed:
-                self._clock_slowed = False
-                self._slow_clock.pause()
-                self._fast_clock.resume()
+            self._use_clock("fast")
         await super().on_event(event)
+
+    def _use_clock(self, mode: str) -> None:
+        """Run the redraw clock of `mode` ("fast", "idle" or "away"), the others paused."""
+        if mode == self._clock_mode:
+            return
+        clocks = {"fast": self._fast_clock, "idle": self._slow_clock, "away": self._away_clock}
+        clocks[self._clock_mode].pause()
+        clocks[mode].resume()
+        self._clock_mode = mode
 
     def redraw_now(self, now: float | None = None) -> None:
         if not self.screen_stack:  # quitting: a node's last health change can come after the screens went
@@ -770,6 +784,7 @@ class ConsoleApp(App[int]):
         now = self.clock() if now is None else now
         self._dirty = False
         self._drawn_second = int(now)
+        self._drawn_at = now
         redraw = getattr(self.screen, "redraw", None)
         if redraw is not None:
             try:

@@ -130,3 +130,26 @@ def test_sample_carries_energy_and_throttled_of_the_physical_gpu():
 def test_sample_with_a_non_boolean_throttled_is_a_protocol_error():
     with pytest.raises(AgentProtocolError, match="throttled|true, false"):
         parse_agent_line('{"kind":"sample","ts":1.0,"seq":0,"gpus":[{"index":0,"throttled":"yes"}]}')
+
+
+def test_every_metric_lands_in_its_own_field_and_non_finite_numbers_are_na():
+    """The decoder reads a GPU's numbers in one pass (it is the hot path) and unpacks them by
+    position: each key of a sample must come out under its own name."""
+    import dataclasses
+
+    from console.core.model import GpuMetrics
+
+    names = [f.name for f in dataclasses.fields(GpuMetrics) if f.name not in ("index", "processes", "throttled")]
+    entry = {name: float(100 + i) for i, name in enumerate(names)}
+    entry.update(index=5, throttled=False, processes=[{"pid": 7, "name": "vllm", "vram_mib": 10}])
+    frame = parse_agent_line(json.dumps({"kind": "sample", "ts": 1.0, "seq": 1, "gpus": [entry]}))
+    [m] = frame.gpus
+    assert {name: getattr(m, name) for name in names} == {name: float(100 + i) for i, name in enumerate(names)}
+    assert (m.index, m.throttled, [p.pid for p in m.processes]) == (5, False, [7])
+
+    text = json.dumps({"kind": "sample", "ts": 1.0, "seq": 1, "gpus": [{"index": 0}]})
+    text = text.replace(
+        '{"index": 0}', '{"index": 0, "util_pct": NaN, "umc_pct": Infinity, "power_w": -Infinity, "temp_mem_c": 41}'
+    )
+    [m] = parse_agent_line(text).gpus
+    assert (m.util_pct, m.umc_pct, m.power_w, m.temp_mem_c) == (None, None, None, 41.0)
