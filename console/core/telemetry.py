@@ -193,6 +193,8 @@ def _nums(g: dict, keys: tuple[str, ...]) -> list[float | None]:
 
 
 def _metrics(g: dict) -> GpuMetrics:
+    if not isinstance(g, dict):
+        raise ValueError(f"a GPU entry is not an object: {clip(repr(g), 40)}")
     util, umc, used, total, power, cap, tj, tmem, gfx, mclk = _nums(g, _METRIC_KEYS)
     processes = g.get("processes")
     return GpuMetrics(

@@ -153,3 +153,10 @@ def test_every_metric_lands_in_its_own_field_and_non_finite_numbers_are_na():
     )
     [m] = parse_agent_line(text).gpus
     assert (m.util_pct, m.umc_pct, m.power_w, m.temp_mem_c) == (None, None, None, 41.0)
+
+
+def test_a_gpu_entry_that_is_not_an_object_is_a_bad_sample_line():
+    for entry in ('"gpu0"', "[1, 2]", "7", "null"):
+        text = '{"kind": "sample", "ts": 1.0, "seq": 1, "gpus": [%s]}' % entry
+        with pytest.raises(AgentProtocolError, match="^bad sample line: a GPU entry is not an object"):
+            parse_agent_line(text)
