@@ -145,8 +145,7 @@ class ConsoleApp(App[int]):
         self.cursor_blink = cursor_blink
         self.redraws = 0  # clock-driven redraws done (tests: pause stops them)
         self._dirty = True
-        self._drawn_second = -1
-        self._drawn_at = 0.0  # the clock() of the last redraw
+        self._drawn_at = -1.0  # the clock() of the last redraw
         self._input_at = time.monotonic()  # the last key or mouse event (IDLE_AFTER_S)
         self._target_interval: float | None = None
         self._interval_lock = asyncio.Lock()
@@ -755,9 +754,9 @@ class ConsoleApp(App[int]):
                 # the middle of the period (a health change is drawn at once)
                 if now - self._drawn_at < UNATTENDED_EVERY_S / 2:
                     return
-            elif int(now) == self._drawn_second:
+            elif int(now) == int(self._drawn_at):
                 return
-        elif int(now) == self._drawn_second and not self._dirty:
+        elif int(now) == int(self._drawn_at) and not self._dirty:
             return
         self.redraw_now(now)
 
@@ -783,7 +782,6 @@ class ConsoleApp(App[int]):
             return
         now = self.clock() if now is None else now
         self._dirty = False
-        self._drawn_second = int(now)
         self._drawn_at = now
         redraw = getattr(self.screen, "redraw", None)
         if redraw is not None:
