@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -36,3 +37,16 @@ def wait_until(predicate, timeout: float = 20.0, step: float = 0.05) -> bool:
             return True
         time.sleep(step)
     return bool(predicate())
+
+
+def loopback_buffer_bytes() -> int:
+    """The most one loopback connection can hold in flight, in the kernel, between the server's
+    write and the console's read: the send buffer's and the receive buffer's maximum (tcp_wmem,
+    tcp_rmem: the receive side may grow to 32 MiB on some machines, 6 MiB on others)."""
+    total = 0
+    for name in ("tcp_wmem", "tcp_rmem"):
+        try:
+            total += int(Path(f"/proc/sys/net/ipv4/{name}").read_text().split()[2])
+        except (OSError, ValueError, IndexError):
+            total += 32 * 2**20
+    return total

@@ -24,7 +24,7 @@ from console.cli.entry import main
 from console.core.model import NodeHealth, NodeSpec, PrometheusSpec
 from console.services.fleet import FleetTelemetry
 from console.services.prometheus import MAX_BODY_BYTES
-from tests.helpers import wait_for
+from tests.helpers import loopback_buffer_bytes, wait_for
 
 HOST = "127.0.0.1"
 NODES = ("gpu-a", "gpu-b")
@@ -208,26 +208,13 @@ def profile(tmp_path: Path, url: str) -> Path:
     return path
 
 
-def _kernel_buffer_bytes() -> int:
-    """The most one loopback connection can hold in flight, in the kernel, between the server's
-    write and the console's read: the send buffer's and the receive buffer's maximum (tcp_wmem,
-    tcp_rmem: the receive side may grow to 32 MiB on some machines, 6 MiB on others)."""
-    total = 0
-    for name in ("tcp_wmem", "tcp_rmem"):
-        try:
-            total += int(Path(f"/proc/sys/net/ipv4/{name}").read_text().split()[2])
-        except (OSError, ValueError, IndexError):
-            total += 32 * 2**20
-    return total
-
-
 def assert_stopped_at_the_cap(hostile: HostilePrometheus, mode: str, refreshes: int = 1) -> None:
     """The console stopped reading at its cap: no oversized answer was sent to its end, and the
     bytes sent are the batch's budget per refresh plus what each connection's kernel buffers
     could hold when the console hung up (what was sent is not what was read)."""
     streams = hostile.streams.get(mode, 0)
     assert streams >= 1 and hostile.finished.get(mode, 0) == 0, (hostile.streams, hostile.finished)
-    bound = refreshes * 2 * MAX_BODY_BYTES + streams * (_kernel_buffer_bytes() + 2**20)
+    bound = refreshes * 2 * MAX_BODY_BYTES + streams * (loopback_buffer_bytes() + 2**20)
     assert hostile.sent[mode] < bound, (hostile.sent, streams, bound)
 
 
