@@ -3,14 +3,39 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import time
 from pathlib import Path
 
+_given: set[int] = set()
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
 
 def free_port() -> int:
-    """A TCP port nobody listens on right now (127.0.0.1)."""
-    with socket.socket() as s:
+    """A TCP port nobody listens on right now (127.0.0.1), below the kernel's ephemeral range:
+    a port the kernel hands out (bind to 0) may be taken, before the test's server binds it, by
+    an outgoing connection of anything running beside (CI runs two halves of the suite at
+    once). Never the same port twice in one test process."""
+    top = max(_ephemeral_start(), 20_001)
+    for _ in range(200):
+        port = random.randrange(20_000, top)
+        if port in _given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
+    with socket.socket() as s:  # a crowded range: the kernel's choice, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

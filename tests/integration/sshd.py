@@ -22,17 +22,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from console.core.model import NodeSpec
+from tests.helpers import free_port
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
 HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def pid_alive(pid: int) -> bool:

@@ -67,7 +67,7 @@ def assert_nothing_left(folder: Path, *, expect: int = 1) -> None:
     """Every hung stand-in that started, its child and its whole process group are gone."""
     pids = recorded_pids(folder)
     assert len(pids) >= expect, "the hung agent never started"
-    deadline = time.monotonic() + 2.0  # a killed process may need a moment to be reaped by sshd
+    deadline = time.monotonic() + 10.0  # a killed process may need a moment to be reaped by sshd
     while time.monotonic() < deadline:
         left = [p for pid, _g, child in pids for p in (pid, child) if pid_alive(p)]
         left += [p for _pid, group, _c in pids for p in group_members(group)]
@@ -180,9 +180,9 @@ def test_fleet_marks_a_hostile_stream_down_never_connecting(sshd, tmp_path, case
 def test_status_timeout_leaves_nothing_on_the_node(sshd, tmp_path, stubborn):
     python = hostile_python(tmp_path / "hostile", {"telemetry": ("hang", stubborn)})
     profile = write_profile(tmp_path / "lab.toml", sshd, python)
-    proc = run_cli("status", "--profile", str(profile), "--timeout", "4", "--no-probe")
+    proc = run_cli("status", "--profile", str(profile), "--timeout", "10", "--no-probe")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stdout.startswith("ssh-node  DOWN  ssh-node: no answer within 4 s"), proc.stdout
+    assert proc.stdout.startswith("ssh-node  DOWN  ssh-node: no answer within 10 s"), proc.stdout
     assert_nothing_left(tmp_path / "hostile")
 
 
@@ -190,9 +190,9 @@ def test_status_timeout_leaves_nothing_on_the_node(sshd, tmp_path, stubborn):
 def test_status_timeout_in_the_probe_leaves_nothing(sshd, tmp_path):
     python = hostile_python(tmp_path / "hostile", {"probe": ("hang", False)})
     profile = write_profile(tmp_path / "lab.toml", sshd, python)
-    proc = run_cli("status", "--profile", str(profile), "--timeout", "4")
+    proc = run_cli("status", "--profile", str(profile), "--timeout", "10")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert "no answer within 4 s" in proc.stdout
+    assert "no answer within 10 s" in proc.stdout
     assert_nothing_left(tmp_path / "hostile")
 
 
@@ -200,9 +200,9 @@ def test_status_timeout_in_the_probe_leaves_nothing(sshd, tmp_path):
 def test_doctor_timeout_leaves_nothing(sshd, tmp_path):
     python = hostile_python(tmp_path / "hostile", {"doctor": ("hang", False)})
     profile = write_profile(tmp_path / "lab.toml", sshd, python)
-    proc = run_cli("doctor", "--profile", str(profile), "--timeout", "4")
+    proc = run_cli("doctor", "--profile", str(profile), "--timeout", "10")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert "ssh-node  FAIL" in proc.stdout and "4 s" in proc.stdout, proc.stdout
+    assert "ssh-node  FAIL" in proc.stdout and "10 s" in proc.stdout, proc.stdout
     assert_nothing_left(tmp_path / "hostile")
 
 
@@ -223,10 +223,10 @@ def test_services_giving_up_leave_nothing(sshd, tmp_path, mode):
         try:
             if mode == "instance":
                 with pytest.raises(asyncio.TimeoutError):
-                    await asyncio.wait_for(InstanceService(pool).list(node), 4)
+                    await asyncio.wait_for(InstanceService(pool).list(node), 10)
             elif mode == "partition":
                 with pytest.raises(asyncio.TimeoutError):
-                    await asyncio.wait_for(PartitionService(pool).show(node), 4)
+                    await asyncio.wait_for(PartitionService(pool).show(node), 10)
             else:
                 fleet = FleetTelemetry([node], pool, interval=0.5)
                 await fleet.start()

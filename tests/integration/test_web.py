@@ -41,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from console.core.profiles import demo_profile_path, load_profile
+from tests.helpers import free_port
 from tests.integration.test_demo_lifeline import demo_processes, start_time
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,16 +49,10 @@ SCREENSHOT = ROOT / "screenshots" / "web.png"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 aiohttp = pytest.importorskip("aiohttp")
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/test-all installs it)")
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_port(port: int, proc: subprocess.Popen, timeout: float) -> None:

@@ -9,23 +9,17 @@ from __future__ import annotations
 import asyncio
 import http.client
 import os
-import socket
 
 import pytest
 
 from console.services.web_guard import MIN_TOKEN_LENGTH, Guard, TokenFileError, new_token, read_token_file
+from tests.helpers import free_port
 
 aiohttp = pytest.importorskip("aiohttp")
 from aiohttp import WSServerHandshakeError, web  # noqa: E402
 from aiohttp.test_utils import TestServer  # noqa: E402
 
 TOKEN = new_token()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers import free_port
+
 SIM = Path(__file__).resolve().parents[2] / "console" / "sim" / "vllm"  # a folder, run like on a node
 MiB = 1 << 20
 
@@ -73,12 +75,6 @@ LINE = re.compile(
     r"^\((APIServer|EngineCore|Worker|Worker_TP\d+) pid=\d+\) (INFO|WARNING|ERROR) "
     r"\d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+\.py:\d+\] "
 )
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:

@@ -7,13 +7,14 @@ import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM = ROOT / "console" / "sim" / "vllm"  # a folder, run like on a node
@@ -34,12 +35,6 @@ def sample(name):
         if (folder / name).exists():
             return (folder / name).read_bytes().decode("utf-8")
     pytest.skip(f"real capture {name} not available")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _clean_env(tmp_path, extra=None):

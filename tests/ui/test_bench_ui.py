@@ -8,7 +8,6 @@ Every instance a test starts is stopped afterwards.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -37,6 +36,7 @@ from console.ui.screens.bench import BenchScreen
 from console.ui.screens.bench_start import StartBenchDialog
 from console.ui.screens.confirm import ConfirmScreen
 from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
+from tests.helpers import free_port
 
 from .conftest import screen_text, wait_for
 
@@ -51,12 +51,6 @@ FORTY = {"num_prompts": "40"}  # the preset has 20; the override is part of what
 def fast_sim_and_temp_data(monkeypatch, tmp_path):
     monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
     monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -27,11 +27,12 @@ async def test_unattended_console_redraws_every_few_seconds_and_a_key_brings_it_
         away = app.redraws - away0
         await pilot.press("down")
         back0 = app.redraws
-        await pilot.pause(2.0)
+        await pilot.pause(4.0)
         back = app.redraws - back0
     # Bounds with room for a loaded machine (CI: two pytest processes and a vLLM server made
-    # samples arrive late), still well above what the slow clocks would draw.
+    # samples arrive late, and a starved loop fires a clock late): the upper bounds say the clock
+    # slowed down, the lower ones that it still draws, well above what the slow clocks would draw.
     assert in_use >= 6, in_use
-    assert 2 <= idle <= 4, idle  # once a second
-    assert 2 <= away <= 3, away  # every 3 s over 6.5 s
-    assert back >= 4, back  # the 1 s clock would draw 2 in 2 s
+    assert 1 <= idle <= 4, idle  # once a second
+    assert 1 <= away <= 3, away  # every 3 s over 6.5 s
+    assert back >= 6, back  # the 1 s clock would draw 4 in 4 s

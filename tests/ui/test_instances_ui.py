@@ -6,8 +6,6 @@ Every instance a test starts is stopped afterwards (the `stop_all` fixture), wha
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from textual.widgets import DataTable, Input, Log, Select
 
@@ -23,6 +21,7 @@ from console.ui.screens.instances import InstancesScreen
 from console.ui.screens.log_viewer import LogScreen
 from console.ui.screens.start_dialog import StartDialog
 from console.ui.widgets.gpu_table import GpuTable
+from tests.helpers import free_port
 
 from .conftest import screen_text, wait_for
 
@@ -68,12 +67,6 @@ def make_app(*nodes, **kwargs) -> ConsoleApp:
         instance_poll_interval=0.3,
         **kwargs,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gpu_line(app, gpu: int) -> str:

@@ -44,7 +44,8 @@ APP = textwrap.dedent(
 
 
 def _thread_wakeups(pid: int) -> int:
-    """Context switches of the process's threads other than the main one (each wake-up is one)."""
+    """Voluntary context switches of the process's threads other than the main one (each wake-up
+    from a wait is one; a thread preempted on a loaded machine is not counted)."""
     total = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
         if int(tid) == pid:
@@ -54,7 +55,7 @@ def _thread_wakeups(pid: int) -> int:
         except OSError:
             continue
         for line in status.splitlines():
-            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+            if line.startswith("voluntary_ctxt_switches"):
                 total += int(line.split()[1])
     return total
 
@@ -89,7 +90,7 @@ def test_keys_after_quiet_spells_escape_and_a_prompt_quit(tmp_path):
         assert _wait_for(log, "mounted", master), "the app never started"
         time.sleep(0.5)
         os.write(master, b"a")
-        assert _wait_for(log, "a ", master, timeout=2)
+        assert _wait_for(log, "a ", master, timeout=5)
         # A quiet spell well past the polling window: the input thread must not wake ten
         # times a second as Textual's own does (~30 wake-ups in these 3 s).
         _wait_for(log, "never", master, timeout=1.5)
@@ -99,17 +100,17 @@ def test_keys_after_quiet_spells_escape_and_a_prompt_quit(tmp_path):
         assert woke <= 5, woke
         sent = time.monotonic()
         os.write(master, b"b")
-        assert _wait_for(log, "b ", master, timeout=2)
+        assert _wait_for(log, "b ", master, timeout=5)
         got = float(next(line for line in log.read_text().splitlines() if line.startswith("b ")).split()[1])
-        assert got - sent < 0.5  # at once, not at a poll
+        assert got - sent < 1.0  # at once, not at a poll (room for a loaded machine)
         time.sleep(1.5)
         os.write(master, b"\x1b")  # a lone Escape after a quiet spell: the escape key, in time
-        assert _wait_for(log, "escape ", master, timeout=2)
+        assert _wait_for(log, "escape ", master, timeout=5)
         time.sleep(1.5)
         quit_at = time.monotonic()
         os.write(master, b"q")
         proc.wait(timeout=10)
-        assert time.monotonic() - quit_at < 3.0
+        assert time.monotonic() - quit_at < 6.0
         assert proc.returncode == 0
     finally:
         if proc.poll() is None:
