@@ -213,10 +213,10 @@ def test_real_ray_over_two_sshd_real_vllm_then_sim_vllm(tiny_model, two_sshd, sh
                 status = await sim_service.status(sim_nodes, "tiny-pp2")
             assert status is not None and status.state == InstanceState.FAILED
             print(f"lost worker: {status.reason}")
-            assert (
-                status.reason
-                == "node ray-b: Ray exited: Some Ray subprocesses exited unexpectedly: raylet [exit code=-9]"
-            )
+            # Ray names every subprocess it saw go (its agents may follow the raylet)
+            reason = status.reason or ""
+            assert reason.startswith("node ray-b: Ray exited: Some Ray subprocesses exited unexpectedly: "), reason
+            assert "raylet [exit code=-9]" in reason, reason
             pgids = [member_pids(short_tmp, n.name, member_name("tiny-pp2")) for n in nodes]
             return pgids, view.pid
         finally:

@@ -29,7 +29,7 @@ from tests.integration.sshd import free_port, pid_alive
 PY = "/usr/bin/python3"
 ECHO_ARGV = [PY, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 
 
 async def wait_until(predicate, timeout: float = 10.0, step: float = 0.05) -> bool:
@@ -134,10 +134,10 @@ async def test_run_timeout_kills_remote_process(transport, tmp_path):
     assert info.value.kind == "timeout"
     assert "timed out after 1.5 s" in str(info.value)
     assert_one_line(info.value)
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 15  # bounded, with room for a loaded machine
     pid = int(pidfile.read_text())
     try:
-        assert await wait_until(lambda: not pid_alive(pid), 5), "remote sleep survived the timeout"
+        assert await wait_until(lambda: not pid_alive(pid), 15), "remote sleep survived the timeout"
     finally:
         kill_quietly(pid)
     assert (await transport.run(["echo", "still usable"])).stdout == "still usable\n"
@@ -152,7 +152,7 @@ async def test_cancelled_run_kills_remote_process(transport, tmp_path):
     with pytest.raises(asyncio.CancelledError):
         await task
     try:
-        assert await wait_until(lambda: not pid_alive(pid), 5)
+        assert await wait_until(lambda: not pid_alive(pid), 15)
     finally:
         kill_quietly(pid)
 
@@ -186,7 +186,7 @@ async def test_stream_early_close_kills_remote_process(transport, script):
     try:
         assert await agen.__anext__() == "tick"
         await agen.aclose()
-        assert await wait_until(lambda: not pid_alive(pid), 5), "remote command survived aclose()"
+        assert await wait_until(lambda: not pid_alive(pid), 15), "remote command survived aclose()"
     finally:
         kill_quietly(pid)
     assert (await transport.run(["true"])).ok
@@ -475,7 +475,7 @@ async def test_connect_retries_until_server_is_back(sshd):
         await t.connect(retries=6)  # sleeps 0.5, 1, 2, ... between attempts
         await restarter
         assert t.connected
-        assert 1.0 < time.monotonic() - started < 10
+        assert 1.0 < time.monotonic() - started < 20  # the retry after the restart (0.5, 1, 2, 4, 8 s apart)
         assert (await t.run(["echo", "hi"])).stdout == "hi\n"
     finally:
         await t.close()
