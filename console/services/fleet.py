@@ -220,6 +220,9 @@ class FleetTelemetry:
         self._watched: tuple[str, ...] = ()  # nodes on screen (watch)
         self._watched_set: frozenset[str] = frozenset()
         self._watching = False  # a screen has said what it shows: off-screen agents may send less
+        # Nobody at the console (unattended()): the nodes on screen send a sample every this many
+        # ticks, as often as the screen is drawn then; 1: every tick.
+        self._onscreen_every = 1
         self._tracks = {n.name: _NodeTrack(n, self._full_history, self.history_capacity) for n in nodes}
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task] = {}
@@ -614,6 +617,18 @@ class FleetTelemetry:
         ticks = max(1, int(min(OFFSCREEN_TICK_S, self.stale_after - self.interval) / self.interval))
         return min(ticks, self.offscreen_every())
 
+    def unattended(self, draw_every_s: float | None) -> None:
+        """Nobody is at the console, whose screen is drawn every `draw_every_s` seconds now: the
+        agents of the nodes on screen send a full sample that often (a `tick` line between), as
+        top samples at its refresh. None: someone is back, every sample again. Nodes a run
+        records (full_rate) keep every sample; health lines come as always."""
+        every = max(1, round(draw_every_s / self.interval)) if draw_every_s else 1
+        if every == self._onscreen_every:
+            return
+        self._onscreen_every = every
+        for track in self._tracks.values():
+            self._steer(track)
+
     def sample_every(self, node: str) -> int:
         """The `every` the node's agent was last asked for (1: every tick)."""
         return self._tracks[node].every
@@ -627,11 +642,14 @@ class FleetTelemetry:
         control = track.control
         if not track.controllable or control is None:
             return
-        if self.on_screen(track.spec.name):
-            want, line = 1, '{"kind":"rate","every":1}'
-        else:
+        if not self.on_screen(track.spec.name):
             want = self.offscreen_every()
             line = f'{{"kind":"rate","every":{want},"tick":{self.offscreen_tick()}}}'
+        elif self._onscreen_every > 1 and not track.holds:
+            want = self._onscreen_every
+            line = f'{{"kind":"rate","every":{want},"tick":{min(self.offscreen_tick(), want)}}}'
+        else:
+            want, line = 1, '{"kind":"rate","every":1}'
         if want != track.every and control.send(line):
             track.every = want
 

@@ -775,6 +775,8 @@ class ConsoleApp(App[int]):
         clocks = {"fast": self._fast_clock, "idle": self._slow_clock, "away": self._away_clock}
         clocks[self._clock_mode].pause()
         clocks[mode].resume()
+        if "away" in (mode, self._clock_mode):  # the nodes on screen are sampled as often as drawn
+            self.fleet.unattended(UNATTENDED_EVERY_S if mode == "away" else None)
         self._clock_mode = mode
 
     def redraw_now(self, now: float | None = None) -> None:

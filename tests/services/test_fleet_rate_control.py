@@ -112,3 +112,34 @@ def test_a_big_fleet_asks_its_off_screen_agents_for_fewer_samples_and_ticks_with
     assert fleet_of(8, interval=5.0).offscreen_tick() == 1
     assert fleet_of(8, interval=2.0).offscreen_every() == 2  # (5 s at 2 s: rounded)
     assert fleet_of(8, interval=2.0).offscreen_tick() == 1
+
+
+async def test_an_unattended_console_gets_its_nodes_on_screen_as_often_as_it_draws_them(sim_node):
+    """Nobody at the console (its screen drawn every 3 s): the nodes on screen send a sample every
+    3 s, tick lines between keep them live; a node a run records keeps every sample; someone back
+    at the keyboard gets every sample again."""
+    nodes = [sim_node("on"), sim_node("rec")]
+    fleet = FleetTelemetry(nodes, interval=0.2, stale_after=1.0)
+    await fleet.start()
+    try:
+        assert await wait_for(lambda: all(fleet.frames_received(n.name) >= 2 for n in nodes), timeout=30)
+        fleet.watch(["on", "rec"])
+        release = fleet.full_rate("rec")
+        fleet.unattended(3.0)
+        assert fleet.sample_every("on") == 15 and fleet.sample_every("rec") == 1
+        await asyncio.sleep(0.5)  # lines already on their way
+        counts = {n.name: fleet.frames_received(n.name) for n in nodes}
+        states = set()
+        for _ in range(30):  # 3 s
+            states.add(fleet.snapshot("on").health)
+            await asyncio.sleep(0.1)
+        got = {n: fleet.frames_received(n) - counts[n] for n in counts}
+        assert got["on"] <= 2 and got["rec"] >= 6, got
+        assert states == {NodeHealth.LIVE}  # tick lines between its samples (stale after 1 s)
+        fleet.unattended(None)  # a key
+        assert fleet.sample_every("on") == 1
+        before = fleet.frames_received("on")
+        assert await wait_for(lambda: fleet.frames_received("on") >= before + 5, timeout=10)
+        release()
+    finally:
+        await fleet.stop()

@@ -11,6 +11,9 @@ from console.ui import app as app_module
 
 async def test_unattended_console_redraws_every_few_seconds_and_a_key_brings_it_back(live_app):
     app = live_app(pace=0.2)
+    asked: list = []  # what the fleet is told: nodes on screen sampled as often as they are drawn
+    real_unattended = app.fleet.unattended
+    app.fleet.unattended = lambda every_s: (asked.append(every_s), real_unattended(every_s))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause(1.0)
         busy = app.redraws
@@ -25,10 +28,12 @@ async def test_unattended_console_redraws_every_few_seconds_and_a_key_brings_it_
         away0 = app.redraws
         await pilot.pause(6.5)
         away = app.redraws - away0
+        assert asked == [app_module.UNATTENDED_EVERY_S]
         await pilot.press("down")
         back0 = app.redraws
         await pilot.pause(4.0)
         back = app.redraws - back0
+        assert asked == [app_module.UNATTENDED_EVERY_S, None]
     # Bounds with room for a loaded machine (CI: two pytest processes and a vLLM server made
     # samples arrive late, and a starved loop fires a clock late): the upper bounds say the clock
     # slowed down, the lower ones that it still draws, well above what the slow clocks would draw.
