@@ -139,12 +139,12 @@ class LocalTransport:
     async def stream_lines(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, control: StreamControl | None = None
     ) -> AsyncGenerator[str, None]:
-        # An adopted early agent (the demo's) has no stdin of ours: its control stays unbound.
+        # An adopted early agent (the demo's) was started with a stdin pipe of ours: controlled alike.
         proc: _Command | _AdoptedProcess = await _adopt_early(argv, env) or await self._start(
             argv, env, stdin=control is not None
         )
         assert proc.stdout is not None and proc.stderr is not None
-        stdin = getattr(proc, "stdin", None)  # an adopted process has none
+        stdin = proc.stdin
         if control is not None and stdin is not None:
             control.bind(stdin.write)
         err = TailBuffer()
@@ -267,7 +267,9 @@ def start_early(argv: Sequence[str], env: Mapping[str, str] | None = None, *, ni
     try:
         _EARLY[key] = subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
+            # a pipe, not /dev/null: the fleet that adopts it writes its control lines there
+            # (rate control); until then nothing is written, and the agent waits for none
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=_merged_env(env),
@@ -291,7 +293,7 @@ def discard_early() -> list[int]:
         except subprocess.TimeoutExpired:
             _kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
-        for pipe in (proc.stdout, proc.stderr):
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
     return pids
@@ -300,11 +302,19 @@ def discard_early() -> list[int]:
 class _AdoptedProcess:
     """An early process seen through asyncio: the parts of asyncio.subprocess.Process stream_lines uses."""
 
-    def __init__(self, popen: subprocess.Popen, stdout: asyncio.StreamReader, stderr: asyncio.StreamReader, pipes):
+    def __init__(
+        self,
+        popen: subprocess.Popen,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader,
+        stdin: asyncio.StreamWriter | None,
+        pipes,
+    ) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.stdout = stdout
         self.stderr = stderr
+        self.stdin = stdin
         self._pipes = pipes
 
     @property
@@ -405,9 +415,10 @@ async def _adopt_early(argv: Sequence[str], env: Mapping[str, str] | None) -> _A
         return None
     try:
         readers, pipes = await _connect_readers([popen.stdout, popen.stderr])
+        stdin = await _connect_writer(popen.stdin, pipes) if popen.stdin is not None else None
     except BaseException:  # cancelled: out of _EARLY and not yet stream_lines', nobody else would stop it
         _kill_group(popen.pid, signal.SIGKILL)
-        for pipe in (popen.stdout, popen.stderr):
+        for pipe in (popen.stdin, popen.stdout, popen.stderr):
             if pipe is not None:
                 pipe.close()
         try:
@@ -415,7 +426,7 @@ async def _adopt_early(argv: Sequence[str], env: Mapping[str, str] | None) -> _A
         except subprocess.TimeoutExpired:
             pass
         raise
-    return _AdoptedProcess(popen, readers[0], readers[1], pipes)
+    return _AdoptedProcess(popen, readers[0], readers[1], stdin, pipes)
 
 
 class _OutputTooLarge(Exception):

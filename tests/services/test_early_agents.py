@@ -65,6 +65,30 @@ async def test_only_simulated_local_nodes_start_early_and_the_fleet_adopts_them(
         discard_early()
 
 
+async def test_an_adopted_early_agent_is_rate_controlled_as_one_the_fleet_started(sim_node):
+    """The demo's agents are all adopted early ones: off screen, each must send less, as any
+    other agent does (they once got /dev/null for stdin, and every sample came, on screen or not)."""
+    sim = sim_node("sim-r")
+    try:
+        assert start_local_agents(Profile(nodes=(sim,)), 0.2) == ["sim-r"]
+        fleet = FleetTelemetry([sim], interval=0.2, stale_after=1.0)
+        await fleet.start()
+        try:
+            assert await wait_for(lambda: fleet.frames_received("sim-r") >= 2, timeout=30)
+            assert local._EARLY == {}  # the early one was adopted
+            fleet.watch([])  # off screen: a sample every 5 s
+            assert await wait_for(lambda: fleet.sample_every("sim-r") == 25, timeout=5)
+            await asyncio.sleep(1.0)  # lines already on their way
+            before = fleet.frames_received("sim-r")
+            await asyncio.sleep(2.0)
+            assert fleet.frames_received("sim-r") - before <= 1  # every sample would be ~10
+            assert fleet.snapshot("sim-r").health == NodeHealth.LIVE  # its tick lines came
+        finally:
+            await fleet.stop()
+    finally:
+        discard_early()
+
+
 async def test_a_node_the_fleet_never_follows_is_stopped_at_exit(sim_node):
     sim = sim_node("sim-b")
     assert start_local_agents(Profile(nodes=(sim,)), 1.0) == ["sim-b"]
