@@ -9,6 +9,9 @@ import time
 from pathlib import Path
 
 _given: set[int] = set()
+# Its own generator: a test that seeds the global one must not make two test processes pick their
+# ports in step.
+_ports = random.Random()
 
 
 def _ephemeral_start() -> int:
@@ -25,7 +28,7 @@ def free_port() -> int:
     once). Never the same port twice in one test process."""
     top = max(_ephemeral_start(), 20_001)
     for _ in range(200):
-        port = random.randrange(20_000, top)
+        port = _ports.randrange(20_000, top)
         if port in _given:
             continue
         with socket.socket() as s:

@@ -41,7 +41,6 @@ import os
 import platform
 import resource
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -126,12 +125,6 @@ print(json.dumps({**counts, "seconds": round(time.monotonic() - t0, 1),
                   "console_steady_cpu_pct": None if steady is None else round(100 * steady, 2),
                   "node_side_cpu_s": round(kids.ru_utime + kids.ru_stime, 3)}), flush=True)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Watcher:
