@@ -61,7 +61,8 @@ def prepare_demo(profile: Profile, book: VersionsBook | None = None, *, fresh: b
         upgrade_rocm(str(folder), DEMO_ROCM)
     except (OSError, ValueError, KeyError, TypeError, DemoFaultError):
         return None
-    if fresh:
-        book.forget(DEMO_NODE)
+    # Only a data dir's first demo start records the node as it was: its next reading shows
+    # the upgrade once; a later start keeps what the demo recorded (no second node.changed).
+    if fresh and book.last(DEMO_NODE) is None:
         book.observe(before)  # what the node was: its next reading shows the upgrade
     return f"{DEMO_NODE}: simulated ROCm upgraded {before.rocm} -> {DEMO_ROCM} since its baseline 'demo'"

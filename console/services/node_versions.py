@@ -57,9 +57,15 @@ def versions_of(
             facts["numa_balancing"] = probe.numa_balancing
     statics = list(snapshot.static) if snapshot is not None else []
     if statics:
+        # Counted per physical GPU (its first row), as the doctor counts them: a partition mode
+        # multiplies the logical GPUs (8 MI300X in CPX are 64), and a sample taken while a
+        # switch is half done mixes both modes (57); neither is a change of the node's hardware.
+        first: dict[int, Any] = {}
+        for g in statics:
+            first.setdefault(g.physical, g)
         facts["gpus"] = [
             {"model": g.model, "compute_partition": g.compute_partition, "memory_partition": g.memory_partition}
-            for g in statics
+            for _, g in sorted(first.items())
         ]
     rows = [{"physical": g.physical, "vbios": g.vbios} for g in statics]
     args = _without_console_flags(serve_args)
@@ -117,6 +123,17 @@ def node_changed_event(node: str, changes: Sequence[Change], now: float) -> Even
     )
 
 
+# The mark a record carries once its GPUs are counted per physical GPU and its partition mode
+# left out. A record without it (an older console's) counted logical GPUs: its GPU lines are
+# not compared, and its pending GPU lines (a partition switch misread as a change) are dropped.
+_GPUS_COUNTED = "physical"
+_PARTITION = "partition"
+
+
+def _legacy_gpu_line(line: str) -> bool:
+    return line.startswith(("GPUs ", "added GPUs ", "removed GPUs "))
+
+
 class VersionsBook:
     """The last versions seen of each node, and its changes not yet acknowledged.
 
@@ -147,21 +164,27 @@ class VersionsBook:
 
     def pending(self, node: str) -> list[str]:
         """The change lines not yet acknowledged ([] when none)."""
-        lines = self._read(node).get("pending")
-        return [str(x) for x in lines] if isinstance(lines, list) else []
+        return _pending_of(self._read(node))
 
     def observe(self, versions: NodeVersions, *, settings_too: bool = False) -> tuple[Change, ...]:
         """Record a reading; the changes since the last one (() for the first reading).
         Only versions and node-wide facts count unless settings_too (an instance's flags
-        and environment belong to the instance, not to the node)."""
-        mine = versions if settings_too else replace(versions, preset_env=(), flags=(), simulated=False)
+        and environment belong to the instance, not to the node). The partition mode never
+        counts: a switch is a `partition.switched` event of its own (the dialog and the CLI
+        write it once, when verified), not a change of what the node is."""
+        gpus = tuple(p for p in versions.gpus if p[0] != _PARTITION)
+        mine = versions if settings_too else replace(versions, preset_env=(), flags=(), simulated=False, gpus=gpus)
         doc = self._read(versions.node)
         before = self.last(versions.node)
+        legacy = before is not None and doc.get("gpus_counted") != _GPUS_COUNTED
+        if before is not None and legacy:
+            before = replace(before, gpus=mine.gpus)
         changes = diff_versions(before, mine) if before is not None else ()
         pending = self.pending(versions.node) + [c.line() for c in changes]
-        if before is None or changes:
+        if before is None or changes or legacy:
             doc = {
                 "versions": versions_to_dict(mine),
+                "gpus_counted": _GPUS_COUNTED,
                 "pending": pending[-40:],
                 "changed_at": time.time() if changes else doc.get("changed_at"),
             }
@@ -195,9 +218,17 @@ class VersionsBook:
                 node = doc["versions"]["node"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            pending = doc.get("pending")
-            if isinstance(pending, list) and pending and isinstance(node, str):
+            pending = _pending_of(doc)
+            if pending and isinstance(node, str):
                 shown = "; ".join(str(x) for x in pending[:3])
                 more = len(pending) - 3
                 out[node] = shown + (f"; and {more} more" if more > 0 else "")
         return out
+
+
+def _pending_of(doc: dict) -> list[str]:
+    lines = doc.get("pending")
+    out = [str(x) for x in lines] if isinstance(lines, list) else []
+    if doc.get("gpus_counted") != _GPUS_COUNTED:
+        out = [line for line in out if not _legacy_gpu_line(line)]
+    return out
