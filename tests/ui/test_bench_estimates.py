@@ -45,12 +45,20 @@ def test_chart_title_and_status_line_mark_estimates_until_vllms_numbers():
     assert live == "TTFT p50 ≈2500 · p99 ≈5200 ms · ≈ /metrics bucket estimate"
     assert "2480" not in live and "5213" not in live
     line = bv.live_now_text(SAMPLE)
-    assert line.startswith("server now: TTFT p50 ≈2500 ms · ITL p50 ≈3.9 ms (≈ bucket estimates) · 1568 tok/s")
+    assert line.startswith("live: TTFT p50 ≈2500 ms · ITL p50 ≈3.9 ms (≈ bucket estimates) · 1568 tok/s")
     final = {"median_ttft_ms": 2480.31, "p99_ttft_ms": 5213.93, "median_itl_ms": 3.91}
     assert (
         bv.live_chart_title("TTFT", TTFT, " ms", SAMPLE, final) == "TTFT p50 2480.31 · p99 5213.93 ms · vLLM's result"
     )
-    done = bv.live_now_text(SAMPLE, final=True, metrics=final)
-    assert done.startswith("vLLM's result: TTFT p50 2480.31 ms · ITL p50 3.91 ms · ") and "≈" not in done
-    # throughput and counts are no histogram: no mark
-    assert bv.live_chart_title("Output", (("output_tok_s", ""),), " tok/s", SAMPLE) == "Output 1568 tok/s"
+    done = bv.live_now_text(SAMPLE, final=True, metrics={**final, "output_throughput": 1342.031})
+    assert done.startswith("vLLM's result: TTFT p50 2480.31 ms · ITL p50 3.91 ms · output 1342.03 tok/s")
+    assert "≈" not in done and "running" not in done and "1568" not in done
+    # throughput and counts are no histogram: no mark, but labelled live until vLLM's figure replaces it
+    assert bv.live_chart_title("Output", (("output_tok_s", ""),), " tok/s", SAMPLE) == "Output 1568 tok/s · live"
+    assert (
+        bv.live_chart_title("Output", (("output_tok_s", ""),), " tok/s", SAMPLE, {"output_throughput": 1342.031}, True)
+        == "Output 1342.03 tok/s · vLLM"
+    )
+    counts = (("running", "running"), ("waiting", "waiting"))
+    assert bv.live_chart_title("", counts, "", SAMPLE) == "live running 8 · waiting 0"
+    assert bv.live_chart_title("", counts, "", SAMPLE, final, ended=True) == "Requests · live, run ended"

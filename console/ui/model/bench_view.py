@@ -471,39 +471,78 @@ def wrap_log_line(text: str, width: int) -> list[str]:
     return lines or [text[:width]]
 
 
+# Figures that only exist while the run goes on: once it ended, their last value is no result.
+LIVE_ONLY = frozenset({"running", "waiting"})
+FINAL_RATE = {"output_tok_s": "output_throughput"}  # vLLM's figure that replaces the live rate
+
+
+def _final_value(attr: str, final: Mapping | None) -> float | None:
+    key = FINAL_OF.get(attr) or FINAL_RATE.get(attr)
+    return final.get(key) if final is not None and key is not None else None
+
+
 def live_chart_title(
-    title: str, pairs: Sequence[tuple[str, str]], unit: str, sample: LiveSample, final: Mapping | None = None
+    title: str,
+    pairs: Sequence[tuple[str, str]],
+    unit: str,
+    sample: LiveSample,
+    final: Mapping | None = None,
+    ended: bool = False,
 ) -> str:
     """'TTFT p50 ≈2500 · p99 ≈5200 ms · /metrics buckets', then 'TTFT p50 2480.12 · p99 5210.40 ms · vLLM'
-    once the run's result arrived; 'Output 2167 tok/s', 'running 64 · waiting 0'."""
+    once the run's result arrived; 'Output 2167 tok/s · live', then 'Output 2259.86 tok/s · vLLM'.
+    Once the run `ended`, vLLM's figure where it has one (its table's 2 decimals), the last live
+    value marked as such where it has none, and no running/waiting count at all."""
+    counts = bool(pairs) and all(attr in LIVE_ONLY for attr, _ in pairs)
+    if ended and counts:
+        return f"{title or 'Requests'} · live, run ended".strip()
 
     def value(attr: str) -> str:
         v = getattr(sample, attr)
         if attr in ("running", "waiting"):
             return num_text(v, "{:.0f}")
+        exact = _final_value(attr, final)
+        if exact is not None:
+            return num_text(exact, "{:.2f}")
         return latency_text(attr, sample, final)
 
-    values = " · ".join(f"{label} {value(attr)}".strip() for attr, label in pairs)
+    values = " · ".join(f"{label} {value(attr)}".strip() for attr, label in pairs if not (ended and attr in LIVE_ONLY))
     text = f"{title} {values}{unit}".strip()
     latencies = [attr for attr, _ in pairs if attr in ESTIMATED]
-    if latencies:
-        exact = final is not None and all(final.get(FINAL_OF.get(a, "")) is not None for a in latencies)
-        text += " · vLLM's result" if exact else " · ≈ /metrics bucket estimate"
-    return text
+    finals = [attr for attr, _ in pairs if attr in FINAL_OF or attr in FINAL_RATE]
+    if finals and all(_final_value(a, final) is not None for a in finals):
+        return text + (" · vLLM's result" if latencies else " · vLLM")  # a rate chart's title is short
+    if latencies:  # the estimate's mark says where it is from: live /metrics
+        return text + " · ≈ /metrics bucket estimate" + (" · last sample" if ended else "")
+    if counts:  # 'live running 64 · waiting 0': the label first, the chart's title is short
+        return f"live {text}"
+    return text + (" · last sample" if ended else " · live")
 
 
 def live_now_text(sample: LiveSample | None, final: bool = False, metrics: Mapping | None = None) -> str:
-    """The server's last /metrics sample in one line (windowed percentiles, bucket estimates
-    marked ≈); with `metrics` (vLLM's result, once the run ended) its TTFT and ITL instead."""
+    """The server's last /metrics sample in one line, labelled live (windowed percentiles, bucket
+    estimates marked ≈); once the run ended (`final`), vLLM's own figures from its result
+    (`metrics`, the numbers of its table and of the stored result) and no live counts."""
+    if final and metrics is not None and metrics.get("output_throughput") is not None:
+        return (
+            f"vLLM's result: TTFT p50 {num_text(metrics.get('median_ttft_ms'), '{:.2f}')} ms · "
+            f"ITL p50 {num_text(metrics.get('median_itl_ms'), '{:.2f}')} ms · "
+            f"output {num_text(metrics.get('output_throughput'), '{:.2f}')} tok/s · "
+            f"{num_text(metrics.get('request_throughput'), '{:.2f}')} req/s"
+        )
     if sample is None:
+        if final:
+            return "server /metrics: no sample of the run · vLLM wrote no result"
         return "server /metrics: no sample yet · charts: x = seconds since the run started"
-    exact = metrics is not None and metrics.get("median_ttft_ms") is not None
-    ttft = latency_text("ttft_p50", sample, metrics)
-    itl = latency_text("itl_p50", sample, metrics)
-    head = "vLLM's result" if exact else ("server, last sample" if final else "server now")
-    how = "" if exact else " (≈ bucket estimates)"
+    ttft = latency_text("ttft_p50", sample)
+    itl = latency_text("itl_p50", sample)
+    if final:  # no result of vLLM's: the last live sample, and nothing that reads as still running
+        return (
+            f"last live sample (run ended, no result): TTFT p50 {ttft} ms · ITL p50 {itl} ms (≈ bucket estimates) · "
+            f"{num_text(sample.output_tok_s, '{:.0f}')} tok/s · KV {num_text(sample.kv_cache_pct, '{:.1f}')}%"
+        )
     return (
-        f"{head}: TTFT p50 {ttft} ms · ITL p50 {itl} ms{how} · "
+        f"live: TTFT p50 {ttft} ms · ITL p50 {itl} ms (≈ bucket estimates) · "
         f"{num_text(sample.output_tok_s, '{:.0f}')} tok/s · running {num_text(sample.running, '{:.0f}')} · "
         f"waiting {num_text(sample.waiting, '{:.0f}')} · KV {num_text(sample.kv_cache_pct, '{:.1f}')}%"
     )
@@ -572,9 +611,10 @@ def result_table(state: PointState, cancelled: bool = False) -> Table:
     grid.add_row(
         Text(
             f"{num_text(m.get('request_throughput'), '{:.2f}')} req/s · output "
-            f"{num_text(m.get('output_throughput'))} tok/s · total {num_text(m.get('total_token_throughput'))} tok/s"
+            f"{num_text(m.get('output_throughput'), '{:.2f}')} tok/s · "
+            f"total {num_text(m.get('total_token_throughput'), '{:.2f}')} tok/s"
             + (
-                f" · peak {num_text(m.get('max_output_tokens_per_s'), '{:.0f}')} tok/s"
+                f" · peak {num_text(m.get('max_output_tokens_per_s'), '{:.2f}')} tok/s"
                 if m.get("max_output_tokens_per_s")
                 else ""
             )

@@ -87,9 +87,11 @@ _EMPTY_TITLES = {
 }
 
 
-def chart_title(title: str, pairs: Sequence[tuple[str, str]], unit: str, sample, final: Mapping | None = None) -> str:
-    """'TTFT p50 ≈2500 · p99 ≈5200 ms · ≈ /metrics bucket estimate', 'Output 2167 tok/s' (bench_view)."""
-    return bv.live_chart_title(title, pairs, unit, sample, final)
+def chart_title(
+    title: str, pairs: Sequence[tuple[str, str]], unit: str, sample, final: Mapping | None = None, ended: bool = False
+) -> str:
+    """'TTFT p50 ≈2500 · p99 ≈5200 ms · ≈ /metrics bucket estimate', 'Output 2167 tok/s · live' (bench_view)."""
+    return bv.live_chart_title(title, pairs, unit, sample, final, ended)
 
 
 class BenchScreen(Screen):
@@ -615,7 +617,7 @@ class BenchScreen(Screen):
                 plot.replot([], t0, _EMPTY_TITLES[widget_id], ylim=ylim)
                 continue
             marked = spans if widget_id in THROTTLE_MARKED else ()
-            text = chart_title(title, pairs, unit, last, bv.final_metrics(cur))
+            text = chart_title(title, pairs, unit, last, bv.final_metrics(cur), ended=cur is not None and cur.finished)
             if marked:
                 text += f" · GPU throttled {sum(e - s for s, e in marked):.0f}s (red)"
             plot.replot(bv.live_traces(samples, pairs), t0, text, ylim=ylim, spans=marked)
