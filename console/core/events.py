@@ -14,6 +14,10 @@ new reading causes:
   below ``off_share``; its times are those the counters say, not those of detection;
 - ``gpu.reset`` / ``gpu.xid`` / ``gpu.fault``: what the driver reported;
 - ``node.up`` / ``node.stale`` / ``node.down`` on a change of a node's state.
+
+What the console itself does to a node is an event too, written by the service that does
+it (console/services/timeline.py): a start refused, an instance stopped, a process ended,
+a partition switched (or put back by an experiment).
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ KINDS = (
     "instance.ready",
     "instance.failed",
     "instance.stopped",
+    "instance.refused",  # a start the console refused (a rule, a busy or failing GPU): services/instances.py
+    "process.ended",  # a GPU process ended from the console: services/processes.py
+    "process.end_failed",  # ... or not: the node refused or could not end it
     "partition.switched",
     "benchmark.started",
     "benchmark.finished",

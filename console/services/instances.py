@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
-from console.core.events import FAILURE_WINDOW, failure_note, gpu_events_near
+from console.core.events import FAILURE_WINDOW, WARN, Event, failure_note, gpu_events_near
 
 # The record lives in core (the UI's first frame needs it, not this service); re-exported here.
 from console.core.instance_view import InstanceError as InstanceError
@@ -37,6 +37,7 @@ from console.core.telemetry import is_nvidia_source
 from console.core.text import clip, printable
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.events import EventLog
+from console.services.timeline import Timeline, note
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -194,8 +195,11 @@ def mig_devices(node: str, chosen: Sequence[GpuStatic]) -> list[str] | None:
 
 
 class InstanceService:
-    def __init__(self, pool: TransportPool | None = None, *, http_timeout: float = 3.0) -> None:
+    def __init__(
+        self, pool: TransportPool | None = None, *, http_timeout: float = 3.0, timeline: Timeline | None = None
+    ) -> None:
         self.pool = pool or TransportPool()
+        self.timeline = timeline  # a refused start and a stop are written there (services/timeline.py)
         self._commands: dict[str, AgentCommand] = {}
         self.specs: dict[str, NodeSpec] = {}  # nodes seen, by name (a multi-node stop reaches them all)
         self._http_timeout = http_timeout
@@ -343,6 +347,10 @@ class InstanceService:
             None if force or snapshot is None else health_refusal(snapshot, gpus),
         ):
             if refusal:
+                details = {"gpus": list(gpus), "preset": preset.name, "reason": refusal}
+                text = f"start of {name} on GPUs {','.join(map(str, gpus)) or '-'} refused: {refusal}"
+                event = Event(time.time(), "instance.refused", node.name, None, name, WARN, text, details)
+                note(self.timeline, event)
                 raise InstanceError(f"{node.name}: {refusal}")
         health_notes = tuple(health_warnings(snapshot, gpus)) if snapshot is not None else ()
         if force and snapshot is not None and health_refusal(snapshot, gpus):
@@ -604,6 +612,11 @@ class InstanceService:
         view = view_from_record(node.name, rec)
         if rec.get("stopped_by"):
             view = replace(view, state=InstanceState.STOPPED, reason=f"stopped with {rec['stopped_by']}")
+            # the instance list shows it exited, never stopped: the stop itself is the event
+            text = f"{name} stopped by the console ({rec['stopped_by']}) on GPUs {','.join(map(str, view.gpus)) or '-'}"
+            details = {"gpus": list(view.gpus), "pid": view.pid, "model": view.model, "signal": rec["stopped_by"]}
+            event = Event(time.time(), "instance.stopped", node.name, instance=name, message=text, details=details)
+            note(self.timeline, event)
         return view
 
     async def remove(self, node: NodeSpec, name: str) -> None:

@@ -20,6 +20,7 @@ from console.core.telemetry import amd_only_reason
 from console.core.text import printable
 from console.services.agent_bundle import install_agent
 from console.services.instances import InstanceService, InstanceState
+from console.services.timeline import Timeline
 from console.services.transports import TransportPool
 from console.transport.base import env_argv
 
@@ -72,9 +73,16 @@ class PartitionCheck:
 
 
 class PartitionService:
-    def __init__(self, pool: TransportPool | None = None, instances: InstanceService | None = None) -> None:
+    def __init__(
+        self,
+        pool: TransportPool | None = None,
+        instances: InstanceService | None = None,
+        *,
+        timeline: Timeline | None = None,
+    ) -> None:
         self.pool = pool or TransportPool()
-        self.instances = instances or InstanceService(self.pool)
+        # the instances a dialog stops in the way go on the timeline (services/timeline.py)
+        self.instances = instances or InstanceService(self.pool, timeline=timeline)
 
     async def _agent_run(self, node: NodeSpec, args: list[str], *, root: bool, timeout: float) -> dict:
         cmd = await install_agent(self.pool.get(node), node)

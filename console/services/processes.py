@@ -8,14 +8,17 @@ signalling another user's process needs.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+from console.core.events import INFO, WARN, Event
 from console.core.model import NodeSpec
 from console.core.node_json import NodeJsonError, object_lines
 from console.core.text import printable
 from console.services.agent_bundle import install_agent
+from console.services.timeline import Timeline, note
 from console.services.transports import TransportPool
-from console.transport.base import env_argv
+from console.transport.base import TransportError, env_argv
 
 DEFAULT_GRACE = 5.0  # seconds from SIGTERM to SIGKILL
 
@@ -68,13 +71,30 @@ def end_argv(
 
 
 class ProcessService:
-    def __init__(self, pool: TransportPool | None = None) -> None:
+    def __init__(self, pool: TransportPool | None = None, *, timeline: Timeline | None = None) -> None:
         self.pool = pool or TransportPool()
+        self.timeline = timeline  # every end, done or refused, is written there (services/timeline.py)
 
     async def end(
         self, node: NodeSpec, pid: int, *, gpu: int | None = None, grace: float = DEFAULT_GRACE
     ) -> ProcessEnded:
-        """SIGTERM, SIGKILL after `grace` seconds; ProcessEndFailed with the node's reason."""
+        """SIGTERM, SIGKILL after `grace` seconds; ProcessEndFailed with the node's reason.
+        Either way it is an event on the timeline (process.ended / process.end_failed)."""
+        try:
+            ended = await self._end(node, pid, gpu, grace)
+        except (ProcessEndFailed, TransportError) as exc:
+            where = "" if gpu is None else f" on GPU {gpu}"
+            text = f"pid {pid}{where} not ended: {str(exc).removeprefix(node.name + ': ')}"
+            details = {"pid": pid, "reason": exc.reason if isinstance(exc, ProcessEndFailed) else exc.kind}
+            note(self.timeline, Event(time.time(), "process.end_failed", node.name, gpu, None, WARN, text, details))
+            raise
+        details = {"pid": ended.pid, "name": ended.name, "gpus": list(ended.gpus), "signal": ended.signal}
+        kind, severity = ("process.ended", INFO) if ended.ended else ("process.end_failed", WARN)
+        first = ended.gpus[0] if ended.gpus else gpu
+        note(self.timeline, Event(time.time(), kind, node.name, first, None, severity, ended.line(), details))
+        return ended
+
+    async def _end(self, node: NodeSpec, pid: int, gpu: int | None, grace: float) -> ProcessEnded:
         transport = self.pool.get(node)
         cmd = await install_agent(transport, node)
         argv = end_argv(cmd.argv("process"), cmd.amdsmi_paths, pid, gpu, grace, node.allow_kill_foreign)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from console.core.events import SEVERITIES, Event, known_kind, matches
@@ -24,6 +24,7 @@ __all__ = [
     "events_around",
     "failure_lines",
     "failure_time",
+    "timeline_of",
 ]
 
 BUFFER_LIMIT = 5000  # events kept on screen (the log itself is bounded on disk)
@@ -128,6 +129,12 @@ def _when(t: float, now: float) -> str:
     if (at.tm_year, at.tm_yday) == (today.tm_year, today.tm_yday):
         return time.strftime("%H:%M:%S", at)
     return time.strftime("%m-%d %H:%M", at)
+
+
+def timeline_of(app: object) -> Callable[[Event], object] | None:
+    """Where a screen's services write what the console does to a node: the app's HealthWatch
+    (its event log and alert rules); None for an app that keeps no timeline (tests, scenes)."""
+    return getattr(getattr(app, "health_watch", None), "record", None)
 
 
 def event_row(event: Event, now: float) -> EventRow:

@@ -70,7 +70,8 @@ class ServiceInstances:
         if self._service is None:
             from console.services.instances import InstanceService
 
-            self._service = InstanceService(self._pool)
+            timeline = self._events.append if self._events is not None else None  # refusals, stops
+            self._service = InstanceService(self._pool, timeline=timeline)
         return self._service
 
     @property

@@ -33,6 +33,7 @@ from console.services.instances import InstanceError, InstanceService
 from console.services.processes import DEFAULT_GRACE, ProcessEnded, ProcessEndFailed, ProcessService
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
+from console.ui.model.events_view import timeline_of
 from console.ui.workers import run_named
 
 PARALLEL = 3  # agent calls at once: each lists the node's GPU processes first
@@ -145,6 +146,10 @@ class ProcessEndScreen(ModalScreen[tuple[ProcessEnded, ...]]):
             # Text cells: process names come from the node and are never markup
             table.add_row(Text(gpu_span(p.gpus)), Text(str(p.pid)), Text(p.name), Text(""), key=str(p.pid))
         self.query_one("#process-end-no", Button).focus()  # ending is destructive: Cancel first
+        timeline = timeline_of(self.app)  # every end and stop goes on the fleet's timeline
+        for service in (self.service, self.instance_service):
+            if getattr(service, "timeline", False) is None:
+                service.timeline = timeline
 
     # ------------------------------------------------------------ ending
 
