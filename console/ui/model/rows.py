@@ -5,7 +5,7 @@ Pure (no Textual), so the filter and the grouping are tested without an app.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping
 
 from console.core.model import GpuMetrics, GpuStatic, NodeHealth, NodeSnapshot
@@ -16,6 +16,7 @@ from console.ui.model.format import (
     TEMP_JUNCTION,
     TEMP_MEM,
     level,
+    node_facts,
     partition_text,
     short_model,
 )
@@ -255,3 +256,15 @@ def change_mark(node: str, changes: Mapping[str, str]) -> str:
     """The node header's mark: `Δ ROCm: 7.0.2 -> 7.1.0` until the change is acknowledged."""
     summary = changes.get(node)
     return f"{CHANGE_MARK} {summary}" if summary else ""
+
+
+def header_tail(snapshot: NodeSnapshot, mark: str) -> list[tuple[str, bool]]:
+    """What the node header shows after its state, health and instances, as (text, is_mark):
+    the GPU model and partition mode first, then the change mark, then the versions and the
+    telemetry source. A narrow terminal cuts the line's end: what the node is stays readable,
+    and the mark still shows before the versions it is about."""
+    facts = node_facts(snapshot)
+    # node_facts lists the GPU facts first; without the probe it lists only them and the source
+    gpu = len(node_facts(replace(snapshot, probe=None))) - (1 if snapshot.source else 0)
+    parts = [(" · ".join(facts[:gpu]), False), (mark, True), (" · ".join(facts[gpu:]), False)]
+    return [p for p in parts if p[0]]

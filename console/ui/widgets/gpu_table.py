@@ -27,7 +27,16 @@ from console.ui.model import format as fmt
 from console.ui.model import health_view as hv
 from console.ui.model import instance_board as ib
 from console.ui.model.gpu_columns import GAP, NODE_MAX, fit, gpu_label, layout_columns, part_label, vram_total
-from console.ui.model.rows import GpuPair, Row, RowFilter, RowKey, build_rows, change_mark, gpu_pairs
+from console.ui.model.rows import (
+    GpuPair,
+    Row,
+    RowFilter,
+    RowKey,
+    build_rows,
+    change_mark,
+    gpu_pairs,
+    header_tail,
+)
 from console.ui.model.sort import DEFAULT_ORDER, SortOrder
 
 SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
@@ -499,15 +508,12 @@ class GpuTable(ScrollView, can_focus=True):
         summary = ib.node_summary(self._board.counts(row.node)) if self._board is not None else ""
         if summary:
             segments.append(Segment("  " + summary, base))
-        # after health and instances, which a narrow terminal must still show
+        # after health and instances, which a narrow terminal must still show; the mark (versions
+        # changed since last seen, B acknowledges) after the GPU model and mode, before versions
         mark = change_mark(row.node, getattr(self.app, "node_changes", None) or {})
-        if mark:  # versions changed since last seen (the baseline screen, B, acknowledges)
-            segments.append(Segment("  " + printable(mark), base + self._style("warn")))
-        facts = fmt.node_facts(snap)
-        if facts:
-            segments.append(
-                Segment("  " + printable(" · ".join(facts)), base if cursor else base + self._style("muted"))
-            )
+        facts_style = base if cursor else base + self._style("muted")
+        for text, is_mark in header_tail(snap, mark):
+            segments.append(Segment("  " + printable(text), base + self._style("warn") if is_mark else facts_style))
         return Strip(segments).adjust_cell_length(width, base)
 
     def _gpu_strip(self, row: Row, gpu: int, width: int, cursor: bool) -> Strip:
