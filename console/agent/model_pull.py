@@ -15,6 +15,7 @@ HF_TOKEN reaches the worker only through the supervisor's private environment fi
 argv, spec.json or a log line); every message is scrubbed of it.
 """
 
+import errno
 import fnmatch
 import hashlib
 import os
@@ -188,6 +189,42 @@ def space_refusal(pull, measure=None):
     return None
 
 
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def disk_full(exc):
+    """The OSError of a full disk (no space, quota, file size limit) behind `exc`, or None:
+    huggingface_hub may raise it as is or wrapped (its cause or context)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def disk_full_reason(pull, exc):
+    """One line: where the disk filled, how much of the pull is there, what is kept, what to do."""
+    target = pull.get("local_dir") or pull.get("cache_dir") or "?"
+    try:
+        free = size_text(free_space(target)[0])
+    except OSError:
+        free = "?"
+    done, _ = present_bytes(pull)
+    return (
+        "the disk filled at %s (%s, %s free): %s of %s pulled; the complete files are kept and the partial"
+        " one removed: free space, then `models pull` again resumes it"
+        % (
+            target,
+            exc.strerror or os.strerror(exc.errno),
+            free,
+            size_text(done),
+            size_text(pull.get("total_bytes") or 0),
+        )
+    )
+
+
 def remove_stale_partials(pull):
     """A killed pull's `.incomplete` files: huggingface_hub (>= 1.x) names them per process and
     never reuses one, so they only waste space; this pull's run is the only writer of its repo."""
@@ -275,7 +312,12 @@ def worker(folder):
             kwargs["endpoint"] = endpoint
         path = snapshot_download(pull["repo"], **kwargs)
     except Exception as exc:  # the hub's reason, one line, for `models pulls`
-        message = scrub(hub_reason(exc, endpoint), token)
+        full = disk_full(exc)
+        if full is not None:  # the partial file is never resumed: its space goes back now
+            remove_stale_partials(pull)
+            message = disk_full_reason(pull, full)
+        else:
+            message = scrub(hub_reason(exc, endpoint), token)
         write_json(os.path.join(folder, ERROR), {"message": message})
         sys.stderr.write("rocm-console: pull failed: %s\n" % message)
         return 1

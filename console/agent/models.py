@@ -149,7 +149,39 @@ def _local_one(folder, name):
     ]
 
 
-def list_models(cache_dir=None, model_dirs=()):
+def _unfinished_pulls(state_dir):
+    """[(repo, its `--to` folder or None, why)] of the pulls here that did not finish (failed,
+    stopped): their model is never listed complete, whatever files they left (W2: a pull that
+    ended on a full disk can leave shards without the index, which reads as a whole model)."""
+    if not state_dir:
+        return []
+    try:
+        pulls = list_pulls(state_dir)
+    except Exception:  # no pulls folder, an unreadable one: nothing to hold against the models
+        return []
+    out = []
+    for p in pulls:
+        if p["state"] == "failed":
+            out.append((p["model"], p.get("to"), "its pull failed: %s" % p["error"]))
+        elif p["state"] == "stopped":
+            out.append((p["model"], p.get("to"), "its pull was stopped; `models pull` again resumes it"))
+    return out
+
+
+def _mark_unfinished(records, unfinished):
+    for rec in records:
+        if rec.get("kind") != "model":
+            continue
+        for repo, to, why in unfinished:
+            if (to is None and rec["source"] == "hf-cache" and rec["name"] == repo) or (
+                to is not None and rec["path"] == to
+            ):
+                rec["incomplete_reason"] = "%s; %s" % (rec["incomplete_reason"], why) if not rec["complete"] else why
+                rec["complete"] = False
+    return records
+
+
+def list_models(cache_dir=None, model_dirs=(), state_dir=None):
     """Every model record, then one `space` record per filesystem; raises ModelsError."""
     records = []
     hub_error = None
@@ -161,6 +193,7 @@ def list_models(cache_dir=None, model_dirs=()):
     if info is not None:
         records.extend(_cache_records(info))
     records.extend(_local_records(model_dirs))
+    _mark_unfinished(records, _unfinished_pulls(state_dir))
     where = cache_dir
     if info is not None and info.repos:  # the scanner's own folder (HF_HUB_CACHE / HF_HOME resolved)
         where = str(next(iter(info.repos)).repo_path.parent)
@@ -285,7 +318,7 @@ def run(args, writer):
         _reexec_with_hub(args, writer)
     try:
         if args.op == "list":
-            for rec in list_models(args.cache_dir, dirs):
+            for rec in list_models(args.cache_dir, dirs, args.state_dir):
                 writer.write(rec)
         elif args.op == "config":
             writer.write(find_config(args.model, args.cache_dir, dirs, args.revision))
@@ -358,6 +391,7 @@ def pull_status(state_dir, name):
         "rate": progress.get("rate") if running else None,
         "eta": progress.get("eta") if running else None,
         "target": pull.get("local_dir") or pull.get("cache_dir"),
+        "to": pull.get("local_dir"),
         "path": (result or {}).get("path"),
         "error": (error or {}).get("message"),
         "exit_code": rec["exit_code"],
@@ -379,11 +413,12 @@ def start_pull(args, secrets):
     here = os.path.dirname(os.path.abspath(__file__))
     if os.path.isfile(os.path.join(sup.instance_dir(state_dir, name), "spec.json")):
         current = pull_status(state_dir, name)
-        if args.cancel:
-            if current["state"] == "running":
+        if args.cancel:  # W2: only a running pull is cancelled; any other says its real state
+            cancelled = current["state"] == "running"
+            if cancelled:
                 sup.stop(state_dir, name, int_timeout=5.0, term_timeout=5.0)
-            current = pull_status(state_dir, name)
-            current["cancelled"] = True
+                current = pull_status(state_dir, name)
+            current["cancelled"] = cancelled
             return current
         if current["state"] == "running":
             current["attached"] = True  # the same pull, still going: follow it

@@ -214,7 +214,7 @@ def start(state_dir, spec, agent_path):
         json.dump(env, fh)
     with open(os.devnull, "rb") as devnull, open(os.path.join(folder, "log"), "ab") as log:
         subprocess.Popen(
-            [sys.executable, agent_path, "instance-monitor", folder],
+            [sys.executable, agent_path, "instance-monitor", "--", folder],
             stdin=devnull,
             stdout=log,
             stderr=log,

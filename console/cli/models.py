@@ -112,13 +112,18 @@ async def _pull(args: argparse.Namespace, profile: Profile) -> int:
                 cancel=args.cancel,
             )
         except ModelsError as exc:
+            if args.cancel:  # W2: no pull of it on the node: nothing was cancelled
+                say_error(str(exc))
+                return EXIT_FAILED
             raise UsageError(str(exc)) from None  # missing, gated, a wrong token, no space: bad input
         if args.cancel:
-            if not args.json:
-                print(printable(f"{node.name}: {args.model}: pull cancelled at {status.progress_text()}"))
-            else:
+            if args.json:
                 print(json.dumps(status.as_dict()))
-            return EXIT_OK
+            elif status.cancelled:
+                print(printable(f"{node.name}: {args.model}: pull cancelled at {status.progress_text()}"))
+            else:  # W2: a pull that had already failed, finished or stopped is not "cancelled"
+                say_error(status.not_cancelled())
+            return EXIT_OK if status.cancelled else EXIT_FAILED
         if not args.json:
             how = "already running, following it" if status.attached else "started"
             print(

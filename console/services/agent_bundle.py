@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -64,17 +65,73 @@ class AgentCommand:
         return self.agent_path.rsplit("/", 1)[0]
 
     def argv(self, mode: str, *extra: str) -> list[str]:
+        """The agent's command line: `extra` is the op, options (`"--key", value` pairs become
+        `--key=value`) and, after a `"--"`, the positionals; a value that starts with `-` is
+        never read as an option by the agent's parser (agent_args)."""
         # `python3 <bundle dir>` runs its __main__.py, which imports node_agent: the compiled
         # agent is cached in __pycache__ instead of compiled again at every start (~10 ms each;
         # the console starts one per node and lists instances every few seconds).
-        argv = [self.python, *self.python_flags, self.bundle_dir, mode, *extra]
-        if mode in ("telemetry", "probe", "partition", "doctor", "models"):  # amdsmi (models: a sim's hub)
-            for path in self.amdsmi_paths:
-                argv += ["--amdsmi-path", path]
-        return argv
+        amdsmi = self.amdsmi_paths if mode in ("telemetry", "probe", "partition", "doctor", "models") else ()
+        return [self.python, *self.python_flags, self.bundle_dir, mode, *agent_args(mode, extra, amdsmi)]
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
+
+
+# The agent's grammar as far as argv needs it (tests/services/test_agent_argv.py checks it against
+# the agent's own parser, every subcommand): the options that take a value (each sent as one
+# `--key=value` item), the flags, and the modes whose first word is an op.
+AGENT_VALUE_OPTIONS = frozenset(
+    (
+        "--amdsmi-path", "--cache-dir", "--compute", "--count", "--exclude", "--gpu", "--gpus", "--grace",
+        "--group", "--health-interval", "--include", "--int-timeout", "--interval", "--lines", "--max-seconds",
+        "--memory", "--model-dir", "--offset", "--pid", "--revision", "--state-dir", "--sysroot",
+        "--term-timeout", "--to", "--vllm",
+    )
+)  # fmt: skip
+AGENT_FLAGS = frozenset(
+    ("--allow-foreign", "--cancel", "--dry-run", "--follow", "--reload-driver", "--split-cr", "--sudo")
+)
+AGENT_OP_MODES = frozenset(("instance", "models", "partition", "process"))
+
+
+def _is_option(item: str) -> bool:
+    return item in AGENT_FLAGS or item.partition("=")[0] in AGENT_VALUE_OPTIONS and "=" in item
+
+
+def agent_args(mode: str, extra: Sequence[str], amdsmi_paths: Sequence[str] = ()) -> list[str]:
+    """`extra` with every value glued to its option and the positionals behind one `--`.
+
+    W2: `models pull -- --help` reached the agent's own parser as its `--help`. A value of
+    `--key value` that starts with `-` is read by argparse as an option; `--key=value` and a
+    positional after `--` never are. So: each `"--key", value` pair of a value option becomes
+    `--key=value`; the op (a mode's first word) stays; every other item (a name, a model, a
+    folder, whatever it starts with) is a positional and goes after the `--`, as does all that
+    follows a `"--"` in `extra`. The amdsmi paths go with the options."""
+    items = list(extra)
+    out: list[str] = []
+    tail: list[str] = []
+    want_op = mode in AGENT_OP_MODES
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item in AGENT_VALUE_OPTIONS and i + 1 < len(items):
+            out.append(f"{item}={items[i + 1]}")  # its value may be "--" or "-h" itself
+            i += 2
+            continue
+        if item == "--":
+            tail += items[i + 1 :]
+            break
+        if _is_option(item):
+            out.append(item)
+        elif want_op:
+            out.append(item)
+            want_op = False
+        else:
+            tail.append(item)
+        i += 1
+    out += [f"--amdsmi-path={path}" for path in amdsmi_paths]
+    return out + (["--", *tail] if tail else [])
 
 
 def _modules(dest: str, folder: Path) -> list[tuple[str, bytes]]:
@@ -99,6 +156,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("models.py", (_PKG / "agent" / "models.py").read_bytes()),  # `models list|config` (issue Q)
         ("model_pull.py", (_PKG / "agent" / "model_pull.py").read_bytes()),  # `models pull`'s worker (issue Q)
         ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
+        ("nvml_energy.py", (_PKG / "agent" / "nvml_energy.py").read_bytes()),  # nvidia.py's energy cadence
         ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
         ("statefiles.py", STATEFILES_SOURCE.read_bytes()),
         ("__main__.py", LAUNCHER_SOURCE.read_bytes()),
@@ -234,10 +292,10 @@ def _bundle_paths(state_dir: str, digest: str, files) -> list[str]:
 def telemetry_argv(command: AgentCommand, interval: float, health_interval: float | None = None) -> list[str]:
     """The agent's telemetry stream at `interval` seconds (the fleet's and the early start's),
     with a GPU health reading every `health_interval` seconds when given (0: health off)."""
-    argv = command.argv("telemetry", "--interval", f"{interval:g}")
+    extra = ["--interval", f"{interval:g}"]
     if health_interval is not None:
-        argv += ["--health-interval", f"{health_interval:g}"]
-    return argv
+        extra += ["--health-interval", f"{health_interval:g}"]
+    return command.argv("telemetry", *extra)
 
 
 def _agent_command(node: NodeSpec, state_dir: str, base: str, agent_path: str) -> AgentCommand:

@@ -117,15 +117,16 @@ def simulated_hub(node: NodeSpec) -> bool:
 def _argv(
     node: NodeSpec, command: AgentCommand, op: str, *extra: str, settings: NodeModelSettings | None = None
 ) -> list[str]:
-    argv = command.argv("models", op, *extra)
+    # every option before the positional (the model), which the builder puts after a `--`
+    options: list[str] = []
     if simulated_hub(node):  # a simulated node (NVIDIA ones too) with the simulated vLLM reads the simulated hub
-        argv += ["--amdsmi-path", f"{command.bundle_dir}/sim"]
+        options += ["--amdsmi-path", f"{command.bundle_dir}/sim"]
     else:  # the vLLM venv's python has huggingface_hub: the agent runs the op there
-        argv += ["--vllm", node.vllm]
-    argv += ["--state-dir", command.state_dir]
+        options += ["--vllm", node.vllm]
+    options += ["--state-dir", command.state_dir]
     for folder in (settings or settings_for(node)).model_dirs:
-        argv += ["--model-dir", folder]
-    return argv
+        options += ["--model-dir", folder]
+    return command.argv("models", op, *options, *extra)
 
 
 async def _agent(
@@ -207,7 +208,7 @@ async def model_facts(
     pool: TransportPool, node: NodeSpec, model: str, settings: NodeModelSettings | None = None
 ) -> ModelFacts:
     """The model's facts from its config.json on the node (and its index's real size)."""
-    records = await _agent(pool, node, "config", model, settings=settings)
+    records = await _agent(pool, node, "config", "--", model, settings=settings)
     rec = next((r for r in records if r.get("kind") == "config"), None)
     if rec is None or not isinstance(rec.get("config"), dict):
         raise ModelsError(f"{node.name}: model {model}: the agent sent no config.json")
@@ -556,6 +557,7 @@ class PullStatus:
     error: str | None = None
     attached: bool = False  # `models pull` found it already running
     pid: int | None = None
+    cancelled: bool = False  # `models pull --cancel` stopped it (it was running)
 
     @property
     def percent(self) -> float:
@@ -569,6 +571,17 @@ class PullStatus:
             if self.eta is not None:
                 text += f", ETA {_duration(self.eta)}"
         return text
+
+    def not_cancelled(self) -> str:
+        """Why `--cancel` stopped nothing: the pull's real state, in one line."""
+        head = f"{self.node}: {self.model}: no running pull to cancel"
+        if self.state == "done":
+            return f"{head}: it is done ({size_text(self.total_bytes)} in {self.path})"
+        if self.state == "failed":
+            return f"{head}: it failed: {self.error}"
+        if self.state == "stopped":
+            return f"{head}: it is stopped at {self.progress_text()}"
+        return f"{head}: it is {self.state}"
 
     def line(self) -> str:
         head = f"{self.node}: {self.model}"
@@ -604,6 +617,7 @@ def _pull_status(node: str, rec: Mapping[str, Any]) -> PullStatus:
         error=rec.get("error"),
         attached=bool(rec.get("attached")),
         pid=rec.get("pid") if isinstance(rec.get("pid"), int) else None,
+        cancelled=rec.get("cancelled") is True,
     )
 
 
@@ -640,7 +654,7 @@ async def start_pull(
     """Start the pull detached on the node (or find it running); ModelsError: the one-line refusal."""
     settings = settings or settings_for(node)
     secrets = hub_secrets(settings)
-    extra = [model]
+    extra: list[str] = []
     if revision:
         extra += ["--revision", revision]
     for glob in exclude:
@@ -651,6 +665,7 @@ async def start_pull(
         extra.append("--cancel")
     if dry_run:
         extra.append("--dry-run")
+    extra += ["--", model]  # whatever it starts with, the model is never an option of the agent
     try:
         records = await _agent(pool, node, "pull", *extra, settings=settings, secrets=secrets)
     except ModelsError as exc:
@@ -748,7 +763,7 @@ async def remove_model(
     users = users_of(model, instances, node.name)
     if users:
         raise ModelsError(f"{node.name}: model {model} is in use by {', '.join(users)}: stop it first")
-    extra = [model] + (["--revision", revision] if revision else [])
+    extra = (["--revision", revision] if revision else []) + ["--", model]
     records = await _agent(pool, node, "rm", *extra, settings=settings)
     rec = next((r for r in records if r.get("kind") == "removed"), None)
     if rec is None:
@@ -769,7 +784,7 @@ async def serve_preflight(
     if not model.startswith("/") and model.count("/") != 1:
         return None  # neither a folder on the node nor a hub repo id (org/name): vLLM decides
     try:
-        await _agent(pool, node, "config", model, settings=settings)
+        await _agent(pool, node, "config", "--", model, settings=settings)
         return None
     except ModelsError as exc:
         reason = str(exc)

@@ -155,3 +155,87 @@ model = "{models / "no-config"}"
     assert start.stderr.strip() == (
         f"rocm-console: sim: model {models / 'no-config'}: no readable config.json in {models / 'no-config'}"
     )
+
+
+# ---------------------------------------------------------------- W2: bad values, disk, cancel
+
+
+def test_values_that_start_with_a_dash_reach_the_agent_as_values(run_cli):
+    """A model id, revision or `--to` that starts with `-` is that value on the node, never an
+    option of the agent's parser (its help, its --cancel)."""
+    help_model = run_cli("models", "pull", "--demo", "--node", "mi300x-cpx", "--", "--help")
+    assert help_model.returncode == 2, help_model.stdout + help_model.stderr
+    assert "usage:" not in help_model.stdout + help_model.stderr
+    [line] = help_model.stderr.strip().splitlines()
+    assert line.startswith("rocm-console: mi300x-cpx: model --help: ") and "Repository Not Found" in line, line
+    model = "amd/Llama-3.1-8B-Instruct-FP8-KV"
+    rev = run_cli("models", "pull", model, "--demo", "--node", "mi300x-cpx", "--revision=-h")
+    assert rev.returncode == 2 and "usage:" not in rev.stdout + rev.stderr
+    [line] = rev.stderr.strip().splitlines()
+    assert "Revision Not Found" in line and "/revision/-h" in line, line
+    cancel = run_cli("models", "pull", "--demo", "--node", "mi300x-cpx", "--cancel", "--", "--cancel")
+    assert cancel.returncode == 1, cancel.stdout + cancel.stderr
+    assert cancel.stderr.strip() == "rocm-console: mi300x-cpx: model --cancel: no pull of it on this node"
+    rm = run_cli("models", "rm", "--demo", "--node", "mi300x-cpx", "--yes", "--", "-h")
+    assert rm.returncode == 1, rm.stdout + rm.stderr
+    assert rm.stderr.strip() == "rocm-console: mi300x-cpx: model -h: not in the Hugging Face cache on this node"
+
+
+def _disk_bytes(folder: Path) -> int:
+    return sum(p.lstat().st_blocks * 512 for p in folder.rglob("*"))
+
+
+def test_a_demo_pull_to_a_folder_stays_sparse_and_cancel_of_a_done_pull_says_so(run_cli, tmp_path):
+    """The simulated weights take no disk: 9.1 GB pulled `--to` a folder is a few kB of real blocks."""
+    model = "amd/Llama-3.1-8B-Instruct-FP8-KV"
+    fast = {"ROCM_CONSOLE_SIM_PULL_RATE": "1e12"}
+    proc = run_cli("models", "pull", model, "--demo", "--node", "mi300x-cpx", "--to", str(tmp_path / "m"), extra=fast)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shards = sorted((tmp_path / "m").glob("*.safetensors"))
+    assert [p.stat().st_size for p in shards] == [5_000_000_000, 4_080_000_000]
+    assert _disk_bytes(tmp_path / "m") < 1 << 20  # `du`: the sizes, not the bytes
+    assert _disk_bytes(tmp_path) < 64 << 20  # the whole demo (its caches, state and logs) too
+    done = run_cli("models", "pull", model, "--demo", "--node", "mi300x-cpx", "--cancel")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"rocm-console: mi300x-cpx: {model}: no running pull to cancel: it is done (9.1 GB in ")
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs filled to the last byte (needs root: skipped where mount is refused)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        with open(small / "filler", "wb", buffering=0) as fh:
+            try:
+                while True:
+                    fh.write(b"\1" * 4096)
+            except OSError:
+                pass
+        yield small
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
+def test_a_disk_that_fills_ends_the_pull_in_one_line_and_cancel_says_it_failed(run_cli, full_disk):
+    model = "amd/Llama-3.1-8B-Instruct-FP8-KV"
+    fast = {"ROCM_CONSOLE_SIM_PULL_RATE": "1e12"}
+    target = full_disk / "m"
+    proc = run_cli("models", "pull", model, "--demo", "--node", "mi300x-cpx", "--to", str(target), extra=fast)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"mi300x-cpx: {model}: pull failed: the disk filled at {target} (No space left on device")
+    assert "`models pull` again resumes it" in last and "Traceback" not in proc.stderr
+    assert not [p.name for p in full_disk.rglob("*") if p.name != "filler" and p.is_file()]  # no short file left
+    pulls = run_cli("models", "pulls", "--demo", "--node", "mi300x-cpx", "--json")
+    [rec] = json.loads(pulls.stdout)["pulls"]
+    assert rec["state"] == "failed" and rec["error"].startswith("the disk filled at ")
+    cancel = run_cli("models", "pull", model, "--demo", "--node", "mi300x-cpx", "--cancel")
+    assert cancel.returncode == 1, cancel.stdout + cancel.stderr
+    [line] = cancel.stderr.strip().splitlines()
+    assert line.startswith(f"rocm-console: mi300x-cpx: {model}: no running pull to cancel: it failed: the disk filled")
+    assert "cancelled" not in cancel.stdout

@@ -300,7 +300,7 @@ class NodeRuns:
     async def cancel(self, node: NodeSpec, run: str) -> None:
         """Stop a run cleanly (SIGINT, then SIGTERM)."""
         cmd = await self.agent(node)
-        await self.pool.get(node).run([*self._argv(cmd, "stop", run), *_CANCEL], env=cmd.env_dict(), timeout=60)
+        await self.pool.get(node).run(self._argv(cmd, "stop", *_CANCEL, "--", run), env=cmd.env_dict(), timeout=60)
 
     async def collect(
         self, node: NodeSpec, run: str, reader: RunReader[OutcomeT], *, argv: Sequence[str] = (), cmd=None

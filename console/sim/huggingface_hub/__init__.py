@@ -320,11 +320,32 @@ def snapshot_download(
         if not os.path.lexists(link):
             os.symlink(os.path.join("..", "..", "blobs", digest), link)
         if local_dir:
-            os.makedirs(local_dir, exist_ok=True)
-            dest = os.path.join(local_dir, fname)
-            if not os.path.exists(dest):
-                shutil.copyfile(blob, dest)
+            _place(local_dir, fname, size, body)
     return local_dir or snap
+
+
+def _place(local_dir, fname, size, body):
+    """A pulled file in a plain folder (`--to`): its text, or a sparse file of its size (W2: a copy
+    of the sparse blob wrote its size for real, 8.5 GB for the 8B model). Written beside and
+    renamed, as huggingface_hub does, so a full disk never leaves a short file under its name."""
+    os.makedirs(local_dir, exist_ok=True)
+    dest = os.path.join(local_dir, fname)
+    if os.path.exists(dest):
+        return
+    part = "%s.%08x.incomplete" % (dest, os.getpid())
+    try:
+        with open(part, "wb") as fh:
+            if body is not None:
+                fh.write(body.encode("utf-8"))
+            else:
+                fh.truncate(size)
+        os.rename(part, dest)
+    except BaseException:
+        try:
+            os.unlink(part)
+        except OSError:
+            pass
+        raise
 
 
 def _listed(patterns):
