@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from console.core.events import SEVERITIES, Event, known_kind, matches
 
@@ -24,6 +25,9 @@ __all__ = [
     "events_around",
     "failure_lines",
     "failure_time",
+    "Subject",
+    "pick_run",
+    "subject_of",
     "timeline_of",
 ]
 
@@ -129,6 +133,57 @@ def _when(t: float, now: float) -> str:
     if (at.tm_year, at.tm_yday) == (today.tm_year, today.tm_yday):
         return time.strftime("%H:%M:%S", at)
     return time.strftime("%m-%d %H:%M", at)
+
+
+RUN_KINDS = ("benchmark.", "findmax.", "find_max.")  # events about a run: Enter opens it in history
+RUN_ID_KEYS = ("run", "run_id", "stored", "answer", "result")  # where an event's details name the stored run
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What an event is about, as Enter on its row opens it: a run in history, an instance's
+    log, a GPU's detail (``gpu`` is physical, as events name GPUs) or a node's."""
+
+    what: str  # "run" | "instance" | "gpu" | "node"
+    node: str | None
+    gpu: int | None = None
+    instance: str | None = None
+    run_id: str | None = None
+    time: float = 0.0
+
+    def describe(self) -> str:
+        if self.what == "run":
+            return f"run {self.run_id}" if self.run_id else f"the run on {self.node} at this time"
+        if self.what == "instance":
+            return f"instance {self.instance} on {self.node}"
+        if self.what == "gpu":
+            return f"GPU {self.gpu} of {self.node}"
+        return f"node {self.node}"
+
+
+def subject_of(event: Event) -> Subject | None:
+    """The most specific thing the event names (a run, then an instance, a GPU, a node); None
+    for an event about no node (an alert of the whole fleet)."""
+    run_id = next((v for k in RUN_ID_KEYS if isinstance(v := event.details.get(k), str) and v), None)
+    if run_id is not None or event.kind.startswith(RUN_KINDS):
+        return Subject("run", event.node, event.gpu, event.instance, run_id, event.time)
+    if event.node is None:
+        return None
+    if event.instance:
+        return Subject("instance", event.node, event.gpu, event.instance, time=event.time)
+    if event.gpu is not None:
+        return Subject("gpu", event.node, event.gpu, time=event.time)
+    return Subject("node", event.node, time=event.time)
+
+
+def pick_run(subject: Subject, runs: Sequence[Any]) -> int | None:
+    """Which of ``runs`` (StoredRun-like: id, created, node) the subject is: the one its id
+    names, else the run of its node stored closest to the event's time (within an hour)."""
+    if subject.run_id:
+        return next((i for i, r in enumerate(runs) if r.id == subject.run_id), None)
+    near = [(abs(r.created - subject.time), i) for i, r in enumerate(runs) if r.node == subject.node]
+    near = [(gap, i) for gap, i in near if gap <= 3600]
+    return min(near)[1] if near else None
 
 
 def timeline_of(app: object) -> Callable[[Event], object] | None:

@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Input, Static
 from console.core.events import Event
 from console.core.text import one_line, printable
 from console.services.events import EventLog, Follower, Position
-from console.ui.model.events_view import EventBuffer, EventFilter, event_row
+from console.ui.model.events_view import EventBuffer, EventFilter, Subject, event_row, pick_run, subject_of
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
@@ -54,6 +54,7 @@ class EventsScreen(Screen):
         Binding("escape", "back", "Back", id="close-events"),
         Binding("slash", "filter", "Filter", id="filter-events"),
         Binding("f", "toggle_follow", "Follow", id="follow-events"),
+        Binding("enter", "open_subject", "Open", id="open-event"),  # the table's own Enter does it when focused
     ]
 
     def __init__(self, log: EventLog, filter_text: str = "") -> None:
@@ -67,6 +68,7 @@ class EventsScreen(Screen):
         self._follower: Follower | None = None
         self._drawn: tuple | None = None
         self._ready = False
+        self.shown: list[Event] = []  # the table's rows, in order
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status-bar")
@@ -143,7 +145,7 @@ class EventsScreen(Screen):
         if key == self._drawn:
             return
         self._drawn = key
-        shown = self.buffer.view(self.filter, SHOWN)
+        shown = self.shown = self.buffer.view(self.filter, SHOWN)
         table = self.query_one("#events-table", DataTable)
         table.clear()
         for event in shown:
@@ -213,6 +215,66 @@ class EventsScreen(Screen):
             box.remove_class("-open")
         else:
             self.app.pop_screen()
+
+    # ------------------------------------------------------------ opening an event's subject
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "events-table":
+            event.stop()
+            self.open_row(event.cursor_row)
+
+    def key_hints(self) -> list[tuple[str, str]]:
+        """The key bar's first key: Enter (the table's own) opens the event's subject."""
+        return [("select_cursor", "Open")]
+
+    def action_open_subject(self) -> None:
+        table = self.query_one("#events-table", DataTable)
+        if table.row_count:
+            self.open_row(table.cursor_row)
+
+    def open_row(self, row: int) -> None:
+        """Enter: the event's subject (a run in history, an instance's log, a GPU's or a node's detail)."""
+        if not 0 <= row < len(self.shown):
+            return
+        subject = subject_of(self.shown[row])
+        host = console_host(self.app)
+        if subject is None:
+            self.app.notify("this event names no node, GPU, instance or run", markup=False)
+        elif subject.what == "run":
+            self._open_run(subject)
+        elif subject.node not in host.fleet.node_names:
+            self.app.notify(
+                f"{subject.node} is not in this profile: {subject.describe()} cannot be shown", markup=False
+            )
+        elif subject.what == "instance" and subject.instance:
+            host.open_log(subject.node, subject.instance)
+        elif subject.what == "gpu" and subject.gpu is not None:
+            # events name physical GPUs; the detail steps through logical ones (its first partition)
+            static = host.fleet.snapshot(subject.node).static
+            host.open_detail(subject.node, next((g.index for g in static if g.physical == subject.gpu), subject.gpu))
+        else:
+            host.open_detail(subject.node, None)
+
+    def _open_run(self, subject: Subject) -> None:
+        from console.ui.screens.history import HistoryScreen  # loaded on use, as the app does
+
+        history = HistoryScreen()
+        self.app.push_screen(history)
+
+        def select(tries: int = 50) -> None:
+            # the history reads the store in a thread: the cursor moves once its rows are there
+            if not history.is_attached:
+                return
+            if not history.loaded and tries:
+                self.app.set_timer(0.1, lambda: select(tries - 1))
+                return
+            row = pick_run(subject, history.shown)
+            if row is None:
+                self.app.notify(f"{subject.describe()}: not in the results store", markup=False)
+            else:
+                history.table.move_cursor(row=row, animate=False)
+
+        select()
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow
