@@ -59,7 +59,8 @@ __all__ = [
 ]
 
 BASELINE_FORMAT = "rocm-console-baseline/1"
-_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
+# a file name under the node's folder: no `/`, and never `.`, `..`, a hidden file or an option (W2)
+_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
 class BaselineError(Exception):
@@ -182,7 +183,9 @@ class BaselineStore:
     @staticmethod
     def check_name(name: str) -> str:
         if not _NAME_RE.match(name):
-            raise BaselineError(f"baseline name {name!r}: use 1 to 64 letters, digits, _ . -")
+            raise BaselineError(
+                f"baseline name {name!r}: use 1 to 64 letters, digits, _ . - (the first a letter, digit or _)"
+            )
         return name
 
     def path(self, node: str, name: str) -> Path:

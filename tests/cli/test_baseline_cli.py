@@ -29,6 +29,14 @@ def test_bad_input_is_one_line_exit_2(env, profile, tmp_path):
 
     name = run("baseline", "save", "no/slash", "--suite", str(bad), "--profile", str(profile), env=env)
     assert name.returncode == 2 and "baseline name 'no/slash'" in one_line_error(name)
+    # W2: names that break a path (or hide a file, or read as an option) are refused, saved or checked
+    for bad_name in ("..", ".", ".hidden", "-x", "", "a/../b", "x" * 65):
+        for line in (("save", "--suite", str(bad)), ("check", "--node", "sim")):
+            proc = run("baseline", line[0], "--profile", str(profile), *line[1:], "--", bad_name, env=env)
+            msg = one_line_error(proc)
+            assert proc.returncode == 2, (bad_name, line, msg)
+            assert f"baseline name {bad_name!r}" in msg or (bad_name == "" and "needs a NAME" in msg), msg
+    assert not (tmp_path / "data").exists() or not list((tmp_path / "data").rglob("*.json"))
 
     absent = run("baseline", "check", "nosuch", "--node", "sim", "--profile", str(profile), env=env)
     assert absent.returncode == 2
