@@ -19,6 +19,7 @@ from console.core.experiment.spec import Budget, ExperimentError, load_experimen
 from console.core.model import Profile
 from console.core.profiles import PROFILES_DIR
 from console.core.status_view import fmt_num
+from console.services.events import EventLog
 from console.services.instances import InstanceError, InstanceState
 from console.services.results import ResultStore
 from console.services.runs import serving
@@ -253,7 +254,7 @@ async def _find_max(args: argparse.Namespace, profile: Profile) -> int:
     preset, overrides, env = bench_inputs(args, profile)
     progress = _Progress(quiet=args.json)
     async with Selection(profile) as sel:
-        service = FindMaxService(sel.pool, ResultStore())
+        service = FindMaxService(sel.pool, ResultStore(), timeline=EventLog().append)  # points and answer
         if args.instance:
             node = sel.node(args.node)
             view = await sel.instance(node, args.instance, checked=True, missing=common.UsageError)

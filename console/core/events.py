@@ -73,6 +73,8 @@ KINDS = (
     "partition.switched",
     "benchmark.started",
     "benchmark.finished",
+    "findmax.point",  # a find-max point stored and judged: services/runs/find_max.py
+    "findmax.answer",  # ... and the search's answer
     "gpu.health",
     "gpu.ecc",
     "gpu.throttle_start",

@@ -43,18 +43,28 @@ def test_find_max_prints_progress_and_the_answer_and_stores_every_point(profile,
         assert f"  concurrency {load}: meets (meets the budget)" in out
     assert "bracket: meets concurrency 4, breaks none" in out
     assert "answer (never_broke): the budget held up to the maximum concurrency 4" in out
-    assert "tokens/J    unknown" in out  # the simulator records no energy
+    assert "tokens/J    " in out  # measured when a point lasts a few of the agent's samples, else unknown
     stored_id = out.split("stored as")[-1].split()[0]
+    # issue U2: each point and the answer are on the events timeline
+    shown_events = run("events", "--kind", "findmax", "--json", env=env)
+    assert shown_events.returncode == 0, shown_events.stderr
+    timeline = json.loads(shown_events.stdout)
+    kinds = sorted(e["kind"] for e in timeline)
+    assert kinds == ["findmax.answer"] + ["findmax.point"] * 3, timeline
+    assert any(e["message"].endswith(f"stored as {stored_id}") for e in timeline)
 
     doc = json.loads(
         find_max(profile, tmp_path, "--instance", "fm", "--budget", "p99_ttft_ms=60000", "--max", "2", "--json").stdout
     )
     assert doc["status"] == "never_broke" and doc["load"] == 2 and doc["dimension"] == "concurrency"
     assert [p["load"] for p in doc["points"]] == [1, 2] and len(doc["point_ids"]) == 2
-    assert doc["figures"]["output_throughput"] > 0 and doc["tokens_per_joule"] is None
+    assert doc["figures"]["output_throughput"] > 0
+    assert doc["tokens_per_joule"] > 0  # the points' GPU energy is recorded (20 prompts: a few samples each)
     assert doc["budget"] == {"name": "p99_ttft_ms=60000", "limits": {"p99_ttft_ms": 60000.0}}
 
     listed = json.loads(run("results", "list", "--json", env=env).stdout)["runs"]
+    answer_run = next(r for r in listed if r["id"] == doc["id"])
+    assert answer_run["model"] == "tiny-llama"  # the point's model, not '-'
     ids = {r["id"] for r in listed}
     assert len(listed) == 3 + 1 + 2 + 1  # every point, and each answer
     assert stored_id in ids and doc["id"] in ids and set(doc["point_ids"]) <= ids

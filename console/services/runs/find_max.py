@@ -6,10 +6,14 @@ load it asks for as an ordinary serving benchmark through the run API: one clien
 next to an instance (runs/serving.py), or one client per replica of a group
 (runs/group.py); each point is stored in the results store like any `bench run`
 (so `results list` and the history screen show every one of them), and the
-stored run's figures are what the search is fed. At the end the answer is stored
-as one more result (context ``run_kind = "find_max"``) whose context lists the
-ids of every point it measured (``find_max_points``) and whose ``result`` is the
-search's whole record (every point: load, verdict, medians, run ids).
+stored run's figures are what the search is fed (a single instance's points carry
+their GPUs' energy, as `bench run` does). At the end the answer is stored as one
+more result (context ``run_kind = "find_max"``) whose context lists the ids of
+every point it measured (``find_max_points``) and names the point's run it
+reports (``find_max_run``, whose model and figures it carries), and whose
+``result`` is the search's whole record (every point: load, verdict, medians,
+run ids). Each point measured and the answer go on the events timeline
+(``findmax.point``, ``findmax.answer``) when a timeline is given.
 
 A point whose client wrote no result stops the search (FindMaxError: the one line
 says which load and why, and which points were stored); a point whose requests
@@ -30,6 +34,7 @@ from typing import Any
 
 from console.core.bench.argv import apply_bench_overrides
 from console.core.bench.find_max import FindMax, Outcome, PointResult, Run, SearchError, SearchSpec
+from console.core.events import INFO, WARN, Event
 from console.core.experiment.spec import Budget
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
 from console.core.results.build import context_block, finish_run, full_setup, jsonable_setup, run_from_console
@@ -39,7 +44,14 @@ from console.services.instances import InstanceState, InstanceView
 from console.services.results import ResultStore, StoreError
 from console.services.runs.group import GroupBenchRunner, store_group
 from console.services.runs.run import gpu_context
-from console.services.runs.serving import BenchEvent, BenchRunError, BenchRunner, BenchStarted, live_summary
+from console.services.runs.serving import (
+    BenchEvent,
+    BenchRunError,
+    BenchRunner,
+    BenchStarted,
+    live_summary,
+    store_kwargs,
+)
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -195,9 +207,12 @@ def answer_record(
     preset: BenchPreset,
     label: str | None = None,
     created: float | None = None,
+    point_run: StoredRun | None = None,
 ) -> StoredRun:
     """The answer as one stored result: the figures at the answer's load as its metrics, the
-    points' ids in its context (find_max_points), the whole search as its result."""
+    points' ids in its context (find_max_points), the whole search as its result. point_run:
+    the stored run at the answer's load, which the answer refers to (find_max_run) and whose
+    model it names, so that the history lists it as that model's answer, not a model '-'."""
     outcome = answer.outcome
     metrics = {k: float(v) for k, v in outcome.figures.items() if isinstance(v, (int, float)) and math.isfinite(v)}
     if outcome.load is not None:
@@ -215,7 +230,13 @@ def answer_record(
             setup_values["max_concurrency"] = int(outcome.load)
         else:
             setup_values["request_rate"] = float(outcome.load)
+    if point_run is not None:
+        for key in ("model", "tokenizer"):
+            if point_run.setup.get(key) is not None:
+                setup_values[key] = point_run.setup[key]
     ctx = dict(context)
+    if point_run is not None:
+        ctx["find_max_run"] = point_run.id
     ctx.update(
         run_kind=RUN_KIND,
         bench_preset=preset.name,
@@ -259,6 +280,8 @@ class _Search:
     label: str | None
     emit: Callable[[FindMaxEvent], None]
     point_ids: list[str] = field(default_factory=list)
+    node: str | None = None  # where the events timeline puts the search
+    instance: str | None = None
 
 
 class FindMaxService:
@@ -271,11 +294,14 @@ class FindMaxService:
         *,
         runner: BenchRunner | None = None,
         group_runner: GroupBenchRunner | None = None,
+        timeline: Callable[[Event], object] | None = None,
     ) -> None:
         self.pool = pool or TransportPool()
         self.store = store or ResultStore()
         self.runner = runner or BenchRunner(self.pool)
         self.group_runner = group_runner or GroupBenchRunner(self.pool)
+        # the events timeline (EventLog.append, HealthWatch.record): each point and the answer
+        self.timeline = timeline
 
     # -- targets
 
@@ -350,11 +376,20 @@ class FindMaxService:
                 setup=at,
                 block=outcome.block,
                 label=s.label,
+                **store_kwargs(outcome),  # the GPUs' energy over the point, as `bench run` stores it
             )
             return self._save(s, load, run)
 
         return await self._search(
-            target, base, preset, spec, measure, num_prompts=num_prompts, label=label, on_event=on_event
+            target,
+            base,
+            preset,
+            spec,
+            measure,
+            num_prompts=num_prompts,
+            label=label,
+            on_event=on_event,
+            where=(node.name, view.name),
         )
 
     async def search_group(
@@ -431,7 +466,15 @@ class FindMaxService:
             except SearchError as exc:
                 raise FindMaxError(str(exc)) from None
         return await self._search(
-            target, base, preset, spec, measure, num_prompts=num_prompts, label=label, on_event=on_event
+            target,
+            base,
+            preset,
+            spec,
+            measure,
+            num_prompts=num_prompts,
+            label=label,
+            on_event=on_event,
+            where=(group.nodes[0] if group.nodes else None, group.name),
         )
 
     # -- the loop
@@ -447,9 +490,10 @@ class FindMaxService:
         num_prompts: int | None,
         label: str | None,
         on_event: Callable[[FindMaxEvent], None] | None,
+        where: tuple[str | None, str | None] = (None, None),
     ) -> FindMaxAnswer:
         emit = on_event or (lambda e: None)
-        s = _Search(uuid.uuid4().hex[:8], spec, preset, num_prompts, label, emit)
+        s = _Search(uuid.uuid4().hex[:8], spec, preset, num_prompts, label, emit, node=where[0], instance=where[1])
         t0, wall = time.monotonic(), time.time()
         emit(FindMaxStarted(s.id, target, spec, preset.name))
         search = FindMax(spec)
@@ -463,6 +507,7 @@ class FindMaxService:
             point = search.feed(load, run_values(stored))
             lo, hi = _bracket(search)
             emit(FindMaxPointMeasured(load, stored.id, point, lo, hi, search.runs_used))
+            self._note(point_event(s, load, stored, point))
         outcome = search.outcome()
         answer = FindMaxAnswer(
             search=s.id,
@@ -476,8 +521,15 @@ class FindMaxService:
             seconds=time.monotonic() - t0,
         )
         shown = num_prompts if num_prompts is not None else preset.num_prompts
-        # stored when it ends: listed after its points
-        record = answer_record(answer, context=base, preset=dataclasses.replace(preset, num_prompts=shown), label=label)
+        # stored when it ends: listed after its points; it names the point's run it reports
+        point_run = self._point_run(outcome)
+        record = answer_record(
+            answer,
+            context=base,
+            preset=dataclasses.replace(preset, num_prompts=shown),
+            label=label,
+            point_run=point_run,
+        )
         try:
             answer_id = self.store.save(record)
         except StoreError as exc:
@@ -485,8 +537,28 @@ class FindMaxService:
                 f"find-max answer not stored ({exc}); its points are stored: {', '.join(s.point_ids)}"
             ) from None
         answer = dataclasses.replace(answer, answer_id=answer_id)
+        self._note(answer_event(s, answer))
         emit(FindMaxFinished(answer))
         return answer
+
+    def _point_run(self, outcome: Outcome) -> StoredRun | None:
+        """The stored run at the answer's load (its last run there), None when no load met."""
+        point = outcome.point
+        if point is None or not point.run_ids:
+            return None
+        try:
+            return self.store.get(point.run_ids[-1])
+        except (StoreError, KeyError, ValueError, OSError):  # then the answer names no model
+            return None
+
+    def _note(self, event: Event) -> None:
+        """On the timeline; a log that cannot be written never stops the search."""
+        if self.timeline is None:
+            return
+        try:
+            self.timeline(event)
+        except OSError:
+            pass
 
     def _save(self, s: _Search, load: float, run: StoredRun) -> StoredRun:
         try:
@@ -503,6 +575,47 @@ class FindMaxService:
             pass
 
 
+def point_event(s: _Search, load: float, run: StoredRun, point: PointResult) -> Event:
+    """`findmax.point`: a run at a load stored and judged (its verdict so far, its figures)."""
+    verdict = {True: "meets", False: "breaks", None: "near a limit, run again"}[point.meets]
+    out = run.metrics.get("output_throughput")
+    tpj = tokens_per_joule_of(run)
+    figures = (f" · {out:.1f} tok/s" if isinstance(out, (int, float)) else "") + (
+        f" · {tpj:.3g} tok/J" if tpj is not None else ""
+    )
+    why = f" ({point.reason})" if point.meets is False and point.reason else ""
+    return Event(
+        time.time(),
+        "findmax.point",
+        s.node,
+        instance=s.instance,
+        severity=INFO,
+        message=f"find-max {s.preset.name} {_where(s, load)}: {verdict}{why}{figures} · run {run.id}",
+        details={"search": s.id, "load": load, "dimension": s.spec.dimension, "run_id": run.id, "meets": point.meets},
+    )
+
+
+def answer_event(s: _Search, answer: FindMaxAnswer) -> Event:
+    """`findmax.answer`: the search's answer and where it is stored (a warning when no load met)."""
+    o = answer.outcome
+    return Event(
+        time.time(),
+        "findmax.answer",
+        s.node,
+        instance=s.instance,
+        severity=WARN if o.load is None else INFO,
+        message=f"find-max {s.preset.name} ({answer.budget.describe()}): {o.message} · stored as {answer.answer_id}",
+        details={
+            "search": s.id,
+            "status": o.status,
+            "dimension": o.dimension,
+            "load": o.load,
+            "answer_id": answer.answer_id,
+            "point_ids": list(answer.point_ids)[:50],
+        },
+    )
+
+
 def _applied(preset: BenchPreset, overrides: Mapping[str, str] | None) -> BenchPreset:
     try:
         return apply_bench_overrides(preset, dict(overrides or {}))
@@ -514,6 +627,10 @@ def _bracket(search: FindMax) -> tuple[float | None, float | None]:
     met = [p.load for p in search.points() if p.meets is True]
     broke = [p.load for p in search.points() if p.meets is False]
     return (max(met) if met else None, min(broke) if broke else None)
+
+
+def _where(s: _Search, load: float) -> str:
+    return f"{s.spec.dimension} {int(load)}" if s.spec.dimension == "concurrency" else f"rate {load:g} req/s"
 
 
 def _at(s: _Search, load: float, why: str) -> str:

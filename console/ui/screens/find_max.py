@@ -274,7 +274,9 @@ def find_max_screen(
         view,
         preset,
         spec,
-        service=FindMaxService(pool, ResultStore()),
+        service=FindMaxService(
+            pool, ResultStore(), timeline=getattr(getattr(app, "health_watch", None), "record", None)
+        ),
         overrides=overrides,
         extra_env=env,
         label=label,

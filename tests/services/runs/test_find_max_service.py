@@ -10,6 +10,7 @@ import pytest
 
 from console.core.bench.find_max import SearchSpec, parse_budget
 from console.core.model import BenchPreset, ServePreset
+from console.services.events import EventLog
 from console.services.instances import InstanceService
 from console.services.results import ResultStore
 from console.services.runs.find_max import (
@@ -57,10 +58,12 @@ async def test_every_point_is_stored_and_the_answer_links_them(sim_node, tmp_pat
     store = ResultStore(tmp_path / "data" / "results")
     svc, view = await start_instance(pool, node, "fm1")
     events = []
+    log = EventLog(tmp_path / "events.jsonl")
     try:
         spec = SearchSpec(parse_budget("p99_e2el_ms=60000"), start=1, max_load=4)
-        answer = await FindMaxService(pool, store).search_instance(
-            node, view, TINY_BENCH, spec, num_prompts=6, label="fm", on_event=events.append
+        answer = await FindMaxService(pool, store, timeline=log.append).search_instance(
+            # 30 prompts: each point lasts a few of the agent's 1 s samples, so its energy is measured
+            node, view, TINY_BENCH, spec, num_prompts=30, label="fm", on_event=events.append
         )
     finally:
         await svc.stop(node, "fm1", int_timeout=5)
@@ -81,8 +84,11 @@ async def test_every_point_is_stored_and_the_answer_links_them(sim_node, tmp_pat
         run = store.get(rid)
         assert run.context["find_max"] == answer.search and run.context["instance"] == "fm1"
         assert run.setup["max_concurrency"] == load and run.setup["request_rate"] == float("inf")
-        assert run.metrics["completed"] == 6 and run.label == "fm"
+        assert run.metrics["completed"] == 30 and run.label == "fm"
         assert not is_answer(run)
+        # issue U2: each point's GPU energy is recorded, as for a single `bench run`
+        assert run.energy_j and run.energy_j > 0, (run.energy, run.telemetry, run.context.get("telemetry_note"))
+        assert run.tokens_per_joule and run.tokens_per_joule > 0
     # the answer: one more stored result, linking the points, with the answer's figures
     stored = store.get(answer.answer_id)
     assert is_answer(stored) and stored.context["find_max_points"] == list(answer.point_ids)
@@ -92,9 +98,19 @@ async def test_every_point_is_stored_and_the_answer_links_them(sim_node, tmp_pat
     assert stored.metrics["output_throughput"] == last.metrics["output_throughput"]
     assert stored.metrics["find_max_load"] == 4 and stored.setup["max_concurrency"] == 4
     assert stored.result["points"][2]["run_ids"] == [answer.point_ids[2]]
-    # the simulator records no energy: tokens/J is unknown, not 0
-    assert answer.tokens_per_joule is None and answer.to_json()["tokens_per_joule"] is None
+    # tokens/J at the answer's load: the median of its point's runs, known
+    assert answer.tokens_per_joule == last.tokens_per_joule and answer.to_json()["tokens_per_joule"] > 0
+    # the answer names the point's run it reports, and that run's model (no model '-' in the history)
+    assert stored.context["find_max_run"] == answer.point_ids[-1]
+    assert stored.setup["model"] == last.setup["model"] == "tiny-llama"
     assert len(store.ids()) == 4
+    # the timeline: one event per point, then the answer
+    timeline = [(e.kind, e.node, e.instance, e.message) for e in reversed(log.read())]
+    assert [t[0] for t in timeline] == ["findmax.point"] * 3 + ["findmax.answer"]
+    assert all(t[1:3] == ("fm1", "fm1") for t in timeline)
+    for (_, _, _, text), load, rid in zip(timeline, (1, 2, 4), answer.point_ids):
+        assert text.startswith(f"find-max tiny concurrency {load}: meets · ") and text.endswith(f"tok/J · run {rid}")
+    assert timeline[-1][3].endswith(f"stored as {answer.answer_id}") and "maximum concurrency 4" in timeline[-1][3]
 
 
 @pytest.mark.timeout(120)
