@@ -266,7 +266,7 @@ def monitor(folder):
         fh.write("%.3f" % time.time())
     with open(os.path.join(folder, "pid"), "w") as fh:
         fh.write(str(proc.pid))
-    _bind_to_console(proc.pid)
+    _bind_to_console(proc.pid, env)
     code = proc.wait()
     write_json(
         os.path.join(folder, "exit.json"),
@@ -279,13 +279,17 @@ def monitor(folder):
     return 0
 
 
-def _bind_to_console(pgid):
+def _bind_to_console(pgid, env=None):
     """A demo console's instance ends with the console: when the console is gone (lifeline)
     or stops it at quit (SIGTERM to this monitor), the group gets SIGTERM, then SIGKILL, and
-    the monitor still records the exit. Without a lifeline (real nodes) nothing changes."""
+    the monitor still records the exit. Without a lifeline (real nodes) nothing changes.
+    The lifeline is the monitor's own (a demo's agent inherits it) or the instance's: a
+    `baseline check` on a local node binds its instance alone (W2: a killed check left it
+    holding the GPU)."""
     import lifeline  # shipped beside this file
 
-    if lifeline.parse(os.environ.get(lifeline.ENV)) is None:
+    env = os.environ if env is None else env
+    if lifeline.parse(env.get(lifeline.ENV)) is None:
         return
 
     def end_group(*_):
@@ -303,7 +307,7 @@ def _bind_to_console(pgid):
         threading.Thread(target=escalate, daemon=True).start()
 
     signal.signal(signal.SIGTERM, end_group)
-    lifeline.watch(end_group)
+    lifeline.watch(end_group, env)
 
 
 def _own_group_default_signals():

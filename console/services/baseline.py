@@ -63,6 +63,17 @@ BASELINE_FORMAT = "rocm-console-baseline/1"
 _NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
+def _lifeline_env(node: NodeSpec) -> dict[str, str]:
+    """On a local node the suite's instance is bound to this process (console/agent/lifeline.py):
+    a check killed with SIGKILL leaves no instance holding the GPUs (W2); the node's supervisor
+    ends it within seconds. On an SSH node the pid means nothing there: the next check clears it."""
+    if node.transport != "local":
+        return {}
+    from console.services.demo import ENV, lifeline_token
+
+    return {ENV: lifeline_token()}
+
+
 class BaselineError(Exception):
     """A baseline that cannot be saved, found or checked: one line naming what is at fault."""
 
@@ -386,7 +397,7 @@ class BaselineRunner:
                     name=name,
                     port=port,
                     overrides=dict(suite.serve_set),
-                    extra_env=env,
+                    extra_env={**env, **_lifeline_env(node)},
                 )
             except (InstanceError, TransportError) as exc:
                 raise BaselineError(f"{node.name}: cannot start {suite.serve}: {exc}") from None

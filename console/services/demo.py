@@ -44,10 +44,15 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else None
 
 
+def lifeline_token() -> str:
+    """This process's lifeline: what a process bound to it watches (console/agent/lifeline.py)."""
+    pid = os.getpid()
+    return f"{pid}:{_start_time(pid) or ''}"
+
+
 def claim_lifeline() -> str:
     """Put this process's lifeline into the environment every local child inherits."""
-    pid = os.getpid()
-    token = f"{pid}:{_start_time(pid) or ''}"
+    token = lifeline_token()
     os.environ[ENV] = token
     return token
 

@@ -6,10 +6,16 @@ upgrade in its diff."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from .cli_helpers import one_line_error, run
+from .cli_helpers import ROOT, one_line_error, run
 
 
 @pytest.fixture
@@ -71,3 +77,45 @@ def test_demo_check_all_against_the_seeded_baseline_names_the_rocm_upgrade(env):
     # the suite's instance is gone
     served = json.loads(run("serve", "list", "--demo", "--node", "mi300x-spx", "--json", env=env).stdout)
     assert not [i for i in served["instances"] if i["name"].startswith("baseline-")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.timeout(240)
+def test_a_check_killed_with_sigkill_leaves_no_instance_behind(env, tmp_path):
+    """W2: the suite's instance is bound to the check's process: SIGKILL the check once the
+    instance runs, and the instance (found by its pid in the node's supervisor folder) ends
+    by itself within seconds; nothing is killed by name."""
+    full_env = dict(os.environ, ROCM_CONSOLE_SIM_VLLM_SPEEDUP="20", **env)
+    check = subprocess.Popen(
+        [sys.executable, "-m", "console", "baseline", "check", "demo", "--demo", "--node", "mi300x-spx"],
+        cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    pid = None
+    try:
+        deadline = time.monotonic() + 180
+        while pid is None and time.monotonic() < deadline and check.poll() is None:
+            for found in tmp_path.rglob("instances/baseline-*/pid"):
+                text = found.read_text().strip()
+                if text.isdigit() and _alive(int(text)):
+                    pid = int(text)
+            time.sleep(0.2)
+        assert pid is not None, "the check's instance never started: " + (check.stdout.read() if check.poll() else "")
+        check.send_signal(signal.SIGKILL)
+        check.wait(10)
+        deadline = time.monotonic() + 20
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(pid), f"the instance {pid} outlived its killed check"
+    finally:
+        if check.poll() is None:
+            check.kill()
+        check.wait(10)
+        if pid is not None and _alive(pid):  # leave nothing behind even when the test fails: by pid
+            os.kill(pid, signal.SIGKILL)
