@@ -160,7 +160,7 @@ model = "{models / "no-config"}"
 # ---------------------------------------------------------------- W2: bad values, disk, cancel
 
 
-def test_values_that_start_with_a_dash_reach_the_agent_as_values(run_cli):
+def test_values_that_start_with_a_dash_reach_the_agent_as_values(run_cli, tmp_path):
     """A model id, revision or `--to` that starts with `-` is that value on the node, never an
     option of the agent's parser (its help, its --cancel)."""
     help_model = run_cli("models", "pull", "--demo", "--node", "mi300x-cpx", "--", "--help")
@@ -179,6 +179,12 @@ def test_values_that_start_with_a_dash_reach_the_agent_as_values(run_cli):
     rm = run_cli("models", "rm", "--demo", "--node", "mi300x-cpx", "--yes", "--", "-h")
     assert rm.returncode == 1, rm.stdout + rm.stderr
     assert rm.stderr.strip() == "rocm-console: mi300x-cpx: model -h: not in the Hugging Face cache on this node"
+    # `--to` that starts with `-`: a folder of that name (the demo node's cwd is this test's), not an option
+    fast = {"ROCM_CONSOLE_SIM_PULL_RATE": "1e12"}
+    to = run_cli("models", "pull", model, "--demo", "--node", "mi300x-cpx", "--to=-x", extra=fast)
+    assert to.returncode == 0, to.stdout + to.stderr
+    assert to.stdout.strip().splitlines()[-1].endswith("/-x")
+    assert (tmp_path / "-x" / "config.json").is_file()
 
 
 def _disk_bytes(folder: Path) -> int:
