@@ -49,11 +49,12 @@ async def test_gpu_detail_shows_health_counters():
         labels = [str(health.get_row_at(i)[0]).strip() for i in range(health.row_count)]
         assert labels[:2] == ["ECC uncorrectable", "ECC correctable"]
         assert {"Pages pending", "Throttle now", "PCIe link", "XGMI links", "Energy"} <= set(labels)
-        assert "Health ✖ fail" in str(health.border_title) and "uncorrectable" in str(health.border_title)
+        box, why = app.screen.query_one("#detail-health-box"), app.screen.query_one("#detail-health-why")
+        assert "Health ✖ fail" in str(box.border_title) and "uncorrectable" in str(why.render())
         await pilot.press("right")  # the next GPU: its own counters
         await pilot.pause()
-        assert "Health ▲ warn" in str(health.border_title)  # GPU 6: PCIe trained down
-        assert "PCIe gen 5 x8" in str(health.border_title)
+        assert "Health ▲ warn" in str(box.border_title)  # GPU 6: PCIe trained down
+        assert "PCIe gen 5 x8" in str(why.render())
 
 
 async def test_events_screen_follows_the_log_and_filters(tmp_path):
@@ -131,10 +132,10 @@ async def test_demo_fault_dialog_writes_the_fault(tmp_path, monkeypatch):
         assert "Inject GPU fault… (demo)" in names and "Clear GPU faults (demo)" in names
         app.push_screen(FaultDialog([app.fleet.spec(n) for n in app.fleet.node_names], "mi300x-spx", 4))
         await pilot.pause()
-        await pilot.press("0", "enter")  # a count of 0: said in one line, the dialog stays
+        await pilot.press("0", "ctrl+s")  # a count of 0: said in one line, the dialog stays
         assert await wait_for(pilot, lambda: "count: '0' is not a whole number" in screen_text(app))
         assert isinstance(app.screen, FaultDialog)
-        await pilot.press("backspace", "enter")  # the first kind: ecc_uncorrectable on GPU 4
+        await pilot.press("backspace", "ctrl+s")  # the first kind: ecc_uncorrectable on GPU 4
         assert await wait_for(pilot, lambda: not isinstance(app.screen, FaultDialog), timeout=10)
         folder = demo_faults.sim_dir(app.fleet.spec("mi300x-spx"))
         assert [(f["gpu"], f["kind"]) for f in faults.read_faults(str(folder))] == [(4, "ecc_uncorrectable")]

@@ -1,7 +1,14 @@
-"""GPU or node detail: charts from the ring buffers, the process list, static facts."""
+"""GPU or node detail: charts from the ring buffers, the process list, static facts.
+
+The panels above the charts (facts, health, processes) take their whole height in a region
+that scrolls with the keys (up/down, page up/down, home/end): in a short terminal the
+health rows below ECC (throttle, PCIe, XGMI) and the verdict's reasons are a key away,
+never cut off. Left/right stay the previous/next GPU.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -9,7 +16,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal
+from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -33,7 +40,14 @@ NARROW_WIDTH = 110  # columns below which a GPU's detail leaves out its process 
 class DetailScreen(Screen):
     """`gpu` None: the whole node (aggregated charts, every process)."""
 
+    CSS_PATH = Path(__file__).with_name("detail.tcss")
     BINDINGS = [
+        Binding("up", "scroll_info(-1)", "Scroll", show=False, id="detail-scroll-up"),
+        Binding("down", "scroll_info(1)", "Scroll", show=False, id="detail-scroll-down"),
+        Binding("pageup", "scroll_info(-10)", "Page up", show=False, id="detail-page-up"),
+        Binding("pagedown", "scroll_info(10)", "Page down", show=False, id="detail-page-down"),
+        Binding("home", "scroll_info(-1000)", "Top", show=False, id="detail-top"),
+        Binding("end", "scroll_info(1000)", "Bottom", show=False, id="detail-bottom"),
         Binding("escape,backspace", "back", "Back", id="back"),
         Binding("left,left_square_bracket", "step(-1)", "Previous", id="detail-prev", group=_STEP),
         Binding("right,right_square_bracket", "step(1)", "Next", id="detail-next", group=_STEP),
@@ -57,11 +71,14 @@ class DetailScreen(Screen):
         yield Static(id="detail-title")
         with Horizontal(id="detail-info"):
             yield Static(id="detail-facts")
-            # Every health counter with its rate and since when (a GPU's detail only).
-            health: DataTable[Any] = DataTable(id="detail-health", cursor_type="none", zebra_stripes=True)
-            health.can_focus = False
-            health.add_columns("Counter", "Now", "Rate · since")
-            yield health
+            # Every health counter with its rate and since when (a GPU's detail only); the
+            # verdict's reasons above it, wrapped (a border title would cut them).
+            with Vertical(id="detail-health-box"):
+                yield Static(id="detail-health-why")
+                health: DataTable[Any] = DataTable(id="detail-health", cursor_type="none", zebra_stripes=True)
+                health.can_focus = False
+                health.add_columns("Counter", "Now", "Rate · since")
+                yield health
             # Not focusable: the arrow keys belong to prev/next; the mouse still scrolls it.
             processes: DataTable[Any] = DataTable(id="detail-processes", cursor_type="none", zebra_stripes=True)
             processes.can_focus = False
@@ -164,10 +181,15 @@ class DetailScreen(Screen):
                 Text(mark + printable(row.value), style),
                 Text(row.rate, "dim" if not row.level else style).append(f"  {row.since}" if row.since else "", "dim"),
             )
-        table.border_title = printable(health_title(health, now))
+        table.styles.height = table.row_count + 1  # every row and the header: #detail-info scrolls
+        title, _, why = printable(health_title(health, now)).partition(": ")
+        box = self.query_one("#detail-health-box", Vertical)
+        box.border_title = title
+        self.query_one("#detail-health-why", Static).update(Text(why))
+        self.query_one("#detail-health-why", Static).display = bool(why)
         state = health.verdict.state if health is not None else ""
-        table.set_class(state == "warn", "-warn")
-        table.set_class(state == "fail", "-fail")
+        box.set_class(state == "warn", "-warn")
+        box.set_class(state == "fail", "-fail")
 
     def _show_processes(self, snap: NodeSnapshot) -> None:
         rows = []
@@ -185,6 +207,7 @@ class DetailScreen(Screen):
         table.clear()
         for row in rows:
             table.add_row(*(Text(cell) for cell in row))  # Text: process names are not markup
+        table.styles.height = len(rows) + 3  # header and border: every row, #detail-info scrolls
         table.border_title = f"Processes ({len(rows)})"
 
     def _gpu_facts(self, snap: NodeSnapshot, s: GpuStatic | None, m: GpuMetrics | None) -> list[tuple[str, str]]:
@@ -245,6 +268,10 @@ class DetailScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_scroll_info(self, lines: int) -> None:
+        """up/down (a line), page up/down, home/end: the facts, health and processes panels."""
+        self.query_one("#detail-info", Horizontal).scroll_relative(y=lines, animate=False)
 
     def action_end_processes(self) -> None:
         """K: end this GPU's processes (SIGTERM, then SIGKILL; confirmed in the dialog), as nvitop does."""
