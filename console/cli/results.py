@@ -46,6 +46,7 @@ from console.core.results.display import (
     split_failed,
 )
 from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.new_file import write_new
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.results.reference import (
@@ -348,10 +349,11 @@ def _export(args, store: ResultStore) -> int:
     text = {"json": export_json, "csv": export_csv, "md": export_markdown}[args.format](runs)
     if args.output:
         try:
-            Path(args.output).expanduser().write_text(text, encoding="utf-8")
+            written = write_new(Path(args.output).expanduser(), text)  # an existing file is never replaced
         except OSError as exc:
             raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
-        print(f"{len(runs)} run(s) written to {args.output}", file=sys.stderr)
+        kept = f" ({args.output} exists: kept)" if written != Path(args.output).expanduser() else ""
+        print(f"{len(runs)} run(s) written to {written}{kept}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return EXIT_OK

@@ -12,6 +12,7 @@ from pathlib import Path
 from console.core.bench.run_telemetry import RunTelemetry, TelemetryError
 from console.core.results.display import NO_VALUE, client_mark, format_value, run_summary, sig3
 from console.core.results.export import export_csv, export_json, export_markdown
+from console.core.results.new_file import numbered, write_new
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport
 from console.ui.model.charts import Trace
@@ -235,14 +236,39 @@ def export_target(text: str, fmt: str, folder: Path) -> Path:
 
 
 def write_export(runs: Sequence[StoredRun], fmt: str, path: str | Path, folder: Path | None = None) -> Path:
-    """Write runs as json / csv / md; returns the absolute path. OSError if it cannot.
-    A relative path is taken inside `folder` (made when missing), else the current folder."""
+    """Write runs as json / csv / md; returns the absolute path written. OSError if it cannot.
+    A relative path is taken inside `folder` (made when missing), else the current folder.
+    An existing file is never replaced: the export goes to the first free `name-N.ext` beside
+    it (export_note says so)."""
     target = export_target(str(path), fmt, folder if folder is not None else Path.cwd())
     if folder is not None and target.parent == Path(folder):
         target.parent.mkdir(parents=True, exist_ok=True)
     text = EXPORTERS[fmt](list(runs))
-    target.write_text(text, encoding="utf-8")
-    return target
+    return write_new(target, text)
+
+
+def free_target(target: Path) -> Path:
+    """The file an export to `target` would write now: `target`, or `name-N.ext` when taken."""
+    n = 0
+    while numbered(target, n).exists() and n < 1000:
+        n += 1
+    return numbered(target, n)
+
+
+def target_note(target: Path) -> str:
+    """What the export prompt says it will write: the file, or the new name when it exists."""
+    free = free_target(target)
+    if free == target:
+        return f"writes {target}"
+    return f"{target.name} exists (kept): writes {free}"
+
+
+def export_note(count: int, asked: Path, written: Path) -> str:
+    """'3 runs written to /x/runs-1.csv (runs.csv exists: kept)'."""
+    text = f"{count} run{'s' if count != 1 else ''} written to {written}"
+    if written != asked:
+        text += f" ({asked.name} exists: kept)"
+    return text
 
 
 def default_export_name(fmt: str) -> str:

@@ -59,12 +59,14 @@ from console.ui.model.history_view import (
     default_export_name,
     expand_paths,
     export_folder,
+    export_note,
     export_target,
     fit_table,
     import_summary,
     matches_filter,
     run_cells,
     stored_power_chart,
+    target_note,
     write_export,
 )
 from console.ui.screens.compare import CompareScreen
@@ -180,7 +182,7 @@ class ExportPrompt(FormDialog["tuple[str, str] | None"]):
     def _show_target(self) -> None:
         target = self.target
         self.query_one("#export-target", Static).update(
-            f"writes {target}" if target is not None else "type a file name"
+            target_note(target) if target is not None else "type a file name"  # a taken name: the new one
         )
 
     @on(Input.Changed, "#export-path")
@@ -343,11 +345,14 @@ class HistoryScreen(Screen):
             self.error = error
 
     class ExportFinished(Message):
-        def __init__(self, path: Path | None, count: int, error: str | None = None) -> None:
+        def __init__(
+            self, path: Path | None, count: int, error: str | None = None, asked: Path | None = None
+        ) -> None:
             super().__init__()
             self.path = path
             self.count = count
             self.error = error
+            self.asked = asked  # the file asked for (path differs when that one existed)
 
     def __init__(self, store: ResultStore | None = None, *, reference_path: Path | None = None) -> None:
         super().__init__(id="history-screen")
@@ -605,23 +610,24 @@ class HistoryScreen(Screen):
         runs = list(runs)
 
         def write() -> None:
+            folder = export_folder(self.store.root)
             try:
-                target = write_export(runs, fmt, path, export_folder(self.store.root))
+                target = write_export(runs, fmt, path, folder)
             except (OSError, ValueError) as exc:
                 reason = getattr(exc, "strerror", None) or str(exc)
                 self.post_message(self.ExportFinished(None, len(runs), f"{path}: {reason}"))
             else:
-                self.post_message(self.ExportFinished(target, len(runs)))
+                self.post_message(self.ExportFinished(target, len(runs), asked=export_target(path, fmt, folder)))
 
         run_named(self, write, "history-export", thread=True)
 
     def on_history_screen_export_finished(self, message: ExportFinished) -> None:
-        if message.error:
+        if message.error or message.path is None:
             self._set_status(f"export failed: {message.error}", error=True)
-            self.notify(message.error, title="export failed", severity="error", markup=False)
+            self.notify(str(message.error), title="export failed", severity="error", markup=False)
             return
         self.last_export = message.path
-        text = f"{message.count} run{'s' if message.count != 1 else ''} written to {message.path}"
+        text = export_note(message.count, message.asked or message.path, message.path)
         self._set_status(text)
         self.notify(text, title="exported", markup=False)
 
