@@ -264,6 +264,8 @@ def header_tail(snapshot: NodeSnapshot, mark: str) -> list[tuple[str, bool]]:
     telemetry source. A narrow terminal cuts the line's end: what the node is stays readable,
     and the mark still shows before the versions it is about."""
     facts = node_facts(snapshot)
+    if not mark:
+        return [(" · ".join(facts), False)] if facts else []
     # node_facts lists the GPU facts first; without the probe it lists only them and the source
     gpu = len(node_facts(replace(snapshot, probe=None))) - (1 if snapshot.source else 0)
     parts = [(" · ".join(facts[:gpu]), False), (mark, True), (" · ".join(facts[gpu:]), False)]

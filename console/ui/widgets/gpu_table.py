@@ -7,7 +7,7 @@ demand, caching each line until its node's data generation changes.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, ClassVar
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBarRender
 from textual.strip import Strip
 
 from console.core.model import NodeHealth, NodeSnapshot
@@ -42,6 +43,15 @@ from console.ui.model.sort import DEFAULT_ORDER, SortOrder
 SeriesLookup = Callable[[str, int, str], "RingSeries | BlockSeries | None"]
 
 _CACHE_LIMIT = 4096  # lines; cleared wholesale past this (bounded memory)
+
+
+class WholeCellScrollBar(ScrollBarRender):
+    """A scrollbar whose thumb ends on whole cells. Textual's draws the thumb's ends with the
+    block glyphs ▁..▇ for 1/8-cell precision: beside a table of sparklines (and in a 256-colour
+    terminal, where the bar's colours fade into the background) those read as stray chart cells
+    at the table's right edge, seen after a filter changed the row count."""
+
+    VERTICAL_BARS: ClassVar[list[str]] = [" "] * len(ScrollBarRender.VERTICAL_BARS)
 
 
 class GpuTable(ScrollView, can_focus=True):
@@ -386,6 +396,9 @@ class GpuTable(ScrollView, can_focus=True):
             self._move(index)
             if event.chain >= 2:
                 self.action_activate()
+
+    def on_mount(self) -> None:
+        self.vertical_scrollbar.renderer = WholeCellScrollBar
 
     def on_resize(self, event: events.Resize) -> None:
         self._cache.clear()
