@@ -50,7 +50,9 @@ def _when(t: float) -> str:
 
 
 def _row(event: Event) -> list[str]:
-    return [
+    from console.core.text import printable
+
+    cells = [
         _when(event.time),
         event.severity,
         event.kind,
@@ -59,6 +61,7 @@ def _row(event: Event) -> list[str]:
         event.instance or "-",
         event.message,
     ]
+    return [printable(c) for c in cells]  # the log can be edited by hand: no escape reaches the terminal
 
 
 def render_table(events: Sequence[Event]) -> str:
@@ -109,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow(args, log, since)
     events = log.read(since=since, node=args.node, kind=args.kind, gpu=args.gpu, limit=args.limit)
+    _say_skipped(log)
     if args.json:
         print(json.dumps([event_to_dict(e) for e in events], indent=2))
     elif events:
@@ -137,6 +141,19 @@ def _check_node(args: argparse.Namespace, log) -> None:
     raise UsageError(f"--node {args.node!r}: no such node in the profile or the event log (known: {listed})")
 
 
+def _say_skipped(log) -> None:
+    """Bad lines (cut, hand-edited, nested too deep, too long, a time no clock shows) are
+    skipped; how many is said once on stderr, so what is shown is known to be incomplete."""
+    if log.bad_lines:
+        from console.core.text import printable
+
+        lines = "line" if log.bad_lines == 1 else "lines"
+        print(
+            f"rocm-console: events: {log.bad_lines} unreadable {lines} skipped in {printable(log.path)}",
+            file=sys.stderr,
+        )
+
+
 def _filtered(args: argparse.Namespace) -> bool:
     return any(v is not None for v in (args.since, args.node, args.kind, args.gpu))
 
@@ -160,6 +177,7 @@ def _follow(args: argparse.Namespace, log, since: float | None) -> int:
 
     try:  # Ctrl-C is how a follow ends, wherever it lands
         history, position = log.read_with_position()
+        _say_skipped(log)
         backlog = [e for e in history if keep(e)]
         backlog.sort(key=lambda e: e.time)
         show(backlog[-(args.limit or FOLLOW_BACKLOG) :], header=True)

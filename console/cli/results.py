@@ -227,7 +227,8 @@ def _show(args, store: ResultStore) -> int:
         print(json.dumps(run_to_dict(run), indent=2, ensure_ascii=False, allow_nan=False))
         return EXIT_OK
     out = [f"Run     {run.id}"]
-    out.append(f"Date    {run_date(run)}  ({run.origin}{', label ' + run.label if run.label else ''})")
+    label = f", label {run.label}" if run.label else ""  # formatted, whatever a file made it
+    out.append(f"Date    {run_date(run)}  ({run.origin}{label})")
     if run.source:
         part = run.context.get("source_part")
         out.append(f"Source  {run.source}" + (f" ({part})" if part else ""))
@@ -347,7 +348,7 @@ def _export(args, store: ResultStore) -> int:
     else:
         raise UsageError("export needs run ids (or --all)")
     text = {"json": export_json, "csv": export_csv, "md": export_markdown}[args.format](runs)
-    if args.output:
+    if args.output:  # a file gets the data as it is (JSON is escaped by export_json either way)
         try:
             written = write_new(Path(args.output).expanduser(), text)  # an existing file is never replaced
         except OSError as exc:
@@ -355,11 +356,17 @@ def _export(args, store: ResultStore) -> int:
         kept = f" ({args.output} exists: kept)" if written != Path(args.output).expanduser() else ""
         print(f"{len(runs)} run(s) written to {written}{kept}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        # To stdout (a terminal, or a pipe that ends in one): CSV and Markdown are text, filtered
+        # like everything else shown; JSON is already plain ASCII-safe (export_json).
+        sys.stdout.write(text if args.format == "json" else printable(text, keep_newlines=True))
     return EXIT_OK
 
 
 def _print_report(report: ImportReport) -> None:
+    # Paths, parts, reasons, models: all from the files read; each line goes through printable().
+    def say(line: str) -> None:
+        print(printable(line))
+
     for run in report.imported:
         part = run.context.get("source_part")
         where = (run.source or "") + (f" {part}" if part else "")
@@ -367,11 +374,11 @@ def _print_report(report: ImportReport) -> None:
         what = _short_model(run.setup.get("model")) + (f" c{conc}" if conc is not None else "")
         tput = run.metrics.get("output_throughput")
         tput_text = f"  {format_value('output_throughput', tput)} tok/s" if tput is not None else ""
-        print(f"imported        {run.id}  {where}  {what}{tput_text}")
+        say(f"imported        {run.id}  {where}  {what}{tput_text}")
     for dup in report.duplicates:
-        print(f"already stored  {dup.id}  {dup.path}" + (f" {dup.part}" if dup.part else ""))
+        say(f"already stored  {dup.id}  {dup.path}" + (f" {dup.part}" if dup.part else ""))
     for item in report.skipped:
-        print(f"skipped         {item.path}" + (f" {item.part}" if item.part else "") + f": {item.reason}")
+        say(f"skipped         {item.path}" + (f" {item.part}" if item.part else "") + f": {item.reason}")
     for item in report.unreadable:
         say_error(f"{item.path}: {item.reason}")
     print(

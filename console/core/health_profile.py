@@ -41,6 +41,7 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 from console.core.alerts import AlertRule, ConditionError, fmt_duration, parse_condition, parse_duration
+from console.core.bounded_file import TOML_FILE_LIMIT, read_bounded
 from console.core.errors import ProfileError
 from console.core.events import SEVERITIES
 from console.core.health import FAIL, OFF, RULES, WARN, HealthRules
@@ -418,7 +419,7 @@ def check_section(file: str, text: str, section: str, value: object) -> None:
 
 def _read(path: Path) -> tuple[str, dict]:
     try:
-        text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
+        text = read_bounded(path, TOML_FILE_LIMIT, "profile").decode("utf-8").removeprefix("\ufeff")
         return text, tomllib.loads(text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ProfileError(str(path), None, None, None, f"cannot read the file again: {exc}") from None

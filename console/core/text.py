@@ -60,6 +60,21 @@ def printable(text: object, *, keep_newlines: bool = False) -> str:
     return _UNSAFE_RE.sub(_escape, s)
 
 
+# What json.dumps(ensure_ascii=False) leaves raw that printable() would escape: DEL, the C1
+# controls (\x9b is a CSI on some terminals), bidi marks, line separators, lone surrogates.
+_JSON_UNSAFE_RE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def json_safe(text: str) -> str:
+    """JSON text (from json.dumps, ensure_ascii=False) with every character printable() would
+    escape written as a \\uXXXX escape: the same JSON once parsed, harmless on a terminal.
+    (json.dumps already escapes the C0 controls, ESC and BEL among them.) Only valid for JSON:
+    outside strings such characters cannot appear, inside them the escape means the same."""
+    if text.isascii():
+        return text
+    return _JSON_UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def is_printable(text: str, *, keep_newlines: bool = False) -> bool:
     """True when :func:`printable` would leave `text` as it is."""
     return printable(text, keep_newlines=keep_newlines) == text

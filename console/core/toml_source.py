@@ -17,6 +17,7 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
+from console.core.bounded_file import TOML_FILE_LIMIT, read_bounded
 from console.core.errors import ProfileError
 
 __all__ = ["Invalid", "describe", "Locator", "TomlContext", "fmt_path", "parse_toml", "read_text"]
@@ -25,8 +26,8 @@ _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def read_text(path: Path, file: str) -> str:
-    try:
-        data = path.read_bytes()
+    try:  # bounded: a device, a FIFO or a huge file is one line (its strerror), never all of memory
+        data = read_bounded(path, TOML_FILE_LIMIT, "TOML file")
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ProfileError(file, None, None, None, f"cannot read file: {reason}") from None

@@ -20,11 +20,14 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import math
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from console.core import node_json
 from console.core.events import Event, event_from_dict, event_to_dict, matches
 from console.services.results import default_root
 
@@ -33,6 +36,15 @@ __all__ = ["EVENTS_FILE", "EventLog", "Follower", "default_events_path"]
 EVENTS_FILE = "events.jsonl"
 MAX_BYTES = 4 << 20  # a few ten thousand events per file
 KEEP = 3  # rotated files kept
+# Reading is bounded, not refused: the log is the user's timeline, and a file grown past what
+# rotation allows (a hand edit, another tool appending) should still show its newest events, as
+# `tail` would. So each file is read from at most its last READ_LIMIT bytes (twice what rotation
+# lets a file hold), and a line longer than MAX_LINE_BYTES (an event is a few hundred bytes) is
+# skipped and counted like any other bad line, without being decoded.
+READ_LIMIT = 2 * MAX_BYTES
+MAX_LINE_BYTES = 64 << 10
+# An event's time: epoch seconds between 1970 and 9999 (time.localtime and strftime take them).
+MAX_EVENT_TIME = 253402300799.0
 
 
 def default_events_path() -> Path:
@@ -125,10 +137,18 @@ class EventLog:
         for raw in data.split(b"\n"):
             if not raw.strip():
                 continue
-            try:
-                out.append(event_from_dict(json.loads(raw)))
-            except (ValueError, UnicodeDecodeError):
+            if len(raw) > MAX_LINE_BYTES:
                 self.bad_lines += 1
+                continue
+            try:  # the safe decoder: a line nested 100000 deep is a bad line, not a RecursionError
+                event = event_from_dict(node_json.loads(raw, max_chars=MAX_LINE_BYTES))
+            except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
+                self.bad_lines += 1
+                continue
+            if not (math.isfinite(event.time) and 0 <= event.time <= MAX_EVENT_TIME):
+                self.bad_lines += 1  # a time no clock shows (1e300, NaN, -1e18)
+                continue
+            out.append(event)
         return out
 
     def read(
@@ -155,10 +175,15 @@ class EventLog:
             if not ready:
                 return [], position
             for path in self.files():
-                with path.open("rb") as fh:
-                    data = fh.read()
-                    if path == self.path:
-                        position = Position(os.fstat(fh.fileno()).st_ino, len(data))
+                try:
+                    read = _read_from(path, 0)
+                except OSError:  # rotated away since files() listed it
+                    read = None
+                if read is None:
+                    continue
+                data, inode, end = read
+                if path == self.path:
+                    position = Position(inode, end)
                 events += self._parse(data)
         return events, position
 
@@ -197,19 +222,21 @@ class Follower:
                         if path.stat().st_ino == self.inode:
                             start, offset = i, self.offset
                 for path in rotated[start:]:
-                    with contextlib.suppress(OSError), path.open("rb") as fh:
-                        fh.seek(offset)
-                        chunks.append(self._complete(fh.read(), whole=True))
+                    with contextlib.suppress(OSError):
+                        read = _read_from(path, offset)
+                        if read is not None:
+                            chunks.append(self._complete(read[0], whole=True))
                     offset = 0
                 self.inode, self.offset = current.st_ino, 0
             elif current.st_size < self.offset:
                 self.offset = 0  # truncated by hand
             self.inode = current.st_ino
-            with log.path.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
+            read = _read_from(log.path, self.offset)
+            if read is None:  # not a regular file (a FIFO put there): nothing to follow
+                return []
+            data, _, end = read
             used = self._complete(data)
-            self.offset += len(used)
+            self.offset = end - len(data) + len(used)
             chunks.append(used)
         return log._parse(b"".join(chunks))
 
@@ -220,3 +247,34 @@ class Follower:
             return data
         end = data.rfind(b"\n")
         return data[: end + 1] if end >= 0 else b""
+
+
+def _read_from(path: Path, offset: int) -> tuple[bytes, int, int] | None:
+    """(bytes of `path` from `offset` to its end, its inode, the offset of that end); None
+    when it is not a regular file. At most READ_LIMIT bytes: when more were written, only
+    the newest are read, from the first line that starts within them (a tail, as `tail` reads).
+    Opened with O_NONBLOCK and checked through the descriptor: a FIFO never blocks a reader."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        start = offset
+        cut = st.st_size - offset > READ_LIMIT
+        if cut:
+            start = st.st_size - READ_LIMIT
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks: list[bytes] = []
+        total = 0
+        while total < READ_LIMIT:  # a file still growing stops at the limit too
+            chunk = os.read(fd, min(1 << 20, READ_LIMIT - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        data = b"".join(chunks)
+        if cut:  # the first line was cut in the middle: it starts before what is read
+            data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+        return data, st.st_ino, start + total
+    finally:
+        os.close(fd)

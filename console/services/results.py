@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from console.core.bounded_file import RESULT_FILE_LIMIT, read_bounded
 from console.core.node_json import loads_document
 
 try:
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 DATA_DIR_ENV = "ROCM_CONSOLE_DATA_DIR"
-MAX_FILE_BYTES = 256 << 20  # a benchmark log or result JSON is far smaller
+MAX_FILE_BYTES = RESULT_FILE_LIMIT  # a benchmark log or result JSON is far smaller
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 LOCK_NAME = ".lock"
 INDEX_NAME = ".index"
@@ -449,12 +450,8 @@ class ResultStore:
         report: ImportReport,
     ) -> None:
         shown = str(file)
-        try:
-            size = file.stat().st_size
-            if size > MAX_FILE_BYTES:
-                report.skipped.append(SkippedItem(shown, f"too large for a result ({size >> 20} MiB)"))
-                return
-            data = file.read_bytes()
+        try:  # W2: bounded (a device, a FIFO, /proc or a huge file is one line: unreadable, exit 2)
+            data = read_bounded(file, MAX_FILE_BYTES, "result file")
         except OSError as exc:
             report.unreadable.append(SkippedItem(shown, exc.strerror or type(exc).__name__))
             return

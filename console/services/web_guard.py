@@ -26,6 +26,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from console.core.bounded_file import TOKEN_FILE_LIMIT, FileLimitError, read_bounded
+
 TOKEN_BYTES = 32  # secrets.token_urlsafe: 43 characters
 MIN_TOKEN_LENGTH = 16  # a token file's; shorter is guessable
 # URL- and cookie-safe as is: the token goes into the printed URL and the cookie unquoted.
@@ -53,13 +55,15 @@ def read_token_file(path: str | Path) -> str:
     """The token in `path`: one line, URL-safe characters, at least MIN_TOKEN_LENGTH of them."""
     where = f"--token-file {path}"
     try:
-        data = Path(path).read_bytes()
+        data = read_bounded(path, TOKEN_FILE_LIMIT, "token file")  # a FIFO or a device: one line
     except FileNotFoundError:
         raise TokenFileError(f"{where}: no such file") from None
     except IsADirectoryError:
         raise TokenFileError(f"{where}: is a directory, not a file") from None
     except PermissionError:
         raise TokenFileError(f"{where}: cannot read it (permission denied)") from None
+    except FileLimitError as exc:
+        raise TokenFileError(f"{where}: {exc.reason}") from None
     except OSError as exc:
         raise TokenFileError(f"{where}: cannot read it ({exc.strerror or exc})") from None
     try:

@@ -19,6 +19,7 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
+from console.core.bounded_file import TOML_FILE_LIMIT, read_bounded
 from console.core.errors import ProfileError
 
 __all__ = ["KeyPath", "TomlFile", "format_table", "parse_toml", "read_toml"]
@@ -80,7 +81,7 @@ def read_toml(path: str | Path, cls: type[ProfileError] = ProfileError) -> TomlF
     """Read and parse path; any problem is cls (a ProfileError) naming the file and line."""
     file = str(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = read_bounded(path, TOML_FILE_LIMIT, "TOML file")  # W2: a device or FIFO is one line
     except OSError as exc:
         raise cls(file, None, None, None, f"cannot read file: {exc.strerror or type(exc).__name__}") from None
     try:

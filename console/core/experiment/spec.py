@@ -45,6 +45,8 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
+from console.core import node_json
+from console.core.bounded_file import EXPERIMENT_STATE_LIMIT, read_bounded
 from console.core.errors import ProfileError
 from console.core.model import Profile
 from console.core.partition_rules import LOGICAL_PER_PHYSICAL, VALID_NPS, compatibility_refusal
@@ -573,12 +575,14 @@ def _events(events: tuple[str, ...], line: str) -> tuple[str, ...]:
 
 def load_state(path: Path, exp: Experiment, node: str) -> ExperimentState:
     """The saved state, or a fresh one; ValueError naming the file if it is not a state file."""
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # bounded: --state can name a FIFO or a device
+        text = read_bounded(path, EXPERIMENT_STATE_LIMIT, "state file").decode("utf-8", "replace")
     except FileNotFoundError:
         return ExperimentState(experiment=exp.name, node=node)
-    try:
-        state = ExperimentState.from_dict(json.loads(text))
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    try:  # the safe decoder: a deeply nested file is one line, not a RecursionError
+        state = ExperimentState.from_dict(node_json.loads(text, max_chars=EXPERIMENT_STATE_LIMIT))
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     if state.experiment != exp.name or state.node != node:

@@ -21,12 +21,14 @@ from console.core.results.record import (
     jsonable,
     run_to_dict,
 )
+from console.core.text import json_safe
 
 
 def export_json(runs: Sequence[StoredRun]) -> str:
     """{"format": ..., "runs": [run_to_dict(run), ...]} as indented strict JSON."""
     doc = {"format": FORMAT, "runs": [run_to_dict(r) for r in runs]}
-    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    # json_safe: the C1 controls and bidi marks json.dumps leaves raw are escaped (same data)
+    return json_safe(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)) + "\n"
 
 
 _CSV_HEAD = ("id", "date", "created", "origin", "label", "source", "source_part")

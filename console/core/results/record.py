@@ -46,6 +46,10 @@ SETUP_KEYS: tuple[str, ...] = (
     "seed",
 )
 SETUP_NUMERIC_KEYS = ("request_rate", "burstiness", "range_ratio")
+# A run's time: epoch seconds from 1970 to the end of 9999, what time.localtime and strftime
+# take on every platform (1e300, NaN or -1e18 in a file is refused, naming the field).
+MIN_TIME = 0.0
+MAX_TIME = 253402300799.0
 _ID_PART_RE = re.compile(r"[^A-Za-z0-9.]+")
 
 
@@ -154,8 +158,10 @@ def jsonable(value: object) -> object:
 def as_number(value: object) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return float(value) if abs(value) < 1 << 1000 else None  # float() of a longer int overflows
     if isinstance(value, str):
         try:
             return float(value.strip())
@@ -217,6 +223,40 @@ def run_to_dict(run: StoredRun) -> dict:
     }
 
 
+def _kind(value: object) -> str:
+    """The JSON name of a value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, (list, tuple)) else "an object"
+
+
+def run_time(value: object, key: str = "created") -> float:
+    """A stored run's time field as epoch seconds; ValueError naming the field when it is not
+    a number or not a time any clock shows (MIN_TIME..MAX_TIME, finite)."""
+    number = as_number(value)
+    if number is None:
+        raise ValueError(f"stored run '{key}' is {_kind(value)}, not a number")
+    if not (math.isfinite(number) and MIN_TIME <= number <= MAX_TIME):
+        shown = "NaN" if math.isnan(number) else f"{number:g}"
+        raise ValueError(f"stored run '{key}' {shown} is not a time (epoch seconds from 1970 to 9999)")
+    return number
+
+
+def _optional_text(data: Mapping, key: str) -> str | None:
+    """A field that is text or null (label, source); ValueError naming it for anything else,
+    so a label that is a JSON object is one line at import, never a TypeError when shown."""
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"stored run '{key}' is {_kind(value)}, not a string")
+    return value
+
+
 def run_from_dict(data: Mapping) -> StoredRun:
     """The inverse of run_to_dict. Raises ValueError naming what is wrong."""
     if not isinstance(data, Mapping):
@@ -229,9 +269,11 @@ def run_from_dict(data: Mapping) -> StoredRun:
             raise ValueError(f"stored run without '{key}'")
     if not isinstance(data["id"], str) or not data["id"]:
         raise ValueError("stored run 'id' is not a string")
-    created = as_number(data["created"])
-    if created is None:
-        raise ValueError("stored run 'created' is not a number")
+    created = run_time(data["created"])
+    for key in ("origin", "fingerprint"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ValueError(f"stored run '{key}' is {_kind(data[key])}, not a string")
+    label, source = _optional_text(data, "label"), _optional_text(data, "source")
     for key in ("context", "setup", "metrics"):
         if data.get(key) is not None and not isinstance(data[key], Mapping):
             raise ValueError(f"stored run '{key}' is not an object")
@@ -260,8 +302,8 @@ def run_from_dict(data: Mapping) -> StoredRun:
         id=data["id"],
         created=created,
         origin=str(data["origin"]),
-        source=data.get("source"),
-        label=data.get("label"),
+        source=source,
+        label=label,
         context=context,
         setup=setup,
         metrics=metrics,
