@@ -43,6 +43,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
     from console.ui.screens.events import EventsScreen
     from console.ui.screens.fault_dialog import FaultDialog
     from console.ui.screens.fleet import FleetScreen
+    from console.ui.screens.form_dialog import FormDialog
     from console.ui.screens.help import HelpScreen
     from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen
     from console.ui.screens.instances import InstancesScreen
@@ -66,6 +67,7 @@ def binding_sections() -> list[tuple[str, list[Binding]]]:
         ("log", own(LogScreen)),
         ("events", own(EventsScreen)),
         ("models", own(ModelsScreen)),
+        ("dialogs", own(FormDialog)),
         ("start", own(StartDialog)),
         ("confirm", own(ConfirmScreen)),
         ("benchmark", own(BenchScreen) + own(StartBenchDialog)),
@@ -102,7 +104,7 @@ def describe_keys(keymap: Mapping[str, str], key_display: Callable[[Binding], st
         KeyHelp("filter box", "sick, warn, fail", "GPUs whose health is warn or fail / warn / fail"),
         KeyHelp("filter box", "throttled, ecc", "GPUs throttling now / with ECC errors counted"),
         KeyHelp("filter box", "words", "node, model, cpx, nps1, gpu3, live, stale, down: all words must match"),
-        KeyHelp("start", "enter", "Start (tab: next field)"),
+        KeyHelp("dialogs", "enter, tab", "Next field (Enter never starts anything: the action key or button does)"),
         KeyHelp("mouse", "click", "Select a row"),
         KeyHelp("mouse", "double click", "Open the row's detail"),
         KeyHelp("mouse", "wheel", "Scroll"),

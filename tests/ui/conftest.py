@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 
 from console.core.model import NodeSpec, Profile
+from console.core.profiles import load_profile
 from console.services.fleet import FleetTelemetry
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -16,7 +17,7 @@ from console.transport.replay import ReplayTransport, load_traces
 from console.ui.app import ConsoleApp
 from console.ui.model.instance_source import StaticInstances
 from tests import helpers
-from tests.ui.scenes.fleet import DEMO_NODES, TRACES, Scene, scene_profile
+from tests.ui.scenes.fleet import DEMO_NODES, PRESETS, TRACES, Scene, scene_profile
 
 
 class FaultyReplay(ReplayTransport):
@@ -39,11 +40,18 @@ class FaultyReplay(ReplayTransport):
             yield line
 
 
+@pytest.fixture(autouse=True)
+def own_data_dir(tmp_path, monkeypatch):
+    """Each UI test writes its results, events and form memory in a folder of its own (a test
+    may point ROCM_CONSOLE_DATA_DIR elsewhere itself)."""
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "own-data"))
+
+
 @pytest.fixture
 def live_app():
     """An app over looping replays (new samples every `pace` s): collection never stops."""
 
-    def make(nodes=DEMO_NODES, *, pace=0.2, stale_after=None, keys=(), size=None, **app_kwargs):
+    def make(nodes=DEMO_NODES, *, pace=0.2, stale_after=None, keys=(), size=None, presets=False, **app_kwargs):
         traces = load_traces(TRACES, nodes)
         transports: dict[str, FaultyReplay] = {}
 
@@ -52,7 +60,15 @@ def live_app():
             return transports[node.name]
 
         profile = scene_profile(Scene("pilot", nodes=tuple(nodes)))
-        profile = Profile(nodes=profile.nodes, keys=tuple(keys))
+        if presets:  # the shipped serve and bench presets (the start and benchmark dialogs)
+            profile = Profile(
+                nodes=profile.nodes,
+                keys=tuple(keys),
+                serve_presets=profile.serve_presets,
+                bench_presets=load_profile([PRESETS]).bench_presets,
+            )
+        else:
+            profile = Profile(nodes=profile.nodes, keys=tuple(keys))
         fleet = FleetTelemetry(profile.nodes, TransportPool(factory), stale_after=stale_after, backoff_cap=0.3)
         app_kwargs.setdefault("instances", StaticInstances())  # replayed nodes run no vLLM
         app = ConsoleApp(

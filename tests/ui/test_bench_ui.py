@@ -309,7 +309,7 @@ async def test_start_dialog_returns_a_sweep_request():
         await pilot.pause()
         assert "a sweep of 3 runs" in screen_text(app) and "50 prompts each" in screen_text(app)
         dialog.query_one("#bench-concurrency", Input).focus()
-        await pilot.press("enter")
+        await pilot.press("ctrl+s")  # the action key (Enter only moves between fields)
         await pilot.pause()
     [request] = app.results
     assert isinstance(request, BenchRequest)

@@ -156,7 +156,7 @@ async def test_a_search_that_fails_says_why_in_one_line():
 async def test_ctrl_f_in_the_benchmark_dialog_asks_the_budget_and_starts_the_search(monkeypatch):
     started: list[FakeService] = []
 
-    def fake_service(pool, store):
+    def fake_service(pool, store, **_kw):  # the timeline hook too
         started.append(FakeService())
         return started[-1]
 
@@ -172,14 +172,14 @@ async def test_ctrl_f_in_the_benchmark_dialog_asks_the_budget_and_starts_the_sea
         assert await wait_for(pilot, lambda: isinstance(app.screen, FindMaxDialog))
         ask = app.screen
         ask.query_one("#find-max-budget", Input).value = "p99_tfft_ms=500"
-        await pilot.press("enter")
+        await pilot.press("ctrl+s")
         await pilot.pause()
         error = str(ask.query_one("#find-max-error").render())
         assert "budget key 'p99_tfft_ms'" in error and app.screen is ask  # one line, nothing lost
         ask.query_one("#find-max-budget", Input).value = "p99_ttft_ms=500"
         ask.query_one("#find-max-max", Input).value = "16"
         ask.query_one("#find-max-budget", Input).focus()
-        await pilot.press("enter")
+        await pilot.press("ctrl+s")
         assert await wait_for(pilot, lambda: isinstance(app.screen, FindMaxScreen))
         screen = app.screen
         assert isinstance(screen, FindMaxScreen)

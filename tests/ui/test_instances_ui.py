@@ -98,11 +98,11 @@ async def open_dialog(pilot, app, table: GpuTable, *gpus: int) -> StartDialog:
 
 
 async def submit(pilot, dialog: StartDialog, **fields: str) -> None:
-    """Fill fields by id suffix (port, name, overrides, env, gpus), then Enter in the port field."""
+    """Fill fields by id suffix (port, name, overrides, env, gpus), then the action key (ctrl+s)."""
     for key, value in fields.items():
         dialog.query_one(f"#start-{key}", Input).value = value
     dialog.query_one("#start-port", Input).focus()
-    await pilot.press("enter")
+    await pilot.press("ctrl+s")
 
 
 async def test_start_from_dialog_shows_loading_then_ready(node, stop_all, monkeypatch):

@@ -12,6 +12,7 @@ from console.ui.screens.detail import DetailScreen
 from console.ui.screens.events import EventsScreen
 from console.ui.screens.fault_dialog import FaultDialog
 from console.ui.screens.fleet import FleetScreen
+from console.ui.screens.form_dialog import FormDialog
 from console.ui.screens.help import HelpScreen
 from console.ui.screens.history import ExportPrompt, HistoryScreen, ImportPrompt, RunDetailScreen  # noqa: E402
 from console.ui.screens.instances import InstancesScreen
@@ -32,6 +33,7 @@ _OWNERS = {
     "log": [LogScreen],
     "events": [EventsScreen],
     "models": [ModelsScreen],
+    "dialogs": [FormDialog],
     "start": [StartDialog],
     "confirm": [ConfirmScreen],
     "help": [HelpScreen],

@@ -61,7 +61,7 @@ async def test_dialog_returns_the_request():
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
         dialog.query_one("#offline-gpus", Input).value = "0,1"
-        await pilot.press("enter")
+        await pilot.press("ctrl+s")
         await pilot.pause()
         dialog_gone = not dialog.is_attached
     assert dialog_gone

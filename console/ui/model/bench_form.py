@@ -18,13 +18,17 @@ from console.core.bench.argv import (
 from console.core.gpus import gpu_span
 from console.core.model import BenchPreset
 from console.services.instances import InstanceView
-from console.ui.model.bench_view import MAX_SWEEP_POINTS, dataset_text
+from console.ui.model.bench_view import MAX_SWEEP_POINTS, dataset_text, duration
 from console.ui.model.start_form import FormError, parse_pairs, split_pairs
 
 _KEY_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
 
 __all__ = [
+    "LONG_RUN_S",
     "BenchRequest",
+    "PastRun",
+    "RunEstimate",
+    "estimate_run",
     "FormError",
     "check_request",
     "instance_prompt",
@@ -52,6 +56,55 @@ class BenchRequest:
     @property
     def sweep(self) -> bool:
         return len(self.points) > 1
+
+
+LONG_RUN_S = 120.0  # a run estimated longer than this is said before it starts (issue U2)
+
+
+@dataclass(frozen=True)
+class PastRun:
+    """The last stored run of a preset on a node: how long its prompts took."""
+
+    prompts: int
+    duration_s: float
+    when: str = ""  # its date as shown ('20261126-171037'), for the estimate's source
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """How long a run (or a sweep) will take, and what the figure comes from."""
+
+    seconds: float
+    source: str
+    at_least: bool = False  # a floor (the request rate), not a measured pace
+
+    @property
+    def long(self) -> bool:
+        return self.seconds > LONG_RUN_S
+
+    def text(self) -> str:
+        """'≈ 9:31 (the last run here: 40 prompts in 0:15)' / 'at least 8:20 (500 prompts at rate 1/s)'."""
+        return f"{'at least' if self.at_least else '≈'} {duration(self.seconds)} ({self.source})"
+
+
+def estimate_run(effective: BenchPreset, points: Sequence[int | None], past: PastRun | None) -> RunEstimate | None:
+    """The run's length: the pace of the last run of this preset on the node (seconds per prompt),
+    and never less than the request rate allows (prompts / rate per point); None when neither
+    is known (an unlimited rate and no run of it here yet)."""
+    count = max(len(points), 1)
+    prompts = effective.num_prompts * count
+    floor = effective.num_prompts / effective.request_rate * count if effective.request_rate else None
+    paced = None
+    if past is not None and past.prompts > 0 and past.duration_s > 0:
+        paced = past.duration_s / past.prompts * prompts
+    if paced is None and floor is None:
+        return None
+    if past is not None and paced is not None and (floor is None or paced >= floor):
+        source = f"the last run of {effective.name} here: {past.prompts} prompts in {duration(past.duration_s)}"
+        return RunEstimate(paced, source)
+    assert floor is not None and effective.request_rate
+    rate = f"{effective.num_prompts} prompts{' each' if count > 1 else ''} at rate {effective.request_rate:g}/s"
+    return RunEstimate(floor, rate, at_least=True)
 
 
 def parse_concurrency(text: str) -> tuple[int, ...] | None:

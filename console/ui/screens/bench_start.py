@@ -6,16 +6,23 @@ problem shows as one line under the fields, nothing typed is lost. The dialog
 starts nothing: it dismisses with a BenchRequest (or None), and the caller
 pushes BenchScreen with it. ctrl+f instead asks for a latency budget and runs a
 find-max search of the preset against the instance (screens/find_max.py).
+
+Enter moves between fields; ctrl+s (or the Run button) runs. The preview says how long the
+run will take (the pace of the last stored run of the preset on the node, never less than
+its request rate allows); a run longer than LONG_RUN_S asks before it starts. The fields
+remember what the preset was last run with on the node (form_dialog: MEMORY).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Iterable, Sequence
 
 from rich.text import Text
 from textual import on
 from textual.binding import Binding
 from textual.markup import escape
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Select
 
@@ -24,7 +31,10 @@ from console.services.instances import InstanceView
 from console.ui.model.bench_form import (
     BenchRequest,
     FormError,
+    PastRun,
+    RunEstimate,
     check_request,
+    estimate_run,
     instance_prompt,
     parse_bench_overrides,
     parse_concurrency,
@@ -35,6 +45,7 @@ from console.ui.model.bench_form import (
 )
 from console.ui.model.bench_view import dataset_text, rate_text
 from console.ui.screens.form_dialog import FormDialog
+from console.ui.workers import run_named
 
 _PLACEHOLDERS = {
     "bench-concurrency": "blank: the preset's · 8 · or 1,4,16,64 for a sweep",
@@ -55,6 +66,8 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
     TITLE_TEXT = "Run a benchmark"
     PREVIEW = True
     FIRST_FIELD = "#bench-concurrency"
+    MEMORY = "bench"
+    MEMORY_FIELDS = ("bench-concurrency", "bench-overrides", "bench-env", "bench-label")
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-bench-start"),
         Binding("ctrl+s", "submit", "Run", id="submit-bench-start"),
@@ -78,6 +91,12 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
         keys = [(v.node, v.name) for v in self.instances]
         self.instance_key = instance if instance in keys else (keys[0] if keys else None)
         self.cursor_blink = cursor_blink
+        self.past: dict[tuple[str, str], PastRun | None] = {}  # (node, preset) -> its last stored run
+
+    class PastRead(Message):
+        def __init__(self, past: dict[tuple[str, str], PastRun]) -> None:
+            super().__init__()
+            self.past = past
 
     # ------------------------------------------------------------ layout
 
@@ -116,6 +135,41 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
         elif not self.instances:
             self.show_error("no ready instance to benchmark: start one first (s)")
         self._refresh_preview()
+        nodes = sorted({v.node for v in self.instances})
+        run_named(self, self._read_past(nodes), "bench-start-past", exclusive=True)
+
+    async def _read_past(self, nodes: list[str]) -> None:
+        """The last stored run of each preset on each node, read off the UI thread."""
+
+        def read() -> dict[tuple[str, str], PastRun]:
+            from console.services import results
+
+            found: dict[tuple[str, str], PastRun] = {}
+            try:
+                store = results.ResultStore()
+                for node in nodes:
+                    for run in store.list(node=node):  # oldest first: the last one stays
+                        preset = run.context.get("bench_preset")
+                        took, done = run.metrics.get("duration"), run.metrics.get("completed")
+                        if isinstance(preset, str) and took and done:
+                            found[(node, preset)] = PastRun(int(done), float(took), str(run.setup.get("date") or ""))
+            except Exception:  # no estimate is better than a dialog that fails: the rate floor stays
+                return found
+            return found
+
+        self.post_message(self.PastRead(await asyncio.to_thread(read)))
+
+    def on_start_bench_dialog_past_read(self, message: PastRead) -> None:
+        self.past.update(message.past)
+        self._refresh_preview()
+
+    def memory_key(self) -> tuple[str, str] | None:
+        preset, view = self._preset(), self._instance()
+        return (preset.name, view.node) if preset is not None and view is not None else None
+
+    def estimate(self, request: BenchRequest) -> RunEstimate | None:
+        effective, _ = check_request(request.preset, request.overrides, None)  # the points are the request's
+        return estimate_run(effective, request.points, self.past.get((request.node, request.preset.name)))
 
     # ------------------------------------------------------------ reading the form
 
@@ -168,6 +222,13 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
             f"against [b]{escape(view.name)}[/b] on {escape(view.node)} "
             f"({escape(view.served_models[0] if view.served_models else view.model or '?')})"
         )
+        took = estimate_run(effective, points, self.past.get((view.node, preset.name)))
+        if took is None:
+            line += "\ntakes: unknown (no run of it here yet, no rate limit)"
+        elif took.long:
+            line += f"\n[$text-warning]⚠ a long run: {escape(took.text())}: ^s asks before it starts[/]"
+        else:
+            line += f"\ntakes {escape(took.text())}"
         self.show_preview(line)
 
     # ------------------------------------------------------------ events
@@ -175,6 +236,7 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
     @on(Select.Changed)
     def _select_changed(self, _: Select.Changed) -> None:
         self.show_error("")
+        self.recall_values()  # another preset or node: what it was last run with
         self._refresh_preview()
 
     @on(Input.Changed)
@@ -217,7 +279,24 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
     def submit(self) -> None:
         try:
             request = self.read_form()
+            took = self.estimate(request)
         except FormError as exc:
             self.show_error(str(exc))
             return
+        if took is None or not took.long:
+            self._run(request)
+            return
+        from console.ui.screens.confirm import ConfirmScreen
+
+        what = f"{request.preset.name} against {request.instance.name} on {request.node}"
+        question = f"This run takes {took.text()}.\n{what}: the node is busy until it ends (x cancels it)."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._run(request)
+
+        self.app.push_screen(ConfirmScreen("A long run", question, "Run"), answered)
+
+    def _run(self, request: BenchRequest) -> None:
+        self.remember_values()
         self.dismiss(request)

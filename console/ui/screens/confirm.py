@@ -11,6 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from console.ui.widgets.key_bar import KeyBar
+
 
 class YesNoScreen(ModalScreen[bool]):
     """Dismisses with True (y, or the confirm button) or False (n, Esc, Cancel).
@@ -37,6 +39,7 @@ class YesNoScreen(ModalScreen[bool]):
             with Horizontal(id=f"{p}-buttons", classes="yes-no-buttons"):
                 yield Button(f"{self.confirm_label} (y)", variant="error", id=f"{p}-yes")
                 yield Button("Cancel (n)", id=f"{p}-no")
+        yield KeyBar(dialog=True)  # the question's keys, over the bar of the screen below
 
     def on_mount(self) -> None:
         self.query_one(f"#{self.PREFIX}-{'yes' if self.FOCUS_YES else 'no'}", Button).focus()

@@ -29,7 +29,7 @@ class FaultDialog(FormDialog[str]):
     PREFIX = "fault"
     TITLE_TEXT = "Inject a simulated GPU fault (demo)"
     GO_LABEL = "Inject"
-    FIRST_FIELD = "#fault-count"  # an Input (Enter in it injects); the choices are above it
+    FIRST_FIELD = "#fault-count"  # an Input (Enter moves to Inject; ctrl+s injects); the choices are above it
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="cancel-fault")]
 
     def __init__(self, nodes: list[NodeSpec], node: str | None = None, gpu: int = 0) -> None:

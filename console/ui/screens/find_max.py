@@ -50,7 +50,9 @@ class FindMaxDialog(FormDialog["tuple[SearchSpec, int | None] | None"]):
     GO_LABEL = "Search"
     PREVIEW = True
     FIRST_FIELD = "#find-max-budget"
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    MEMORY = "find-max"
+    MEMORY_FIELDS = ("find-max-budget", "find-max-by", "find-max-start", "find-max-max", "find-max-prompts")
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]  # ctrl+s searches (FormDialog)
 
     def __init__(self, preset: BenchPreset, instance: InstanceView, *, cursor_blink: bool | None = None) -> None:
         super().__init__(id="find-max-dialog")
@@ -63,7 +65,14 @@ class FindMaxDialog(FormDialog["tuple[SearchSpec, int | None] | None"]):
         yield "By", Select([(d, d) for d in DIMENSIONS], value="concurrency", id="find-max-by", compact=True)
         yield "Start", Input(placeholder="1", id="find-max-start", compact=True)
         yield "Max", Input(placeholder="blank: 1024 (rate 512)", id="find-max-max", compact=True)
-        yield "Prompts", Input(placeholder=f"per point; blank: {self.preset.num_prompts}", id="find-max-prompts")
+        # compact as the others: a bordered Input in a one-line grid row was drawn as a squashed border
+        yield (
+            "Prompts",
+            Input(placeholder=f"per point; blank: {self.preset.num_prompts}", id="find-max-prompts", compact=True),
+        )
+
+    def memory_key(self) -> tuple[str, str] | None:
+        return (self.preset.name, self.instance.node)
 
     def form_mounted(self) -> None:
         self.show_preview(
@@ -87,6 +96,7 @@ class FindMaxDialog(FormDialog["tuple[SearchSpec, int | None] | None"]):
         except FormError as exc:
             self.show_error(str(exc))
             return
+        self.remember_values()
         self.dismiss(answer)
 
 

@@ -5,7 +5,8 @@ While it runs: the group's total progress and one line per replica; then the gro
 (throughputs summed, latencies merged over every request) above each replica's own.
 
 Data flow: the worker's callback only posts messages; their handler updates plain state; a
-4 Hz clock redraws. Esc leaves (the clients go on, detached on the nodes).
+4 Hz clock redraws. ctrl+s runs (Enter in the concurrency field does not: it only moves
+to the preset, issue U2); Esc leaves (the clients go on, detached on the nodes).
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ def progress_lines(progress: dict[str, BenchProgress], replicas: list[str], widt
 
 
 class GroupBenchScreen(Screen):
-    BINDINGS = [Binding("escape", "leave", "Back")]  # no id: not in the [keys] table
+    BINDINGS = [  # no ids: not in the [keys] table
+        Binding("ctrl+s", "start_run", "Run"),
+        Binding("escape", "leave", "Back"),
+    ]
 
     @dataclass
     class Fed(Message):
@@ -97,7 +101,7 @@ class GroupBenchScreen(Screen):
 
     def _title(self) -> str:
         g = self.group
-        state = "running" if self.running else ("finished" if self.outcome or self.error else "press enter to start")
+        state = "running" if self.running else ("finished" if self.outcome or self.error else "ctrl+s starts")
         return f" [b]Benchmark group {escape(g.name)}[/b] · {g.ready}/{g.total} replicas ready · {state}"
 
     def redraw(self, now: float | None = None) -> None:  # the app's clock passes its time
@@ -113,13 +117,14 @@ class GroupBenchScreen(Screen):
         if self.error:
             lines += ["", f"[red]{escape(self.error)}[/red]"]
         if not lines:
-            lines = ["One client per ready replica, the concurrency split evenly; enter starts it."]
+            lines = ["One client per ready replica, the concurrency split evenly; ctrl+s starts it."]
         self.query_one("#group-bench-body", Static).update("\n".join(lines))
 
-    def on_input_submitted(self, _: Input.Submitted) -> None:
-        self.start()
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()  # Enter in a field starts nothing: the preset is the next field
+        self.query_one("#group-bench-preset", Select).focus()
 
-    def key_enter(self) -> None:
+    def action_start_run(self) -> None:
         self.start()
 
     def start(self) -> None:

@@ -7,6 +7,10 @@ GroupService.launch; `--nodes`: MultiNodeService), in a worker, while the dialog
 open: a refusal shows as one line under the fields (and as a toast), so nothing typed
 is lost. The models each node holds (`models list`) are read in a worker: the presets
 whose model is on the chosen node come first.
+
+Enter moves between fields; ctrl+s (or the Start button) starts. Replicas, overrides and
+environment are remembered per preset and node (form_dialog: MEMORY); the GPUs come from
+the marks, and a port and a name belong to one instance, so those are not.
 """
 
 from __future__ import annotations
@@ -79,10 +83,11 @@ class StartDialog(FormDialog["InstanceView | None"]):
     PREFIX = "start"
     CSS_PATH = [FORM_CSS, Path(__file__).with_name("start_dialog.tcss")]
     TITLE_TEXT = "Start a vLLM instance"
-    SUBTITLE_TEXT = "Enter starts · Esc cancels"
     GO_LABEL = "Start"
     PREVIEW = True
-    FIRST_FIELD = "#start-gpus"  # Enter in the GPUs field starts: mark GPUs, s, Enter. Shift+Tab reaches the preset.
+    FIRST_FIELD = "#start-gpus"  # mark GPUs, s, ctrl+s. Shift+Tab reaches the preset.
+    MEMORY = "start"
+    MEMORY_FIELDS = ("start-replicas", "start-overrides", "start-env")
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-start"),
         Binding("ctrl+s", "submit", "Start", id="submit-start"),
@@ -561,10 +566,16 @@ class StartDialog(FormDialog["InstanceView | None"]):
 
     # ------------------------------------------------------------ events
 
+    def memory_key(self) -> tuple[str, str] | None:
+        preset = self._preset()
+        return (preset.name, self._node()) if preset is not None else None
+
     @on(Select.Changed)
     def _select_changed(self, event: Select.Changed) -> None:
         if event.select.id == "start-tp":
             self._tp_picked = True
+        elif event.select.id in ("start-node", "start-preset"):
+            self.recall_values()  # what this preset was last started with on this node
         if event.select.id == "start-node" and isinstance(event.value, str) and event.value != self.node:
             # Another node: the selected GPU numbers meant the first node's GPUs.
             old, self.node = self.node, event.value
@@ -745,6 +756,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
     def on_start_dialog_accepted(self, message: Accepted) -> None:
         app = console_host(self.app)
         app.last_preset = message.preset
+        self.remember_values()
         app.follow_start(message.view)
         view = message.view
         where = ", ".join(view.nodes) if view.nodes else f"{view.node}: GPU {gpus_text(view.gpus)}"
@@ -754,6 +766,7 @@ class StartDialog(FormDialog["InstanceView | None"]):
     def on_start_dialog_group_accepted(self, message: GroupAccepted) -> None:
         app = console_host(self.app)
         app.last_preset = message.preset
+        self.remember_values()
         started = [v for v in message.views if v.state != InstanceState.FAILED]
         for view in started:
             app.follow_start(view)

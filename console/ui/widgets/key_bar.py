@@ -12,6 +12,10 @@ A screen with a `key_hints()` method (the fleet) puts the keys of the row under 
 first: [(action, description)], each drawn with the key bound to that action now (a [keys]
 remap shows), or as a label when the action is "" (e.g. how many GPUs are marked). The
 screen calls refresh() when they change.
+
+A dialog's bar (dialog=True, docked over the screen under it) shows only the dialog's own
+keys: its hints (action key, Esc, field moves) and the bindings the dialog itself defines,
+never the app's or the screen's below it (issue U2: the start dialog showed the fleet's keys).
 """
 
 from __future__ import annotations
@@ -46,8 +50,9 @@ class KeyBar(Widget):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, dialog: bool = False) -> None:
         super().__init__(id=id)
+        self.dialog = dialog
         self._hits: list[tuple[int, int, str]] = []  # (from x, to x, key) of what was drawn
 
     def on_mount(self) -> None:
@@ -59,10 +64,13 @@ class KeyBar(Widget):
     def _entries(self) -> tuple[list[tuple[str, str, str, bool]], tuple[str, str, str, bool] | None]:
         """(key, key as shown, description, enabled) for the left side, and the palette key."""
         app = self.app
-        palette_key = app.COMMAND_PALETTE_BINDING if app.ENABLE_COMMAND_PALETTE else None
-        left, seen_actions, palette = self._hint_entries(), set(), None
+        palette_key = app.COMMAND_PALETTE_BINDING if app.ENABLE_COMMAND_PALETTE and not self.dialog else None
+        left, palette = self._hint_entries(), None
+        seen_actions = {action for action, _ in self._hints()} if self.dialog else set()
         for key, active in self.screen.active_bindings.items():
             binding = active.binding
+            if self.dialog and active.node is not self.screen:
+                continue  # the app's keys and the focused field's are not the dialog's
             if key == palette_key:
                 palette = (key, app.get_key_display(binding), binding.description, active.enabled)
                 continue
@@ -72,15 +80,21 @@ class KeyBar(Widget):
             left.append((key, app.get_key_display(binding), binding.description, active.enabled))
         return left, palette
 
-    def _hint_entries(self) -> list[tuple[str, str, str, bool]]:
+    def _hints(self) -> list[tuple[str, str]]:
         hints = getattr(self.screen, "key_hints", None)
-        if hints is None:
+        return list(hints()) if hints is not None else []
+
+    def _hint_entries(self) -> list[tuple[str, str, str, bool]]:
+        hints = self._hints()
+        if not hints:
             return []
         by_action: dict[str, tuple[str, ActiveBinding]] = {}
         for key, active in self.screen.active_bindings.items():
+            if self.dialog and active.node is not self.screen:
+                continue  # an Input's own enter is bound to "submit" too: the dialog's key is meant
             by_action.setdefault(active.binding.action, (key, active))
         out = []
-        for action, description in hints():
+        for action, description in hints:
             if not action:
                 out.append(("", description, "", True))
                 continue
