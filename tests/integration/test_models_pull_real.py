@@ -268,3 +268,44 @@ def test_pull_refusals_are_one_line(sshd, mirror, short_tmp):
         assert not any(small.iterdir()), "a refused pull wrote something"
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+@pytest.mark.timeout(400)
+def test_a_disk_that_fills_mid_pull_ends_it_in_one_line(sshd, mirror, short_tmp):
+    """W2: the real huggingface_hub writing to a real tmpfs that another writer fills mid-pull:
+    the pull ends `failed` in one line naming the disk, its partial file removed, and a
+    `--cancel` after says it failed (exit 1)."""
+    olah, proxy = mirror
+    folder = short_tmp
+    _profile(folder, sshd, proxy.url)
+    small = folder / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(small)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
+    target = small / "m"
+    try:
+        proxy.rate = SLOW
+        started = console(folder, "models", "pull", REPO_ID, "--node", "ssh-node", "--to", str(target), "--detach")
+        assert started.returncode == 0, started.stdout + started.stderr
+        _wait("the pull writing", lambda: any(target.rglob("*.incomplete")), timeout=120)
+        with open(small / "filler", "wb", buffering=0) as fh:  # another writer takes the rest
+            try:
+                while True:
+                    fh.write(b"\1" * (1 << 16))
+            except OSError:
+                pass
+        proxy.rate = None  # the next chunks come at once: the write that does not fit is soon
+        failed = _wait(
+            "the pull to fail", lambda: [p for p in _pulls(folder) if p["state"] == "failed"], timeout=180, every=1
+        )
+        [rec] = failed
+        assert rec["error"].startswith(f"the disk filled at {target} ("), rec["error"]
+        assert "\n" not in rec["error"] and "`models pull` again resumes it" in rec["error"]
+        assert not list(target.rglob("*.incomplete")), "the partial download was left on the full disk"
+        cancel = console(folder, "models", "pull", REPO_ID, "--node", "ssh-node", "--cancel")
+        assert cancel.returncode == 1, cancel.stdout + cancel.stderr
+        [line] = cancel.stderr.strip().splitlines()
+        assert f"{REPO_ID}: no running pull to cancel: it failed: the disk filled at" in line, line
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
