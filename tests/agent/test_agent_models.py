@@ -126,3 +126,26 @@ def test_without_huggingface_hub_the_agent_runs_the_op_in_the_vllm_venvs_python(
     left = _models(_agent(str(venv_python()), "models", "list", "--cache-dir", str(sim_cache)))
     assert "meta-llama/Llama-3.1-70B-Instruct" not in left and "amd/Llama-3.1-8B-Instruct-FP8-KV" in left
     assert not (sim_cache / "models--meta-llama--Llama-3.1-70B-Instruct").exists()
+
+
+def test_a_model_whose_pull_failed_or_stopped_is_never_listed_complete(sim_cache, tmp_path):
+    """W2: a pull that ended on a full disk can leave files that read as a whole model (shards
+    without their index); the agent's list holds the model's own pull against it."""
+    spec = json.dumps({"gpu": "MI300X", "compute_partition": "CPX"})
+    env = {"ROCM_CONSOLE_SIM_DIR": str(tmp_path / "sim"), "ROCM_CONSOLE_SIM_SPEC": spec}
+    state = tmp_path / "state"
+    model = "amd/Llama-3.1-8B-Instruct-FP8-KV"
+    listing = ("models", "list", "--amdsmi-path", str(SIM), "--state-dir", str(state))
+    assert _models(_agent(sys.executable, *listing, env=env))[model]["complete"] is True
+    folder = state / "pulls" / "pull-amd--Llama-3.1-8B-Instruct-FP8-KV"
+    folder.mkdir(parents=True)
+    pull = {"repo": model, "files": [], "total_bytes": 9_080_000_000, "cache_dir": str(sim_cache), "local_dir": None}
+    (folder / "spec.json").write_text(json.dumps({"name": folder.name, "argv": ["python3"], "pull": pull}))
+    (folder / "exit.json").write_text(json.dumps({"code": 1, "signal": None, "ended": 1.0}))
+    (folder / "error.json").write_text(json.dumps({"message": "the disk filled at /data (No space left on device)"}))
+    rec = _models(_agent(sys.executable, *listing, env=env))[model]
+    assert rec["complete"] is False
+    assert rec["incomplete_reason"] == "its pull failed: the disk filled at /data (No space left on device)"
+    (folder / "error.json").unlink()  # killed, not failed: stopped
+    rec = _models(_agent(sys.executable, *listing, env=env))[model]
+    assert rec["complete"] is False and rec["incomplete_reason"].startswith("its pull was stopped")
