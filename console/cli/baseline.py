@@ -18,6 +18,7 @@ from pathlib import Path
 from console.cli import common
 from console.core.baseline.report import EXIT_REGRESSED, BaselineInputError, render_markdown, report_to_dict
 from console.core.baseline.suite import SuiteError, load_suite
+from console.core.bounded_file import TOML_FILE_LIMIT, read_bounded_text
 from console.core.model import NodeSpec, Profile
 from console.transport.base import TransportError
 
@@ -104,7 +105,7 @@ async def _save(args: argparse.Namespace, profile: Profile) -> int:
     try:
         store.check_name(args.name)
         suite = load_suite(path)
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded_text(path, TOML_FILE_LIMIT, "suite file")  # W2: never an unbounded read
         check_against_profile(suite, profile)
     except (SuiteError, BaselineError) as exc:
         raise common.UsageError(str(exc)) from None
