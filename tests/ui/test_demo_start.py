@@ -50,7 +50,7 @@ async def test_the_demo_opens_on_a_living_fleet(demo_env):
         # the seeds' published rows: labelled by their source, below the runs (issue U)
         assert await wait_for(pilot, lambda: "ref seed 004" in screen_text(app), timeout=10)
         text = screen_text(app)  # the cursor's run says what it is; the table lists the rest
-        assert "CPX/NPS1" in text and "SPX/NPS1" in text and "sharegpt c128" in text, text
+        assert "CPX/NPS1" in text and "SPX/NPS1" in text and "c128 n1024 sharegpt" in text, text
         app.pop_screen()
 
         # Versions in the node headers, not "ROCm ?".

@@ -76,7 +76,7 @@ async def test_import_list_compare_export(data_dir, tmp_path):
         # newest first: the file's last block is the first row
         first = table.get_row_at(0)
         assert str(first[3]) == "Llama-3.1-70B-Instruct" and str(first[7]) == "1559.19"
-        assert str(first[5]) == "sharegpt c512 n1024" and str(first[6]) == "1024/?"  # old blocks print no failed count
+        assert str(first[5]) == "c512 n1024 sharegpt" and str(first[6]) == "1024/?"  # old blocks print no failed count
 
         # importing again: all duplicates
         await pilot.press("i")

@@ -4,7 +4,9 @@ terminal), the filter, the import prompt's paths and its report, the export."""
 from __future__ import annotations
 
 import glob
+import math
 import os
+import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +15,7 @@ from console.core.bench.run_telemetry import RunTelemetry, TelemetryError
 from console.core.results.display import NO_VALUE, client_mark, format_value, run_summary, sig3
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.new_file import numbered, write_new
-from console.core.results.record import StoredRun
+from console.core.results.record import StoredRun, as_number
 from console.services.results import ImportReport
 from console.ui.model.charts import Trace
 from console.ui.model.compare_view import short_model
@@ -79,7 +81,7 @@ def run_cells(run: StoredRun) -> dict[str, str]:
         "node": s["node"] or "-",
         "model": short_model(s["model"]),
         "partition": s["partition"] or "-",
-        "setup": s["setup"],
+        "setup": setup_cell(run, s["setup"]),
     }
     if s["status"] == "failed":  # marked, and its zeros are no measurement
         state = s["failure"] if s["completed"] is None else f"{done}/{failed}"
@@ -102,20 +104,43 @@ def run_cells(run: StoredRun) -> dict[str, str]:
     }
 
 
+def _lead(run: StoredRun) -> list[str]:
+    """What tells runs of one preset apart, as setup_summary spells it: `c64`, `rate 2`, `n500`."""
+    setup = run.setup
+    out = []
+    if setup.get("max_concurrency") is not None:
+        out.append(f"c{setup['max_concurrency']}")
+    rate = as_number(setup.get("request_rate"))
+    if rate is not None and not math.isinf(rate):
+        out.append(f"rate {rate:g}")
+    if setup.get("num_prompts") is not None:
+        out.append(f"n{setup['num_prompts']}")
+    return out
+
+
+def setup_cell(run: StoredRun, summary: str) -> str:
+    """The Setup column: the parts that differ between runs of one preset first (concurrency,
+    rate, prompts), then the preset and its dataset: `c64 n500 random-4096-512: random 4096/512`,
+    so that a cut end loses what the runs share, not what tells them apart."""
+    lead = _lead(run)
+    rest = summary
+    for word in lead:
+        rest = re.sub(rf"(?<!\S){re.escape(word)}(?!\S)", "", rest, count=1)
+    rest = " ".join(rest.split())
+    return " ".join([*lead, rest]) if rest and rest != "-" else (" ".join(lead) or summary)
+
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
 def short_setup(text: str, width: int) -> str:
-    """A setup summary in `width` cells keeping what tells runs apart: the prompt count goes
-    first (`n1024`), then the dataset's name, then the end is cut (`sharegpt c128 n1024` ->
-    `sharegpt c128` -> `c128`)."""
+    """A Setup cell (setup_cell: what differs first) in `width` cells: the dataset's bare name
+    goes first (`random`), then the end is cut (`c128 n1024 sharegpt 1024/128` ->
+    `c128 n1024 1024/128` -> `c128 n1024 10…`)."""
     words = text.split(" ")
-    for drop in (lambda w: w[:1] == "n" and w[1:].isdigit(), lambda w: w.isalpha()):
-        if len(" ".join(words)) <= width:
-            break
-        kept = [w for w in words if not drop(w)]
-        words = kept or words
+    if len(text) > width:
+        words = [w for w in words if not w.isalpha() or w == "rate"] or words  # `rate 2` stays whole
     return _cut(" ".join(words), width)
 
 
