@@ -162,14 +162,16 @@ class Demo:
     def start_instance_and_benchmark(self) -> None:
         self.wait_for(f"{len(demo_profile().nodes)} live", timeout=25)
         # GPU 5 of the SPX node is idle (the demo's load is on 0-3, its own instance on 4):
-        # s there, Enter starts it.
+        # s there, ctrl+s starts it (Enter only moves between the dialog's fields).
         self.term.keys("j", "j", "j", "j", "j", "j", "s")
         self.wait_for("Start a vLLM instance", timeout=20)
-        self.term.keys("Enter")
+        self.term.keys("C-s")
         self.wait_for("2 instances ready", timeout=40)
         self.term.keys("b")
         self.wait_for("Run a benchmark", timeout=20)
-        self.term.keys("Enter")
+        self.term.keys("C-s")  # the first preset runs 500 prompts at 1/s: asked first
+        self.wait_for("A long run", timeout=20)
+        self.term.keys("y")
         self.wait_for("requests ·", timeout=20)
         end = time.monotonic() + 20
         while not any(" bench serve " in cmd for cmd in _commands(self)) and time.monotonic() < end:
