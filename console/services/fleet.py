@@ -223,6 +223,7 @@ class FleetTelemetry:
         # Nobody at the console (unattended()): the nodes on screen send a sample every this many
         # ticks, as often as the screen is drawn then; 1: every tick.
         self._onscreen_every = 1
+        self.drawn_every_s: float | None = None  # unattended(): the screen's cadence (its status bar says it)
         self._tracks = {n.name: _NodeTrack(n, self._full_history, self.history_capacity) for n in nodes}
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task] = {}
@@ -622,6 +623,7 @@ class FleetTelemetry:
         agents of the nodes on screen send a full sample that often (a `tick` line between), as
         top samples at its refresh. None: someone is back, every sample again. Nodes a run
         records (full_rate) keep every sample; health lines come as always."""
+        self.drawn_every_s = draw_every_s or None
         every = max(1, round(draw_every_s / self.interval)) if draw_every_s else 1
         if every == self._onscreen_every:
             return

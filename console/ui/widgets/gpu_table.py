@@ -398,7 +398,8 @@ class GpuTable(ScrollView, can_focus=True):
                 self.action_activate()
 
     def on_mount(self) -> None:
-        self.vertical_scrollbar.renderer = WholeCellScrollBar
+        # per instance, as Textual documents it (its ClassVar annotation says otherwise)
+        self.vertical_scrollbar.renderer = WholeCellScrollBar  # type: ignore[misc]
 
     def on_resize(self, event: events.Resize) -> None:
         self._cache.clear()

@@ -1,4 +1,4 @@
-"""One line on top of every screen: fleet summary, sampling interval, filter, PAUSED."""
+"""One line on top of every screen: fleet summary, sampling cadence, filter, PAUSED."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class StatusBar(Horizontal):
                 states.append(f"[{var}]{mark} {counts[health]} {health.value}[/]")
         parts.append(" ".join(states))
         parts.append(f"{gpus} GPUs")
-        parts.append(f"every {interval:g} s")
+        parts.append(cadence_text(interval, getattr(getattr(self.app, "fleet", None), "drawn_every_s", None)))
         if filter_text:
             parts.append(f"[i]filter: {escape(filter_text)}[/i]")
         markup = " · ".join(parts)
@@ -53,3 +53,12 @@ class StatusBar(Horizontal):
             # mounted raises NoMatches here, and must not make the next one a no-op.
             self.query_one("#status-summary", Static).update(markup)
             self._drawn = markup
+
+
+def cadence_text(interval: float, drawn_every_s: float | None) -> str:
+    """How often what the screen shows is new: the sampling interval, or, while nobody is at the
+    console (console/ui/app.py draws then every UNATTENDED_EVERY_S and the nodes on screen
+    sample as often), the slower of the two."""
+    if not drawn_every_s:
+        return f"every {interval:g} s"
+    return f"every {max(interval, drawn_every_s):g} s (unattended)"
