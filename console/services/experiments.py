@@ -14,6 +14,15 @@ group of the layout left running on the node is taken over when it is whole
 and ready, else stopped and started again; benchmark clients left running are
 cancelled. A layout that fails (partition refused, a replica that does not come
 up) is recorded with its reason and the next layout goes on.
+
+Before anything starts, what holds the node's GPUs (the console's instances other than the
+experiment's own groups, and other processes: ``occupancy``) is weighed per layout (a layout
+that switches the partition needs every GPU free, one in the node's mode its replicas' GPUs):
+the check says which layouts fit now and what would have to stop, and a run where no layout
+fits is refused with that list instead of failing every layout within seconds. Every partition switch it makes is an event
+on the timeline; at its end the partition modes the node had before are put back (unless
+the file says ``restore_partition = false``), said in a line of its log, the report and an
+event.
 """
 
 from __future__ import annotations
@@ -22,11 +31,13 @@ import asyncio
 import dataclasses
 import functools
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from console.core.bench.find_max import SearchError, SearchSpec
+from console.core.events import Event, partition_event
 from console.core.experiment.spec import (
     Experiment,
     ExperimentError,
@@ -38,17 +49,19 @@ from console.core.experiment.spec import (
     save_state,
     validate,
 )
+from console.core.gpus import gpu_span
 from console.core.model import NodeSnapshot, NodeSpec, Profile
-from console.core.partition_rules import physical_gpus
+from console.core.partition_rules import Blocker, physical_gpus, process_blockers
 from console.core.replicas import DEFAULT_BASE_PORT
 from console.services.groups import GroupError, GroupService, GroupView
-from console.services.instances import ENDED, InstanceError, InstanceService
+from console.services.instances import ENDED, InstanceError, InstanceService, InstanceState
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService
 from console.services.results import ResultStore, default_root
 from console.services.runs.find_max import FindMaxAnswer, FindMaxError, FindMaxService
 from console.services.runs.group import GroupBenchRunner, store_group, summary_of
 from console.services.runs.serving import BenchRunError
 from console.services.status import sample_node
+from console.services.timeline import Timeline, note
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -64,6 +77,61 @@ class ExperimentProgressed:
     state: ExperimentState
     done: int
     planned: int
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """What holds a node's GPUs now, which an experiment (its layouts use every GPU) would have
+    to stop first: the console's instances (not the experiment's own groups, which a resumed
+    run takes over) and other processes (the partition dialog's blockers)."""
+
+    node: str
+    instances: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (name, logical GPUs)
+    processes: tuple[Blocker, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.instances or self.processes)
+
+    def gpus(self) -> tuple[int, ...]:
+        held = {g for _, gpus in self.instances for g in gpus} | {g for b in self.processes for g in b.gpus}
+        return tuple(sorted(held))
+
+    def lines(self) -> list[str]:
+        """One line per thing to stop, after a summary line."""
+        if not self:
+            return []
+        parts = []
+        if self.instances:
+            parts.append(f"{len(self.instances)} instance{'s' if len(self.instances) != 1 else ''}")
+        if self.processes:
+            parts.append(f"{len(self.processes)} process{'es' if len(self.processes) != 1 else ''}")
+        out = [f"{self.node}: GPU {gpu_span(self.gpus())} busy: {' and '.join(parts)} would have to stop first"]
+        out += [f"  GPU {gpu_span(gpus)}: instance {name}" for name, gpus in self.instances]
+        out += [f"  GPU {gpu_span(b.gpus)}: process {b.pid} ({b.name})" for b in self.processes]
+        return out
+
+    def refusal(self, layout: Layout, snapshot: NodeSnapshot) -> str | None:
+        """Why ``layout`` cannot start on the node as it is now (None: it fits)."""
+        phys = physical_gpus(snapshot)
+        same = all(p.compute == layout.compute for p in phys) and (
+            layout.memory is None or all(p.memory == layout.memory for p in phys)
+        )
+        if not same:
+            return None if not self else f"its partition switch needs every GPU free (GPU {gpu_span(self.gpus())} busy)"
+        need = layout.tp * layout.replicas
+        free = len({i for p in phys for i in p.logical} - set(self.gpus()))
+        return None if free >= need else f"needs {need} free GPUs, {free} are free"
+
+    def fit_lines(self, exp: Experiment, snapshot: NodeSnapshot) -> tuple[int, list[str]]:
+        """(layouts that fit now, the lines that say so and what holds the GPUs)."""
+        refused = [(layout, self.refusal(layout, snapshot)) for layout in exp.layouts]
+        fit = sum(1 for _, why in refused if why is None)
+        head = f"{fit} of {len(exp.layouts)} layouts fit {self.node} now"
+        if not self:
+            return fit, [f"{len(exp.layouts)} layouts fit {self.node}: its GPUs are free"]
+        lines = [head + ("" if fit == len(exp.layouts) else ":")]
+        lines += [f"  {layout.label}: {why}" for layout, why in refused if why is not None]
+        return fit, lines + self.lines()
 
 
 def group_name_for(exp: Experiment, layout: Layout) -> str:
@@ -93,9 +161,11 @@ class ExperimentRunner:
         stop_timeout: float = 30.0,
         base_port: int = DEFAULT_BASE_PORT,
         store: ResultStore | None = None,
+        timeline: Timeline | None = None,
     ) -> None:
         self.pool = pool or TransportPool()
-        self.instances = InstanceService(self.pool)
+        self.timeline = timeline  # its partition switches and restores (services/timeline.py)
+        self.instances = InstanceService(self.pool, timeline=timeline)
         self.groups = GroupService(self.pool, self.instances)
         self.partitions = PartitionService(self.pool, self.instances)
         self.bench = GroupBenchRunner(self.pool, poll_every=min(poll_every, 1.0))
@@ -121,6 +191,22 @@ class ExperimentRunner:
         if problems:
             raise ExperimentError(problems)
         return snapshot
+
+    async def occupancy(self, exp: Experiment, node: NodeSpec, snapshot: NodeSnapshot) -> Occupancy:
+        """What holds the node's GPUs now (see Occupancy)."""
+        own = {group_name_for(exp, layout) for layout in exp.layouts}
+        views = await self.instances.list(node)
+        active = [
+            v
+            for v in views
+            if v.state not in ENDED and v.state != InstanceState.UNMANAGED and v.gpus and v.group not in own
+        ]
+        mine = {g for v in views if v.group in own and v.state not in ENDED for g in v.gpus}
+        on_gpu = {g: v.name for v in active for g in v.gpus}
+        phys = [p.physical for p in physical_gpus(snapshot)]
+        blockers = process_blockers(snapshot, phys, {**on_gpu, **dict.fromkeys(mine, "")})
+        instances = tuple(sorted((v.name, tuple(v.gpus)) for v in active))
+        return Occupancy(node.name, instances, tuple(blockers))
 
     async def run(
         self,
@@ -173,6 +259,11 @@ class ExperimentRunner:
         extra_env: dict[str, str] | None,
     ) -> ExperimentState:
         snapshot = await self.check(exp, node, profile)
+        busy = await self.occupancy(exp, node, snapshot)
+        fit, lines = busy.fit_lines(exp, snapshot)
+        if not fit:  # every layout would fail within seconds: say what holds the GPUs instead
+            raise ExperimentError(lines)
+        before = {p.physical: (p.compute, p.memory) for p in physical_gpus(snapshot)}
         points = plan_points(exp)
         try:
             state = load_state(state_path, exp, node.name)
@@ -223,6 +314,10 @@ class ExperimentRunner:
                 raise
             await self._stop_group(node, group_name)
             snapshot = await sample_node(self.pool, node, probe=True)
+        if exp.restore_partition:
+            line = await self._restore(exp, node, snapshot, before)
+            if line:
+                state = step(dataclasses.replace(state, events=(*state.events, line)), line)
         state = dataclasses.replace(state, current=None, finished=True)
         return step(
             state, f"finished: {len(state.done)} of {len(points)} points, {len(state.failed_layouts)} layouts failed"
@@ -255,6 +350,7 @@ class ExperimentRunner:
             raise _LayoutFailed("partition switch refused: " + "; ".join(exc.reasons)) from None
         except (PartitionFailed, TransportError) as exc:
             raise _LayoutFailed(f"partition switch failed: {exc}") from None
+        note(self.timeline, _switch_event(node.name, [p.physical for p in phys], compute, memory, "switched"))
         if result.unverified:
             raise _LayoutFailed(f"partition switch {result.verification()}")
         snapshot = await sample_node(self.pool, node, probe=True)
@@ -265,6 +361,36 @@ class ExperimentRunner:
             )
         say(f"layout {layout.label}: partition verified ({result.summary}, {result.seconds:.1f} s)")
         return snapshot
+
+    async def _restore(
+        self, exp: Experiment, node: NodeSpec, snapshot: NodeSnapshot, before: dict[int, tuple]
+    ) -> str | None:
+        """Put back the partition modes the node had before the run; a line saying what was done."""
+        now = {p.physical: (p.compute, p.memory) for p in physical_gpus(snapshot)}
+        if not before or now == before:
+            return None
+        groups: dict[tuple, list[int]] = {}
+        for gpu, modes in sorted(before.items()):
+            if now.get(gpu) != modes:
+                groups.setdefault(modes, []).append(gpu)
+        done = []
+        for (compute, memory), gpus in groups.items():
+            changed = {now.get(g) for g in gpus}
+            memory_to = memory if any(m != memory for _, m in changed) else None
+            compute_to = compute if any(c != compute for c, _ in changed) else None
+            modes = "/".join(m for m in (compute, memory) if m)
+            try:
+                result = await self.partitions.switch(
+                    node, snapshot, gpus, compute=compute_to, memory=memory_to, reload_confirmed=True
+                )
+            except PartitionRefused as exc:
+                return f"partition not restored to {modes} on GPU {gpu_span(gpus)}: " + "; ".join(exc.reasons)
+            except (PartitionFailed, TransportError) as exc:
+                return f"partition not restored to {modes} on GPU {gpu_span(gpus)}: {exc}"
+            note(self.timeline, _switch_event(node.name, gpus, compute_to, memory_to, "restored", exp.name))
+            done.append(f"{modes} on GPU {gpu_span(gpus)} ({result.verification()})")
+            snapshot = await sample_node(self.pool, node, probe=True)
+        return "partition restored to " + "; ".join(done) + " as before the experiment"
 
     async def _group(self, node, snapshot, layout: Layout, preset, name: str, exp: Experiment, extra_env) -> GroupView:
         existing = await self.groups.get([node], name, checked=True)
@@ -388,6 +514,18 @@ class ExperimentRunner:
             await self.groups.remove([node], name)
         except (GroupError, InstanceError, TransportError):
             pass  # the next layout's preflight names whatever is still running
+
+
+def _switch_event(
+    node: str, gpus: list[int], compute: str | None, memory: str | None, how: str, experiment: str = ""
+) -> Event:
+    """partition.switched, saying the experiment did it (and that a restore is one)."""
+    event = partition_event(time.time(), node, gpus, compute, memory)
+    text = event.message.replace("partition switched", f"partition {how}", 1)
+    details = {**event.details, "by": "experiment", "restored": how == "restored"}
+    return dataclasses.replace(
+        event, message=text + (f" (experiment {experiment})" if experiment else ""), details=details
+    )
 
 
 class _LayoutFailed(Exception):

@@ -12,6 +12,7 @@ import pytest
 from console.core.experiment.report import build_report
 from console.core.experiment.spec import ExperimentError, load_experiment, load_state, plan_points
 from console.core.model import BenchPreset, Profile, ServePreset
+from console.services.events import EventLog
 from console.services.experiments import ExperimentRunner, group_name_for
 from console.services.groups import GroupService
 from console.services.status import sample_node
@@ -94,9 +95,10 @@ async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
 
         # resumed: the finished point is not run again, the rest are, with the switch to CPX
         lines.clear()
-        state = await ExperimentRunner(pool, poll_every=0.3, stop_timeout=5, base_port=free_port()).run(
-            exp, node, PROFILE, state_path, on_event=seen
-        )
+        log = EventLog(tmp_path / "events.jsonl")
+        state = await ExperimentRunner(
+            pool, poll_every=0.3, stop_timeout=5, base_port=free_port(), timeline=log.append
+        ).run(exp, node, PROFILE, state_path, on_event=seen)
         assert lines[0] == "resuming: 1 of 6 points done, 5 left"
         assert not any(line.startswith("spx-tp2-x1@c4:") for line in lines)
         assert state.finished and set(state.done) == {p.id for p in plan_points(exp)}, state.failed_layouts
@@ -104,7 +106,15 @@ async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
         assert any("partition SPX → CPX" in line for line in lines)
         assert any(line.startswith("layout CPX tp1 ×4: partition verified") for line in lines)
         snap = await sample_node(pool, node, probe=False)
-        assert len(snap.static) == 64  # the node was left in the last layout's mode
+        # put back as it was before the run (restore_partition defaults to true), and said so
+        assert len(snap.static) == 8 and {g.compute_partition for g in snap.static} == {"SPX"}
+        restored = "partition restored to SPX/NPS1 on GPU 0-7 (verified) as before the experiment"
+        assert restored in lines
+        switched = [e.message for e in reversed(log.read(kind="partition"))]
+        assert switched == [
+            "partition switched to CPX on GPUs 0,1,2,3,4,5,6,7",
+            "partition restored to SPX on GPUs 0,1,2,3,4,5,6,7 (experiment sim-layouts)",
+        ]
         cpx = state.done["cpx-tp1-x4@c8"]
         assert cpx["completed"] == 8 and len(cpx["per_replica"]) == 4
         assert cpx["request_rate"] == "inf" and cpx["max_concurrency"] == 8
@@ -115,6 +125,7 @@ async def test_three_layouts_killed_and_resumed(sim_node, tmp_path):
         assert len(report.rows) == 6 and report.pareto and report.winners[0].row is not None
         md = report.to_markdown()
         assert "### CPX tp1 ×4 (preset `tiny`)" in md and "| concurrency 8 |" in md
+        assert f"After the run: {restored}." in md
 
         # a third run has nothing left to do
         lines.clear()
@@ -151,6 +162,38 @@ async def test_a_layout_that_fails_is_recorded_and_the_rest_go_on(sim_node, tmp_
         assert state.failed_layouts["spx-tp2-x2"].startswith("2 replicas of TP 2 need 4 free GPUs")
         md = build_report(exp, state).to_markdown()
         assert "Failed: 2 replicas of TP 2 need 4 free GPUs" in md
+    finally:
+        await pool.close()
+
+
+async def test_busy_gpus_are_named_and_a_run_none_fits_is_refused(sim_node, tmp_path):
+    """U2: the check said "3 layouts fit" on a node whose GPUs were busy, then every layout
+    failed within 2 s. Now it says which fit and what holds the GPUs; a run where none fits is
+    refused with that list before anything starts."""
+    base = sim_node("expbusy")
+    node = dataclasses.replace(base, simulate=dataclasses.replace(base.simulate, busy=tuple(range(8))))
+    (tmp_path / "exp.toml").write_text(
+        EXPERIMENT.replace('["SPX tp2 x1", "SPX tp1 x4", "CPX tp1 x4"]', '["SPX tp1 x4", "CPX tp1 x4"]')
+    )
+    exp = load_experiment(tmp_path / "exp.toml")
+    pool = TransportPool()
+    try:
+        runner = ExperimentRunner(pool)
+        snapshot = await runner.check(exp, node, PROFILE)
+        busy = await runner.occupancy(exp, node, snapshot)
+        fit, lines = busy.fit_lines(exp, snapshot)
+        assert fit == 0
+        assert lines[:3] == [
+            "0 of 2 layouts fit expbusy now:",
+            "  SPX tp1 ×4: needs 4 free GPUs, 0 are free",
+            "  CPX tp1 ×4: its partition switch needs every GPU free (GPU 0-7 busy)",
+        ]
+        assert lines[3] == "expbusy: GPU 0-7 busy: 8 processes would have to stop first"
+        assert lines[4].startswith("  GPU 0: process ")
+        with pytest.raises(ExperimentError) as refused:
+            await runner.run(exp, node, PROFILE, tmp_path / "s.json")
+        assert refused.value.problems == lines
+        assert not (tmp_path / "s.json").exists()  # nothing started, nothing to resume
     finally:
         await pool.close()
 

@@ -118,3 +118,44 @@ async def test_pick_check_run_follow_cancel_and_resume(sim_node, tmp_path):
             assert len(list((tmp_path / "data" / "results").glob("*.json"))) >= 3
     finally:
         await pool.close()
+
+
+@pytest.mark.timeout(120)
+async def test_check_names_what_holds_the_gpus_and_frees_them(sim_node, tmp_path):
+    """U2: the check said "3 layouts fit" on a node whose GPUs were busy. It names what holds
+    them, and ctrl+g stops it (the end-process dialog asks first), then checks again."""
+    from console.core.model import SimulateSpec
+    from console.ui.screens.process_end import ProcessEndScreen
+
+    node = sim_node("lab", state_dir=str(tmp_path / "lab"), simulate=SimulateSpec("MI300X", 8, "SPX", "NPS1", 9, busy=(0, 1, 2, 3, 4, 5, 6, 7)))  # fmt: skip
+    folder = tmp_path / "data" / "experiments"
+    folder.mkdir(parents=True)
+    (folder / "busy.toml").write_text(
+        EXPERIMENT.replace('"SPX tp1 x2"', '"SPX tp1 x2", "CPX tp1 x4"').replace("[2, 4, 8]", "[4]")
+    )
+    app = ConsoleApp(Profile(nodes=(node,), **PROFILE_PRESETS), interval=0.2, notify_health=False, cursor_blink=False)
+    async with app.run_test(size=(150, 44), notifications=True) as pilot:
+        app.push_screen(ExperimentsScreen(folder, refresh_every=0.2))
+        await pilot.pause()
+        await pilot.press("n")
+        dialog = app.screen
+        assert isinstance(dialog, ExperimentDialog)
+        dialog.query_one("#exp-file", Select).value = str((folder / "busy.toml").resolve())
+        await pilot.pause()
+        await pilot.press("ctrl+t")
+        preview = dialog.query_one("#exp-preview")
+        assert await wait_for(pilot, lambda: "0 of 2 layouts fit lab now" in str(preview.render()), timeout=30), str(
+            preview.render()
+        )
+        text = str(preview.render())
+        assert "SPX tp1 ×2: needs 2 free GPUs, 0 are free" in text
+        assert "CPX tp1 ×4: its partition switch needs every GPU free (GPU 0-7 busy)" in text
+        assert "lab: GPU 0-7 busy: 8 processes would have to stop first" in text
+        assert "ctrl+g stops them" in text
+        await pilot.press("ctrl+g")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ProcessEndScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: app.screen is dialog, timeout=60)
+        assert await wait_for(pilot, lambda: "2 layouts fit lab: its GPUs are free" in str(preview.render()), 30), str(
+            preview.render()
+        )

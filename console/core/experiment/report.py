@@ -66,6 +66,7 @@ class ExperimentReport:
     failed_layouts: Mapping[str, str]
     planned: int
     node: str
+    partition_note: str | None = None  # "partition restored to SPX/NPS1 on GPU 0-7 ..." (the run's own line)
 
     @property
     def finished(self) -> int:
@@ -158,6 +159,8 @@ class ExperimentReport:
             "replica's requests.",
             "",
         ]
+        if self.partition_note:
+            lines += [f"After the run: {self.partition_note}.", ""]
         if self.winners:
             lines += [
                 "## Best layout per latency budget",
@@ -388,4 +391,7 @@ def build_report(exp: Experiment, state: ExperimentState) -> ExperimentReport:
         failed_layouts=dict(state.failed_layouts),
         planned=len(points),
         node=state.node,
+        partition_note=next(
+            (e for e in reversed(state.events) if "partition restored" in e or "not restored" in e), None
+        ),
     )

@@ -86,6 +86,7 @@ _EXPERIMENT_KEYS = {
     "num_prompts",
     "layouts",
     "ready_timeout",
+    "restore_partition",
     *_FIND_MAX_KEYS,
 }
 STATE_VERSION = 1
@@ -142,6 +143,7 @@ class Experiment:
     budgets: tuple[Budget, ...] = ()
     ready_timeout: float = 1800.0
     find_max: FindMaxSettings | None = None  # set: a search per layout replaces the load points
+    restore_partition: bool = True  # at the end, the partition modes the node had before are put back
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +281,10 @@ def load_experiment(path: str | Path) -> Experiment:
     if isinstance(ready_timeout, bool) or not isinstance(ready_timeout, (int, float)) or ready_timeout <= 0:
         problems.append(f"{file}: [experiment] key 'ready_timeout': expected seconds > 0")
         ready_timeout = 1800.0
+    restore_partition = exp.get("restore_partition", True)
+    if not isinstance(restore_partition, bool):
+        problems.append(f"{file}: [experiment] key 'restore_partition': expected true or false")
+        restore_partition = True
     layouts: list[Layout] = []
     raw_layouts = exp.get("layouts")
     if not isinstance(raw_layouts, list) or not raw_layouts:
@@ -347,6 +353,7 @@ def load_experiment(path: str | Path) -> Experiment:
         budgets=tuple(budgets),
         ready_timeout=float(ready_timeout),
         find_max=find_max,
+        restore_partition=restore_partition,
     )
 
 

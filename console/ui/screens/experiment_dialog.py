@@ -2,7 +2,9 @@
 
 The check is `rocm-console experiment check`'s: the file's own errors (load_experiment), then
 ExperimentRunner.check against the node as it is now (partition modes, presets, GPUs), each
-problem one line; the GPUs busy now are a note, as in the CLI. Run dismisses with the request;
+problem one line; then what holds the node's GPUs (ExperimentRunner.occupancy): which layouts
+fit now and what would have to stop, which ctrl+g offers to stop (the end-process dialog, as the
+partition dialog's k: it asks first), checking again after. Run dismisses with the request;
 the experiments screen starts it (ExperimentRunner.run, as `experiment run`).
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from rich.text import Text
 from textual.binding import Binding
@@ -55,20 +57,23 @@ class ExperimentDialog(FormDialog["ExperimentRequest | None"]):
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="cancel-experiment"),
         Binding("ctrl+t", "check", "Check", id="check-experiment"),
+        Binding("ctrl+g", "free_gpus", "Free the GPUs", id="free-experiment-gpus"),
     ]
 
     class Checked(Message):
-        def __init__(self, key: tuple[str, str], lines: Sequence[str], ok: bool) -> None:
+        def __init__(self, key: tuple[str, str], lines: Sequence[str], ok: bool, busy: object = None) -> None:
             super().__init__()
             self.key = key
             self.lines = tuple(lines)
             self.ok = ok
+            self.busy = busy  # the Occupancy of the node (what ctrl+g stops), None when nothing holds it
 
     def __init__(self, files: Sequence[Path], node: str | None = None) -> None:
         super().__init__(id="experiment-dialog")
         self.files = list(files)
         self.node = node
         self.checked: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {}  # (file, node) -> lines, ok
+        self.busy: dict[tuple[str, str], Any] = {}  # (file, node) -> what holds the GPUs (Occupancy)
 
     def fields(self) -> Iterable[tuple[str, Widget]]:
         nodes = console_host(self.app).fleet.node_names
@@ -142,13 +147,13 @@ class ExperimentDialog(FormDialog["ExperimentRequest | None"]):
         spec = app.fleet.spec(node)
         try:
             runner = ExperimentRunner(pool)
-            await runner.check(exp, spec, app.profile)
-            lines = [f"{path}: {len(exp.layouts)} layouts fit {node}"]
-            busy = (await runner.groups.capacity(spec)).busy or {}
-            if busy:  # not a refusal (they may be free by then), as the CLI says it
-                held = ", ".join(f"{g} ({what})" for g, what in sorted(busy.items())[:8])
-                lines.append(f"note: {len(busy)} GPU{'s' if len(busy) != 1 else ''} busy on {node} now: {held}")
-            self.post_message(self.Checked((str(path), node), lines, True))
+            snapshot = await runner.check(exp, spec, app.profile)
+            busy = await runner.occupancy(exp, spec, snapshot)
+            fit, lines = busy.fit_lines(exp, snapshot)
+            lines[0] = f"{path}: {lines[0]}"
+            if busy:
+                lines.append("ctrl+g stops them (it asks first), as the partition dialog's k does")
+            self.post_message(self.Checked((str(path), node), lines, fit == len(exp.layouts), busy or None))
         except ExperimentError as exc:
             self.post_message(self.Checked((str(path), node), exc.problems, False))
         except (TransportError, OSError) as exc:
@@ -160,8 +165,34 @@ class ExperimentDialog(FormDialog["ExperimentRequest | None"]):
 
     def on_experiment_dialog_checked(self, message: Checked) -> None:
         self.checked[message.key] = (message.lines, message.ok)
+        self.busy[message.key] = message.busy
+        self.refresh_bindings()
         self.show_error("" if message.ok else message.lines[0])
         self._refresh_preview()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "free_gpus":
+            path, node = self._chosen()
+            return self.busy.get((str(path), node or "")) is not None
+        return super().check_action(action, parameters)
+
+    def action_free_gpus(self) -> None:
+        """ctrl+g: stop the instances and end the processes the check found on the node's GPUs
+        (the end-process dialog asks first), then check again."""
+        from console.ui.screens.process_end import ProcessEndScreen
+
+        path, node = self._chosen()
+        busy = self.busy.get((str(path), node or ""))
+        if busy is None or node is None:
+            return
+        app = console_host(self.app)
+
+        def done(_: object) -> None:
+            self.busy.pop((str(path), node), None)
+            self.action_check()
+
+        ender = ProcessEndScreen(app.fleet.spec(node), busy.processes, instances=busy.instances, pool=app.fleet.pool)
+        self.app.push_screen(ender, done)
 
     def submit(self) -> None:
         path, node = self._chosen()
