@@ -27,6 +27,14 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+
+# Loaded by its path (tests, tools): its folder on sys.path for nvml_energy.py, as on the node.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+import nvml_energy  # noqa: E402 - shipped beside this file
 
 MIB = float(2**20)
 MAX_ENUM_FAILURES = 5  # consecutive ticks a MIG layout may stay unreadable before the agent gives up
@@ -42,23 +50,15 @@ TICK_READS = (
     "nvmlDeviceGetTemperature",
     "nvmlDeviceGetClockInfo",
     "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetCurrentClocksEventReasons",
 )
-
-# Read in the tick's one nvmlDeviceGetFieldValues call with the memory temperature (no
-# extra call): the energy counter (mJ since the driver loaded) and the throttle
-# residency counters (ns), whose growth over a tick is the sample's ``throttled``.
-NVML_FI_DEV_ENERGY = 191
-THROTTLE_RESIDENCY_FIELDS = (
-    ("NVML_FI_DEV_PERF_POLICY_POWER", 74),
-    ("NVML_FI_DEV_PERF_POLICY_THERMAL", 75),
-    ("NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT", 77),
-    ("NVML_FI_DEV_PERF_POLICY_RELIABILITY", 79),
-    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN", 269),
-    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN", 270),
-    ("NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN", 271),
-)
+# Not per tick: they cost milliseconds each on an H200 where the reads above cost
+# microseconds (tests/perf/README.md, "NVML call cost").  The energy counter (mJ since
+# the driver loaded) is read by nvml_energy.EnergyMeter's cadence, the throttle residency
+# counters (fields 74-79, 269-271) by the health readings (nvidia_health.py).
+ENERGY_READ = "nvmlDeviceGetTotalEnergyConsumption"
 # Clock event reason bits that mean a limit was hit (SW power cap, HW slowdown, SW / HW
-# thermal, power brake): the fallback where the residency fields are not supported.
+# thermal, power brake): the tick's ``throttled``.
 THROTTLE_REASON_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
 
 SMI_FIELDS = (
@@ -172,16 +172,19 @@ class EnumerationFailed(Exception):
 class NvmlSampler:
     """NVML in-process: no process per tick.
 
-    Per tick and physical GPU at most 5 reads (utilization, power, GPU
-    temperature, SM clock, memory temperature through one field-values call;
-    utilization is not asked of a MIG-enabled GPU, which does not report it),
-    then two lanes that visit as many logical GPUs per tick as there are
-    physical ones: memory info, running processes.  One more slot per tick
-    checks a slow fact round-robin: a GPU's enforced power limit, its memory
-    clock, its MIG mode (current and pending) and, when MIG is on, one MIG
-    slot (an instance created or destroyed there).  So a tick costs at most
-    7 calls per physical GPU + 1 (docs/nvidia.md measures it).  Names,
-    serials, BDFs, VBIOS, UUIDs and totals are read at start and after a
+    Per tick and physical GPU at most 6 reads of microseconds each
+    (utilization, power, GPU temperature, SM clock, memory temperature through
+    one field-values call, the clock event reasons; utilization is not asked
+    of a MIG-enabled GPU, which does not report it), then two lanes that visit
+    as many logical GPUs per tick as there are physical ones: memory info,
+    running processes.  One more slot per tick checks a slow fact
+    round-robin: a GPU's enforced power limit, its memory clock, its MIG mode
+    (current and pending) and, when MIG is on, one MIG slot (an instance
+    created or destroyed there).  So a tick costs at most 8 calls per
+    physical GPU + 1, and the energy counter (milliseconds) one more call per
+    GPU every ``energy_every_s`` seconds or at a power step (nvml_energy.py;
+    tests/perf/README.md measures the CPU).  Names, serials, BDFs, VBIOS,
+    UUIDs and totals are read at start and after a
     re-enumeration only; a process name once per PID.
     """
 
@@ -204,6 +207,9 @@ class NvmlSampler:
         self._stale = False  # a MIG handle went away: enumerate again next tick
         self._enum_failures = 0
         self._health = None  # nvidia_health.HealthReader, made at the first health reading
+        self.clock = time.monotonic
+        self.energy_every_s = nvml_energy.ENERGY_EVERY_S
+        self._meters = {}  # physical -> nvml_energy.EnergyMeter, kept over re-enumerations
         self._health_failed = False
         try:
             with contextlib.redirect_stdout(sys.stderr):
@@ -215,6 +221,8 @@ class NvmlSampler:
             if not self.count:
                 raise agent.AgentError("NVML found no NVIDIA GPU on this node (nvmlDeviceGetCount() = 0)")
             self._enumerate()
+            for gpu in self.gpus:  # the energy counters' first reading, at start rather than in a tick
+                self._energy_j(gpu, None)
         except Exception as exc:
             self.close()
             if isinstance(exc, agent.AgentError):
@@ -400,40 +408,49 @@ class NvmlSampler:
             )
         return out
 
-    def _field_ids(self):
-        ids = [self.m.NVML_FI_DEV_MEMORY_TEMP, getattr(self.m, "NVML_FI_DEV_ENERGY", NVML_FI_DEV_ENERGY)]
-        return ids + [getattr(self.m, name, fid) for name, fid in THROTTLE_RESIDENCY_FIELDS]
-
-    def _throttled(self, gpu, residency):
-        """True when a throttle residency counter grew since the last tick, False when none
-        did; where the GPU has no such counters, the current clock event reasons (one call)."""
-        before, gpu["residency"] = gpu.get("residency"), residency
-        if any(v is not None for v in residency):
-            if before is None:
-                return None  # the first tick: growth needs two readings
-            pairs = [(a, b) for a, b in zip(before, residency) if a is not None and b is not None]
-            return any(b > a for a, b in pairs) if pairs else None
-        mask = self._tick_read(gpu, "nvmlDeviceGetCurrentClocksEventReasons")
+    def _throttled(self, gpu):
+        """Whether a limiting clock event reason is set now (one call of microseconds); the
+        residency counters, which say for how long, cost milliseconds and come with health."""
+        name = "nvmlDeviceGetCurrentClocksEventReasons"
+        if (gpu["physical"], name) in self._skip:
+            name = "nvmlDeviceGetCurrentClocksThrottleReasons"  # the older spelling
+        mask = self._tick_read(gpu, name)
         return bool(mask & THROTTLE_REASON_BITS) if isinstance(mask, int) else None
+
+    def _meter(self, physical):
+        meter = self._meters.get(physical)
+        if meter is None:
+            # the GPUs' periodic reads spread over the period: one GPU's read per tick, not all at once
+            offset = self.energy_every_s * physical / max(1, self.count)
+            meter = self._meters[physical] = nvml_energy.EnergyMeter(self.energy_every_s, offset)
+        return meter
+
+    def _energy_j(self, gpu, power_w):
+        """The tick's energy figure: the counter when it is due, else its last reading plus the power since."""
+        meter, now = self._meter(gpu["physical"]), self.clock()
+        if meter.due(now, power_w):
+            meter.counter(self._tick_read(gpu, ENERGY_READ), now, power_w)
+        else:
+            meter.power(power_w, now)
+        return meter.joules()
 
     def _physical(self, gpu):
         h_util = None
         if gpu["migs"] == []:
             h_util = self._tick_read(gpu, "nvmlDeviceGetUtilizationRates")
         power = self._tick_read(gpu, "nvmlDeviceGetPowerUsage")
-        fields = self._tick_read(gpu, "nvmlDeviceGetFieldValues", self._field_ids())
-        numbers = [field_number(fv) for fv in fields] if fields else []
-        numbers += [None] * (2 + len(THROTTLE_RESIDENCY_FIELDS) - len(numbers))
-        mem_temp, energy_mj = numbers[0], numbers[1]
+        power_w = power / 1000.0 if isinstance(power, (int, float)) else None
+        fields = self._tick_read(gpu, "nvmlDeviceGetFieldValues", [self.m.NVML_FI_DEV_MEMORY_TEMP])
+        mem_temp = field_number(fields[0]) if fields else None
         return {
             "util_pct": getattr(h_util, "gpu", None),
             "umc_pct": getattr(h_util, "memory", None),
-            "power_w": power / 1000.0 if isinstance(power, (int, float)) else None,
+            "power_w": power_w,
             "temp_junction_c": self._tick_read(gpu, "nvmlDeviceGetTemperature", self.m.NVML_TEMPERATURE_GPU),
             "temp_mem_c": mem_temp if mem_temp else None,  # 0: no HBM sensor on this board
             "gfx_clock_mhz": self._tick_read(gpu, "nvmlDeviceGetClockInfo", self.m.NVML_CLOCK_SM),
-            "energy_j": energy_mj / 1000.0 if energy_mj is not None else None,
-            "throttled": self._throttled(gpu, numbers[2:]),
+            "energy_j": self._energy_j(gpu, power_w),
+            "throttled": self._throttled(gpu),
         }
 
     def _check(self):
@@ -540,10 +557,20 @@ class NvmlSampler:
         if self._health is None:
             return None
         return [
-            {"physical": p, "vendor": "nvidia", "source": "nvml", "nvml": self._health.read_gpu(p)}
+            {
+                "physical": p,
+                "vendor": "nvidia",
+                "source": "nvml",
+                "nvml": self._health.read_gpu(p, energy_mj=self._shown(p)),
+            }
             for p in physicals
             if p < len(self._health.gpus)
         ]
+
+    def _shown(self, physical):
+        """The energy figure the samples carry (mJ), for the health record: not a second counter read."""
+        meter = self._meters.get(physical)
+        return None if meter is None or meter.shown_mj is None else int(meter.shown_mj)
 
     def _memory_checked(self, handle):
         info = self._memory(handle)

@@ -27,6 +27,7 @@ HEALTH_INTERVAL_S = 10.0
 NVLINK_ERROR_LINKS_PER_READ = 3  # links whose error counters one reading refreshes (round robin)
 MAX_EVENTS_PER_READ = 64  # XID events drained per reading, so a storm cannot stall the agent
 MW_PER_W = 1000.0
+READ = object()  # read_gpu's energy_mj when the reader reads the counter itself
 
 # Clock event reasons: (record name, pynvml constant, bit).  The bits are NVML's
 # (nvml.h); the contract test holds them against the real constants.  Reasons
@@ -284,15 +285,16 @@ class HealthReader:
             records[0]["xid_events"] = (records[0]["xid_events"] or []) + events[None]
         return records
 
-    def read_gpu(self, index, now=None):
+    def read_gpu(self, index, now=None, energy_mj=READ):
         """One GPU's record, for an agent that spreads its GPUs over ticks: the XID events
-        waiting for any GPU are drained and each kept until its own GPU's reading."""
+        waiting for any GPU are drained and each kept until its own GPU's reading.  An
+        ``energy_mj`` given is the sampler's figure (nvml_energy.py): the counter is not read again."""
         now = self.clock() if now is None else now
         for key, events in self._drain_events(now).items():
             self._pending.setdefault(key, []).extend(events)
         gpu = self.gpus[index]
         self._calls = 0
-        record = self._read_gpu(gpu, now)
+        record = self._read_gpu(gpu, now, energy_mj)
         events = self._pending.pop(index, [])
         if index == 0:
             events += self._pending.pop(None, [])  # an event NVML could not place: on GPU 0, never dropped
@@ -300,7 +302,7 @@ class HealthReader:
         record["calls"] = self._calls
         return record
 
-    def _read_gpu(self, gpu, now):
+    def _read_gpu(self, gpu, now, energy_mj=READ):
         r = {"type": "health", "gpu": gpu["index"], "uuid": gpu["uuid"], "t": round(now, 3)}
         r.update(self._ecc(gpu))
         r.update(self._pages(gpu))
@@ -316,7 +318,9 @@ class HealthReader:
         r["pcie_width_max"] = gpu["pcie_width_max"]
         r["pcie_replay"] = self._read(gpu, "nvmlDeviceGetPcieReplayCounter")
         r["nvlink"] = self._nvlink(gpu, now)
-        r["energy_mj"] = self._read(gpu, "nvmlDeviceGetTotalEnergyConsumption")
+        if energy_mj is READ:
+            energy_mj = self._read(gpu, "nvmlDeviceGetTotalEnergyConsumption")
+        r["energy_mj"] = energy_mj
         r["xid_watch"] = bool(gpu.get("xid_watch"))
         return r
 

@@ -646,8 +646,11 @@ def _power_mw(state, phys, t):
 
 
 def nvmlDeviceGetPowerUsage(handle):
+    """The mean draw over the last second, as on Ampere and later (the instant value is field 186)."""
     state, _ = _gpu(handle, "nvmlDeviceGetPowerUsage")
-    return _power_mw(state, handle.phys, sim_now())
+    t = sim_now()
+    points = [_power_mw(state, handle.phys, t - 1.0 + k / 4.0) for k in range(5)]
+    return int((points[0] + points[-1] + 2 * sum(points[1:-1])) / 8.0)
 
 
 def nvmlDeviceGetEnforcedPowerLimit(handle):
@@ -851,7 +854,14 @@ def _energy_mj(state, phys, t):
         t0, mj, mw0 = last
         if t <= t0:
             return int(mj)
-        mj += (t - t0) * (mw0 + power_mw) / 2.0  # mW x s = mJ
+        # the power curve in steps of at most 0.5 s: a counter read every 30 s is the integral
+        # of the curve as a real one is, not one trapezoid over the 30 s
+        n = min(600, max(1, int(math.ceil((t - t0) / 0.5))))
+        for k in range(1, n + 1):
+            tk = t0 + (t - t0) * k / n
+            mwk = power_mw if k == n else _power_mw(state, phys, tk)
+            mj += (tk - t0 - (t - t0) * (k - 1) / n) * (mw0 + mwk) / 2.0  # mW x s = mJ
+            mw0 = mwk
     _ENERGY[key] = (t, mj, power_mw)
     return int(mj)
 

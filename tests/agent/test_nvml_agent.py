@@ -193,7 +193,7 @@ def test_sim_h100_node_rows_units_and_an_nvidia_hello(tmp_path, simdir):
     assert mig1["vram_total_mib"] == 19968
 
 
-def test_sampler_costs_at_most_7_calls_per_gpu_and_never_rereads_static_facts(inproc):
+def test_sampler_costs_at_most_8_calls_per_gpu_and_never_rereads_static_facts(inproc):
     _, _, sampler, counting, _ = inproc()
     assert len(sampler.static()) == 11
     static_calls = {"nvmlDeviceGetName", "nvmlDeviceGetSerial", "nvmlDeviceGetPciInfo", "nvmlDeviceGetVbiosVersion"}
@@ -205,7 +205,7 @@ def test_sampler_costs_at_most_7_calls_per_gpu_and_never_rereads_static_facts(in
         per_tick.append(len(counting.calls))
         assert not static_calls & set(counting.calls)
         assert counting.calls.count("nvmlDeviceGetPowerUsage") == 8  # every GPU, every tick
-    assert max(per_tick) <= 7 * 8 + 1, per_tick
+    assert max(per_tick) <= 8 * 8 + 1, per_tick  # microseconds each; the energy counter's read: nvml_energy.py
 
 
 def test_a_new_process_shows_within_the_lane_period(tmp_path, inproc):
