@@ -103,7 +103,9 @@ class FormDialog(ModalScreen[ResultType]):
 
     def key_hints(self) -> list[tuple[str, str]]:
         """The key bar's first keys: the action key, Esc, the field moves (KeyBar(dialog=True))."""
-        return [("submit", self.GO_LABEL), ("cancel", "Cancel"), ("app.focus_next", "Next field (↵ too)")]
+        go = self._go_button()  # a prompt with its own buttons (Import, Export) names its action there
+        label = str(go.label) if go is not None and self.GO_BUTTON else self.GO_LABEL
+        return [("submit", label), ("cancel", "Cancel"), ("app.focus_next", "Next field (↵ too)")]
 
     def form_mounted(self) -> None:
         """Called once the first field has the focus: previews, hints."""
