@@ -112,19 +112,20 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
     env = parse_pairs(getattr(args, "env", []), "--env")
     async with sel:
         store = None if getattr(args, "no_store", True) else ResultStore()
-        runner = ExperimentRunner(sel.pool, store=store)
+        from console.services.events import EventLog  # its partition switches and restores are events
+
+        runner = ExperimentRunner(sel.pool, store=store, timeline=EventLog().append)
         if args.experiment_command == "check":
             try:
-                await runner.check(exp, node, profile)
+                snapshot = await runner.check(exp, node, profile)
             except ExperimentError as exc:
                 raise _BadInput(exc.problems) from None
-            print(f"{args.file}: {len(exp.layouts)} layouts fit {node.name}")
-            busy = (await runner.groups.capacity(node)).busy or {}
-            if busy:
-                # not a refusal (it may be gone by then), but the layouts needing these will fail
-                held = ", ".join(f"{g} ({what})" for g, what in sorted(busy.items())[:8])
-                more = f" and {len(busy) - 8} more" if len(busy) > 8 else ""
-                print(f"note: {len(busy)} GPU{'s' if len(busy) != 1 else ''} busy on {node.name} now: {held}{more}")
+            # what holds the GPUs: which layouts fit now and what would have to stop (not a
+            # refusal: it may be gone by then; a run where no layout fits is refused)
+            _, lines = (await runner.occupancy(exp, node, snapshot)).fit_lines(exp, snapshot)
+            print(f"{args.file}: {lines[0]}")
+            for line in lines[1:]:
+                print(line)
             return EXIT_OK
 
         def progress(event: ExperimentProgressed) -> None:

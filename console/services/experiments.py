@@ -375,20 +375,20 @@ class ExperimentRunner:
                 groups.setdefault(modes, []).append(gpu)
         done = []
         for (compute, memory), gpus in groups.items():
-            changed = {now.get(g) for g in gpus}
+            changed = {now.get(g, (None, None)) for g in gpus}
             memory_to = memory if any(m != memory for _, m in changed) else None
             compute_to = compute if any(c != compute for c, _ in changed) else None
-            modes = "/".join(m for m in (compute, memory) if m)
+            wanted = "/".join(m for m in (compute, memory) if m)
             try:
                 result = await self.partitions.switch(
                     node, snapshot, gpus, compute=compute_to, memory=memory_to, reload_confirmed=True
                 )
             except PartitionRefused as exc:
-                return f"partition not restored to {modes} on GPU {gpu_span(gpus)}: " + "; ".join(exc.reasons)
+                return f"partition not restored to {wanted} on GPU {gpu_span(gpus)}: " + "; ".join(exc.reasons)
             except (PartitionFailed, TransportError) as exc:
-                return f"partition not restored to {modes} on GPU {gpu_span(gpus)}: {exc}"
+                return f"partition not restored to {wanted} on GPU {gpu_span(gpus)}: {exc}"
             note(self.timeline, _switch_event(node.name, gpus, compute_to, memory_to, "restored", exp.name))
-            done.append(f"{modes} on GPU {gpu_span(gpus)} ({result.verification()})")
+            done.append(f"{wanted} on GPU {gpu_span(gpus)} ({result.verification()})")
             snapshot = await sample_node(self.pool, node, probe=True)
         return "partition restored to " + "; ".join(done) + " as before the experiment"
 

@@ -86,12 +86,14 @@ def test_experiment_that_cannot_fit_is_refused_line_by_line(profile, tmp_path):
     ok = tmp_path / "ok.toml"
     ok.write_text(EXPERIMENT)
     assert run("experiment", "check", str(ok), "--profile", str(profile)).stdout.splitlines() == [
-        f"{ok}: 2 layouts fit sim"
+        f"{ok}: 2 layouts fit sim: its GPUs are free"
     ]
-    # the demo's mi300x-spx carries load on GPUs 0-3: said, not refused
+    # the demo's mi300x-spx carries load on GPUs 0-3: which layouts fit and what holds them, not refused
     demo = run("experiment", "check", str(ok), "--demo", "--node", "mi300x-spx", env={"HOME": str(tmp_path)})
-    assert demo.stdout.splitlines()[0] == f"{ok}: 2 layouts fit mi300x-spx"
-    assert demo.stdout.splitlines()[1].startswith("note: 4 GPUs busy on mi300x-spx now: 0 (process "), demo.stdout
+    out = demo.stdout.splitlines()
+    assert demo.returncode == 0 and out[0].startswith(f"{ok}: ") and "layouts fit mi300x-spx now" in out[0], out
+    assert "mi300x-spx: GPU 0-3 busy: 4 processes would have to stop first" in out, out
+    assert any(line.startswith("  GPU 0: process ") for line in out), out
 
 
 @pytest.mark.timeout(300)

@@ -12,7 +12,6 @@ the state files every run writes after every step, once a second.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import weakref
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from textual.widgets import DataTable, Static
 
 from console.core.experiment.report import build_report
 from console.core.experiment.spec import ExperimentError, ExperimentState, load_experiment
+from console.core.node_json import loads_document
 from console.core.text import one_line
 from console.ui.model.experiment_runs import ExperimentRun, ExperimentRuns, experiment_files
 from console.ui.widgets.key_bar import KeyBar
@@ -64,7 +64,7 @@ def read_states(folder: Path) -> list[Entry]:
     out = []
     for path in files:
         try:
-            state = ExperimentState.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            state = ExperimentState.from_dict(loads_document(path.read_text(encoding="utf-8")))  # W2: depth-safe
             out.append(Entry(path, state, path.stat().st_mtime))
         except (OSError, ValueError):
             continue
@@ -310,8 +310,10 @@ async def _run_experiment(app, run: ExperimentRun, exp, env: dict[str, str]) -> 
     def progress(event: ExperimentProgressed) -> None:
         run.line = f"[{event.done}/{event.planned}] {event.line}"
 
+    from console.ui.model.events_view import timeline_of
+
     try:
-        runner = ExperimentRunner(pool, store=ResultStore())
+        runner = ExperimentRunner(pool, store=ResultStore(), timeline=timeline_of(app))  # its switches: events
         state = await runner.run(
             exp,
             host.fleet.spec(run.node),
