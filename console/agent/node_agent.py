@@ -354,7 +354,9 @@ def probe(args):
     else:
         source = next((n for n in ("amd-smi", "rocm-smi") if _which(n)), None)
         if source is None and nvidia_present(args.amdsmi_path):
-            source = "nvidia-smi" if _which("nvidia-smi") else "nvml"
+            import nvidia  # noqa: PLC0415 - shipped beside this file: the source its sampler would use
+
+            source = nvidia.probe_source(args.amdsmi_path)
     version = getattr(module, "__version__", None) if module is not None else None
     return {
         "kind": "probe",

@@ -863,6 +863,22 @@ def load_pynvml(paths):
     return pynvml, None
 
 
+def probe_source(paths):
+    """The source open_nvidia would stream from: "nvml" where pynvml loads and NVML answers
+    (or fails with its own reason, which the agent reports), "nvidia-smi", or None."""
+    module, _ = load_pynvml(paths)
+    if module is not None:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                module.nvmlInit()
+            module.nvmlShutdown()
+            return "nvml"
+        except Exception as exc:
+            if "LibraryNotFound" not in type(exc).__name__:
+                return "nvml"
+    return "nvidia-smi" if shutil.which("nvidia-smi") else None
+
+
 def open_nvidia(agent, paths, reasons):
     """(sampler, note) from pynvml, else nvidia-smi; None when neither is here."""
     module, why = load_pynvml(paths)

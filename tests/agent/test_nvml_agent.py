@@ -532,3 +532,16 @@ def test_doctor_on_an_nvidia_host_without_rocm_fails_nothing_amd_only(tmp_path, 
     assert not [c["id"] for c in record["checks"] if c["level"] == "fail"]
     for cid in ("rocm", "driver", "kfd", "render", "source.amdsmi"):
         assert checks[cid]["detail"].startswith("not used on an NVIDIA node ("), checks[cid]
+
+
+def test_probe_names_the_source_the_agent_streams_from(tmp_path, simdir, fake_smi):
+    """On a node with NVML and nvidia-smi both, the agent streams from NVML: probe says nvml
+    (it said nvidia-smi on a real H200); without pynvml it says nvidia-smi, as the agent uses."""
+    bindir, hide = fake_smi
+    env = sim_env(tmp_path, path_dirs=[bindir])
+    probe = json_lines(run_agent(["probe", "--amdsmi-path", str(simdir)], env).stdout)[-1]
+    hello = json_lines(run_agent(["telemetry", "--count", "1", "--amdsmi-path", str(simdir)], env).stdout)[0]
+    assert probe["source"] == hello["source"] == "nvml"
+    probe = json_lines(run_agent(["probe", "--amdsmi-path", str(hide)], env).stdout)[-1]
+    hello = json_lines(run_agent(["telemetry", "--count", "1", "--amdsmi-path", str(hide)], env).stdout)[0]
+    assert probe["source"] == hello["source"] == "nvidia-smi"
