@@ -417,17 +417,12 @@ class NvmlSampler:
         mask = self._tick_read(gpu, name)
         return bool(mask & THROTTLE_REASON_BITS) if isinstance(mask, int) else None
 
-    def _meter(self, physical):
-        meter = self._meters.get(physical)
-        if meter is None:
-            # the GPUs' periodic reads spread over the period: one GPU's read per tick, not all at once
-            offset = self.energy_every_s * physical / max(1, self.count)
-            meter = self._meters[physical] = nvml_energy.EnergyMeter(self.energy_every_s, offset)
-        return meter
-
     def _energy_j(self, gpu, power_w):
         """The tick's energy figure: the counter when it is due, else its last reading plus the power since."""
-        meter, now = self._meter(gpu["physical"]), self.clock()
+        meter, now = self._meters.get(gpu["physical"]), self.clock()
+        if meter is None:  # the GPUs' periodic reads spread over the period, not all in one tick
+            offset = self.energy_every_s * gpu["physical"] / max(1, self.count)
+            meter = self._meters[gpu["physical"]] = nvml_energy.EnergyMeter(self.energy_every_s, offset)
         if meter.due(now, power_w):
             meter.counter(self._tick_read(gpu, ENERGY_READ), now, power_w)
         else:
@@ -872,10 +867,10 @@ def probe_source(paths):
             with contextlib.redirect_stdout(sys.stderr):
                 module.nvmlInit()
             module.nvmlShutdown()
-            return "nvml"
-        except Exception as exc:
-            if "LibraryNotFound" not in type(exc).__name__:
-                return "nvml"
+        except Exception as exc:  # no driver: the agent falls through to nvidia-smi too
+            if "LibraryNotFound" in type(exc).__name__:
+                return "nvidia-smi" if shutil.which("nvidia-smi") else None
+        return "nvml"
     return "nvidia-smi" if shutil.which("nvidia-smi") else None
 
 
