@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from console.core.node_json import loads_document
 from console.core.serve.argv import looks_secret
 from console.services.results import default_root
 
@@ -84,7 +85,7 @@ class FormMemory:
         try:
             if self.path.stat().st_size > MAX_BYTES:
                 raise ValueError(f"larger than {MAX_BYTES} bytes")
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = loads_document(self.path.read_text(encoding="utf-8"))  # W2: depth-safe
             if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
                 raise ValueError("not a form memory file (no entries)")
             for name, entry in data["entries"].items():

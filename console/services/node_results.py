@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from console.core.bench.offline import KINDS, OfflineError, OfflinePreset
 from console.core.model import BenchPreset, NodeSpec
+from console.core.node_json import loads_document
 from console.core.results.build import run_from_console
 from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
@@ -105,7 +106,7 @@ async def _read_json(pool: TransportPool, node: NodeSpec, path: str) -> dict | N
     if not read.ok or not read.stdout.strip():
         return None
     try:
-        loaded = json.loads(read.stdout)
+        loaded = loads_document(read.stdout)  # W2: a node's file, nested deep, is a ValueError
     except ValueError:
         return None
     return loaded if isinstance(loaded, dict) else None

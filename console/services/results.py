@@ -190,7 +190,7 @@ class ResultStore:
         the folder), so a large store costs one directory listing per check."""
         index_path = self.root / INDEX_NAME
         try:
-            cached = json.loads(index_path.read_text(encoding="utf-8")).get("runs", {})
+            cached = loads_document(index_path.read_text(encoding="utf-8")).get("runs", {})  # W2: depth-safe
             if not isinstance(cached, dict):
                 cached = {}
         except (OSError, ValueError, AttributeError):

@@ -6,12 +6,20 @@ that is missing, a folder, not TOML, not UTF-8; an unknown node; the demo with n
 exist; bad KEY=VALUE pairs for --set/--env and an empty --arg; garbage for every typed option
 and for the options known to take lists, choices or paths; a data dir that is a file. Each
 line runs as its own process (as a user runs it), several at once, each with a deadline.
+
+Files that are not files (issue W2): a character device (/dev/zero), a FIFO, a /proc file and a
+300 MB sparse file for every option and positional that names a file to read; an events log with
+a line nested 100000 deep; imported runs with impossible times and a label that is an object.
+Every process runs under an address-space limit (MEMORY_LIMIT), so a reader without bound fails
+the test (a MemoryError's traceback) instead of taking the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +33,10 @@ from console.cli.entry import build_parser
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 4
 DEADLINE = 90  # seconds for one command; every line here fails fast
+MEMORY_LIMIT = 2 << 30  # address space of each command: the console starts well within it
+# Options naming a file the console reads, and the inputs that are not files to read (W2).
+FILE_OPTIONS = ("--profile", "--suite", "--token-file", "--state", "--budgets")
+NOT_FILES = ("zero", "fifo", "proc", "sparse")
 
 
 @dataclass(frozen=True)
@@ -148,7 +160,38 @@ def _cases(files: dict[str, Path]) -> list[Case]:
         if words[0] == "results" and words[-1] != "fetch":
             broken = (("ROCM_CONSOLE_DATA_DIR", str(files["garbage"])),)
             cases.append(Case((*words, *fill), must_fail=has_required or words[-1] in ("list",), env=broken))
-    return cases
+        cases += _not_files(words, parser, opts, files, first_of_group)
+    return cases + _hostile_data(files)
+
+
+def _not_files(words, parser, opts, files, first_of_group: bool) -> list[Case]:
+    """A device, a FIFO, /proc and a huge sparse file wherever a file is read (W2)."""
+    out: list[Case] = []
+    for opt in FILE_OPTIONS:
+        if opt not in opts or (opt == "--profile" and not first_of_group):
+            continue
+        demo = ("--demo",) if "--demo" in opts and opt != "--profile" else ()
+        for bad in NOT_FILES:
+            if opt == "--profile" or bad != "proc":  # /proc/self/status is a regular file, read within bound
+                out.append(Case((*words, *demo, *_fill(parser, {opt}), opt, str(files[bad]))))
+    if words in (("results", "import"), ("experiment", "check")):
+        for bad in NOT_FILES:
+            out.append(Case((*words, *_fill(parser, positional=str(files[bad])), "--demo")))
+    return out
+
+
+def _hostile_data(files: dict[str, Path]) -> list[Case]:
+    """The new command lines over hostile data: events of a hand-edited log, imports of runs
+    with impossible numbers and wrong types, a store holding such a run (W2)."""
+    out = []
+    hostile_store = (("ROCM_CONSOLE_DATA_DIR", str(files["hostile_data"])),)
+    for mode in ((), ("--json",), ("--follow", "--timeout", "0.3"), ("--kind", "node"), ("--node", "a")):
+        out.append(Case(("events", *mode), must_fail=False, env=hostile_store))
+    for run_file in files["bad_runs"].iterdir():
+        out.append(Case(("results", "import", str(run_file)), must_fail=True))
+    for action in (("list",), ("list", "--json"), ("show", "2026"), ("export", "--all", "--format", "csv")):
+        out.append(Case(("results", *action), must_fail=False, env=hostile_store))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +210,25 @@ simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", seed = 11 }}
     (root / "adir.toml").mkdir()
     (root / "home").mkdir()
     (root / "empty").mkdir()
+    os.mkfifo(root / "fifo.toml")
+    with open(root / "sparse.toml", "wb") as fh:
+        fh.truncate(300 << 20)
+    hostile = root / "hostile-data"  # a data dir: events nested deep, stored runs of the wrong types
+    (hostile / "results").mkdir(parents=True)
+    deep = "[" * 100_000 + "]" * 100_000
+    event = {"time": 1.7e9, "kind": "node.down", "node": "a", "message": "down\x1b]0;title\x07"}
+    (hostile / "events.jsonl").write_text("\n".join([deep, json.dumps(event), '{"time": 1e300, "kind": "x"}']) + "\n")
+    run = {"format": "rocm-console-result/1", "id": "20260101-000000-import-abcdef", "origin": "import"}
+    (hostile / "results" / "20260101-000000-import-abcdef.json").write_text(
+        json.dumps({**run, "created": 1.7e9, "label": {"a": 1}})
+    )
+    bad_runs = root / "bad-runs"
+    bad_runs.mkdir()
+    for i, (key, value) in enumerate(
+        [("created", "1e300"), ("created", "NaN"), ("created", "-1e18"), ("created", "Infinity"), ("label", "{}")]
+    ):
+        doc = json.dumps({**run, "created": 1.7e9, "label": None}).replace(f'"{key}": ', f'"{key}": {value}, "x": ', 1)
+        (bad_runs / f"run{i}.json").write_text(doc)
     return {
         "sim": sim,
         "missing": root / "missing.toml",
@@ -177,7 +239,17 @@ simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", seed = 11 }}
         "home": root / "home",
         "cwd": root / "empty",
         "root": root,
+        "zero": Path("/dev/zero"),
+        "fifo": root / "fifo.toml",
+        "proc": Path("/proc/self/status"),
+        "sparse": root / "sparse.toml",
+        "hostile_data": hostile,
+        "bad_runs": bad_runs,
     }
+
+
+def _bounded_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def _run(case: Case, files: dict[str, Path]) -> tuple[Case, int, str, str]:
@@ -200,6 +272,7 @@ def _run(case: Case, files: dict[str, Path]) -> tuple[Case, int, str, str]:
             capture_output=True,
             text=True,
             timeout=DEADLINE,
+            preexec_fn=_bounded_memory,
         )
     except subprocess.TimeoutExpired:
         return case, -1, "", f"no answer within {DEADLINE} s"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from console.core.bench.output import parse_progress
 from console.core.model import NodeSpec
+from console.core.node_json import loads_document
 from console.core.results.offline import run_from_accuracy
 from console.core.results.record import StoredRun
 from console.core.serve.argv import redact
@@ -263,7 +264,7 @@ def read_results(output: Path, where: str) -> dict:
     if not files:
         raise AccuracyError(f"{where}: lm_eval wrote no results file")
     try:
-        return json.loads(files[-1].read_text(encoding="utf-8"))
+        return loads_document(files[-1].read_text(encoding="utf-8"))  # W2: depth-safe
     except (OSError, ValueError) as exc:
         raise AccuracyError(f"{where}: unreadable lm_eval results: {exc}") from None
 
