@@ -420,7 +420,7 @@ def count_arg(value):
     return n
 
 
-MODES = ("telemetry", "probe", "instance", "partition", "doctor", "instance-monitor")
+MODES = ("telemetry", "probe", "instance", "partition", "doctor", "instance-monitor", "tether")
 
 
 def build_parser(only=None):
@@ -501,6 +501,10 @@ def build_parser(only=None):
         import models  # shipped beside this file
 
         models.add_parser(modes, JsonArgumentParser)
+    if want("tether"):  # ties a console command's instances to its SSH session (tether.py)
+        import tether  # shipped beside this file
+
+        tether.add_parser(modes, JsonArgumentParser)
     return parser
 
 
@@ -608,6 +612,10 @@ def main(argv=None):
             import models  # shipped beside this file
 
             return models.run(args, writer)
+        if args.mode == "tether":
+            import tether  # shipped beside this file
+
+            return tether.run(args, writer)
         if args.mode == "instance-monitor":
             import supervisor
 

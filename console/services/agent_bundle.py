@@ -158,6 +158,7 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         ("nvidia.py", NVIDIA_SOURCE.read_bytes()),
         ("nvml_energy.py", (_PKG / "agent" / "nvml_energy.py").read_bytes()),  # nvidia.py's energy cadence
         ("lifeline.py", LIFELINE_SOURCE.read_bytes()),
+        ("tether.py", (_PKG / "agent" / "tether.py").read_bytes()),  # ties a command's instances to it (W2)
         ("statefiles.py", STATEFILES_SOURCE.read_bytes()),
         ("__main__.py", LAUNCHER_SOURCE.read_bytes()),
     ]
@@ -169,6 +170,9 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         files.append(("sim/nvidia/pynvml.py", SIM_PYNVML_SOURCE.read_bytes()))
         files.append(("sim/nvidia/statefiles.py", STATEFILES_SOURCE.read_bytes()))
         files.append(("sim/nvidia/faults.py", SIM_FAULTS_SOURCE.read_bytes()))
+        files.append(
+            ("sim/nvidia/nvml_errors.py", (_PKG / "sim" / "nvml_errors.py").read_bytes())
+        )  # pynvml.py's constants
         files.extend((f"sim/host/{name}", data) for name, data in sorted(SIM_HOST_FILES.items()))
         files.extend(_modules("sim/vllm", SIM_VLLM_PACKAGE))
         files.extend(_modules("sim/huggingface_hub", _PKG / "sim" / "huggingface_hub"))  # the demo's model cache

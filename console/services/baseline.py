@@ -18,10 +18,11 @@ fleet's change mark, `node.changed` events).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,10 @@ from console.core.results.offline import accuracy_metrics
 from console.services.instances import ENDED, InstanceError, InstanceService, InstanceState
 from console.services.node_versions import VersionsBook, data_dir, node_changed_event, versions_of, write_json
 from console.services.runs.accuracy import AccuracyError, AccuracyRunner
-from console.services.runs.offline import OfflineRunError, OfflineRunner
+from console.services.runs.offline import OfflineClient, OfflineRunError, OfflineRunner
 from console.services.runs.serving import BenchRunError, BenchRunner
 from console.services.status import sample_node
+from console.services.tether import Tether, tethered
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -61,17 +63,6 @@ __all__ = [
 BASELINE_FORMAT = "rocm-console-baseline/1"
 # a file name under the node's folder: no `/`, and never `.`, `..`, a hidden file or an option (W2)
 _NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
-
-
-def _lifeline_env(node: NodeSpec) -> dict[str, str]:
-    """On a local node the suite's instance is bound to this process (console/agent/lifeline.py):
-    a check killed with SIGKILL leaves no instance holding the GPUs (W2); the node's supervisor
-    ends it within seconds. On an SSH node the pid means nothing there: the next check clears it."""
-    if node.transport != "local":
-        return {}
-    from console.services.demo import ENV, lifeline_token
-
-    return {ENV: lifeline_token()}
 
 
 class BaselineError(Exception):
@@ -384,7 +375,40 @@ class BaselineRunner:
             view = await self._ready(node, instance)
             settings_args = view.argv
             await self._serving_phase(node, view, instance, suite, profile, env, serving, results, kinds, notes, say)
-        elif serving or suite.accuracy is not None:
+        else:
+            # what the suite starts itself (its instance, its offline runs) ends with this command (W2)
+            async with self._tether(node) as tie:
+                try:
+                    settings_args = await self._own_phases(
+                        node, suite, profile, serve, gpus, snapshot, port, env, tie.env, results, kinds, notes, say
+                    )
+                except BaselineError:
+                    if tie.lost:  # the root cause, not the failure it led to
+                        raise BaselineError(tie.lost) from None
+                    raise
+                if tie.lost:
+                    raise BaselineError(tie.lost)
+        preset_env = {**dict(serve.env), **env}
+        versions = versions_of(
+            node.name,
+            snapshot.probe,
+            snapshot,
+            preset_env=preset_env,
+            serve_args=settings_args,
+            captured=started,
+            simulated=node.simulate is not None,
+        )
+        runs = tuple(PointRuns(p, kinds[p], tuple(reps)) for p, reps in results.items())
+        return SuiteRun(node.name, suite, suite_text, runs, versions, started, time.time(), tuple(notes))
+
+    async def _own_phases(
+        self, node, suite, profile, serve, gpus, snapshot, port, env, tie_env, results, kinds, notes, say
+    ) -> Sequence[str]:
+        """The suite on an instance of its own, then its offline points; the instance's flags."""
+        settings_args: Sequence[str] = ()
+        serving = [(p, r) for p, r in suite.plan() if p.kind == SERVING]
+        offline = [(p, r) for p, r in suite.plan() if p.kind != SERVING]
+        if serving or suite.accuracy is not None:
             name = f"baseline-{suite.name}"[:48].rstrip("-.")
             await self._clear(node, name)
             say(f"{node.name}: starting {suite.serve} as {name} on GPU {','.join(map(str, gpus))}")
@@ -397,7 +421,7 @@ class BaselineRunner:
                     name=name,
                     port=port,
                     overrides=dict(suite.serve_set),
-                    extra_env={**env, **_lifeline_env(node)},
+                    extra_env={**env, **tie_env},
                 )
             except (InstanceError, TransportError) as exc:
                 raise BaselineError(f"{node.name}: cannot start {suite.serve}: {exc}") from None
@@ -412,22 +436,22 @@ class BaselineRunner:
                 await asyncio.shield(self._clear(node, name))
                 say(f"{node.name}: {name} stopped")
         for i, (point, repeat) in enumerate(offline, 1):
-            metrics = await self._offline_repeat(node, point, serve, gpus, snapshot, notes, repeat)
+            metrics = await self._offline_repeat(node, point, serve, gpus, snapshot, notes, repeat, tie_env)
             results.setdefault(point.name, []).append(metrics)
             kinds[point.name] = point.kind
             say(f"  [{i}/{len(offline)}] {point.name} #{repeat}: {_headline(metrics, point.metrics)}")
-        preset_env = {**dict(serve.env), **env}
-        versions = versions_of(
-            node.name,
-            snapshot.probe,
-            snapshot,
-            preset_env=preset_env,
-            serve_args=settings_args,
-            captured=started,
-            simulated=node.simulate is not None,
-        )
-        runs = tuple(PointRuns(p, kinds[p], tuple(reps)) for p, reps in results.items())
-        return SuiteRun(node.name, suite, suite_text, runs, versions, started, time.time(), tuple(notes))
+        return settings_args
+
+    @contextlib.asynccontextmanager
+    async def _tether(self, node: NodeSpec) -> AsyncIterator[Tether]:
+        """This command's tether on the node (services/tether.py); one that cannot start is one line."""
+        stack = contextlib.AsyncExitStack()
+        try:
+            tie = await stack.enter_async_context(tethered(self.pool, node))
+        except TransportError as exc:
+            raise BaselineError(f"{node.name}: cannot tie the suite's instance to this command: {exc}") from None
+        async with stack:
+            yield tie
 
     async def _serving_phase(self, node, view, name, suite, profile, env, serving, results, kinds, notes, say) -> None:
         """The serving points round-robin, then the accuracy repeats, against one instance."""
@@ -496,11 +520,14 @@ class BaselineRunner:
             notes.append(f"accuracy #{repeat}: {exc}")
             return None
 
-    async def _offline_repeat(self, node, point: SuitePoint, serve, gpus, snapshot, notes, repeat) -> dict | None:
+    async def _offline_repeat(
+        self, node, point: SuitePoint, serve, gpus, snapshot, notes, repeat, tie_env=None
+    ) -> dict | None:
         preset = _offline_preset(point, serve)
         version = snapshot.probe.vllm if snapshot.probe else None
+        how = OfflineClient(extra_env=tie_env or None)  # the run holds the GPUs: it ends with this command too
         try:
-            outcome = await self.offline.run(node, preset, gpus[: max(1, preset.tp)], version=version)
+            outcome = await self.offline.run(node, preset, gpus[: max(1, preset.tp)], version=version, how=how)
         except (OfflineRunError, TransportError) as exc:
             notes.append(f"{point.name} #{repeat}: {exc}")
             return None
