@@ -18,7 +18,7 @@ from console.cli.common import (
     load_selected_profile,
 )
 from console.cli.examples import add_examples
-from console.core.errors import ProfileError
+from console.core.errors import ConsoleError
 
 # In the order `rocm-console --help` lists them.
 COMMAND_GROUPS = {
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             use_demo_data_dir()  # what the demo stores (runs, events) stays apart from the user's
         return COMMAND_GROUPS[args.command].run(args)
-    except (ProfileError, UsageError) as exc:
+    except (ConsoleError, UsageError) as exc:  # ConsoleError: ProfileError, FileLimitError, ...
         print(f"rocm-console: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -242,3 +242,15 @@ def test_hand_edited_events_never_set_the_terminal_title(env):
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert not RAW_CONTROL.search(proc.stdout + proc.stderr), repr(proc.stdout)
         assert "pwned" in proc.stdout
+
+
+def test_a_bounded_read_refused_anywhere_in_a_command_is_one_line_exit_2(monkeypatch, capsys):
+    """A command that reads a user-named file through read_bounded and lets the refusal go
+    (models, baseline: other helpers' callers) still ends in one line, exit 2."""
+    from console.cli import entry
+    from console.core.bounded_file import read_bounded
+
+    monkeypatch.setattr(entry.COMMAND_GROUPS["doctor"], "run", lambda args: read_bounded("/dev/zero", 10, "file"))
+    assert entry.main(["doctor"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("rocm-console: /dev/zero: a character device")
