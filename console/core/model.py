@@ -62,6 +62,8 @@ class ServePreset:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     runtime: str = "host"  # host | docker
+    # env that only some vLLM releases know: (range like "<0.12", pairs); serve/rules.env_for_vllm
+    env_by_vllm: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     image: str | None = None
     port: int | None = None
     served_model_name: str | None = None

@@ -19,6 +19,7 @@ from pathlib import Path
 from console.core.errors import ProfileError
 from console.core.model import BenchPreset, ModelsConfig, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
+from console.core.serve.rules import parse_vllm_range
 from console.core.toml_source import Invalid, TomlContext, describe, fmt_path, parse_toml, read_text
 
 __all__ = [
@@ -323,6 +324,24 @@ def _env(value: object) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def _env_by_vllm(value: object) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """{ "<0.12" = { VLLM_USE_TRITON_FLASH_ATTN = "0" } }: env only the vLLM releases in a range know."""
+    if not isinstance(value, dict):
+        raise _expected('a table of "<0.12" = { NAME = "value" }', value)
+    out = []
+    for spec, table in value.items():
+        try:
+            parse_vllm_range(spec)
+        except ValueError as exc:
+            raise Invalid(str(exc), (spec,)) from None
+        try:
+            pairs = _env(table)
+        except Invalid as exc:
+            raise Invalid(exc.message, (spec, *exc.key)) from None
+        out.append((spec, pairs))
+    return tuple(out)
+
+
 _BIND_ADDRESSES = ("127.0.0.1", "0.0.0.0")
 
 
@@ -537,6 +556,7 @@ _SERVE_FIELDS: dict[str, _Check] = {
     "tp": _int_range(1),
     "args": _args,
     "env": _env,
+    "env_by_vllm": _env_by_vllm,  # env per vLLM release range (core/serve/rules.py env_for_vllm)
     "runtime": _choice("host", "docker"),
     "image": _token,
     "port": _port,

@@ -31,7 +31,15 @@ from console.core.multinode import ray_exit_line
 from console.core.node_json import NodeJsonError, loads, loads_object
 from console.core.serve.argv import API_KEY_VAR, ServeCommand, api_key_from, build_docker_argv, build_serve_argv
 from console.core.serve.log import ServeLogState, ServeStage
-from console.core.serve.rules import check_cpx_tp, check_gpus_free, check_port, check_tp, choose_port, version_warnings
+from console.core.serve.rules import (
+    check_cpx_tp,
+    check_gpus_free,
+    check_port,
+    check_tp,
+    choose_port,
+    env_for_vllm,
+    version_warnings,
+)
 from console.core.status_view import health_refusal, health_warnings, physical_of
 from console.core.telemetry import is_nvidia_source
 from console.core.text import clip, printable
@@ -374,6 +382,9 @@ class InstanceService:
         }
         if tp != preset.tp:
             preset = replace(preset, tp=tp)
+        if preset.env_by_vllm:  # the env this node's vLLM release reads (a preset's env_by_vllm)
+            known = snapshot.probe.vllm if snapshot is not None and snapshot.probe is not None else None
+            preset = replace(preset, env=env_for_vllm(preset.env, preset.env_by_vllm, known), env_by_vllm=())
         # where vLLM listens: the preset's host (vLLM's default, every address, when it names none);
         # a simulated node is this machine: its server is never for the network
         bind = "127.0.0.1" if node.simulate is not None else (preset.host or "0.0.0.0")

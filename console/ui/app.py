@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from textual import events
 from textual.app import App
 from textual.css.query import NoMatches
+from textual.notifications import Notify
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -48,6 +49,7 @@ from console.ui.model.fleet_view import FleetView
 from console.ui.model.instance_board import ACTIVE, ENDED, InstanceBoard
 from console.ui.model.instance_source import InstanceSource, ServiceInstances
 from console.ui.screens.fleet import FleetScreen
+from console.ui.toasts import merge_toast
 from console.ui.workers import run_named
 
 if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for them
@@ -281,6 +283,9 @@ class ConsoleApp(App[int]):
         # The redraw clock reads the flag: a message per sample (hundreds a second on a big
         # fleet) would cost the message pump more than the redraw it asks for.
         self._dirty = True
+
+    def on_notify(self, message: Notify) -> None:  # before Textual shows it: identical toasts merge
+        merge_toast(self._notifications, message.notification)
 
     def on_telemetry_updated(self, _: TelemetryUpdated) -> None:
         self._dirty = True

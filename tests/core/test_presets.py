@@ -16,7 +16,7 @@ import pytest
 from console.core.model import ServePreset
 from console.core.profiles import load_profile
 from console.core.serve.argv import build_docker_argv, build_serve_argv
-from console.core.serve.rules import check_cpx_tp, check_tp, version_warnings
+from console.core.serve.rules import check_cpx_tp, check_tp, env_for_vllm, version_warnings
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = ROOT / "profiles" / "presets.toml"
@@ -285,7 +285,8 @@ def test_preset_is_its_seed_command(presets, name, seed, excerpt, left_out, tp):
     seed_flags = [(f, v) for f, v in parsed["flags"] if f not in owned | left_out]
     assert preset_flags(preset) == seed_flags
     seed_env = {k: v for k, v in parsed["env"].items() if k != "HIP_VISIBLE_DEVICES"}
-    assert dict(preset.env) == seed_env
+    # the seed's env, whole where the node's vLLM is unknown (some of it in env_by_vllm)
+    assert dict(env_for_vllm(preset.env, preset.env_by_vllm, None)) == seed_env
 
 
 def test_spot_checks_against_the_seeds(presets):
@@ -299,7 +300,10 @@ def test_spot_checks_against_the_seeds(presets):
     for name in ("llama-3.1-8b-fp8", "llama-3.1-70b-fp8", "llama-3.1-405b-fp8"):
         assert ("--kv-cache-dtype", "fp8") in pairs(name)
         assert ("--max-model-len", "8192") in pairs(name)
-        assert dict(presets[name].env)["VLLM_USE_TRITON_FLASH_ATTN"] == "0"
+        assert (
+            dict(env_for_vllm(presets[name].env, presets[name].env_by_vllm, "0.9.1"))["VLLM_USE_TRITON_FLASH_ATTN"]
+            == "0"
+        )
     assert ("--max-num-batched-tokens", "65536") in pairs("llama-3.1-70b-fp8")
     assert ("--gpu-memory-utilization", "0.99") in pairs("llama-3.1-70b-fp8")
     assert ("--max-num-batched-tokens", "131072") in pairs("llama-3.1-405b-fp8")
@@ -388,10 +392,23 @@ def test_presets_pass_the_rules(presets):
 def test_version_warnings_for_the_seed_presets(presets):
     # On the seed's own image (vLLM 0.9.1) the 70B command is clean ...
     p70 = presets["llama-3.1-70b-fp8"]
-    assert version_warnings("0.9.1", p70.args, p70.env) == []
-    # ... and on 0.33 the console says what no longer works.
-    text = "\n".join(version_warnings("0.33.0", p70.args, p70.env))
-    assert "--num-scheduler-steps" in text and "VLLM_USE_TRITON_FLASH_ATTN" in text
+
+    def env(preset, version):
+        return env_for_vllm(preset.env, preset.env_by_vllm, version)
+
+    assert version_warnings("0.9.1", p70.args, env(p70, "0.9.1")) == []
+    # ... and on 0.33 the console says what no longer works; the env it no longer reads is not set
+    text = "\n".join(version_warnings("0.33.0", p70.args, env(p70, "0.33.0")))
+    assert "--num-scheduler-steps" in text and "VLLM_USE_TRITON_FLASH_ATTN" not in text
+    assert "VLLM_USE_TRITON_FLASH_ATTN" not in dict(env(p70, "0.32.0"))
+    # issue U2: no seed preset sets a variable the node's vLLM release does not know
+    for preset in presets.values():
+        for version in ("0.6.3", "0.9.1", "0.12.0", "0.32.0", "0.33.0"):
+            said = [w for w in version_warnings(version, (), env(preset, version)) if w.startswith("env ")]
+            assert not [w for w in said if "VLLM_USE_TRITON_FLASH_ATTN" in w or "PREFILL_DECODE" in w], (
+                preset.name,
+                said,
+            )
     mi355 = presets["llama-3.3-70b-fp8-mi355"]
     assert any("--async-scheduling" in w for w in version_warnings("0.9.1", mi355.args, mi355.env))
     assert any("VLLM_USE_V1" in w for w in version_warnings("0.12.0", mi355.args, mi355.env))

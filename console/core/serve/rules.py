@@ -18,7 +18,9 @@ __all__ = [
     "check_port",
     "check_tp",
     "choose_port",
+    "env_for_vllm",
     "parse_version",
+    "parse_vllm_range",
     "version_warnings",
 ]
 
@@ -115,6 +117,48 @@ def parse_version(text: str | None) -> Version | None:
     if not found:
         return None
     return int(found.group(1)), int(found.group(2)), int(found.group(3) or 0)
+
+
+_RANGE_CLAUSE_RE = re.compile(r"\s*(<=|>=|==|<|>)\s*v?(\d+)\.(\d+)(?:\.(\d+))?\s*\Z")
+_COMPARE = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+}
+
+
+def parse_vllm_range(text: str) -> tuple[tuple[str, Version], ...]:
+    """'>=0.9.1,<0.12' -> (('>=', (0, 9, 1)), ('<', (0, 12, 0))): every clause must hold.
+    ValueError naming the clause that is not `<`, `<=`, `>`, `>=` or `==` and a version."""
+    clauses = []
+    for part in text.split(","):
+        found = _RANGE_CLAUSE_RE.match(part)
+        if not found:
+            raise ValueError(
+                f"vLLM version range {text!r}: {part.strip()!r} is not a comparison like '<0.12' or '>=0.9.1'"
+            )
+        op, major, minor, patch = found.groups()
+        clauses.append((op, (int(major), int(minor), int(patch or 0))))
+    return tuple(clauses)
+
+
+def env_for_vllm(
+    env: Sequence[tuple[str, str]],
+    env_by_vllm: Sequence[tuple[str, Sequence[tuple[str, str]]]],
+    vllm_version: str | None,
+) -> tuple[tuple[str, str], ...]:
+    """A preset's environment for the node's vLLM: `env`, then each `env_by_vllm` table whose
+    range holds the version (later tables win on the same name). With the version unknown every
+    table applies: the seed's command as written (version_warnings says nothing without one)."""
+    version = parse_version(vllm_version)
+    out = dict(env)
+    for spec, pairs in env_by_vllm:
+        clauses = parse_vllm_range(spec)
+        if version is None or all(_COMPARE[op](version, bound) for op, bound in clauses):
+            out.update(dict(pairs))
+    return tuple(out.items())
 
 
 @dataclass(frozen=True, slots=True)
