@@ -84,6 +84,7 @@ def known_binding_ids() -> set[str]:
 
 
 def describe_keys(keymap: Mapping[str, str], key_display: Callable[[Binding], str]) -> list[KeyHelp]:
+    from console.ui.model.rows import HOT_TEXT
     from console.ui.screens.help import KeyHelp
 
     rows: list[KeyHelp] = []
@@ -99,7 +100,7 @@ def describe_keys(keymap: Mapping[str, str], key_display: Callable[[Binding], st
         KeyHelp(
             "filter box",
             "free, busy, hot",
-            "GPUs without instance or process / in use / past the TJ or TMEM warn colour",
+            f"no instance or process / in use / {HOT_TEXT}",
         ),
         KeyHelp("filter box", "sick, warn, fail", "GPUs whose health is warn or fail / warn / fail"),
         KeyHelp("filter box", "throttled, ecc", "GPUs throttling now / with ECC errors counted"),

@@ -73,6 +73,10 @@ def is_hot(metrics: GpuMetrics | None) -> bool:
     return level(metrics.temp_junction_c, TEMP_JUNCTION) != OK or level(metrics.temp_mem_c, TEMP_MEM) != OK
 
 
+# What `hot` means, where the filter is described (the filter box's hint, the help): the
+# table's warn colour of either temperature.
+HOT_TEXT = f"TJ ≥ {TEMP_JUNCTION[0]:g}° or TMEM ≥ {TEMP_MEM[0]:g}°"
+
 _STATES = {h.value for h in NodeHealth}
 # Words about what runs on a GPU: free (idle is the same), busy (the opposite), hot.
 USE_WORDS = ("free", "idle", "busy", "hot")

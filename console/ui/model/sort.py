@@ -1,7 +1,7 @@
 """How the fleet table orders its GPUs: a column, a direction, per node or across the fleet.
 
 Pure (no Textual). A physical GPU and its partitions sort as one group, by the group's
-aggregate (mean utilization, summed VRAM, the highest temperature, power and clock), so
+aggregate (mean utilization, summed VRAM used or free, the highest temperature, power and clock), so
 CPX partitions stay under their physical GPU whatever the order.
 """
 
@@ -17,6 +17,7 @@ SORT_COLUMNS: dict[str, tuple[str, str]] = {
     "name": ("gpu", "name"),
     "util": ("util", "UTIL"),
     "vram": ("vram", "VRAM"),
+    "free": ("vram", "free VRAM"),
     "power": ("power", "POWER"),
     "temp": ("tj", "TJ"),
     "clock": ("gfx", "GFX"),
@@ -38,12 +39,23 @@ def _values(members: Sequence[GpuMetrics | None], field: str) -> list[float]:
     return out
 
 
+def _free_vram(members: Sequence[GpuMetrics | None]) -> float | None:
+    """MiB free on the physical GPU: the free VRAM of its partitions that report used and total."""
+    free = [
+        m.vram_total_mib - m.vram_used_mib
+        for m in members
+        if m is not None and m.vram_total_mib is not None and m.vram_used_mib is not None
+    ]
+    return sum(free) if free else None
+
+
 # Sort key -> the aggregate of a physical GPU's logical GPUs (None: nothing reported).
 # Device-wide values (power, temperature, clock) are reported by the first partition only:
 # the highest reported value is the physical GPU's; VRAM is per partition, so it adds up.
 _AGGREGATE: dict[str, Callable[[Sequence[GpuMetrics | None]], float | None]] = {
     "util": lambda ms: _mean(_values(ms, "util_pct")),
     "vram": lambda ms: sum(_values(ms, "vram_used_mib")) if _values(ms, "vram_used_mib") else None,
+    "free": lambda ms: _free_vram(ms),
     "power": lambda ms: max(_values(ms, "power_w"), default=None),
     "temp": lambda ms: max(_values(ms, "temp_junction_c"), default=None),
     "clock": lambda ms: max(_values(ms, "gfx_clock_mhz"), default=None),

@@ -12,12 +12,14 @@ from console.core.instance_view import InstanceState, InstanceView
 from console.ui.model.fleet_view import FleetView
 from console.ui.model.instance_board import ACTIVE
 from console.ui.model.protocols import console_host
+from console.ui.model.rows import HOT_TEXT
 from console.ui.widgets.gpu_table import GpuTable
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
 
 FILTER_HINT = (
-    "filter: node, model, cpx, nps1, free, busy, hot, live, down, sick, warn, throttled, ecc (Enter keeps, Esc clears)"
+    f"filter: node, model, cpx, nps1, free, busy, hot ({HOT_TEXT}), live, down, sick, warn, throttled, ecc"
+    " (Enter keeps, Esc clears)"
 )
 
 _SORT = Binding.Group("Sort", compact=True)
@@ -26,6 +28,7 @@ _SORT = Binding.Group("Sort", compact=True)
 SORT_KEYS = (
     ("U", "util", "utilization"),
     ("M", "vram", "VRAM used"),
+    ("V", "free", "free VRAM, the most free first"),
     ("W", "power", "power"),
     ("T", "temp", "junction temperature"),
     ("C", "clock", "GFX clock"),
@@ -105,7 +108,7 @@ class FleetScreen(Screen):
     # ------------------------------------------------------------ sort
 
     def action_sort(self, column: str) -> None:
-        """U M W T C N: sort by that column, largest first; the same key again reverses."""
+        """U M V W T C N: sort by that column, largest first; the same key again reverses."""
         self.table.set_sort(self.table.row_order.pressed(column))
         self._redraw_status()
 
