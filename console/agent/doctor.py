@@ -331,6 +331,9 @@ def _ranges(numbers):
     return ",".join(parts)
 
 
+NO_PARTITION = "no partition"
+
+
 def check_gpus(sampler):
     """(checks, gpus facts): models and partition modes, and one real sample."""
     try:
@@ -358,22 +361,25 @@ def check_gpus(sampler):
     models = sorted({g["model"] or "unknown model" for g in gpus})
     modes = {}
     for g in gpus:
-        key = "%s/%s" % (g["compute_partition"] or "?", g["memory_partition"] or "?")
+        # A GPU without partition modes (NVIDIA without MIG, a simulated one) has none to show,
+        # not "?/?"
+        if g["compute_partition"] or g["memory_partition"]:
+            key = "%s/%s" % (g["compute_partition"] or "?", g["memory_partition"] or "?")
+        else:
+            key = NO_PARTITION
         modes.setdefault(key, []).append(g["physical"])
     logical = sum(g["logical_gpus"] for g in gpus)
     if len(modes) == 1:
-        shown = next(iter(modes))
+        shown = [k for k in modes if k != NO_PARTITION]
     else:
-        shown = ", ".join(
+        shown = [
             "GPU %s %s" % (_ranges(sorted(p for p in v if p is not None)), k)
             for k, v in sorted(modes.items(), key=lambda kv: kv[1])
-        )
-    detail = "%d x %s, %s, %d logical GPU%s" % (
-        len(gpus),
-        " + ".join(models),
-        shown,
-        logical,
-        "" if logical == 1 else "s",
+        ]
+    detail = ", ".join(
+        ["%d x %s" % (len(gpus), " + ".join(models))]
+        + shown
+        + ["%d logical GPU%s" % (logical, "" if logical == 1 else "s")]
     )
     checks = [check("gpus", "GPUs", OK, detail)]
     try:

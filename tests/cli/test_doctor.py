@@ -175,3 +175,23 @@ def test_demo_says_which_facts_are_simulated():
     for title in ("ROCm", "amdgpu driver", "vLLM", "NUMA balancing", "/dev/kfd", "/dev/dri render nodes"):
         assert lines[title].endswith("(simulated)"), lines[title]
     assert "simulated root" in lines["root for partition switches"]
+
+
+def test_a_gpu_without_partition_modes_shows_none(tmp_path):
+    """NVIDIA GPUs without MIG have no partition mode: the GPUs line says so (or leaves it out
+    when no GPU has one), never `?/?`."""
+    profile = tmp_path / "nv.toml"
+    profile.write_text(f"""
+[nodes.h200]
+transport = "local"
+state_dir = "{tmp_path / "state"}"
+simulate = {{ gpu = "H200", count = 2 }}
+""")
+    proc = run("--profile", str(profile), "--timeout", "30")
+    assert proc.returncode == 0, proc.stderr
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.split()[:2] == ["ok", "GPUs"]]
+    assert line.split("GPUs", 1)[1].strip() == "2 x NVIDIA H200, 2 logical GPUs"
+    demo = run("--demo", "--node", "h100")
+    assert demo.returncode == 0, demo.stderr
+    [line] = [ln for ln in demo.stdout.splitlines() if ln.split()[:2] == ["ok", "GPUs"]]
+    assert "?/?" not in line and "GPU 0-6 no partition, GPU 7 MIG/3g.40gb" in line
