@@ -51,182 +51,10 @@ ENV_SPEC = SIM_SPEC_ENV
 STATE_FILE = "nvml-state.json"
 MiB = 1024 * 1024
 
-# ------------------------------------------------------------------ constants
+# NVML's constants and exceptions: nvml_errors.py, shipped beside this file
+import nvml_errors as _e  # type: ignore[import-not-found]  # noqa: E402
 
-NVML_FEATURE_DISABLED = 0
-NVML_FEATURE_ENABLED = 1
-NVML_TEMPERATURE_GPU = 0
-NVML_TEMPERATURE_COUNT = 2
-NVML_CLOCK_GRAPHICS = 0
-NVML_CLOCK_SM = 1
-NVML_CLOCK_MEM = 2
-NVML_CLOCK_VIDEO = 3
-NVML_DEVICE_MIG_DISABLE = 0x0
-NVML_DEVICE_MIG_ENABLE = 0x1
-NVML_FI_DEV_MEMORY_TEMP = 82
-NVML_FI_DEV_POWER_AVERAGE = 185
-NVML_FI_DEV_POWER_INSTANT = 186
-NVML_VALUE_TYPE_DOUBLE = 0
-NVML_VALUE_TYPE_UNSIGNED_INT = 1
-NVML_VALUE_TYPE_UNSIGNED_LONG = 2
-NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
-NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
-NVML_VALUE_TYPE_SIGNED_INT = 5
-NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
-NVML_FI_DEV_PERF_POLICY_POWER = 74
-NVML_FI_DEV_PERF_POLICY_THERMAL = 75
-NVML_FI_DEV_PERF_POLICY_SYNC_BOOST = 76
-NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT = 77
-NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION = 78
-NVML_FI_DEV_PERF_POLICY_RELIABILITY = 79
-NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83
-NVML_FI_DEV_ENERGY = 191
-NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN = 269
-NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN = 270
-NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN = 271
-NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
-NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
-NVML_VOLATILE_ECC = 0
-NVML_AGGREGATE_ECC = 1
-NVML_MEMORY_LOCATION_L1_CACHE = 0
-NVML_MEMORY_LOCATION_L2_CACHE = 1
-NVML_MEMORY_LOCATION_DRAM = 2
-NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2
-NVML_MEMORY_LOCATION_REGISTER_FILE = 3
-NVML_MEMORY_LOCATION_TEXTURE_MEMORY = 4
-NVML_MEMORY_LOCATION_TEXTURE_SHM = 5
-NVML_MEMORY_LOCATION_CBU = 6
-NVML_MEMORY_LOCATION_SRAM = 7
-NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
-NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
-NVML_NVLINK_MAX_LINKS = 36
-NVML_NVLINK_ERROR_DL_REPLAY = 0
-NVML_NVLINK_ERROR_DL_RECOVERY = 1
-NVML_NVLINK_ERROR_DL_CRC_FLIT = 2
-NVML_NVLINK_ERROR_DL_CRC_DATA = 3
-NVML_NVLINK_ERROR_DL_ECC_DATA = 4
-nvmlClocksEventReasonGpuIdle = 0x1
-nvmlClocksEventReasonSwPowerCap = 0x4
-nvmlClocksEventReasonSwThermalSlowdown = 0x20
-nvmlEventTypeXidCriticalError = 0x8
-
-NVML_SUCCESS = 0
-NVML_ERROR_UNINITIALIZED = 1
-NVML_ERROR_INVALID_ARGUMENT = 2
-NVML_ERROR_NOT_SUPPORTED = 3
-NVML_ERROR_NO_PERMISSION = 4
-NVML_ERROR_ALREADY_INITIALIZED = 5
-NVML_ERROR_NOT_FOUND = 6
-NVML_ERROR_INSUFFICIENT_SIZE = 7
-NVML_ERROR_INSUFFICIENT_POWER = 8
-NVML_ERROR_DRIVER_NOT_LOADED = 9
-NVML_ERROR_TIMEOUT = 10
-NVML_ERROR_IRQ_ISSUE = 11
-NVML_ERROR_LIBRARY_NOT_FOUND = 12
-NVML_ERROR_FUNCTION_NOT_FOUND = 13
-NVML_ERROR_CORRUPTED_INFOROM = 14
-NVML_ERROR_GPU_IS_LOST = 15
-NVML_ERROR_RESET_REQUIRED = 16
-NVML_ERROR_OPERATING_SYSTEM = 17
-NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
-NVML_ERROR_IN_USE = 19
-NVML_ERROR_MEMORY = 20
-NVML_ERROR_NO_DATA = 21
-NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22
-NVML_ERROR_INSUFFICIENT_RESOURCES = 23
-NVML_ERROR_FREQ_NOT_SUPPORTED = 24
-NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
-NVML_ERROR_DEPRECATED = 26
-NVML_ERROR_NOT_READY = 27
-NVML_ERROR_GPU_NOT_FOUND = 28
-NVML_ERROR_INVALID_STATE = 29
-NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30
-NVML_ERROR_UNKNOWN = 999
-
-# NVML's own messages (nvmlErrorString), as the real wrapper prints them.
-_TEXT = {
-    NVML_ERROR_UNINITIALIZED: "Uninitialized",
-    NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
-    NVML_ERROR_NOT_SUPPORTED: "Not Supported",
-    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
-    NVML_ERROR_ALREADY_INITIALIZED: "Already Initialized",
-    NVML_ERROR_NOT_FOUND: "Not Found",
-    NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
-    NVML_ERROR_INSUFFICIENT_POWER: "Insufficient External Power",
-    NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
-    NVML_ERROR_TIMEOUT: "Timeout",
-    NVML_ERROR_IRQ_ISSUE: "Interrupt Request Issue",
-    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
-    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
-    NVML_ERROR_CORRUPTED_INFOROM: "Corrupted infoROM",
-    NVML_ERROR_GPU_IS_LOST: "GPU is lost",
-    NVML_ERROR_RESET_REQUIRED: "GPU requires restart",
-    NVML_ERROR_OPERATING_SYSTEM: "The operating system has blocked the request.",
-    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
-    NVML_ERROR_IN_USE: "In use by another client",
-    NVML_ERROR_MEMORY: "Insufficient Memory",
-    NVML_ERROR_NO_DATA: "No data",
-    NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient resources",
-    NVML_ERROR_NOT_READY: "Not Ready",
-    NVML_ERROR_GPU_NOT_FOUND: "GPU not found",
-    NVML_ERROR_INVALID_STATE: "Invalid state",
-    NVML_ERROR_UNKNOWN: "Unknown Error",
-}
-
-
-class NVMLError(Exception):
-    """NVMLError(code) is an instance of the code's own subclass, like the real one."""
-
-    _valClassMapping = {}  # type: dict
-
-    def __new__(typ, value):
-        if typ is NVMLError:
-            typ = NVMLError._valClassMapping.get(value, typ)
-        obj = Exception.__new__(typ)
-        obj.value = value
-        return obj
-
-    def __str__(self):
-        return _TEXT.get(self.value, "NVML Error with code %d" % self.value)
-
-    def __eq__(self, other):
-        return isinstance(other, NVMLError) and self.value == other.value
-
-    def __hash__(self):
-        return hash(self.value)
-
-
-def _class_name(constant):
-    """NVML_ERROR_LIB_RM_VERSION_MISMATCH -> NVMLError_LibRmVersionMismatch (the real rule)."""
-    words = constant[len("NVML_ERROR_") :].split("_")
-    return "NVMLError_" + "".join(w[:1].upper() + w[1:].lower() for w in words)
-
-
-def _make_error_classes():
-    here = globals()
-    for name in sorted(n for n in here if n.startswith("NVML_ERROR_")):
-        code = here[name]
-
-        def new(typ, *args, _code=code):
-            return NVMLError.__new__(typ, _code)
-
-        cls = type(_class_name(name), (NVMLError,), {"__new__": new})
-        cls.__module__ = __name__
-        here[cls.__name__] = cls
-        NVMLError._valClassMapping[code] = cls
-
-
-_make_error_classes()
-
-
-def nvmlExceptionClass(nvmlErrorCode):
-    if nvmlErrorCode not in NVMLError._valClassMapping:
-        raise ValueError("nvmlErrorCode %s is not valid" % nvmlErrorCode)
-    return NVMLError._valClassMapping[nvmlErrorCode]
-
-
-def nvmlErrorString(result):
-    return _TEXT.get(result, "Unknown Error")
+globals().update(_e.exported())  # pynvml.NVML_*, pynvml.NVMLError_*, as the real module has them
 
 
 # ------------------------------------------------------------------ models
@@ -264,16 +92,16 @@ MAX_MIG_DEVICES = 7
 
 
 def _raise(code):
-    raise NVMLError(code)
+    raise _e.NVMLError(code)
 
 
 def _new_state(spec):
     gpu = str(spec.get("gpu", "H100")).upper()
     if gpu not in MODELS:
-        _raise(NVML_ERROR_GPU_NOT_FOUND)
+        _raise(_e.NVML_ERROR_GPU_NOT_FOUND)
     count = spec.get("count", 8)
     if not isinstance(count, int) or not 0 <= count <= 16:
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     mig = [g for g in spec.get("mig") or () if isinstance(g, int)]
     gpus = []
     for i in range(count):
@@ -318,7 +146,7 @@ class _Lib(object):
     def state(self):
         data = self.read(STATE_FILE)
         if not isinstance(data, dict):
-            _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+            _raise(_e.NVML_ERROR_DRIVER_NOT_LOADED)
         return data
 
 
@@ -381,7 +209,7 @@ class nvmlFriendlyObject(_Struct):
 
 def _require_init():
     if _lib.refcount <= 0:
-        _raise(NVML_ERROR_UNINITIALIZED)
+        _raise(_e.NVML_ERROR_UNINITIALIZED)
 
 
 def _fault(api):
@@ -394,17 +222,17 @@ def _gpu(handle, api, mig_ok=False):
     """The state of the handle's GPU; NotSupported for what a MIG device does not report."""
     _require_init()
     if not isinstance(handle, c_nvmlDevice_t):
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     state = _lib.state()
     _fault(api)
     if handle.phys >= len(state["gpus"]):
-        _raise(NVML_ERROR_GPU_IS_LOST)
+        _raise(_e.NVML_ERROR_GPU_IS_LOST)
     gpu = state["gpus"][handle.phys]
     if handle.slot is not None:
         if not mig_ok:
-            _raise(NVML_ERROR_NOT_SUPPORTED)
+            _raise(_e.NVML_ERROR_NOT_SUPPORTED)
         if _instance(gpu, handle) is None:  # destroyed since the handle was taken
-            _raise(NVML_ERROR_INVALID_ARGUMENT)
+            _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     return state, gpu
 
 
@@ -465,18 +293,18 @@ def _model(state):
 def nvmlInitWithFlags(flags):
     folder = os.environ.get(ENV_DIR)
     if not folder:
-        _raise(NVML_ERROR_LIBRARY_NOT_FOUND)
+        _raise(_e.NVML_ERROR_LIBRARY_NOT_FOUND)
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError:
-        _raise(NVML_ERROR_DRIVER_NOT_LOADED)
+        _raise(_e.NVML_ERROR_DRIVER_NOT_LOADED)
     _lib.folder = folder
     path = os.path.join(folder, STATE_FILE)
     if not os.path.exists(path):
         try:
             spec = sim_spec()
         except ValueError:
-            _raise(NVML_ERROR_INVALID_ARGUMENT)
+            _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
         write_json(path, _new_state(spec), indent=1)
         busy = busy_workloads(spec, 5000, (18, 27, 36, 45))
         if busy and not os.path.exists(os.path.join(folder, PROCESSES_FILE)):
@@ -540,7 +368,7 @@ def nvmlSystemGetProcessName(pid):
         with open("/proc/%d/comm" % pid) as f:
             return f.read().strip()
     except (OSError, TypeError):
-        _raise(NVML_ERROR_NOT_FOUND)
+        _raise(_e.NVML_ERROR_NOT_FOUND)
 
 
 # ------------------------------------------------------------------ devices
@@ -556,7 +384,7 @@ def nvmlDeviceGetHandleByIndex(index):
     _require_init()
     _fault("nvmlDeviceGetHandleByIndex")
     if not isinstance(index, int) or not 0 <= index < len(_lib.state()["gpus"]):
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     return c_nvmlDevice_t(index)
 
 
@@ -634,7 +462,7 @@ def nvmlDeviceGetMemoryInfo(handle, version=None):
 def nvmlDeviceGetUtilizationRates(handle):
     state, gpu = _gpu(handle, "nvmlDeviceGetUtilizationRates")
     if gpu["mig"][0] == 1:
-        _raise(NVML_ERROR_NOT_SUPPORTED)  # MIG mode: no whole-GPU activity through NVML
+        _raise(_e.NVML_ERROR_NOT_SUPPORTED)  # MIG mode: no whole-GPU activity through NVML
     busy, _ = _load(state, handle.phys, sim_now())
     return c_nvmlUtilization_t(gpu=int(round(100 * busy)), memory=int(round(60 * busy)))
 
@@ -671,22 +499,22 @@ def _temps(state, phys, t):
 
 def nvmlDeviceGetTemperature(handle, sensor):
     state, _ = _gpu(handle, "nvmlDeviceGetTemperature")
-    if sensor != NVML_TEMPERATURE_GPU:
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+    if sensor != _e.NVML_TEMPERATURE_GPU:
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     return _temps(state, handle.phys, sim_now())[0]
 
 
 def nvmlDeviceGetClockInfo(handle, type):
     state, _ = _gpu(handle, "nvmlDeviceGetClockInfo")
     model = _model(state)
-    if type == NVML_CLOCK_MEM:
+    if type == _e.NVML_CLOCK_MEM:
         return model.mem_clk
-    if type in (NVML_CLOCK_SM, NVML_CLOCK_GRAPHICS):
+    if type in (_e.NVML_CLOCK_SM, _e.NVML_CLOCK_GRAPHICS):
         busy, _ = _load(state, handle.phys, sim_now())
         return 345 if busy == 0 else int(round(min(model.sm_max, 1410 + 600 * busy)))
-    if type == NVML_CLOCK_VIDEO:
+    if type == _e.NVML_CLOCK_VIDEO:
         return 765
-    _raise(NVML_ERROR_INVALID_ARGUMENT)
+    _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
 
 
 def nvmlDeviceGetFieldValues(handle, fieldIds):
@@ -697,20 +525,20 @@ def nvmlDeviceGetFieldValues(handle, fieldIds):
         scope = 0
         if isinstance(field, (tuple, list)):
             field, scope = field
-        value, kind, ret = None, NVML_VALUE_TYPE_UNSIGNED_INT, NVML_SUCCESS
-        if field == NVML_FI_DEV_MEMORY_TEMP:
+        value, kind, ret = None, _e.NVML_VALUE_TYPE_UNSIGNED_INT, _e.NVML_SUCCESS
+        if field == _e.NVML_FI_DEV_MEMORY_TEMP:
             value = _temps(state, handle.phys, t)[1]
-        elif field in (NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_POWER_AVERAGE):
+        elif field in (_e.NVML_FI_DEV_POWER_INSTANT, _e.NVML_FI_DEV_POWER_AVERAGE):
             value = _power_mw(state, handle.phys, t)
-        elif field in (NVML_FI_DEV_ENERGY, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION):
-            value, kind = _energy_mj(state, handle.phys, t), NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        elif field in (_e.NVML_FI_DEV_ENERGY, _e.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION):
+            value, kind = _energy_mj(state, handle.phys, t), _e.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
         elif field in _RESIDENCY_FAULT:
-            value, kind = _residency_ns(handle.phys, _RESIDENCY_FAULT[field], t), NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            value, kind = _residency_ns(handle.phys, _RESIDENCY_FAULT[field], t), _e.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
         else:
-            ret = NVML_ERROR_NOT_SUPPORTED
+            ret = _e.NVML_ERROR_NOT_SUPPORTED
         zero = dict(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
         if value is not None:
-            zero["ullVal" if kind == NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else "uiVal"] = value
+            zero["ullVal" if kind == _e.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else "uiVal"] = value
         out.append(
             c_nvmlFieldValue_t(
                 fieldId=field,
@@ -762,12 +590,12 @@ def nvmlDeviceGetMaxMigDeviceCount(device):
 def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
     _, gpu = _gpu(device, "nvmlDeviceGetMigDeviceHandleByIndex")
     if gpu["mig"][0] != 1:
-        _raise(NVML_ERROR_NOT_SUPPORTED)
+        _raise(_e.NVML_ERROR_NOT_SUPPORTED)
     if not isinstance(index, int) or not 0 <= index < MAX_MIG_DEVICES:
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     instances = gpu.get("instances") or []
     if index >= len(instances):
-        _raise(NVML_ERROR_NOT_FOUND)
+        _raise(_e.NVML_ERROR_NOT_FOUND)
     inst = instances[index]
     return c_nvmlDevice_t(device.phys, index, inst["gi"], inst["ci"])
 
@@ -780,14 +608,14 @@ def nvmlDeviceIsMigDeviceHandle(device):
 def nvmlDeviceGetGpuInstanceId(device):
     _, gpu = _gpu(device, "nvmlDeviceGetGpuInstanceId", mig_ok=True)
     if device.slot is None:
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     return _instance(gpu, device)["gi"]
 
 
 def nvmlDeviceGetComputeInstanceId(device):
     _, gpu = _gpu(device, "nvmlDeviceGetComputeInstanceId", mig_ok=True)
     if device.slot is None:
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     return _instance(gpu, device)["ci"]
 
 
@@ -810,14 +638,14 @@ _EVENT_SETS = []  # type: list  # open event sets of this process
 _XID_DELIVERED = set()  # type: set  # (physical GPU, fault id)
 # residency field -> the fault that makes it grow
 _RESIDENCY_FAULT = {
-    NVML_FI_DEV_PERF_POLICY_POWER: "power_throttle",
-    NVML_FI_DEV_PERF_POLICY_THERMAL: "thermal_throttle",
-    NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN: "thermal_throttle",
-    NVML_FI_DEV_PERF_POLICY_SYNC_BOOST: None,
-    NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT: None,
-    NVML_FI_DEV_PERF_POLICY_RELIABILITY: None,
-    NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: None,
-    NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: None,
+    _e.NVML_FI_DEV_PERF_POLICY_POWER: "power_throttle",
+    _e.NVML_FI_DEV_PERF_POLICY_THERMAL: "thermal_throttle",
+    _e.NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN: "thermal_throttle",
+    _e.NVML_FI_DEV_PERF_POLICY_SYNC_BOOST: None,
+    _e.NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT: None,
+    _e.NVML_FI_DEV_PERF_POLICY_RELIABILITY: None,
+    _e.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: None,
+    _e.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: None,
 }
 
 
@@ -867,13 +695,13 @@ def _energy_mj(state, phys, t):
 
 
 def _ecc_count(phys, error_type):
-    kind = "ecc_uncorrectable" if error_type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED else "ecc_correctable"
+    kind = "ecc_uncorrectable" if error_type == _e.NVML_MEMORY_ERROR_TYPE_UNCORRECTED else "ecc_correctable"
     return _faults().count(phys, kind)
 
 
 def nvmlDeviceGetEccMode(handle):
     _gpu(handle, "nvmlDeviceGetEccMode")
-    return [NVML_FEATURE_ENABLED, NVML_FEATURE_ENABLED]
+    return [_e.NVML_FEATURE_ENABLED, _e.NVML_FEATURE_ENABLED]
 
 
 def nvmlDeviceGetTotalEccErrors(handle, errorType, counterType):
@@ -883,9 +711,9 @@ def nvmlDeviceGetTotalEccErrors(handle, errorType, counterType):
 
 def nvmlDeviceGetMemoryErrorCounter(handle, errorType, counterType, locationType):
     _gpu(handle, "nvmlDeviceGetMemoryErrorCounter")
-    if locationType not in (NVML_MEMORY_LOCATION_DRAM, NVML_MEMORY_LOCATION_SRAM):
-        _raise(NVML_ERROR_NOT_SUPPORTED)
-    return _ecc_count(handle.phys, errorType) if locationType == NVML_MEMORY_LOCATION_DRAM else 0
+    if locationType not in (_e.NVML_MEMORY_LOCATION_DRAM, _e.NVML_MEMORY_LOCATION_SRAM):
+        _raise(_e.NVML_ERROR_NOT_SUPPORTED)
+    return _ecc_count(handle.phys, errorType) if locationType == _e.NVML_MEMORY_LOCATION_DRAM else 0
 
 
 def nvmlDeviceGetRemappedRows(device):
@@ -897,23 +725,23 @@ def nvmlDeviceGetRemappedRows(device):
 
 def nvmlDeviceGetRetiredPages(device, sourceFilter):
     _gpu(device, "nvmlDeviceGetRetiredPages")
-    _raise(NVML_ERROR_NOT_SUPPORTED)  # Hopper remaps rows instead
+    _raise(_e.NVML_ERROR_NOT_SUPPORTED)  # Hopper remaps rows instead
 
 
 def nvmlDeviceGetRetiredPagesPendingStatus(device):
     _gpu(device, "nvmlDeviceGetRetiredPagesPendingStatus")
-    _raise(NVML_ERROR_NOT_SUPPORTED)
+    _raise(_e.NVML_ERROR_NOT_SUPPORTED)
 
 
 def nvmlDeviceGetCurrentClocksEventReasons(handle):
     state, _ = _gpu(handle, "nvmlDeviceGetCurrentClocksEventReasons")
     mask = 0
     if _faults().of(handle.phys, "power_throttle"):
-        mask |= nvmlClocksEventReasonSwPowerCap
+        mask |= _e.nvmlClocksEventReasonSwPowerCap
     if _faults().of(handle.phys, "thermal_throttle"):
-        mask |= nvmlClocksEventReasonSwThermalSlowdown
+        mask |= _e.nvmlClocksEventReasonSwThermalSlowdown
     busy, _ = _load(state, handle.phys, sim_now())
-    return mask or (nvmlClocksEventReasonGpuIdle if busy == 0 else 0)
+    return mask or (_e.nvmlClocksEventReasonGpuIdle if busy == 0 else 0)
 
 
 def nvmlDeviceGetCurrentClocksThrottleReasons(handle):
@@ -953,14 +781,14 @@ def nvmlDeviceGetTotalEnergyConsumption(handle):
 def nvmlDeviceGetNvLinkState(device, link):
     _gpu(device, "nvmlDeviceGetNvLinkState")
     if not 0 <= link < NVLINKS:
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
-    return NVML_FEATURE_DISABLED if link < _faults().count(device.phys, "nvlink_down") else NVML_FEATURE_ENABLED
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
+    return _e.NVML_FEATURE_DISABLED if link < _faults().count(device.phys, "nvlink_down") else _e.NVML_FEATURE_ENABLED
 
 
 def nvmlDeviceGetNvLinkErrorCounter(device, link, counter):
     _gpu(device, "nvmlDeviceGetNvLinkErrorCounter")
     if not 0 <= link < NVLINKS:
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     return 0
 
 
@@ -983,7 +811,7 @@ def nvmlEventSetCreate():
 def nvmlDeviceRegisterEvents(handle, eventTypes, eventSet):
     _gpu(handle, "nvmlDeviceRegisterEvents")
     if not isinstance(eventSet, _EventSet):
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     eventSet.watched[handle.phys] = (int(eventTypes), time.time())  # faults.json's "at" is wall-clock
 
 
@@ -992,9 +820,9 @@ def nvmlEventSetWait(eventSet, timeoutms):
     (the simulator never waits: the agent asks with 0 ms)."""
     _require_init()
     if not isinstance(eventSet, _EventSet):
-        _raise(NVML_ERROR_INVALID_ARGUMENT)
+        _raise(_e.NVML_ERROR_INVALID_ARGUMENT)
     for phys, (mask, since) in sorted(eventSet.watched.items()):
-        if not mask & nvmlEventTypeXidCriticalError:
+        if not mask & _e.nvmlEventTypeXidCriticalError:
             continue
         for entry in _faults().of(phys, "xid"):
             key = (phys, entry["id"])
@@ -1003,12 +831,12 @@ def nvmlEventSetWait(eventSet, timeoutms):
             _XID_DELIVERED.add(key)
             return c_nvmlEventData_t(
                 device=c_nvmlDevice_t(phys),
-                eventType=nvmlEventTypeXidCriticalError,
+                eventType=_e.nvmlEventTypeXidCriticalError,
                 eventData=int(entry.get("code") or DEFAULT_XID),
                 gpuInstanceId=0xFFFFFFFF,
                 computeInstanceId=0xFFFFFFFF,
             )
-    _raise(NVML_ERROR_TIMEOUT)
+    _raise(_e.NVML_ERROR_TIMEOUT)
 
 
 def nvmlEventSetFree(eventSet):

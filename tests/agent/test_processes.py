@@ -164,7 +164,7 @@ def test_an_nvidia_node_ends_its_sticky_load_through_nvml(tmp_path):
     # the same operation on a simulated H100 node: the processes come from (simulated) NVML
     up = tmp_path / "nvidia"
     up.mkdir()
-    for name in ("pynvml.py", "statefiles.py", "faults.py"):
+    for name in ("pynvml.py", "nvml_errors.py", "statefiles.py", "faults.py"):
         shutil.copy(ROOT / "console" / "sim" / name, up / name)  # real copies, as the bundle ships them
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCM_CONSOLE_SIM")}
     env.update(

@@ -82,7 +82,12 @@ async def test_every_folder_gets_a_real_copy_of_the_shared_files(sim_node, tmp_p
 async def test_an_nvidia_sim_node_reads_the_simulated_nvml_from_its_own_folder(sim_node):
     cmd = await install_agent(LocalTransport("h"), sim_node("h", gpu="H100", count=2))
     assert [Path(p).name for p in cmd.amdsmi_paths] == ["nvidia"]
-    assert sorted(p.name for p in Path(cmd.amdsmi_paths[0]).iterdir()) == ["faults.py", "pynvml.py", "statefiles.py"]
+    assert sorted(p.name for p in Path(cmd.amdsmi_paths[0]).iterdir()) == [
+        "faults.py",
+        "nvml_errors.py",
+        "pynvml.py",
+        "statefiles.py",
+    ]
     result = await LocalTransport("h").run(cmd.argv("telemetry", "--count", "1"), env=cmd.env_dict(), timeout=30)
     assert result.ok and '"source":"nvml","simulated":true' in result.stdout, result.stderr
 

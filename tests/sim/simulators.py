@@ -54,9 +54,10 @@ def copy_amdsmi(dest: Path) -> Path:
 
 
 def copy_pynvml(dest: Path) -> Path:
-    """The simulated NVML as the console uploads it to an NVIDIA node: pynvml.py, statefiles.py, faults.py."""
+    """The simulated NVML as the console uploads it to an NVIDIA node: pynvml.py, nvml_errors.py, statefiles.py, faults.py."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(PYNVML_FILE, dest / "pynvml.py")
     shutil.copy(STATEFILES, dest / "statefiles.py")
     shutil.copy(FAULTS_FILE, dest / "faults.py")
+    shutil.copy(SIM_DIR / "nvml_errors.py", dest / "nvml_errors.py")  # its constants and exceptions
     return dest

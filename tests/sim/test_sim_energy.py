@@ -27,7 +27,7 @@ def _stream(tmp_path, amdsmi_path) -> list[dict]:
 def _nvidia_folder(tmp_path):
     folder = tmp_path / "nv"
     folder.mkdir()
-    for name in ("pynvml.py", "faults.py", "statefiles.py"):
+    for name in ("pynvml.py", "nvml_errors.py", "faults.py", "statefiles.py"):
         (folder / name).write_bytes((SIM_DIR / name).read_bytes() if name != "pynvml.py" else PYNVML_FILE.read_bytes())
     return folder
 
