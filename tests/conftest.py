@@ -7,6 +7,14 @@ import pytest
 from console.core.model import NodeSpec, SimulateSpec
 
 
+@pytest.fixture(autouse=True)
+def own_data_dir(tmp_path, monkeypatch):
+    """Each test writes its results, events and form memory in a folder of its own, never the
+    user's (a test may point ROCM_CONSOLE_DATA_DIR elsewhere itself); the commands a test runs
+    inherit it."""
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "own-data"))
+
+
 @pytest.fixture
 def sim_node(tmp_path):
     """Factory for simulated nodes reached through LocalTransport."""

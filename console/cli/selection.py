@@ -32,9 +32,11 @@ class Selection:
 
     @functools.cached_property
     def instances(self) -> InstanceService:
+        from console.services.events import EventLog
         from console.services.instances import InstanceService  # here: `status` needs no instances
 
-        return InstanceService(self.pool)
+        # A stop or a refused start from the command line is on the timeline, as from the TUI.
+        return InstanceService(self.pool, timeline=EventLog().append)
 
     @functools.cached_property
     def groups(self) -> GroupService:

@@ -52,6 +52,11 @@ def test_serve_lifecycle_on_the_simulator(profile):
     finally:
         stop = run("serve", "stop", "t", "--profile", str(profile))
     assert stop.returncode == 0 and "t: stopped" in stop.stdout
+    # The stop is on the timeline, as a stop from the TUI is.
+    timeline = run("events", "--profile", str(profile), "--json", "--kind", "instance.stopped")
+    assert timeline.returncode == 0, timeline.stderr
+    stops = json.loads(timeline.stdout)
+    assert [e["instance"] for e in stops] == ["t"], timeline.stdout
     proc = run("serve", "stop", "t", "--profile", str(profile))
     assert proc.returncode == 0  # stopping a stopped instance is not an error
     proc = run("serve", "logs", "ghost", "--profile", str(profile))

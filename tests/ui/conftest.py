@@ -40,13 +40,6 @@ class FaultyReplay(ReplayTransport):
             yield line
 
 
-@pytest.fixture(autouse=True)
-def own_data_dir(tmp_path, monkeypatch):
-    """Each UI test writes its results, events and form memory in a folder of its own (a test
-    may point ROCM_CONSOLE_DATA_DIR elsewhere itself)."""
-    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "own-data"))
-
-
 @pytest.fixture
 def live_app():
     """An app over looping replays (new samples every `pace` s): collection never stops."""
