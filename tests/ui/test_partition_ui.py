@@ -320,9 +320,14 @@ async def test_one_cpx_gpu_without_a_false_reload_warning(sim_node, tmp_path):
         assert not isinstance(app.screen, ReloadConfirm)
         assert await wait_for(pilot, lambda: screen.state == PartitionScreen.DONE, timeout=60), screen.failure
         assert "57 logical GPUs on the node" in text_of(screen, "#partition-result")
-    # the switch is on the fleet's timeline
+        assert await wait_for(pilot, lambda: len(fleet.snapshot("one").static) == 57, timeout=30)
+        await pilot.pause(0.5)  # samples of the new layout reach the timeline's watch
+    # the switch is on the fleet's timeline, once: the node itself did not change (8 MI300X
+    # still, whatever their logical count), so no node.changed and no change mark
     [switch] = [e for e in log.read() if e.kind == "partition.switched"]
     assert (switch.node, switch.message) == ("one", "partition switched to SPX on GPUs 1")
+    assert (tmp_path / "node-versions" / "one.json").exists()  # the node's versions were recorded
+    assert [e.kind for e in log.read() if e.kind == "node.changed"] == [] and app.health_watch.changes == {}
 
 
 async def test_a_refused_end_stays_with_the_nodes_reason(sim_node, tmp_path):
