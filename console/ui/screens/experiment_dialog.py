@@ -50,7 +50,7 @@ def local_check(path: Path) -> tuple[Experiment | None, list[str]]:
 class ExperimentDialog(FormDialog["ExperimentRequest | None"]):
     PREFIX = "exp"
     TITLE_TEXT = "Run a layout experiment"
-    SUBTITLE_TEXT = "Enter runs · ctrl+t checks · Esc cancels"
+    SUBTITLE_TEXT = "^s runs · ^t checks · ↵ next field · Esc cancels"
     GO_LABEL = "Run"
     PREVIEW = True
     FIRST_FIELD = "#exp-env"
