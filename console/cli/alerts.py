@@ -8,7 +8,12 @@ its command gets the alert as JSON on stdin, its webhook the same JSON by POST. 
 prints one line per action (a webhook by scheme and host only; tokens never), records
 the test as an `alert.fired` event, and exits 1 when an action failed, 2 on bad input
 (no rules, an unknown rule, a bad profile).  A rule needs no node: a profile holding
-only [[alert]] tables will do.
+only [[alert]] tables will do.  With --demo, --profile files add their rules to the demo's
+(as everywhere else).  A rule naming a node the profile lacks, or a webhook_env holding a
+URL that will not be sent to, is one warning line each on stderr.
+
+Everything printed that came from outside (a command's stderr, a rule's text, a URL's
+host) goes through console.core.text.printable: escape sequences show, never act.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from console.cli.common import (
     add_command_options,
     user_config_dir,
 )
-from console.core.profiles import demo_profile_path, discover_profile_paths, load_profile
+from console.core.profiles import discover_profile_paths, load_profile
+from console.core.text import printable
 
 if TYPE_CHECKING:
     from console.core.health_profile import HealthSettings
+    from console.core.model import Profile
 
 TEST_RETRIES = 2  # a test says quickly whether the receiver works
 
@@ -48,16 +55,42 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     return [lst, test]
 
 
-def _settings(args: argparse.Namespace) -> tuple[HealthSettings, list[Path]]:
+def _settings(args: argparse.Namespace) -> tuple[HealthSettings, Profile, list[Path]]:
+    from console.core.alerts import unknown_nodes
     from console.core.health_profile import health_settings
 
     builtin = [PRESETS_PATH] if PRESETS_PATH.exists() else []
+    explicit = getattr(args, "profile", None) or []
     if getattr(args, "demo", False):
-        paths = [demo_profile_path()]
+        from console.services.demo import demo_profile
+
+        # The README's promise: `--demo --profile mine.toml` applies mine.toml's [[alert]] rules.
+        profile, note = demo_profile(explicit, builtin)
+        if note:
+            _warn(note)
+        paths = [Path(f) for f in profile.files]
     else:
-        paths = discover_profile_paths(getattr(args, "profile", None) or [], Path.cwd(), user_config_dir())
-    profile = load_profile([*builtin, *paths])
-    return health_settings(profile), paths
+        paths = discover_profile_paths(explicit, Path.cwd(), user_config_dir())
+        profile = load_profile([*builtin, *paths])
+    settings = health_settings(profile)
+    for line in unknown_nodes(settings.alerts, [n.name for n in profile.nodes]):
+        _warn(line)
+    return settings, profile, paths
+
+
+def _warn(line: str) -> None:
+    print(f"rocm-console: warning: {printable(line)}", file=sys.stderr)
+
+
+def _secret_names(settings: HealthSettings, profile: Profile) -> set[str]:
+    """Every variable the profile names as holding a secret: no alert command gets them."""
+    from console.services.alerts import secret_env
+
+    names = secret_env(settings.alerts)
+    names.update(p.api_key_env for p in profile.serve_presets if p.api_key_env)
+    if profile.prometheus is not None and profile.prometheus.token_env:
+        names.add(profile.prometheus.token_env)
+    return names
 
 
 def _actions_text(rule) -> str:
@@ -74,13 +107,19 @@ def _actions_text(rule) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings, paths = _settings(args)
+    import os
+
+    from console.services.alerts import env_url_problems
+
+    settings, profile, paths = _settings(args)
     if not settings.alerts:
         searched = ", ".join(str(p) for p in paths) or "./profiles/*.toml, " + str(user_config_dir())
         raise UsageError(f"no [[alert]] rules in the profile (searched {searched})")
     if args.alerts_command == "list":
+        for line in env_url_problems(settings.alerts, os.environ):
+            _warn(line)
         return _list(args, settings)
-    return _test(args, settings)
+    return _test(args, settings, _secret_names(settings, profile))
 
 
 def _list(args: argparse.Namespace, settings: HealthSettings) -> int:
@@ -100,11 +139,11 @@ def _list(args: argparse.Namespace, settings: HealthSettings) -> int:
         return EXIT_OK
     width = max(len(r.name) for r in settings.alerts)
     for r in settings.alerts:
-        print(f"{r.name.ljust(width)}  {r.condition.text}  -> {_actions_text(r)}")
+        print(printable(f"{r.name.ljust(width)}  {r.condition.text}  -> {_actions_text(r)}"))
     return EXIT_OK
 
 
-def _test(args: argparse.Namespace, settings: HealthSettings) -> int:
+def _test(args: argparse.Namespace, settings: HealthSettings, secrets: set[str]) -> int:
     from console.core.alerts import notice_for_test
     from console.services.alerts import AlertDispatcher
     from console.services.events import EventLog
@@ -114,7 +153,7 @@ def _test(args: argparse.Namespace, settings: HealthSettings) -> int:
         rule = settings.alert(args.rule)
         if rule is None:
             known = ", ".join(r.name for r in rules)
-            raise UsageError(f"--rule {args.rule!r}: no such rule (known: {known})")
+            raise UsageError(f"--rule {printable(args.rule)!r}: no such rule (known: {known})")
         rules = [rule]
 
     # The lines below say every outcome; the dispatcher's own log lines would repeat them.
@@ -122,7 +161,7 @@ def _test(args: argparse.Namespace, settings: HealthSettings) -> int:
     logging.getLogger("console.alerts").propagate = False
 
     async def fire() -> list:
-        dispatcher = AlertDispatcher(backoff_base=0.5, backoff_cap=2.0)
+        dispatcher = AlertDispatcher(backoff_base=0.5, backoff_cap=2.0, hide_env=secrets)
         try:
             out = []
             for rule in rules:
@@ -149,6 +188,6 @@ def _test(args: argparse.Namespace, settings: HealthSettings) -> int:
         for row in report:
             status = "ok  " if row["ok"] else "FAIL"
             action = row["action"] or "-"
-            line = f"{status}  {row['rule']}  {action}: {row['detail']}"
+            line = printable(f"{status}  {row['rule']}  {action}: {row['detail']}")
             print(line, file=sys.stdout if row["ok"] else sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK

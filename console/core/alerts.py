@@ -42,9 +42,12 @@ __all__ = [
     "Condition",
     "ConditionError",
     "gpu_values",
+    "MAX_DURATION",
     "parse_condition",
     "parse_duration",
     "notice_for_test",
+    "unknown_nodes",
+    "webhook_problem",
 ]
 
 # Numeric fields of a telemetry tick (console/core/model.py GpuMetrics), plus VRAM in percent.
@@ -76,14 +79,20 @@ class ConditionError(ValueError):
 
 _DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)\s*\Z", re.IGNORECASE)
 _SCALE = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+# The longest 'for': a condition that must hold longer than a week would in practice never
+# fire (a restart forgets it); 999999999d is a typo, said as one, not a rule that is silent.
+MAX_DURATION = 7 * 86400.0
 
 
 def parse_duration(text: str) -> float:
-    """'30s', '5m', '1.5h', '2d' -> seconds; ConditionError otherwise."""
+    """'30s', '5m', '1.5h', '2d' -> seconds; ConditionError otherwise (each caller bounds it)."""
     found = _DURATION_RE.match(text)
     if not found:
         raise ConditionError(f"{text.strip()!r} is not a duration (e.g. 30s, 5m, 1h)")
-    return float(found.group(1)) * _SCALE[found.group(2).lower()]
+    seconds = float(found.group(1)) * _SCALE[found.group(2).lower()]
+    if not math.isfinite(seconds):  # 400 digits of days
+        raise ConditionError(f"{text.strip()!r} is too long")
+    return seconds
 
 
 def fmt_duration(seconds: float) -> str:
@@ -185,6 +194,10 @@ def parse_condition(text: str) -> Condition:
             duration = parse_duration(rest[0][1])
             if duration <= 0:
                 raise ConditionError("the duration after 'for' must be more than 0")
+            if duration > MAX_DURATION:
+                raise ConditionError(
+                    f"'for {rest[0][1]}' is longer than the longest duration, {fmt_duration(MAX_DURATION)}"
+                )
             words = words[:i]
             break
     if not words:
@@ -361,6 +374,50 @@ class AlertNotice:
             details["test"] = True
         message = self.text.removeprefix("[rocm-console] ")
         return Event(self.time, kind, self.node, self.gpu, self.instance, severity, message, details)
+
+
+def unknown_nodes(rules: Sequence[AlertRule], known: Sequence[str]) -> list[str]:
+    """One line per rule whose `nodes` names a node the profile does not have: that name
+    never matches, so the rule would be silent for it (a typo, or a node left out). A profile
+    with no nodes at all (a file of [[alert]] rules alone, for `alerts test`) is not judged."""
+    out: list[str] = []
+    if not known:
+        return out
+    for rule in rules:
+        missing = [n for n in rule.nodes if n not in known]
+        if missing:
+            names = ", ".join(repr(n) for n in missing)
+            have = ", ".join(known)
+            where = f"{rule.source}:{rule.line}: " if rule.source and rule.line else ""
+            out.append(
+                f"{where}[[alert]] rule {rule.name!r}: nodes {names} not in the profile (nodes: {have}); "
+                "the rule never fires for it"
+            )
+    return out
+
+
+def webhook_problem(url: str | None) -> str | None:
+    """What is wrong with a webhook URL (None: nothing), in words that never quote it:
+    a URL from the environment is a secret. A user or password in it is refused, as in
+    the profile: httpx would send it as Basic auth in place of the rule's Bearer token."""
+    import urllib.parse
+
+    if not url or not url.strip():
+        return "is empty"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "holds a URL with spaces or control characters"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # '[::1' (an unclosed bracket), a port out of range or not a number
+        return f"holds no valid URL ({str(exc).lower() or 'unreadable'})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "holds no http(s) URL"
+    if parts.username is not None or parts.password is not None:
+        return "holds a user or password in the URL: give the token in token_env instead"
+    if port == 0:
+        return "holds a URL with port 0"
+    return None
 
 
 def notice_for_test(rule: AlertRule, now: float) -> AlertNotice:

@@ -5,12 +5,19 @@ drops the newest and says so once), a worker starts one task per notice (at most
 ``concurrency`` at a time), so a slow or failing receiver delays nobody else.
 
 - command: the rule's argv run without a shell (its own session, so a timeout kills
-  it and its children), the alert as JSON on stdin; a non-zero exit or a timeout is
-  a failure.  The webhook's URL and token variables are not passed on to it.
+  it and its children), the alert as JSON on stdin, one line ending in a newline (a
+  command that appends it to a file keeps one alert a line); a non-zero exit or a
+  timeout is a failure.  No command gets the webhook URL or token variable of any rule
+  (nor the other secrets' variables the dispatcher is told of with ``hide_env``).
 - webhook: ``POST`` of the same JSON, which carries a ``text`` field (Slack and
   Mattermost incoming webhooks show it); ``Authorization: Bearer <token>`` when the
   rule names ``token_env``.  A connection error, a timeout, 429 or a 5xx is retried
   with capped exponential backoff (console/core/backoff.py); other answers are final.
+  A URL from the environment that is not a usable http(s) URL, or that carries a user
+  or password (Basic auth would replace the token), is one failure naming the rule.
+
+Each action's outcome is kept on its own: one action that fails in any way, even by a
+bug, is a failed Delivery, never the loss of the rule's other actions' outcomes.
 
 A failing action is logged once (logger ``console.alerts``) until it works again.
 The token and a URL taken from the environment are never printed: messages name
@@ -37,12 +44,13 @@ from dataclasses import dataclass
 
 import httpx
 
-from console.core.alerts import AlertEngine, AlertNotice, AlertRule
+from console.core.alerts import AlertEngine, AlertNotice, AlertRule, webhook_problem
 from console.core.backoff import backoff_delay
 from console.core.events import Event
+from console.core.text import printable
 from console.services.events import EventLog
 
-__all__ = ["AlertDispatcher", "AlertService", "Delivery", "redact", "receiver_name"]
+__all__ = ["AlertDispatcher", "AlertService", "Delivery", "env_url_problems", "redact", "receiver_name", "secret_env"]
 
 log = logging.getLogger("console.alerts")
 REDACTED = "***"
@@ -66,7 +74,24 @@ def receiver_name(url: str) -> str:
         port = f":{parts.port}" if parts.port else ""
     except ValueError:  # a port out of range: the host alone says enough
         port = ""
-    return f"{parts.scheme}://{host}{port}"
+    return printable(f"{parts.scheme}://{host}{port}")
+
+
+def secret_env(rules: Iterable[AlertRule]) -> set[str]:
+    """The environment variables the rules name for a webhook URL or a token: secrets."""
+    return {name for r in rules for name in (r.webhook_env, r.token_env) if name}
+
+
+def env_url_problems(rules: Iterable[AlertRule], env: Mapping[str, str]) -> list[str]:
+    """One line per rule whose webhook_env holds a URL that will not be sent to (a set but
+    malformed URL, or one carrying credentials): said when the rules are loaded."""
+    out = []
+    for rule in rules:
+        if rule.webhook_env and env.get(rule.webhook_env):
+            problem = webhook_problem(env[rule.webhook_env])
+            if problem:
+                out.append(f"alert {rule.name}: webhook_env {rule.webhook_env} {problem}; its webhook is not sent")
+    return out
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:
@@ -77,7 +102,9 @@ def redact(text: str, secrets: Iterable[str | None]) -> str:
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    line = " ".join(text.split())
+    """One line, shown as text: a command's stderr may carry escape sequences (ESC, BEL,
+    OSC title changes) that must not act on the terminal or screen that prints it."""
+    line = printable(" ".join(text.split()))
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
@@ -91,12 +118,16 @@ class AlertDispatcher:
         backoff_base: float = 1.0,
         backoff_cap: float = 60.0,
         env: Mapping[str, str] | None = None,
+        hide_env: Iterable[str] = (),
     ) -> None:
         self.queue: asyncio.Queue[AlertNotice] = asyncio.Queue(maxsize=queue_size)
         self.retries = retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.env = env if env is not None else os.environ
+        # Secret variables no command gets: every rule's webhook URL and token (AlertService
+        # adds its rules'), whichever rule the command belongs to.
+        self.hidden_env: set[str] = set(hide_env)
         self.results: deque[Delivery] = deque(maxlen=256)  # the latest outcomes, for screens and tests
         self.dropped = 0
         self._concurrency = concurrency
@@ -188,15 +219,32 @@ class AlertDispatcher:
 
     # -- one notice
 
+    def hide(self, names: Iterable[str | None]) -> None:
+        """Keep these environment variables from every command (secrets named elsewhere)."""
+        self.hidden_env.update(n for n in names if n)
+
     async def deliver(self, notice: AlertNotice, *, retries: int | None = None) -> list[Delivery]:
         """Run a notice's actions side by side; their outcomes (also kept in ``results``)."""
         payload = notice.payload()
         jobs = []
         if notice.rule.command:
-            jobs.append(self.run_command(notice.rule, payload))
+            jobs.append(("command", self.run_command(notice.rule, payload)))
         if notice.rule.webhook or notice.rule.webhook_env:
-            jobs.append(self.post_webhook(notice.rule, payload, self.retries if retries is None else retries))
-        out = list(await asyncio.gather(*jobs))
+            jobs.append(
+                ("webhook", self.post_webhook(notice.rule, payload, self.retries if retries is None else retries))
+            )
+        # return_exceptions: an action that raises is its own failure; the other's outcome stays.
+        done = await asyncio.gather(*(job for _, job in jobs), return_exceptions=True)
+        out = []
+        for (action, _), result in zip(jobs, done):
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result  # KeyboardInterrupt, SystemExit: not an action's failure
+                why = f"unexpected {type(result).__name__}"
+                result = Delivery(notice.rule.name, action, False, redact(why, self._secrets(notice.rule)), 0)
+            out.append(result)
         for result in out:
             self._note(result)
         return out
@@ -216,8 +264,8 @@ class AlertDispatcher:
 
     async def run_command(self, rule: AlertRule, payload: Mapping) -> Delivery:
         started = time.monotonic()
-        data = json.dumps(payload).encode("utf-8")
-        hidden = {rule.token_env, rule.webhook_env}
+        data = json.dumps(payload).encode("utf-8") + b"\n"
+        hidden = self.hidden_env | {rule.token_env, rule.webhook_env}
         child_env = {k: v for k, v in self.env.items() if k not in hidden}
 
         def done(ok: bool, detail: str) -> Delivery:
@@ -260,10 +308,12 @@ class AlertDispatcher:
             if not url:
                 return Delivery(rule.name, "webhook", False, f"webhook_env {rule.webhook_env} is not set", 0)
         assert url is not None
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            # Only a URL from the environment can get here (the profile's are checked when it loads).
-            return Delivery(rule.name, "webhook", False, f"webhook_env {rule.webhook_env} holds no http(s) URL", 0)
+        problem = webhook_problem(url)
+        if problem:
+            # Only a URL from the environment can get here (the profile's are checked when it
+            # loads); the message never quotes it, it is a secret.
+            what = f"webhook_env {rule.webhook_env}" if rule.webhook_env else "webhook"
+            return Delivery(rule.name, "webhook", False, f"{what} {problem}", 0)
         where = receiver_name(url)
         headers = {"Content-Type": "application/json", "User-Agent": "rocm-console"}
         if rule.token_env:
@@ -281,6 +331,9 @@ class AlertDispatcher:
                 response = await self._client.post(url, content=body, headers=headers, timeout=rule.timeout)
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 detail = f"{where}: {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
+            except Exception as exc:  # what the URL check missed, raised deep in the client: final
+                detail = f"{where}: unexpected {type(exc).__name__}"
+                break
             else:
                 if 200 <= response.status_code < 300:
                     return Delivery(
@@ -315,6 +368,10 @@ class AlertService:
         self.engine = AlertEngine(rules)
         self.events = events
         self.dispatcher = dispatcher if dispatcher is not None else AlertDispatcher()
+        self.dispatcher.hide(secret_env(rules))
+        # A webhook_env URL that will never be sent to is said now, once, not at the first alert.
+        for line in env_url_problems(rules, self.dispatcher.env):
+            log.warning("%s", line)
 
     def handle(self, notices: Sequence[AlertNotice]) -> list[Event]:
         """Record notices as events and queue their deliveries; returns the events."""
