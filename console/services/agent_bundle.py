@@ -170,7 +170,6 @@ def _bundle(simulated: bool) -> tuple[str, tuple[tuple[str, bytes], ...]]:
         files.append(("sim/nvidia/pynvml.py", SIM_PYNVML_SOURCE.read_bytes()))
         files.append(("sim/nvidia/statefiles.py", STATEFILES_SOURCE.read_bytes()))
         files.append(("sim/nvidia/faults.py", SIM_FAULTS_SOURCE.read_bytes()))
-        files.append(("sim/nvidia/nvml_errors.py", (_PKG / "sim" / "nvml_errors.py").read_bytes()))  # pynvml.py's constants
         files.append(
             ("sim/nvidia/nvml_errors.py", (_PKG / "sim" / "nvml_errors.py").read_bytes())
         )  # pynvml.py's constants
