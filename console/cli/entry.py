@@ -59,7 +59,7 @@ def run_tui(args: argparse.Namespace) -> int:
 
     check_loop_pace()
     profile = load_selected_profile(args)
-    from console.ui.app import run_app
+    from console.ui.launch import run_app
 
     return run_app(profile, interval=args.interval, demo=bool(args.demo))
 

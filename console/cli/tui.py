@@ -69,7 +69,7 @@ def run_tui(args: argparse.Namespace) -> int:
     # The local nodes' agents come up while the UI loads (services/early_agents.py).
     start_local_agents(profile, args.interval)
     try:
-        from console.ui.app import run_app
+        from console.ui.launch import run_app
 
         return run_app(profile, interval=args.interval, demo=bool(args.demo), notes=notes)
     finally:

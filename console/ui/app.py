@@ -17,7 +17,6 @@ import asyncio
 import gc
 import logging
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
@@ -36,6 +35,7 @@ from console.services.fleet import FleetEvent, FleetTelemetry, NodeStateChanged,
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.ui.commands import FleetCommands, InstanceCommands, ScreenCommands
+from console.ui.instance_actions import InstanceActions
 from console.ui.keys import APP_BINDINGS, describe_keys, known_binding_ids
 from console.ui.messages import (
     InstanceActionFailed,
@@ -46,7 +46,7 @@ from console.ui.messages import (
     TelemetryUpdated,
 )
 from console.ui.model.fleet_view import FleetView
-from console.ui.model.instance_board import ACTIVE, ENDED, InstanceBoard
+from console.ui.model.instance_board import InstanceBoard
 from console.ui.model.instance_source import InstanceSource, ServiceInstances
 from console.ui.screens.fleet import FleetScreen
 from console.ui.toasts import merge_toast
@@ -88,7 +88,7 @@ READY_TIMEOUT = 1800.0  # a start that is not ready after this is reported as st
 Worker.StateChanged.bubble = True
 
 
-class ConsoleApp(App[int]):
+class ConsoleApp(InstanceActions):
     TITLE = "rocm-console"
     # Absolute: Textual resolves a relative path against the file of the *subclass*.
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
@@ -509,73 +509,6 @@ class ConsoleApp(App[int]):
         finally:
             self._following.discard(key)
 
-    def confirm_stop(self, node: str, name: str) -> None:
-        from console.ui.screens.confirm import ConfirmScreen
-
-        view = self.board.find(node, name)
-        refusal = _stop_refusal(view, node, name)
-        if refusal:
-            self.notify(refusal, markup=False)
-            return
-        assert view is not None  # _stop_refusal said so
-        gpus = ",".join(map(str, view.gpus))
-        question = (
-            f"Stop {name} on {node}?\n{view.model or '?'} on GPU {gpus}, port {view.port or '?'}.\n"
-            "vLLM gets SIGINT, then SIGTERM after 30 s, then SIGKILL."
-        )
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.stop_instance(node, name)
-
-        self.push_screen(ConfirmScreen("Stop instance", question, "Stop"), answered)
-
-    def stop_instance(self, node: str, name: str) -> None:
-        view = self.board.find(node, name)
-        if view is not None:
-            self.board.progress(replace(view, state=InstanceState.STOPPING))
-            self._dirty = True
-        run_named(self, self._run_stop(node, name), f"stop:{node}:{name}", exclusive=True)
-
-    async def _run_stop(self, node: str, name: str) -> None:
-        try:
-            view = await self.instances.stop(self.fleet.spec(node), name)
-        except (InstanceError, TransportError) as exc:
-            self.post_message(InstanceActionFailed(node, name, "stop", one_line(exc)))
-        else:
-            self.post_message(InstanceSettled(view, "stop"))
-
-    def confirm_forget(self, node: str, name: str) -> None:
-        from console.ui.screens.confirm import ConfirmScreen
-
-        view = self.board.find(node, name)
-        if view is None or view.state not in ENDED:
-            self.notify(
-                f"{name} is still running: stop it first (x)" if view else f"no instance {name} on {node}", markup=False
-            )
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                run_named(self, self._run_forget(view), f"forget:{node}:{name}")
-
-        self.push_screen(
-            ConfirmScreen(
-                "Forget instance",
-                f"Forget {name} on {node}?\nIts log and exit status are deleted on the node.",
-                "Forget",
-            ),
-            answered,
-        )
-
-    async def _run_forget(self, view: InstanceView) -> None:
-        try:
-            await self.instances.remove(self.fleet.spec(view.node), view.name)
-        except (InstanceError, TransportError) as exc:
-            self.post_message(InstanceActionFailed(view.node, view.name, "forget", one_line(exc)))
-        else:
-            self.post_message(InstanceSettled(view, "forget"))
-
     def open_start_dialog(
         self,
         node: str | None = None,
@@ -903,51 +836,3 @@ class _NoticeHandler(logging.Handler):
             self.app.notify(text, title="node", severity="warning", timeout=20, markup=False)
         except Exception:  # noqa: BLE001, S110 - a notice must never break the app
             pass
-
-
-def _stop_refusal(view: InstanceView | None, node: str, name: str) -> str | None:
-    if view is None:
-        return f"no instance {name} on {node}"
-    if view.state == InstanceState.UNMANAGED:
-        pid = f" (kill -INT {view.pid} on the node)" if view.pid else ""
-        return f"{name} was started outside the console: stop it on {node}{pid}"
-    if view.state == InstanceState.STOPPING:
-        return f"{name} is already stopping"
-    if view.state not in ACTIVE:
-        return f"{name} has already ended ({view.state.value}); d in the instances panel forgets it"
-    return None
-
-
-def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False, notes: Sequence[str] = ()) -> int:
-    from console.core.health_profile import health_settings
-    from console.services.events import EventLog
-    from console.ui.paced_loop import run_paced
-
-    if not demo:
-        app = ConsoleApp(profile, interval=interval, events=EventLog(), health=health_settings(profile))
-        run_paced(app.run_async())
-        return app.return_code or 0
-    from console.services import demo as demo_life
-
-    # Before anything starts: every local child inherits the lifeline.
-    token = demo_life.claim_lifeline()
-    try:
-        demo_life.use_private_state()  # made already when the TUI entry started the agents early
-        demo_life.use_demo_data_dir()
-        demo_life.seed_history()
-        from console.services.baseline_demo import prepare_demo
-
-        prepare_demo(profile)  # a seeded baseline, and mi300x-spx's simulated ROCm upgraded since
-        app = ConsoleApp(
-            profile,
-            interval=interval,
-            demo_instances=demo_life.DEMO_INSTANCES,
-            events=EventLog(),  # in the demo's own data dir (use_demo_data_dir)
-            health=health_settings(profile),
-            start_notes=notes,
-        )
-        run_paced(app.run_async())
-        return app.return_code or 0
-    finally:  # a clean quit stops the demo's processes now rather than at their next look
-        demo_life.stop_bound(token)
-        demo_life.remove_private_state()  # after its processes: they write there until they end

@@ -260,6 +260,7 @@ _FLEET_ACTIONS: tuple[tuple[PaletteEntry, str, tuple[object, ...]], ...] = (
         for key, column, words in (
             ("U", "util", "utilization"),
             ("M", "vram", "VRAM used"),
+            ("V", "free", "free VRAM (the most free first)"),
             ("W", "power", "power"),
             ("T", "temp", "temperature (hottest first)"),
             ("C", "clock", "GFX clock"),

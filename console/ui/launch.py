@@ -1,0 +1,44 @@
+"""Starting the console's app for a profile: a real fleet, or the demo with its lifeline,
+its own state and data folders, seeded history and instances (cli/tui.py calls it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from console.core.model import Profile
+from console.ui.app import ConsoleApp
+
+
+def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False, notes: Sequence[str] = ()) -> int:
+    from console.core.health_profile import health_settings
+    from console.services.events import EventLog
+    from console.ui.paced_loop import run_paced
+
+    if not demo:
+        app = ConsoleApp(profile, interval=interval, events=EventLog(), health=health_settings(profile))
+        run_paced(app.run_async())
+        return app.return_code or 0
+    from console.services import demo as demo_life
+
+    # Before anything starts: every local child inherits the lifeline.
+    token = demo_life.claim_lifeline()
+    try:
+        demo_life.use_private_state()  # made already when the TUI entry started the agents early
+        demo_life.use_demo_data_dir()
+        demo_life.seed_history()
+        from console.services.baseline_demo import prepare_demo
+
+        prepare_demo(profile)  # a seeded baseline, and mi300x-spx's simulated ROCm upgraded since
+        app = ConsoleApp(
+            profile,
+            interval=interval,
+            demo_instances=demo_life.DEMO_INSTANCES,
+            events=EventLog(),  # in the demo's own data dir (use_demo_data_dir)
+            health=health_settings(profile),
+            start_notes=notes,
+        )
+        run_paced(app.run_async())
+        return app.return_code or 0
+    finally:  # a clean quit stops the demo's processes now rather than at their next look
+        demo_life.stop_bound(token)
+        demo_life.remove_private_state()  # after its processes: they write there until they end
