@@ -9,6 +9,7 @@ import argparse
 from collections.abc import Sequence
 
 from console.cli.common import UsageError, parse_pairs
+from console.core import bounds
 from console.core.bench.argv import apply_bench_overrides, check_bench_argv
 from console.core.model import BenchPreset, Profile
 from console.core.serve.argv import check_serve_overrides, take_tp
@@ -82,6 +83,8 @@ def concurrency_points(args, profile: Profile) -> Sequence[int | None]:
         raise UsageError("give --concurrency or --set max_concurrency, not both")
     if args.bench_command == "run":
         if args.concurrency is not None:
+            if args.concurrency > bounds.CONCURRENCY:  # the preset's bound (docs/benchmarks.md)
+                raise UsageError(f"--concurrency {args.concurrency}: must be at most {bounds.CONCURRENCY}")
             return [args.concurrency]
         if len(applied.max_concurrency) > 1 and _overridden(overrides, "max_concurrency"):
             raise UsageError(
@@ -98,6 +101,8 @@ def concurrency_points(args, profile: Profile) -> Sequence[int | None]:
             raise UsageError(f"--concurrency {args.concurrency!r}: expected positive numbers")
         if len(set(points)) != len(points):
             raise UsageError(f"--concurrency {args.concurrency!r}: a value is listed twice")
+        if max(points) > bounds.CONCURRENCY:
+            raise UsageError(f"--concurrency {args.concurrency!r}: must be at most {bounds.CONCURRENCY}")
         return points
     if len(applied.max_concurrency) < 2:
         raise UsageError(f"preset {args.preset!r} has no concurrency list: give --concurrency 1,4,16")

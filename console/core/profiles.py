@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from console.core import bounds
 from console.core.errors import ProfileError
 from console.core.model import BenchPreset, ModelsConfig, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
@@ -237,6 +238,19 @@ def _int_range(low: int, high: int | None = None) -> Callable[[object], int]:
 _port = _int_range(1, 65535)
 
 
+def _int_up_to(low: int, high: int) -> Callable[[object], int]:
+    """An integer >= low with a documented upper bound (console/core/bounds.py), each said apart."""
+    at_least = _int_range(low)
+
+    def check(value: object) -> int:
+        number = at_least(value)
+        if number > high:
+            raise Invalid(f"must be at most {high}, got {number}")
+        return number
+
+    return check
+
+
 def _number(value: object) -> float:
     if not _is_number(value):
         raise _expected("a number", value)
@@ -370,12 +384,22 @@ def _request_rate(value: object) -> float | None:
         return None
     if isinstance(value, str):
         raise Invalid(f'expected a number or "inf", got {describe(value)}')
-    return _positive(value)
+    return _positive_up_to(bounds.REQUEST_RATE)(value)
+
+
+def _positive_up_to(high: float) -> Callable[[object], float]:
+    def check(value: object) -> float:
+        number = _positive(value)
+        if number > high:
+            raise Invalid(f"must be at most {high:g}, got {value}")
+        return number
+
+    return check
 
 
 def _concurrency(value: object) -> tuple[int, ...]:
     """One limit, or a list of them for a sweep."""
-    check = _int_range(1)
+    check = _int_up_to(1, bounds.CONCURRENCY)
     if not isinstance(value, list):
         if not _is_int(value):
             raise _expected("an integer or an array of integers", value)
@@ -553,7 +577,7 @@ def _node_names(value: object) -> tuple[str, ...]:
 
 _SERVE_FIELDS: dict[str, _Check] = {
     "model": _text,
-    "tp": _int_range(1),
+    "tp": _int_up_to(1, bounds.PARALLEL),
     "args": _args,
     "env": _env,
     "env_by_vllm": _env_by_vllm,  # env per vLLM release range (core/serve/rules.py env_for_vllm)
@@ -562,9 +586,9 @@ _SERVE_FIELDS: dict[str, _Check] = {
     "port": _port,
     "served_model_name": _text,
     # multi-node on Ray (console/core/multinode.py)
-    "pp": _int_range(1),
-    "dp": _int_range(1),
-    "dp_local": _int_range(1),
+    "pp": _int_up_to(1, bounds.PARALLEL),
+    "dp": _int_up_to(1, bounds.PARALLEL),
+    "dp_local": _int_up_to(1, bounds.PARALLEL),
     "nodes": _node_names,
     "ray_port": _port,
     "head_address": _token,
@@ -580,14 +604,14 @@ BENCH_FIELDS: dict[str, _Check] = {
     "endpoint": _token,
     "dataset": _token,
     "dataset_path": _text,
-    "input_len": _int_range(1),
-    "output_len": _int_range(1),
+    "input_len": _int_up_to(1, bounds.TOKENS),  # upper bounds: console/core/bounds.py
+    "output_len": _int_up_to(1, bounds.TOKENS),
     "range_ratio": _range_ratio,
-    "num_prompts": _int_range(1),
+    "num_prompts": _int_up_to(1, bounds.NUM_PROMPTS),
     "request_rate": _request_rate,
     "max_concurrency": _concurrency,
-    "burstiness": _positive,
-    "seed": _integer,
+    "burstiness": _positive_up_to(bounds.BURSTINESS),
+    "seed": _int_up_to(0, bounds.SEED),
     "ignore_eos": _boolean,
     "percentile_metrics": _percentile_metrics,
     "metric_percentiles": _metric_percentiles,

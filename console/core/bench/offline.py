@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from console.core import bounds
 from console.core.bench.output_events import BenchProgress
 from console.core.bench.progress import parse_progress, strip_ansi
 from console.core.profiles import PROFILES_DIR
@@ -123,6 +124,8 @@ def _preset_value(key: str, value: object) -> object:
     if key in _INT_KEYS:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise OfflineError(f"expected a positive integer, got {value!r}")
+        if value > bounds.OFFLINE[key]:
+            raise OfflineError(f"must be at most {bounds.OFFLINE[key]}, got {value}")
         return value
     if key in ("model", "note"):
         if not isinstance(value, str) or not value.strip():
@@ -191,6 +194,8 @@ def apply_offline_overrides(preset: OfflinePreset, overrides: Mapping[str, str])
             raise OfflineError(f"--set {key}={text}: expected a positive integer") from None
         if number < 1:
             raise OfflineError(f"--set {key}={text}: expected a positive integer")
+        if number > bounds.OFFLINE[norm]:
+            raise OfflineError(f"--set {key}={text}: must be at most {bounds.OFFLINE[norm]}")
         changes[norm] = number
     return replace(preset, **changes) if changes else preset
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from console.core import bounds
 from console.core.model import ServePreset
 
 __all__ = [
@@ -226,8 +227,10 @@ def take_tp(overrides: Mapping[str, str]) -> tuple[int | None, dict[str, str]]:
     for key, value in overrides.items():
         if key.lstrip("-").replace("-", "_") in TP_KEYS:
             text = str(value).strip()
-            if not text.isdigit() or int(text) < 1:
+            if not (text.isascii() and text.isdigit()) or int(text) < 1:
                 raise ValueError(f"--set {key}={value}: the tensor-parallel size is a whole number >= 1")
+            if len(text) > 9 or int(text) > bounds.PARALLEL:  # len first: int() of 5000 digits raises
+                raise ValueError(f"--set {key}={value}: the tensor-parallel size must be at most {bounds.PARALLEL}")
             tp = int(text)
         else:
             rest[key] = value
