@@ -1,0 +1,113 @@
+"""The store's schema: ordered migrations, each a list of statements per SQL dialect.
+
+A database records the migrations applied in `schema_version` (one row each); opening one
+applies the missing ones in order, in one transaction. A migration is never edited once
+released: a change is a new migration appended here. The statements are the same for both
+engines but for the few type names rendered by `statements()` (SQLite's REAL is 8 bytes,
+PostgreSQL's is 4; an identity column is spelt differently; ids compare byte-wise in both so
+that a prefix is a range)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DIALECTS", "MIGRATIONS", "SCHEMA_VERSION", "VERSION_TABLE", "Migration", "statements"]
+
+DIALECTS = ("sqlite", "postgresql")
+VERSION_TABLE = "schema_version"
+
+_TYPES = {
+    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "float": "REAL", "key": "TEXT"},
+    "postgresql": {
+        "serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        "float": "DOUBLE PRECISION",
+        "key": 'TEXT COLLATE "C"',
+    },
+}
+
+VERSION_TABLE_DDL = f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied {{float}} NOT NULL)"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: tuple[str, ...]  # templates: {serial}, {float}, {key} are rendered per dialect
+
+
+_V1 = (
+    # One row per stored run: the columns queries filter and sort on, and `doc`, the run's whole
+    # dict (run_to_dict, as the file store wrote it) so nothing is lost. `seq` orders runs with
+    # the same `created` (an import of one file) in the order they were stored.
+    """CREATE TABLE runs (
+        seq {serial},
+        id {key} NOT NULL UNIQUE,
+        created {float} NOT NULL,
+        node TEXT,
+        model TEXT,
+        model_fold TEXT NOT NULL,
+        label TEXT,
+        serve_preset TEXT,
+        bench_preset TEXT,
+        run_kind TEXT,
+        origin TEXT NOT NULL,
+        fingerprint TEXT UNIQUE,
+        doc TEXT NOT NULL
+    )""",
+    "CREATE INDEX runs_created ON runs (created, seq)",
+    "CREATE INDEX runs_node ON runs (node, created, seq)",
+    "CREATE INDEX runs_model ON runs (model_fold, created, seq)",
+    "CREATE INDEX runs_label ON runs (label, created, seq)",
+    "CREATE INDEX runs_serve_preset ON runs (serve_preset, created, seq)",
+    "CREATE INDEX runs_bench_preset ON runs (bench_preset, created, seq)",
+    # The timeline. `uid` makes a write idempotent: a migrated line's is derived from its content
+    # and its occurrence, an appended event's is random.
+    """CREATE TABLE events (
+        seq {serial},
+        uid {key} NOT NULL UNIQUE,
+        time {float} NOT NULL,
+        kind TEXT NOT NULL,
+        node TEXT,
+        gpu INTEGER,
+        instance TEXT,
+        severity TEXT NOT NULL,
+        doc TEXT NOT NULL
+    )""",
+    "CREATE INDEX events_time ON events (time, seq)",
+    "CREATE INDEX events_node ON events (node, time, seq)",
+    "CREATE INDEX events_kind ON events (kind, time, seq)",
+    # A baseline per (node, name): its file's document as written (StoredBaseline.to_dict).
+    """CREATE TABLE baselines (
+        node {key} NOT NULL,
+        name {key} NOT NULL,
+        created {float} NOT NULL,
+        doc TEXT NOT NULL,
+        PRIMARY KEY (node, name)
+    )""",
+    # The last versions seen of each node and its unacknowledged changes (VersionsBook's file).
+    """CREATE TABLE node_versions (
+        node {key} PRIMARY KEY,
+        doc TEXT NOT NULL
+    )""",
+    # Facts about the store itself: when a file store was moved in (migrate_file_store), ...
+    """CREATE TABLE store_meta (
+        key {key} PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "runs, events, baselines, node versions", _V1),)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+def statements(migration: Migration, dialect: str) -> list[str]:
+    """The migration's statements in `dialect` (one of DIALECTS); ValueError for another."""
+    if dialect not in _TYPES:
+        raise ValueError(f"unknown SQL dialect {dialect!r} (known: {', '.join(DIALECTS)})")
+    return [sql.format(**_TYPES[dialect]) for sql in migration.sql]
+
+
+def version_table(dialect: str) -> str:
+    if dialect not in _TYPES:
+        raise ValueError(f"unknown SQL dialect {dialect!r} (known: {', '.join(DIALECTS)})")
+    return VERSION_TABLE_DDL.format(**_TYPES[dialect])

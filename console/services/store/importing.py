@@ -1,0 +1,97 @@
+"""`results import` into the database: ResultStore.import_paths' rules (files or folders
+searched recursively, hidden entries left out, every file or part skipped named with its
+reason, what is stored already reported as a duplicate), one transaction per file."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+from console.core.bounded_file import RESULT_FILE_LIMIT, read_bounded
+from console.core.results.file_import import runs_from_file
+from console.core.results.record import StoredRun
+from console.services.results import ImportedItem, ImportReport, Saved, SkippedItem
+from console.services.store.db import Database
+
+__all__ = ["RunWriter", "import_paths"]
+
+
+class RunWriter(Protocol):
+    """What an import needs of the runs table (RunTable)."""
+
+    db: Database
+
+    def add(self, run: StoredRun) -> Saved: ...
+
+    def get(self, ref: str) -> StoredRun: ...
+
+
+def import_paths(
+    table: RunWriter,
+    paths: Iterable[str | Path],
+    label: str | None = None,
+    node: str | None = None,
+    *,
+    now: float | None = None,
+) -> ImportReport:
+    report = ImportReport()
+    created = time.time() if now is None else now
+    for file in _files(paths, report):
+        _import_file(table, file, label, node, created, report)
+    return report
+
+
+def _import_file(
+    table: RunWriter, file: Path, label: str | None, node: str | None, created: float, report: ImportReport
+) -> None:
+    shown = str(file)
+    try:  # bounded: a device, a FIFO or a huge file is one line (unreadable)
+        data = read_bounded(file, RESULT_FILE_LIMIT, "result file")
+    except OSError as exc:
+        report.unreadable.append(SkippedItem(shown, exc.strerror or type(exc).__name__))
+        return
+    report.files += 1
+    if b"\x00" in data[:8192]:
+        report.skipped.append(SkippedItem(shown, "binary file"))
+        return
+    parsed = runs_from_file(data, source=str(file.resolve()), label=label, node=node, created=created)
+    for part, reason in parsed.skipped:
+        report.skipped.append(SkippedItem(shown, reason, part))
+    with table.db.transaction():  # a file's runs together: all stored, or none
+        for run in parsed.runs:
+            saved = table.add(run)
+            if saved.new:
+                report.imported.append(run if saved.id == run.id else table.get(saved.id))
+            else:
+                report.duplicates.append(ImportedItem(shown, saved.id, False, run.context.get("source_part")))
+
+
+def _files(paths: Iterable[str | Path], report: ImportReport) -> Iterator[Path]:
+    for raw in [paths] if isinstance(paths, (str, Path)) else list(paths):
+        path = Path(raw).expanduser()
+        try:
+            if path.is_dir():
+                files = list(_walk(path, report))
+            elif path.exists():
+                files = [path]
+            else:
+                report.unreadable.append(SkippedItem(str(raw), "no such file or folder"))
+                continue
+        except OSError as exc:
+            report.unreadable.append(SkippedItem(str(raw), exc.strerror or type(exc).__name__))
+            continue
+        yield from files
+
+
+def _walk(folder: Path, report: ImportReport) -> Iterator[Path]:
+    def failed(exc: OSError) -> None:
+        report.unreadable.append(SkippedItem(str(exc.filename or folder), exc.strerror or type(exc).__name__))
+
+    for top, dirs, names in os.walk(folder, onerror=failed):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if not name.startswith("."):
+                yield Path(top) / name
