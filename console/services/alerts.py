@@ -41,13 +41,15 @@ import urllib.parse
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
-import httpx
+from typing import TYPE_CHECKING
 
 from console.core.alerts import AlertEngine, AlertNotice, AlertRule, webhook_problem
 from console.core.backoff import backoff_delay
 from console.core.events import Event
 from console.core.text import printable
+
+if TYPE_CHECKING:  # imported on the first webhook: httpx costs the TUI's first frame ~0.1-0.2 s
+    import httpx
 from console.services.events import EventLog
 
 __all__ = ["AlertDispatcher", "AlertService", "Delivery", "env_url_problems", "redact", "receiver_name", "secret_env"]
@@ -322,6 +324,8 @@ class AlertDispatcher:
                 return Delivery(rule.name, "webhook", False, f"{where}: token_env {rule.token_env} is not set", 0)
             headers["Authorization"] = f"Bearer {token}"
         body = json.dumps(payload).encode("utf-8")
+        import httpx
+
         if self._client is None:
             self._client = httpx.AsyncClient(follow_redirects=False)
         detail = ""
