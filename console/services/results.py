@@ -247,7 +247,8 @@ class ResultStore:
 
     def _read(self, path: Path) -> StoredRun:
         try:
-            data = loads_document(path.read_text(encoding="utf-8"))  # within limits: never a RecursionError
+            text = read_bounded(path, MAX_FILE_BYTES, "stored run").decode("utf-8")  # W2: never a FIFO's hang
+            data = loads_document(text)  # within limits: never a RecursionError
             return run_from_dict(data)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
             raise ValueError(f"{path}: unreadable stored run ({exc})") from None

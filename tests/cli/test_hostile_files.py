@@ -36,7 +36,7 @@ def run(*args: str, env: dict, timeout: float = 60) -> subprocess.CompletedProce
     return subprocess.run(
         [sys.executable, "-m", "console", *args],
         cwd=ROOT,
-        env={**os.environ, **env},
+        env={**os.environ, "MALLOC_ARENA_MAX": "2", **env},  # reserved address space: not per thread
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -261,6 +261,7 @@ def _run(case: Case, files: dict[str, Path]) -> tuple[Case, int, str, str]:
         "XDG_DATA_HOME": str(files["root"] / "data-home"),
         "ROCM_CONSOLE_DATA_DIR": str(files["root"] / "data"),
         "ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "20",
+        "MALLOC_ARENA_MAX": "2",  # address space reserved per thread stays small under MEMORY_LIMIT
     }
     env.update(case.env)
     try:
