@@ -15,6 +15,11 @@ console runs:
   every physical GPU (its metrics and health), node states, and every event written; fired
   and cleared alerts are events too; ``tick`` (once a second, ``start()`` runs it) fires
   conditions that held their duration without a new observation.
+- steps aside while a watcher of the same fleet runs (`rocm-console watch`, docs/watch.md;
+  ``presence``, looked at from the tick): the rules are still judged (health is shown as
+  always) but no alert is sent or written, and the fleet's own events (node states, GPU
+  events) are left to the watcher, which writes them to the same log; what the screens
+  report (instances, partitions, benchmarks) is still written here.
 
 Nothing here blocks the event loop for long: an append is one locked ``write`` of a few
 hundred bytes, alert deliveries run on the dispatcher's tasks. A log that cannot be written
@@ -48,6 +53,7 @@ from console.services.fleet import (
     TelemetryReceived,
 )
 from console.services.node_versions import VersionsBook, node_changed_event, versions_of
+from console.services.watcher_presence import WatcherInfo, WatcherPresence
 
 __all__ = ["HealthWatch"]
 
@@ -72,6 +78,8 @@ class HealthWatch:
         alerts: AlertService | None = None,
         clock: Callable[[], float] = time.time,
         versions: VersionsBook | None = None,
+        presence: WatcherPresence | None = None,
+        watch_for_watcher: bool = True,
     ) -> None:
         self.fleet = fleet
         self.settings = settings if settings is not None else HealthSettings()
@@ -90,13 +98,34 @@ class HealthWatch:
         self.versions = versions if versions is not None else VersionsBook(self.events.path.parent / "node-versions")
         self._versions_seen: dict[str, tuple] = {}  # node -> the facts last recorded
         self.changes: dict[str, str] = self.versions.marked()  # node -> its unacknowledged changes
+        # A watcher of this fleet (the watcher itself passes watch_for_watcher=False)
+        if presence is None and watch_for_watcher:
+            presence = WatcherPresence(self.events.path.parent, (fleet.spec(n) for n in fleet.node_names))
+        self.presence = presence
         fleet.subscribe(self.on_fleet_event)
+
+    @property
+    def watched(self) -> WatcherInfo | None:
+        """The watcher that sends this fleet's alerts now (None: this console sends them)."""
+        return self.presence.watcher if self.presence is not None else None
+
+    def _check_watcher(self, now: float) -> None:
+        if self.presence is not None:
+            self.presence.check(now)
+
+    def _alert(self, name: str, *args) -> None:
+        """One observation for the rules: judged always, sent only when no watcher sends it."""
+        if self.watched is not None:
+            getattr(self.alerts.engine, name)(*args)  # the engine's state moves; nothing goes out
+        else:
+            getattr(self.alerts, name)(*args)
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         """Start the alert dispatcher and the once-a-second tick on the running loop."""
         self.alerts.dispatcher.start()
+        self._check_watcher(self._clock())
         if self._task is None:
             self._task = asyncio.create_task(self._ticking(), name="health-watch")
 
@@ -114,7 +143,9 @@ class HealthWatch:
         while True:
             await asyncio.sleep(1.0)
             try:
-                self.alerts.tick(self._clock())
+                now = self._clock()
+                self._check_watcher(now)
+                self._alert("tick", now)
             except OSError as exc:  # noqa: PERF203 - the log could not be written: said once
                 self._failed_write(exc)
 
@@ -134,7 +165,7 @@ class HealthWatch:
             if event.kind.startswith("alert."):
                 continue  # an alert's own event never feeds the rules (no loops)
             try:
-                self.alerts.observe_event(event)
+                self._alert("observe_event", event)
             except OSError as exc:
                 self._failed_write(exc)
         return batch
@@ -150,10 +181,13 @@ class HealthWatch:
         now = self._clock()
         try:
             if isinstance(event, NodeStateChanged):
-                self.record(self._nodes.node_state(event.node, event.health.value, now, event.error))
-                self.alerts.observe_node(now, event.node, event.health.value)
+                happened = self._nodes.node_state(event.node, event.health.value, now, event.error)
+                if self.watched is None:  # else the watcher writes them
+                    self.record(happened)
+                self._alert("observe_node", now, event.node, event.health.value)
             elif isinstance(event, GpuEventsSeen):
-                self.record(event.events)
+                if self.watched is None:
+                    self.record(event.events)
             elif isinstance(event, TelemetryReceived):
                 snap = self.fleet.snapshot(event.node)
                 self._observe_sample(now, snap)
@@ -199,7 +233,7 @@ class HealthWatch:
             verdict = health.verdict if health else None
             values = gpu_values(metrics, health.reading if health else None, verdict)
             state = verdict.state if verdict is not None and verdict.state != "unknown" else None
-            self.alerts.observe_gpu(now, snap.name, physical, values, state)
+            self._alert("observe_gpu", now, snap.name, physical, values, state)
 
     # ------------------------------------------------------------ what the screens report
 

@@ -1,0 +1,359 @@
+"""The headless watcher (`rocm-console watch`): the console's collection, health rules, events
+and alerts with no screen, for as long as it runs (docs/watch.md).
+
+- collection: FleetTelemetry over the profile's nodes (agents over SSH or locally, or the
+  site's Prometheus); it reconnects a node that drops by itself (capped backoff);
+- judging and writing: HealthWatch, the console's own, writing the timeline to the data
+  folder's event log and driving the [[alert]] rules through ``WatcherAlerts``;
+- presence: ``watcher.lock`` flocked for the watcher's life, ``watcher.json`` rewritten every
+  HEARTBEAT_S seconds, ``alert-states.json`` at each alert change
+  (console/services/watcher_presence.py), so consoles of the fleet step aside;
+- one line per notable thing on stderr (journald reads it): node states, GPU health changes,
+  alerts fired and cleared, an alert receiver failing and working again.
+
+Alert state changes go to ``sinks`` (callables taking the AlertNotice, after the notice is
+written and its actions are queued): the stderr line is one; Alertmanager is meant to be
+another. ``Watcher.state()`` is what a metrics exporter reads.
+
+A restarted watcher (SIGKILL, a crash, systemd's restart) resumes the alerts left open in
+alert-states.json: while their condition still holds they are not fired again; one whose
+condition is not seen again within its duration + RESUME_GRACE_S is cleared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from console.core.alerts import AlertNotice, AlertRule
+from console.core.health_profile import HealthSettings
+from console.core.model import NodeHealth, Profile
+from console.services.alerts import AlertService
+from console.services.events import EventLog
+from console.services.fleet import FleetEvent, FleetTelemetry, GpuHealthChanged, NodeStateChanged
+from console.services.health_watch import HealthWatch
+from console.services.transports import TransportPool
+from console.services.watcher_presence import (
+    ALERTS_FILE,
+    HEARTBEAT_FILE,
+    HEARTBEAT_S,
+    LOCK_FILE,
+    AlertState,
+    WatcherInfo,
+    fleet_key,
+    read_alert_states,
+    watch_dir,
+    watcher_from_dict,
+    write_json_atomic,
+)
+
+__all__ = ["RESUME_GRACE_S", "AlertSink", "WatcherAlerts", "Watcher", "WatcherBusy", "acquire_lock"]
+
+log = logging.getLogger("console.watch")
+RESUME_GRACE_S = 60.0  # a resumed alert not seen firing again within its duration + this is cleared
+STOP_TIMEOUT = 10.0  # seconds the end waits for the node streams to close
+
+AlertSink = Callable[[AlertNotice], None]
+
+
+class WatcherBusy(Exception):
+    """Another watcher holds this fleet's lock on this machine (the message names it)."""
+
+
+def acquire_lock(folder: Path) -> int:
+    """The descriptor holding ``watcher.lock`` exclusively; WatcherBusy when another holds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        holder = _holder(folder)
+        raise WatcherBusy(f"this fleet is watched already{holder} (lock {folder / LOCK_FILE})") from None
+    return fd
+
+
+def _holder(folder: Path) -> str:
+    import json
+
+    try:
+        info = watcher_from_dict(json.loads((folder / HEARTBEAT_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        info = None
+    return f" by {info.label} (since {info.since_text()})" if info is not None else ""
+
+
+def _notice_key(notice: AlertNotice) -> tuple:
+    return (notice.rule.name, notice.node, notice.gpu, notice.instance)
+
+
+class WatcherAlerts(AlertService):
+    """AlertService that keeps the open alerts (alert-states.json), resumes those of an earlier
+    watcher without firing them again, and tells its sinks of every state change."""
+
+    def __init__(
+        self,
+        rules: Sequence[AlertRule],
+        *,
+        events: EventLog | None = None,
+        states_path: Path | None = None,
+        resumed: Sequence[AlertState] = (),
+        sinks: Sequence[AlertSink] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(rules, events=events)
+        self.states_path = states_path
+        self.sinks: list[AlertSink] = list(sinks)
+        self._clock = clock
+        self.open: dict[tuple, AlertState] = {}
+        self._resumed: dict[tuple, float] = {}  # key -> the time it is cleared if not seen again
+        self.save_failed = False
+        self.resume(resumed)
+
+    def resume(self, states: Sequence[AlertState]) -> int:
+        """Take the open alerts of an earlier watcher: those of rules that still exist and can
+        clear (an event alert cannot). Returns how many."""
+        by_name = {r.name: r for r in self.engine.rules}
+        start = self._clock()
+        for state in states:
+            rule = by_name.get(state.rule)
+            if rule is None or rule.condition.scope == "event":
+                continue
+            self.open[state.key] = state
+            self._resumed[state.key] = start + rule.condition.duration + RESUME_GRACE_S
+        return len(self._resumed)
+
+    def handle(self, notices: Sequence[AlertNotice]) -> list:
+        kept: list[AlertNotice] = []
+        changed = False
+        for notice in notices:
+            key = _notice_key(notice)
+            if notice.state == "fired" and key in self._resumed:
+                del self._resumed[key]  # still holding: fired by the watcher before this one
+                continue
+            self._resumed.pop(key, None)
+            kept.append(notice)
+            if notice.rule.condition.scope == "event" or notice.state not in ("fired", "cleared"):
+                continue
+            if notice.state == "fired":
+                self.open[key] = AlertState(
+                    notice.rule.name,
+                    notice.node,
+                    notice.gpu,
+                    notice.instance,
+                    notice.since,
+                    notice.time,
+                    notice.rule.severity,
+                    notice.text.removeprefix("[rocm-console] "),
+                )
+            else:
+                self.open.pop(key, None)
+            changed = True
+        events = super().handle(kept) if kept else []
+        if changed:
+            self.save()
+        for notice in kept:
+            for sink in self.sinks:
+                try:
+                    sink(notice)
+                except Exception as exc:  # a sink's bug never stops the watcher
+                    log.error("alert sink %s failed: %s", getattr(sink, "__name__", sink), type(exc).__name__)
+        return events
+
+    def tick(self, now: float) -> list:
+        out = super().tick(now)
+        due = [k for k, at in self._resumed.items() if now >= at]
+        if due:
+            by_name = {r.name: r for r in self.engine.rules}
+            clears = []
+            for key in due:
+                del self._resumed[key]
+                state = self.open.get(key)
+                if state is None:
+                    continue
+                rule, node, gpu, instance = key
+                clears.append(AlertNotice(by_name[rule], "cleared", now, node, gpu, instance, since=state.since))
+            out += self.handle(clears)
+        return out
+
+    def save(self) -> None:
+        if self.states_path is None:
+            return
+        data = {
+            "written": round(self._clock(), 3),
+            "pid": os.getpid(),
+            "alerts": [s.to_dict() for s in self.open.values()],
+        }
+        try:
+            write_json_atomic(self.states_path, data)
+            self.save_failed = False
+        except OSError as exc:
+            if not self.save_failed:
+                self.save_failed = True
+                log.warning("%s: cannot write: %s", self.states_path, exc.strerror or type(exc).__name__)
+
+
+def alert_line(notice: AlertNotice) -> None:
+    """The stderr sink: one line per alert fired or cleared."""
+    log.info("alert %s", notice.text.removeprefix("[rocm-console] "))
+
+
+@dataclass(frozen=True)
+class WatcherState:
+    """What the watcher knows now, for a metrics exporter (issue 37, section 3)."""
+
+    started: float
+    heartbeat: float | None
+    nodes: dict[str, str]  # node -> live | stale | down | connecting
+    alerts: tuple[AlertState, ...]
+    events_written: int
+
+
+class Watcher:
+    def __init__(
+        self,
+        profile: Profile,
+        settings: HealthSettings,
+        *,
+        events: EventLog | None = None,
+        interval: float = 1.0,
+        heartbeat_s: float = HEARTBEAT_S,
+        pool: TransportPool | None = None,
+        clock: Callable[[], float] = time.time,
+        profile_files: Sequence[str] = (),
+    ) -> None:
+        self.profile = profile
+        self.events = events if events is not None else EventLog()
+        self.key = fleet_key(profile.nodes)
+        self.folder = watch_dir(self.events.path.parent, self.key)
+        self.heartbeat_s = heartbeat_s
+        self.profile_files = tuple(profile_files)
+        self._clock = clock
+        self.started = clock()
+        self.heartbeat_at: float | None = None
+        self._lock_fd: int | None = None
+        self._stop = asyncio.Event()
+        self._gpu_states: dict[tuple[str, int], str] = {}
+        self.fleet = FleetTelemetry(profile.nodes, pool, interval=interval, clock=clock, prometheus=profile.prometheus)
+        self.alerts = WatcherAlerts(
+            settings.alerts,
+            events=self.events,
+            states_path=self.folder / ALERTS_FILE,
+            sinks=[alert_line],
+            clock=clock,
+        )
+        self.health = HealthWatch(
+            self.fleet, settings, events=self.events, alerts=self.alerts, clock=clock, watch_for_watcher=False
+        )
+        self.fleet.subscribe(self._said)
+
+    @property
+    def sinks(self) -> list[AlertSink]:
+        """Where alert state changes go (append Alertmanager's here)."""
+        return self.alerts.sinks
+
+    # ------------------------------------------------------------ lifecycle
+
+    def lock(self) -> None:
+        """Take the fleet's lock and resume the open alerts (WatcherBusy if another watcher runs)."""
+        self._lock_fd = acquire_lock(self.folder)
+        count = self.alerts.resume(read_alert_states(self.folder))
+        if count:
+            log.info("resumed %d open alert%s of the last watcher (not fired again)", count, "s"[: count != 1])
+
+    def stop(self) -> None:
+        """End run() (a signal handler calls it)."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        if self._lock_fd is None:
+            self.lock()
+        try:
+            self.alerts.save()  # the file says whose states these are from the start
+            self._beat()
+            await self.health.start()
+            self.fleet.watch(())  # no screen: agents send a full sample every few seconds, health as always
+            await self.fleet.start()
+            names = ", ".join(self.fleet.node_names)
+            log.info(
+                "watching %d node%s (%s); events to %s",
+                len(self.fleet.node_names),
+                "s"[: len(self.fleet.node_names) != 1],
+                names,
+                self.events.path,
+            )
+            while not self._stop.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
+                if not self._stop.is_set():
+                    self._beat()
+        finally:
+            await self._end()
+
+    async def _end(self) -> None:
+        with contextlib.suppress(asyncio.TimeoutError, Exception):
+            await asyncio.wait_for(self.fleet.stop(), STOP_TIMEOUT)
+        with contextlib.suppress(Exception):
+            await self.health.stop(drain=2.0)
+        with contextlib.suppress(OSError):
+            (self.folder / HEARTBEAT_FILE).unlink()  # consoles take over at once
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _beat(self) -> None:
+        now = self._clock()
+        info = WatcherInfo(
+            os.getpid(), socket.gethostname(), self.started, now, self.heartbeat_s, self.profile_files, self.key
+        )
+        try:
+            write_json_atomic(self.folder / HEARTBEAT_FILE, info.to_dict())
+            self.heartbeat_at = now
+        except OSError as exc:
+            log.warning(
+                "%s: cannot write the heartbeat: %s", self.folder / HEARTBEAT_FILE, exc.strerror or type(exc).__name__
+            )
+
+    # ------------------------------------------------------------ what is said
+
+    def _said(self, event: FleetEvent) -> None:
+        if isinstance(event, NodeStateChanged):
+            if event.health == NodeHealth.CONNECTING:
+                return
+            why = f": {event.error}" if event.error else ""
+            log.info("node %s %s%s", event.node, event.health.value, why)
+        elif isinstance(event, GpuHealthChanged):
+            for gpu in event.gpus:
+                key = (event.node, gpu.physical)
+                state = gpu.verdict.state
+                before = self._gpu_states.get(key)
+                self._gpu_states[key] = state
+                if before is None and state in ("ok", "unknown"):
+                    continue  # the first reading of a healthy GPU is not news
+                if state != before:
+                    log.info("node %s GPU %d health %s", event.node, gpu.physical, gpu.verdict.line())
+
+    def state(self) -> WatcherState:
+        return WatcherState(
+            started=self.started,
+            heartbeat=self.heartbeat_at,
+            nodes={s.name: s.health.value for s in self.fleet.snapshots()},
+            alerts=tuple(self.alerts.open.values()),
+            events_written=self.health.written,
+        )
+
+
+def install_signals(watcher: Watcher) -> None:
+    """SIGTERM and SIGINT end the watcher cleanly (its streams closed, its processes ended)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, watcher.stop)

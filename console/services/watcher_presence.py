@@ -1,0 +1,281 @@
+"""Is this fleet watched? What a console learns of a running `rocm-console watch` (docs/watch.md).
+
+A watcher keeps, in ``<data>/watch/<fleet key>/`` (``<data>``: the folder of the event log):
+
+- ``watcher.json``: its pid, host, profile files, start and heartbeat times and heartbeat
+  period, rewritten atomically every ``HEARTBEAT_S`` seconds;
+- ``watcher.lock``: flocked exclusively for the watcher's life (a second watcher of the
+  fleet on this machine is refused: console/services/watcher.py);
+- ``alert-states.json``: the alerts it has fired and not cleared, rewritten atomically at
+  each change (consoles show them; a restarted watcher resumes them).
+
+The fleet key is a hash of the profile's nodes (name, transport, host, port, user): two
+profile files naming the same nodes are one fleet, a demo and a lab are not.
+
+A console counts the watcher as present while its heartbeat is younger than
+``STALE_PERIODS`` periods and, on the same host, its pid is alive. Light on purpose: the
+console's HealthWatch and `rocm-console status` import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.core.model import NodeSpec
+
+__all__ = [
+    "ALERTS_FILE",
+    "HEARTBEAT_FILE",
+    "HEARTBEAT_S",
+    "LOCK_FILE",
+    "AlertState",
+    "WatcherInfo",
+    "WatcherPresence",
+    "fleet_key",
+    "read_alert_states",
+    "read_watcher",
+    "watch_dir",
+    "write_json_atomic",
+]
+
+HEARTBEAT_FILE = "watcher.json"
+LOCK_FILE = "watcher.lock"
+ALERTS_FILE = "alert-states.json"
+HEARTBEAT_S = 5.0  # the watcher rewrites its heartbeat this often
+STALE_PERIODS = 3  # a heartbeat older than this many periods is a watcher gone
+CHECK_S = 3.0  # a console looks at the files at most this often
+MAX_FILE_BYTES = 1 << 20  # a state file larger than this is not the watcher's: ignored
+
+
+def fleet_key(nodes: Iterable[NodeSpec]) -> str:
+    """The fleet's identity: its nodes, however many files name them."""
+    parts = sorted(f"{n.name}\0{n.transport}\0{n.host}\0{n.port}\0{n.user or ''}" for n in nodes)
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def watch_dir(data_dir: Path, key: str) -> Path:
+    return Path(data_dir) / "watch" / key
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON through a temp file and a rename: a reader sees the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:
+        with_suppressed_unlink(tmp)
+        raise
+
+
+def with_suppressed_unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _read_json(path: Path) -> Any:
+    """The file's JSON, or None when absent, too large or not JSON (never raises)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_FILE_BYTES:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class WatcherInfo:
+    """What watcher.json says of the watcher."""
+
+    pid: int
+    host: str
+    started: float
+    heartbeat: float
+    period: float
+    profile: tuple[str, ...] = ()
+    key: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+    def since_text(self) -> str:
+        """When it started: the time of day today, the date before that."""
+        started = time.localtime(self.started)
+        if time.strftime("%Y-%m-%d", started) == time.strftime("%Y-%m-%d"):
+            return time.strftime("%H:%M", started)
+        return time.strftime("%Y-%m-%d %H:%M", started)
+
+    def line(self) -> str:
+        return f"watched since {self.since_text()} by {self.label}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "host": self.host,
+            "started": round(self.started, 3),
+            "heartbeat": round(self.heartbeat, 3),
+            "period": self.period,
+            "profile": list(self.profile),
+            "key": self.key,
+        }
+
+
+def watcher_from_dict(data: Any) -> WatcherInfo | None:
+    if not isinstance(data, dict):
+        return None
+    pid, host = data.get("pid"), _text(data.get("host"))
+    started, beat, period = _num(data.get("started")), _num(data.get("heartbeat")), _num(data.get("period"))
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not host:
+        return None
+    if started is None or beat is None or period is None or period <= 0:
+        return None
+    profile = data.get("profile")
+    files = tuple(p for p in profile if isinstance(p, str)) if isinstance(profile, list) else ()
+    return WatcherInfo(pid, host, started, beat, period, files, _text(data.get("key")) or "")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def read_watcher(folder: Path, now: float | None = None) -> WatcherInfo | None:
+    """The watcher of this folder when it is alive (fresh heartbeat; on this host, its pid)."""
+    info = watcher_from_dict(_read_json(Path(folder) / HEARTBEAT_FILE))
+    if info is None:
+        return None
+    now = time.time() if now is None else now
+    if now - info.heartbeat > STALE_PERIODS * info.period:
+        return None
+    if info.host == socket.gethostname() and not _pid_alive(info.pid):
+        return None
+    return info
+
+
+@dataclass(frozen=True)
+class AlertState:
+    """One alert a watcher has fired and not cleared."""
+
+    rule: str
+    node: str | None
+    gpu: int | None
+    instance: str | None
+    since: float | None  # when its condition began to hold
+    fired: float  # when it fired
+    severity: str = "warn"
+    text: str = ""
+
+    @property
+    def key(self) -> tuple[str, str | None, int | None, str | None]:
+        return (self.rule, self.node, self.gpu, self.instance)
+
+    @property
+    def subject(self) -> str:
+        parts = [p for p in (self.node, None if self.gpu is None else f"GPU {self.gpu}") if p]
+        if self.instance:
+            parts.append(f"instance {self.instance}")
+        return " ".join(parts) or "fleet"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "node": self.node,
+            "gpu": self.gpu,
+            "instance": self.instance,
+            "since": None if self.since is None else round(self.since, 3),
+            "fired": round(self.fired, 3),
+            "severity": self.severity,
+            "text": self.text,
+        }
+
+
+def alert_state_from_dict(data: Any) -> AlertState | None:
+    if not isinstance(data, dict) or not _text(data.get("rule")):
+        return None
+    gpu = data.get("gpu")
+    if gpu is not None and (not isinstance(gpu, int) or isinstance(gpu, bool)):
+        return None
+    fired = _num(data.get("fired"))
+    if fired is None:
+        return None
+    return AlertState(
+        rule=data["rule"],
+        node=_text(data.get("node")),
+        gpu=gpu,
+        instance=_text(data.get("instance")),
+        since=_num(data.get("since")),
+        fired=fired,
+        severity=_text(data.get("severity")) or "warn",
+        text=_text(data.get("text")) or "",
+    )
+
+
+def read_alert_states(folder: Path) -> list[AlertState]:
+    """The open alerts a watcher wrote (none when the file is absent or not the watcher's)."""
+    data = _read_json(Path(folder) / ALERTS_FILE)
+    items = data.get("alerts") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [s for s in (alert_state_from_dict(x) for x in items[:10000]) if s is not None]
+
+
+class WatcherPresence:
+    """A console's view of its fleet's watcher, looked at no more than every CHECK_S seconds."""
+
+    def __init__(self, data_dir: Path, nodes: Iterable[NodeSpec], *, check_s: float = CHECK_S) -> None:
+        self.folder = watch_dir(data_dir, fleet_key(nodes))
+        self.check_s = check_s
+        self.watcher: WatcherInfo | None = None
+        self.alerts: list[AlertState] = []
+        self._checked_at: float | None = None
+
+    def check(self, now: float | None = None, *, force: bool = False) -> WatcherInfo | None:
+        now = time.time() if now is None else now
+        if not force and self._checked_at is not None and 0 <= now - self._checked_at < self.check_s:
+            return self.watcher
+        self._checked_at = now
+        self.watcher = read_watcher(self.folder, now)
+        self.alerts = read_alert_states(self.folder) if self.watcher is not None else []
+        return self.watcher
+
+    def header(self) -> str:
+        """The status bar's words: '' when nobody watches."""
+        if self.watcher is None:
+            return ""
+        firing = len(self.alerts)
+        alerts = f" · {firing} alert{'s' if firing != 1 else ''} firing" if firing else ""
+        return self.watcher.line() + alerts
