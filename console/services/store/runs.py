@@ -13,7 +13,7 @@ from pathlib import Path
 
 from console.core.results.record import StoredRun
 from console.core.store.queries import run_where
-from console.core.store.rows import RUN_COLUMNS, other_id, run_from_doc, run_row
+from console.core.store.rows import RUN_COLUMNS, other_id, run_from_doc, run_order, run_row
 from console.services.results import ImportReport, Saved, StoreError
 from console.services.store.db import Database, IntegrityError
 
@@ -238,7 +238,7 @@ class RunTable:
     ) -> list[StoredRun]:
         """ResultStore.list: every match, oldest first (loads them all: prefer list_runs)."""
         out = list(self.iter_runs(node=node, label=label, model=model, since=since))
-        out.reverse()
+        out.sort(key=run_order)  # ResultStore's order exactly (runs of one time: by source, part)
         return out
 
     def _read_rows(self, rows: Sequence[tuple]) -> builtins.list[StoredRun]:
