@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from console.cli import bench_offline, common
 from console.cli import find_max as find_max_cli
@@ -15,16 +16,14 @@ from console.cli.inputs import bench_inputs, concurrency_points
 from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
 from console.core.model import NodeSpec, Profile
-from console.core.results.build import run_from_console
 from console.core.results.record import StoredRun, jsonable, run_to_dict
 from console.core.status_view import fmt_num
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
-from console.services.results import ResultStore, StoreError
+from console.services.results import ResultStore
 from console.services.runs import serving
-from console.services.runs.run import NodeRuns, gpu_context
-from console.services.status import sample_node
-from console.services.transports import TransportPool
+from console.services.runs.outcome import RunRecorder, headline_record, sweep_id_for
+from console.services.runs.run import NodeRuns
 from console.transport.base import TransportError
 
 
@@ -132,20 +131,6 @@ def format_outcome(outcome: serving.RunOutcome) -> str:
     return "\n".join(lines)
 
 
-async def _context(pool: TransportPool, node: NodeSpec, view: InstanceView, preset_name: str, argv) -> dict:
-    snap = await sample_node(pool, node, probe=True)
-    return {
-        **gpu_context(node, snap, view.gpus),
-        "instance": view.name,
-        "serve_preset": view.preset,
-        "serve_args": list(view.argv),
-        "vllm_version": view.version or (snap.probe.vllm if snap.probe else None),
-        "bench_preset": preset_name,
-        "client_argv": list(argv),
-        "gpus": list(view.gpus),
-    }
-
-
 async def _ready_instance(sel: Selection, node: NodeSpec, name: str) -> InstanceView:
     view = await sel.instance(node, name, checked=True, missing=common.UsageError)
     if view.state != InstanceState.READY:
@@ -153,17 +138,18 @@ async def _ready_instance(sel: Selection, node: NodeSpec, name: str) -> Instance
     return view
 
 
-async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> int:
+async def _run_points(args, profile: Profile, points: Sequence[int | None], store: ResultStore | None) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)
         preset, overrides, env = bench_inputs(args, profile)
         runner = serving.BenchRunner(sel.pool)
-        store = None if args.no_store else ResultStore()
+        recorder = RunRecorder(sel.pool, store)
         stored: list[StoredRun] = []
         unstored: list[str] = []  # one line per result the store could not take (kept on the node)
         outcomes: list[serving.RunOutcome] = []
-        sweep_id = uuid.uuid4().hex[:8] if len(points) > 1 else None
+        sweep_id = sweep_id_for(points)
         view = await _ready_instance(sel, node, args.instance)
+        setup = apply_bench_overrides(preset, overrides)
         printer = _Printer(quiet=args.json)
         for point in points:
             outcome = await runner.run(
@@ -172,27 +158,18 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
             outcomes.append(outcome)
             if not args.json:
                 print(format_outcome(outcome), flush=True)
-            if store is not None and outcome.result_json is not None:
-                context = await _context(sel.pool, node, view, preset.name, outcome.argv)
-                context.update(sweep_id=sweep_id, sweep_point=point)
-                run = run_from_console(
-                    context,
-                    outcome.result_json,
-                    serving.live_summary(outcome.live),
-                    setup=apply_bench_overrides(preset, overrides),
-                    block=outcome.block,
-                    label=args.label,
-                    **serving.store_kwargs(outcome),
-                )
-                try:
-                    run_id = store.save(run)
-                except StoreError as exc:
-                    unstored.append(await common.not_stored_line(sel.pool, node, outcome.run, run, exc))
-                    common.say_error(unstored[-1])
-                    continue
-                stored.append(store.get(run_id))
+            if store is None:
+                continue
+            recorded = await recorder.serving(
+                node, view, outcome, setup, label=args.label, sweep_id=sweep_id, point=point
+            )
+            if recorded.line is not None:
+                unstored.append(recorded.line)
+                common.say_error(recorded.line)
+            elif recorded.stored is not None:
+                stored.append(recorded.stored)
                 if not args.json:
-                    print(f"  stored as {run_id}", flush=True)
+                    print(f"  stored as {recorded.stored.id}", flush=True)
     if len(points) > 1 and not args.json:
         print("\nconcurrency  output tok/s  median TTFT ms  median ITL ms  failed")
         for point, o in zip(points, outcomes):
@@ -223,7 +200,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None]) -> i
 
 def _unstored_headline(outcome: serving.RunOutcome) -> dict:
     """--json of a run not stored (--no-store): the same energy and client-check keys a stored one has."""
-    run = run_from_console(None, outcome.result_json, None, block=outcome.block, **serving.store_kwargs(outcome))
+    run = headline_record(outcome)
     return {
         **jsonable(run.headline()),
         "energy": run.energy,
@@ -273,7 +250,7 @@ async def _cancel(args, profile: Profile) -> int:
     return common.EXIT_OK
 
 
-async def _run_or_sweep(args, profile: Profile) -> int:
+async def _run_or_sweep(args, profile: Profile, store: ResultStore | None) -> int:
     if getattr(args, "group", None):  # replica groups: console/cli/groups.py
         if args.instance:
             raise common.UsageError("give --instance or --group, not both")
@@ -285,13 +262,19 @@ async def _run_or_sweep(args, profile: Profile) -> int:
     if not args.instance:
         raise common.UsageError(f"bench {args.bench_command} needs --instance NAME (or --group NAME)")
     points = concurrency_points(args, profile)
-    return await _run_points(args, profile, points)
+    return await _run_points(args, profile, points, store)
 
 
 def run(args: argparse.Namespace) -> int:
+    # The face's one store, passed down to whatever records a run (runs/outcome.py's RunRecorder).
+    store = None if getattr(args, "no_store", False) else ResultStore()
     if args.bench_command in bench_offline.COMMANDS:
-        return bench_offline.run(args)
+        return bench_offline.run(args, store)
     if args.bench_command == find_max_cli.COMMAND:
-        return find_max_cli.run(args)
-    action = {"run": _run_or_sweep, "sweep": _run_or_sweep, "runs": _runs, "cancel": _cancel}[args.bench_command]
+        return find_max_cli.run(args, store or ResultStore())
+    action: Callable[[argparse.Namespace, Profile], Coroutine[Any, Any, int]]
+    if args.bench_command in ("run", "sweep"):
+        action = functools.partial(_run_or_sweep, store=store)
+    else:
+        action = {"runs": _runs, "cancel": _cancel}[args.bench_command]
     return common.run_command(args, action, failures=(serving.BenchRunError, InstanceError, TransportError))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import json
 import time
 
@@ -19,7 +20,6 @@ from console.cli.common import (
     add_command_options,
     guarded,
     non_negative_int,
-    not_stored_line,
     parse_pairs,
     positive_int,
     positive_seconds,
@@ -41,13 +41,12 @@ from console.core.bench.run_telemetry import RunTelemetry, summarize
 from console.core.errors import ProfileError
 from console.core.model import NodeSnapshot, NodeSpec, Profile
 from console.core.profiles import PROFILES_DIR
-from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun, run_to_dict
 from console.core.results.reference import load_reference_numbers, reference_matches
 from console.core.serve.argv import redact
 from console.core.status_view import fmt_num
 from console.services.instances import InstanceError
-from console.services.node_results import keep_locally, result_place
+from console.services.node_results import keep_locally
 from console.services.results import ResultStore, StoreError
 from console.services.runs.accuracy import AccuracyError, AccuracyRunner
 from console.services.runs.offline import (
@@ -59,8 +58,7 @@ from console.services.runs.offline import (
     OfflineStarted,
     preset_from_spec,
 )
-from console.services.runs.run import gpu_context
-from console.services.status import sample_node
+from console.services.runs.outcome import RunRecorder
 from console.transport.base import TransportError
 
 COMMANDS = ("latency", "throughput", "accuracy")
@@ -244,28 +242,6 @@ def energy_lines(telemetry: RunTelemetry | None, output_tokens: float | None, no
     return [line] + ([f"  telemetry: {note}"] if note else [])
 
 
-def _context(
-    node: NodeSpec, snap: NodeSnapshot | None, gpus, preset: OfflinePreset, outcome: OfflineOutcome, overrides: dict
-) -> dict:
-    return {
-        **gpu_context(node, snap, gpus),
-        "vllm_version": snap.probe.vllm if snap and snap.probe else None,
-        "bench_preset": preset.name,
-        "client_argv": list(outcome.argv),
-        "env": dict(preset.env) or None,
-        "gpus": list(gpus),
-        "offline_run": outcome.run,
-        # the run's title names what --set changed ("tiny-throughput · input_len 64")
-        "bench_overrides": dict(overrides) or None,
-    }
-
-
-def _store(store: ResultStore | None, run: StoredRun) -> StoredRun | None:
-    if store is None:
-        return None
-    return store.get(store.save(run))
-
-
 def _reference_line(run: StoredRun) -> str | None:
     try:
         matches = reference_matches(run, load_reference_numbers(REFERENCE_PATH))
@@ -279,7 +255,7 @@ def _reference_line(run: StoredRun) -> str | None:
     return f"  seed {row.seed} reference ({row.gpu} TP{row.tp}): {row.metrics.get(key)} {key}{unverified}"
 
 
-async def _offline(args, profile: Profile) -> int:
+async def _offline(args, profile: Profile, store: ResultStore | None) -> int:
     _check_offline_options(args)
     if not args.attach:
         _preset(args)  # bad --set / --arg: one line before any node is asked
@@ -289,9 +265,9 @@ async def _offline(args, profile: Profile) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)
         runner = OfflineRunner(sel.pool)
-        store = None if args.no_store else ResultStore()
+        recorder = RunRecorder(sel.pool, store)
         if args.attach:
-            return await _attach(args, node, runner, store)
+            return await _attach(args, node, runner, recorder)
         preset = _preset(args)
         gpus = parse_gpus(args.gpus) if args.gpus else []
         if not gpus:
@@ -317,10 +293,10 @@ async def _offline(args, profile: Profile) -> int:
         outcomes = await asyncio.gather(
             *(runner.run(node, preset, group, version=check.version, how=how, on_event=printer) for group in groups)
         )
-        return await _finish(args, sel.pool, node, check.snapshot, preset, list(zip(groups, outcomes)), store)
+        return await _finish(args, node, check.snapshot, preset, list(zip(groups, outcomes)), recorder)
 
 
-async def _attach(args, node: NodeSpec, runner: OfflineRunner, store: ResultStore | None) -> int:
+async def _attach(args, node: NodeSpec, runner: OfflineRunner, recorder: RunRecorder) -> int:
     kind = args.bench_command
     rec = await runner.node_runs.record(node, args.attach)
     if rec is None:
@@ -333,45 +309,32 @@ async def _attach(args, node: NodeSpec, runner: OfflineRunner, store: ResultStor
     if not args.json:
         print(f"attached to {args.attach} ({rec.state})", flush=True)
     outcome = await runner.follow(node, args.attach, kind, on_event=_Printer(args.json, False), gpus=gpus)
-    snap = await sample_node(runner.pool, node, probe=True)
-    return await _finish(args, runner.pool, node, snap, preset, [(gpus, outcome)], store)
+    return await _finish(args, node, None, preset, [(gpus, outcome)], recorder)
 
 
-async def _finish(args, pool, node, snap, preset: OfflinePreset, results, store: ResultStore | None) -> int:
+async def _finish(
+    args, node: NodeSpec, snap: NodeSnapshot | None, preset: OfflinePreset, results, recorder: RunRecorder
+) -> int:
     docs = []
     ok = True
+    overrides = parse_pairs(getattr(args, "set", None) or [], "--set")
     for gpus, outcome in results:
         ok = ok and outcome.ok
-        stored = None
         if not args.json:
             print(format_offline(outcome), flush=True)
-        if outcome.result_json is not None and outcome.ok:
-            try:
-                run = run_from_offline(
-                    _context(node, snap, gpus, preset, outcome, parse_pairs(getattr(args, "set", None) or [], "--set")),
-                    outcome.kind,
-                    outcome.result_json,
-                    preset,
-                    client="script" if outcome.argv and outcome.argv[0] == node.python else "subcommand",
-                    label=args.label,
-                    telemetry=outcome.telemetry,
-                )
-            except OfflineError as exc:
-                where = await result_place(pool, node, outcome.run)
-                say_error(f"{outcome.run}: not stored: {exc} (the result file stays on {node.name} at {where})")
-                ok = False
-                continue
-            try:
-                stored = _store(store, run)
-            except StoreError as exc:
-                say_error(await not_stored_line(pool, node, outcome.run, run, exc))
-                ok = False
-            if not args.json:
-                if stored is not None:
-                    print(f"  stored as {stored.id}", flush=True)
-                line = _reference_line(run)
-                if line:
-                    print(line, flush=True)
+        recorded = await recorder.offline(
+            node, outcome, preset, gpus, snapshot=snap, overrides=overrides, label=args.label
+        )
+        if recorded.line is not None:
+            say_error(recorded.line)
+            ok = False
+        stored = recorded.stored
+        if not args.json and recorded.record is not None:
+            if stored is not None:
+                print(f"  stored as {stored.id}", flush=True)
+            line = _reference_line(recorded.record)
+            if line:
+                print(line, flush=True)
         docs.append(
             run_to_dict(stored)
             if stored is not None
@@ -399,7 +362,7 @@ def _list_presets(kind: str) -> int:
 # ---------------------------------------------------------------- accuracy
 
 
-async def _accuracy(args, profile: Profile) -> int:
+async def _accuracy(args, profile: Profile, store: ResultStore | None) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)
         if args.label is not None and args.no_store:
@@ -419,7 +382,7 @@ async def _accuracy(args, profile: Profile) -> int:
         run = runner.stored_run(outcome, await runner.context(node, outcome), label=args.label)
         stored, unstored = None, None
         try:
-            stored = None if args.no_store else _store(ResultStore(), run)
+            stored = None if store is None else store.get(store.save(run))
         except StoreError as exc:
             kept = keep_locally(run)
             unstored = f"{args.instance}: accuracy result not stored ({exc})" + (
@@ -438,8 +401,9 @@ async def _accuracy(args, profile: Profile) -> int:
     return EXIT_FAILED if unstored else EXIT_OK
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, store: ResultStore | None) -> int:
+    """store: the CLI's one ResultStore (cli/bench.py makes it; None with --no-store)."""
     if getattr(args, "list_presets", False):
         return guarded(lambda: _list_presets(args.bench_command))
-    action = _accuracy if args.bench_command == "accuracy" else _offline
+    action = functools.partial(_accuracy if args.bench_command == "accuracy" else _offline, store=store)
     return run_command(args, action, failures=(OfflineRunError, AccuracyError, InstanceError, TransportError))

@@ -5,6 +5,7 @@ within a latency budget, found by an adaptive search whose every point is a stor
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import time
@@ -247,14 +248,14 @@ def format_answer(answer: FindMaxAnswer) -> str:
 # ---------------------------------------------------------------- the command
 
 
-async def _find_max(args: argparse.Namespace, profile: Profile) -> int:
+async def _find_max(args: argparse.Namespace, profile: Profile, store: ResultStore) -> int:
     if bool(args.instance) == bool(args.group):
         raise common.UsageError("bench find-max needs --instance NAME or --group NAME (one of them)")
     spec = search_spec(args, profile)
     preset, overrides, env = bench_inputs(args, profile)
     progress = _Progress(quiet=args.json)
     async with Selection(profile) as sel:
-        service = FindMaxService(sel.pool, ResultStore(), timeline=EventLog().append)  # points and answer
+        service = FindMaxService(sel.pool, store, timeline=EventLog().append)  # points and answer
         if args.instance:
             node = sel.node(args.node)
             view = await sel.instance(node, args.instance, checked=True, missing=common.UsageError)
@@ -292,7 +293,10 @@ async def _find_max(args: argparse.Namespace, profile: Profile) -> int:
     return common.EXIT_OK
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, store: ResultStore) -> int:
+    """store: the CLI's one ResultStore (cli/bench.py makes it), where every point and the answer go."""
     return common.run_command(
-        args, _find_max, failures=(FindMaxError, serving.BenchRunError, InstanceError, TransportError)
+        args,
+        functools.partial(_find_max, store=store),
+        failures=(FindMaxError, serving.BenchRunError, InstanceError, TransportError),
     )

@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for t
     from console.services.demo import DemoInstance
     from console.services.events import EventLog
     from console.services.health_watch import HealthWatch
+    from console.services.results import ResultStore
     from console.ui.model.bench_form import BenchRequest
     from console.ui.model.offline_form import OfflineRequest
     from console.ui.screens.partition import StartPresetRequested
@@ -133,6 +134,7 @@ class ConsoleApp(InstanceActions):
     ) -> None:
         super().__init__()
         self.start_notes = tuple(start_notes)  # one line each, shown at start (what --profile could not apply)
+        self.result_store: ResultStore | None = None  # the TUI's one store, made on first use (ui/results_store.py)
         # The demo opens on a living fleet: these (DemoInstance) are started once their node is live.
         self.demo_instances = tuple(demo_instances)
         self.profile = profile
@@ -537,8 +539,8 @@ class ConsoleApp(InstanceActions):
 
     def open_bench_dialog(self, instance: InstanceView | None = None) -> None:
         """b: pick a benchmark preset for a ready instance, then watch it on the bench screen."""
-        from console.services.results import ResultStore
         from console.services.runs.serving import BenchRunner
+        from console.ui.results_store import result_store
         from console.ui.screens.bench import BenchScreen
         from console.ui.screens.bench_start import StartBenchDialog
 
@@ -564,7 +566,7 @@ class ConsoleApp(InstanceActions):
                         request,
                         fleet=self.fleet,
                         runner=BenchRunner(self.fleet.pool),
-                        store=ResultStore(),
+                        store=result_store(self),
                         clock=self.clock,
                     )
                 )
@@ -578,9 +580,9 @@ class ConsoleApp(InstanceActions):
         from console.core.bench.offline import PRESETS_PATH, load_offline_presets
         from console.core.errors import ProfileError
         from console.core.results.reference import load_reference_numbers
-        from console.services.results import ResultStore
         from console.services.runs.offline import OfflineRunner
         from console.ui.model.compare_view import REFERENCE_PATH
+        from console.ui.results_store import result_store
         from console.ui.screens.offline_bench import OfflineBenchDialog, OfflineBenchScreen
 
         spec = self.profile.node(node)
@@ -600,7 +602,7 @@ class ConsoleApp(InstanceActions):
                         spec,
                         request,
                         runner=OfflineRunner(self.fleet.pool),
-                        store=ResultStore(),
+                        store=result_store(self),
                         reference_rows=references,
                     )
                 )
@@ -624,9 +626,13 @@ class ConsoleApp(InstanceActions):
         self.open_start_dialog(message.node, message.gpus, message.preset_name)
 
     def action_history(self) -> None:
+        from console.ui.results_store import result_store
         from console.ui.screens.history import HistoryScreen
 
-        self.pop_screen() if isinstance(self.screen, HistoryScreen) else self.push_screen(HistoryScreen())
+        if isinstance(self.screen, HistoryScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(HistoryScreen(result_store(self)))
 
     def open_events(self, filter_text: str = "") -> None:
         from console.ui.screens.events import toggle_events  # loaded when first opened

@@ -416,7 +416,9 @@ class ScreenCommands(_ConsoleCommands):
 
         screen = self.app.screen
         if not isinstance(screen, HistoryScreen):
-            screen = HistoryScreen()
+            from console.ui.results_store import result_store
+
+            screen = HistoryScreen(result_store(self.app))
             self.app.push_screen(screen)
         results = screen
 

@@ -27,7 +27,6 @@ import asyncio
 import dataclasses
 import math
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,23 +35,20 @@ from console.core.bench.argv import apply_bench_overrides
 from console.core.bench.find_max import FindMax, Outcome, PointResult, Run, SearchError, SearchSpec
 from console.core.events import INFO, WARN, Event
 from console.core.experiment.spec import Budget
-from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
-from console.core.results.build import context_block, finish_run, full_setup, jsonable_setup, run_from_console
+from console.core.model import BenchPreset, NodeSpec
+from console.core.results.build import context_block, finish_run, full_setup, jsonable_setup
 from console.core.results.record import StoredRun, as_number, jsonable
 from console.services.groups import GroupView
 from console.services.instances import InstanceState, InstanceView
 from console.services.results import ResultStore, StoreError
 from console.services.runs.group import GroupBenchRunner, store_group
-from console.services.runs.run import gpu_context
+from console.services.runs.outcome import RunRecorder, new_sweep_id
 from console.services.runs.serving import (
     BenchEvent,
     BenchRunError,
     BenchRunner,
     BenchStarted,
-    live_summary,
-    store_kwargs,
 )
-from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 
@@ -298,6 +294,7 @@ class FindMaxService:
     ) -> None:
         self.pool = pool or TransportPool()
         self.store = store or ResultStore()
+        self.recorder = RunRecorder(self.pool, self.store)  # every instance point's record
         self.runner = runner or BenchRunner(self.pool)
         self.group_runner = group_runner or GroupBenchRunner(self.pool)
         # the events timeline (EventLog.append, HealthWatch.record): each point and the answer
@@ -320,19 +317,7 @@ class FindMaxService:
     ) -> FindMaxAnswer:
         """The search against one instance: one serving run per point, next to it on its node."""
         preset = _applied(preset, overrides)
-        snapshot: NodeSnapshot | None
-        try:
-            snapshot = await sample_node(self.pool, node, probe=True)
-        except TransportError:
-            snapshot = None  # the context names fewer facts; the points still run
-        base = {
-            **gpu_context(node, snapshot, view.gpus),
-            "instance": view.name,
-            "serve_preset": view.preset,
-            "serve_args": list(view.argv),
-            "vllm_version": view.version or (snapshot.probe.vllm if snapshot and snapshot.probe else None),
-            "gpus": list(view.gpus),
-        }
+        base = await self.recorder.instance_base(node, view)  # the points' context: runs/outcome.py
         target = f"instance {view.name} on {node.name}"
 
         async def measure(s: _Search, load: float) -> StoredRun:
@@ -361,24 +346,14 @@ class FindMaxService:
                 raise FindMaxError(_at(s, load, str(exc))) from None
             if outcome.result_json is None:
                 raise FindMaxError(_at(s, load, f"{outcome.run}: {outcome.reason}"))
-            context = {
-                **base,
-                "bench_preset": s.preset.name,
-                "client_argv": list(outcome.argv),
-                "sweep_id": s.id,
-                "sweep_point": int(load) if s.spec.dimension == "concurrency" else load,
-                "find_max": s.id,
-            }
-            run = run_from_console(
-                context,
-                outcome.result_json,
-                live_summary(outcome.live),
-                setup=at,
-                block=outcome.block,
-                label=s.label,
-                **store_kwargs(outcome),  # the GPUs' energy over the point, as `bench run` stores it
+            point = int(load) if s.spec.dimension == "concurrency" else load
+            recorded = await self.recorder.serving(
+                node, view, outcome, at, label=s.label, sweep_id=s.id, point=point, base=base, extra={"find_max": s.id}
             )
-            return self._save(s, load, run)
+            if recorded.stored is None:  # kept on the node: the line says where, and how to fetch it
+                raise FindMaxError(_at(s, load, f"not stored ({recorded.reason})"))
+            s.point_ids.append(recorded.stored.id)
+            return recorded.stored
 
         return await self._search(
             target,
@@ -493,7 +468,7 @@ class FindMaxService:
         where: tuple[str | None, str | None] = (None, None),
     ) -> FindMaxAnswer:
         emit = on_event or (lambda e: None)
-        s = _Search(uuid.uuid4().hex[:8], spec, preset, num_prompts, label, emit, node=where[0], instance=where[1])
+        s = _Search(new_sweep_id(), spec, preset, num_prompts, label, emit, node=where[0], instance=where[1])
         t0, wall = time.monotonic(), time.time()
         emit(FindMaxStarted(s.id, target, spec, preset.name))
         search = FindMax(spec)
@@ -559,14 +534,6 @@ class FindMaxService:
             self.timeline(event)
         except OSError:
             pass
-
-    def _save(self, s: _Search, load: float, run: StoredRun) -> StoredRun:
-        try:
-            run_id = self.store.save(run)
-        except StoreError as exc:
-            raise FindMaxError(_at(s, load, f"not stored: {exc}")) from None
-        s.point_ids.append(run_id)
-        return self.store.get(run_id)
 
     async def _cancel(self, node: NodeSpec, run: str) -> None:
         try:

@@ -6,7 +6,8 @@ BenchRunner.run(on_event=...). The callback only posts messages (progress and
 live samples coalesce: a newer one replaces one still queued); their handler
 feeds the event to the session (console/ui/model/bench_view.py, no Textual) and marks
 the screen dirty. The screen's own clock (4 Hz) redraws what changed. Results
-are stored by a thread worker, like `rocm-console bench run` stores them.
+are stored by the same RunRecorder as `rocm-console bench run` (runs/outcome.py: the file
+I/O in a thread; a result the store cannot take is kept on the node, and the screen says where).
 
 Tests and screenshots drive the same screen without a runner: runner=None and
 feed(event) with recorded or synthetic events.
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import functools
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -36,13 +36,13 @@ from textual.widgets import DataTable, Log, ProgressBar, Static
 
 from console.core.bench.argv import apply_bench_overrides
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec
-from console.core.results.build import preset_changes, run_from_console
+from console.core.results.build import preset_changes
 from console.core.results.display import run_title
-from console.core.results.record import StoredRun
 from console.core.text import one_line
 from console.services.fleet import FleetTelemetry
 from console.services.instances import InstanceError, InstanceView
 from console.services.results import ResultStore
+from console.services.runs.outcome import RunRecorder, sweep_id_for
 from console.services.runs.serving import (
     BenchFinished,
     BenchProgressed,
@@ -51,8 +51,6 @@ from console.services.runs.serving import (
     BenchStarted,
     LiveMetricsSampled,
     RunOutcome,
-    live_summary,
-    store_kwargs,
 )
 from console.transport.base import TransportError
 from console.ui.model import bench_view as bv
@@ -293,6 +291,8 @@ class BenchScreen(Screen):
         # The fleet's timeline (events.jsonl) gets each point's start and end, when the app keeps one.
         timeline = getattr(self.app, "health_watch", None)
         what = f"{self.preset.name} (concurrency {{}})"
+        recorder = RunRecorder(runner.pool, self.store)  # the one path to a record: runs/outcome.py
+        sweep_id = sweep_id_for(self.session.points)
         for index, point in enumerate(self.session.points):
             if self.session.cancel_requested:
                 break
@@ -323,83 +323,34 @@ class BenchScreen(Screen):
                 if timeline is not None:
                     timeline.benchmark_finished(self.node.name, what.format(point or "-"), self.instance.name, ok=ok)
             if self.store is not None and outcome.result_json is not None:
-                try:
-                    context = await self._run_context(outcome, point)
-                    run = run_from_console(
-                        context,
-                        outcome.result_json,
-                        live_summary(outcome.live),
-                        setup=self.effective,
-                        block=outcome.block,
-                        label=self.label,
-                        **store_kwargs(outcome),
-                    )
-                except Exception as exc:
-                    self._post(bv.StoreFailed(index, one_line(exc)))
-                else:
-                    run_named(
-                        self,
-                        functools.partial(self._store_run, self.store, index, run),
-                        f"bench-store:{outcome.run}",
-                        group="bench-store",
-                        thread=True,
-                    )
+                await self._record(recorder, outcome, index, point, sweep_id)
             self.outcomes.append(dataclasses.replace(outcome, live=()))  # bounded: the series went to the store
             if outcome.cancelled or self.session.cancel_requested:
                 break
         self._post(bv.SweepEnded())
 
-    def _store_run(self, store: ResultStore, index: int, run: StoredRun) -> None:
-        """Thread worker: file I/O off the event loop; reports through a message."""
+    async def _record(
+        self, recorder: RunRecorder, outcome: RunOutcome, index: int, point: int | None, sweep_id: str | None
+    ) -> None:
+        """Store the point's result as `bench run` does (or keep it on the node, and say where)."""
         try:
-            run_id = store.save(run)
-        except Exception as exc:  # disk full, permissions: say so, keep the screen
+            recorded = await recorder.serving(
+                self.node,
+                self.instance,
+                outcome,
+                self.effective,
+                label=self.label,
+                sweep_id=sweep_id,
+                point=point,
+                snapshot=self._snapshot(),
+            )
+        except Exception as exc:  # never a traceback on the screen
             self._post(bv.StoreFailed(index, one_line(exc)))
-        else:
-            self._post(bv.RunStored(index, run_id))
-
-    async def _run_context(self, outcome: RunOutcome, point: int | None) -> dict:
-        """What `bench run` stores with a result: where it ran and with what."""
-        view = self.instance
-        snap = self._snapshot()
-        statics = [g for g in snap.static if g.index in view.gpus] if snap is not None else []
-        probe = snap.probe if snap is not None else None
-        if not statics and self.runner is not None:
-            try:  # no telemetry for this node (yet): ask it once, like the CLI does
-                from console.services.status import sample_node
-
-                fresh = await sample_node(self.runner.pool, self.node, probe=True)
-                statics = [g for g in fresh.static if g.index in view.gpus]
-                probe = probe or fresh.probe
-            except Exception:
-                pass
-        first = statics[0] if statics else None
-        return {
-            "node": self.node.name,
-            "gpu_model": first.model if first else None,
-            "compute_partition": first.compute_partition if first else None,
-            "memory_partition": first.memory_partition if first else None,
-            "instance": view.name,
-            "serve_preset": view.preset,
-            "serve_args": list(view.argv),
-            "vllm_version": view.version or (probe.vllm if probe else None),
-            "bench_preset": self.preset.name,
-            "client_argv": list(outcome.argv),
-            "gpus": list(view.gpus),
-            "sweep_id": self._sweep_id(),
-            "sweep_point": point,
-            # a run that wrote a result yet was cancelled or ended in an error is stored as failed
-            "status": "cancelled" if outcome.cancelled else ("error" if outcome.exit_code else None),
-        }
-
-    def _sweep_id(self) -> str | None:
-        if not self.session.sweep:
-            return None
-        if not hasattr(self, "_sweep_id_value"):
-            import uuid
-
-            self._sweep_id_value = uuid.uuid4().hex[:8]
-        return self._sweep_id_value
+            return
+        if recorded.reason is not None:
+            self._post(bv.StoreFailed(index, recorded.reason))
+        elif recorded.stored_id is not None:
+            self._post(bv.RunStored(index, recorded.stored_id))
 
     # ------------------------------------------------------------ GPU telemetry
 

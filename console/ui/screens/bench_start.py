@@ -141,12 +141,13 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
     async def _read_past(self, nodes: list[str]) -> None:
         """The last stored run of each preset on each node, read off the UI thread."""
 
-        def read() -> dict[tuple[str, str], PastRun]:
-            from console.services import results
+        from console.ui.results_store import result_store
 
+        store = result_store(self.app)  # the face's one store
+
+        def read() -> dict[tuple[str, str], PastRun]:
             found: dict[tuple[str, str], PastRun] = {}
             try:
-                store = results.ResultStore()
                 for node in nodes:
                     for run in store.list(node=node):  # oldest first: the last one stays
                         preset = run.context.get("bench_preset")

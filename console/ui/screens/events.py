@@ -256,9 +256,10 @@ class EventsScreen(Screen):
             host.open_detail(subject.node, None)
 
     def _open_run(self, subject: Subject) -> None:
+        from console.ui.results_store import result_store
         from console.ui.screens.history import HistoryScreen  # loaded on use, as the app does
 
-        history = HistoryScreen()
+        history = HistoryScreen(result_store(self.app))
         self.app.push_screen(history)
 
         def select(tries: int = 50) -> None:

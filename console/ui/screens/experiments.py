@@ -300,9 +300,9 @@ async def _run_experiment(app, run: ExperimentRun, exp, env: dict[str, str]) -> 
     """ExperimentRunner.run on a pool of its own (a resumed link closes it, never the fleet's),
     storing each point in the results store, as `rocm-console experiment run` does."""
     from console.services.experiments import ExperimentProgressed, ExperimentRunner
-    from console.services.results import ResultStore
     from console.services.transports import TransportPool
     from console.ui.model.protocols import console_host
+    from console.ui.results_store import result_store
 
     host = console_host(app)
     pool = TransportPool()
@@ -313,7 +313,7 @@ async def _run_experiment(app, run: ExperimentRun, exp, env: dict[str, str]) -> 
     from console.ui.model.events_view import timeline_of
 
     try:
-        runner = ExperimentRunner(pool, store=ResultStore(), timeline=timeline_of(app))  # its switches: events
+        runner = ExperimentRunner(pool, store=result_store(app), timeline=timeline_of(app))  # its switches: events
         state = await runner.run(
             exp,
             host.fleet.spec(run.node),

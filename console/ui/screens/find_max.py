@@ -268,8 +268,8 @@ def find_max_screen(
 ) -> FindMaxScreen:
     """The screen for a search started from the benchmark dialog: the app's own links to the
     nodes (its fleet's pool) when it has them, the default results store."""
-    from console.services.results import ResultStore
     from console.services.transports import TransportPool
+    from console.ui.results_store import result_store
 
     fleet = getattr(app, "fleet", None)
     pool = getattr(fleet, "pool", None) or TransportPool()
@@ -285,7 +285,7 @@ def find_max_screen(
         preset,
         spec,
         service=FindMaxService(
-            pool, ResultStore(), timeline=getattr(getattr(app, "health_watch", None), "record", None)
+            pool, result_store(app), timeline=getattr(getattr(app, "health_watch", None), "record", None)
         ),
         overrides=overrides,
         extra_env=env,

@@ -382,9 +382,9 @@ class InstancesScreen(Screen):
             if not group.ready:
                 self.app.notify(f"group {group.name}: no replica is ready", markup=False)
                 return
-            from console.services.results import ResultStore
+            from console.ui.results_store import result_store
 
-            self.app.push_screen(GroupBenchScreen(group, store=ResultStore()))
+            self.app.push_screen(GroupBenchScreen(group, store=result_store(self.app)))
             return
         console_host(self.app).open_bench_dialog(self.selected)
 

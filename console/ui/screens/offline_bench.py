@@ -9,7 +9,6 @@ worker only posts messages; the handlers draw.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,10 +22,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Select, Static
 
-from console.core.bench.offline import OfflineError, OfflinePreset, offline_headline
+from console.core.bench.offline import OfflinePreset, offline_headline
 from console.core.bench.output import parse_progress
 from console.core.model import NodeSpec
-from console.core.results.offline import run_from_offline
 from console.core.results.reference import ReferenceRow, reference_matches
 from console.core.text import printable
 from console.services.results import ResultStore
@@ -39,6 +37,7 @@ from console.services.runs.offline import (
     OfflineRunner,
     OfflineStarted,
 )
+from console.services.runs.outcome import RunRecorder
 from console.transport.base import TransportError
 from console.ui.model.offline_form import OfflineRequest, check_offline_request, preset_key, preset_prompt
 from console.ui.model.start_form import FormError
@@ -171,38 +170,33 @@ class OfflineBenchScreen(Screen):
         except (OfflineRunError, TransportError) as exc:
             self.post_message(self.Refused(str(exc)))
             return
-        if not outcome.ok or outcome.result_json is None:
+        if outcome.result_json is None:
             return
-        statics = [g for g in check.snapshot.static if g.index in self.request.gpus]
-        first = statics[0] if statics else None
-        context = {
-            "node": self.node.name,
-            "gpu_model": first.model if first else None,
-            "compute_partition": first.compute_partition if first else None,
-            "memory_partition": first.memory_partition if first else None,
-            "vllm_version": check.version,
-            "bench_preset": self.request.preset.name,
-            "client_argv": list(outcome.argv),
-            "env": dict(self.request.preset.env) or None,
-            "gpus": list(self.request.gpus),
-            "offline_run": outcome.run,
-            "bench_overrides": dict(self.request.overrides) or None,
-        }
         try:
-            run = run_from_offline(
-                context, outcome.kind, outcome.result_json, self.request.preset, label=self.request.label
+            recorded = await RunRecorder(self.runner.pool, self.store).offline(
+                self.node,
+                outcome,
+                self.request.preset,
+                self.request.gpus,
+                snapshot=check.snapshot,
+                version=check.version,
+                overrides=dict(self.request.overrides),
+                label=self.request.label,
             )
-        except OfflineError as exc:
-            self.post_message(self.Refused(f"not stored: {exc}"))
+        except Exception as exc:  # never a traceback on the screen: the result stays on the node
+            self.post_message(self.Refused(f"{outcome.run}: not stored ({' '.join(str(exc).split())})"))
             return
-        run_id = await asyncio.to_thread(self.store.save, run) if self.store is not None else None
-        matches = reference_matches(run, self.reference_rows) if self.reference_rows else []
+        if recorded.reason is not None:  # kept on the node (or not parsable): the line says where
+            self.post_message(self.Refused(f"not stored ({recorded.reason})"))
+            return
+        run = recorded.record
+        matches = reference_matches(run, self.reference_rows) if run is not None and self.reference_rows else []
         reference = None
         if matches:
             row = matches[0].row
             key = "latency_s" if outcome.kind == "latency" else "throughput_tok_s"
             reference = f"seed {row.seed} reference ({row.gpu} TP{row.tp}): {row.metrics.get(key)} {key}"
-        self.post_message(self.Stored(run_id, reference))
+        self.post_message(self.Stored(recorded.stored_id, reference))
 
     def _feed(self, event) -> None:
         self.post_message(self.Fed(event))
