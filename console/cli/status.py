@@ -125,11 +125,31 @@ def run(args: argparse.Namespace) -> int:
         return _discover(args, profile)
     nodes = Selection(profile).nodes(args.node)
     snapshots = asyncio.run(_collect(args, profile, nodes))
+    watched = _watched(profile)
     if args.json:
-        print(json.dumps({"nodes": [node_dict(s) for s in snapshots]}, indent=2))
+        out: dict = {"nodes": [node_dict(s) for s in snapshots]}
+        if watched is not None:
+            out["watcher"] = watched
+        print(json.dumps(out, indent=2))
     else:
         sys.stdout.write(format_status_table(snapshots))
+        if watched is not None:
+            print(printable(watched["line"]))
+            for alert in watched["alerts"]:
+                print(printable(f"  alert {alert['rule']}: {alert['text'] or alert['rule']}"))
     return EXIT_OK if all(s.health == NodeHealth.LIVE for s in snapshots) else EXIT_PARTIAL
+
+
+def _watched(profile: Profile) -> dict | None:
+    """The fleet's watcher (`rocm-console watch`) and its open alerts, when one runs."""
+    from console.services.events import default_events_path
+    from console.services.watcher_presence import WatcherPresence
+
+    presence = WatcherPresence(default_events_path().parent, profile.nodes)
+    watcher = presence.check()
+    if watcher is None:
+        return None
+    return {**watcher.to_dict(), "line": presence.header(), "alerts": [a.to_dict() for a in presence.alerts]}
 
 
 def _from_prometheus(args: argparse.Namespace, node: NodeSpec) -> bool:

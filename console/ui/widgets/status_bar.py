@@ -47,6 +47,9 @@ class StatusBar(Horizontal):
         parts.append(cadence_text(interval, getattr(getattr(self.app, "fleet", None), "drawn_every_s", None)))
         if filter_text:
             parts.append(f"[i]filter: {escape(filter_text)}[/i]")
+        watched = watched_text(self.app)
+        if watched:
+            parts.append(f"[$text-accent]👁 {escape(watched)}[/]")
         markup = " · ".join(parts)
         if markup != self._drawn:
             # Remembered only once shown: a redraw before the bar's children are
@@ -62,3 +65,10 @@ def cadence_text(interval: float, drawn_every_s: float | None) -> str:
     if not drawn_every_s:
         return f"every {interval:g} s"
     return f"every {max(interval, drawn_every_s):g} s (unattended)"
+
+
+def watched_text(app: object) -> str:
+    """'watched since 03:12 by host:pid · 2 alerts firing' while a watcher of the app's fleet
+    runs (console/services/watcher_presence.py, looked at by the app's HealthWatch), else ''."""
+    presence = getattr(getattr(app, "health_watch", None), "presence", None)
+    return presence.header() if presence is not None else ""
