@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -36,7 +35,9 @@ from console.core.baseline.report import ACCURACY, CheckReport, PointRuns, build
 from console.core.baseline.suite import SERVING, Suite, SuiteError, SuitePoint, check_suite, parse_suite
 from console.core.bench.argv import apply_bench_overrides
 from console.core.bench.offline import OfflineError, OfflinePreset, apply_offline_overrides, offline_metrics
+from console.core.bounded_file import RESULT_FILE_LIMIT, read_bounded_text
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec, Profile, ServePreset
+from console.core.node_json import loads_document
 from console.core.results.offline import accuracy_metrics
 from console.services.instances import ENDED, InstanceError, InstanceService, InstanceState
 from console.services.node_versions import VersionsBook, data_dir, node_changed_event, versions_of, write_json
@@ -204,7 +205,7 @@ class BaselineStore:
     def get(self, node: str, name: str) -> StoredBaseline:
         path = self.path(node, name)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_bounded_text(path, RESULT_FILE_LIMIT, "baseline")
         except FileNotFoundError:
             known = [b.name for b in self.list(node)]
             hint = f" (known: {', '.join(known)})" if known else " (save one with `baseline save`)"
@@ -212,7 +213,7 @@ class BaselineStore:
         except OSError as exc:
             raise BaselineError(f"cannot read {path}: {exc.strerror or exc}") from None
         try:
-            doc = json.loads(text)
+            doc = loads_document(text)
         except ValueError as exc:
             raise BaselineError(f"{path}: not JSON ({exc})") from None
         return baseline_from_dict(doc, str(path))
@@ -224,7 +225,8 @@ class BaselineStore:
         for folder in folders:
             for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
                 try:
-                    out.append(baseline_from_dict(json.loads(path.read_text(encoding="utf-8")), str(path)))
+                    text = read_bounded_text(path, RESULT_FILE_LIMIT, "baseline")
+                    out.append(baseline_from_dict(loads_document(text), str(path)))
                 except (OSError, ValueError, BaselineError):
                     continue
         return out

@@ -26,9 +26,13 @@ from console.core.baseline.diff import (
     versions_from_facts,
     versions_to_dict,
 )
+from console.core.bounded_file import read_bounded_text
 from console.core.events import INFO, Event
 from console.core.model import NodeSnapshot, ProbeInfo
+from console.core.node_json import loads_document
 from console.services.results import default_root
+
+RECORD_LIMIT = 1 << 20  # a node's versions record is a few kB: anything past this is not one
 
 __all__ = ["VersionsBook", "data_dir", "node_changed_event", "versions_of", "write_json"]
 
@@ -150,7 +154,7 @@ class VersionsBook:
 
     def _read(self, node: str) -> dict:
         try:
-            doc = json.loads(self._path(node).read_text(encoding="utf-8"))
+            doc = loads_document(read_bounded_text(self._path(node), RECORD_LIMIT, "node versions record"))
         except (OSError, ValueError):
             return {}
         return doc if isinstance(doc, dict) else {}
@@ -214,7 +218,7 @@ class VersionsBook:
             return out
         for path in files:
             try:
-                doc = json.loads(path.read_text(encoding="utf-8"))
+                doc = loads_document(read_bounded_text(path, RECORD_LIMIT, "node versions record"))
                 node = doc["versions"]["node"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue

@@ -92,7 +92,17 @@ GARBAGE = {
     "--task": "",
     "--model": "",
 }
-BAD_SET = (("novalue",), ("=1",), ("bad key=1",), ("a=1", "a=2"), ("tp=abc",), ("tp=-1",), ("port=1",))
+BAD_SET = (
+    ("novalue",),
+    ("=1",),
+    ("bad key=1",),
+    ("a=1", "a=2"),
+    ("tp=abc",),
+    ("tp=-1",),
+    ("port=1",),
+    ("num_prompts=99999999999999999999999",),  # past the documented bounds (core/bounds.py)
+    ("tp=99999999999999",),
+)
 BAD_ENV = (("1BAD=x",), ("novalue",), ("A=1", "A=2"))
 TYPED_GARBAGE = ("abc", "-5", "nan")
 
@@ -187,6 +197,13 @@ def _hostile_data(files: dict[str, Path]) -> list[Case]:
     hostile_store = (("ROCM_CONSOLE_DATA_DIR", str(files["hostile_data"])),)
     for mode in ((), ("--json",), ("--follow", "--timeout", "0.3"), ("--kind", "node"), ("--node", "a")):
         out.append(Case(("events", *mode), must_fail=False, env=hostile_store))
+    # alerts test with a malformed webhook URL from the environment: a FAIL line naming the rule
+    for url in ("http://u:p@127.0.0.1:99999/", "http://[::1", "file:///etc/passwd"):
+        hook = (("W2_HOOK", url),)
+        out.append(Case(("alerts", "test", "--profile", str(files["alerts"])), must_fail=True, env=hook))
+    huge = "99999999999999999999999"
+    sim = ("--profile", str(files["sim"]))
+    out.append(Case(("bench", "run", *sim, "--preset", "tiny", "--instance", "x", "--concurrency", huge)))
     for run_file in files["bad_runs"].iterdir():
         out.append(Case(("results", "import", str(run_file)), must_fail=True))
     for action in (("list",), ("list", "--json"), ("show", "2026"), ("export", "--all", "--format", "csv")):
@@ -204,6 +221,10 @@ transport = "local"
 state_dir = "{root / "state"}"
 simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", seed = 11 }}
 """)
+    alerts = root / "alerts.toml"  # a rule whose webhook URL comes from the environment (W2_HOOK)
+    alerts.write_text(
+        sim.read_text() + '\n[[alert]]\nname = "hook"\nwhen = "health == fail"\nwebhook_env = "W2_HOOK"\n'
+    )
     (root / "garbage.toml").write_text("[[[ this is = not toml\n")
     (root / "latin1.toml").write_bytes(b'[nodes.a]\nhost = "caf\xe9"\n')
     (root / "bom16.toml").write_bytes('[nodes.a]\nhost = "h"\n'.encode("utf-16"))
@@ -231,6 +252,7 @@ simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", seed = 11 }}
         (bad_runs / f"run{i}.json").write_text(doc)
     return {
         "sim": sim,
+        "alerts": alerts,
         "missing": root / "missing.toml",
         "dir": root / "adir.toml",
         "garbage": root / "garbage.toml",
