@@ -16,7 +16,10 @@ from console.core.results.record import StoredRun
 from console.services.results import ImportedItem, ImportReport, Saved, SkippedItem
 from console.services.store.db import Database
 
-__all__ = ["RunWriter", "import_paths"]
+__all__ = ["BATCH_FILES", "BATCH_SECONDS", "RunWriter", "import_paths"]
+
+BATCH_FILES = 200
+BATCH_SECONDS = 1.0
 
 
 class RunWriter(Protocol):
@@ -39,8 +42,21 @@ def import_paths(
 ) -> ImportReport:
     report = ImportReport()
     created = time.time() if now is None else now
-    for file in _files(paths, report):
-        _import_file(table, file, label, node, created, report)
+    files = _files(paths, report)
+    exhausted = False
+    while not exhausted:
+        # Files in transactions of up to BATCH_FILES or BATCH_SECONDS: one commit (one fsync) per
+        # batch, not per file, and the write lock never held long from other consoles. A
+        # failure (StoreError: the disk) rolls back the batch and ends the import, as it did.
+        started, done = time.monotonic(), 0
+        exhausted = True
+        with table.db.transaction():
+            for file in files:
+                _import_file(table, file, label, node, created, report)
+                done += 1
+                if done >= BATCH_FILES or time.monotonic() - started > BATCH_SECONDS:
+                    exhausted = False
+                    break
     return report
 
 
@@ -60,13 +76,12 @@ def _import_file(
     parsed = runs_from_file(data, source=str(file.resolve()), label=label, node=node, created=created)
     for part, reason in parsed.skipped:
         report.skipped.append(SkippedItem(shown, reason, part))
-    with table.db.transaction():  # a file's runs together: all stored, or none
-        for run in parsed.runs:
-            saved = table.add(run)
-            if saved.new:
-                report.imported.append(run if saved.id == run.id else table.get(saved.id))
-            else:
-                report.duplicates.append(ImportedItem(shown, saved.id, False, run.context.get("source_part")))
+    for run in parsed.runs:  # inside import_paths' transaction
+        saved = table.add(run)
+        if saved.new:
+            report.imported.append(run if saved.id == run.id else table.get(saved.id))
+        else:
+            report.duplicates.append(ImportedItem(shown, saved.id, False, run.context.get("source_part")))
 
 
 def _files(paths: Iterable[str | Path], report: ImportReport) -> Iterator[Path]:
