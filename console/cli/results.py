@@ -30,7 +30,7 @@ from console.cli.common import (
 from console.core.errors import ProfileError
 from console.core.events import parse_since
 from console.core.profiles import PROFILES_DIR
-from console.core.results.compare import compare_table, workload_warning
+from console.core.results.compare import compare_table, prefix_cache_warnings, workload_warning
 from console.core.results.display import (
     NO_VALUE,
     client_mark,
@@ -303,6 +303,7 @@ def _compare(args, store: ResultStore) -> int:
             "runs": [r.id for r in runs],
             "left_out_failed": [r.id for r in left_out],
             "workload_warning": warning,
+            "prefix_cache_warnings": prefix_cache_warnings(runs),
             "references": [
                 {"id": m.row.id, "seed": m.row.seed, "section": m.row.section, "unverified": list(m.unverified)}
                 for m in matches
@@ -315,6 +316,8 @@ def _compare(args, store: ResultStore) -> int:
     body = [[row["label"]] + [_cell(row, i) for i in range(len(columns))] for row in rows if row["key"] != "id"]
     if warning:
         print(f"warning: {warning}")
+    for line in prefix_cache_warnings(runs):  # issue B2: cold figures that came from the cache
+        print(f"warning: {line}")
     sys.stdout.write(_table(head, body))
     if args.reference:
         if not matches:

@@ -105,6 +105,14 @@ class BenchPreset:
     metric_percentiles: str | None = None
     extra_args: tuple[str, ...] = ()
     source: str = ""
+    # Issue B2 (console/core/bench/prefix_cache.py, goodput.py): whether the workload is meant to
+    # be cold (None: random datasets are), a cold start asked for ("reset"), and an SLO in ms.
+    cold: bool | None = None
+    cold_start: str | None = None
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_itl_ms: float | None = None
+    slo_e2e_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -616,6 +616,12 @@ BENCH_FIELDS: dict[str, _Check] = {
     "percentile_metrics": _percentile_metrics,
     "metric_percentiles": _metric_percentiles,
     "extra_args": _args,
+    "cold": _boolean,  # issue B2: the workload is meant to be cold (prefix-cache warning)
+    "cold_start": _choice("reset"),  # vLLM's /reset_prefix_cache before the run, else a fresh seed
+    "slo_ttft_ms": _positive,
+    "slo_tpot_ms": _positive,
+    "slo_itl_ms": _positive,
+    "slo_e2e_ms": _positive,
 }
 
 _SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models")

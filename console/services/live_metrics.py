@@ -157,3 +157,27 @@ async def scrape_once(base_url: str, *, timeout: float = 10.0) -> str | None:
             return await _read_capped(client, base_url + "/metrics")
     except (httpx.HTTPError, ValueError, OSError):
         return None
+
+
+async def reset_prefix_cache(base_url: str, *, timeout: float = 30.0) -> tuple[bool, str]:
+    """POST /reset_prefix_cache (vLLM's dev endpoint): (done, what the server said). vLLM serves
+    it only with VLLM_SERVER_DEV_MODE=1 (404 otherwise), and answers {"success": false} while
+    requests still hold cache blocks."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            reply = await client.post(base_url + "/reset_prefix_cache")
+    except (httpx.HTTPError, OSError) as exc:
+        return False, f"POST /reset_prefix_cache failed ({type(exc).__name__})"
+    if reply.status_code == 404:
+        return False, "the server has no /reset_prefix_cache (vLLM serves it only with VLLM_SERVER_DEV_MODE=1)"
+    if reply.status_code != 200:
+        return False, f"POST /reset_prefix_cache answered HTTP {reply.status_code}"
+    try:
+        success = reply.json().get("success", True) if reply.content else True
+    except (ValueError, AttributeError):
+        success = True  # older servers answer 200 with no body
+    if success is False:
+        return False, "the server refused the reset (requests still hold cache blocks)"
+    return True, "the server emptied its prefix cache"

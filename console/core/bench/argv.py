@@ -30,6 +30,7 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 from console.core import profiles as _profiles
+from console.core.bench.goodput import slo_of
 from console.core.model import BenchPreset
 from console.core.toml_source import Invalid
 
@@ -64,6 +65,7 @@ _TEXT_FIELDS = frozenset(
         "dataset_path",
         "percentile_metrics",
         "metric_percentiles",
+        "cold_start",
     }
 )
 _OPTIONAL_FIELDS = frozenset(f.name for f in dataclasses.fields(BenchPreset) if f.default is None)
@@ -102,6 +104,8 @@ _PRESET_FLAGS = {
     "--ignore-eos": "ignore_eos",
     "--percentile-metrics": "percentile_metrics",
     "--metric-percentiles": "metric_percentiles",
+    "--prefix-repetition-output-len": "output_len",
+    "--goodput": "slo_ttft_ms / slo_tpot_ms / slo_e2e_ms",
 }
 
 
@@ -215,6 +219,15 @@ def _length_flags(preset: BenchPreset, client: str) -> list[str]:
         return out
     if preset.range_ratio is not None:
         raise ValueError(f"bench preset {preset.name!r}: range_ratio applies to the random dataset only")
+    if dataset == "prefix_repetition":  # lengths: --prefix-repetition-prefix/suffix-len in extra_args
+        if preset.input_len is not None:
+            raise ValueError(
+                f"bench preset {preset.name!r}: the prefix_repetition dataset's input is its prefix and "
+                "suffix: set --prefix-repetition-prefix-len and --prefix-repetition-suffix-len in extra_args"
+            )
+        if preset.output_len is not None:
+            out += ["--prefix-repetition-output-len", str(preset.output_len)]
+        return out
     if dataset == "sonnet":
         if preset.input_len is not None:
             out += ["--sonnet-input-len", str(preset.input_len)]
@@ -241,6 +254,18 @@ def _length_flags(preset: BenchPreset, client: str) -> list[str]:
         out += ["--input-len", str(preset.input_len)]
     if preset.output_len is not None:
         out += ["--output-len", str(preset.output_len)]
+    return out
+
+
+def _slo_flags(preset: BenchPreset) -> list[str]:
+    """An SLO run keeps its per-request figures (goodput is counted from them, goodput.py) and
+    asks `vllm bench serve` for its own goodput too; the old script keeps them unasked."""
+    slo = slo_of(preset)
+    if slo is None or preset.client != "vllm-bench":
+        return []
+    out = ["--save-detailed"]
+    if slo.vllm_goodput():
+        out += ["--goodput", *slo.vllm_goodput()]
     return out
 
 
@@ -334,6 +359,7 @@ def build_bench_argv(
         argv += ["--percentile-metrics", preset.percentile_metrics]
     if preset.metric_percentiles:
         argv += ["--metric-percentiles", preset.metric_percentiles]
+    argv += _slo_flags(preset)
     argv += ["--save-result", "--result-dir", result_dir, "--result-filename", result_filename]
     argv += list(preset.extra_args)
     return tuple(argv)

@@ -41,6 +41,7 @@ class ReportRow:
     avg_power_w: float | None = None
     throttled_pct: float | None = None
     client_bound: bool | None = None
+    goodput_pct: float | None = None  # issue B2: requests within the preset's SLO (None: no SLO)
 
     @property
     def tok_s_per_node(self) -> float:
@@ -230,12 +231,12 @@ class ExperimentReport:
                     lines += ["Not measured yet.", ""]
                 continue
             lines += [
-                "| load | tok/s | tok/s per node | req/s | median TTFT | p99 TTFT | median ITL | p99 ITL | p99 E2EL | failed | tokens/J | throttled % | client |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "| load | tok/s | tok/s per node | req/s | goodput % | median TTFT | p99 TTFT | median ITL | p99 ITL | p99 E2EL | failed | tokens/J | throttled % | client |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             for r in curve:
                 lines.append(
-                    f"| {r.load_kind} {_g(r.load)} | {r.output_tok_s:.1f} | {r.tok_s_per_node:.1f} | {r.request_s:.2f} | "
+                    f"| {r.load_kind} {_g(r.load)} | {r.output_tok_s:.1f} | {r.tok_s_per_node:.1f} | {r.request_s:.2f} | {_pct(r.goodput_pct)} | "
                     f"{_cell(r.ms('ttft', 'median'))} | {_cell(r.ms('ttft', 'p99'))} | {_cell(r.ms('itl', 'median'))} | "
                     f"{_cell(r.ms('itl', 'p99'))} | {_cell(r.ms('e2el', 'p99'))} | {r.failed} | {_tpj(r)} | "
                     f"{_pct(r.throttled_pct)} | {'client-bound' if r.client_bound else ''} |"
@@ -316,6 +317,7 @@ def _row(point, summary: Mapping[str, object]) -> ReportRow:
         tokens_per_joule=_opt(summary, "tokens_per_joule"),
         avg_power_w=_opt(summary, "avg_power_w"),
         throttled_pct=_opt(summary, "throttled_pct"),
+        goodput_pct=_opt(summary, "goodput_pct"),
         client_bound=summary.get("client_bound") if isinstance(summary.get("client_bound"), bool) else None,  # type: ignore[arg-type]
     )
 

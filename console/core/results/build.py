@@ -170,6 +170,8 @@ def run_from_console(
     client_check: ClientCheck | None = None,
     pitfalls: Sequence[Pitfall] = (),
     overrides: Mapping | None = None,
+    prefix_cache: Mapping | None = None,
+    goodput: Mapping | None = None,
 ) -> StoredRun:
     """A run the console made, ready for ResultStore.save.
 
@@ -227,6 +229,8 @@ def run_from_console(
         result=jsonable(raw) if raw is not None else None,
         live=jsonable(dict(live)) if live is not None else None,
         **extras_block(telemetry, client_check, pitfalls, output_tokens_of(normalized, metrics)),
+        prefix_cache=jsonable(dict(prefix_cache)) if prefix_cache is not None else None,  # issue B2
+        goodput=jsonable(dict(goodput)) if goodput is not None else None,
     )
     return finish_run(run)
 

@@ -6,7 +6,15 @@ import math
 from collections.abc import Sequence
 
 from console.core.bench.result import result_metric_keys
-from console.core.results.display import ENERGY_BETTER, ENERGY_LABELS, better, metric_label, run_date
+from console.core.results.display import (
+    ENERGY_BETTER,
+    ENERGY_LABELS,
+    WORKLOAD_BETTER,
+    WORKLOAD_LABELS,
+    better,
+    metric_label,
+    run_date,
+)
 from console.core.results.record import StoredRun
 
 _COMPARE_CONTEXT = (
@@ -138,7 +146,67 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
             }
         )
     rows.extend(energy_rows(runs))
+    rows.extend(workload_rows(runs))
     return rows
+
+
+def workload_rows(runs: Sequence[StoredRun]) -> list[dict]:
+    """Goodput, good requests/s and the prefix-cache share as "metric" rows (deltas like the
+    others), and a "Prefix cache" row saying which runs are not the cold figures they were
+    meant to be (issue B2); only for what any run recorded."""
+    n = len(runs)
+    rows: list[dict] = []
+    for key, label in WORKLOAD_LABELS.items():
+        numbers: list[float | None] = [getattr(r, key) for r in runs]
+        if all(v is None for v in numbers):
+            continue
+        base = numbers[0]
+        delta: list[float | None] = [None]
+        pct: list[float | None] = [None]
+        for value in numbers[1:]:
+            if value is None or base is None:
+                delta.append(None)
+                pct.append(None)
+                continue
+            delta.append(value - base)
+            pct.append((value - base) / base * 100.0 if base else None)
+        rows.append(
+            {
+                "section": "metric",
+                "key": key,
+                "label": label,
+                "values": numbers,
+                "delta": delta,
+                "delta_pct": pct,
+                "better": WORKLOAD_BETTER.get(key),
+            }
+        )
+    if any(r.prefix_cache is not None for r in runs):
+        rows.append(
+            {
+                "section": "warning",
+                "key": "prefix_cache_warning",
+                "label": "Prefix cache",
+                "values": [_cold_word(r) for r in runs],
+                "delta": [None] * n,
+                "delta_pct": [None] * n,
+                "better": None,
+            }
+        )
+    return rows
+
+
+def _cold_word(run: StoredRun) -> str | None:
+    if run.prefix_cache is None:
+        return None
+    if run.prefix_cache_warning:
+        return f"NOT COLD ({run.prefix_cache_hit_pct:.0f} % cached)"
+    return "cold" if run.prefix_cache.get("cold") is True else "warm by design"
+
+
+def prefix_cache_warnings(runs: Sequence[StoredRun]) -> list[str]:
+    """'<id>: X % of prompt tokens came from the prefix cache: ...' for each run it concerns."""
+    return [f"{r.id}: {r.prefix_cache_warning}" for r in runs if r.prefix_cache_warning]
 
 
 def energy_rows(runs: Sequence[StoredRun]) -> list[dict]:

@@ -97,9 +97,66 @@ def client_mark(bound: bool | None) -> str:
     return "CB" if bound else ""
 
 
-def energy_text(run: StoredRun) -> list[str]:
-    """The result detail's lines for energy, throttling and the client check (none when not recorded)."""
+# Issue B2: what a run measured beside its throughput (StoredRun.goodput / prefix_cache).
+WORKLOAD_LABELS = {
+    "goodput_pct": "Goodput (% of requests in SLO)",
+    "good_rps": "Good requests/s",
+    "prefix_cache_hit_pct": "Prefix-cache hits (% of prompt)",
+}
+WORKLOAD_BETTER = {"goodput_pct": "higher", "good_rps": "higher"}
+
+
+def goodput_cell(run: StoredRun) -> str:
+    """'93 %' for a run with an SLO, '' without (the history's and find-max's column)."""
+    pct = run.goodput_pct
+    return "" if pct is None else f"{pct:.0f} %"
+
+
+def workload_text(run: StoredRun) -> list[str]:
+    """The result detail's lines for the goodput against the SLO and the prefix-cache share,
+    with the warning of a cold run that was not (none when not recorded)."""
     out: list[str] = []
+    g = run.goodput
+    if g:
+        slo = g.get("slo") or {}
+        limits = ", ".join(
+            f"{k.removesuffix('_ms').upper().replace('E2EL', 'E2E')} ≤ {format_value(k, v)} ms"
+            for k, v in slo.items()
+            if isinstance(slo, Mapping)
+        )
+        good = (
+            f" ({format_value('n', g.get('good'))} of {format_value('n', g.get('total'))} requests)"
+            if g.get("good") is not None
+            else ""
+        )
+        out.append(
+            printable(
+                f"Goodput  {format_value('goodput_pct', run.goodput_pct)} %{good} · {format_value('good_rps', run.good_rps)} good req/s"
+                f" · SLO {limits or '-'}"
+            )
+        )
+    p = run.prefix_cache
+    if p:
+        pct = run.prefix_cache_hit_pct
+        cold = "meant cold" if p.get("cold") is True else "not meant cold"
+        line = f"Prefix cache  {format_value('prefix_cache_hit_pct', pct)} % of prompt tokens from the cache ({cold})"
+        if pct is None:
+            line = f"Prefix cache  not counted (the server has no prefix-cache counters, or no scrape bracketed the run) ({cold})"
+        if p.get("cold_start"):
+            line += f" · cold start {p.get('cold_start')}: {p.get('cold_start_done') or 'not done'}"
+        out.append(printable(line))
+        if p.get("cold_start_note"):
+            out.append(printable(f"  {p.get('cold_start_note')}"))
+        warning = run.prefix_cache_warning
+        if warning:
+            out.append(f"WARNING: {warning}")
+    return out
+
+
+def energy_text(run: StoredRun) -> list[str]:
+    """The result detail's lines for goodput and the prefix cache (issue B2), energy, throttling
+    and the client check (none when not recorded)."""
+    out: list[str] = workload_text(run)
     e = run.energy
     if e:
         source = e.get("energy_source")
@@ -420,6 +477,9 @@ def run_summary(run: StoredRun) -> dict:
         "avg_power_w": run.avg_power_w,
         "throttled_pct": run.throttled_pct,
         "client_bound": run.client_bound,
+        "goodput_pct": run.goodput_pct,
+        "prefix_cache_hit_pct": run.prefix_cache_hit_pct,
+        "prefix_cache_warning": run.prefix_cache_warning,
     }
 
 

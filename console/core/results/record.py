@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import overload
 
+from console.core.bench.prefix_cache import warning_of
 from console.core.bench.result import BenchResult
 
 FORMAT = "rocm-console-result/1"
@@ -81,6 +82,10 @@ class StoredRun:
     energy: dict | None = field(default=None, hash=False, repr=False)
     telemetry: dict | None = field(default=None, hash=False, repr=False)
     client_check: dict | None = field(default=None, hash=False, repr=False)
+    # Issue B2: the prefix cache over the run (prefix_cache.prefix_cache_json) and the goodput
+    # against the preset's SLO (goodput.goodput_json); None = not measured (older records).
+    prefix_cache: dict | None = field(default=None, hash=False, repr=False)
+    goodput: dict | None = field(default=None, hash=False, repr=False)
 
     @property
     def node(self) -> str | None:
@@ -117,14 +122,36 @@ class StoredRun:
         value = (self.client_check or {}).get("client_bound")
         return value if isinstance(value, bool) else None
 
+    @property
+    def prefix_cache_hit_pct(self) -> float | None:
+        """Prompt tokens served from vLLM's prefix cache over the run, in percent."""
+        return as_number((self.prefix_cache or {}).get("hit_pct"))
+
+    @property
+    def prefix_cache_warning(self) -> str | None:
+        """'X % of prompt tokens came from the prefix cache: ...' for a cold run that was not."""
+        return warning_of(self.prefix_cache)
+
+    @property
+    def goodput_pct(self) -> float | None:
+        return as_number((self.goodput or {}).get("goodput_pct"))
+
+    @property
+    def good_rps(self) -> float | None:
+        return as_number((self.goodput or {}).get("good_rps"))
+
     def headline(self) -> dict:
-        """The flat keys a run's --json and stored record carry (issue P)."""
+        """The flat keys a run's --json and stored record carry (issue P, B2)."""
         return {
             "energy_j": self.energy_j,
             "avg_power_w": self.avg_power_w,
             "tokens_per_joule": self.tokens_per_joule,
             "throttled_pct": self.throttled_pct,
             "client_bound": self.client_bound,
+            "prefix_cache_hit_pct": self.prefix_cache_hit_pct,
+            "prefix_cache_warning": self.prefix_cache_warning,
+            "goodput_pct": self.goodput_pct,
+            "good_rps": self.good_rps,
         }
 
 
@@ -220,6 +247,8 @@ def run_to_dict(run: StoredRun) -> dict:
         "energy": jsonable(run.energy) if run.energy is not None else None,
         "client_check": jsonable(run.client_check) if run.client_check is not None else None,
         "telemetry": jsonable(run.telemetry) if run.telemetry is not None else None,
+        "prefix_cache": jsonable(run.prefix_cache) if run.prefix_cache is not None else None,
+        "goodput": jsonable(run.goodput) if run.goodput is not None else None,
     }
 
 
@@ -293,7 +322,7 @@ def run_from_dict(data: Mapping) -> StoredRun:
     result = data.get("result")
     live = data.get("live")
     extras = {}
-    for key in ("energy", "telemetry", "client_check"):
+    for key in ("energy", "telemetry", "client_check", "prefix_cache", "goodput"):
         value = data.get(key)
         if value is not None and not isinstance(value, Mapping):
             raise ValueError(f"stored run '{key}' is not an object")

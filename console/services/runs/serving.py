@@ -16,6 +16,7 @@ import collections
 import contextlib
 import dataclasses
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,9 @@ from typing import TYPE_CHECKING
 from console.core.bench import client_check as cc
 from console.core.bench.argv import apply_bench_overrides, build_bench_argv
 from console.core.bench.context_fit import context_refusal
+from console.core.bench.goodput import goodput_json, goodput_of, slo_of
 from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
+from console.core.bench.prefix_cache import PrefixCacheWindow, is_cold, prefix_cache_json, prefix_cache_window
 from console.core.bench.result import BenchResult, load_result_file
 from console.core.bench.run_telemetry import RunTelemetry
 from console.core.model import BenchPreset, NodeSpec
@@ -33,7 +36,7 @@ from console.core.results.build import preset_changes
 from console.core.serve.argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand
 from console.services.instances import InstanceView
-from console.services.live_metrics import LiveSample, poll_metrics, scrape_once, scrape_samples
+from console.services.live_metrics import LiveSample, poll_metrics, reset_prefix_cache, scrape_once, scrape_samples
 from console.services.runs import run as run_api
 from console.services.runs import telemetry as run_telemetry
 from console.services.transports import TransportPool
@@ -96,6 +99,10 @@ class RunOutcome(run_api.Outcome):
     pitfalls: tuple[cc.Pitfall, ...] = ()
     # The preset fields an override changed (build.preset_changes): the stored run's title names them.
     overrides: Mapping = field(default_factory=dict)
+    # Issue B2: the prefix-cache counters over the run, and what run() made of them and of the SLO.
+    prefix_window: PrefixCacheWindow | None = field(default=None, repr=False)
+    prefix_cache: Mapping | None = None
+    goodput: Mapping | None = None
 
     @property
     def client_bound(self) -> bool | None:
@@ -217,6 +224,7 @@ class ServingReader:
             except (ValueError, IndexError):
                 result_json, result = None, None
         check = self.client_check(result)
+        prefix = prefix_window_of(self.server_before, self.server_after)
         recorder = self.recorder
         telemetry = recorder.record() if recorder is not None else None
         note = None
@@ -237,6 +245,7 @@ class ServingReader:
             telemetry_note=note,
             client_check=check,
             pitfalls=cc.recognise_pitfalls("\n".join(self.log), result, check),
+            prefix_window=prefix,
         )
 
     def client_check(self, result: BenchResult | None) -> cc.ClientCheck | None:
@@ -260,6 +269,33 @@ def client_check_of(
     except ValueError:  # a scrape that is not Prometheus text: nothing to compare with
         return None
     return cc.check(result, window)
+
+
+def prefix_window_of(before: tuple[float, str] | None, after: tuple[float, str] | None) -> PrefixCacheWindow | None:
+    """The prefix-cache counters' deltas between the scrapes bracketing a run (None: no scrape after it)."""
+    if after is None:
+        return None
+    try:
+        return prefix_cache_window(scrape_samples(before[1]) if before is not None else None, scrape_samples(after[1]))
+    except ValueError:
+        return None
+
+
+def measured(
+    outcome: RunOutcome, preset: BenchPreset, cold_start_done: str | None = None, note: str | None = None
+) -> RunOutcome:
+    """The outcome with its prefix-cache share (and the cold warning) and its goodput against the
+    preset's SLO, as stored (issue B2)."""
+    cold = is_cold(preset.dataset, preset.cold)
+    prefix = prefix_cache_json(
+        outcome.prefix_window,
+        cold=cold,
+        cold_start=preset.cold_start,
+        cold_start_done=cold_start_done,
+        cold_start_note=note,
+    )
+    slo = slo_of(preset)
+    return dataclasses.replace(outcome, prefix_cache=prefix, goodput=goodput_json(slo, goodput_of(outcome.result, slo)))
 
 
 class BenchRunner(run_api.KindRunner):
@@ -401,6 +437,25 @@ class BenchRunner(run_api.KindRunner):
                     reader.server_after = (time.time(), after)
                 await forward.close()
 
+    async def cold_start(self, node: NodeSpec, port: int) -> tuple[int | None, str, str]:
+        """A preset's cold start: vLLM's prefix-cache reset where the server allows it, else a fresh
+        seed (prompts no earlier run sent, so only the workload's own repeats can hit).
+        Returns (the fresh seed or None, what was done: "reset" | "fresh-seed", why)."""
+        done, said = False, "no forward to the instance"
+        try:
+            forward = await self.pool.get(node).forward_port(port)
+        except TransportError:
+            forward = None
+        if forward is not None:
+            try:
+                done, said = await reset_prefix_cache(f"http://127.0.0.1:{forward.local_port}")
+            finally:
+                await forward.close()
+        if done:
+            return None, "reset", said
+        seed = secrets.randbelow(1 << 31)
+        return seed, "fresh-seed", f"{said}; ran with a fresh seed {seed}"
+
     async def scrape(self, node: NodeSpec, port: int) -> tuple[float, str] | None:
         """(time, the instance's /metrics text) through a forward; None when it cannot be had."""
         try:
@@ -474,7 +529,12 @@ class BenchRunner(run_api.KindRunner):
         extra_env: dict[str, str] | None = None,
     ) -> RunOutcome:
         """start() and follow(), the instance's /metrics polled meanwhile (and scraped just
-        before and after: the client check), its GPUs' telemetry recorded."""
+        before and after: the client check, the prefix-cache share), its GPUs' telemetry recorded."""
+        done = note = None
+        if apply_bench_overrides(preset, overrides or {}).cold_start == "reset" and instance.port:
+            seed, done, note = await self.cold_start(node, instance.port)
+            if seed is not None:  # an override, so the stored title says the seed changed
+                overrides = {**(overrides or {}), "seed": str(seed)}
         before = await self.scrape(node, instance.port) if instance.port else None
         name, argv = await self.start(
             node, instance, preset, overrides=overrides, max_concurrency=max_concurrency, extra_env=extra_env
@@ -482,6 +542,7 @@ class BenchRunner(run_api.KindRunner):
         if on_event:
             on_event(BenchStarted(name, node.name, tuple(redact(list(argv))), max_concurrency))
         outcome = await self.follow(node, instance, name, on_event=on_event, argv=argv, server_before=before)
+        outcome = measured(outcome, apply_bench_overrides(preset, overrides or {}), done, note)
         changes = preset_changes(preset, apply_bench_overrides(preset, overrides or {}))  # start() checked them
         return dataclasses.replace(outcome, overrides=changes) if changes else outcome
 
@@ -508,6 +569,8 @@ def store_kwargs(outcome: RunOutcome) -> dict:
         "client_check": outcome.client_check,
         "pitfalls": outcome.pitfalls,
         "overrides": outcome.overrides,
+        "prefix_cache": outcome.prefix_cache,
+        "goodput": outcome.goodput,
     }
 
 

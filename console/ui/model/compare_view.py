@@ -45,6 +45,8 @@ def compare_cell(row: dict, i: int, styles: dict[str, str]) -> Text:
     if row["section"] not in ("metric", "energy") or key == "client_bound":
         if key == "client_bound" and value:
             return Text("CLIENT-BOUND", style="bold red")
+        if key == "prefix_cache_warning" and isinstance(value, str) and value.startswith("NOT COLD"):
+            return Text(value, style="bold red")  # issue B2: a cold figure that came from the cache
         return Text(short_model(value) if key == "model" else format_value(key, value))
     text = Text(format_value(key, value))
     extra = delta_suffix(row, i)

@@ -25,7 +25,18 @@ from console.services.runs.find_max import (
 from console.services.runs.serving import BenchProgressed
 from console.ui.model.bench_form import FormError
 
-POINT_COLUMNS = ("load", "runs", "verdict", "out tok/s", "p99 TTFT ms", "p99 ITL ms", "p99 E2E ms", "tok/J", "run")
+POINT_COLUMNS = (
+    "load",
+    "runs",
+    "verdict",
+    "out tok/s",
+    "good %",
+    "p99 TTFT ms",
+    "p99 ITL ms",
+    "p99 E2E ms",
+    "tok/J",
+    "run",
+)
 VERDICT = {True: "meets", False: "breaks", None: "again"}
 MARK = {True: "●", False: "✕", None: "◐"}
 
@@ -206,6 +217,7 @@ class FindMaxView:
                     _num(m.get("p99_e2el_ms")),
                     _num(m.get("tokens_per_joule"), "{:.3g}", na="unknown"),
                     " ".join(self.run_ids.get(load, [])),
+                    _num(m.get("goodput_pct"), "{:.0f}"),
                 )
             )
         return out
@@ -220,7 +232,8 @@ class FindMaxView:
         if o.load is not None:
             lines += [
                 f"load {load_text(o.load, o.dimension)} ({o.dimension})",
-                f"output {_num(f.get('output_throughput'))} tok/s · {_num(f.get('request_throughput'), '{:.2f}')} req/s",
+                f"output {_num(f.get('output_throughput'))} tok/s · {_num(f.get('request_throughput'), '{:.2f}')} req/s"
+                + (f" · goodput {_num(f.get('goodput_pct'), '{:.0f}')} %" if f.get("goodput_pct") is not None else ""),
                 f"TTFT p99 {_num(f.get('p99_ttft_ms'))} ms · ITL p99 {_num(f.get('p99_itl_ms'))} ms"
                 f" · E2E p99 {_num(f.get('p99_e2el_ms'))} ms",
                 f"tokens/J {_num(a.tokens_per_joule, '{:.3g}', na='unknown')}",

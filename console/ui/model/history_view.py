@@ -33,21 +33,23 @@ COLUMNS = (
     ("tput", "Out tok/s"),
     ("ttft", "TTFT p50"),
     ("itl", "ITL p50"),
+    ("good", "Good %"),  # issue B2: requests within the preset's SLO
     ("tpj", "tok/J"),
     ("watts", "Avg W"),
     ("thr", "Thr %"),
     ("cb", "CB"),  # client-bound: the benchmark client, not the server, set the numbers
 )
-RIGHT = {"done", "tput", "ttft", "itl", "tpj", "watts", "thr"}
+RIGHT = {"done", "tput", "ttft", "itl", "good", "tpj", "watts", "thr"}
 # Issue P's columns: shown when any run in the list recorded energy or a client check.
 TRUTH_COLUMNS = frozenset({"tpj", "watts", "thr", "cb"})
 
 
 def columns_for(runs: Sequence[StoredRun]) -> tuple[tuple[str, str], ...]:
     """The list's columns: without energy and client columns when no run has them (imports)."""
-    if any(r.energy is not None or r.client_check is not None for r in runs):
-        return COLUMNS
-    return tuple(c for c in COLUMNS if c[0] not in TRUTH_COLUMNS)
+    hidden = set() if any(r.goodput is not None for r in runs) else {"good"}
+    if not any(r.energy is not None or r.client_check is not None for r in runs):
+        hidden |= TRUTH_COLUMNS
+    return tuple(c for c in COLUMNS if c[0] not in hidden)
 
 
 MARK_WIDTH = 3
@@ -57,6 +59,7 @@ _SHRINK = (("model", 14), ("setup", 14))  # what gives way first in a narrow ter
 # The key metrics (OK/Fail, tok/s, TTFT, ITL), the model and the setup always stay.
 _GIVE_WAY: tuple[tuple[str, int | None], ...] = (
     ("partition", None),
+    ("good", None),
     ("thr", None),
     ("watts", None),
     ("cb", None),
@@ -88,7 +91,7 @@ def run_cells(run: StoredRun) -> dict[str, str]:
         return {
             **where,
             "done": f"✗ {state}",
-            **dict.fromkeys(("tput", "ttft", "itl", "tpj", "watts", "thr"), NO_VALUE),
+            **dict.fromkeys(("tput", "ttft", "itl", "good", "tpj", "watts", "thr"), NO_VALUE),
             "cb": "",
         }
     return {
@@ -97,6 +100,7 @@ def run_cells(run: StoredRun) -> dict[str, str]:
         "tput": format_value("output_throughput", s["output_throughput"]),
         "ttft": format_value("median_ttft_ms", s["median_ttft_ms"]),
         "itl": format_value("median_itl_ms", s["median_itl_ms"]),
+        "good": "-" if s["goodput_pct"] is None else f"{s['goodput_pct']:.0f}",
         "tpj": sig3(s["tokens_per_joule"]),
         "watts": "-" if s["avg_power_w"] is None else f"{s['avg_power_w']:.0f}",
         "thr": "-" if s["throttled_pct"] is None else f"{s['throttled_pct']:.1f}",

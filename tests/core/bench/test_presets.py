@@ -95,10 +95,10 @@ CASES = {
 
 
 def test_presets_load(presets):
-    assert set(presets) == set(CASES) | {"tiny"}
+    assert set(presets) == set(CASES) | {"tiny", "prefix-heavy"}
     profile = load_profile([PRESETS])
     assert profile.nodes == ()
-    assert [p.name for p in profile.bench_presets] == [*CASES, "tiny"]
+    assert [p.name for p in profile.bench_presets] == [*CASES, "tiny", "prefix-heavy"]
 
 
 def test_preset_fields(presets):
@@ -111,6 +111,7 @@ def test_preset_fields(presets):
         num_prompts=500,
         ignore_eos=True,
         percentile_metrics="ttft,tpot,itl,e2el",
+        cold=True,
         source=str(PRESETS),
     )
     assert presets["random-8192-1024-c64"] == BenchPreset(
@@ -123,6 +124,7 @@ def test_preset_fields(presets):
         seed=123,
         ignore_eos=True,
         percentile_metrics="ttft,tpot,itl,e2el",
+        cold=True,
         source=str(PRESETS),
     )
     assert presets["sharegpt-chat-sweep"] == BenchPreset(
@@ -144,6 +146,7 @@ def test_preset_fields(presets):
         output_len=128,
         max_concurrency=(256,),
         num_prompts=1000,
+        cold=True,
         source=str(PRESETS),
     )
     assert presets["tiny"] == BenchPreset(
@@ -155,8 +158,22 @@ def test_preset_fields(presets):
         max_concurrency=(4,),
         ignore_eos=True,
         percentile_metrics="ttft,tpot,itl,e2el",
+        cold=True,
         source=str(PRESETS),
     )
+
+
+def test_random_presets_are_cold_and_prefix_heavy_is_warm(presets):
+    """Issue B2: a random preset's prefix-cache hits are warned about, prefix-heavy's never."""
+    assert all(p.cold is True for p in presets.values() if p.dataset == "random")
+    heavy = presets["prefix-heavy"]
+    assert heavy.dataset == "prefix_repetition" and heavy.cold is False
+    argv = build(heavy, 4)
+    i = argv.index("--dataset-name")
+    assert argv[i + 1] == "prefix_repetition"
+    assert argv[argv.index("--prefix-repetition-output-len") + 1] == "32"
+    assert argv[argv.index("--prefix-repetition-num-prefixes") + 1] == "5"
+    assert "--input-len" not in argv and "--random-input-len" not in argv
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -187,11 +204,14 @@ def test_sweep_is_the_seed_logs_concurrencies(presets):
 def test_every_bench_preset_cites_its_source():
     text = PRESETS.read_text()
     found = re.findall(r"((?:#[^\n]*\n)+)\[bench\.(\"[^\"]+\"|[\w-]+)\]", text)
-    assert len(found) == len(re.findall(r"^\[bench\.", text, re.MULTILINE)) == len(CASES) + 1
+    assert len(found) == len(re.findall(r"^\[bench\.", text, re.MULTILINE)) == len(CASES) + 2
     for comment, name in found:
         name = name.strip('"')
         if name == "tiny":
             assert "reference/vllm-cpu.md" in comment
+            continue
+        if name == "prefix-heavy":
+            assert "prefix_repetition" in comment and "--help" in comment
             continue
         seed = re.search(r"Seed (00\d)", comment)
         section = re.search(r'"[A-Z][^"]+"', comment)
