@@ -33,7 +33,6 @@ naming the file, the layout and the key. `plan_points` gives the runs in order;
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -45,7 +44,7 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
-from console.core import node_json
+from console.core import bounds, node_json
 from console.core.bounded_file import EXPERIMENT_STATE_LIMIT, read_bounded
 from console.core.errors import ProfileError
 from console.core.model import Profile
@@ -244,6 +243,8 @@ def load_experiment(path: str | Path) -> Experiment:
         values = exp["concurrency"]
         if not isinstance(values, list) or not values or any(type(v) is not int or v < 1 for v in values):
             problems.append(f"{file}: [experiment] key 'concurrency': expected a list of positive integers")
+        elif max(values) > bounds.CONCURRENCY:
+            problems.append(f"{file}: [experiment] key 'concurrency': {max(values)} is past {bounds.CONCURRENCY}")
         else:
             concurrency = tuple(values)
     if "rate" in exp:
@@ -251,9 +252,14 @@ def load_experiment(path: str | Path) -> Experiment:
         if (
             not isinstance(values, list)
             or not values
-            or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf for v in values)
+            or any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= bounds.REQUEST_RATE
+                for v in values
+            )
         ):
-            problems.append(f"{file}: [experiment] key 'rate': expected a list of positive request rates (req/s)")
+            problems.append(
+                f"{file}: [experiment] key 'rate': expected a list of request rates (req/s) above 0, at most {bounds.REQUEST_RATE:g}"
+            )
         else:
             rates = tuple(float(v) for v in values)
     find_max_on = exp.get("find_max", False)
@@ -274,8 +280,8 @@ def load_experiment(path: str | Path) -> Experiment:
             f"{file}: [experiment]: no load points: give concurrency = [...] or rate = [...] (or find_max = true)"
         )
     num_prompts = exp.get("num_prompts")
-    if num_prompts is not None and (type(num_prompts) is not int or num_prompts < 1):
-        problems.append(f"{file}: [experiment] key 'num_prompts': expected a positive integer")
+    if num_prompts is not None and (type(num_prompts) is not int or not 1 <= num_prompts <= bounds.NUM_PROMPTS):
+        problems.append(f"{file}: [experiment] key 'num_prompts': expected an integer from 1 to {bounds.NUM_PROMPTS}")
         num_prompts = None
     ready_timeout = exp.get("ready_timeout", 1800.0)
     if isinstance(ready_timeout, bool) or not isinstance(ready_timeout, (int, float)) or ready_timeout <= 0:
@@ -384,8 +390,9 @@ def _find_max_settings(
         value = exp.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            problems.append(f"{where} '{key}': expected a load > 0")
+        limit = bounds.CONCURRENCY if by == "concurrency" else bounds.REQUEST_RATE
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit:
+            problems.append(f"{where} '{key}': expected a load above 0, at most {limit:g}")
             return None
         if by == "concurrency" and float(value) != int(value):
             problems.append(f"{where} '{key}': a concurrency is a whole number, got {value!r}")

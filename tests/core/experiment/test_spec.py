@@ -94,6 +94,36 @@ p99_ttf_ms = 3
     assert all("\n" not in line for line in lines)
 
 
+@pytest.mark.parametrize(
+    ("load", "key"),
+    [
+        ("concurrency = [8, 99999999999]", "concurrency"),
+        ("concurrency = [8]\nnum_prompts = 99999999999999999999", "num_prompts"),
+        ("rate = [1e300]", "rate"),
+        ('find_max = true\nfind_max_max = 1e12\nfind_max_budget = "b"', "find_max_max"),
+    ],
+)
+def test_loads_past_the_documented_bounds_are_one_line_naming_the_key(tmp_path, load, key):
+    """W2: an experiment's integer and rate settings have the bounds of --set (core/bounds.py)."""
+    path = write(
+        tmp_path,
+        f"""
+[experiment]
+serve = "tiny"
+bench = "tiny"
+{load}
+layouts = ["SPX tp1 x1"]
+[[budget]]
+name = "b"
+p99_ttft_ms = 2000
+""",
+    )
+    with pytest.raises(ExperimentError) as err:
+        load_experiment(path)
+    [line] = [line for line in err.value.problems if f"'{key}'" in line]
+    assert line.startswith(f"{path}: ") and ("past" in line or "at most" in line or "from 1 to" in line), line
+
+
 def test_split_evenly():
     assert split_evenly(10, 4) == [3, 3, 2, 2] and sum(split_evenly(1024, 64)) == 1024
 
