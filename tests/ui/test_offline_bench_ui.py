@@ -3,6 +3,8 @@ request it returns, and a run on the simulated node shown and stored."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from textual.app import App
 from textual.widgets import Input, Static
@@ -97,3 +99,33 @@ async def test_screen_runs_shows_and_stores(sim_node, tmp_path, monkeypatch):
         await pool.close()
     stored = store.get(screen.stored_id)
     assert stored.context["run_kind"] == "latency" and stored.metrics["latency_s"] == stored.result["avg_latency"]
+
+
+async def test_a_result_the_store_cannot_take_is_kept_on_the_node(sim_node, tmp_path, monkeypatch):
+    """The store refuses (its folder is a file): the screen says so in one line naming where the
+    run stays and how `results fetch` stores it, and the run is kept whole beside its result."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(blocker))
+    node = sim_node("ob-ui", state_dir=str(tmp_path / "ob"))
+    request = check_offline_request(node.name, KEY, PRESETS, "0,1", "num_iters=6", "kept")
+    pool = TransportPool()
+    screen = OfflineBenchScreen(node, request, runner=OfflineRunner(pool), store=ResultStore())
+    try:
+        async with App().run_test(size=(160, 36)) as pilot:
+            pilot.app.push_screen(screen)
+            await pilot.pause()
+
+            def status() -> str:
+                return " ".join(str(screen.query_one("#offline-status", Static).render()).split())
+
+            assert await wait_for(pilot, lambda: "not stored" in status(), timeout=60)
+            text = status()
+    finally:
+        await pool.close()
+    run = screen.outcome.run
+    assert "a file is in the way of the results folder" in text
+    assert f"results fetch {run} --node ob-ui" in text
+    kept = tmp_path / "ob" / "runs" / run / "console-run.json"
+    doc = json.loads(kept.read_text())
+    assert doc["label"] == "kept" and doc["context"]["status"] == "ok" and doc["context"]["offline_run"] == run
