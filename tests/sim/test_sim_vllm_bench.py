@@ -829,3 +829,134 @@ def test_sigterm_ends_the_process_like_the_real_client(procs, server):
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(10) == -signal.SIGTERM  # no handler: killed by the signal, exit status 143
+
+
+# ------------------------------------------------------------------------ prefix cache (issue B2)
+
+
+def _metrics(url):
+    import urllib.request
+
+    from console.services.live_metrics import scrape_samples
+
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as reply:  # noqa: S310 (127.0.0.1)
+        return scrape_samples(reply.read().decode("utf-8"))
+
+
+def _post(url, path, env_note=""):
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url + path, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310 (127.0.0.1)
+            return reply.status, json.loads(reply.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+PREFIX_ARGS = (
+    "--dataset-name", "prefix_repetition",
+    "--prefix-repetition-prefix-len", 512, "--prefix-repetition-suffix-len", 16,
+    "--prefix-repetition-num-prefixes", 2, "--prefix-repetition-output-len", 8,
+    "--num-prompts", 16, "--max-concurrency", 1, "--seed", 7,
+)  # fmt: skip
+
+
+def _bench_run(procs, srv, tmp_path, name, *args):
+    from console.core.bench.prefix_cache import prefix_cache_window
+
+    out_file = tmp_path / f"{name}.json"
+    before = _metrics(srv.url)
+    proc = bench(
+        procs, "--base-url", srv.url, *args,
+        "--save-result", "--save-detailed", "--result-filename", out_file, name=name,
+    )  # fmt: skip
+    rc, out, err = finished(proc)
+    assert rc == 0, err[-3000:]
+    window = prefix_cache_window(before, _metrics(srv.url))
+    return json.loads(out_file.read_text()), window, out
+
+
+def _big_server(procs, env=None):
+    """A simulated 70B model: its prefill takes long enough to see a cache hit in TTFT."""
+    port = free_port()
+    env = {"ROCM_CONSOLE_SIM_VLLM_SPEEDUP": "1", **(env or {})}
+    srv = procs(
+        "serve",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "--max-model-len",
+        4096,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        port,
+        env=env,
+        name=f"big-{port}",
+    )
+    srv.url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while "Application startup complete." not in srv.stderr() + srv.stdout():
+        assert srv.popen.poll() is None and time.monotonic() < deadline, srv.stdout()[-2000:]
+        time.sleep(0.05)
+    return srv
+
+
+def test_prefix_repetition_hits_the_cache_and_answers_faster(procs, server, tmp_path):
+    """The simulated server caches prompt prefixes: a prefix_repetition run (2 shared 512-token
+    prefixes) is counted as hits in /metrics with vLLM 0.32's names and its TTFT is lower than a
+    random run's of the same length; a random run hits nothing."""
+    srv = _big_server(procs)
+    cold, cold_window, _ = _bench_run(
+        procs, srv, tmp_path, "random",
+        "--random-input-len", 528, "--random-output-len", 8, "--num-prompts", 16, "--max-concurrency", 1,
+    )  # fmt: skip
+    assert cold_window is not None and cold_window.metric == "vllm:prefix_cache_queries"
+    assert cold_window.hit_pct is not None and cold_window.hit_pct <= 5.0
+    warm, window, out = _bench_run(procs, srv, tmp_path, "prefix", *PREFIX_ARGS)
+    assert warm["completed"] == 16 and warm["input_lens"] == [528] * 16
+    # 14 of 16 requests find their 512-token prefix (32 blocks of 16): 14 * 512 / (16 * 528) = 85 %
+    assert window is not None and window.hit_pct >= 80.0
+    assert warm["median_ttft_ms"] < cold["median_ttft_ms"] * 0.7
+    # the same prompts again (the same seed): every full block is cached now
+    _, again, _ = _bench_run(procs, srv, tmp_path, "again", *PREFIX_ARGS)
+    assert again.hit_pct >= 95.0
+
+
+def test_reset_prefix_cache_is_a_dev_route(procs, server, tmp_path):
+    """POST /reset_prefix_cache: 404 as on a real server without VLLM_SERVER_DEV_MODE=1; with
+    it the cache is emptied and the same prompts miss again."""
+    srv = server()
+    assert _post(srv.url, "/reset_prefix_cache")[0] == 404
+    dev = procs(
+        "serve", MODEL, "--host", "127.0.0.1", "--port", (port := free_port()), name="dev",
+        env={"VLLM_SERVER_DEV_MODE": "1", "CUDA_VISIBLE_DEVICES": "1"},  # GPU 0 is the first server's
+    )  # fmt: skip
+    dev.url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while "Application startup complete." not in dev.stderr() + dev.stdout():
+        assert dev.popen.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    _, first, _ = _bench_run(procs, dev, tmp_path, "one", *PREFIX_ARGS)
+    assert _post(dev.url, "/reset_prefix_cache") == (200, {"success": True})
+    _, after_reset, _ = _bench_run(procs, dev, tmp_path, "two", *PREFIX_ARGS)
+    assert after_reset.hit_pct == pytest.approx(first.hit_pct)  # as cold as the first time, not 95+ %
+
+
+def test_goodput_flag_and_the_consoles_count_agree(procs, server, tmp_path):
+    """`--goodput` like the real client: request_goodput in the result, the same number the
+    console counts from the per-request figures (one rule for every client)."""
+    from console.core.bench.goodput import Slo, goodput_of
+    from console.core.bench.result import normalize_result
+
+    srv = server()
+    result, _, out = _bench_run(
+        procs, srv, tmp_path, "slo",
+        "--random-input-len", 64, "--random-output-len", 8, "--num-prompts", 12, "--max-concurrency", 4,
+        "--goodput", "ttft:1000", "e2el:5000",
+    )  # fmt: skip
+    assert "Request goodput (req/s):" in out
+    mine = goodput_of(normalize_result(result), Slo(ttft_ms=1000, e2e_ms=5000))
+    assert mine is not None and mine.source == "per-request"
+    assert mine.good_rps == pytest.approx(result["request_goodput"])
+    assert mine.goodput_pct == 100.0

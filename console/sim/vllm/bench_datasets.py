@@ -1,4 +1,4 @@
-"""The random and sharegpt datasets of `vllm bench serve`."""
+"""The random, sharegpt and prefix_repetition datasets of `vllm bench serve`."""
 
 import json
 import math
@@ -110,7 +110,10 @@ def bench_random_samples(args):
     samples = []
     w = len(BENCH_WORDS)
     for i in range(n):
-        words = prefix + [BENCH_WORDS[(offsets[i] + i + j) % w] for j in range(input_lens[i])]
+        # each prompt its own random words, as vLLM's random token ids: two prompts share no
+        # prefix-cache block by chance (rotations of one word cycle did, issue B2)
+        own = random.Random("%s-%d-%d" % (args.seed, i, offsets[i]))
+        words = prefix + [BENCH_WORDS[own.randrange(w)] for _ in range(input_lens[i])]
         samples.append(
             BenchSample(" ".join(words), prefix_len + input_lens[i], output_lens[i], args.request_id_prefix + str(i))
         )
@@ -196,3 +199,33 @@ def bench_sharegpt_samples(args):
             )
         bench_log("INFO", "datasets.py:324", "Oversampled requests to reach %d total samples." % args.num_prompts)
     return samples
+
+
+def bench_prefix_repetition_samples(args):
+    """PrefixRepetitionRandomDataset.sample(): num_prefixes random prefixes, each followed by
+    num_prompts // num_prefixes random suffixes, shuffled (the same seed, the same prompts)."""
+    frames = _dataset_frames(
+        2296, '"prefix_repetition": lambda: PrefixRepetitionRandomDataset(', "PrefixRepetitionRandomDataset("
+    )
+    n = max(0, args.num_prompts)
+    k = int(args.prefix_repetition_num_prefixes)
+    per = n // k if k > 0 else 0
+    if per == 0:
+        raise BenchFatal(
+            frames + tb_frame(BENCH_DATASETS_SRC, 4212, "sample", "raise ValueError("),
+            "ValueError: num_requests (%d) must be greater than or equal to num_prefixes (%d)" % (n, k),
+        )
+    plen = max(0, int(args.prefix_repetition_prefix_len))
+    slen = max(0, int(args.prefix_repetition_suffix_len))
+    out_len = int(args.prefix_repetition_output_len)
+    rng = random.Random(args.seed)
+    prompts = []
+    for _ in range(k):
+        prefix = [rng.choice(BENCH_WORDS) for _ in range(plen)]
+        for _ in range(per):
+            prompts.append(prefix + [rng.choice(BENCH_WORDS) for _ in range(slen)])
+    rng.shuffle(prompts)
+    return [
+        BenchSample(" ".join(words), plen + slen, out_len, args.request_id_prefix + str(i))
+        for i, words in enumerate(prompts)
+    ]

@@ -15,7 +15,7 @@ from .bench_args import (
     INF,
     bench_namespace,
 )
-from .bench_datasets import BenchSample, bench_random_samples, bench_sharegpt_samples
+from .bench_datasets import BenchSample, bench_prefix_repetition_samples, bench_random_samples, bench_sharegpt_samples
 from .bench_http import BenchHttp, BenchHttpError, join_host_port
 from .bench_metrics import (
     calculate_metrics,
@@ -301,12 +301,14 @@ class BenchRun(object):
             samples = bench_random_samples(a)
         elif a.dataset_name == "sharegpt":
             samples = bench_sharegpt_samples(a)
+        elif a.dataset_name == "prefix_repetition":
+            samples = bench_prefix_repetition_samples(a)
         else:
             raise fatal_in_main_async(
                 2165,
                 "input_requests = get_samples(args, tokenizer)",
                 "NotImplementedError: rocm-console's vLLM simulator only simulates the "
-                "'random' and 'sharegpt' datasets, not %r" % a.dataset_name,
+                "'random', 'sharegpt' and 'prefix_repetition' datasets, not %r" % a.dataset_name,
                 "get_samples(args, tokenizer)",
             )
         if a.dataset_name in ("random", "prefix_repetition"):

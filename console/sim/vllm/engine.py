@@ -7,6 +7,7 @@ import time
 import uuid
 
 from .constants import VOCAB
+from .prefix_cache import PrefixCache
 
 
 class Request:
@@ -29,6 +30,8 @@ class Request:
         self.state = "new"
         self.reason = None
         self.texts = []
+        self.prefix_keys = []  # chained block keys of the prompt (prefix_cache.py), set by the API
+        self.cached = 0  # prompt tokens found in the prefix cache at admission
         self.events = asyncio.Queue() if stream else None
         self.done = loop.create_future()
 
@@ -56,6 +59,10 @@ class Engine:
         self.dead = False
         self.window_prompt = 0
         self.window_generation = 0
+        # V1 caches prefixes unless --no-enable-prefix-caching
+        self.prefix_cache = (
+            PrefixCache(block_size, num_blocks) if getattr(args, "enable_prefix_caching", None) is not False else None
+        )
 
     def kv_usage(self):
         if self.num_blocks <= 0:
@@ -66,6 +73,12 @@ class Engine:
         return -(-tokens // self.block_size)
 
     def submit(self, req):
+        if self.prefix_cache is not None and req.prefix_keys:
+            # the cached blocks skip prefill (their KV is there); the last prompt token is always computed
+            found = self.prefix_cache.match(req.prefix_keys) * self.block_size
+            req.cached = max(0, min(found, req.prompt_tokens - 1))
+            req.prefill_left = req.prompt_tokens - req.cached
+            req.kv = req.cached
         req.arrival = asyncio.get_event_loop().time()
         req.state = "waiting"
         self.waiting.append(req)
@@ -181,6 +194,9 @@ class Engine:
             m.ttft.observe(now - req.arrival)
             m.prompt_tokens.inc(req.prompt_tokens)
             m.prefix_queries.inc(req.prompt_tokens)
+            m.prefix_hits.inc(req.cached)
+            if self.prefix_cache is not None and req.prefix_keys:
+                self.prefix_cache.insert(req.prefix_keys)  # computed now: the next request may share it
             self.window_prompt += req.prompt_tokens
         else:
             m.itl.observe(now - req.last_token)

@@ -10,6 +10,7 @@ import zlib
 from .constants import FINGERPRINT, VERSION
 from .engine import Request
 from .http_server import HttpServer, dumps
+from .prefix_cache import block_keys, prompt_units
 
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 HTTP_ROUTES = {
@@ -22,6 +23,7 @@ HTTP_ROUTES = {
     "/tokenize": ("POST",),
     "/v1/completions": ("POST",),
     "/v1/chat/completions": ("POST",),
+    "/reset_prefix_cache": ("POST",),  # a dev route: VLLM_SERVER_DEV_MODE=1 only, as in vLLM
 }
 
 
@@ -72,7 +74,8 @@ class OpenAIServer(HttpServer):
         method, target = ctx[1], ctx[2]
         path = target.split("?", 1)[0]
         sim = self.sim
-        if path not in HTTP_ROUTES:
+        dev_only = path == "/reset_prefix_cache" and os.environ.get("VLLM_SERVER_DEV_MODE") not in ("1", "true")
+        if path not in HTTP_ROUTES or dev_only:
             return await self._send(writer, ctx, 404, {"detail": "Not Found"}, keep=keep)
         if method not in HTTP_ROUTES[path]:
             return await self._send(
@@ -97,6 +100,11 @@ class OpenAIServer(HttpServer):
         if path == "/metrics":
             text = "" if sim.args.disable_log_stats else sim.metrics.render()
             return await self._send(writer, ctx, 200, text.encode("utf-8"), METRICS_TYPE, keep)
+        if path == "/reset_prefix_cache":
+            busy = bool(sim.engine.running or sim.engine.waiting)  # vLLM refuses while blocks are held
+            if not busy and sim.engine.prefix_cache is not None:
+                sim.engine.prefix_cache.reset()
+            return await self._send(writer, ctx, 200, {"success": not busy}, keep=keep)
         if path == "/load":
             load = len(sim.engine.running) + len(sim.engine.waiting)
             return await self._send(writer, ctx, 200, {"server_load": load}, keep=keep)
@@ -191,6 +199,8 @@ class OpenAIServer(HttpServer):
         stream = bool(data.get("stream"))
         options = data.get("stream_options") or {}
         req = Request(chat, prompt_tokens, max_tokens, target, finish, stream, seed, asyncio.get_event_loop())
+        units = json.dumps(data.get("messages"), sort_keys=True).split() if chat else prompt_units(data.get("prompt"))
+        req.prefix_keys = block_keys(units, sim.engine.block_size)
         sim.engine.submit(req)
         if stream:
             return await self._stream(
