@@ -70,6 +70,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "rocm-console alerts list --profile lab.toml",
         "rocm-console alerts test --profile lab.toml --rule gpu-sick",
     ),
+    "watch": (
+        "rocm-console watch --profile lab.toml",
+        "rocm-console watch --install-systemd --user --profile lab.toml",
+    ),
 }
 
 
