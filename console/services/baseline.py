@@ -37,6 +37,7 @@ from console.core.bench.argv import apply_bench_overrides
 from console.core.bench.offline import OfflineError, OfflinePreset, apply_offline_overrides, offline_metrics
 from console.core.bounded_file import RESULT_FILE_LIMIT, read_bounded_text
 from console.core.model import BenchPreset, NodeSnapshot, NodeSpec, Profile, ServePreset
+from console.core.node_files import node_file_stem
 from console.core.node_json import loads_document
 from console.core.results.offline import accuracy_metrics
 from console.services.instances import ENDED, InstanceError, InstanceService, InstanceState
@@ -192,7 +193,7 @@ class BaselineStore:
         return name
 
     def path(self, node: str, name: str) -> Path:
-        return self.root / re.sub(r"[^A-Za-z0-9_.-]", "_", node) / f"{self.check_name(name)}.json"
+        return self.root / node_file_stem(node) / f"{self.check_name(name)}.json"
 
     def save(self, baseline: StoredBaseline) -> Path:
         path = self.path(baseline.node, baseline.name)
@@ -221,7 +222,7 @@ class BaselineStore:
     def list(self, node: str | None = None) -> list[StoredBaseline]:
         """Every readable baseline (of one node), by node then name; broken files are skipped."""
         out = []
-        folders = [self.root / re.sub(r"[^A-Za-z0-9_.-]", "_", node)] if node else sorted(self.root.glob("*"))
+        folders = [self.root / node_file_stem(node)] if node else sorted(self.root.glob("*"))
         for folder in folders:
             for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
                 try:

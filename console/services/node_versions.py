@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ from console.core.baseline.diff import (
 from console.core.bounded_file import read_bounded_text
 from console.core.events import INFO, Event
 from console.core.model import NodeSnapshot, ProbeInfo
+from console.core.node_files import node_file_stem
 from console.core.node_json import loads_document
 from console.services.results import default_root
 
@@ -149,8 +149,7 @@ class VersionsBook:
         self.folder = folder if folder is not None else data_dir() / "node-versions"
 
     def _path(self, node: str) -> Path:
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", node)
-        return self.folder / f"{safe}.json"
+        return self.folder / f"{node_file_stem(node)}.json"
 
     def _read(self, node: str) -> dict:
         try:

@@ -25,7 +25,6 @@ import dataclasses
 import json
 import os
 import re
-import secrets
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -41,6 +40,7 @@ except ImportError:  # Windows: no flock; one console at a time there
     fcntl = None  # type: ignore[assignment]
 
 from console.core.results.file_import import runs_from_file
+from console.core.results.ids import other_id, run_order
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
 
 __all__ = [
@@ -263,22 +263,17 @@ class ResultStore:
                 try:
                     os.link(tmp, self._path(run_id))  # atomic, fails if the name is taken
                 except FileExistsError:
-                    run_id = self._other_id(run.id)
+                    run_id = other_id(run.id)
                     continue
                 except OSError:  # no hard links here (some network/FUSE folders)
                     if self._path(run_id).exists():
-                        run_id = self._other_id(run.id)
+                        run_id = other_id(run.id)
                         continue
                     os.replace(tmp, self._path(run_id))
                 return candidate
             finally:
                 tmp.unlink(missing_ok=True)
         raise OSError(f"could not find a free id for {run.id} in {self.root}")
-
-    @staticmethod
-    def _other_id(run_id: str) -> str:
-        head = run_id.rsplit("-", 1)[0] if re.search(r"-[0-9a-f]{6}\Z", run_id) else run_id
-        return f"{head}-{secrets.token_hex(3)}"
 
     def _temp_file(self, run: StoredRun) -> Path:
         return self._write_temp(json.dumps(run_to_dict(run), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
@@ -386,7 +381,7 @@ class ResultStore:
             if since is not None and run.created < since:
                 continue
             out.append(run)
-        out.sort(key=_order)
+        out.sort(key=run_order)
         return out
 
     def fingerprints(self) -> dict[str, str]:
@@ -476,12 +471,6 @@ class ResultStore:
                 report.imported.append(stored)
         except OSError as exc:
             raise self._failed(exc) from None
-
-
-def _order(run: StoredRun) -> tuple:
-    """Oldest first; runs imported together keep their order in the file."""
-    found = re.search(r"\d+", str(run.context.get("source_part") or ""))
-    return (run.created, run.source or "", int(found.group()) if found else 0, run.id)
 
 
 def _files(paths: Iterable[str | Path], report: ImportReport) -> Iterable[Path]:

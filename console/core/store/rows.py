@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import secrets
 from collections.abc import Mapping
 from typing import Any
@@ -26,12 +25,9 @@ __all__ = [
     "event_row",
     "migrated_event_uid",
     "new_event_uid",
-    "node_file_stem",
-    "other_id",
     "read_doc",
     "run_file_text",
     "run_from_doc",
-    "run_order",
     "run_row",
     "versions_node",
 ]
@@ -106,19 +102,6 @@ def run_file_text(doc: Mapping[str, Any]) -> str:
     return json.dumps(dict(doc), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def run_order(run: StoredRun) -> tuple:
-    """The file store's order of runs (oldest first; runs imported together keep their
-    order in the file), the order a migration stores them in."""
-    found = re.search(r"\d+", str(run.context.get("source_part") or ""))
-    return (run.created, run.source or "", int(found.group()) if found else 0, run.id)
-
-
-def other_id(run_id: str) -> str:
-    """A fresh id for a run whose id is taken (new hex, as the file store makes one)."""
-    head = run_id.rsplit("-", 1)[0] if re.search(r"-[0-9a-f]{6}\Z", run_id) else run_id
-    return f"{head}-{secrets.token_hex(3)}"
-
-
 # ---------------------------------------------------------------- events
 
 
@@ -153,12 +136,6 @@ def event_from_doc(text: str | bytes) -> Event:
 
 
 # ---------------------------------------------------------------- baselines and node versions
-
-
-def node_file_stem(node: str) -> str:
-    """A node's name as a file or folder name: the rule of BaselineStore.path and
-    VersionsBook's files (anything but letters, digits, _ . - becomes _)."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", node)
 
 
 def baseline_key(doc: Mapping[str, Any]) -> tuple[str, str, float]:

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.core.store.rows import node_file_stem, read_doc, run_file_text
+from console.core.node_files import node_file_stem
+from console.core.store.rows import read_doc, run_file_text
 from console.services.events import EVENTS_FILE, MAX_BYTES
 from console.services.results import StoreError
 from console.services.store.db import Database

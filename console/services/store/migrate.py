@@ -24,8 +24,9 @@ from pathlib import Path
 from console.core import node_json
 from console.core.events import Event, event_from_dict, event_to_dict
 from console.core.node_json import loads_document
+from console.core.results.ids import run_order
 from console.core.results.record import run_from_dict
-from console.core.store.rows import doc_text, event_row, migrated_event_uid, run_order
+from console.core.store.rows import doc_text, event_row, migrated_event_uid
 from console.services.events import EVENTS_FILE, MAX_EVENT_TIME, MAX_LINE_BYTES
 from console.services.store.store import Store
 

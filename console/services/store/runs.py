@@ -11,9 +11,10 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from console.core.results.ids import other_id, run_order
 from console.core.results.record import StoredRun
 from console.core.store.queries import run_where
-from console.core.store.rows import RUN_COLUMNS, other_id, run_from_doc, run_order, run_row
+from console.core.store.rows import RUN_COLUMNS, run_from_doc, run_row
 from console.services.results import ImportReport, Saved, StoreError
 from console.services.store.db import Database, IntegrityError
 
