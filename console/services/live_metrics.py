@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from console.core.bench import histograms as H
+from console.core.bench.prefix_cache import prefix_cache_window
 from console.services.http_body import BodyTooLarge, read_capped
 
 
@@ -35,6 +36,8 @@ class LiveSample:
     waiting: float | None
     kv_cache_pct: float | None
     itl_metric: str | None  # which name the server had (version fallback)
+    # Issue B2: prompt tokens served from the prefix cache since the first scrape of the run, in %
+    prefix_hit_pct: float | None = None
 
 
 def scrape_samples(text: str) -> list[tuple[str, dict, float]]:
@@ -62,6 +65,7 @@ class LiveMetrics:
         self.queue = H.WindowedPercentiles(window_s)
         self._tokens: tuple[float, float] | None = None  # (ts, generation tokens counter)
         self.itl_metric: str | None = None
+        self._prefix_base: list | None = None  # the first scrape's prefix-cache counters
 
     def feed(self, ts: float, text: str) -> LiveSample:
         samples = scrape_samples(text)
@@ -79,6 +83,10 @@ class LiveMetrics:
                 tok_s = H.rate(tokens, self._tokens[1], ts - self._tokens[0])
             self._tokens = (ts, tokens)
         kv = H.gauge_value(samples, H.KV_CACHE, agg="max")
+        counters = [x for x in samples if x[0].startswith(("vllm:prefix_cache_", "vllm:gpu_prefix_cache_"))]
+        if self._prefix_base is None:
+            self._prefix_base = counters
+        window = prefix_cache_window(self._prefix_base, counters)
         t, i, e, q = self.ttft.stats(), self.itl.stats(), self.e2e.stats(), self.queue.stats()
         return LiveSample(
             ts=ts,
@@ -97,6 +105,7 @@ class LiveMetrics:
             waiting=H.gauge_value(samples, H.NUM_WAITING),
             kv_cache_pct=None if kv is None else kv * 100.0,
             itl_metric=self.itl_metric,
+            prefix_hit_pct=window.hit_pct if window is not None else None,
         )
 
 

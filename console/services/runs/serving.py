@@ -592,4 +592,28 @@ def check_lines(outcome: RunOutcome) -> list[str]:
             out.extend(f"  {r}" for r in check.reasons)
     for p in outcome.pitfalls:
         out.append(f"client pitfall {p.key}: {p.line}")
+    return out + workload_lines(outcome)
+
+
+def workload_lines(outcome: RunOutcome) -> list[str]:
+    """Goodput against the SLO, the prefix-cache share and its warning (issue B2), one line each."""
+    out = []
+    g = outcome.goodput
+    if g:
+        pct, rps = g.get("goodput_pct"), g.get("good_rps")
+        slo = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in (g.get("slo") or {}).items())
+        if pct is None:
+            out.append(f"goodput: not counted (no per-request figures) · SLO {slo}")
+        else:
+            out.append(f"goodput {pct:.1f}% of requests · {rps or 0:.2f} good req/s · SLO {slo}")
+    p = outcome.prefix_cache
+    if p:
+        pct = p.get("hit_pct")
+        cached = "not counted" if pct is None else f"{pct:.1f}% of prompt tokens"
+        line = f"prefix cache: {cached} ({'meant cold' if p.get('cold') else 'warm by design'})"
+        if p.get("cold_start"):
+            line += f" · cold start: {p.get('cold_start_done')} ({p.get('cold_start_note')})"
+        out.append(line)
+        if p.get("warning"):
+            out.append(f"WARNING: {p['warning']}")
     return out

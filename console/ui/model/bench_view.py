@@ -34,6 +34,7 @@ from console.services.runs.serving import (
     BenchStarted,
     LiveMetricsSampled,
     RunOutcome,
+    workload_lines,
 )
 from console.ui.model.charts import Trace
 from console.ui.model.format import estimate
@@ -541,10 +542,11 @@ def live_now_text(sample: LiveSample | None, final: bool = False, metrics: Mappi
             f"last live sample (run ended, no result): TTFT p50 {ttft} ms · ITL p50 {itl} ms (≈ bucket estimates) · "
             f"{num_text(sample.output_tok_s, '{:.0f}')} tok/s · KV {num_text(sample.kv_cache_pct, '{:.1f}')}%"
         )
+    cache = "" if sample.prefix_hit_pct is None else f" · prefix cache {sample.prefix_hit_pct:.0f}%"  # issue B2
     return (
         f"live: TTFT p50 {ttft} ms · ITL p50 {itl} ms (≈ bucket estimates) · "
         f"{num_text(sample.output_tok_s, '{:.0f}')} tok/s · running {num_text(sample.running, '{:.0f}')} · "
-        f"waiting {num_text(sample.waiting, '{:.0f}')} · KV {num_text(sample.kv_cache_pct, '{:.1f}')}%"
+        f"waiting {num_text(sample.waiting, '{:.0f}')} · KV {num_text(sample.kv_cache_pct, '{:.1f}')}%{cache}"
     )
 
 
@@ -668,6 +670,7 @@ def truth_lines(outcome: RunOutcome | None) -> list[Text]:
             out.append(Text("client check: ok, client and server agree", style="green"))
     for pitfall in outcome.pitfalls:
         out.append(Text(f"client pitfall: {pitfall.line}", style="yellow"))
+    out.extend(Text(line, style="bold red" if line.startswith("WARNING") else "") for line in workload_lines(outcome))
     return out
 
 
