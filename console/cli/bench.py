@@ -150,6 +150,7 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None], stor
         sweep_id = sweep_id_for(points)
         view = await _ready_instance(sel, node, args.instance)
         setup = apply_bench_overrides(preset, overrides)
+        base: dict | None = None  # where the runs ran (runs/outcome.py builds it)
         printer = _Printer(quiet=args.json)
         for point in points:
             outcome = await runner.run(
@@ -160,8 +161,9 @@ async def _run_points(args, profile: Profile, points: Sequence[int | None], stor
                 print(format_outcome(outcome), flush=True)
             if store is None:
                 continue
+            base = base or await recorder.instance_base(node, view)  # sampled once per sweep
             recorded = await recorder.serving(
-                node, view, outcome, setup, label=args.label, sweep_id=sweep_id, point=point
+                node, view, outcome, setup, label=args.label, sweep_id=sweep_id, point=point, base=base
             )
             if recorded.line is not None:
                 unstored.append(recorded.line)
@@ -256,7 +258,7 @@ async def _run_or_sweep(args, profile: Profile, store: ResultStore | None) -> in
             raise common.UsageError("give --instance or --group, not both")
         from console.cli.groups import bench_group_run
 
-        return await bench_group_run(args, profile)
+        return await bench_group_run(args, profile, store)
     if getattr(args, "url", None):
         raise common.UsageError("--url goes with --group")
     if not args.instance:

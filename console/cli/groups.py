@@ -16,8 +16,9 @@ from console.core.model import NodeSpec, Profile
 from console.core.replicas import DEFAULT_BASE_PORT, GroupPlan, ReplicaPlanError, parse_replicas
 from console.services.groups import GroupError, GroupPlanError, GroupView
 from console.services.instances import InstanceState, InstanceView
-from console.services.results import ResultStore, StoreError
-from console.services.runs.group import GroupBenchRunner, format_group_outcome, store_group
+from console.services.results import ResultStore
+from console.services.runs.group import GroupBenchRunner, format_group_outcome
+from console.services.runs.outcome import RunRecorder
 from console.services.runs.serving import BenchProgressed
 
 
@@ -114,7 +115,7 @@ async def serve_group_stop(args: argparse.Namespace, profile: Profile) -> int:
     return EXIT_OK
 
 
-async def bench_group_run(args: argparse.Namespace, profile: Profile) -> int:
+async def bench_group_run(args: argparse.Namespace, profile: Profile, store: ResultStore | None) -> int:
     async with Selection(profile) as sel:
         nodes = sel.nodes(args.node)
         preset, overrides, env = bench_inputs(args, profile)
@@ -159,15 +160,9 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile) -> int:
             extra_env=env,
             on_event=on_event,
         )
-    unstored = None
-    try:
-        stored = [] if args.no_store else store_group(ResultStore(), outcome, group, preset, label=args.label)
-    except StoreError as exc:
-        stored = []
-        places = ", ".join(f"{o.run} on {o.node}" for o in outcome.outcomes if o.result_json is not None)
-        unstored = f"group {outcome.group}: not stored ({exc}); each replica's result stays on its node" + (
-            f" ({places}): store them later with `rocm-console results fetch RUN --node NODE`" if places else ""
-        )
+    # runs/outcome.py stores it, as the TUI's group screen does
+    recorded = await RunRecorder(sel.pool, store).group(outcome, group, preset, label=args.label)
+    stored, unstored = list(recorded.ids), recorded.line
     if args.json:
         print(
             json.dumps(

@@ -41,7 +41,7 @@ from console.core.results.record import StoredRun, as_number, jsonable
 from console.services.groups import GroupView
 from console.services.instances import InstanceState, InstanceView
 from console.services.results import ResultStore, StoreError
-from console.services.runs.group import GroupBenchRunner, store_group
+from console.services.runs.group import GroupBenchRunner
 from console.services.runs.outcome import RunRecorder, new_sweep_id
 from console.services.runs.serving import (
     BenchEvent,
@@ -418,15 +418,13 @@ class FindMaxService:
                 "sweep_point": conc if conc is not None else rate,
                 "find_max": s.id,
             }
-            try:
-                ids = store_group(self.store, outcome, group, at, label=s.label, extra=extra)
-            except StoreError as exc:
-                raise FindMaxError(_at(s, load, f"not stored: {exc}")) from None
-            if not ids:
+            recorded = await self.recorder.group(outcome, group, at, label=s.label, extra=extra)
+            if recorded.reason is not None:  # each replica's result stays on its node: the line says so
+                raise FindMaxError(_at(s, load, f"not stored ({recorded.reason})"))
+            if recorded.stored is None:
                 raise FindMaxError(_at(s, load, "the group's result was not stored"))
-            merged = self.store.get(ids[-1])
-            s.point_ids.append(merged.id)
-            return merged
+            s.point_ids.append(recorded.stored.id)
+            return recorded.stored
 
         # a group's concurrency is split over its replicas: each needs at least 1
         replicas = max(1, sum(1 for v in group.replicas if v.state == InstanceState.READY))

@@ -23,10 +23,12 @@ from console.core.results.build import run_from_console
 from console.core.results.offline import run_from_offline
 from console.core.results.record import StoredRun
 from console.core.text import one_line
+from console.services.groups import GroupView
 from console.services.instances import InstanceView
 from console.services.node_results import keep_on_node, result_place
 from console.services.results import ResultStore, StoreError
 from console.services.runs import run as run_api
+from console.services.runs.group import GroupBenchOutcome, store_group
 from console.services.runs.offline import OfflineOutcome
 from console.services.runs.serving import RunOutcome, live_summary, store_kwargs
 from console.services.status import sample_node
@@ -183,15 +185,11 @@ class Recorded:
     stored: StoredRun | None = None  # as the store has it (its id is the store's)
     kept_at: str | None = None  # the result file on the node, when the store could not take it
     reason: str | None = None
+    ids: tuple[str, ...] = ()  # a group's: each replica's stored run, then the merged one
 
     @property
     def stored_id(self) -> str | None:
         return self.stored.id if self.stored is not None else None
-
-    @property
-    def failed(self) -> bool:
-        """A result that should have been stored and was not."""
-        return self.reason is not None
 
     @property
     def line(self) -> str | None:
@@ -259,6 +257,33 @@ class RunRecorder:
                 outcome.run, kept_at=where, reason=f"{exc}; the result file stays on {node.name} at {where}"
             )
         return await self.save(node, outcome.run, record)
+
+    async def group(
+        self,
+        outcome: GroupBenchOutcome,
+        group: GroupView,
+        preset: BenchPreset,
+        *,
+        label: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Recorded:
+        """A replica group's run: each client's result and the merged one (group.store_group).
+        When the store cannot take them, each replica's result stays in its run's folder on its
+        node, and `reason` names them and the command that stores them later."""
+        store = self.store
+        name = f"group {outcome.group}"
+        if store is None or outcome.result is None:
+            return Recorded(name)
+        try:
+            ids = await asyncio.to_thread(store_group, store, outcome, group, preset, label=label, extra=extra)
+            stored = await asyncio.to_thread(store.get, ids[-1]) if ids else None
+        except (StoreError, OSError, ValueError, KeyError) as exc:
+            places = ", ".join(f"{o.run} on {o.node}" for o in outcome.outcomes if o.result_json is not None)
+            reason = f"{one_line(exc)}; each replica's result stays on its node" + (
+                f" ({places}): store them later with `rocm-console results fetch RUN --node NODE`" if places else ""
+            )
+            return Recorded(name, reason=reason)
+        return Recorded(name, stored, stored, ids=tuple(ids))
 
     async def save(self, node: NodeSpec, run_name: str, record: StoredRun) -> Recorded:
         """Store `record` (off the event loop); when the store cannot take it, keep it beside the

@@ -11,7 +11,6 @@ to the preset, issue U2); Esc leaves (the clients go on, detached on the nodes).
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 
@@ -28,7 +27,8 @@ from console.core.model import BenchPreset
 from console.services.groups import GroupView
 from console.services.instances import InstanceError
 from console.services.results import ResultStore
-from console.services.runs.group import GroupBenchOutcome, GroupBenchRunner, format_group_outcome, store_group
+from console.services.runs.group import GroupBenchOutcome, GroupBenchRunner, format_group_outcome
+from console.services.runs.outcome import RunRecorder
 from console.services.runs.serving import BenchProgressed, BenchRunError
 from console.transport.base import TransportError
 from console.ui.model.protocols import console_host
@@ -181,24 +181,22 @@ class GroupBenchScreen(Screen):
         self.running = False
         self.outcome, self.error = message.outcome, message.error
         if self.store is not None and self.outcome is not None and self.preset is not None:
-            run_named(
-                self,
-                functools.partial(self._store, self.outcome, self.preset),
-                f"group-bench-store:{self.group.name}",
-                thread=True,
-            )
+            run_named(self, self._store(self.outcome, self.preset), f"group-bench-store:{self.group.name}")
         self.redraw()
 
-    def _store(self, outcome: GroupBenchOutcome, preset: BenchPreset) -> None:
-        """Thread worker: file I/O off the event loop; reports through a message."""
-        assert self.store is not None
+    async def _store(self, outcome: GroupBenchOutcome, preset: BenchPreset) -> None:
+        """As `bench run --group` stores it (runs/outcome.py); reports through a message."""
+        recorder = RunRecorder(console_host(self.app).fleet.pool, self.store)
         try:
-            ids = store_group(self.store, outcome, self.group, preset)
-        except Exception as exc:  # disk full, permissions: say so, keep the screen
+            recorded = await recorder.group(outcome, self.group, preset)
+        except Exception as exc:  # never a traceback on the screen
             self.post_message(self.Stored(f"not stored: {' '.join(str(exc).split())}"))
-        else:
-            if ids:
-                self.post_message(self.Stored(f"stored as {ids[-1]} (the group), with {len(ids) - 1} replica results"))
+            return
+        if recorded.reason is not None:
+            self.post_message(self.Stored(f"not stored: {recorded.reason}"))
+        elif recorded.ids:
+            ids = recorded.ids
+            self.post_message(self.Stored(f"stored as {ids[-1]} (the group), with {len(ids) - 1} replica results"))
 
     def on_group_bench_screen_stored(self, message: Stored) -> None:
         self.stored = message.text
