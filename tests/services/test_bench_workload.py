@@ -77,3 +77,15 @@ async def test_prefix_heavy_marked_cold_is_warned_and_random_is_not(sim_node):
     assert plain["prefix_cache_hit_pct"] <= 5 and plain["prefix_cache_warning"] is None
     assert plain["goodput"] is None and plain["goodput_pct"] is None  # no SLO, no goodput
     assert not any(line.startswith("WARNING") for line in check_lines(cold))
+
+
+def test_find_max_points_carry_goodput():
+    """A find-max point's figures include its goodput (the points table's `good %`)."""
+    from console.core.results.record import StoredRun
+    from console.services.runs.find_max import run_values
+
+    run = StoredRun(
+        id="p1", created=0.0, origin="console", metrics={"output_throughput": 10.0}, goodput={"goodput_pct": 92.5}
+    )
+    assert run_values(run).values["goodput_pct"] == 92.5
+    assert run_values(dataclasses.replace(run, goodput=None)).values["goodput_pct"] is None

@@ -180,6 +180,7 @@ def run_values(run: StoredRun) -> Run:
     """What the search is fed for a stored point: every number of its metrics, tokens/J, failed."""
     values: dict[str, float | None] = {k: float(v) for k, v in run.metrics.items() if isinstance(v, (int, float))}
     values["tokens_per_joule"] = tokens_per_joule_of(run)
+    values["goodput_pct"] = run.goodput_pct  # issue B2: shown beside the point's throughput
     failed = as_number(run.metrics.get("failed")) or 0.0
     return Run(values=values, failed=int(failed), run_id=run.id)
 
