@@ -55,3 +55,25 @@ def test_slo_from_a_preset_and_vllm_flags():
     stored = goodput_json(slo, goodput_of(normalize_result(detailed()), slo))
     assert stored["slo"] == {"ttft_ms": 200.0, "itl_ms": 50.0, "e2el_ms": 1500.5}
     assert stored["goodput_pct"] == pytest.approx(25.0)
+
+
+def test_an_slo_run_asks_the_client_for_per_request_figures_and_its_goodput():
+    from console.core.bench.argv import apply_bench_overrides, build_bench_argv
+
+    def argv(preset):
+        return build_bench_argv(
+            preset, client_cmd=("vllm",), base_url="http://127.0.0.1:8000", model="m",
+            result_dir="/r", result_filename="r.json", max_concurrency=4,
+        )  # fmt: skip
+
+    plain = BenchPreset(name="p", input_len=64, output_len=16)
+    assert "--save-detailed" not in argv(plain) and "--goodput" not in argv(plain)
+    slo = apply_bench_overrides(plain, {"slo_ttft_ms": "200", "slo-itl-ms": "50", "slo_e2e_ms": "2000"})
+    out = argv(slo)
+    assert "--save-detailed" in out
+    i = out.index("--goodput")
+    assert out[i + 1 : i + 3] == ("ttft:200", "e2el:2000")  # itl is the console's own: not vLLM's
+    with pytest.raises(ValueError, match="slo_ttft_ms=0: must be > 0"):
+        apply_bench_overrides(plain, {"slo_ttft_ms": "0"})
+    with pytest.raises(ValueError, match="extra argument --goodput"):
+        argv(BenchPreset(name="p", extra_args=("--goodput", "ttft:1")))
