@@ -29,7 +29,7 @@ from pathlib import Path
 
 from console.core import node_json
 from console.core.events import Event, event_from_dict, event_to_dict, matches
-from console.services.results import default_root
+from console.services.data_dir import default_root
 
 __all__ = ["EVENTS_FILE", "EventLog", "Follower", "default_events_path"]
 

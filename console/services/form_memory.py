@@ -23,7 +23,7 @@ from typing import Mapping
 
 from console.core.node_json import loads_document
 from console.core.serve.argv import looks_secret
-from console.services.results import default_root
+from console.services.data_dir import default_root
 
 FILE_NAME = "form-memory.json"
 VERSION = 1

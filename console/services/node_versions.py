@@ -30,7 +30,7 @@ from console.core.events import INFO, Event
 from console.core.model import NodeSnapshot, ProbeInfo
 from console.core.node_files import node_file_stem
 from console.core.node_json import loads_document
-from console.services.results import default_root
+from console.services.data_dir import default_root
 
 RECORD_LIMIT = 1 << 20  # a node's versions record is a few kB: anything past this is not one
 

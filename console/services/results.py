@@ -42,6 +42,7 @@ except ImportError:  # Windows: no flock; one console at a time there
 from console.core.results.file_import import runs_from_file
 from console.core.results.ids import other_id, run_order
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
+from console.services.data_dir import DATA_DIR_ENV, default_root
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -54,7 +55,6 @@ __all__ = [
     "default_root",
 ]
 
-DATA_DIR_ENV = "ROCM_CONSOLE_DATA_DIR"
 MAX_FILE_BYTES = RESULT_FILE_LIMIT  # a benchmark log or result JSON is far smaller
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 LOCK_NAME = ".lock"
@@ -72,15 +72,6 @@ class Saved:
 
     id: str
     new: bool
-
-
-def default_root() -> Path:
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        return Path(env).expanduser() / "results"
-    import platformdirs
-
-    return Path(platformdirs.user_data_path("rocm-console")) / "results"
 
 
 @dataclass(frozen=True)

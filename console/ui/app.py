@@ -166,11 +166,10 @@ class ConsoleApp(InstanceActions):
         # vLLM instances: the source (real service over the fleet's connections, or injected).
         # The timeline and the [[alert]] rules while the console runs (HealthWatch, writing
         # `events`); without a log, health is still judged and shown, nothing is written (tests).
+        # Made with the first frame on screen (_start_collection): its rules, alert delivery and
+        # the watcher check are not first-frame work, and it judges samples, which start there.
         self.health_watch: HealthWatch | None = None
-        if events is not None:
-            from console.services.health_watch import HealthWatch  # its alert delivery is not first-frame work
-
-            self.health_watch = HealthWatch(self.fleet, health, events=events)
+        self._health_args = (events, health)
         self.instances: InstanceSource = instances or ServiceInstances(self.fleet.pool, events=events)
         self.board = InstanceBoard(self.fleet.node_names)
         self.instance_poll_interval = instance_poll_interval
@@ -216,6 +215,11 @@ class ConsoleApp(InstanceActions):
     async def _start_collection(self) -> None:
         if self._fleet_started or not self.is_running:
             return
+        events, health = self._health_args
+        if events is not None and self.health_watch is None:
+            from console.services.health_watch import HealthWatch
+
+            self.health_watch = HealthWatch(self.fleet, health, events=events)
         if self.health_watch is not None:
             await self.health_watch.start()
         await self.fleet.start()  # only creates tasks: never waits for a node
