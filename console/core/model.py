@@ -147,6 +147,7 @@ class Profile:
     files: tuple[str, ...] = ()  # the files it was read from, in order
     prometheus: PrometheusSpec | None = None  # [prometheus]: telemetry = "prometheus" nodes read it
     models: ModelsConfig | None = None  # [models]: pulls, model folders, the packing limit (issue Q)
+    store_url: str | None = None  # [store] url: a team's PostgreSQL (docs/store.md); None: SQLite
 
     def node(self, name: str) -> NodeSpec | None:
         return next((n for n in self.nodes if n.name == name), None)

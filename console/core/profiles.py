@@ -144,6 +144,7 @@ def load_profile(paths: Sequence[str | Path]) -> Profile:
         files=tuple(merged.files),
         prometheus=_check_prometheus_nodes(merged),
         models=merged.models,
+        store_url=merged.store[0] if merged.store else None,
     )
 
 
@@ -624,7 +625,7 @@ BENCH_FIELDS: dict[str, _Check] = {
     "slo_e2e_ms": _positive,
 }
 
-_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models")
+_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models", "store")
 
 
 def _packing_sum(value: object) -> float:
@@ -708,6 +709,7 @@ class _Merged:
         self.files: list[str] = []
         self.prometheus: tuple[PrometheusSpec, str] | None = None
         self.models: ModelsConfig | None = None  # [models]: later files override keys
+        self.store: tuple[str, str] | None = None  # [store] url and its file (docs/store.md)
         # (file, line) of each node's effective telemetry = "prometheus", for the check at the end
         self.prometheus_users: dict[str, tuple[str, str | None, int | None]] = {}
 
@@ -745,6 +747,11 @@ def _merge_file(merged: _Merged, ctx: TomlContext, data: dict) -> None:
             continue
         if section == "prometheus":
             _merge_prometheus(merged, ctx, body)
+            continue
+        if section == "store":
+            from console.core.store.profile_table import store_url
+
+            merged.store = store_url(ctx, body, merged.store)
             continue
         if section == "models":
             try:

@@ -1,12 +1,13 @@
 """The database store: runs, baselines, events and node-versions records in one database.
 
-`open_store(path)` opens (making and migrating) the SQLite file; `Store` holds one table
+`open_store(profile_or_url, data_dir)` opens (making and migrating) the profile's PostgreSQL
+(`[store] url`) or the SQLite file in the data folder; `Store` holds one table
 object per record kind with the method names of today's file classes (`runs` ~ ResultStore,
 `events` ~ EventLog, `baselines` ~ BaselineStore, `versions` ~ VersionsBook's file),
 `migrate_file_store` moves a file store in, `dump` writes one back out. Not yet used by the
 CLI or the TUI: docs/store.md says what is wired and what is not."""
 
-from console.services.store.db import Database, open_sqlite
+from console.services.store.db import Database, IntegrityError, open_sqlite
 from console.services.store.dump import dump
 from console.services.store.migrate import MigrationCounts, migrate_file_store
 from console.services.store.store import DB_FILE, Store, default_store_path, open_store
@@ -14,6 +15,7 @@ from console.services.store.store import DB_FILE, Store, default_store_path, ope
 __all__ = [
     "DB_FILE",
     "Database",
+    "IntegrityError",
     "MigrationCounts",
     "Store",
     "default_store_path",

@@ -1,10 +1,11 @@
 """One connection to the store's database, its transactions, and its migrations.
 
 The SQL the tables run is written once with `?` placeholders and every value bound; an engine
-is a DB-API connection and its dialect (`sqlite` here; PostgreSQL through psycopg 3 adds a
-`%s` spelling of the same text). SQLite runs in WAL mode (readers never wait for a writer)
-with a busy timeout (writers from other processes queue instead of failing) and
-`synchronous=FULL` (a committed run is on disk, as the file store's fsync made it)."""
+is a DB-API connection and its dialect: `sqlite` (the standard library) or `postgresql`
+(psycopg 3, console/services/store/postgres.py), for which `_sql` spells the same text with
+`%s`, in this one place. SQLite runs in WAL mode (readers never wait for a writer) with a busy
+timeout (writers from other processes queue instead of failing) and `synchronous=FULL` (a
+committed run is on disk, as the file store's fsync made it)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,34 @@ from typing import Any
 from console.core.store.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_TABLE, statements, version_table
 from console.services.results import StoreError
 
-__all__ = ["BUSY_TIMEOUT_MS", "Database", "IntegrityError", "open_sqlite"]
+__all__ = ["BUSY_TIMEOUT_MS", "LOCK_EVENTS", "LOCK_SCHEMA", "Database", "IntegrityError", "open_sqlite"]
 
 BUSY_TIMEOUT_MS = 60_000  # eight writers at once wait for each other well within this
-IntegrityError = sqlite3.IntegrityError
+# PostgreSQL advisory locks (serialize()): any two numbers of our own, one per purpose.
+LOCK_SCHEMA = 0x52435F01  # two consoles opening a new database: one makes the tables
+LOCK_EVENTS = 0x52435F02  # event rows get their seq in commit order (a follower misses none)
+
+
+class IntegrityError(Exception):
+    """A write broke a UNIQUE constraint: either engine's error, as one class."""
+
+
+def _engine_errors(dialect: str) -> tuple[type[Exception], tuple[type[Exception], ...]]:
+    """(the engine's integrity error, the errors that mean "the store failed")."""
+    if dialect == "sqlite":
+        return sqlite3.IntegrityError, (sqlite3.Error, OSError)
+    import psycopg
+
+    return psycopg.IntegrityError, (psycopg.Error, OSError)
 
 
 class Database:
     """A connection and its dialect. Thread-safe (one lock), so `asyncio.to_thread` may use it.
 
     `transaction()` is the only way to write: BEGIN IMMEDIATE on SQLite (the write lock is
-    taken at once, so a check-then-insert inside it holds across processes)."""
+    taken at once, so a check-then-insert inside it holds across processes); BEGIN on
+    PostgreSQL, where the UNIQUE indexes decide a race (an insert waits for the other
+    transaction's row, then finds it) and `serialize()` takes a lock where order matters."""
 
     def __init__(self, conn: Any, dialect: str, where: str) -> None:
         self.conn = conn
@@ -38,9 +56,12 @@ class Database:
         self.where = where  # what error lines name: the file, or the server without password
         self._lock = threading.RLock()
         self._depth = 0
+        self._integrity, self._errors = _engine_errors(dialect)
 
     def _sql(self, sql: str) -> str:
-        return sql if self.dialect == "sqlite" else sql.replace("?", "%s")
+        """The one place the two parameter styles meet: `?` in the source, `%s` for psycopg
+        (and a literal % doubled). Values never enter the text, on either engine."""
+        return sql if self.dialect == "sqlite" else sql.replace("%", "%%").replace("?", "%s")
 
     def failed(self, exc: Exception, doing: str = "use") -> StoreError:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -50,9 +71,9 @@ class Database:
         with self._lock:
             try:
                 return self.conn.execute(self._sql(sql), tuple(params))
-            except sqlite3.IntegrityError:
-                raise
-            except (sqlite3.Error, OSError) as exc:
+            except self._integrity as exc:
+                raise IntegrityError(str(exc).splitlines()[0] if str(exc) else "not unique") from None
+            except self._errors as exc:
                 raise self.failed(exc) from None
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
@@ -66,10 +87,10 @@ class Database:
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
         with self._lock:
             try:
-                self.conn.executemany(self._sql(sql), [tuple(p) for p in seq])
-            except sqlite3.IntegrityError:
-                raise
-            except (sqlite3.Error, OSError) as exc:
+                self.conn.cursor().executemany(self._sql(sql), [tuple(p) for p in seq])
+            except self._integrity as exc:
+                raise IntegrityError(str(exc).splitlines()[0] if str(exc) else "not unique") from None
+            except self._errors as exc:
                 raise self.failed(exc) from None
 
     @contextlib.contextmanager
@@ -94,6 +115,28 @@ class Database:
                 raise
             self._depth = 0
             self.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def savepoint(self, name: str = "attempt") -> Iterator[None]:
+        """A part of a transaction that can fail alone: on PostgreSQL an error (a UNIQUE
+        conflict) aborts the whole transaction unless it is rolled back to a savepoint."""
+        with self.transaction():
+            self.execute(f"SAVEPOINT {name}")
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                    self.conn.execute(f"RELEASE SAVEPOINT {name}")
+                raise
+            self.execute(f"RELEASE SAVEPOINT {name}")
+
+    def serialize(self, lock: int) -> None:
+        """Inside a transaction: wait for, then hold until it ends, the lock `lock` (one of
+        LOCK_*). PostgreSQL's advisory lock; on SQLite BEGIN IMMEDIATE holds the whole
+        database already."""
+        if self.dialect == "postgresql":
+            self.execute("SELECT pg_advisory_xact_lock(?)", (int(lock),))
 
     def backup(self, target: Path) -> Path:
         """A consistent copy of a SQLite store while it is in use (the online backup API)."""
@@ -125,6 +168,7 @@ class Database:
         """Apply the migrations this database lacks, in order, in one transaction; the version
         it is at. StoreError when it was made by a newer console (a version we do not know)."""
         with self.transaction():
+            self.serialize(LOCK_SCHEMA)  # PostgreSQL: two first openings would race on CREATE TABLE
             self.execute(version_table(self.dialect))
             current = self.schema_version()
             if current > SCHEMA_VERSION:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from console.core.events import Event
 from console.core.store.queries import event_where
 from console.core.store.rows import EVENT_COLUMNS, event_from_doc, event_row, new_event_uid
-from console.services.store.db import Database
+from console.services.store.db import LOCK_EVENTS, Database
 
 __all__ = ["EventFollower", "EventTable"]
 
@@ -35,6 +35,7 @@ class EventTable:
         """Rows made by event_row; those whose uid is stored already are left out. How many were new."""
         new = 0
         with self.db.transaction():
+            self.db.serialize(LOCK_EVENTS)  # sequence numbers in commit order: see EventFollower
             for row in rows:
                 new += self.db.execute(_INSERT, [row[c] for c in EVENT_COLUMNS]).rowcount
         return new
@@ -88,8 +89,9 @@ class EventTable:
 class EventFollower:
     """New events as they are stored, by any process: call ``poll()`` now and then.
 
-    SQLite hands out sequence numbers in commit order, so none is skipped. (On PostgreSQL
-    an identity can commit out of order: its follower will need a time overlap.)"""
+    Sequence numbers are handed out in commit order, so none is skipped: SQLite has one
+    writer at a time; on PostgreSQL (where an identity value can commit after a larger one)
+    every event write holds one advisory lock until it commits (EventTable.insert_rows)."""
 
     def __init__(self, table: EventTable, seq: int) -> None:
         self.table = table

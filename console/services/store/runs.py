@@ -82,7 +82,8 @@ class RunTable:
         sql = f"UPDATE runs SET {', '.join(f'{c} = ?' for c in names)} WHERE id = ?"
         with self.db.transaction():
             try:
-                cursor = self.db.execute(sql, [*(row[c] for c in names), run.id])
+                with self.db.savepoint():
+                    cursor = self.db.execute(sql, [*(row[c] for c in names), run.id])
             except IntegrityError:  # its new fingerprint is another run's: kept in the doc only
                 row["fingerprint"] = None
                 cursor = self.db.execute(sql, [*(row[c] for c in names), run.id])

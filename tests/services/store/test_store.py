@@ -1,10 +1,10 @@
 """The database store's tables answer as today's file classes do (ResultStore, EventLog,
-BaselineStore), and its new queries page with indexes."""
+BaselineStore), and its new queries page with indexes: on SQLite and on a real PostgreSQL
+(`store_engine`, tests/services/store/conftest.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 
 import pytest
 
@@ -16,8 +16,8 @@ from tests.services.store.file_store import CPU, NOW, SEEDS, build_baselines, co
 
 
 @pytest.fixture
-def store(tmp_path):
-    with open_store(tmp_path / "data" / "store.sqlite3") as s:
+def store(store_engine):
+    with open_store(store_engine.location()) as s:
         yield s
 
 
@@ -88,14 +88,23 @@ def test_list_runs_pages_newest_first_with_filters(store):
         ({"label": "nightly"}, "runs_label"),
     ],
 )
-def test_list_queries_use_their_index(store, filters, index):
+def test_list_queries_use_their_index(store, store_engine, filters, index):
     from console.core.store.queries import run_where
 
     where = run_where(**filters)
-    plan = store.db.rows(
-        f"EXPLAIN QUERY PLAN SELECT id, doc FROM runs{where.sql()} ORDER BY created DESC, seq DESC LIMIT 50",
-        where.params,
-    )
+    query = f"SELECT id, doc FROM runs{where.sql()} ORDER BY created DESC, seq DESC LIMIT 50"
+    if store_engine.postgresql:
+        for i in range(300):  # 30 nodes, a label on 1 run in 30: the planner's statistics pick the index
+            store.runs.save(console_run(i, node=f"n{i % 30}", label="nightly" if i % 30 == 0 else None))
+        store.db.execute("ANALYZE runs")
+        with store.db.transaction():  # the plan for a big table: a small one is read whole and sorted
+            store.db.execute("SET LOCAL enable_seqscan = off")
+            store.db.execute("SET LOCAL enable_bitmapscan = off")
+            plan = store.db.rows("EXPLAIN " + query, where.params)
+        text = " ".join(str(row[0]) for row in plan)
+        assert f"Index Scan Backward using {index} " in text and "Sort" not in text, text
+        return
+    plan = store.db.rows("EXPLAIN QUERY PLAN " + query, where.params)
     text = " ".join(str(row[-1]) for row in plan)
     assert f"INDEX {index}" in text and "TEMP B-TREE" not in text, text
 
@@ -127,7 +136,7 @@ def test_events_read_and_follow_as_the_event_log(store, tmp_path):
     ] and picked
     follower = store.events.follow()
     assert follower.poll() == []
-    with open_store(store.where) as other:  # another console appends
+    with open_store(store.where) as other:  # another console appends (store.where: the file or url)
         other.events.append(Event(NOW + 100, "node.down", "n9", severity="fail"))
     assert [e.node for e in follower.poll()] == ["n9"] and follower.poll() == []
 
@@ -160,24 +169,30 @@ def test_a_store_that_cannot_be_opened_is_one_line_naming_it(tmp_path):
         open_store(tmp_path / "file" / "store.sqlite3")
 
 
-def test_schema_is_versioned_and_a_newer_one_is_refused(tmp_path):
-    path = tmp_path / "store.sqlite3"
-    with open_store(path) as store:
+def test_schema_is_versioned_and_a_newer_one_is_refused(store_engine):
+    where = store_engine.location()
+    with open_store(where) as store:
         assert store.db.schema_version() == 1
-    with open_store(path) as store:  # opened again: nothing applied twice
+    with open_store(where) as store:  # opened again: nothing applied twice
         assert store.db.rows("SELECT version, name FROM schema_version") == [
             (1, "runs, events, baselines, node versions")
         ]
-        assert store.db.rows("PRAGMA journal_mode") == [("wal",)]
-    conn = sqlite3.connect(path)
-    conn.execute("INSERT INTO schema_version VALUES (2, 'from the future', 0)")
-    conn.commit()
-    conn.close()
-    with pytest.raises(StoreError, match=r"at schema version 2, newer than this console's \(1\): update rocm-console"):
-        open_store(path)
+        if not store_engine.postgresql:
+            assert store.db.rows("PRAGMA journal_mode") == [("wal",)]
+        with store.db.transaction():  # a newer console's migration
+            store.db.execute("INSERT INTO schema_version VALUES (2, 'from the future', 0)")
+    with pytest.raises(StoreError) as err:
+        open_store(where)
+    assert str(err.value) == (
+        f"the store {where} is at schema version 2, newer than this console's (1): update rocm-console"
+    )
 
 
-def test_backup_is_a_store_of_its_own(store, tmp_path):
+def test_backup_is_a_store_of_its_own(store, store_engine, tmp_path):
+    if store_engine.postgresql:
+        with pytest.raises(StoreError, match=r"use pg_dump for a PostgreSQL store"):
+            store.backup(tmp_path / "copy.sqlite3")
+        return
     store.runs.save(console_run(0))
     store.events.append(Event(NOW, "node.up", "n"))
     copy = store.backup(tmp_path / "backup" / "copy.sqlite3")
