@@ -9,6 +9,7 @@ of queries between a scrape just before and one just after it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -125,5 +126,7 @@ def warning_of(prefix_cache: Mapping | None) -> str | None:
     pct = prefix_cache.get("hit_pct")
     cold = prefix_cache.get("cold")
     if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not isinstance(cold, bool):
+        return None
+    if not math.isfinite(pct):  # a hand-edited or hostile record
         return None
     return cold_warning(float(pct), cold)

@@ -112,17 +112,20 @@ def goodput_cell(run: StoredRun) -> str:
     return "" if pct is None else f"{pct:.0f} %"
 
 
+def _limit(value: object) -> str:
+    number = as_number(value)
+    return f"{number:g}" if number is not None else format_value("limit", value)
+
+
 def workload_text(run: StoredRun) -> list[str]:
     """The result detail's lines for the goodput against the SLO and the prefix-cache share,
     with the warning of a cold run that was not (none when not recorded)."""
     out: list[str] = []
     g = run.goodput
     if g:
-        slo = g.get("slo") or {}
+        slo = g.get("slo") if isinstance(g.get("slo"), Mapping) else {}
         limits = ", ".join(
-            f"{k.removesuffix('_ms').upper().replace('E2EL', 'E2E')} ≤ {format_value(k, v)} ms"
-            for k, v in slo.items()
-            if isinstance(slo, Mapping)
+            f"{str(k).removesuffix('_ms').upper().replace('E2EL', 'E2E')} ≤ {_limit(v)} ms" for k, v in slo.items()
         )
         good = (
             f" ({format_value('n', g.get('good'))} of {format_value('n', g.get('total'))} requests)"

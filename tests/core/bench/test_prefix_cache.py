@@ -71,3 +71,4 @@ def test_warning_rule():
     assert stored["hit_pct"] == pytest.approx(80.0) and stored["warning"].startswith("80 % of prompt")
     assert warning_of(stored) == stored["warning"]
     assert warning_of({"hit_pct": "x", "cold": True}) is None and warning_of(None) is None
+    assert warning_of({"hit_pct": float("nan"), "cold": True}) is None

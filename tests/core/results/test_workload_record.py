@@ -85,3 +85,15 @@ def test_compare_and_history_show_goodput_and_the_warning():
     assert ("good", "Good %") in columns_for([cold])
     assert ("good", "Good %") not in columns_for([make_run("x", {})])
     assert run_cells(cold)["good"] == f"{cold.goodput_pct:.0f}"
+
+
+def test_a_hostile_record_is_shown_without_a_traceback():
+    doc = run_to_dict(make_run("x", {}))
+    doc["goodput"] = {"slo": ["not", "a", "table"], "goodput_pct": "x", "good": {}}
+    doc["prefix_cache"] = {"hit_pct": "nan", "cold": True, "cold_start": {"a": 1}, "cold_start_note": "\x1b[31mred"}
+    run = run_from_dict(doc)
+    lines = energy_text(run)
+    assert lines[0].startswith("Goodput  - %") and "SLO -" in lines[0]
+    assert not any("\x1b" in line or line.startswith("WARNING") for line in lines)
+    doc["goodput"] = {"slo": {"ttft_ms": "abc"}}
+    assert "TTFT ≤ abc ms" in energy_text(run_from_dict(doc))[0]
