@@ -123,7 +123,8 @@ def workload_text(run: StoredRun) -> list[str]:
     out: list[str] = []
     g = run.goodput
     if g:
-        slo = g.get("slo") if isinstance(g.get("slo"), Mapping) else {}
+        raw = g.get("slo")
+        slo: Mapping = raw if isinstance(raw, Mapping) else {}
         limits = ", ".join(
             f"{str(k).removesuffix('_ms').upper().replace('E2EL', 'E2E')} ≤ {_limit(v)} ms" for k, v in slo.items()
         )
