@@ -42,12 +42,28 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     )
     watch.add_argument("--output", metavar="PATH", help="with --install-systemd: write the unit here instead")
     watch.add_argument("--force", action="store_true", help="with --install-systemd: replace a different unit")
+    watch.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus /metrics on this port (docs/watch.md, 'Prometheus')",
+    )
+    watch.add_argument(
+        "--metrics-address",
+        metavar="ADDR",
+        help="with --metrics-port: the address to listen on (default 127.0.0.1)",
+    )
     return [watch]
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.install_systemd and (args.user or args.output or args.force):
         raise UsageError("--user, --output and --force go with --install-systemd")
+    port = getattr(args, "metrics_port", None)
+    if getattr(args, "metrics_address", None) and port is None:
+        raise UsageError("--metrics-address goes with --metrics-port")
+    if port is not None and not 1 <= port <= 65535:
+        raise UsageError(f"--metrics-port {port}: not a port (1-65535)")
     if args.install_systemd:
         return install_systemd(args)
     return watch(args)
@@ -113,6 +129,18 @@ def watch(args: argparse.Namespace) -> int:
         await watcher.run()
 
     try:
+        if args.metrics_port is not None:
+            address = args.metrics_address or "127.0.0.1"
+            try:
+                watcher.serve_metrics(args.metrics_port, address)
+            except (OSError, ValueError) as exc:  # in use, an address not of this host, a bad name
+                why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+                print(
+                    f"rocm-console: --metrics-port: cannot listen on {address}:{args.metrics_port}: {why}",
+                    file=sys.stderr,
+                )
+                return EXIT_BAD_INPUT
+            print(f"rocm-console watch: metrics on http://{address}:{args.metrics_port}/metrics", file=sys.stderr)
         asyncio.run(main())
     finally:
         demo_life.stop_bound(token)
@@ -175,6 +203,10 @@ def install_systemd(args: argparse.Namespace) -> int:
         argv.append("--demo")
     for path in _profile_files(args):
         argv += ["--profile", path]
+    if args.metrics_port is not None:  # the service serves what this command line asked for
+        argv += ["--metrics-port", str(args.metrics_port)]
+        if args.metrics_address:
+            argv += ["--metrics-address", args.metrics_address]
     if args.user:
         default = Path.home() / ".config" / "systemd" / "user" / UNIT_NAME
         env_file = "%h/.config/rocm-console/watch.env"

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from console.core.alerts import AlertNotice, AlertRule
 from console.core.health_profile import HealthSettings
@@ -61,6 +62,7 @@ __all__ = ["RESUME_GRACE_S", "AlertSink", "WatcherAlerts", "Watcher", "WatcherBu
 log = logging.getLogger("console.watch")
 RESUME_GRACE_S = 60.0  # a resumed alert not seen firing again within its duration + this is cleared
 STOP_TIMEOUT = 10.0  # seconds the end waits for the node streams to close
+LAG_PROBE_S = 1.0  # how often the loop's lag is measured (one timer, no work)
 
 AlertSink = Callable[[AlertNotice], None]
 
@@ -216,6 +218,9 @@ class WatcherState:
     nodes: dict[str, str]  # node -> live | stale | down | connecting
     alerts: tuple[AlertState, ...]
     events_written: int
+    # (node, physical GPU, health state, reasons count): the GPUs with a health verdict
+    gpus: tuple[tuple[str, int, str, int], ...] = ()
+    loop_lag: float | None = None  # seconds the event loop last woke late (a busy watcher)
 
 
 class Watcher:
@@ -243,6 +248,9 @@ class Watcher:
         self._lock_fd: int | None = None
         self._stop = asyncio.Event()
         self._gpu_states: dict[tuple[str, int], str] = {}
+        self.loop_lag: float | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.metrics: Any = None  # the /metrics server (console/services/metrics_export.py), when asked for
         self.fleet = FleetTelemetry(profile.nodes, pool, interval=interval, clock=clock, prometheus=profile.prometheus)
         self.alerts = WatcherAlerts(
             settings.alerts,
@@ -274,9 +282,44 @@ class Watcher:
         """End run() (a signal handler calls it)."""
         self._stop.set()
 
+    def serve_metrics(self, port: int, address: str = "127.0.0.1") -> None:
+        """Serve /metrics from now on (OSError when the port cannot be bound); run() ends it."""
+        from console.services.metrics_export import MetricsServer
+
+        self.metrics = MetricsServer(self.state_from_thread, events=self.events)
+        self.metrics.start(port, address)
+
+    def state_from_thread(self) -> WatcherState:
+        """state() as read on the loop's thread (a scrape runs on the server's thread; the
+        watcher's dicts change on the loop's)."""
+        import concurrent.futures
+
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            return self.state()
+        done: concurrent.futures.Future[WatcherState] = concurrent.futures.Future()
+
+        def read() -> None:
+            try:
+                done.set_result(self.state())
+            except Exception as exc:  # given to the scrape: an error answer, never a dead loop
+                done.set_exception(exc)
+
+        loop.call_soon_threadsafe(read)
+        return done.result(timeout=STOP_TIMEOUT)
+
+    async def _probe_lag(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time()
+            await asyncio.sleep(LAG_PROBE_S)
+            self.loop_lag = max(0.0, loop.time() - asked - LAG_PROBE_S)
+
     async def run(self) -> None:
         if self._lock_fd is None:
             self.lock()
+        self._loop = asyncio.get_running_loop()
+        lag = asyncio.ensure_future(self._probe_lag())
         try:
             self.alerts.save()  # the file says whose states these are from the start
             self._beat()
@@ -297,9 +340,13 @@ class Watcher:
                 if not self._stop.is_set():
                     self._beat()
         finally:
+            lag.cancel()
             await self._end()
 
     async def _end(self) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         with contextlib.suppress(asyncio.TimeoutError, Exception):
             await asyncio.wait_for(self.fleet.stop(), STOP_TIMEOUT)
         with contextlib.suppress(Exception):
@@ -349,6 +396,12 @@ class Watcher:
             nodes={s.name: s.health.value for s in self.fleet.snapshots()},
             alerts=tuple(self.alerts.open.values()),
             events_written=self.health.written,
+            gpus=tuple(
+                (s.name, g.physical, g.verdict.state, len(g.verdict.findings))
+                for s in self.fleet.snapshots()
+                for g in s.gpu_health
+            ),
+            loop_lag=self.loop_lag,
         )
 
 
