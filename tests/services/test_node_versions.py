@@ -81,6 +81,8 @@ def test_settings_of_an_instance_are_not_node_changes_and_console_flags_are_left
 class _Fleet:
     """What HealthWatch reads of a fleet: the node's snapshot, which the test sets."""
 
+    node_names: tuple[str, ...] = ()  # no nodes to look for a watcher of
+
     def __init__(self) -> None:
         self.snap: NodeSnapshot | None = None
 
