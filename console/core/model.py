@@ -129,6 +129,17 @@ class PrometheusSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertmanagerSpec:
+    """[alertmanager]: where every [[alert]] rule's firing is posted (docs/watch.md)."""
+
+    url: str  # the base URL, e.g. http://alertmanager:9093 (never with credentials)
+    token_env: str | None = None  # environment variable holding a bearer token
+    resend_interval: float = 60.0  # seconds between re-sends of an active alert
+    timeout: float = 10.0  # seconds one POST may take
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelsConfig:
     """The profile's [models] table; a node's own keys of the same names win."""
 
@@ -147,6 +158,7 @@ class Profile:
     files: tuple[str, ...] = ()  # the files it was read from, in order
     prometheus: PrometheusSpec | None = None  # [prometheus]: telemetry = "prometheus" nodes read it
     models: ModelsConfig | None = None  # [models]: pulls, model folders, the packing limit (issue Q)
+    alertmanager: AlertmanagerSpec | None = None  # [alertmanager]: alerts posted there too
     store_url: str | None = None  # [store] url: a team's PostgreSQL (docs/store.md); None: SQLite
 
     def node(self, name: str) -> NodeSpec | None:

@@ -15,6 +15,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.core import bounds
 from console.core.errors import ProfileError
@@ -22,6 +23,9 @@ from console.core.model import BenchPreset, ModelsConfig, NodeSpec, Profile, Pro
 from console.core.partition_rules import VALID_NPS
 from console.core.serve.rules import parse_vllm_range
 from console.core.toml_source import Invalid, TomlContext, describe, fmt_path, parse_toml, read_text
+
+if TYPE_CHECKING:
+    from console.core.model import AlertmanagerSpec
 
 __all__ = [
     "COMPUTE_PARTITIONS",
@@ -144,6 +148,7 @@ def load_profile(paths: Sequence[str | Path]) -> Profile:
         files=tuple(merged.files),
         prometheus=_check_prometheus_nodes(merged),
         models=merged.models,
+        alertmanager=merged.alertmanager,
         store_url=merged.store[0] if merged.store else None,
     )
 
@@ -625,7 +630,7 @@ BENCH_FIELDS: dict[str, _Check] = {
     "slo_e2e_ms": _positive,
 }
 
-_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models", "store")
+_SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models", "alertmanager", "store")
 
 
 def _packing_sum(value: object) -> float:
@@ -709,6 +714,7 @@ class _Merged:
         self.files: list[str] = []
         self.prometheus: tuple[PrometheusSpec, str] | None = None
         self.models: ModelsConfig | None = None  # [models]: later files override keys
+        self.alertmanager: AlertmanagerSpec | None = None  # [alertmanager] (docs/watch.md)
         self.store: tuple[str, str] | None = None  # [store] url and its file (docs/store.md)
         # (file, line) of each node's effective telemetry = "prometheus", for the check at the end
         self.prometheus_users: dict[str, tuple[str, str | None, int | None]] = {}
@@ -747,6 +753,11 @@ def _merge_file(merged: _Merged, ctx: TomlContext, data: dict) -> None:
             continue
         if section == "prometheus":
             _merge_prometheus(merged, ctx, body)
+            continue
+        if section == "alertmanager":
+            from console.core.alertmanager import alertmanager_table
+
+            merged.alertmanager = alertmanager_table(ctx, body, merged.alertmanager)
             continue
         if section == "store":
             from console.core.store.profile_table import store_url

@@ -39,7 +39,7 @@ import signal
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -373,6 +373,8 @@ class AlertService:
         self.events = events
         self.dispatcher = dispatcher if dispatcher is not None else AlertDispatcher()
         self.dispatcher.hide(secret_env(rules))
+        # A console's [alertmanager] poster (services/alertmanager.py); the watcher's is one of its sinks.
+        self.alertmanager: Callable[[AlertNotice], None] | None = None
         # A webhook_env URL that will never be sent to is said now, once, not at the first alert.
         for line in env_url_problems(rules, self.dispatcher.env):
             log.warning("%s", line)
@@ -384,6 +386,8 @@ class AlertService:
             self.events.append(events)
         for notice in notices:
             self.dispatcher.submit(notice)
+            if self.alertmanager is not None:
+                self.alertmanager(notice)
         return events
 
     def observe_gpu(self, now: float, node: str, gpu: int, values: Mapping, health: str | None) -> list[Event]:

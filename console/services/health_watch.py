@@ -37,12 +37,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from console.core.alerts import gpu_values
 from console.core.events import FAIL, INFO, WARN, Event, EventDetector, partition_event
 from console.core.health_profile import HealthSettings
 from console.core.instance_view import InstanceState, InstanceView
-from console.core.model import GpuMetrics, NodeSnapshot
+from console.core.model import AlertmanagerSpec, GpuMetrics, NodeSnapshot
 from console.services.alerts import AlertService
 from console.services.events import EventLog
 from console.services.fleet import (
@@ -54,6 +55,9 @@ from console.services.fleet import (
 )
 from console.services.node_versions import VersionsBook, node_changed_event, versions_of
 from console.services.watcher_presence import WatcherInfo, WatcherPresence
+
+if TYPE_CHECKING:  # imported when the profile has [alertmanager]
+    from console.services.alertmanager import AlertmanagerPoster
 
 __all__ = ["HealthWatch"]
 
@@ -80,6 +84,7 @@ class HealthWatch:
         versions: VersionsBook | None = None,
         presence: WatcherPresence | None = None,
         watch_for_watcher: bool = True,
+        alertmanager: AlertmanagerSpec | None = None,
     ) -> None:
         self.fleet = fleet
         self.settings = settings if settings is not None else HealthSettings()
@@ -102,6 +107,11 @@ class HealthWatch:
         if presence is None and watch_for_watcher:
             presence = WatcherPresence(self.events.path.parent, (fleet.spec(n) for n in fleet.node_names))
         self.presence = presence
+        self.alertmanager: AlertmanagerPoster | None = None
+        if alertmanager is not None:  # posted by this console while no watcher runs
+            from console.services.alertmanager import AlertmanagerPoster
+
+            self.alertmanager = self.alerts.alertmanager = AlertmanagerPoster(alertmanager)
         fleet.subscribe(self.on_fleet_event)
 
     @property
@@ -112,6 +122,8 @@ class HealthWatch:
     def _check_watcher(self, now: float) -> None:
         if self.presence is not None:
             self.presence.check(now)
+            if self.presence.watcher is not None and self.alertmanager is not None:
+                self.alertmanager.forget()  # the watcher posts (and resolves) them now
 
     def _alert(self, name: str, *args) -> None:
         """One observation for the rules: judged always, sent only when no watcher sends it."""
@@ -138,6 +150,8 @@ class HealthWatch:
             self._task = None
         await self.alerts.dispatcher.drain(drain)
         await self.alerts.dispatcher.close()
+        if self.alertmanager is not None:
+            await self.alertmanager.close(drain)
 
     async def _ticking(self) -> None:
         while True:

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.core.alerts import AlertNotice, AlertRule
 from console.core.health_profile import HealthSettings
@@ -56,6 +56,9 @@ from console.services.watcher_presence import (
     watcher_from_dict,
     write_json_atomic,
 )
+
+if TYPE_CHECKING:  # imported when the profile has [alertmanager]
+    from console.services.alertmanager import AlertmanagerPoster
 
 __all__ = ["RESUME_GRACE_S", "AlertSink", "WatcherAlerts", "Watcher", "WatcherBusy", "acquire_lock"]
 
@@ -204,6 +207,24 @@ class WatcherAlerts(AlertService):
                 log.warning("%s: cannot write: %s", self.states_path, exc.strerror or type(exc).__name__)
 
 
+def _am_states(alerts: WatcherAlerts) -> list:
+    """The open alerts as AlertmanagerPoster.resume takes them."""
+    conditions = {r.name: r.condition.text for r in alerts.engine.rules}
+    return [
+        (
+            s.rule,
+            s.node,
+            s.gpu,
+            s.instance,
+            s.severity,
+            s.since or s.fired,
+            s.text,
+            f"{s.rule} on {s.subject}: {conditions.get(s.rule, '')}",
+        )
+        for s in alerts.open.values()
+    ]
+
+
 def alert_line(notice: AlertNotice) -> None:
     """The stderr sink: one line per alert fired or cleared."""
     log.info("alert %s", notice.text.removeprefix("[rocm-console] "))
@@ -259,6 +280,13 @@ class Watcher:
             sinks=[alert_line],
             clock=clock,
         )
+        # [alertmanager]: every alert posted there too, re-sent while active
+        self.alertmanager: AlertmanagerPoster | None = None
+        if profile.alertmanager is not None:
+            from console.services.alertmanager import AlertmanagerPoster
+
+            self.alertmanager = AlertmanagerPoster(profile.alertmanager, clock=clock)
+            self.sinks.append(self.alertmanager)
         self.health = HealthWatch(
             self.fleet, settings, events=self.events, alerts=self.alerts, clock=clock, watch_for_watcher=False
         )
@@ -275,6 +303,8 @@ class Watcher:
         """Take the fleet's lock and resume the open alerts (WatcherBusy if another watcher runs)."""
         self._lock_fd = acquire_lock(self.folder)
         count = self.alerts.resume(read_alert_states(self.folder))
+        if self.alertmanager is not None:  # still firing: Alertmanager hears of them again
+            self.alertmanager.resume(_am_states(self.alerts))
         if count:
             log.info("resumed %d open alert%s of the last watcher (not fired again)", count, "s"[: count != 1])
 
@@ -324,6 +354,8 @@ class Watcher:
             self.alerts.save()  # the file says whose states these are from the start
             self._beat()
             await self.health.start()
+            if self.alertmanager is not None:
+                self.alertmanager.start()
             self.fleet.watch(())  # no screen: agents send a full sample every few seconds, health as always
             await self.fleet.start()
             names = ", ".join(self.fleet.node_names)
@@ -351,6 +383,8 @@ class Watcher:
             await asyncio.wait_for(self.fleet.stop(), STOP_TIMEOUT)
         with contextlib.suppress(Exception):
             await self.health.stop(drain=2.0)
+        if self.alertmanager is not None:  # open alerts stay open there: a restart re-sends them
+            await self.alertmanager.close(drain=2.0)
         with contextlib.suppress(OSError):
             (self.folder / HEARTBEAT_FILE).unlink()  # consoles take over at once
         if self._lock_fd is not None:
