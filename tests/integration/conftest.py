@@ -88,3 +88,21 @@ def vllm_server(tiny_model) -> Iterator[VllmServer]:
             yield server
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def alertmanager(tmp_path_factory):
+    """One real Alertmanager on 127.0.0.1 for the session, notifying a webhook receiver in this
+    process (``.receiver``); tests tell their alerts apart by alertname
+    (tests/integration/alertmanager_server.py)."""
+    from tests.integration.alertmanager_server import ALERTMANAGER, AlertmanagerServer, WebhookReceiver
+
+    require([] if os.path.exists(ALERTMANAGER) else [f"{ALERTMANAGER} (install prometheus-alertmanager)"])
+    receiver = WebhookReceiver()
+    server = AlertmanagerServer(tmp_path_factory.mktemp("alertmanager"), receiver)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        receiver.close()
