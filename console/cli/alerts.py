@@ -51,8 +51,14 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     lst = ops.add_parser("list", help="the rules: name, condition, actions")
     test = ops.add_parser("test", help="fire a test alert through the rules' actions")
     test.add_argument("--rule", metavar="NAME", help="only this rule")
-    add_command_options([lst, test])
-    return [lst, test]
+    export = ops.add_parser(
+        "export", help="write the rules as Prometheus alerting rules over DME's series (docs/watch.md)"
+    )
+    export.add_argument(
+        "--prometheus-rules", metavar="FILE", required=True, help="the rule file to write ('-': standard output)"
+    )
+    add_command_options([lst, test, export])
+    return [lst, test, export]
 
 
 def _settings(args: argparse.Namespace) -> tuple[HealthSettings, Profile, list[Path]]:
@@ -115,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
     if not settings.alerts:
         searched = ", ".join(str(p) for p in paths) or "./profiles/*.toml, " + str(user_config_dir())
         raise UsageError(f"no [[alert]] rules in the profile (searched {searched})")
+    if args.alerts_command == "export":
+        return _export(args, settings, profile)
     if args.alerts_command == "list":
         for line in env_url_problems(settings.alerts, os.environ):
             _warn(line)
@@ -191,3 +199,40 @@ def _test(args: argparse.Namespace, settings: HealthSettings, secrets: set[str])
             line = printable(f"{status}  {row['rule']}  {action}: {row['detail']}")
             print(line, file=sys.stdout if row["ok"] else sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _export(args: argparse.Namespace, settings: HealthSettings, profile: Profile) -> int:
+    """Exit 0: every rule written; 1: the file is written, and the rules that have no series
+    to evaluate are named on stderr, one line each (or the file could not be written)."""
+    import os
+
+    from console.core.prom_rules import rules_yaml, translate
+
+    prom = profile.prometheus
+    done = translate(
+        settings.alerts,
+        prefix=prom.metric_prefix if prom is not None else None,
+        host_label=prom.hostname_label if prom is not None else "hostname",
+        node_hosts={n.name: n.host for n in profile.nodes},
+        throttle_window=settings.rules.throttle_window,
+    )
+    for line in done.skipped:
+        _warn(line)
+    text = rules_yaml(done, header=["written by rocm-console alerts export: the profile's [[alert]] rules"])
+    target = args.prometheus_rules
+    if target == "-":
+        sys.stdout.write(text)
+    else:
+        path = Path(target).expanduser()
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            print(f"rocm-console: {path}: cannot write: {exc.strerror or type(exc).__name__}", file=sys.stderr)
+            return EXIT_FAILED
+        if args.json:
+            print(json.dumps({"file": str(path), "written": len(done.rules), "skipped": list(done.skipped)}))
+        else:
+            print(f"wrote {len(done.rules)} rule{'s'[: len(done.rules) != 1]} to {path}")
+    return EXIT_FAILED if done.skipped else EXIT_OK
