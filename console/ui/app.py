@@ -219,7 +219,7 @@ class ConsoleApp(InstanceActions):
         if events is not None and self.health_watch is None:
             from console.services.health_watch import HealthWatch
 
-            self.health_watch = HealthWatch(self.fleet, health, events=events)
+            self.health_watch = HealthWatch(self.fleet, health, events=events, alertmanager=self.profile.alertmanager)
         if self.health_watch is not None:
             await self.health_watch.start()
         await self.fleet.start()  # only creates tasks: never waits for a node
