@@ -84,10 +84,14 @@ class Database:
         with self._lock:
             return self.execute(sql, params).fetchone()
 
-    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
+    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> int:
+        """One statement over many rows (psycopg pipelines them: one round trip, not one per
+        row); how many rows it changed in all."""
         with self._lock:
             try:
-                self.conn.cursor().executemany(self._sql(sql), [tuple(p) for p in seq])
+                cursor = self.conn.cursor()
+                cursor.executemany(self._sql(sql), [tuple(p) for p in seq])
+                return max(0, int(cursor.rowcount))
             except self._integrity as exc:
                 raise IntegrityError(str(exc).splitlines()[0] if str(exc) else "not unique") from None
             except self._errors as exc:

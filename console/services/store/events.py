@@ -33,11 +33,11 @@ class EventTable:
 
     def insert_rows(self, rows: list[dict]) -> int:
         """Rows made by event_row; those whose uid is stored already are left out. How many were new."""
-        new = 0
+        if not rows:
+            return 0
         with self.db.transaction():
             self.db.serialize(LOCK_EVENTS)  # sequence numbers in commit order: see EventFollower
-            for row in rows:
-                new += self.db.execute(_INSERT, [row[c] for c in EVENT_COLUMNS]).rowcount
+            new = self.db.executemany(_INSERT, [[row[c] for c in EVENT_COLUMNS] for row in rows])
         return new
 
     async def append_async(self, events: Event | Iterable[Event]) -> int:

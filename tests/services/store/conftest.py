@@ -55,7 +55,7 @@ class Engine:
 
     def location(self, name: str = "store") -> str:
         if self.server is None:
-            return str(self.tmp_path / "data" / f"{name}.sqlite3")
+            return str(self.tmp_path / "db" / f"{name}.sqlite3")
         database = self.server.create_database()
         self.databases.append(database)
         return self.server.url(database)

@@ -1,4 +1,4 @@
-"""Eight processes writing one SQLite store at once (two consoles, a watcher, CLI commands):
+"""Eight processes writing one store at once (SQLite, and PostgreSQL) (two consoles, a watcher, CLI commands):
 every distinct run and every event is stored, a result stored by several is stored once.
 
 Real processes started together behind a barrier, each opening the store itself (the first
@@ -31,8 +31,8 @@ def _writer(path: str, worker: int, barrier, out) -> None:
     out.put(([(s.id, s.new) for s in saved], (shared.id, shared.new)))
 
 
-def test_eight_processes_lose_nothing_and_store_nothing_twice(tmp_path):
-    path = str(tmp_path / "data" / "store.sqlite3")
+def test_eight_processes_lose_nothing_and_store_nothing_twice(store_engine):
+    path = store_engine.location()  # the processes inherit PGPASSWORD
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(WORKERS), ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(path, w, barrier, out)) for w in range(WORKERS)]

@@ -22,10 +22,10 @@ def rows(store) -> dict:
     }
 
 
-def test_dump_writes_today_layout_byte_for_byte_and_a_new_store_is_built_from_it(tmp_path):
+def test_dump_writes_today_layout_byte_for_byte_and_a_new_store_is_built_from_it(tmp_path, store_engine):
     data = tmp_path / "data"
     build_file_store(data)
-    with open_store(tmp_path / "one.sqlite3") as one:
+    with open_store(store_engine.location("one")) as one:
         migrate_file_store(data, one)
         out = tmp_path / "dump"
         counts = dump(one, out)
@@ -36,14 +36,14 @@ def test_dump_writes_today_layout_byte_for_byte_and_a_new_store_is_built_from_it
             if name.startswith(("results/2", "baselines/", "node-versions/")):
                 assert dumped[name] == content, name
         assert_same_as_files(one, out)  # today's classes read the dump as the database holds it
-        with open_store(tmp_path / "two.sqlite3") as two:
+        with open_store(store_engine.location("two")) as two:
             again = migrate_file_store(out, two)
             assert (again.runs, again.baselines, again.events, again.versions) == (29, 2, 68, 2)
             assert rows(two) == rows(one)
 
 
-def test_a_dump_of_more_events_than_one_log_file_holds_loses_none_on_the_way_back(tmp_path):
-    with open_store(tmp_path / "one.sqlite3") as one:
+def test_a_dump_of_more_events_than_one_log_file_holds_loses_none_on_the_way_back(tmp_path, store_engine):
+    with open_store(store_engine.location("one")) as one:
         one.events.append(
             Event(NOW + i, "gpu.health", f"n{i % 7}", gpu=i % 8, message="x" * 200) for i in range(80_000)
         )
@@ -54,6 +54,6 @@ def test_a_dump_of_more_events_than_one_log_file_holds_loses_none_on_the_way_bac
         )  # 6 files; today's reader: the newest 4
         newest = EventLog(tmp_path / "dump" / "events.jsonl").read(limit=3)
         assert [event_to_dict(e) for e in newest] == [event_to_dict(e) for e in one.events.read(limit=3)]
-        with open_store(tmp_path / "two.sqlite3") as two:
+        with open_store(store_engine.location("two")) as two:
             assert migrate_file_store(tmp_path / "dump", two).events == 80_000
             assert rows(two)["events"] == rows(one)["events"]

@@ -47,11 +47,11 @@ def assert_same_as_files(store, data: Path) -> None:
     assert [event_to_dict(e) for e in store.events.read()] == [event_to_dict(e) for e in log.read()]
 
 
-def test_migration_moves_every_record_with_every_value_and_leaves_the_files(tmp_path):
+def test_migration_moves_every_record_with_every_value_and_leaves_the_files(tmp_path, store_engine):
     data = tmp_path / "data"
     build_file_store(data)
     before = tree(data)
-    with open_store(tmp_path / "store.sqlite3") as store:
+    with open_store(store_engine.location()) as store:
         counts = migrate_file_store(data, store)
         assert counts.line() == "moved 29 runs, 2 baselines, 68 events, 2 node-versions records"
         assert counts.unreadable == [] and counts.bad_event_lines == 0
@@ -67,7 +67,7 @@ def test_migration_moves_every_record_with_every_value_and_leaves_the_files(tmp_
     assert tree(data) == before  # the way back: the old files as they were
 
 
-def test_unreadable_files_are_named_and_left_in_place(tmp_path):
+def test_unreadable_files_are_named_and_left_in_place(tmp_path, store_engine):
     data = tmp_path / "data"
     build_file_store(data)
     (data / "results" / "broken-run.json").write_text("{not json")
@@ -78,7 +78,7 @@ def test_unreadable_files_are_named_and_left_in_place(tmp_path):
     (data / "baselines" / "n" / "b.json").write_text('{"format": "other"}')
     with (data / "events.jsonl").open("a") as fh:
         fh.write('{"time": 1e300, "kind": "node.up"}\nnot an event\n')
-    with open_store(tmp_path / "store.sqlite3") as store:
+    with open_store(store_engine.location()) as store:
         counts = migrate_file_store(data, store)
         assert counts.runs == 29 and counts.events == 68 and counts.bad_event_lines == 2
         shown = "\n".join(counts.unreadable)
@@ -105,17 +105,27 @@ CHILD = textwrap.dedent(
                 os.kill(os.getpid(), signal.SIGKILL)
         return real(self, sql, params)
 
+    real_many = Database.executemany
+
+    def counting_many(self, sql, rows):  # events are written a batch per statement
+        if sql.startswith(f"INSERT INTO {table} "):
+            calls[0] += len(rows)
+            if calls[0] > after:  # this batch's transaction is open: killed, no cleanup
+                os.kill(os.getpid(), signal.SIGKILL)
+        return real_many(self, sql, rows)
+
     Database.execute = counting
+    Database.executemany = counting_many
     migrate_file_store(data, open_store(db), batch=7)
     """
 )
 
 
 @pytest.mark.parametrize("table", ["runs", "events"])
-def test_a_migration_killed_midway_finishes_on_restart_with_nothing_lost_or_doubled(tmp_path, table):
+def test_a_migration_killed_midway_finishes_on_restart_with_nothing_lost_or_doubled(tmp_path, table, store_engine):
     data = tmp_path / "data"
     build_file_store(data, extra_console_runs=60, n_events=300, event_bytes=1 << 20)
-    db = tmp_path / "store.sqlite3"
+    db = store_engine.location()  # the child inherits PGPASSWORD
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(data), str(db), table, "30"], cwd=ROOT, capture_output=True, timeout=120
     )
