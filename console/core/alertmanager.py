@@ -46,7 +46,7 @@ EVENT_HOLD_S = 300.0  # an event alert (it never clears) is posted once, ending 
 MAX_TIMEOUT_S = 60.0
 # The rules' severities in the words Alertmanager routes usually match (severity="critical").
 SEVERITY = {"info": "info", "warn": "warning", "fail": "critical"}
-GENERATOR_URL = "https://github.com/rocm-console/rocm-console/blob/main/docs/alerts.md"
+GENERATOR_URL = "https://github.com/rocm-console/rocm-console/blob/main/docs/health.md#alerts"
 _ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
