@@ -283,7 +283,7 @@ class FleetCollector:
 
         firing = gauge("alerts_firing", "open alerts per rule", ["alertname", "severity"])
         per_rule: dict[tuple[str, str], int] = {}
-        one = gauge("alert_firing", "1 per open alert", ["alertname", "severity", "node", "gpu", "instance"])
+        one = gauge("alert_firing", "1 per open alert", ["alertname", "severity", "node", "gpu", "vllm_instance"])
         for a in st.alerts:
             per_rule[(a.rule, a.severity)] = per_rule.get((a.rule, a.severity), 0) + 1
             gpu = "" if a.gpu is None else str(a.gpu)
@@ -297,9 +297,9 @@ class FleetCollector:
             known = self.instances.current() if self.instances is not None else {}
             rows = self.runs.rows() if self.runs is not None else []
         inst = gauge(
-            "instance_state", "1 for the instance's last state seen in the events", ["node", "instance", "state"]
+            "instance_state", "1 for the instance's last state seen in the events", ["node", "vllm_instance", "state"]
         )
-        ready = gauge("instance_ready", "1 when the instance's last event says ready", ["node", "instance"])
+        ready = gauge("instance_ready", "1 when the instance's last event says ready", ["node", "vllm_instance"])
         for (node, name), state in sorted(known.items()):
             for each in INSTANCE_STATES:
                 inst.add_metric([node, name, each], 1 if state == each else 0)
@@ -307,7 +307,7 @@ class FleetCollector:
         yield inst
         yield ready
 
-        labels = ["preset", "instance", "node"]
+        labels = ["preset", "vllm_instance", "node"]
         tps = gauge("bench_output_tokens_per_second", "the newest run's output tokens/s", labels)
         ttft = gauge("bench_ttft_seconds", "the newest run's time to first token", [*labels, "quantile"])
         itl = gauge("bench_itl_seconds", "the newest run's inter-token latency", [*labels, "quantile"])

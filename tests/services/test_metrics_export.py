@@ -81,7 +81,7 @@ def test_a_scrape_shows_gpu_health_nodes_alerts_and_the_loop(tmp_path):
     assert got[("rocm_console_watcher_nodes", (("state", "live"),))] == 1
     assert got[("rocm_console_watcher_nodes", (("state", "stale"),))] == 0
     assert got[("rocm_console_alerts_firing", (("alertname", "sick"), ("severity", "fail")))] == 1
-    one = (("alertname", "sick"), ("gpu", "2"), ("instance", ""), ("node", "n1"), ("severity", "fail"))
+    one = (("alertname", "sick"), ("gpu", "2"), ("node", "n1"), ("severity", "fail"), ("vllm_instance", ""))
     assert got[("rocm_console_alert_firing", one)] == 1
     assert got[("rocm_console_watcher_loop_lag_seconds", ())] == 0.004
     assert got[("rocm_console_watcher_events_written_total", ())] == 7
@@ -96,14 +96,14 @@ def test_the_newest_run_per_preset_and_instance_in_seconds(tmp_path):
     _run_file(results, "b", preset="long", instance="llama", created=150, tps=300.0)
     (results / "broken.json").write_text("{not json")
     got = _scrape(FleetCollector(_state, LatestRuns(results)))
-    chat = (("instance", "llama"), ("node", "n1"), ("preset", "chat"))
+    chat = (("node", "n1"), ("preset", "chat"), ("vllm_instance", "llama"))
     assert got[("rocm_console_bench_output_tokens_per_second", chat)] == 800.0
-    assert got[("rocm_console_bench_ttft_seconds", (*chat, ("quantile", "0.99")))] == 0.09
-    assert got[("rocm_console_bench_ttft_seconds", (*chat, ("quantile", "0.5")))] == 0.04
-    assert got[("rocm_console_bench_itl_seconds", (*chat, ("quantile", "0.99")))] == 0.012
+    assert got[("rocm_console_bench_ttft_seconds", tuple(sorted((*chat, ("quantile", "0.99")))))] == 0.09
+    assert got[("rocm_console_bench_ttft_seconds", tuple(sorted((*chat, ("quantile", "0.5")))))] == 0.04
+    assert got[("rocm_console_bench_itl_seconds", tuple(sorted((*chat, ("quantile", "0.99")))))] == 0.012
     assert got[("rocm_console_bench_tokens_per_joule", chat)] == 1.5
     assert got[("rocm_console_bench_run_timestamp_seconds", chat)] == 200
-    long = (("instance", "llama"), ("node", "n1"), ("preset", "long"))
+    long = (("node", "n1"), ("preset", "long"), ("vllm_instance", "llama"))
     assert got[("rocm_console_bench_output_tokens_per_second", long)] == 300.0
     assert ("rocm_console_bench_tokens_per_joule", long) not in got  # not measured: no sample, not 0
 
@@ -136,12 +136,12 @@ def test_instances_come_from_the_events_instance_lines(tmp_path):
     now = [0.0]
     states = InstanceStates(log, clock=lambda: now[0])
     got = _scrape(FleetCollector(_state, instances=states))
-    assert got[("rocm_console_instance_ready", (("instance", "llama"), ("node", "n1")))] == 1
+    assert got[("rocm_console_instance_ready", (("node", "n1"), ("vllm_instance", "llama")))] == 1
     log.append(Event(3.0, "instance.failed", "n1", instance="llama"))
     now[0] = 31.0
     got = _scrape(FleetCollector(_state, instances=states))
-    assert got[("rocm_console_instance_ready", (("instance", "llama"), ("node", "n1")))] == 0
-    key = (("instance", "llama"), ("node", "n1"), ("state", "failed"))
+    assert got[("rocm_console_instance_ready", (("node", "n1"), ("vllm_instance", "llama")))] == 0
+    key = (("node", "n1"), ("state", "failed"), ("vllm_instance", "llama"))
     assert got[("rocm_console_instance_state", key)] == 1
 
 
