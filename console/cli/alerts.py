@@ -1,7 +1,9 @@
-"""`rocm-console alerts list|test`: the profile's [[alert]] rules, and a test firing.
+"""`rocm-console alerts list|test|export`: the profile's [[alert]] rules, a test firing, and
+the rules as Prometheus alerting rules (`export --prometheus-rules FILE`, docs/watch.md).
 
     rocm-console alerts list [--json]
     rocm-console alerts test [--rule NAME] [--json]
+    rocm-console alerts export --prometheus-rules FILE [--json]
 
 `test` sends a test alert (state "test") through each rule's actions, or one rule's:
 its command gets the alert as JSON on stdin, its webhook the same JSON by POST.  It
