@@ -601,7 +601,7 @@ MALFORMED = [
         4,
         "servers",
         None,
-        "unknown table (expected one of: nodes, serve, bench, keys, prometheus, health, alert, models)",
+        "unknown table (expected one of: nodes, serve, bench, keys, prometheus, health, alert, models, alertmanager, store)",
     ),
     (
         "section-not-a-table",
