@@ -113,6 +113,11 @@ class BenchPreset:
     slo_tpot_ms: float | None = None
     slo_itl_ms: float | None = None
     slo_e2e_ms: float | None = None
+    # Issue B2 trace replay (console/core/bench/trace.py): a kept arrival trace (a file under
+    # profiles/traces/ or a path) converted for vLLM's timed_trace dataset and uploaded with the run.
+    trace: str | None = None
+    trace_max_input: int | None = None  # the trace's longest prompt scaled down to at most this
+    trace_speedup: float | None = None  # arrivals this many times faster than recorded
 
 
 @dataclass(frozen=True, slots=True)

@@ -628,6 +628,9 @@ BENCH_FIELDS: dict[str, _Check] = {
     "slo_tpot_ms": _positive,
     "slo_itl_ms": _positive,
     "slo_e2e_ms": _positive,
+    "trace": _text,  # issue B2 trace replay: a file under profiles/traces/ or a path
+    "trace_max_input": _int_up_to(1, bounds.TOKENS),
+    "trace_speedup": _positive_up_to(1e6),
 }
 
 _SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models", "alertmanager", "store")

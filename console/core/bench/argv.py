@@ -66,6 +66,7 @@ _TEXT_FIELDS = frozenset(
         "percentile_metrics",
         "metric_percentiles",
         "cold_start",
+        "trace",
     }
 )
 _OPTIONAL_FIELDS = frozenset(f.name for f in dataclasses.fields(BenchPreset) if f.default is None)
@@ -106,6 +107,8 @@ _PRESET_FLAGS = {
     "--metric-percentiles": "metric_percentiles",
     "--prefix-repetition-output-len": "output_len",
     "--goodput": "slo_ttft_ms / slo_tpot_ms / slo_e2e_ms",
+    "--timed-trace-sec-multiplier": "trace_speedup",  # the speedup is in the converted file's times
+    "--timed-trace-chunk-hash-size": "trace (the console writes 16-token chunks)",
 }
 
 
@@ -228,6 +231,13 @@ def _length_flags(preset: BenchPreset, client: str) -> list[str]:
         if preset.output_len is not None:
             out += ["--prefix-repetition-output-len", str(preset.output_len)]
         return out
+    if dataset == "timed_trace":  # issue B2: lengths (and times) come from the trace file
+        if preset.input_len is not None or preset.output_len is not None:
+            raise ValueError(
+                f"bench preset {preset.name!r}: the timed_trace dataset brings its own lengths; "
+                "scale them with trace_max_input instead of input_len/output_len"
+            )
+        return out
     if dataset == "sonnet":
         if preset.input_len is not None:
             out += ["--sonnet-input-len", str(preset.input_len)]
@@ -267,6 +277,28 @@ def _slo_flags(preset: BenchPreset) -> list[str]:
     if slo.vllm_goodput():
         out += ["--goodput", *slo.vllm_goodput()]
     return out
+
+
+def _check_trace(preset: BenchPreset) -> None:
+    """Trace keys belong to the timed_trace dataset, which needs a file (issue B2, trace.py)."""
+    keys = [k for k in ("trace", "trace_max_input", "trace_speedup") if getattr(preset, k) is not None]
+    if preset.dataset != "timed_trace":
+        if keys:
+            raise ValueError(f"bench preset {preset.name!r}: {', '.join(keys)} applies to the timed_trace dataset only")
+        return
+    if preset.client != "vllm-bench" or preset.backend not in ("vllm", "openai"):
+        raise ValueError(
+            f"bench preset {preset.name!r}: the timed_trace dataset needs `vllm bench serve` (0.32+) "
+            "with the vllm or openai backend (its prompts are token ids for /v1/completions)"
+        )
+    if preset.trace is None and preset.dataset_path is None:
+        raise ValueError(f"bench preset {preset.name!r}: the timed_trace dataset needs a trace (or a dataset_path)")
+    if preset.trace is None and keys:
+        raise ValueError(f"bench preset {preset.name!r}: {', '.join(keys)} needs a trace to convert")
+    if preset.trace is not None and preset.dataset_path is None:
+        raise ValueError(
+            f"bench preset {preset.name!r}: trace {preset.trace!r} has no converted file (the run's start uploads it)"
+        )
 
 
 def _check_extra_args(args: Sequence[str], tokenizer: str | None) -> None:
@@ -334,6 +366,7 @@ def build_bench_argv(
     if preset.backend == "openai-chat" and not endpoint.rstrip("/").endswith("chat/completions"):
         raise ValueError(f"bench preset {preset.name!r}: backend openai-chat needs a chat/completions endpoint")
     _check_extra_args(preset.extra_args, tokenizer)
+    _check_trace(preset)
 
     argv = cmd + (["bench", "serve"] if preset.client == "vllm-bench" else [])
     argv += ["--backend", preset.backend, "--base-url", base_url, "--endpoint", endpoint]
@@ -368,6 +401,8 @@ def build_bench_argv(
 def check_bench_argv(preset: BenchPreset, max_concurrency: int | None) -> None:
     """A dry build of the client's argv for a preset (overrides already applied): what the
     client could not run as asked fails here, before anything reaches the node. ValueError."""
+    if preset.trace is not None and preset.dataset_path is None:  # the file the start will upload
+        preset = dataclasses.replace(preset, dataset_path="/tmp/check/trace.jsonl")
     build_bench_argv(
         preset,
         client_cmd=("vllm",),

@@ -27,6 +27,7 @@ __all__ = [
     "CHUNK_TOKENS",
     "TraceRequest",
     "TraceRow",
+    "load_trace_jsonl",
     "read_azure_trace",
     "resolve_trace_path",
     "scaled_requests",
@@ -168,3 +169,23 @@ def resolve_trace_path(trace: str, traces_dir: Path) -> Path:
     """A preset's `trace`: a path (absolute or with `~`), else a file name under traces_dir."""
     path = Path(trace).expanduser()
     return path if path.is_absolute() else traces_dir / path
+
+
+def load_trace_jsonl(
+    trace: str,
+    traces_dir: Path,
+    *,
+    max_input: int | None = None,
+    speedup: float | None = None,
+    count: int | None = None,
+) -> str:
+    """A preset's trace file read and converted (the file the run uploads). ValueError naming the file."""
+    path = resolve_trace_path(trace, traces_dir)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"trace file {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"trace file {path}: not UTF-8 text") from None
+    rows = read_azure_trace(text, f"trace file {path}")
+    return timed_trace_jsonl(scaled_requests(rows, max_input=max_input, speedup=speedup, count=count))

@@ -15,6 +15,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import hashlib
 import os
 import secrets
 import time
@@ -30,8 +31,10 @@ from console.core.bench.output import BenchError, BenchProgress, BenchResultBloc
 from console.core.bench.prefix_cache import PrefixCacheWindow, is_cold, prefix_cache_json, prefix_cache_window
 from console.core.bench.result import BenchResult, load_result_file
 from console.core.bench.run_telemetry import RunTelemetry
+from console.core.bench.trace import load_trace_jsonl
 from console.core.model import BenchPreset, NodeSpec
 from console.core.node_json import loads_document
+from console.core.profiles import PROFILES_DIR
 from console.core.results.build import preset_changes
 from console.core.serve.argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand
@@ -376,6 +379,7 @@ class BenchRunner(run_api.KindRunner):
         if refusal is not None:  # every request would be a 400: refused before anything starts
             raise BenchRunError(f"{node.name}: {refusal}")
         name = name or run_name(preset.name, max_concurrency)
+        preset = await self._upload_trace(node, cmd, preset)
         model, tokenizer = client_target(instance)
         if not model:
             raise BenchRunError(f"{node.name}: instance {instance.name} serves no known model")
@@ -399,6 +403,29 @@ class BenchRunner(run_api.KindRunner):
             spec = dataclasses.replace(spec, env={**spec.env, "OPENAI_API_KEY": key})
         await self.node_runs.start(node, cmd, spec)
         return name, spec.argv
+
+    async def _upload_trace(self, node: NodeSpec, cmd: AgentCommand, preset: BenchPreset) -> BenchPreset:
+        """A preset's kept trace converted for vLLM's timed_trace dataset and uploaded to the node
+        (issue B2); the preset then points at that file. Content-named: a rerun reuses the name."""
+        if preset.trace is None or preset.dataset != "timed_trace":
+            return preset
+        try:
+            text = load_trace_jsonl(
+                preset.trace,
+                PROFILES_DIR / "traces",
+                max_input=preset.trace_max_input,
+                speedup=preset.trace_speedup,
+                count=preset.num_prompts,
+            )
+        except ValueError as exc:
+            raise BenchRunError(f"bench preset {preset.name}: {exc}") from None
+        data = text.encode("utf-8")
+        path = f"{cmd.state_dir}/datasets/trace-{hashlib.sha256(data).hexdigest()[:16]}.jsonl"
+        try:
+            await self.pool.get(node).upload(data, path)
+        except (TransportError, OSError) as exc:
+            raise BenchRunError(f"{node.name}: cannot upload the trace file: {exc}") from None
+        return dataclasses.replace(preset, dataset_path=path)
 
     @contextlib.asynccontextmanager
     async def _live_metrics(

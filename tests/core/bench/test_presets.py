@@ -95,10 +95,10 @@ CASES = {
 
 
 def test_presets_load(presets):
-    assert set(presets) == set(CASES) | {"tiny", "prefix-heavy"}
+    assert set(presets) == set(CASES) | {"tiny", "prefix-heavy", "trace-replay"}
     profile = load_profile([PRESETS])
     assert profile.nodes == ()
-    assert [p.name for p in profile.bench_presets] == [*CASES, "tiny", "prefix-heavy"]
+    assert [p.name for p in profile.bench_presets] == [*CASES, "tiny", "prefix-heavy", "trace-replay"]
 
 
 def test_preset_fields(presets):
@@ -204,7 +204,7 @@ def test_sweep_is_the_seed_logs_concurrencies(presets):
 def test_every_bench_preset_cites_its_source():
     text = PRESETS.read_text()
     found = re.findall(r"((?:#[^\n]*\n)+)\[bench\.(\"[^\"]+\"|[\w-]+)\]", text)
-    assert len(found) == len(re.findall(r"^\[bench\.", text, re.MULTILINE)) == len(CASES) + 2
+    assert len(found) == len(re.findall(r"^\[bench\.", text, re.MULTILINE)) == len(CASES) + 3
     for comment, name in found:
         name = name.strip('"')
         if name == "tiny":
@@ -212,6 +212,9 @@ def test_every_bench_preset_cites_its_source():
             continue
         if name == "prefix-heavy":
             assert "prefix_repetition" in comment and "--help" in comment
+            continue
+        if name == "trace-replay":
+            assert "timed_trace" in comment and "CC BY 4.0" in comment
             continue
         seed = re.search(r"Seed (00\d)", comment)
         section = re.search(r'"[A-Z][^"]+"', comment)
