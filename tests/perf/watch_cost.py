@@ -1,6 +1,8 @@
-"""The headless watcher's own cost on the demo fleet (`rocm-console watch --demo`).
+"""The headless watcher's own cost on the demo fleet (`rocm-console watch --demo`), and at
+fleet scale over fleet_scale.py's replay.
 
     python tests/perf/watch_cost.py [--seconds 60] [--settle 10]
+    python tests/perf/watch_cost.py --fleet-scale 1024 [--seconds 60]     # 1,024 nodes x 8 GPUs
 
 Prints one JSON object; asserts nothing (the budget is printed beside the figures).
 
@@ -10,6 +12,16 @@ more, the watcher process's own CPU time (utime + stime in /proc/PID/stat) is re
 --seconds of wall time; CPU % = that / wall time. The agents' CPU (the processes carrying
 its lifeline) is read over the same window and printed apart: they run on the nodes. RSS is
 read at the end (VmRSS; VmHWM the peak). Then the watcher gets SIGTERM and its exit is timed.
+
+--fleet-scale N: the watcher's loop (services/watcher.py Watcher.run: FleetTelemetry, the
+health rules, the event log, alert rules, heartbeat; no screen) in this process over N nodes
+of fleet_scale.py's SSH replay (8 MI300X in SPX each; their agents in far_agents.py, a process
+of its own, the lines through real pipes, honouring the watcher's off-screen rate: a full
+sample every few seconds, a tick line between). CPU % = this process's CPU time over the
+window / wall time; RSS is VmRSS at the end and the peak (VmHWM). This process imports
+fleet_scale.py, which imports Textual (its TUI half): rss_after_imports_mb says what that
+costs before the watcher exists. The replay's traces carry no health lines: the rules are
+judged on node states and samples, the health readings of a real agent are not replayed.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGET_CPU_PERCENT = 0.5  # issue 37: the demo fleet
+BUDGET_SCALE = {"cpu_percent": 5.0, "rss_mb": 200.0}  # issue 37: 1,024 SSH nodes x 8 GPUs
 
 
 def cpu_s(pid: int) -> float:
@@ -69,7 +82,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--settle", type=float, default=10.0)
+    parser.add_argument("--fleet-scale", type=int, metavar="NODES", help="the watcher's loop over N replayed nodes")
     args = parser.parse_args()
+    if args.fleet_scale:
+        import asyncio
+
+        return asyncio.run(at_scale(args.fleet_scale, args.seconds, args.settle))
     from console.core.profiles import demo_profile_path, load_profile
 
     nodes = len(load_profile([demo_profile_path()]).nodes)
@@ -140,6 +158,93 @@ def main() -> int:
                 "cores": os.cpu_count(),
                 "load_before": round(load_before, 2),
                 "load_after": round(os.getloadavg()[0], 2),
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+async def at_scale(nodes: int, seconds: float, settle: float) -> int:
+    import asyncio
+    import gc
+
+    sys.path.insert(0, str(ROOT / "tests" / "perf"))
+    sys.path.insert(0, str(ROOT))
+    import fleet_scale
+
+    from console.core.alerts import AlertRule, parse_condition
+    from console.core.health import HealthRules
+    from console.core.health_profile import HealthSettings
+    from console.core.model import NodeHealth
+    from console.services.events import EventLog
+    from console.services.transports import TransportPool
+    from console.services.watcher import Watcher
+
+    rss_imports = status_kb(os.getpid(), "VmRSS")
+    far = fleet_scale.FarEnd(nodes, 1.0, 0, "spx")
+    profile, spare, transports = fleet_scale.build(nodes, 1.0, layout="spx", far=far)
+    del spare  # build's own FleetTelemetry: the watcher makes its own
+    gc.collect()
+    rules = (
+        AlertRule(name="gpu-sick", condition=parse_condition("health == fail")),
+        AlertRule(name="hot", condition=parse_condition("temp_junction_c > 95 for 30s")),
+        AlertRule(name="node-down", condition=parse_condition("node down for 60s")),
+    )
+    data = Path(tempfile.mkdtemp(prefix="watch-scale-"))
+    watcher = Watcher(
+        profile,
+        HealthSettings(HealthRules(), rules),
+        events=EventLog(data / "events.jsonl"),
+        pool=TransportPool(lambda spec: transports[spec.name]),
+    )
+    load_before = os.getloadavg()[0]
+    started = time.monotonic()
+    task = asyncio.create_task(watcher.run())
+    try:
+        while sum(s.health == NodeHealth.LIVE for s in watcher.fleet.snapshots()) < nodes:
+            if task.done() or time.monotonic() - started > 300:
+                print(json.dumps({"error": "not every node went live", "live": len(watcher.state().nodes)}))
+                return 1
+            await asyncio.sleep(0.5)
+        all_live_s = time.monotonic() - started
+        await asyncio.sleep(settle)
+        lags: list[float] = []
+        cpu0, t0 = cpu_s(os.getpid()), time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            await asyncio.sleep(1.0)
+            if watcher.loop_lag is not None:
+                lags.append(watcher.loop_lag)
+        cpu1, t1 = cpu_s(os.getpid()), time.monotonic()
+        rss, hwm = status_kb(os.getpid(), "VmRSS"), status_kb(os.getpid(), "VmHWM")
+        state = watcher.state()
+    finally:
+        watcher.stop()
+        await asyncio.wait_for(task, 60)
+        far.stop()
+    wall = t1 - t0
+    cpu = 100 * (cpu1 - cpu0) / wall
+    print(
+        json.dumps(
+            {
+                "what": "the watcher's loop (no screen) over fleet_scale.py's SSH replay, this process's CPU",
+                "nodes": nodes,
+                "gpus": nodes * 8,
+                "all_live_s": round(all_live_s, 1),
+                "window_s": round(wall, 1),
+                "cpu_percent": round(cpu, 2),
+                "budget_cpu_percent": BUDGET_SCALE["cpu_percent"],
+                "rss_mb": round(rss / 1024, 1),
+                "peak_rss_mb": round(hwm / 1024, 1),
+                "budget_rss_mb": BUDGET_SCALE["rss_mb"],
+                "rss_after_imports_mb": round(rss_imports / 1024, 1),
+                "loop_lag_max_s": round(max(lags), 3) if lags else None,
+                "nodes_live": sum(v == "live" for v in state.nodes.values()),
+                "events_written": state.events_written,
+                "cores": os.cpu_count(),
+                "load_before": round(load_before, 2),
+                "load_after": round(os.getloadavg()[0], 2),
+                "within_budget": cpu <= BUDGET_SCALE["cpu_percent"] and hwm / 1024 <= BUDGET_SCALE["rss_mb"],
             },
             indent=2,
         )
