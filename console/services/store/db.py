@@ -171,6 +171,11 @@ class Database:
     def migrate(self) -> int:
         """Apply the migrations this database lacks, in order, in one transaction; the version
         it is at. StoreError when it was made by a newer console (a version we do not know)."""
+        try:  # the usual opening: one query, no transaction or lock (a round trip on PostgreSQL)
+            if self.schema_version() == SCHEMA_VERSION:
+                return SCHEMA_VERSION
+        except StoreError:
+            pass  # a new database: no version table yet
         with self.transaction():
             self.serialize(LOCK_SCHEMA)  # PostgreSQL: two first openings would race on CREATE TABLE
             self.execute(version_table(self.dialect))
