@@ -1,4 +1,4 @@
-"""The random, sharegpt and prefix_repetition datasets of `vllm bench serve`."""
+"""The random, sharegpt, prefix_repetition and timed_trace datasets of `vllm bench serve`."""
 
 import json
 import math
@@ -20,13 +20,14 @@ BENCH_WORDS = (
 
 
 class BenchSample(object):
-    __slots__ = ("prompt", "prompt_len", "expected_output_len", "request_id")
+    __slots__ = ("prompt", "prompt_len", "expected_output_len", "request_id", "timestamp")
 
-    def __init__(self, prompt, prompt_len, expected_output_len, request_id):
+    def __init__(self, prompt, prompt_len, expected_output_len, request_id, timestamp=None):
         self.prompt = prompt
         self.prompt_len = prompt_len
         self.expected_output_len = expected_output_len
         self.request_id = request_id
+        self.timestamp = timestamp  # timed_trace: seconds after the run's start
 
 
 def bench_count_tokens(text):
@@ -229,3 +230,91 @@ def bench_prefix_repetition_samples(args):
         BenchSample(" ".join(words), plen + slen, out_len, args.request_id_prefix + str(i))
         for i, words in enumerate(prompts)
     ]
+
+
+def _trace_chunk(hash_id, size):
+    """One hash id's words: the same id and size always give the same words (vLLM seeds its
+    random token ids from them), so requests that share ids share a cacheable prefix."""
+    rng = random.Random("trace-%s:%d" % (hash_id, size))
+    return [BENCH_WORDS[rng.randrange(len(BENCH_WORDS))] for _ in range(size)]
+
+
+def bench_timed_trace_samples(args):
+    """TimedTrace.sample(): one JSON object a line (vLLM 0.32's labels), the first num_prompts
+    lines; a prompt is its hash ids' chunks up to input_length (no ids: an empty prompt), its
+    timestamp times --timed-trace-sec-multiplier."""
+    frames = _dataset_frames(2380, '"timed_trace": lambda: TimedTrace(', "TimedTrace(")
+    path = args.dataset_path
+    if path is None:
+        raise BenchFatal(
+            frames
+            + tb_frame(
+                BENCH_DATASETS_SRC,
+                1448,
+                "load_data",
+                'raise ValueError("dataset_path must be provided for loading data.")',
+            ),
+            "ValueError: dataset_path must be provided for loading data.",
+        )
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except (OSError, IOError) as exc:
+        raise BenchFatal(
+            frames
+            + tb_frame(
+                BENCH_DATASETS_SRC, 1452, "load_data", "with open(self.dataset_path) as f:", "open(self.dataset_path)"
+            ),
+            "%s: [Errno %s] %s: %r" % (type(exc).__name__, exc.errno, exc.strerror, path),
+        ) from None
+    chunk = int(args.timed_trace_chunk_hash_size)
+    labels = (
+        ("input", args.timed_trace_label_input_length, "--label-input-length", "Input length field"),
+        ("output", args.timed_trace_label_output_length, "--label-output-length", "Output length field"),
+        ("ts", args.timed_trace_label_timestamp, "--label-timestamp", "Timestamp field"),
+    )
+    samples = []
+    for ind, line in enumerate(lines):
+        if len(samples) >= args.num_prompts:
+            break
+        try:
+            entry = json.loads(line.strip())
+        except ValueError as exc:
+            raise BenchFatal(
+                frames + tb_frame(BENCH_DATASETS_SRC, 1530, "sample", "entry = json.loads(entry.strip())"),
+                "json.decoder.JSONDecodeError: %s" % exc,
+            ) from None
+        values = {}
+        for key, label, flag, what in labels:
+            values[key] = entry.get(label)
+            if values[key] is None:
+                raise BenchFatal(
+                    frames + tb_frame(BENCH_DATASETS_SRC, 1534, "sample", "raise ValueError("),
+                    "ValueError: %s '%s' not found in trace entry. Available fields: %s. Use %s to specify "
+                    "the correct field name." % (what, label, list(entry.keys()), flag),
+                )
+        left = int(values["input"])
+        words = []
+        for h in entry.get(args.timed_trace_label_hash_ids, []):
+            size = chunk if left >= chunk else left
+            words += _trace_chunk(h, size)
+            left -= size
+            if left <= 0:
+                break
+        samples.append(
+            BenchSample(
+                " ".join(words),
+                len(words),
+                int(values["output"]),
+                args.request_id_prefix + str(ind),
+                float(values["ts"]) * float(args.timed_trace_sec_multiplier),
+            )
+        )
+    return samples
+
+
+def trace_arrivals(samples):
+    """get_request() when self-timed: each request leaves at its trace timestamp (cumulative
+    from the start; no rate: 0.0 each)."""
+    delays = [s.timestamp if s.timestamp is not None else 0.0 for s in samples]
+    return delays, [0.0] * len(samples)

@@ -15,7 +15,14 @@ from .bench_args import (
     INF,
     bench_namespace,
 )
-from .bench_datasets import BenchSample, bench_prefix_repetition_samples, bench_random_samples, bench_sharegpt_samples
+from .bench_datasets import (
+    BenchSample,
+    bench_prefix_repetition_samples,
+    bench_random_samples,
+    bench_sharegpt_samples,
+    bench_timed_trace_samples,
+    trace_arrivals,
+)
 from .bench_http import BenchHttp, BenchHttpError, join_host_port
 from .bench_metrics import (
     calculate_metrics,
@@ -291,7 +298,18 @@ class BenchRun(object):
             a.random_output_len = a.sharegpt_output_len = a.output_len
         if a.dataset_name in ("random", "random-mm") and a.backend in BENCH_OPENAI_COMPATIBLE:
             a.ignore_eos = True
-        if a.dataset_name != "timed_trace" and a.self_timed is not None:
+        if a.dataset_name == "timed_trace":  # token-id prompts at the trace's own times
+            if a.backend not in ("vllm", "openai"):
+                raise fatal_in_main_async(
+                    2143,
+                    "raise ValueError(",
+                    "ValueError: timed_trace dataset passes pre-tokenized prompts (list[int]) and requires a "
+                    "completions backend ('vllm' or 'openai').",
+                )
+            a.ignore_eos = True
+            if a.self_timed is None:
+                a.self_timed = True
+        elif a.self_timed is not None:
             raise fatal_in_main_async(
                 2157,
                 "raise ValueError(",
@@ -303,12 +321,14 @@ class BenchRun(object):
             samples = bench_sharegpt_samples(a)
         elif a.dataset_name == "prefix_repetition":
             samples = bench_prefix_repetition_samples(a)
+        elif a.dataset_name == "timed_trace":
+            samples = bench_timed_trace_samples(a)
         else:
             raise fatal_in_main_async(
                 2165,
                 "input_requests = get_samples(args, tokenizer)",
                 "NotImplementedError: rocm-console's vLLM simulator only simulates the "
-                "'random', 'sharegpt' and 'prefix_repetition' datasets, not %r" % a.dataset_name,
+                "'random', 'sharegpt', 'prefix_repetition' and 'timed_trace' datasets, not %r" % a.dataset_name,
                 "get_samples(args, tokenizer)",
             )
         if a.dataset_name in ("random", "prefix_repetition"):
@@ -590,7 +610,9 @@ class BenchRun(object):
             if await self._profile(base_url, "start_profile", headers):
                 bench_out("Profiler started")
         distribution = "Poisson process" if a.burstiness == 1.0 else "Gamma distribution"
-        if a.ramp_up_strategy is not None:
+        if a.self_timed:
+            bench_out("Self timing is set, using the timestamps from the trace file.")
+        elif a.ramp_up_strategy is not None:
             bench_out("Traffic ramp-up strategy: %s." % a.ramp_up_strategy)
             bench_out(
                 "Will increase RPS from %s to %s RPS over the duration of the benchmark."
@@ -598,15 +620,16 @@ class BenchRun(object):
             )
         else:
             bench_out("Traffic request rate: %s" % request_rate)
-        bench_out("Burstiness factor: %s (%s)" % (a.burstiness, distribution))
-        bench_out("Maximum request concurrency: %s" % max_concurrency)
+        if not a.self_timed:
+            bench_out("Burstiness factor: %s (%s)" % (a.burstiness, distribution))
+            bench_out("Maximum request concurrency: %s" % max_concurrency)
         await self._metrics_probe(base_url)
         if not a.burstiness > 0:
             raise BenchFatal(
                 awaiting_benchmark() + tb_frame(BENCH_SRC, 440, "get_request", "assert burstiness > 0, ("),
                 "AssertionError: A positive burstiness factor is expected, but given %s." % a.burstiness,
             )
-        delays, rates = self.arrival_plan(len(samples))
+        delays, rates = trace_arrivals(samples) if a.self_timed else self.arrival_plan(len(samples))
         self.phase = "main"
         pbar = None if a.disable_tqdm else BenchBar(len(samples))
         self.pbar = pbar
