@@ -214,15 +214,3 @@ def run_command(
 
     profile = load_selected_profile(args)
     return guarded(lambda: asyncio.run(action(args, profile)), failures)
-
-
-async def not_stored_line(pool: Any, node: NodeSpec, run_name: str, run: Any, exc: Exception) -> str:
-    """The one line for a finished run the store could not take: why, where the result stays,
-    and the command that stores it later (the run is kept beside the result on the node)."""
-    from console.services.node_results import keep_on_node  # here: the TUI's start imports this module
-
-    where = await keep_on_node(pool, node, run_name, run)
-    return (
-        f"{run_name}: not stored ({exc}); the result stays on {node.name} at {where}: "
-        f"store it later with `rocm-console results fetch {run_name} --node {node.name}`"
-    )
