@@ -62,8 +62,9 @@ async def test_every_point_is_stored_and_the_answer_links_them(sim_node, tmp_pat
     try:
         spec = SearchSpec(parse_budget("p99_e2el_ms=60000"), start=1, max_load=4)
         answer = await FindMaxService(pool, store, timeline=log.append).search_instance(
-            # 30 prompts: each point lasts a few of the agent's 1 s samples, so its energy is measured
-            node, view, TINY_BENCH, spec, num_prompts=30, label="fm", on_event=events.append
+            # 60 prompts: each point lasts several of the agent's 1 s samples, so its energy is
+            # measured even on a loaded machine (30 left a point within one sample once)
+            node, view, TINY_BENCH, spec, num_prompts=60, label="fm", on_event=events.append
         )
     finally:
         await svc.stop(node, "fm1", int_timeout=5)
@@ -84,7 +85,7 @@ async def test_every_point_is_stored_and_the_answer_links_them(sim_node, tmp_pat
         run = store.get(rid)
         assert run.context["find_max"] == answer.search and run.context["instance"] == "fm1"
         assert run.setup["max_concurrency"] == load and run.setup["request_rate"] == float("inf")
-        assert run.metrics["completed"] == 30 and run.label == "fm"
+        assert run.metrics["completed"] == 60 and run.label == "fm"
         assert not is_answer(run)
         # issue U2: each point's GPU energy is recorded, as for a single `bench run`
         assert run.energy_j and run.energy_j > 0, (run.energy, run.telemetry, run.context.get("telemetry_note"))
