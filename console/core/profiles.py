@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +20,37 @@ from console.core import bounds
 from console.core.errors import ProfileError
 from console.core.model import BenchPreset, ModelsConfig, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
-from console.core.serve.rules import parse_vllm_range
+from console.core.profile_values import (
+    ENV_NAME_RE,
+    SECRET_MSG,
+    Check,
+    arg_list,
+    as_number,
+    as_text,
+    bind_address,
+    boolean,
+    choice,
+    concurrency,
+    env,
+    env_by_vllm,
+    expected_error,
+    flag,
+    int_range,
+    int_up_to,
+    integer,
+    looks_secret,
+    metric_percentiles,
+    percentile_metrics,
+    port,
+    positive,
+    positive_up_to,
+    range_ratio,
+    request_rate,
+    string_list,
+    token,
+    token_matching,
+    variable_name,
+)
 from console.core.toml_source import Invalid, TomlContext, describe, fmt_path, parse_toml, read_text
 
 if TYPE_CHECKING:
@@ -54,10 +83,6 @@ _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 # a letter, digit or _ first (never `..`, `.hidden` or `-flag`), at most 64 characters.
 _TABLE_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 _BARE_KEY_RE = re.compile(r"[A-Za-z0-9_-]+")
-_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_SECRET_MSG = "secrets do not belong in profiles; export it in the environment"
-# Flags that carry secrets on a vllm command line.
-_SECRET_FLAGS = ("--hf-token", "--api-key")
 # Serve flags the console sets itself from dedicated keys; a second copy in args
 # would silently win or clash, so point at the key instead.
 _OWNED_SERVE_FLAGS = {
@@ -74,7 +99,6 @@ _OWNED_SERVE_FLAGS = {
     "--data-parallel-size-local": "dp_local",
     "--data-parallel-address": "head_address",
 }
-_PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
 # ---------------------------------------------------------------- public API
@@ -174,283 +198,16 @@ def _unique(paths: list[Path]) -> list[Path]:
     return out
 
 
-# ---------------------------------------------------------------- value checks
-
-_Check = Callable[[object], object]
-
-
-def _expected(what: str, value: object) -> Invalid:
-    return Invalid(f"expected {what}, got {describe(value)}")
-
-
-def _is_int(value: object) -> bool:
-    return type(value) is int  # bool is an int subclass; TOML true is not 1
-
-
-def _is_number(value: object) -> bool:
-    return _is_int(value) or type(value) is float
-
-
-def _text(value: object) -> str:
-    """A non-empty, single-line string (it may end up on a command line)."""
-    if not isinstance(value, str):
-        raise _expected("a string", value)
-    if not value.strip():
-        raise Invalid("must not be empty")
-    if any(c in value for c in "\n\r\0"):
-        raise Invalid("must be a single line")
-    return value
-
-
-def _token(value: object) -> str:
-    """A non-empty string without spaces (host names, users, images)."""
-    text = _text(value)
-    if any(c.isspace() for c in text):
-        raise Invalid(f"must not contain spaces, got {describe(text)}")
-    return text
-
-
-def _token_matching(value: object, pattern: re.Pattern[str], expected: str) -> str:
-    """A token the pattern matches in full; `expected` names what it must be."""
-    text = _token(value)
-    if not pattern.match(text):
-        raise Invalid(f"expected {expected}, got {describe(text)}")
-    return text
-
-
-def _boolean(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise _expected("true or false", value)
-    return value
-
-
-def _integer(value: object) -> int:
-    if not _is_int(value):
-        raise _expected("an integer", value)
-    return value  # type: ignore[return-value]
-
-
-def _int_range(low: int, high: int | None = None) -> Callable[[object], int]:
-    def check(value: object) -> int:
-        number = _integer(value)
-        if number < low or (high is not None and number > high):
-            bounds = f"{low}..{high}" if high is not None else f">= {low}"
-            raise Invalid(f"must be {bounds}, got {number}")
-        return number
-
-    return check
-
-
-_port = _int_range(1, 65535)
-
-
-def _int_up_to(low: int, high: int) -> Callable[[object], int]:
-    """An integer >= low with a documented upper bound (console/core/bounds.py), each said apart."""
-    at_least = _int_range(low)
-
-    def check(value: object) -> int:
-        number = at_least(value)
-        if number > high:
-            raise Invalid(f"must be at most {high}, got {number}")
-        return number
-
-    return check
-
-
-def _number(value: object) -> float:
-    if not _is_number(value):
-        raise _expected("a number", value)
-    number = float(value)  # type: ignore[arg-type]
-    if not math.isfinite(number):
-        raise Invalid(f"must be a finite number, got {value}")
-    return number
-
-
-def _positive(value: object) -> float:
-    number = _number(value)
-    if number <= 0:
-        raise Invalid(f"must be > 0, got {value}")
-    return number
-
-
-def _range_ratio(value: object) -> float:
-    number = _number(value)
-    if not 0 <= number < 1:  # vLLM's random dataset asserts 0 <= ratio < 1
-        raise Invalid(f"must be >= 0 and < 1, got {value}")
-    return number
-
-
-def _choice(*choices: str) -> _Check:
-    """One of choices, matched without regard to case, stored as spelled here."""
-    by_fold = {c.casefold(): c for c in choices}
-
-    def check(value: object) -> str:
-        if not isinstance(value, str):
-            raise _expected("a string", value)
-        if value.casefold() not in by_fold:
-            raise Invalid(f"must be one of: {', '.join(choices)} (got {describe(value)})")
-        return by_fold[value.casefold()]
-
-    return check
-
-
-def _string_list(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise _expected("an array of strings", value)
-    for i, item in enumerate(value, 1):
-        if not isinstance(item, str):
-            raise Invalid(f"item {i}: expected a string, got {describe(item)}")
-    return tuple(value)
-
-
-def _args(value: object) -> tuple[str, ...]:
-    args = _string_list(value)
-    for arg in args:
-        if _flag(arg) in _SECRET_FLAGS:
-            raise Invalid(f"{arg.split('=', 1)[0]}: {_SECRET_MSG}")
-    return args
-
-
-def _flag(arg: str) -> str:
-    """'--tensor_parallel_size=8' -> '--tensor-parallel-size' (vLLM accepts both)."""
-    name = arg.split("=", 1)[0]
-    return name[:2] + name[2:].replace("_", "-") if name.startswith("--") else name
-
-
-def _looks_secret(name: str) -> bool:
-    """HF_TOKEN, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, OPENAI_API_KEY...
-
-    Word-wise so TOKENIZERS_PARALLELISM or MAX_TOKENS stay allowed.
-    """
-    words = re.split(r"[_\-.]+", name.upper())
-    if any(w.endswith("TOKEN") or "SECRET" in w or "PASSW" in w for w in words):
-        return True
-    return name.upper().replace("-", "_").endswith(("API_KEY", "APIKEY"))
-
-
-def _env(value: object) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, dict):
-        raise _expected('a table of NAME = "value"', value)
-    pairs = []
-    for name, item in value.items():
-        if _looks_secret(name):
-            raise Invalid(_SECRET_MSG, (name,))
-        if not _ENV_NAME_RE.match(name):
-            raise Invalid("not a valid environment variable name", (name,))
-        if not isinstance(item, str):
-            hint = f'; write "{item}"' if _is_number(item) else ""
-            raise Invalid(f"expected a string, got {describe(item)}{hint}", (name,))
-        pairs.append((name, item))
-    return tuple(pairs)
-
-
-def _env_by_vllm(value: object) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
-    """{ "<0.12" = { VLLM_USE_TRITON_FLASH_ATTN = "0" } }: env only the vLLM releases in a range know."""
-    if not isinstance(value, dict):
-        raise _expected('a table of "<0.12" = { NAME = "value" }', value)
-    out = []
-    for spec, table in value.items():
-        try:
-            parse_vllm_range(spec)
-        except ValueError as exc:
-            raise Invalid(str(exc), (spec,)) from None
-        try:
-            pairs = _env(table)
-        except Invalid as exc:
-            raise Invalid(exc.message, (spec, *exc.key)) from None
-        out.append((spec, pairs))
-    return tuple(out)
-
-
-_BIND_ADDRESSES = ("127.0.0.1", "0.0.0.0")
-
-
-def _bind_address(value: object) -> str:
-    """Where vLLM listens on the node: 127.0.0.1 (the node only; the console and its benchmark
-    clients reach it there, through SSH) or 0.0.0.0 (every address). Another address would leave
-    the console's own health checks and clients, which dial 127.0.0.1 on the node, outside."""
-    text = _token(value)
-    if text not in _BIND_ADDRESSES:
-        raise Invalid(
-            f"expected 127.0.0.1 (the node only, reached through SSH) or 0.0.0.0 (every address), got {describe(text)}"
-        )
-    return text
-
-
-def _variable_name(value: object) -> str:
-    """The name of an environment variable (that holds a secret), never the secret itself."""
-    return _token_matching(value, _ENV_NAME_RE, "the name of an environment variable (e.g. VLLM_API_KEY)")
-
-
-def _request_rate(value: object) -> float | None:
-    """Requests per second; "inf" (or TOML inf) = all at once, stored as None."""
-    if isinstance(value, str) and value.strip().casefold() == "inf":
-        return None
-    if type(value) is float and math.isinf(value) and value > 0:
-        return None
-    if isinstance(value, str):
-        raise Invalid(f'expected a number or "inf", got {describe(value)}')
-    return _positive_up_to(bounds.REQUEST_RATE)(value)
-
-
-def _positive_up_to(high: float) -> Callable[[object], float]:
-    def check(value: object) -> float:
-        number = _positive(value)
-        if number > high:
-            raise Invalid(f"must be at most {high:g}, got {value}")
-        return number
-
-    return check
-
-
-def _concurrency(value: object) -> tuple[int, ...]:
-    """One limit, or a list of them for a sweep."""
-    check = _int_up_to(1, bounds.CONCURRENCY)
-    if not isinstance(value, list):
-        if not _is_int(value):
-            raise _expected("an integer or an array of integers", value)
-        return (check(value),)
-    if not value:
-        raise Invalid("must list at least one value")
-    out = []
-    for i, item in enumerate(value, 1):
-        try:
-            out.append(check(item))
-        except Invalid as exc:
-            raise Invalid(f"item {i}: {exc.message}") from None
-    return tuple(out)
-
-
-def _percentile_metrics(value: object) -> str:
-    text = _token(value)
-    bad = [m for m in text.split(",") if m not in _PERCENTILE_METRICS]
-    if bad:
-        raise Invalid(f"unknown metric {bad[0]!r} (comma-separated, from: {', '.join(_PERCENTILE_METRICS)})")
-    return text
-
-
-def _metric_percentiles(value: object) -> str:
-    text = _token(value)
-    for part in text.split(","):
-        try:
-            number = float(part)
-        except ValueError:
-            number = math.nan
-        if not 0 < number <= 100:
-            raise Invalid(f"expected comma-separated percentiles in (0, 100], got {part!r}")
-    return text
-
-
 # ---------------------------------------------------------------- tables
 
 
-def _check_fields(data: Mapping[str, object], fields: Mapping[str, _Check]) -> dict:
+def _check_fields(data: Mapping[str, object], fields: Mapping[str, Check]) -> dict:
     """Check each key of a table in file order; unknown keys are errors."""
     out = {}
     for key, value in data.items():
         check = fields.get(key)
         if check is None:
-            raise Invalid(_SECRET_MSG if _looks_secret(key) else _unknown(key, fields), (key,))
+            raise Invalid(SECRET_MSG if looks_secret(key) else _unknown(key, fields), (key,))
         try:
             out[key] = check(value)
         except Invalid as exc:
@@ -467,27 +224,27 @@ def _unknown(key: str, known: Sequence[str] | Mapping[str, object], what: str = 
 
 def _table(value: object) -> dict:
     if not isinstance(value, dict):
-        raise _expected("a table", value)
+        raise expected_error("a table", value)
     return value
 
 
 def _gpu_indices(value: object) -> tuple[int, ...]:
     if not isinstance(value, list):
-        raise _expected("an array of GPU indices", value)
-    check = _int_range(0, 1023)
+        raise expected_error("an array of GPU indices", value)
+    check = int_range(0, 1023)
     return tuple(check(v) for v in value)
 
 
-_SIMULATE_FIELDS: dict[str, _Check] = {
-    "gpu": _choice(*GPU_MODELS),
-    "count": _int_range(1, 16),
-    "compute_partition": _choice(*COMPUTE_PARTITIONS),
-    "memory_partition": _choice(*MEMORY_PARTITIONS),
-    "seed": _integer,
+_SIMULATE_FIELDS: dict[str, Check] = {
+    "gpu": choice(*GPU_MODELS),
+    "count": int_range(1, 16),
+    "compute_partition": choice(*COMPUTE_PARTITIONS),
+    "memory_partition": choice(*MEMORY_PARTITIONS),
+    "seed": integer,
     # logical GPUs that carry a simulated workload from the start (the demo's load)
     "busy": _gpu_indices,
     "mig": _gpu_indices,  # NVIDIA only: physical GPUs in MIG mode
-    "root": _boolean,  # the simulated user is root whoever runs it (the demo)
+    "root": boolean,  # the simulated user is root whoever runs it (the demo)
 }
 
 
@@ -496,7 +253,7 @@ def _simulate(value: object) -> SimulateSpec | None:
     if isinstance(value, bool):
         return SimulateSpec() if value else None
     if not isinstance(value, dict):
-        raise _expected("true, false or a table", value)
+        raise expected_error("true, false or a table", value)
     spec = SimulateSpec(**_check_fields(value, _SIMULATE_FIELDS))
     if spec.memory_partition not in VALID_NPS[spec.compute_partition]:
         allowed = "/".join(VALID_NPS[spec.compute_partition])
@@ -509,7 +266,7 @@ def _simulate(value: object) -> SimulateSpec | None:
 
 def _existing_file(value: object) -> str:
     """A file on this machine (~ expanded, relative to the working folder, as SSH reads it)."""
-    text = _text(value)
+    text = as_text(value)
     path = os.path.expanduser(text)
     if not os.path.exists(path):
         raise Invalid(f"no such file: {os.path.abspath(path)}")
@@ -520,7 +277,7 @@ def _existing_file(value: object) -> str:
 
 def _jump(value: object) -> str:
     """One ProxyJump hop: a Host alias, host, user@host, host:port or [v6addr]:port."""
-    text = _token(value)
+    text = token(value)
     if "," in text:
         raise Invalid(
             f"one jump host only, got {describe(text)}: for a chain, put ProxyJump in ~/.ssh/config "
@@ -548,31 +305,31 @@ def _jump(value: object) -> str:
     return text
 
 
-_NODE_FIELDS: dict[str, _Check] = {
-    "host": _token,
-    "port": _port,
-    "user": _token,
+_NODE_FIELDS: dict[str, Check] = {
+    "host": token,
+    "port": port,
+    "user": token,
     "identity_file": _existing_file,  # checked now: a missing key is a bad profile, not a failed login
     "known_hosts": _existing_file,  # strict host keys: without the file every connection is refused
     "jump": _jump,  # ProxyJump: one hop, a Host alias or user@host:port
-    "python": _text,
-    "sudo": _boolean,
-    "allow_kill_foreign": _boolean,  # the console may end other users' GPU processes (services/processes.py)
-    "state_dir": _text,
-    "transport": _choice("ssh", "local"),
-    "vllm": _text,  # may hold spaces, e.g. "/opt/venv/bin/vllm" or "uv run vllm"
+    "python": as_text,
+    "sudo": boolean,
+    "allow_kill_foreign": boolean,  # the console may end other users' GPU processes (services/processes.py)
+    "state_dir": as_text,
+    "transport": choice("ssh", "local"),
+    "vllm": as_text,  # may hold spaces, e.g. "/opt/venv/bin/vllm" or "uv run vllm"
     "simulate": _simulate,
-    "telemetry": _choice("ssh", "prometheus"),  # where the fleet screen's numbers come from
-    "prometheus_host": _token,  # DME's hostname label, when it is not host
+    "telemetry": choice("ssh", "prometheus"),  # where the fleet screen's numbers come from
+    "prometheus_host": token,  # DME's hostname label, when it is not host
     "hf_endpoint": lambda v: _url(v),  # issue Q: this node's Hugging Face mirror
-    "hf_home": _text,
-    "model_dirs": _string_list,
+    "hf_home": as_text,
+    "model_dirs": string_list,
 }
 
 
 def _node_names(value: object) -> tuple[str, ...]:
     """Nodes of a multi-node preset, head first: distinct [nodes.NAME] names."""
-    names = _string_list(value)
+    names = string_list(value)
     for i, name in enumerate(names, 1):
         if not _TABLE_NAME_RE.match(name):
             raise Invalid(f"item {i}: {name!r} is not a node name")
@@ -581,72 +338,72 @@ def _node_names(value: object) -> tuple[str, ...]:
     return names
 
 
-_SERVE_FIELDS: dict[str, _Check] = {
-    "model": _text,
-    "tp": _int_up_to(1, bounds.PARALLEL),
-    "args": _args,
-    "env": _env,
-    "env_by_vllm": _env_by_vllm,  # env per vLLM release range (core/serve/rules.py env_for_vllm)
-    "runtime": _choice("host", "docker"),
-    "image": _token,
-    "port": _port,
-    "served_model_name": _text,
+_SERVE_FIELDS: dict[str, Check] = {
+    "model": as_text,
+    "tp": int_up_to(1, bounds.PARALLEL),
+    "args": arg_list,
+    "env": env,
+    "env_by_vllm": env_by_vllm,  # env per vLLM release range (core/serve/rules.py env_for_vllm)
+    "runtime": choice("host", "docker"),
+    "image": token,
+    "port": port,
+    "served_model_name": as_text,
     # multi-node on Ray (console/core/multinode.py)
-    "pp": _int_up_to(1, bounds.PARALLEL),
-    "dp": _int_up_to(1, bounds.PARALLEL),
-    "dp_local": _int_up_to(1, bounds.PARALLEL),
+    "pp": int_up_to(1, bounds.PARALLEL),
+    "dp": int_up_to(1, bounds.PARALLEL),
+    "dp_local": int_up_to(1, bounds.PARALLEL),
     "nodes": _node_names,
-    "ray_port": _port,
-    "head_address": _token,
-    "ray_args": _string_list,
+    "ray_port": port,
+    "head_address": token,
+    "ray_args": string_list,
     # the name of the variable holding vLLM's API key, never the key (console/core/serve/argv.py)
-    "api_key_env": _variable_name,
-    "host": _bind_address,  # where vLLM listens on the node, e.g. "127.0.0.1": reached through SSH only
+    "api_key_env": variable_name,
+    "host": bind_address,  # where vLLM listens on the node, e.g. "127.0.0.1": reached through SSH only
 }
 
-BENCH_FIELDS: dict[str, _Check] = {
-    "client": _choice("vllm-bench", "benchmark_serving"),
-    "backend": _token,
-    "endpoint": _token,
-    "dataset": _token,
-    "dataset_path": _text,
-    "input_len": _int_up_to(1, bounds.TOKENS),  # upper bounds: console/core/bounds.py
-    "output_len": _int_up_to(1, bounds.TOKENS),
-    "range_ratio": _range_ratio,
-    "num_prompts": _int_up_to(1, bounds.NUM_PROMPTS),
-    "request_rate": _request_rate,
-    "max_concurrency": _concurrency,
-    "burstiness": _positive_up_to(bounds.BURSTINESS),
-    "seed": _int_up_to(0, bounds.SEED),
-    "ignore_eos": _boolean,
-    "percentile_metrics": _percentile_metrics,
-    "metric_percentiles": _metric_percentiles,
-    "extra_args": _args,
-    "cold": _boolean,  # issue B2: the workload is meant to be cold (prefix-cache warning)
-    "cold_start": _choice("reset"),  # vLLM's /reset_prefix_cache before the run, else a fresh seed
-    "slo_ttft_ms": _positive,
-    "slo_tpot_ms": _positive,
-    "slo_itl_ms": _positive,
-    "slo_e2e_ms": _positive,
-    "trace": _text,  # issue B2 trace replay: a file under profiles/traces/ or a path
-    "trace_max_input": _int_up_to(1, bounds.TOKENS),
-    "trace_speedup": _positive_up_to(1e6),
+BENCH_FIELDS: dict[str, Check] = {
+    "client": choice("vllm-bench", "benchmark_serving"),
+    "backend": token,
+    "endpoint": token,
+    "dataset": token,
+    "dataset_path": as_text,
+    "input_len": int_up_to(1, bounds.TOKENS),  # upper bounds: console/core/bounds.py
+    "output_len": int_up_to(1, bounds.TOKENS),
+    "range_ratio": range_ratio,
+    "num_prompts": int_up_to(1, bounds.NUM_PROMPTS),
+    "request_rate": request_rate,
+    "max_concurrency": concurrency,
+    "burstiness": positive_up_to(bounds.BURSTINESS),
+    "seed": int_up_to(0, bounds.SEED),
+    "ignore_eos": boolean,
+    "percentile_metrics": percentile_metrics,
+    "metric_percentiles": metric_percentiles,
+    "extra_args": arg_list,
+    "cold": boolean,  # issue B2: the workload is meant to be cold (prefix-cache warning)
+    "cold_start": choice("reset"),  # vLLM's /reset_prefix_cache before the run, else a fresh seed
+    "slo_ttft_ms": positive,
+    "slo_tpot_ms": positive,
+    "slo_itl_ms": positive,
+    "slo_e2e_ms": positive,
+    "trace": as_text,  # issue B2 trace replay: a file under profiles/traces/ or a path
+    "trace_max_input": int_up_to(1, bounds.TOKENS),
+    "trace_speedup": positive_up_to(1e6),
 }
 
 _SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models", "alertmanager", "store")
 
 
 def _packing_sum(value: object) -> float:
-    number = _number(value)
+    number = as_number(value)
     if not 0 < number <= 1:
         raise Invalid(f"expected a fraction above 0 and at most 1, got {value!r}")
     return number
 
 
-_MODELS_FIELDS: dict[str, _Check] = {  # [models] (issue Q, docs/models.md)
+_MODELS_FIELDS: dict[str, Check] = {  # [models] (issue Q, docs/models.md)
     "hf_endpoint": lambda v: _url(v),
-    "hf_home": _text,
-    "model_dirs": _string_list,
+    "hf_home": as_text,
+    "model_dirs": string_list,
     "max_packing_sum": _packing_sum,
 }
 
@@ -674,7 +431,7 @@ def _serve(name: str, data: dict, file: str) -> ServePreset:
     if "model" not in values:
         raise Invalid("missing required key (the model to serve)", ("model",))
     for arg in values.get("args", ()):
-        owner = _OWNED_SERVE_FLAGS.get(_flag(arg))
+        owner = _OWNED_SERVE_FLAGS.get(flag(arg))
         if owner:
             raise Invalid(f"remove {arg!r} from args and set {owner} = ... instead", ("args",))
     docker = values.get("runtime") == "docker"
@@ -697,7 +454,7 @@ def _keys(data: dict) -> dict[str, str]:
         if not _NAME_RE.match(binding):
             raise Invalid("invalid binding id (letters, digits, '_', '.', '-')", (binding,))
         try:
-            out[binding] = _text(key)
+            out[binding] = as_text(key)
         except Invalid as exc:
             raise Invalid(exc.message, (binding,)) from None
     return out
@@ -741,8 +498,8 @@ def _merge_file(merged: _Merged, ctx: TomlContext, data: dict) -> None:
             check_section(ctx.file, ctx.text, section, value)
             continue
         if section not in _SECTIONS:
-            if _looks_secret(section):
-                raise ctx.error(None, (section,), _SECRET_MSG)
+            if looks_secret(section):
+                raise ctx.error(None, (section,), SECRET_MSG)
             raise ctx.error((section,), (), _unknown(section, _SECTIONS, "table"))
         try:
             body = _table(value)
@@ -832,12 +589,12 @@ _LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")  # Prometheus label names
 
 
 def _url(value: object) -> str:
-    text = _token(value)
+    text = token(value)
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid(f"expected an http:// or https:// URL, got {describe(text)}")
     if parts.password is not None:
-        raise Invalid(f"a password in the URL: {_SECRET_MSG} (token_env names the variable)")
+        raise Invalid(f"a password in the URL: {SECRET_MSG} (token_env names the variable)")
     if parts.query or parts.fragment:
         raise Invalid("expected the server's base URL, without ?query or #fragment")
     try:
@@ -848,15 +605,15 @@ def _url(value: object) -> str:
 
 
 def _env_name(value: object) -> str:
-    return _token_matching(value, _ENV_NAME_RE, "the name of an environment variable")
+    return token_matching(value, ENV_NAME_RE, "the name of an environment variable")
 
 
 def _label_name(value: object) -> str:
-    return _token_matching(value, _LABEL_RE, "a Prometheus label name")
+    return token_matching(value, _LABEL_RE, "a Prometheus label name")
 
 
 def _scrape_interval(value: object) -> float:
-    number = _positive(value)
+    number = positive(value)
     if number > 3600:
         raise Invalid(f"must be at most 3600 seconds, got {value}")
     return number
@@ -869,13 +626,13 @@ def _metric_prefix(value: object) -> str:
     """DME's MetricsFieldPrefix as the site set it; "" says "no prefix" (unset: detected)."""
     if value == "":
         return ""
-    return _token_matching(value, _PREFIX_RE, 'the start of a Prometheus metric name (e.g. "amd_")')
+    return token_matching(value, _PREFIX_RE, 'the start of a Prometheus metric name (e.g. "amd_")')
 
 
-_PROMETHEUS_FIELDS: dict[str, _Check] = {
+_PROMETHEUS_FIELDS: dict[str, Check] = {
     "url": _url,
     "token_env": _env_name,
-    "ca_file": _text,
+    "ca_file": as_text,
     "scrape_interval": _scrape_interval,
     "hostname_label": _label_name,
     "metric_prefix": _metric_prefix,
