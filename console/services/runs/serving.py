@@ -16,6 +16,7 @@ import collections
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 import secrets
 import time
@@ -31,6 +32,7 @@ from console.core.bench.output import BenchError, BenchProgress, BenchResultBloc
 from console.core.bench.prefix_cache import PrefixCacheWindow, is_cold, prefix_cache_json, prefix_cache_window
 from console.core.bench.result import BenchResult, load_result_file
 from console.core.bench.run_telemetry import RunTelemetry
+from console.core.bench.spec_decode import SpecDecodeWindow, spec_decode_window, with_spec_decode
 from console.core.bench.trace import load_trace_jsonl
 from console.core.model import BenchPreset, NodeSpec
 from console.core.node_json import loads_document
@@ -224,6 +226,10 @@ class ServingReader:
             try:
                 result_json = loads_document(collected.result_text)
                 result = load_result_file(collected.result_text)[-1]
+                # issue B2: speculative decoding's acceptance from the server's counters over the run
+                filled = with_spec_decode(result_json, spec_window_of(self.server_before, self.server_after))
+                if filled is not result_json:
+                    result_json, result = filled, load_result_file(json.dumps(filled))[-1]
             except (ValueError, IndexError):
                 result_json, result = None, None
         check = self.client_check(result)
@@ -272,6 +278,16 @@ def client_check_of(
     except ValueError:  # a scrape that is not Prometheus text: nothing to compare with
         return None
     return cc.check(result, window)
+
+
+def spec_window_of(before: tuple[float, str] | None, after: tuple[float, str] | None) -> SpecDecodeWindow | None:
+    """Speculative decoding's counters' deltas between the scrapes bracketing a run (None: none)."""
+    if after is None:
+        return None
+    try:
+        return spec_decode_window(scrape_samples(before[1]) if before is not None else None, scrape_samples(after[1]))
+    except ValueError:
+        return None
 
 
 def prefix_window_of(before: tuple[float, str] | None, after: tuple[float, str] | None) -> PrefixCacheWindow | None:
