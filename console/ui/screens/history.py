@@ -345,9 +345,7 @@ class HistoryScreen(Screen):
             self.error = error
 
     class ExportFinished(Message):
-        def __init__(
-            self, path: Path | None, count: int, error: str | None = None, asked: Path | None = None
-        ) -> None:
+        def __init__(self, path: Path | None, count: int, error: str | None = None, asked: Path | None = None) -> None:
             super().__init__()
             self.path = path
             self.count = count

@@ -80,7 +80,10 @@ def test_without_find_max_nothing_changes(tmp_path):
             'find_max = true\nfind_max_budget = "batch"\nfind_max_start = 1.5\n',
             "key 'find_max_start': a concurrency is a whole",
         ),
-        ('find_max = true\nfind_max_budget = "batch"\nfind_max_max = -4\n', "key 'find_max_max': expected a load above 0"),
+        (
+            'find_max = true\nfind_max_budget = "batch"\nfind_max_max = -4\n',
+            "key 'find_max_max': expected a load above 0",
+        ),
         (
             'find_max = true\nfind_max_budget = "batch"\nfind_max_start = 8\nfind_max_max = 4\n',
             "key 'find_max_max': 4 is below",

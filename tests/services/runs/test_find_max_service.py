@@ -64,7 +64,13 @@ async def test_every_point_is_stored_and_the_answer_links_them(sim_node, tmp_pat
         answer = await FindMaxService(pool, store, timeline=log.append).search_instance(
             # 60 prompts: each point lasts several of the agent's 1 s samples, so its energy is
             # measured even on a loaded machine (30 left a point within one sample once)
-            node, view, TINY_BENCH, spec, num_prompts=60, label="fm", on_event=events.append
+            node,
+            view,
+            TINY_BENCH,
+            spec,
+            num_prompts=60,
+            label="fm",
+            on_event=events.append,
         )
     finally:
         await svc.stop(node, "fm1", int_timeout=5)
