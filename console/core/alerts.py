@@ -468,6 +468,8 @@ class AlertEngine:
         self._tracks: dict[tuple[str, tuple], _Track] = {}
         self._fired: dict[str, deque[float]] = {r.name: deque() for r in self.rules}
         self._held: dict[str, int] = {r.name: 0 for r in self.rules}
+        # the tracks tick() may fire (holding, not fired): a fleet has thousands, few of them pending
+        self._pending: set[tuple[str, tuple]] = set()
 
     def observe_gpu(
         self, now: float, node: str, gpu: int, values: Mapping[str, float | None], health: str | None = None
@@ -509,11 +511,14 @@ class AlertEngine:
         """Fire what has now held long enough without a new observation."""
         out = []
         by_name = {r.name: r for r in self.rules}
-        for (name, subject), track in list(self._tracks.items()):
-            rule = by_name[name]
+        for key in list(self._pending):
+            name, subject = key
+            track, rule = self._tracks[key], by_name[name]
             if track.since is None or track.active or rule.condition.scope == "event":
+                self._pending.discard(key)
                 continue
             if now - track.since >= rule.condition.duration:
+                self._pending.discard(key)
                 out += self._emit_fire(rule, track, now, subject)
         return out
 
@@ -526,13 +531,16 @@ class AlertEngine:
     def _step(
         self, rule: AlertRule, subject: tuple, now: float, holds: bool, value: float | str | None, **where: Any
     ) -> list[AlertNotice]:
-        track = self._tracks.setdefault((rule.name, subject), _Track())
+        key = (rule.name, subject)
+        track = self._tracks.setdefault(key, _Track())
         track.value = value
         if holds:
             if track.since is None:
                 track.since = now
             if not track.active and now - track.since >= rule.condition.duration:
                 return self._emit_fire(rule, track, now, subject)
+            if not track.active:
+                self._pending.add(key)
             return []
         since, track.since = track.since, None
         if not track.active:

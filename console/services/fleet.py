@@ -66,6 +66,7 @@ OFFSCREEN_SAMPLES_PER_S = 100.0
 # (~1,000 a second were ~5 % of a core), and 2 s stays inside stale_after (3 s at 1 Hz), so a
 # silent node off screen is still marked stale as soon as one on screen.
 OFFSCREEN_TICK_S = 2.0
+MAX_RATE_EVERY = 600  # the most ticks between two samples an agent accepts (agent/sampling.py MAX_EVERY)
 _TICK_LINE = '{"kind":"tick",'  # how the agent writes a tick line (json.dumps, compact separators)
 PROBE_GATE_TIMEOUT = 5.0  # seconds a node's versions probe waits for probe_gate at most
 # Memory the fleet's history may take (every node's NodeHistory): the full window (history_s) for
@@ -224,6 +225,11 @@ class FleetTelemetry:
         # ticks, as often as the screen is drawn then; 1: every tick.
         self._onscreen_every = 1
         self.drawn_every_s: float | None = None  # unattended(): the screen's cadence (its status bar says it)
+        # headless(): no screen at all (the watcher) asks off-screen agents for rarer lines
+        self._offscreen_sample_s = OFFSCREEN_SAMPLE_S
+        self._offscreen_tick_s = OFFSCREEN_TICK_S
+        # headless(): told of every health line (node, physical GPUs read), after it is ingested
+        self.health_read: Callable[[str, tuple[int, ...]], None] | None = None
         self._tracks = {n.name: _NodeTrack(n, self._full_history, self.history_capacity) for n in nodes}
         self._listeners: list[Listener] = []
         self._tasks: dict[str, asyncio.Task] = {}
@@ -557,11 +563,13 @@ class FleetTelemetry:
         events: list[Event] = []
         changed = False
         by_gpu = {h.physical: h for h in track.snapshot.gpu_health}
+        read: tuple[int, ...] = ()
         for reading in readings:
             events += self.detector.health(node, reading)
             tracker = self.detector.tracker(node, reading.gpu)
             if tracker is None:
                 continue
+            read += (reading.gpu,)
             verdict = tracker.verdict
             state, since = track.health_since.get(reading.gpu, (UNKNOWN, reading.t))
             if verdict.state != state:
@@ -575,6 +583,8 @@ class FleetTelemetry:
             self._emit(GpuHealthChanged(node, gpus))
         if events:
             self._emit(GpuEventsSeen(node, tuple(events)))
+        if self.health_read is not None:
+            self.health_read(node, read)
 
     def watch(self, nodes: Iterable[str]) -> None:
         """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values
@@ -609,14 +619,23 @@ class FleetTelemetry:
     def offscreen_every(self) -> int:
         """Ticks between two full samples of an agent whose node is off screen: every 5 s, or
         so that the fleet's off-screen samples stay near 100 a second (1,024 nodes: 10 s)."""
-        seconds = max(OFFSCREEN_SAMPLE_S, self._streamed / OFFSCREEN_SAMPLES_PER_S)
-        return max(1, round(seconds / self.interval))
+        seconds = max(self._offscreen_sample_s, self._streamed / OFFSCREEN_SAMPLES_PER_S)
+        return min(MAX_RATE_EVERY, max(1, round(seconds / self.interval)))
 
     def offscreen_tick(self) -> int:
         """Ticks between two `tick` lines of an agent whose node is off screen: never so few
         that the node would look stale between them."""
-        ticks = max(1, int(min(OFFSCREEN_TICK_S, self.stale_after - self.interval) / self.interval))
+        ticks = max(1, int(min(self._offscreen_tick_s, self.stale_after - self.interval) / self.interval))
         return min(ticks, self.offscreen_every())
+
+    def headless(self, sample_s: float, tick_s: float) -> None:
+        """No screen at all (the watcher; call before start()): every agent sends a full sample
+        every `sample_s` seconds (or as rarely as the fleet's size calls for) and a `tick` line
+        every `tick_s` between (pass a stale_after longer than that); health lines as always."""
+        self._offscreen_sample_s, self._offscreen_tick_s = sample_s, tick_s
+        self.watch(())
+        for track in self._tracks.values():  # agents already streaming get the new rate
+            self._steer(track)
 
     def unattended(self, draw_every_s: float | None) -> None:
         """Nobody is at the console, whose screen is drawn every `draw_every_s` seconds now: the

@@ -35,12 +35,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.core.alerts import AlertNotice, AlertRule
+from console.core.alerts import GPU_METRICS, AlertNotice, AlertRule, gpu_values
 from console.core.health_profile import HealthSettings
-from console.core.model import NodeHealth, Profile
+from console.core.model import GpuMetrics, NodeHealth, Profile
 from console.services.alerts import AlertService
 from console.services.events import EventLog
-from console.services.fleet import FleetEvent, FleetTelemetry, GpuHealthChanged, NodeStateChanged
+from console.services.fleet import (
+    OFFSCREEN_SAMPLE_S,
+    FleetEvent,
+    FleetTelemetry,
+    GpuHealthChanged,
+    NodeStateChanged,
+)
 from console.services.health_watch import HealthWatch
 from console.services.transports import TransportPool
 from console.services.watcher_presence import (
@@ -60,14 +66,41 @@ from console.services.watcher_presence import (
 if TYPE_CHECKING:  # imported when the profile has [alertmanager]
     from console.services.alertmanager import AlertmanagerPoster
 
-__all__ = ["RESUME_GRACE_S", "AlertSink", "WatcherAlerts", "Watcher", "WatcherBusy", "acquire_lock"]
+__all__ = [
+    "RESUME_GRACE_S",
+    "WATCH_SAMPLE_S",
+    "WATCH_TICK_S",
+    "AlertSink",
+    "WatcherAlerts",
+    "Watcher",
+    "WatcherBusy",
+    "acquire_lock",
+    "sample_period",
+]
 
 log = logging.getLogger("console.watch")
 RESUME_GRACE_S = 60.0  # a resumed alert not seen firing again within its duration + this is cleared
 STOP_TIMEOUT = 10.0  # seconds the end waits for the node streams to close
 LAG_PROBE_S = 1.0  # how often the loop's lag is measured (one timer, no work)
+# No screen draws a sample: each agent sends a full one this often at most (the rules over sample
+# metrics and the versions read it), a `tick` line every WATCH_TICK_S between (the node is alive),
+# its health lines as always (the GPU rules are judged on each: _health_read). At 1,024 nodes this
+# is ~1/3 of the lines a console's off-screen nodes send (issue 37: <= 5 % of a core).
+WATCH_SAMPLE_S = 30.0
+WATCH_TICK_S = 5.0
+WATCH_STALE_S = 3 * WATCH_TICK_S  # a node silent this long is stale (a console: 3 s at 1 Hz)
 
 AlertSink = Callable[[AlertNotice], None]
+
+
+def sample_period(rules: Sequence[AlertRule]) -> float:
+    """Seconds between two full samples the watcher asks each agent for: WATCH_SAMPLE_S, or the
+    shortest `for` of a rule over a sample metric (such a rule fires at most its own duration
+    late), never under a console's off-screen period (OFFSCREEN_SAMPLE_S)."""
+    durations = [
+        r.condition.duration for r in rules if r.condition.subject == "metric" and r.condition.name in GPU_METRICS
+    ]
+    return max(OFFSCREEN_SAMPLE_S, min([WATCH_SAMPLE_S, *durations]))
 
 
 class WatcherBusy(Exception):
@@ -272,7 +305,17 @@ class Watcher:
         self.loop_lag: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.metrics: Any = None  # the /metrics server (console/services/metrics_export.py), when asked for
-        self.fleet = FleetTelemetry(profile.nodes, pool, interval=interval, clock=clock, prometheus=profile.prometheus)
+        self.fleet = FleetTelemetry(
+            profile.nodes,
+            pool,
+            interval=interval,
+            clock=clock,
+            prometheus=profile.prometheus,
+            stale_after=max(WATCH_STALE_S, 3 * interval),
+        )
+        self.fleet.headless(sample_period(settings.alerts), WATCH_TICK_S)
+        self.fleet.health_read = self._health_read
+        self._write_failed = False
         self.alerts = WatcherAlerts(
             settings.alerts,
             events=self.events,
@@ -356,7 +399,6 @@ class Watcher:
             await self.health.start()
             if self.alertmanager is not None:
                 self.alertmanager.start()
-            self.fleet.watch(())  # no screen: agents send a full sample every few seconds, health as always
             await self.fleet.start()
             names = ", ".join(self.fleet.node_names)
             log.info(
@@ -422,6 +464,33 @@ class Watcher:
                     continue  # the first reading of a healthy GPU is not news
                 if state != before:
                     log.info("node %s GPU %d health %s", event.node, gpu.physical, gpu.verdict.line())
+
+    def _health_read(self, node: str, physicals: tuple[int, ...]) -> None:
+        """A health line: the GPU rules judged for the GPUs it read, at the health cadence (a
+        sample, which judges every GPU of the node, comes only every sample_period())."""
+        if not physicals or not self.alerts.engine.rules:
+            return
+        snap = self.fleet.snapshot(node)
+        rows: dict[int, GpuMetrics] = {}  # physical -> its first partition's row (as HealthWatch)
+        if snap.latest is not None:
+            partitions = {g.index: (g.physical, g.partition_id) for g in snap.static}
+            for metrics in snap.latest.gpus:
+                physical, partition = partitions.get(metrics.index, (metrics.index, 0))
+                if physical in physicals and (partition == 0 or physical not in rows):
+                    rows[physical] = metrics
+        now = self._clock()
+        try:
+            for physical in physicals:
+                health = snap.health_of(physical)
+                verdict = health.verdict if health else None
+                values = gpu_values(rows.get(physical), health.reading if health else None, verdict)
+                state = verdict.state if verdict is not None and verdict.state != "unknown" else None
+                self.alerts.observe_gpu(now, node, physical, values, state)
+            self._write_failed = False
+        except OSError as exc:  # the event log: said once, the node's stream goes on
+            if not self._write_failed:
+                self._write_failed = True
+                log.warning("event log %s: cannot write: %s", self.events.path, exc.strerror or type(exc).__name__)
 
     def state(self) -> WatcherState:
         return WatcherState(

@@ -83,11 +83,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--fleet-scale", type=int, metavar="NODES", help="the watcher's loop over N replayed nodes")
+    parser.add_argument("--profile", metavar="FILE", help="--fleet-scale: cProfile the window into FILE (pstats)")
     args = parser.parse_args()
     if args.fleet_scale:
         import asyncio
 
-        return asyncio.run(at_scale(args.fleet_scale, args.seconds, args.settle))
+        return asyncio.run(at_scale(args.fleet_scale, args.seconds, args.settle, args.profile))
     from console.core.profiles import demo_profile_path, load_profile
 
     nodes = len(load_profile([demo_profile_path()]).nodes)
@@ -165,7 +166,7 @@ def main() -> int:
     return 0
 
 
-async def at_scale(nodes: int, seconds: float, settle: float) -> int:
+async def at_scale(nodes: int, seconds: float, settle: float, profile_to: str | None = None) -> int:
     import asyncio
     import gc
 
@@ -210,12 +211,25 @@ async def at_scale(nodes: int, seconds: float, settle: float) -> int:
         all_live_s = time.monotonic() - started
         await asyncio.sleep(settle)
         lags: list[float] = []
+        profiler = None
+        if profile_to:  # the window only (start-up left out); its CPU figure is the profiler's too
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+        samples0 = sum(t.sent for t in transports.values())
+        ticks0 = sum(t.ticks for t in transports.values())
         cpu0, t0 = cpu_s(os.getpid()), time.monotonic()
         while time.monotonic() - t0 < seconds:
             await asyncio.sleep(1.0)
             if watcher.loop_lag is not None:
                 lags.append(watcher.loop_lag)
         cpu1, t1 = cpu_s(os.getpid()), time.monotonic()
+        samples = sum(t.sent for t in transports.values()) - samples0
+        ticks = sum(t.ticks for t in transports.values()) - ticks0
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile_to)
         rss, hwm = status_kb(os.getpid(), "VmRSS"), status_kb(os.getpid(), "VmHWM")
         state = watcher.state()
     finally:
@@ -239,6 +253,8 @@ async def at_scale(nodes: int, seconds: float, settle: float) -> int:
                 "budget_rss_mb": BUDGET_SCALE["rss_mb"],
                 "rss_after_imports_mb": round(rss_imports / 1024, 1),
                 "loop_lag_max_s": round(max(lags), 3) if lags else None,
+                "sample_lines_per_s": round(samples / wall, 1),
+                "tick_lines_per_s": round(ticks / wall, 1),
                 "nodes_live": sum(v == "live" for v in state.nodes.values()),
                 "events_written": state.events_written,
                 "cores": os.cpu_count(),
