@@ -229,6 +229,7 @@ def _show(args, store: ResultStore) -> int:
     out = [f"Run     {run.id}"]
     label = f", label {run.label}" if run.label else ""  # formatted, whatever a file made it
     out.append(f"Date    {run_date(run)}  ({run.origin}{label})")
+    out.append(f"Client  {run.client}" + (f" {run.client_version}" if run.client_version else ""))  # issue B2
     if run.source:
         part = run.context.get("source_part")
         out.append(f"Source  {run.source}" + (f" ({part})" if part else ""))

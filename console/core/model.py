@@ -87,7 +87,7 @@ class ServePreset:
 @dataclass(frozen=True, slots=True)
 class BenchPreset:
     name: str
-    client: str = "vllm-bench"  # vllm-bench | benchmark_serving
+    client: str = "vllm-bench"  # vllm-bench | benchmark_serving | guidellm | aiperf (console/core/bench/clients)
     backend: str = "vllm"
     endpoint: str | None = None
     dataset: str = "random"
@@ -118,6 +118,10 @@ class BenchPreset:
     trace: str | None = None
     trace_max_input: int | None = None  # the trace's longest prompt scaled down to at most this
     trace_speedup: float | None = None  # arrivals this many times faster than recorded
+    # Issue B2 outside clients: the client's executable on the node (None: `guidellm` / `aiperf`
+    # on its PATH) and conversation turns, each carrying the history (multi-turn; those clients only).
+    client_path: str | None = None
+    turns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

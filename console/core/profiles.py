@@ -362,7 +362,7 @@ _SERVE_FIELDS: dict[str, Check] = {
 }
 
 BENCH_FIELDS: dict[str, Check] = {
-    "client": choice("vllm-bench", "benchmark_serving"),
+    "client": choice("vllm-bench", "benchmark_serving", "guidellm", "aiperf"),  # B2: the last two outside
     "backend": token,
     "endpoint": token,
     "dataset": token,
@@ -388,6 +388,8 @@ BENCH_FIELDS: dict[str, Check] = {
     "trace": as_text,  # issue B2 trace replay: a file under profiles/traces/ or a path
     "trace_max_input": int_up_to(1, bounds.TOKENS),
     "trace_speedup": positive_up_to(1e6),
+    "client_path": as_text,  # issue B2: the outside client's executable (default: its name on PATH)
+    "turns": int_up_to(1, 100),  # issue B2: multi-turn conversations (guidellm / aiperf)
 }
 
 _SECTIONS = ("nodes", "serve", "bench", "keys", "prometheus", "health", "alert", "models", "alertmanager", "store")

@@ -30,6 +30,7 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
 from console.core import profiles as _profiles
+from console.core.bench.clients.argv import check_outside
 from console.core.bench.goodput import slo_of
 from console.core.model import BenchPreset
 from console.core.toml_source import Invalid
@@ -67,6 +68,7 @@ _TEXT_FIELDS = frozenset(
         "metric_percentiles",
         "cold_start",
         "trace",
+        "client_path",
     }
 )
 _OPTIONAL_FIELDS = frozenset(f.name for f in dataclasses.fields(BenchPreset) if f.default is None)
@@ -401,6 +403,8 @@ def build_bench_argv(
 def check_bench_argv(preset: BenchPreset, max_concurrency: int | None) -> None:
     """A dry build of the client's argv for a preset (overrides already applied): what the
     client could not run as asked fails here, before anything reaches the node. ValueError."""
+    if preset.client in ("guidellm", "aiperf"):  # issue B2: an outside client's own argv
+        return check_outside(preset, max_concurrency)
     if preset.trace is not None and preset.dataset_path is None:  # the file the start will upload
         preset = dataclasses.replace(preset, dataset_path="/tmp/check/trace.jsonl")
     build_bench_argv(

@@ -27,6 +27,7 @@ _COMPARE_CONTEXT = (
     ("serve_preset", "Serve preset"),
     ("vllm_version", "vLLM"),
     ("bench_preset", "Benchmark preset"),
+    ("client", "Client"),
     ("accuracy", "Accuracy (same instance)"),
 )
 _COMPARE_SETUP = (
@@ -52,6 +53,8 @@ def _context_value(run: StoredRun, key: str) -> object:
         return run.origin
     if key == "run_kind":
         return run.context.get("run_kind")
+    if key == "client":  # issue B2: which client measured it
+        return f"{run.client} {run.client_version}" if run.client_version else run.client
     if key == "partition":
         ctx = run.context
         if ctx.get("compute_partition") or ctx.get("memory_partition"):
@@ -104,6 +107,8 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
             values = [get(r, key) for r in runs]
             if all(v is None for v in values):
                 continue
+            if key == "client" and all(v == "vllm" for v in values):
+                continue  # vLLM's own client on every side: nothing to tell apart
             if key == "run_kind":  # shown only beside an offline or accuracy run
                 values = [v or "serving" for v in values]
             rows.append(

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
+from console.core.bench.clients import outside_results
 from console.core.bench.output_events import BenchError
 from console.core.bench.output_parser import BenchStreamParser
 from console.core.node_json import documents
@@ -87,7 +88,7 @@ def runs_from_file(
             json_error = str(exc)
         else:
             out.kind = "json"
-            objects = _stored_runs(objects, out, label)
+            objects = _outside(_stored_runs(objects, out, label))
             many = len(objects) > 1
             for i, obj in enumerate(objects, 1):
                 part = f"object {i}" if many else None
@@ -150,6 +151,16 @@ def _stored_runs(objects: list[object], out: FileParse, label: str | None) -> li
             run = dataclasses.replace(run, id=run_id, fingerprint=fingerprint)
             out.runs.append(dataclasses.replace(run, label=label) if label is not None else run)
     return rest
+
+
+def _outside(objects: list[object]) -> list[object]:
+    """GuideLLM's and AIPerf's result files become the result objects vLLM's client writes (one
+    per GuideLLM benchmark), carrying `client` and `client_version` (issue B2)."""
+    out: list[object] = []
+    for obj in objects:
+        found = outside_results(obj)
+        out += found if found is not None else [obj]
+    return out
 
 
 def _failed_reason(errors: Sequence[BenchError], before_line: float) -> str:

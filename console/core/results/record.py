@@ -140,9 +140,23 @@ class StoredRun:
     def good_rps(self) -> float | None:
         return as_number((self.goodput or {}).get("good_rps"))
 
+    @property
+    def client(self) -> str:
+        """The benchmark client that made the run (issue B2): "guidellm" / "aiperf" as their
+        results say; "vllm" for vLLM's own client and every record older than the field."""
+        value = self.context.get("client") or (self.result or {}).get("client")
+        return value if isinstance(value, str) and value else "vllm"
+
+    @property
+    def client_version(self) -> str | None:
+        value = self.context.get("client_version") or (self.result or {}).get("client_version")
+        return value if isinstance(value, str) and value else None
+
     def headline(self) -> dict:
         """The flat keys a run's --json and stored record carry (issue P, B2)."""
         return {
+            "client": self.client,
+            "client_version": self.client_version,
             "energy_j": self.energy_j,
             "avg_power_w": self.avg_power_w,
             "tokens_per_joule": self.tokens_per_joule,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from console.core.bench import client_check as cc
 from console.core.bench.argv import apply_bench_overrides, build_bench_argv
+from console.core.bench.clients import OUTSIDE, as_vllm_text, client_of_argv, progress_of
 from console.core.bench.context_fit import context_refusal
 from console.core.bench.goodput import goodput_json, goodput_of, slo_of
 from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
@@ -42,6 +43,7 @@ from console.core.serve.argv import api_key_from, redact
 from console.services.agent_bundle import AgentCommand
 from console.services.instances import InstanceView
 from console.services.live_metrics import LiveSample, poll_metrics, reset_prefix_cache, scrape_once, scrape_samples
+from console.services.runs import clients as outside
 from console.services.runs import run as run_api
 from console.services.runs import telemetry as run_telemetry
 from console.services.transports import TransportPool
@@ -195,8 +197,10 @@ def client_target(instance: InstanceView) -> tuple[str | None, str | None]:
 class ServingReader:
     """The serving kind's reader: vLLM's printed progress and result block, then result.json."""
 
-    def __init__(self, run: str) -> None:
+    def __init__(self, run: str, client: str | None = None, total: int | None = None) -> None:
         self.run = run
+        self.client = client  # issue B2: "guidellm" / "aiperf" (console/core/bench/clients); None: vLLM's
+        self.total = total  # the requests an outside client was asked for, where it does not print it
         self.parser = BenchStreamParser()
         self.live: list[LiveSample] = []  # filled by the live metrics poller while the log is read
         self.log: collections.deque[str] = collections.deque(maxlen=MAX_LOG_LINES)
@@ -215,12 +219,17 @@ class ServingReader:
 
     def line(self, text: str) -> list[BenchEvent]:
         self.log.append(text)
+        if self.client is not None:
+            progress = progress_of(self.client, text, self.total)
+            return [BenchProgressed(self.run, progress)] if progress is not None else []
         return self._events(self.parser.feed(text + "\n"))
 
     def end(self) -> list[BenchEvent]:
         return self._events(self.parser.close())
 
     def outcome(self, collected: run_api.Collected) -> RunOutcome:
+        if self.client is not None:  # an outside client's result file, as vLLM's client writes it
+            collected = dataclasses.replace(collected, result_text=as_vllm_text(collected.result_text))
         result_json, result = None, None
         if collected.result_text is not None:
             try:
@@ -358,6 +367,13 @@ class BenchRunner(run_api.KindRunner):
         extra_env: Mapping[str, str] | None = None,
     ) -> run_api.RunSpec:
         """The client's argv, environment and spec keys: the serving kind's argv builder."""
+        if preset.client in OUTSIDE:  # issue B2: GuideLLM / AIPerf (console/services/runs/clients.py)
+            try:
+                return outside.spec_for(node, cmd, preset, name=name, base_url=base_url, model=model,
+                                        tokenizer=tokenizer, max_concurrency=max_concurrency, instance=instance,
+                                        extra_env=extra_env)  # fmt: skip
+            except ValueError as exc:
+                raise BenchRunError(str(exc)) from None  # names the node or the preset and its key
         try:
             argv = build_bench_argv(
                 preset,
@@ -549,7 +565,7 @@ class BenchRunner(run_api.KindRunner):
         without it the client check counts from the server's start and judges only when the
         counts still match (a server that served nothing else)."""
         emit = on_event or (lambda e: None)
-        reader = ServingReader(run)
+        reader = _reader_for(run, argv)  # vLLM's, or an outside client's (issue B2)
         reader.server_before = server_before
         alongside = self._alongside(node, instance, reader, emit, poll_metrics_too)
         return await self.node_runs.follow(
@@ -558,7 +574,7 @@ class BenchRunner(run_api.KindRunner):
 
     async def collect(self, node: NodeSpec, run: str, *, argv: tuple[str, ...] = ()) -> RunOutcome:
         """The outcome of a run that has ended, without its log (a group's quiet clients)."""
-        return await self.node_runs.collect(node, run, ServingReader(run), argv=argv)
+        return await self.node_runs.collect(node, run, _reader_for(run, argv), argv=argv)
 
     async def run(
         self,
@@ -592,6 +608,12 @@ class BenchRunner(run_api.KindRunner):
     async def runs(self, node: NodeSpec) -> list[dict]:
         """records() as the node listed them (plain dicts, as `bench runs --json` prints them)."""
         return [r.as_dict() for r in await self.records(node)]
+
+
+def _reader_for(run: str, argv: tuple[str, ...]) -> ServingReader:
+    """vLLM's reader, or one for the outside client the argv starts (issue B2)."""
+    found = client_of_argv(argv)
+    return ServingReader(run, *found) if found is not None else ServingReader(run)
 
 
 def instance_max_model_len(instance: InstanceView) -> int | None:

@@ -95,10 +95,10 @@ CASES = {
 
 
 def test_presets_load(presets):
-    assert set(presets) == set(CASES) | {"tiny", "prefix-heavy", "trace-replay"}
+    assert set(presets) == set(CASES) | {"tiny", "prefix-heavy", "trace-replay", "multi-turn-chat"}
     profile = load_profile([PRESETS])
     assert profile.nodes == ()
-    assert [p.name for p in profile.bench_presets] == [*CASES, "tiny", "prefix-heavy", "trace-replay"]
+    assert [p.name for p in profile.bench_presets] == [*CASES, "tiny", "prefix-heavy", "trace-replay", "multi-turn-chat"]
 
 
 def test_preset_fields(presets):
@@ -165,7 +165,8 @@ def test_preset_fields(presets):
 
 def test_random_presets_are_cold_and_prefix_heavy_is_warm(presets):
     """Issue B2: a random preset's prefix-cache hits are warned about, prefix-heavy's never."""
-    assert all(p.cold is True for p in presets.values() if p.dataset == "random")
+    # multi-turn-chat is random too, but its turns carry the history: warm by design
+    assert all(p.cold is True for p in presets.values() if p.dataset == "random" and not p.turns)
     heavy = presets["prefix-heavy"]
     assert heavy.dataset == "prefix_repetition" and heavy.cold is False
     argv = build(heavy, 4)
@@ -204,9 +205,12 @@ def test_sweep_is_the_seed_logs_concurrencies(presets):
 def test_every_bench_preset_cites_its_source():
     text = PRESETS.read_text()
     found = re.findall(r"((?:#[^\n]*\n)+)\[bench\.(\"[^\"]+\"|[\w-]+)\]", text)
-    assert len(found) == len(re.findall(r"^\[bench\.", text, re.MULTILINE)) == len(CASES) + 3
+    assert len(found) == len(re.findall(r"^\[bench\.", text, re.MULTILINE)) == len(CASES) + 4
     for comment, name in found:
         name = name.strip('"')
+        if name == "multi-turn-chat":
+            assert "guidellm run --help" in comment and "turns" in comment
+            continue
         if name == "tiny":
             assert "reference/vllm-cpu.md" in comment
             continue

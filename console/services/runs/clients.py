@@ -1,0 +1,68 @@
+"""Outside serving-benchmark clients (GuideLLM, AIPerf) run like `vllm bench serve` (issue B2).
+
+The serving kind (serving.py) starts, follows and collects the run as for vLLM's client; this
+module gives it the client's run spec: its argv (console/core/bench/clients/argv.py, the
+preset's client_path else the client's name on the node's PATH), its environment, and the
+refusal on a simulated node. The serving reader turns the client's progress lines and result
+file into vLLM's (console/core/bench/clients) before it measures the run: the client check
+against the server's /metrics, the prefix-cache share and goodput are one code for every client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from console.core.bench.clients import OUTSIDE, aiperf
+from console.core.bench.clients.argv import outside_argv
+from console.core.model import BenchPreset, NodeSpec
+from console.services.agent_bundle import AgentCommand
+from console.services.runs import run as run_api
+
+__all__ = ["refusal", "spec_for"]
+
+# The environment AIPerf 0.13 must not get: with HF_HUB_OFFLINE set it looks a local tokenizer
+# folder up as a hub repo id and fails (tests/fixtures/clients/README.md).
+_AIPERF_DROP_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def refusal(node: NodeSpec, preset: BenchPreset) -> str | None:
+    """One line when the node cannot run the preset's client: a simulated node's vLLM (the
+    console's simulator) has no GuideLLM or AIPerf beside it."""
+    if preset.client in OUTSIDE and node.simulate is not None and node.vllm == "vllm":
+        return f'{node.name}: client {preset.client} does not run on a simulated node (use client = "vllm-bench")'
+    return None
+
+
+def spec_for(
+    node: NodeSpec,
+    cmd: AgentCommand,
+    preset: BenchPreset,
+    *,
+    name: str,
+    base_url: str,
+    model: str,
+    tokenizer: str | None,
+    max_concurrency: int | None,
+    instance: str,
+    extra_env: Mapping[str, str] | None,
+) -> run_api.RunSpec:
+    """The run spec of GuideLLM / AIPerf; ValueError naming what it cannot honour (the node, a
+    preset key)."""
+    refused = refusal(node, preset)
+    if refused is not None:
+        raise ValueError(refused)
+    argv = outside_argv(
+        preset,
+        client_cmd=(preset.client_path or preset.client,),
+        base_url=base_url,
+        model=model,
+        result_dir=run_api.NodeRuns.folder(cmd, name),
+        max_concurrency=max_concurrency,
+        tokenizer=tokenizer,
+    )
+    env = {**cmd.env_dict(), **(extra_env or {}), "COLUMNS": "100", "PYTHONUNBUFFERED": "1"}
+    if preset.client == aiperf.NAME:
+        for key in _AIPERF_DROP_ENV:
+            env.pop(key, None)
+    keys = {"instance": instance, "preset": preset.name, "max_concurrency": max_concurrency, "client": preset.client}
+    return run_api.RunSpec(name, tuple(argv), env, keys)
