@@ -85,6 +85,7 @@ from console.transport.base import TransportError
 from console.ui.model.protocols import PartitionFleet
 from console.ui.screens.confirm import YesNoScreen
 from console.ui.screens.process_end import ProcessEndScreen
+from console.ui.widgets.key_bar import KeyBar
 from console.ui.workers import run_named
 
 CHECK_DELAY = 0.3  # seconds of quiet typing in the GPUs field before the preflight runs again
@@ -370,6 +371,8 @@ class PartitionScreen(ModalScreen["SwitchResult | None"]):
                 yield self._end
                 yield self._go
                 yield self._close
+        # The dialog's own keys (k ends the blockers): the fleet's bar below showed through (U2).
+        yield KeyBar(dialog=True, id="partition-keys")
 
     def on_mount(self) -> None:
         self._gpus.cursor_blink = getattr(self.app, "cursor_blink", True)

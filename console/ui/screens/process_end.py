@@ -34,6 +34,7 @@ from console.services.processes import DEFAULT_GRACE, ProcessEnded, ProcessEndFa
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.ui.model.events_view import timeline_of
+from console.ui.widgets.key_bar import KeyBar
 from console.ui.workers import run_named
 
 PARALLEL = 3  # agent calls at once: each lists the node's GPU processes first
@@ -133,6 +134,7 @@ class ProcessEndScreen(ModalScreen[tuple[ProcessEnded, ...]]):
                 )
                 yield Button(f"{label.capitalize()} (y)", variant="error", id="process-end-yes")
                 yield Button("Cancel (n)", id="process-end-no")
+        yield KeyBar(dialog=True, id="process-end-keys")  # its y and n, not the keys of the screen below
 
     def on_mount(self) -> None:
         table = self.query_one("#process-end-table", DataTable)
