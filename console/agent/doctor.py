@@ -459,7 +459,23 @@ def check_versions(agent, host, vllm_argv, facts):
     checks.append(_driver_check(host, facts))
     checks.append(_amd_smi_version(host, facts))
     checks.append(_vllm_check(agent, host, vllm_argv, facts))
+    checks.append(_clients_check(host, facts))
     return checks
+
+
+BENCH_CLIENTS = ("guidellm", "aiperf")  # issue B2: the outside serving-benchmark clients
+
+
+def _clients_check(host, facts):
+    """Where the node's PATH has GuideLLM and AIPerf; optional (a preset's client_path may name
+    one elsewhere), so never more than a note."""
+    found = {name: host.which(name) for name in BENCH_CLIENTS}
+    facts["bench_clients"] = found
+    shown = "; ".join("%s %s" % (n, ("at " + p) if p else "not on PATH") for n, p in found.items())
+    fix = ""
+    if not all(found.values()):
+        fix = 'only for bench presets with client = "guidellm" / "aiperf": install it (pip), or set client_path'
+    return check("bench-clients", "benchmark clients", OK, shown, fix)
 
 
 def _driver_check(host, facts):
