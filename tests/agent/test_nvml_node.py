@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from console.cli.bench import _context as bench_context
 from console.core.model import BenchPreset, ServePreset
-from console.core.results.build import run_from_console
 from console.core.results.compare import compare_table
 from console.core.results.display import run_summary
 from console.services.instances import InstanceService, InstanceState
 from console.services.results import ResultStore
-from console.services.runs.serving import BenchRunner, live_summary
+from console.services.runs.outcome import RunRecorder
+from console.services.runs.serving import BenchRunner
 from console.services.status import sample_node
 from console.services.transports import TransportPool
 from tests.helpers import free_port
@@ -84,16 +83,12 @@ async def test_mi300x_and_h100_runs_of_one_benchmark_side_by_side(sim_node, tmp_
             try:
                 outcome = await BenchRunner(pool).run(node, view, BENCH, max_concurrency=4)
                 assert outcome.ok, outcome
-                context = await bench_context(pool, node, view, BENCH.name, outcome.argv)
+                # stored the way every face stores a run (services/runs/outcome.py)
+                recorded = await RunRecorder(pool, store).serving(node, view, outcome, BENCH)
             finally:
                 await svc.stop(node, f"tiny-{name}", int_timeout=5, term_timeout=2)
-            ids.append(
-                store.save(
-                    run_from_console(
-                        context, outcome.result_json, live_summary(outcome.live), setup=BENCH, block=outcome.block
-                    )
-                )
-            )
+            assert recorded.stored_id, recorded
+            ids.append(recorded.stored_id)
     finally:
         await pool.close()
     runs = [store.get(i) for i in ids]
