@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import fcntl
 import logging
+import operator
 import os
 import signal
 import socket
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.core.alerts import GPU_METRICS, AlertNotice, AlertRule, gpu_values
+from console.core.alerts import GPU_METRICS, HEALTH_METRICS, AlertNotice, AlertRule, gpu_values
 from console.core.health_profile import HealthSettings
 from console.core.model import GpuMetrics, NodeHealth, Profile
 from console.services.alerts import AlertService
@@ -91,6 +92,8 @@ WATCH_TICK_S = 5.0
 WATCH_STALE_S = 3 * WATCH_TICK_S  # a node silent this long is stale (a console: 3 s at 1 Hz)
 
 AlertSink = Callable[[AlertNotice], None]
+# what of a health reading the GPU rules can name (throttle_pct comes from the verdict)
+_health_figures = operator.attrgetter(*(m for m in HEALTH_METRICS if m != "throttle_pct"))
 
 
 def sample_period(rules: Sequence[AlertRule]) -> float:
@@ -316,6 +319,7 @@ class Watcher:
         self.fleet.headless(sample_period(settings.alerts), WATCH_TICK_S)
         self.fleet.health_read = self._health_read
         self._write_failed = False
+        self._judged: dict[tuple[str, int], tuple] = {}  # (node, physical) -> its health as its rules last saw it
         self.alerts = WatcherAlerts(
             settings.alerts,
             events=self.events,
@@ -468,24 +472,36 @@ class Watcher:
     def _health_read(self, node: str, physicals: tuple[int, ...]) -> None:
         """A health line: the GPU rules judged for the GPUs it read, at the health cadence (a
         sample, which judges every GPU of the node, comes only every sample_period())."""
-        if not physicals or not self.alerts.engine.rules:
+        if not self.alerts.engine.rules:
             return
         snap = self.fleet.snapshot(node)
+        changed = []
+        for physical in physicals:
+            health = snap.health_of(physical)
+            if health is None:
+                continue
+            # The same health again moves no rule (tick() fires what has held its duration):
+            # most health lines of a big fleet end at this comparison.
+            seen = (health.verdict.state, health.verdict.throttle_share, _health_figures(health.reading))
+            if self._judged.get((node, physical)) != seen:
+                self._judged[(node, physical)] = seen
+                changed.append(health)
+        if not changed:
+            return
         rows: dict[int, GpuMetrics] = {}  # physical -> its first partition's row (as HealthWatch)
         if snap.latest is not None:
             partitions = {g.index: (g.physical, g.partition_id) for g in snap.static}
             for metrics in snap.latest.gpus:
                 physical, partition = partitions.get(metrics.index, (metrics.index, 0))
-                if physical in physicals and (partition == 0 or physical not in rows):
+                if partition == 0 or physical not in rows:
                     rows[physical] = metrics
         now = self._clock()
         try:
-            for physical in physicals:
-                health = snap.health_of(physical)
-                verdict = health.verdict if health else None
-                values = gpu_values(rows.get(physical), health.reading if health else None, verdict)
-                state = verdict.state if verdict is not None and verdict.state != "unknown" else None
-                self.alerts.observe_gpu(now, node, physical, values, state)
+            for health in changed:
+                verdict = health.verdict
+                values = gpu_values(rows.get(health.physical), health.reading, verdict)
+                state = verdict.state if verdict.state != "unknown" else None
+                self.alerts.observe_gpu(now, node, health.physical, values, state)
             self._write_failed = False
         except OSError as exc:  # the event log: said once, the node's stream goes on
             if not self._write_failed:
