@@ -44,7 +44,7 @@ async def test_points_show_tokens_per_joule_and_the_answer_names_its_model(sim_n
         await pool.close()
     assert screen.view.failed is None
     assert [r[0] for r in rows] == ["1", "2"]
-    tokens_per_joule = [r[7] for r in rows]
+    tokens_per_joule = [r[8] for r in rows]
     assert "unknown" not in tokens_per_joule and all(float(v) > 0 for v in tokens_per_joule), rows
     assert "tokens/J unknown" not in text and "tokens/J " in text
     # the answer in the history: the point's model, and the run it reports
@@ -52,7 +52,7 @@ async def test_points_show_tokens_per_joule_and_the_answer_names_its_model(sim_n
     stored = store.get(answer.answer_id)
     assert stored.context["find_max_run"] == answer.point_ids[-1]
     assert (
-        run_cells(stored)["model"] != "-" and run_cells(stored)["model"] == run_cells(store.get(rows[-1][8]))["model"]
+        run_cells(stored)["model"] != "-" and run_cells(stored)["model"] == run_cells(store.get(rows[-1][9]))["model"]
     )
     kinds = [e.kind for e in reversed(log.read())]
     assert kinds == ["findmax.point", "findmax.point", "findmax.answer"]

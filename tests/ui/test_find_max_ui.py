@@ -124,7 +124,7 @@ async def test_points_are_drawn_as_they_arrive_then_the_answer():
     assert loads == ["1", "2", "4", "8", "9", "10", "12", "16"]  # grew to 16, bisected 8..16
     verdicts = dict((r[0], r[2]) for r in rows)
     assert verdicts["8"] == "meets" and verdicts["9"] == "breaks" and verdicts["16"] == "breaks"
-    assert rows[0][8] == "run-1" and rows[0][7] == "unknown"  # tokens/J: none recorded
+    assert rows[0][9] == "run-1" and rows[0][8] == "unknown"  # tokens/J: none recorded
     assert "meets up to 8 · breaks from 9 · 8 runs" in text
     assert "found: highest concurrency within the budget: 8; 9 breaks it" in text
     assert "tokens/J unknown" in text and "stored as answer-1 · 8 points in history" in text

@@ -61,7 +61,8 @@ def read_search(
     try:
         parsed = parse_budget(budget, named)
     except SearchError as exc:
-        raise FormError(f"budget: {exc}") from None
+        said = str(exc)  # core's lines already name the budget: never "budget: budget: empty"
+        raise FormError(said if said.startswith("budget") else f"budget: {said}") from None
     if by not in DIMENSIONS:
         raise FormError(f"by: '{by}' is not one of {', '.join(DIMENSIONS)}")
 
@@ -212,12 +213,12 @@ class FindMaxView:
                     str(len(p.runs)),
                     VERDICT[p.meets],
                     _num(m.get("output_throughput")),
+                    _num(m.get("goodput_pct"), "{:.0f}"),  # under "good %", as POINT_COLUMNS says
                     _num(m.get("p99_ttft_ms")),
                     _num(m.get("p99_itl_ms")),
                     _num(m.get("p99_e2el_ms")),
                     _num(m.get("tokens_per_joule"), "{:.3g}", na="unknown"),
                     " ".join(self.run_ids.get(load, [])),
-                    _num(m.get("goodput_pct"), "{:.0f}"),
                 )
             )
         return out
