@@ -98,7 +98,13 @@ def test_presets_load(presets):
     assert set(presets) == set(CASES) | {"tiny", "prefix-heavy", "trace-replay", "multi-turn-chat"}
     profile = load_profile([PRESETS])
     assert profile.nodes == ()
-    assert [p.name for p in profile.bench_presets] == [*CASES, "tiny", "prefix-heavy", "trace-replay", "multi-turn-chat"]
+    assert [p.name for p in profile.bench_presets] == [
+        *CASES,
+        "tiny",
+        "prefix-heavy",
+        "trace-replay",
+        "multi-turn-chat",
+    ]
 
 
 def test_preset_fields(presets):
