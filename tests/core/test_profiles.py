@@ -426,12 +426,12 @@ MALFORMED = [
         "bench-bad-client",
         """
         [bench.b]
-        client = "aiperf"
+        client = "locust"
         """,
         2,
         "bench.b",
         "client",
-        "must be one of: vllm-bench, benchmark_serving",
+        "must be one of: vllm-bench, benchmark_serving, guidellm, aiperf",
     ),
     (
         "bench-request-rate-word",
