@@ -13,6 +13,7 @@ import sys
 from typing import Sequence
 
 from console.cli.common import EXIT_BAD_INPUT, UsageError, add_profile_options, load_selected_profile
+from console.core.model import Profile
 
 
 class _NotTui(Exception):
@@ -51,12 +52,22 @@ def check_loop_pace() -> None:
         raise UsageError(str(exc)) from None
 
 
+def alert_rule_warnings(profile: Profile) -> list[str]:
+    """[[alert]] rules naming a node the profile lacks: said at start, as `alerts list` says them
+    (a typo in `nodes` would otherwise leave the rule silent for that node, without a word)."""
+    from console.core.alerts import unknown_nodes
+    from console.core.health_profile import health_settings
+
+    return unknown_nodes(health_settings(profile).alerts, [n.name for n in profile.nodes])
+
+
 def run_tui(args: argparse.Namespace) -> int:
     if not 0.1 <= args.interval <= 10:
         raise UsageError(f"--interval {args.interval:g}: must be between 0.1 and 10 seconds")
     check_loop_pace()
     notes: list[str] = []  # what --profile could not apply to the demo: shown in the console
     profile = load_selected_profile(args, notes)
+    notes += alert_rule_warnings(profile)
     for note in notes:  # and on the terminal, where it stays after the console quits
         print(f"rocm-console: {note}", file=sys.stderr)
     if args.demo:  # before anything starts: every local child inherits the demo's lifeline

@@ -105,6 +105,10 @@ def watch(args: argparse.Namespace) -> int:
     from console.services import demo as demo_life
 
     settings = health_settings(profile)
+    from console.core.alerts import unknown_nodes
+
+    for line in unknown_nodes(settings.alerts, [n.name for n in profile.nodes]):
+        print(f"rocm-console: warning: {line}", file=sys.stderr)
     # Every local process this watch starts (the agents of local and simulated nodes) carries
     # its lifeline and ends by itself if the watch is killed; a clean end stops them at once.
     token = demo_life.claim_lifeline()

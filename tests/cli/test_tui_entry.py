@@ -64,3 +64,27 @@ def test_bad_loop_pace_is_one_line_exit_2_before_anything_starts(tmp_path):
         "rocm-console: ROCM_CONSOLE_LOOP_PACE_MS='fast': expected milliseconds from 0 to 1000 (0: no pacing)"
     )
     assert not list(tmp_path.iterdir())  # no demo state made, no agent started
+
+
+def test_an_alert_rule_for_a_node_the_profile_lacks_is_said_at_start(tmp_path, monkeypatch, capsys):
+    """W2: `nodes = ["nosuch"]` was accepted without a word; the console says it at start, on
+    the terminal and in its own start notes, as `alerts list` does."""
+    import console.services.early_agents as early
+    import console.ui.launch as launch
+    from console.cli.tui import run_tui
+
+    profile = tmp_path / "lab.toml"
+    profile.write_text(
+        f'[nodes.sim]\ntransport = "local"\nstate_dir = "{tmp_path / "state"}"\n'
+        'simulate = { gpu = "MI300X", count = 8, compute_partition = "SPX" }\n\n'
+        '[[alert]]\nname = "hot"\nwhen = "health == fail"\nnodes = ["sim", "nosuch"]\ncommand = ["true"]\n'
+    )
+    seen = {}
+    monkeypatch.setattr(early, "start_local_agents", lambda *a, **k: None)
+    monkeypatch.setattr(launch, "run_app", lambda profile, **kw: seen.setdefault("notes", kw["notes"]) and 0)
+    args = tui_args(["--profile", str(profile)])
+    assert args is not None
+    run_tui(args)
+    [note] = seen["notes"]
+    assert "rule 'hot': nodes 'nosuch' not in the profile (nodes: sim)" in note
+    assert note in capsys.readouterr().err
