@@ -5,9 +5,11 @@ within a latency budget, found by an adaptive search whose every point is a stor
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import json
 import math
+import sys
 import time
 from typing import Callable
 
@@ -32,10 +34,13 @@ from console.services.runs.find_max import (
     FindMaxRunEvent,
     FindMaxService,
     FindMaxStarted,
+    FindMaxStopped,
+    stopped_line,
 )
 from console.transport.base import TransportError
 
 COMMAND = "find-max"
+EXIT_STOPPED = 130  # the user stopped it (Ctrl-C, `bench cancel`), as the shell reports SIGINT
 EXPERIMENTS_DIR = PROFILES_DIR / "experiments"
 
 
@@ -184,8 +189,11 @@ class _Progress:
         self.quiet = quiet
         self.last = 0.0
         self.dimension = "concurrency"
+        self.point_ids: list[str] = []  # what a stop says is stored
 
     def __call__(self, event) -> None:
+        if isinstance(event, FindMaxPointMeasured):
+            self.point_ids.append(event.run_id)
         if self.quiet:
             return
         if isinstance(event, FindMaxStarted):
@@ -254,6 +262,22 @@ async def _find_max(args: argparse.Namespace, profile: Profile, store: ResultSto
     spec = search_spec(args, profile)
     preset, overrides, env = bench_inputs(args, profile)
     progress = _Progress(quiet=args.json)
+    try:
+        answer = await _search(args, profile, store, spec, preset, overrides, env, progress)
+    except asyncio.CancelledError:  # Ctrl-C: the point's client is cancelled on the node (the service)
+        print(f"find-max {stopped_line(progress.point_ids, ids=True)}", file=sys.stderr, flush=True)
+        raise
+    except FindMaxStopped as exc:  # `bench cancel` on its point: a stop, not a failure
+        print(exc, file=sys.stderr, flush=True)
+        return EXIT_STOPPED
+    if args.json:
+        print(json.dumps(answer.to_json(), indent=2))
+    else:
+        print(format_answer(answer), flush=True)
+    return common.EXIT_OK
+
+
+async def _search(args, profile, store, spec, preset, overrides, env, progress) -> FindMaxAnswer:
     async with Selection(profile) as sel:
         service = FindMaxService(sel.pool, store, timeline=EventLog().append)  # points and answer
         if args.instance:
@@ -286,11 +310,7 @@ async def _find_max(args: argparse.Namespace, profile: Profile, store: ResultSto
                 label=args.label,
                 on_event=progress,
             )
-    if args.json:
-        print(json.dumps(answer.to_json(), indent=2))
-    else:
-        print(format_answer(answer), flush=True)
-    return common.EXIT_OK
+    return answer
 
 
 def run(args: argparse.Namespace, store: ResultStore) -> int:

@@ -76,6 +76,20 @@ class FindMaxError(Exception):
     """The search could not run (a point wrote no result, the store refused): one line."""
 
 
+class FindMaxStopped(FindMaxError):
+    """The user stopped the search (`bench cancel` on its point's run): no failure, one line."""
+
+
+def stopped_line(point_ids: Sequence[str], *, ids: bool = False) -> str:
+    """What a search the user stopped says, in the TUI and the CLI alike: stopped, not failed,
+    and how many of its points are stored (ids: their run ids too, for the CLI)."""
+    n = len(point_ids)
+    if n == 0:
+        return "stopped by you: no point was measured"
+    stored = "the 1 point measured so far is stored" if n == 1 else f"the {n} points measured so far are stored"
+    return f"stopped by you: {stored}" + (f" ({', '.join(point_ids)})" if ids else "")
+
+
 # ---------------------------------------------------------------- events
 
 
@@ -345,6 +359,8 @@ class FindMaxService:
                 raise
             except BenchRunError as exc:  # a lost link stays a TransportError: a caller may resume
                 raise FindMaxError(_at(s, load, str(exc))) from None
+            if outcome.cancelled:  # `bench cancel` on the point's run: the user stopped the search
+                raise FindMaxStopped(f"find-max {stopped_line(s.point_ids, ids=True)}")
             if outcome.result_json is None:
                 raise FindMaxError(_at(s, load, f"{outcome.run}: {outcome.reason}"))
             point = int(load) if s.spec.dimension == "concurrency" else load

@@ -21,6 +21,7 @@ from console.services.runs.find_max import (
     FindMaxPointStarted,
     FindMaxRunEvent,
     FindMaxStarted,
+    stopped_line,
 )
 from console.services.runs.serving import BenchProgressed
 from console.ui.model.bench_form import FormError
@@ -46,6 +47,11 @@ class SearchFailed:
     """The search stopped without an answer (the service's one line)."""
 
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchStopped:
+    """The user stopped the search (x): a stop, not a failure; its points stay stored."""
 
 
 def read_search(
@@ -124,10 +130,11 @@ class FindMaxView:
     runs: int = 0
     answer: FindMaxAnswer | None = None
     failed: str | None = None
+    stopped: bool = False  # by the user: what the service says after it is no failure
 
     @property
     def running(self) -> bool:
-        return self.answer is None and self.failed is None
+        return self.answer is None and self.failed is None and not self.stopped
 
     def apply(self, event: object) -> bool:
         if isinstance(event, FindMaxStarted):
@@ -151,7 +158,12 @@ class FindMaxView:
         elif isinstance(event, FindMaxFinished):
             self.answer = event.answer
             self.current = None
+        elif isinstance(event, SearchStopped):
+            self.stopped = True
+            self.current = None
         elif isinstance(event, SearchFailed):
+            if self.stopped:  # the cancelled point's own error, after the user's stop
+                return False
             self.failed = event.message
             self.current = None
         else:
@@ -161,6 +173,8 @@ class FindMaxView:
     # -- what is drawn
 
     def state_line(self) -> str:
+        if self.stopped:
+            return stopped_line([rid for ids in self.run_ids.values() for rid in ids])
         if self.failed is not None:
             return f"failed: {self.failed}"
         if self.answer is not None:

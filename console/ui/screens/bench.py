@@ -252,8 +252,10 @@ class BenchScreen(Screen):
         self.feed(message.event)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel_run" and (not self.session.running or self.session.cancel_requested):
-            return None  # shown dimmed: nothing to cancel
+        if action == "cancel_run" and not self.session.running:
+            return False  # hidden: the run has ended, x would do nothing
+        if action == "cancel_run" and self.session.cancel_requested:
+            return None  # shown dimmed: the cancel is on its way
         return True
 
     @classmethod

@@ -30,11 +30,11 @@ from console.core.bench.find_max import DIMENSIONS, SearchSpec
 from console.core.model import BenchPreset, NodeSpec
 from console.core.text import one_line
 from console.services.instances import InstanceView
-from console.services.runs.find_max import FindMaxError, FindMaxRunEvent, FindMaxService
+from console.services.runs.find_max import FindMaxError, FindMaxRunEvent, FindMaxService, FindMaxStopped
 from console.services.runs.serving import BenchProgressed, BenchRunError
 from console.transport.base import TransportError
 from console.ui.model.bench_form import FormError
-from console.ui.model.find_max_view import POINT_COLUMNS, FindMaxView, SearchFailed, read_search
+from console.ui.model.find_max_view import POINT_COLUMNS, FindMaxView, SearchFailed, SearchStopped, read_search
 from console.ui.screens.form_dialog import FormDialog
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.workers import run_named
@@ -202,6 +202,8 @@ class FindMaxScreen(Screen):
                 label=self.label,
                 on_event=self._post,
             )
+        except FindMaxStopped:  # `bench cancel` on its point, from elsewhere: a stop, not a failure
+            self._post(SearchStopped())
         except (FindMaxError, BenchRunError, TransportError) as exc:
             self._post(SearchFailed(one_line(exc)))
 
@@ -242,13 +244,13 @@ class FindMaxScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop_search" and not (self.view.running and self._worker is not None):
-            return None
+            return False  # hidden once the search has ended (or there is none to stop)
         return True
 
     def action_stop_search(self) -> None:
         if self._worker is not None and self.view.running:
             self._worker.cancel()  # the service cancels the point's client on the node
-            self.feed(SearchFailed("stopped: the points measured so far are stored"))
+            self.feed(SearchStopped())
 
     def action_leave(self) -> None:
         if self._worker is not None and self.view.running:
