@@ -89,8 +89,9 @@ async def test_each_client_runs_through_the_console_and_stores_a_record(client, 
     done = [e.progress.n for e in events if isinstance(e, BenchProgressed)]
     assert done and done[-1] == 16  # the client's own progress reached the live panel's events
     assert run.client_check is not None  # the server's side was scraped around the run
-    if client == "guidellm":  # per-request figures in its result file: goodput counted from them
-        assert run.goodput["source"] == "per-request" and run.goodput_pct == 100.0
+    # per-request figures (GuideLLM's result file, AIPerf's result.jsonl): goodput counted from them
+    assert run.goodput["source"] == "per-request" and run.goodput_pct == 100.0
+    assert len(run.result["latencies"]) == 16
     print(client, {k: round(run.metrics[k], 2) for k in ("mean_ttft_ms", "mean_itl_ms", "output_throughput")})
     print("\n".join(check_lines(outcome)))
 

@@ -10,15 +10,21 @@ against the server's /metrics, the prefix-cache share and goodput are one code f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from typing import TypeVar
 
-from console.core.bench.clients import OUTSIDE, aiperf
+from console.core.bench.clients import OUTSIDE, aiperf, client_of_argv
 from console.core.bench.clients.argv import outside_argv
+from console.core.bench.result import normalize_result
 from console.core.model import BenchPreset, NodeSpec
 from console.services.agent_bundle import AgentCommand
 from console.services.runs import run as run_api
+from console.transport.base import RESULT_FILE_LIMIT, TransportError
 
-__all__ = ["refusal", "spec_for"]
+__all__ = ["refusal", "spec_for", "with_records"]
+
+OutcomeT = TypeVar("OutcomeT", bound=run_api.Outcome)
 
 # The environment AIPerf 0.13 must not get: with HF_HUB_OFFLINE set it looks a local tokenizer
 # folder up as a hub repo id and fails (tests/fixtures/clients/README.md).
@@ -66,3 +72,24 @@ def spec_for(
             env.pop(key, None)
     keys = {"instance": instance, "preset": preset.name, "max_concurrency": max_concurrency, "client": preset.client}
     return run_api.RunSpec(name, tuple(argv), env, keys)
+
+
+async def with_records(node_runs: run_api.NodeRuns, node: NodeSpec, outcome: OutcomeT) -> OutcomeT:
+    """An AIPerf run's outcome with its per-request figures (result.jsonl, beside the summary the
+    run collected) in its result, so goodput is counted from them as for the other clients; any
+    other outcome, or one whose records cannot be read, as it was."""
+    found = client_of_argv(outcome.argv)
+    result_json = outcome.result_json
+    if found is None or found[0] != aiperf.NAME or not isinstance(result_json, dict):
+        return outcome
+    try:
+        cmd = await node_runs.agent(node)
+        path = f"{run_api.NodeRuns.folder(cmd, outcome.run)}/result.jsonl"
+        read = await node_runs.pool.get(node).run(["cat", path], timeout=60, max_output=RESULT_FILE_LIMIT)
+    except TransportError:
+        return outcome
+    records = aiperf.per_request(read.stdout) if read.ok else []
+    if not records:
+        return outcome
+    full = {**result_json, **aiperf.records_arrays(records)}
+    return dataclasses.replace(outcome, result_json=full, result=normalize_result(full))  # type: ignore[call-arg]  # RunOutcome has result

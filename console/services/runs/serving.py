@@ -601,6 +601,7 @@ class BenchRunner(run_api.KindRunner):
         if on_event:
             on_event(BenchStarted(name, node.name, tuple(redact(list(argv))), max_concurrency))
         outcome = await self.follow(node, instance, name, on_event=on_event, argv=argv, server_before=before)
+        outcome = await outside.with_records(self.node_runs, node, outcome)  # AIPerf's per-request file (B2)
         outcome = measured(outcome, apply_bench_overrides(preset, overrides or {}), done, note)
         changes = preset_changes(preset, apply_bench_overrides(preset, overrides or {}))  # start() checked them
         return dataclasses.replace(outcome, overrides=changes) if changes else outcome

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 from console.core.bench.clients.common import num, put_stats, throughputs
 
-__all__ = ["NAME", "is_result", "per_request", "progress", "results"]
+__all__ = ["NAME", "is_result", "per_request", "progress", "records_arrays", "results"]
 
 NAME = "aiperf"
 _PROGRESS_RE = re.compile(r"Profiling:\s*(\d+)/(\d+)")
@@ -105,7 +105,7 @@ def results(obj: Mapping, records: list[dict] | None = None) -> list[dict]:
     put_stats(out, "e2el", obj.get("request_latency"))
     throughputs(out)
     if records:
-        out.update(_arrays(records))
+        out.update(records_arrays(records))
     return [{k: v for k, v in out.items() if v is not None}]
 
 
@@ -142,7 +142,8 @@ def _value(rec: Mapping, key: str) -> object:
     return item.get("value") if isinstance(item, Mapping) else None
 
 
-def _arrays(records: list[dict]) -> dict:
+def records_arrays(records: list[dict]) -> dict:
+    """vLLM's per-request arrays (seconds) from AIPerf's records (per_request)."""
     ttfts, lats, itls, ins, outs, errors = [], [], [], [], [], []
     for rec in records:
         error = rec.get("error")
