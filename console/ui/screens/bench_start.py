@@ -49,7 +49,7 @@ from console.ui.workers import run_named
 
 _PLACEHOLDERS = {
     "bench-concurrency": "blank: the preset's · 8 · or 1,4,16,64 for a sweep",
-    "bench-overrides": "num_prompts=50 request_rate=4 input_len=1024",
+    "bench-overrides": "e.g. num_prompts=50 request_rate=4 input_len=1024",
     "bench-env": "KEY=VALUE for the client on the node",
     "bench-label": "optional, stored with the result",
 }

@@ -61,7 +61,7 @@ class FindMaxDialog(FormDialog["tuple[SearchSpec, int | None] | None"]):
         self.cursor_blink = cursor_blink
 
     def fields(self):
-        yield "Budget", Input(placeholder="p99_ttft_ms=2000,p99_itl_ms=50", id="find-max-budget", compact=True)
+        yield "Budget", Input(placeholder="e.g. p99_ttft_ms=2000,p99_itl_ms=50", id="find-max-budget", compact=True)
         yield "By", Select([(d, d) for d in DIMENSIONS], value="concurrency", id="find-max-by", compact=True)
         yield "Start", Input(placeholder="1", id="find-max-start", compact=True)
         yield "Max", Input(placeholder="blank: 1024 (rate 512)", id="find-max-max", compact=True)

@@ -76,10 +76,10 @@ class OfflineBenchDialog(FormDialog["OfflineRequest | None"]):
                 compact=True,
             ),
         )
-        yield "GPUs", Input(placeholder="0,1,2,3 — free GPUs; TP = their number", id="offline-gpus", compact=True)
+        yield "GPUs", Input(placeholder="e.g. 0,1,2,3 — free GPUs; TP = their number", id="offline-gpus", compact=True)
         yield (
             "Overrides",
-            Input(placeholder="model=/models/m input_len=128 batch_size=4", id="offline-overrides", compact=True),
+            Input(placeholder="e.g. model=/models/m input_len=128 batch_size=4", id="offline-overrides", compact=True),
         )
         yield "Label", Input(placeholder="optional, stored with the result", id="offline-label", compact=True)
 

@@ -63,7 +63,7 @@ from console.ui.workers import run_named
 _PLACEHOLDERS = {
     "start-gpus": "e.g. 0,1 or 0-3 · blank: the first free ones",
     "start-port": "blank: the preset's, or the first free from 8000",
-    "start-overrides": "max_model_len=4096 gpu_memory_utilization=0.9",
+    "start-overrides": "e.g. max_model_len=4096 gpu_memory_utilization=0.9",
     # an example valid on every vLLM (the old VLLM_USE_TRITON_FLASH_ATTN=0 warns on 0.32)
     "start-env": "KEY=VALUE like HF_HOME=/data/hf (HF_TOKEN comes from your environment)",
     "start-replicas": "blank: one · 4 · per GPU · 2 per GPU",
