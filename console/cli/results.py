@@ -37,6 +37,8 @@ from console.core.results.display import (
     delta_suffix,
     energy_text,
     failed_note,
+    find_max_mark,
+    fold_find_max_answers,
     format_value,
     is_reference,
     metric_label,
@@ -175,6 +177,7 @@ def _list(args, store: ResultStore) -> int:
             + f" ({store.root})"
         )
         return EXIT_OK
+    runs, answers = fold_find_max_answers(runs)  # a find-max answer: a mark on its point's row
     head = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
     head += ["TOK/J", "AVG W", "THR %", "CB"]
     rows = []
@@ -183,6 +186,8 @@ def _list(args, store: ResultStore) -> int:
         s = run_summary(run)
         if accuracy_text(acc):
             s["setup"] += f" [{accuracy_text(acc)}]"
+        if run.id in answers:
+            s["setup"] = f"{find_max_mark(answers[run.id])} · {s['setup']}"
         done = format_value("completed", s["completed"])
         failed = format_value("failed", s["failed"]) if s["failed"] is not None else "?"
         where = [

@@ -490,3 +490,29 @@ def run_summary(run: StoredRun) -> dict:
 def _text(value: object) -> object:
     """A text field of a run as it may be shown (other values as they are)."""
     return printable(value) if isinstance(value, str) else value
+
+
+FIND_MAX_KIND = "find_max"  # the context's run_kind of a find-max answer (services/runs/find_max.py)
+
+
+def fold_find_max_answers(runs: Sequence[StoredRun]) -> tuple[list[StoredRun], dict[str, StoredRun]]:
+    """A list without the find-max answers whose point's run (context find_max_run) is in it,
+    and those answers by that run's id: the answer is the same measurement as its point, so a
+    list shows it as a mark on the point's row, never as a second identical row (issue U2)."""
+    ids = {r.id for r in runs}
+    answers: dict[str, StoredRun] = {}
+    for run in runs:
+        point = run.context.get("find_max_run")
+        if run.context.get("run_kind") == FIND_MAX_KIND and isinstance(point, str) and point in ids:
+            answers.setdefault(point, run)
+    folded = {a.id for a in answers.values()}
+    return [r for r in runs if r.id not in folded], answers
+
+
+def find_max_mark(answer: StoredRun) -> str:
+    """`★ find-max max c8` (or `rate 4`): what the point's row says of the answer it is."""
+    load = as_number(answer.context.get("find_max_load"))
+    if load is None:
+        return "★ find-max max"
+    where = f"c{int(load)}" if answer.context.get("find_max_dimension") == "concurrency" else f"rate {load:g}"
+    return f"★ find-max max {where}"

@@ -39,6 +39,8 @@ from console.core.results.display import (
     energy_text,
     failed_note,
     failure_of,
+    find_max_mark,
+    fold_find_max_answers,
     format_value,
     is_reference,
     metric_label,
@@ -358,6 +360,7 @@ class HistoryScreen(Screen):
         self.reference_path = reference_path or REFERENCE_PATH
         self.runs: list[StoredRun] = []  # newest first
         self.shown: list[StoredRun] = []  # after the filter
+        self.answers: dict[str, StoredRun] = {}  # find-max answers, by the id of the point they report
         self.marked: list[str] = []  # run ids, in the order they were marked
         self.loaded = False
         self.load_errors: list[str] = []
@@ -413,7 +416,8 @@ class HistoryScreen(Screen):
 
     def on_history_screen_runs_loaded(self, message: RunsLoaded) -> None:
         # the seeds' published rows apart, below the runs made here: they are no run of today
-        self.runs = [r for r in message.runs if not is_reference(r)] + [r for r in message.runs if is_reference(r)]
+        runs, self.answers = fold_find_max_answers(message.runs)  # an answer: a mark on its point's row
+        self.runs = [r for r in runs if not is_reference(r)] + [r for r in runs if is_reference(r)]
         self.load_errors = message.errors
         self.loaded = True
         known = {r.id for r in self.runs}
@@ -433,6 +437,9 @@ class HistoryScreen(Screen):
         for cell, acc in zip(all_cells, accuracy_for(self.shown, self.runs)):  # the instance's score beside its speed
             if accuracy_text(acc):
                 cell["setup"] += f" [{accuracy_text(acc)}]"
+        for run, cell in zip(self.shown, all_cells):
+            if run.id in self.answers:
+                cell["setup"] = f"{find_max_mark(self.answers[run.id])} · {cell['setup']}"
         # energy / client columns come with the first run that has them; a narrow terminal drops
         # the least important columns first (fit_table), never the key metrics
         columns, fitted = fit_table(all_cells, self.size.width or 120, columns_for(self.runs))
