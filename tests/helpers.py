@@ -78,3 +78,11 @@ def loopback_buffer_bytes() -> int:
         except (OSError, ValueError, IndexError):
             total += 32 * 2**20
     return total
+
+
+def followed_run_log(argv: list[str]) -> str | None:
+    """The run whose log a node agent command line follows (`instance --group=G logs ... -- RUN`:
+    services/agent_bundle.py sends options as --key=value and positionals after `--`), else None."""
+    if "logs" not in argv or not any(a == "--group" or a.startswith("--group=") for a in argv):
+        return None
+    return argv[argv.index("--") + 1] if "--" in argv else argv[argv.index("logs") + 1]

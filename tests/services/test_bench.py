@@ -21,7 +21,7 @@ from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
-from tests.helpers import free_port
+from tests.helpers import followed_run_log, free_port
 
 TINY_SERVE = ServePreset(name="tiny", model="tiny-llama")
 TINY_BENCH = BenchPreset(
@@ -53,7 +53,7 @@ class DroppingTransport(LocalTransport):
         async for line in super().stream_lines(argv, **kw):
             yield line
             count += 1
-            if "--group" in argv and "logs" in argv and self.drops == 0 and count >= 5:
+            if followed_run_log(argv) and self.drops == 0 and count >= 5:
                 self.drops += 1
                 raise TransportError(f"{self.node_name}: link dropped", "closed")
 

@@ -17,7 +17,7 @@ from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
-from tests.helpers import free_port
+from tests.helpers import followed_run_log, free_port
 
 TINY = ServePreset(name="tiny", model="tiny-llama", args=("--enforce-eager",))
 BENCH = BenchPreset(
@@ -112,7 +112,7 @@ class DropsEachClientOnce(LocalTransport):
         self.dropped: set[str] = set()
 
     async def stream_lines(self, argv, **kw):
-        run = argv[argv.index("logs") + 1] if "--group" in argv and "logs" in argv else None
+        run = followed_run_log(argv)
         count = 0
         async for line in super().stream_lines(argv, **kw):
             yield line

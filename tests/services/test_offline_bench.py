@@ -19,6 +19,7 @@ from console.services.runs.offline import (
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
 from console.transport.local import LocalTransport
+from tests.helpers import followed_run_log
 
 LATENCY = OfflinePreset(
     name="t",
@@ -45,7 +46,7 @@ class DroppingTransport(LocalTransport):
         async for line in super().stream_lines(argv, **kw):
             yield line
             count += 1
-            if "--group" in argv and "logs" in argv and self.drops == 0 and count >= 3:
+            if followed_run_log(argv) and self.drops == 0 and count >= 3:
                 self.drops += 1
                 raise TransportError(f"{self.node_name}: link dropped", "closed")
 
