@@ -4,6 +4,7 @@ in one never changes another, at 120x36 and 80x24."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -183,3 +184,27 @@ async def test_find_max_remembers_its_budget_for_the_preset_and_node():
 def test_memory_lives_beside_the_results_store(monkeypatch, tmp_path):
     monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "demo"))
     assert memory_path() == Path(tmp_path / "demo" / "form-memory.json")
+
+
+async def test_the_benchmark_dialog_opens_on_the_preset_last_run_on_the_node():
+    """U2: after running `tiny` the dialog reopened on the first (500-prompt) preset, and ^f then
+    searched that one; it opens on the preset last run on the node, across a restart."""
+    from console.ui.screens.bench_start import StartBenchDialog
+
+    presets = tuple(BENCH.values())
+    assert presets[0].name != "tiny"  # the test means something only if tiny is not the default
+    first = Host()
+    async with first.run_test(size=(120, 36)) as pilot:
+        await run_bench_dialog(pilot, first, "tiny")
+        await pilot.press("ctrl+s")
+        assert await wait_for(pilot, lambda: first.answers != [])
+    again = Host()  # a new console over the same data folder; the dialog opened with no preset named
+    async with again.run_test(size=(120, 36)) as pilot:
+        dialog = StartBenchDialog(presets, [VIEW], cursor_blink=False)
+        again.push_screen(dialog, again.answers.append)
+        await pilot.pause()
+        assert dialog.query_one("#bench-preset", Select).value == "tiny"
+        assert "for tiny on dlg-n" in screen_text(again)
+    # another node has its own: nothing was run there, so the first preset
+    other = StartBenchDialog(presets, [dataclasses.replace(VIEW, node="dlg-other")])
+    assert other.preset_name == presets[0].name

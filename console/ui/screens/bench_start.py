@@ -55,6 +55,11 @@ _PLACEHOLDERS = {
 }
 
 
+# The form memory's entry for the preset last run from this dialog on a node: the dialog
+# opens on it (a user who ran `tiny` gets `tiny` again, and ^f searches `tiny`).
+LAST_PRESET = "bench-last-preset"
+
+
 class StartBenchDialog(FormDialog["BenchRequest | None"]):
     """presets: the profile's bench presets; instances: the ready instances to choose from.
 
@@ -87,9 +92,11 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
         self.presets = tuple(presets)
         self.instances = tuple(instances)
         names = [p.name for p in self.presets]
-        self.preset_name = preset if preset in names else (names[0] if names else None)
         keys = [(v.node, v.name) for v in self.instances]
         self.instance_key = instance if instance in keys else (keys[0] if keys else None)
+        if preset is None and self.instance_key is not None:
+            preset = self._last_preset(self.instance_key[0])  # the one last run on this node
+        self.preset_name = preset if preset in names else (names[0] if names else None)
         self.cursor_blink = cursor_blink
         self.past: dict[tuple[str, str], PastRun | None] = {}  # (node, preset) -> its last stored run
 
@@ -300,4 +307,13 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
 
     def _run(self, request: BenchRequest) -> None:
         self.remember_values()
+        self._memory().remember(LAST_PRESET, "*", request.node, {"preset": request.preset.name})
         self.dismiss(request)
+
+    @staticmethod
+    def _last_preset(node: str) -> str | None:
+        """The preset last run from this dialog on the node (the form memory), if any."""
+        from console.services.form_memory import FormMemory
+
+        found = FormMemory().recall(LAST_PRESET, "*", node)
+        return found.values.get("preset") if found is not None else None
