@@ -165,27 +165,7 @@ def workload_rows(runs: Sequence[StoredRun]) -> list[dict]:
         numbers: list[float | None] = [getattr(r, key) for r in runs]
         if all(v is None for v in numbers):
             continue
-        base = numbers[0]
-        delta: list[float | None] = [None]
-        pct: list[float | None] = [None]
-        for value in numbers[1:]:
-            if value is None or base is None:
-                delta.append(None)
-                pct.append(None)
-                continue
-            delta.append(value - base)
-            pct.append((value - base) / base * 100.0 if base else None)
-        rows.append(
-            {
-                "section": "metric",
-                "key": key,
-                "label": label,
-                "values": numbers,
-                "delta": delta,
-                "delta_pct": pct,
-                "better": WORKLOAD_BETTER.get(key),
-            }
-        )
+        rows.append(_number_row("metric", key, label, numbers, WORKLOAD_BETTER.get(key)))
     if any(r.prefix_cache is not None for r in runs):
         rows.append(
             {
@@ -199,6 +179,30 @@ def workload_rows(runs: Sequence[StoredRun]) -> list[dict]:
             }
         )
     return rows
+
+
+def _number_row(section: str, key: str, label: str, numbers: list[float | None], better: str | None) -> dict:
+    """A row of numbers with each run's delta from the first (None where either is missing, the
+    percentage also where the first is 0): the workload and energy rows."""
+    base = numbers[0]
+    delta: list[float | None] = [None]
+    pct: list[float | None] = [None]
+    for value in numbers[1:]:
+        if value is None or base is None:
+            delta.append(None)
+            pct.append(None)
+            continue
+        delta.append(value - base)
+        pct.append((value - base) / base * 100.0 if base else None)
+    return {
+        "section": section,
+        "key": key,
+        "label": label,
+        "values": numbers,
+        "delta": delta,
+        "delta_pct": pct,
+        "better": better,
+    }
 
 
 def _cold_word(run: StoredRun) -> str | None:
@@ -223,27 +227,7 @@ def energy_rows(runs: Sequence[StoredRun]) -> list[dict]:
         numbers = [r.energy_value(key) for r in runs]
         if all(v is None for v in numbers):
             continue
-        base = numbers[0]
-        delta: list[float | None] = [None]
-        pct: list[float | None] = [None]
-        for value in numbers[1:]:
-            if value is None or base is None:
-                delta.append(None)
-                pct.append(None)
-                continue
-            delta.append(value - base)
-            pct.append((value - base) / base * 100.0 if base else None)
-        rows.append(
-            {
-                "section": "energy",
-                "key": key,
-                "label": label,
-                "values": numbers,
-                "delta": delta,
-                "delta_pct": pct,
-                "better": ENERGY_BETTER.get(key),
-            }
-        )
+        rows.append(_number_row("energy", key, label, numbers, ENERGY_BETTER.get(key)))
     bound = [r.client_bound for r in runs]
     if any(r.client_check is not None for r in runs):
         rows.append(
