@@ -53,6 +53,7 @@ __all__ = [
     "SkippedItem",
     "StoreError",
     "default_root",
+    "import_files",
 ]
 
 MAX_FILE_BYTES = RESULT_FILE_LIMIT  # a benchmark log or result JSON is far smaller
@@ -423,7 +424,7 @@ class ResultStore:
                 known = {fp: run_id for run_id, fp in self._fingerprint_index().items() if fp}
             except OSError as exc:
                 raise self._failed(exc) from None
-            for file in _files(paths, report):
+            for file in import_files(paths, report):
                 self._import_file(file, label, node, created, known, report)
         return report
 
@@ -464,8 +465,9 @@ class ResultStore:
             raise self._failed(exc) from None
 
 
-def _files(paths: Iterable[str | Path], report: ImportReport) -> Iterable[Path]:
-    """The files to import: each path, or the files in a folder (those that cannot be read: in report)."""
+def import_files(paths: Iterable[str | Path], report: ImportReport) -> Iterator[Path]:
+    """The files to import: each path, or the files in a folder (those that cannot be read: in report);
+    a lazy iterator (the database store resumes it batch after batch)."""
     for raw in _ensure_sequence(paths):
         shown = str(raw)
         path = Path(raw).expanduser()
@@ -483,7 +485,7 @@ def _files(paths: Iterable[str | Path], report: ImportReport) -> Iterable[Path]:
         yield from files
 
 
-def _walk(folder: Path, report: ImportReport) -> Iterable[Path]:
+def _walk(folder: Path, report: ImportReport) -> Iterator[Path]:
     def failed(exc: OSError) -> None:
         report.unreadable.append(SkippedItem(str(exc.filename or folder), exc.strerror or type(exc).__name__))
 

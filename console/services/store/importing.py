@@ -4,16 +4,15 @@ reason, what is stored already reported as a duplicate), one transaction per fil
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
 from console.core.bounded_file import RESULT_FILE_LIMIT, read_bounded
 from console.core.results.file_import import runs_from_file
 from console.core.results.record import StoredRun
-from console.services.results import ImportedItem, ImportReport, Saved, SkippedItem
+from console.services.results import ImportedItem, ImportReport, Saved, SkippedItem, import_files
 from console.services.store.db import Database
 
 __all__ = ["BATCH_FILES", "BATCH_SECONDS", "RunWriter", "import_paths"]
@@ -42,7 +41,7 @@ def import_paths(
 ) -> ImportReport:
     report = ImportReport()
     created = time.time() if now is None else now
-    files = _files(paths, report)
+    files = import_files(paths, report)
     exhausted = False
     while not exhausted:
         # Files in transactions of up to BATCH_FILES or BATCH_SECONDS: one commit (one fsync) per
@@ -82,31 +81,3 @@ def _import_file(
             report.imported.append(run if saved.id == run.id else table.get(saved.id))
         else:
             report.duplicates.append(ImportedItem(shown, saved.id, False, run.context.get("source_part")))
-
-
-def _files(paths: Iterable[str | Path], report: ImportReport) -> Iterator[Path]:
-    for raw in [paths] if isinstance(paths, (str, Path)) else list(paths):
-        path = Path(raw).expanduser()
-        try:
-            if path.is_dir():
-                files = list(_walk(path, report))
-            elif path.exists():
-                files = [path]
-            else:
-                report.unreadable.append(SkippedItem(str(raw), "no such file or folder"))
-                continue
-        except OSError as exc:
-            report.unreadable.append(SkippedItem(str(raw), exc.strerror or type(exc).__name__))
-            continue
-        yield from files
-
-
-def _walk(folder: Path, report: ImportReport) -> Iterator[Path]:
-    def failed(exc: OSError) -> None:
-        report.unreadable.append(SkippedItem(str(exc.filename or folder), exc.strerror or type(exc).__name__))
-
-    for top, dirs, names in os.walk(folder, onerror=failed):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(names):
-            if not name.startswith("."):
-                yield Path(top) / name
