@@ -58,8 +58,6 @@ if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for t
     from console.services.events import EventLog
     from console.services.health_watch import HealthWatch
     from console.services.results import ResultStore
-    from console.ui.model.bench_form import BenchRequest
-    from console.ui.model.offline_form import OfflineRequest
     from console.ui.screens.partition import StartPresetRequested
 
 # Sampling intervals that + and - step through (seconds).
@@ -540,78 +538,6 @@ class ConsoleApp(InstanceActions):
         screen = LogScreen(node, name)
         screen.set_class(self.paused, "-paused")
         self.push_screen(screen)
-
-    def open_bench_dialog(self, instance: InstanceView | None = None) -> None:
-        """b: pick a benchmark preset for a ready instance, then watch it on the bench screen."""
-        from console.services.runs.serving import BenchRunner
-        from console.ui.results_store import result_store
-        from console.ui.screens.bench import BenchScreen
-        from console.ui.screens.bench_start import StartBenchDialog
-
-        ready = [v for v in self.board.views() if v.state == InstanceState.READY and v.port]
-        if not ready:
-            self.notify("no ready vLLM instance to benchmark (s starts one)", markup=False)
-            return
-        if not self.profile.bench_presets:
-            self.notify("no benchmark presets in the profile ([bench.NAME] tables)", severity="warning", markup=False)
-            return
-        if instance is not None and instance.state != InstanceState.READY:
-            # the dialog would preselect another instance: say why instead
-            self.notify(
-                f"{instance.name} on {instance.node} is {instance.state.value}: not ready to benchmark", markup=False
-            )
-            return
-        key = (instance.node, instance.name) if instance is not None else None
-
-        def chosen(request: BenchRequest | None) -> None:
-            if request is not None:
-                self.push_screen(
-                    BenchScreen.from_request(
-                        request,
-                        fleet=self.fleet,
-                        runner=BenchRunner(self.fleet.pool),
-                        store=result_store(self),
-                        clock=self.clock,
-                    )
-                )
-
-        self.push_screen(
-            StartBenchDialog(self.profile.bench_presets, ready, instance=key, cursor_blink=self.cursor_blink), chosen
-        )
-
-    def open_offline_dialog(self, node: str) -> None:
-        """Palette: `vllm bench latency|throughput` on the node's free GPUs (no instance needed)."""
-        from console.core.bench.offline import PRESETS_PATH, load_offline_presets
-        from console.core.errors import ProfileError
-        from console.core.results.reference import load_reference_numbers
-        from console.services.runs.offline import OfflineRunner
-        from console.ui.model.compare_view import REFERENCE_PATH
-        from console.ui.results_store import result_store
-        from console.ui.screens.offline_bench import OfflineBenchDialog, OfflineBenchScreen
-
-        spec = self.profile.node(node)
-        if spec is None:
-            return
-        try:
-            presets = load_offline_presets(PRESETS_PATH)
-            references = load_reference_numbers(REFERENCE_PATH)
-        except ProfileError as exc:
-            self.notify(str(exc), severity="error", markup=False)
-            return
-
-        def chosen(request: OfflineRequest | None) -> None:
-            if request is not None:
-                self.push_screen(
-                    OfflineBenchScreen(
-                        spec,
-                        request,
-                        runner=OfflineRunner(self.fleet.pool),
-                        store=result_store(self),
-                        reference_rows=references,
-                    )
-                )
-
-        self.push_screen(OfflineBenchDialog(node, presets, cursor_blink=self.cursor_blink), chosen)
 
     def open_partition_dialog(self, node: str, logical_gpus: Sequence[int] = ()) -> None:
         from console.core.telemetry import amd_only_reason
