@@ -40,7 +40,7 @@ except ImportError:  # Windows: no flock; one console at a time there
     fcntl = None  # type: ignore[assignment]
 
 from console.core.results.file_import import runs_from_file
-from console.core.results.ids import other_id, run_order
+from console.core.results.ids import other_id, run_order, unresolved_ref
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
 from console.services.data_dir import DATA_DIR_ENV, default_root
 
@@ -336,10 +336,7 @@ class ResultStore:
         found = [i for i in ids if i.startswith(ref)] if ref else []
         if len(found) == 1:
             return found[0]
-        if not found:
-            raise KeyError(f"no stored run {ref!r} (results list shows the ids)")
-        shown = ", ".join(found[:4]) + (", …" if len(found) > 4 else "")
-        raise KeyError(f"ambiguous id prefix {ref!r}: {len(found)} runs match ({shown})")
+        raise unresolved_ref(ref, found, len(found))
 
     def get(self, ref: str) -> StoredRun:
         """A run by id or unique id prefix. KeyError (unknown / ambiguous), ValueError (unreadable file)."""

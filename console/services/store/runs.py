@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from console.core.results.ids import other_id, run_order
+from console.core.results.ids import other_id, run_order, unresolved_ref
 from console.core.results.record import StoredRun
 from console.core.store.queries import run_where
 from console.core.store.rows import RUN_COLUMNS, run_from_doc, run_row
@@ -137,12 +137,11 @@ class RunTable:
         )
         if len(found) == 1:
             return found[0]
-        if not found:
-            raise KeyError(f"no stored run {ref!r} (results list shows the ids)")
-        row = self.db.one("SELECT COUNT(*) FROM runs WHERE id >= ? AND id < ?", (ref, ref + _ID_CHARS_END))
-        total = int(row[0]) if row else len(found)
-        shown = ", ".join(found[:4]) + (", …" if total > 4 else "")
-        raise KeyError(f"ambiguous id prefix {ref!r}: {total} runs match ({shown})")
+        total = len(found)
+        if found:  # only the first few were read: count them all for the line
+            row = self.db.one("SELECT COUNT(*) FROM runs WHERE id >= ? AND id < ?", (ref, ref + _ID_CHARS_END))
+            total = int(row[0]) if row else total
+        raise unresolved_ref(ref, found, total)
 
     def get(self, ref: str) -> StoredRun:
         """A run by id or unique id prefix. KeyError (unknown / ambiguous), ValueError (unreadable row)."""
