@@ -298,6 +298,21 @@ def model_name(model: object) -> str | None:
     return printable(model.rstrip("/").rsplit("/", 1)[-1] or model)
 
 
+def load_parts(run: StoredRun) -> list[str]:
+    """The load a run put on the server as setup_summary spells it: `c64`, `rate 2`, `n500`
+    (what tells runs of one preset apart in the history)."""
+    setup = run.setup
+    out = []
+    if setup.get("max_concurrency") is not None:
+        out.append(f"c{setup['max_concurrency']}")
+    rate = as_number(setup.get("request_rate"))
+    if rate is not None and not math.isinf(rate):
+        out.append(f"rate {rate:g}")
+    if setup.get("num_prompts") is not None:
+        out.append(f"n{setup['num_prompts']}")
+    return out
+
+
 def setup_summary(run: StoredRun) -> str:
     """`random 8192/1024 c64 n128` / `sharegpt rate 1 n500`."""
     setup = run.setup
@@ -316,13 +331,7 @@ def setup_summary(run: StoredRun) -> str:
             f"{setup.get('input_len') if setup.get('input_len') is not None else '?'}/"
             f"{setup.get('output_len') if setup.get('output_len') is not None else '?'}"
         )
-    if setup.get("max_concurrency") is not None:
-        parts.append(f"c{setup['max_concurrency']}")
-    rate = as_number(setup.get("request_rate"))
-    if rate is not None and not math.isinf(rate):
-        parts.append(f"rate {rate:g}")
-    if setup.get("num_prompts") is not None:
-        parts.append(f"n{setup['num_prompts']}")
+    parts.extend(load_parts(run))
     if kind == "latency" and run.metrics.get("latency_s") is not None:
         parts.append(f"= {run.metrics['latency_s']:.4g} s")
     elif kind == "throughput" and run.metrics.get("throughput_tok_s") is not None:

@@ -4,7 +4,6 @@ terminal), the filter, the import prompt's paths and its report, the export."""
 from __future__ import annotations
 
 import glob
-import math
 import os
 import re
 import shlex
@@ -12,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from console.core.bench.run_telemetry import RunTelemetry, TelemetryError
-from console.core.results.display import NO_VALUE, client_mark, format_value, run_summary, sig3
+from console.core.results.display import NO_VALUE, client_mark, format_value, load_parts, run_summary, sig3
 from console.core.results.export import export_csv, export_json, export_markdown
 from console.core.results.new_file import numbered, write_new
-from console.core.results.record import StoredRun, as_number
+from console.core.results.record import StoredRun
 from console.services.results import ImportReport
 from console.ui.model.charts import Trace
 from console.ui.model.compare_view import short_model
@@ -108,25 +107,11 @@ def run_cells(run: StoredRun) -> dict[str, str]:
     }
 
 
-def _lead(run: StoredRun) -> list[str]:
-    """What tells runs of one preset apart, as setup_summary spells it: `c64`, `rate 2`, `n500`."""
-    setup = run.setup
-    out = []
-    if setup.get("max_concurrency") is not None:
-        out.append(f"c{setup['max_concurrency']}")
-    rate = as_number(setup.get("request_rate"))
-    if rate is not None and not math.isinf(rate):
-        out.append(f"rate {rate:g}")
-    if setup.get("num_prompts") is not None:
-        out.append(f"n{setup['num_prompts']}")
-    return out
-
-
 def setup_cell(run: StoredRun, summary: str) -> str:
     """The Setup column: the parts that differ between runs of one preset first (concurrency,
     rate, prompts), then the preset and its dataset: `c64 n500 random-4096-512: random 4096/512`,
     so that a cut end loses what the runs share, not what tells them apart."""
-    lead = _lead(run)
+    lead = load_parts(run)
     rest = summary
     for word in lead:
         rest = re.sub(rf"(?<!\S){re.escape(word)}(?!\S)", "", rest, count=1)
