@@ -121,21 +121,26 @@ def bench_random_samples(args):
     return samples
 
 
+def _no_dataset_path(frames, line):
+    """vLLM's error when a file-backed dataset is given no --dataset-path (load_data at `line`)."""
+    return BenchFatal(
+        frames
+        + tb_frame(
+            BENCH_DATASETS_SRC,
+            line,
+            "load_data",
+            'raise ValueError("dataset_path must be provided for loading data.")',
+        ),
+        "ValueError: dataset_path must be provided for loading data.",
+    )
+
+
 def bench_sharegpt_samples(args):
     frames = _dataset_frames(2303, '"sharegpt": lambda: ShareGPTDataset(', "ShareGPTDataset(")
     frames += tb_frame(BENCH_DATASETS_SRC, 1334, "__init__", "self.load_data()")
     path = args.dataset_path
     if path is None:
-        raise BenchFatal(
-            frames
-            + tb_frame(
-                BENCH_DATASETS_SRC,
-                1338,
-                "load_data",
-                'raise ValueError("dataset_path must be provided for loading data.")',
-            ),
-            "ValueError: dataset_path must be provided for loading data.",
-        )
+        raise _no_dataset_path(frames, 1338)
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -246,16 +251,7 @@ def bench_timed_trace_samples(args):
     frames = _dataset_frames(2380, '"timed_trace": lambda: TimedTrace(', "TimedTrace(")
     path = args.dataset_path
     if path is None:
-        raise BenchFatal(
-            frames
-            + tb_frame(
-                BENCH_DATASETS_SRC,
-                1448,
-                "load_data",
-                'raise ValueError("dataset_path must be provided for loading data.")',
-            ),
-            "ValueError: dataset_path must be provided for loading data.",
-        )
+        raise _no_dataset_path(frames, 1448)
     try:
         with open(path) as f:
             lines = f.readlines()
