@@ -83,15 +83,18 @@ async def test_each_client_runs_through_the_console_and_stores_a_record(client, 
     assert outcome.ok, (outcome.failure(), outcome.argv)
     assert os.path.basename(outcome.argv[0]) == client
     assert run.client == client and run.client_version == VERSIONS[client]
-    assert run.metrics["completed"] == 16 and run.metrics.get("failed", 0) == 0
+    # GuideLLM stops at its request count and may leave one request in flight "incomplete" (seen
+    # once on a loaded machine: 15 successful + 1 incomplete); nothing may fail
+    completed, incomplete = int(run.metrics["completed"]), int(run.result.get("incomplete") or 0)
+    assert run.metrics.get("failed", 0) == 0 and completed + incomplete == 16 and incomplete <= 1
     for key in ("mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "mean_e2el_ms", "output_throughput"):
         assert run.metrics.get(key) is not None, key
     done = [e.progress.n for e in events if isinstance(e, BenchProgressed)]
-    assert done and done[-1] == 16  # the client's own progress reached the live panel's events
+    assert done and done[-1] >= completed  # the client's own progress reached the live panel's events
     assert run.client_check is not None  # the server's side was scraped around the run
     # per-request figures (GuideLLM's result file, AIPerf's result.jsonl): goodput counted from them
     assert run.goodput["source"] == "per-request" and run.goodput_pct == 100.0
-    assert len(run.result["latencies"]) == 16
+    assert len(run.result["latencies"]) == completed
     print(client, {k: round(run.metrics[k], 2) for k in ("mean_ttft_ms", "mean_itl_ms", "output_throughput")})
     print("\n".join(check_lines(outcome)))
 
