@@ -197,6 +197,23 @@ class Database:
             return self.schema_version()
 
 
+def _wal_mode(conn: sqlite3.Connection) -> tuple | None:
+    """The file's journal mode, switched to WAL if it is not yet. The switch takes the file
+    whole, and SQLite answers "database is locked" at once (no busy wait) when another process
+    opens a new store at the same moment: asked again until BUSY_TIMEOUT_MS has passed."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode and str(mode[0]).lower() == "wal":
+                return mode  # persistent in the file: a store made before needs no lock for it
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def open_sqlite(path: Path | str) -> Database:
     """Open (make) the SQLite store at `path` and bring its schema up to date. StoreError, one
     line naming the file and the reason, when it cannot be opened, written or read."""
@@ -216,7 +233,7 @@ def open_sqlite(path: Path | str) -> Database:
     db = Database(conn, "sqlite", shown)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        mode = _wal_mode(conn)
         if mode and str(mode[0]).lower() != "wal":
             raise StoreError(f"cannot open the store {shown}: the folder does not allow WAL mode ({mode[0]})")
         conn.execute("PRAGMA synchronous = FULL")
