@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from console.cli.common import EXIT_BAD_INPUT, UsageError, add_profile_options, load_selected_profile
 from console.core.model import Profile
+
+if TYPE_CHECKING:
+    from console.core.health_profile import HealthSettings
 
 
 class _NotTui(Exception):
@@ -52,13 +55,12 @@ def check_loop_pace() -> None:
         raise UsageError(str(exc)) from None
 
 
-def alert_rule_warnings(profile: Profile) -> list[str]:
+def alert_rule_warnings(profile: Profile, health: HealthSettings) -> list[str]:
     """[[alert]] rules naming a node the profile lacks: said at start, as `alerts list` says them
     (a typo in `nodes` would otherwise leave the rule silent for that node, without a word)."""
     from console.core.alerts import unknown_nodes
-    from console.core.health_profile import health_settings
 
-    return unknown_nodes(health_settings(profile).alerts, [n.name for n in profile.nodes])
+    return unknown_nodes(health.alerts, [n.name for n in profile.nodes])
 
 
 def run_tui(args: argparse.Namespace) -> int:
@@ -67,7 +69,10 @@ def run_tui(args: argparse.Namespace) -> int:
     check_loop_pace()
     notes: list[str] = []  # what --profile could not apply to the demo: shown in the console
     profile = load_selected_profile(args, notes)
-    notes += alert_rule_warnings(profile)
+    from console.core.health_profile import health_settings
+
+    health = health_settings(profile)  # read once: the warnings here, the app's rules below
+    notes += alert_rule_warnings(profile, health)
     for note in notes:  # and on the terminal, where it stays after the console quits
         print(f"rocm-console: {note}", file=sys.stderr)
     if args.demo:  # before anything starts: every local child inherits the demo's lifeline
@@ -82,7 +87,7 @@ def run_tui(args: argparse.Namespace) -> int:
     try:
         from console.ui.launch import run_app
 
-        return run_app(profile, interval=args.interval, demo=bool(args.demo), notes=notes)
+        return run_app(profile, interval=args.interval, demo=bool(args.demo), notes=notes, health=health)
     finally:
         discard_early()  # any the fleet did not adopt (it failed before, or never started)
 

@@ -4,18 +4,32 @@ its own state and data folders, seeded history and instances (cli/tui.py calls i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from console.core.model import Profile
 from console.ui.app import ConsoleApp
 
+if TYPE_CHECKING:
+    from console.core.health_profile import HealthSettings
 
-def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False, notes: Sequence[str] = ()) -> int:
+
+def run_app(
+    profile: Profile,
+    *,
+    interval: float = 1.0,
+    demo: bool = False,
+    notes: Sequence[str] = (),
+    health: HealthSettings | None = None,
+) -> int:
+    """`health`: the profile's health settings when the caller read them already (cli/tui.py)."""
     from console.core.health_profile import health_settings
     from console.services.events import EventLog
     from console.ui.paced_loop import run_paced
 
+    if health is None:
+        health = health_settings(profile)
     if not demo:
-        app = ConsoleApp(profile, interval=interval, events=EventLog(), health=health_settings(profile))
+        app = ConsoleApp(profile, interval=interval, events=EventLog(), health=health)
         run_paced(app.run_async())
         return app.return_code or 0
     from console.services import demo as demo_life
@@ -34,7 +48,7 @@ def run_app(profile: Profile, *, interval: float = 1.0, demo: bool = False, note
             interval=interval,
             demo_instances=demo_life.DEMO_INSTANCES,
             events=EventLog(),  # in the demo's own data dir (use_demo_data_dir)
-            health=health_settings(profile),
+            health=health,
             start_notes=notes,
         )
         run_paced(app.run_async())
