@@ -14,14 +14,13 @@ import json
 import shutil
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tests.helpers import free_port
-from tests.integration.prometheus_server import _stop
+from tests.integration.prometheus_server import _stop, spawn_until_ready
 
 HOST = "127.0.0.1"
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
@@ -104,23 +103,10 @@ class AlertmanagerServer:
             "--cluster.listen-address=",
             "--log.level=warn",
         ]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"alertmanager exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"alertmanager not ready within {timeout:g} s")
+        self.proc, ready = spawn_until_ready("alertmanager", argv, self.log, f"{self.url}/-/ready", timeout, 0.1)
+        if not ready:
+            self.stop()
+            raise RuntimeError(f"alertmanager not ready within {timeout:g} s")
 
     def alerts(self) -> list[dict]:
         """What Alertmanager holds now (GET /api/v2/alerts)."""

@@ -34,6 +34,30 @@ EXPORTER = ROOT / "console" / "sim" / "dme_exporter.py"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
 
+def spawn_until_ready(
+    name: str, argv: list[str], log: Path, ready_url: str, timeout: float, pause: float
+) -> tuple[subprocess.Popen, bool]:
+    """Start a Prometheus-family server (Prometheus, Alertmanager) in its own session, its output
+    appended to `log`, and wait for its `/-/ready` page: (the process, ready in time?). One that
+    exits first is a RuntimeError naming it, with the end of its log."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(ready_url, timeout=2) as reply:
+                if reply.status == 200:
+                    return proc, True
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(pause)
+    return proc, False
+
+
 def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """Stop a child we started, by its PID: SIGTERM, then SIGKILL after grace."""
     if proc.poll() is not None:
@@ -135,23 +159,10 @@ class PrometheusServer:
             f"--web.listen-address={HOST}:{self.port}",
             "--log.level=warn",
         ]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"prometheus not ready within {timeout:g} s")
+        self.proc, ready = spawn_until_ready("prometheus", argv, self.log, f"{self.url}/-/ready", timeout, 0.2)
+        if not ready:
+            self.stop()
+            raise RuntimeError(f"prometheus not ready within {timeout:g} s")
 
     def query(self, expr: str) -> dict:
         data = urllib.parse.urlencode({"query": expr}).encode()
