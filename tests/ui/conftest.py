@@ -92,3 +92,28 @@ def screen_text(app) -> str:
     )
     console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
     return console.export_text(styles=False)
+
+
+@pytest.fixture
+async def served(node):
+    """A ready `tiny` instance on GPU 1 of the test module's `node`; (view, pool). Stopped
+    afterwards, whatever happens."""
+    from console.services.instances import InstanceService, InstanceState
+    from console.services.status import sample_node
+
+    tiny = next(p for p in load_profile([PRESETS]).serve_presets if p.name == "tiny")
+    pool = TransportPool()
+    service = InstanceService(pool)
+    try:
+        snap = await sample_node(pool, node, probe=False)
+        await service.start(node, tiny, gpus=[1], snapshot=snap, port=helpers.free_port(), name="tiny-b")
+        view = await service.wait_ready(node, "tiny-b", timeout=60)
+        assert view.state == InstanceState.READY
+        yield view, pool
+    finally:
+        try:
+            for v in await service.list(node):
+                if v.state in (InstanceState.STARTING, InstanceState.LOADING, InstanceState.READY):
+                    await service.stop(node, v.name, int_timeout=5, term_timeout=2)
+        finally:
+            await pool.close()

@@ -20,20 +20,15 @@ import pytest
 from console.cli import entry
 from console.core.profiles import load_profile
 from console.core.results.record import run_to_dict
-from console.services.instances import InstanceService, InstanceState
 from console.services.results import ResultStore
 from console.services.runs import serving
-from console.services.status import sample_node
-from console.services.transports import TransportPool
 from console.ui.screens.bench import BenchScreen
-from tests.helpers import free_port
 
 from .conftest import screen_text, wait_for
 from .test_bench_ui import BenchHost
 
 PRESETS = Path(__file__).resolve().parents[2] / "profiles" / "presets.toml"
 PROFILE = load_profile([PRESETS])
-SERVE_TINY = next(p for p in PROFILE.serve_presets if p.name == "tiny")
 BENCH_TINY = next(p for p in PROFILE.bench_presets if p.name == "tiny")
 FETCH_RE = re.compile(r"store it later with `rocm-console results fetch (\S+) --node bench-n`")
 PER_RUN_CONTEXT = {"client_argv"}  # names the run's own folder
@@ -61,25 +56,6 @@ state_dir = "{tmp_path / "state"}"
 simulate = {{ gpu = "MI300X", count = 8, compute_partition = "SPX", memory_partition = "NPS1", seed = 7 }}
 """)
     return path
-
-
-@pytest.fixture
-async def served(node):
-    pool = TransportPool()
-    service = InstanceService(pool)
-    try:
-        snap = await sample_node(pool, node, probe=False)
-        await service.start(node, SERVE_TINY, gpus=[1], snapshot=snap, port=free_port(), name="tiny-b")
-        view = await service.wait_ready(node, "tiny-b", timeout=60)
-        assert view.state == InstanceState.READY
-        yield view, pool
-    finally:
-        try:
-            for v in await service.list(node):
-                if v.state in (InstanceState.STARTING, InstanceState.LOADING, InstanceState.READY):
-                    await service.stop(node, v.name, int_timeout=5, term_timeout=2)
-        finally:
-            await pool.close()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from console.core.profiles import load_profile
 from console.services.events import EventLog
 from console.services.fleet import FleetTelemetry
 from console.services.health_watch import HealthWatch
-from console.services.instances import InstanceService, InstanceState, InstanceView
+from console.services.instances import InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
 from console.services.results import ResultStore
 from console.services.runs.serving import (
@@ -28,7 +28,6 @@ from console.services.runs.serving import (
     BenchRunner,
     LiveMetricsSampled,
 )
-from console.services.status import sample_node
 from console.services.transports import TransportPool
 from console.ui.model import bench_view as bv
 from console.ui.model.bench_form import BenchRequest
@@ -36,13 +35,11 @@ from console.ui.screens.bench import BenchScreen
 from console.ui.screens.bench_start import StartBenchDialog
 from console.ui.screens.confirm import ConfirmScreen
 from console.ui.widgets.bench_plots import LivePlot, ParetoPlot
-from tests.helpers import free_port
 
 from .conftest import screen_text, wait_for
 
 PRESETS = Path(__file__).resolve().parents[2] / "profiles" / "presets.toml"
 PROFILE = load_profile([PRESETS])
-SERVE_TINY = next(p for p in PROFILE.serve_presets if p.name == "tiny")
 BENCH_TINY = next(p for p in PROFILE.bench_presets if p.name == "tiny")  # random 64/64, concurrency 4
 FORTY = {"num_prompts": "40"}  # the preset has 20; the override is part of what is tested
 
@@ -56,26 +53,6 @@ def fast_sim_and_temp_data(monkeypatch, tmp_path):
 @pytest.fixture
 def node(sim_node, tmp_path):
     return sim_node("bench-n", seed=7, state_dir=str(tmp_path / "bench-n"))
-
-
-@pytest.fixture
-async def served(node):
-    """A ready `tiny` instance on GPU 1 of the node; (view, pool). Stopped afterwards, whatever happens."""
-    pool = TransportPool()
-    service = InstanceService(pool)
-    try:
-        snap = await sample_node(pool, node, probe=False)
-        await service.start(node, SERVE_TINY, gpus=[1], snapshot=snap, port=free_port(), name="tiny-b")
-        view = await service.wait_ready(node, "tiny-b", timeout=60)
-        assert view.state == InstanceState.READY
-        yield view, pool
-    finally:
-        try:
-            for v in await service.list(node):
-                if v.state in (InstanceState.STARTING, InstanceState.LOADING, InstanceState.READY):
-                    await service.stop(node, v.name, int_timeout=5, term_timeout=2)
-        finally:
-            await pool.close()
 
 
 class BenchHost(App):
