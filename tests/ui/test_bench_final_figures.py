@@ -12,7 +12,7 @@ from console.services.transports import TransportPool
 from console.ui.widgets.bench_plots import LivePlot
 
 from .conftest import screen_text, wait_for
-from .test_bench_ui import BenchHost, bench_screen, fast_sim_and_temp_data, node, served  # noqa: F401 (fixtures)
+from .test_bench_ui import BenchHost, bench_screen, fast_sim_and_temp_data, node  # noqa: F401 (fixtures)
 
 
 async def test_the_header_after_the_end_shows_vllms_figures_not_the_last_live_sample(node, served):  # noqa: F811
