@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.core.baseline.diff import (
     Change,
@@ -31,6 +31,9 @@ from console.core.model import NodeSnapshot, ProbeInfo
 from console.core.node_files import node_file_stem
 from console.core.node_json import loads_document
 from console.services.data_dir import default_root
+
+if TYPE_CHECKING:
+    from console.services.store.versions import VersionsTable
 
 RECORD_LIMIT = 1 << 20  # a node's versions record is a few kB: anything past this is not one
 
@@ -145,13 +148,22 @@ class VersionsBook:
     later one that differs returns the changes (the caller writes the event) and marks
     the node until `acknowledge`."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, *, table: VersionsTable | None = None) -> None:
         self.folder = folder if folder is not None else data_dir() / "node-versions"
+        self.table = table  # the store's node_versions table (the history); None: the folder's files
 
     def _path(self, node: str) -> Path:
         return self.folder / f"{node_file_stem(node)}.json"
 
+    def _write(self, node: str, doc: dict) -> None:
+        if self.table is not None:
+            self.table.write(doc)
+        else:
+            write_json(self._path(node), doc)
+
     def _read(self, node: str) -> dict:
+        if self.table is not None:
+            return self.table.read(node)
         try:
             doc = loads_document(read_bounded_text(self._path(node), RECORD_LIMIT, "node versions record"))
         except (OSError, ValueError):
@@ -191,12 +203,14 @@ class VersionsBook:
                 "pending": pending[-40:],
                 "changed_at": time.time() if changes else doc.get("changed_at"),
             }
-            write_json(self._path(versions.node), doc)
+            self._write(versions.node, doc)
         return changes
 
     def forget(self, node: str) -> None:
         """Drop the node's record: its next reading is a first one."""
-        with contextlib.suppress(OSError):
+        if self.table is not None:
+            self.table.forget(node)
+        with contextlib.suppress(OSError):  # with a store: the old file too (a catch-up would bring it back)
             self._path(node).unlink()
 
     def acknowledge(self, node: str) -> int:
@@ -205,27 +219,39 @@ class VersionsBook:
         pending = self.pending(node)
         if pending:
             doc["pending"] = []
-            write_json(self._path(node), doc)
+            self._write(node, doc)
         return len(pending)
 
     def marked(self) -> dict[str, str]:
         """node -> one line of its unacknowledged changes, for every marked node."""
         out: dict[str, str] = {}
-        try:
-            files = sorted(self.folder.glob("*.json"))
-        except OSError:
-            return out
-        for path in files:
+        for doc in self._documents():
             try:
-                doc = loads_document(read_bounded_text(path, RECORD_LIMIT, "node versions record"))
                 node = doc["versions"]["node"]
-            except (OSError, ValueError, KeyError, TypeError):
+            except (KeyError, TypeError):
                 continue
             pending = _pending_of(doc)
             if pending and isinstance(node, str):
                 shown = "; ".join(str(x) for x in pending[:3])
                 more = len(pending) - 3
                 out[node] = shown + (f"; and {more} more" if more > 0 else "")
+        return out
+
+    def _documents(self) -> list[dict]:
+        if self.table is not None:
+            return list(self.table.documents().values())
+        try:
+            files = sorted(self.folder.glob("*.json"))
+        except OSError:
+            return []
+        out = []
+        for path in files:
+            try:
+                doc = loads_document(read_bounded_text(path, RECORD_LIMIT, "node versions record"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict):
+                out.append(doc)
         return out
 
 

@@ -65,6 +65,7 @@ def event_where(
     kind: str | None = None,
     gpu: int | None = None,
     after_seq: int | None = None,
+    until_seq: int | None = None,
 ) -> Where:
     """The filters of `rocm-console events` (console/core/events.py matches): kind is a kind
     or its group (`gpu` = every gpu.* kind)."""
@@ -86,4 +87,6 @@ def event_where(
             where.add("kind = ?", kind)  # an unknown kind: nothing stored matches it
     if after_seq is not None:
         where.add("seq > ?", int(after_seq))
+    if until_seq is not None:
+        where.add("seq <= ?", int(until_seq))
     return where

@@ -67,6 +67,19 @@ class EventTable:
             params.append(max(0, int(limit)))
         return self._events(self.db.rows(sql, params))
 
+    def read_with_position(self, *, since: float | None = None, limit: int | None = None) -> tuple[list[Event], int]:
+        """The newest stored events (at most ``limit``) oldest first, and the sequence number a
+        follower starts from so that it misses none (EventLog's method, paged by the database)."""
+        position = self.last_seq()  # read up to it: the events and the position agree
+        where = event_where(since=since, until_seq=position)
+        sql = f"SELECT doc FROM events{where.sql()} ORDER BY time DESC, seq DESC"
+        params = list(where.params)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(max(0, int(limit)))
+        rows = self.db.rows(sql, params)
+        return list(reversed(self._events(rows))), position
+
     def _events(self, rows: list[tuple]) -> list[Event]:
         self.bad_lines = 0
         out = []
