@@ -50,6 +50,8 @@ from console.core.text import printable
 
 if TYPE_CHECKING:  # imported on the first webhook: httpx costs the TUI's first frame ~0.1-0.2 s
     import httpx
+
+    from console.services.history import HistoryEvents
 from console.services.events import EventLog
 
 __all__ = ["AlertDispatcher", "AlertService", "Delivery", "env_url_problems", "redact", "receiver_name", "secret_env"]
@@ -366,7 +368,7 @@ class AlertService:
         self,
         rules: Sequence[AlertRule],
         *,
-        events: EventLog | None = None,
+        events: EventLog | HistoryEvents | None = None,
         dispatcher: AlertDispatcher | None = None,
     ) -> None:
         self.engine = AlertEngine(rules)

@@ -37,6 +37,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.core.alerts import gpu_values
@@ -54,10 +55,12 @@ from console.services.fleet import (
     TelemetryReceived,
 )
 from console.services.node_versions import VersionsBook, node_changed_event, versions_of
-from console.services.watcher_presence import WatcherInfo, WatcherPresence
+from console.services.results import StoreError
+from console.services.watcher_presence import WatcherInfo, WatcherPresence, events_data_dir, events_where
 
 if TYPE_CHECKING:  # imported when the profile has [alertmanager]
     from console.services.alertmanager import AlertmanagerPoster
+    from console.services.history import History, HistoryEvents
 
 __all__ = ["HealthWatch"]
 
@@ -72,13 +75,29 @@ _INSTANCE_EVENTS = {
 }
 
 
+def _versions_book(history: History | None, data_dir: Path) -> VersionsBook:
+    """The history's book (the store's table), else the data folder's files: a store that
+    cannot be opened loses no record (its next opening moves the files in)."""
+    if history is not None:
+        try:
+            return history.versions_book()
+        except StoreError as exc:
+            log.warning("node versions: %s; kept in %s meanwhile", exc, data_dir / "node-versions")
+    return VersionsBook(data_dir / "node-versions")
+
+
+def _why(exc: Exception) -> str:
+    """An OSError's reason, or a StoreError's own line."""
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
 class HealthWatch:
     def __init__(
         self,
         fleet: FleetTelemetry,
         settings: HealthSettings | None = None,
         *,
-        events: EventLog | None = None,
+        events: EventLog | HistoryEvents | None = None,
         alerts: AlertService | None = None,
         clock: Callable[[], float] = time.time,
         versions: VersionsBook | None = None,
@@ -89,7 +108,7 @@ class HealthWatch:
         self.fleet = fleet
         self.settings = settings if settings is not None else HealthSettings()
         fleet.configure_health(self.settings.rules)
-        self.events = events if events is not None else EventLog()
+        self.events: EventLog | HistoryEvents = events if events is not None else EventLog()
         self.alerts = alerts if alerts is not None else AlertService(self.settings.alerts, events=self.events)
         self.alerts.events = self.events  # fired / cleared alerts go to the same log
         self._clock = clock
@@ -99,13 +118,18 @@ class HealthWatch:
         self._task: asyncio.Task | None = None
         self._write_failed = False
         self.written = 0  # events appended since start (tests, the status line)
-        # beside the event log: the data dir of this console (the demo's own, a test's tmp)
-        self.versions = versions if versions is not None else VersionsBook(self.events.path.parent / "node-versions")
+        data_dir = events_data_dir(self.events)  # the console's (the demo's own, a test's tmp)
+        history = getattr(self.events, "history", None)  # HistoryEvents: the face's History
+        self.versions = versions if versions is not None else _versions_book(history, data_dir)
         self._versions_seen: dict[str, tuple] = {}  # node -> the facts last recorded
-        self.changes: dict[str, str] = self.versions.marked()  # node -> its unacknowledged changes
+        try:
+            self.changes: dict[str, str] = self.versions.marked()  # node -> its unacknowledged changes
+        except StoreError as exc:
+            log.warning("node versions: %s", exc)
+            self.changes = {}
         # A watcher of this fleet (the watcher itself passes watch_for_watcher=False)
         if presence is None and watch_for_watcher:
-            presence = WatcherPresence(self.events.path.parent, (fleet.spec(n) for n in fleet.node_names))
+            presence = WatcherPresence(data_dir, (fleet.spec(n) for n in fleet.node_names), history=history)
         self.presence = presence
         self.alertmanager: AlertmanagerPoster | None = None
         if alertmanager is not None:  # posted by this console while no watcher runs
@@ -160,7 +184,7 @@ class HealthWatch:
                 now = self._clock()
                 self._check_watcher(now)
                 self._alert("tick", now)
-            except OSError as exc:  # noqa: PERF203 - the log could not be written: said once
+            except (OSError, StoreError) as exc:  # noqa: PERF203 - the log could not be written: said once
                 self._failed_write(exc)
 
     # ------------------------------------------------------------ writing
@@ -173,21 +197,24 @@ class HealthWatch:
         try:
             self.written += self.events.append(batch)
             self._write_failed = False
-        except OSError as exc:
+        except (OSError, StoreError) as exc:
             self._failed_write(exc)
         for event in batch:
             if event.kind.startswith("alert."):
                 continue  # an alert's own event never feeds the rules (no loops)
             try:
                 self._alert("observe_event", event)
-            except OSError as exc:
+            except (OSError, StoreError) as exc:
                 self._failed_write(exc)
         return batch
 
-    def _failed_write(self, exc: OSError) -> None:
+    def _failed_write(self, exc: Exception) -> None:
         if not self._write_failed:
             self._write_failed = True
-            log.warning("event log %s: cannot write: %s", self.events.path, exc.strerror or type(exc).__name__)
+            if isinstance(exc, StoreError):  # the line names the store already
+                log.warning("events: %s", exc)
+            else:
+                log.warning("event log %s: cannot write: %s", events_where(self.events), _why(exc))
 
     # ------------------------------------------------------------ fleet events
 
@@ -206,7 +233,7 @@ class HealthWatch:
                 snap = self.fleet.snapshot(event.node)
                 self._observe_sample(now, snap)
                 self._observe_versions(now, snap)
-        except OSError as exc:
+        except (OSError, StoreError) as exc:
             self._failed_write(exc)
 
     def _observe_versions(self, now: float, snap: NodeSnapshot) -> None:

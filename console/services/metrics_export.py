@@ -6,11 +6,13 @@ A custom collector reads everything at scrape time, never per sample:
 - the watcher's state (``Watcher.state()``, read on the watcher's loop): per GPU its health
   state and reasons count, per node its state, the open alerts, the nodes live/stale/down,
   the loop's lag, the start and heartbeat times, the events written;
-- the newest benchmark per (preset, instance) from the results folder next to the event log:
-  read incrementally (a file is read again only when its size or mtime changed), at most
-  every REFRESH_S seconds;
-- the instances' last state from the event log's ``instance.*`` events (the watcher does not
-  poll instances: consoles write those events), followed incrementally at the same pace.
+- the newest benchmark per (preset, instance): from the history's store (``StoreLatestRuns``:
+  the newest runs of each preset, asked again only when a run was stored or removed, and then
+  only the new ones), or, with no history (tests, a file store), from the results folder next to
+  the event log (``LatestRuns``: a file is read again only when its size or mtime changed); at
+  most every REFRESH_S seconds;
+- the instances' last state from the timeline's newest ``instance.*`` events (the watcher does
+  not poll instances: consoles write those events), followed incrementally at the same pace.
 
 prometheus_client is imported when the server starts: the TUI never pays for it.
 """
@@ -24,10 +26,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.core.bounded_file import RESULT_FILE_LIMIT, read_bounded
-from console.services.events import EventLog, Follower
+from console.core.results.record import StoredRun
+from console.services.events import EventLog
+from console.services.results import StoreError
+from console.services.watcher_presence import events_data_dir
+
+if TYPE_CHECKING:
+    from console.services.history import History, HistoryEvents
 
 __all__ = [
     "HEALTH_VALUES",
@@ -39,10 +47,13 @@ __all__ = [
     "InstanceStates",
     "LatestRuns",
     "MetricsServer",
+    "StoreLatestRuns",
     "bench_row",
 ]
 
 REFRESH_S = 30.0  # the results folder and the event log are read at most this often
+PRESET_DEPTH = 200  # a preset's newest runs asked for: its instances' newest are among them
+INSTANCE_EVENTS = 5000  # the newest instance.* events read at the start (the timeline is not read whole)
 HEALTH_VALUES = {"unknown": -1, "ok": 0, "warn": 1, "fail": 2}  # rocm_console_gpu_health_state
 NODE_STATES = ("live", "stale", "down", "connecting")
 INSTANCE_STATES = ("started", "ready", "failed", "stopped")
@@ -113,11 +124,22 @@ def bench_row(doc: Any) -> BenchRow | None:
     a run with no preset (an import) or no instance/node to name."""
     if not isinstance(doc, dict):
         return None
-    context, metrics, energy = (_table(doc, k) for k in ("context", "metrics", "energy"))
+    energy = _table(doc, "energy")
+    tpj = energy.get("tokens_per_joule", doc.get("tokens_per_joule"))
+    return _row(_table(doc, "context"), _table(doc, "metrics"), tpj, doc.get("created"))
+
+
+def run_bench_row(run: StoredRun) -> BenchRow | None:
+    """bench_row of a run read from the store (no JSON round trip)."""
+    energy = run.energy if isinstance(run.energy, dict) else {}
+    return _row(run.context, run.metrics, energy.get("tokens_per_joule"), run.created)
+
+
+def _row(context: dict, metrics: dict, tpj: Any, when: Any) -> BenchRow | None:
     preset = context.get("bench_preset")
     node = context.get("node")
     instance = context.get("instance") or node
-    created = _num(doc.get("created"))
+    created = _num(when)
     if not isinstance(preset, str) or not preset or not isinstance(instance, str) or created is None:
         return None
     return BenchRow(
@@ -130,8 +152,19 @@ def bench_row(doc: Any) -> BenchRow | None:
         ttft_p99=_ms(metrics.get("p99_ttft_ms")),
         itl_p50=_ms(metrics.get("median_itl_ms")),
         itl_p99=_ms(metrics.get("p99_itl_ms")),
-        tokens_per_joule=_num(energy.get("tokens_per_joule", doc.get("tokens_per_joule"))),
+        tokens_per_joule=_num(tpj),
     )
+
+
+def _newest(rows: Any) -> dict[tuple[str, str], BenchRow]:
+    newest: dict[tuple[str, str], BenchRow] = {}
+    for row in rows:
+        if row is None:
+            continue
+        key = (row.preset, row.instance)
+        if key not in newest or row.created >= newest[key].created:
+            newest[key] = row
+    return newest
 
 
 class LatestRuns:
@@ -151,13 +184,7 @@ class LatestRuns:
         if self._read_at is None or now - self._read_at >= self.refresh_s:
             self._read_at = now
             self._refresh()
-        newest: dict[tuple[str, str], BenchRow] = {}
-        for _, row in self._files.values():
-            if row is None:
-                continue
-            key = (row.preset, row.instance)
-            if key not in newest or row.created >= newest[key].created:
-                newest[key] = row
+        newest = _newest(row for _, row in self._files.values())
         return sorted(newest.values(), key=lambda r: (r.preset, r.instance))
 
     def _refresh(self) -> None:
@@ -188,19 +215,74 @@ class LatestRuns:
             self._files[name] = (mark, bench_row(doc))
 
 
+class StoreLatestRuns:
+    """The newest run per (preset, instance) in the history's store. A refresh asks first
+    whether any run was stored or removed (one indexed query): if only new runs were stored,
+    it reads those; otherwise (the first refresh, a removal) it reads each benchmark preset's
+    newest PRESET_DEPTH runs, never every run."""
+
+    def __init__(self, history: History, *, refresh_s: float = REFRESH_S, clock: Callable[[], float] = time.monotonic):
+        self.history = history
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._read_at: float | None = None
+        self._mark: tuple[int, int] | None = None  # (last seq, count) when last read
+        self._newest: dict[tuple[str, str], BenchRow] = {}
+        self.reads = 0  # runs parsed so far (tests: a refresh reads only what changed)
+
+    def rows(self) -> list[BenchRow]:
+        now = self._clock()
+        if self._read_at is None or now - self._read_at >= self.refresh_s:
+            self._read_at = now
+            try:
+                self._refresh()
+            except StoreError:  # the store unavailable: the last answer stands (the watcher says why)
+                pass
+        return sorted(self._newest.values(), key=lambda r: (r.preset, r.instance))
+
+    def _refresh(self) -> None:
+        table = self.history.runs
+        mark = table.mark()
+        if mark == self._mark:
+            return
+        before, self._mark = self._mark, mark
+        if before is not None and mark[1] - before[1] == mark[0] - before[0] >= 0:
+            seq = before[0]  # only stored since: read those
+            while seq < mark[0]:
+                runs, after = table.stored_after(seq)
+                self.reads += len(runs)
+                self._newest.update(_newest([*self._newest.values(), *map(run_bench_row, runs)]))
+                if after == seq:
+                    break
+                seq = after
+            return
+        rows: list[BenchRow | None] = []
+        for preset in table.bench_presets():
+            runs = table.list_runs(preset=preset, limit=PRESET_DEPTH)
+            self.reads += len(runs)
+            rows += [r for r in map(run_bench_row, runs) if r is not None and r.preset == preset]
+        self._newest = _newest(rows)
+
+
 # ---------------------------------------------------------------- instances
 
 
 class InstanceStates:
-    """The last ``instance.*`` event per (node, instance) of the event log, followed
-    incrementally (the first refresh reads the log once)."""
+    """The last ``instance.*`` event per (node, instance) of the timeline, followed
+    incrementally (the first refresh reads its newest INSTANCE_EVENTS instance events)."""
 
-    def __init__(self, events: EventLog, *, refresh_s: float = REFRESH_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        events: EventLog | HistoryEvents,
+        *,
+        refresh_s: float = REFRESH_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.events = events
         self.refresh_s = refresh_s
         self._clock = clock
         self._read_at: float | None = None
-        self._follower: Follower | None = None
+        self._follower: Any = None
         self.states: dict[tuple[str, str], str] = {}
 
     def current(self) -> dict[tuple[str, str], str]:
@@ -209,11 +291,14 @@ class InstanceStates:
             self._read_at = now
             try:
                 if self._follower is None:
-                    found, position = self.events.read_with_position()
-                    self._follower = self.events.follow(position)
+                    # follow from now, then read back: an event stored between is seen twice
+                    # (the same state again), never missed
+                    self._follower = self.events.follow()
+                    newest = self.events.read(kind="instance", limit=INSTANCE_EVENTS)
+                    found = sorted(newest, key=lambda e: e.time)  # oldest first; a tie as stored
                 else:
                     found = self._follower.poll()
-            except OSError:
+            except (OSError, StoreError):
                 found = []
             for event in found:
                 state = event.kind.removeprefix("instance.")
@@ -230,7 +315,10 @@ class FleetCollector:
     state read at that moment."""
 
     def __init__(
-        self, state: Callable[[], Any], runs: LatestRuns | None = None, instances: InstanceStates | None = None
+        self,
+        state: Callable[[], Any],
+        runs: LatestRuns | StoreLatestRuns | None = None,
+        instances: InstanceStates | None = None,
     ):
         self.state = state
         self.runs = runs
@@ -332,9 +420,20 @@ class FleetCollector:
 class MetricsServer:
     """/metrics on ``address:port`` (a thread of prometheus_client's own WSGI server)."""
 
-    def __init__(self, state: Callable[[], Any], *, events: EventLog, results: Path | None = None) -> None:
-        root = results if results is not None else events.path.parent / "results"
-        self.collector = FleetCollector(state, LatestRuns(root), InstanceStates(events))
+    def __init__(
+        self,
+        state: Callable[[], Any],
+        *,
+        events: EventLog | HistoryEvents,
+        results: Path | None = None,
+        history: History | None = None,
+    ) -> None:
+        runs: LatestRuns | StoreLatestRuns
+        if history is not None and results is None:
+            runs = StoreLatestRuns(history)
+        else:
+            runs = LatestRuns(results if results is not None else events_data_dir(events) / "results")
+        self.collector = FleetCollector(state, runs, InstanceStates(events))
         self._server: Any = None
         self._thread: threading.Thread | None = None
 

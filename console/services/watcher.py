@@ -49,6 +49,7 @@ from console.services.fleet import (
     NodeStateChanged,
 )
 from console.services.health_watch import HealthWatch
+from console.services.results import StoreError
 from console.services.transports import TransportPool
 from console.services.watcher_presence import (
     ALERTS_FILE,
@@ -57,6 +58,8 @@ from console.services.watcher_presence import (
     LOCK_FILE,
     AlertState,
     WatcherInfo,
+    events_data_dir,
+    events_where,
     fleet_key,
     read_alert_states,
     watch_dir,
@@ -66,6 +69,7 @@ from console.services.watcher_presence import (
 
 if TYPE_CHECKING:  # imported when the profile has [alertmanager]
     from console.services.alertmanager import AlertmanagerPoster
+    from console.services.history import History, HistoryEvents
 
 __all__ = [
     "RESUME_GRACE_S",
@@ -147,7 +151,7 @@ class WatcherAlerts(AlertService):
         self,
         rules: Sequence[AlertRule],
         *,
-        events: EventLog | None = None,
+        events: EventLog | HistoryEvents | None = None,
         states_path: Path | None = None,
         resumed: Sequence[AlertState] = (),
         sinks: Sequence[AlertSink] = (),
@@ -288,7 +292,8 @@ class Watcher:
         profile: Profile,
         settings: HealthSettings,
         *,
-        events: EventLog | None = None,
+        history: History | None = None,
+        events: EventLog | HistoryEvents | None = None,
         interval: float = 1.0,
         heartbeat_s: float = HEARTBEAT_S,
         pool: TransportPool | None = None,
@@ -296,9 +301,13 @@ class Watcher:
         profile_files: Sequence[str] = (),
     ) -> None:
         self.profile = profile
-        self.events = events if events is not None else EventLog()
+        self.history = history  # the store: events, and the watchers row consoles read
+        if events is None:
+            events = history.events if history is not None else EventLog()
+        self.events = events
         self.key = fleet_key(profile.nodes)
-        self.folder = watch_dir(self.events.path.parent, self.key)
+        self.data_dir = events_data_dir(self.events)
+        self.folder = watch_dir(self.data_dir, self.key)
         self.heartbeat_s = heartbeat_s
         self.profile_files = tuple(profile_files)
         self._clock = clock
@@ -366,7 +375,7 @@ class Watcher:
         """Serve /metrics from now on (OSError when the port cannot be bound); run() ends it."""
         from console.services.metrics_export import MetricsServer
 
-        self.metrics = MetricsServer(self.state_from_thread, events=self.events)
+        self.metrics = MetricsServer(self.state_from_thread, events=self.events, history=self.history)
         self.metrics.start(port, address)
 
     def state_from_thread(self) -> WatcherState:
@@ -413,7 +422,7 @@ class Watcher:
                 len(self.fleet.node_names),
                 "s"[: len(self.fleet.node_names) != 1],
                 names,
-                self.events.path,
+                events_where(self.events),
             )
             while not self._stop.is_set():
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -506,10 +515,11 @@ class Watcher:
                 state = verdict.state if verdict.state != "unknown" else None
                 self.alerts.observe_gpu(now, node, health.physical, values, state)
             self._write_failed = False
-        except OSError as exc:  # the event log: said once, the node's stream goes on
+        except (OSError, StoreError) as exc:  # the event log: said once, the node's stream goes on
             if not self._write_failed:
                 self._write_failed = True
-                log.warning("event log %s: cannot write: %s", self.events.path, exc.strerror or type(exc).__name__)
+                why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+                log.warning("event log %s: cannot write: %s", events_where(self.events), why)
 
     def state(self) -> WatcherState:
         return WatcherState(

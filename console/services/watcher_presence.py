@@ -39,6 +39,8 @@ __all__ = [
     "LOCK_FILE",
     "AlertState",
     "WatcherInfo",
+    "events_data_dir",
+    "events_where",
     "WatcherPresence",
     "fleet_key",
     "read_alert_states",
@@ -64,6 +66,19 @@ def fleet_key(nodes: Iterable[NodeSpec]) -> str:
 
 def watch_dir(data_dir: Path, key: str) -> Path:
     return Path(data_dir) / "watch" / key
+
+
+def events_data_dir(events: Any) -> Path:
+    """The data folder of a console's event log: the history's (HistoryEvents.data_dir), else
+    the folder of an EventLog's file (tests hand one in)."""
+    folder = getattr(events, "data_dir", None)
+    return Path(folder) if folder is not None else Path(events.path).parent
+
+
+def events_where(events: Any) -> str:
+    """What a line about the event log names: the store (HistoryEvents.where), else the file."""
+    where = getattr(events, "where", None)
+    return str(where) if where else str(events.path)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -256,7 +271,10 @@ def read_alert_states(folder: Path) -> list[AlertState]:
 class WatcherPresence:
     """A console's view of its fleet's watcher, looked at no more than every CHECK_S seconds."""
 
-    def __init__(self, data_dir: Path, nodes: Iterable[NodeSpec], *, check_s: float = CHECK_S) -> None:
+    def __init__(
+        self, data_dir: Path, nodes: Iterable[NodeSpec], *, check_s: float = CHECK_S, history: Any = None
+    ) -> None:
+        self.history = history  # the console's History: its store's watchers table (another machine's watcher)
         self.folder = watch_dir(data_dir, fleet_key(nodes))
         self.check_s = check_s
         self.watcher: WatcherInfo | None = None

@@ -249,3 +249,34 @@ async def test_a_node_down_rule_fires_from_the_tick_without_a_new_observation(tm
     assert down.message == "node down: n9: connection refused" and down.severity == "fail"
     fired = next(e for e in log.read() if e.kind == "alert.fired")
     assert fired.time - down.time >= 2.0
+
+
+def test_with_a_history_the_timeline_and_node_versions_go_to_its_store(tmp_path):
+    from console.core.baseline.diff import NodeVersions
+    from console.services.history import History
+
+    history = History(None, tmp_path / "data")
+    watch = HealthWatch(FleetTelemetry([]), events=history.events)
+    watch.partition_switched("n1", [0], "CPX", None)
+    watch.versions.observe(NodeVersions("n1", rocm="7.0.2"))
+    assert watch.versions.observe(NodeVersions("n1", rocm="7.1.0"))  # a change, seen in the store's record
+    assert [e.kind for e in history.open().events.read()] == ["partition.switched"]
+    assert history.versions_book().marked() == {"n1": watch.versions.marked()["n1"]}
+    assert not (tmp_path / "data" / "events.jsonl").exists() and not (tmp_path / "data" / "node-versions").exists()
+    history.close()
+
+
+def test_a_store_that_cannot_be_opened_keeps_events_and_versions_in_the_data_folder(tmp_path, caplog):
+    from console.core.baseline.diff import NodeVersions
+    from console.services.history import History
+
+    data = tmp_path / "data"
+    (data / "store.sqlite3").mkdir(parents=True)  # not a database: the store cannot be opened
+    history = History(None, data)
+    watch = HealthWatch(FleetTelemetry([]), events=history.events)
+    watch.partition_switched("n1", [0], "CPX", None)
+    watch.versions.observe(NodeVersions("n1", rocm="7.0.2"))
+    assert [e.kind for e in EventLog(data / "events.jsonl").read()] == ["partition.switched"]
+    assert (data / "node-versions").is_dir()
+    [said] = [r.getMessage() for r in caplog.records if r.name == "console.health"]
+    assert said.startswith(f"node versions: cannot open the store {data / 'store.sqlite3'}: it is not a file")

@@ -174,3 +174,56 @@ async def test_a_watcher_serves_metrics_while_it_runs_and_frees_the_port(sim_nod
         raise AssertionError("the port still answers after the watcher ended")
     except OSError:
         pass
+
+
+def _stored(name, *, preset, instance, created, tps):
+    from console.core.results.record import run_from_dict
+
+    context = {"node": "n1", "instance": instance, "bench_preset": preset}
+    doc = {"id": name, "created": created, "origin": "console", "context": context}
+    return run_from_dict({**doc, "metrics": {"output_throughput": tps}, "fingerprint": f"fp-{name}"})
+
+
+def test_with_a_history_the_newest_runs_come_from_the_store_and_only_new_ones_are_read(tmp_path):
+    from console.services.history import History
+    from console.services.metrics_export import StoreLatestRuns
+
+    history = History(None, tmp_path / "data")
+    for i in range(5):
+        history.runs.save(_stored(f"r{i}", preset="chat", instance="llama", created=100 + i, tps=100.0 + i))
+    history.runs.save(_stored("long", preset="long", instance="llama", created=50, tps=7.0))
+    (tmp_path / "data" / "results").mkdir()  # a results folder there is not read: the store is
+    now = [0.0]
+    runs = StoreLatestRuns(history, clock=lambda: now[0])
+    assert [(r.preset, r.output_tokens_per_second) for r in runs.rows()] == [("chat", 104.0), ("long", 7.0)]
+    assert runs.reads == 6
+    history.runs.save(_stored("r9", preset="chat", instance="llama", created=999, tps=999.0))
+    now[0] = 29.0
+    assert runs.rows()[0].output_tokens_per_second == 104.0  # within 30 s: the cached answer
+    now[0] = 30.0
+    assert runs.rows()[0].output_tokens_per_second == 999.0
+    assert runs.reads == 7  # the new run only
+    now[0] = 60.0
+    runs.rows()
+    assert runs.reads == 7  # nothing stored since: nothing read
+    history.delete_run("r9")
+    now[0] = 90.0
+    assert runs.rows()[0].output_tokens_per_second == 104.0  # a deleted run is gone
+    history.close()
+
+
+def test_instances_of_the_history_are_read_from_its_newest_instance_events(tmp_path):
+    from console.services.history import History
+
+    history = History(None, tmp_path / "data")
+    history.events.append([Event(float(t), "node.up", "n1") for t in range(1, 50)])
+    history.events.append(
+        [Event(60.0, "instance.started", "n1", instance="llama"), Event(60.0, "instance.ready", "n1", instance="llama")]
+    )
+    now = [0.0]
+    states = InstanceStates(history.events, clock=lambda: now[0])
+    assert states.current() == {("n1", "llama"): "ready"}  # two of one time: the later stored wins
+    history.events.append(Event(61.0, "instance.stopped", "n1", instance="llama"))
+    now[0] = 30.0
+    assert states.current() == {("n1", "llama"): "stopped"}
+    history.close()

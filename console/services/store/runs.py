@@ -251,6 +251,25 @@ class RunTable:
                 self.errors.append(str(exc))
         return out
 
+    def mark(self) -> tuple[int, int]:
+        """(the last sequence number, how many runs): changes whenever a run is stored or removed
+        (a reader that caches what it read asks this first, one indexed query)."""
+        row = self.db.one("SELECT MAX(seq), COUNT(*) FROM runs")
+        return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
+
+    def bench_presets(self) -> builtins.list[str]:
+        """Every benchmark preset some stored run names (its index, not the runs)."""
+        rows = self.db.rows("SELECT DISTINCT bench_preset FROM runs WHERE bench_preset IS NOT NULL")
+        return sorted(str(r[0]) for r in rows)
+
+    def stored_after(self, seq: int, limit: int = PAGE) -> tuple[builtins.list[StoredRun], int]:
+        """The runs stored after sequence number `seq`, in the order they were stored (at most
+        `limit`), and the sequence number to ask from next."""
+        self.errors = []
+        rows = self.db.rows("SELECT seq, id, doc FROM runs WHERE seq > ? ORDER BY seq LIMIT ?", (int(seq), int(limit)))
+        last = int(rows[-1][0]) if rows else int(seq)
+        return self._read_rows([(run_id, doc) for _, run_id, doc in rows]), last
+
     def fingerprints(self) -> dict[str, str]:
         """fingerprint -> id of every stored run with one."""
         rows = self.db.rows("SELECT fingerprint, id FROM runs WHERE fingerprint IS NOT NULL")
