@@ -13,6 +13,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.cli.common import (
     EXIT_BAD_INPUT,
@@ -22,6 +23,10 @@ from console.cli.common import (
     add_profile_options,
     load_selected_profile,
 )
+
+if TYPE_CHECKING:
+    from console.core.model import Profile
+    from console.services.history import History
 
 UNIT_NAME = "rocm-console-watch.service"
 
@@ -96,6 +101,21 @@ def _profile_files(args: argparse.Namespace) -> list[str]:
     return [str(Path(p).resolve()) for p in paths]
 
 
+def _history(profile: Profile) -> History:
+    """The watcher's store, opened now: its migration line, or why it cannot be opened (then
+    the events go to the data folder's file until it can, and the watch goes on), on stderr."""
+    from console.services.events import EVENTS_FILE
+    from console.services.history import History
+
+    def say(line: str) -> None:
+        print(f"rocm-console watch: {line}", file=sys.stderr, flush=True)
+
+    history = History.of(profile, say=say)
+    if history.try_open() is None:
+        say(f"{history.problem}; events go to {history.data_dir / EVENTS_FILE} until it can be opened")
+    return history
+
+
 def watch(args: argparse.Namespace) -> int:
     profile = load_selected_profile(args)
     files = _profile_files(args)
@@ -115,17 +135,19 @@ def watch(args: argparse.Namespace) -> int:
     if args.demo:
         demo_life.use_private_state()  # the demo's nodes keep their state in this watch's own folder
     _setup_logging()
-    from console.services.events import EventLog
     from console.services.watcher import Watcher, WatcherBusy, install_signals
 
-    watcher = Watcher(profile, settings, events=EventLog(), profile_files=(["--demo"] if args.demo else []) + files)
+    history = _history(profile)
+    watcher = Watcher(profile, settings, history=history, profile_files=(["--demo"] if args.demo else []) + files)
     try:
         watcher.lock()
     except WatcherBusy as exc:
         print(f"rocm-console: {exc}", file=sys.stderr)
+        history.close()
         return EXIT_BAD_INPUT
     except OSError as exc:
         print(f"rocm-console: {watcher.folder}: cannot lock: {exc.strerror or type(exc).__name__}", file=sys.stderr)
+        history.close()
         return EXIT_FAILED
 
     async def main() -> None:
@@ -147,6 +169,7 @@ def watch(args: argparse.Namespace) -> int:
             print(f"rocm-console watch: metrics on http://{address}:{args.metrics_port}/metrics", file=sys.stderr)
         asyncio.run(main())
     finally:
+        history.close()
         demo_life.stop_bound(token)
         if args.demo:
             demo_life.remove_private_state()  # after its processes: they write there until they end

@@ -77,12 +77,11 @@ _INSTANCE_EVENTS = {
 
 def _versions_book(history: History | None, data_dir: Path) -> VersionsBook:
     """The history's book (the store's table), else the data folder's files: a store that
-    cannot be opened loses no record (its next opening moves the files in)."""
+    cannot be opened loses no record (its next opening moves the files in). Not said here:
+    the face says the store's problem once (History.problem)."""
     if history is not None:
-        try:
+        with contextlib.suppress(StoreError):
             return history.versions_book()
-        except StoreError as exc:
-            log.warning("node versions: %s; kept in %s meanwhile", exc, data_dir / "node-versions")
     return VersionsBook(data_dir / "node-versions")
 
 

@@ -76,7 +76,12 @@ def events_data_dir(events: Any) -> Path:
 
 
 def events_where(events: Any) -> str:
-    """What a line about the event log names: the store (HistoryEvents.where), else the file."""
+    """What a line about the event log names: the store (HistoryEvents.where), its data
+    folder's file while the store cannot be opened, else the EventLog's file."""
+    if getattr(events, "unavailable", None):
+        from console.services.events import EVENTS_FILE
+
+        return str(events_data_dir(events) / EVENTS_FILE)
     where = getattr(events, "where", None)
     return str(where) if where else str(events.path)
 

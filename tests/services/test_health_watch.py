@@ -278,5 +278,4 @@ def test_a_store_that_cannot_be_opened_keeps_events_and_versions_in_the_data_fol
     watch.versions.observe(NodeVersions("n1", rocm="7.0.2"))
     assert [e.kind for e in EventLog(data / "events.jsonl").read()] == ["partition.switched"]
     assert (data / "node-versions").is_dir()
-    [said] = [r.getMessage() for r in caplog.records if r.name == "console.health"]
-    assert said.startswith(f"node versions: cannot open the store {data / 'store.sqlite3'}: it is not a file")
+    assert not [r for r in caplog.records if r.name == "console.health"]  # the face says the store's problem
