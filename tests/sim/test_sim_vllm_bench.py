@@ -960,3 +960,57 @@ def test_goodput_flag_and_the_consoles_count_agree(procs, server, tmp_path):
     assert mine is not None and mine.source == "per-request"
     assert mine.good_rps == pytest.approx(result["request_goodput"])
     assert mine.goodput_pct == 100.0
+
+
+def test_a_cache_salt_keeps_earlier_runs_blocks_from_matching(procs, server, tmp_path):
+    """vLLM hashes a request's cache_salt into its first block: the same prompts under a fresh
+    salt (`--extra-body`, the console's cold start) miss what an earlier run cached, as after a
+    reset, while the run's own repeats still hit; the same salt again finds them all."""
+    srv = server()
+    _, first, _ = _bench_run(procs, srv, tmp_path, "one", *PREFIX_ARGS)
+    salt = ("--extra-body", '{"cache_salt":"0a1b2c"}')
+    _, salted, _ = _bench_run(procs, srv, tmp_path, "salted", *PREFIX_ARGS, *salt)
+    assert salted.hit_pct == pytest.approx(first.hit_pct)  # as cold as the first time, not 95+ %
+    _, again, _ = _bench_run(procs, srv, tmp_path, "again", *PREFIX_ARGS, *salt)
+    assert again.hit_pct >= 95.0
+
+
+def _post_json(url, path, body):
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310 (127.0.0.1)
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_bad_cache_salt_is_vllms_400(procs, server):
+    srv = server()
+    status, body = _post_json(srv.url, "/v1/completions", {"prompt": "hi there", "max_tokens": 2, "cache_salt": "a/b"})
+    assert status == 400 and "'cache_salt' must be at most 128 characters" in body["error"]["message"]
+    status, body = _post_json(srv.url, "/v1/completions", {"prompt": "hi", "max_tokens": 2, "cache_salt": ""})
+    assert status == 400 and "must be a non-empty string" in body["error"]["message"]
+
+
+def test_a_conversations_next_turn_hits_on_its_history(procs, server):
+    """Multi-turn chat (GuideLLM's and AIPerf's turns): each turn carries the conversation so far,
+    and the simulated server finds that history in its prefix cache, as vLLM does."""
+    srv = server()
+    history = [{"role": "user", "content": " ".join(f"w{i}" for i in range(400))}]
+    hits = []
+    for turn in range(3):
+        before = _metrics(srv.url)
+        status, body = _post_json(srv.url, "/v1/chat/completions", {"messages": history, "max_tokens": 4})
+        assert status == 200, body
+        from console.core.bench.prefix_cache import prefix_cache_window
+
+        hits.append(prefix_cache_window(before, _metrics(srv.url)).hits)
+        reply = body["choices"][0]["message"]["content"]
+        history = [*history, {"role": "assistant", "content": reply}, {"role": "user", "content": f"and then {turn}"}]
+    assert hits[0] == 0  # a new conversation: nothing cached
+    assert hits[1] >= 384 and hits[2] > hits[1]  # the 400-word first turn, then more of the history

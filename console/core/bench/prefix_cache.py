@@ -9,23 +9,30 @@ of queries between a scrape just before and one just after it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from console.core.bench import histograms as h
+from console.core.serve.rules import parse_version
 
 __all__ = [
     "COLD_DATASETS",
+    "COLD_START_DONE",
     "COLD_HIT_WARN_PCT",
     "COLD_START_MODES",
     "PREFIX_HITS",
     "PREFIX_QUERIES",
+    "ColdStart",
     "PrefixCacheWindow",
+    "cold_start_plan",
     "cold_warning",
+    "combined_window",
     "is_cold",
     "prefix_cache_json",
     "prefix_cache_window",
+    "salted_args",
     "warning_of",
 ]
 
@@ -37,6 +44,13 @@ PREFIX_HITS = ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits")
 COLD_HIT_WARN_PCT = 10.0
 COLD_DATASETS = ("random", "random-mm", "random-rerank")  # cold unless a preset says otherwise
 COLD_START_MODES = ("reset",)
+# What a cold start did (StoredRun.prefix_cache's cold_start_done): the server emptied its cache;
+# every request carried a fresh cache_salt; a fresh seed (random prompts no earlier run sent);
+# nothing could be done (the note says why).
+COLD_START_DONE = ("reset", "salt", "fresh-seed", "none")
+# vLLM keys its prefix cache by a request's cache_salt too (V1, 0.9+), and `vllm bench serve`
+# sends --extra-body with each request; the floor is the oldest release known to have both here.
+SALT_SINCE = (0, 11, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +93,94 @@ def prefix_cache_window(before: Iterable | None, after: Iterable) -> PrefixCache
     return PrefixCacheWindow(queries=dq, hits=dh, metric=queries[0])
 
 
+def combined_window(windows: Sequence[PrefixCacheWindow | None]) -> PrefixCacheWindow | None:
+    """Several servers' windows over one run (a replica group) as one: the queries and hits add
+    up; None when any server's is unknown (a share of the group must count every replica)."""
+    if not windows or any(w is None for w in windows):
+        return None
+    known = [w for w in windows if w is not None]
+    return PrefixCacheWindow(
+        queries=math.fsum(w.queries for w in known), hits=math.fsum(w.hits for w in known), metric=known[0].metric
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ColdStart:
+    """What a preset's cold start does when the reset was (not) done: `done` as stored, the note
+    saying why, and what changes in the run: a fresh seed, or extra_args carrying a cache salt."""
+
+    done: str
+    note: str
+    seed: int | None = None
+    extra_args: tuple[str, ...] | None = None
+
+
+def salted_args(extra_args: Sequence[str], salt: str) -> tuple[str, ...] | None:
+    """extra_args with `--extra-body` carrying `cache_salt` (merged into a body the preset already
+    sends); None when the preset's own --extra-body is not a JSON object (it is left as it is)."""
+    args = list(extra_args)
+    for i, arg in enumerate(args):
+        value: str | None = None
+        if arg == "--extra-body" and i + 1 < len(args):
+            value, span = args[i + 1], (i, i + 2)
+        elif arg.startswith("--extra-body="):
+            value, span = arg.split("=", 1)[1], (i, i + 1)
+        if value is None:
+            continue
+        try:
+            body = json.loads(value)
+        except ValueError:
+            return None
+        if not isinstance(body, dict):
+            return None
+        merged = json.dumps({**body, "cache_salt": salt}, separators=(",", ":"))
+        return (*args[: span[0]], "--extra-body", merged, *args[span[1] :])
+    return (*args, "--extra-body", json.dumps({"cache_salt": salt}, separators=(",", ":")))
+
+
+def cold_start_plan(
+    *,
+    reset: tuple[bool, str],
+    client: str,
+    dataset: str | None,
+    extra_args: Sequence[str],
+    versions: Sequence[str | None],
+    seed: int,
+    salt: str,
+) -> ColdStart:
+    """The cold start a run gets: the server's reset where it answered yes; else a fresh
+    cache_salt on every request (vLLM's `vllm bench serve` against vLLM 0.11+: nothing cached
+    before the run can match, as after a reset; the run's own repeats still hit, which is what
+    prefix-heavy measures); else, for random prompts, a fresh seed (each request's prompt is
+    random tokens no earlier run sent: a fresh prefix per request); else nothing, and why.
+    reset: (done, what the server said); versions: every target server's vLLM version."""
+    done, said = reset
+    if done:
+        return ColdStart("reset", said)
+    parsed = [parse_version(v) for v in versions]
+    if client == "vllm-bench" and parsed and all(v is not None and v >= SALT_SINCE for v in parsed):
+        salted = salted_args(extra_args, salt)
+        if salted is not None:
+            return ColdStart(
+                "salt",
+                f"{said}; every request carried a fresh cache_salt ({salt}): nothing cached before the run could match",
+                extra_args=salted,
+            )
+    if (dataset or "") in COLD_DATASETS:
+        return ColdStart(
+            "fresh-seed", f"{said}; ran with a fresh seed {seed}: random prompts no earlier run sent", seed=seed
+        )
+    why = (
+        "the client cannot salt its requests"
+        if client != "vllm-bench"
+        else "cache_salt needs vllm bench serve and vLLM 0.11+ on every server"
+    )
+    return ColdStart(
+        "none",
+        f"{said}; {why}, and a fresh seed does not make {dataset} prompts new: not cold, the hit share says how warm",
+    )
+
+
 def is_cold(dataset: str | None, cold: bool | None) -> bool:
     """Whether a workload is meant to be cold: the preset's word, else random datasets are."""
     if cold is not None:
@@ -103,7 +205,7 @@ def prefix_cache_json(
 ) -> dict:
     """What a stored run keeps (StoredRun.prefix_cache): the counts, the share, whether the
     workload was meant to be cold, the warning, and the cold start asked for and done
-    ("reset": the server emptied its cache; "fresh-seed": prompts no earlier run sent)."""
+    (COLD_START_DONE: "reset", "salt", "fresh-seed" or "none")."""
     pct = window.hit_pct if window is not None else None
     return {
         "hit_pct": pct,

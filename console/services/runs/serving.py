@@ -19,8 +19,9 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,14 @@ from console.core.bench.clients import OUTSIDE, as_vllm_text, client_of_argv, pr
 from console.core.bench.context_fit import context_refusal
 from console.core.bench.goodput import goodput_json, goodput_of, slo_of
 from console.core.bench.output import BenchError, BenchProgress, BenchResultBlock, BenchStreamParser, SetupLine
-from console.core.bench.prefix_cache import PrefixCacheWindow, is_cold, prefix_cache_json, prefix_cache_window
+from console.core.bench.prefix_cache import (
+    ColdStart,
+    PrefixCacheWindow,
+    cold_start_plan,
+    is_cold,
+    prefix_cache_json,
+    prefix_cache_window,
+)
 from console.core.bench.result import BenchResult, load_result_file
 from console.core.bench.run_telemetry import RunTelemetry
 from console.core.bench.spec_decode import SpecDecodeWindow, spec_decode_window, with_spec_decode
@@ -309,18 +317,16 @@ def prefix_window_of(before: tuple[float, str] | None, after: tuple[float, str] 
         return None
 
 
-def measured(
-    outcome: RunOutcome, preset: BenchPreset, cold_start_done: str | None = None, note: str | None = None
-) -> RunOutcome:
+def measured(outcome: RunOutcome, preset: BenchPreset, cold_start: ColdStart | None = None) -> RunOutcome:
     """The outcome with its prefix-cache share (and the cold warning) and its goodput against the
-    preset's SLO, as stored (issue B2)."""
+    preset's SLO, as stored (issue B2); cold_start: what the preset's cold start did."""
     cold = is_cold(preset.dataset, preset.cold)
     prefix = prefix_cache_json(
         outcome.prefix_window,
         cold=cold,
         cold_start=preset.cold_start,
-        cold_start_done=cold_start_done,
-        cold_start_note=note,
+        cold_start_done=cold_start.done if cold_start is not None else None,
+        cold_start_note=cold_start.note if cold_start is not None else None,
     )
     slo = slo_of(preset)
     return dataclasses.replace(outcome, prefix_cache=prefix, goodput=goodput_json(slo, goodput_of(outcome.result, slo)))
@@ -496,24 +502,35 @@ class BenchRunner(run_api.KindRunner):
                     reader.server_after = (time.time(), after)
                 await forward.close()
 
-    async def cold_start(self, node: NodeSpec, port: int) -> tuple[int | None, str, str]:
-        """A preset's cold start: vLLM's prefix-cache reset where the server allows it, else a fresh
-        seed (prompts no earlier run sent, so only the workload's own repeats can hit).
-        Returns (the fresh seed or None, what was done: "reset" | "fresh-seed", why)."""
-        done, said = False, "no forward to the instance"
+    async def reset_cache(self, node: NodeSpec, port: int) -> tuple[bool, str]:
+        """POST /reset_prefix_cache to an instance through a forward: (done, what it said)."""
         try:
             forward = await self.pool.get(node).forward_port(port)
         except TransportError:
-            forward = None
-        if forward is not None:
-            try:
-                done, said = await reset_prefix_cache(f"http://127.0.0.1:{forward.local_port}")
-            finally:
-                await forward.close()
-        if done:
-            return None, "reset", said
-        seed = secrets.randbelow(1 << 31)
-        return seed, "fresh-seed", f"{said}; ran with a fresh seed {seed}"
+            return False, "no forward to the instance"
+        try:
+            return await reset_prefix_cache(f"http://127.0.0.1:{forward.local_port}")
+        finally:
+            await forward.close()
+
+    async def cold_start(self, targets: Sequence[tuple[NodeSpec, InstanceView]], preset: BenchPreset) -> ColdStart:
+        """A preset's cold start on every server a run drives: vLLM's prefix-cache reset where each
+        allows it, else a fresh cache_salt, a fresh seed (random prompts) or nothing, and why
+        (prefix_cache.cold_start_plan)."""
+        answers = [await self.reset_cache(node, view.port) for node, view in targets if view.port]
+        done = bool(answers) and all(ok for ok, _ in answers)
+        said = next((text for ok, text in answers if not ok), answers[0][1] if answers else "no port to reach")
+        if len(answers) > 1 and done:
+            said = f"{len(answers)} servers emptied their prefix caches"
+        return cold_start_plan(
+            reset=(done, said),
+            client=preset.client,
+            dataset=preset.dataset,
+            extra_args=preset.extra_args,
+            versions=[view.version for _node, view in targets],
+            seed=secrets.randbelow(1 << 31),
+            salt=secrets.token_hex(8),
+        )
 
     async def scrape(self, node: NodeSpec, port: int) -> tuple[float, str] | None:
         """(time, the instance's /metrics text) through a forward; None when it cannot be had."""
@@ -589,11 +606,17 @@ class BenchRunner(run_api.KindRunner):
     ) -> RunOutcome:
         """start() and follow(), the instance's /metrics polled meanwhile (and scraped just
         before and after: the client check, the prefix-cache share), its GPUs' telemetry recorded."""
-        done = note = None
-        if apply_bench_overrides(preset, overrides or {}).cold_start == "reset" and instance.port:
-            seed, done, note = await self.cold_start(node, instance.port)
-            if seed is not None:  # an override, so the stored title says the seed changed
-                overrides = {**(overrides or {}), "seed": str(seed)}
+        base = preset
+        overrides = dict(overrides or {})
+        plan = None
+        if apply_bench_overrides(base, overrides).cold_start == "reset" and instance.port:
+            plan = await self.cold_start([(node, instance)], apply_bench_overrides(base, overrides))
+            if plan.seed is not None:  # an override, so the stored title says the seed changed
+                overrides["seed"] = str(plan.seed)
+            if plan.extra_args is not None and "extra_args" in overrides:  # the user's args, salted
+                overrides["extra_args"] = shlex.join(plan.extra_args)
+            elif plan.extra_args is not None:  # the salt alone: not a setting the title names
+                preset = dataclasses.replace(base, extra_args=plan.extra_args)
         before = await self.scrape(node, instance.port) if instance.port else None
         name, argv = await self.start(
             node, instance, preset, overrides=overrides, max_concurrency=max_concurrency, extra_env=extra_env
@@ -602,8 +625,8 @@ class BenchRunner(run_api.KindRunner):
             on_event(BenchStarted(name, node.name, tuple(redact(list(argv))), max_concurrency))
         outcome = await self.follow(node, instance, name, on_event=on_event, argv=argv, server_before=before)
         outcome = await outside.with_records(self.node_runs, node, outcome)  # AIPerf's per-request file (B2)
-        outcome = measured(outcome, apply_bench_overrides(preset, overrides or {}), done, note)
-        changes = preset_changes(preset, apply_bench_overrides(preset, overrides or {}))  # start() checked them
+        outcome = measured(outcome, apply_bench_overrides(base, overrides), plan)
+        changes = preset_changes(base, apply_bench_overrides(base, overrides))  # start() checked them
         return dataclasses.replace(outcome, overrides=changes) if changes else outcome
 
     async def runs(self, node: NodeSpec) -> list[dict]:
@@ -663,8 +686,13 @@ def check_lines(outcome: RunOutcome) -> list[str]:
 
 def workload_lines(outcome: RunOutcome) -> list[str]:
     """Goodput against the SLO, the prefix-cache share and its warning (issue B2), one line each."""
+    return workload_lines_of(outcome.goodput, outcome.prefix_cache)
+
+
+def workload_lines_of(goodput: Mapping | None, prefix_cache: Mapping | None) -> list[str]:
+    """workload_lines from a stored goodput and prefix_cache object (a run's, or a group's)."""
     out = []
-    g = outcome.goodput
+    g = goodput
     if g:
         pct, rps = g.get("goodput_pct"), g.get("good_rps")
         slo = ", ".join(f"{k.removesuffix('_ms')} ≤ {v:g} ms" for k, v in (g.get("slo") or {}).items())
@@ -672,7 +700,7 @@ def workload_lines(outcome: RunOutcome) -> list[str]:
             out.append(f"goodput: not counted (no per-request figures) · SLO {slo}")
         else:
             out.append(f"goodput {pct:.1f}% of requests · {rps or 0:.2f} good req/s · SLO {slo}")
-    p = outcome.prefix_cache
+    p = prefix_cache
     if p:
         pct = p.get("hit_pct")
         cached = "not counted" if pct is None else f"{pct:.1f}% of prompt tokens"

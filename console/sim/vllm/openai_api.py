@@ -10,7 +10,7 @@ import zlib
 from .constants import FINGERPRINT, VERSION
 from .engine import Request
 from .http_server import HttpServer, dumps
-from .prefix_cache import block_keys, prompt_units
+from .prefix_cache import block_keys, check_salt, prompt_units
 
 METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 HTTP_ROUTES = {
@@ -171,6 +171,9 @@ class OpenAIServer(HttpServer):
             max_tokens = data.get("max_tokens", 16)
             if max_tokens is None:
                 max_tokens = 16
+        salt_error = check_salt(data.get("cache_salt"))
+        if salt_error is not None:
+            raise BadRequest(salt_error, param="cache_salt")
         n = data.get("n", 1)
         if n not in (1, None):
             raise BadRequest("n > 1 is not simulated by rocm-console's vLLM simulator.")
@@ -200,7 +203,7 @@ class OpenAIServer(HttpServer):
         options = data.get("stream_options") or {}
         req = Request(chat, prompt_tokens, max_tokens, target, finish, stream, seed, asyncio.get_event_loop())
         units = json.dumps(data.get("messages"), sort_keys=True).split() if chat else prompt_units(data.get("prompt"))
-        req.prefix_keys = block_keys(units, sim.engine.block_size)
+        req.prefix_keys = block_keys(units, sim.engine.block_size, data.get("cache_salt"))
         sim.engine.submit(req)
         if stream:
             return await self._stream(

@@ -5,22 +5,37 @@ previous key and its tokens, so a block only matches after the same whole prefix
 finished prefill computed are kept (least recently used dropped first, at most the KV cache's
 block count); the next request sharing them skips their prefill: a lower TTFT, and hits in
 /metrics (vllm:prefix_cache_hits). POST /reset_prefix_cache (VLLM_SERVER_DEV_MODE=1) empties it.
+A chat request's units are its messages as JSON words: a conversation's next turn, which carries
+the earlier turns, finds their blocks (a multi-turn conversation hits on its history).
 """
 
 import collections
 import hashlib
 
 
-def block_keys(tokens, block_size):
-    """The chained keys of a token list's full blocks (the partial last block is never cached)."""
+def block_keys(tokens, block_size, salt=None):
+    """The chained keys of a token list's full blocks (the partial last block is never cached).
+    A request's cache_salt is hashed into its first block, as vLLM does, so every later block
+    differs too: a prompt only matches blocks computed under the same salt."""
     keys = []
-    parent = b""
+    parent = b"salt\x1f" + salt.encode("utf-8") if salt else b""
     for start in range(0, len(tokens) - len(tokens) % block_size, block_size):
         digest = hashlib.sha256(parent)
         digest.update("\x1f".join(str(t) for t in tokens[start : start + block_size]).encode("utf-8"))
         parent = digest.digest()
         keys.append(parent)
     return keys
+
+
+def check_salt(salt):
+    """vLLM's validate_cache_salt: None, or its one-line error (a 400)."""
+    if salt is None:
+        return None
+    if not isinstance(salt, str) or not salt:
+        return "Parameter 'cache_salt' must be a non-empty string if provided."
+    if len(salt) > 128 or any(c in salt for c in "@/\\\x00"):
+        return "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or NUL."
+    return None
 
 
 def prompt_units(prompt):

@@ -72,3 +72,59 @@ def test_warning_rule():
     assert warning_of(stored) == stored["warning"]
     assert warning_of({"hit_pct": "x", "cold": True}) is None and warning_of(None) is None
     assert warning_of({"hit_pct": float("nan"), "cold": True}) is None
+
+
+# ---------------------------------------------------------------- a cold start's fallbacks
+
+
+def _plan(ok=False, client="vllm-bench", dataset="sharegpt", versions=("0.32.0",), extra=()):
+    from console.core.bench.prefix_cache import cold_start_plan
+
+    said = "the server emptied its prefix cache" if ok else "the server has no /reset_prefix_cache"
+    return cold_start_plan(
+        reset=(ok, said), client=client, dataset=dataset, extra_args=extra, versions=versions, seed=77, salt="s4lt"
+    )
+
+
+def test_a_refused_reset_salts_every_request_where_vllm_can():
+    """vLLM 0.11+ with its own client: a fresh cache_salt on every request (any dataset, the
+    prompts and seed unchanged); the note says why the reset was not done and what was."""
+    assert _plan(ok=True).done == "reset" and _plan(ok=True).extra_args is None
+    salted = _plan()
+    assert salted.done == "salt" and salted.seed is None
+    assert salted.extra_args == ("--extra-body", '{"cache_salt":"s4lt"}')
+    assert "no /reset_prefix_cache" in salted.note and "cache_salt" in salted.note
+    # a body the preset already sends keeps its keys, the salt added
+    merged = _plan(extra=("--ignore-eos", "--extra-body", '{"top_k": 5}'))
+    assert merged.extra_args == ("--ignore-eos", "--extra-body", '{"top_k":5,"cache_salt":"s4lt"}')
+
+
+def test_without_a_salt_random_prompts_get_a_fresh_seed_and_others_nothing():
+    """An old vLLM, the legacy script or an outside client cannot salt: random prompts get a
+    fresh seed (a fresh prefix per request); a dataset of fixed texts gets nothing, and says so
+    rather than claim a cold start a new seed would not give."""
+    for kwargs in (
+        {"versions": ("0.10.2",)},
+        {"versions": (None,)},
+        {"client": "aiperf"},
+        {"client": "benchmark_serving"},
+    ):
+        random_run = _plan(dataset="random", **kwargs)
+        assert (random_run.done, random_run.seed, random_run.extra_args) == ("fresh-seed", 77, None), kwargs
+        fixed = _plan(dataset="sharegpt", **kwargs)
+        assert fixed.done == "none" and fixed.seed is None and fixed.extra_args is None
+        assert "sharegpt prompts" in fixed.note and "not cold" in fixed.note
+    # one replica of a group on an old vLLM: no salt for the group
+    assert _plan(versions=("0.32.0", "0.9.1")).done == "none"
+    # a preset's own --extra-body that is not a JSON object is left alone
+    assert _plan(extra=("--extra-body", "[1]")).done == "none"
+
+
+def test_a_groups_windows_add_up_and_an_unknown_replica_leaves_it_unknown():
+    from console.core.bench.prefix_cache import combined_window
+
+    a = prefix_cache_window(scrape(0, 0), scrape(100, 90))
+    b = prefix_cache_window(scrape(0, 0), scrape(300, 10))
+    both = combined_window([a, b])
+    assert both is not None and (both.queries, both.hits) == (400, 100) and both.hit_pct == pytest.approx(25.0)
+    assert combined_window([a, None]) is None and combined_window([]) is None
