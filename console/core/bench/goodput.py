@@ -21,6 +21,7 @@ __all__ = [
     "SLO_KEYS",
     "Goodput",
     "Slo",
+    "combined_goodput",
     "goodput_json",
     "goodput_of",
     "slo_of",
@@ -170,6 +171,24 @@ def goodput_of(result: BenchResult | None, slo: Slo | None) -> Goodput | None:
         goodput_pct=min(100.0, pct) if pct is not None else None,
         good_rps=rate,
         source="client",
+    )
+
+
+def combined_goodput(parts: Sequence[Goodput | None], duration: float | None) -> Goodput | None:
+    """A replica group's goodput from its clients' (each counted from its own per-request data):
+    good requests and requests add up, good_rps is over the longest client's duration. None
+    when any client's is unknown or only a rate (the group's share must count every request)."""
+    if not parts or any(p is None or p.good is None for p in parts):
+        return None
+    known = [p for p in parts if p is not None]
+    good = sum(p.good or 0 for p in known)
+    total = sum(p.total for p in known)
+    return Goodput(
+        good=good,
+        total=total,
+        goodput_pct=100.0 * good / total if total else None,
+        good_rps=good / duration if duration and duration > 0 else None,
+        source="per-request",
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from console.core.experiment.spec import Budget, Experiment, ExperimentState, plan_points
+from console.core.text import printable
 
 __all__ = ["BudgetWinner", "ExperimentReport", "ReportRow", "build_report"]
 
@@ -42,6 +43,8 @@ class ReportRow:
     throttled_pct: float | None = None
     client_bound: bool | None = None
     goodput_pct: float | None = None  # issue B2: requests within the preset's SLO (None: no SLO)
+    prefix_cache_hit_pct: float | None = None  # prompt tokens from the prefix cache (None: not counted)
+    prefix_cache_warning: str | None = None  # meant cold, but served from the cache
 
     @property
     def tok_s_per_node(self) -> float:
@@ -104,6 +107,8 @@ class ExperimentReport:
         "throttled_pct",
         "client_bound",
         "energy_pareto",
+        "goodput_pct",
+        "prefix_cache_hit_pct",
     )
 
     def to_csv(self) -> str:
@@ -137,6 +142,8 @@ class ExperimentReport:
                     "" if r.throttled_pct is None else f"{r.throttled_pct:.1f}",
                     "" if r.client_bound is None else ("true" if r.client_bound else "false"),
                     "yes" if r.point in energy_front else "",
+                    _pct(r.goodput_pct),
+                    _pct(r.prefix_cache_hit_pct),
                 ]
             )
         return out.getvalue()
@@ -186,15 +193,20 @@ class ExperimentReport:
         lines += [
             "## Pareto front (tok/s per node vs p99 TTFT)",
             "",
-            "| layout | load | tok/s per node | tokens/J | p99 TTFT ms | throttled % |",
-            "|---|---|---|---|---|---|",
+            "| layout | load | tok/s per node | goodput % | tokens/J | p99 TTFT ms | throttled % |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in self.pareto:
             lines.append(
-                f"| {r.layout} | {r.load_kind} {_g(r.load)} | {r.tok_s_per_node:.1f} | {_tpj(r)} | "
+                f"| {r.layout} | {r.load_kind} {_g(r.load)} | {r.tok_s_per_node:.1f} | {_pct(r.goodput_pct)} | {_tpj(r)} | "
                 f"{_cell(r.ms('ttft', 'p99'))} | {_pct(r.throttled_pct)} |"
             )
         lines.append("")
+        warned = [r for r in self.rows if r.prefix_cache_warning]
+        for r in warned:  # a point meant cold that the cache served (issue B2)
+            lines.append(f"WARNING: {r.layout} at {r.load_kind} {_g(r.load)}: {r.prefix_cache_warning}")
+        if warned:
+            lines.append("")
         if self.energy_pareto:
             lines += [
                 "## Energy front (tok/s per node vs output tokens per joule)",
@@ -231,12 +243,12 @@ class ExperimentReport:
                     lines += ["Not measured yet.", ""]
                 continue
             lines += [
-                "| load | tok/s | tok/s per node | req/s | goodput % | median TTFT | p99 TTFT | median ITL | p99 ITL | p99 E2EL | failed | tokens/J | throttled % | client |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+                "| load | tok/s | tok/s per node | req/s | goodput % | cached % | median TTFT | p99 TTFT | median ITL | p99 ITL | p99 E2EL | failed | tokens/J | throttled % | client |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             for r in curve:
                 lines.append(
-                    f"| {r.load_kind} {_g(r.load)} | {r.output_tok_s:.1f} | {r.tok_s_per_node:.1f} | {r.request_s:.2f} | {_pct(r.goodput_pct)} | "
+                    f"| {r.load_kind} {_g(r.load)} | {r.output_tok_s:.1f} | {r.tok_s_per_node:.1f} | {r.request_s:.2f} | {_pct(r.goodput_pct)} | {_pct(r.prefix_cache_hit_pct)} | "
                     f"{_cell(r.ms('ttft', 'median'))} | {_cell(r.ms('ttft', 'p99'))} | {_cell(r.ms('itl', 'median'))} | "
                     f"{_cell(r.ms('itl', 'p99'))} | {_cell(r.ms('e2el', 'p99'))} | {r.failed} | {_tpj(r)} | "
                     f"{_pct(r.throttled_pct)} | {'client-bound' if r.client_bound else ''} |"
@@ -318,6 +330,10 @@ def _row(point, summary: Mapping[str, object]) -> ReportRow:
         avg_power_w=_opt(summary, "avg_power_w"),
         throttled_pct=_opt(summary, "throttled_pct"),
         goodput_pct=_opt(summary, "goodput_pct"),
+        prefix_cache_hit_pct=_opt(summary, "prefix_cache_hit_pct"),
+        prefix_cache_warning=printable(str(summary["prefix_cache_warning"]))  # from the state file
+        if summary.get("prefix_cache_warning")
+        else None,
         client_bound=summary.get("client_bound") if isinstance(summary.get("client_bound"), bool) else None,  # type: ignore[arg-type]
     )
 

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from console.core.bench import client_check as cc
 from console.core.bench.argv import apply_bench_overrides
+from console.core.bench.goodput import combined_goodput, goodput_json, goodput_of, slo_of
 from console.core.bench.group_result import GroupResult, GroupResultError, merge_results
+from console.core.bench.prefix_cache import ColdStart, PrefixCacheWindow, combined_window, is_cold, prefix_cache_json
 from console.core.bench.result import BenchResult
 from console.core.bench.run_telemetry import Episode, RunTelemetry, summarize
 from console.core.experiment.spec import split_evenly
@@ -43,6 +45,9 @@ from console.services.runs.serving import (
     RunOutcome,
     client_check_of,
     client_target,
+    measured,
+    prefix_window_of,
+    workload_lines_of,
 )
 from console.services.transports import TransportPool
 from console.transport.base import TransportError
@@ -93,6 +98,10 @@ class GroupBenchOutcome:
     client_checks: tuple[cc.ClientCheck | None, ...] = ()
     # The preset fields an override (or --concurrency/--rate/--num-prompts) changed: the title names them.
     overrides: Mapping = dataclasses.field(default_factory=dict)
+    # Issue B2: the group's prefix-cache share (every replica's counters added up) and its goodput
+    # (every client's requests counted against the SLO), as a single run's (serving.measured).
+    prefix_cache: Mapping | None = None
+    goodput: Mapping | None = None
 
     @property
     def client_bound(self) -> bool | None:
@@ -261,10 +270,18 @@ class GroupBenchRunner:
         ready = [v for v in group.replicas if v.state == InstanceState.READY and v.node in by_name]
         if not ready:
             raise BenchRunError(f"group {group.name}: no replica is ready ({group.summary()})")
+        if url and not url.startswith(("http://", "https://")):
+            raise BenchRunError(f"--url {url!r}: expected http://HOST:PORT")
+        plan = None
+        if preset.cold_start == "reset":  # every server the load reaches (behind a URL: every ready one)
+            plan = await self.runner.cold_start([(by_name[v.node], v) for v in ready], preset)
+            if plan.seed is not None:  # each replica's seed follows from it (split_load)
+                preset = dataclasses.replace(preset, seed=plan.seed)
+                changes["seed"] = plan.seed
+            if plan.extra_args is not None:
+                preset = dataclasses.replace(preset, extra_args=plan.extra_args)
         targets: list[InstanceView]
         if url:
-            if not url.startswith(("http://", "https://")):
-                raise BenchRunError(f"--url {url!r}: expected http://HOST:PORT")
             targets = [ready[0]]
             loads = [
                 ReplicaLoad(
@@ -325,8 +342,11 @@ class GroupBenchRunner:
             raise failure
         order = {v.name: i for i, v in enumerate(targets)}
         started.sort(key=lambda s: order[s[1].name])
-        try:  # the servers' side of the client check, while the clients are still held
-            befores = await self._scrape_all(by_name, [v for _n, v, _l, _nm, _a in started]) if not url else []
+        # The servers' /metrics while the clients are still held, and after: each client's check
+        # against its replica, and the prefix cache of every replica the load reached.
+        watched = [v for _n, v, _l, _nm, _a in started] if not url else ready
+        try:
+            befores = await self._scrape_all(by_name, watched)
         except BaseException:
             await self._cancel_all(started)
             raise
@@ -338,13 +358,15 @@ class GroupBenchRunner:
                 )
             outcome = await self._drive(by_name, group, started, go_files, url, on_event, loads)
         telemetry = merge_records([r for r in (rec.record() for rec in recorders) if r is not None])
+        try:
+            afters = await self._scrape_all(by_name, watched)
+        except (TransportError, OSError):
+            afters = [None] * len(befores)
         checks: tuple[cc.ClientCheck | None, ...] = ()
-        if befores:
-            try:
-                afters = await self._scrape_all(by_name, [v for _n, v, _l, _nm, _a in started])
-            except (TransportError, OSError):
-                afters = [None] * len(befores)
+        if not url:
             checks = tuple(client_check_of(o.result, b, a) for o, b, a in zip(outcome.outcomes, befores, afters))
+        windows = [prefix_window_of(b, a) for b, a in zip(befores, afters)]
+        outcome = measured_group(outcome, preset, windows, plan)
         return dataclasses.replace(outcome, telemetry=telemetry, client_checks=checks, overrides=changes)
 
     def _recorders(self, targets: Sequence[InstanceView]) -> list[run_telemetry.RunTelemetryRecorder]:
@@ -425,6 +447,34 @@ class GroupBenchRunner:
         )
 
 
+def measured_group(
+    outcome: GroupBenchOutcome,
+    preset: BenchPreset,
+    windows: Sequence[PrefixCacheWindow | None],
+    cold_start: ColdStart | None = None,
+) -> GroupBenchOutcome:
+    """The group's outcome with each client's prefix-cache share and goodput (its own replica's
+    counters, its own requests: serving.measured), and the group's: the counters of every replica
+    the load reached added up, the good requests of every client over all of them (issue B2).
+    windows: one per replica scraped (behind a URL, every ready replica: no client has its own)."""
+    per_client = outcome.url is None and len(windows) == len(outcome.outcomes)
+    outcomes = tuple(
+        measured(dataclasses.replace(o, prefix_window=windows[i] if per_client else None), preset, cold_start)
+        for i, o in enumerate(outcome.outcomes)
+    )
+    slo = slo_of(preset)
+    duration = outcome.result.duration if outcome.result is not None else None
+    good = combined_goodput([goodput_of(o.result, slo) for o in outcomes], duration) if slo is not None else None
+    prefix = prefix_cache_json(
+        combined_window(windows),
+        cold=is_cold(preset.dataset, preset.cold),
+        cold_start=preset.cold_start,
+        cold_start_done=cold_start.done if cold_start is not None else None,
+        cold_start_note=cold_start.note if cold_start is not None else None,
+    )
+    return dataclasses.replace(outcome, outcomes=outcomes, prefix_cache=prefix, goodput=goodput_json(slo, good))
+
+
 def merge_records(records: Sequence[RunTelemetry]) -> RunTelemetry | None:
     """Several nodes' records as one (times from the earliest start)."""
     if not records:
@@ -466,6 +516,11 @@ def summary_of(outcome: GroupBenchOutcome, *, nodes: int | None = None) -> dict:
     doc: dict = dict(outcome.result.as_result_json()) if outcome.result else {}
     doc.update(energy_summary(outcome))
     doc["nodes"] = nodes if nodes is not None else len({load.node for load in outcome.loads})
+    # issue B2: beside the throughput in the experiment's report (None: no SLO / not counted)
+    doc["goodput_pct"] = (outcome.goodput or {}).get("goodput_pct")
+    doc["good_rps"] = (outcome.goodput or {}).get("good_rps")
+    doc["prefix_cache_hit_pct"] = (outcome.prefix_cache or {}).get("hit_pct")
+    doc["prefix_cache_warning"] = (outcome.prefix_cache or {}).get("warning")
     doc["ok"] = outcome.ok
     if outcome.reason:
         doc["reason"] = outcome.reason
@@ -506,6 +561,7 @@ def format_group_outcome(outcome: GroupBenchOutcome) -> str:
                 f"  {metric.upper():<5} mean {r.stat(metric, 'mean'):.2f}  median {r.stat(metric, 'median'):.2f}  "
                 f"p99 {fmt_num(r.stat(metric, 'p99'), '{:.2f}')} ms  (merged over {r.latency[metric].count} samples)"
             )
+    lines += [f"  {line}" for line in workload_lines_of(outcome.goodput, outcome.prefix_cache)]
     for rep, load in zip(r.replicas, outcome.loads):
         res = rep.result
         lines.append(
@@ -556,6 +612,8 @@ def store_group(
                     label=label,
                     client_check=check,
                     overrides=outcome.overrides,
+                    prefix_cache=o.prefix_cache,
+                    goodput=o.goodput,
                 )
             )
         )
@@ -579,6 +637,8 @@ def store_group(
                 telemetry=outcome.telemetry,
                 client_check=outcome.group_check(),
                 overrides=outcome.overrides,
+                prefix_cache=outcome.prefix_cache,
+                goodput=outcome.goodput,
             )
         )
     )

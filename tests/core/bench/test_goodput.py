@@ -77,3 +77,17 @@ def test_an_slo_run_asks_the_client_for_per_request_figures_and_its_goodput():
         apply_bench_overrides(plain, {"slo_ttft_ms": "0"})
     with pytest.raises(ValueError, match="extra argument --goodput"):
         argv(BenchPreset(name="p", extra_args=("--goodput", "ttft:1")))
+
+
+def test_a_groups_goodput_counts_every_clients_requests():
+    """A replica group: good requests over all requests of every client (not a mean of the
+    clients' shares), per second of the longest client; unknown when any client's is."""
+    from console.core.bench.goodput import Goodput, combined_goodput
+
+    a = Goodput(good=9, total=10, goodput_pct=90.0, good_rps=3.0, source="per-request")
+    b = Goodput(good=10, total=30, goodput_pct=33.3, good_rps=2.0, source="per-request")
+    both = combined_goodput([a, b], duration=5.0)
+    assert both is not None and (both.good, both.total) == (19, 40)
+    assert both.goodput_pct == pytest.approx(47.5) and both.good_rps == pytest.approx(3.8)
+    rate_only = Goodput(good=None, total=10, goodput_pct=50.0, good_rps=1.0, source="client")
+    assert combined_goodput([a, rate_only], 5.0) is None and combined_goodput([a, None], 5.0) is None
