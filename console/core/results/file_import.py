@@ -6,13 +6,15 @@ import dataclasses
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeGuard
 
-from console.core.bench.clients import outside_results
+from console.core.bench.clients import aiperf, outside_results
 from console.core.bench.output_events import BenchError
 from console.core.bench.output_parser import BenchStreamParser
+from console.core.bounded_file import RESULT_FILE_LIMIT, read_bounded
 from console.core.node_json import documents
 from console.core.results.build import run_from_block, run_from_result
 from console.core.results.record import FORMAT, StoredRun, as_number, fingerprint_of, new_run_id, run_from_dict
@@ -20,6 +22,8 @@ from console.core.text import one_line
 
 _MAX_REASON = 300
 _SAFE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")  # a file name in the store, nothing more
+# A file beside the one imported, read by name: its bytes; None: none there; a str: why not read.
+Beside = Callable[[str], "bytes | str | None"]
 
 
 @dataclass
@@ -67,10 +71,14 @@ def runs_from_file(
     label: str | None = None,
     node: str | None = None,
     created: float | None = None,
+    beside: Beside | None = None,
 ) -> FileParse:
     """Every run in a file's content: a result JSON (one object, an array, or
     `--append-result` lines) or a captured text output with result blocks
     (stdout, stdout+stderr, a terminal capture with CRLF, `\\r` progress and ANSI).
+
+    beside: reads a file next to the imported one by name (AIPerf's per-request export beside
+    its summary); None: the files beside `source` when it is an absolute path to a file.
 
     A failed run is skipped with the reason it shows: `Initial test run failed - …`,
     `All requests failed …` (a block or object with nothing completed), or
@@ -88,7 +96,11 @@ def runs_from_file(
             json_error = str(exc)
         else:
             out.kind = "json"
-            objects = _outside(_stored_runs(objects, out, label))
+            if objects and all(aiperf.is_record(o) for o in objects):
+                out.skipped.append((None, _RECORDS_ALONE.format(n=len(objects))))
+                return out
+            reader = beside if beside is not None else _beside_source(source)
+            objects = _outside(_stored_runs(objects, out, label), source, reader, out)
             many = len(objects) > 1
             for i, obj in enumerate(objects, 1):
                 part = f"object {i}" if many else None
@@ -153,14 +165,71 @@ def _stored_runs(objects: list[object], out: FileParse, label: str | None) -> li
     return rest
 
 
-def _outside(objects: list[object]) -> list[object]:
+_RECORDS_ALONE = (
+    "AIPerf's per-request records ({n} requests): they are read with the summary export beside them "
+    "(import profile_export_aiperf.json or the folder)"
+)
+
+
+def _outside(objects: list[object], source: str | None, beside: Beside | None, out: FileParse) -> list[object]:
     """GuideLLM's and AIPerf's result files become the result objects vLLM's client writes (one
-    per GuideLLM benchmark), carrying `client` and `client_version` (issue B2)."""
-    out: list[object] = []
+    per GuideLLM benchmark), carrying `client` and `client_version` (issue B2). An AIPerf summary
+    takes its per-request records from the export beside it; without them its figures are
+    imported and one line in `out.skipped` says the per-request data (so goodput) is absent."""
+    found_any: list[object] = []
     for obj in objects:
+        if isinstance(obj, Mapping) and aiperf.is_result(obj):
+            found_any += _aiperf_results(obj, source, beside, out)
+            continue
         found = outside_results(obj)
-        out += found if found is not None else [obj]
-    return out
+        found_any += found if found is not None else [obj]
+    return found_any
+
+
+def _aiperf_results(obj: Mapping, source: str | None, beside: Beside | None, out: FileParse) -> list[dict]:
+    name = Path(source).name if source else "profile_export_aiperf.json"
+    names = aiperf.records_names(name)
+    for candidate in names if beside is not None else ():
+        data = beside(candidate) if beside is not None else None
+        if data is None:
+            continue
+        if isinstance(data, str):  # there, but not readable (too large, not a regular file)
+            out.skipped.append(("per-request data", f"{candidate} beside it cannot be read ({data}): {_ABSENT}"))
+            return aiperf.results(obj)
+        records = aiperf.per_request(_decode(data))
+        if records:
+            return aiperf.results(obj, records)
+        out.skipped.append(("per-request data", f"{candidate} beside it holds no AIPerf request record: {_ABSENT}"))
+        return aiperf.results(obj)
+    out.skipped.append(("per-request data", f"no AIPerf per-request export beside it ({names[0]}): {_ABSENT}"))
+    return aiperf.results(obj)
+
+
+_ABSENT = "the summary's figures are imported; per-request figures, and so goodput against an SLO, are absent"
+
+
+def _beside_source(source: str | None) -> Beside | None:
+    """A reader of the files next to `source` (an absolute path to a regular file), bounded like
+    every result file (core/bounded_file.py: never a FIFO or a device, never past the limit)."""
+    if not source:
+        return None
+    path = Path(source)
+    try:
+        if not path.is_absolute() or not path.is_file():
+            return None
+    except OSError:
+        return None
+
+    def read(name: str) -> bytes | str | None:
+        other = path.parent / name
+        try:
+            if not other.exists():
+                return None
+            return read_bounded(other, RESULT_FILE_LIMIT, "per-request export")
+        except OSError as exc:
+            return exc.strerror or type(exc).__name__
+
+    return read
 
 
 def _failed_reason(errors: Sequence[BenchError], before_line: float) -> str:

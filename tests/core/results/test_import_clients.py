@@ -56,3 +56,63 @@ def test_a_guidellm_sweep_imports_one_run_per_benchmark():
     obj["benchmarks"] = obj["benchmarks"] * 2
     parse = runs_from_file(json.dumps(obj), source="sweep.json")
     assert len(parse.runs) == 2 and all(r.client == "guidellm" for r in parse.runs)
+
+
+AIPERF = FIX / "aiperf-0.13.0" / "random-c4"
+ABSENT = "per-request figures, and so goodput against an SLO, are absent"
+
+
+def test_an_aiperf_summary_takes_its_per_request_records_from_beside_it(tmp_path):
+    """AIPerf writes its summary and a per-request JSONL side by side: the import reads both,
+    so the run has vLLM's per-request arrays and goodput can be counted from them."""
+    from console.core.bench.goodput import Slo, goodput_of
+    from console.core.bench.result import normalize_result
+
+    (run,) = imported(AIPERF / "profile_export_aiperf.json")
+    assert len(run.result["ttfts"]) == 20 and len(run.result["itls"]) == 20
+    good = goodput_of(normalize_result(run.result), Slo(e2e_ms=60_000))
+    assert good is not None and good.source == "per-request" and good.goodput_pct == 100.0
+    # the JSONL on its own (a folder import meets it too): one line, not one per request
+    alone = runs_from_file((AIPERF / "profile_export.jsonl").read_bytes(), source=str(AIPERF / "profile_export.jsonl"))
+    assert alone.runs == [] and len(alone.skipped) == 1
+    assert alone.skipped[0][1].startswith("AIPerf's per-request records (20 requests)")
+
+
+def test_an_aiperf_summary_alone_imports_its_figures_and_says_per_request_data_is_absent(tmp_path):
+    summary = tmp_path / "profile_export_aiperf.json"
+    summary.write_bytes((AIPERF / "profile_export_aiperf.json").read_bytes())
+    parse = runs_from_file(summary.read_bytes(), source=str(summary))
+    (run,) = parse.runs
+    assert run.client == "aiperf" and run.metrics["completed"] == 20 and run.metrics["p99_e2el_ms"] > 0
+    assert "ttfts" not in run.result
+    [(part, reason)] = parse.skipped
+    assert part == "per-request data" and reason == (
+        f"no AIPerf per-request export beside it (profile_export.jsonl): the summary's figures are imported; {ABSENT}"
+    )
+    # a records file there without a record in it: said the same way
+    (tmp_path / "profile_export.jsonl").write_text("\n")
+    [(_, reason)] = runs_from_file(summary.read_bytes(), source=str(summary)).skipped
+    assert reason.startswith("profile_export.jsonl beside it holds no AIPerf request record") and ABSENT in reason
+    # a FIFO in its place is not read (it would block): one line saying why
+    (tmp_path / "profile_export.jsonl").unlink()
+    import os
+
+    os.mkfifo(tmp_path / "profile_export.jsonl")
+    [(_, reason)] = runs_from_file(summary.read_bytes(), source=str(summary)).skipped
+    assert reason.startswith("profile_export.jsonl beside it cannot be read (") and ABSENT in reason
+
+
+def test_a_folder_import_stores_the_aiperf_run_with_its_records(tmp_path):
+    """`results import FOLDER` (the services' import): one run, with its per-request arrays; the
+    JSONL is one skipped line; the exit code is success."""
+    import shutil
+
+    from console.services.results import ResultStore
+
+    folder = tmp_path / "art"
+    shutil.copytree(AIPERF, folder)
+    report = ResultStore(tmp_path / "store").import_paths([folder])
+    assert len(report.imported) == 1 and report.exit_code == 0
+    assert len(report.imported[0].result["ttfts"]) == 20
+    jsonl = [s for s in report.skipped if s.path.endswith("profile_export.jsonl")]
+    assert [s.reason.split(":")[0] for s in jsonl] == ["AIPerf's per-request records (20 requests)"]

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 from console.core.bench.clients.common import num, put_stats, throughputs
 
-__all__ = ["NAME", "is_result", "per_request", "progress", "records_arrays", "results"]
+__all__ = ["NAME", "is_record", "is_result", "per_request", "progress", "records_arrays", "records_names", "results"]
 
 NAME = "aiperf"
 _PROGRESS_RE = re.compile(r"Profiling:\s*(\d+)/(\d+)")
@@ -46,6 +46,26 @@ def progress(line: str) -> tuple[int, int] | None:
 def is_result(obj: object) -> bool:
     """AIPerf's summary export."""
     return isinstance(obj, Mapping) and "aiperf_version" in obj and isinstance(obj.get("request_latency"), Mapping)
+
+
+def is_record(obj: object) -> bool:
+    """One line of AIPerf's per-request export (a request's metadata and metrics)."""
+    return (
+        isinstance(obj, Mapping)
+        and isinstance(obj.get("metadata"), Mapping)
+        and isinstance(obj.get("metrics"), Mapping)
+        and "aiperf_version" not in obj
+    )
+
+
+def records_names(summary_name: str) -> tuple[str, ...]:
+    """The per-request export's file names beside a summary export named summary_name:
+    `profile_export_aiperf.json` -> `profile_export.jsonl`, `<prefix>.json` -> `<prefix>.jsonl`."""
+    stem = summary_name.removesuffix(".json")
+    names = [stem + ".jsonl"]
+    if stem.endswith("_aiperf"):
+        names.insert(0, stem.removesuffix("_aiperf") + ".jsonl")
+    return tuple(dict.fromkeys(names))
 
 
 def _avg(obj: Mapping, key: str) -> float | None:
