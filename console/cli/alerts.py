@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         for line in env_url_problems(settings.alerts, os.environ):
             _warn(line)
         return _list(args, settings)
-    return _test(args, settings, _secret_names(settings, profile))
+    return _test(args, settings, _secret_names(settings, profile), profile)
 
 
 def _list(args: argparse.Namespace, settings: HealthSettings) -> int:
@@ -153,10 +153,10 @@ def _list(args: argparse.Namespace, settings: HealthSettings) -> int:
     return EXIT_OK
 
 
-def _test(args: argparse.Namespace, settings: HealthSettings, secrets: set[str]) -> int:
+def _test(args: argparse.Namespace, settings: HealthSettings, secrets: set[str], profile: Profile) -> int:
+    from console.cli.history_arg import command_history
     from console.core.alerts import notice_for_test
     from console.services.alerts import AlertDispatcher
-    from console.services.events import EventLog
 
     rules = list(settings.alerts)
     if args.rule is not None:
@@ -182,8 +182,13 @@ def _test(args: argparse.Namespace, settings: HealthSettings, secrets: set[str])
             await dispatcher.close()
 
     outcomes = asyncio.run(fire())
-    log = EventLog()
-    log.append([notice.event() for notice, _ in outcomes])
+    # On the timeline (the store; the data folder's events.jsonl while it cannot be opened).
+    history = command_history(profile=profile)
+    try:
+        history.events.append([notice.event() for notice, _ in outcomes])
+        written_to = history.where if history.is_open else str(history.data_dir / "events.jsonl")
+    finally:
+        history.close()
     failed = False
     report = []
     for notice, deliveries in outcomes:
@@ -193,7 +198,7 @@ def _test(args: argparse.Namespace, settings: HealthSettings, secrets: set[str])
             failed = failed or not d.ok
             report.append({"rule": d.rule, "action": d.action, "ok": d.ok, "detail": d.detail, "attempts": d.attempts})
     if args.json:
-        print(json.dumps({"ok": not failed, "results": report, "events": str(log.path)}, indent=2))
+        print(json.dumps({"ok": not failed, "results": report, "events": written_to}, indent=2))
     else:
         for row in report:
             status = "ok  " if row["ok"] else "FAIL"

@@ -4,7 +4,12 @@ baseline save NAME --node N --suite FILE    run the suite (its own instance), st
 baseline check NAME --node N [--json|--md]  run it again: per metric a verdict; exit 1 on a regression
 baseline check --all                        every node's baselines, one node at a time
 baseline list [--node N]                    the stored baselines
+baseline rm NAME --node N                   remove a stored baseline
 baseline ack --node N                       clear the node's change mark (versions changed)
+
+Baselines live in the store (docs/store.md: the profile's `[store] url`, else the data
+folder's store.sqlite3): one saved from one machine is checked from another sharing it.
+A store that cannot be opened is one line naming it and the reason, exit 1.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.cli import common
 from console.core.baseline.report import EXIT_REGRESSED, BaselineInputError, render_markdown, report_to_dict
@@ -22,7 +28,10 @@ from console.core.bounded_file import TOML_FILE_LIMIT, read_bounded_text
 from console.core.model import NodeSpec, Profile
 from console.transport.base import TransportError
 
-COMMANDS = ("save", "check", "list", "ack")
+if TYPE_CHECKING:
+    from console.services.history import History
+
+COMMANDS = ("save", "check", "list", "rm", "ack")
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -54,9 +63,12 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         p.add_argument("--timeout", type=common.positive_seconds, default=900.0, help="seconds to wait for ready")
     listing = ops.add_parser("list", help="the stored baselines")
     listing.add_argument("--node", metavar="NAME", help="only this node's")
+    rm = ops.add_parser("rm", help="remove a stored baseline")
+    rm.add_argument("name", help="the baseline's name")
+    rm.add_argument("--node", metavar="NAME", help="node (needed when the profile has several)")
     ack = ops.add_parser("ack", help="acknowledge a node's changed versions (clears its change mark)")
     ack.add_argument("--node", metavar="NAME", required=True)
-    parsers = [save, check, listing, ack]
+    parsers = [save, check, listing, rm, ack]
     common.add_command_options(parsers)
     return parsers
 
@@ -91,7 +103,7 @@ def _say(quiet: bool):
     return say
 
 
-async def _save(args: argparse.Namespace, profile: Profile) -> int:
+async def _save(args: argparse.Namespace, profile: Profile, history: History) -> int:
     from console.services.baseline import (
         BaselineError,
         BaselineRunner,
@@ -100,10 +112,10 @@ async def _save(args: argparse.Namespace, profile: Profile) -> int:
         check_against_profile,
     )
 
-    store = BaselineStore()
+    store = history.baselines  # before the suite runs: a store that cannot be opened is said now
     path = Path(args.suite)
     try:
-        store.check_name(args.name)
+        BaselineStore.check_name(args.name)
         suite = load_suite(path)
         text = read_bounded_text(path, TOML_FILE_LIMIT, "suite file")  # W2: never an unbounded read
         check_against_profile(suite, profile)
@@ -148,17 +160,16 @@ async def _save(args: argparse.Namespace, profile: Profile) -> int:
     return common.EXIT_OK
 
 
-async def _check_one(args, profile: Profile, node: NodeSpec, name: str, quiet: bool):
+async def _check_one(args, profile: Profile, history: History, node: NodeSpec, name: str, quiet: bool):
     from console.services.baseline import (
         BaselineError,
         BaselineRunner,
-        BaselineStore,
         check_against_profile,
         check_report,
     )
 
     try:
-        baseline = BaselineStore().get(node.name, name)
+        baseline = history.baselines.get(node.name, name)
         suite = baseline.suite()
         check_against_profile(suite, profile)
     except (BaselineError, SuiteError) as exc:  # a name that is not there, a file that is not a baseline
@@ -185,15 +196,15 @@ async def _check_one(args, profile: Profile, node: NodeSpec, name: str, quiet: b
         raise common.UsageError(str(exc)) from None
 
 
-async def _check(args: argparse.Namespace, profile: Profile) -> int:
+async def _check(args: argparse.Namespace, profile: Profile, history: History) -> int:
     if args.all:
         if args.name:
             raise common.UsageError("give a baseline NAME or --all, not both")
-        return await _check_all(args, profile)
+        return await _check_all(args, profile, history)
     if not args.name:
         raise common.UsageError("baseline check needs a NAME (or --all)")
     node = common.pick_node(profile, args.node)
-    report = await _check_one(args, profile, node, args.name, quiet=args.json)
+    report = await _check_one(args, profile, history, node, args.name, quiet=args.json)
     if args.json:
         print(json.dumps(report_to_dict(report), indent=2, allow_nan=False))
     else:
@@ -201,18 +212,18 @@ async def _check(args: argparse.Namespace, profile: Profile) -> int:
     return report.exit_code
 
 
-async def _check_all(args: argparse.Namespace, profile: Profile) -> int:
-    from console.services.baseline import BaselineError, BaselineStore
+async def _check_all(args: argparse.Namespace, profile: Profile, history: History) -> int:
+    from console.services.baseline import BaselineError
 
     nodes = common.select_nodes(profile, [args.node] if args.node else None)
-    store = BaselineStore()
+    store = history.baselines
     summary: list[dict] = []
     worst = common.EXIT_OK
     for node in nodes:  # one node at a time: a suite wants its node to itself
         for baseline in store.list(node.name):
             t0 = time.monotonic()
             try:
-                report = await _check_one(args, profile, node, baseline.name, quiet=True)
+                report = await _check_one(args, profile, history, node, baseline.name, quiet=True)
             except (BaselineError, common.UsageError, TransportError) as exc:
                 summary.append({"node": node.name, "baseline": baseline.name, "verdict": "error", "error": str(exc)})
                 worst = max(worst, common.EXIT_FAILED)
@@ -250,12 +261,10 @@ def _summary_line(s: dict) -> str:
     return f"{s['node']} {s['baseline']}: {s['verdict']} ({counts}; {s['seconds']:.0f} s){changed}"
 
 
-async def _list(args: argparse.Namespace, profile: Profile) -> int:
-    from console.services.baseline import BaselineStore
-
+async def _list(args: argparse.Namespace, profile: Profile, history: History) -> int:
     if args.node:
         common.pick_node(profile, args.node)
-    found = BaselineStore().list(args.node)
+    found = history.baselines.list(args.node)
     if args.json:
         print(
             json.dumps(
@@ -267,7 +276,7 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
                             "suite": b.suite_file,
                             "created": b.created,
                             "points": [r.point for r in b.runs],
-                            "path": b.path,
+                            "path": b.path or history.baselines.where(b.node, b.name),
                         }
                         for b in found
                     ]
@@ -285,11 +294,27 @@ async def _list(args: argparse.Namespace, profile: Profile) -> int:
     return common.EXIT_OK
 
 
-async def _ack(args: argparse.Namespace, profile: Profile) -> int:
-    from console.services.baseline import VersionsBook
+async def _rm(args: argparse.Namespace, profile: Profile, history: History) -> int:
+    from console.services.baseline import BaselineError, BaselineStore
 
     node = common.pick_node(profile, args.node)
-    count = VersionsBook().acknowledge(node.name)
+    try:
+        BaselineStore.check_name(args.name)
+    except BaselineError as exc:
+        raise common.UsageError(str(exc)) from None
+    if not history.remove_baseline(node.name, args.name):
+        known = ", ".join(b.name for b in history.baselines.list(node.name)) or "none"
+        raise common.UsageError(f"{node.name}: no baseline named {args.name} (stored: {known})")
+    if args.json:
+        print(json.dumps({"node": node.name, "removed": args.name}))
+    else:
+        print(f"baseline {args.name} of {node.name} removed")
+    return common.EXIT_OK
+
+
+async def _ack(args: argparse.Namespace, profile: Profile, history: History) -> int:
+    node = common.pick_node(profile, args.node)
+    count = history.versions_book().acknowledge(node.name)
     if args.json:
         print(json.dumps({"node": node.name, "acknowledged": count}))
     else:
@@ -298,16 +323,24 @@ async def _ack(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from console.cli.history_arg import command_history, require
     from console.services.baseline import BaselineError
+    from console.services.results import StoreError
 
     _use_demo_data(args)
-    action = {"save": _save, "check": _check, "list": _list, "ack": _ack}[args.baseline_command]
+    action = {"save": _save, "check": _check, "list": _list, "rm": _rm, "ack": _ack}[args.baseline_command]
 
     async def act(args: argparse.Namespace, profile: Profile) -> int:
-        if getattr(args, "demo", False):
-            from console.services.baseline_demo import prepare_demo
+        history = command_history(profile=profile)
+        try:
+            if getattr(args, "demo", False):
+                from console.services.baseline_demo import prepare_demo
 
-            prepare_demo(profile, fresh=False)
-        return await action(args, profile)
+                # seeded as files before the store opens: its catch-up moves the baseline in
+                prepare_demo(profile, fresh=False)
+            require(history)  # the store, or one line naming it and why (exit 1)
+            return await action(args, profile, history)
+        finally:
+            history.close()
 
-    return common.run_command(args, act, failures=(BaselineError, TransportError))
+    return common.run_command(args, act, failures=(BaselineError, TransportError, StoreError))

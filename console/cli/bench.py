@@ -12,6 +12,7 @@ from typing import Any
 
 from console.cli import bench_offline, common
 from console.cli import find_max as find_max_cli
+from console.cli.history_arg import command_history, run_store
 from console.cli.inputs import bench_inputs, concurrency_points
 from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
@@ -20,7 +21,6 @@ from console.core.results.record import StoredRun, jsonable, run_to_dict
 from console.core.status_view import fmt_num
 from console.services.instances import InstanceError, InstanceState, InstanceView
 from console.services.live_metrics import LiveSample
-from console.services.results import ResultStore
 from console.services.runs import serving
 from console.services.runs.outcome import RunRecorder, headline_record, sweep_id_for
 from console.services.runs.run import NodeRuns
@@ -138,8 +138,9 @@ async def _ready_instance(sel: Selection, node: NodeSpec, name: str) -> Instance
     return view
 
 
-async def _run_points(args, profile: Profile, points: Sequence[int | None], store: ResultStore | None) -> int:
+async def _run_points(args, profile: Profile, points: Sequence[int | None], keep: bool) -> int:
     async with Selection(profile) as sel:
+        store = run_store(sel.history) if keep else None  # opened when the first result is stored
         node = sel.node(args.node)
         preset, overrides, env = bench_inputs(args, profile)
         runner = serving.BenchRunner(sel.pool)
@@ -252,31 +253,36 @@ async def _cancel(args, profile: Profile) -> int:
     return common.EXIT_OK
 
 
-async def _run_or_sweep(args, profile: Profile, store: ResultStore | None) -> int:
+async def _run_or_sweep(args, profile: Profile, keep: bool) -> int:
     if getattr(args, "group", None):  # replica groups: console/cli/groups.py
         if args.instance:
             raise common.UsageError("give --instance or --group, not both")
         from console.cli.groups import bench_group_run
 
-        return await bench_group_run(args, profile, store)
+        history = command_history(profile=profile)
+        try:
+            return await bench_group_run(args, profile, run_store(history) if keep else None)
+        finally:
+            history.close()
     if getattr(args, "url", None):
         raise common.UsageError("--url goes with --group")
     if not args.instance:
         raise common.UsageError(f"bench {args.bench_command} needs --instance NAME (or --group NAME)")
     points = concurrency_points(args, profile)
-    return await _run_points(args, profile, points, store)
+    return await _run_points(args, profile, points, keep)
 
 
 def run(args: argparse.Namespace) -> int:
-    # The face's one store, passed down to whatever records a run (runs/outcome.py's RunRecorder).
-    store = None if getattr(args, "no_store", False) else ResultStore()
+    # The command's one History (its Selection's): its runs passed down to whatever records a
+    # run (runs/outcome.py's RunRecorder), its events as the timeline.
+    keep = not getattr(args, "no_store", False)
     if args.bench_command in bench_offline.COMMANDS:
-        return bench_offline.run(args, store)
+        return bench_offline.run(args, keep)
     if args.bench_command == find_max_cli.COMMAND:
-        return find_max_cli.run(args, store or ResultStore())
+        return find_max_cli.run(args)
     action: Callable[[argparse.Namespace, Profile], Coroutine[Any, Any, int]]
     if args.bench_command in ("run", "sweep"):
-        action = functools.partial(_run_or_sweep, store=store)
+        action = functools.partial(_run_or_sweep, keep=keep)
     else:
         action = {"runs": _runs, "cancel": _cancel}[args.bench_command]
     return common.run_command(args, action, failures=(serving.BenchRunError, InstanceError, TransportError))

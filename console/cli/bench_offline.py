@@ -26,6 +26,7 @@ from console.cli.common import (
     run_command,
     say_error,
 )
+from console.cli.history_arg import run_store
 from console.cli.inputs import parse_gpus
 from console.cli.selection import Selection
 from console.core.bench.offline import (
@@ -47,7 +48,7 @@ from console.core.serve.argv import redact
 from console.core.status_view import fmt_num
 from console.services.instances import InstanceError
 from console.services.node_results import keep_locally
-from console.services.results import ResultStore, StoreError
+from console.services.results import StoreError
 from console.services.runs.accuracy import AccuracyError, AccuracyRunner
 from console.services.runs.offline import (
     OfflineClient,
@@ -255,7 +256,7 @@ def _reference_line(run: StoredRun) -> str | None:
     return f"  seed {row.seed} reference ({row.gpu} TP{row.tp}): {row.metrics.get(key)} {key}{unverified}"
 
 
-async def _offline(args, profile: Profile, store: ResultStore | None) -> int:
+async def _offline(args, profile: Profile, keep: bool) -> int:
     _check_offline_options(args)
     if not args.attach:
         _preset(args)  # bad --set / --arg: one line before any node is asked
@@ -265,7 +266,7 @@ async def _offline(args, profile: Profile, store: ResultStore | None) -> int:
     async with Selection(profile) as sel:
         node = sel.node(args.node)
         runner = OfflineRunner(sel.pool)
-        recorder = RunRecorder(sel.pool, store)
+        recorder = RunRecorder(sel.pool, run_store(sel.history) if keep else None)
         if args.attach:
             return await _attach(args, node, runner, recorder)
         preset = _preset(args)
@@ -362,8 +363,9 @@ def _list_presets(kind: str) -> int:
 # ---------------------------------------------------------------- accuracy
 
 
-async def _accuracy(args, profile: Profile, store: ResultStore | None) -> int:
+async def _accuracy(args, profile: Profile, keep: bool) -> int:
     async with Selection(profile) as sel:
+        store = run_store(sel.history) if keep else None  # opened when the score is stored
         node = sel.node(args.node)
         if args.label is not None and args.no_store:
             raise UsageError("--label is stored with the result, and --no-store stores nothing: drop one")
@@ -401,9 +403,9 @@ async def _accuracy(args, profile: Profile, store: ResultStore | None) -> int:
     return EXIT_FAILED if unstored else EXIT_OK
 
 
-def run(args: argparse.Namespace, store: ResultStore | None) -> int:
-    """store: the CLI's one ResultStore (cli/bench.py makes it; None with --no-store)."""
+def run(args: argparse.Namespace, keep: bool) -> int:
+    """keep: store the result (not --no-store), in the command's History (its Selection's)."""
     if getattr(args, "list_presets", False):
         return guarded(lambda: _list_presets(args.bench_command))
-    action = functools.partial(_accuracy if args.bench_command == "accuracy" else _offline, store=store)
+    action = functools.partial(_accuracy if args.bench_command == "accuracy" else _offline, keep=keep)
     return run_command(args, action, failures=(OfflineRunError, AccuracyError, InstanceError, TransportError))

@@ -9,6 +9,7 @@ from typing import Sequence
 from console import __version__
 from console.cli import alerts, bench, doctor, events, experiment, models, partition, results, serve, status, web
 from console.cli import baseline as baseline_group
+from console.cli import store as store_group
 from console.cli import watch as watch_group
 from console.cli.common import (
     EXIT_BAD_INPUT,
@@ -36,6 +37,7 @@ COMMAND_GROUPS = {
     "models": models,
     "baseline": baseline_group,
     "watch": watch_group,
+    "store": store_group,
 }
 
 

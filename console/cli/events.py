@@ -1,10 +1,12 @@
-"""`rocm-console events`: the fleet's timeline from the local event log, newest first.
+"""`rocm-console events`: the fleet's timeline from the store, newest first.
 
     rocm-console events [--node N] [--since 1h] [--kind K] [--limit N] [--json]
     rocm-console events --follow [--timeout S] ...
 
-The log lives beside the results store (`$ROCM_CONSOLE_DATA_DIR/events.jsonl` when
-set); no profile or node is needed.  `--kind` takes a kind (`gpu.throttle_start`) or
+The events live in the store (docs/store.md: the profile's `[store] url`, a team's
+PostgreSQL with every console's and watcher's events, else the data folder's
+store.sqlite3); the filters are answered by its indexes. No node is needed; a store
+that cannot be opened is one line naming it and the reason, exit 1.  `--kind` takes a kind (`gpu.throttle_start`) or
 its group (`gpu`, `node`, `instance`, `alert`).  `--follow` prints the latest events
 oldest first, as `tail -f` does, then each new one as it is written, until Ctrl-C or
 `--timeout` seconds; with `--json` those are JSON lines.  Bad input is one line on
@@ -20,10 +22,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from console.cli.common import EXIT_OK, UsageError, add_profile_options
+from console.cli.common import EXIT_FAILED, EXIT_OK, UsageError, add_profile_options
 
 if TYPE_CHECKING:
     from console.core.events import Event
+    from console.services.history import History, HistoryEvents
 
 FOLLOW_POLL_S = 0.5
 FOLLOW_BACKLOG = 20  # events shown before following
@@ -103,14 +106,30 @@ def _check(args: argparse.Namespace) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from console.core.events import event_to_dict
-    from console.services.events import EventLog
+    from console.cli.common import say_error
+    from console.cli.history_arg import command_history, found_profile, require
+    from console.services.results import StoreError
 
     since = _check(args)
-    log = EventLog()
-    _check_node(args, log)
-    if args.follow:
-        return _follow(args, log, since)
+    profile = found_profile(args)  # a broken one is exit 2 like everywhere; it may name the store
+    history = command_history(profile=profile)
+    try:
+        require(history)
+        _check_node(args, history.events, {n.name for n in profile.nodes} if profile is not None else set())
+        if args.follow:
+            return _follow(args, history, since)
+        return _show(args, history, since)
+    except StoreError as exc:  # cannot be opened, or went away (a server)
+        say_error(exc)
+        return EXIT_FAILED
+    finally:
+        history.close()
+
+
+def _show(args: argparse.Namespace, history: History, since: float | None) -> int:
+    from console.core.events import event_to_dict
+
+    log = history.events
     events = log.read(since=since, node=args.node, kind=args.kind, gpu=args.gpu, limit=args.limit)
     _say_skipped(log)
     if args.json:
@@ -118,24 +137,16 @@ def run(args: argparse.Namespace) -> int:
     elif events:
         sys.stdout.write(render_table(events))
     else:
-        print(f"no events{' matching the filters' if _filtered(args) else ''} in {log.path}")
+        print(f"no events{' matching the filters' if _filtered(args) else ''} in {history.where}")
     return EXIT_OK
 
 
-def _check_node(args: argparse.Namespace, log) -> None:
-    """A named profile is loaded (a broken one is exit 2 like everywhere); `--node` must name
-    one of its nodes or a node the log has seen (a node since removed keeps its history)."""
-    from console.cli.common import load_selected_profile
-
-    explicit = bool(getattr(args, "profile", None)) or bool(getattr(args, "demo", False))
-    if not explicit and args.node is None:
-        return
-    known: set[str] = set()
-    if explicit:
-        known = {n.name for n in load_selected_profile(args).nodes}
+def _check_node(args: argparse.Namespace, log: HistoryEvents, known: set[str]) -> None:
+    """`--node` must name a node of the profile or one the timeline has seen (a node since
+    removed keeps its history)."""
     if args.node is None or args.node in known:
         return
-    if any(e.node == args.node for e in log.read(node=args.node, limit=1)):
+    if log.read(node=args.node, limit=1):
         return
     listed = ", ".join(sorted(known)) or "none in a profile"
     raise UsageError(f"--node {args.node!r}: no such node in the profile or the event log (known: {listed})")
@@ -149,7 +160,7 @@ def _say_skipped(log) -> None:
 
         lines = "line" if log.bad_lines == 1 else "lines"
         print(
-            f"rocm-console: events: {log.bad_lines} unreadable {lines} skipped in {printable(log.path)}",
+            f"rocm-console: events: {log.bad_lines} unreadable {lines} skipped in {printable(log.where)}",
             file=sys.stderr,
         )
 
@@ -158,7 +169,14 @@ def _filtered(args: argparse.Namespace) -> bool:
     return any(v is not None for v in (args.since, args.node, args.kind, args.gpu))
 
 
-def _follow(args: argparse.Namespace, log, since: float | None) -> int:
+def _key(event: Event) -> str:
+    from console.core.events import event_to_dict
+
+    return json.dumps(event_to_dict(event), sort_keys=True, default=str)
+
+
+def _follow(args: argparse.Namespace, history: History, since: float | None) -> int:
+    """The newest matching events, oldest first, then each new one any process stores."""
     from console.core.events import event_to_dict, matches
 
     def keep(e: Event) -> bool:
@@ -175,17 +193,23 @@ def _follow(args: argparse.Namespace, log, since: float | None) -> int:
             sys.stdout.write(text if header else text.split("\n", 1)[1])
         sys.stdout.flush()
 
+    log = history.events
     try:  # Ctrl-C is how a follow ends, wherever it lands
-        history, position = log.read_with_position()
+        follower = log.follow()  # from now: none is missed between the backlog and the first poll
+        backlog = log.read(
+            since=since, node=args.node, kind=args.kind, gpu=args.gpu, limit=args.limit or FOLLOW_BACKLOG
+        )
         _say_skipped(log)
-        backlog = [e for e in history if keep(e)]
-        backlog.sort(key=lambda e: e.time)
-        show(backlog[-(args.limit or FOLLOW_BACKLOG) :], header=True)
+        backlog.reverse()  # oldest first, as tail -f
+        show(backlog, header=True)
         header = not backlog
-        follower = log.follow(position)
+        shown = {_key(e) for e in backlog}  # one stored meanwhile is in both: shown once
         deadline = None if args.timeout is None else time.monotonic() + args.timeout
         while deadline is None or time.monotonic() < deadline:
             fresh = [e for e in follower.poll() if keep(e)]
+            if shown:
+                fresh = [e for e in fresh if _key(e) not in shown]
+                shown.clear()
             show(fresh, header=header)
             header = header and not fresh
             pause = FOLLOW_POLL_S if deadline is None else min(FOLLOW_POLL_S, max(0.0, deadline - time.monotonic()))

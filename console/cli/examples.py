@@ -70,6 +70,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "rocm-console alerts list --profile lab.toml",
         "rocm-console alerts test --profile lab.toml --rule gpu-sick",
     ),
+    "store": (
+        "rocm-console store info",
+        "rocm-console store dump ~/rocm-console-backup",
+        "rocm-console store load ~/rocm-console-backup",
+    ),
     "watch": (
         "rocm-console watch --profile lab.toml",
         "rocm-console watch --install-systemd --user --profile lab.toml",

@@ -20,6 +20,7 @@ from console.cli.common import (
     parse_pairs,
     run_command,
 )
+from console.cli.history_arg import run_store
 from console.cli.selection import Selection
 from console.core.experiment.report import ExperimentReport, build_report
 from console.core.experiment.spec import ExperimentError, load_experiment, load_state
@@ -28,7 +29,7 @@ from console.services.experiments import ExperimentProgressed, ExperimentRunner,
 from console.services.groups import GroupError
 from console.services.instances import InstanceError
 from console.services.partitions import PartitionFailed
-from console.services.results import ResultStore, StoreError
+from console.services.results import StoreError
 from console.services.runs.serving import BenchRunError
 from console.transport.base import TransportError
 
@@ -111,10 +112,9 @@ async def _run(args: argparse.Namespace, profile: Profile) -> int:
     state_path = Path(args.state) if args.state else default_state_path(exp, node.name)
     env = parse_pairs(getattr(args, "env", []), "--env")
     async with sel:
-        store = None if getattr(args, "no_store", True) else ResultStore()
-        from console.services.events import EventLog  # its partition switches and restores are events
-
-        runner = ExperimentRunner(sel.pool, store=store, timeline=EventLog().append)
+        store = None if getattr(args, "no_store", True) else run_store(sel.history)
+        # its points into the command's History, its partition switches and restores as events
+        runner = ExperimentRunner(sel.pool, store=store, timeline=sel.history.events.append)
         if args.experiment_command == "check":
             try:
                 snapshot = await runner.check(exp, node, profile)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import math
 import sys
@@ -14,6 +13,7 @@ import time
 from typing import Callable
 
 from console.cli import common
+from console.cli.history_arg import run_store
 from console.cli.inputs import bench_inputs
 from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
@@ -22,9 +22,7 @@ from console.core.experiment.spec import Budget, ExperimentError, load_experimen
 from console.core.model import Profile
 from console.core.profiles import PROFILES_DIR
 from console.core.status_view import fmt_num
-from console.services.events import EventLog
 from console.services.instances import InstanceError, InstanceState
-from console.services.results import ResultStore
 from console.services.runs import serving
 from console.services.runs.find_max import (
     FindMaxAnswer,
@@ -256,14 +254,14 @@ def format_answer(answer: FindMaxAnswer) -> str:
 # ---------------------------------------------------------------- the command
 
 
-async def _find_max(args: argparse.Namespace, profile: Profile, store: ResultStore) -> int:
+async def _find_max(args: argparse.Namespace, profile: Profile) -> int:
     if bool(args.instance) == bool(args.group):
         raise common.UsageError("bench find-max needs --instance NAME or --group NAME (one of them)")
     spec = search_spec(args, profile)
     preset, overrides, env = bench_inputs(args, profile)
     progress = _Progress(quiet=args.json)
     try:
-        answer = await _search(args, profile, store, spec, preset, overrides, env, progress)
+        answer = await _search(args, profile, spec, preset, overrides, env, progress)
     except asyncio.CancelledError:  # Ctrl-C: the point's client is cancelled on the node (the service)
         print(f"find-max {stopped_line(progress.point_ids, ids=True)}", file=sys.stderr, flush=True)
         raise
@@ -277,9 +275,10 @@ async def _find_max(args: argparse.Namespace, profile: Profile, store: ResultSto
     return common.EXIT_OK
 
 
-async def _search(args, profile, store, spec, preset, overrides, env, progress) -> FindMaxAnswer:
+async def _search(args, profile, spec, preset, overrides, env, progress) -> FindMaxAnswer:
     async with Selection(profile) as sel:
-        service = FindMaxService(sel.pool, store, timeline=EventLog().append)  # points and answer
+        # every point and the answer into the command's History; its switches on the timeline
+        service = FindMaxService(sel.pool, run_store(sel.history), timeline=sel.history.events.append)
         if args.instance:
             node = sel.node(args.node)
             view = await sel.instance(node, args.instance, checked=True, missing=common.UsageError)
@@ -313,10 +312,10 @@ async def _search(args, profile, store, spec, preset, overrides, env, progress) 
     return answer
 
 
-def run(args: argparse.Namespace, store: ResultStore) -> int:
-    """store: the CLI's one ResultStore (cli/bench.py makes it), where every point and the answer go."""
+def run(args: argparse.Namespace) -> int:
+    """Every point and the answer go into the command's History (its Selection's)."""
     return common.run_command(
         args,
-        functools.partial(_find_max, store=store),
+        _find_max,
         failures=(FindMaxError, serving.BenchRunError, InstanceError, TransportError),
     )

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from console.cli import common
 from console.cli.selection import Selection
@@ -16,6 +16,9 @@ from console.core.telemetry import amd_only_reason
 from console.services.partitions import PartitionFailed, PartitionRefused, PartitionService, SwitchResult
 from console.services.status import collect_status, sample_node
 from console.transport.base import TransportError
+
+if TYPE_CHECKING:
+    from console.services.history import History
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -83,7 +86,17 @@ def _confirm(question: str, ask: Callable[[str], str]) -> bool:
 
 
 async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
-    async with Selection(profile) as sel:
+    from console.cli.history_arg import command_history
+
+    history = command_history(profile=profile)  # only events: written even when the store is down
+    try:
+        return await _set_on(args, profile, ask, history)
+    finally:
+        history.close()
+
+
+async def _set_on(args, profile: Profile, ask: Callable[[str], str] | None, history: History) -> int:
+    async with Selection(profile, history) as sel:
         node = sel.node(args.node)  # --node is required
         if not args.compute and not args.memory:
             raise common.UsageError("nothing to set: give --compute and/or --memory")
@@ -96,7 +109,7 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
     if switched is None:
         return common.EXIT_FAILED
     result, chosen = switched
-    _record_switch(node.name, chosen, args.compute, args.memory)
+    _record_switch(history, node.name, chosen, args.compute, args.memory)
     if args.json:
         print(
             json.dumps(
@@ -121,15 +134,16 @@ async def _set(args, profile: Profile, ask: Callable[[str], str] | None) -> int:
     return common.EXIT_OK
 
 
-def _record_switch(node: str, physical: list[int], compute: str | None, memory: str | None) -> None:
-    """The switch on the fleet's timeline (the data dir's events.jsonl), as the TUI records it;
-    a log that cannot be written is said once and the switch stands."""
+def _record_switch(history: History, node: str, physical: list[int], compute: str | None, memory: str | None) -> None:
+    """The switch on the fleet's timeline, as the TUI records it: in the store, or in the data
+    folder's events.jsonl while the store cannot be opened (moved in when it can); a timeline
+    that cannot be written is said once and the switch stands."""
     from console.core.events import partition_event
-    from console.services.events import EventLog
+    from console.services.results import StoreError
 
     try:
-        EventLog().append(partition_event(time.time(), node, physical, compute, memory))
-    except OSError as exc:
+        history.events.append(partition_event(time.time(), node, physical, compute, memory))
+    except (OSError, StoreError) as exc:
         common.say_error(f"warning: the switch was not written to the event log: {exc}")
 
 

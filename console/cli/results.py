@@ -1,8 +1,11 @@
-"""`rocm-console results list|show|compare|export|import`: the local results store from scripts.
+"""`rocm-console results list|show|compare|export|import|fetch|delete`: the stored runs from scripts.
 
-Results live in the user's data folder (`$ROCM_CONSOLE_DATA_DIR/results` when
-set); no profile or node is needed. Bad input (an unknown or ambiguous id, a
-missing path) is one line on stderr and exit 2.
+Runs live in the store (docs/store.md): the profile's `[store] url` (a team's PostgreSQL) when
+a profile names one, else `store.sqlite3` in the data folder (`$ROCM_CONSOLE_DATA_DIR` when
+set); no node is needed. `list` shows the newest page (50, `--limit N`), newest first, its
+filters answered by the store's indexes; `--all` streams every match a page at a time. Bad
+input (an unknown or ambiguous id, a missing path) is one line on stderr and exit 2; a store
+that cannot be opened one line naming it and the reason, exit 1.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import json
 import math
 import re
 import sys
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.cli.common import (
     EXIT_FAILED,
@@ -25,8 +30,10 @@ from console.cli.common import (
     add_profile_options,
     guarded,
     load_selected_profile,
+    positive_int,
     say_error,
 )
+from console.cli.history_arg import command_history, require, run_store
 from console.core.errors import ProfileError
 from console.core.events import parse_since
 from console.core.profiles import PROFILES_DIR
@@ -58,22 +65,31 @@ from console.core.results.reference import (
     reference_as_run,
 )
 from console.core.text import printable
-from console.services.results import ImportReport, ResultStore
+
+if TYPE_CHECKING:
+    from console.services.history import History
+    from console.services.results import ImportReport
 
 REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
+PAGE = 50  # `results list` without --limit: the newest fifty (the history screen's page)
+STREAM_PAGE = 500  # `--all`: rows read, folded and printed a page at a time
+ACCURACY_WINDOW_S = 30 * 86400.0  # an instance's accuracy score is looked for this far back
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
     ops = add_actions(
         sub, "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
     )
-    lst = ops.add_parser("list", help="stored runs, oldest first")
+    lst = ops.add_parser("list", help=f"stored runs, newest first (the newest {PAGE}; --all for every one)")
     lst.add_argument("--node", metavar="NAME", help="only runs on this node")
     lst.add_argument("--label", metavar="TEXT", help="only runs with this label")
     lst.add_argument("--model", metavar="TEXT", help="only runs whose model contains TEXT")
+    lst.add_argument("--preset", metavar="NAME", help="only runs of this bench or serve preset")
     lst.add_argument(
         "--since", metavar="WHEN", help="only runs stored since a date (2026-11-21) or for a time (7d, 12h)"
     )
+    lst.add_argument("--limit", type=positive_int, metavar="N", help=f"the newest N runs (default {PAGE})")
+    lst.add_argument("--all", action="store_true", help="every matching run (read a page at a time)")
     show = ops.add_parser("show", help="one run: context, setup, metrics, live summary")
     show.add_argument("id", help="run id or a unique prefix")
     compare = ops.add_parser("compare", help="runs side by side with deltas against the first")
@@ -116,17 +132,28 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], right: Container[int] = frozenset()) -> str:
+    return _table_text(head, rows, right)[0]
+
+
+def _table_text(
+    head: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    right: Container[int] = frozenset(),
+    widths: Sequence[int] | None = None,
+) -> tuple[str, list[int]]:
+    """The head and rows aligned, and the column widths (at least `widths`: a streamed table's
+    earlier chunks)."""
     rows = [[printable(c) for c in row] for row in rows]  # text from stored or imported files
-    widths = [len(h) for h in head]
+    width = [max(len(h), w) for h, w in zip(head, widths or [0] * len(head))]
     for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+        width = [max(w, len(c)) for w, c in zip(width, row)]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, width))
         ).rstrip()
 
-    return "\n".join([line(head), *(line(r) for r in rows)]) + "\n"
+    return "\n".join([line(head), *(line(r) for r in rows)]) + "\n", width
 
 
 def _short_model(model: object) -> str:
@@ -145,44 +172,148 @@ def _since(text: str | None) -> float | None:
     raise UsageError(f"--since {text!r}: expected a date (2026-11-21), a time (2026-11-21T08:00) or 7d/12h/30m")
 
 
-def _get_runs(store: ResultStore, refs: Sequence[str]) -> list[StoredRun]:
+def _get_runs(history: History, refs: Sequence[str]) -> list[StoredRun]:
     runs = []
     for ref in refs:
         try:
-            runs.append(store.get(ref))
+            runs.append(history.runs.get(ref))
         except KeyError as exc:
             raise UsageError(exc.args[0]) from None
     return runs
 
 
+def _accuracy_pool(history: History, runs: Sequence[StoredRun]) -> list[StoredRun]:
+    """The accuracy runs that may score `runs` (accuracy_for: same node, instance and model):
+    those of their nodes since a window before the oldest of them, read by the node index
+    (never every stored run, as the file store's list did)."""
+    from console.core.results.offline import ACCURACY, run_kind
+    from console.core.store.rows import run_from_doc
+
+    nodes = sorted(
+        {
+            str(r.context["node"])
+            for r in runs
+            if r.context.get("node") and r.context.get("instance") and run_kind(r) != ACCURACY
+        }
+    )
+    if not nodes:
+        return []
+    since = min(r.created for r in runs) - ACCURACY_WINDOW_S
+    marks = ", ".join("?" for _ in nodes)
+    rows = history.open().db.rows(
+        f"SELECT doc FROM runs WHERE node IN ({marks}) AND created >= ? AND run_kind = ?", [*nodes, since, ACCURACY]
+    )
+    pool = []
+    for (doc,) in rows:
+        with contextlib.suppress(ValueError):  # an unreadable row is named where it is listed
+            pool.append(run_from_doc(doc))
+    return pool
+
+
 # ---------------------------------------------------------------- list / show
 
+HEAD = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
+HEAD += ["TOK/J", "AVG W", "THR %", "CB"]
+RIGHT = frozenset({6, 7, 8, 9, 10, 11, 12})
 
-def _list(args, store: ResultStore) -> int:
-    for flag, value in (("--node", args.node), ("--label", args.label), ("--model", args.model)):
+
+def _list_filters(args) -> dict:
+    for flag, value in (
+        ("--node", args.node),
+        ("--label", args.label),
+        ("--model", args.model),
+        ("--preset", args.preset),
+    ):
         if value is not None and not value.strip():
             raise UsageError(f"{flag} '': give the text to match")
-    runs = store.list(node=args.node, label=args.label, model=args.model, since=_since(args.since))
-    # the seeds' published rows apart (after the runs made here): they never read as today's
-    runs = [r for r in runs if not is_reference(r)] + [r for r in runs if is_reference(r)]
-    for problem in store.errors:
+    if args.all and args.limit is not None:
+        raise UsageError("give --limit N or --all, not both")
+    return {
+        "node": args.node,
+        "label": args.label,
+        "model": args.model,
+        "preset": args.preset,
+        "since": _since(args.since),
+    }
+
+
+def _list(args, history: History) -> int:
+    """The newest runs first, a page read from the store (--all: every page, streamed)."""
+    filters = _list_filters(args)
+    table = history.runs
+    more = False
+    if args.all:
+        found: Iterable[StoredRun] = table.iter_runs(**filters, page=STREAM_PAGE)
+    else:
+        limit = args.limit or PAGE
+        page = table.list_runs(**filters, limit=limit + 1)  # one more: says whether there are more
+        more = len(page) > limit
+        found = page[:limit]
+    chunks = _chunks(found)
+    shown = _print_json(chunks) if args.json else _print_table(chunks, history)
+    for problem in table.errors:
         say_error(problem)
-    if args.json:
-        print(json.dumps({"runs": [_list_dict(r) for r in runs]}, indent=2, default=str, allow_nan=False))
-        return EXIT_OK
-    if not runs:
+    if not shown and not args.json:
+        matched = " match" if any(v is not None for v in filters.values()) else ""
+        print(f"no stored results{matched} ({history.where})")
+    if more:
         print(
-            "no stored results"
-            + (" match" if any((args.node, args.label, args.model, args.since)) else "")
-            + f" ({store.root})"
+            f"rocm-console: the newest {shown} runs shown; --limit N shows more, --all every one",
+            file=sys.stderr,
         )
-        return EXIT_OK
+    return EXIT_OK
+
+
+def _chunks(runs: Iterable[StoredRun]) -> Iterator[list[StoredRun]]:
+    """The runs a page at a time; the seeds' published rows held back to the end, so that they
+    never read as today's (they are few)."""
+    it = iter(runs)
+    references: list[StoredRun] = []
+    while chunk := list(islice(it, STREAM_PAGE)):
+        references += [r for r in chunk if is_reference(r)]
+        mine = [r for r in chunk if not is_reference(r)]
+        if mine:
+            yield mine
+    if references:
+        yield references
+
+
+def _print_json(chunks: Iterable[list[StoredRun]]) -> int:
+    """`{"runs": [...]}` as json.dumps(indent=2) writes it, one run at a time."""
+    count = 0
+    for chunk in chunks:
+        for run in chunk:
+            text = json.dumps(_list_dict(run), indent=2, default=str, allow_nan=False)
+            sys.stdout.write(('{\n  "runs": [\n' if count == 0 else ",\n") + _indent(text, "    "))
+            count += 1
+    sys.stdout.write('{\n  "runs": []\n}\n' if count == 0 else "\n  ]\n}\n")
+    return count
+
+
+def _indent(text: str, pad: str) -> str:
+    return "\n".join(pad + line for line in text.split("\n"))
+
+
+def _print_table(chunks: Iterable[list[StoredRun]], history: History) -> int:
+    """The table, a chunk at a time; the columns as wide as the widest cell seen so far."""
+    count = 0
+    widths: list[int] | None = None
+    for chunk in chunks:
+        rows = _rows(chunk, history)
+        count += len(chunk)
+        if not rows:
+            continue
+        text, widths = _table_text(HEAD, rows, RIGHT, widths)
+        sys.stdout.write(text if count == len(chunk) else text.split("\n", 1)[1])
+        sys.stdout.flush()
+    return count
+
+
+def _rows(runs: list[StoredRun], history: History) -> list[list[str]]:
     runs, answers = fold_find_max_answers(runs)  # a find-max answer: a mark on its point's row
-    head = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
-    head += ["TOK/J", "AVG W", "THR %", "CB"]
     rows = []
-    filtered = any((args.node, args.label, args.model, args.since))
-    for run, acc in zip(runs, accuracy_for(runs, store.list() if filtered else runs)):
+    pool = [*runs, *_accuracy_pool(history, runs)]
+    for run, acc in zip(runs, accuracy_for(runs, pool)):
         s = run_summary(run)
         if accuracy_text(acc):
             s["setup"] += f" [{accuracy_text(acc)}]"
@@ -215,8 +346,7 @@ def _list(args, store: ResultStore) -> int:
                 client_mark(s["client_bound"]),
             ]
         )
-    sys.stdout.write(_table(head, rows, right={6, 7, 8, 9, 10, 11, 12}))
-    return EXIT_OK
+    return rows
 
 
 def _list_dict(run: StoredRun) -> dict:
@@ -226,8 +356,8 @@ def _list_dict(run: StoredRun) -> dict:
     return _plain(data)
 
 
-def _show(args, store: ResultStore) -> int:
-    (run,) = _get_runs(store, [args.id])
+def _show(args, history: History) -> int:
+    (run,) = _get_runs(history, [args.id])
     if args.json:
         print(json.dumps(run_to_dict(run), indent=2, ensure_ascii=False, allow_nan=False))
         return EXIT_OK
@@ -289,8 +419,8 @@ def _cell(row: dict, i: int) -> str:
     return text if extra is None else f"{text} ({extra})"
 
 
-def _compare(args, store: ResultStore) -> int:
-    runs = _get_runs(store, args.ids)
+def _compare(args, history: History) -> int:
+    runs = _get_runs(history, args.ids)
     left_out: list[StoredRun] = []
     if not args.include_failed:  # a failed run's zeros would read as the best latency
         runs, left_out = split_failed(runs)
@@ -301,7 +431,8 @@ def _compare(args, store: ResultStore) -> int:
     warning = workload_warning(runs)
     matches = _pick_references(runs) if args.reference else []
     # the instance's accuracy score (bench accuracy) beside its speed results
-    runs = [with_accuracy(r, acc) for r, acc in zip(runs, accuracy_for(runs, store.list()))]
+    pool = [*runs, *_accuracy_pool(history, runs)]
+    runs = [with_accuracy(r, acc) for r, acc in zip(runs, accuracy_for(runs, pool))]
     columns = runs + [reference_as_run(m.row) for m in matches]
     rows = compare_table(columns)
     if args.json:
@@ -347,13 +478,13 @@ def _plain(value):
 # ---------------------------------------------------------------- export / import
 
 
-def _export(args, store: ResultStore) -> int:
+def _export(args, history: History) -> int:
     if args.all:
         if args.ids:
             raise UsageError("give run ids or --all, not both")
-        runs = store.list()
+        runs = history.runs.list()  # oldest first, as the export has always been
     elif args.ids:
-        runs = _get_runs(store, args.ids)
+        runs = _get_runs(history, args.ids)
     else:
         raise UsageError("export needs run ids (or --all)")
     text = {"json": export_json, "csv": export_csv, "md": export_markdown}[args.format](runs)
@@ -396,8 +527,8 @@ def _print_report(report: ImportReport) -> None:
     )
 
 
-def _import(args, store: ResultStore) -> int:
-    report = store.import_paths(args.paths, label=args.label, node=args.node)
+def _import(args, history: History) -> int:
+    report = history.runs.import_paths(args.paths, label=args.label, node=args.node)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
         for item in report.unreadable:
@@ -409,16 +540,16 @@ def _import(args, store: ResultStore) -> int:
     return report.exit_code
 
 
-def _delete(args, store: ResultStore) -> int:
+def _delete(args, history: History) -> int:
     ids = []
     for ref in args.ids:  # every id checked first: a typo deletes nothing
         try:
-            ids.append(store.resolve(ref))
+            ids.append(history.runs.resolve(ref))
         except KeyError as exc:
             raise UsageError(exc.args[0]) from None
     for run_id in dict.fromkeys(ids):
         try:
-            store.delete(run_id)
+            history.delete_run(run_id)
         except KeyError:  # another console deleted it meanwhile: gone either way
             pass
         if not args.json:
@@ -428,7 +559,7 @@ def _delete(args, store: ResultStore) -> int:
     return EXIT_OK
 
 
-def _fetch(args, store: ResultStore) -> int:
+def _fetch(args) -> int:
     """`results fetch RUN...`: a finished run from its node into the store (services/node_results.py)."""
     import asyncio
 
@@ -436,7 +567,9 @@ def _fetch(args, store: ResultStore) -> int:
     from console.services.node_results import FetchError, fetch_run
 
     profile = load_selected_profile(args)
-    sel = Selection(profile)
+    history = command_history(profile=profile)
+    store = run_store(history)  # a store that cannot be opened: the fetch says so, the run stays
+    sel = Selection(profile, history)
     node = sel.node(args.node)
     presets = {p.name: p for p in profile.bench_presets}
 
@@ -459,11 +592,15 @@ def _fetch(args, store: ResultStore) -> int:
             print(json.dumps({"runs": docs}, indent=2, default=str, allow_nan=False))
         return EXIT_FAILED if failed else EXIT_OK
 
-    return asyncio.run(fetch_all())
+    try:
+        return asyncio.run(fetch_all())
+    finally:
+        history.close()
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a `results` action. No profile is needed (results are local), except to fetch from a node."""
+    """Run a `results` action on the command's one History. No node is needed (a profile only
+    names a team's store), except to fetch from a node."""
     from console.services.results import StoreError
     from console.transport.base import TransportError
 
@@ -471,26 +608,28 @@ def run(args: argparse.Namespace) -> int:
         from console.services.demo import use_demo_results
 
         use_demo_results()
-    store = ResultStore()
+    if args.results_command == "fetch":
+        return guarded(lambda: _fetch(args), failures=(StoreError, TransportError))
     action = {
         "list": _list,
         "show": _show,
         "compare": _compare,
         "export": _export,
         "import": _import,
-        "fetch": _fetch,
         "delete": _delete,
     }[args.results_command]
+    history: History | None = None
 
     def checked() -> int:
-        if args.results_command != "fetch":
-            if getattr(args, "profile", None) or getattr(args, "demo", False):
-                load_selected_profile(args)  # not read here, but a bad one is still an error
-            store.check_readable()
-        return action(args, store)
+        nonlocal history
+        history = require(command_history(args))  # the store, or one line naming it and why
+        return action(args, history)
 
     try:
-        return guarded(checked, failures=(StoreError, TransportError))
-    except ValueError as exc:  # a stored file that cannot be read
+        return guarded(checked, failures=(StoreError,))
+    except ValueError as exc:  # a stored run that cannot be read
         say_error(" ".join(str(exc).split()))
         return EXIT_FAILED
+    finally:
+        if history is not None:
+            history.close()

@@ -22,21 +22,34 @@ from console.services.transports import TransportPool
 
 if TYPE_CHECKING:
     from console.services.groups import GroupService, GroupView
+    from console.services.history import History
     from console.services.instances import InstanceService
 
 
 class Selection:
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, history: History | None = None) -> None:
         self.profile = profile
         self.pool = TransportPool()  # no link is opened until a node is asked
+        self._history = history  # the command's one History; made from the profile when asked
+        self._own_history = False  # one made here is closed here; a given one by its owner
+
+    @property
+    def history(self) -> History:
+        """The command's history (events, runs), opened on first use."""
+        if self._history is None:
+            from console.cli.history_arg import command_history
+
+            self._history = command_history(profile=self.profile)
+            self._own_history = True
+        return self._history
 
     @functools.cached_property
     def instances(self) -> InstanceService:
-        from console.services.events import EventLog
         from console.services.instances import InstanceService  # here: `status` needs no instances
 
-        # A stop or a refused start from the command line is on the timeline, as from the TUI.
-        return InstanceService(self.pool, timeline=EventLog().append)
+        # A stop or a refused start from the command line is on the timeline, as from the TUI
+        # (in the store; in the data folder's events.jsonl while the store cannot be opened).
+        return InstanceService(self.pool, timeline=self.history.events.append)
 
     @functools.cached_property
     def groups(self) -> GroupService:
@@ -49,6 +62,8 @@ class Selection:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.pool.close()
+        if self._own_history and self._history is not None:
+            self._history.close()
 
     # ------------------------------------------------------------ nodes
 

@@ -21,3 +21,38 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     return lines[0]
+
+
+def stored_runs(data_dir: Path) -> list:
+    """The runs the data folder's store holds (the SQLite file every command opens), oldest first."""
+    from console.services.store import open_store
+
+    with open_store(Path(data_dir) / "store.sqlite3") as store:
+        return store.runs.list()
+
+
+def stored_events(data_dir: Path) -> list:
+    """The events the data folder's store holds, oldest first."""
+    from console.services.store import open_store
+
+    with open_store(Path(data_dir) / "store.sqlite3") as store:
+        return list(reversed(store.events.read()))
+
+
+class StoreEvents:
+    """The data folder's store's events, as a console or a watcher writes and reads them."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / "store.sqlite3"
+
+    def append(self, events) -> int:
+        from console.services.store import open_store
+
+        with open_store(self.path) as store:
+            return store.events.append(events)
+
+    def read(self, **filters) -> list:
+        from console.services.store import open_store
+
+        with open_store(self.path) as store:
+            return store.events.read(**filters)

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from console.core.events import Event
-from console.services.events import EventLog
-from tests.cli.cli_helpers import ROOT, one_line_error, run
+from tests.cli.cli_helpers import ROOT, StoreEvents, one_line_error, run
 from tests.services.webhook_receiver import Receiver
 
 TOKEN = "tok-9f8e7d6c5b4a-secret"
@@ -33,11 +32,12 @@ def env(tmp_path) -> dict:
 
 
 @pytest.fixture
-def log(env) -> EventLog:
-    return EventLog(Path(env["ROCM_CONSOLE_DATA_DIR"]) / "events.jsonl")
+def log(env) -> StoreEvents:
+    """The timeline every command reads: the data folder's store."""
+    return StoreEvents(Path(env["ROCM_CONSOLE_DATA_DIR"]))
 
 
-def seed(log: EventLog) -> float:
+def seed(log: StoreEvents) -> float:
     now = time.time()
     log.append(
         [

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from tests.cli.cli_helpers import stored_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -50,11 +51,11 @@ def test_import_then_reimport(capsys, data_dir):
     assert code == 0, err
     assert out.count("imported  ") == 11
     assert out.strip().splitlines()[-1].startswith("11 imported, 0 already stored, 0 skipped, 0 unreadable")
-    assert len(list((data_dir / "results").glob("*.json"))) == 11
+    assert len(stored_runs(data_dir)) == 11
     code, out, _ = cli(capsys, "import", str(SEED_004), "--json")
     report = json.loads(out)
     assert report["imported"] == [] and len(report["duplicates"]) == 9 and code == 0
-    assert len(list((data_dir / "results").glob("*.json"))) == 11
+    assert len(stored_runs(data_dir)) == 11
 
 
 def test_import_exit_codes(capsys, tmp_path):
@@ -83,7 +84,7 @@ def test_list_and_show(capsys):
     assert "1998.36" in first and "804.28" in first and "33.46" in first
     code, out, _ = cli(capsys, "list", "--node", "mi300x-a", "--json")
     runs = json.loads(out)["runs"]
-    assert [r["id"] for r in runs] == ids
+    assert [r["id"] for r in runs] == ids[::-1]  # newest first (one import: the last part is the newest)
     code, out, _ = cli(capsys, "list", "--label", "nope")
     assert code == 0 and out.startswith("no stored results match")
     code, out, _ = cli(capsys, "show", ids[1])
@@ -171,14 +172,15 @@ def stored_failed_run() -> str:
     """The CPU client's result JSON as a run where every request failed (a 400 for each), stored
     as the console stores what it ran (an import skips such a file)."""
     from console.core.results.build import run_from_console
-    from console.services.results import ResultStore
+    from console.services.store import open_store
 
     data = json.loads((CPU / "bench_result.json").read_text())
     data.update(date="20261121-080000", completed=0, failed=50, total_output_tokens=0, output_throughput=0.0)
     for key in list(data):
         if key.endswith("_ms") or key in ("request_throughput", "total_token_throughput"):
             data[key] = [] if isinstance(data[key], list) else 0.0
-    return ResultStore().save(run_from_console({"node": "cpu-1"}, data))
+    with open_store(Path(os.environ["ROCM_CONSOLE_DATA_DIR"]) / "store.sqlite3") as store:
+        return store.runs.save(run_from_console({"node": "cpu-1"}, data))
 
 
 def test_failed_run_is_marked_and_left_out_of_compare(capsys, tmp_path):

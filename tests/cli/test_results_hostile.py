@@ -32,6 +32,12 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
 def test_imported_text_is_shown_as_visible_escapes(capsys, tmp_path):
     doc = json.loads(RESULT.read_text())
     doc["model_id"] = f"org/evil{EVIL}"
@@ -66,10 +72,22 @@ def test_unreadable_import_and_stored_file_are_one_line(capsys, data_dir, tmp_pa
     assert "Traceback" not in err and code != 0
     assert "bad.json" in out + err and ("nested deeper" in out + err or "over 64 digits" in out + err), out + err
 
-    # the same in the store itself (a file put there by hand, or damaged)
-    (data_dir / "results").mkdir(parents=True, exist_ok=True)
-    (data_dir / "results" / "20260101-000000-deadbeef.json").write_text(content)
+    # the same in the store itself (a row damaged, or written by hand): one line naming the run
+    ids = [r["id"] for r in json.loads(cli(capsys, "import", str(RESULT), "--json")[1])["imported"]]
+    from console.services.store import open_store
+
+    with open_store(data_dir / "store.sqlite3") as store, store.db.transaction():
+        store.db.execute("UPDATE runs SET doc = ? WHERE id = ?", (content, ids[0]))
     code, out, err = cli(capsys, "list")
     assert "Traceback" not in err
     [line] = err.strip().splitlines()
-    assert "20260101-000000-deadbeef.json" in line and "unreadable stored run" in line, err
+    assert ids[0] in line and "unreadable stored run" in line, err
+    code, out, err = cli(capsys, "show", ids[0])
+    assert code == 1 and ids[0] in one_line(err) and "unreadable stored run" in err
+
+    # a file put by hand in the old results folder: left there, counted in the catch-up's line
+    (data_dir / "results").mkdir(parents=True, exist_ok=True)
+    (data_dir / "results" / "20260101-000000-deadbeef.json").write_text(content)
+    code, out, err = cli(capsys, "list")
+    assert "Traceback" not in err and code == 0
+    assert [ln for ln in err.splitlines() if "store:" in ln and "1 unreadable files left in place" in ln], err
