@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # loaded when first used: the first frame does not wait for t
     from console.services.demo import DemoInstance
     from console.services.events import EventLog
     from console.services.health_watch import HealthWatch
-    from console.services.results import ResultStore
+    from console.services.history import History
     from console.ui.screens.partition import StartPresetRequested
 
 # Sampling intervals that + and - step through (seconds).
@@ -129,10 +129,11 @@ class ConsoleApp(InstanceActions):
         events: EventLog | None = None,
         health: HealthSettings | None = None,
         start_notes: Sequence[str] = (),
+        history: History | None = None,
     ) -> None:
         super().__init__()
         self.start_notes = tuple(start_notes)  # one line each, shown at start (what --profile could not apply)
-        self.result_store: ResultStore | None = None  # the TUI's one store, made on first use (ui/results_store.py)
+        self.history = history  # the TUI's one store (ui/results_store.py history_of; opened after the first frame)
         # The demo opens on a living fleet: these (DemoInstance) are started once their node is live.
         self.demo_instances = tuple(demo_instances)
         self.profile = profile
@@ -556,13 +557,13 @@ class ConsoleApp(InstanceActions):
         self.open_start_dialog(message.node, message.gpus, message.preset_name)
 
     def action_history(self) -> None:
-        from console.ui.results_store import result_store
+        from console.ui.results_store import history_of
         from console.ui.screens.history import HistoryScreen
 
         if isinstance(self.screen, HistoryScreen):
             self.pop_screen()
         else:
-            self.push_screen(HistoryScreen(result_store(self)))
+            self.push_screen(HistoryScreen(history_of(self)))
 
     def open_events(self, filter_text: str = "") -> None:
         from console.ui.screens.events import toggle_events  # loaded when first opened
@@ -681,6 +682,9 @@ class ConsoleApp(InstanceActions):
         if self.fleet_settled.is_set():
             return
         self.fleet_settled.set()
+        from console.ui.results_store import open_history_soon
+
+        open_history_soon(self)  # in a thread, after the first full frame: a first start moves old files in
         # What exists now (Textual's widgets and styles, profiles, the fleet's records) lives as
         # long as the console: out of the collector's sight, a full collection of what is left
         # takes a few ms instead of ~80 ms on a big fleet (a key press waits for it).

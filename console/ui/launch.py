@@ -4,7 +4,7 @@ its own state and data folders, seeded history and instances (cli/tui.py calls i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from console.core.model import Profile
 from console.ui.app import ConsoleApp
@@ -23,13 +23,12 @@ def run_app(
 ) -> int:
     """`health`: the profile's health settings when the caller read them already (cli/tui.py)."""
     from console.core.health_profile import health_settings
-    from console.services.events import EventLog
     from console.ui.paced_loop import run_paced
 
     if health is None:
         health = health_settings(profile)
     if not demo:
-        app = ConsoleApp(profile, interval=interval, events=EventLog(), health=health)
+        app = _with_history(ConsoleApp, profile, interval=interval, health=health)
         run_paced(app.run_async())
         return app.return_code or 0
     from console.services import demo as demo_life
@@ -43,11 +42,11 @@ def run_app(
         from console.services.baseline_demo import prepare_demo
 
         prepare_demo(profile)  # a seeded baseline, and mi300x-spx's simulated ROCm upgraded since
-        app = ConsoleApp(
+        app = _with_history(  # the demo's own store, in its own data dir (use_demo_data_dir)
+            ConsoleApp,
             profile,
             interval=interval,
             demo_instances=demo_life.DEMO_INSTANCES,
-            events=EventLog(),  # in the demo's own data dir (use_demo_data_dir)
             health=health,
             start_notes=notes,
         )
@@ -56,3 +55,17 @@ def run_app(
     finally:  # a clean quit stops the demo's processes now rather than at their next look
         demo_life.stop_bound(token)
         demo_life.remove_private_state()  # after its processes: they write there until they end
+
+
+def _with_history(make: type[ConsoleApp], profile: Profile, **kwargs: Any) -> ConsoleApp:
+    """The app with its one History (console/services/history.py) of the data dir in force now:
+    its events (ConsoleEvents: what is written before the store is open waits in memory), its
+    runs, baselines and node versions. Nothing is opened here: the store opens in a thread once
+    the first frame is on screen, and its migration line comes as a notification."""
+    from console.services.history import History
+    from console.ui.results_store import ConsoleEvents, toast
+
+    history = History.of(profile)
+    app = make(profile, events=ConsoleEvents(history), history=history, **kwargs)  # type: ignore[arg-type]
+    history.say = lambda line: toast(app, line)
+    return app

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from console.core.events import Event
 from console.core.results.build import run_from_console
-from console.services.events import EventLog
-from console.services.results import ResultStore
+from console.services.history import History
 from console.ui.model.events_view import Subject, pick_run, subject_of
 from console.ui.screens.detail import DetailScreen
 from console.ui.screens.events import EventsScreen
@@ -27,11 +26,11 @@ async def test_enter_on_an_event_opens_its_subject(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
     data = json.loads((ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "bench_result.json").read_text())
     now = time.time()
-    store = ResultStore()
+    history = History(data_dir=tmp_path / "data")
+    store = history.runs
     store.save(run_from_console({"node": "mi300x-spx"}, data, created=now - 9000))  # another, older run
     wanted = store.save(run_from_console({"node": "mi300x-spx"}, data, created=now - 15))
-    log = EventLog(tmp_path / "events.jsonl")
-    log.append(
+    history.events.append(
         [
             Event(now - 40, "gpu.ecc", "mi300x-cpx", 3, severity="fail", message="uncorrectable ECC +1"),
             Event(now - 30, "partition.switched", "mi355x", message="partition switched to SPX on GPUs all"),
@@ -40,7 +39,7 @@ async def test_enter_on_an_event_opens_its_subject(tmp_path, monkeypatch):
         ]
     )
     app, prepare = SCENES["fleet"].make()
-    app.event_log_path = log.path  # type: ignore[attr-defined]
+    app.history = history
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         await pilot.press("e")

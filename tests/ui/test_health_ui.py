@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import DataTable
 
 from console.core.events import Event
-from console.services.events import EventLog
+from console.services.history import History
 from console.ui.screens.events import EventsScreen
 from console.ui.widgets.gpu_table import GpuTable
 from tests.ui.scenes.registry import SCENES
@@ -59,9 +59,9 @@ async def test_gpu_detail_shows_health_counters():
 
 async def test_events_screen_follows_the_log_and_filters(tmp_path):
     app, prepare = SCENES["fleet"].make()
-    log = EventLog(tmp_path / "events.jsonl")
-    log.append(Event(time.time() - 60, "node.up", "mi300x-spx", message="mi300x-spx is live"))
-    app.event_log_path = log.path  # type: ignore[attr-defined]
+    history = History(data_dir=tmp_path)
+    history.events.append(Event(time.time() - 60, "node.up", "mi300x-spx", message="mi300x-spx is live"))
+    app.history = history
     async with app.run_test(size=(120, 36)) as pilot:
         await prepare(pilot)
         await pilot.press("e")
@@ -70,6 +70,7 @@ async def test_events_screen_follows_the_log_and_filters(tmp_path):
         table = screen.query_one("#events-table", DataTable)
         assert await wait_for(pilot, lambda: table.row_count == 1)
         # Written by another process (the CLI, another console): shown within about a second.
+        log = History(data_dir=tmp_path).events
         log.append(Event(time.time(), "gpu.ecc", "mi300x-spx", 5, severity="fail", message="GPU 5: uncorrectable +2"))
         log.append(Event(time.time(), "gpu.throttle_start", "mi355x", 1, severity="warn", message="GPU 1: power"))
         assert await wait_for(pilot, lambda: table.row_count == 3, timeout=5)

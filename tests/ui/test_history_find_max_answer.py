@@ -12,8 +12,10 @@ from textual.widgets import DataTable
 from console.cli import entry
 from console.core.bench.find_max import FindMax, Run, SearchSpec, parse_budget
 from console.core.results.build import run_from_console
+from console.services.history import History
 from console.services.results import ResultStore
 from console.services.runs.find_max import FindMaxAnswer, answer_record
+from console.services.store.runs import RunTable
 from console.ui.screens.history import HistoryScreen
 
 from .conftest import wait_for
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = json.loads((ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "bench_result.json").read_text())
 
 
-def stored_search(store: ResultStore) -> tuple[list[str], str]:
+def stored_search(store: ResultStore | RunTable) -> tuple[list[str], str]:
     """Points at c1, c2, c4, c8 (c8 the answer's) and the answer, stored as the service stores them."""
     ids = []
     for c, created in ((1, 1000.0), (2, 1010.0), (4, 1020.0), (8, 1030.0)):
@@ -42,9 +44,10 @@ def stored_search(store: ResultStore) -> tuple[list[str], str]:
 
 
 async def test_history_marks_the_answer_on_its_point_row_and_lists_it_once(tmp_path):
-    store = ResultStore(tmp_path / "results")
+    history = History(data_dir=tmp_path)
+    store = history.runs
     ids, answer_id = stored_search(store)
-    app = Host(lambda: HistoryScreen(store))
+    app = Host(lambda: HistoryScreen(history))
     async with app.run_test(size=(160, 30)) as pilot:
         screen = app.screen
         assert await wait_for(pilot, lambda: screen.loaded)

@@ -9,7 +9,7 @@ import json
 from textual.widgets import DataTable
 
 from console.core.results.build import run_from_console
-from console.services.results import ResultStore
+from console.services.history import History
 from console.ui.model.history_view import short_setup
 
 from .conftest import screen_text, wait_for
@@ -20,7 +20,7 @@ RESULT = json.loads((ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "bench_resu
 
 async def test_runs_of_one_preset_are_told_apart_by_their_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
-    store = ResultStore()
+    store = History().runs  # the data dir's store, which the screen reads
     loads = ((8, None, 500), (64, None, 500), (64, None, 2000), (None, 2.0, 500))
     for i, (conc, rate, prompts) in enumerate(loads):
         setup = {"dataset": "random", "input_len": 4096, "output_len": 512, "num_prompts": prompts}

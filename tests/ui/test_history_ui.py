@@ -11,7 +11,7 @@ import pytest
 from textual.app import App
 from textual.widgets import DataTable, Input, Static
 
-from console.services.results import ResultStore
+from console.services.history import History
 from console.ui.model.compare_view import verdict
 from console.ui.model.history_view import expand_paths
 from console.ui.screens.compare import CompareScreen
@@ -69,7 +69,7 @@ async def test_import_list_compare_export(data_dir, tmp_path):
         screen = await import_seed(pilot, app)
         assert app.screen is screen
         assert screen.status == "9 imported, 0 duplicates, 0 skipped"
-        assert (data_dir / "results").is_dir() and len(list((data_dir / "results").glob("*.json"))) == 9
+        assert History(data_dir=data_dir).runs.count() == 9  # in the store of the data dir
         table = screen.query_one(DataTable)
         assert table.row_count == 9
         assert "9 runs, newest first" in text_of(screen, "#history-title")
@@ -154,9 +154,10 @@ async def test_filter_detail_and_escape(data_dir):
         await pilot.press("slash")
         for key in "c128":
             await pilot.press(key)
-        await pilot.pause()
         table = screen.query_one(DataTable)
-        assert table.row_count == 2 and "2 of 9 runs" in text_of(screen, "#history-title")
+        assert await wait_for(
+            pilot, lambda: table.row_count == 2 and "2 of 9 runs" in text_of(screen, "#history-title")
+        )
         await pilot.press("enter")  # keeps the filter, back to the list
         assert table.has_focus and screen.filter_text == "c128"
         await pilot.press("enter")  # the run's detail
@@ -170,7 +171,7 @@ async def test_filter_detail_and_escape(data_dir):
         await pilot.pause()
         assert app.screen is screen
         await pilot.press("escape")  # clears the filter
-        assert table.row_count == 9 and screen.filter_text == ""
+        assert await wait_for(pilot, lambda: table.row_count == 9) and screen.filter_text == ""
         await pilot.press("c")  # nothing marked: a hint, no screen
         await pilot.pause()
         assert app.screen is screen
@@ -179,7 +180,7 @@ async def test_filter_detail_and_escape(data_dir):
 async def test_import_reports_skipped_and_unreadable(tmp_path):
     junk = tmp_path / "junk.txt"
     junk.write_text("no benchmark here\n")
-    store = ResultStore(tmp_path / "store")
+    store = History(data_dir=tmp_path / "store")
     app = Host(lambda: HistoryScreen(store))
     async with app.run_test(size=(140, 40)) as pilot:
         screen = app.screen
@@ -208,13 +209,12 @@ async def test_runs_with_energy_show_its_columns_detail_and_chart(tmp_path):
     and CB; the detail says the energy, per-GPU share and client check and draws the power."""
     from console.core.results.record import run_from_dict
     from console.services.demo import SEED_RESULTS_DIR
-    from console.services.results import ResultStore
 
-    store = ResultStore(tmp_path / "results")
+    store = History(data_dir=tmp_path)
     recorded = []
     for path in sorted(SEED_RESULTS_DIR.glob("*.json")):
         run = run_from_dict(json.loads(path.read_text()))
-        store.save(run)
+        store.runs.save(run)
         if run.energy is not None:
             recorded.append(run)
     assert recorded, "the demo ships runs with energy"
@@ -291,13 +291,15 @@ async def test_failed_and_reference_rows_look_like_what_they_are(tmp_path):
     from console.services.demo import REFERENCE_PATH, reference_run
 
     data = json.loads((ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "bench_result.json").read_text())
-    store = ResultStore(tmp_path / "results")
-    good = store.save(run_from_console({"node": "cpu-1"}, data, created=1000.0))
-    other = store.save(run_from_console({"node": "cpu-1"}, {**data, "max_concurrency": 16, "date": "20261121-080000"}))
+    store = History(data_dir=tmp_path)
+    good = store.runs.save(run_from_console({"node": "cpu-1"}, data, created=1000.0))
+    other = store.runs.save(
+        run_from_console({"node": "cpu-1"}, {**data, "max_concurrency": 16, "date": "20261121-080000"})
+    )
     failed = {**data, "completed": 0, "failed": 50, "output_throughput": 0.0, "median_ttft_ms": 0.0, "date": "x"}
-    bad = store.save(run_from_console({"node": "cpu-1"}, failed, created=2000.0))
+    bad = store.runs.save(run_from_console({"node": "cpu-1"}, failed, created=2000.0))
     row = next(r for r in load_reference_numbers(REFERENCE_PATH) if r.kind == "serving")
-    ref = store.save(reference_run(row, REFERENCE_PATH.name))  # stored now, as the demo seeds it
+    ref = store.runs.save(reference_run(row, REFERENCE_PATH.name))  # stored now, as the demo seeds it
     app = Host(lambda: HistoryScreen(store))
     async with app.run_test(size=(140, 30)) as pilot:
         screen = app.screen

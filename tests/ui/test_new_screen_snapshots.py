@@ -28,8 +28,8 @@ from console.core.model import (
 )
 from console.core.partition_rules import Blocker, describe_change, preflight, process_blockers
 from console.core.partition_view import renumber_lines
+from console.services.history import History
 from console.services.partitions import PartitionCheck, SwitchResult
-from console.services.results import ResultStore
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.history import HistoryScreen
 from console.ui.screens.partition import PartitionScreen
@@ -248,10 +248,10 @@ def test_partition_dialog_done(snap_compare):
 
 @pytest.fixture
 def store(tmp_path):
-    store = ResultStore(tmp_path / "results")
-    report = store.import_paths([SEED], now=T0)
+    history = History(data_dir=tmp_path)
+    report = history.runs.import_paths([SEED], now=T0)
     assert len(report.imported) == 9
-    return store
+    return history
 
 
 async def _loaded(pilot) -> None:
@@ -278,8 +278,8 @@ def test_history_screen(snap_compare, store):
 
 def test_compare_screen_with_reference(snap_compare, store):
     """Two c128 runs side by side, deltas coloured, the seed's reference rows added."""
-    runs = sorted(store.list(model="70B"), key=lambda r: r.metrics.get("output_throughput") or 0)
-    c128 = [r for r in store.list() if r.setup.get("max_concurrency") == 128]
+    runs = sorted(store.runs.list(model="70B"), key=lambda r: r.metrics.get("output_throughput") or 0)
+    c128 = [r for r in store.runs.list() if r.setup.get("max_concurrency") == 128]
     assert len(runs) == 9 and len(c128) == 2
 
     async def run_before(pilot) -> None:

@@ -16,7 +16,7 @@ from textual.app import App
 from console.core.results.build import run_from_console
 from console.core.results.reference import load_reference_numbers
 from console.services.demo import REFERENCE_PATH, reference_run
-from console.services.results import ResultStore
+from console.services.history import History
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.history import HistoryScreen
 from console.ui.widgets.bench_plots import ParetoPlot
@@ -52,7 +52,8 @@ class Host(App):
 
 @pytest.fixture
 def store(tmp_path):
-    store = ResultStore(tmp_path / "results")
+    history = History(data_dir=tmp_path)
+    store = history.runs
     assert len(store.import_paths([SEED], now=T0).imported) == 9
     data = json.loads(CPU_RESULT.read_text())
     failed = {**data, "completed": 0, "failed": 50, "output_throughput": 0.0, "median_ttft_ms": 0.0}
@@ -60,7 +61,7 @@ def store(tmp_path):
     row = next(r for r in load_reference_numbers(REFERENCE_PATH) if r.kind == "serving")
     ref = reference_run(row, REFERENCE_PATH.name)
     store.save(dataclasses.replace(ref, id="20260101-000200-ref-seed004", created=T0 + 120))
-    return store
+    return history
 
 
 async def _history_loaded(pilot) -> None:
@@ -90,7 +91,7 @@ def test_history_80x24(snap_compare, store):
 
 def test_compare_80x24(snap_compare, store):
     """Two runs of seed 004 whose concurrency differs: the one-line warning names it."""
-    runs = store.list(model="70B")
+    runs = store.runs.list(model="70B")
     c128 = next(r for r in runs if r.setup.get("max_concurrency") == 128)
     c256 = next(r for r in runs if r.setup.get("max_concurrency") == 256)
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from textual.widgets import Input
 
 from console.core.model import SimulateSpec
-from console.services.events import EventLog
+from console.services.history import History
 from console.services.instances import InstanceService
 from console.services.status import sample_node
 from console.services.transports import TransportPool
+from console.ui.results_store import ConsoleEvents
 from console.ui.screens.detail import DetailScreen
 from console.ui.screens.events import EventsScreen
 from console.ui.screens.fleet import FleetScreen
@@ -31,13 +32,13 @@ async def test_refused_start_ended_process_and_dialog_stop_are_on_the_events_scr
     node = sim_node(
         "n1", state_dir=str(tmp_path / "n1"), simulate=SimulateSpec("MI300X", 8, "SPX", "NPS1", 5, busy=(5,))
     )
-    log = EventLog(tmp_path / "data" / "events.jsonl")
+    history = History(data_dir=tmp_path / "data")
     service = InstanceService(TransportPool())
     try:
         snap = await sample_node(service.pool, node, probe=False)
         await service.start(node, TINY, gpus=[3], snapshot=snap, port=free_port(), name="outside")
-        app = make_app(node, events=log)
-        app.event_log_path = log.path  # type: ignore[attr-defined]  # the events screen reads the test's log
+        app = make_app(node, events=ConsoleEvents(history))  # as ui/launch.py makes it
+        app.history = history
         async with app.run_test(size=(150, 44), notifications=True) as pilot:
             table = await until_live(pilot, app)
             assert await wait_for(pilot, lambda: app.board.find("n1", "outside") is not None, timeout=30)

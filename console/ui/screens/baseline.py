@@ -6,6 +6,9 @@ selected baseline what it holds or the report of a check run from here.
 check`: its own instance, started and stopped), showing its progress and then the report;
 `a` acknowledges the node's changed versions (clears the mark). The commands do the same
 from a shell, for cron and CI.
+
+The baselines and node versions are the history's (the store, console/services/history.py),
+read in a thread: while the store cannot be opened the title says so (history unavailable).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,8 +27,10 @@ from textual.widgets import DataTable, Static
 
 from console.core.baseline.report import CheckReport, render_markdown
 from console.core.baseline.stats import REGRESSED
-from console.services.baseline import BaselineError, BaselineRunner, BaselineStore, StoredBaseline, check_report
+from console.core.text import one_line
+from console.services.baseline import BaselineError, BaselineRunner, StoredBaseline, check_report
 from console.services.node_versions import VersionsBook
+from console.services.results import StoreError
 from console.transport.base import TransportError
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
@@ -74,15 +80,21 @@ class BaselineScreen(Screen):
 
     def __init__(
         self,
-        store: BaselineStore | None = None,
+        store: Any = None,
         book: VersionsBook | None = None,
         *,
         runner: Callable[[], BaselineRunner] = BaselineRunner,
     ) -> None:
+        """store: where the baselines are (list(); default: the app's history's); book: the
+        node versions (default: the console's HealthWatch's, else the history's)."""
         super().__init__(id="baseline-screen")
-        self.store = store or BaselineStore()
+        self.store = store
         self.book = book
         self.runner = runner
+        self.loaded = False
+        self.unavailable: str | None = None  # "history unavailable: ..." when the store cannot be opened
+        self._marked: dict[str, str] = {}
+        self._pending: dict[str, list[str]] = {}  # node -> its unacknowledged changes, as last read
         self._baselines: list[StoredBaseline] = []
         self._reports: dict[tuple[str, str], CheckReport] = {}
         self._progress: dict[tuple[str, str], list[str]] = {}
@@ -93,18 +105,55 @@ class BaselineScreen(Screen):
         yield KeyBar()
 
     def _book(self) -> VersionsBook:
+        """(In a thread: the history's book opens the store.)"""
         if self.book is not None:
             return self.book
         watch = getattr(self.app, "health_watch", None)
-        return watch.versions if watch is not None else VersionsBook()
+        return watch.versions if watch is not None else self._history().versions_book()
+
+    def _history(self) -> Any:
+        from console.ui.results_store import history_of
+
+        return history_of(self.app)
+
+    @property
+    def where(self) -> str:
+        root = getattr(self.store, "root", None)
+        return str(root) if root is not None else self._history().where
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()
         self.reload()
 
     def reload(self) -> None:
-        self._baselines = self.store.list()
-        marked = self._book().marked()
+        """Read the baselines and the nodes' changes again (a thread), then show them."""
+        run_named(self, self._read, "baseline-read", thread=True, exclusive=True)
+
+    def _read(self) -> None:
+        try:
+            store = self.store if self.store is not None else self._history().baselines
+            baselines = store.list()
+            book = self._book()
+            marked = book.marked()
+            pending = {b.node: book.pending(b.node) for b in baselines}
+        except StoreError as exc:
+            self.app.call_from_thread(self._show, [], {}, {}, f"history unavailable: {one_line(exc)}")
+            return
+        self.app.call_from_thread(self._show, baselines, marked, pending, None)
+
+    def _show(
+        self,
+        baselines: list[StoredBaseline],
+        marked: dict[str, str],
+        pending: dict[str, list[str]],
+        problem: str | None,
+    ) -> None:
+        self._baselines, self._marked, self._pending, self.unavailable = baselines, marked, pending, problem
+        self.loaded = True
+        self._draw()
+
+    def _draw(self) -> None:
+        marked = self._marked
         table = self.query_one(DataTable)
         row = table.cursor_row
         table.clear()
@@ -120,12 +169,15 @@ class BaselineScreen(Screen):
         if self._baselines and row is not None:
             table.move_cursor(row=min(row, len(self._baselines) - 1), animate=False)
         changed = f" · [$text-warning]Δ versions changed on {escape(', '.join(sorted(marked)))}[/]" if marked else ""
-        title = (
-            f" [b]Baselines[/b] {len(self._baselines)} in {escape(str(self.store.root))}{changed}"
-            if self._baselines
-            else f" [b]Baselines[/b]: none yet in {escape(str(self.store.root))}. Save one with "
-            "`rocm-console baseline save NAME --node N --suite FILE`." + changed
-        )
+        if self.unavailable is not None:
+            title = f" [b]Baselines[/b]: [$text-error]{escape(self.unavailable)}[/]"
+        elif self._baselines:
+            title = f" [b]Baselines[/b] {len(self._baselines)} in {escape(self.where)}{changed}"
+        else:
+            title = (
+                f" [b]Baselines[/b]: none yet in {escape(self.where)}. Save one with "
+                "`rocm-console baseline save NAME --node N --suite FILE`." + changed
+            )
         self.query_one("#baseline-title", Static).update(title)
         self._show_detail()
 
@@ -147,7 +199,7 @@ class BaselineScreen(Screen):
         elif key in self._reports:
             detail.update(Text(report_text(self._reports[key])))
         else:
-            detail.update(baseline_text(b, self._book().pending(b.node)))
+            detail.update(baseline_text(b, self._pending.get(b.node, [])))
 
     def on_data_table_row_highlighted(self, _: DataTable.RowHighlighted) -> None:
         self._show_detail()
@@ -160,11 +212,22 @@ class BaselineScreen(Screen):
         if b is None:
             return
         watch = getattr(self.app, "health_watch", None)
-        count = (
-            watch.acknowledge(b.node) if watch is not None and self.book is None else self._book().acknowledge(b.node)
-        )
-        self.notify(f"{b.node}: {count} change{'s' if count != 1 else ''} acknowledged", markup=False)
-        self.reload()
+
+        def acknowledge() -> None:
+            try:
+                count = (
+                    watch.acknowledge(b.node)
+                    if watch is not None and self.book is None
+                    else self._book().acknowledge(b.node)
+                )
+            except (OSError, StoreError) as exc:
+                self.app.call_from_thread(self.notify, one_line(exc), severity="error", markup=False)
+                return
+            note = f"{b.node}: {count} change{'s' if count != 1 else ''} acknowledged"
+            self.app.call_from_thread(self.notify, note, markup=False)
+            self._read()
+
+        run_named(self, acknowledge, "baseline-acknowledge", thread=True)
 
     def action_check(self) -> None:
         b = self.selected()
@@ -175,7 +238,7 @@ class BaselineScreen(Screen):
             return
         self._checking = (b.node, b.name)
         self._progress[self._checking] = [f"checking {b.name} on {b.node}…"]
-        self.reload()
+        self._draw()
         run_named(self, self._check(b), f"baseline-check:{b.node}:{b.name}", group="baseline-check")
 
     async def _check(self, b: StoredBaseline) -> None:
@@ -197,4 +260,4 @@ class BaselineScreen(Screen):
         finally:
             self._checking = None
             await runner.pool.close()
-            self.reload()
+            self._draw()

@@ -58,6 +58,7 @@ _PLACEHOLDERS = {
 # The form memory's entry for the preset last run from this dialog on a node: the dialog
 # opens on it (a user who ran `tiny` gets `tiny` again, and ^f searches `tiny`).
 LAST_PRESET = "bench-last-preset"
+PAST_RUNS = 500  # newest runs of a node read for the estimates (the last run of each preset)
 
 
 class StartBenchDialog(FormDialog["BenchRequest | None"]):
@@ -156,10 +157,11 @@ class StartBenchDialog(FormDialog["BenchRequest | None"]):
             found: dict[tuple[str, str], PastRun] = {}
             try:
                 for node in nodes:
-                    for run in store.list(node=node):  # oldest first: the last one stays
+                    # newest first, one page (the store's index): the first of each preset stays
+                    for run in store.list_runs(node=node, limit=PAST_RUNS):
                         preset = run.context.get("bench_preset")
                         took, done = run.metrics.get("duration"), run.metrics.get("completed")
-                        if isinstance(preset, str) and took and done:
+                        if isinstance(preset, str) and took and done and (node, preset) not in found:
                             found[(node, preset)] = PastRun(int(done), float(took), str(run.setup.get("date") or ""))
             except Exception:  # no estimate is better than a dialog that fails: the rate floor stays
                 return found

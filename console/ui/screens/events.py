@@ -1,14 +1,15 @@
-"""The fleet's timeline: events.jsonl, newest first, filterable, followed live.
+"""The fleet's timeline: the history's events (the store), newest first, filterable, followed live.
 
-The log is read once in a thread when the screen opens; after that a timer polls a
-Follower (EventLog.follow) once a second and marks the screen dirty when events came;
-the redraw clock rebuilds the table only then or when the filter changed.  Paused, the
-log is not polled (what was appended is read on resume).  The buffer is bounded.
+The newest BUFFER_LIMIT events are read once in a thread when the screen opens (the store
+pages them: a long timeline is never read whole); after that a timer polls a follower once a
+second, in a thread, and marks the screen dirty when events came; the redraw clock rebuilds
+the table only then or when the filter changed.  Paused, nothing is polled (what was written
+meanwhile is read on resume).  While the store cannot be opened, the title says so (history
+unavailable) and what this console writes meanwhile (events.jsonl, moved in later) is shown.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -19,8 +20,16 @@ from textual.widgets import DataTable, Input, Static
 
 from console.core.events import Event
 from console.core.text import one_line, printable
-from console.services.events import EventLog, Follower, Position
-from console.ui.model.events_view import EventBuffer, EventFilter, Subject, event_row, pick_run, subject_of
+from console.services.results import StoreError
+from console.ui.model.events_view import (
+    BUFFER_LIMIT,
+    EventBuffer,
+    EventFilter,
+    Subject,
+    event_row,
+    pick_run,
+    subject_of,
+)
 from console.ui.model.protocols import console_host
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.status_bar import StatusBar
@@ -32,10 +41,11 @@ FILTER_HINT = "filter: node:NAME kind:gpu gpu:N warn|fail, or any text (Enter ke
 _SEVERITY_STYLE = {"info": "", "warn": "bold yellow", "fail": "bold red"}
 
 
-def event_log_of(app: object) -> EventLog:
-    """The app's event log: its event_log_path when it has one (tests, scenes), else the data folder's."""
-    path = getattr(app, "event_log_path", None)
-    return EventLog(Path(path) if path is not None else None)
+def event_log_of(app: object) -> Any:
+    """The app's timeline: its history's events (HistoryEvents: EventLog's methods over the store)."""
+    from console.ui.results_store import history_of
+
+    return history_of(app).events
 
 
 def toggle_events(app: App, filter_text: str = "") -> None:
@@ -57,7 +67,7 @@ class EventsScreen(Screen):
         Binding("enter", "open_subject", "Open", id="open-event"),  # the table's own Enter does it when focused
     ]
 
-    def __init__(self, log: EventLog, filter_text: str = "") -> None:
+    def __init__(self, log: Any, filter_text: str = "") -> None:
         super().__init__(id="events-screen")
         self.event_log = log
         self.buffer = EventBuffer()
@@ -65,7 +75,8 @@ class EventsScreen(Screen):
         self.follow = True
         self.loaded = False
         self.error: str | None = None
-        self._follower: Follower | None = None
+        self._follower: Any = None  # the store's follower (or the fallback file's)
+        self._polling = False
         self._drawn: tuple | None = None
         self._ready = False
         self.shown: list[Event] = []  # the table's rows, in order
@@ -105,33 +116,63 @@ class EventsScreen(Screen):
         run_named(self, self._read_log, "events-read", thread=True, exclusive=True)
 
     def _read_log(self) -> None:
+        log = self.event_log
         try:
-            events, position = self.event_log.read_with_position()
-        except OSError as exc:
-            self.app.call_from_thread(self._loaded, [], None, f"{self.event_log.path}: {one_line(exc)}")
+            events, position = log.read_with_position(limit=BUFFER_LIMIT)
+            follower = log.follow(position)
+        except (OSError, StoreError) as exc:
+            self.app.call_from_thread(self._loaded, [], None, f"{self._where}: {one_line(exc)}")
             return
-        self.app.call_from_thread(self._loaded, events, position, None)
+        self.app.call_from_thread(self._loaded, events, follower, None)
 
-    def _loaded(self, events: list[Event], position: Position | None, error: str | None) -> None:
+    @property
+    def _where(self) -> str:
+        return str(getattr(self.event_log, "where", None) or getattr(self.event_log, "path", "the event log"))
+
+    @property
+    def unavailable(self) -> str | None:
+        """ "history unavailable: <the store and why>" while the store cannot be opened."""
+        problem = getattr(self.event_log, "unavailable", None)
+        return f"history unavailable: {one_line(problem)}" if problem else None
+
+    def _loaded(self, events: list[Event], follower: Any, error: str | None) -> None:
         self.buffer.load(events)
         self.error = error
         self.loaded = True
-        if position is not None:
-            self._follower = self.event_log.follow(position)
+        self._follower = follower
         console_host(self.app).request_redraw()
 
     def _poll_tick(self) -> None:
-        if not getattr(self.app, "paused", False) and self.poll():
+        if getattr(self.app, "paused", False) or self._follower is None or not self.follow or self._polling:
+            return
+        self._polling = True  # one look at a time: a slow store never piles them up
+        run_named(self, self._poll_in_thread, "events-poll", thread=True)
+
+    def _poll_in_thread(self) -> None:
+        follower = self._follower
+        try:
+            events, error = follower.poll(), None
+        except (OSError, StoreError) as exc:
+            events, error = [], f"{self._where}: {one_line(exc)}"
+        self.app.call_from_thread(self._polled, follower, events, error)
+
+    def _polled(self, follower: Any, events: list[Event], error: str | None) -> None:
+        self._polling = False
+        if follower is not self._follower:
+            return
+        if error is not None:
+            self.error = error
+        if self.buffer.add(events) or error is not None:
             console_host(self.app).request_redraw()  # drawn at the next redraw tick, with the rest
 
     def poll(self) -> int:
-        """New lines of the log into the buffer (the clock calls it about once a second)."""
+        """New events into the buffer, read here (tests; the screen reads them in a thread)."""
         if self._follower is None or not self.follow:
             return 0
         try:
             return self.buffer.add(self._follower.poll())
-        except OSError as exc:
-            self.error = f"{self.event_log.path}: {one_line(exc)}"
+        except (OSError, StoreError) as exc:
+            self.error = f"{self._where}: {one_line(exc)}"
             return 0
 
     # ------------------------------------------------------------ drawing (the clock)
@@ -164,17 +205,17 @@ class EventsScreen(Screen):
     def _title(self, shown: int) -> Text:
         text = Text(" Events", "bold")
         if not self.loaded:
-            text.append(f"  reading {self.event_log.path}…")
+            text.append(f"  reading {printable(self._where)}…")
             return text
         total = len(self.buffer)
         count = f"{shown} of {total}" if self.filter else f"{total}"
         text.append(f"  {count} · newest first · ")
         text.append("follow on" if self.follow else "follow off (f: on)", "bold" if self.follow else "")
-        problem = self.filter.error or self.error
+        problem = self.filter.error or self.unavailable or self.error
         if problem:
             text.append(f"  {printable(problem)}", "bold red")
         elif not total:
-            text.append(f"  no events yet in {printable(str(self.event_log.path))}", "italic")
+            text.append(f"  no events yet in {printable(self._where)}", "italic")
         if self.event_log.bad_lines:
             text.append(f"  ({self.event_log.bad_lines} unreadable lines skipped)", "dim")
         return text
@@ -256,26 +297,15 @@ class EventsScreen(Screen):
             host.open_detail(subject.node, None)
 
     def _open_run(self, subject: Subject) -> None:
-        from console.ui.results_store import result_store
+        from console.ui.results_store import history_of
         from console.ui.screens.history import HistoryScreen  # loaded on use, as the app does
 
-        history = HistoryScreen(result_store(self.app))
+        history = HistoryScreen(history_of(self.app))
         self.app.push_screen(history)
-
-        def select(tries: int = 50) -> None:
-            # the history reads the store in a thread: the cursor moves once its rows are there
-            if not history.is_attached:
-                return
-            if not history.loaded and tries:
-                self.app.set_timer(0.1, lambda: select(tries - 1))
-                return
-            row = pick_run(subject, history.shown)
-            if row is None:
-                self.app.notify(f"{subject.describe()}: not in the results store", markup=False)
-            else:
-                history.table.move_cursor(row=row, animate=False)
-
-        select()
+        # the history reads the store a page at a time: the cursor moves once the run's row is read
+        history.select_run(
+            lambda runs: pick_run(subject, runs), not_found=f"{subject.describe()}: not in the results store"
+        )
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow

@@ -7,15 +7,18 @@ a comparison), `c` compares the marked runs (CompareScreen), `e` exports them
 (JSON, CSV or Markdown), `i` imports result files or captured client output,
 Enter opens a run's detail.
 
-Every ResultStore call and every file write runs in a thread worker; the results
-come back as this screen's messages (workers never touch widgets).
+The runs are read from the store (console/services/history.py) a page at a time as the
+cursor goes down (history_pages.py): opening it never reads every run. Every store call and
+every file write runs in a thread worker; the results come back as this screen's messages
+(workers never touch widgets).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path, PurePath
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -51,10 +54,9 @@ from console.core.results.display import (
 )
 from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun
-from console.services.results import ImportReport, ResultStore
+from console.services.results import ImportReport, StoreError
 from console.ui.model.compare_view import REFERENCE_PATH
 from console.ui.model.history_view import (
-    FILTER_HINT,
     MARK_WIDTH,
     RIGHT,
     columns_for,
@@ -65,23 +67,29 @@ from console.ui.model.history_view import (
     export_target,
     fit_table,
     import_summary,
-    matches_filter,
     run_cells,
     stored_power_chart,
     target_note,
     write_export,
 )
+from console.ui.results_store import HistoryRuns, history_of
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.form_dialog import FORM_CSS, FormDialog
+from console.ui.screens.history_pages import AHEAD, PAGE, HistoryQuery, Page, read_pages
 from console.ui.widgets.bench_plots import LivePlot
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.titled_table import titled_table
 from console.ui.workers import run_named
 
+if TYPE_CHECKING:
+    from console.services.history import History
+
 # ---------------------------------------------------------------- prompts
 
 
 HISTORY_CSS = Path(__file__).with_name("history.tcss")
+# The store's words first (its indexed query), then any text the list shows (matched as read).
+FILTER_HINT = "filter: node:NAME model:TEXT label:L preset:P since:7d, or any text: c64, a partition… (Esc clears)"
 PROMPT_CSS: list[str | PurePath] = [FORM_CSS, HISTORY_CSS]  # the form's look, then the prompts' own
 
 
@@ -319,7 +327,10 @@ class RunDetailScreen(Screen):
 
 
 class HistoryScreen(Screen):
-    """store: the ResultStore (default: the user's data folder, $ROCM_CONSOLE_DATA_DIR)."""
+    """The stored runs of `history` (default: the app's, ui/results_store.py history_of), read a
+    page at a time, newest first: the first page when it opens, the next as the cursor nears
+    the end of what is read. Filter words `node:`, `model:`, `label:`, `preset:` and `since:`
+    are the store's query; other words are matched against each page read."""
 
     CSS_PATH = HISTORY_CSS
 
@@ -334,11 +345,13 @@ class HistoryScreen(Screen):
         Binding("ctrl+r", "reload", "Reload", show=False, id="history-reload"),
     ]
 
-    class RunsLoaded(Message):
-        def __init__(self, runs: list[StoredRun], errors: list[str]) -> None:
+    class PageLoaded(Message):
+        """Runs read for load `generation` (newest first, after those already read)."""
+
+        def __init__(self, generation: int, page: Page) -> None:
             super().__init__()
-            self.runs = runs
-            self.errors = errors
+            self.generation = generation
+            self.page = page
 
     class ImportFinished(Message):
         def __init__(self, report: ImportReport | None, error: str | None = None) -> None:
@@ -354,21 +367,38 @@ class HistoryScreen(Screen):
             self.error = error
             self.asked = asked  # the file asked for (path differs when that one existed)
 
-    def __init__(self, store: ResultStore | None = None, *, reference_path: Path | None = None) -> None:
+    def __init__(self, history: History | HistoryRuns | None = None, *, reference_path: Path | None = None) -> None:
         super().__init__(id="history-screen")
-        self.store = store if store is not None else ResultStore()
+        self._history = history.history if isinstance(history, HistoryRuns) else history
         self.reference_path = reference_path or REFERENCE_PATH
-        self.runs: list[StoredRun] = []  # newest first
-        self.shown: list[StoredRun] = []  # after the filter
+        self.runs: list[StoredRun] = []  # the rows, newest first (reference rows last, once all are read)
+        self.shown: list[StoredRun] = []  # the table's rows (the same: the filter is applied as they are read)
         self.answers: dict[str, StoredRun] = {}  # find-max answers, by the id of the point they report
         self.marked: list[str] = []  # run ids, in the order they were marked
-        self.loaded = False
+        self.loaded = False  # the first page is in
+        self.exhausted = False  # every matching run is read
+        self.total: int | None = None  # stored runs (the store's count)
+        self.matching: int | None = None  # of them, those the store's part of the filter matches
+        self.scanned = 0  # runs read for the filter's other words
+        self.unavailable: str | None = None  # "history unavailable: ..." when the store cannot be opened
         self.load_errors: list[str] = []
         self.status = ""
         self.last_export: Path | None = None
         self.last_import: ImportReport | None = None
         self._export_choice: tuple[str, str] | None = None
         self.columns: tuple[tuple[str, str], ...] = ()
+        self._read: list[StoredRun] = []  # every run read for this filter, in the store's order
+        self._by_id: dict[str, StoredRun] = {}
+        self._before: str | None = None  # the last run read: the next page starts after it
+        self._generation = 0
+        self._loading = False
+        self._query: HistoryQuery = HistoryQuery.parse("")
+
+    @property
+    def history(self) -> History:
+        if self._history is None:
+            self._history = history_of(self.app)
+        return self._history
 
     # ------------------------------------------------------------ layout
 
@@ -403,62 +433,141 @@ class HistoryScreen(Screen):
     def filter_text(self) -> str:
         return self.query_one("#history-filter", Input).value.strip()
 
-    # ------------------------------------------------------------ loading
+    # ------------------------------------------------------------ loading (a page at a time)
 
     def action_reload(self) -> None:
-        store = self.store
+        """Read again from the newest run (the filter's query, the first page)."""
+        self._generation += 1
+        self._query = HistoryQuery.parse(self.filter_text)
+        self._read, self._by_id, self._before = [], {}, None
+        self.exhausted = False
+        self.scanned = 0
+        self.load_errors = []
+        self._loading = False
+        if self._query.error is not None:
+            self.loaded, self.exhausted = True, True
+            self.runs, self.shown, self.answers = [], [], {}
+            self._fill()
+            return
+        self._load_more()
+
+    def _load_more(self) -> None:
+        if self._loading or self.exhausted:
+            return
+        self._loading = True
+        generation, query, before, first = self._generation, self._query, self._before, not self._read
+        history = self.history
+        post = self.post_message
 
         def load() -> None:
-            runs = store.list()
-            self.post_message(self.RunsLoaded(list(reversed(runs)), list(store.errors)))
+            for page in read_pages(history, query, before, first=first):
+                post(self.PageLoaded(generation, page))
 
         run_named(self, load, "history-load", exclusive=True, thread=True)
 
-    def on_history_screen_runs_loaded(self, message: RunsLoaded) -> None:
-        # the seeds' published rows apart, below the runs made here: they are no run of today
-        runs, self.answers = fold_find_max_answers(message.runs)  # an answer: a mark on its point's row
-        self.runs = [r for r in runs if not is_reference(r)] + [r for r in runs if is_reference(r)]
-        self.load_errors = message.errors
+    def on_history_screen_page_loaded(self, message: PageLoaded) -> None:
+        if message.generation != self._generation:
+            return  # read for a filter since changed
+        page = message.page
+        self._loading = not page.last
+        if page.unavailable is not None:
+            self.unavailable = page.unavailable
+            self._loading = False
+            self.loaded = self.exhausted = True
+            self._set_status(page.unavailable, error=True)
+            self._fill()
+            return
+        self.unavailable = None
+        if page.total is not None:
+            self.total, self.matching = page.total, page.matching
+        self.scanned += page.scanned
+        self._before = page.before or self._before
+        self.exhausted = page.exhausted
+        if page.errors:
+            self.load_errors += page.errors
+            self._set_status(
+                f"{len(self.load_errors)} stored run(s) could not be read: {self.load_errors[0]}", error=True
+            )
+        new = [r for r in page.runs if r.id not in self._by_id]
+        self._read += new
+        self._by_id.update((r.id, r) for r in new)
+        before = [r.id for r in self.shown]
+        first = not self.loaded
         self.loaded = True
-        known = {r.id for r in self.runs}
+        self._arrange()
+        known = self._by_id
         self.marked = [i for i in self.marked if i in known]
-        if message.errors:
-            self._set_status(f"{len(message.errors)} stored file(s) could not be read: {message.errors[0]}", error=True)
-        self._fill()
+        if first or [r.id for r in self.runs[: len(before)]] != before:
+            self._fill()  # an answer folded onto its point, the reference rows at the end: again
+        else:
+            self._append(self.runs[len(before) :])
+        if not self._loading:
+            self._load_if_near_end()
+
+    def _arrange(self) -> None:
+        # a find-max answer is a mark on its point's row; the seeds' published rows go below the
+        # runs made here (they are no run of today), once every run is read
+        runs, self.answers = fold_find_max_answers(self._read)
+        made = [r for r in runs if not is_reference(r)]
+        self.runs = made + ([r for r in runs if is_reference(r)] if self.exhausted else [])
+        self.shown = self.runs
+
+    def _load_if_near_end(self) -> None:
+        row = self.table.cursor_row
+        if not self.exhausted and (row is None or row >= len(self.shown) - AHEAD):
+            self._load_more()
 
     # ------------------------------------------------------------ drawing
+
+    def _cells(self, runs: Sequence[StoredRun]) -> list[dict[str, str]]:
+        all_cells = [run_cells(run) for run in runs]
+        for cell, acc in zip(all_cells, accuracy_for(runs, self.runs)):  # the instance's score beside its speed
+            if accuracy_text(acc):
+                cell["setup"] += f" [{accuracy_text(acc)}]"
+        for run, cell in zip(runs, all_cells):
+            if run.id in self.answers:
+                cell["setup"] = f"{find_max_mark(self.answers[run.id])} · {cell['setup']}"
+        return all_cells
 
     def _fill(self) -> None:
         table = self.table
         current = self.cursor_run
-        text = self.filter_text
-        self.shown = [r for r in self.runs if matches_filter(r, text)] if text else list(self.runs)
-        all_cells = [run_cells(run) for run in self.shown]
-        for cell, acc in zip(all_cells, accuracy_for(self.shown, self.runs)):  # the instance's score beside its speed
-            if accuracy_text(acc):
-                cell["setup"] += f" [{accuracy_text(acc)}]"
-        for run, cell in zip(self.shown, all_cells):
-            if run.id in self.answers:
-                cell["setup"] = f"{find_max_mark(self.answers[run.id])} · {cell['setup']}"
         # energy / client columns come with the first run that has them; a narrow terminal drops
         # the least important columns first (fit_table), never the key metrics
-        columns, fitted = fit_table(all_cells, self.size.width or 120, columns_for(self.runs))
+        columns, fitted = fit_table(self._cells(self.shown), self.size.width or 120, columns_for(self.runs))
         if columns != self.columns:
             table.clear(columns=True)
             self._set_columns(table, columns)
         else:
             table.clear()
-        for run, cells in zip(self.shown, fitted):
+        self._add_rows(self.shown, fitted)
+        ids = [r.id for r in self.shown]
+        if current is not None and current in ids:
+            table.move_cursor(row=ids.index(current), animate=False)
+        self._show_title()
+        self._show_detail()
+
+    def _append(self, runs: Sequence[StoredRun]) -> None:
+        """The rows of the next page under those shown; all again when they need other columns."""
+        if runs:
+            columns, fitted = fit_table(self._cells(runs), self.size.width or 120, columns_for(self.runs))
+            if columns != self.columns:
+                self._fill()
+                return
+            self._add_rows(runs, fitted)
+        self._show_title()
+        self._show_detail()
+
+    def _add_rows(self, runs: Sequence[StoredRun], fitted: list[dict[str, str]]) -> None:
+        table = self.table
+        columns = self.columns
+        for run, cells in zip(runs, fitted):
             row = [self._mark_cell(run.id)]
             style = self._row_style(run)
             row += [
                 Text(cells[key], style=style, justify="right" if key in RIGHT else "left") for key, _ in columns[1:]
             ]
             table.add_row(*row, key=run.id)
-        if current is not None and current in [r.id for r in self.shown]:
-            table.move_cursor(row=[r.id for r in self.shown].index(current), animate=False)
-        self._show_title()
-        self._show_detail()
 
     def _row_style(self, run: StoredRun) -> str:
         """Failed runs in the error colour; reference rows dim (published numbers, not runs here)."""
@@ -474,31 +583,48 @@ class HistoryScreen(Screen):
         return Text(f"✓{self.marked.index(run_id) + 1}", style="bold")
 
     def _show_title(self) -> None:
+        self.query_one("#history-title", Static).update(self._title())
+
+    def _title(self) -> Text:
         title = Text.assemble((" Results ", "bold"))
+        if self.unavailable is not None:
+            title.append(self.unavailable, "bold red")
+            return title
         if not self.loaded:
             title.append("reading…")
+            return title
+        total = self.total or 0
+        if self._query.error is not None:
+            title.append(self._query.error, "bold red")
+            return title
+        if self.filter_text:
+            found = len(self.runs) if self.exhausted or not self._query.words else None
+            if found is None:  # the other words are matched as runs are read
+                title.append(f"{len(self.runs)} found in {self.scanned} of {self.matching or 0} read")
+            else:
+                of = self.matching if not self._query.words and self.matching is not None else len(self.runs)
+                title.append(f"{of} of {total} run{'s' if total != 1 else ''}")
         else:
-            shown = f"{len(self.shown)} of {len(self.runs)}" if self.filter_text else f"{len(self.runs)}"
-            title.append(f"{shown} run{'s' if len(self.runs) != 1 else ''}, newest first")
-            if any(is_reference(r) for r in self.runs):
-                title.append(" · published reference rows last (dim)")
-            if self.marked:
-                title.append(f" · {len(self.marked)} marked")
-            if self.filter_text:
-                title.append(f" · filter {self.filter_text!r}")
-        self.query_one("#history-title", Static).update(title)
+            title.append(f"{total} run{'s' if total != 1 else ''}, newest first")
+        if not self.exhausted and len(self.runs) < (self.matching or 0):
+            title.append(f" · {len(self.runs)} read")
+        if any(is_reference(r) for r in self.runs):
+            title.append(" · published reference rows last (dim)")
+        if self.marked:
+            title.append(f" · {len(self.marked)} marked")
+        if self.filter_text:
+            title.append(f" · filter {self.filter_text!r}")
+        return title
 
     def _show_detail(self) -> None:
         run = self._run(self.cursor_run)
         box = self.query_one("#history-detail", Static)
         if run is None:
-            box.update(
-                Text(
-                    "no stored results yet: i imports result files or bench output"
-                    if self.loaded and not self.runs
-                    else ""
-                )
-            )
+            if self.unavailable is not None:
+                box.update(Text(self.unavailable))
+            else:
+                empty = self.loaded and self.exhausted and not self.runs and not self.filter_text
+                box.update(Text("no stored results yet: i imports result files or bench output" if empty else ""))
             return
         parts = [run.id]
         if is_reference(run):  # where the numbers come from, not when they were imported
@@ -529,6 +655,8 @@ class HistoryScreen(Screen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
+        if self.loaded and not self._loading:
+            self._load_if_near_end()
 
     # ------------------------------------------------------------ selection
 
@@ -540,7 +668,7 @@ class HistoryScreen(Screen):
         return self.shown[table.cursor_row].id
 
     def _run(self, run_id: str | None) -> StoredRun | None:
-        return next((r for r in self.runs if r.id == run_id), None)
+        return self._by_id.get(run_id) if run_id is not None else None
 
     def action_mark(self) -> None:
         run_id = self.cursor_run
@@ -551,8 +679,9 @@ class HistoryScreen(Screen):
         else:
             self.marked.append(run_id)
         table = self.table
-        for other in self.shown:  # numbers shift when one is unmarked
-            table.update_cell(other.id, "mark", self._mark_cell(other.id))
+        for other in self.marked + [run_id]:  # numbers shift when one is unmarked
+            if other in table.rows:
+                table.update_cell(other, "mark", self._mark_cell(other))
         if table.cursor_row is not None and table.cursor_row + 1 < len(self.shown):
             table.move_cursor(row=table.cursor_row + 1, animate=False)
         self._show_title()
@@ -564,6 +693,33 @@ class HistoryScreen(Screen):
             run = self._run(self.cursor_run)
             runs = [run] if run is not None else []
         return runs
+
+    def select_run(
+        self,
+        pick: Callable[[Sequence[StoredRun]], int | None],
+        *,
+        not_found: str = "not in the results store",
+        pages: int = 20,
+    ) -> None:
+        """Move the cursor to the row `pick` chooses once it is read (reading up to `pages` more
+        pages for it); a notification when it is not found."""
+
+        def look(tries: int = 200) -> None:
+            if not self.is_attached:
+                return
+            row = pick(self.shown) if self.loaded else None
+            if row is not None:
+                self.table.move_cursor(row=row, animate=False)
+                return
+            if self.exhausted or not tries or len(self.shown) > pages * PAGE:
+                if self.loaded:
+                    self.app.notify(not_found, markup=False)
+                return
+            if self.loaded and not self._loading:
+                self._load_more()
+            self.set_timer(0.05, lambda: look(tries - 1))
+
+        look()
 
     # ------------------------------------------------------------ actions
 
@@ -607,15 +763,19 @@ class HistoryScreen(Screen):
                 self._export_choice = answer
                 self.export(runs, *answer)
 
-        folder = export_folder(self.store.root)
+        folder = export_folder(self._results_folder)
         self.app.push_screen(ExportPrompt(len(runs), fmt, path, folder=folder), chosen)
+
+    @property
+    def _results_folder(self) -> Path:
+        return self.history.data_dir / "results"
 
     def export(self, runs: Sequence[StoredRun], fmt: str, path: str) -> None:
         """Write runs in a thread worker; ExportFinished reports the path."""
         runs = list(runs)
+        folder = export_folder(self._results_folder)
 
         def write() -> None:
-            folder = export_folder(self.store.root)
             try:
                 target = write_export(runs, fmt, path, folder)
             except (OSError, ValueError) as exc:
@@ -644,14 +804,14 @@ class HistoryScreen(Screen):
         self.app.push_screen(ImportPrompt(), chosen)
 
     def import_paths(self, text: str) -> None:
-        """Import what the text names (files, folders, globs) in a thread worker."""
-        store = self.store
+        """Import what the text names (files, folders, globs) into the store, in a thread worker."""
+        history = self.history
         self._set_status(f"importing {text}…")
 
         def run() -> None:
             try:
-                report = store.import_paths(expand_paths(text))
-            except (OSError, ValueError) as exc:
+                report = history.runs.import_paths(expand_paths(text))
+            except (OSError, ValueError, StoreError) as exc:
                 self.post_message(self.ImportFinished(None, " ".join(str(exc).split())))
             else:
                 self.post_message(self.ImportFinished(report))
@@ -681,7 +841,7 @@ class HistoryScreen(Screen):
     @on(Input.Changed, "#history-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self._fill()
+        self.action_reload()  # the store is asked again: the filter's query, from the newest
 
     @on(Input.Submitted, "#history-filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -691,9 +851,9 @@ class HistoryScreen(Screen):
 
     def set_filter(self, text: str) -> None:
         box = self.query_one("#history-filter", Input)
-        box.value = text
         box.set_class(bool(text), "-open")
-        self._fill()
+        if box.value != text:
+            box.value = text  # its Changed reads again
 
     def action_back(self) -> None:
         """Esc: close the filter first, then drop the marks, then leave."""

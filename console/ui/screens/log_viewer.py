@@ -116,9 +116,11 @@ class LogScreen(Screen):
     def _read_gpu_events(self, gpus: list[int], now: float) -> None:
         from console.ui.screens.events import event_log_of  # the events screen's module, loaded on use
 
+        from console.services.results import StoreError
+
         try:
             events = event_log_of(self.app).read(node=self.node, since=now - 7 * 86400)
-        except OSError as exc:
+        except (OSError, StoreError) as exc:
             lines = [f"GPU events unavailable: {one_line(exc)}"]
         else:
             lines = failure_lines(events, self.node, self.instance_name, gpus, fallback=now)

@@ -22,6 +22,7 @@ from typing import Callable
 from console.core.model import NodeHealth, NodeSpec, Profile, SimulateSpec
 from console.core.profiles import load_profile
 from console.services.fleet import FleetTelemetry
+from console.services.history import History
 from console.services.instances import InstanceState, InstanceView
 from console.services.transports import TransportPool
 from console.transport.replay import ReplayTransport, load_traces
@@ -431,7 +432,7 @@ def build_app(scene: Scene):
     # The events screen's log: a morning of the demo fleet, in a folder of the scene's own;
     # calendar times in a fixed zone (UTC+9: the morning of T0's day), so that the SVGs are
     # the same on every machine.
-    app.event_log_path = scene_events_path()  # type: ignore[attr-defined]
+    app.history = History(data_dir=scene_events_path().parent)  # its store takes the file in when opened
     events_view.localtime = _scene_time
     if scene.theme:
         app.theme = scene.theme
