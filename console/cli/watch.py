@@ -105,12 +105,12 @@ def _history(profile: Profile) -> History:
     """The watcher's store, opened now: its migration line, or why it cannot be opened (then
     the events go to the data folder's file until it can, and the watch goes on), on stderr."""
     from console.services.events import EVENTS_FILE
-    from console.services.history import History
+    from console.services.history import History, face_origin
 
     def say(line: str) -> None:
         print(f"rocm-console watch: {line}", file=sys.stderr, flush=True)
 
-    history = History.of(profile, say=say)
+    history = History.of(profile, say=say, origin=face_origin("watch"))
     if history.try_open() is None:
         say(f"{history.problem}; events go to {history.data_dir / EVENTS_FILE} until it can be opened")
     return history

@@ -102,6 +102,8 @@ class Event:
     severity: str = INFO
     message: str = ""
     details: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # who wrote it, on a shared store's timeline: "watch@host", "tui@host", "cli@host"; None: not said
+    origin: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -129,6 +131,8 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         if len(json.dumps(details, default=str)) > MAX_DETAILS:
             details = {"truncated": True}
         out["details"] = details
+    if event.origin:
+        out["origin"] = event.origin
     return out
 
 
@@ -156,6 +160,7 @@ def event_from_dict(data: object) -> Event:
         severity=str(data.get("severity", INFO)),
         message=str(data.get("message", "")),
         details=details,
+        origin=_opt_str(data.get("origin")),
     )
 
 

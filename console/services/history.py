@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import socket
 import threading
@@ -38,12 +39,17 @@ if TYPE_CHECKING:
     from console.services.store.runs import RunTable
     from console.services.store.store import Store
 
-__all__ = ["RETRY_AFTER_S", "History", "HistoryEvents", "files_signature"]
+__all__ = ["RETRY_AFTER_S", "History", "HistoryEvents", "face_origin", "files_signature"]
 
 RETRY_AFTER_S = 30.0  # a store that failed to open is tried again after this (a server back up)
 _FOLDERS = ("results", "baselines", "node-versions")
 
 Say = Callable[[str], None]
+
+
+def face_origin(face: str) -> str:
+    """An event's origin for a face of this machine: "watch@host", "tui@host", "cli@host"."""
+    return f"{face}@{socket.gethostname()}"
 
 
 def files_signature(data_dir: Path) -> str | None:
@@ -70,8 +76,16 @@ def files_signature(data_dir: Path) -> str | None:
 class History:
     """The store of one face, opened on first use (thread-safe: the TUI opens it from a worker)."""
 
-    def __init__(self, url: str | None = None, data_dir: Path | str | None = None, *, say: Say | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        data_dir: Path | str | None = None,
+        *,
+        say: Say | None = None,
+        origin: str | None = None,
+    ) -> None:
         self.url = url or None
+        self.origin = origin  # what the events appended here say wrote them (face_origin), on a shared timeline
         self.data_dir = Path(data_dir).expanduser() if data_dir is not None else default_root().parent
         self.say = say  # where the migration's one line goes (stderr, a toast, the watcher's log)
         self.problem: str | None = None  # why the store cannot be used: the history is unavailable
@@ -81,8 +95,15 @@ class History:
         self.events = HistoryEvents(self)
 
     @classmethod
-    def of(cls, profile: Profile | None, data_dir: Path | str | None = None, *, say: Say | None = None) -> History:
-        return cls(profile.store_url if profile is not None else None, data_dir, say=say)
+    def of(
+        cls,
+        profile: Profile | None,
+        data_dir: Path | str | None = None,
+        *,
+        say: Say | None = None,
+        origin: str | None = None,
+    ) -> History:
+        return cls(profile.store_url if profile is not None else None, data_dir, say=say, origin=origin)
 
     @property
     def where(self) -> str:
@@ -238,6 +259,10 @@ class HistoryEvents:
         return self.history.problem
 
     def append(self, events: Event | Iterable[Event]) -> int:
+        origin = self.history.origin
+        if origin:  # stamped here, once for every face: an event that names its writer keeps it
+            batch = [events] if isinstance(events, Event) else list(events)
+            events = [e if e.origin else dataclasses.replace(e, origin=origin) for e in batch]
         return int(self._target().append(events))
 
     async def append_async(self, events: Event | Iterable[Event]) -> int:

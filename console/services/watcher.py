@@ -3,11 +3,13 @@ and alerts with no screen, for as long as it runs (docs/watch.md).
 
 - collection: FleetTelemetry over the profile's nodes (agents over SSH or locally, or the
   site's Prometheus); it reconnects a node that drops by itself (capped backoff);
-- judging and writing: HealthWatch, the console's own, writing the timeline to the data
-  folder's event log and driving the [[alert]] rules through ``WatcherAlerts``;
-- presence: ``watcher.lock`` flocked for the watcher's life, ``watcher.json`` rewritten every
-  HEARTBEAT_S seconds, ``alert-states.json`` at each alert change
-  (console/services/watcher_presence.py), so consoles of the fleet step aside;
+- judging and writing: HealthWatch, the console's own, writing the timeline to the history's
+  store (events.jsonl while it cannot be opened) and driving the [[alert]] rules through
+  ``WatcherAlerts``;
+- presence: its row in the store's ``watchers`` table rewritten every HEARTBEAT_S seconds with
+  its open alerts, for consoles on any machine; on this one, ``watcher.lock`` flocked for the
+  watcher's life, ``watcher.json`` at each heartbeat and ``alert-states.json`` at each alert
+  change (console/services/watcher_presence.py), so consoles of the fleet step aside;
 - one line per notable thing on stderr (journald reads it): node states, GPU health changes,
   alerts fired and cleared, an alert receiver failing and working again.
 
@@ -15,9 +17,10 @@ Alert state changes go to ``sinks`` (callables taking the AlertNotice, after the
 written and its actions are queued): the stderr line is one; Alertmanager is meant to be
 another. ``Watcher.state()`` is what a metrics exporter reads.
 
-A restarted watcher (SIGKILL, a crash, systemd's restart) resumes the alerts left open in
-alert-states.json: while their condition still holds they are not fired again; one whose
-condition is not seen again within its duration + RESUME_GRACE_S is cleared.
+A restarted watcher (SIGKILL, a crash, systemd's restart) resumes the alerts left open (the
+store's freshest row of the fleet, or alert-states.json when it is newer): while their
+condition still holds they are not fired again; one whose condition is not seen again within
+its duration + RESUME_GRACE_S is cleared.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ from console.services.watcher_presence import (
     events_data_dir,
     events_where,
     fleet_key,
-    read_alert_states,
+    pid_alive,
+    read_alert_file,
     watch_dir,
     watcher_from_dict,
     write_json_atomic,
@@ -331,6 +335,7 @@ class Watcher:
         self.fleet.headless(sample_period(settings.alerts), WATCH_TICK_S)
         self.fleet.health_read = self._health_read
         self._write_failed = False
+        self._row_failed = False  # the store's watchers row could not be written (said once)
         self._judged: dict[tuple[str, int], tuple] = {}  # (node, physical) -> its health as its rules last saw it
         self.alerts = WatcherAlerts(
             settings.alerts,
@@ -361,11 +366,31 @@ class Watcher:
     def lock(self) -> None:
         """Take the fleet's lock and resume the open alerts (WatcherBusy if another watcher runs)."""
         self._lock_fd = acquire_lock(self.folder)
-        count = self.alerts.resume(read_alert_states(self.folder))
+        count = self.alerts.resume(self._last_states())
         if self.alertmanager is not None:  # still firing: Alertmanager hears of them again
             self.alertmanager.resume(_am_states(self.alerts))
         if count:
             log.info("resumed %d open alert%s of the last watcher (not fired again)", count, "s"[: count != 1])
+
+    def _last_states(self) -> list[AlertState]:
+        """The open alerts of the watcher before this one: the store's freshest row of the
+        fleet (this machine's or another's), or alert-states.json when it was written later
+        (a watcher whose store was down). Rows of this host's dead watchers are removed."""
+        written, from_file = read_alert_file(self.folder)
+        store = self.history.try_open() if self.history is not None else None
+        if store is None:
+            return from_file
+        here, me = socket.gethostname(), os.getpid()
+        try:
+            rows = [(i, a) for i, a in store.watchers.of(self.key) if (i.host, i.pid) != (here, me)]
+            dead = [i.pid for i, _ in rows if i.host == here and not pid_alive(i.pid)]
+            store.watchers.forget(self.key, here, dead, self._clock())
+        except StoreError as exc:
+            log.warning("%s", exc)
+            return from_file
+        if rows and (written is None or rows[0][0].heartbeat >= written):
+            return rows[0][1]
+        return from_file
 
     def stop(self) -> None:
         """End run() (a signal handler calls it)."""
@@ -411,7 +436,7 @@ class Watcher:
         lag = asyncio.ensure_future(self._probe_lag())
         try:
             self.alerts.save()  # the file says whose states these are from the start
-            self._beat()
+            await self._publish(self._beat())
             await self.health.start()
             if self.alertmanager is not None:
                 self.alertmanager.start()
@@ -428,7 +453,7 @@ class Watcher:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
                 if not self._stop.is_set():
-                    self._beat()
+                    await self._publish(self._beat())
         finally:
             lag.cancel()
             await self._end()
@@ -445,15 +470,48 @@ class Watcher:
             await self.alertmanager.close(drain=2.0)
         with contextlib.suppress(OSError):
             (self.folder / HEARTBEAT_FILE).unlink()  # consoles take over at once
+        if self.history is not None and self.history.is_open:
+            with contextlib.suppress(StoreError, asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.to_thread(self.history.open().watchers.end, self._info()), STOP_TIMEOUT)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _beat(self) -> None:
-        now = self._clock()
-        info = WatcherInfo(
-            os.getpid(), socket.gethostname(), self.started, now, self.heartbeat_s, self.profile_files, self.key
+    def _info(self, now: float | None = None) -> WatcherInfo:
+        beat = now if now is not None else (self.heartbeat_at or self.started)
+        return WatcherInfo(
+            os.getpid(), socket.gethostname(), self.started, beat, self.heartbeat_s, self.profile_files, self.key
         )
+
+    async def _publish(self, info: WatcherInfo) -> None:
+        """The heartbeat and the open alerts in the store's watchers row (off the loop: a
+        remote store's round trip never delays a node's stream). A failure is said once, and
+        the store working again; a store that never opened is the face's line already."""
+        if self.history is None:
+            return
+        alerts = list(self.alerts.open.values())  # read on the loop, which changes them
+        was_open = self.history.is_open
+
+        def write() -> None:
+            store = self.history.try_open() if self.history is not None else None
+            if store is None:
+                raise StoreError(self.history.problem if self.history is not None else "no store")
+            store.watchers.beat(info, alerts)
+
+        try:
+            await asyncio.to_thread(write)
+        except StoreError as exc:
+            if was_open and not self._row_failed:
+                log.warning("%s", exc)
+            self._row_failed = True
+            return
+        if self._row_failed or not was_open:
+            log.info("store %s: events and the heartbeat are written there", self.history.where)
+        self._row_failed = False
+
+    def _beat(self) -> WatcherInfo:
+        now = self._clock()
+        info = self._info(now)
         try:
             write_json_atomic(self.folder / HEARTBEAT_FILE, info.to_dict())
             self.heartbeat_at = now
@@ -461,6 +519,7 @@ class Watcher:
             log.warning(
                 "%s: cannot write the heartbeat: %s", self.folder / HEARTBEAT_FILE, exc.strerror or type(exc).__name__
             )
+        return info
 
     # ------------------------------------------------------------ what is said
 

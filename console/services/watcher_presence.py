@@ -1,20 +1,28 @@
 """Is this fleet watched? What a console learns of a running `rocm-console watch` (docs/watch.md).
 
-A watcher keeps, in ``<data>/watch/<fleet key>/`` (``<data>``: the folder of the event log):
+A watcher rewrites, every ``HEARTBEAT_S`` seconds, its row in the store's ``watchers`` table
+(schema version 2, console/services/store/watchers.py): its fleet key, host, pid, start and
+heartbeat times and its open alerts. A console of any machine sharing the store reads it there
+first (``WatcherPresence`` with the console's History, once the history is open).
 
-- ``watcher.json``: its pid, host, profile files, start and heartbeat times and heartbeat
-  period, rewritten atomically every ``HEARTBEAT_S`` seconds;
+On the watcher's own machine it also keeps, in ``<data>/watch/<fleet key>/`` (``<data>``:
+the console's data folder), what needs no store and what a console uses while the store
+cannot be opened:
+
 - ``watcher.lock``: flocked exclusively for the watcher's life (a second watcher of the
   fleet on this machine is refused: console/services/watcher.py);
+- ``watcher.json``: its pid, host, profile files, start and heartbeat times and heartbeat
+  period, rewritten atomically at each heartbeat;
 - ``alert-states.json``: the alerts it has fired and not cleared, rewritten atomically at
-  each change (consoles show them; a restarted watcher resumes them).
+  each change (a restarted watcher resumes them, or those of the store's newer row).
 
 The fleet key is a hash of the profile's nodes (name, transport, host, port, user): two
 profile files naming the same nodes are one fleet, a demo and a lab are not.
 
 A console counts the watcher as present while its heartbeat is younger than
-``STALE_PERIODS`` periods and, on the same host, its pid is alive. Light on purpose: the
-console's HealthWatch and `rocm-console status` import it.
+``STALE_PERIODS`` periods and, on the same host, its pid is alive (watchers and consoles on
+different machines rely on their clocks agreeing within a few seconds: NTP). Light on
+purpose: the console's HealthWatch and `rocm-console status` import it.
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ __all__ = [
     "events_where",
     "WatcherPresence",
     "fleet_key",
+    "is_alive",
+    "pid_alive",
+    "read_alert_file",
     "read_alert_states",
     "read_watcher",
     "watch_dir",
@@ -181,7 +192,7 @@ def watcher_from_dict(data: Any) -> WatcherInfo | None:
     return WatcherInfo(pid, host, started, beat, period, files, _text(data.get("key")) or "")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -193,17 +204,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def is_alive(info: WatcherInfo, now: float) -> bool:
+    """A fresh heartbeat and, on this host, a live pid."""
+    if now - info.heartbeat > STALE_PERIODS * info.period:
+        return False
+    return not (info.host == socket.gethostname() and not pid_alive(info.pid))
+
+
 def read_watcher(folder: Path, now: float | None = None) -> WatcherInfo | None:
     """The watcher of this folder when it is alive (fresh heartbeat; on this host, its pid)."""
     info = watcher_from_dict(_read_json(Path(folder) / HEARTBEAT_FILE))
     if info is None:
         return None
-    now = time.time() if now is None else now
-    if now - info.heartbeat > STALE_PERIODS * info.period:
-        return None
-    if info.host == socket.gethostname() and not _pid_alive(info.pid):
-        return None
-    return info
+    return info if is_alive(info, time.time() if now is None else now) else None
 
 
 @dataclass(frozen=True)
@@ -264,13 +277,19 @@ def alert_state_from_dict(data: Any) -> AlertState | None:
     )
 
 
-def read_alert_states(folder: Path) -> list[AlertState]:
-    """The open alerts a watcher wrote (none when the file is absent or not the watcher's)."""
+def read_alert_file(folder: Path) -> tuple[float | None, list[AlertState]]:
+    """(when the watcher wrote the file, the open alerts in it); (None, []) when the file is
+    absent or not the watcher's."""
     data = _read_json(Path(folder) / ALERTS_FILE)
     items = data.get("alerts") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        return []
-    return [s for s in (alert_state_from_dict(x) for x in items[:10000]) if s is not None]
+    if not isinstance(data, dict) or not isinstance(items, list):
+        return None, []
+    return _num(data.get("written")), [s for s in (alert_state_from_dict(x) for x in items[:10000]) if s is not None]
+
+
+def read_alert_states(folder: Path) -> list[AlertState]:
+    """The open alerts a watcher wrote (none when the file is absent or not the watcher's)."""
+    return read_alert_file(folder)[1]
 
 
 class WatcherPresence:
@@ -280,7 +299,8 @@ class WatcherPresence:
         self, data_dir: Path, nodes: Iterable[NodeSpec], *, check_s: float = CHECK_S, history: Any = None
     ) -> None:
         self.history = history  # the console's History: its store's watchers table (another machine's watcher)
-        self.folder = watch_dir(data_dir, fleet_key(nodes))
+        self.key = fleet_key(nodes)
+        self.folder = watch_dir(data_dir, self.key)
         self.check_s = check_s
         self.watcher: WatcherInfo | None = None
         self.alerts: list[AlertState] = []
@@ -291,9 +311,30 @@ class WatcherPresence:
         if not force and self._checked_at is not None and 0 <= now - self._checked_at < self.check_s:
             return self.watcher
         self._checked_at = now
-        self.watcher = read_watcher(self.folder, now)
-        self.alerts = read_alert_states(self.folder) if self.watcher is not None else []
+        found = self._from_store(now)
+        if found is not None:
+            self.watcher, self.alerts = found
+        else:  # no store, or no live watcher there: one of this machine whose store is down
+            self.watcher = read_watcher(self.folder, now)
+            self.alerts = read_alert_states(self.folder) if self.watcher is not None else []
         return self.watcher
+
+    def _from_store(self, now: float) -> tuple[WatcherInfo, list[AlertState]] | None:
+        """The freshest live watcher of the fleet in the history's store. Only once the face
+        has opened the history (never an opening on the caller's loop); None on any error."""
+        history = self.history
+        if history is None or not history.is_open:
+            return None
+        from console.services.results import StoreError
+
+        try:
+            rows = history.open().watchers.of(self.key)
+        except StoreError:
+            return None
+        for info, alerts in rows:
+            if is_alive(info, now):
+                return info, alerts
+        return None
 
     def header(self) -> str:
         """The status bar's words: '' when nobody watches."""

@@ -46,7 +46,7 @@ RUN_COLUMNS = (
     "fingerprint",
     "doc",
 )
-EVENT_COLUMNS = ("uid", "time", "kind", "node", "gpu", "instance", "severity", "doc")
+EVENT_COLUMNS = ("uid", "time", "kind", "node", "gpu", "instance", "severity", "origin", "doc")
 
 
 def doc_text(doc: Any) -> str:
@@ -127,6 +127,7 @@ def event_row(event: Event, uid: str) -> dict[str, Any]:
         "gpu": event.gpu,
         "instance": event.instance,
         "severity": event.severity,
+        "origin": event.origin,
         "doc": json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str),
     }
 

@@ -96,7 +96,32 @@ _V1 = (
     )""",
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "runs, events, baselines, node versions", _V1),)
+_V2 = (
+    # A watcher's row (`rocm-console watch`, docs/watch.md), rewritten at each heartbeat: a
+    # console on any machine sharing the store sees that the fleet is watched, since when and
+    # by whom, and the watcher's open alerts. `fleet`: the profile's fleet key (a hash of its
+    # nodes, services/watcher_presence.py fleet_key); `alerts`: the open alert states (JSON).
+    """CREATE TABLE watchers (
+        fleet {key} NOT NULL,
+        host {key} NOT NULL,
+        pid INTEGER NOT NULL,
+        started {float} NOT NULL,
+        heartbeat {float} NOT NULL,
+        period {float} NOT NULL,
+        profile TEXT NOT NULL,
+        alerts TEXT NOT NULL,
+        PRIMARY KEY (fleet, host, pid)
+    )""",
+    "CREATE INDEX watchers_heartbeat ON watchers (fleet, heartbeat)",
+    # Which console or watcher wrote an event ("watch@host", "tui@host", "cli@host"): the team's
+    # one timeline says where each came from. Also in `doc` (event_to_dict), so a dump keeps it.
+    "ALTER TABLE events ADD COLUMN origin TEXT",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "runs, events, baselines, node versions", _V1),
+    Migration(2, "watchers, events' origin", _V2),
+)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 

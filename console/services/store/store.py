@@ -16,6 +16,7 @@ from console.services.store.db import Database, open_sqlite
 from console.services.store.events import EventTable
 from console.services.store.runs import RunTable
 from console.services.store.versions import VersionsTable
+from console.services.store.watchers import WatcherTable
 
 if TYPE_CHECKING:
     from console.core.model import Profile
@@ -33,7 +34,7 @@ def default_store_path() -> Path:
 
 class Store:
     """runs (~ ResultStore), events (~ EventLog), baselines (~ BaselineStore), versions
-    (~ VersionsBook's files), over one Database."""
+    (~ VersionsBook's files), watchers (the running watchers' heartbeats), over one Database."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -41,6 +42,7 @@ class Store:
         self.events = EventTable(db)
         self.baselines = BaselineTable(db)
         self.versions = VersionsTable(db)
+        self.watchers = WatcherTable(db)
 
     @property
     def where(self) -> str:
