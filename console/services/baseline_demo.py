@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.core.baseline.diff import versions_from_dict
 from console.core.model import Profile
 from console.core.profiles import PROFILES_DIR
 from console.services.node_versions import VersionsBook, data_dir
+
+if TYPE_CHECKING:
+    from console.services.store.baselines import BaselineTable
 
 __all__ = ["DEMO_NODE", "DEMO_ROCM", "SEED_BASELINES_DIR", "prepare_demo", "seed_baselines"]
 
@@ -22,37 +26,82 @@ DEMO_NODE = "mi300x-spx"
 DEMO_ROCM = "7.1.0-21"  # the seeded baseline was saved on the simulated 7.0.2-56
 
 
-def seed_baselines(root: Path | None = None) -> int:
-    """Copy the shipped baselines into the demo's data folder where missing; how many.
+def seed_baselines(target: Path | BaselineTable | None = None) -> int:
+    """Put the shipped baselines where missing; how many. `target`: the face's store of
+    baselines (its History's), or a folder of baseline files (BaselineStore's root); None: the
+    data folder's `baselines` folder (the next opening of its store moves them in).
     (Light: the TUI's demo calls this before its first frame.)"""
-    root = root if root is not None else data_dir() / "baselines"  # BaselineStore's root
+    if target is not None and not isinstance(target, Path):
+        return _seed_table(target)
+    root = target if target is not None else data_dir() / "baselines"  # BaselineStore's root
     copied = 0
     for path in sorted(SEED_BASELINES_DIR.glob("*/*.json")):
-        target = root / path.parent.name / path.name
-        if target.exists():
+        dest = root / path.parent.name / path.name
+        if dest.exists():
             continue
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
         except OSError:
             break  # an unwritable data folder: the demo goes on without its baseline
         copied += 1
     return copied
 
 
-def prepare_demo(profile: Profile, book: VersionsBook | None = None, *, fresh: bool = True) -> str | None:
+def _seed_table(table: BaselineTable) -> int:
+    from console.services.results import StoreError
+
+    added = 0
+    for path in sorted(SEED_BASELINES_DIR.glob("*/*.json")):
+        try:
+            added += table.put_doc(json.loads(path.read_text(encoding="utf-8")), replace=False)
+        except (OSError, ValueError):
+            continue  # a broken shipped file: the demo goes on without it
+        except StoreError:
+            break  # an unwritable store: the demo goes on without its baseline
+    return added
+
+
+def prepare_demo(
+    profile: Profile,
+    book: VersionsBook | None = None,
+    *,
+    fresh: bool = True,
+    baselines: Path | BaselineTable | None = None,
+) -> str | None:
     """Seed the baselines, record the demo node's versions as they were when its baseline was
     saved (fresh: the TUI's start; the CLI only seeds and upgrades), and upgrade its
     simulated ROCm: its next contact is a change. Returns a line
-    saying what was done, None when the demo profile has no such node."""
+    saying what was done, None when the demo profile has no such node.
+
+    `book` and `baselines`: what the face writes to (its History's versions_book() and
+    baselines); None: a History of the data folder now in use (the demo's own), opened and
+    closed here, or that folder's files when its store cannot be opened."""
+    if book is None or baselines is None:
+        from console.services.history import History
+        from console.services.results import StoreError
+
+        history = History()  # no profile url: the demo never writes to a team's store
+        try:
+            if history.try_open() is not None:
+                baselines = baselines if baselines is not None else history.baselines
+                book = book if book is not None else history.versions_book()
+            return _prepare(profile, book if book is not None else VersionsBook(), baselines, fresh)
+        except StoreError:
+            return _prepare(profile, VersionsBook(), None, fresh)
+        finally:
+            history.close()
+    return _prepare(profile, book, baselines, fresh)
+
+
+def _prepare(profile: Profile, book: VersionsBook, baselines: Path | BaselineTable | None, fresh: bool) -> str | None:
     from console.services.demo_faults import DemoFaultError, sim_dir
     from console.sim.host import upgrade_rocm
 
-    seed_baselines()
+    seed_baselines(baselines)
     node = profile.node(DEMO_NODE)
     if node is None:
         return None
-    book = book or VersionsBook()
     seeded = SEED_BASELINES_DIR / DEMO_NODE / "demo.json"
     try:
         raw = json.loads(seeded.read_text(encoding="utf-8"))["versions"]

@@ -31,6 +31,7 @@ from console.core.profiles import PROFILES_DIR
 if TYPE_CHECKING:  # the results modules load when the history is seeded, not at start-up
     from console.core.results.record import StoredRun
     from console.services.results import ResultStore
+    from console.services.store.runs import RunTable
 
 ENV = "ROCM_CONSOLE_LIFELINE"
 PROC = Path("/proc")
@@ -241,24 +242,34 @@ def reference_run(row, source: str) -> StoredRun:
     )
 
 
-def seed_history(store: ResultStore | None = None) -> int:
+def seed_history(store: ResultStore | RunTable | None = None) -> int:
     """Fill an empty demo history: the recorded simulated runs and a few reference rows.
 
+    `store`: where they go, from the face (its History's runs); None: a History of the data
+    folder now in use (the demo's own, once use_demo_data_dir has run), opened and closed here.
     Only when the store holds nothing yet (a user who deleted them keeps them deleted
-    until the folder is empty again). Returns how many runs were stored."""
-    data_dir = os.environ.get(DATA_DIR_ENV)
-    if store is None and data_dir and any((Path(data_dir).expanduser() / "results").glob("*.json")):
-        return 0  # the usual start: seeded before, and nothing below is imported
-    from console.services.results import ResultStore
+    until the store is empty again). Returns how many runs were stored."""
+    if store is None:
+        from console.services.history import History
+        from console.services.results import StoreError
 
-    store = store or ResultStore()
+        history = History()  # no profile url: the demo never writes to a team's store
+        try:
+            return seed_history(history.runs)
+        except StoreError:
+            return 0  # the demo opens with its history unavailable (the face says why)
+        finally:
+            history.close()
     if store.ids():
         return 0
+    root = getattr(store, "root", None)
+    if root is None:  # a database: its unique fingerprints make two seedings one (Saved.new counts)
+        return _seed(store)
     import fcntl
 
     try:
-        store.root.mkdir(parents=True, exist_ok=True)
-        lock = open(store.root / ".demo-seed.lock", "a")
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / ".demo-seed.lock", "a")  # noqa: SIM115 - closed by the with below
     except OSError:
         return 0  # an unusable store: the demo opens with an empty history
     with lock:
@@ -267,9 +278,10 @@ def seed_history(store: ResultStore | None = None) -> int:
         return 0 if store.ids() else _seed(store)
 
 
-def _seed(store: ResultStore) -> int:
+def _seed(store: ResultStore | RunTable) -> int:
     from console.core.results.record import run_from_dict
     from console.core.results.reference import load_reference_numbers
+    from console.services.results import StoreError
 
     runs = []
     for path in sorted(SEED_RESULTS_DIR.glob("*.json")):
@@ -285,10 +297,9 @@ def _seed(store: ResultStore) -> int:
     saved = 0
     for run in runs:
         try:
-            store.save(run)
-        except OSError:
+            saved += store.add(run).new
+        except (OSError, StoreError):
             break  # a full or unwritable store: the demo opens with what is there
-        saved += 1
     return saved
 
 

@@ -13,12 +13,13 @@ from console.services.agent_bundle import install_local_agent
 from console.services.events import EventLog
 from console.services.fleet import FleetTelemetry, TelemetryReceived
 from console.services.health_watch import HealthWatch
+from console.services.history import HistoryEvents
 from console.services.node_versions import VersionsBook, versions_of
 from console.sim.host import upgrade_rocm
 from tests.helpers import wait_for
 
 
-async def contact(node, log: EventLog) -> HealthWatch:
+async def contact(node, log: EventLog | HistoryEvents) -> HealthWatch:
     """One console session: connect, wait for the probe's versions to be recorded, stop."""
     fleet = FleetTelemetry([node], interval=0.2)
     watch = HealthWatch(fleet, events=log)
@@ -157,13 +158,18 @@ async def test_a_second_demo_start_logs_no_change_again(sim_node, tmp_path, monk
     the simulated ROCm upgrade is one `node.changed`, written by the first."""
     from console.core.model import Profile
     from console.services.baseline_demo import prepare_demo
+    from console.services.history import History
 
     monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "data"))
     node = sim_node("mi300x-spx", seed=1, state_dir=str(tmp_path / "spx"))
-    log = EventLog(tmp_path / "data" / "events.jsonl")
     for _start in range(2):
-        assert prepare_demo(Profile(nodes=(node,))) is not None
-        watch = await contact(node, log)
+        assert prepare_demo(Profile(nodes=(node,))) is not None  # into a History of the data folder
+        console = History()  # the console's own, on the same data folder: the same store
+        watch = await contact(node, console.events)
         assert watch.changes == {"mi300x-spx": "ROCm: 7.0.2-56 -> 7.1.0-21"}  # marked until acknowledged
-    [event] = [e for e in log.read() if e.kind == "node.changed"]
+        console.close()
+    history = History()
+    [event] = [e for e in history.events.read() if e.kind == "node.changed"]
     assert "ROCm: 7.0.2-56 -> 7.1.0-21" in event.message
+    assert not (tmp_path / "data" / "node-versions").exists()  # the store holds the records
+    history.close()
