@@ -227,7 +227,8 @@ def test_watch_demo_uses_the_demos_data_and_its_own_nodes(tmp_path):
         assert wait_until(lambda: _events(args, "alert"), timeout=30)
         fired = _events(args, "alert")[0]
         assert (fired["kind"], fired["node"], fired["gpu"]) == ("alert.fired", "mi300x-spx", 2)
-        assert (demo_data / "events.jsonl").is_file()  # the demo's data dir, not the user's
+        assert (demo_data / "store.sqlite3").is_file()  # the demo's own store, not the user's
+        assert not (demo_data.parent / "store.sqlite3").exists()
         started = _descendants_and_bound(proc.pid)
     finally:
         code, err = _stop(proc)
