@@ -1,5 +1,6 @@
-"""Issue B2: the simulated node's vLLM has no GuideLLM or AIPerf beside it: a run of such a
-preset there is refused before anything starts, in one line naming the node and the client."""
+"""Issue B2: the simulated node's vLLM has no AIPerf beside it (its GuideLLM is the simulator's,
+tests/services/runs/test_demo_multi_turn.py): a run of such a preset there is refused before
+anything starts, in one line naming the node and the client."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from console.services.runs.serving import BenchRunError, BenchRunner
 from console.services.transports import TransportPool
 
 
-@pytest.mark.parametrize("client", ["guidellm", "aiperf"])
+@pytest.mark.parametrize("client", ["aiperf"])
 async def test_an_outside_client_is_refused_on_a_simulated_node(client, sim_node):
     node = sim_node("demo")
     view = InstanceView(node="demo", name="i", state=InstanceState.READY, port=8000, model="m", served_models=("m",))

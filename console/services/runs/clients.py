@@ -3,7 +3,7 @@
 The serving kind (serving.py) starts, follows and collects the run as for vLLM's client; this
 module gives it the client's run spec: its argv (console/core/bench/clients/argv.py, the
 preset's client_path else the client's name on the node's PATH), its environment, and the
-refusal on a simulated node. The serving reader turns the client's progress lines and result
+refusal on a simulated node (whose simulator has a GuideLLM, not AIPerf). The serving reader turns the client's progress lines and result
 file into vLLM's (console/core/bench/clients) before it measures the run: the client check
 against the server's /metrics, the prefix-cache share and goodput are one code for every client.
 """
@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TypeVar
 
-from console.core.bench.clients import OUTSIDE, aiperf, client_of_argv
+from console.core.bench.clients import aiperf, client_of_argv, guidellm
 from console.core.bench.clients.argv import outside_argv
 from console.core.bench.result import normalize_result
 from console.core.model import BenchPreset, NodeSpec
@@ -22,7 +22,7 @@ from console.services.agent_bundle import AgentCommand
 from console.services.runs import run as run_api
 from console.transport.base import RESULT_FILE_LIMIT, TransportError
 
-__all__ = ["refusal", "spec_for", "with_records"]
+__all__ = ["client_command", "refusal", "simulated", "spec_for", "with_records"]
 
 OutcomeT = TypeVar("OutcomeT", bound=run_api.Outcome)
 
@@ -31,12 +31,27 @@ OutcomeT = TypeVar("OutcomeT", bound=run_api.Outcome)
 _AIPERF_DROP_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
+def simulated(node: NodeSpec) -> bool:
+    """A node whose `vllm` is the console's simulator (the demo's nodes)."""
+    return node.simulate is not None and node.vllm == "vllm"
+
+
 def refusal(node: NodeSpec, preset: BenchPreset) -> str | None:
-    """One line when the node cannot run the preset's client: a simulated node's vLLM (the
-    console's simulator) has no GuideLLM or AIPerf beside it."""
-    if preset.client in OUTSIDE and node.simulate is not None and node.vllm == "vllm":
+    """One line when the node cannot run the preset's client: the simulator has a GuideLLM of
+    its own (sim/vllm/guidellm_sim.py), not AIPerf."""
+    if preset.client == aiperf.NAME and simulated(node) and preset.client_path is None:
         return f'{node.name}: client {preset.client} does not run on a simulated node (use client = "vllm-bench")'
     return None
+
+
+def client_command(node: NodeSpec, cmd: AgentCommand, preset: BenchPreset) -> tuple[str, ...]:
+    """The client's command: the preset's client_path, else the simulator's GuideLLM on a
+    simulated node, else the client's name on the node's PATH."""
+    if preset.client_path:
+        return (preset.client_path,)
+    if preset.client == guidellm.NAME and simulated(node):
+        return (*cmd.vllm, "guidellm")
+    return (preset.client,)
 
 
 def spec_for(
@@ -59,7 +74,7 @@ def spec_for(
         raise ValueError(refused)
     argv = outside_argv(
         preset,
-        client_cmd=(preset.client_path or preset.client,),
+        client_cmd=client_command(node, cmd, preset),
         base_url=base_url,
         model=model,
         result_dir=run_api.NodeRuns.folder(cmd, name),

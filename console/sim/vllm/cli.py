@@ -70,6 +70,10 @@ def main(argv=None):
         return 0
     if command == "bench":
         return bench_main(argv[1:])
+    if command == "guidellm":  # the demo's GuideLLM (guidellm_sim.py): `vllm guidellm run ...`
+        from .guidellm_sim import main as guidellm_main
+
+        return guidellm_main(argv[1:])
     if command == "ray":  # the simulated `ray` CLI of multi-node instances (ray_sim.py)
         from .ray_sim import main as ray_main
 

@@ -42,15 +42,18 @@ def outside_results(obj: object) -> list[dict] | None:
 
 def client_of_argv(argv: Sequence[str]) -> tuple[str, int | None] | None:
     """(client, requests asked) when a run's argv starts an outside client (by its executable's
-    name and subcommand), else None; GuideLLM prints no total, so it is read from the argv."""
-    if len(argv) < 2:
-        return None
-    exe = argv[0].rsplit("/", 1)[-1]
-    if exe.startswith(guidellm.NAME) and argv[1] == "run":
-        total = next((int(m.group(1)) for a in argv if (m := _COUNT_RE.search(a))), None)
-        return guidellm.NAME, total
-    if exe.startswith(aiperf.NAME) and argv[1] == "profile":
-        return aiperf.NAME, None
+    name and subcommand, first or after an interpreter and a script: the demo's simulated
+    GuideLLM is `python3 <sim>/vllm guidellm run ...`), else None; GuideLLM prints no total, so
+    it is read from the argv."""
+    for at in (0, 2):
+        if len(argv) < at + 2:
+            return None
+        exe = argv[at].rsplit("/", 1)[-1]
+        if exe.startswith(guidellm.NAME) and argv[at + 1] == "run":
+            total = next((int(m.group(1)) for a in argv if (m := _COUNT_RE.search(a))), None)
+            return guidellm.NAME, total
+        if exe.startswith(aiperf.NAME) and argv[at + 1] == "profile":
+            return aiperf.NAME, None
     return None
 
 
