@@ -145,8 +145,11 @@ class HealthWatch:
     def _check_watcher(self, now: float) -> None:
         if self.presence is not None:
             self.presence.check(now)
-            if self.presence.watcher is not None and self.alertmanager is not None:
-                self.alertmanager.forget()  # the watcher posts (and resolves) them now
+            self._watcher_seen()
+
+    def _watcher_seen(self) -> None:
+        if self.presence is not None and self.presence.watcher is not None and self.alertmanager is not None:
+            self.alertmanager.forget()  # the watcher posts (and resolves) them now
 
     def _alert(self, name: str, *args) -> None:
         """One observation for the rules: judged always, sent only when no watcher sends it."""
@@ -181,7 +184,9 @@ class HealthWatch:
             await asyncio.sleep(1.0)
             try:
                 now = self._clock()
-                self._check_watcher(now)
+                if self.presence is not None:  # the store's row read off the loop
+                    await self.presence.check_async(now)
+                    self._watcher_seen()
                 self._alert("tick", now)
             except (OSError, StoreError) as exc:  # noqa: PERF203 - the log could not be written: said once
                 self._failed_write(exc)

@@ -306,18 +306,34 @@ class WatcherPresence:
         self.alerts: list[AlertState] = []
         self._checked_at: float | None = None
 
+    def _due(self, now: float, force: bool) -> bool:
+        return force or self._checked_at is None or not 0 <= now - self._checked_at < self.check_s
+
     def check(self, now: float | None = None, *, force: bool = False) -> WatcherInfo | None:
         now = time.time() if now is None else now
-        if not force and self._checked_at is not None and 0 <= now - self._checked_at < self.check_s:
-            return self.watcher
-        self._checked_at = now
+        if self._due(now, force):
+            self._checked_at = now
+            self.watcher, self.alerts = self._read(now)
+        return self.watcher
+
+    async def check_async(self, now: float | None = None) -> WatcherInfo | None:
+        """check() for an event loop: the store's query (a server's round trip, or a wait for
+        another thread's query on the same connection) runs on a worker thread."""
+        import asyncio
+
+        now = time.time() if now is None else now
+        if self._due(now, False):
+            self._checked_at = now
+            self.watcher, self.alerts = await asyncio.to_thread(self._read, now)
+        return self.watcher
+
+    def _read(self, now: float) -> tuple[WatcherInfo | None, list[AlertState]]:
         found = self._from_store(now)
         if found is not None:
-            self.watcher, self.alerts = found
-        else:  # no store, or no live watcher there: one of this machine whose store is down
-            self.watcher = read_watcher(self.folder, now)
-            self.alerts = read_alert_states(self.folder) if self.watcher is not None else []
-        return self.watcher
+            return found
+        # no store, or no live watcher there: one of this machine whose store is down
+        watcher = read_watcher(self.folder, now)
+        return watcher, read_alert_states(self.folder) if watcher is not None else []
 
     def _from_store(self, now: float) -> tuple[WatcherInfo, list[AlertState]] | None:
         """The freshest live watcher of the fleet in the history's store. Only once the face

@@ -158,3 +158,30 @@ def test_a_version_1_store_is_brought_to_version_2_keeping_its_events(store_engi
         [event] = store.events.read()
         assert (event.message, event.origin) == ("from version 1", None)
         assert store.watchers.of("any") == []
+
+
+async def test_a_consoles_health_watch_steps_aside_for_a_watcher_of_another_machine(store_engine, sim_node, tmp_path):
+    from console.services.fleet import FleetTelemetry
+    from console.services.health_watch import HealthWatch
+
+    node = sim_node("n1")
+    mine, theirs = _histories(store_engine, tmp_path)
+    theirs.open()
+    rule = AlertRule(name="sick", condition=parse_condition("health == fail"))
+    watch = HealthWatch(FleetTelemetry([node]), HealthSettings(HealthRules(), (rule,)), events=theirs.events)
+    await watch.start()
+    try:
+        assert watch.watched is None
+        key = fleet_key([node])
+        info = WatcherInfo(4242, "other-host", time.time() - 60, time.time(), 5.0, (), key)
+        mine.open().watchers.beat(info, [])
+        assert await wait_for(lambda: watch.watched is not None, timeout=10)  # looked at every 3 s, off the loop
+        assert watch.watched.label == "other-host:4242"
+        watch.observe_instances("n1", [])  # what only a console sees is still written; alerts are not sent
+        watch._alert("observe_gpu", time.time(), "n1", 0, {}, "fail")
+        watch._alert("tick", time.time() + 1)
+        assert theirs.events.read(kind="alert") == []
+    finally:
+        await watch.stop()
+    mine.close()
+    theirs.close()
