@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +59,11 @@ def _stored_kinds(path: Path) -> list[str]:
         return [e.kind for e in store.events.read()]
 
 
+def _origins(path: Path) -> dict[str, str | None]:
+    with open_store(path) as store:
+        return {e.kind: e.origin for e in store.events.read()}
+
+
 def test_the_watcher_moves_the_file_store_in_and_writes_its_events_to_the_store(tmp_path):
     data = tmp_path / "data"
     EventLog(data / "events.jsonl").append(Event(1000.0, "node.down", "sim", message="before the store"))
@@ -67,7 +73,9 @@ def test_the_watcher_moves_the_file_store_in_and_writes_its_events_to_the_store(
     finally:
         code, err = _stop(proc)
     assert code == 0, err
-    assert "node.down" in _stored_kinds(data / "store.sqlite3")  # the file's event, moved in
+    origins = _origins(data / "store.sqlite3")
+    assert origins["node.up"] == f"watch@{socket.gethostname()}"  # the team's timeline says who wrote it
+    assert origins["node.down"] is None  # the file's event, moved in: nobody said who wrote it
     assert [e.kind for e in EventLog(data / "events.jsonl").read()] == ["node.down"]  # nothing new in the file
     moved = [x for x in err.splitlines() if x.startswith("rocm-console watch: store: moved")]
     assert len(moved) == 1 and "1 events" in moved[0] and str(data / "store.sqlite3") in moved[0], err
