@@ -144,6 +144,17 @@ class History:
             self._store = store
             return store
 
+    def lost(self, exc: StoreError) -> None:
+        """An open store failed under us (a PostgreSQL server gone, a disk error): drop it, so
+        that `problem` says why and the next opening is tried after RETRY_AFTER_S."""
+        with self._lock:
+            self.problem = str(exc)
+            self._failed_at = time.monotonic()
+            store, self._store = self._store, None
+        if store is not None:
+            with contextlib.suppress(Exception):
+                store.close()
+
     def try_open(self) -> Store | None:
         """open(), or None with `problem` set."""
         try:
@@ -238,8 +249,9 @@ class HistoryEvents:
 
     def _target(self) -> Any:
         store = self.history.try_open()
-        if store is not None:
-            return store.events
+        return store.events if store is not None else self._fallback()
+
+    def _fallback(self) -> EventLog:
         if self._file is None:
             from console.services.events import EVENTS_FILE, EventLog
 
@@ -263,7 +275,15 @@ class HistoryEvents:
         if origin:  # stamped here, once for every face: an event that names its writer keeps it
             batch = [events] if isinstance(events, Event) else list(events)
             events = [e if e.origin else dataclasses.replace(e, origin=origin) for e in batch]
-        return int(self._target().append(events))
+        target = self._target()
+        if target is self._file:
+            return int(target.append(events))
+        batch = [events] if isinstance(events, Event) else list(events)
+        try:
+            return int(target.append(batch))
+        except StoreError as exc:  # the store went away after it opened: the file keeps them
+            self.history.lost(exc)
+            return int(self._fallback().append(batch))
 
     async def append_async(self, events: Event | Iterable[Event]) -> int:
         return await asyncio.to_thread(self.append, events)

@@ -95,3 +95,21 @@ def test_node_versions_book_over_the_store(tmp_path):
     assert set(history.versions_book().marked()) == {before.node}  # in the store: a new book sees it
     assert book.acknowledge(before.node) == 1 and history.versions_book().marked() == {}
     assert not (tmp_path / "data" / "node-versions").exists()  # no files written
+
+
+def test_events_go_to_the_file_when_the_open_store_fails_and_the_store_is_tried_again(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    history = History(None, data)
+    history.events.append(Event(time.time(), "partition.switched", "n1", message="first"))
+    store = history.open()
+
+    def gone(*_a, **_k):
+        raise StoreError(f"cannot use the store {store.where}: server closed the connection unexpectedly")
+
+    monkeypatch.setattr(store.events, "append", gone)
+    assert history.events.append(Event(time.time(), "partition.switched", "n1", message="second")) == 1
+    assert history.problem == f"cannot use the store {store.where}: server closed the connection unexpectedly"
+    assert not history.is_open  # dropped: the next opening is tried after RETRY_AFTER_S
+    assert [e.message for e in EventLog(data / "events.jsonl").read()] == ["second"]
+    monkeypatch.setattr("console.services.history.RETRY_AFTER_S", 0.0)
+    assert [e.message for e in history.events.read()] == ["second", "first"]  # moved in at reopening
