@@ -75,10 +75,9 @@ from console.ui.model.history_view import (
 from console.ui.results_store import HistoryRuns, history_of
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.form_dialog import FORM_CSS, FormDialog
-from console.ui.screens.history_pages import AHEAD, PAGE, HistoryQuery, Page, read_pages
+from console.ui.screens.history_pages import AHEAD, PAGE, HistoryQuery, Page, RunsTable, read_pages
 from console.ui.widgets.bench_plots import LivePlot
 from console.ui.widgets.key_bar import KeyBar
-from console.ui.widgets.titled_table import titled_table
 from console.ui.workers import run_named
 
 if TYPE_CHECKING:
@@ -403,7 +402,10 @@ class HistoryScreen(Screen):
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        yield from titled_table("history")
+        # titled_table's three widgets, with the table that keeps rows' renderings (history_pages.py)
+        yield Static(id="history-title")
+        yield RunsTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="history-detail")
         yield Static(id="history-status")
         yield Input(placeholder=FILTER_HINT, id="history-filter", compact=True)
         yield KeyBar()
@@ -583,7 +585,7 @@ class HistoryScreen(Screen):
         return Text(f"✓{self.marked.index(run_id) + 1}", style="bold")
 
     def _show_title(self) -> None:
-        self.query_one("#history-title", Static).update(self._title())
+        self.query_one("#history-title", Static).update(self._title(), layout=False)  # one line high
 
     def _title(self) -> Text:
         title = Text.assemble((" Results ", "bold"))
@@ -617,19 +619,19 @@ class HistoryScreen(Screen):
         return title
 
     def _show_detail(self) -> None:
+        # one line high (history.tcss): no layout pass for it at each cursor move
+        self.query_one("#history-detail", Static).update(self._detail_text(), layout=False)
+
+    def _detail_text(self) -> Text:
         run = self._run(self.cursor_run)
-        box = self.query_one("#history-detail", Static)
         if run is None:
             if self.unavailable is not None:
-                box.update(Text(self.unavailable))
-            else:
-                empty = self.loaded and self.exhausted and not self.runs and not self.filter_text
-                box.update(Text("no stored results yet: i imports result files or bench output" if empty else ""))
-            return
+                return Text(self.unavailable)
+            empty = self.loaded and self.exhausted and not self.runs and not self.filter_text
+            return Text("no stored results yet: i imports result files or bench output" if empty else "")
         parts = [run.id]
         if is_reference(run):  # where the numbers come from, not when they were imported
-            box.update(Text(" · ".join([run.id, reference_source(run)])))
-            return
+            return Text(" · ".join([run.id, reference_source(run)]))
         failure = failure_of(run)
         if failure is not None:
             parts.append(f"FAILED: {failure}")
@@ -641,7 +643,7 @@ class HistoryScreen(Screen):
         elif run.origin == "console":
             title = title_of(run)  # the preset and what was overridden
             parts.append("run by the console" + (f": {title}" if title else ""))
-        box.update(Text(" · ".join(parts)))
+        return Text(" · ".join(parts))
 
     def _set_status(self, text: str, *, error: bool = False) -> None:
         self.status = text

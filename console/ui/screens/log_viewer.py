@@ -114,9 +114,8 @@ class LogScreen(Screen):
         self.post_message(self.LinesArrived())
 
     def _read_gpu_events(self, gpus: list[int], now: float) -> None:
-        from console.ui.screens.events import event_log_of  # the events screen's module, loaded on use
-
         from console.services.results import StoreError
+        from console.ui.screens.events import event_log_of  # the events screen's module, loaded on use
 
         try:
             events = event_log_of(self.app).read(node=self.node, since=now - 7 * 86400)
