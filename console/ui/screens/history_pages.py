@@ -124,7 +124,7 @@ class RunsTable(DataTable):
     cursor, a row is drawn the same wherever the cursor is unless it is on that row: rows
     away from it are rendered (and cached) as if it were nowhere."""
 
-    def _render_line_in_row(self, row_key, line_no, base_style, cursor_location, hover_location):  # type: ignore[no-untyped-def]
+    def _render_line_in_row(self, row_key, line_no, base_style, cursor_location, hover_location):  # noqa: ANN001, ANN202 - DataTable's
         if self.cursor_type == "row" and row_key in self._row_locations:
             row = self._row_locations.get(row_key)
             if cursor_location.row != row:
