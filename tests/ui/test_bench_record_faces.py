@@ -20,8 +20,9 @@ import pytest
 from console.cli import entry
 from console.core.profiles import load_profile
 from console.core.results.record import run_to_dict
-from console.services.results import ResultStore
+from console.services.history import History
 from console.services.runs import serving
+from console.ui.results_store import HistoryRuns
 from console.ui.screens.bench import BenchScreen
 
 from .conftest import screen_text, wait_for
@@ -87,8 +88,15 @@ async def _tui_bench(monkeypatch, node, view, pool, data: Path) -> BenchScreen:
     monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(data))
     host = BenchHost()
     screen = BenchScreen(
-        None, node, view, BENCH_TINY, runner=serving.BenchRunner(pool), store=ResultStore(), points=[2], label="same"
-    )
+        None,
+        node,
+        view,
+        BENCH_TINY,
+        runner=serving.BenchRunner(pool),
+        store=HistoryRuns(History()),
+        points=[2],
+        label="same",
+    )  # the console's store: its History's runs (ui/results_store.py result_store)
     async with host.run_test(size=(120, 36)) as pilot:
         host.push_screen(screen)
         assert await wait_for(pilot, lambda: screen.session.ended, timeout=90)
@@ -114,7 +122,7 @@ def _same_record(a: dict, b: dict) -> None:
 
 
 def _only(data: Path) -> dict:
-    [run] = ResultStore(data / "results").list()
+    [run] = History(data_dir=data).runs.list()
     return run_to_dict(run)
 
 
@@ -150,12 +158,12 @@ async def test_a_result_the_store_cannot_take_is_kept_on_the_node_from_both_face
     assert await _cli_bench(monkeypatch, lab, blocker) == 1
     err = capsys.readouterr().err
     cli_run = FETCH_RE.search(err).group(1)
-    assert "not stored (cannot store results in" in err
+    assert "not stored (cannot open the store" in err
 
     screen = await _tui_bench(monkeypatch, node, view, pool, blocker)
     tui_run = screen.outcomes[0].run
     cur = screen.session.current
-    assert cur.stored_id is None and "a file is in the way of the results folder" in cur.store_error
+    assert cur.stored_id is None and f"cannot open the store {blocker}" in cur.store_error
     assert f"results fetch {tui_run} --node bench-n" in cur.store_error  # where it stays, how to fetch it
     assert "not stored" in screen.shown
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from console.core.model import BenchPreset, Profile
 from console.services.groups import GroupService
+from console.services.history import History
 from console.services.instances import InstanceState
 from console.services.status import sample_node
 from console.services.transports import TransportPool
@@ -98,6 +99,6 @@ async def test_benchmark_of_a_group_shows_total_and_replica_lines(node, stop_all
             assert "r0    ████████████████████ 4/4" in text and "r1    ████████████████████ 4/4" in text
             assert "tiny-x2-r0" in text and "tiny-x2-r1" in text  # each replica's own result below
             assert await wait_for(pilot, lambda: "stored as " in screen_text(app), timeout=20)
-            assert len(list((tmp_path / "data" / "results").glob("*.json"))) == 3
+            assert History(data_dir=tmp_path / "data").runs.count() == 3  # the data dir's store
     finally:
         await pool.close()
