@@ -11,13 +11,25 @@ from pathlib import Path
 from typing import Any, Callable, Coroutine, Iterable, Sequence
 
 from console.core.model import NodeSpec, Profile
-from console.core.profiles import PROFILES_DIR, demo_profile_path, discover_profile_paths, load_profile
 from console.core.text import key_value, printable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_PARTIAL = EXIT_FAILED  # `status`: some node did not answer
-# Serve presets taken from AMD's guides, always available.
-PRESETS_PATH = PROFILES_DIR / "presets.toml"
+
+
+def __getattr__(name: str) -> Any:
+    """PRESETS_PATH (the serve presets taken from AMD's guides, always available), found on
+    first use: the profile reader (TOML, checks) is imported only by commands that read a
+    profile, not by `results list` over the store (its fresh process is budgeted)."""
+    if name == "PRESETS_PATH":
+        return presets_path()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def presets_path() -> Path:
+    from console.core.profiles import PROFILES_DIR
+
+    return PROFILES_DIR / "presets.toml"
 
 
 class UsageError(Exception):
@@ -103,7 +115,10 @@ def user_config_dir() -> Path:
 def load_selected_profile(args: argparse.Namespace, notes: list[str] | None = None) -> Profile:
     """The profile a command runs on. With --demo: the demo's nodes plus what --profile files add
     (services/demo.py), what cannot apply said in one line: on stderr, or into `notes` (the TUI's)."""
-    builtin = [PRESETS_PATH] if PRESETS_PATH.exists() else []
+    from console.core.profiles import demo_profile_path, discover_profile_paths, load_profile
+
+    presets = presets_path()
+    builtin = [presets] if presets.exists() else []
     if args.demo:
         if not args.profile:
             return load_profile([*builtin, demo_profile_path()])

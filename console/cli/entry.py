@@ -1,16 +1,18 @@
-"""The root parser and the dispatch: the TUI by default, else one command group's `run`."""
+"""The root parser and the dispatch: the TUI by default, else one command group's `run`.
+
+A command line that names its group imports that group's module only (`results list` does
+not load serve, bench and the TUI: a fresh process answers it in a fraction of a second);
+`--help` and a line without a group build the whole tree."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from types import ModuleType
 from typing import Sequence
 
 from console import __version__
-from console.cli import alerts, bench, doctor, events, experiment, models, partition, results, serve, status, web
-from console.cli import baseline as baseline_group
-from console.cli import store as store_group
-from console.cli import watch as watch_group
 from console.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -22,26 +24,47 @@ from console.cli.common import (
 from console.cli.examples import add_examples
 from console.core.errors import ConsoleError
 
-# In the order `rocm-console --help` lists them.
-COMMAND_GROUPS = {
-    "status": status,
-    "serve": serve,
-    "partition": partition,
-    "bench": bench,
-    "results": results,
-    "doctor": doctor,
-    "experiment": experiment,
-    "web": web,
-    "events": events,
-    "alerts": alerts,
-    "models": models,
-    "baseline": baseline_group,
-    "watch": watch_group,
-    "store": store_group,
-}
+# In the order `rocm-console --help` lists them: each group's module under console/cli/.
+COMMAND_GROUPS = (
+    "status",
+    "serve",
+    "partition",
+    "bench",
+    "results",
+    "doctor",
+    "experiment",
+    "web",
+    "events",
+    "alerts",
+    "models",
+    "baseline",
+    "watch",
+    "store",
+)
+_ROOT_OPTIONS_WITH_VALUE = ("--profile", "--interval")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def group_module(name: str) -> ModuleType:
+    return importlib.import_module(f"console.cli.{name}")
+
+
+def named_group(argv: Sequence[str]) -> str | None:
+    """The group a command line names (its first word after the root options), else None."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _ROOT_OPTIONS_WITH_VALUE:
+            skip = True
+        elif not word.startswith("-"):
+            return word if word in COMMAND_GROUPS else None
+        elif word in ("-h", "--help"):
+            return None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole tree, or the root with the one group `only` (what that group's line needs)."""
     parser = OneLineParser(
         prog="rocm-console",
         description="Terminal control console for vLLM on AMD Instinct GPU nodes.",
@@ -50,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_options(parser, suppress=False)
     parser.add_argument("--interval", type=float, default=1.0, help="sampling interval in seconds (0.1-10)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for group in COMMAND_GROUPS.values():
-        group.add_parser(sub)
+    for name in COMMAND_GROUPS if only is None else (only,):
+        group_module(name).add_parser(sub)
     add_examples(parser, dict(sub.choices))
     return parser
 
@@ -78,8 +101,8 @@ def _check_interval(args: argparse.Namespace, argv: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     line = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(named_group(line))
     args = parser.parse_args(line)
     try:
         _check_interval(args, line)
@@ -89,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from console.services.demo import use_demo_data_dir
 
             use_demo_data_dir()  # what the demo stores (runs, events) stays apart from the user's
-        return COMMAND_GROUPS[args.command].run(args)
+        return group_module(args.command).run(args)
     except (ConsoleError, UsageError) as exc:  # ConsoleError: ProfileError, FileLimitError, ...
         print(f"rocm-console: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -13,7 +13,9 @@ still land, in the data folder's events.jsonl (HistoryEvents falls back to it)."
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
     from console.core.model import Profile
     from console.services.history import History
     from console.services.results import ResultStore
+
+from console.cli.common import user_config_dir
 
 __all__ = ["command_history", "found_profile", "require", "run_store", "say_store"]
 
@@ -36,14 +40,31 @@ def found_profile(args: argparse.Namespace) -> Profile | None:
     """The profile a command that needs no nodes reads its `[store] url` from: the given one
     (--profile, --demo: loaded as every command loads it; a bad one is exit 2), else the files
     found in ./profiles and the user's config folder, if any; else None (the SQLite default)."""
-    from console.cli.common import load_selected_profile, user_config_dir
+    from console.cli.common import load_selected_profile
 
     if getattr(args, "profile", None) or getattr(args, "demo", False):
         return load_selected_profile(args)
+    if not any(_tomls(Path.cwd() / "profiles")) and not any(_tomls(_config_dir())):
+        return None  # nothing to read: the profile reader is not even imported (a fresh `results list`)
     from console.core.profiles import discover_profile_paths, load_profile
 
     paths = discover_profile_paths([], Path.cwd(), user_config_dir())
     return load_profile(paths) if paths else None  # no nodes needed: results are local
+
+
+def _config_dir() -> Path:
+    """user_config_dir() without importing platformdirs on Linux (its rule there: the XDG
+    variable, else ~/.config): a fresh `results list` is budgeted (tests/perf/store_scale.py)."""
+    if sys.platform.startswith("linux"):
+        return Path(os.environ.get("XDG_CONFIG_HOME", "").strip() or Path.home() / ".config") / "rocm-console"
+    return user_config_dir()
+
+
+def _tomls(folder: Path) -> Iterator[Path]:
+    try:
+        yield from folder.glob("*.toml")
+    except OSError:
+        return
 
 
 def command_history(args: argparse.Namespace | None = None, profile: Profile | None = None) -> History:

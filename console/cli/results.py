@@ -36,8 +36,6 @@ from console.cli.common import (
 from console.cli.history_arg import command_history, require, run_store
 from console.core.errors import ProfileError
 from console.core.events import parse_since
-from console.core.profiles import PROFILES_DIR
-from console.core.results.compare import compare_table, prefix_cache_warnings, workload_warning
 from console.core.results.display import (
     NO_VALUE,
     client_mark,
@@ -54,23 +52,17 @@ from console.core.results.display import (
     sig3,
     split_failed,
 )
-from console.core.results.export import export_csv, export_json, export_markdown
-from console.core.results.new_file import write_new
-from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
 from console.core.results.record import StoredRun, run_to_dict
-from console.core.results.reference import (
-    ReferenceMatch,
-    load_reference_numbers,
-    pick_references,
-    reference_as_run,
-)
 from console.core.text import printable
 
+# compare, export, the reference numbers and the accuracy lookup are imported where used:
+# `results list` in a fresh process is budgeted (tests/perf/store_scale.py)
 if TYPE_CHECKING:
+    from console.core.results.reference import ReferenceMatch
     from console.services.history import History
     from console.services.results import ImportReport
 
-REFERENCE_PATH = PROFILES_DIR / "reference_numbers.toml"
+REFERENCE_FILE = "reference_numbers.toml"  # in the shipped profiles folder
 PAGE = 50  # `results list` without --limit: the newest fifty (the history screen's page)
 STREAM_PAGE = 500  # `--all`: rows read, folded and printed a page at a time
 ACCURACY_WINDOW_S = 30 * 86400.0  # an instance's accuracy score is looked for this far back
@@ -309,14 +301,24 @@ def _print_table(chunks: Iterable[list[StoredRun]], history: History) -> int:
     return count
 
 
+def _accuracies(runs: list[StoredRun], history: History) -> list[StoredRun | None]:
+    """Each run's instance's accuracy run, if any (only a run on an instance can have one)."""
+    if not any(r.context.get("instance") for r in runs):
+        return [None] * len(runs)
+    from console.core.results.offline import accuracy_for
+
+    return accuracy_for(runs, [*runs, *_accuracy_pool(history, runs)])
+
+
 def _rows(runs: list[StoredRun], history: History) -> list[list[str]]:
     runs, answers = fold_find_max_answers(runs)  # a find-max answer: a mark on its point's row
     rows = []
-    pool = [*runs, *_accuracy_pool(history, runs)]
-    for run, acc in zip(runs, accuracy_for(runs, pool)):
+    for run, acc in zip(runs, _accuracies(runs, history)):
         s = run_summary(run)
-        if accuracy_text(acc):
-            s["setup"] += f" [{accuracy_text(acc)}]"
+        if acc is not None:
+            from console.core.results.offline import accuracy_text
+
+            s["setup"] += f" [{accuracy_text(acc)}]" if accuracy_text(acc) else ""
         if run.id in answers:
             s["setup"] = f"{find_max_mark(answers[run.id])} · {s['setup']}"
         done = format_value("completed", s["completed"])
@@ -400,8 +402,12 @@ def _show(args, history: History) -> int:
 
 
 def _pick_references(runs: Sequence[StoredRun]) -> list[ReferenceMatch]:
+    from console.core.results.reference import load_reference_numbers, pick_references
+
     try:
-        rows = load_reference_numbers(REFERENCE_PATH)
+        from console.core.profiles import PROFILES_DIR
+
+        rows = load_reference_numbers(PROFILES_DIR / REFERENCE_FILE)
     except ProfileError as exc:
         raise UsageError(str(exc)) from None
     return pick_references(runs, rows)
@@ -420,6 +426,10 @@ def _cell(row: dict, i: int) -> str:
 
 
 def _compare(args, history: History) -> int:
+    from console.core.results.compare import compare_table, prefix_cache_warnings, workload_warning
+    from console.core.results.offline import with_accuracy
+    from console.core.results.reference import reference_as_run
+
     runs = _get_runs(history, args.ids)
     left_out: list[StoredRun] = []
     if not args.include_failed:  # a failed run's zeros would read as the best latency
@@ -431,8 +441,7 @@ def _compare(args, history: History) -> int:
     warning = workload_warning(runs)
     matches = _pick_references(runs) if args.reference else []
     # the instance's accuracy score (bench accuracy) beside its speed results
-    pool = [*runs, *_accuracy_pool(history, runs)]
-    runs = [with_accuracy(r, acc) for r, acc in zip(runs, accuracy_for(runs, pool))]
+    runs = [with_accuracy(r, acc) for r, acc in zip(runs, _accuracies(runs, history))]
     columns = runs + [reference_as_run(m.row) for m in matches]
     rows = compare_table(columns)
     if args.json:
@@ -458,7 +467,7 @@ def _compare(args, history: History) -> int:
     sys.stdout.write(_table(head, body))
     if args.reference:
         if not matches:
-            print("no reference numbers for this configuration in " + str(REFERENCE_PATH.name))
+            print("no reference numbers for this configuration in " + REFERENCE_FILE)
         for m in matches:
             note = f" (not verified: {', '.join(m.unverified)})" if m.unverified else ""
             print(f"ref:{m.row.id} = seed {m.row.seed}, {m.row.section}{note}")
@@ -479,6 +488,9 @@ def _plain(value):
 
 
 def _export(args, history: History) -> int:
+    from console.core.results.export import export_csv, export_json, export_markdown
+    from console.core.results.new_file import write_new
+
     if args.all:
         if args.ids:
             raise UsageError("give run ids or --all, not both")
@@ -602,13 +614,14 @@ def run(args: argparse.Namespace) -> int:
     """Run a `results` action on the command's one History. No node is needed (a profile only
     names a team's store), except to fetch from a node."""
     from console.services.results import StoreError
-    from console.transport.base import TransportError
 
     if getattr(args, "demo", False):  # the demo's own history, seeded as the demo TUI seeds it
         from console.services.demo import use_demo_results
 
         use_demo_results()
     if args.results_command == "fetch":
+        from console.transport.base import TransportError
+
         return guarded(lambda: _fetch(args), failures=(StoreError, TransportError))
     action = {
         "list": _list,

@@ -39,7 +39,6 @@ try:
 except ImportError:  # Windows: no flock; one console at a time there
     fcntl = None  # type: ignore[assignment]
 
-from console.core.results.file_import import runs_from_file
 from console.core.results.ids import other_id, run_order, unresolved_ref
 from console.core.results.record import StoredRun, run_from_dict, run_to_dict
 from console.services.data_dir import DATA_DIR_ENV, default_root
@@ -445,6 +444,9 @@ class ResultStore:
             report.skipped.append(SkippedItem(shown, "binary file"))
             return
         source = str(file.resolve())
+        from console.core.results.file_import import runs_from_file  # here: the parsers of every client
+        # are not imported by the store's readers (a fresh `results list` is budgeted)
+
         parsed = runs_from_file(data, source=source, label=label, node=node, created=created)
         for part, reason in parsed.skipped:
             report.skipped.append(SkippedItem(shown, reason, part))

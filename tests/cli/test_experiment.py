@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from tests.cli.cli_helpers import ROOT, one_line_error, run
+from console.core.results.record import run_to_dict
+from tests.cli.cli_helpers import ROOT, one_line_error, run, stored_runs
 
 EXPERIMENT = """
 [experiment]
@@ -52,7 +53,7 @@ def test_replica_group_from_the_cli(profile, data_dir):
         assert "tiny-x2-r0" in bench.stdout and "tiny-x2-r1" in bench.stdout
         # stored: each client's result and the group's, which names them
         assert "  stored as " in bench.stdout
-        docs = [json.loads(f.read_text()) for f in (data_dir / "results").glob("*.json")]
+        docs = [run_to_dict(r) for r in stored_runs(data_dir)]
         assert len(docs) == 3, bench.stdout
         [grp] = [d for d in docs if d["context"].get("replica_runs")]
         assert len(grp["context"]["replica_runs"]) == 2 and grp["context"]["instance"] == "tiny-x2"
@@ -140,7 +141,7 @@ def test_experiment_killed_with_sigkill_resumes(profile, tmp_path, data_dir):
     }
     assert done["done"]["spx-tp1-x2@c2"] == killed["done"]["spx-tp1-x2@c2"]
     # every point is in the results store too: the group's result, named by its point
-    docs = [json.loads(f.read_text()) for f in (data_dir / "results").glob("*.json")]
+    docs = [run_to_dict(r) for r in stored_runs(data_dir)]
     groups = sorted(d["context"]["point"] for d in docs if d["context"].get("replica_runs"))
     assert groups == sorted(done["done"]), groups
     assert done["done"]["spx-tp2-x1@c4"]["stored"] in {d["id"] for d in docs}

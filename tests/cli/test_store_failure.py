@@ -86,7 +86,7 @@ def test_serving_result_the_store_cannot_take_stays_on_the_node_and_fetch_stores
     assert bench.returncode == 1  # the run was fine, storing it was not: never exit 0
     assert ": ok" in bench.stdout and "stored as" not in bench.stdout
     line = _not_stored_line(bench)
-    assert "not stored (cannot store results in " in line and "a file is in the way of the results folder" in line
+    assert f"not stored (cannot open the store {data / 'store.sqlite3'}: " in line
     run_name = FETCH_RE.search(line).group(1)
     place = str(tmp_path / "state" / "runs" / run_name / "result.json")
     assert f"the result stays on sim at {place}" in line
@@ -156,7 +156,8 @@ def test_fetch_refuses_what_it_cannot_store(lab, tmp_path, instance):
     )
     run_name = FETCH_RE.search(_not_stored_line(bench)).group(1)
     still = run("results", "fetch", run_name, "--profile", str(lab), env=_env(tmp_path, blocker))
-    assert still.returncode == 1 and "cannot store results in" in _not_stored_line(still)
+    assert still.returncode == 1
+    assert _not_stored_line(still).startswith(f"rocm-console: cannot open the store {blocker / 'store.sqlite3'}: ")
     assert (tmp_path / "state" / "runs" / run_name / "result.json").is_file()  # nothing lost on the way
 
 
@@ -190,7 +191,7 @@ def test_disk_full_keeps_the_result_on_the_node(lab, tmp_path, instance, full_di
     )  # fmt: skip
     assert bench.returncode == 1
     line = _not_stored_line(bench)
-    assert f"cannot store results in {full_disk / 'results'}: No space left on device" in line
+    assert f"not stored (cannot open the store {full_disk / 'store.sqlite3'}: " in line
     run_name = FETCH_RE.search(line).group(1)
     assert not [p for p in (full_disk / "results").iterdir() if p.name.startswith(".tmp-")]  # no half file left
     fetch = run("results", "fetch", run_name, "--profile", str(lab), env=_env(tmp_path, tmp_path / "roomy"))
