@@ -215,6 +215,11 @@ class ConsoleApp(InstanceActions):
         if self._fleet_started or not self.is_running:
             return
         events, health = self._health_args
+        from console.ui.results_store import open_history
+
+        await open_history(self, events)  # in a thread, before the watch takes the store's events and versions
+        if self._fleet_started or not self.is_running:
+            return  # quit meanwhile
         if events is not None and self.health_watch is None:
             from console.services.health_watch import HealthWatch
 
@@ -682,9 +687,6 @@ class ConsoleApp(InstanceActions):
         if self.fleet_settled.is_set():
             return
         self.fleet_settled.set()
-        from console.ui.results_store import open_history_soon
-
-        open_history_soon(self)  # in a thread, after the first full frame: a first start moves old files in
         # What exists now (Textual's widgets and styles, profiles, the fleet's records) lives as
         # long as the console: out of the collector's sight, a full collection of what is left
         # takes a few ms instead of ~80 ms on a big fleet (a key press waits for it).

@@ -11,6 +11,7 @@ from console.ui.app import ConsoleApp
 
 if TYPE_CHECKING:
     from console.core.health_profile import HealthSettings
+    from console.services.history import History
 
 
 def run_app(
@@ -58,14 +59,19 @@ def run_app(
 
 
 def _with_history(make: type[ConsoleApp], profile: Profile, **kwargs: Any) -> ConsoleApp:
-    """The app with its one History (console/services/history.py) of the data dir in force now:
-    its events (ConsoleEvents: what is written before the store is open waits in memory), its
-    runs, baselines and node versions. Nothing is opened here: the store opens in a thread once
-    the first frame is on screen, and its migration line comes as a notification."""
-    from console.services.history import History
-    from console.ui.results_store import ConsoleEvents, toast
+    """The app, keeping its timeline in its one History (console/services/history.py: runs,
+    events, baselines and node versions in the store of the data dir in force now, the demo's
+    own in the demo). Nothing of the store is opened, or even imported, here: the History is
+    made and opened in a thread once the first frame is on screen (results_store.py
+    open_history), its migration line a notification; events written before that wait in
+    memory (ConsoleEvents)."""
+    from console.ui.results_store import ConsoleEvents, history_of
 
-    history = History.of(profile)
-    app = make(profile, events=ConsoleEvents(history), history=history, **kwargs)  # type: ignore[arg-type]
-    history.say = lambda line: toast(app, line)
+    app: ConsoleApp | None = None
+
+    def history() -> History:
+        assert app is not None
+        return history_of(app)
+
+    app = make(profile, events=ConsoleEvents(history), **kwargs)  # type: ignore[arg-type]
     return app

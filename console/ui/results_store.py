@@ -1,16 +1,18 @@
 """The TUI's one history (console/services/history.py): runs, events, baselines and node
 versions in the store, made once per app and handed to every screen that reads or writes them.
 
-The console app gets it from ui/launch.py (`app.history`); a screen hosted by another app (a
-test's bare host) gets one made once for that app, over the data folder of the environment.
-The store itself opens in a thread after the first frame (`open_history_soon`), never on the
-event loop: a first start on an old data folder moves its files in, which takes a while.
+Made the first time it is asked for (`history_of`: for the app's profile and the data folder
+of the environment, the demo's included), or handed to the app (`app.history`: tests, scenes).
+The console of ui/launch.py keeps its timeline in it (ConsoleEvents); such an app's store is
+opened in a thread once the first frame is on screen (`open_history`), never on the event
+loop: a first start on an old data folder moves its files in, which takes a while, and the
+first frame does not wait for the store's modules either.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,24 +27,32 @@ __all__ = [
     "ConsoleEvents",
     "HistoryRuns",
     "history_of",
-    "open_history_soon",
+    "open_history",
     "result_store",
     "toast",
     "unavailable_line",
 ]
 
 
-def history_of(app: object) -> History:
-    """`app`'s one History, made the first time it is asked for (for the app's profile's store)."""
-    history = getattr(app, "history", None)
-    if history is None:
-        from console.services.history import History
+_MAKING = threading.Lock()  # the opening worker and a screen's reader may ask at once
 
-        history = History.of(getattr(app, "profile", None), say=lambda line: toast(app, line))
-        try:
-            app.history = history  # type: ignore[attr-defined]
-        except AttributeError:  # an app that takes no attribute: a history for this call only
-            pass
+
+def history_of(app: object) -> History:
+    """`app`'s one History, made the first time it is asked for (for the app's profile's store,
+    in the data folder of the environment); its migration line is a notification."""
+    history = getattr(app, "history", None)
+    if history is not None:
+        return history
+    with _MAKING:
+        history = getattr(app, "history", None)
+        if history is None:
+            from console.services.history import History
+
+            history = History.of(getattr(app, "profile", None), say=lambda line: toast(app, line))
+            try:
+                app.history = history  # type: ignore[attr-defined]
+            except AttributeError:  # an app that takes no attribute: a history for this call only
+                pass
     return history
 
 
@@ -66,25 +76,26 @@ def toast(app: object, text: str, *, severity: str = "information") -> None:
     notify(text, severity=severity, timeout=15, markup=False)
 
 
-def open_history_soon(app: object) -> None:
-    """Open the app's store in a thread worker (once the first frame is on screen): its
-    migration line, or why it cannot be opened, comes as a notification."""
-    history = getattr(app, "history", None)
-    if history is None or history.is_open:
-        return
-    from console.ui.workers import run_named
+async def open_history(app: object, events: object = None) -> None:
+    """Open the store of an app that keeps its timeline there (`events`: ConsoleEvents) or was
+    handed a History, in a thread (ConsoleApp awaits it once its first frame is on screen,
+    before its health watch takes the store's events and versions book): its migration line,
+    or why it cannot be opened, comes as a notification; the console goes on either way."""
+    console_events = events if isinstance(events, ConsoleEvents) else None
+    if getattr(app, "history", None) is None and console_events is None:
+        return  # an app without a timeline (tests): its store opens when a screen needs it
+    import asyncio
 
     def work() -> None:
+        history = history_of(app)
         history.try_open()
-        watch = getattr(app, "health_watch", None)
-        events = getattr(watch, "events", None)
-        if isinstance(events, ConsoleEvents):
-            events.flush()  # what the console wrote while the store was opening
+        if console_events is not None:
+            console_events.flush()  # anything written while the store was opening
         line = unavailable_line(history)
         if line is not None:
             toast(app, line, severity="warning")
 
-    run_named(app, work, "history-open", thread=True)  # type: ignore[arg-type]
+    await asyncio.to_thread(work)
 
 
 class HistoryRuns:
@@ -117,24 +128,37 @@ class ConsoleEvents:
     alerts, the instance poller): EventLog's methods, and `path` (events.jsonl of the data dir,
     which HealthWatch takes its data dir from).
 
-    Until the store is open (it opens in a thread after the first frame; a first start moves
-    the old files in, which can take a while) appends wait here in memory, in order, and go in
-    with the next append once it is open, or when the opening worker calls flush(). An append
-    the store refuses goes to events.jsonl, which the next opening moves in: none is lost."""
+    `history`: the History, or what makes it when first needed (ui/launch.py: the app's, made
+    after the first frame). Until the store is open (it opens in a thread after the first
+    frame; a first start moves the old files in, which can take a while) appends wait here in
+    memory, in order, and go in with the next append once it is open, or when the opening
+    worker calls flush(). An append the store refuses goes to events.jsonl, which the next
+    opening moves in: none is lost."""
 
-    def __init__(self, history: History) -> None:
-        from console.services.events import EVENTS_FILE
+    def __init__(self, history: History | Callable[[], History], data_dir: Path | None = None) -> None:
+        from console.services.data_dir import default_root
 
-        self.history = history
-        self.path = history.data_dir / EVENTS_FILE
+        self._history: History | None = None if callable(history) else history
+        self._make = history if callable(history) else None
+        if data_dir is None:
+            data_dir = self._history.data_dir if self._history is not None else default_root().parent
+        self.path = Path(data_dir) / "events.jsonl"  # services/events.py EVENTS_FILE
         self._pending: list[Event] = []
         self._lock = threading.Lock()
         self._file: EventLog | None = None
 
+    @property
+    def history(self) -> History:
+        if self._history is None:
+            assert self._make is not None
+            self._history = self._make()
+        return self._history
+
     def append(self, events: Event | Iterable[Event]) -> int:
         batch = [events] if isinstance(events, Event) else list(events)
         with self._lock:
-            if not self.history.is_open and self.history.problem is None:  # still opening
+            made = self._history
+            if made is None or (not made.is_open and made.problem is None):  # not opened yet
                 self._pending.extend(batch)
                 return len(batch)
             batch, self._pending = self._pending + batch, []
@@ -163,6 +187,10 @@ class ConsoleEvents:
 
                 self._file = EventLog(self.path)
             return self._file.append(batch)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.path.parent
 
     def __getattr__(self, name: str) -> Any:  # read, read_with_position, follow, bad_lines, where
         return getattr(self.history.events, name)

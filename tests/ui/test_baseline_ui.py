@@ -12,8 +12,10 @@ from console.services.agent_bundle import install_local_agent
 from console.services.baseline import BaselineStore, baseline_from_dict
 from console.services.baseline_demo import SEED_BASELINES_DIR
 from console.services.events import EventLog
+from console.services.history import History
 from console.sim.host import upgrade_rocm
 from console.ui.app import ConsoleApp
+from console.ui.results_store import ConsoleEvents
 from console.ui.screens.baseline import BaselineScreen
 from tests.services.test_node_versions import contact
 
@@ -56,9 +58,9 @@ async def test_the_demo_node_shows_its_upgrade_since_the_seeded_baseline(sim_nod
     profile = Profile(nodes=(node,))
     line = prepare_demo(profile)
     assert line == "mi300x-spx: simulated ROCm upgraded 7.0.2-56 -> 7.1.0-21 since its baseline 'demo'"
-    assert [b.name for b in BaselineStore().list("mi300x-spx")] == ["demo"]
-    log = EventLog(tmp_path / "data" / "events.jsonl")
-    app = ConsoleApp(profile, interval=0.2, notify_health=False, cursor_blink=False, events=log)
+    assert [b.name for b in History().baselines.list("mi300x-spx")] == ["demo"]  # the data dir's store
+    events = ConsoleEvents(History())  # as ui/launch.py makes the console: its timeline and versions in the store
+    app = ConsoleApp(profile, interval=0.2, notify_health=False, cursor_blink=False, events=events)  # type: ignore[arg-type]
     async with app.run_test(size=(160, 40)) as pilot:
         mark = "Δ ROCm: 7.0.2-56 -> 7.1.0-21"
         assert await wait_for(pilot, lambda: mark in screen_text(app), timeout=30), screen_text(app)
