@@ -333,12 +333,12 @@ def run(args: argparse.Namespace) -> int:
     async def act(args: argparse.Namespace, profile: Profile) -> int:
         history = command_history(profile=profile)
         try:
+            require(history)  # the store, or one line naming it and why (exit 1)
             if getattr(args, "demo", False):
                 from console.services.baseline_demo import prepare_demo
 
-                # seeded as files before the store opens: its catch-up moves the baseline in
-                prepare_demo(profile, fresh=False)
-            require(history)  # the store, or one line naming it and why (exit 1)
+                # the seeded baseline straight into the demo's own store
+                prepare_demo(profile, history.versions_book(), fresh=False, baselines=history.baselines)
             return await action(args, profile, history)
         finally:
             history.close()
