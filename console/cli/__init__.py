@@ -17,11 +17,15 @@ __all__ = ["build_parser", "main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    from console.ui.start_up import hold, release
+
+    hold()  # the TUI's start, until its first frame (ui/start_up.py); a command ends it below
     from console.cli.tui import main_tui, tui_args
 
     tui = tui_args(args)
     if tui is not None:
         return main_tui(tui)
+    release()
     from console.cli.entry import main as entry_main
 
     return entry_main(args)

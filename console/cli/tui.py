@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from console.cli.common import EXIT_BAD_INPUT, UsageError, add_profile_options, load_selected_profile
 from console.core.model import Profile
+from console.ui.start_up import release
 
 if TYPE_CHECKING:
     from console.core.health_profile import HealthSettings
@@ -102,3 +103,5 @@ def main_tui(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    finally:
+        release()  # the start-up hold (ui/start_up.py), where no first frame ended it

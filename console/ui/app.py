@@ -212,6 +212,9 @@ class ConsoleApp(InstanceActions):
         )
 
     async def _start_collection(self) -> None:
+        from console.ui.start_up import release
+
+        release(first_frame=True)  # the entry's start-up hold (ui/start_up.py): the first frame is on screen
         if self._fleet_started or not self.is_running:
             return
         events, health = self._health_args

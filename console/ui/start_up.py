@@ -1,0 +1,122 @@
+"""The TUI's start, from the `rocm-console` entry to the first frame: two costs of the
+interpreter's own are held here (start-up is budgeted: tests/perf/startup.py).
+
+- The cyclic garbage collector scans the new objects again and again while they pile up
+  (Textual's and the console's modules: a full collection of 15-40 ms lands just before the
+  first frame). It is off from the entry to the first frame; then what exists, which lives as
+  long as the console, is frozen out of its sight (gc.freeze) and it is on again.
+- Each dataclass's methods (__init__, __repr__, __eq__, __hash__, __setattr__ of the frozen
+  ones) are made from source text that `dataclasses` writes and compiles at every start: the
+  compiling is about a quarter of the CPU to the first frame. The compiled code is kept by
+  its source text in the user's cache folder, as Python keeps .pyc files, and reused by the
+  next start: the same text, so the same methods. A text not in the cache is compiled as
+  before, and the cache is written again once the first frame is on screen.
+
+hold() at the entry (console/cli), release() at the first frame (ConsoleApp) or where the
+start ends otherwise; each does nothing when nothing is held. Stdlib only: it runs before
+anything else is imported.
+"""
+
+from __future__ import annotations
+
+import gc
+import marshal
+import os
+import sys
+from types import CodeType, ModuleType
+
+__all__ = ["cache_path", "hold", "release"]
+
+_state: dict[str, bool] = {"held": False, "gc_was_on": False, "missed": False}
+_loaded: dict[str, CodeType] = {}
+_used: dict[str, CodeType] = {}
+_dataclasses: ModuleType | None = None
+
+
+def cache_path() -> str:
+    """The compiled dataclass methods, per interpreter (its bytecode differs from version to version)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "rocm-console", f"dataclass-code.{sys.implementation.cache_tag}.marshal")
+
+
+def hold() -> None:
+    """Collector off and dataclass code from the cache, until release()."""
+    if _state["held"]:
+        return
+    _state.update(held=True, gc_was_on=gc.isenabled(), missed=False)
+    gc.disable()
+    _load_cache()
+    import dataclasses
+
+    global _dataclasses
+    _dataclasses = dataclasses
+    # dataclasses calls exec(text, globals, ns) for each method it makes: a module global
+    # named exec is found before the builtin one, nothing else of the module changes.
+    dataclasses.exec = _exec  # type: ignore[attr-defined]
+
+
+def release(*, first_frame: bool = False) -> None:
+    """End the hold. At the first frame: what exists is frozen out of the collector's sight
+    and the cache is written if this start compiled anything it lacked."""
+    global _dataclasses
+    if not _state["held"]:
+        return
+    _state["held"] = False
+    if _dataclasses is not None:
+        vars(_dataclasses).pop("exec", None)
+        _dataclasses = None
+    if first_frame:
+        gc.freeze()
+        if _state["missed"]:
+            _save_cache()
+    if _state["gc_was_on"]:
+        gc.enable()
+    _loaded.clear()
+    _used.clear()
+
+
+def _exec(source: str | CodeType, globals: dict | None = None, locals: dict | None = None, /) -> None:
+    if not isinstance(source, str):
+        exec(source, globals, locals)  # noqa: S102 - dataclasses' own call, passed on
+        return
+    code = _loaded.get(source)
+    if code is None:
+        # dont_inherit: compiled as exec() compiles the text for dataclasses (no __future__
+        # flags of this module: annotations stay objects)
+        code = compile(source, "<string>", "exec", dont_inherit=True)
+        _state["missed"] = True
+    _used[source] = code
+    exec(code, globals, locals)  # noqa: S102
+
+
+def _load_cache() -> None:
+    try:
+        with open(cache_path(), "rb") as f:
+            magic, data = marshal.loads(f.read())  # marshal.load(f) reads in small pieces: 7x the time
+    except (OSError, EOFError, ValueError, TypeError):
+        return  # none yet, or unreadable: compiled as usual, written anew at the first frame
+    # Bytecode written by another build of this Python version is not used (as for .pyc files).
+    if magic == _magic() and isinstance(data, dict):
+        _loaded.update((k, v) for k, v in data.items() if isinstance(k, str) and isinstance(v, CodeType))
+
+
+def _magic() -> bytes:
+    from importlib.util import MAGIC_NUMBER
+
+    return MAGIC_NUMBER
+
+
+def _save_cache() -> None:
+    """What this start used, nothing else: the file stays the size of one start (~0.8 MB)."""
+    path = cache_path()
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            marshal.dump((_magic(), _used), f)
+        os.replace(tmp, path)  # a start reading it meanwhile sees the old file or the new one
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
