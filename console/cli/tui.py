@@ -84,7 +84,7 @@ def run_tui(args: argparse.Namespace) -> int:
     from console.services.early_agents import discard_early, start_local_agents
 
     # The local nodes' agents come up while the UI loads (services/early_agents.py).
-    start_local_agents(profile, args.interval)
+    start_local_agents(profile, args.interval, health)
     try:
         from console.ui.launch import run_app
 

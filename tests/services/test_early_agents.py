@@ -111,3 +111,28 @@ async def test_the_versions_probe_waits_for_the_gate(sim_node):
         assert fleet.snapshot("sim-c").probe.hostname
     finally:
         await fleet.stop()
+
+
+async def test_the_health_settings_read_at_start_are_the_early_agents_and_the_fleet_adopts_it(sim_node):
+    """cli/tui.py reads the profile's health settings once and hands them to the early start:
+    the agent runs with their health interval, so the fleet following those rules adopts it
+    (a different interval would be a second agent beside it)."""
+    from console.core.health import HealthRules
+    from console.core.health_profile import HealthSettings
+
+    sim = sim_node("sim-h")
+    rules = HealthRules(interval=7.0)
+    try:
+        assert start_local_agents(Profile(nodes=(sim,)), 0.5, HealthSettings(rules)) == ["sim-h"]
+        bundle = install_local_agent(sim).bundle_dir
+        assert len(agent_pids(bundle, expect=1)) == 1
+        fleet = FleetTelemetry([sim], interval=0.5, health=rules)
+        await fleet.start()
+        try:
+            assert await wait_for(lambda: fleet.snapshot("sim-h").health == NodeHealth.LIVE)
+            assert local._EARLY == {}  # adopted
+            assert len(agent_pids(bundle, expect=1)) == 1
+        finally:
+            await fleet.stop()
+    finally:
+        discard_early()
