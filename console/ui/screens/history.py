@@ -428,8 +428,8 @@ class HistoryScreen(Screen):
         self.action_reload()
 
     @property
-    def table(self) -> DataTable:
-        return self.query_one("#history-table", DataTable)
+    def table(self) -> RunsTable:
+        return self.query_one("#history-table", RunsTable)
 
     @property
     def filter_text(self) -> str:
@@ -548,6 +548,7 @@ class HistoryScreen(Screen):
             table.move_cursor(row=ids.index(current), animate=False)
         self._show_title()
         self._show_detail()
+        table.warm_ahead()  # added rows drop the table's rendered rows
 
     def _append(self, runs: Sequence[StoredRun]) -> None:
         """The rows of the next page under those shown; all again when they need other columns."""
@@ -557,6 +558,7 @@ class HistoryScreen(Screen):
                 self._fill()
                 return
             self._add_rows(runs, fitted)
+            self.query_one(RunsTable).warm_ahead()  # added rows drop the table's rendered rows
         self._show_title()
         self._show_detail()
 
@@ -657,6 +659,7 @@ class HistoryScreen(Screen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
+        self.query_one(RunsTable).warm_ahead()
         if self.loaded and not self._loading:
             self._load_if_near_end()
 
