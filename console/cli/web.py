@@ -12,8 +12,12 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, UsageError, add_profile_options, load_selected_profile, say_error
+
+if TYPE_CHECKING:
+    from console.core.model import Profile
 
 HOST = "127.0.0.1"  # never another address: the console controls GPU nodes
 DEFAULT_PORT = 8088
@@ -63,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
             say_error(f"web: warning: {token_file} is readable by other users (chmod 600 {shlex.quote(token_file)})")
     else:
         token = web_guard.new_token()
-    load_selected_profile(args)  # a bad profile is one line here, not a broken page later
+    profile = load_selected_profile(args)  # a bad profile is one line here, not a broken page later
+    if not getattr(args, "demo", False):  # each demo session keeps its own store
+        open_history(profile)
     guard = web_guard.Guard(token=token, host=HOST, port=args.port)
 
     class GuardedServer(Server):
@@ -90,6 +96,20 @@ def run(args: argparse.Namespace) -> int:
         say_error(f"web: cannot listen on {HOST}:{args.port}: {exc.strerror or exc}")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def open_history(profile: Profile) -> None:
+    """The store every browser session's console uses, opened once before serving: a first
+    start on an old data folder moves its files in now, not in the first session, and a store
+    that cannot be opened is said once (each console then starts without its history)."""
+    from console.services.history import History
+
+    history = History.of(profile, say=lambda line: print(f"rocm-console web: {line}", flush=True))
+    try:
+        if history.try_open() is None:
+            say_error(f"web: warning: history unavailable: {history.problem} (the consoles start without it)")
+    finally:
+        history.close()
 
 
 def _serve(server, announce) -> None:

@@ -4,15 +4,25 @@ events and baselines screens say "history unavailable: …", and nothing raises.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from textual.widgets import Static
 
+from console.cli.web import open_history
+from console.core.model import Profile
+from console.core.results.build import run_from_console
 from console.services.history import History
+from console.services.results import ResultStore
 from console.ui.screens.baseline import BaselineScreen
 from console.ui.screens.events import EventsScreen
 from console.ui.screens.history import HistoryScreen
 from tests.ui.scenes.registry import SCENES
 
 from .conftest import screen_text, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULT = json.loads((ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "bench_result.json").read_text())
 
 
 async def test_a_store_that_cannot_be_opened_leaves_the_console_working(tmp_path):
@@ -75,3 +85,19 @@ async def test_events_written_while_the_store_is_unavailable_are_kept_for_it(tmp
     again = History(data_dir=tmp_path)
     assert [e.message for e in again.events.read()] == ["n1 is live"]
     again.close()
+
+
+def test_the_web_face_opens_the_store_once_before_serving(tmp_path, monkeypatch, capsys):
+    """`rocm-console web` serves one console per browser tab: the store is opened (and an old
+    data folder moved in) once at start; a store that cannot be opened is one warning line."""
+    data = tmp_path / "data"
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(data))
+    ResultStore(data / "results").save(run_from_console({"node": "n1"}, RESULT))
+    open_history(Profile(nodes=()))
+    assert "rocm-console web: store: moved 1 runs" in capsys.readouterr().out
+    assert History(data_dir=data).runs.count() == 1
+    (tmp_path / "bad" / "store.sqlite3").mkdir(parents=True)
+    monkeypatch.setenv("ROCM_CONSOLE_DATA_DIR", str(tmp_path / "bad"))
+    open_history(Profile(nodes=()))
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "web: warning: history unavailable: cannot open the store" in err
