@@ -65,9 +65,12 @@ class KeyBar(Widget):
         """(key, key as shown, description, enabled) for the left side, and the palette key."""
         app = self.app
         palette_key = app.COMMAND_PALETTE_BINDING if app.ENABLE_COMMAND_PALETTE and not self.dialog else None
-        left, palette = self._hint_entries(), None
-        seen_actions = {action for action, _ in self._hints()} if self.dialog else set()
-        for key, active in self.screen.active_bindings.items():
+        # Textual works the active bindings out anew at each ask (every binding's action checked)
+        bindings = self.screen.active_bindings
+        hints = self._hints()
+        left, palette = self._hint_entries(hints, bindings), None
+        seen_actions = {action for action, _ in hints} if self.dialog else set()
+        for key, active in bindings.items():
             binding = active.binding
             if self.dialog and active.node is not self.screen:
                 continue  # the app's keys and the focused field's are not the dialog's
@@ -84,12 +87,13 @@ class KeyBar(Widget):
         hints = getattr(self.screen, "key_hints", None)
         return list(hints()) if hints is not None else []
 
-    def _hint_entries(self) -> list[tuple[str, str, str, bool]]:
-        hints = self._hints()
+    def _hint_entries(
+        self, hints: list[tuple[str, str]], bindings: dict[str, ActiveBinding]
+    ) -> list[tuple[str, str, str, bool]]:
         if not hints:
             return []
         by_action: dict[str, tuple[str, ActiveBinding]] = {}
-        for key, active in self.screen.active_bindings.items():
+        for key, active in bindings.items():
             if self.dialog and active.node is not self.screen:
                 continue  # an Input's own enter is bound to "submit" too: the dialog's key is meant
             by_action.setdefault(active.binding.action, (key, active))
