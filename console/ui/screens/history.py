@@ -601,17 +601,16 @@ class HistoryScreen(Screen):
         if self._query.error is not None:
             title.append(self._query.error, "bold red")
             return title
-        if self.filter_text:
-            found = len(self.runs) if self.exhausted or not self._query.words else None
-            if found is None:  # the other words are matched as runs are read
-                title.append(f"{len(self.runs)} found in {self.scanned} of {self.matching or 0} read")
-            else:
-                of = self.matching if not self._query.words and self.matching is not None else len(self.runs)
-                title.append(f"{of} of {total} run{'s' if total != 1 else ''}")
+        runs = f"run{'s' if total != 1 else ''}"
+        if self.filter_text and self._query.words and not self.exhausted:  # matched as runs are read
+            title.append(f"{len(self.runs)} found in the newest {self.scanned} of {self.matching or 0} {runs}")
         else:
-            title.append(f"{total} run{'s' if total != 1 else ''}, newest first")
-        if not self.exhausted and len(self.runs) < (self.matching or 0):
-            title.append(f" · {len(self.runs)} read")
+            if not self.filter_text:
+                title.append(f"{total} {runs}, newest first")
+            else:  # the store counted its part; the other words are matched in every run now read
+                title.append(f"{len(self.runs) if self._query.words else self.matching or 0} of {total} {runs}")
+            if not self.exhausted:
+                title.append(f" · {len(self.runs)} read")
         if any(is_reference(r) for r in self.runs):
             title.append(" · published reference rows last (dim)")
         if self.marked:
