@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 FOLLOW_POLL_S = 0.5
 FOLLOW_BACKLOG = 20  # events shown before following
+SHOWN = 1000  # without --limit: the newest thousand (a team's store holds millions)
 
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
@@ -41,7 +42,7 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         "--since", metavar="WHEN", help="only events since a time ago (30s, 15m, 1h, 7d) or a date (2026-11-21)"
     )
     events.add_argument("--kind", metavar="KIND", help="only this kind or group (gpu, node, instance, alert, ...)")
-    events.add_argument("--limit", type=int, metavar="N", help="at most N events (the newest)")
+    events.add_argument("--limit", type=int, metavar="N", help=f"at most N events, the newest (default {SHOWN})")
     events.add_argument("--json", action="store_true", help="print JSON (JSON lines with --follow)")
     events.add_argument("--follow", "-f", action="store_true", help="keep printing new events (Ctrl-C ends)")
     events.add_argument("--timeout", type=float, metavar="S", help="with --follow: stop after S seconds")
@@ -130,7 +131,10 @@ def _show(args: argparse.Namespace, history: History, since: float | None) -> in
     from console.core.events import event_to_dict
 
     log = history.events
-    events = log.read(since=since, node=args.node, kind=args.kind, gpu=args.gpu, limit=args.limit)
+    limit = args.limit or SHOWN
+    events = log.read(since=since, node=args.node, kind=args.kind, gpu=args.gpu, limit=limit + 1)
+    more = len(events) > limit  # one more read than shown: says whether there are more
+    events = events[:limit]
     _say_skipped(log)
     if args.json:
         print(json.dumps([event_to_dict(e) for e in events], indent=2))
@@ -138,6 +142,11 @@ def _show(args: argparse.Namespace, history: History, since: float | None) -> in
         sys.stdout.write(render_table(events))
     else:
         print(f"no events{' matching the filters' if _filtered(args) else ''} in {history.where}")
+    if more:
+        print(
+            f"rocm-console: the newest {limit} event{'s'[: limit != 1]} shown; --limit N or --since narrow or widen it",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

@@ -250,7 +250,7 @@ def _list(args, history: History) -> int:
         print(f"no stored results{matched} ({history.where})")
     if more:
         print(
-            f"rocm-console: the newest {shown} runs shown; --limit N shows more, --all every one",
+            f"rocm-console: the newest {shown} run{'s'[: shown != 1]} shown; --limit N shows more, --all every one",
             file=sys.stderr,
         )
     return EXIT_OK

@@ -82,6 +82,7 @@ def test_events_filters_and_json(env, log):
     assert [e["instance"] for e in json.loads(proc.stdout)] == ["llama"]
     proc = run("events", "--kind", "gpu", "--limit", "1", env=env)
     assert len(proc.stdout.splitlines()) == 2 and "throttle_end" in proc.stdout
+    assert one_line_error(proc) == "rocm-console: the newest 1 event shown; --limit N or --since narrow or widen it"
     proc = run("events", "--kind", "alert", env=env)
     assert proc.returncode == 0 and proc.stdout.startswith("no events matching the filters in ")
     # A node neither the profile nor the log knows is a typo, as in every other command.

@@ -63,7 +63,7 @@ def test_results_demo_reads_the_demos_runs_not_the_users(capsys, monkeypatch, da
     assert code == 0, err
     assert {r["id"] for r in json.loads(out)["runs"]} == demo_ids
     # the demo's folder sits beside the user's results, and a second --demo command reuses it
-    assert (data_dir / "demo" / "results").is_dir() and not (data_dir / "demo" / "demo").exists()
+    assert (data_dir / "demo" / "store.sqlite3").is_file() and not (data_dir / "demo" / "demo").exists()
 
 
 def test_every_command_with_demo_uses_the_demos_data_folder(capsys, data_dir):
