@@ -295,8 +295,9 @@ def _print_table(chunks: Iterable[list[StoredRun]], history: History) -> int:
         count += len(chunk)
         if not rows:
             continue
+        head_written = widths is not None  # by an earlier chunk
         text, widths = _table_text(HEAD, rows, RIGHT, widths)
-        sys.stdout.write(text if count == len(chunk) else text.split("\n", 1)[1])
+        sys.stdout.write(text.split("\n", 1)[1] if head_written else text)  # the head once
         sys.stdout.flush()
     return count
 

@@ -215,3 +215,23 @@ def test_compare_warns_when_workloads_differ(capsys):
     assert warnings == ["warning: workloads differ: concurrency 128 vs 256"]
     code, out, _ = cli(capsys, "compare", ids[0], ids[1], "--json")
     assert json.loads(out)["workload_warning"] == "workloads differ: concurrency 128 vs 256"
+
+
+def test_list_all_streams_page_by_page_with_one_head(capsys, monkeypatch):
+    """--all reads and prints a page at a time (here 4 runs): one table, its head once, newest
+    first, the same runs as --json and as the newest page."""
+    from console.cli import results
+
+    ids = imported_ids(capsys, str(SEED_004), str(SEED_002))
+    monkeypatch.setattr(results, "STREAM_PAGE", 4)
+    code, out, err = cli(capsys, "list", "--all")
+    lines = out.splitlines()
+    assert code == 0 and err == "" and len(lines) == 1 + len(ids)
+    assert lines[0].startswith("ID ") and sum(ln.startswith("ID ") for ln in lines) == 1
+    shown = [ln.split()[0] for ln in lines[1:]]
+    assert sorted(shown) == sorted(ids)
+    code, out, _ = cli(capsys, "list", "--all", "--json")
+    assert [r["id"] for r in json.loads(out)["runs"]] == shown
+    code, out, err = cli(capsys, "list", "--limit", "5", "--json")
+    assert [r["id"] for r in json.loads(out)["runs"]] == shown[:5]
+    assert one_line(err) == "rocm-console: the newest 5 runs shown; --limit N shows more, --all every one"
