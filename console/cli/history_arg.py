@@ -42,8 +42,12 @@ def found_profile(args: argparse.Namespace) -> Profile | None:
     found in ./profiles and the user's config folder, if any; else None (the SQLite default)."""
     from console.cli.common import load_selected_profile
 
-    if getattr(args, "profile", None) or getattr(args, "demo", False):
+    if getattr(args, "demo", False):
         return load_selected_profile(args)
+    if getattr(args, "profile", None):  # read as every command reads them, less the need for nodes
+        from console.core.profiles import discover_profile_paths, load_profile
+
+        return load_profile(discover_profile_paths(args.profile, Path.cwd(), None))
     if not any(_tomls(Path.cwd() / "profiles")) and not any(_tomls(_config_dir())):
         return None  # nothing to read: the profile reader is not even imported (a fresh `results list`)
     from console.core.profiles import discover_profile_paths, load_profile

@@ -210,3 +210,23 @@ def test_baseline_save_then_check_through_the_store(tmp_path, profile):
     assert (
         absent.returncode == 2 and one_line_error(absent) == "rocm-console: sim: no baseline named mine (stored: none)"
     )
+
+
+def test_the_profiles_store_url_is_the_one_every_command_opens(tmp_path):
+    """A profile naming a team's PostgreSQL (here one nobody listens on), given or found in
+    ./profiles: the commands open that store, not the data folder's file, and say so in one line."""
+    url = "postgresql://console@127.0.0.1:9/rocm"
+    team = tmp_path / "work" / "profiles" / "team.toml"
+    team.parent.mkdir(parents=True)
+    team.write_text(f'[store]\nurl = "{url}"\n')  # a profile with only [store] will do
+    env = {**_env(tmp_path), "PYTHONPATH": str(ROOT)}
+    for argv, cwd in (
+        (("results", "list", "--profile", str(team)), ROOT),
+        (("events", "--profile", str(team)), ROOT),
+        (("results", "list"), tmp_path / "work"),  # found in ./profiles
+        (("store", "info"), tmp_path / "work"),
+    ):
+        proc = run(*argv, env=env, cwd=cwd)
+        assert proc.returncode == 1, (argv, proc.stdout, proc.stderr)
+        assert one_line_error(proc).startswith(f"rocm-console: cannot open the store {url}: "), argv
+    assert not (tmp_path / "data" / "store.sqlite3").exists()  # never the file beside it
