@@ -1,6 +1,6 @@
 """Start-up of `rocm-console --demo` (first paint, every node live) vs a bare Textual hello-world app.
 
-    python tests/perf/startup.py [--pairs 10] [--cold 3] [--quick]
+    python tests/perf/startup.py [--pairs 10] [--cold 3] [--quick] [--instructions]
 
 Prints one JSON object; asserts nothing (the budget is printed beside the figures).
 
@@ -20,6 +20,12 @@ writes to the terminal, i.e. what the user sees:
 
 Budgets (median of the per-pair ratios console / hello world): first paint
 <= 1.5x, every node live <= 2x.
+
+--instructions (needs valgrind) adds what a busy machine cannot blur: the CPU
+instructions each program runs from its start to its first paint (callgrind's
+count of the process, the agents it spawns not included; the program leaves at
+the first write of its marker), hello world and a warm console, and their ratio.
+A shared machine moves the times from run to run, never these counts.
 
 Then each app is quit with its key (q / ctrl+q), as a user would; a run that
 does not exit is killed with its process group (the session it was started in).
@@ -41,6 +47,8 @@ import json
 import os
 import platform
 import pty
+import re
+import shutil
 import signal
 import statistics
 import struct
@@ -89,6 +97,57 @@ CONSOLE_RUN = {
     "markers": {"first_paint": _last_demo_node().encode(), "frame": f"● {_demo_nodes()} live".encode()},
     "quit": b"q",
 }
+
+
+# Runs the hello world or the console (argv[1]) and leaves at once when the marker (argv[2])
+# is handed to Textual's terminal driver: the count stops at the first paint. The hook loads
+# with the driver module (nothing is imported ahead of the program).
+EXIT_AT_MARKER = r"""
+import importlib.abc, importlib.machinery, os, sys
+which, marker = sys.argv[1], bytes.fromhex(sys.argv[2]).decode()  # not on the command line as it is shown
+class AtMarker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "textual.drivers.linux_driver":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        load = spec.loader.exec_module
+        def exec_module(module):
+            load(module)
+            write = module.LinuxDriver.write
+            def write_then_leave(self, data):
+                write(self, data)
+                if marker in data:
+                    os.write(sys.__stdout__.fileno(), marker.encode())  # for the runner: seen
+                    os._exit(0)
+            module.LinuxDriver.write = write_then_leave
+        spec.loader.exec_module = exec_module
+        return spec
+sys.meta_path.insert(0, AtMarker())
+if which == "hello":
+    exec(HELLO)
+else:
+    sys.argv = ["rocm-console", "--demo"]
+    from console.cli import main
+    main()
+"""
+
+
+def instructions_to_paint(spec: dict, which: str, marker: str, home: Path, out: Path) -> float | None:
+    """Millions of instructions (callgrind's Ir) from the program's start to its first paint."""
+    code = f"HELLO = {HELLO!r}\n{EXIT_AT_MARKER}"
+    run = {
+        "argv": ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", code]
+        + [which, marker.encode().hex()],
+        "markers": {"frame": marker.encode()},
+        "quit": spec["quit"],
+    }
+    result = run_once(run, home, timeout=300)
+    try:
+        text = out.read_text()
+    except OSError:
+        return None
+    found = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
+    return round(int(found.group(1)) / 1e6, 1) if found and "error" not in result else None
 
 
 def _group_alive(pgid: int) -> bool:
@@ -185,7 +244,13 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=10, help="alternating hello/console warm pairs")
     parser.add_argument("--cold", type=int, default=3, help="console runs with a fresh HOME each")
     parser.add_argument("--quick", action="store_true", help="smoke run: 3 pairs, 1 cold run")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions to the first paint (valgrind)"
+    )
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        print("startup.py: --instructions needs valgrind (callgrind) on PATH", file=sys.stderr)
+        return 2
     if args.quick:
         args.pairs, args.cold = min(args.pairs, 3), min(args.cold, 1)
     load0 = os.getloadavg()
@@ -208,6 +273,16 @@ def main() -> int:
                 ratios.append(c["frame_s"] / h["frame_s"])
             if "frame_s" in h and "first_paint_s" in c:
                 paint_ratios.append(c["first_paint_s"] / h["frame_s"])
+        counted = None
+        if args.instructions:  # in the warm HOME, as the pairs ran
+            h_ir = instructions_to_paint(HELLO_RUN, "hello", "Hello, world", warm_home, Path(tmp) / "hello.cg")
+            paint = CONSOLE_RUN["markers"]["first_paint"].decode()
+            c_ir = instructions_to_paint(CONSOLE_RUN, "console", paint, warm_home, Path(tmp) / "console.cg")
+            counted = {
+                "hello_world_M": h_ir,
+                "console_first_paint_M": c_ir,
+                "ratio": round(c_ir / h_ir, 3) if h_ir and c_ir else None,
+            }
     errors = [r["error"] for r in cold + hello + console if "error" in r]
     ratio = round(statistics.median(ratios), 3) if ratios else None
     paint_ratio = round(statistics.median(paint_ratios), 3) if paint_ratios else None
@@ -244,6 +319,8 @@ def main() -> int:
         "full_fleet_frame_vs_hello": {"figure": ratio, "budget": result["budget"], "met": result["met"]},
     }
     result["budgets_met"] = result["met"] and paint_met
+    if counted is not None:
+        result["instructions_to_first_paint"] = counted
     print(json.dumps(result))
     return 0
 
