@@ -6,11 +6,12 @@ interpreter's own are held here (start-up is budgeted: tests/perf/startup.py).
   first frame). It is off from the entry to the first frame; then what exists, which lives as
   long as the console, is frozen out of its sight (gc.freeze) and it is on again.
 - Each dataclass's methods (__init__, __repr__, __eq__, __hash__, __setattr__ of the frozen
-  ones) are made from source text that `dataclasses` writes and compiles at every start: the
-  compiling is about a quarter of the CPU to the first frame. The compiled code is kept by
-  its source text in the user's cache folder, as Python keeps .pyc files, and reused by the
-  next start: the same text, so the same methods. A text not in the cache is compiled as
-  before, and the cache is written again once the first frame is on screen.
+  ones), and each namedtuple's __new__, are made from source text that `dataclasses` (and
+  `collections`) write and compile at every start: about a quarter of the CPU to the first
+  frame. The compiled code is kept by its source text in the user's cache folder, as Python
+  keeps .pyc files, and reused by the next start: the same text, so the same methods. A text
+  not in the cache is compiled as before, and the cache is written again once the first
+  frame is on screen.
 
 hold() at the entry (console/cli), release() at the first frame (ConsoleApp) or where the
 start ends otherwise; each does nothing when nothing is held. Stdlib only: it runs before
@@ -30,7 +31,8 @@ __all__ = ["cache_path", "hold", "release"]
 _state: dict[str, bool] = {"held": False, "gc_was_on": False, "missed": False}
 _loaded: dict[str, CodeType] = {}
 _used: dict[str, CodeType] = {}
-_dataclasses: ModuleType | None = None
+_patched: list[ModuleType] = []  # the modules whose exec / eval stand in (dataclasses, collections)
+EVAL_KEY = "\0"  # before an eval text in the cache (no source text holds a NUL)
 
 
 def cache_path() -> str:
@@ -46,25 +48,27 @@ def hold() -> None:
     _state.update(held=True, gc_was_on=gc.isenabled(), missed=False)
     gc.disable()
     _load_cache()
+    import collections
     import dataclasses
 
-    global _dataclasses
-    _dataclasses = dataclasses
-    # dataclasses calls exec(text, globals, ns) for each method it makes: a module global
-    # named exec is found before the builtin one, nothing else of the module changes.
+    # dataclasses calls exec(text, globals, ns) for each method it makes, namedtuple
+    # eval(text, namespace) for each __new__: a module global of that name is found before
+    # the builtin one, nothing else of the module changes.
     dataclasses.exec = _exec  # type: ignore[attr-defined]
+    collections.eval = _eval  # type: ignore[attr-defined]
+    _patched[:] = [dataclasses, collections]
 
 
 def release(*, first_frame: bool = False) -> None:
     """End the hold. At the first frame: what exists is frozen out of the collector's sight
     and the cache is written if this start compiled anything it lacked."""
-    global _dataclasses
     if not _state["held"]:
         return
     _state["held"] = False
-    if _dataclasses is not None:
-        vars(_dataclasses).pop("exec", None)
-        _dataclasses = None
+    for module in _patched:
+        vars(module).pop("exec", None)
+        vars(module).pop("eval", None)
+    _patched.clear()
     if first_frame:
         gc.freeze()
         if _state["missed"]:
@@ -76,17 +80,25 @@ def release(*, first_frame: bool = False) -> None:
 
 
 def _exec(source: str | CodeType, globals: dict | None = None, locals: dict | None = None, /) -> None:
-    if not isinstance(source, str):
-        exec(source, globals, locals)  # noqa: S102 - dataclasses' own call, passed on
-        return
-    code = _loaded.get(source)
+    code = _compiled(source, "exec") if isinstance(source, str) else source
+    exec(code, globals, locals)  # noqa: S102 - dataclasses' own call, with its text compiled
+
+
+def _eval(source: str | CodeType, globals: dict | None = None, locals: dict | None = None, /) -> object:
+    code = _compiled(source, "eval") if isinstance(source, str) else source
+    return eval(code, globals, locals)  # noqa: S307 - namedtuple's own call, with its text compiled
+
+
+def _compiled(source: str, mode: str) -> CodeType:
+    key = source if mode == "exec" else EVAL_KEY + source
+    code = _loaded.get(key)
     if code is None:
-        # dont_inherit: compiled as exec() compiles the text for dataclasses (no __future__
-        # flags of this module: annotations stay objects)
-        code = compile(source, "<string>", "exec", dont_inherit=True)
+        # dont_inherit: compiled as exec() and eval() compile the text for their caller (no
+        # __future__ flags of this module: the annotations of a method stay objects)
+        code = compile(source, "<string>", mode, dont_inherit=True)
         _state["missed"] = True
-    _used[source] = code
-    exec(code, globals, locals)  # noqa: S102
+    _used[key] = code
+    return code
 
 
 def _load_cache() -> None:

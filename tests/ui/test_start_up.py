@@ -80,3 +80,22 @@ def test_a_command_ends_the_hold_without_writing_the_cache(cache_home):
     assert gc.isenabled()
     assert not os.path.exists(start_up.cache_path())
     assert "exec" not in vars(dataclasses)
+
+
+def test_a_namedtuple_made_from_the_cache_is_the_same(cache_home):
+    from collections import namedtuple
+
+    def make():
+        return namedtuple("Gpu", ["index", "name"], defaults=["MI300X"])
+
+    start_up.hold()
+    make()
+    start_up.release(first_frame=True)
+    start_up.hold()
+    cached = make()
+    assert not start_up._state["missed"]
+    start_up.release(first_frame=True)
+    plain = make()
+    assert cached(1) == plain(1) == (1, "MI300X")
+    assert repr(cached(2, "H200")) == repr(plain(2, "H200")) == "Gpu(index=2, name='H200')"
+    assert "eval" not in vars(__import__("collections"))
