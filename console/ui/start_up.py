@@ -36,8 +36,11 @@ EVAL_KEY = "\0"  # before an eval text in the cache (no source text holds a NUL)
 
 
 def cache_path() -> str:
-    """The compiled dataclass methods, per interpreter (its bytecode differs from version to version)."""
+    """The compiled dataclass methods, per interpreter (its bytecode differs from version to
+    version); "" where there is no home to keep them in (nothing is read or written then)."""
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(root):  # no HOME: "~" stays as it is, a folder of the working directory
+        return ""
     return os.path.join(root, "rocm-console", f"dataclass-code.{sys.implementation.cache_tag}.marshal")
 
 
@@ -102,8 +105,11 @@ def _compiled(source: str, mode: str) -> CodeType:
 
 
 def _load_cache() -> None:
+    path = cache_path()
+    if not path:
+        return
     try:
-        with open(cache_path(), "rb") as f:
+        with open(path, "rb") as f:
             magic, data = marshal.loads(f.read())  # marshal.load(f) reads in small pieces: 7x the time
     except (OSError, EOFError, ValueError, TypeError):
         return  # none yet, or unreadable: compiled as usual, written anew at the first frame
@@ -121,6 +127,8 @@ def _magic() -> bytes:
 def _save_cache() -> None:
     """What this start used, nothing else: the file stays the size of one start (~0.8 MB)."""
     path = cache_path()
+    if not path:
+        return
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)

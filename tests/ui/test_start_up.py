@@ -99,3 +99,17 @@ def test_a_namedtuple_made_from_the_cache_is_the_same(cache_home):
     assert cached(1) == plain(1) == (1, "MI300X")
     assert repr(cached(2, "H200")) == repr(plain(2, "H200")) == "Gpu(index=2, name='H200')"
     assert "eval" not in vars(__import__("collections"))
+
+
+def test_without_a_home_nothing_is_kept_and_the_start_goes_on(tmp_path, monkeypatch):
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(os.path, "expanduser", lambda p: p)  # as with no HOME and no passwd entry
+    monkeypatch.chdir(tmp_path)
+    try:
+        start_up.hold()
+        record = _make_record()
+        start_up.release(first_frame=True)
+    finally:
+        start_up.release()
+    assert _behaviour(record) == _behaviour(_make_record())
+    assert start_up.cache_path() == "" and not list(tmp_path.iterdir())  # no "~" folder made here
