@@ -16,7 +16,6 @@ skipped and counted, never fatal.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import json
@@ -119,6 +118,8 @@ class EventLog:
 
     async def append_async(self, events: Event | Iterable[Event]) -> int:
         """append() off the event loop: a slow disk never stalls the UI."""
+        import asyncio  # on use: a command that only reads events does not import it (start-up)
+
         return await asyncio.to_thread(self.append, events)
 
     def _rotate(self) -> None:

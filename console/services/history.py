@@ -16,7 +16,6 @@ down; nothing below a face opens the store itself. Opening it:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -275,9 +274,9 @@ class HistoryEvents:
         if origin:  # stamped here, once for every face: an event that names its writer keeps it
             batch = [events] if isinstance(events, Event) else list(events)
             events = [e if e.origin else dataclasses.replace(e, origin=origin) for e in batch]
-        target = self._target()
-        if target is self._file:
-            return int(target.append(events))
+        target, fallback = self._target(), self._file
+        if fallback is not None and target is fallback:
+            return int(fallback.append(events))
         batch = [events] if isinstance(events, Event) else list(events)
         try:
             return int(target.append(batch))
@@ -286,6 +285,8 @@ class HistoryEvents:
             return int(self._fallback().append(batch))
 
     async def append_async(self, events: Event | Iterable[Event]) -> int:
+        import asyncio  # on use: a command that only reads events does not import it (start-up)
+
         return await asyncio.to_thread(self.append, events)
 
     def read(

@@ -3,7 +3,6 @@ read (SQL filters on indexed columns, newest first, LIMIT), follow (new rows by 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 
 from console.core.events import Event
@@ -42,6 +41,8 @@ class EventTable:
 
     async def append_async(self, events: Event | Iterable[Event]) -> int:
         """append() off the event loop: a slow disk never stalls the UI."""
+        import asyncio  # on use: a command that only reads events does not import it (start-up)
+
         return await asyncio.to_thread(self.append, events)
 
     def count(self) -> int:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from console.core import node_json
 from console.core.events import Event, event_from_dict, event_to_dict
@@ -203,11 +204,11 @@ def _read_events(files: list[Path], counts: MigrationCounts) -> Iterator[Event]:
             counts.unreadable.append(f"{path}: {exc.strerror or exc}")
             continue
         with fh:
-            for raw in fh:
-                if not raw.strip():
-                    continue
-                if len(raw) > MAX_LINE_BYTES:
+            for raw in _bounded_lines(fh, MAX_LINE_BYTES):
+                if raw is None:  # longer than any event: skipped without holding it
                     counts.bad_event_lines += 1
+                    continue
+                if not raw.strip():
                     continue
                 try:
                     event = event_from_dict(node_json.loads(raw, max_chars=MAX_LINE_BYTES))
@@ -218,6 +219,21 @@ def _read_events(files: list[Path], counts: MigrationCounts) -> Iterator[Event]:
                     counts.bad_event_lines += 1
                     continue
                 yield event
+
+
+def _bounded_lines(fh: BinaryIO, limit: int) -> Iterator[bytes | None]:
+    """The file's lines, each read at most `limit` bytes at a time: a longer line is None (a
+    3 GB line of one event log must not be read whole into memory)."""
+    while True:
+        raw = fh.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit:
+            yield raw
+            continue
+        while raw and not raw.endswith(b"\n"):  # the rest of the long line, a chunk at a time
+            raw = fh.readline(1 << 20)
+        yield None
 
 
 @contextlib.contextmanager
