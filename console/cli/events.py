@@ -53,7 +53,7 @@ def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
-def _row(event: Event) -> list[str]:
+def _row(event: Event, origin: bool = False) -> list[str]:
     from console.core.text import printable
 
     cells = [
@@ -65,12 +65,17 @@ def _row(event: Event) -> list[str]:
         event.instance or "-",
         event.message,
     ]
+    if origin:
+        cells.insert(-1, event.origin or "-")
     return [printable(c) for c in cells]  # the log can be edited by hand: no escape reaches the terminal
 
 
 def render_table(events: Sequence[Event]) -> str:
-    head = ["TIME", "SEVERITY", "KIND", "NODE", "GPU", "INSTANCE", "MESSAGE"]
-    rows = [_row(e) for e in events]
+    # FROM: which console or watcher wrote it (a team's store holds every one's timeline);
+    # shown when any event says so (events moved in from an old log say nothing).
+    origin = any(e.origin for e in events)
+    head = ["TIME", "SEVERITY", "KIND", "NODE", "GPU", "INSTANCE", *(["FROM"] if origin else []), "MESSAGE"]
+    rows = [_row(e, origin) for e in events]
     widths = [len(h) for h in head]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]

@@ -73,11 +73,11 @@ def _tomls(folder: Path) -> Iterator[Path]:
 
 def command_history(args: argparse.Namespace | None = None, profile: Profile | None = None) -> History:
     """The command's History (not opened yet: it opens on first use)."""
-    from console.services.history import History
+    from console.services.history import History, face_origin
 
     if profile is None and args is not None:
         profile = found_profile(args)
-    return History.of(profile, say=say_store)
+    return History.of(profile, say=say_store, origin=face_origin("cli"))
 
 
 def require(history: History) -> History:

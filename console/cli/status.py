@@ -142,10 +142,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _watched(profile: Profile) -> dict | None:
     """The fleet's watcher (`rocm-console watch`) and its open alerts, when one runs."""
-    from console.services.events import default_events_path
+    from console.services.history import History
     from console.services.watcher_presence import WatcherPresence
 
-    presence = WatcherPresence(default_events_path().parent, profile.nodes)
+    history = History.of(profile)  # a watcher on another machine sharing the store is in its table
+    history.try_open()  # a store that cannot be opened: this machine's watcher files still tell
+    presence = WatcherPresence(history.data_dir, profile.nodes, history=history)
     watcher = presence.check()
     if watcher is None:
         return None

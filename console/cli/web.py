@@ -102,9 +102,11 @@ def open_history(profile: Profile) -> None:
     """The store every browser session's console uses, opened once before serving: a first
     start on an old data folder moves its files in now, not in the first session, and a store
     that cannot be opened is said once (each console then starts without its history)."""
-    from console.services.history import History
+    from console.services.history import History, face_origin
 
-    history = History.of(profile, say=lambda line: print(f"rocm-console web: {line}", flush=True))
+    history = History.of(
+        profile, say=lambda line: print(f"rocm-console web: {line}", flush=True), origin=face_origin("web")
+    )
     try:
         if history.try_open() is None:
             say_error(f"web: warning: history unavailable: {history.problem} (the consoles start without it)")

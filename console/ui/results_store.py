@@ -46,9 +46,11 @@ def history_of(app: object) -> History:
     with _MAKING:
         history = getattr(app, "history", None)
         if history is None:
-            from console.services.history import History
+            from console.services.history import History, face_origin
 
-            history = History.of(getattr(app, "profile", None), say=lambda line: toast(app, line))
+            history = History.of(
+                getattr(app, "profile", None), say=lambda line: toast(app, line), origin=face_origin("tui")
+            )
             try:
                 app.history = history  # type: ignore[attr-defined]
             except AttributeError:  # an app that takes no attribute: a history for this call only

@@ -1,9 +1,10 @@
 """A partition switch made from the CLI lands on the fleet's timeline (the data dir's
-events.jsonl), as one made in the TUI does: `rocm-console events` shows it."""
+store), as one made in the TUI does: `rocm-console events` shows it."""
 
 from __future__ import annotations
 
 import json
+import socket
 
 from tests.cli.cli_helpers import run
 
@@ -27,3 +28,4 @@ simulate = {{ gpu = "MI300X", count = 2, compute_partition = "SPX", seed = 5 }}
     events = doc["events"] if isinstance(doc, dict) else doc
     [switch] = [e for e in events if e["kind"] == "partition.switched"]
     assert switch["node"] == "sim" and switch["message"] == "partition switched to CPX on GPUs 1"
+    assert switch["origin"] == f"cli@{socket.gethostname()}"  # the team's timeline says who wrote it

@@ -198,9 +198,17 @@ class EventsScreen(Screen):
                 Text(printable(row.node)),
                 Text(row.gpu),
                 Text(row.kind, style),
-                Text(printable(row.message), style if row.severity == "fail" else ""),
+                Text(printable(self._from(event) + row.message), style if row.severity == "fail" else ""),
             )
         self.query_one("#events-title", Static).update(self._title(len(shown)))
+
+    def _from(self, event: Event) -> str:
+        """`[watch@db1] ` before an event another console or watcher wrote (a shared store holds
+        the team's timeline); nothing for this console's own or an old log's."""
+        if not event.origin:
+            return ""
+        history = getattr(self.app, "history", None)
+        return "" if event.origin == getattr(history, "origin", None) else f"[{event.origin}] "
 
     def _title(self, shown: int) -> Text:
         text = Text(" Events", "bold")
