@@ -205,8 +205,15 @@ def _accuracy_pool(history: History, runs: Sequence[StoredRun]) -> list[StoredRu
 # ---------------------------------------------------------------- list / show
 
 HEAD = ["ID", "DATE", "NODE", "MODEL", "PARTITION", "SETUP", "OK/FAIL", "OUT TOK/S", "TTFT P50", "ITL P50"]
-HEAD += ["TOK/J", "AVG W", "THR %", "CB"]
-RIGHT = frozenset({6, 7, 8, 9, 10, 11, 12})
+HEAD += [
+    "GOOD %",
+    "CACHED %",
+    "TOK/J",
+    "AVG W",
+    "THR %",
+    "CB",
+]  # goodput against the SLO; prompt tokens from the prefix cache
+RIGHT = frozenset({6, 7, 8, 9, 10, 11, 12, 13, 14})
 
 
 def _list_filters(args) -> dict:
@@ -334,7 +341,7 @@ def _rows(runs: list[StoredRun], history: History) -> list[list[str]]:
         ]
         if s["status"] == "failed":  # marked; its zeros are no measurement
             state = f"FAILED {done}/{failed}" if s["completed"] is not None else f"FAILED {s['failure']}"
-            rows.append([*where, state, *([NO_VALUE] * 6), ""])
+            rows.append([*where, state, *([NO_VALUE] * 8), ""])
             continue
         rows.append(
             [
@@ -343,6 +350,8 @@ def _rows(runs: list[StoredRun], history: History) -> list[list[str]]:
                 format_value("output_throughput", s["output_throughput"]),
                 format_value("median_ttft_ms", s["median_ttft_ms"]),
                 format_value("median_itl_ms", s["median_itl_ms"]),
+                _pct(s["goodput_pct"]),
+                _pct(s["prefix_cache_hit_pct"]) + ("!" if s["prefix_cache_warning"] else ""),  # ! not a cold figure
                 sig3(s["tokens_per_joule"]),
                 "-" if s["avg_power_w"] is None else f"{s['avg_power_w']:.0f}",
                 "-" if s["throttled_pct"] is None else f"{s['throttled_pct']:.1f}",
@@ -350,6 +359,10 @@ def _rows(runs: list[StoredRun], history: History) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _pct(value: object) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
 def _list_dict(run: StoredRun) -> dict:
