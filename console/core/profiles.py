@@ -380,7 +380,7 @@ BENCH_FIELDS: dict[str, Check] = {
     "metric_percentiles": metric_percentiles,
     "extra_args": arg_list,
     "cold": boolean,  # issue B2: the workload is meant to be cold (prefix-cache warning)
-    "cold_start": choice("reset"),  # vLLM's /reset_prefix_cache before the run, else a fresh seed
+    "cold_start": choice("reset"),  # vLLM's /reset_prefix_cache before the run, else a cache_salt or a fresh seed
     "slo_ttft_ms": positive,
     "slo_tpot_ms": positive,
     "slo_itl_ms": positive,

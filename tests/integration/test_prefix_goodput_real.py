@@ -7,7 +7,7 @@ and the real `vllm bench serve`, its argv built by the console from the shipped 
 - a run with an SLO stores its goodput, counted from the per-request figures, equal to vLLM's
   own `--goodput` answer;
 - the real server (no VLLM_SERVER_DEV_MODE) refuses POST /reset_prefix_cache with a 404 and the
-  console says so (its cold start then falls back to a fresh seed).
+  console says so (its cold start then falls back to a salted run: test_cold_start_salt_real.py).
 
 The prefix-cache share is the console's own: /metrics scraped by its scraper just before and
 just after each run, the stored record built by run_from_console, as a serving run stores it.
