@@ -176,7 +176,18 @@ def _figures_line(figures) -> str:
     return (
         f"{fmt_num(figures.get('output_throughput'), '{:.1f}')} tok/s  "
         f"TTFT p99 {ms('p99_ttft_ms')} ms  ITL p99 {ms('p99_itl_ms')} ms  E2E p99 {ms('p99_e2el_ms')} ms"
+        + _workload_text(figures)
     )
+
+
+def _workload_text(figures) -> str:
+    """Goodput against the preset's SLO and the prefix cache's share, when the runs have them (B2)."""
+    out = ""
+    if figures.get("goodput_pct") is not None:
+        out += f"  goodput {fmt_num(figures.get('goodput_pct'), '{:.1f}')} %"
+    if figures.get("prefix_cache_hit_pct") is not None:
+        out += f"  cached {fmt_num(figures.get('prefix_cache_hit_pct'), '{:.1f}')} %"
+    return out
 
 
 class _Progress:
@@ -243,6 +254,8 @@ def format_answer(answer: FindMaxAnswer) -> str:
             f"  E2E         median {fmt_num(f.get('median_e2el_ms'), '{:.1f}')}  p99 {fmt_num(f.get('p99_e2el_ms'), '{:.1f}')} ms",
             f"  tokens/J    {fmt_num(tpj, '{:.3g}', na='unknown')}",
         ]
+        if _workload_text(f):
+            lines.append(f"  workload  {_workload_text(f)}")  # its text starts with two spaces
     lines.append(f"  runs        {o.runs} at {len(o.points)} loads in {answer.seconds:.0f} s")
     for p in o.points:
         verdict = {True: "meets", False: "breaks", None: "undecided"}[p.meets]

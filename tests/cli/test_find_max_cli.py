@@ -44,6 +44,7 @@ def test_find_max_prints_progress_and_the_answer_and_stores_every_point(profile,
     assert "bracket: meets concurrency 4, breaks none" in out
     assert "answer (never_broke): the budget held up to the maximum concurrency 4" in out
     assert "tokens/J    " in out  # measured when a point lasts a few of the agent's samples, else unknown
+    assert "  workload    cached " in out  # issue B2: the prefix cache's share of the answer's prompts
     stored_id = out.split("stored as")[-1].split()[0]
     # issue U2: each point and the answer are on the events timeline
     shown_events = run("events", "--kind", "findmax", "--json", env=env)

@@ -195,6 +195,7 @@ def run_values(run: StoredRun) -> Run:
     values: dict[str, float | None] = {k: float(v) for k, v in run.metrics.items() if isinstance(v, (int, float))}
     values["tokens_per_joule"] = tokens_per_joule_of(run)
     values["goodput_pct"] = run.goodput_pct  # issue B2: shown beside the point's throughput
+    values["prefix_cache_hit_pct"] = run.prefix_cache_hit_pct  # and what of it the cache served
     failed = as_number(run.metrics.get("failed")) or 0.0
     return Run(values=values, failed=int(failed), run_id=run.id)
 
