@@ -63,7 +63,7 @@ class FakeService:
                 raise FindMaxError(f"find-max at concurrency {int(load)}: the client wrote no result")
             rid = f"run-{len(ids) + 1}"
             ids.append(rid)
-            values = {"p99_ttft_ms": TTFT[int(load)], "output_throughput": 100.0 * load}
+            values = {"p99_ttft_ms": TTFT[int(load)], "output_throughput": 100.0 * load, "prefix_cache_hit_pct": 42.0}
             point = search.feed(load, Run(values=values, run_id=rid))
             met = [p.load for p in search.points() if p.meets]
             broke = [p.load for p in search.points() if p.meets is False]
@@ -128,6 +128,7 @@ async def test_points_are_drawn_as_they_arrive_then_the_answer():
     assert "meets up to 8 · breaks from 9 · 8 runs" in text
     assert "found: highest concurrency within the budget: 8; 9 breaks it" in text
     assert "tokens/J unknown" in text and "stored as answer-1 · 8 points in history" in text
+    assert " · cached 42 %" in text  # B2: the answer's prefix-cache share
     # the ladder: met loads ●, broken ones ✕, on a log axis from 1 to the search's maximum
     assert "●·········●·········●·········●✕" in text and "  1 … 64" in text
 

@@ -248,7 +248,12 @@ class FindMaxView:
             lines += [
                 f"load {load_text(o.load, o.dimension)} ({o.dimension})",
                 f"output {_num(f.get('output_throughput'))} tok/s · {_num(f.get('request_throughput'), '{:.2f}')} req/s"
-                + (f" · goodput {_num(f.get('goodput_pct'), '{:.0f}')} %" if f.get("goodput_pct") is not None else ""),
+                + (f" · goodput {_num(f.get('goodput_pct'), '{:.0f}')} %" if f.get("goodput_pct") is not None else "")
+                + (  # issue B2: how much of the answer's prompts the prefix cache served
+                    f" · cached {_num(f.get('prefix_cache_hit_pct'), '{:.0f}')} %"
+                    if f.get("prefix_cache_hit_pct") is not None
+                    else ""
+                ),
                 f"TTFT p99 {_num(f.get('p99_ttft_ms'))} ms · ITL p99 {_num(f.get('p99_itl_ms'))} ms"
                 f" · E2E p99 {_num(f.get('p99_e2el_ms'))} ms",
                 f"tokens/J {_num(a.tokens_per_joule, '{:.3g}', na='unknown')}",
