@@ -4,8 +4,8 @@
 (`[store] url`) or the SQLite file in the data folder; `Store` holds one table
 object per record kind with the method names of today's file classes (`runs` ~ ResultStore,
 `events` ~ EventLog, `baselines` ~ BaselineStore, `versions` ~ VersionsBook's file),
-`migrate_file_store` moves a file store in, `dump` writes one back out. Not yet used by the
-CLI or the TUI: docs/store.md says what is wired and what is not."""
+`migrate_file_store` moves a file store in, `dump` writes one back out. Faces reach it only
+through console/services/history.py (one History per face): docs/store.md."""
 
 from console.services.store.db import Database, IntegrityError, open_sqlite
 from console.services.store.dump import dump
