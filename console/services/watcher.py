@@ -168,6 +168,7 @@ class WatcherAlerts(AlertService):
         self.open: dict[tuple, AlertState] = {}
         self._resumed: dict[tuple, float] = {}  # key -> the time it is cleared if not seen again
         self.save_failed = False
+        self.on_change: Callable[[], None] | None = None  # the watcher publishes its row at once
         self.resume(resumed)
 
     def resume(self, states: Sequence[AlertState]) -> int:
@@ -212,6 +213,8 @@ class WatcherAlerts(AlertService):
         events = super().handle(kept) if kept else []
         if changed:
             self.save()
+            if self.on_change is not None:
+                self.on_change()
         for notice in kept:
             for sink in self.sinks:
                 try:
@@ -344,6 +347,10 @@ class Watcher:
             sinks=[alert_line],
             clock=clock,
         )
+        # an alert fired or cleared is in the store's row at once, not at the next heartbeat:
+        # a console elsewhere (or `status`) shows it as the file's readers do
+        self._alerts_changed = asyncio.Event()
+        self.alerts.on_change = self._alerts_changed_soon
         # [alertmanager]: every alert posted there too, re-sent while active
         self.alertmanager: AlertmanagerPoster | None = None
         if profile.alertmanager is not None:
@@ -450,8 +457,13 @@ class Watcher:
                 events_where(self.events),
             )
             while not self._stop.is_set():
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self.heartbeat_s)
+                waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._alerts_changed.wait())]
+                try:
+                    await asyncio.wait(waits, timeout=self.heartbeat_s, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
+                self._alerts_changed.clear()
                 if not self._stop.is_set():
                     await self._publish(self._beat())
         finally:
@@ -476,6 +488,11 @@ class Watcher:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def _alerts_changed_soon(self) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._alerts_changed.set)
 
     def _info(self, now: float | None = None) -> WatcherInfo:
         beat = now if now is not None else (self.heartbeat_at or self.started)
