@@ -6,7 +6,6 @@ file."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from console.core.events import Event
 from console.services.events import EventLog
 from console.services.store.store import open_store
 from tests.cli.cli_helpers import ROOT
+from tests.cli.test_watch import _stop
 from tests.helpers import wait_until
 
 
@@ -42,16 +42,6 @@ def _start(tmp_path: Path, data: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _stop(proc: subprocess.Popen) -> tuple[int, str]:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-    return proc.returncode, err
 
 
 def _stored_kinds(path: Path) -> list[str]:

@@ -5,37 +5,23 @@ preset's cold start on every replica (simulated node: real agent, fake vllm, Loc
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from console.core.model import BenchPreset, ServePreset
+from console.core.model import ServePreset
 from console.services.groups import GroupService
 from console.services.results import ResultStore
 from console.services.runs.group import GroupBenchRunner, format_group_outcome, store_group, summary_of
 from console.services.transports import TransportPool
 from tests.helpers import free_port
+from tests.services.test_bench_workload import PREFIX as SINGLE_PREFIX
+from tests.services.test_bench_workload import fast  # noqa: F401 (the fixture: a fast simulator, no reset)
 
 TINY = ServePreset(name="tiny", model="tiny-llama", args=("--enforce-eager",))
-# shared 256-token prefixes: warm by design, marked cold here to draw the warning
-PREFIX = BenchPreset(
-    name="prefix-heavy",
-    dataset="prefix_repetition",
-    output_len=8,
-    num_prompts=16,
-    cold=True,
-    cold_start="reset",
-    slo_ttft_ms=5000,
-    slo_e2e_ms=20000,
-    extra_args=(
-        "--prefix-repetition-prefix-len", "256", "--prefix-repetition-suffix-len", "16",
-        "--prefix-repetition-num-prefixes", "2",
-    ),
-)  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def fast(monkeypatch):
-    monkeypatch.setenv("ROCM_CONSOLE_SIM_VLLM_SPEEDUP", "20")
-    monkeypatch.delenv("VLLM_SERVER_DEV_MODE", raising=False)
+# the single-instance test's prefix-heavy preset (warm by design, marked cold to draw the
+# warning), one concurrency level less: a group spreads its prompts over the replicas
+PREFIX = dataclasses.replace(SINGLE_PREFIX, num_prompts=16, max_concurrency=())
 
 
 @pytest.mark.timeout(180)
