@@ -33,12 +33,13 @@ COLUMNS = (
     ("ttft", "TTFT p50"),
     ("itl", "ITL p50"),
     ("good", "Good %"),  # issue B2: requests within the preset's SLO
+    ("cached", "Cached %"),  # issue B2: prompt tokens vLLM's prefix cache served ("!": not cold)
     ("tpj", "tok/J"),
     ("watts", "Avg W"),
     ("thr", "Thr %"),
     ("cb", "CB"),  # client-bound: the benchmark client, not the server, set the numbers
 )
-RIGHT = {"done", "tput", "ttft", "itl", "good", "tpj", "watts", "thr"}
+RIGHT = {"done", "tput", "ttft", "itl", "good", "cached", "tpj", "watts", "thr"}
 # Issue P's columns: shown when any run in the list recorded energy or a client check.
 TRUTH_COLUMNS = frozenset({"tpj", "watts", "thr", "cb"})
 
@@ -46,6 +47,8 @@ TRUTH_COLUMNS = frozenset({"tpj", "watts", "thr", "cb"})
 def columns_for(runs: Sequence[StoredRun]) -> tuple[tuple[str, str], ...]:
     """The list's columns: without energy and client columns when no run has them (imports)."""
     hidden = set() if any(r.goodput is not None for r in runs) else {"good"}
+    if not any(r.prefix_cache_hit_pct is not None for r in runs):
+        hidden.add("cached")
     if not any(r.energy is not None or r.client_check is not None for r in runs):
         hidden |= TRUTH_COLUMNS
     return tuple(c for c in COLUMNS if c[0] not in hidden)
@@ -59,6 +62,7 @@ _SHRINK = (("model", 14), ("setup", 14))  # what gives way first in a narrow ter
 _GIVE_WAY: tuple[tuple[str, int | None], ...] = (
     ("partition", None),
     ("good", None),
+    ("cached", None),
     ("thr", None),
     ("watts", None),
     ("cb", None),
@@ -90,7 +94,7 @@ def run_cells(run: StoredRun) -> dict[str, str]:
         return {
             **where,
             "done": f"✗ {state}",
-            **dict.fromkeys(("tput", "ttft", "itl", "good", "tpj", "watts", "thr"), NO_VALUE),
+            **dict.fromkeys(("tput", "ttft", "itl", "good", "cached", "tpj", "watts", "thr"), NO_VALUE),
             "cb": "",
         }
     return {
@@ -100,6 +104,9 @@ def run_cells(run: StoredRun) -> dict[str, str]:
         "ttft": format_value("median_ttft_ms", s["median_ttft_ms"]),
         "itl": format_value("median_itl_ms", s["median_itl_ms"]),
         "good": "-" if s["goodput_pct"] is None else f"{s['goodput_pct']:.0f}",
+        "cached": "-"
+        if s["prefix_cache_hit_pct"] is None
+        else f"{s['prefix_cache_hit_pct']:.0f}" + ("!" if s["prefix_cache_warning"] else ""),
         "tpj": sig3(s["tokens_per_joule"]),
         "watts": "-" if s["avg_power_w"] is None else f"{s['avg_power_w']:.0f}",
         "thr": "-" if s["throttled_pct"] is None else f"{s['throttled_pct']:.1f}",
