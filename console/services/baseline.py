@@ -19,20 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from console.core.baseline.diff import (
     NodeVersions,
-    versions_from_dict,
-    versions_to_dict,
 )
+from console.core.baseline.names import BASELINE_NAME
 from console.core.baseline.report import ACCURACY, CheckReport, PointRuns, build_report
-from console.core.baseline.suite import SERVING, Suite, SuiteError, SuitePoint, check_suite, parse_suite
+from console.core.baseline.suite import SERVING, Suite, SuiteError, SuitePoint, check_suite
 from console.core.bench.argv import apply_bench_overrides
 from console.core.bench.offline import OfflineError, OfflinePreset, apply_offline_overrides, offline_metrics
 from console.core.bounded_file import RESULT_FILE_LIMIT, read_bounded_text
@@ -40,6 +37,13 @@ from console.core.model import BenchPreset, NodeSnapshot, NodeSpec, Profile, Ser
 from console.core.node_files import node_file_stem
 from console.core.node_json import loads_document
 from console.core.results.offline import accuracy_metrics
+from console.services.baseline_record import (
+    BASELINE_FORMAT,
+    BaselineError,
+    StoredBaseline,
+    baseline_from_dict,
+    check_baseline_name,
+)
 from console.services.instances import ENDED, InstanceError, InstanceService, InstanceState
 from console.services.node_versions import VersionsBook, data_dir, node_changed_event, versions_of, write_json
 from console.services.runs.accuracy import AccuracyError, AccuracyRunner
@@ -62,13 +66,8 @@ __all__ = [
     "versions_of",
 ]
 
-BASELINE_FORMAT = "rocm-console-baseline/1"
 # a file name under the node's folder: no `/`, and never `.`, `..`, a hidden file or an option (W2)
-_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
-
-
-class BaselineError(Exception):
-    """A baseline that cannot be saved, found or checked: one line naming what is at fault."""
+_NAME_RE = BASELINE_NAME
 
 
 # ---------------------------------------------------------------- stored baselines
@@ -88,96 +87,6 @@ class SuiteRun:
     notes: tuple[str, ...] = ()  # one line per failed repeat
 
 
-@dataclass(frozen=True)
-class StoredBaseline:
-    name: str
-    node: str
-    suite_file: str
-    suite_text: str
-    created: float
-    runs: tuple[PointRuns, ...]
-    versions: NodeVersions | None
-    seconds: float = 0.0
-    path: str = field(default="", compare=False)
-
-    def suite(self) -> Suite:
-        try:
-            return parse_suite(self.suite_text, self.suite_file)
-        except SuiteError as exc:
-            raise BaselineError(f"baseline {self.name} on {self.node}: its stored suite: {exc}") from None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": BASELINE_FORMAT,
-            "name": self.name,
-            "node": self.node,
-            "suite_file": self.suite_file,
-            "suite_text": self.suite_text,
-            "created": self.created,
-            "seconds": self.seconds,
-            "versions": versions_to_dict(self.versions) if self.versions is not None else None,
-            "points": [
-                {"point": r.point, "kind": r.kind, "repeats": [dict(x) if x is not None else None for x in r.repeats]}
-                for r in self.runs
-            ],
-        }
-
-
-def baseline_from_dict(doc: Any, where: str) -> StoredBaseline:
-    """The inverse of to_dict; BaselineError naming the file and what is wrong."""
-
-    def bad(what: str) -> BaselineError:
-        return BaselineError(f"{where}: not a baseline file ({what})")
-
-    if not isinstance(doc, dict) or doc.get("format") != BASELINE_FORMAT:
-        raise bad(f"format is not {BASELINE_FORMAT}")
-    for key in ("name", "node", "suite_file", "suite_text"):
-        if not isinstance(doc.get(key), str):
-            raise bad(f"'{key}' is not a string")
-    created = doc.get("created")
-    if isinstance(created, bool) or not isinstance(created, (int, float)):
-        raise bad("'created' is not a number")
-    points = doc.get("points")
-    if not isinstance(points, list):
-        raise bad("'points' is not a list")
-    runs = []
-    for i, p in enumerate(points, 1):
-        if not isinstance(p, dict) or not isinstance(p.get("point"), str) or not isinstance(p.get("kind"), str):
-            raise bad(f"point {i} has no name or kind")
-        reps = p.get("repeats")
-        if not isinstance(reps, list):
-            raise bad(f"point {p['point']}: 'repeats' is not a list")
-        clean: list[Mapping[str, float] | None] = []
-        for r in reps:
-            if r is None:
-                clean.append(None)
-            elif isinstance(r, dict):
-                clean.append(
-                    {str(k): float(v) for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-                )
-            else:
-                raise bad(f"point {p['point']}: a repeat is not an object")
-        runs.append(PointRuns(p["point"], p["kind"], tuple(clean)))
-    versions = None
-    if doc.get("versions") is not None:
-        try:
-            versions = versions_from_dict(doc["versions"])
-        except ValueError as exc:
-            raise bad(str(exc)) from None
-    seconds = doc.get("seconds")
-    return StoredBaseline(
-        name=doc["name"],
-        node=doc["node"],
-        suite_file=doc["suite_file"],
-        suite_text=doc["suite_text"],
-        created=float(created),
-        runs=tuple(runs),
-        versions=versions,
-        seconds=float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0,
-        path=where,
-    )
-
-
 class BaselineStore:
     """`<data dir>/baselines/<node>/<name>.json`."""
 
@@ -186,11 +95,7 @@ class BaselineStore:
 
     @staticmethod
     def check_name(name: str) -> str:
-        if not _NAME_RE.match(name):
-            raise BaselineError(
-                f"baseline name {name!r}: use 1 to 64 letters, digits, _ . - (the first a letter, digit or _)"
-            )
-        return name
+        return check_baseline_name(name)
 
     def path(self, node: str, name: str) -> Path:
         return self.root / node_file_stem(node) / f"{self.check_name(name)}.json"

@@ -218,11 +218,13 @@ class History:
 
     def remove_baseline(self, node: str, name: str) -> bool:
         """Remove a stored baseline (and its old file, for the same reason as delete_run)."""
-        from console.services.baseline import BaselineStore
+        from console.core.baseline.names import BASELINE_NAME
+        from console.core.node_files import node_file_stem
 
         removed = self.baselines.remove(node, name)
-        with contextlib.suppress(OSError, ValueError):
-            BaselineStore(self.data_dir / "baselines").path(node, name).unlink()
+        if removed and BASELINE_NAME.match(name):  # a name that is a file's, never a path
+            with contextlib.suppress(OSError, ValueError):
+                (self.data_dir / "baselines" / node_file_stem(node) / f"{name}.json").unlink()
         return removed
 
     def meta(self, key: str) -> Any:

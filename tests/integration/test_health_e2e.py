@@ -4,7 +4,7 @@ An uncorrectable ECC error injected into the simulated amdsmi (faults.json, writ
 `python -m console.sim.faults`) while the console's fleet streams the node's telemetry:
 
 - the GPU turns fail within one health interval (the profile's [health] interval = 1 s);
-- the event is written to events.jsonl in the console's data dir;
+- the event is written to the store (store.sqlite3) in the console's data dir;
 - the [[alert]] rule runs its command (the test reads the JSON it got on stdin) and POSTs
   to a webhook receiver on 127.0.0.1 (the test reads the body and the bearer token, which
   comes from an environment variable and is written nowhere);
@@ -24,12 +24,13 @@ from pathlib import Path
 
 import pytest
 
+from console.core.events import event_to_dict
 from console.core.health import FAIL
 from console.core.health_profile import health_settings
 from console.core.profiles import load_profile
-from console.services.events import EventLog
 from console.services.fleet import FleetTelemetry, agent_reads_health
 from console.services.health_watch import HealthWatch
+from console.services.history import History
 from tests.helpers import wait_for
 from tests.services.webhook_receiver import Receiver
 
@@ -98,8 +99,9 @@ async def test_injected_uncorrectable_ecc_goes_from_node_to_event_alert_and_refu
         assert settings.rules.interval == HEALTH_INTERVAL
         [node] = profile.nodes
         fleet = FleetTelemetry(profile.nodes, interval=SAMPLE_INTERVAL)
-        watch = HealthWatch(fleet, settings)  # the event log of the console's data dir
-        assert watch.events.path == data / "events.jsonl"
+        history = History.of(profile)  # the console's timeline: the data dir's store, as a face opens it
+        watch = HealthWatch(fleet, settings, events=history.events)
+        assert history.where == str(data / "store.sqlite3")
         await watch.start()
         await fleet.start()
         try:
@@ -137,8 +139,8 @@ async def test_injected_uncorrectable_ecc_goes_from_node_to_event_alert_and_refu
     assert got.path == "/hooks/alerts" and got.headers["authorization"] == f"Bearer {TOKEN}"
     body = got.json()
     assert body["text"] == alert["text"] and body["gpu"] == 3 and body["state"] == "fired"
-    # the timeline in the data dir: the ECC increment, the health change, the alert
-    events = EventLog(data / "events.jsonl").read(node="ssh-node")
+    # the timeline in the data dir's store: the ECC increment, the health change, the alert
+    events = history.events.read(node="ssh-node")
     ecc = [e for e in events if e.kind == "gpu.ecc" and e.gpu == 3]
     assert ecc and ecc[0].severity == "fail" and "uncorrectable ECC" in ecc[0].message
     health = [e for e in events if e.kind == "gpu.health" and e.gpu == 3]
@@ -146,7 +148,9 @@ async def test_injected_uncorrectable_ecc_goes_from_node_to_event_alert_and_refu
     assert any(e.kind == "alert.fired" and e.gpu == 3 for e in events)
     assert any(e.kind == "node.up" for e in events)
     # the token is written nowhere: not in the log, not in what the command read, not in our logs
-    assert TOKEN not in (data / "events.jsonl").read_text()
+    assert TOKEN not in "\n".join(json.dumps(event_to_dict(e)) for e in history.events.read())
+    assert not (data / "events.jsonl").exists()  # every event went to the store
+    history.close()
     assert TOKEN not in stdin_log.read_text() and TOKEN not in caplog.text
 
     # serve start on the sick GPU: refused in one line naming the GPU and the reason, nothing started

@@ -16,6 +16,7 @@ import pytest
 
 from console.core.results.build import run_from_console
 from console.services.results import ResultStore
+from tests.cli.cli_helpers import stored_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RESULT = FIXTURES / "vllm-0.32-cpu" / "bench_result.json"
@@ -106,7 +107,7 @@ def test_two_cli_imports_at_once(tmp_path):
         out, err = p.communicate(timeout=240)
         assert b"Traceback" not in err, err
         docs.append(json.loads(out))
-    stored = _stored(tmp_path / "data" / "results")
+    stored = stored_runs(tmp_path / "data")  # the CLI stores into the data folder's store
     imported = sum(len(d["imported"]) for d in docs)
     assert imported == len(stored) > 0
-    assert len({run["fingerprint"] for run in stored}) == len(stored)
+    assert len({run.fingerprint for run in stored}) == len(stored)

@@ -1,7 +1,7 @@
 """Stored baselines in the database, with BaselineStore's method names: one row per (node,
 name) holding the baseline file's document as written (StoredBaseline.to_dict).
 
-services/baseline.py (the suite runner: instances, transports) is imported only when a
+console/services/baseline_record.py (the record, on core only) is imported only when a
 baseline is read or saved, so opening the store stays light."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from console.core.store.rows import baseline_key, doc_text, read_doc
 from console.services.store.db import Database
 
 if TYPE_CHECKING:
-    from console.services.baseline import StoredBaseline
+    from console.services.baseline_record import StoredBaseline
 
 __all__ = ["BaselineTable"]
 
@@ -33,9 +33,9 @@ class BaselineTable:
 
     def save(self, baseline: StoredBaseline) -> str:
         """Store (or replace) the node's baseline of that name; where it is kept."""
-        from console.services.baseline import BaselineStore
+        from console.services.baseline_record import check_baseline_name
 
-        BaselineStore.check_name(baseline.name)
+        check_baseline_name(baseline.name)
         self.put_doc(baseline.to_dict())
         return self.where(baseline.node, baseline.name)
 
@@ -49,9 +49,9 @@ class BaselineTable:
 
     def get(self, node: str, name: str) -> StoredBaseline:
         """BaselineError naming the baseline (and the known ones) when there is none."""
-        from console.services.baseline import BaselineError, BaselineStore, baseline_from_dict
+        from console.services.baseline_record import BaselineError, baseline_from_dict, check_baseline_name
 
-        BaselineStore.check_name(name)
+        check_baseline_name(name)
         row = self.db.one("SELECT doc FROM baselines WHERE node = ? AND name = ?", (node, name))
         if row is None:
             known = [b.name for b in self.list(node)]
@@ -65,7 +65,7 @@ class BaselineTable:
 
     def list(self, node: str | None = None) -> list[StoredBaseline]:
         """Every readable baseline (of one node), by node then name; broken rows are skipped."""
-        from console.services.baseline import BaselineError, baseline_from_dict
+        from console.services.baseline_record import BaselineError, baseline_from_dict
 
         sql = "SELECT node, name, doc FROM baselines"
         params: tuple = ()

@@ -147,7 +147,7 @@ def _runs(root: Path, store: Store, counts: MigrationCounts, batch: int) -> None
 def _baselines(root: Path, store: Store, counts: MigrationCounts) -> None:
     if not root.is_dir():
         return
-    from console.services.baseline import BaselineError, baseline_from_dict
+    from console.services.baseline_record import BaselineError, baseline_from_dict
 
     for path in sorted(root.glob("*/*.json")):
         doc = _read_json(path, counts)
