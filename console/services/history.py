@@ -272,14 +272,13 @@ class HistoryEvents:
         return self.history.problem
 
     def append(self, events: Event | Iterable[Event]) -> int:
+        batch = [events] if isinstance(events, Event) else list(events)
         origin = self.history.origin
         if origin:  # stamped here, once for every face: an event that names its writer keeps it
-            batch = [events] if isinstance(events, Event) else list(events)
-            events = [e if e.origin else dataclasses.replace(e, origin=origin) for e in batch]
+            batch = [e if e.origin else dataclasses.replace(e, origin=origin) for e in batch]
         target, fallback = self._target(), self._file
         if fallback is not None and target is fallback:
-            return int(fallback.append(events))
-        batch = [events] if isinstance(events, Event) else list(events)
+            return int(fallback.append(batch))
         try:
             return int(target.append(batch))
         except StoreError as exc:  # the store went away after it opened: the file keeps them
