@@ -254,8 +254,9 @@ def format_answer(answer: FindMaxAnswer) -> str:
             f"  E2E         median {fmt_num(f.get('median_e2el_ms'), '{:.1f}')}  p99 {fmt_num(f.get('p99_e2el_ms'), '{:.1f}')} ms",
             f"  tokens/J    {fmt_num(tpj, '{:.3g}', na='unknown')}",
         ]
-        if _workload_text(f):
-            lines.append(f"  workload  {_workload_text(f)}")  # its text starts with two spaces
+        workload = _workload_text(f)
+        if workload:
+            lines.append(f"  workload  {workload}")  # its text starts with two spaces
     lines.append(f"  runs        {o.runs} at {len(o.points)} loads in {answer.seconds:.0f} s")
     for p in o.points:
         verdict = {True: "meets", False: "breaks", None: "undecided"}[p.meets]
