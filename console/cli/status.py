@@ -142,10 +142,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _watched(profile: Profile) -> dict | None:
     """The fleet's watcher (`rocm-console watch`) and its open alerts, when one runs."""
-    from console.services.history import History
+    from console.cli.history_arg import command_history
     from console.services.watcher_presence import WatcherPresence
 
-    history = History.of(profile)  # a watcher on another machine sharing the store is in its table
+    history = command_history(profile=profile)  # a watcher on another machine sharing the store is in its table
     history.try_open()  # a store that cannot be opened: this machine's watcher files still tell
     presence = WatcherPresence(history.data_dir, profile.nodes, history=history)
     watcher = presence.check()
