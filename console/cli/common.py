@@ -8,10 +8,12 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable, Sequence
 
-from console.core.model import NodeSpec, Profile
 from console.core.text import key_value, printable
+
+if TYPE_CHECKING:  # the records' module is loaded by the profile reader, where a command needs it
+    from console.core.model import NodeSpec, Profile
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_PARTIAL = EXIT_FAILED  # `status`: some node did not answer

@@ -23,6 +23,7 @@ from console.cli.common import (
 )
 from console.cli.examples import add_examples
 from console.core.errors import ConsoleError
+from console.ui.start_up import resume_collector
 
 # In the order `rocm-console --help` lists them: each group's module under console/cli/.
 COMMAND_GROUPS = (
@@ -112,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from console.services.demo import use_demo_data_dir
 
             use_demo_data_dir()  # what the demo stores (runs, events) stays apart from the user's
+        resume_collector()  # its modules are in: the command's own work may be long (ui/start_up.py)
         return group_module(args.command).run(args)
     except (ConsoleError, UsageError) as exc:  # ConsoleError: ProfileError, FileLimitError, ...
         print(f"rocm-console: {exc}", file=sys.stderr)

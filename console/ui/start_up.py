@@ -16,6 +16,12 @@ interpreter's own are held here (start-up is budgeted: tests/perf/startup.py).
 hold() at the entry (console/cli), release() at the first frame (ConsoleApp) or where the
 start ends otherwise; each does nothing when nothing is held. Stdlib only: it runs before
 anything else is imported.
+
+A command (`rocm-console results list`: a fresh process, budgeted by tests/perf/store_scale.py)
+holds too, with a cache of its group's own (hold("cli-results")): the collector is on again
+once its modules are in (resume_collector), and the cache is written at its end when it
+compiled anything it lacked (release(keep=True)), then holding what the file held before too
+(the group's other actions), up to CACHE_CAP texts.
 """
 
 from __future__ import annotations
@@ -26,29 +32,34 @@ import os
 import sys
 from types import CodeType, ModuleType
 
-__all__ = ["cache_path", "hold", "release"]
+__all__ = ["cache_path", "hold", "release", "resume_collector"]
 
-_state: dict[str, bool] = {"held": False, "gc_was_on": False, "missed": False}
+_state: dict[str, bool] = {"held": False, "gc_was_on": False, "gc_off": False, "missed": False}
+_cache_name = [""]  # the held cache: "" the TUI's, "cli-GROUP" a command group's
+CACHE_CAP = 4000  # texts in a command group's file (a start of the TUI uses ~1,500)
 _loaded: dict[str, CodeType] = {}
 _used: dict[str, CodeType] = {}
 _patched: list[ModuleType] = []  # the modules whose exec / eval stand in (dataclasses, collections)
 EVAL_KEY = "\0"  # before an eval text in the cache (no source text holds a NUL)
 
 
-def cache_path() -> str:
-    """The compiled dataclass methods, per interpreter (its bytecode differs from version to
-    version); "" where there is no home to keep them in (nothing is read or written then)."""
+def cache_path(name: str = "") -> str:
+    """The compiled dataclass methods (`name`: "" the TUI's, "cli-GROUP" a command group's), per
+    interpreter (its bytecode differs from version to version); "" where there is no home to
+    keep them in (nothing is read or written then)."""
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     if not os.path.isabs(root):  # no HOME: "~" stays as it is, a folder of the working directory
         return ""
-    return os.path.join(root, "rocm-console", f"dataclass-code.{sys.implementation.cache_tag}.marshal")
+    stem = f"dataclass-code.{name}" if name else "dataclass-code"
+    return os.path.join(root, "rocm-console", f"{stem}.{sys.implementation.cache_tag}.marshal")
 
 
-def hold() -> None:
-    """Collector off and dataclass code from the cache, until release()."""
+def hold(cache: str = "") -> None:
+    """Collector off and dataclass code from the cache (`cache`: see cache_path), until release()."""
     if _state["held"]:
         return
-    _state.update(held=True, gc_was_on=gc.isenabled(), missed=False)
+    _state.update(held=True, gc_was_on=gc.isenabled(), gc_off=True, missed=False)
+    _cache_name[0] = cache
     gc.disable()
     _load_cache()
     import collections
@@ -62,9 +73,23 @@ def hold() -> None:
     _patched[:] = [dataclasses, collections]
 
 
-def release(*, first_frame: bool = False) -> None:
+def resume_collector() -> None:
+    """A command's modules are in: what exists (modules, classes, the parser) is frozen out of
+    the collector's sight and the collector is on again for the command's own work (a watcher,
+    a server or `results list --all` may run long); the dataclass code stays held."""
+    if not _state["held"] or not _state["gc_off"]:
+        return
+    _state["gc_off"] = False
+    gc.freeze()
+    if _state["gc_was_on"]:
+        gc.enable()
+
+
+def release(*, first_frame: bool = False, keep: bool = False) -> None:
     """End the hold. At the first frame: what exists is frozen out of the collector's sight
-    and the cache is written if this start compiled anything it lacked."""
+    and the cache is written if this start compiled anything it lacked. `keep` (a command's
+    end, when it succeeded): the cache is written if anything was compiled, with what the file
+    held before."""
     if not _state["held"]:
         return
     _state["held"] = False
@@ -74,10 +99,14 @@ def release(*, first_frame: bool = False) -> None:
     _patched.clear()
     if first_frame:
         gc.freeze()
-        if _state["missed"]:
-            _save_cache()
-    if _state["gc_was_on"]:
+    if _state["missed"] and (first_frame or keep):
+        kept = {**_loaded, **_used} if keep else _used
+        if len(kept) <= CACHE_CAP:  # else what this run used, nothing else: old texts go
+            _used.update(kept)
+        _save_cache()
+    if _state["gc_off"] and _state["gc_was_on"]:
         gc.enable()
+    _state["gc_off"] = False
     _loaded.clear()
     _used.clear()
 
@@ -105,7 +134,7 @@ def _compiled(source: str, mode: str) -> CodeType:
 
 
 def _load_cache() -> None:
-    path = cache_path()
+    path = cache_path(_cache_name[0])
     if not path:
         return
     try:
@@ -125,8 +154,9 @@ def _magic() -> bytes:
 
 
 def _save_cache() -> None:
-    """What this start used, nothing else: the file stays the size of one start (~0.8 MB)."""
-    path = cache_path()
+    """What this start used, nothing else: the file stays the size of one start (~0.8 MB); a
+    command's also what its file held (release)."""
+    path = cache_path(_cache_name[0])
     if not path:
         return
     tmp = f"{path}.{os.getpid()}.tmp"

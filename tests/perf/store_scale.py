@@ -19,6 +19,7 @@ database). It measures SQLite too, on the same rows, and budgets each PostgreSQL
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -191,12 +192,15 @@ def import_files(folder: Path, target: Path | str, n: int, rng: random.Random) -
     return {"files": n, "imported": len(report.imported), "seconds": round(seconds, 2)}
 
 
-def measure(folder: Path, db: Path | str, import_into: Path | str, args: argparse.Namespace) -> dict:
-    """Fill the store at `db`, query it from fresh processes, import files into `import_into`."""
+def measure(folder: Path, db: Path | str, import_into: Path | str, args: argparse.Namespace, fill: bool = True) -> dict:
+    """Fill the store at `db` (unless `fill` is False: a kept store, built before), query it from
+    fresh processes, import files into `import_into` (a filled store only)."""
     rng = random.Random(7)  # the same rows on every engine
+    fill_runs_s = fill_events_s = None
     with open_store(db) as store:
-        fill_runs_s = fill_runs(store, args.runs, rng)
-        fill_events_s = fill_events(store, args.events, rng)
+        if fill:
+            fill_runs_s = round(fill_runs(store, args.runs, rng), 1)
+            fill_events_s = round(fill_events(store, args.events, rng), 1)
         node = store.runs.list_runs(limit=1)[0].context["node"]
         if store.db.dialect == "postgresql":
             store.db.execute("ANALYZE")  # what autovacuum does soon after a bulk load
@@ -215,11 +219,11 @@ def measure(folder: Path, db: Path | str, import_into: Path | str, args: argpars
     newest = measured(("newest",), ("results", "list"))
     by_node = measured(("node", node, str(NOW - 7 * 86400)), ("results", "list", "--node", node, "--since", "7d"))
     events = measured(("events", str(NOW - 3600)), ("events", "--since", "1h"))
-    imported = import_files(folder, import_into, args.imports, random.Random(11))
+    imported = import_files(folder, import_into, args.imports, random.Random(11)) if fill else None
     return {
         "database_mb": round(size_mb, 1),
-        "fill_runs_s": round(fill_runs_s, 1),
-        "fill_events_s": round(fill_events_s, 1),
+        "fill_runs_s": fill_runs_s,
+        "fill_events_s": fill_events_s,
         "list_newest_page": newest,
         "list_node_since_7d": {"node": node, **by_node},
         "events_since_1h": events,
@@ -235,7 +239,7 @@ def figures_of(m: dict) -> dict:
         "list_node_since_7d_s": by_node["process_s"],
         "events_since_1h_s": events["process_s"],
         "events_since_1h_peak_rss_mb": events["peak_rss_mb"],
-        "import_files_s": m["import"]["seconds"],
+        "import_files_s": m["import"]["seconds"] if m["import"] else None,
         # the query alone, in a process that has the store open (the TUI's history, a watcher)
         "list_newest_page_query_s": newest["query_s"],
         "list_node_since_7d_query_s": by_node["query_s"],
@@ -257,18 +261,34 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 runs, 20,000 events, 200 files")
     parser.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--url", help="a PostgreSQL store to fill (default: start a private server)")
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="build the SQLite store in DIR and keep it; a later run with the same DIR measures it again "
+        "without building it (no fill or import figures then)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.runs, args.events, args.imports = 2_000, 20_000, 200
     if args.url and args.engine != "postgresql":
         parser.error("--url is for --engine postgresql")
+    if args.keep and args.engine != "sqlite":
+        parser.error("--keep is for --engine sqlite")
     load0 = os.getloadavg()
     server = None
-    with tempfile.TemporaryDirectory(prefix="store-scale-") as tmp:
-        folder = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            folder = Path(args.keep).resolve()
+        else:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="store-scale-")))
+        built = (folder / "data" / "store.sqlite3").is_file()
+        if built:  # the kept store is measured as it is: its size decides, not --runs
+            with open_store(folder / "data" / "store.sqlite3") as store:
+                args.runs = (store.db.one("SELECT count(*) FROM runs") or (0,))[0]
+                args.events = (store.db.one("SELECT count(*) FROM events") or (0,))[0]
         try:
-            (folder / "data").mkdir()
-            sqlite = measure(folder, folder / "data" / "store.sqlite3", folder / "import.sqlite3", args)
+            (folder / "data").mkdir(parents=True, exist_ok=True)
+            sqlite = measure(folder, folder / "data" / "store.sqlite3", folder / "import.sqlite3", args, fill=not built)
             measured, pg = sqlite, None
             if args.engine == "postgresql":
                 if args.url:
@@ -285,6 +305,7 @@ def main() -> int:
     budgets = {
         name: {"figure": figures[name], "budget": f"<= {limit:g}", "met": figures[name] <= limit}
         for name, limit in BUDGETS.items()
+        if figures[name] is not None  # a kept store's import is not measured again
     }
     if pg is not None:
         base = figures_of(sqlite)
@@ -298,6 +319,8 @@ def main() -> int:
     result = {
         "script": "store_scale",
         "quick": args.quick,
+        "kept": str(folder) if args.keep else None,
+        "reused": args.keep is not None and built,
         "engine": args.engine,
         "machine": f"{platform.machine()} {os.cpu_count()} cores",
         "python": platform.python_version(),
