@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from textual.widgets import DataTable
-
 from console.cli import entry
 from console.core.bench.find_max import FindMax, Run, SearchSpec, parse_budget
 from console.core.results.build import run_from_console
@@ -52,7 +50,7 @@ async def test_history_marks_the_answer_on_its_point_row_and_lists_it_once(tmp_p
         screen = app.screen
         assert await wait_for(pilot, lambda: screen.loaded)
         await pilot.pause()
-        table = screen.query_one(DataTable)
+        table = screen.table
         shown = [r.id for r in screen.shown]
         assert answer_id not in shown and sorted(shown) == sorted(ids)  # no second c8 row
         setups = [str(table.get_row(i)[[k for k, _ in screen.columns].index("setup")]) for i in ids]

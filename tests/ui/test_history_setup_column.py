@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-from textual.widgets import DataTable
-
 from console.core.results.build import run_from_console
 from console.services.history import History
 from console.ui.model.history_view import short_setup
@@ -33,8 +31,8 @@ async def test_runs_of_one_preset_are_told_apart_by_their_setup(tmp_path, monkey
         screen = app.screen
         assert await wait_for(pilot, lambda: getattr(screen, "loaded", False) and len(screen.runs) == 4)
         await pilot.pause()
-        table = screen.query_one(DataTable)
-        keys = [str(c.key.value) for c in table.ordered_columns]
+        table = screen.table
+        keys = [c.key for c in table.columns]
         cells = [str(table.get_row_at(r)[keys.index("setup")]) for r in range(table.row_count)]
         text = screen_text(app)
     # newest first; each cell starts with its own load and prompt count

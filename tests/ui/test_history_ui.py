@@ -70,7 +70,7 @@ async def test_import_list_compare_export(data_dir, tmp_path):
         assert app.screen is screen
         assert screen.status == "9 imported, 0 duplicates, 0 skipped"
         assert History(data_dir=data_dir).runs.count() == 9  # in the store of the data dir
-        table = screen.query_one(DataTable)
+        table = screen.table
         assert table.row_count == 9
         assert "9 runs, newest first" in text_of(screen, "#history-title")
         # newest first: the file's last block is the first row
@@ -154,7 +154,7 @@ async def test_filter_detail_and_escape(data_dir):
         await pilot.press("slash")
         for key in "c128":
             await pilot.press(key)
-        table = screen.query_one(DataTable)
+        table = screen.table
         assert await wait_for(
             pilot, lambda: table.row_count == 2 and "2 of 9 runs" in text_of(screen, "#history-title")
         )
@@ -223,8 +223,8 @@ async def test_runs_with_energy_show_its_columns_detail_and_chart(tmp_path):
         screen = app.screen
         assert await wait_for(pilot, lambda: screen.loaded and screen.runs)
         await pilot.pause()
-        table = screen.query_one(DataTable)
-        labels = [str(c.label) for c in table.columns.values()]
+        table = screen.table
+        labels = [c.label for c in table.columns]
         assert labels[-4:] == ["tok/J", "Avg W", "Thr %", "CB"]
         run = recorded[0]
         row = table.get_row(run.id)
@@ -305,7 +305,7 @@ async def test_failed_and_reference_rows_look_like_what_they_are(tmp_path):
         screen = app.screen
         assert await wait_for(pilot, lambda: screen.loaded and len(screen.runs) == 4)
         await pilot.pause()
-        table = screen.query_one(DataTable)
+        table = screen.table
         assert [r.id for r in screen.shown][-1] == ref  # the newest stored, yet listed last
         cells = {key: str(c) for (key, _), c in zip(screen.columns, table.get_row(bad))}
         assert cells["done"] == "✗ 0/50" and cells["tput"] == cells["ttft"] == "—"

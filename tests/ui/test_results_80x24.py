@@ -78,7 +78,7 @@ async def test_history_80x24_keeps_the_key_metrics(store):
         assert {"done", "tput", "ttft", "itl", "model", "setup"} <= set(keys)
         assert "partition" not in keys  # given way first
         table = screen.table
-        widths = sum(c.get_render_width(table) for c in table.columns.values())
+        widths = sum(table.column_widths)
         assert widths <= 80 - 2  # no sideways scrolling to reach a number
 
 

@@ -31,7 +31,6 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import (
     Button,
-    DataTable,
     Input,
     RadioButton,
     RadioSet,
@@ -75,9 +74,10 @@ from console.ui.model.history_view import (
 from console.ui.results_store import HistoryRuns, history_of
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.form_dialog import FORM_CSS, FormDialog
-from console.ui.screens.history_pages import AHEAD, PAGE, HistoryQuery, Page, RunsTable, read_pages
+from console.ui.screens.history_pages import AHEAD, PAGE, HistoryQuery, Page, read_pages
 from console.ui.widgets.bench_plots import LivePlot
 from console.ui.widgets.key_bar import KeyBar
+from console.ui.widgets.run_table import Column, RunTable
 from console.ui.workers import run_named
 
 if TYPE_CHECKING:
@@ -402,25 +402,25 @@ class HistoryScreen(Screen):
     # ------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        # titled_table's three widgets, with the table that keeps rows' renderings (history_pages.py)
+        # titled_table's three widgets, with a table that draws only the rows in view (run_table.py)
         yield Static(id="history-title")
-        yield RunsTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        yield RunTable(id="history-table")
         yield Static(id="history-detail")
         yield Static(id="history-status")
         yield Input(placeholder=FILTER_HINT, id="history-filter", compact=True)
         yield KeyBar()
 
-    def _set_columns(self, table: DataTable, columns: tuple[tuple[str, str], ...]) -> None:
+    def _set_columns(self, table: RunTable, columns: tuple[tuple[str, str], ...]) -> None:
         self.columns = columns
-        for key, label in columns:
-            table.add_column(
-                Text(label, justify="right" if key in RIGHT else "left"),
-                key=key,
-                width=MARK_WIDTH if key == "mark" else None,
-            )
+        table.set_columns(
+            [
+                Column(key, label, right=key in RIGHT, width=MARK_WIDTH if key == "mark" else None)
+                for key, label in columns
+            ]
+        )
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.table
         self._set_columns(table, columns_for(()))
         self.query_one("#history-filter", Input).cursor_blink = getattr(self.app, "cursor_blink", True)
         table.focus()
@@ -428,8 +428,8 @@ class HistoryScreen(Screen):
         self.action_reload()
 
     @property
-    def table(self) -> RunsTable:
-        return self.query_one("#history-table", RunsTable)
+    def table(self) -> RunTable:
+        return self.query_one("#history-table", RunTable)
 
     @property
     def filter_text(self) -> str:
@@ -514,9 +514,10 @@ class HistoryScreen(Screen):
         self.runs = made + ([r for r in runs if is_reference(r)] if self.exhausted else [])
         self.shown = self.runs
 
-    def _load_if_near_end(self) -> None:
-        row = self.table.cursor_row
-        if not self.exhausted and (row is None or row >= len(self.shown) - AHEAD):
+    def _load_if_near_end(self, bottom: int = -1) -> None:
+        """The next page when the cursor, or the last row in view, nears the end of those read."""
+        row = max(self.table.cursor_row, bottom)
+        if not self.exhausted and row >= len(self.shown) - AHEAD:
             self._load_more()
 
     # ------------------------------------------------------------ drawing
@@ -538,17 +539,16 @@ class HistoryScreen(Screen):
         # the least important columns first (fit_table), never the key metrics
         columns, fitted = fit_table(self._cells(self.shown), self.size.width or 120, columns_for(self.runs))
         if columns != self.columns:
-            table.clear(columns=True)
             self._set_columns(table, columns)
         else:
             table.clear()
         self._add_rows(self.shown, fitted)
-        ids = [r.id for r in self.shown]
-        if current is not None and current in ids:
-            table.move_cursor(row=ids.index(current), animate=False)
+        self._set_total()
+        row = table.row_index(current) if current is not None else None
+        if row is not None:
+            table.move_cursor(row=row, animate=False)
         self._show_title()
         self._show_detail()
-        table.warm_ahead()  # added rows drop the table's rendered rows
 
     def _append(self, runs: Sequence[StoredRun]) -> None:
         """The rows of the next page under those shown; all again when they need other columns."""
@@ -558,20 +558,27 @@ class HistoryScreen(Screen):
                 self._fill()
                 return
             self._add_rows(runs, fitted)
-            self.query_one(RunsTable).warm_ahead()  # added rows drop the table's rendered rows
+        self._set_total()
         self._show_title()
         self._show_detail()
 
     def _add_rows(self, runs: Sequence[StoredRun], fitted: list[dict[str, str]]) -> None:
-        table = self.table
-        columns = self.columns
+        keys = [key for key, _ in self.columns[1:]]
+        rows = []
         for run, cells in zip(runs, fitted):
-            row = [self._mark_cell(run.id)]
             style = self._row_style(run)
-            row += [
-                Text(cells[key], style=style, justify="right" if key in RIGHT else "left") for key, _ in columns[1:]
-            ]
-            table.add_row(*row, key=run.id)
+            row = [self._mark_cell(run.id)]
+            row += [Text(cells[key], style=style, justify="right" if key in RIGHT else "left") for key in keys]
+            rows.append((run.id, row))
+        self.table.add_rows(rows)
+
+    def _set_total(self) -> None:
+        """The table spans every run the store counted for the filter: the rows not read yet are
+        placeholders until their page comes (the filter's own words: only the rows read)."""
+        left = 0
+        if not self.exhausted and not self._query.words and self.matching is not None:
+            left = max(0, self.matching - len(self._read) - len(self.load_errors))
+        self.table.set_total(len(self.shown) + left)
 
     def _row_style(self, run: StoredRun) -> str:
         """Failed runs in the error colour; reference rows dim (published numbers, not runs here)."""
@@ -629,6 +636,8 @@ class HistoryScreen(Screen):
             if self.unavailable is not None:
                 return Text(self.unavailable)
             empty = self.loaded and self.exhausted and not self.runs and not self.filter_text
+            if not empty and self.table.cursor_row >= len(self.shown) and not self.exhausted:
+                return Text("reading…", style="dim")  # a placeholder row: its page is on its way
             return Text("no stored results yet: i imports result files or bench output" if empty else "")
         parts = [run.id]
         if is_reference(run):  # where the numbers come from, not when they were imported
@@ -656,20 +665,21 @@ class HistoryScreen(Screen):
         if self.loaded:
             self._fill()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_run_table_cursor_moved(self, event: RunTable.CursorMoved) -> None:
         self._show_detail()
-        self.query_one(RunsTable).warm_ahead()
         if self.loaded and not self._loading:
             self._load_if_near_end()
+
+    def on_run_table_view_moved(self, event: RunTable.ViewMoved) -> None:
+        if self.loaded and not self._loading:
+            self._load_if_near_end(event.bottom)
 
     # ------------------------------------------------------------ selection
 
     @property
     def cursor_run(self) -> str | None:
-        table = self.table
-        if not self.shown or table.cursor_row is None or not 0 <= table.cursor_row < len(self.shown):
-            return None
-        return self.shown[table.cursor_row].id
+        row = self.table.cursor_row
+        return self.shown[row].id if 0 <= row < len(self.shown) else None
 
     def _run(self, run_id: str | None) -> StoredRun | None:
         return self._by_id.get(run_id) if run_id is not None else None
@@ -684,9 +694,9 @@ class HistoryScreen(Screen):
             self.marked.append(run_id)
         table = self.table
         for other in self.marked + [run_id]:  # numbers shift when one is unmarked
-            if other in table.rows:
+            if table.row_index(other) is not None:
                 table.update_cell(other, "mark", self._mark_cell(other))
-        if table.cursor_row is not None and table.cursor_row + 1 < len(self.shown):
+        if table.cursor_row + 1 < len(self.shown):
             table.move_cursor(row=table.cursor_row + 1, animate=False)
         self._show_title()
 

@@ -11,9 +11,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from textual.coordinate import Coordinate
-from textual.widgets import DataTable
-
 from console.core.results.record import StoredRun
 from console.core.text import one_line
 from console.services.results import StoreError
@@ -22,9 +19,9 @@ from console.ui.model.history_view import run_haystack
 if TYPE_CHECKING:
     from console.services.history import History
 
-__all__ = ["AHEAD", "PAGE", "SCAN", "HistoryQuery", "Page", "RunsTable", "read_pages"]
+__all__ = ["AHEAD", "PAGE", "SCAN", "HistoryQuery", "Page", "read_pages"]
 
-PAGE = 200  # rows read at a time (a screen shows 20-50; adding rows re-renders those in view)
+PAGE = 200  # rows read at a time (a screen shows 20-50)
 AHEAD = 150  # the next page is read when the cursor comes this close to the last row read (3 page keys)
 SCAN = 500  # runs read at a time while the filter's words are matched against them
 KEYS = ("node", "model", "label", "preset", "since")
@@ -110,56 +107,3 @@ def read_pages(history: History, query: HistoryQuery, before: str | None, *, fir
                 return
     except StoreError as exc:
         yield Page(exhausted=True, unavailable=f"history unavailable: {one_line(exc)}")
-
-
-_AWAY = Coordinate(-1, -1)
-
-
-class RunsTable(DataTable):
-    """The history's table: a row cursor whose moves redraw two rows, not every row in view.
-
-    DataTable keys a row's cached rendering by where the cursor and the mouse are, so after
-    each move of the cursor a scroll (the cursor at the bottom, going down) renders every
-    cell in view again. With a row cursor, a row is drawn the same wherever the cursor is
-    unless it is on that row: rows away from it are rendered (and cached) as if it were
-    nowhere, and a scrolling key renders the one new row and the cursor's. Rows not yet in
-    view are rendered ahead between keys (warm_ahead), so a page key finds most of them."""
-
-    WARM_ROWS = 4  # rows rendered ahead per step (a few ms: a key waits for one step at most)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._warm_generation = 0
-
-    def warm_ahead(self) -> None:
-        """Render the screenful below the view, and the one above, a few rows per step while
-        nobody types: a page key then draws rows already rendered. A key (a new call) stops it."""
-        self._warm_generation += 1
-        generation = self._warm_generation
-        height = max(1, self.size.height)
-        top = int(self.scroll_y)
-        rows = [*range(top + height, top + 2 * height), *range(max(0, top - height), top)]
-        rows = [r for r in rows if r < self.row_count]
-
-        def step() -> None:
-            if generation != self._warm_generation or not self.is_attached:
-                return
-            style = self.rich_style
-            for row in rows[: self.WARM_ROWS]:
-                if row < self.row_count:  # (cleared meanwhile: a new reading)
-                    key = self._row_locations.get_key(row)
-                    self._render_line_in_row(key, 0, style, self.cursor_coordinate, self.hover_coordinate)
-            del rows[: self.WARM_ROWS]
-            if rows:
-                self.set_timer(0.005, step)
-
-        self.set_timer(0.05, step)
-
-    def _render_line_in_row(self, row_key, line_no, base_style, cursor_location, hover_location):  # noqa: ANN001, ANN202 - DataTable's
-        if self.cursor_type == "row" and row_key in self._row_locations:
-            row = self._row_locations.get(row_key)
-            if cursor_location.row != row:
-                cursor_location = _AWAY
-            if hover_location.row != row:
-                hover_location = _AWAY
-        return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
