@@ -14,7 +14,15 @@ telemetry writes one ``hello`` line, a ``static`` line (again whenever the
 GPUs are re-enumerated with different facts), then one ``sample`` line per
 tick for every logical GPU, and with --health-interval H (default 10 s, 0 = off) a
 ``health`` line after the sample of a tick that read some physical GPUs' health
-(round-robin: each GPU once per H seconds).  Sources, in order: the amdsmi Python module
+(round-robin: each GPU once per H seconds):
+``{"kind": "health", "ts": T, "interval": H, "gpus": [ENTRY, ...], "same": [PHYSICAL, ...]}``.
+A GPU's full ENTRY (its ``physical`` index and the source's results) goes in ``gpus`` on its
+first reading, whenever it differs from the last entry sent for that GPU (timestamps and the
+clocks of the residency counters left out of the comparison: sampling.HEALTH_VOLATILE), when
+it carries events or CPER records, and at least every 6th reading; otherwise the GPU's index
+goes in ``same``: read at T, nothing changed (the console carries its last reading forward to
+T).  ``same`` is left out when empty; a new agent (a reconnect) starts with full entries.
+Sources, in order: the amdsmi Python module
 (no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``, then for
 NVIDIA GPUs (nvidia.py) NVML through pynvml and ``nvidia-smi --query-gpu``.
 When none works it writes an ``error`` line and exits 3.  Missing values are null.
@@ -49,6 +57,7 @@ from sampling import (  # noqa: E402, F401 - nvidia.py and doctor.py are handed 
     MAX_CLI_FAILURES,
     AgentError,
     ControlReader,
+    HealthDelta,
     HealthSpread,
     SendRate,
     SourceUnavailable,
@@ -223,11 +232,14 @@ def run_ticks(
 ):
     """Write static once (and on change), then one sample per tick and, with
     ``health_interval`` > 0, a health line after the samples of the ticks that read
-    some GPUs' health (HealthSpread: every GPU once per health interval).  With a
+    some GPUs' health (HealthSpread: every GPU once per health interval), a GPU's entry
+    in full only when it changed and every few readings, else its index in ``same``
+    (HealthDelta).  With a
     ``control`` reader the console may ask for a full sample every N ticks only
     (SendRate): every K-th of the other ticks writes a ``tick`` line; health lines are not
     affected."""
     spread = HealthSpread(interval, health_interval) if health_interval > 0 else None
+    delta = HealthDelta()
     rate = SendRate()
     static = sampler.static()
     writer.write({"kind": "static", "ts": time.time(), "gpus": static})
@@ -250,6 +262,8 @@ def run_ticks(
         # left open all day) wakes once per node and tick, not once per line.
         lines = []
         changed = sampler.refresh(tick)
+        if changed is not None:
+            delta.reset()  # a new enumeration: every GPU's next entry in full
         if changed is not None and changed != static:
             static = changed
             lines.append({"kind": "static", "ts": time.time(), "gpus": static})
@@ -263,7 +277,11 @@ def run_ticks(
                 lines.append({"kind": "tick", "ts": last["ts"], "seq": tick})
         entries = health_entries(sampler, spread) if spread is not None else None
         if entries:
-            lines.append({"kind": "health", "ts": time.time(), "interval": health_interval, "gpus": entries})
+            full, same = delta.split(entries)
+            health = {"kind": "health", "ts": time.time(), "interval": health_interval, "gpus": full}
+            if same:
+                health["same"] = same
+            lines.append(health)
         if lines:
             writer.write(*lines)
         deadline = next_deadline(deadline, interval, clock())

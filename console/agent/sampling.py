@@ -236,6 +236,90 @@ class HealthSpread:
         return out
 
 
+FULL_EVERY = 6  # a GPU's health entry goes out in full at least every this many readings (1 min at 10 s)
+# What of a health entry moves at every reading without saying anything about the GPU's health:
+# timestamps, the clocks the residency counters are read against, a bandwidth. Left out when an
+# entry is compared with the last one sent (a residency counter itself is compared: it moves
+# only while the GPU throttles). (path to a dict, its keys)
+HEALTH_VOLATILE = (
+    (("results", "amdsmi_get_violation_status"), ("reference_timestamp", "violation_timestamp", "acc_counter")),
+    (("results", "amdsmi_get_gpu_metrics_info"), ("accumulation_counter",)),
+    (("results", "amdsmi_get_pcie_info", "pcie_metric"), ("pcie_bandwidth",)),
+    (("nvml",), ("t", "calls")),
+)
+CPER_RESULT = "amdsmi_get_gpu_cper_entries"
+
+
+def _without(obj, path, keys):
+    """``obj`` with ``keys`` removed from the dict at ``path`` (copies along the path only)."""
+    if not isinstance(obj, dict):
+        return obj
+    if not path:
+        return dict((k, v) for k, v in obj.items() if k not in keys)
+    inner = obj.get(path[0])
+    if not isinstance(inner, dict):
+        return obj
+    out = dict(obj)
+    out[path[0]] = _without(inner, path[1:], keys)
+    return out
+
+
+def _steady(entry):
+    """What of a health entry is compared between two readings of a GPU."""
+    for path, keys in HEALTH_VOLATILE:
+        entry = _without(entry, path, keys)
+    results = entry.get("results")
+    if isinstance(results, dict) and CPER_RESULT in results and not results[CPER_RESULT]:
+        entry = _without(entry, ("results",), (CPER_RESULT,))  # read, nothing new: as not read
+    return entry
+
+
+def _news(entry):
+    """The entry carries something that happened (events, CPER records): always sent in full."""
+    results = entry.get("results")
+    nvml = entry.get("nvml")
+    return bool(
+        entry.get("events")
+        or (isinstance(results, dict) and results.get(CPER_RESULT))
+        or (isinstance(nvml, dict) and nvml.get("xid_events"))
+    )
+
+
+class HealthDelta:
+    """Which GPUs of a health line get their full entry (``gpus``) and which are only said to
+    be read and unchanged (``same``: their physical indices).  A GPU's entry goes in full when
+    it differs from the last one sent for that GPU (HEALTH_VOLATILE left out of the
+    comparison), when it carries events or CPER records, on its first reading and at least
+    every ``full_every`` readings (a console that missed one recovers); the console carries
+    its last reading of a ``same`` GPU forward to the line's time.  A new agent (a reconnect)
+    or a new enumeration (``reset``) starts with full entries."""
+
+    def __init__(self, full_every=FULL_EVERY):
+        self.full_every = max(1, int(full_every))
+        self._sent = {}  # physical -> [the compared part of the last entry sent, readings since]
+
+    def reset(self):
+        self._sent = {}
+
+    def split(self, entries):
+        """(entries to send in full, physical indices of the others)."""
+        full, same = [], []
+        for entry in entries:
+            physical = entry.get("physical") if isinstance(entry, dict) else None
+            if not isinstance(physical, int) or isinstance(physical, bool):
+                full.append(entry)  # not ours to judge: the console names what is wrong with it
+                continue
+            steady = _steady(entry)
+            last = self._sent.get(physical)
+            if last is not None and last[1] + 1 < self.full_every and last[0] == steady and not _news(entry):
+                last[1] += 1
+                same.append(physical)
+            else:
+                self._sent[physical] = [steady, 0]
+                full.append(entry)
+        return full, same
+
+
 # ------------------------------------------------------------------ rate control
 
 MAX_EVERY = 600  # ticks between two full samples, at most

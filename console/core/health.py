@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -46,6 +47,7 @@ __all__ = [
     "HealthTracker",
     "HealthVerdict",
     "LinkHealth",
+    "carried",
     "evaluate",
     "from_amdsmi",
     "from_nvml",
@@ -177,6 +179,9 @@ class HealthReading:
     # AMD CPER records logged since the previous read, (severity, notify type) each: () = read,
     # none new; None = not read this time (the agent reads them every few readings) or no such call
     cper_records: tuple[tuple[str, str], ...] | None = None
+    # The agent said the GPU was read at t and nothing changed (its health line's ``same``): the
+    # values are those of the full reading taken at this time (its counters, their clock too)
+    carried_from: float | None = None
 
     def residency_of(self, reason: str) -> float | None:
         for name, value in self.residency or ():
@@ -268,6 +273,8 @@ def interval_throttle(prev: HealthReading | None, cur: HealthReading) -> tuple[f
 def _residency_share(a: HealthReading, b: HealthReading) -> tuple[float, str | None] | None:
     if a.residency is None or b.residency is None:
         return None
+    if b.carried_from is not None and b.residency == a.residency:
+        return 0.0, None  # the agent compared the counters: none moved since a
     if b.residency_clock is not None and a.residency_clock is not None:
         base = b.residency_clock - a.residency_clock
     elif b.residency_clock is None and a.residency_clock is None:
@@ -276,6 +283,11 @@ def _residency_share(a: HealthReading, b: HealthReading) -> tuple[float, str | N
         return None
     if base <= 0:
         return None
+    # a carries the counters (and their clock) of the reading at a.carried_from, unchanged up to
+    # a.t: what grew over the clock's span grew within a.t..b.t (the clock runs with the wall's)
+    stretch = 1.0
+    if a.carried_from is not None and a.residency_clock is not None and b.t > a.t:
+        stretch = max(1.0, (b.t - a.carried_from) / (b.t - a.t))
     best, reason = 0.0, None
     for name, value in b.residency:
         before = a.residency_of(name)
@@ -285,7 +297,7 @@ def _residency_share(a: HealthReading, b: HealthReading) -> tuple[float, str | N
         if delta < 0:
             return None  # the counters were reset (driver reload): not a share
         # Reasons overlap (power and thermal at once), so the largest one is the share.
-        share = min(1.0, delta / base)
+        share = min(1.0, delta / base * stretch)
         if share > best:
             best, reason = share, name
     return best, reason
@@ -450,11 +462,18 @@ class HealthTracker:
         return self._readings[-1] if self._readings else None
 
     def add(self, reading: HealthReading) -> HealthVerdict:
-        if self._readings and reading.t < self._readings[-1].t:
+        readings = self._readings
+        if readings and reading.t < readings[-1].t:
             return self.verdict  # out of order (a replayed line): the history only moves forward
-        if reading.firmware is None and self._readings and self._readings[-1].firmware is not None:
-            reading = dataclasses.replace(reading, firmware=self._readings[-1].firmware)
-        self._readings.append(reading)
+        if reading.firmware is None and readings and readings[-1].firmware is not None:
+            reading = dataclasses.replace(reading, firmware=readings[-1].firmware)
+        if len(readings) >= 2 and _same_values(reading, readings[-1]) and _same_values(readings[-1], readings[-2]):
+            # The middle of a run of equal readings says nothing its two ends do not (no rule, no
+            # chart): the run is kept as its first and newest readings, so a healthy GPU read
+            # every 10 s for an hour is a few readings, not 360. The newest shares the run's values.
+            middle = readings.pop()
+            reading = _rebased(middle, reading)
+        readings.append(reading)
         self._faults.extend(reading.faults)
         horizon = reading.t - self.rules.history_s
         # Keep one reading at or before the horizon: the base of the window's first interval.
@@ -464,6 +483,51 @@ class HealthTracker:
             self._faults.popleft()
         self.verdict = evaluate(self._readings, self.rules, self._faults)
         return self.verdict
+
+
+def carried(reading: HealthReading, t: float) -> HealthReading:
+    """A GPU's last reading carried forward to ``t``: the agent read the GPU then and said
+    nothing changed (its health line's ``same``).  The news it brought (faults, CPER records)
+    is not brought again; its counters keep the clock of the full reading they come from."""
+    start = reading.carried_from if reading.carried_from is not None else reading.t
+    return _with(reading, t=t, faults=(), cper_records=None, carried_from=start)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(HealthReading))
+_set = object.__setattr__
+
+
+def _with(reading: HealthReading, **changes: Any) -> HealthReading:
+    """dataclasses.replace for the readings of every GPU's every health line: a third of its
+    cost (the dataclass has no __post_init__ to skip)."""
+    new = object.__new__(HealthReading)
+    for name in _FIELDS:
+        _set(new, name, changes[name] if name in changes else getattr(reading, name))
+    return new
+
+
+# what two readings of a run of equal ones share (all but the time, the residency counters'
+# clock, carried_from, the news: faults and CPER records are compared apart)
+_VALUES = operator.attrgetter(
+    *(
+        f.name
+        for f in dataclasses.fields(HealthReading)
+        if f.name not in ("t", "residency_clock", "carried_from", "faults", "cper_records")
+    )
+)
+
+
+def _same_values(a: HealthReading, b: HealthReading) -> bool:
+    return not (a.faults or b.faults or a.cper_records or b.cper_records) and _VALUES(a) == _VALUES(b)
+
+
+def _rebased(old: HealthReading, new: HealthReading) -> HealthReading:
+    """``new`` (equal values) on ``old``'s objects: one copy of a GPU's values in its history.
+    A CPER read that found nothing stays said (the detail's CPER row)."""
+    cper = () if old.cper_records is not None or new.cper_records is not None else None
+    if new.carried_from is not None and new.cper_records is cper:
+        return new  # carried: its values are the run's objects already
+    return _with(old, t=new.t, residency_clock=new.residency_clock, carried_from=new.carried_from, cper_records=cper)
 
 
 # ---------------------------------------------------------------- NVML

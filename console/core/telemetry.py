@@ -10,7 +10,10 @@ per physical GPU read on that tick, and an entry the console cannot read (not an
 object, no integer ``physical``, an unknown vendor, a ``results`` or ``nvml`` that
 is not an object) is skipped with a one-line note naming the GPU (``HealthFrame.notes``),
 so that one bad GPU cannot take a node's whole telemetry stream down. A line whose
-own fields (ts, interval, gpus) are wrong is a protocol error like any other. Lines are
+own fields (ts, interval, gpus, same) are wrong is a protocol error like any other. A GPU
+the agent read and found unchanged is only named in ``same`` (its physical index): the
+decoder validates the indices (a bad one is a note) and the service that keeps the GPU's
+last reading carries it forward to the line's time (core/health.py ``carried``). Lines are
 decoded within limits (console/core/node_json.py), and every text field is made
 printable (console/core/text.py) before it can reach a screen.
 """
@@ -265,6 +268,11 @@ def _health(obj: dict) -> HealthFrame:
         raise ValueError("gpus is not a list")
     if len(gpus) > MAX_HEALTH_GPUS:
         raise ValueError(f"{len(gpus)} GPU entries (at most {MAX_HEALTH_GPUS})")
+    same = obj.get("same", ())
+    if not isinstance(same, (list, tuple)):
+        raise ValueError("same is not a list")
+    if len(gpus) + len(same) > MAX_HEALTH_GPUS:
+        raise ValueError(f"{len(gpus) + len(same)} GPUs read (at most {MAX_HEALTH_GPUS})")
     readings: list[HealthReading] = []
     notes: list[str] = []
     for n, entry in enumerate(gpus):
@@ -274,7 +282,19 @@ def _health(obj: dict) -> HealthFrame:
             physical = entry.get("physical") if isinstance(entry, dict) else None
             who = f"GPU {physical}" if isinstance(physical, int) and not isinstance(physical, bool) else f"entry {n}"
             notes.append(f"health of {who} skipped: {printable(clip(str(exc), 120))}")
-    return HealthFrame(ts=ts, interval=interval or 0.0, readings=tuple(readings), notes=tuple(notes))
+    unchanged: list[int] = []
+    for n, physical in enumerate(same):
+        if type(physical) is not int or physical < 0:  # bool is not an index either
+            notes.append(f"health: same[{n}] skipped: not a GPU index: {printable(clip(repr(physical), 40))}")
+        elif any(r.gpu == physical for r in readings):
+            notes.append(f"health of GPU {physical}: both read in full and said unchanged, the full reading kept")
+        elif physical in unchanged:
+            notes.append(f"health of GPU {physical}: said unchanged twice in one line, once kept")
+        else:
+            unchanged.append(physical)
+    return HealthFrame(
+        ts=ts, interval=interval or 0.0, readings=tuple(readings), notes=tuple(notes), same=tuple(unchanged)
+    )
 
 
 def _probe(obj: dict) -> ProbeInfo:

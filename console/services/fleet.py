@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from console.core.backoff import backoff_delay
 from console.core.events import Event, EventDetector
-from console.core.health import UNKNOWN, HealthReading, HealthRules
+from console.core.health import UNKNOWN, HealthReading, HealthRules, carried
 from console.core.model import (
     AgentFailure,
     AgentHello,
@@ -487,7 +487,7 @@ class FleetTelemetry:
             self._set_health(track, NodeHealth.LIVE, None)
             self._emit(TelemetryReceived(track.spec.name, message, now))
         elif isinstance(message, HealthFrame):
-            self.ingest_health(track.spec.name, message.readings, notes=message.notes)
+            self.ingest_health(track.spec.name, message.readings, notes=message.notes, same=message.same, t=message.ts)
         elif isinstance(message, ProbeInfo):
             track.snapshot = replace(snap, probe=message)
         elif isinstance(message, AgentFailure):
@@ -551,11 +551,22 @@ class FleetTelemetry:
         track.snapshot = replace(snap, latest=frame, last_sample_ts=sample_at, source=source, interval=interval)
         self._emit(TelemetryReceived(node, frame, self._clock()))
 
-    def ingest_health(self, node: str, readings: Iterable[HealthReading], *, notes: tuple[str, ...] = ()) -> None:
+    def ingest_health(
+        self,
+        node: str,
+        readings: Iterable[HealthReading],
+        *,
+        notes: tuple[str, ...] = (),
+        same: tuple[int, ...] = (),
+        t: float = 0.0,
+    ) -> None:
         """Health readings of some of a node's physical GPUs (an agent's health line, or DME's
         families): verdicts into snapshot.gpu_health, GpuHealthChanged when a state moved, and
-        the events they cause as GpuEventsSeen."""
+        the events they cause as GpuEventsSeen.  ``same``: GPUs the agent read at ``t`` and
+        found unchanged, their last reading carried forward to ``t``."""
         track = self._tracks[node]
+        if same:
+            readings, notes = self._carried(node, readings, same, t, notes)
         if notes and notes != track.health_notes:
             for note in notes:
                 log.warning("%s: %s", node, note)
@@ -585,6 +596,19 @@ class FleetTelemetry:
             self._emit(GpuEventsSeen(node, tuple(events)))
         if self.health_read is not None:
             self.health_read(node, read)
+
+    def _carried(
+        self, node: str, readings: Iterable[HealthReading], same: tuple[int, ...], t: float, notes: tuple[str, ...]
+    ) -> tuple[list[HealthReading], tuple[str, ...]]:
+        out = list(readings)
+        for physical in same:
+            tracker = self.detector.tracker(node, physical)
+            last = tracker.last if tracker is not None else None
+            if last is None:  # its full entry was skipped (or never sent): the next one comes within 6 readings
+                notes += (f"health of GPU {physical} said unchanged before any reading of it: skipped",)
+            else:
+                out.append(carried(last, t))
+        return out, notes
 
     def watch(self, nodes: Iterable[str]) -> None:
         """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values

@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 from typing import Iterable
 
-from console.core.health import UNKNOWN, HealthReading, HealthRules, HealthTracker
+from console.core.health import UNKNOWN, HealthReading, HealthRules, HealthTracker, carried
 from console.core.model import (
     AgentFailure,
     AgentHello,
@@ -58,7 +58,8 @@ async def sample_node(
         elif isinstance(message, TelemetryFrame):
             snap = replace(snap, latest=message, last_sample_ts=time.time(), health=NodeHealth.LIVE)
         elif isinstance(message, HealthFrame):
-            readings += message.readings
+            latest = {r.gpu: r for r in readings}  # a GPU the agent found unchanged: its last reading, carried on
+            readings += message.readings + tuple(carried(latest[p], message.ts) for p in message.same if p in latest)
         elif isinstance(message, AgentFailure):
             return replace(snap, health=NodeHealth.DOWN, error=f"{node.name}: {message.message}")
     if readings and health is not None:

@@ -65,8 +65,16 @@ class Agent:
             self.lines.append((time.time(), json.loads(line)))
 
     def health_after(self, t: float) -> list[dict]:
-        """Every health entry of a line written after unix time t."""
+        """Every full health entry of a line written after unix time t."""
         return [g for at, o in list(self.lines) if o["kind"] == "health" and o["ts"] > t for g in o["gpus"]]
+
+    def readings_after(self, t: float) -> int:
+        """GPU readings of the lines written after unix time t: full entries and `same` ones."""
+        return sum(
+            len(o["gpus"]) + len(o.get("same", ()))
+            for at, o in list(self.lines)
+            if o["kind"] == "health" and o["ts"] > t
+        )
 
     def wait(self, predicate, timeout: float = 30.0) -> bool:
         end = time.monotonic() + timeout
@@ -110,10 +118,13 @@ def test_health_lines_spread_every_gpu_once_per_interval_and_a_healthy_node_is_o
     for i, o in enumerate(lines):
         if o["kind"] == "health":
             assert lines[i - 1]["kind"] == "sample"
-    per_tick = [[g["physical"] for g in o["gpus"]] for o in health]
+    per_tick = [sorted([g["physical"] for g in o["gpus"]] + o.get("same", [])) for o in health]
     assert max(len(p) for p in per_tick) <= math.ceil(8 * 0.1 / 0.5)  # never a burst of all GPUs
     order = [p for tick in per_tick for p in tick]
-    assert order[:16] == list(range(8)) * 2  # round-robin: every GPU once per 5 ticks (0.5 s)
+    assert order[:24] == list(range(8)) * 3  # round-robin: every GPU once per 5 ticks (0.5 s)
+    # the first two rounds in full (the second has no firmware: it differs), the third unchanged: `same`
+    assert [g["physical"] for o in health for g in o["gpus"]][:16] == list(range(8)) * 2
+    assert [p for o in health for p in o.get("same", [])][:8] == list(range(8))
     first = {}
     for entry in (g for o in health for g in o["gpus"]):
         assert (entry["vendor"], entry["source"]) == ("amd", "amdsmi")
@@ -190,11 +201,9 @@ def test_cper_records_read_every_few_readings_only_the_new_ones(amd):
     module_dir, state = amd
     agent = Agent(module_dir, state, {"gpu": "MI300X", "count": 1}, "--interval", "0.1", "--health-interval", "0.1")
     try:
-        assert agent.wait(lambda: len(agent.health_after(0)) >= 14)
+        assert agent.wait(lambda: len(agent.health_after(0)) >= 1)
         early = agent.health_after(0)
-        read = [i for i, g in enumerate(early) if "amdsmi_get_gpu_cper_entries" in g["results"]]
-        assert read[:2] == [0, 12]  # the first reading, then every 12th (2 min at the default 10 s)
-        assert all(early[i]["results"]["amdsmi_get_gpu_cper_entries"] == {} for i in read)  # healthy: none
+        assert early[0]["results"]["amdsmi_get_gpu_cper_entries"] == {}  # the first reading; healthy: none
         written = time.time()
         faults.add_fault(str(state), 0, "ecc_uncorrectable")
 
@@ -206,19 +215,48 @@ def test_cper_records_read_every_few_readings_only_the_new_ones(amd):
                 if "amdsmi_get_gpu_cper_entries" in g["results"]
             ]
 
-        assert agent.wait(lambda: len(cper_reads()) >= 2)
-        first, second = cper_reads()[:2]
+        assert agent.wait(lambda: len(cper_reads()) >= 1)
         with_error = next(
             g for g in agent.health_after(written + 0.05) if "amdsmi_get_gpu_cper_entries" in g["results"]
         )
         assert with_error["results"]["amdsmi_get_gpu_total_ecc_count"]["uncorrectable_count"] == 1
+        first = cper_reads()[0]
         assert list(first.values())[0]["error_severity"] == "non_fatal_uncorrected"
-        assert len(first) == 1 and second == {}  # the cursor moved past it
         reading = from_amdsmi(0, time.time(), {"amdsmi_get_gpu_cper_entries": first})
         assert reading.cper_records == (("non_fatal_uncorrected", "MCE"),)
+        # the cursor moved past it: the next CPER reads (every 12th reading: full entries only when
+        # something changed, so counted over the GPU's every reading, `same` too) bring nothing
+        after = agent.readings_after(written + 0.05)
+        assert agent.wait(lambda: agent.readings_after(written + 0.05) >= after + 2 * 12, timeout=60)
+        assert len(first) == 1 and all(got == {} for got in cper_reads()[1:])
     finally:
         err = agent.stop()
     assert "Traceback" not in err
+
+
+def test_cper_read_on_a_gpus_first_reading_then_every_12th():
+    """The CPER call's cadence (amd_health.py): the first reading, then every CPER_EVERY (2 min
+    at the default 10 s), each from the cursor the previous call returned."""
+    sys.path.insert(0, str(ROOT / "console" / "agent"))
+    try:
+        import amd_health
+    finally:
+        sys.path.remove(str(ROOT / "console" / "agent"))
+    cursors = []
+
+    class Amdsmi:
+        AmdSmiGpuBlock: list = []
+
+        def __getattr__(self, name):
+            if name == "amdsmi_get_gpu_cper_entries":
+                return lambda handle, mask, size, cursor: cursors.append(cursor) or ({}, cursor + 1, [], 0)
+            return lambda *args: {}
+
+    reader = amd_health.AmdHealth(Amdsmi())
+    reader.enumerate([object()])
+    read = [i for i in range(30) if "amdsmi_get_gpu_cper_entries" in reader.read(0)["results"]]
+    assert read == [0, amd_health.CPER_EVERY, 2 * amd_health.CPER_EVERY] and amd_health.CPER_EVERY == 12
+    assert cursors == [0, 1, 2]
 
 
 def test_an_amdsmi_without_the_cper_call_sends_no_cper_result(tmp_path):

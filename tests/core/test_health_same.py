@@ -1,0 +1,101 @@
+"""A health line's ``same``: the GPUs the agent read and found unchanged, by physical index
+(core/telemetry.py decodes them; core/health.py ``carried`` brings the last reading forward),
+and what the history and the throttle share make of readings carried forward."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from console.core.health import HealthReading, HealthRules, HealthTracker, carried, throttle_share
+from console.core.telemetry import MAX_HEALTH_GPUS, AgentProtocolError, parse_agent_line
+from tests.services.health_lines import amd_entry
+
+
+def line(ts: float, entries: list, **extra) -> str:
+    return json.dumps({"kind": "health", "ts": ts, "interval": 10.0, "gpus": entries, **extra})
+
+
+def test_same_names_the_gpus_read_and_unchanged_beside_the_full_entries():
+    frame = parse_agent_line(line(100.0, [amd_entry(1)], same=[0, 2]))
+    assert [r.gpu for r in frame.readings] == [1] and frame.same == (0, 2) and frame.notes == ()
+    assert frame.ts == 100.0
+
+
+def test_a_line_of_the_old_shape_has_no_same():
+    frame = parse_agent_line(line(100.0, [amd_entry(0), amd_entry(1)]))
+    assert [r.gpu for r in frame.readings] == [0, 1] and frame.same == ()
+
+
+def test_a_bad_index_in_same_is_one_note_naming_it_and_the_rest_is_kept():
+    frame = parse_agent_line(line(100.0, [amd_entry(1)], same=[0, "3", -1, True, 2.0, 0, 1, None]))
+    assert frame.same == (0,) and [r.gpu for r in frame.readings] == [1]
+    assert frame.notes == (
+        "health: same[1] skipped: not a GPU index: '3'",
+        "health: same[2] skipped: not a GPU index: -1",
+        "health: same[3] skipped: not a GPU index: True",
+        "health: same[4] skipped: not a GPU index: 2.0",
+        "health of GPU 0: said unchanged twice in one line, once kept",
+        "health of GPU 1: both read in full and said unchanged, the full reading kept",
+        "health: same[7] skipped: not a GPU index: None",
+    )
+
+
+@pytest.mark.parametrize(
+    ("same", "words"),
+    [
+        ({"0": 1}, "same is not a list"),
+        ("0,1", "same is not a list"),
+        (list(range(MAX_HEALTH_GPUS)), f"{MAX_HEALTH_GPUS + 1} GPUs read (at most {MAX_HEALTH_GPUS})"),
+    ],
+)
+def test_a_same_that_is_not_a_bounded_list_is_a_protocol_error(same, words):
+    with pytest.raises(AgentProtocolError, match=re.escape(words)):
+        parse_agent_line(line(100.0, [amd_entry(0)], same=same))
+
+
+def test_a_carried_reading_is_the_last_one_at_the_new_time_without_its_news():
+    frame = parse_agent_line(line(100.0, [amd_entry(0, uncorrectable=2)]))
+    first = frame.readings[0]
+    later = carried(first, 110.0)
+    assert later.t == 110.0 and later.gpu == 0 and later.ecc_uncorrectable == 2 and later.carried_from == 100.0
+    assert later.faults == () and later.cper_records is None
+    # carried again: still the values (and the counters' clock) of the reading at 100
+    assert carried(later, 120.0).carried_from == 100.0
+
+
+def reading(t: float, power: float, clock: float | None, **kw) -> HealthReading:
+    """A GPU whose residency counter for power throttling is `power` (clock: its counters' clock)."""
+    return HealthReading(
+        t, 0, "amd", ecc_correctable=0, residency=(("power", power),), residency_clock=clock, throttle_reasons=(), **kw
+    )
+
+
+def test_a_run_of_unchanged_readings_is_kept_as_its_two_ends_and_judged_the_same():
+    tracker = HealthTracker(HealthRules())
+    tracker.add(reading(0.0, 0.0, 0.0))
+    for k in range(1, 360):  # an hour of readings every 10 s, all unchanged (5 carried, then a full one)
+        if k % 6:
+            tracker.add(carried(tracker.last, 10.0 * k))
+        else:
+            tracker.add(reading(10.0 * k, 0.0, 1000.0 * k))
+    assert len(tracker.readings) == 2 and tracker.last.t == 3590.0
+    assert tracker.verdict.state == "ok" and tracker.verdict.throttle_share == 0.0
+
+
+def test_throttling_that_begins_after_carried_readings_is_counted_in_its_own_interval():
+    """The counters grow between a carried reading (the clock of the full one it carries) and
+    the next full one: the growth belongs to that last interval, not spread since the full one."""
+    history = [
+        reading(0.0, 0.0, 0.0),  # the clock runs 100 a second
+        carried(reading(0.0, 0.0, 0.0), 10.0),
+        carried(reading(0.0, 0.0, 0.0), 20.0),
+        carried(reading(0.0, 0.0, 0.0), 30.0),
+        reading(40.0, 1000.0, 4000.0),  # throttled all of the last 10 s: 1000 of the clock's 4000
+    ]
+    share, reason = throttle_share(history, 10.0)
+    assert reason == "power" and share == pytest.approx(1.0)
+    share_minute, _ = throttle_share(history, 60.0)
+    assert share_minute == pytest.approx(10.0 / 60.0)  # the window's other 30 s were carried: not throttled
