@@ -36,9 +36,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from console.core.model import NodeSpec
+if TYPE_CHECKING:  # annotations only: a fresh `results list` loads the store, not the records' module
+    from console.core.model import NodeSpec
 
 __all__ = [
     "ALERTS_FILE",
