@@ -1,7 +1,8 @@
 """`rocm-console store dump|load|info`: the history's database (docs/store.md) from scripts.
 
     rocm-console store dump DIR     every run, baseline, event and node-versions record as files
-                                    in the file store's layout (a backup anyone can read)
+                                    in the file store's layout (a backup anyone can read), and
+                                    the model pulls in pulls.jsonl
     rocm-console store load DIR     build or extend the store from such a folder (a dump, or an
                                     old data folder): same ids, nothing doubled
     rocm-console store info         where it is, its engine and schema, what it holds
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub) -> list[argparse.ArgumentParser]:
     ops = add_actions(sub, "store", help="the history's database: dump it to files, load files into it, info")
-    dump = ops.add_parser("dump", help="write every run, baseline and event as files (an empty or new DIR)")
+    dump = ops.add_parser("dump", help="write every run, baseline, event and model pull as files (an empty or new DIR)")
     dump.add_argument("dir", metavar="DIR", help="a new or empty folder")
     load = ops.add_parser("load", help="store what a dump (or an old data folder) holds: same ids, nothing doubled")
     load.add_argument("dir", metavar="DIR", help="a folder written by `store dump`, or a data folder")
@@ -63,9 +64,11 @@ def _load(args: argparse.Namespace, history: History) -> int:
     folder = Path(args.dir).expanduser()
     if not folder.is_dir():
         raise UsageError(f"{args.dir}: no such folder (give a folder written by `rocm-console store dump`)")
-    kinds = ("results", "baselines", "node-versions", "events.jsonl")
+    kinds = ("results", "baselines", "node-versions", "events.jsonl", "pulls.jsonl")
     if not any((folder / k).exists() for k in kinds):
-        raise UsageError(f"{args.dir}: holds no results, baselines, node-versions or events.jsonl (not a dump)")
+        raise UsageError(
+            f"{args.dir}: holds no results, baselines, node-versions, events.jsonl or pulls.jsonl (not a dump)"
+        )
     store = history.open()
     counts = migrate_file_store(folder, store)
     for line in counts.unreadable:
@@ -93,6 +96,7 @@ def _info(args: argparse.Namespace, history: History) -> int:
         "events": count("events"),
         "baselines": count("baselines"),
         "node_versions": count("node_versions"),
+        "pulls": count("pulls"),
         "migrated_from_files": history.meta("migrated_from_files"),
     }
     if args.json:
@@ -104,6 +108,7 @@ def _info(args: argparse.Namespace, history: History) -> int:
     print(f"events          {doc['events']}")
     print(f"baselines       {doc['baselines']}")
     print(f"node versions   {doc['node_versions']}")
+    print(f"model pulls     {doc['pulls']}")
     print(f"from files      {_migration_text(doc['migrated_from_files'])}")
     return EXIT_OK
 
@@ -118,7 +123,13 @@ def _migration_text(meta: object) -> str:
 
 
 def _counts(counts) -> dict:
-    return {"runs": counts.runs, "baselines": counts.baselines, "events": counts.events, "versions": counts.versions}
+    return {
+        "runs": counts.runs,
+        "baselines": counts.baselines,
+        "events": counts.events,
+        "versions": counts.versions,
+        "pulls": counts.pulls,
+    }
 
 
 def run(args: argparse.Namespace) -> int:

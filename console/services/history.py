@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from console.services.events import EventLog
     from console.services.node_versions import VersionsBook
     from console.services.store.baselines import BaselineTable
+    from console.services.store.pulls import PullTable
     from console.services.store.runs import RunTable
     from console.services.store.store import Store
 
@@ -201,6 +202,11 @@ class History:
     @property
     def baselines(self) -> BaselineTable:
         return self.open().baselines
+
+    @property
+    def pulls(self) -> PullTable:
+        """The model pulls (StoreError when the store cannot be opened)."""
+        return self.open().pulls
 
     def versions_book(self) -> VersionsBook:
         """The node-versions book over the store (StoreError when it cannot be opened)."""

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.core.instance_view import InstanceState, InstanceView
 from console.core.model import ModelsConfig, NodeSnapshot, NodeSpec
@@ -37,6 +37,10 @@ from console.core.models.settings import settings_from_args
 from console.services.agent_bundle import AgentCommand, install_agent
 from console.services.transports import TransportPool
 from console.transport.base import AGENT_OUTPUT_LIMIT, TransportError
+
+if TYPE_CHECKING:
+    from console.core.store.pulls import PullRecord
+    from console.services.history import History
 
 MODELS_TIMEOUT = 60.0  # a big cache is scanned file by file (stat only)
 RECORD_TIMEOUT = 15.0  # the prediction after a start: best effort
@@ -303,6 +307,8 @@ __all__ = [
     "node_gpus",
     "node_models",
     "plan",
+    "pull_record",
+    "record_pull",
 ]
 
 
@@ -530,7 +536,7 @@ def size_text(n: int | float) -> str:
     return f"{int(n)} B"
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     s = int(round(seconds))
     if s >= 3600:
         return f"{s // 3600} h {s % 3600 // 60:02d} min"
@@ -558,6 +564,9 @@ class PullStatus:
     attached: bool = False  # `models pull` found it already running
     pid: int | None = None
     cancelled: bool = False  # `models pull --cancel` stopped it (it was running)
+    started: float | None = None  # when the node started it (its supervisor's clock)
+    ended: float | None = None
+    files: int | None = None
 
     @property
     def percent(self) -> float:
@@ -569,7 +578,7 @@ class PullStatus:
             if self.rate:
                 text += f", {size_text(self.rate)}/s"
             if self.eta is not None:
-                text += f", ETA {_duration(self.eta)}"
+                text += f", ETA {duration_text(self.eta)}"
         return text
 
     def not_cancelled(self) -> str:
@@ -618,6 +627,9 @@ def _pull_status(node: str, rec: Mapping[str, Any]) -> PullStatus:
         attached=bool(rec.get("attached")),
         pid=rec.get("pid") if isinstance(rec.get("pid"), int) else None,
         cancelled=rec.get("cancelled") is True,
+        started=num("started"),
+        ended=num("ended"),
+        files=int(rec["files"]) if isinstance(rec.get("files"), int) else None,
     )
 
 
@@ -650,8 +662,10 @@ async def start_pull(
     settings: NodeModelSettings | None = None,
     cancel: bool = False,
     dry_run: bool = False,
+    history: History | None = None,
 ) -> PullStatus:
-    """Start the pull detached on the node (or find it running); ModelsError: the one-line refusal."""
+    """Start the pull detached on the node (or find it running); ModelsError: the one-line refusal.
+    `history`: the face's, where the pull's row is written (record_pull: best effort)."""
     settings = settings or settings_for(node)
     secrets = hub_secrets(settings)
     extra: list[str] = []
@@ -675,15 +689,21 @@ async def start_pull(
         raise ModelsError(f"{node.name}: model {model}: the agent sent no pull record")
     if rec.get("kind") == "plan":
         return PullStatus(node.name, "", model, "plan", int(rec.get("have_bytes") or 0), int(rec["total_bytes"]))
-    return _pull_status(node.name, rec)
+    status = _pull_status(node.name, rec)
+    await record_pull_async(history, status)  # started (or found running, or cancelled): its row
+    return status
 
 
 async def node_pulls(
-    pool: TransportPool, node: NodeSpec, settings: NodeModelSettings | None = None
+    pool: TransportPool, node: NodeSpec, settings: NodeModelSettings | None = None, history: History | None = None
 ) -> list[PullStatus]:
-    """Every pull the node's supervisor knows: running, done, failed or stopped."""
+    """Every pull the node's supervisor knows: running, done, failed or stopped. `history`:
+    each is recorded there (a pull started detached, or by another console, ended meanwhile)."""
     records = await _agent_or_empty(pool, node, "pulls", settings=settings)
-    return [_pull_status(node.name, r) for r in records if r.get("kind") == "pull"]
+    pulls = [_pull_status(node.name, r) for r in records if r.get("kind") == "pull"]
+    if history is not None and pulls:
+        await asyncio.to_thread(lambda: [record_pull(history, p) for p in pulls])
+    return pulls
 
 
 async def _agent_or_empty(pool: TransportPool, node: NodeSpec, op: str, **kw: Any) -> list[dict[str, Any]]:
@@ -705,13 +725,16 @@ async def follow_pull(
     timeout: float | None = None,
     settings: NodeModelSettings | None = None,
     silent_limit: float = 300.0,
+    history: History | None = None,
 ) -> PullStatus:
     """Poll the pull until it ends. A dropped link is retried (the pull goes on without us) for
-    `silent_limit` seconds; a pull the node no longer lists ends the follow after as long."""
+    `silent_limit` seconds; a pull the node no longer lists ends the follow after as long.
+    `history`: the pull's row is updated there when its state changes (its end)."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     last: PullStatus | None = None
     last_seen = loop.time()
+    recorded: tuple[float | None, str] | None = None
     while True:
         why = "no pull of it on the node"
         try:
@@ -724,6 +747,9 @@ async def follow_pull(
         if found is not None:
             last, last_seen = found, now
             on_status(found)
+            if recorded != (found.started, found.state):
+                recorded = (found.started, found.state)
+                await record_pull_async(history, found)
             if found.state != "running":
                 return found
         elif now - last_seen > silent_limit:
@@ -733,6 +759,64 @@ async def follow_pull(
                 raise ModelsError(f"{node.name}: model {model}: {why}")
             return last
         await asyncio.sleep(interval)
+
+
+# ---------------------------------------------------------------- pulls in the history (the store)
+
+
+def pull_record(status: PullStatus, origin: str | None = None) -> PullRecord | None:
+    """The store's record of a pull as the node tells it; None when it is not one yet (no start
+    time: its supervisor is starting it) or not a pull (a dry run's plan)."""
+    from console.core.store.pulls import PullRecord, one_line, pull_id, pull_state
+
+    state = pull_state(status.state)
+    if state is None or status.started is None:
+        return None
+    message = {
+        "ok": f"into {status.path}" if status.path else None,
+        "failed": status.error,
+        "cancelled": f"stopped at {size_text(status.bytes)} of {size_text(status.total_bytes)}",
+    }.get(state)
+    return PullRecord(
+        id=pull_id(status.node, status.model, status.started),
+        node=status.node,
+        model=status.model,
+        started=status.started,
+        state=state,
+        bytes=status.bytes,
+        total_bytes=status.total_bytes,
+        revision=status.revision,
+        target=status.target,
+        ended=status.ended if state != "running" else None,
+        files=status.files,
+        message=one_line(message),
+        origin=origin,
+    )
+
+
+def record_pull(history: History | None, status: PullStatus) -> bool:
+    """Write the pull's row through the face's History; whether it was written. Best effort: a
+    store that cannot be opened (History.problem says why) or fails under us never stops,
+    fails or delays a pull; the node keeps the pull's own record either way."""
+    from console.services.results import StoreError
+
+    record = pull_record(status, history.origin) if history is not None else None
+    if history is None or record is None:
+        return False
+    try:
+        table = history.pulls
+    except StoreError:
+        return False  # retried after History's RETRY_AFTER_S, at the pull's next change
+    try:
+        return table.record(record)
+    except StoreError as exc:
+        history.lost(exc)
+        return False
+
+
+async def record_pull_async(history: History | None, status: PullStatus) -> None:
+    if history is not None:  # a thread: opening the store (and its catch-up) never holds the loop
+        await asyncio.to_thread(record_pull, history, status)
 
 
 ENDED = (InstanceState.EXITED, InstanceState.FAILED, InstanceState.STOPPED)

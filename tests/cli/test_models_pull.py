@@ -56,9 +56,10 @@ def test_an_interrupted_pull_completes_and_lists_complete(run_cli):
     assert proc.stdout.strip().splitlines()[-1].startswith(f"mi300x-cpx: {model}: pulled, 73.5 GB in ")
     assert _models(run_cli, "mi300x-cpx")[model]["complete"] is True
     pulls = run_cli("models", "pulls", "--demo", "--node", "mi300x-cpx", "--json")
-    [rec] = json.loads(pulls.stdout)["pulls"]
-    assert rec["state"] == "done" and rec["bytes"] == rec["total_bytes"]
+    [rec] = json.loads(pulls.stdout)["pulls"]  # the history's row, written when the pull ended
+    assert rec["state"] == "ok" and rec["bytes"] == rec["total_bytes"] and rec["files"] > 1
     assert 73.5e9 <= rec["total_bytes"] < 73.6e9
+    assert rec["origin"].startswith("cli@") and rec["ended"] >= rec["started"]
 
 
 def test_a_detached_pull_is_reattached_cancelled_and_keeps_no_token(run_cli, tmp_path):
@@ -74,12 +75,15 @@ def test_a_detached_pull_is_reattached_cancelled_and_keeps_no_token(run_cli, tmp
     again = run_cli("models", "pull", model, "--node", "mi355x", "--demo", "--detach", extra=slow)
     assert f"mi355x: pull of {model} already running, following it" in again.stdout
     listed = run_cli("models", "pulls", "--demo", "--node", "mi355x")
-    assert listed.stdout.startswith(f"mi355x: {model}: pulling ") and " of 141.0 GB (" in listed.stdout
+    [header, row] = listed.stdout.splitlines()  # one row: the re-attach wrote the same pull's row
+    assert header.split() == ["STARTED", "NODE", "MODEL", "STATE", "BYTES", "TOOK", "FROM"]
+    assert row.split()[2:5] == ["mi355x", model, "running"] and " of 141.0 GB (" in row, row
     cancel = run_cli("models", "pull", model, "--node", "mi355x", "--demo", "--cancel")
     assert cancel.returncode == 0 and "pull cancelled at" in cancel.stdout, cancel.stdout + cancel.stderr
     stopped = run_cli("models", "pulls", "--demo", "--node", "mi355x", "--json")
     [rec] = json.loads(stopped.stdout)["pulls"]
-    assert rec["state"] == "stopped" and rec["bytes"] < rec["total_bytes"]
+    assert rec["state"] == "cancelled" and rec["bytes"] < rec["total_bytes"]
+    assert rec["message"].startswith("stopped at ") and rec["ended"] is not None
     # the token went to the pull on stdin: nowhere in the node's files or the console's output
     texts = [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.stat().st_size < 1 << 20]
     assert not any(TOKEN.encode() in t for t in texts)
@@ -239,7 +243,7 @@ def test_a_disk_that_fills_ends_the_pull_in_one_line_and_cancel_says_it_failed(r
     assert not [p.name for p in full_disk.rglob("*") if p.name != "filler" and p.is_file()]  # no short file left
     pulls = run_cli("models", "pulls", "--demo", "--node", "mi300x-cpx", "--json")
     [rec] = json.loads(pulls.stdout)["pulls"]
-    assert rec["state"] == "failed" and rec["error"].startswith("the disk filled at ")
+    assert rec["state"] == "failed" and rec["message"].startswith("the disk filled at ")
     cancel = run_cli("models", "pull", model, "--demo", "--node", "mi300x-cpx", "--cancel")
     assert cancel.returncode == 1, cancel.stdout + cancel.stderr
     [line] = cancel.stderr.strip().splitlines()

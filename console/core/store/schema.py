@@ -17,11 +17,12 @@ DIALECTS = ("sqlite", "postgresql")
 VERSION_TABLE = "schema_version"
 
 _TYPES = {
-    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "float": "REAL", "key": "TEXT"},
+    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "float": "REAL", "key": "TEXT", "int8": "INTEGER"},
     "postgresql": {
         "serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
         "float": "DOUBLE PRECISION",
         "key": 'TEXT COLLATE "C"',
+        "int8": "BIGINT",  # a pull's bytes pass 2**31; SQLite's INTEGER is 8 bytes already
     },
 }
 
@@ -32,7 +33,7 @@ VERSION_TABLE_DDL = f"CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGE
 class Migration:
     version: int
     name: str
-    sql: tuple[str, ...]  # templates: {serial}, {float}, {key} are rendered per dialect
+    sql: tuple[str, ...]  # templates: {serial}, {float}, {key}, {int8} are rendered per dialect
 
 
 _V1 = (
@@ -118,9 +119,36 @@ _V2 = (
     "ALTER TABLE events ADD COLUMN origin TEXT",
 )
 
+_V3 = (
+    # One row per model pull on a node (`models pull`, console/services/models.py): written when
+    # it starts, updated when it ends. `id` is a hash of (node, model, the supervisor's start
+    # time), so every console that sees one pull writes the same row. `state`: running, ok,
+    # failed, cancelled; `message`: one line (where it went, or why it failed); `origin`: who
+    # recorded it first ("cli@host"), as for events.
+    """CREATE TABLE pulls (
+        id {key} PRIMARY KEY,
+        node {key} NOT NULL,
+        model {key} NOT NULL,
+        revision TEXT,
+        target TEXT,
+        started {float} NOT NULL,
+        ended {float},
+        state TEXT NOT NULL,
+        bytes {int8} NOT NULL,
+        total_bytes {int8} NOT NULL,
+        files INTEGER,
+        message TEXT,
+        origin TEXT
+    )""",
+    "CREATE INDEX pulls_started ON pulls (started)",
+    "CREATE INDEX pulls_node ON pulls (node, started)",
+    "CREATE INDEX pulls_model ON pulls (model, started)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, events, baselines, node versions", _V1),
     Migration(2, "watchers, events' origin", _V2),
+    Migration(3, "model pulls", _V3),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

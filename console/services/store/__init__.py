@@ -1,9 +1,11 @@
-"""The database store: runs, baselines, events and node-versions records in one database.
+"""The database store: runs, baselines, events, node-versions records and model pulls in one
+database.
 
 `open_store(profile_or_url, data_dir)` opens (making and migrating) the profile's PostgreSQL
 (`[store] url`) or the SQLite file in the data folder; `Store` holds one table
 object per record kind with the method names of today's file classes (`runs` ~ ResultStore,
-`events` ~ EventLog, `baselines` ~ BaselineStore, `versions` ~ VersionsBook's file),
+`events` ~ EventLog, `baselines` ~ BaselineStore, `versions` ~ VersionsBook's file,
+`pulls` the model pulls),
 `migrate_file_store` moves a file store in, `dump` writes one back out. Faces reach it only
 through console/services/history.py (one History per face): docs/store.md."""
 

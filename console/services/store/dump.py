@@ -3,7 +3,9 @@ through migrate_file_store) can be made from it: the data never gets locked in.
 
 `<dir>/results/<id>.json` (each run's document as kept, in the file store's formatting),
 `<dir>/baselines/<node>/<name>.json`, `<dir>/node-versions/<node>.json`, `<dir>/events.jsonl`
-(every event, oldest first, in one file: EventLog reads a file of any size, the newest part)."""
+(every event, oldest first, in files of EventLog's size) and `<dir>/pulls.jsonl` (every model
+pull, oldest first, a JSON object a line: no file store ever kept pulls, so this file is the
+dump's own; migrate_file_store reads it back)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.core.node_files import node_file_stem
+from console.core.store.pulls import PULLS_FILE
 from console.core.store.rows import read_doc, run_file_text
 from console.services.events import EVENTS_FILE, MAX_BYTES
 from console.services.results import StoreError
@@ -28,11 +31,13 @@ class DumpCounts:
     baselines: int
     events: int
     versions: int
+    pulls: int = 0
 
     def line(self, folder: Path) -> str:
+        pulls = f", {self.pulls} pulls" if self.pulls else ""
         return (
             f"wrote {self.runs} runs, {self.baselines} baselines, {self.events} events, "
-            f"{self.versions} node-versions records to {folder}"
+            f"{self.versions} node-versions records{pulls} to {folder}"
         )
 
 
@@ -74,7 +79,24 @@ def _dump(store: Store, out: Path, page: int) -> DumpCounts:
         _write(out / "node-versions" / f"{node_file_stem(node)}.json", _json_file(doc))
         versions += 1
     events = _dump_events(db, out, page)
-    return DumpCounts(runs, baselines, events, versions)
+    pulls = _dump_pulls(store, out, page)
+    return DumpCounts(runs, baselines, events, versions, pulls)
+
+
+def _dump_pulls(store: Store, out: Path, page: int) -> int:
+    """Every pull, oldest first, one compact JSON object a line (no file when there is none:
+    a store without pulls dumps what it always did)."""
+    pulls = 0
+    tmp = out / f".{PULLS_FILE}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for pull in store.pulls.iter_all(page=page):
+            fh.write(json.dumps(pull.to_dict(), separators=(",", ":"), allow_nan=False) + "\n")
+            pulls += 1
+    if pulls:
+        os.replace(tmp, out / PULLS_FILE)
+    else:
+        tmp.unlink()
+    return pulls
 
 
 def _dump_events(db: Database, out: Path, page: int) -> int:

@@ -6,7 +6,10 @@ stored with the same ids and its document exactly as the file held it. The files
 where they are (the way back). Writes are committed in batches and keyed (a run by its id,
 a baseline by node and name, a record by node, an event by its content and occurrence), so a
 migration killed half way and started again stores what is missing and nothing twice.
-A file that cannot be read is left in place and named in the counts."""
+A file that cannot be read is left in place and named in the counts.
+
+Model pulls were never kept in files (each node's agent knows its own); a dump's `pulls.jsonl`
+is read back here too, so `store load` of a dump brings them, keyed by their ids."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from console.core.events import Event, event_from_dict, event_to_dict
 from console.core.node_json import loads_document
 from console.core.results.ids import run_order
 from console.core.results.record import run_from_dict
+from console.core.store.pulls import PULLS_FILE
 from console.core.store.rows import doc_text, event_row, migrated_event_uid
 from console.services.events import EVENTS_FILE, MAX_EVENT_TIME, MAX_LINE_BYTES
 from console.services.store.store import Store
@@ -44,14 +48,17 @@ class MigrationCounts:
     baselines: int = 0
     events: int = 0
     versions: int = 0
+    pulls: int = 0  # from a dump's pulls.jsonl only (a data folder has none)
     present: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(("runs", "baselines", "events", "versions"), 0)
+        default_factory=lambda: dict.fromkeys(("runs", "baselines", "events", "versions", "pulls"), 0)
     )
     unreadable: list[str] = field(default_factory=list)  # one line per file left out (left in place)
     bad_event_lines: int = 0
 
     def line(self) -> str:
         moved = f"moved {self.runs} runs, {self.baselines} baselines, {self.events} events, {self.versions} node-versions records"
+        if self.pulls:
+            moved += f", {self.pulls} pulls"
         there = sum(self.present.values())
         out = moved + (f" ({there} already in the store)" if there else "")
         if self.unreadable:
@@ -66,6 +73,7 @@ class MigrationCounts:
             "baselines": self.baselines,
             "events": self.events,
             "versions": self.versions,
+            "pulls": self.pulls,
             "present": dict(self.present),
             "unreadable": list(self.unreadable),
             "bad_event_lines": self.bad_event_lines,
@@ -83,6 +91,7 @@ def migrate_file_store(data_dir: Path | str, store: Store, *, batch: int = BATCH
     _baselines(data / "baselines", store, counts)
     _versions(data / "node-versions", store, counts)
     _events(data / EVENTS_FILE, store, counts, batch)
+    _pulls(data / PULLS_FILE, store, counts, batch)
     with store.db.transaction():
         store.db.execute(
             "INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -272,3 +281,42 @@ def _events(path: Path, store: Store, counts: MigrationCounts, batch: int) -> No
                 flush()
         if rows:
             flush()
+
+
+def _pulls(path: Path, store: Store, counts: MigrationCounts, batch: int) -> None:
+    """A dump's pulls, a batch a transaction; a line that is not a pull is named (file:line)."""
+    from console.core.store.pulls import PullRecord, pull_from_dict
+
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, read line by line
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        counts.unreadable.append(f"{path}: {exc.strerror or exc}")
+        return
+    pending: list[PullRecord] = []
+
+    def flush() -> None:
+        with store.db.transaction():
+            for pull in pending:
+                if store.pulls.insert(pull):
+                    counts.pulls += 1
+                else:
+                    counts.present["pulls"] += 1
+        pending.clear()
+
+    with fh:
+        for number, raw in enumerate(_bounded_lines(fh, MAX_LINE_BYTES), 1):
+            if raw is not None and not raw.strip():
+                continue
+            try:
+                if raw is None:
+                    raise ValueError("longer than any pull")
+                pending.append(pull_from_dict(node_json.loads(raw, max_chars=MAX_LINE_BYTES)))
+            except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as exc:
+                counts.unreadable.append(f"{path}:{number}: not a pull ({exc})")
+                continue
+            if len(pending) >= batch:
+                flush()
+    if pending:
+        flush()

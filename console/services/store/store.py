@@ -14,6 +14,7 @@ from console.services.data_dir import default_root
 from console.services.store.baselines import BaselineTable
 from console.services.store.db import Database, open_sqlite
 from console.services.store.events import EventTable
+from console.services.store.pulls import PullTable
 from console.services.store.runs import RunTable
 from console.services.store.versions import VersionsTable
 from console.services.store.watchers import WatcherTable
@@ -34,7 +35,8 @@ def default_store_path() -> Path:
 
 class Store:
     """runs (~ ResultStore), events (~ EventLog), baselines (~ BaselineStore), versions
-    (~ VersionsBook's files), watchers (the running watchers' heartbeats), over one Database."""
+    (~ VersionsBook's files), watchers (the running watchers' heartbeats), pulls (the model
+    pulls onto the nodes), over one Database."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -43,6 +45,7 @@ class Store:
         self.baselines = BaselineTable(db)
         self.versions = VersionsTable(db)
         self.watchers = WatcherTable(db)
+        self.pulls = PullTable(db)
 
     @property
     def where(self) -> str:

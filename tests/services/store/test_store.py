@@ -172,20 +172,21 @@ def test_a_store_that_cannot_be_opened_is_one_line_naming_it(tmp_path):
 def test_schema_is_versioned_and_a_newer_one_is_refused(store_engine):
     where = store_engine.location()
     with open_store(where) as store:
-        assert store.db.schema_version() == 2
+        assert store.db.schema_version() == 3
     with open_store(where) as store:  # opened again: nothing applied twice
         assert store.db.rows("SELECT version, name FROM schema_version ORDER BY version") == [
             (1, "runs, events, baselines, node versions"),
             (2, "watchers, events' origin"),
+            (3, "model pulls"),
         ]
         if not store_engine.postgresql:
             assert store.db.rows("PRAGMA journal_mode") == [("wal",)]
         with store.db.transaction():  # a newer console's migration
-            store.db.execute("INSERT INTO schema_version VALUES (3, 'from the future', 0)")
+            store.db.execute("INSERT INTO schema_version VALUES (4, 'from the future', 0)")
     with pytest.raises(StoreError) as err:
         open_store(where)
     assert str(err.value) == (
-        f"the store {where} is at schema version 3, newer than this console's (2): update rocm-console"
+        f"the store {where} is at schema version 4, newer than this console's (3): update rocm-console"
     )
 
 
