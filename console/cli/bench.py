@@ -12,7 +12,7 @@ from typing import Any
 
 from console.cli import bench_offline, common
 from console.cli import find_max as find_max_cli
-from console.cli.history_arg import command_history, run_store
+from console.cli.history_arg import run_store
 from console.cli.inputs import bench_inputs, concurrency_points
 from console.cli.selection import Selection
 from console.core.bench.argv import apply_bench_overrides
@@ -259,11 +259,7 @@ async def _run_or_sweep(args, profile: Profile, keep: bool) -> int:
             raise common.UsageError("give --instance or --group, not both")
         from console.cli.groups import bench_group_run
 
-        history = command_history(profile=profile)
-        try:
-            return await bench_group_run(args, profile, run_store(history) if keep else None)
-        finally:
-            history.close()
+        return await bench_group_run(args, profile, keep)  # its Selection's History: the one store opening
     if getattr(args, "url", None):
         raise common.UsageError("--url goes with --group")
     if not args.instance:

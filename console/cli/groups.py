@@ -10,13 +10,13 @@ import json
 import time
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, UsageError, say_error
+from console.cli.history_arg import run_store
 from console.cli.inputs import bench_inputs, concurrency_points, parse_gpus, serve_inputs, wait_timeout
 from console.cli.selection import Selection
 from console.core.model import NodeSpec, Profile
 from console.core.replicas import DEFAULT_BASE_PORT, GroupPlan, ReplicaPlanError, parse_replicas
 from console.services.groups import GroupError, GroupPlanError, GroupView
 from console.services.instances import InstanceState, InstanceView
-from console.services.results import ResultStore
 from console.services.runs.group import GroupBenchRunner, format_group_outcome
 from console.services.runs.outcome import RunRecorder
 from console.services.runs.serving import BenchProgressed
@@ -115,8 +115,11 @@ async def serve_group_stop(args: argparse.Namespace, profile: Profile) -> int:
     return EXIT_OK
 
 
-async def bench_group_run(args: argparse.Namespace, profile: Profile, store: ResultStore | None) -> int:
+async def bench_group_run(args: argparse.Namespace, profile: Profile, keep: bool) -> int:
+    """`bench run --group`: one client per replica; the group's and each replica's results stored
+    through the Selection's History (the command's one: its events and its runs, one opening)."""
     async with Selection(profile) as sel:
+        store = run_store(sel.history) if keep else None  # opened when the first result is stored
         nodes = sel.nodes(args.node)
         preset, overrides, env = bench_inputs(args, profile)
         (concurrency,) = concurrency_points(args, profile)  # --concurrency, else the (overridden) preset's first
@@ -160,8 +163,9 @@ async def bench_group_run(args: argparse.Namespace, profile: Profile, store: Res
             extra_env=env,
             on_event=on_event,
         )
-    # runs/outcome.py stores it, as the TUI's group screen does
-    recorded = await RunRecorder(sel.pool, store).group(outcome, group, preset, label=args.label)
+        # runs/outcome.py stores it, as the TUI's group screen does; inside the Selection, whose
+        # History and links are still open (after it, the store would be opened a second time)
+        recorded = await RunRecorder(sel.pool, store).group(outcome, group, preset, label=args.label)
     stored, unstored = list(recorded.ids), recorded.line
     if args.json:
         print(
