@@ -51,21 +51,32 @@ def group_module(name: str) -> ModuleType:
 
 def named_group(argv: Sequence[str]) -> str | None:
     """The group a command line names (its first word after the root options), else None."""
+    return named_command(argv)[0]
+
+
+def named_command(argv: Sequence[str]) -> tuple[str | None, str | None]:
+    """The group a command line names and the word right after it: its action, if it is one
+    (`results list`), else None."""
     skip = False
-    for word in argv:
+    for i, word in enumerate(argv):
         if skip:
             skip = False
         elif word in _ROOT_OPTIONS_WITH_VALUE:
             skip = True
         elif not word.startswith("-"):
-            return word if word in COMMAND_GROUPS else None
+            if word not in COMMAND_GROUPS:
+                return None, None
+            after = argv[i + 1] if i + 1 < len(argv) else None
+            return word, after
         elif word in ("-h", "--help"):
-            return None
-    return None
+            return None, None
+    return None, None
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole tree, or the root with the one group `only` (what that group's line needs)."""
+def build_parser(only: str | None = None, action: str | None = None) -> argparse.ArgumentParser:
+    """The whole tree, or the root with the one group `only` (what that group's line needs);
+    of a group whose module lists its ACTIONS, with the one `action` a line names (any other
+    word: every action, for argparse's message naming them)."""
     parser = OneLineParser(
         prog="rocm-console",
         description="Terminal control console for vLLM on AMD Instinct GPU nodes.",
@@ -75,7 +86,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--interval", type=float, default=1.0, help="sampling interval in seconds (0.1-10)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_GROUPS if only is None else (only,):
-        group_module(name).add_parser(sub)
+        module = group_module(name)
+        if action is not None and action in getattr(module, "ACTIONS", ()):
+            module.add_parser(sub, only=action)
+        else:
+            module.add_parser(sub)
     add_examples(parser, dict(sub.choices))
     return parser
 
@@ -103,7 +118,7 @@ def _check_interval(args: argparse.Namespace, argv: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     line = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(named_group(line))
+    parser = build_parser(*named_command(line))
     args = parser.parse_args(line)
     try:
         _check_interval(args, line)

@@ -68,10 +68,7 @@ STREAM_PAGE = 500  # `--all`: rows read, folded and printed a page at a time
 ACCURACY_WINDOW_S = 30 * 86400.0  # an instance's accuracy score is looked for this far back
 
 
-def add_parser(sub) -> list[argparse.ArgumentParser]:
-    ops = add_actions(
-        sub, "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
-    )
+def _add_list(ops) -> argparse.ArgumentParser:
     lst = ops.add_parser("list", help=f"stored runs, newest first (the newest {PAGE}; --all for every one)")
     lst.add_argument("--node", metavar="NAME", help="only runs on this node")
     lst.add_argument("--label", metavar="TEXT", help="only runs with this label")
@@ -82,8 +79,16 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     )
     lst.add_argument("--limit", type=positive_int, metavar="N", help=f"the newest N runs (default {PAGE})")
     lst.add_argument("--all", action="store_true", help="every matching run (read a page at a time)")
+    return lst
+
+
+def _add_show(ops) -> argparse.ArgumentParser:
     show = ops.add_parser("show", help="one run: context, setup, metrics, live summary")
     show.add_argument("id", help="run id or a unique prefix")
+    return show
+
+
+def _add_compare(ops) -> argparse.ArgumentParser:
     compare = ops.add_parser("compare", help="runs side by side with deltas against the first")
     compare.add_argument("ids", nargs="+", metavar="ID")
     compare.add_argument(
@@ -94,17 +99,29 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
         action="store_true",
         help="keep failed runs (no request succeeded, an error, cancelled): left out by default",
     )
+    return compare
+
+
+def _add_export(ops) -> argparse.ArgumentParser:
     export = ops.add_parser("export", help="runs as JSON, CSV or Markdown")
     export.add_argument("ids", nargs="*", metavar="ID")
     export.add_argument("--all", action="store_true", help="every stored run")
     export.add_argument("--format", required=True, choices=("json", "csv", "md"))
     export.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    return export
+
+
+def _add_import(ops) -> argparse.ArgumentParser:
     imp = ops.add_parser(
         "import", help="vLLM result JSON, captured client output or the console's own result files (files or folders)"
     )
     imp.add_argument("paths", nargs="+", metavar="PATH")
     imp.add_argument("--label", metavar="TEXT", help="label for every imported run")
     imp.add_argument("--node", metavar="NAME", help="node the runs ran on (else unknown)")
+    return imp
+
+
+def _add_fetch(ops) -> argparse.ArgumentParser:
     fetch = ops.add_parser(
         "fetch",
         help="store finished benchmark runs from their node (a result the store could not take, or another console's)",
@@ -112,12 +129,44 @@ def add_parser(sub) -> list[argparse.ArgumentParser]:
     fetch.add_argument("runs", nargs="+", metavar="RUN", help="run name on the node (bench runs lists them)")
     fetch.add_argument("--node", metavar="NAME", help="node the run ran on (needed when the profile has several)")
     fetch.add_argument("--label", metavar="TEXT", help="label stored with the run")
+    return fetch
+
+
+def _add_delete(ops) -> argparse.ArgumentParser:
     delete = ops.add_parser("delete", help="remove stored runs")
     delete.add_argument("ids", nargs="+", metavar="ID", help="run id or a unique prefix")
-    # profile options are accepted like everywhere, though results need no profile
-    add_command_options([lst, show, compare, imp, fetch, delete])
-    add_profile_options(export)  # export writes its own --format: no --json
-    return [lst, show, compare, export, imp, fetch, delete]
+    return delete
+
+
+# In the order `results --help` lists them.
+_ACTION_PARSERS = {
+    "list": _add_list,
+    "show": _add_show,
+    "compare": _add_compare,
+    "export": _add_export,
+    "import": _add_import,
+    "fetch": _add_fetch,
+    "delete": _add_delete,
+}
+ACTIONS = tuple(_ACTION_PARSERS)
+
+
+def add_parser(sub, only: str | None = None) -> list[argparse.ArgumentParser]:
+    """The group's parser with every action, or with the action `only` (a line that names it
+    needs no other: entry.py; a fresh `results list` is budgeted)."""
+    ops = add_actions(
+        sub, "results", help="stored benchmark results: list, show, compare, export, import, fetch, delete"
+    )
+    made = []
+    for name, add in _ACTION_PARSERS.items():
+        if only is None or name == only:
+            action = add(ops)
+            if name == "export":
+                add_profile_options(action)  # export writes its own --format: no --json
+            else:  # profile options are accepted like everywhere, though results need no profile
+                add_command_options([action])
+            made.append(action)
+    return made
 
 
 # ---------------------------------------------------------------- helpers

@@ -137,3 +137,62 @@ def test_the_collector_is_on_while_a_command_runs(tmp_path):
     proc = _rocm_console(tmp_path, "results", "list", code=code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["collector on", "after True"]
+
+
+RESULTS_LINES = [
+    ["results", "list", "--node", "n1", "--since", "7d"],
+    ["results", "list", "--json", "--all", "--limit", "5"],
+    ["results", "list", "--limit", "0"],
+    ["results", "list", "--node"],
+    ["results", "list", "extra"],
+    ["results", "list", "--help"],
+    ["results", "list", "--bogus"],
+    ["--demo", "results", "list"],
+    ["--interval", "2", "results", "list"],
+    ["results", "show"],
+    ["results", "show", "abc", "--json", "--help"],
+    ["results", "compare", "a", "b", "--reference", "--include-failed"],
+    ["results", "export", "--format", "xml"],
+    ["results", "export", "--help"],
+    ["results", "import", "x.json", "--label", "l", "--node", "n"],
+    ["results", "fetch", "r1", "--node", "n", "--label", "l", "--json"],
+    ["results", "delete", "--help"],
+    ["results", "delete", "a", "--profile", "p.toml", "--demo"],
+]
+
+
+def _parsed(build, line: list[str]) -> tuple:
+    """What the parser made of the line: its namespace, or its exit code and what it printed."""
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            return ("parsed", vars(build().parse_args(line)))
+        except SystemExit as exc:
+            return ("exit", exc.code, out.getvalue(), err.getvalue())
+
+
+@pytest.mark.parametrize("line", RESULTS_LINES, ids=" ".join)
+def test_a_results_line_parses_the_same_with_its_action_alone(line):
+    """`results list` builds the list action's parser only: the namespace, the help and every
+    message are those of the whole group."""
+    from console.cli.entry import build_parser, named_command
+
+    group, action = named_command(line)
+    assert group == "results"
+    whole = _parsed(lambda: build_parser("results"), line)
+    alone = _parsed(lambda: build_parser(group, action), line)
+    assert alone == whole
+    if line[-1] == "--help":
+        assert whole[0] == "exit" and whole[1] == 0 and "usage: rocm-console results" in whole[2]
+
+
+def test_an_unknown_action_is_named_against_every_action():
+    from console.cli.entry import build_parser, named_command
+
+    line = ["results", "lst"]
+    assert named_command(line) == ("results", "lst")
+    code, _, err = _parsed(lambda: build_parser(*named_command(line)), line)[1:]
+    assert code == 2 and "invalid choice: 'lst' (choose from 'list', 'show', 'compare', 'export'" in err
