@@ -39,6 +39,7 @@ from console.core.results.build import run_from_console  # noqa: E402
 from console.core.results.record import run_from_dict  # noqa: E402
 from console.core.store.rows import event_row, new_event_uid  # noqa: E402
 from console.services.store import open_store  # noqa: E402
+from tests.perf.child_rss import run_measured  # noqa: E402
 from tests.services.store.pg_server import PgServer  # noqa: E402
 
 RESULT = json.loads((ROOT / "tests/fixtures/vllm-0.32-cpu/bench_result.json").read_text())
@@ -139,20 +140,19 @@ def cli(data_dir: Path, url: str | None, *argv: str) -> dict:
     env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(data_dir), HOME=str(home), XDG_CONFIG_HOME=str(home / ".c"))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # this checkout's console
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "console", *argv], cwd=work, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS (Popen has not reaped it)
-        seconds = time.perf_counter() - t
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        # run_measured: the command's own peak RSS (wait4 on a direct child reports this script's)
+        code, seconds, peak_mb = run_measured(
+            [sys.executable, "-m", "console", *argv], cwd=work, env=env, stdout=out, stderr=err
+        )
         out.seek(0)
         err.seek(0)
         lines, said = out.read().count(b"\n"), err.read().decode(errors="replace").strip()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)}: exit {proc.returncode}: {said}")
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv)}: exit {code}: {said}")
     return {
         "argv": " ".join(argv),
         "process_s": round(seconds, 4),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(peak_mb, 1),
         "lines": lines,
         "stderr": said[:300],
     }
