@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -794,6 +795,10 @@ def pull_record(status: PullStatus, origin: str | None = None) -> PullRecord | N
     )
 
 
+# what each History has had written, by pull id: its state (a write only when that changes)
+_RECORDED: weakref.WeakKeyDictionary[History, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 def record_pull(history: History | None, status: PullStatus) -> bool:
     """Write the pull's row through the face's History; whether it was written. Best effort: a
     store that cannot be opened (History.problem says why) or fails under us never stops,
@@ -803,15 +808,20 @@ def record_pull(history: History | None, status: PullStatus) -> bool:
     record = pull_record(status, history.origin) if history is not None else None
     if history is None or record is None:
         return False
+    seen = _RECORDED.setdefault(history, {})
+    if seen.get(record.id) == record.state:
+        return False  # written already: a screen that reads the pulls every 2 s writes nothing
     try:
         table = history.pulls
     except StoreError:
         return False  # retried after History's RETRY_AFTER_S, at the pull's next change
     try:
-        return table.record(record)
+        wrote = table.record(record)
     except StoreError as exc:
         history.lost(exc)
         return False
+    seen[record.id] = record.state  # written, or the stored row has ended already: final
+    return wrote
 
 
 async def record_pull_async(history: History | None, status: PullStatus) -> None:

@@ -155,8 +155,10 @@ class ModelsScreen(Screen):
 
     async def read_all(self) -> list[NodeRead]:
         from console.services.models import node_models, node_pulls, settings_for
+        from console.ui.results_store import history_of
 
         app = console_host(self.app)
+        history = history_of(app)
         pool = _pool(app)
         config = getattr(app.profile, "models", None)
         board = getattr(app, "board", None)
@@ -167,7 +169,7 @@ class ModelsScreen(Screen):
             settings = settings_for(spec, config)
             try:
                 models = await node_models(pool, spec, views, settings)
-                pulls = await node_pulls(pool, spec, settings)
+                pulls = await node_pulls(pool, spec, settings, history=history)  # each pull kept in the store
             except Exception as exc:  # one node that cannot answer is a row, never a dead screen
                 return NodeRead(node, error=one_line(exc))
             return NodeRead(node, models, tuple(pulls))
@@ -238,6 +240,7 @@ class ModelsScreen(Screen):
 
     async def _pull(self, node: str, model: str) -> None:
         from console.services.models import ModelsError, settings_for, start_pull
+        from console.ui.results_store import history_of
 
         app = console_host(self.app)
         spec = app.fleet.spec(node)
@@ -247,6 +250,7 @@ class ModelsScreen(Screen):
                 spec,
                 model,
                 settings=settings_for(spec, getattr(app.profile, "models", None)),
+                history=history_of(app),  # the pull's row in the store, as from the CLI
             )
         except (ModelsError, OSError, Exception) as exc:  # the hub's reason, one line
             self.post_message(self.Said(one_line(exc), "error"))

@@ -133,7 +133,7 @@ def _history(store_engine, data_dir) -> History:
 
 
 async def test_a_pull_through_the_service_leaves_its_row_running_then_ok(store_engine, sim_node, tmp_path, monkeypatch):
-    from console.services.models import follow_pull, start_pull
+    from console.services.models import follow_pull, node_pulls, record_pull, start_pull
     from console.services.transports import TransportPool
 
     monkeypatch.setenv("ROCM_CONSOLE_SIM_PULL_RATE", "2e10")  # 9.1 GB: under a second
@@ -156,6 +156,16 @@ async def test_a_pull_through_the_service_leaves_its_row_running_then_ok(store_e
     assert (row.state, row.bytes, row.total_bytes) == ("ok", final.total_bytes, final.total_bytes)
     assert row.files and row.files > 1 and row.ended is not None and row.ended >= row.started
     assert row.message == f"into {final.path}"
+    # read again (the TUI's models screen reads every 2 s): no second write of an unchanged pull
+    writes = []
+    real = history.pulls.record
+    monkeypatch.setattr(history.pulls, "record", lambda rec: writes.append(rec) or real(rec))
+    pool = TransportPool()
+    try:
+        [seen] = await node_pulls(pool, node, history=history)
+    finally:
+        await pool.close()
+    assert seen.state == "done" and writes == [] and not record_pull(history, final)
     history.close()
 
 
