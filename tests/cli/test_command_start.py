@@ -196,3 +196,61 @@ def test_an_unknown_action_is_named_against_every_action():
     assert named_command(line) == ("results", "lst")
     code, _, err = _parsed(lambda: build_parser(*named_command(line)), line)[1:]
     assert code == 2 and "invalid choice: 'lst' (choose from 'list', 'show', 'compare', 'export'" in err
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch):
+    from console.ui import start_up
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    yield tmp_path
+    start_up.release()  # a failed test must not leave the collector off for the next ones
+
+
+def _record(field_name: str):
+    """A dataclass whose methods' text names `field_name` (a different text per name)."""
+    import dataclasses
+
+    return dataclasses.make_dataclass("Record", [(field_name, int)], frozen=True)
+
+
+def _start(name: str, *fields: str) -> bool:
+    """One command's start: its group's cache held, records made; whether it compiled any."""
+    from console.ui import start_up
+
+    start_up.hold(name)
+    for f in fields:
+        _record(f)
+    missed = start_up._state["missed"]
+    start_up.release(keep=True)
+    return missed
+
+
+def test_a_groups_cache_keeps_what_its_other_actions_compiled(cache_home):
+    from console.ui import start_up
+
+    assert _start("cli-results", "listed")  # `results list`: compiled, kept
+    assert _start("cli-results", "shown")  # `results show`: its own record compiled, added
+    assert not _start("cli-results", "listed", "shown")  # each found now
+    assert _start("cli-events", "listed")  # another group's cache is its own
+    assert os.path.exists(start_up.cache_path("cli-results"))
+    assert not os.path.exists(start_up.cache_path())  # the TUI's is left as it was
+
+
+def test_past_the_cap_a_groups_cache_holds_what_the_last_command_used(cache_home, monkeypatch):
+    from console.ui import start_up
+
+    monkeypatch.setattr(start_up, "CACHE_CAP", 6)  # a frozen record's methods: a few texts each
+    assert _start("cli-results", "a")
+    assert _start("cli-results", "b")  # a and b together pass the cap: b's alone are written
+    assert not _start("cli-results", "b")
+    assert _start("cli-results", "a")  # a's texts went
+
+
+def test_a_failed_command_writes_no_cache(cache_home):
+    from console.ui import start_up
+
+    start_up.hold("cli-results")
+    _record("refused")
+    start_up.release(keep=False)
+    assert not os.path.exists(start_up.cache_path("cli-results"))
