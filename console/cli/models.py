@@ -273,7 +273,7 @@ def _pull_line(r: PullRecord, now: PullStatus | None) -> str:
 def _pull_dict(r: PullRecord, now: PullStatus | None) -> dict[str, Any]:
     doc = r.to_dict()
     if now is not None:
-        doc.update(bytes=now.bytes, rate=now.rate, eta=now.eta)
+        doc.update(bytes=now.bytes, rate=now.rate, eta=now.eta, pid=now.pid)
     return doc
 
 

@@ -178,7 +178,7 @@ def test_pull_survives_kills_resumes_and_serves(sshd, mirror, tiny_model, short_
     gets_padding = olah.gets(PADDING)
     assert gets_weights == 1 and gets_padding == 1
     os.killpg(later["pid"], signal.SIGKILL)
-    _wait("the pull to be stopped", lambda: [p for p in _pulls(folder) if p["state"] == "stopped"], timeout=30)
+    _wait("the pull to be stopped", lambda: [p for p in _pulls(folder) if p["state"] == "cancelled"], timeout=30)
 
     # 5. pulled again at full speed: it resumes; the finished weights are not fetched again
     proxy.rate = None
@@ -300,8 +300,8 @@ def test_a_disk_that_fills_mid_pull_ends_it_in_one_line(sshd, mirror, short_tmp)
             "the pull to fail", lambda: [p for p in _pulls(folder) if p["state"] == "failed"], timeout=180, every=1
         )
         [rec] = failed
-        assert rec["error"].startswith(f"the disk filled at {target} ("), rec["error"]
-        assert "\n" not in rec["error"] and "`models pull` again resumes it" in rec["error"]
+        assert rec["message"].startswith(f"the disk filled at {target} ("), rec["message"]
+        assert "\n" not in rec["message"] and "`models pull` again resumes it" in rec["message"]
         assert not list(target.rglob("*.incomplete")), "the partial download was left on the full disk"
         cancel = console(folder, "models", "pull", REPO_ID, "--node", "ssh-node", "--cancel")
         assert cancel.returncode == 1, cancel.stdout + cancel.stderr

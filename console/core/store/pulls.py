@@ -30,7 +30,7 @@ PULL_STATES = ("running", "ok", "failed", "cancelled")
 # the node's words (console/agent/models.py pull_status) in the store's: a stopped pull was
 # cancelled (`models pull --cancel`) or killed; either way it ended without the model
 _AGENT_STATES = {"running": "running", "done": "ok", "failed": "failed", "stopped": "cancelled"}
-MESSAGE_CHARS = 300  # one line in a listing: a hub's long reason is cut
+MESSAGE_CHARS = 1000  # one line, bounded: a reason longer than any the hub or the disk gives is cut
 
 PULL_COLUMNS = (
     "id",
