@@ -140,9 +140,10 @@ _V3 = (
         message TEXT,
         origin TEXT
     )""",
-    "CREATE INDEX pulls_started ON pulls (started)",
-    "CREATE INDEX pulls_node ON pulls (node, started)",
-    "CREATE INDEX pulls_model ON pulls (model, started)",
+    # newest first is ORDER BY started DESC, id DESC: with id in each index, no sort
+    "CREATE INDEX pulls_started ON pulls (started, id)",
+    "CREATE INDEX pulls_node ON pulls (node, started, id)",
+    "CREATE INDEX pulls_model ON pulls (model, started, id)",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -85,6 +85,33 @@ def test_pulls_list_newest_first_with_filters_that_are_only_parameters(store_eng
         assert store.pulls.count() == 7
 
 
+@pytest.mark.parametrize(
+    ("filters", "index"),
+    [({}, "pulls_started"), ({"node": "n1", "since": NOW}, "pulls_node"), ({"model": "org/m3"}, "pulls_model")],
+)
+def test_the_newest_pulls_are_read_from_their_index_without_a_sort(store_engine, filters, index):
+    from console.core.store.pulls import pull_where
+
+    where = pull_where(**filters)
+    query = f"SELECT id FROM pulls{where.sql()} ORDER BY started DESC, id DESC LIMIT 50"
+    with open_store(store_engine.location()) as store:
+        if not store_engine.postgresql:
+            plan = store.db.rows("EXPLAIN QUERY PLAN " + query, where.params)
+            text = " ".join(str(row[-1]) for row in plan)
+            assert f"INDEX {index}" in text and "TEMP B-TREE" not in text, text
+            return
+        for i in range(300):  # the planner's statistics pick the index on a table this size
+            store.pulls.record(pull(node=f"n{i % 30}", model=f"org/m{i % 30}", started=NOW + i))
+        store.db.execute("ANALYZE pulls")
+        with store.db.transaction():
+            store.db.execute("SET LOCAL enable_seqscan = off")
+            store.db.execute("SET LOCAL enable_bitmapscan = off")
+            plan = store.db.rows("EXPLAIN " + query, where.params)
+        text = " ".join(str(row[0]) for row in plan)
+        assert f"Index Only Scan Backward using {index} " in text or f"Index Scan Backward using {index} " in text
+        assert "Sort" not in text, text
+
+
 def test_a_dump_keeps_the_pulls_and_load_brings_them_back_nothing_doubled(tmp_path, store_engine):
     with open_store(store_engine.location("one")) as one:
         one.events.append(Event(NOW, "node.up", "n1"))
