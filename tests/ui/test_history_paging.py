@@ -64,6 +64,9 @@ async def test_filters_go_to_the_store_and_other_words_are_matched_as_read(tmp_p
         screen.set_filter(f"node:{node}")
         assert await wait_for(pilot, lambda: f"{of_node} of {RUNS} runs" in title())
         assert len(screen.runs) == of_node and {r.context["node"] for r in screen.runs} == {node}
+        screen.set_filter("since:100000d")  # every run: its first page replaces the rows of node:
+        assert await wait_for(pilot, lambda: f"{RUNS} of {RUNS} runs" in title())
+        assert [r.id for r in screen.runs] == [r.id for r in history.runs.list_runs(limit=PAGE)]
         screen.set_filter(f"node:{node} c256")  # the list's own text: matched in the pages read
         wanted = [r.id for r in history.runs.iter_runs(node=node) if r.setup.get("max_concurrency") == 256]
         assert await wait_for(pilot, lambda: screen.exhausted and [r.id for r in screen.runs] == wanted)

@@ -36,8 +36,8 @@ class TableHost(App):
         self.wanted.append(event.bottom)
 
 
-def rows(start: int, stop: int) -> list[tuple[str, list[Text]]]:
-    return [(f"run-{i}", [Text(""), Text(f"run {i}"), Text(f"{i * 10.5:.1f}")]) for i in range(start, stop)]
+def rows(start: int, stop: int) -> list[tuple[str, list[str | Text], str]]:
+    return [(f"run-{i}", ["", f"run {i}", f"{i * 10.5:.1f}"], "") for i in range(start, stop)]
 
 
 def body(app: App) -> list[str]:

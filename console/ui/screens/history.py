@@ -51,11 +51,12 @@ from console.core.results.display import (
     split_failed,
     title_of,
 )
-from console.core.results.offline import accuracy_for, accuracy_text, with_accuracy
+from console.core.results.offline import ACCURACY, accuracy_for, accuracy_text, run_kind, with_accuracy
 from console.core.results.record import StoredRun
 from console.services.results import ImportReport, StoreError
 from console.ui.model.compare_view import REFERENCE_PATH
 from console.ui.model.history_view import (
+    COLUMNS,
     MARK_WIDTH,
     RIGHT,
     columns_for,
@@ -74,7 +75,7 @@ from console.ui.model.history_view import (
 from console.ui.results_store import HistoryRuns, history_of
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.form_dialog import FORM_CSS, FormDialog
-from console.ui.screens.history_pages import AHEAD, PAGE, HistoryQuery, Page, read_pages
+from console.ui.screens.history_pages import AHEAD, PAGE, HistoryQuery, Page, answer_points, only_added, read_pages
 from console.ui.widgets.bench_plots import LivePlot
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.run_table import Column, RunTable
@@ -385,9 +386,14 @@ class HistoryScreen(Screen):
         self.last_export: Path | None = None
         self.last_import: ImportReport | None = None
         self._export_choice: tuple[str, str] | None = None
-        self.columns: tuple[tuple[str, str], ...] = ()
+        self.columns: tuple[tuple[str, str], ...] = ()  # shown (those that fit)
+        self._data_columns: tuple[tuple[str, str], ...] = ()  # those the runs read have values for
         self._read: list[StoredRun] = []  # every run read for this filter, in the store's order
         self._by_id: dict[str, StoredRun] = {}
+        self._texts: dict[str, dict[str, str]] = {}  # each run's cells, made in the reading thread
+        self._pages = 0  # pages of this reading come
+        self._accuracy: list[StoredRun] = []  # the accuracy runs among the rows (scores beside speeds)
+        self._points: set[str] = set()  # the runs that find-max answers read report
         self._before: str | None = None  # the last run read: the next page starts after it
         self._generation = 0
         self._loading = False
@@ -442,6 +448,7 @@ class HistoryScreen(Screen):
         self._generation += 1
         self._query = HistoryQuery.parse(self.filter_text)
         self._read, self._by_id, self._before = [], {}, None
+        self._texts, self._points, self._pages = {}, set(), 0
         self.exhausted = False
         self.scanned = 0
         self.load_errors = []
@@ -493,16 +500,22 @@ class HistoryScreen(Screen):
         new = [r for r in page.runs if r.id not in self._by_id]
         self._read += new
         self._by_id.update((r.id, r) for r in new)
-        before = [r.id for r in self.shown]
+        self._texts.update(zip((r.id for r in page.runs), page.cells))
         first = not self.loaded
         self.loaded = True
-        self._arrange()
-        known = self._by_id
-        self.marked = [i for i in self.marked if i in known]
-        if first or [r.id for r in self.runs[: len(before)]] != before:
-            self._fill()  # an answer folded onto its point, the reference rows at the end: again
+        self._pages += 1
+        if self._pages > 1 and not self.exhausted and only_added(new, self._points):  # most pages
+            self.runs += new
+            self._accuracy += [r for r in new if run_kind(r) == ACCURACY]
+            self._append(new)
         else:
-            self._append(self.runs[len(before) :])
+            before = [r.id for r in self.shown]
+            self._arrange()
+            self.marked = [i for i in self.marked if i in self._by_id]
+            if first or [r.id for r in self.runs[: len(before)]] != before:
+                self._fill()  # an answer folded onto its point, the reference rows at the end: again
+            else:
+                self._append(self.runs[len(before) :])
         if not self._loading:
             self._load_if_near_end()
 
@@ -513,6 +526,8 @@ class HistoryScreen(Screen):
         made = [r for r in runs if not is_reference(r)]
         self.runs = made + ([r for r in runs if is_reference(r)] if self.exhausted else [])
         self.shown = self.runs
+        self._accuracy = [r for r in self.runs if run_kind(r) == ACCURACY]
+        self._points = answer_points(self._read)
 
     def _load_if_near_end(self, bottom: int = -1) -> None:
         """The next page when the cursor, or the last row in view, nears the end of those read."""
@@ -523,8 +538,9 @@ class HistoryScreen(Screen):
     # ------------------------------------------------------------ drawing
 
     def _cells(self, runs: Sequence[StoredRun]) -> list[dict[str, str]]:
-        all_cells = [run_cells(run) for run in runs]
-        for cell, acc in zip(all_cells, accuracy_for(runs, self.runs)):  # the instance's score beside its speed
+        texts = self._texts
+        all_cells = [dict(texts[run.id]) if run.id in texts else run_cells(run) for run in runs]
+        for cell, acc in zip(all_cells, accuracy_for(runs, self._accuracy)):  # the instance's score beside its speed
             if accuracy_text(acc):
                 cell["setup"] += f" [{accuracy_text(acc)}]"
         for run, cell in zip(runs, all_cells):
@@ -537,15 +553,15 @@ class HistoryScreen(Screen):
         current = self.cursor_run
         # energy / client columns come with the first run that has them; a narrow terminal drops
         # the least important columns first (fit_table), never the key metrics
-        columns, fitted = fit_table(self._cells(self.shown), self.size.width or 120, columns_for(self.runs))
+        self._data_columns = columns_for(self.runs)
+        columns, fitted = fit_table(self._cells(self.shown), self.size.width or 120, self._data_columns)
         if columns != self.columns:
             self._set_columns(table, columns)
         else:
             table.clear()
         self._add_rows(self.shown, fitted)
         self._set_total()
-        row = table.row_index(current) if current is not None else None
-        if row is not None:
+        if (row := table.row_index(current) if current is not None else None) is not None:
             table.move_cursor(row=row, animate=False)
         self._show_title()
         self._show_detail()
@@ -553,7 +569,10 @@ class HistoryScreen(Screen):
     def _append(self, runs: Sequence[StoredRun]) -> None:
         """The rows of the next page under those shown; all again when they need other columns."""
         if runs:
-            columns, fitted = fit_table(self._cells(runs), self.size.width or 120, columns_for(self.runs))
+            # the columns of the rows shown, and those these runs add (not every row looked at again)
+            keys = {key for key, _ in (*self._data_columns, *columns_for(runs))}
+            self._data_columns = tuple(c for c in COLUMNS if c[0] in keys)
+            columns, fitted = fit_table(self._cells(runs), self.size.width or 120, self._data_columns)
             if columns != self.columns:
                 self._fill()
                 return
@@ -563,34 +582,30 @@ class HistoryScreen(Screen):
         self._show_detail()
 
     def _add_rows(self, runs: Sequence[StoredRun], fitted: list[dict[str, str]]) -> None:
-        keys = [key for key, _ in self.columns[1:]]
-        rows = []
-        for run, cells in zip(runs, fitted):
-            style = self._row_style(run)
-            row = [self._mark_cell(run.id)]
-            row += [Text(cells[key], style=style, justify="right" if key in RIGHT else "left") for key in keys]
-            rows.append((run.id, row))
+        keys, error = [key for key, _ in self.columns[1:]], self.app.get_css_variables().get("text-error", "red")
+        rows = [
+            (r.id, [self._mark_cell(r.id), *[c[k] for k in keys]], self._row_style(r, error))
+            for r, c in zip(runs, fitted)
+        ]
         self.table.add_rows(rows)
 
     def _set_total(self) -> None:
-        """The table spans every run the store counted for the filter: the rows not read yet are
-        placeholders until their page comes (the filter's own words: only the rows read)."""
-        left = 0
-        if not self.exhausted and not self._query.words and self.matching is not None:
-            left = max(0, self.matching - len(self._read) - len(self.load_errors))
+        """The table spans every run counted (placeholders until read); with words of the filter's own, those read."""
+        all_read = self.exhausted or self._query.words or self.matching is None
+        left = 0 if all_read else max(0, (self.matching or 0) - len(self._read) - len(self.load_errors))
         self.table.set_total(len(self.shown) + left)
 
-    def _row_style(self, run: StoredRun) -> str:
+    def _row_style(self, run: StoredRun, error: str) -> str:
         """Failed runs in the error colour; reference rows dim (published numbers, not runs here)."""
         if failure_of(run) is not None:
-            return self.app.get_css_variables().get("text-error", "red")
+            return error
         if is_reference(run):
             return "dim italic"
         return ""
 
-    def _mark_cell(self, run_id: str) -> Text:
+    def _mark_cell(self, run_id: str) -> str | Text:
         if run_id not in self.marked:
-            return Text("")
+            return ""
         return Text(f"✓{self.marked.index(run_id) + 1}", style="bold")
 
     def _show_title(self) -> None:

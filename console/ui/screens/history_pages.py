@@ -7,19 +7,20 @@ so a filter never loads every run either: reading stops once a page of matches i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from console.core.results.display import FIND_MAX_KIND, is_reference
 from console.core.results.record import StoredRun
 from console.core.text import one_line
 from console.services.results import StoreError
-from console.ui.model.history_view import run_haystack
+from console.ui.model.history_view import run_cells, run_haystack
 
 if TYPE_CHECKING:
     from console.services.history import History
 
-__all__ = ["AHEAD", "PAGE", "SCAN", "HistoryQuery", "Page", "read_pages"]
+__all__ = ["AHEAD", "PAGE", "SCAN", "HistoryQuery", "Page", "answer_points", "only_added", "read_pages"]
 
 PAGE = 200  # rows read at a time (a screen shows 20-50)
 AHEAD = 150  # the next page is read when the cursor comes this close to the last row read (3 page keys)
@@ -67,6 +68,7 @@ class HistoryQuery:
 @dataclass(frozen=True)
 class Page:
     runs: tuple[StoredRun, ...] = ()  # matching runs, newest first
+    cells: tuple[dict[str, str], ...] = ()  # their list cells (run_cells), made in the reading thread
     before: str | None = None  # the last run read: the next page starts after it
     exhausted: bool = False  # nothing older matches
     last: bool = True  # the last page of this reading (more come when the cursor nears the end)
@@ -101,9 +103,22 @@ def read_pages(history: History, query: HistoryQuery, before: str | None, *, fir
             hits = tuple(r for r in runs if query.matches(r))
             found += len(hits)
             last = exhausted or found >= PAGE or not query.words
-            yield Page(hits, before, exhausted, last, total, matching, len(runs), errors)
+            cells = tuple(run_cells(r) for r in hits)  # here, not on the event loop between keys
+            yield Page(hits, cells, before, exhausted, last, total, matching, len(runs), errors)
             total = matching = None
             if last:
                 return
     except StoreError as exc:
         yield Page(exhausted=True, unavailable=f"history unavailable: {one_line(exc)}")
+
+
+def answer_points(runs: Sequence[StoredRun]) -> set[str]:
+    """The runs that the find-max answers among `runs` report (their rows carry the answer)."""
+    return {str(r.context.get("find_max_run")) for r in runs if r.context.get("run_kind") == FIND_MAX_KIND}
+
+
+def only_added(new: Sequence[StoredRun], points: set[str]) -> bool:
+    """Whether a page's runs go under the rows shown and leave those as they are: no find-max
+    answer (folded onto its point's row), no point of one read before, no reference row (those
+    go last); the screen then adds their rows, not every row again."""
+    return not any(r.id in points or r.context.get("run_kind") == FIND_MAX_KIND or is_reference(r) for r in new)

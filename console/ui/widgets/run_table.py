@@ -43,7 +43,8 @@ class Column:
 
 
 class RunTable(ScrollView, can_focus=True):
-    """Rows of Text cells keyed by a string (a run id), a header line, a row cursor, zebra rows."""
+    """Rows keyed by a string (a run id), a header line, a row cursor, zebra rows. A row's cells
+    are plain strings drawn in its style (rich markup is not read), or Text with a look of its own."""
 
     BINDINGS = [
         Binding("enter", "select_cursor", "Select", show=False),
@@ -139,7 +140,8 @@ class RunTable(ScrollView, can_focus=True):
         self._columns: list[Column] = []
         self._widths: list[int] = []
         self._keys: list[str] = []
-        self._cells: list[list[Text]] = []
+        self._cells: list[list[str | Text]] = []
+        self._row_styles: list[str] = []
         self._index: dict[str, int] = {}
         self._total = 0
         self._cursor = 0
@@ -183,25 +185,28 @@ class RunTable(ScrollView, can_focus=True):
 
     def clear(self) -> None:
         """No rows (the columns stay); the cursor goes back to the first row."""
-        self._keys, self._cells, self._index = [], [], {}
+        self._keys, self._cells, self._row_styles, self._index = [], [], [], {}
         self._total = 0
         self._cursor = 0
         self._bottom = -1
         self._forget()
         self._resize()
 
-    def add_rows(self, rows: Sequence[tuple[str, Sequence[Text]]]) -> None:
-        """Rows under those read: (key, one Text per column); they replace placeholders."""
+    def add_rows(self, rows: Sequence[tuple[str, Sequence[str | Text], str]]) -> None:
+        """Rows under those read: (key, a cell per column, the row's style: "" or e.g. "dim
+        italic"); they replace placeholders."""
         first = len(self._keys)
         widths = self._widths
         grown = False
-        for key, cells in rows:
+        for key, cells, style in rows:
             self._index[key] = len(self._keys)
             self._keys.append(key)
             row = list(cells)
             self._cells.append(row)
+            self._row_styles.append(style)
             for i, (cell, column) in enumerate(zip(row, self._columns)):
-                if column.width is None and (w := cell_len(cell.plain)) > widths[i]:
+                w = cell_len(cell if isinstance(cell, str) else cell.plain)
+                if w > widths[i] and column.width is None:
                     widths[i] = w
                     grown = True
         if grown:
@@ -229,17 +234,23 @@ class RunTable(ScrollView, can_focus=True):
         return self._keys[row] if 0 <= row < len(self._keys) else None
 
     def get_row_at(self, row: int) -> list[Text]:
-        return list(self._cells[row])
+        """The row's cells as drawn (Text in the row's style)."""
+        style = self._row_styles[row]
+        return [
+            cell if isinstance(cell, Text) else Text(cell, style=style, justify="right" if column.right else "left")
+            for cell, column in zip(self._cells[row], self._columns)
+        ]
 
     def get_row(self, key: str) -> list[Text]:
-        return list(self._cells[self._index[key]])
+        return self.get_row_at(self._index[key])
 
-    def update_cell(self, key: str, column: str, value: Text) -> None:
+    def update_cell(self, key: str, column: str, value: str | Text) -> None:
         row = self._index[key]
         i = next(i for i, c in enumerate(self._columns) if c.key == column)
         self._cells[row][i] = value
-        if self._columns[i].width is None and cell_len(value.plain) > self._widths[i]:
-            self._widths[i] = cell_len(value.plain)
+        width = cell_len(value if isinstance(value, str) else value.plain)
+        if self._columns[i].width is None and width > self._widths[i]:
+            self._widths[i] = width
             self._forget()
             self._resize()
             self.refresh()
@@ -378,10 +389,16 @@ class RunTable(ScrollView, can_focus=True):
             text = self._cell(PLACEHOLDER, max(1, self._widths[0] if self._widths else 1), False, style + placeholder)
             return Strip([text]).adjust_cell_length(self._line_width, style)
         segments = []
+        row_style = style + self._style_of(self._row_styles[row])
+        if cursor:
+            row_style += cursor_style  # the cursor's colours over a failed run's red
         for cell, column, width in zip(self._cells[row], self._columns, self._widths):
+            if isinstance(cell, str):
+                segments.append(self._cell(cell, width, column.right, row_style))
+                continue
             cell_style = style + self._style_of(cell.style)
             if cursor:
-                cell_style += cursor_style  # the cursor's colours over a failed run's red
+                cell_style += cursor_style
             if cell.spans:  # (not made by the history: drawn through Rich)
                 segments += self._rich_cell(cell, width, column.right, cell_style)
             else:
