@@ -93,7 +93,7 @@ def _command(args: list[str], *, held: bool) -> int:
         code = entry_main(args)
         return code
     finally:
-        release(keep=code == 0)  # a refused line (exit 2) or a failure keeps no cache
+        release(keep=code in (0, 1))  # ran (ok, or failed: a node down); a refused line keeps none
 
 
 def __getattr__(name: str):

@@ -88,7 +88,7 @@ def resume_collector() -> None:
 def release(*, first_frame: bool = False, keep: bool = False) -> None:
     """End the hold. At the first frame: what exists is frozen out of the collector's sight
     and the cache is written if this start compiled anything it lacked. `keep` (a command's
-    end, when it succeeded): the cache is written if anything was compiled, with what the file
+    end, when it ran): the cache is written if anything was compiled, with what the file
     held before."""
     if not _state["held"]:
         return

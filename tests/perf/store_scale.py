@@ -14,7 +14,10 @@ result files with `results import`'s rules into an empty store. Prints one JSON 
 (Debian's postgresql, tests/services/store/pg_server.py, with PostgreSQL's durable defaults),
 or the one `--url` names (the password from PGPASSWORD or ~/.pgpass; the rows go into that
 database). It measures SQLite too, on the same rows, and budgets each PostgreSQL figure at
-2x SQLite's (issue Y: "within 2x of SQLite")."""
+2x SQLite's (issue Y: "within 2x of SQLite").
+
+`--keep DIR` builds the SQLite store in DIR and leaves it there; a later run with the same DIR
+measures the commands and queries on it again without building it (minutes less)."""
 
 from __future__ import annotations
 
