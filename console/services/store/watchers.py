@@ -4,11 +4,17 @@ store learns that the fleet is watched, and a restarted watcher resumes the open
 
 A row is the watcher's alone (fleet, host, pid): two watchers never write the same row. A
 clean end removes it; a killed watcher's row goes stale (its heartbeat ages) and the next
-watcher of the fleet on that host removes it, or any watcher once it is older than FORGET_S."""
+watcher of the fleet on that host removes it, or any watcher once it is older than FORGET_S.
+
+Clocks: machines sharing a store need not agree on the time. A row's times are kept in the
+database server's clock (the writer shifts its own by how far it is from the server's, in
+whole seconds) and shifted into the reader's clock when read, so a watcher whose machine runs
+a minute behind is neither taken for gone nor for alive too long."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,8 +28,15 @@ FORGET_S = 7 * 86400.0  # a row whose heartbeat is older than this is no watcher
 MAX_ALERTS = 10_000  # as alert-states.json: a row is read whole
 
 _COLUMNS = ("fleet", "host", "pid", "started", "heartbeat", "period", "profile", "alerts")
+# The server's time now, in seconds since the epoch (a constant text per engine, no value in it).
+_SERVER_NOW = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    "postgresql": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS double precision)",
+}
+# started and heartbeat: the writer's time + ROUND(server now - writer now), the writer's now bound last
+_VALUES = "?, ?, ?, ? + ROUND({now} - ?), ? + ROUND({now} - ?), ?, ?, ?"
 _UPSERT = (
-    f"INSERT INTO watchers ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) "
+    f"INSERT INTO watchers ({', '.join(_COLUMNS)}) VALUES ({_VALUES}) "
     "ON CONFLICT (fleet, host, pid) DO UPDATE SET started = excluded.started, heartbeat = excluded.heartbeat, "
     "period = excluded.period, profile = excluded.profile, alerts = excluded.alerts"
 )
@@ -53,20 +66,24 @@ class WatcherTable:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def beat(self, info: WatcherInfo, alerts: Sequence[AlertState]) -> None:
-        """Write the watcher's row: its heartbeat and its open alerts now."""
+    def beat(self, info: WatcherInfo, alerts: Sequence[AlertState], now: float | None = None) -> None:
+        """Write the watcher's row: its heartbeat and its open alerts now (`now`: this
+        machine's clock, which the row's times are shifted from)."""
+        mine = time.time() if now is None else now
         row = (
             info.key,
             info.host,
             info.pid,
             info.started,
+            mine,
             info.heartbeat,
+            mine,
             info.period,
             json.dumps(list(info.profile)),
             json.dumps([a.to_dict() for a in alerts], separators=(",", ":")),
         )
         with self.db.transaction():
-            self.db.execute(_UPSERT, row)
+            self.db.execute(_UPSERT.format(now=_SERVER_NOW[self.db.dialect]), row)
 
     def end(self, info: WatcherInfo) -> None:
         """The watcher ended cleanly: its row goes (consoles take over at once)."""
@@ -89,16 +106,24 @@ class WatcherTable:
             return gone + max(0, cursor.rowcount)
 
     def of(self, fleet: str) -> list[WatcherRow]:
-        """The rows of `fleet`, the freshest heartbeat first (live or not: the reader judges)."""
+        """The rows of `fleet`, the freshest heartbeat first (live or not: the reader judges),
+        their times in this machine's clock."""
         rows = self.db.rows(
-            "SELECT host, pid, started, heartbeat, period, profile, alerts FROM watchers "
-            "WHERE fleet = ? ORDER BY heartbeat DESC",
+            f"SELECT host, pid, started, heartbeat, period, profile, alerts, {_SERVER_NOW[self.db.dialect]} "
+            "FROM watchers WHERE fleet = ? ORDER BY heartbeat DESC",
             (fleet,),
         )
         out: list[WatcherRow] = []
-        for host, pid, started, heartbeat, period, profile, alerts in rows:
+        for host, pid, started, heartbeat, period, profile, alerts, server_now in rows:
+            shift = float(round(time.time() - float(server_now)))
             info = WatcherInfo(
-                int(pid), str(host), float(started), float(heartbeat), float(period), _profile(profile), fleet
+                int(pid),
+                str(host),
+                float(started) + shift,
+                float(heartbeat) + shift,
+                float(period),
+                _profile(profile),
+                fleet,
             )
             out.append((info, _alerts(alerts)))
         return out

@@ -90,6 +90,28 @@ def test_a_stale_row_is_no_watcher_and_a_restarted_watcher_resumes_the_rows_aler
     theirs.close()
 
 
+def test_a_watcher_whose_clock_is_off_is_judged_by_the_servers_clock(store_engine, sim_node, tmp_path):
+    """Machines sharing a store need not agree on the time: a watcher whose clock runs an hour
+    behind, beating now, is alive to a console elsewhere; one that stopped beating 20 s ago on
+    a clock an hour ahead is gone."""
+    node = sim_node("n1")
+    _, theirs = _histories(store_engine, tmp_path)
+    key = fleet_key([node])
+    store = theirs.open()
+    t = time.time()
+    behind = t - 3600  # the watcher's machine: an hour behind
+    store.watchers.beat(WatcherInfo(4242, "slow-host", behind - 600, behind, 5.0, (), key), [], now=behind)
+    console = WatcherPresence(theirs.data_dir, [node], history=theirs, check_s=0)
+    assert console.check() is not None, "a live watcher on a slow clock was taken for gone"
+    assert console.watcher.host == "slow-host" and abs(console.watcher.heartbeat - t) < 3
+    assert abs(console.watcher.started - (t - 600)) < 3  # "watched since" in the reader's clock
+
+    ahead = t + 3600  # another machine, an hour ahead, whose watcher was killed 20 s ago
+    store.watchers.beat(WatcherInfo(4242, "slow-host", ahead - 600, ahead - 20, 5.0, (), key), [], now=ahead)
+    assert console.check() is None, "a dead watcher on a fast clock was taken for alive"
+    theirs.close()
+
+
 def test_this_hosts_dead_watchers_rows_are_removed_by_the_next_one(store_engine, sim_node, tmp_path):
     node = sim_node("n1")
     mine, _ = _histories(store_engine, tmp_path)
