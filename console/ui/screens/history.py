@@ -633,7 +633,7 @@ class HistoryScreen(Screen):
                 title.append(f"{len(self.runs) if self._query.words else self.matching or 0} of {total} {runs}")
             if not self.exhausted:
                 title.append(f" · {len(self.runs)} read")
-        if any(is_reference(r) for r in self.runs):
+        if self.runs and is_reference(self.runs[-1]):  # (they go last: _arrange)
             title.append(" · published reference rows last (dim)")
         if self.marked:
             title.append(f" · {len(self.marked)} marked")
