@@ -39,14 +39,16 @@ async def test_a_page_at_a_time_newest_first_and_the_next_as_the_cursor_nears_th
         assert await wait_for(pilot, lambda: screen.loaded)
         await pilot.pause()
         assert len(screen.runs) == PAGE == screen.table.row_count  # one page read, of 450
+        assert screen.table.total == RUNS  # the rest: placeholders until their page is read
         assert f"{RUNS} runs, newest first" in title() and f"{PAGE} read" in title()
         created = [r.created for r in screen.runs]
         assert created == sorted(created, reverse=True)
         screen.table.move_cursor(row=PAGE - AHEAD)  # near the end of what is read: the next page
         assert await wait_for(pilot, lambda: len(screen.runs) == 2 * PAGE)
         assert screen.table.get_row_at(0) and screen.cursor_run == screen.runs[PAGE - AHEAD].id  # cursor kept
-        await pilot.press("ctrl+end")  # the last row read: the rest is read
+        await pilot.press("ctrl+end")  # the last of every run counted: the rest is read
         assert await wait_for(pilot, lambda: screen.exhausted and len(screen.runs) == RUNS)
+        assert screen.table.cursor_row == RUNS - 1 and screen.cursor_run == screen.runs[-1].id
         created = [r.created for r in screen.runs]
         assert created == sorted(created, reverse=True) and len(set(r.id for r in screen.runs)) == RUNS
     history.close()

@@ -385,8 +385,9 @@ class RunTable(ScrollView, can_focus=True):
         style = base + (odd if row % 2 else even)
         if cursor:
             style += cursor_style
-        if row >= len(self._cells):  # its page is not read yet
-            text = self._cell(PLACEHOLDER, max(1, self._widths[0] if self._widths else 1), False, style + placeholder)
+        if row >= len(self._cells):  # its page is not read yet: the muted colour on the row's own background
+            muted = style + Style(color=placeholder.color)
+            text = self._cell(PLACEHOLDER, max(1, self._widths[0] if self._widths else 1), False, muted)
             return Strip([text]).adjust_cell_length(self._line_width, style)
         segments = []
         row_style = style + self._style_of(self._row_styles[row])
