@@ -651,7 +651,7 @@ class HistoryScreen(Screen):
             if self.unavailable is not None:
                 return Text(self.unavailable)
             empty = self.loaded and self.exhausted and not self.runs and not self.filter_text
-            if not empty and self.table.cursor_row >= len(self.shown) and not self.exhausted:
+            if self.loaded and not self.exhausted and self.table.cursor_row >= len(self.shown):
                 return Text("reading…", style="dim")  # a placeholder row: its page is on its way
             return Text("no stored results yet: i imports result files or bench output" if empty else "")
         parts = [run.id]
