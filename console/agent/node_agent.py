@@ -15,13 +15,16 @@ GPUs are re-enumerated with different facts), then one ``sample`` line per
 tick for every logical GPU, and with --health-interval H (default 10 s, 0 = off) a
 ``health`` line after the sample of a tick that read some physical GPUs' health
 (round-robin: each GPU once per H seconds):
-``{"kind": "health", "ts": T, "interval": H, "gpus": [ENTRY, ...], "same": [PHYSICAL, ...]}``.
+``{"kind": "health", "ts": T, "interval": H, "gpus": [ENTRY, ...], "same": [[PHYSICAL, READ_TIME], ...]}``.
 A GPU's full ENTRY (its ``physical`` index and the source's results) goes in ``gpus`` on its
 first reading, whenever it differs from the last entry sent for that GPU (timestamps and the
 clocks of the residency counters left out of the comparison: sampling.HEALTH_VOLATILE), when
-it carries events or CPER records, and at least every 6th reading; otherwise the GPU's index
-goes in ``same``: read at T, nothing changed (the console carries its last reading forward to
-T).  ``same`` is left out when empty; a new agent (a reconnect) starts with full entries.
+it carries events or CPER records, and at least every 30th reading, in a line written at the
+tick that read it; otherwise ``[PHYSICAL, READ_TIME]`` goes in ``same`` (read then, nothing
+changed: the console carries its last reading forward to that time), held until the agent
+writes a line anyway (a sample, a tick line, a full entry) or H seconds passed, so a node off
+screen wakes the console once per tick line, not once per GPU read.  ``same`` is left out
+when empty; a new agent (a reconnect) starts with full entries.
 Sources, in order: the amdsmi Python module
 (no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``, then for
 NVIDIA GPUs (nvidia.py) NVML through pynvml and ``nvidia-smi --query-gpu``.
@@ -233,13 +236,13 @@ def run_ticks(
     """Write static once (and on change), then one sample per tick and, with
     ``health_interval`` > 0, a health line after the samples of the ticks that read
     some GPUs' health (HealthSpread: every GPU once per health interval), a GPU's entry
-    in full only when it changed and every few readings, else its index in ``same``
-    (HealthDelta).  With a
+    in full only when it changed and every few readings, else its index and read time in
+    ``same``, sent with the next line written (HealthDelta).  With a
     ``control`` reader the console may ask for a full sample every N ticks only
     (SendRate): every K-th of the other ticks writes a ``tick`` line; health lines are not
     affected."""
     spread = HealthSpread(interval, health_interval) if health_interval > 0 else None
-    delta = HealthDelta()
+    delta = HealthDelta(max_hold=health_interval)
     rate = SendRate()
     static = sampler.static()
     writer.write({"kind": "static", "ts": time.time(), "gpus": static})
@@ -254,7 +257,9 @@ def run_ticks(
                 for message in control.wait(left):
                     sooner = rate.apply(message) or sooner
                 if sooner and last is not None:
-                    writer.write(last)  # back on screen: the newest sample now, not at the next tick
+                    # back on screen: the newest sample now, not at the next tick (and the GPUs read meanwhile)
+                    held = delta.line(time.time(), health_interval, None, True) if spread is not None else None
+                    writer.write(last, *([held] if held else []))
                     rate.sent()
                 left = deadline - clock()
             sleep(max(0.0, left))
@@ -275,13 +280,10 @@ def run_ticks(
                 lines.append(last)
             elif kind == "tick":
                 lines.append({"kind": "tick", "ts": last["ts"], "seq": tick})
-        entries = health_entries(sampler, spread) if spread is not None else None
-        if entries:
-            full, same = delta.split(entries)
-            health = {"kind": "health", "ts": time.time(), "interval": health_interval, "gpus": full}
-            if same:
-                health["same"] = same
-            lines.append(health)
+        if spread is not None:
+            health = delta.line(time.time(), health_interval, health_entries(sampler, spread), bool(lines))
+            if health is not None:
+                lines.append(health)
         if lines:
             writer.write(*lines)
         deadline = next_deadline(deadline, interval, clock())

@@ -466,8 +466,9 @@ class HealthTracker:
         if readings and reading.t < readings[-1].t:
             return self.verdict  # out of order (a replayed line): the history only moves forward
         if reading.firmware is None and readings and readings[-1].firmware is not None:
-            reading = dataclasses.replace(reading, firmware=readings[-1].firmware)
-        if len(readings) >= 2 and _same_values(reading, readings[-1]) and _same_values(readings[-1], readings[-2]):
+            reading = _with(reading, firmware=readings[-1].firmware)
+        same = bool(readings) and _same_values(reading, readings[-1])
+        if same and len(readings) >= 2 and _same_values(readings[-1], readings[-2]):
             # The middle of a run of equal readings says nothing its two ends do not (no rule, no
             # chart): the run is kept as its first and newest readings, so a healthy GPU read
             # every 10 s for an hour is a few readings, not 360. The newest shares the run's values.
@@ -481,7 +482,20 @@ class HealthTracker:
             self._readings.popleft()
         while self._faults and reading.t - self._faults[0].t > self.rules.fault_window:
             self._faults.popleft()
-        self.verdict = evaluate(self._readings, self.rules, self._faults)
+        v = self.verdict
+        if (
+            same
+            and reading.carried_from is not None
+            and v.state == OK
+            and not v.findings
+            and v.throttle_share == 0.0
+            and (reading.residency is not None or reading.throttle_reasons == ())
+        ):
+            # A well GPU read again unchanged (most readings of a fleet): no rule can move, its
+            # new interval counts as not throttled, the windows only let old news go.
+            self.verdict = HealthVerdict(OK, (), reading.t, 0.0, None)
+        else:
+            self.verdict = evaluate(self._readings, self.rules, self._faults)
         return self.verdict
 
 

@@ -279,7 +279,7 @@ class HealthFrame:
     interval: float
     readings: tuple[HealthReading, ...]
     notes: tuple[str, ...] = ()  # GPU entries skipped as unreadable, one line each naming the GPU
-    same: tuple[int, ...] = ()  # physical GPUs read at ts and unchanged: their last reading carries on
+    same: tuple[tuple[int, float], ...] = ()  # (physical, read time): read then, unchanged
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ object, no integer ``physical``, an unknown vendor, a ``results`` or ``nvml`` th
 is not an object) is skipped with a one-line note naming the GPU (``HealthFrame.notes``),
 so that one bad GPU cannot take a node's whole telemetry stream down. A line whose
 own fields (ts, interval, gpus, same) are wrong is a protocol error like any other. A GPU
-the agent read and found unchanged is only named in ``same`` (its physical index): the
-decoder validates the indices (a bad one is a note) and the service that keeps the GPU's
-last reading carries it forward to the line's time (core/health.py ``carried``). Lines are
+the agent read and found unchanged is only named in ``same`` ([physical index, read time]):
+the decoder validates the pairs (a bad one is a note) and the service that keeps the GPU's
+last reading carries it forward to that time (core/health.py ``carried``). Lines are
 decoded within limits (console/core/node_json.py), and every text field is made
 printable (console/core/text.py) before it can reach a screen.
 """
@@ -258,6 +258,16 @@ def _health_reading(entry: object, ts: float) -> HealthReading:
     return dataclasses.replace(reading, faults=faults, firmware=firmware)
 
 
+def _same_item(item: Any) -> tuple[int, float] | None:
+    """One ``same`` item, [physical, read time]: None when it is not one."""
+    if type(item) is not list or len(item) != 2:
+        return None
+    physical, t = item
+    if type(physical) is not int or physical < 0 or type(t) not in (float, int) or not math.isfinite(t):
+        return None  # bool is no index (type, not isinstance)
+    return physical, float(t)
+
+
 def _health(obj: dict) -> HealthFrame:
     ts = float(obj["ts"])
     if not math.isfinite(ts):
@@ -282,16 +292,13 @@ def _health(obj: dict) -> HealthFrame:
             physical = entry.get("physical") if isinstance(entry, dict) else None
             who = f"GPU {physical}" if isinstance(physical, int) and not isinstance(physical, bool) else f"entry {n}"
             notes.append(f"health of {who} skipped: {printable(clip(str(exc), 120))}")
-    unchanged: list[int] = []
-    for n, physical in enumerate(same):
-        if type(physical) is not int or physical < 0:  # bool is not an index either
-            notes.append(f"health: same[{n}] skipped: not a GPU index: {printable(clip(repr(physical), 40))}")
-        elif any(r.gpu == physical for r in readings):
-            notes.append(f"health of GPU {physical}: both read in full and said unchanged, the full reading kept")
-        elif physical in unchanged:
-            notes.append(f"health of GPU {physical}: said unchanged twice in one line, once kept")
+    unchanged: list[tuple[int, float]] = []
+    for n, item in enumerate(same):
+        pair = _same_item(item)
+        if pair is None:
+            notes.append(f"health: same[{n}] skipped: not [GPU index, read time]: {printable(clip(repr(item), 60))}")
         else:
-            unchanged.append(physical)
+            unchanged.append(pair)
     return HealthFrame(
         ts=ts, interval=interval or 0.0, readings=tuple(readings), notes=tuple(notes), same=tuple(unchanged)
     )

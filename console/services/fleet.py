@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.util
+import itertools
 import logging
 import operator
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from console.core.backoff import backoff_delay
 from console.core.events import Event, EventDetector
@@ -487,7 +488,7 @@ class FleetTelemetry:
             self._set_health(track, NodeHealth.LIVE, None)
             self._emit(TelemetryReceived(track.spec.name, message, now))
         elif isinstance(message, HealthFrame):
-            self.ingest_health(track.spec.name, message.readings, notes=message.notes, same=message.same, t=message.ts)
+            self.ingest_health(track.spec.name, message.readings, notes=message.notes, same=message.same)
         elif isinstance(message, ProbeInfo):
             track.snapshot = replace(snap, probe=message)
         elif isinstance(message, AgentFailure):
@@ -557,30 +558,26 @@ class FleetTelemetry:
         readings: Iterable[HealthReading],
         *,
         notes: tuple[str, ...] = (),
-        same: tuple[int, ...] = (),
-        t: float = 0.0,
+        same: tuple[tuple[int, float], ...] = (),
     ) -> None:
         """Health readings of some of a node's physical GPUs (an agent's health line, or DME's
         families): verdicts into snapshot.gpu_health, GpuHealthChanged when a state moved, and
-        the events they cause as GpuEventsSeen.  ``same``: GPUs the agent read at ``t`` and
-        found unchanged, their last reading carried forward to ``t``."""
+        the events they cause as GpuEventsSeen.  ``same``: (physical, time) of GPUs the agent
+        read then and found unchanged: their last reading carried forward to that time."""
         track = self._tracks[node]
-        if same:
-            readings, notes = self._carried(node, readings, same, t, notes)
-        if notes and notes != track.health_notes:
-            for note in notes:
-                log.warning("%s: %s", node, note)
-        track.health_notes = notes
         events: list[Event] = []
         changed = False
         by_gpu = {h.physical: h for h in track.snapshot.gpu_health}
-        read: tuple[int, ...] = ()
-        for reading in readings:
+        read: list[int] = []
+        unknown: list[str] = []
+        # the carried ones first: the agent read them before the full entries of this line
+        for reading in itertools.chain(self._carried(node, same, unknown) if same else (), readings):
             events += self.detector.health(node, reading)
             tracker = self.detector.tracker(node, reading.gpu)
             if tracker is None:
                 continue
-            read += (reading.gpu,)
+            if reading.gpu not in read:
+                read.append(reading.gpu)
             verdict = tracker.verdict
             state, since = track.health_since.get(reading.gpu, (UNKNOWN, reading.t))
             if verdict.state != state:
@@ -588,6 +585,11 @@ class FleetTelemetry:
                 track.health_since[reading.gpu] = (state, since)
                 changed = True
             by_gpu[reading.gpu] = GpuHealth(reading.gpu, verdict, tracker.last, since)
+        notes += tuple(unknown)
+        if notes and notes != track.health_notes:
+            for note in notes:
+                log.warning("%s: %s", node, note)
+        track.health_notes = notes
         gpus = tuple(by_gpu[k] for k in sorted(by_gpu))
         track.snapshot = replace(track.snapshot, gpu_health=gpus)
         if changed:
@@ -595,20 +597,18 @@ class FleetTelemetry:
         if events:
             self._emit(GpuEventsSeen(node, tuple(events)))
         if self.health_read is not None:
-            self.health_read(node, read)
+            self.health_read(node, tuple(read))
 
-    def _carried(
-        self, node: str, readings: Iterable[HealthReading], same: tuple[int, ...], t: float, notes: tuple[str, ...]
-    ) -> tuple[list[HealthReading], tuple[str, ...]]:
-        out = list(readings)
-        for physical in same:
+    def _carried(self, node: str, same: tuple[tuple[int, float], ...], unknown: list[str]) -> Iterator[HealthReading]:
+        """The readings the agent's ``same`` stands for, oldest first, each carried from its GPU's
+        last reading at the time it is judged (one GPU may be named twice in a line)."""
+        for physical, t in sorted(same, key=lambda pair: pair[1]):
             tracker = self.detector.tracker(node, physical)
             last = tracker.last if tracker is not None else None
-            if last is None:  # its full entry was skipped (or never sent): the next one comes within 6 readings
-                notes += (f"health of GPU {physical} said unchanged before any reading of it: skipped",)
+            if last is None:  # its full entry was skipped (or never sent): it comes within 30 readings
+                unknown.append(f"health of GPU {physical} said unchanged before any reading of it: skipped")
             else:
-                out.append(carried(last, t))
-        return out, notes
+                yield carried(last, t)
 
     def watch(self, nodes: Iterable[str]) -> None:
         """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values

@@ -59,7 +59,7 @@ async def sample_node(
             snap = replace(snap, latest=message, last_sample_ts=time.time(), health=NodeHealth.LIVE)
         elif isinstance(message, HealthFrame):
             latest = {r.gpu: r for r in readings}  # a GPU the agent found unchanged: its last reading, carried on
-            readings += message.readings + tuple(carried(latest[p], message.ts) for p in message.same if p in latest)
+            readings += message.readings + tuple(carried(latest[p], t) for p, t in message.same if p in latest)
         elif isinstance(message, AgentFailure):
             return replace(snap, health=NodeHealth.DOWN, error=f"{node.name}: {message.message}")
     if readings and health is not None:

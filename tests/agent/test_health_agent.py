@@ -118,13 +118,13 @@ def test_health_lines_spread_every_gpu_once_per_interval_and_a_healthy_node_is_o
     for i, o in enumerate(lines):
         if o["kind"] == "health":
             assert lines[i - 1]["kind"] == "sample"
-    per_tick = [sorted([g["physical"] for g in o["gpus"]] + o.get("same", [])) for o in health]
+    per_tick = [sorted([g["physical"] for g in o["gpus"]] + [p for p, _t in o.get("same", [])]) for o in health]
     assert max(len(p) for p in per_tick) <= math.ceil(8 * 0.1 / 0.5)  # never a burst of all GPUs
     order = [p for tick in per_tick for p in tick]
     assert order[:24] == list(range(8)) * 3  # round-robin: every GPU once per 5 ticks (0.5 s)
     # the first two rounds in full (the second has no firmware: it differs), the third unchanged: `same`
     assert [g["physical"] for o in health for g in o["gpus"]][:16] == list(range(8)) * 2
-    assert [p for o in health for p in o.get("same", [])][:8] == list(range(8))
+    assert [p for o in health for p, _t in o.get("same", [])][:8] == list(range(8))
     first = {}
     for entry in (g for o in health for g in o["gpus"]):
         assert (entry["vendor"], entry["source"]) == ("amd", "amdsmi")

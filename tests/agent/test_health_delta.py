@@ -106,28 +106,52 @@ class Sampler:
         return out
 
 
-def run(sampler: Sampler, clock: Clock, ticks: int, on_tick=None) -> list[dict]:
-    """The health lines of `ticks` ticks at 1 s, every GPU read once per 2 s (one GPU a tick)."""
+class Control:
+    """The console's control lines on the agent's stdin: ``rate`` at the first wait, then none
+    (each wait lets the fake clock run to the deadline)."""
+
+    closed = False
+
+    def __init__(self, clock: Clock, rate: dict) -> None:
+        self.clock, self.rate = clock, rate
+
+    def wait(self, timeout: float) -> list[dict]:
+        self.clock.sleep(timeout)
+        rate, self.rate = self.rate, None
+        return [rate] if rate else []
+
+
+def run(sampler: Sampler, clock: Clock, ticks: int, on_tick=None, rate: dict | None = None) -> list[dict]:
+    """The lines of `ticks` ticks at 1 s, every GPU read once per 2 s (one GPU a tick); each
+    write's lines with the write's time (`at`) and the writes' count (`write`)."""
     out: list[dict] = []
+    writes = [0]
 
     class Writer:
         def write(self, *objs):
-            out.extend(copy.deepcopy(objs))
+            writes[0] += 1
+            out.extend(dict(copy.deepcopy(o), at=clock.now, write=writes[0]) for o in objs)
             if on_tick is not None:
-                on_tick(sum(1 for o in out if o["kind"] == "sample"))
+                on_tick(sum(1 for o in out if o["kind"] in ("sample", "tick")))
 
-    node_agent.run_ticks(sampler, Writer(), 1.0, ticks, clock=clock, sleep=clock.sleep, health_interval=2.0)
-    return [o for o in out if o["kind"] == "health"]
+    control = Control(clock, rate) if rate else None
+    node_agent.run_ticks(
+        sampler, Writer(), 1.0, ticks, clock=clock, sleep=clock.sleep, health_interval=2.0, control=control
+    )
+    return out
+
+
+def health(lines: list[dict]) -> list[dict]:
+    return [o for o in lines if o["kind"] == "health"]
 
 
 def readings(lines: list[dict], physical: int) -> list[str]:
-    """'full' or 'same' for each reading of one GPU, in order."""
+    """'full' or 'same' for each reading of one GPU, in the order sent."""
     out = []
-    for line in lines:
+    for line in health(lines):
+        out += ["same" for p, _t in line.get("same", []) if p == physical]
         if any(g["physical"] == physical for g in line["gpus"]):
             out.append("full")
-        if physical in line.get("same", []):
-            out.append("same")
     return out
 
 
@@ -138,8 +162,10 @@ def test_an_unchanged_gpu_is_named_in_same_and_sent_in_full_every_few_readings()
     expected = (["full"] + ["same"] * (FULL_EVERY - 1)) * 2 + ["full"]
     assert readings(lines, 0) == expected and readings(lines, 1) == expected
     # a line whose GPUs are all unchanged still says they were read (exact freshness), and no `same` when none
-    assert any(line["gpus"] == [] and line["same"] for line in lines)
-    assert all("same" not in line for line in lines if line["gpus"])
+    assert any(line["gpus"] == [] and line["same"] for line in health(lines))
+    # each pair says when its GPU was read: here at the line's own tick (every tick writes a sample)
+    assert all(t == line["ts"] for line in health(lines) for _p, t in line.get("same", []))
+    assert all("same" not in line for line in health(lines) if line["gpus"])
 
 
 def test_a_change_goes_in_full_at_its_reading_and_the_clocks_alone_are_no_change():
@@ -154,7 +180,7 @@ def test_a_change_goes_in_full_at_its_reading_and_the_clocks_alone_are_no_change
 
     lines = run(sampler, clock, 14, on_tick)
     assert readings(lines, 0) == ["full", "same", "same", "full", "same", "same", "same"]
-    changed = next(g for line in lines[1:] for g in line["gpus"] if g["physical"] == 0)
+    changed = next(g for line in health(lines)[1:] for g in line["gpus"] if g["physical"] == 0)
     assert changed["results"]["amdsmi_get_gpu_total_ecc_count"]["correctable_count"] == 1
     assert readings(lines, 1) == ["full", "same", "same", "same", "full", "same", "same"]
 
@@ -169,7 +195,7 @@ def test_events_always_go_in_full_even_when_the_same_ones_come_again():
             sampler.events[1] = list(reset)
 
     lines = run(sampler, clock, 10, on_tick)
-    full = [g for line in lines for g in line["gpus"] if g["physical"] == 1]
+    full = [g for line in health(lines) for g in line["gpus"] if g["physical"] == 1]
     assert [g["events"] for g in full] == [[], reset, reset, []]  # then the entry without them, once
     assert readings(lines, 1) == ["full", "full", "full", "full", "same"]
 
@@ -187,3 +213,43 @@ def test_a_new_enumeration_and_a_new_agent_start_with_full_entries():
     # a second agent (the console reconnected): its first readings in full, whatever came before
     again = run(sampler, clock, 2)
     assert readings(again, 0) == ["full"] and readings(again, 1) == ["full"]
+
+
+def test_off_screen_the_unchanged_gpus_wait_for_the_next_line_and_a_change_goes_at_once():
+    """The console asked for a sample every 10 ticks and a tick line every 5: the GPUs read
+    unchanged ride with those lines (one wake-up of the console), each with its read time;
+    a change is written at the tick that read it."""
+    clock = Clock()
+    sampler = Sampler(clock)
+
+    def on_tick(written: int) -> None:
+        if written == 3:  # the sample of tick 0, the tick lines of ticks 5 and 10
+            sampler.state[1] = {"correctable": 4}
+
+    lines = run(sampler, clock, 21, on_tick, rate={"kind": "rate", "every": 10, "tick": 5})
+    writes: dict[int, list[dict]] = {}
+    for line in lines:
+        writes.setdefault(line["write"], []).append(line)
+    for batch in writes.values():
+        kinds = [o["kind"] for o in batch]
+        if kinds != ["static"] and "health" in kinds and not any(o["gpus"] for o in health(batch)):
+            assert kinds[0] in ("sample", "tick")  # `same` only: never a write of its own
+    change = next(o for o in health(lines) for g in o["gpus"] if g["physical"] == 1 and o["at"] > 1010)
+    assert change["gpus"][0]["results"]["amdsmi_get_gpu_total_ecc_count"]["correctable_count"] == 4
+    assert change["at"] == 1011.0  # tick 11 read GPU 1 (odd ticks): written then, between two tick lines
+    [held] = [o for o in health(lines) if o["at"] == 1005.0]  # with the tick line of tick 5
+    assert [p for p, _t in held["same"]] == [0, 1, 0, 1]  # read on ticks 2, 3, 4, 5
+    times = [t for _p, t in held["same"]]
+    assert times == sorted(times) and times[0] < times[-1] <= held["ts"]  # each its own read time
+    # every reading is sent, once: one GPU a tick
+    assert sum(len(o["gpus"]) + len(o.get("same", ())) for o in health(lines)) == 21
+
+
+def test_unchanged_gpus_wait_a_health_interval_at_most_when_nothing_else_is_written():
+    delta = node_agent.HealthDelta(max_hold=10.0)
+    assert [g["physical"] for g in delta.line(100.0, 10.0, [amd_entry(0, 100.0)], False)["gpus"]] == [0]
+    assert delta.line(105.0, 10.0, [amd_entry(0, 105.0)], False) is None  # unchanged: held
+    assert delta.line(109.0, 10.0, None, False) is None
+    line = delta.line(115.0, 10.0, [amd_entry(0, 115.0)], False)  # the oldest waited 10 s: out
+    assert line["gpus"] == [] and line["same"] == [[0, 105.0], [0, 115.0]]
+    assert delta.line(116.0, 10.0, None, True) is None  # nothing held: no empty line

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from console.core.health import HealthReading, HealthRules, HealthTracker, carried, throttle_share
+from console.core.health import HealthReading, HealthRules, HealthTracker, carried, evaluate, throttle_share
 from console.core.telemetry import MAX_HEALTH_GPUS, AgentProtocolError, parse_agent_line
 from tests.services.health_lines import amd_entry
 
@@ -18,9 +18,9 @@ def line(ts: float, entries: list, **extra) -> str:
     return json.dumps({"kind": "health", "ts": ts, "interval": 10.0, "gpus": entries, **extra})
 
 
-def test_same_names_the_gpus_read_and_unchanged_beside_the_full_entries():
-    frame = parse_agent_line(line(100.0, [amd_entry(1)], same=[0, 2]))
-    assert [r.gpu for r in frame.readings] == [1] and frame.same == (0, 2) and frame.notes == ()
+def test_same_names_the_gpus_read_and_unchanged_and_when_beside_the_full_entries():
+    frame = parse_agent_line(line(100.0, [amd_entry(1)], same=[[0, 97.5], [2, 100]]))
+    assert [r.gpu for r in frame.readings] == [1] and frame.same == ((0, 97.5), (2, 100.0)) and frame.notes == ()
     assert frame.ts == 100.0
 
 
@@ -29,17 +29,19 @@ def test_a_line_of_the_old_shape_has_no_same():
     assert [r.gpu for r in frame.readings] == [0, 1] and frame.same == ()
 
 
-def test_a_bad_index_in_same_is_one_note_naming_it_and_the_rest_is_kept():
-    frame = parse_agent_line(line(100.0, [amd_entry(1)], same=[0, "3", -1, True, 2.0, 0, 1, None]))
-    assert frame.same == (0,) and [r.gpu for r in frame.readings] == [1]
+def test_a_bad_item_in_same_is_one_note_naming_it_and_the_rest_is_kept():
+    bad = [3, ["3", 99.0], [-1, 99.0], [True, 99.0], [2.0, 99.0], [1, "now"], [1, None], [1, 99.0, 0]]
+    frame = parse_agent_line(line(100.0, [amd_entry(1)], same=[[0, 99.0], *bad]))
+    assert frame.same == ((0, 99.0),) and [r.gpu for r in frame.readings] == [1]
     assert frame.notes == (
-        "health: same[1] skipped: not a GPU index: '3'",
-        "health: same[2] skipped: not a GPU index: -1",
-        "health: same[3] skipped: not a GPU index: True",
-        "health: same[4] skipped: not a GPU index: 2.0",
-        "health of GPU 0: said unchanged twice in one line, once kept",
-        "health of GPU 1: both read in full and said unchanged, the full reading kept",
-        "health: same[7] skipped: not a GPU index: None",
+        "health: same[1] skipped: not [GPU index, read time]: 3",
+        "health: same[2] skipped: not [GPU index, read time]: ['3', 99.0]",
+        "health: same[3] skipped: not [GPU index, read time]: [-1, 99.0]",
+        "health: same[4] skipped: not [GPU index, read time]: [True, 99.0]",
+        "health: same[5] skipped: not [GPU index, read time]: [2.0, 99.0]",
+        "health: same[6] skipped: not [GPU index, read time]: [1, 'now']",
+        "health: same[7] skipped: not [GPU index, read time]: [1, None]",
+        "health: same[8] skipped: not [GPU index, read time]: [1, 99.0, 0]",
     )
 
 
@@ -48,7 +50,7 @@ def test_a_bad_index_in_same_is_one_note_naming_it_and_the_rest_is_kept():
     [
         ({"0": 1}, "same is not a list"),
         ("0,1", "same is not a list"),
-        (list(range(MAX_HEALTH_GPUS)), f"{MAX_HEALTH_GPUS + 1} GPUs read (at most {MAX_HEALTH_GPUS})"),
+        ([[0, 1.0]] * MAX_HEALTH_GPUS, f"{MAX_HEALTH_GPUS + 1} GPUs read (at most {MAX_HEALTH_GPUS})"),
     ],
 )
 def test_a_same_that_is_not_a_bounded_list_is_a_protocol_error(same, words):
@@ -81,6 +83,7 @@ def test_a_run_of_unchanged_readings_is_kept_as_its_two_ends_and_judged_the_same
             tracker.add(carried(tracker.last, 10.0 * k))
         else:
             tracker.add(reading(10.0 * k, 0.0, 1000.0 * k))
+        assert tracker.verdict == evaluate(tracker.readings, HealthRules())  # judged as in full
     assert len(tracker.readings) == 2 and tracker.last.t == 3590.0
     assert tracker.verdict.state == "ok" and tracker.verdict.throttle_share == 0.0
 
@@ -99,3 +102,20 @@ def test_throttling_that_begins_after_carried_readings_is_counted_in_its_own_int
     assert reason == "power" and share == pytest.approx(1.0)
     share_minute, _ = throttle_share(history, 60.0)
     assert share_minute == pytest.approx(10.0 / 60.0)  # the window's other 30 s were carried: not throttled
+
+
+def test_a_gpu_said_unchanged_after_a_warning_is_judged_in_full_as_its_window_moves():
+    """A throttled minute, then readings that say nothing moved: the share falls as the window
+    moves past the throttled time, and the warning ends when it is under the threshold."""
+    tracker = HealthTracker(HealthRules(throttle_window=60.0, throttle_share=0.25))
+    tracker.add(reading(0.0, 0.0, 0.0))
+    tracker.add(reading(10.0, 1000.0, 1000.0))  # throttled all of those 10 s
+    tracker.add(reading(20.0, 2000.0, 2000.0))
+    tracker.add(reading(30.0, 3000.0, 3000.0))
+    assert tracker.verdict.state == "warn"
+    states = []
+    for k in range(4, 12):
+        tracker.add(carried(tracker.last, 10.0 * k))
+        assert tracker.verdict == evaluate(tracker.readings, tracker.rules)
+        states.append(tracker.verdict.state)
+    assert states[0] == "warn" and states[-1] == "ok"

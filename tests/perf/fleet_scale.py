@@ -22,7 +22,8 @@ would measure the agents, not the console, so every node replays the agent lines
 recorded against the simulated CPX node (tests/fixtures/traces/mi300x-cpx.jsonl:
 hello, static, then 30 samples of 64 logical GPUs, looped) at 1 Hz, each line
 stamped with a fresh agent timestamp when it is "sent"; each node has its own
-random phase in the second (seeded), as real agents do. The instance list every
+random phase in the second (seeded), as real agents do. With the agents in their own
+process (the default), they send health lines too, as the agent does (--health: far_agents.py). The instance list every
 node is polled for is answered empty.
 
 Headless Textual skips turning a frame into terminal bytes; this script does
@@ -218,6 +219,7 @@ class PipeReplay(AgentReplay):
         self.index, self.fd, self.control_fd = index, fd, control_fd
         self.sent = 0  # full sample lines received
         self.ticks = 0  # tick lines received
+        self.health = 0  # health lines received
 
     def _control(self, data: bytes) -> None:
         prefix = f"{self.index} ".encode()
@@ -240,6 +242,8 @@ class PipeReplay(AgentReplay):
                     line = decode(raw).rstrip("\r")
                     if line.startswith('{"kind":"tick"'):
                         self.ticks += 1
+                    elif line.startswith('{"kind":"health"'):
+                        self.health += 1
                     else:
                         self.sent += 1
                     yield line
@@ -248,9 +252,13 @@ class PipeReplay(AgentReplay):
 
 
 class FarEnd:
-    """far_agents.py: every node's agent in one process of its own, a pipe per node."""
+    """far_agents.py: every node's agent in one process of its own, a pipe per node. ``health``:
+    far_agents.py's --health (delta: as the agent sends them; full: every entry in full; none),
+    ``health_change`` the share of GPUs whose entries change at every reading."""
 
-    def __init__(self, nodes: int, interval: float, seed: int, layout: str) -> None:
+    def __init__(
+        self, nodes: int, interval: float, seed: int, layout: str, health: str = "none", health_change: float = 0.0
+    ) -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         need = 2 * nodes + 256
         if soft < need:
@@ -259,7 +267,8 @@ class FarEnd:
         control_r, self.control_w = os.pipe()
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("far_agents.py")), str(TRACES[layout]), str(interval)]
-            + [str(seed), str(control_r), ",".join(str(w) for _r, w in pipes)],
+            + [str(seed), str(control_r), ",".join(str(w) for _r, w in pipes)]
+            + ["--health", health, "--health-change", str(health_change)],
             pass_fds=[control_r, *(w for _r, w in pipes)],
             start_new_session=True,
         )
@@ -809,6 +818,13 @@ def main() -> int:
         help="--source ssh: the replayed agents in a process of their own, lines over pipes (default), "
         "or in the console's own process (their timers and formatting then count in its CPU)",
     )
+    parser.add_argument(
+        "--health",
+        choices=("delta", "full", "none"),
+        default="delta",
+        help="--agents process: the agents' health lines (far_agents.py): as the agent sends them, "
+        "every entry in full (the agent before `same`), or none (as before 2026-11-29)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.settle = min(args.seconds, 15.0), 1.0
@@ -824,7 +840,7 @@ def main() -> int:
     elif args.source == "answers":
         side = AnswersSide(args)
     far = (
-        FarEnd(args.nodes, args.interval, args.seed, args.layout)
+        FarEnd(args.nodes, args.interval, args.seed, args.layout, health=args.health)
         if args.source == "ssh" and args.agents == "process"
         else None
     )
@@ -840,6 +856,7 @@ def main() -> int:
     steady, keys = m["steady"], m["keys"]
     result = {
         "script": "fleet_scale",
+        "health_lines": args.health if far else "none",
         "source": {
             "prometheus": "real Prometheus scraping simulated DME",
             "answers": "simulated Prometheus answers, after the parse (AnswersSide)",

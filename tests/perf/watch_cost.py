@@ -2,7 +2,7 @@
 fleet scale over fleet_scale.py's replay.
 
     python tests/perf/watch_cost.py [--seconds 60] [--settle 10]
-    python tests/perf/watch_cost.py --fleet-scale 1024 [--seconds 60]     # 1,024 nodes x 8 GPUs
+    python tests/perf/watch_cost.py --fleet-scale 1024 [--seconds 60] [--health delta|full|none] [--health-change 0.1]
 
 Prints one JSON object; asserts nothing (the budget is printed beside the figures).
 
@@ -20,8 +20,15 @@ of its own, the lines through real pipes, honouring the watcher's off-screen rat
 sample every few seconds, a tick line between). CPU % = this process's CPU time over the
 window / wall time; RSS is VmRSS at the end and the peak (VmHWM). This process imports
 fleet_scale.py, which imports Textual (its TUI half): rss_after_imports_mb says what that
-costs before the watcher exists. The replay's traces carry no health lines: the rules are
-judged on node states and samples, the health readings of a real agent are not replayed.
+costs before the watcher exists. Each replayed node sends health lines as the agent does
+(far_agents.py): its 8 GPUs read once per health interval (10 s, the watcher's default rules)
+spread over its ticks, entries the agent's own health code read from the simulated amdsmi;
+--health delta (default) sends a GPU's full entry only when it changed and every 30th reading,
+`same` otherwise (the agent's own HealthDelta); --health full every entry in full (the agent
+before `same`); --health none no health lines. --health-change: the share of GPUs whose
+entries change at every reading (they throttle at their power cap).
+The demo figure (no --fleet-scale) runs the real agents over the simulated amdsmi: their
+health lines are the agent's own.
 """
 
 from __future__ import annotations
@@ -84,11 +91,17 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--fleet-scale", type=int, metavar="NODES", help="the watcher's loop over N replayed nodes")
     parser.add_argument("--profile", metavar="FILE", help="--fleet-scale: cProfile the window into FILE (pstats)")
+    parser.add_argument(
+        "--health", choices=("delta", "full", "none"), default="delta", help="--fleet-scale: health lines"
+    )
+    parser.add_argument("--health-change", type=float, default=0.0, help="--fleet-scale: share of GPUs changing")
     args = parser.parse_args()
     if args.fleet_scale:
         import asyncio
 
-        return asyncio.run(at_scale(args.fleet_scale, args.seconds, args.settle, args.profile))
+        return asyncio.run(
+            at_scale(args.fleet_scale, args.seconds, args.settle, args.profile, args.health, args.health_change)
+        )
     from console.core.profiles import demo_profile_path, load_profile
 
     nodes = len(load_profile([demo_profile_path()]).nodes)
@@ -166,7 +179,14 @@ def main() -> int:
     return 0
 
 
-async def at_scale(nodes: int, seconds: float, settle: float, profile_to: str | None = None) -> int:
+async def at_scale(
+    nodes: int,
+    seconds: float,
+    settle: float,
+    profile_to: str | None = None,
+    health: str = "delta",
+    health_change: float = 0.0,
+) -> int:
     import asyncio
     import gc
 
@@ -183,7 +203,7 @@ async def at_scale(nodes: int, seconds: float, settle: float, profile_to: str | 
     from console.services.watcher import Watcher
 
     rss_imports = status_kb(os.getpid(), "VmRSS")
-    far = fleet_scale.FarEnd(nodes, 1.0, 0, "spx")
+    far = fleet_scale.FarEnd(nodes, 1.0, 0, "spx", health=health, health_change=health_change)
     profile, spare, transports = fleet_scale.build(nodes, 1.0, layout="spx", far=far)
     del spare  # build's own FleetTelemetry: the watcher makes its own
     gc.collect()
@@ -217,16 +237,36 @@ async def at_scale(nodes: int, seconds: float, settle: float, profile_to: str | 
 
             profiler = cProfile.Profile()
             profiler.enable()
+        gc_spent = {0: 0.0, 1: 0.0, 2: 0.0}
+        gc_started: list[float] = []
+
+        def gc_timer(phase: str, info: dict) -> None:  # the collector's own time, per generation
+            if phase == "start":
+                gc_started[:] = [time.perf_counter()]
+            elif gc_started:
+                gc_spent[info["generation"]] += time.perf_counter() - gc_started[0]
+
+        gc.callbacks.append(gc_timer)
         samples0 = sum(t.sent for t in transports.values())
         ticks0 = sum(t.ticks for t in transports.values())
+        health0 = sum(t.health for t in transports.values())
         cpu0, t0 = cpu_s(os.getpid()), time.monotonic()
         while time.monotonic() - t0 < seconds:
             await asyncio.sleep(1.0)
             if watcher.loop_lag is not None:
                 lags.append(watcher.loop_lag)
         cpu1, t1 = cpu_s(os.getpid()), time.monotonic()
+        gc.callbacks.remove(gc_timer)
         samples = sum(t.sent for t in transports.values()) - samples0
         ticks = sum(t.ticks for t in transports.values()) - ticks0
+        healths = sum(t.health for t in transports.values()) - health0
+        readings = sum(
+            len(watcher.fleet.health_readings(s.name, g.physical))
+            for s in watcher.fleet.snapshots()
+            for g in s.gpu_health
+        )
+        fresh = [g.reading.t for s in watcher.fleet.snapshots() for g in s.gpu_health if g.reading is not None]
+        age_max = time.time() - min(fresh) if fresh else None
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(profile_to)
@@ -255,6 +295,14 @@ async def at_scale(nodes: int, seconds: float, settle: float, profile_to: str | 
                 "loop_lag_max_s": round(max(lags), 3) if lags else None,
                 "sample_lines_per_s": round(samples / wall, 1),
                 "tick_lines_per_s": round(ticks / wall, 1),
+                "gc_cpu_percent": {str(g): round(100 * v / wall, 2) for g, v in gc_spent.items()},
+                "gc_tracked_objects": len(gc.get_objects()),
+                "health": health,
+                "health_change": health_change,
+                "health_lines_per_s": round(healths / wall, 1),
+                "gpus_with_health": len(fresh),
+                "health_age_max_s": round(age_max, 1) if age_max is not None else None,
+                "health_readings_kept": readings,
                 "nodes_live": sum(v == "live" for v in state.nodes.values()),
                 "events_written": state.events_written,
                 "cores": os.cpu_count(),

@@ -19,18 +19,22 @@ from tests.helpers import wait_for
 def test_a_gpu_said_unchanged_keeps_its_reading_and_verdict_at_the_new_time(caplog):
     fleet = FleetTelemetry([NodeSpec(name="n1", host="localhost", transport="local")])
     fleet.ingest_health("n1", [HealthReading(100.0, 0, "amd", ecc_uncorrectable=1), HealthReading(100.0, 1, "amd")])
-    fleet.ingest_health("n1", [], same=(0, 1), t=110.0)
+    fleet.ingest_health("n1", [], same=((0, 110.0), (1, 105.0)))
     snap = fleet.snapshot("n1")
     sick, well = snap.health_of(0), snap.health_of(1)
-    assert sick.reading.t == well.reading.t == 110.0  # fresh: read at 110
+    assert (sick.reading.t, well.reading.t) == (110.0, 105.0)  # fresh: as of when they were read
     assert sick.reading.ecc_uncorrectable == 1 and sick.verdict.state == FAIL and well.verdict.state == OK
     assert sick.since == 100.0  # the state began with the reading that showed it
     # a GPU the console has no reading of: one line naming it, nothing else moves
     with caplog.at_level(logging.WARNING):
-        fleet.ingest_health("n1", [], same=(1, 7), t=120.0)
+        fleet.ingest_health("n1", [], same=((1, 120.0), (7, 120.0)))
     assert fleet.health_notes("n1") == ("health of GPU 7 said unchanged before any reading of it: skipped",)
     assert "n1: health of GPU 7 said unchanged before any reading of it: skipped" in caplog.text
     assert fleet.snapshot("n1").health_of(7) is None and fleet.snapshot("n1").health_of(1).reading.t == 120.0
+    # one GPU read twice while its notices waited, then a change sent in full: judged in the order read
+    fleet.ingest_health("n1", [HealthReading(140.0, 1, "amd", ecc_uncorrectable=2)], same=((1, 135.0), (1, 125.0)))
+    assert [r.t for r in fleet.health_readings("n1", 1)] == [100.0, 135.0, 140.0]  # 105..135: a run, its ends
+    assert fleet.snapshot("n1").health_of(1).verdict.state == FAIL
 
 
 async def test_an_injected_fault_shows_at_the_gpus_next_reading_between_unchanged_ones(sim_node):
