@@ -113,6 +113,17 @@ async def _keys(pilot, screen: HistoryScreen, key: str, n: int, every: float = R
     return out
 
 
+def _rss_mb() -> float | None:
+    """This process's resident memory (VmRSS), MB: the runs the screen holds show in it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
 def _stats(ms: list[float]) -> dict:
     ordered = sorted(ms)
     return {
@@ -138,6 +149,9 @@ async def measure(data_dir: Path, keys: int) -> dict:
         for _ in range(max(1, keys // 40)):
             end_home += await _keys(pilot, screen, "ctrl+end", 1, every=READING_S)
             end_home += await _keys(pilot, screen, "ctrl+home", 1, every=READING_S)
+        await asyncio.sleep(1.0)  # pages still being read after the last key
+        rss_mb = _rss_mb()
+        runs_held = len(getattr(screen, "runs_held", lambda: screen.runs)())
         await pilot.press("escape")  # back to the host's own screen
         await pilot.pause()
         warm_s, screen = await _open(pilot, cold)  # the store is open now
@@ -164,6 +178,8 @@ async def measure(data_dir: Path, keys: int) -> dict:
         "end_home": _stats(end_home),
         "end_home_p95_ms": _stats(end_home)["p95_ms"],
         "rows_spanned": screen_rows,
+        "rss_mb_after_end_home": rss_mb,
+        "runs_held_after_end_home": runs_held,
         "filter_node_s": round(filter_s, 3),
         "filter_node_matching": screen.matching,
     }

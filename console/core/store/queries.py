@@ -38,10 +38,14 @@ def run_where(
     preset: str | None = None,
     since: float | None = None,
     before: tuple[float, int] | None = None,
+    seqs_in: Sequence[int] | None = None,
+    seqs_out: Sequence[int] = (),
 ) -> Where:
     """node, label: exact; model: a case-insensitive substring (as `results list --model`);
     preset: the run's bench or serve preset; since: created at or after (epoch seconds);
-    before: the (created, seq) of the last run of the previous page (keyset paging)."""
+    before: the (created, seq) of the last run of the previous page (keyset paging);
+    seqs_in / seqs_out: only / not these rows (by seq: in every runs index, so a page read by
+    OFFSET leaving a few rows out still walks the index alone)."""
     where = Where()
     if node is not None:
         where.add("node = ?", node)
@@ -55,6 +59,10 @@ def run_where(
         where.add("created >= ?", float(since))
     if before is not None:
         where.add("(created < ? OR (created = ? AND seq < ?))", before[0], before[0], before[1])
+    if seqs_in is not None:
+        where.add(f"seq IN ({', '.join('?' for _ in seqs_in) or 'NULL'})", *(int(s) for s in seqs_in))
+    if seqs_out:
+        where.add(f"seq NOT IN ({', '.join('?' for _ in seqs_out)})", *(int(s) for s in seqs_out))
     return where
 
 

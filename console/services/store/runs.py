@@ -174,15 +174,34 @@ class RunTable:
         since: float | None = None,
         limit: int = PAGE,
         before: str | None = None,
+        offset: int = 0,
+        only: Sequence[str] | None = None,
+        without: Sequence[str] = (),
     ) -> list[StoredRun]:
         """One page of runs, newest first: at most `limit`, after the run `before` (the last id
-        of the previous page) when given. Filters as list(); preset: bench or serve preset.
+        of the previous page) when given, or from position `offset` of the same order (a page
+        read directly: SQL OFFSET over the same index). Filters as list(); preset: bench or
+        serve preset; only / without: of these runs only / leaving these out (ids).
         Rows that cannot be read are left out and noted in `errors`. KeyError: no run `before`."""
         self.errors = []
-        runs, _, _ = self._page(node, model, label, preset, since, limit, before)
+        runs, _, _ = self._page(node, model, label, preset, since, limit, before, offset, only, without)
         return runs
 
-    def _page(self, node, model, label, preset, since, limit, before) -> tuple[list[StoredRun], str | None, int]:
+    def _seqs(self, ids: Sequence[str] | None) -> list[int] | None:
+        """The seq of each stored run of `ids` (the runs indexes hold seq, not id)."""
+        if ids is None:
+            return None
+        ids = list(dict.fromkeys(ids))
+        out: list[int] = []
+        for i in range(0, len(ids), 500):  # bound parameters, a few hundred a statement
+            chunk = ids[i : i + 500]
+            marks = ", ".join("?" for _ in chunk)
+            out += [int(r[0]) for r in self.db.rows(f"SELECT seq FROM runs WHERE id IN ({marks})", chunk)]
+        return out
+
+    def _page(
+        self, node, model, label, preset, since, limit, before, offset=0, only=None, without=()
+    ) -> tuple[list[StoredRun], str | None, int]:
         """(the page's readable runs, the id of its last row, how many rows it held)."""
         cursor = None
         if before is not None:
@@ -190,9 +209,18 @@ class RunTable:
             if row is None:
                 raise KeyError(f"no stored run {before!r} to page from")
             cursor = (float(row[0]), int(row[1]))
-        where = run_where(node=node, model=model, label=label, preset=preset, since=since, before=cursor)
-        sql = f"SELECT id, doc FROM runs{where.sql()} ORDER BY created DESC, seq DESC LIMIT ?"
-        rows = self.db.rows(sql, [*where.params, max(0, int(limit))])
+        where = run_where(
+            node=node,
+            model=model,
+            label=label,
+            preset=preset,
+            since=since,
+            before=cursor,
+            seqs_in=self._seqs(only),
+            seqs_out=self._seqs(without) or (),
+        )
+        sql = f"SELECT id, doc FROM runs{where.sql()} ORDER BY created DESC, seq DESC LIMIT ? OFFSET ?"
+        rows = self.db.rows(sql, [*where.params, max(0, int(limit)), max(0, int(offset))])
         return self._read_rows(rows), (str(rows[-1][0]) if rows else None), len(rows)
 
     def count_runs(
@@ -203,11 +231,40 @@ class RunTable:
         label: str | None = None,
         preset: str | None = None,
         since: float | None = None,
+        only: Sequence[str] | None = None,
+        without: Sequence[str] = (),
     ) -> int:
         """How many runs list_runs' filters match (a history's "N runs")."""
-        where = run_where(node=node, model=model, label=label, preset=preset, since=since)
+        where = run_where(
+            node=node,
+            model=model,
+            label=label,
+            preset=preset,
+            since=since,
+            seqs_in=self._seqs(only),
+            seqs_out=self._seqs(without) or (),
+        )
         row = self.db.one(f"SELECT COUNT(*) FROM runs{where.sql()}", where.params)
         return int(row[0]) if row else 0
+
+    def side_runs(
+        self,
+        *,
+        node: str | None = None,
+        model: str | None = None,
+        label: str | None = None,
+        preset: str | None = None,
+        since: float | None = None,
+    ) -> list[StoredRun]:
+        """The matching runs a list may show apart from the others, newest first: find-max
+        answers (run_kind find_max: a mark on their point's row) and published reference rows
+        (origin reference, or a label `reference: ...` as the seeds' rows are stored). A few
+        among many: one query over the runs' own columns, not every run read."""
+        self.errors = []
+        where = run_where(node=node, model=model, label=label, preset=preset, since=since)
+        where.add("(run_kind = ? OR origin = ? OR COALESCE(label, '') LIKE ?)", "find_max", "reference", "reference:%")
+        rows = self.db.rows(f"SELECT id, doc FROM runs{where.sql()} ORDER BY created DESC, seq DESC", where.params)
+        return self._read_rows(rows)
 
     def iter_runs(
         self,

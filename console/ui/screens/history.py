@@ -42,7 +42,6 @@ from console.core.results.display import (
     failed_note,
     failure_of,
     find_max_mark,
-    fold_find_max_answers,
     format_value,
     is_reference,
     metric_label,
@@ -75,7 +74,7 @@ from console.ui.model.history_view import (
 from console.ui.results_store import HistoryRuns, history_of
 from console.ui.screens.compare import CompareScreen
 from console.ui.screens.form_dialog import FORM_CSS, FormDialog
-from console.ui.screens.history_pages import AHEAD, PAGE, HistoryQuery, Page, answer_points, only_added, read_pages
+from console.ui.screens.history_pages import CAP, PAGE, HistoryQuery, Page, PageCache, read_pages, wanted_pages
 from console.ui.widgets.bench_plots import LivePlot
 from console.ui.widgets.key_bar import KeyBar
 from console.ui.widgets.run_table import Column, RunTable
@@ -346,12 +345,13 @@ class HistoryScreen(Screen):
     ]
 
     class PageLoaded(Message):
-        """Runs read for load `generation` (newest first, after those already read)."""
+        """A page read for load `generation` (`last`: the last page that reading was asked for)."""
 
-        def __init__(self, generation: int, page: Page) -> None:
+        def __init__(self, generation: int, page: Page, *, last: bool = True) -> None:
             super().__init__()
             self.generation = generation
             self.page = page
+            self.last = last
 
     class ImportFinished(Message):
         def __init__(self, report: ImportReport | None, error: str | None = None) -> None:
@@ -367,12 +367,13 @@ class HistoryScreen(Screen):
             self.error = error
             self.asked = asked  # the file asked for (path differs when that one existed)
 
-    def __init__(self, history: History | HistoryRuns | None = None, *, reference_path: Path | None = None) -> None:
+    def __init__(
+        self, history: History | HistoryRuns | None = None, *, reference_path: Path | None = None, page_cap: int = CAP
+    ) -> None:
         super().__init__(id="history-screen")
         self._history = history.history if isinstance(history, HistoryRuns) else history
         self.reference_path = reference_path or REFERENCE_PATH
-        self.runs: list[StoredRun] = []  # the rows, newest first (reference rows last, once all are read)
-        self.shown: list[StoredRun] = []  # the table's rows (the same: the filter is applied as they are read)
+        self.page_cap = max(4, page_cap)  # at least the pages around the view (AHEAD each way)
         self.answers: dict[str, StoredRun] = {}  # find-max answers, by the id of the point they report
         self.marked: list[str] = []  # run ids, in the order they were marked
         self.loaded = False  # the first page is in
@@ -388,13 +389,9 @@ class HistoryScreen(Screen):
         self._export_choice: tuple[str, str] | None = None
         self.columns: tuple[tuple[str, str], ...] = ()  # shown (those that fit)
         self._data_columns: tuple[tuple[str, str], ...] = ()  # those the runs read have values for
-        self._read: list[StoredRun] = []  # every run read for this filter, in the store's order
-        self._by_id: dict[str, StoredRun] = {}
-        self._texts: dict[str, dict[str, str]] = {}  # each run's cells, made in the reading thread
-        self._pages = 0  # pages of this reading come
-        self._accuracy: list[StoredRun] = []  # the accuracy runs among the rows (scores beside speeds)
-        self._points: set[str] = set()  # the runs that find-max answers read report
-        self._before: str | None = None  # the last run read: the next page starts after it
+        self._pages = PageCache(self.page_cap)  # the pages held, and what the reading knows
+        self._marked_runs: dict[str, StoredRun] = {}  # marked runs stay when their page is dropped
+        self._accuracy: list[StoredRun] = []  # the accuracy runs among the rows held (scores beside speeds)
         self._generation = 0
         self._loading = False
         self._query: HistoryQuery = HistoryQuery.parse("")
@@ -447,30 +444,53 @@ class HistoryScreen(Screen):
         """Read again from the newest run (the filter's query, the first page)."""
         self._generation += 1
         self._query = HistoryQuery.parse(self.filter_text)
-        self._read, self._by_id, self._before = [], {}, None
-        self._texts, self._points, self._pages = {}, set(), 0
+        self._pages, self._accuracy = PageCache(self.page_cap, words=bool(self._query.words)), []
         self.exhausted = False
         self.scanned = 0
         self.load_errors = []
         self._loading = False
+        self._data_columns = ()
         if self._query.error is not None:
-            self.loaded, self.exhausted = True, True
-            self.runs, self.shown, self.answers = [], [], {}
+            self.loaded, self.exhausted, self.answers = True, True, {}
             self._fill()
             return
-        self._load_more()
+        self._load_more(extra=0)
 
-    def _load_more(self) -> None:
-        if self._loading or self.exhausted:
+    @property
+    def runs(self) -> list[StoredRun]:
+        """The runs of the rows held, in row order (at most page_cap pages of them)."""
+        return self._pages.runs()
+
+    shown = runs  # the table's rows (the filter is applied as they are read)
+
+    def runs_held(self) -> list[StoredRun]:
+        """Every run record the screen holds: its pages', the marked and the find-max answers."""
+        return list({id(r): r for r in (*self.runs, *self._marked_runs.values(), *self.answers.values())}.values())
+
+    def _wanted(self, bottom: int = -1) -> list[int]:
+        top, last = self.table.view_rows
+        return wanted_pages(self.table.cursor_row, top, max(last, bottom), self._pages.known)
+
+    def _load_more(self, bottom: int = -1, extra: int | None = None) -> None:
+        """Read the pages wanted that are not held (in a thread worker), `extra` too."""
+        if self._loading or (self.unavailable is not None and self.loaded):
+            return
+        wanted = self._wanted(bottom) if self._pages.layout is not None else []
+        self._pages.touch(wanted)
+        missing = [k for k in wanted if k not in self._pages]
+        if extra is not None and extra not in self._pages and extra not in missing:
+            missing.append(extra)
+        missing = [k for k in missing if k < self._pages.known or self._pages.layout is None]
+        if not missing:
             return
         self._loading = True
-        generation, query, before, first = self._generation, self._query, self._before, not self._read
-        history = self.history
-        post = self.post_message
+        generation, query, layout = self._generation, self._query, self._pages.layout
+        pages = [(k, self._pages.start(k)) for k in missing]
+        history, post = self.history, self.post_message
 
         def load() -> None:
-            for page in read_pages(history, query, before, first=first):
-                post(self.PageLoaded(generation, page))
+            for n, page in enumerate(read_pages(history, query, layout, pages)):
+                post(self.PageLoaded(generation, page, last=n == len(pages) - 1 or page.unavailable is not None))
 
         run_named(self, load, "history-load", exclusive=True, thread=True)
 
@@ -478,68 +498,45 @@ class HistoryScreen(Screen):
         if message.generation != self._generation:
             return  # read for a filter since changed
         page = message.page
-        self._loading = not page.last
+        if message.last:
+            self._loading = False
         if page.unavailable is not None:
             self.unavailable = page.unavailable
-            self._loading = False
             self.loaded = self.exhausted = True
             self._set_status(page.unavailable, error=True)
             self._fill()
             return
         self.unavailable = None
-        if page.total is not None:
-            self.total, self.matching = page.total, page.matching
-        self.scanned += page.scanned
-        self._before = page.before or self._before
-        self.exhausted = page.exhausted
+        if page.layout is not None:
+            self.answers = page.layout.answers
+            self.total, self.matching = page.layout.total, page.layout.matching
         if page.errors:
             self.load_errors += page.errors
             self._set_status(
                 f"{len(self.load_errors)} stored run(s) could not be read: {self.load_errors[0]}", error=True
             )
-        new = [r for r in page.runs if r.id not in self._by_id]
-        self._read += new
-        self._by_id.update((r.id, r) for r in new)
-        self._texts.update(zip((r.id for r in page.runs), page.cells))
-        first = not self.loaded
+        self._pages.took(page)
+        self.exhausted, self.scanned = self._pages.done, self._pages.scanned
+        first = not self.loaded or page.layout is not None
         self.loaded = True
-        self._pages += 1
-        if self._pages > 1 and not self.exhausted and only_added(new, self._points):  # most pages
-            self.runs += new
-            self._accuracy += [r for r in new if run_kind(r) == ACCURACY]
-            self._append(new)
+        self._hold(page)
+        if first:  # a new reading: its rows replace the last one's (the cursor stays on its run if there)
+            self._fill(run=self.table.key_at(self.table.cursor_row) or "")
         else:
-            before = [r.id for r in self.shown]
-            self._arrange()
-            self.marked = [i for i in self.marked if i in self._by_id]
-            if first or [r.id for r in self.runs[: len(before)]] != before:
-                self._fill()  # an answer folded onto its point, the reference rows at the end: again
-            else:
-                self._append(self.runs[len(before) :])
+            self._append(page)
         if not self._loading:
-            self._load_if_near_end()
-
-    def _arrange(self) -> None:
-        # a find-max answer is a mark on its point's row; the seeds' published rows go below the
-        # runs made here (they are no run of today), once every run is read
-        runs, self.answers = fold_find_max_answers(self._read)
-        made = [r for r in runs if not is_reference(r)]
-        self.runs = made + ([r for r in runs if is_reference(r)] if self.exhausted else [])
-        self.shown = self.runs
-        self._accuracy = [r for r in self.runs if run_kind(r) == ACCURACY]
-        self._points = answer_points(self._read)
-
-    def _load_if_near_end(self, bottom: int = -1) -> None:
-        """The next page when the cursor, or the last row in view, nears the end of those read."""
-        row = max(self.table.cursor_row, bottom)
-        if not self.exhausted and row >= len(self.shown) - AHEAD:
             self._load_more()
+
+    def _hold(self, page: Page) -> None:
+        """Keep the page; the rows of those dropped (past page_cap) are placeholders again."""
+        for gone in self._pages.hold(page, self._wanted()):
+            self.table.drop_rows(gone.number * PAGE, gone.number * PAGE + len(gone.runs))
+        self._accuracy = [r for r in self._pages.by_id.values() if run_kind(r) == ACCURACY]
 
     # ------------------------------------------------------------ drawing
 
-    def _cells(self, runs: Sequence[StoredRun]) -> list[dict[str, str]]:
-        texts = self._texts
-        all_cells = [dict(texts[run.id]) if run.id in texts else run_cells(run) for run in runs]
+    def _cells(self, runs: Sequence[StoredRun], texts: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+        all_cells = [dict(c) for c in texts] if len(texts) == len(runs) else [run_cells(r) for r in runs]
         for cell, acc in zip(all_cells, accuracy_for(runs, self._accuracy)):  # the instance's score beside its speed
             if accuracy_text(acc):
                 cell["setup"] += f" [{accuracy_text(acc)}]"
@@ -548,65 +545,59 @@ class HistoryScreen(Screen):
                 cell["setup"] = f"{find_max_mark(self.answers[run.id])} · {cell['setup']}"
         return all_cells
 
-    def _fill(self) -> None:
+    def _fill(self, run: str | None = None) -> None:
+        """Every row held again (new columns, marks dropped, the width changed); the cursor on
+        `run`'s row (the first row when it is not held), by default on the row it was."""
         table = self.table
-        current = self.cursor_run
+        row = table.cursor_row if run is None else self._pages.rows.get(run, 0)
         # energy / client columns come with the first run that has them; a narrow terminal drops
         # the least important columns first (fit_table), never the key metrics
-        self._data_columns = columns_for(self.runs)
-        columns, fitted = fit_table(self._cells(self.shown), self.size.width or 120, self._data_columns)
+        pages = self._pages.ordered()
+        keys = {key for key, _ in (*self._data_columns, *columns_for(self.runs))}
+        self._data_columns = tuple(c for c in COLUMNS if c[0] in keys)
+        cells = [self._cells(p.runs, p.cells) for p in pages]
+        columns, _ = fit_table([c for page in cells for c in page], self.size.width or 120, self._data_columns)
         if columns != self.columns:
             self._set_columns(table, columns)
         else:
             table.clear()
-        self._add_rows(self.shown, fitted)
-        self._set_total()
-        if (row := table.row_index(current) if current is not None else None) is not None:
-            table.move_cursor(row=row, animate=False)
+        for page, page_cells in zip(pages, cells):
+            self._add_rows(page, fit_table(page_cells, self.size.width or 120, self._data_columns)[1])
+        self.table.set_total(self._pages.total)  # every row counted (with words: those found)
+        table.move_cursor(row=row, animate=False)
         self._show_title()
         self._show_detail()
 
-    def _append(self, runs: Sequence[StoredRun]) -> None:
-        """The rows of the next page under those shown; all again when they need other columns."""
-        if runs:
+    def _append(self, page: Page) -> None:
+        """A page's rows in their place; all again when they need other columns."""
+        if page.runs:
             # the columns of the rows shown, and those these runs add (not every row looked at again)
-            keys = {key for key, _ in (*self._data_columns, *columns_for(runs))}
+            keys = {key for key, _ in (*self._data_columns, *columns_for(page.runs))}
             self._data_columns = tuple(c for c in COLUMNS if c[0] in keys)
-            columns, fitted = fit_table(self._cells(runs), self.size.width or 120, self._data_columns)
+            cells = self._cells(page.runs, page.cells)
+            columns, fitted = fit_table(cells, self.size.width or 120, self._data_columns)
             if columns != self.columns:
                 self._fill()
                 return
-            self._add_rows(runs, fitted)
-        self._set_total()
+            self._add_rows(page, fitted)
+        self.table.set_total(self._pages.total)  # every row counted (with words: those found)
         self._show_title()
         self._show_detail()
 
-    def _add_rows(self, runs: Sequence[StoredRun], fitted: list[dict[str, str]]) -> None:
+    def _add_rows(self, page: Page, fitted: list[dict[str, str]]) -> None:
         keys, error = [key for key, _ in self.columns[1:]], self.app.get_css_variables().get("text-error", "red")
         rows = [
             (r.id, [self._mark_cell(r.id), *[c[k] for k in keys]], self._row_style(r, error))
-            for r, c in zip(runs, fitted)
+            for r, c in zip(page.runs, fitted)
         ]
-        self.table.add_rows(rows)
-
-    def _set_total(self) -> None:
-        """The table spans every run counted (placeholders until read); with words of the filter's own, those read."""
-        all_read = self.exhausted or self._query.words or self.matching is None
-        left = 0 if all_read else max(0, (self.matching or 0) - len(self._read) - len(self.load_errors))
-        self.table.set_total(len(self.shown) + left)
+        self.table.add_rows(rows, start=page.number * PAGE)
 
     def _row_style(self, run: StoredRun, error: str) -> str:
         """Failed runs in the error colour; reference rows dim (published numbers, not runs here)."""
-        if failure_of(run) is not None:
-            return error
-        if is_reference(run):
-            return "dim italic"
-        return ""
+        return error if failure_of(run) is not None else "dim italic" if is_reference(run) else ""
 
     def _mark_cell(self, run_id: str) -> str | Text:
-        if run_id not in self.marked:
-            return ""
-        return Text(f"✓{self.marked.index(run_id) + 1}", style="bold")
+        return Text(f"✓{self.marked.index(run_id) + 1}", style="bold") if run_id in self.marked else ""
 
     def _show_title(self) -> None:
         self.query_one("#history-title", Static).update(self._title(), layout=False)  # one line high
@@ -625,15 +616,16 @@ class HistoryScreen(Screen):
             return title
         runs = f"run{'s' if total != 1 else ''}"
         if self.filter_text and self._query.words and not self.exhausted:  # matched as runs are read
-            title.append(f"{len(self.runs)} found in the newest {self.scanned} of {self.matching or 0} {runs}")
+            title.append(f"{self._pages.found} found in the newest {self.scanned} of {self.matching or 0} {runs}")
         else:
             if not self.filter_text:
                 title.append(f"{total} {runs}, newest first")
             else:  # the store counted its part; the other words are matched in every run now read
-                title.append(f"{len(self.runs) if self._query.words else self.matching or 0} of {total} {runs}")
+                title.append(f"{self._pages.found if self._query.words else self.matching or 0} of {total} {runs}")
             if not self.exhausted:
-                title.append(f" · {len(self.runs)} read")
-        if self.runs and is_reference(self.runs[-1]):  # (they go last: _arrange)
+                read = sum(min(PAGE, self._pages.found - k * PAGE) for k in self._pages.seen)
+                title.append(f" · {read} read")
+        if self._pages.layout is not None and self._pages.layout.references:  # (they go last: Layout)
             title.append(" · published reference rows last (dim)")
         if self.marked:
             title.append(f" · {len(self.marked)} marked")
@@ -650,8 +642,8 @@ class HistoryScreen(Screen):
         if run is None:
             if self.unavailable is not None:
                 return Text(self.unavailable)
-            empty = self.loaded and self.exhausted and not self.runs and not self.filter_text
-            if self.loaded and not self.exhausted and self.table.cursor_row >= len(self.shown):
+            empty = self.loaded and self.exhausted and not self._pages.found and not self.filter_text
+            if self.loaded and self.table.cursor_row < self.table.total:
                 return Text("reading…", style="dim")  # a placeholder row: its page is on its way
             return Text("no stored results yet: i imports result files or bench output" if empty else "")
         parts = [run.id]
@@ -683,21 +675,22 @@ class HistoryScreen(Screen):
     def on_run_table_cursor_moved(self, event: RunTable.CursorMoved) -> None:
         self._show_detail()
         if self.loaded and not self._loading:
-            self._load_if_near_end()
+            self._load_more()
 
     def on_run_table_view_moved(self, event: RunTable.ViewMoved) -> None:
         if self.loaded and not self._loading:
-            self._load_if_near_end(event.bottom)
+            self._load_more(event.bottom)
 
     # ------------------------------------------------------------ selection
 
     @property
     def cursor_run(self) -> str | None:
-        row = self.table.cursor_row
-        return self.shown[row].id if 0 <= row < len(self.shown) else None
+        return self.table.key_at(self.table.cursor_row)
 
     def _run(self, run_id: str | None) -> StoredRun | None:
-        return self._by_id.get(run_id) if run_id is not None else None
+        if run_id is None:
+            return None
+        return self._pages.by_id.get(run_id) or self._marked_runs.get(run_id)
 
     def action_mark(self) -> None:
         run_id = self.cursor_run
@@ -705,13 +698,15 @@ class HistoryScreen(Screen):
             return
         if run_id in self.marked:
             self.marked.remove(run_id)
+            self._marked_runs.pop(run_id, None)
         else:
             self.marked.append(run_id)
+            self._marked_runs[run_id] = self._pages.by_id[run_id]
         table = self.table
         for other in self.marked + [run_id]:  # numbers shift when one is unmarked
             if table.row_index(other) is not None:
                 table.update_cell(other, "mark", self._mark_cell(other))
-        if table.cursor_row + 1 < len(self.shown):
+        if table.cursor_row + 1 < table.total:
             table.move_cursor(row=table.cursor_row + 1, animate=False)
         self._show_title()
 
@@ -736,16 +731,18 @@ class HistoryScreen(Screen):
         def look(tries: int = 200) -> None:
             if not self.is_attached:
                 return
-            row = pick(self.shown) if self.loaded else None
-            if row is not None:
-                self.table.move_cursor(row=row, animate=False)
+            held = self.shown if self.loaded else []
+            index = pick(held) if held else None
+            if index is not None:
+                self.table.move_cursor(row=self._pages.rows[held[index].id], animate=False)
                 return
-            if self.exhausted or not tries or len(self.shown) > pages * PAGE:
+            if self.exhausted or not tries or len(self._pages.seen) > pages:
                 if self.loaded:
                     self.app.notify(not_found, markup=False)
                 return
             if self.loaded and not self._loading:
-                self._load_more()
+                unseen = next(k for k in range(len(self._pages.seen) + 1) if k not in self._pages.seen)
+                self._load_more(extra=unseen)
             self.set_timer(0.05, lambda: look(tries - 1))
 
         look()
@@ -892,7 +889,7 @@ class HistoryScreen(Screen):
             self.table.focus()
             return
         if self.marked:
-            self.marked = []
+            self.marked, self._marked_runs = [], {}
             self._fill()
             return
         if len(self.app.screen_stack) > 1:

@@ -2,8 +2,9 @@
 
 The history's list can hold 100,000 runs: DataTable renders each new screenful cell by cell
 through Rich and drops what it rendered whenever rows are added. This table spans `total`
-rows (the store's count) of which the first `row_count` are read; a row not read yet is
-drawn as a dim placeholder until its page arrives. A row is drawn once into a line (a bounded
+rows (the store's count) of which `row_count` are held, page by page wherever they are: a row
+not read yet (or dropped by its owner to bound what it holds) is drawn as a dim placeholder
+until its page arrives. A row is drawn once into a line (a bounded
 cache of them) and only the cursor's row is drawn again as the cursor moves. It posts
 CursorMoved when the cursor moves and ViewMoved when the rows in view change, so its owner
 reads the pages they need (in a worker; the rows come back through `add_rows`).
@@ -139,9 +140,10 @@ class RunTable(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self._columns: list[Column] = []
         self._widths: list[int] = []
-        self._keys: list[str] = []
-        self._cells: list[list[str | Text]] = []
-        self._row_styles: list[str] = []
+        # the rows held, by row number (not necessarily contiguous: pages dropped are placeholders)
+        self._keys: dict[int, str] = {}
+        self._cells: dict[int, list[str | Text]] = {}
+        self._row_styles: dict[int, str] = {}
         self._index: dict[str, int] = {}
         self._total = 0
         self._cursor = 0
@@ -165,12 +167,12 @@ class RunTable(ScrollView, can_focus=True):
 
     @property
     def row_count(self) -> int:
-        """Rows read (with cells)."""
+        """Rows held (with cells)."""
         return len(self._keys)
 
     @property
     def total(self) -> int:
-        """Rows the table spans: those read, then placeholders for those not read yet."""
+        """Rows the table spans: those held, and placeholders for the others."""
         return self._total
 
     @property
@@ -185,25 +187,29 @@ class RunTable(ScrollView, can_focus=True):
 
     def clear(self) -> None:
         """No rows (the columns stay); the cursor goes back to the first row."""
-        self._keys, self._cells, self._row_styles, self._index = [], [], [], {}
+        self._keys, self._cells, self._row_styles, self._index = {}, {}, {}, {}
         self._total = 0
         self._cursor = 0
         self._bottom = -1
         self._forget()
         self._resize()
 
-    def add_rows(self, rows: Sequence[tuple[str, Sequence[str | Text], str]]) -> None:
-        """Rows under those read: (key, a cell per column, the row's style: "" or e.g. "dim
-        italic"); they replace placeholders."""
-        first = len(self._keys)
+    def add_rows(self, rows: Sequence[tuple[str, Sequence[str | Text], str]], start: int | None = None) -> None:
+        """Rows from row `start` (default: under the last row held): (key, a cell per column, the
+        row's style: "" or e.g. "dim italic"); they replace placeholders (or the rows there)."""
+        first = start if start is not None else (max(self._keys) + 1 if self._keys else 0)
         widths = self._widths
         grown = False
-        for key, cells, style in rows:
-            self._index[key] = len(self._keys)
-            self._keys.append(key)
+        for n, (key, cells, style) in enumerate(rows, first):
+            old = self._keys.get(n)
+            if old is not None and self._index.get(old) == n:
+                del self._index[old]
+            self._index[key] = n
+            self._keys[n] = key
             row = list(cells)
-            self._cells.append(row)
-            self._row_styles.append(style)
+            self._cells[n] = row
+            self._row_styles[n] = style
+            self._lines.pop(n, None)
             for i, (cell, column) in enumerate(zip(row, self._columns)):
                 w = cell_len(cell if isinstance(cell, str) else cell.plain)
                 if w > widths[i] and column.width is None:
@@ -211,15 +217,36 @@ class RunTable(ScrollView, can_focus=True):
                     grown = True
         if grown:
             self._forget()
-        self._total = max(self._total, len(self._keys))
+        last = first + len(rows)
+        self._total = max(self._total, last)
         self._resize()
         top = int(self.scroll_y)
-        if grown or first < top + self.size.height:  # placeholders in view became rows
+        if grown or (first < top + self.size.height and last > top):  # placeholders in view became rows
             self.refresh()
+
+    def drop_rows(self, start: int, stop: int) -> None:
+        """Forget rows start..stop-1 (placeholders again: their owner reads them again when needed)."""
+        for n in range(start, stop):
+            key = self._keys.pop(n, None)
+            if key is None:
+                continue
+            if self._index.get(key) == n:
+                del self._index[key]
+            del self._cells[n], self._row_styles[n]
+            self._lines.pop(n, None)
+        top = int(self.scroll_y)
+        if start < top + self.size.height and stop > top:
+            self.refresh()
+
+    @property
+    def view_rows(self) -> tuple[int, int]:
+        """The first and last rows in view."""
+        top = int(self.scroll_y)
+        return top, top + self._page - 1
 
     def set_total(self, total: int) -> None:
         """The rows the table spans (never fewer than those read)."""
-        total = max(total, len(self._keys))
+        total = max(total, max(self._keys) + 1 if self._keys else 0)
         if total != self._total:
             self._total = total
             self._resize()
@@ -231,7 +258,7 @@ class RunTable(ScrollView, can_focus=True):
         return self._index.get(key)
 
     def key_at(self, row: int) -> str | None:
-        return self._keys[row] if 0 <= row < len(self._keys) else None
+        return self._keys.get(row)
 
     def get_row_at(self, row: int) -> list[Text]:
         """The row's cells as drawn (Text in the row's style)."""
@@ -363,7 +390,7 @@ class RunTable(ScrollView, can_focus=True):
         return strip.crop(scroll_x, scroll_x + width) if scroll_x or strip.cell_length != width else strip
 
     def _cached(self, row: int) -> Strip:
-        if row >= len(self._cells):  # a placeholder: not kept, its row comes with its page
+        if row not in self._cells:  # a placeholder: not kept, its row comes with its page
             return self._draw_row(row, cursor=False)
         strip = self._lines.get(row)
         if strip is None:
@@ -385,7 +412,7 @@ class RunTable(ScrollView, can_focus=True):
         style = base + (odd if row % 2 else even)
         if cursor:
             style += cursor_style
-        if row >= len(self._cells):  # its page is not read yet: the muted colour on the row's own background
+        if row not in self._cells:  # its page is not read yet: the muted colour on the row's own background
             muted = style + Style(color=placeholder.color)
             text = self._cell(PLACEHOLDER, max(1, self._widths[0] if self._widths else 1), False, muted)
             return Strip([text]).adjust_cell_length(self._line_width, style)

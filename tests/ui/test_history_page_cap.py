@@ -1,0 +1,70 @@
+"""Issue Y: the history screen holds a bounded number of pages of runs. Ctrl+End reads the
+oldest runs' page directly (by its position in the store), not every page before it; pages
+out of view are dropped past the cap and read again when the view comes back; a mark stays on
+its run when the run's page is dropped."""
+
+from __future__ import annotations
+
+import random
+
+from textual.widgets import Static
+
+from console.services.history import History
+from console.ui.screens.history import HistoryScreen
+from console.ui.screens.history_pages import PAGE
+from tests.perf.store_scale import synthetic_run
+
+from .conftest import wait_for
+from .test_history_ui import Host
+
+RUNS = 3_000
+CAP = 4  # pages (800 runs)
+
+
+class Counted(HistoryScreen):
+    """The screen, counting the run records it holds after each page it keeps."""
+
+    most = 0
+    most_rows = 0
+
+    def _hold(self, page) -> None:
+        super()._hold(page)
+        Counted.most = max(Counted.most, len(self.runs_held()))
+        Counted.most_rows = max(Counted.most_rows, self.table.row_count)
+
+
+async def test_end_home_end_reach_the_oldest_and_newest_holding_at_most_the_cap(tmp_path):
+    history = History(data_dir=tmp_path)
+    store = history.open()
+    rng = random.Random(5)
+    with store.db.transaction():
+        for i in range(RUNS):
+            store.runs.insert(synthetic_run(i, rng))
+    newest = history.runs.list_runs(limit=1)[0].id
+    oldest = [r.id for r in history.runs.iter_runs()][-1]
+    app = Host(lambda: Counted(history, page_cap=CAP))
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = app.screen
+        detail = lambda: str(screen.query_one("#history-detail", Static).render())  # noqa: E731
+        assert await wait_for(pilot, lambda: screen.loaded and screen.cursor_run == newest)
+        assert screen.table.total == RUNS
+        await pilot.press("space")  # the newest marked: its page will be dropped
+        for _ in range(2):
+            await pilot.press("ctrl+end")
+            assert await wait_for(pilot, lambda: screen.cursor_run == oldest and detail().startswith(oldest))
+            assert screen.table.cursor_row == RUNS - 1 and "1 marked" in str(
+                screen.query_one("#history-title").render()
+            )
+            for _ in range(24):  # up through 800 rows: more pages than the cap
+                await pilot.press("pageup")
+                await pilot.pause(0.02)
+            await pilot.press("ctrl+home")
+            assert await wait_for(pilot, lambda: screen.cursor_run == newest and detail().startswith(newest))
+            assert str(screen.table.get_row_at(0)[0]).strip() == "✓1"  # the mark came back with its page
+        assert len(screen._pages.seen) < RUNS // PAGE  # the pages between were never read
+        await pilot.press("ctrl+end")
+        assert await wait_for(pilot, lambda: screen.cursor_run == oldest and detail().startswith(oldest))
+        assert len(screen.runs) <= CAP * PAGE
+    assert 0 < Counted.most <= CAP * PAGE + 1  # the pages held and the one marked run
+    assert Counted.most_rows <= CAP * PAGE  # the table's rows (their cells) too
+    history.close()
