@@ -102,6 +102,7 @@ def main() -> int:
         return asyncio.run(
             at_scale(args.fleet_scale, args.seconds, args.settle, args.profile, args.health, args.health_change)
         )
+    sys.path.insert(0, str(ROOT))  # run as a script from anywhere
     from console.core.profiles import demo_profile_path, load_profile
 
     nodes = len(load_profile([demo_profile_path()]).nodes)
