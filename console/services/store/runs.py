@@ -263,8 +263,10 @@ class RunTable:
         self.errors = []
         where = run_where(node=node, model=model, label=label, preset=preset, since=since)
         where.add("(run_kind = ? OR origin = ? OR COALESCE(label, '') LIKE ?)", "find_max", "reference", "reference:%")
-        rows = self.db.rows(f"SELECT id, doc FROM runs{where.sql()} ORDER BY created DESC, seq DESC", where.params)
-        return self._read_rows(rows)
+        # sorted here: an ORDER BY would walk the created index, a table lookup per run, not one scan
+        found = self.db.rows(f"SELECT created, seq, id, doc FROM runs{where.sql()}", where.params)
+        found.sort(key=lambda r: (float(r[0]), int(r[1])), reverse=True)
+        return self._read_rows([(run_id, doc) for _, _, run_id, doc in found])
 
     def iter_runs(
         self,

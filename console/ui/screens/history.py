@@ -694,14 +694,15 @@ class HistoryScreen(Screen):
 
     def action_mark(self) -> None:
         run_id = self.cursor_run
-        if run_id is None:
+        run = self._run(run_id)
+        if run_id is None or run is None:
             return
         if run_id in self.marked:
             self.marked.remove(run_id)
             self._marked_runs.pop(run_id, None)
         else:
             self.marked.append(run_id)
-            self._marked_runs[run_id] = self._pages.by_id[run_id]
+            self._marked_runs[run_id] = run
         table = self.table
         for other in self.marked + [run_id]:  # numbers shift when one is unmarked
             if table.row_index(other) is not None:
