@@ -68,3 +68,44 @@ async def test_end_home_end_reach_the_oldest_and_newest_holding_at_most_the_cap(
     assert 0 < Counted.most <= CAP * PAGE + 1  # the pages held and the one marked run
     assert Counted.most_rows <= CAP * PAGE  # the table's rows (their cells) too
     history.close()
+
+
+async def test_reference_rows_go_last_and_an_answer_marks_its_point_pages_away(tmp_path):
+    """The layout comes from the store, not from the runs read: a reference row stored newest is
+    the last row, and a find-max answer stored newest is no row but a mark on its point's row,
+    hundreds of rows and pages below the first page."""
+    from dataclasses import replace
+
+    from console.core.results.reference import load_reference_numbers
+    from console.services.demo import REFERENCE_PATH, reference_run
+
+    from .test_history_find_max_answer import stored_search
+
+    history = History(data_dir=tmp_path)
+    store = history.open()
+    rng = random.Random(9)
+    with store.db.transaction():
+        for i in range(450):
+            store.runs.insert(synthetic_run(i, rng))
+    points, answer_id = stored_search(history.runs)  # the oldest runs stored
+    answer = history.runs.get(answer_id)
+    history.runs.delete(answer_id)
+    history.runs.save(replace(answer, created=2e9))  # now the newest (a search finished late)
+    row = next(r for r in load_reference_numbers(REFERENCE_PATH) if r.kind == "serving")
+    ref = history.runs.save(reference_run(row, REFERENCE_PATH.name))
+    app = Host(lambda: HistoryScreen(history, page_cap=4))
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = app.screen
+        title = lambda: str(screen.query_one("#history-title", Static).render())  # noqa: E731
+        detail = lambda: str(screen.query_one("#history-detail", Static).render())  # noqa: E731
+        assert await wait_for(pilot, lambda: screen.loaded)
+        assert screen.table.total == 450 + len(points) + 1  # the answer is no row
+        assert screen.cursor_run not in (ref, answer_id) and "published reference rows last" in title()
+        await pilot.press("ctrl+end")
+        assert await wait_for(pilot, lambda: screen.cursor_run == ref and "published numbers" in detail())
+        setup = [k for k, _ in screen.columns].index("setup")
+        assert await wait_for(pilot, lambda: screen.table.row_index(points[-1]) is not None)
+        assert str(screen.table.get_row(points[-1])[setup]).startswith("★ find-max")  # (max c8, as it fits)
+        assert screen.table.row_index(points[-1]) == 450  # the newest point, under the 450 runs
+        assert answer_id not in [r.id for r in screen.runs]
+    history.close()
