@@ -109,3 +109,27 @@ async def test_reference_rows_go_last_and_an_answer_marks_its_point_pages_away(t
         assert screen.table.row_index(points[-1]) == 450  # the newest point, under the 450 runs
         assert answer_id not in [r.id for r in screen.runs]
     history.close()
+
+
+def test_a_page_read_after_the_page_above_equals_the_page_read_by_position(tmp_path):
+    """Paging down reads after the last run of the page above (PostgreSQL walks the rows an
+    OFFSET skips); a jump reads by position: both give the same rows."""
+    from console.ui.screens.history_pages import HistoryQuery, layout_of, read_pages
+
+    history = History(data_dir=tmp_path)
+    store = history.open()
+    rng = random.Random(11)
+    with store.db.transaction():
+        for i in range(2 * PAGE + 50):
+            store.runs.insert(synthetic_run(i, rng))
+    for text in ("", "since:1000d"):
+        query = HistoryQuery.parse(text)
+        layout = layout_of(history, query)
+        by_position = list(read_pages(history, query, layout, [(k, k * PAGE, None) for k in range(3)]))
+        chained = [by_position[0]]
+        for k in (1, 2):
+            [page] = read_pages(history, query, layout, [(k, k * PAGE, chained[-1].runs[-1].id)])
+            chained.append(page)
+        assert [[r.id for r in p.runs] for p in chained] == [[r.id for r in p.runs] for p in by_position]
+        assert sum(len(p.runs) for p in by_position) == layout.rows
+    history.close()

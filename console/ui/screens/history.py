@@ -485,7 +485,7 @@ class HistoryScreen(Screen):
             return
         self._loading = True
         generation, query, layout = self._generation, self._query, self._pages.layout
-        pages = [(k, self._pages.start(k)) for k in missing]
+        pages = [self._pages.start(k) for k in missing]
         history, post = self.history, self.post_message
 
         def load() -> None:

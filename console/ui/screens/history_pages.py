@@ -131,8 +131,13 @@ class PageCache:
         """Rows the table spans: every row counted (with words: the matches found)."""
         return self.found if self.words or self.layout is None else self.layout.rows
 
-    def start(self, number: int) -> int:
-        return self.starts[number] if self.words else number * PAGE
+    def start(self, number: int) -> tuple[int, int, str | None]:
+        """(number, where the page starts, the run of the row above it when that page is held whole)."""
+        if self.words:
+            return number, self.starts[number], None
+        above = self.pages.get(number - 1)
+        whole = above is not None and len(above.runs) == PAGE and not above.errors
+        return number, number * PAGE, above.runs[-1].id if whole and above is not None else None
 
     def took(self, page: Page) -> None:
         """What a page read tells: the layout, the next page's start, whether all is read."""
@@ -211,15 +216,21 @@ def layout_of(history: History, query: HistoryQuery) -> Layout:
     return Layout(total, matching, max(0, matching - len(references) - len(folded)), references, folded, answers)
 
 
-def _span(history: History, query: HistoryQuery, layout: Layout, start: int, n: int) -> tuple[list[StoredRun], list]:
+def _span(
+    history: History, query: HistoryQuery, layout: Layout, start: int, n: int, after: str | None = None
+) -> tuple[list[StoredRun], list]:
     """Rows start..start+n-1 of the layout: the runs made here by position (OFFSET over the
-    index), then the reference rows."""
+    index; after the run `after`, row start-1, when the page above is held: PostgreSQL walks
+    the rows an OFFSET skips), then the reference rows."""
     table = history.runs
     runs: list[StoredRun] = []
     errors: list[str] = []
     if start < layout.made:
-        apart = (*layout.references, *layout.folded)
-        runs += table.list_runs(**query.sql, limit=min(n, layout.made - start), offset=start, without=apart)
+        apart, limit = (*layout.references, *layout.folded), min(n, layout.made - start)
+        try:
+            runs += table.list_runs(**query.sql, limit=limit, before=after, offset=0 if after else start, without=apart)
+        except KeyError:  # that run was deleted meanwhile: by position
+            runs += table.list_runs(**query.sql, limit=limit, offset=start, without=apart)
         errors += table.errors
     end = start + n
     if end > layout.made and layout.references:
@@ -230,17 +241,18 @@ def _span(history: History, query: HistoryQuery, layout: Layout, start: int, n: 
 
 
 def read_pages(
-    history: History, query: HistoryQuery, layout: Layout | None, pages: Sequence[tuple[int, int]]
+    history: History, query: HistoryQuery, layout: Layout | None, pages: Sequence[tuple[int, int, str | None]]
 ) -> Iterator[Page]:
-    """Pages (number, where it starts in the layout) of one reading, in a thread: PAGE rows each;
+    """Pages (number, where it starts in the layout, the run of the row above it if known) of one
+    reading, in a thread: PAGE rows each;
     with the filter's own words, PAGE of those that match, read SCAN at a time from its start."""
     try:
-        for number, start in pages:
+        for number, start, after in pages:
             first = layout is None
             if layout is None:
                 layout = layout_of(history, query)
             if not query.words:
-                runs, errors = _span(history, query, layout, start, PAGE)
+                runs, errors = _span(history, query, layout, start, PAGE, after)
                 cells = tuple(run_cells(r) for r in runs)  # here, not on the event loop between keys
                 yield Page(
                     number,
