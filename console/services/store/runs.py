@@ -177,14 +177,19 @@ class RunTable:
         offset: int = 0,
         only: Sequence[str] | None = None,
         without: Sequence[str] = (),
+        oldest_first: bool = False,
     ) -> list[StoredRun]:
         """One page of runs, newest first: at most `limit`, after the run `before` (the last id
         of the previous page) when given, or from position `offset` of the same order (a page
         read directly: SQL OFFSET over the same index). Filters as list(); preset: bench or
-        serve preset; only / without: of these runs only / leaving these out (ids).
-        Rows that cannot be read are left out and noted in `errors`. KeyError: no run `before`."""
+        serve preset; only / without: of these runs only / leaving these out (ids);
+        oldest_first: the same order backwards (a page near the end read from the end, `offset`
+        counted from the oldest; not with `before`). Rows that cannot be read are left out and
+        noted in `errors`. KeyError: no run `before`."""
         self.errors = []
-        runs, _, _ = self._page(node, model, label, preset, since, limit, before, offset, only, without)
+        if oldest_first and before is not None:
+            raise ValueError("list_runs: before pages newest first only")
+        runs, _, _ = self._page(node, model, label, preset, since, limit, before, offset, only, without, oldest_first)
         return runs
 
     def _seqs(self, ids: Sequence[str] | None) -> list[int] | None:
@@ -200,7 +205,7 @@ class RunTable:
         return out
 
     def _page(
-        self, node, model, label, preset, since, limit, before, offset=0, only=None, without=()
+        self, node, model, label, preset, since, limit, before, offset=0, only=None, without=(), oldest_first=False
     ) -> tuple[list[StoredRun], str | None, int]:
         """(the page's readable runs, the id of its last row, how many rows it held)."""
         cursor = None
@@ -219,7 +224,8 @@ class RunTable:
             seqs_in=self._seqs(only),
             seqs_out=self._seqs(without) or (),
         )
-        sql = f"SELECT id, doc FROM runs{where.sql()} ORDER BY created DESC, seq DESC LIMIT ? OFFSET ?"
+        order = "created, seq" if oldest_first else "created DESC, seq DESC"
+        sql = f"SELECT id, doc FROM runs{where.sql()} ORDER BY {order} LIMIT ? OFFSET ?"
         rows = self.db.rows(sql, [*where.params, max(0, int(limit)), max(0, int(offset))])
         return self._read_rows(rows), (str(rows[-1][0]) if rows else None), len(rows)
 

@@ -227,8 +227,15 @@ def _span(
     errors: list[str] = []
     if start < layout.made:
         apart, limit = (*layout.references, *layout.folded), min(n, layout.made - start)
+        tail = layout.made - start - limit  # rows under the page: fewer than above it near the end
         try:
-            runs += table.list_runs(**query.sql, limit=limit, before=after, offset=0 if after else start, without=apart)
+            if after is None and tail < start:  # End: read from the oldest (an OFFSET walks what it skips)
+                found = table.list_runs(**query.sql, limit=limit, offset=tail, without=apart, oldest_first=True)
+                runs += found[::-1]
+            else:
+                runs += table.list_runs(
+                    **query.sql, limit=limit, before=after, offset=0 if after else start, without=apart
+                )
         except KeyError:  # that run was deleted meanwhile: by position
             runs += table.list_runs(**query.sql, limit=limit, offset=start, without=apart)
         errors += table.errors

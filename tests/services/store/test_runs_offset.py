@@ -46,7 +46,11 @@ def test_offset_pages_equal_the_keyset_pages_with_the_same_filters(store):
         assert by_offset == wanted, filters
         middle = store.runs.list_runs(**filters, limit=5, offset=len(wanted) - 3)  # the last page: short
         assert [r.id for r in middle] == wanted[-3:]
+        oldest = store.runs.list_runs(**filters, limit=7, offset=2, oldest_first=True)  # a page near the end
+        assert [r.id for r in oldest][::-1] == wanted[-9:-2], filters
     assert store.runs.list_runs(limit=5, offset=10_000) == []
+    with pytest.raises(ValueError, match="newest first only"):
+        store.runs.list_runs(before=wanted[0], oldest_first=True)
 
 
 def test_only_and_without_keep_the_order_and_count_alike(store):
