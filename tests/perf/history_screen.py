@@ -18,6 +18,8 @@ a fifth with energy and telemetry, over a year), then runs the app's history scr
   (every 0.5 s);
 - `ctrl+end` then `ctrl+home` (`end`, `home` too), alternately every 0.5 s: the cursor to the last of every run the store
   counted (a row not read yet: a placeholder until its page comes), then back to the first;
+- rss_mb_after_end_home: the process's resident memory (VmRSS) a second after the last of those
+  keys, and runs_held_after_end_home the run records the screen holds then (its bounded pages);
 - filter_node_s: `node:NAME` typed into the filter (the store's index) until its first page shows.
 
 Prints one JSON object with the budgets (open <= 1 s, key p95 <= 100 ms for `down`, `pagedown`
