@@ -39,6 +39,7 @@ from console.core.health import (
     HealthRules,
     HealthTracker,
     HealthVerdict,
+    carried,
     interval_throttle,
 )
 
@@ -261,6 +262,21 @@ class _GpuState:
     episode_reasons: dict[str, float] = field(default_factory=dict)
 
 
+def _quiet(last: HealthReading, reading: HealthReading) -> bool:
+    """``reading`` (carried) moves no ECC counter and no throttle episode from ``last``."""
+    if (
+        reading.ecc_uncorrectable != last.ecc_uncorrectable
+        or reading.ecc_deferred != last.ecc_deferred
+        or reading.ecc_correctable != last.ecc_correctable
+        or reading.pages_pending != last.pages_pending
+    ):
+        return False
+    if reading.t <= last.t:
+        return True  # _throttle looks at no such interval
+    part = interval_throttle(last, reading)
+    return part is None or part[0] == 0
+
+
 class EventDetector:
     """Turns readings and node states into events; pure (no clock, no I/O)."""
 
@@ -299,7 +315,43 @@ class EventDetector:
         if state.last is not None and reading.t < state.last.t:
             return []  # a stale or replayed reading: the timeline only moves forward
         before = state.tracker.verdict
-        after = state.tracker.add(reading)
+        return self._judged(node, state, reading, before, state.tracker.add(reading))
+
+    def carry(self, node: str, gpu: int, t: float) -> list[Event] | None:
+        """health(node, carried(last reading, t)): the agent read the GPU at ``t`` and found it
+        unchanged (its health line's ``same``). None: no reading of the GPU to carry."""
+        state = self._gpus.get((node, gpu))
+        last = state.tracker.last if state is not None else None
+        if state is None or last is None:
+            return None
+        if state.last is not None and t < state.last.t:
+            return []
+        before = state.tracker.verdict
+        reading = state.tracker.carry(t)
+        if reading is None:
+            reading = carried(last, t)
+            return self._judged(node, state, reading, before, state.tracker.add(reading))
+        return self._judged(node, state, reading, before, state.tracker.verdict)
+
+    def _judged(
+        self, node: str, state: _GpuState, reading: HealthReading, before: HealthVerdict, after: HealthVerdict
+    ) -> list[Event]:
+        """The events of ``reading``, added to the GPU's tracker (its verdict ``before`` -> ``after``)."""
+        last = state.last
+        if (
+            reading.carried_from is not None
+            and last is not None
+            and after.state == before.state
+            and not reading.faults
+            and not state.throttled
+            and state.run == 0
+            and _quiet(last, reading)
+        ):
+            # Most readings of a fleet: a GPU said unchanged, out of any throttle run. No counter
+            # grew, no interval was throttled, no state moved: _ecc, _throttle, _faults would
+            # each find nothing and change nothing.
+            state.last = reading
+            return []
         events: list[Event] = []
         events += self._ecc(node, state, reading)
         events += self._throttle(node, state, reading)

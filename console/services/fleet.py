@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.util
-import itertools
 import logging
 import operator
 import time
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from console.core.backoff import backoff_delay
 from console.core.events import Event, EventDetector
-from console.core.health import UNKNOWN, HealthReading, HealthRules, carried
+from console.core.health import UNKNOWN, HealthReading, HealthRules
 from console.core.model import (
     AgentFailure,
     AgentHello,
@@ -52,6 +51,7 @@ log = logging.getLogger("console.fleet")
 HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram_used_mib", "gfx_clock_mhz")
 _METRIC_COLUMN = {metric: i for i, metric in enumerate(HISTORY_METRICS)}
 _history_values = operator.attrgetter(*HISTORY_METRICS)
+_read_time = operator.itemgetter(1)  # of a health line's (physical, time read) pair
 # Stored value = reading / scale (NodeHistory keeps half floats, whose largest is 65,504: VRAM in
 # MiB goes past it; in 8 MiB units it reaches 512 GiB, a step of 16 units = 128 MiB near 192 GiB).
 HISTORY_SCALES = tuple(8.0 if m == "vram_used_mib" else 1.0 for m in HISTORY_METRICS)
@@ -565,26 +565,28 @@ class FleetTelemetry:
         the events they cause as GpuEventsSeen.  ``same``: (physical, time) of GPUs the agent
         read then and found unchanged: their last reading carried forward to that time."""
         track = self._tracks[node]
+        detector = self.detector
         events: list[Event] = []
         changed = False
         by_gpu = {h.physical: h for h in track.snapshot.gpu_health}
+        health_since = track.health_since
         read: list[int] = []
         unknown: list[str] = []
-        # the carried ones first: the agent read them before the full entries of this line
-        for reading in itertools.chain(self._carried(node, same, unknown) if same else (), readings):
-            events += self.detector.health(node, reading)
-            tracker = self.detector.tracker(node, reading.gpu)
+        for gpu, t, found in self._judge(node, same, readings, unknown):
+            tracker = detector.tracker(node, gpu)
             if tracker is None:
                 continue
-            if reading.gpu not in read:
-                read.append(reading.gpu)
+            if found:
+                events += found
+            if gpu not in read:
+                read.append(gpu)
             verdict = tracker.verdict
-            state, since = track.health_since.get(reading.gpu, (UNKNOWN, reading.t))
+            state, since = health_since.get(gpu, (UNKNOWN, t))
             if verdict.state != state:
-                state, since = verdict.state, reading.t
-                track.health_since[reading.gpu] = (state, since)
+                state, since = verdict.state, t
+                health_since[gpu] = (state, since)
                 changed = True
-            by_gpu[reading.gpu] = GpuHealth(reading.gpu, verdict, tracker.last, since)
+            by_gpu[gpu] = GpuHealth(gpu, verdict, tracker.last, since)
         notes += tuple(unknown)
         if notes and notes != track.health_notes:
             for note in notes:
@@ -599,16 +601,26 @@ class FleetTelemetry:
         if self.health_read is not None:
             self.health_read(node, tuple(read))
 
-    def _carried(self, node: str, same: tuple[tuple[int, float], ...], unknown: list[str]) -> Iterator[HealthReading]:
-        """The readings the agent's ``same`` stands for, oldest first, each carried from its GPU's
-        last reading at the time it is judged (one GPU may be named twice in a line)."""
-        for physical, t in sorted(same, key=lambda pair: pair[1]):
-            tracker = self.detector.tracker(node, physical)
-            last = tracker.last if tracker is not None else None
-            if last is None:  # its full entry was skipped (or never sent): it comes within 30 readings
+    def _judge(
+        self,
+        node: str,
+        same: tuple[tuple[int, float], ...],
+        readings: Iterable[HealthReading],
+        unknown: list[str],
+    ) -> Iterator[tuple[int, float, list[Event]]]:
+        """(GPU, time read, its events) of each reading of a health line, judged in the order
+        read: the carried ones first (the agent read them before the full entries of its line),
+        each carried from its GPU's last reading at the time it is judged (one GPU may be named
+        twice in a line)."""
+        detector = self.detector
+        for physical, t in sorted(same, key=_read_time) if same else ():
+            found = detector.carry(node, physical, t)
+            if found is None:  # its full entry was skipped (or never sent): it comes within 30 readings
                 unknown.append(f"health of GPU {physical} said unchanged before any reading of it: skipped")
             else:
-                yield carried(last, t)
+                yield physical, t, found
+        for reading in readings:
+            yield reading.gpu, reading.t, detector.health(node, reading)
 
     def watch(self, nodes: Iterable[str]) -> None:
         """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values

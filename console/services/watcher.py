@@ -563,17 +563,34 @@ class Watcher:
         if not self.alerts.engine.rules:
             return
         snap = self.fleet.snapshot(node)
+        healths = {h.physical: h for h in snap.gpu_health}
+        judged = self._judged
         changed = []
         for physical in physicals:
-            health = snap.health_of(physical)
+            health = healths.get(physical)
             if health is None:
                 continue
             # The same health again moves no rule (tick() fires what has held its duration):
-            # most health lines of a big fleet end at this comparison.
-            seen = (health.verdict.state, health.verdict.throttle_share, _health_figures(health.reading))
-            if self._judged.get((node, physical)) != seen:
-                self._judged[(node, physical)] = seen
+            # most health lines of a big fleet end at this comparison. A reading carried from
+            # the one judged last has its figures: state and share say the rest.
+            key = (node, physical)
+            verdict, reading = health.verdict, health.reading
+            if reading is None:
+                continue  # no reading: no figure for a rule
+            source = reading.carried_from if reading.carried_from is not None else reading.t
+            before = judged.get(key)
+            if (
+                before is not None
+                and reading.carried_from is not None
+                and before[3] == source
+                and before[0] == verdict.state
+                and before[1] == verdict.throttle_share
+            ):
+                continue
+            seen = (verdict.state, verdict.throttle_share, _health_figures(reading), source)
+            if before is None or before[:3] != seen[:3]:
                 changed.append(health)
+            judged[key] = seen
         if not changed:
             return
         rows: dict[int, GpuMetrics] = {}  # physical -> its first partition's row (as HealthWatch)
