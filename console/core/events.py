@@ -317,21 +317,30 @@ class EventDetector:
         before = state.tracker.verdict
         return self._judged(node, state, reading, before, state.tracker.add(reading))
 
-    def carry(self, node: str, gpu: int, t: float) -> list[Event] | None:
+    def carry(self, node: str, gpu: int, t: float) -> tuple[list[Event], HealthTracker] | None:
         """health(node, carried(last reading, t)): the agent read the GPU at ``t`` and found it
-        unchanged (its health line's ``same``). None: no reading of the GPU to carry."""
+        unchanged (its health line's ``same``); its events and its tracker. None: no reading
+        of the GPU to carry."""
         state = self._gpus.get((node, gpu))
-        last = state.tracker.last if state is not None else None
-        if state is None or last is None:
+        if state is None:
+            return None
+        tracker = state.tracker
+        last = tracker.last
+        if last is None:
             return None
         if state.last is not None and t < state.last.t:
-            return []
-        before = state.tracker.verdict
-        reading = state.tracker.carry(t)
+            return [], tracker
+        before = tracker.verdict
+        reading = tracker.carry(t)
         if reading is None:
             reading = carried(last, t)
-            return self._judged(node, state, reading, before, state.tracker.add(reading))
-        return self._judged(node, state, reading, before, state.tracker.verdict)
+            return self._judged(node, state, reading, before, tracker.add(reading)), tracker
+        if not state.throttled and state.run == 0:
+            # tracker.carry kept a well GPU well on the values of the last reading (so of
+            # state.last): no counter grew, no interval was throttled (what _quiet checks)
+            state.last = reading
+            return [], tracker
+        return self._judged(node, state, reading, before, tracker.verdict), tracker
 
     def _judged(
         self, node: str, state: _GpuState, reading: HealthReading, before: HealthVerdict, after: HealthVerdict

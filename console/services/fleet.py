@@ -16,7 +16,7 @@ import operator
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from console.core.backoff import backoff_delay
 from console.core.events import Event, EventDetector
@@ -572,21 +572,40 @@ class FleetTelemetry:
         health_since = track.health_since
         read: list[int] = []
         unknown: list[str] = []
-        for gpu, t, found in self._judge(node, same, readings, unknown):
-            tracker = detector.tracker(node, gpu)
-            if tracker is None:
+        judge = detector.carry
+        # the carried ones first: the agent read them before the full entries of its line (one
+        # GPU may be named twice: each is carried from its last reading when it is judged)
+        for gpu, t in sorted(same, key=_read_time) if same else ():
+            carried = judge(node, gpu, t)
+            if carried is None:  # its full entry was skipped (or never sent): it comes within 30 readings
+                unknown.append(f"health of GPU {gpu} said unchanged before any reading of it: skipped")
                 continue
+            found, tracker = carried
             if found:
                 events += found
             if gpu not in read:
                 read.append(gpu)
             verdict = tracker.verdict
+            state_since = health_since.get(gpu) or (UNKNOWN, t)
+            if verdict.state != state_since[0]:
+                state_since = health_since[gpu] = (verdict.state, t)
+                changed = True
+            by_gpu[gpu] = GpuHealth(gpu, verdict, tracker.last, state_since[1])
+        for reading in readings:
+            gpu, t = reading.gpu, reading.t
+            events += detector.health(node, reading)
+            known = detector.tracker(node, gpu)
+            if known is None:
+                continue
+            if gpu not in read:
+                read.append(gpu)
+            verdict = known.verdict
             state, since = health_since.get(gpu, (UNKNOWN, t))
             if verdict.state != state:
                 state, since = verdict.state, t
                 health_since[gpu] = (state, since)
                 changed = True
-            by_gpu[gpu] = GpuHealth(gpu, verdict, tracker.last, since)
+            by_gpu[gpu] = GpuHealth(gpu, verdict, known.last, since)
         notes += tuple(unknown)
         if notes and notes != track.health_notes:
             for note in notes:
@@ -600,27 +619,6 @@ class FleetTelemetry:
             self._emit(GpuEventsSeen(node, tuple(events)))
         if self.health_read is not None:
             self.health_read(node, tuple(read))
-
-    def _judge(
-        self,
-        node: str,
-        same: tuple[tuple[int, float], ...],
-        readings: Iterable[HealthReading],
-        unknown: list[str],
-    ) -> Iterator[tuple[int, float, list[Event]]]:
-        """(GPU, time read, its events) of each reading of a health line, judged in the order
-        read: the carried ones first (the agent read them before the full entries of its line),
-        each carried from its GPU's last reading at the time it is judged (one GPU may be named
-        twice in a line)."""
-        detector = self.detector
-        for physical, t in sorted(same, key=_read_time) if same else ():
-            found = detector.carry(node, physical, t)
-            if found is None:  # its full entry was skipped (or never sent): it comes within 30 readings
-                unknown.append(f"health of GPU {physical} said unchanged before any reading of it: skipped")
-            else:
-                yield physical, t, found
-        for reading in readings:
-            yield reading.gpu, reading.t, detector.health(node, reading)
 
     def watch(self, nodes: Iterable[str]) -> None:
         """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values

@@ -50,7 +50,7 @@ def test_carry_judges_as_the_general_path_over_random_histories():
                 got, want = fast.health("n", new), general.health("n", new)
             else:
                 last = general.tracker("n", 0).last
-                got, want = fast.carry("n", 0, t), general.health("n", carried(last, t))
+                (got, _), want = fast.carry("n", 0, t), general.health("n", carried(last, t))
             assert got == want, (seed, step)
             a, b = fast.tracker("n", 0), general.tracker("n", 0)
             assert a.verdict == b.verdict and a.readings == b.readings, (seed, step)
@@ -62,14 +62,14 @@ def test_a_gpu_said_unchanged_keeps_its_warning_and_clears_and_counts_at_full_re
     d.health("n", reading(100.0))
     [warned] = d.health("n", reading(110.0, narrow=True))
     assert warned.kind == "gpu.health" and d.verdict("n", 0).state == WARN
-    assert [d.carry("n", 0, t) for t in (120.0, 130.0, 140.0)] == [[], [], []]
+    assert [d.carry("n", 0, t)[0] for t in (120.0, 130.0, 140.0)] == [[], [], []]
     assert d.verdict("n", 0).state == WARN and d.tracker("n", 0).last.t == 140.0
     [cleared] = d.health("n", reading(150.0))
     assert cleared.message.startswith("health warn -> ok") and d.verdict("n", 0).state == OK
-    assert [d.carry("n", 0, t) for t in (160.0, 170.0)] == [[], []]
+    assert [d.carry("n", 0, t)[0] for t in (160.0, 170.0)] == [[], []]
     events = d.health("n", reading(180.0, ecc=1))
     assert [e.kind for e in events] == ["gpu.ecc", "gpu.health"] and d.verdict("n", 0).state == FAIL
-    assert d.carry("n", 0, 190.0) == [] and d.verdict("n", 0).state == FAIL  # no second ECC event
+    assert d.carry("n", 0, 190.0)[0] == [] and d.verdict("n", 0).state == FAIL  # no second ECC event
 
 
 def test_a_throttle_episode_ends_while_the_gpu_is_said_unchanged():
@@ -78,6 +78,6 @@ def test_a_throttle_episode_ends_while_the_gpu_is_said_unchanged():
     starts = d.health("n", reading(110.0, throttled_s=10.0)) + d.health("n", reading(120.0, throttled_s=20.0))
     assert "gpu.throttle_start" in [e.kind for e in starts]
     # the counters stop: the agent says the GPU unchanged, the episode ends after two such readings
-    ends = [e for t in (130.0, 140.0, 150.0) for e in d.carry("n", 0, t) or []]
+    ends = [e for t in (130.0, 140.0, 150.0) for e in d.carry("n", 0, t)[0]]
     assert [e.kind for e in ends if e.kind.startswith("gpu.throttle")] == ["gpu.throttle_end"]
     assert "ended after 20 s" in ends[0].message
