@@ -98,8 +98,8 @@ class RunTable(ScrollView, can_focus=True):
 
     LINES = 2_000  # rows kept drawn (a few screenfuls each way; older ones are drawn again)
 
-    class CursorMoved(Message):
-        """The cursor is on row `row` (`key` None: a row not read yet)."""
+    class _AtRow(Message):
+        """A row of the table (`key` None: a row not read yet)."""
 
         def __init__(self, table: RunTable, row: int, key: str | None) -> None:
             super().__init__()
@@ -111,18 +111,11 @@ class RunTable(ScrollView, can_focus=True):
         def control(self) -> RunTable:
             return self.table
 
-    class Selected(Message):
-        """Enter (or a click) on the cursor's row `row` (`key` None: a row not read yet)."""
+    class CursorMoved(_AtRow):
+        """The cursor is on row `row`."""
 
-        def __init__(self, table: RunTable, row: int, key: str | None) -> None:
-            super().__init__()
-            self.table = table
-            self.row = row
-            self.key = key
-
-        @property
-        def control(self) -> RunTable:
-            return self.table
+    class Selected(_AtRow):
+        """Enter (or a click) on the cursor's row `row`."""
 
     class ViewMoved(Message):
         """Rows up to `bottom` are in view (the owner reads those not read yet)."""
