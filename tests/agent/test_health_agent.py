@@ -366,10 +366,18 @@ def test_nvidia_health_lines_and_faults(nvidia):
         for gpu, kind in ((0, "ecc_uncorrectable"), (0, "xid"), (1, "nvlink_down"), (1, "power_throttle"),
                           (2, "pcie_degraded"), (2, "page_pending")):  # fmt: skip
             faults.add_fault(str(state), gpu, kind)
-        assert agent.wait(lambda: {g["physical"] for g in agent.health_after(written + 0.05)} == {0, 1, 2})
-        seen = {}
-        for entry in agent.health_after(written + 0.05):
-            seen.setdefault(entry["physical"], from_nvml(entry["nvml"]))
+
+        def newest() -> dict:
+            # each GPU's newest full entry since the faults began: under load a reading may fall
+            # between two of the writes, and the next one (changed again) has them all
+            return {entry["physical"]: from_nvml(entry["nvml"]) for entry in agent.health_after(written)}
+
+        def all_faults_seen() -> bool:
+            seen = newest()
+            return set(seen) == {0, 1, 2} and bool(seen[0].faults) and seen[2].pages_pending == 1
+
+        assert agent.wait(all_faults_seen)
+        seen = newest()
         assert seen[0].ecc_uncorrectable == 1 and [(f.kind, f.code) for f in seen[0].faults] == [("xid", 79)]
         assert seen[1].links[0].up is False and seen[1].throttle_reasons == ("power",)
         assert seen[2].pcie_width == 8 and seen[2].pages_pending == 1
