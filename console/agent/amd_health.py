@@ -4,7 +4,7 @@ Shipped beside node_agent.py (stdlib + amdsmi, Python >= 3.8); amdsmi_sampler.py
 drives it.  A reading is the ``results`` of the amdsmi calls keyed by their real
 function names, made JSON-safe (enums -> their name, bytes -> str), and the events
 the GPU's event reader delivered since the last reading: the shape the console's
-core/health.py ``from_amdsmi`` maps (docs/hardware.md, "Health").
+core/health_readings.py ``from_amdsmi`` maps (docs/hardware.md, "Health").
 
 Cost per GPU and reading (the agent's budget is 3.5 calls per physical GPU per second
 with health on, 3 of them the samples'): total ECC, PCIe, violation status, XGMI links

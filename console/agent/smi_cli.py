@@ -237,7 +237,7 @@ def amd_metric_values(record, warn=None):
 
 
 # ``amd-smi metric --json``'s health sections (amd-smi's own names) -> the amdsmi result
-# keys the console reads (core/health.py from_amdsmi): the CLI prints the library's values
+# keys the console reads (core/health_readings.py from_amdsmi): the CLI prints the library's values
 # under its own names, so the same reading goes into the same shape.  What the CLI does
 # not print stays absent.
 CLI_ECC_TOTALS = (

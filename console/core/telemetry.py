@@ -24,7 +24,8 @@ import dataclasses
 import math
 from typing import Any, Callable
 
-from console.core.health import GpuFault, HealthReading, from_amdsmi, from_nvml
+from console.core.health import GpuFault, HealthReading
+from console.core.health_readings import from_amdsmi, from_nvml
 from console.core.model import (
     AgentFailure,
     AgentHello,

@@ -3,7 +3,7 @@
 The agent runs as on a node (a process, the simulators as uploaded: real files, no
 links); faults are written into faults.json while it runs, as the demo and the
 console's e2e do, and each reading is mapped by the console's own
-core/health.py ``from_amdsmi`` / ``from_nvml`` so the test sees what a user would.
+core/health_readings.py ``from_amdsmi`` / ``from_nvml`` so the test sees what a user would.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from console.core.health import HealthRules, evaluate, from_amdsmi, from_nvml
+from console.core.health import HealthRules, evaluate
+from console.core.health_readings import from_amdsmi, from_nvml
 from console.sim import faults
 from tests.sim.simulators import copy_amdsmi, copy_pynvml
 

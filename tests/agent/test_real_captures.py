@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from console.core.health import from_amdsmi
+from console.core.health_readings import from_amdsmi
 from console.core.telemetry import parse_agent_line
 from tests.agent.test_node_agent import load_agent_module
 

@@ -18,7 +18,8 @@ from console.core.events import (
     matches,
     parse_since,
 )
-from console.core.health import GpuFault, HealthReading, LinkHealth, from_nvml
+from console.core.health import GpuFault, HealthReading, LinkHealth
+from console.core.health_readings import from_nvml
 
 CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "hardware" / "h100-nvml-health-2026-11-26.json"
 

@@ -27,10 +27,9 @@ from console.core.health import (
     HealthTracker,
     LinkHealth,
     evaluate,
-    from_amdsmi,
-    from_nvml,
     throttle_share,
 )
+from console.core.health_readings import from_amdsmi, from_nvml
 
 CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "hardware" / "h100-nvml-health-2026-11-26.json"
 THROTTLED = re.compile(r"^throttled \(power cap\) (\d+)% of last 60 s$")

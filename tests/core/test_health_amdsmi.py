@@ -1,4 +1,4 @@
-"""Every amdsmi name console/core/health.py maps from is held against the real package.
+"""Every amdsmi name console/core/health_readings.py maps from is held against the real package.
 
 The mapping reads amdsmi results by function name and key (``_amd(results,
 "amdsmi_get_pcie_info", "pcie_metric", "pcie_speed")``, ``results.get("amdsmi_...")``).
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from console.core import health
+from console.core import health_readings
 from tests.agent.test_amdsmi_contract import Interface, package_dir, read_interface
 
-HEALTH_PY = Path(health.__file__)
+HEALTH_PY = Path(health_readings.__file__)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def const(node: ast.AST) -> str | None:
 
 
 def uses() -> list[tuple[str, tuple[str, ...], int]]:
-    """(function, keys, line) of every amdsmi read in health.py."""
+    """(function, keys, line) of every amdsmi read in health_readings.py."""
     tree = ast.parse(HEALTH_PY.read_text(encoding="utf-8"))
     out = []
     for node in ast.walk(tree):
@@ -77,21 +77,21 @@ def test_the_mapping_reads_what_the_real_functions_return(real):
     problems = []
     for name, keys, line in found:
         if name not in real.functions:
-            problems.append(f"health.py:{line}: {name} is not a function of amdsmi {real.version}")
+            problems.append(f"health_readings.py:{line}: {name} is not a function of amdsmi {real.version}")
             continue
         for key in keys:
             if key not in real.keys[name]:
-                problems.append(f"health.py:{line}: {name}() builds no key {key!r}")
+                problems.append(f"health_readings.py:{line}: {name}() builds no key {key!r}")
     assert not problems, "\n".join(problems)
 
 
 def test_violation_and_metrics_keys_built_from_suffixes(real):
     status_keys = real.keys["amdsmi_get_violation_status"]
-    for suffix, _reason in health.AMD_VIOLATIONS:
+    for suffix, _reason in health_readings.AMD_VIOLATIONS:
         assert "active_" + suffix in status_keys and "acc_" + suffix in status_keys, suffix
     assert "acc_counter" in status_keys
     metric_keys = real.keys["amdsmi_get_gpu_metrics_info"]
-    for key, _reason in health.AMD_METRICS_RESIDENCY:
+    for key, _reason in health_readings.AMD_METRICS_RESIDENCY:
         assert key in metric_keys, key
     assert "accumulation_counter" in metric_keys
 
@@ -101,9 +101,9 @@ def test_bad_page_records_and_status_values(real):
     assert "status" in real.keys["_format_bad_page_info"]
     members = real.enums["AmdSmiMemoryPageStatus"]
     assert members == {
-        "RESERVED": health.AMD_PAGE_RESERVED,
-        "PENDING": health.AMD_PAGE_PENDING,
-        "UNRESERVABLE": health.AMD_PAGE_UNRESERVABLE,
+        "RESERVED": health_readings.AMD_PAGE_RESERVED,
+        "PENDING": health_readings.AMD_PAGE_PENDING,
+        "UNRESERVABLE": health_readings.AMD_PAGE_UNRESERVABLE,
     }
 
 
@@ -122,7 +122,7 @@ def test_xgmi_link_status_letters(interface_tree):
 
 def test_event_names_are_the_real_notification_types(real, interface_tree):
     members = real.enums["AmdSmiEvtNotificationType"]
-    for name in health.AMD_EVENTS:
+    for name in health_readings.AMD_EVENTS:
         assert name in members, name
     reader = next(n for n in interface_tree.body if isinstance(n, ast.ClassDef) and n.name == "AmdSmiEventReader")
     read = next(n for n in reader.body if isinstance(n, ast.FunctionDef) and n.name == "read")
@@ -134,7 +134,7 @@ def test_cper_entries_call_and_keys_are_the_real_ones(real):
     # amdsmi_get_gpu_cper_entries(processor_handle, severity_mask, buffer_size, cursor) -> (entries, cursor, ...)
     params = real.functions["amdsmi_get_gpu_cper_entries"]
     assert params.positional == ["processor_handle", "severity_mask", "buffer_size", "cursor"]
-    for key in health.AMD_CPER_KEYS:
+    for key in health_readings.AMD_CPER_KEYS:
         assert key in real.keys["amdsmi_get_gpu_cper_entries"], key
     # the severity names the mapping compares with: amdsmi_cper_sev_t without its prefix, lower case
     wrapper = (package_dir() / "amdsmi_wrapper.py").read_text(encoding="utf-8")
@@ -146,7 +146,7 @@ def test_cper_records_map_into_the_reading_in_record_order():
         "1": {"error_severity": "fatal", "notify_type": "MCE", "timestamp": "2026/11/26 10:00:01"},
         "0": {"error_severity": "non_fatal_corrected", "notify_type": "CMC", "timestamp": "2026/11/26 10:00:00"},
     }
-    reading = health.from_amdsmi(3, 1.0, {"amdsmi_get_gpu_cper_entries": entries})
+    reading = health_readings.from_amdsmi(3, 1.0, {"amdsmi_get_gpu_cper_entries": entries})
     assert reading.cper_records == (("non_fatal_corrected", "CMC"), ("fatal", "MCE"))
-    assert health.from_amdsmi(3, 1.0, {"amdsmi_get_gpu_cper_entries": {}}).cper_records == ()
-    assert health.from_amdsmi(3, 1.0, {}).cper_records is None  # not read this time: never "none"
+    assert health_readings.from_amdsmi(3, 1.0, {"amdsmi_get_gpu_cper_entries": {}}).cper_records == ()
+    assert health_readings.from_amdsmi(3, 1.0, {}).cper_records is None  # not read this time: never "none"
