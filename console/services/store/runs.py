@@ -13,7 +13,7 @@ from pathlib import Path
 
 from console.core.results.ids import other_id, run_order, unresolved_ref
 from console.core.results.record import StoredRun
-from console.core.store.queries import run_where
+from console.core.store.queries import Where, run_where
 from console.core.store.rows import RUN_COLUMNS, run_from_doc, run_row
 from console.services.results import ImportReport, Saved, StoreError
 from console.services.store.db import Database, IntegrityError
@@ -192,6 +192,30 @@ class RunTable:
         runs, _, _ = self._page(node, model, label, preset, since, limit, before, offset, only, without, oldest_first)
         return runs
 
+    def _where(
+        self,
+        node: str | None,
+        model: str | None,
+        label: str | None,
+        preset: str | None,
+        since: float | None,
+        *,
+        before: tuple[float, int] | None = None,
+        only: Sequence[str] | None = None,
+        without: Sequence[str] = (),
+    ) -> Where:
+        """The WHERE of list_runs' filters, the run ids of `only` / `without` as their seqs."""
+        return run_where(
+            node=node,
+            model=model,
+            label=label,
+            preset=preset,
+            since=since,
+            before=before,
+            seqs_in=self._seqs(only),
+            seqs_out=self._seqs(without) or (),
+        )
+
     def _seqs(self, ids: Sequence[str] | None) -> list[int] | None:
         """The seq of each stored run of `ids` (the runs indexes hold seq, not id)."""
         if ids is None:
@@ -214,16 +238,7 @@ class RunTable:
             if row is None:
                 raise KeyError(f"no stored run {before!r} to page from")
             cursor = (float(row[0]), int(row[1]))
-        where = run_where(
-            node=node,
-            model=model,
-            label=label,
-            preset=preset,
-            since=since,
-            before=cursor,
-            seqs_in=self._seqs(only),
-            seqs_out=self._seqs(without) or (),
-        )
+        where = self._where(node, model, label, preset, since, before=cursor, only=only, without=without)
         order = "created, seq" if oldest_first else "created DESC, seq DESC"
         sql = f"SELECT id, doc FROM runs{where.sql()} ORDER BY {order} LIMIT ? OFFSET ?"
         rows = self.db.rows(sql, [*where.params, max(0, int(limit)), max(0, int(offset))])
@@ -241,15 +256,7 @@ class RunTable:
         without: Sequence[str] = (),
     ) -> int:
         """How many runs list_runs' filters match (a history's "N runs")."""
-        where = run_where(
-            node=node,
-            model=model,
-            label=label,
-            preset=preset,
-            since=since,
-            seqs_in=self._seqs(only),
-            seqs_out=self._seqs(without) or (),
-        )
+        where = self._where(node, model, label, preset, since, only=only, without=without)
         row = self.db.one(f"SELECT COUNT(*) FROM runs{where.sql()}", where.params)
         return int(row[0]) if row else 0
 
@@ -267,7 +274,7 @@ class RunTable:
         (origin reference, or a label `reference: ...` as the seeds' rows are stored). A few
         among many: one query over the runs' own columns, not every run read."""
         self.errors = []
-        where = run_where(node=node, model=model, label=label, preset=preset, since=since)
+        where = self._where(node, model, label, preset, since)
         where.add("(run_kind = ? OR origin = ? OR COALESCE(label, '') LIKE ?)", "find_max", "reference", "reference:%")
         # sorted here: an ORDER BY would walk the created index, a table lookup per run, not one scan
         found = self.db.rows(f"SELECT created, seq, id, doc FROM runs{where.sql()}", where.params)
