@@ -5,16 +5,13 @@ its run when the run's page is dropped."""
 
 from __future__ import annotations
 
-import random
-
 from textual.widgets import Static
 
-from console.services.history import History
 from console.ui.screens.history import HistoryScreen
 from console.ui.screens.history_pages import PAGE
-from tests.perf.store_scale import synthetic_run
 
 from .conftest import wait_for
+from .test_history_paging import stored
 from .test_history_ui import Host
 
 RUNS = 3_000
@@ -34,12 +31,7 @@ class Counted(HistoryScreen):
 
 
 async def test_end_home_end_reach_the_oldest_and_newest_holding_at_most_the_cap(tmp_path):
-    history = History(data_dir=tmp_path)
-    store = history.open()
-    rng = random.Random(5)
-    with store.db.transaction():
-        for i in range(RUNS):
-            store.runs.insert(synthetic_run(i, rng))
+    history = stored(tmp_path, RUNS, seed=5)
     newest = history.runs.list_runs(limit=1)[0].id
     oldest = [r.id for r in history.runs.iter_runs()][-1]
     app = Host(lambda: Counted(history, page_cap=CAP))
@@ -81,12 +73,7 @@ async def test_reference_rows_go_last_and_an_answer_marks_its_point_pages_away(t
 
     from .test_history_find_max_answer import stored_search
 
-    history = History(data_dir=tmp_path)
-    store = history.open()
-    rng = random.Random(9)
-    with store.db.transaction():
-        for i in range(450):
-            store.runs.insert(synthetic_run(i, rng))
+    history = stored(tmp_path, 450, seed=9)
     points, answer_id = stored_search(history.runs)  # the oldest runs stored
     answer = history.runs.get(answer_id)
     history.runs.delete(answer_id)
@@ -116,12 +103,7 @@ def test_a_page_read_after_the_page_above_equals_the_page_read_by_position(tmp_p
     OFFSET skips); a jump reads by position: both give the same rows."""
     from console.ui.screens.history_pages import HistoryQuery, layout_of, read_pages
 
-    history = History(data_dir=tmp_path)
-    store = history.open()
-    rng = random.Random(11)
-    with store.db.transaction():
-        for i in range(2 * PAGE + 50):
-            store.runs.insert(synthetic_run(i, rng))
+    history = stored(tmp_path, 2 * PAGE + 50, seed=11)
     for text in ("", "since:1000d"):
         query = HistoryQuery.parse(text)
         layout = layout_of(history, query)

@@ -20,12 +20,13 @@ from .test_history_ui import Host
 RUNS = 450
 
 
-def stored(tmp_path) -> History:
+def stored(tmp_path, runs: int = RUNS, seed: int = 3) -> History:
+    """A History over `runs` synthetic runs (store_scale.py's), in one transaction."""
     history = History(data_dir=tmp_path)
     store = history.open()
-    rng = random.Random(3)
+    rng = random.Random(seed)
     with store.db.transaction():
-        for i in range(RUNS):
+        for i in range(runs):
             store.runs.insert(synthetic_run(i, rng))
     return history
 
