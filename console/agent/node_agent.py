@@ -15,23 +15,25 @@ GPUs are re-enumerated with different facts), then one ``sample`` line per
 tick for every logical GPU, and with --health-interval H (default 10 s, 0 = off) a
 ``health`` line after the sample of a tick that read some physical GPUs' health
 (round-robin: each GPU once per H seconds):
-``{"kind": "health", "ts": T, "interval": H, "gpus": [ENTRY, ...], "same": [[PHYSICAL, READ_TIME], ...]}``.
-A GPU's full ENTRY (its ``physical`` index and the source's results) goes in ``gpus`` on its
-first reading, whenever it differs from the last entry sent for that GPU (timestamps and the
-clocks of the residency counters left out of the comparison: sampling.HEALTH_VOLATILE), when
-it carries events or CPER records, and at least every 30th reading, in a line written at the
-tick that read it; otherwise ``[PHYSICAL, READ_TIME]`` goes in ``same`` (read then, nothing
-changed: the console carries its last reading forward to that time), held until the agent
-writes a line anyway (a sample, a tick line, a full entry) or H seconds passed, so a node off
-screen wakes the console once per tick line, not once per GPU read.  ``same`` is left out
-when empty; a new agent (a reconnect) starts with full entries.
+``{"kind": "health", "ts": T, "interval": H, "gpus": [ENTRY, ...], "same": [[PHYSICAL, READ_TIME, N], ...]}``.
+A GPU's full ENTRY (its ``physical`` index, the source's results and ``n``, the agent's count of
+full entries) goes in ``gpus`` on its first reading, whenever it differs from the last entry
+sent for that GPU (timestamps and the clocks of the residency counters left out of the
+comparison: sampling.HEALTH_VOLATILE), when it carries events or CPER records, when the
+console asks for it, and at least every 360th reading, in a line written at the tick that read
+it; otherwise ``[PHYSICAL, READ_TIME, N]`` goes in ``same`` (read then, nothing changed since
+the full entry N: the console carries it forward to that time, or asks again when it lacks
+entry N), held until the agent writes a sample line or a full entry anyway or 3 H seconds
+passed, so a node off screen wakes the console for them once per sample, not once per GPU
+read.  ``same`` is left out when empty; a new agent (a reconnect) starts with full entries.
 Sources, in order: the amdsmi Python module
 (no process per tick), ``amd-smi ... --json``, ``rocm-smi --json``, then for
 NVIDIA GPUs (nvidia.py) NVML through pynvml and ``nvidia-smi --query-gpu``.
 When none works it writes an ``error`` line and exits 3.  Missing values are null.
 On stdin it reads the console's control lines: ``{"kind": "rate", "every": N, "tick": K}`` (a
 node off screen) makes it write a full sample every N ticks and a ``tick`` line every K ticks
-between (SendRate).
+between (SendRate); ``{"kind": "health", "full": [PHYSICAL, ...]}`` makes those GPUs' next
+entries full (HealthDelta.apply).
 
 The agent is a folder of modules imported by file name (the folder is on
 sys.path): sampling.py (what every source shares), amdsmi_sampler.py (the
@@ -57,6 +59,7 @@ if _HERE not in sys.path:
 
 from amdsmi_sampler import AmdsmiSampler  # noqa: E402
 from sampling import (  # noqa: E402, F401 - nvidia.py and doctor.py are handed this module: agent.num, ...
+    HOLD_INTERVALS,
     MAX_CLI_FAILURES,
     AgentError,
     ControlReader,
@@ -242,7 +245,7 @@ def run_ticks(
     (SendRate): every K-th of the other ticks writes a ``tick`` line; health lines are not
     affected."""
     spread = HealthSpread(interval, health_interval) if health_interval > 0 else None
-    delta = HealthDelta(max_hold=health_interval)
+    delta = HealthDelta(max_hold=HOLD_INTERVALS * health_interval)
     rate = SendRate()
     static = sampler.static()
     writer.write({"kind": "static", "ts": time.time(), "gpus": static})
@@ -256,6 +259,7 @@ def run_ticks(
                 sooner = False
                 for message in control.wait(left):
                     sooner = rate.apply(message) or sooner
+                    delta.apply(message)  # the console lacks some GPUs' last full entry
                 if sooner and last is not None:
                     # back on screen: the newest sample now, not at the next tick (and the GPUs read meanwhile)
                     held = delta.line(time.time(), health_interval, None, True) if spread is not None else None
@@ -281,7 +285,8 @@ def run_ticks(
             elif kind == "tick":
                 lines.append({"kind": "tick", "ts": last["ts"], "seq": tick})
         if spread is not None:
-            health = delta.line(time.time(), health_interval, health_entries(sampler, spread), bool(lines))
+            sending = any(line["kind"] == "sample" for line in lines)
+            health = delta.line(time.time(), health_interval, health_entries(sampler, spread), sending)
             if health is not None:
                 lines.append(health)
         if lines:
@@ -303,7 +308,9 @@ def telemetry(args, writer):
             "hostname": os.uname().nodename,
             "interval": args.interval,
             "pid": os.getpid(),
-            "control": ["rate"],  # reads {"kind": "rate", "every": N, "tick": K} lines on stdin (SendRate)
+            # reads {"kind": "rate", "every": N, "tick": K} (SendRate) and {"kind": "health", "full":
+            # [physical, ...]} (HealthDelta.apply) lines on stdin
+            "control": ["rate", "health"],
         }
         if getattr(sampler, "vendor", None):  # NVIDIA samplers say so; no key means AMD
             hello["vendor"] = sampler.vendor

@@ -236,10 +236,15 @@ class HealthSpread:
         return out
 
 
-# A GPU's health entry goes out in full at least every this many readings (5 min at 10 s): a
-# safety net (one ordered stream loses no line; a reconnect starts a new agent, in full). Every
-# 6th cost the watcher of 1,024 x 8 GPUs ~140 full entries a second to decode, ~3 % of a core.
-FULL_EVERY = 30
+# A GPU's health entry goes out in full at least every this many readings (an hour at 10 s): a
+# last resort only. Each `same` pair names the full entry it repeats (its "n"), and a console
+# that lacks that entry asks for it again ({"kind": "health", "full": [...]}: HealthDelta.apply).
+# Every 30th cost the watcher of 1,024 x 8 GPUs ~27 full entries a second, ~1.5 % of a core.
+FULL_EVERY = 360
+# `same` pairs wait for a sample line (or a full entry) at most this many health intervals: a
+# node off screen sends a sample every 30 s to a watcher, so its GPUs' unchanged readings ride
+# along with it, not with every tick line (a line each 5 s per node, ~200 a second at 1,024).
+HOLD_INTERVALS = 3
 # What of a health entry moves at every reading without saying anything about the GPU's health:
 # timestamps, the clocks the residency counters are read against, a bandwidth. Left out when an
 # entry is compared with the last one sent (a residency counter itself is compared: it moves
@@ -290,31 +295,47 @@ def _news(entry):
 
 class HealthDelta:
     """The health lines of the tick loop: which GPUs read get their full entry (``gpus``) and
-    which are only said to be read and unchanged (``same``: [physical, read time] pairs).  A
-    GPU's entry goes in full when it differs from the last one sent for that GPU
+    which are only said to be read and unchanged (``same``: [physical, read time, n] items).
+    A GPU's entry goes in full when it differs from the last one sent for that GPU
     (HEALTH_VOLATILE left out of the comparison), when it carries events or CPER records, on
-    its first reading and at least every ``full_every`` readings (a console that missed one
-    recovers); the console carries its last reading of a ``same`` GPU forward to the pair's
-    time.  A line with full entries goes out at the tick that read them (a change is never
-    held); ``same`` pairs wait for the next line the agent writes anyway (a sample, a tick
-    line) or ``max_hold`` seconds: a node off screen wakes the console once per tick line,
-    not once per GPU read.  A new agent (a reconnect) or a new enumeration (``reset``)
-    starts with full entries."""
+    its first reading, at least every ``full_every`` readings, and when the console asks
+    (``apply``).  Each full entry carries ``n``, this agent's count of full entries; a ``same``
+    item repeats the ``n`` of the entry it says is unchanged, so a console that lacks that one
+    (a line it could not read) knows and asks again instead of carrying an older reading.  The
+    console carries its last reading of a ``same`` GPU forward to the item's time.  A line with
+    full entries goes out at the tick that read them (a change is never held); ``same`` items
+    wait for the next sample line the agent writes (``writing``) or ``max_hold`` seconds: a
+    node off screen wakes the console for them once per sample, not once per GPU read.  A new
+    agent (a reconnect) or a new enumeration (``reset``) starts with full entries."""
 
     def __init__(self, full_every=FULL_EVERY, max_hold=0.0):
         self.full_every = max(1, int(full_every))
         self.max_hold = max_hold
-        self._sent = {}  # physical -> [the compared part of the last entry sent, readings since]
-        self._held = []  # [physical, read time] of the GPUs read unchanged, not yet sent
+        self._sent = {}  # physical -> [the compared part of the last entry sent, readings since, its n]
+        self._held = []  # [physical, read time, n] of the GPUs read unchanged, not yet sent
+        self._n = 0  # full entries sent
 
     def reset(self):
         self._sent = {}
 
+    def apply(self, message):
+        """A console's ``{"kind": "health", "full": [physical, ...]}``: those GPUs' next entries
+        go in full (it lacks the one their ``same`` items name).  True when it was one."""
+        if not isinstance(message, dict) or message.get("kind") != "health":
+            return False
+        gpus = message.get("full")
+        if not isinstance(gpus, list):
+            return False
+        for physical in gpus[:MAX_FULL_ASKED]:
+            if isinstance(physical, int) and not isinstance(physical, bool):
+                self._sent.pop(physical, None)
+        return True
+
     def line(self, ts, interval, entries, writing):
         """The health line to write at ``ts`` after a tick that read ``entries`` (None: none
-        now); ``writing``: the tick writes other lines anyway."""
+        now); ``writing``: the tick writes a sample line anyway."""
         full, same = self.split(entries) if entries else ([], [])
-        self._held.extend([physical, ts] for physical in same)
+        self._held.extend([physical, ts, n] for physical, n in same)
         if not full and not (self._held and (writing or ts - self._held[0][1] >= self.max_hold)):
             return None
         out = {"kind": "health", "ts": ts, "interval": interval, "gpus": full}
@@ -323,7 +344,7 @@ class HealthDelta:
         return out
 
     def split(self, entries):
-        """(entries to send in full, physical indices of the others)."""
+        """(entries to send in full, numbered; [physical, n] of the others)."""
         full, same = [], []
         for entry in entries:
             physical = entry.get("physical") if isinstance(entry, dict) else None
@@ -334,11 +355,17 @@ class HealthDelta:
             last = self._sent.get(physical)
             if last is not None and last[1] + 1 < self.full_every and last[0] == steady and not _news(entry):
                 last[1] += 1
-                same.append(physical)
+                same.append((physical, last[2]))
             else:
-                self._sent[physical] = [steady, 0]
+                self._n += 1
+                self._sent[physical] = [steady, 0, self._n]
+                entry = dict(entry)
+                entry["n"] = self._n
                 full.append(entry)
         return full, same
+
+
+MAX_FULL_ASKED = 1024  # GPUs one ask names, at most (a node has 8, or 64 partitions)
 
 
 # ------------------------------------------------------------------ rate control

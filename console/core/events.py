@@ -317,6 +317,13 @@ class EventDetector:
         before = state.tracker.verdict
         return self._judged(node, state, reading, before, state.tracker.add(reading))
 
+    def quiet(self, node: str, gpu: int) -> bool:
+        """Carrying the GPU's last reading forward moves nothing but its time (a well GPU, out
+        of any throttle run, in a run of equal readings): carrying it to t1 and then to t2
+        ends as carrying it to t2 alone, so a line's earlier ``same`` times may be skipped."""
+        state = self._gpus.get((node, gpu))
+        return state is not None and not state.throttled and state.run == 0 and state.tracker.steady()
+
     def carry(self, node: str, gpu: int, t: float) -> tuple[list[Event], HealthTracker] | None:
         """health(node, carried(last reading, t)): the agent read the GPU at ``t`` and found it
         unchanged (its health line's ``same``); its events and its tracker. None: no reading

@@ -496,25 +496,31 @@ class HealthTracker:
             self.verdict = evaluate(self._readings, self.rules, self._faults)
         return self.verdict
 
-    def carry(self, t: float) -> HealthReading | None:
-        """add(carried(self.last, t)) where that provably moves nothing but the run's newest
-        reading and the verdict's time (a well GPU said unchanged, in a run of equal readings:
-        most readings of a fleet); returns the reading added, None where add() must judge."""
+    def steady(self) -> bool:
+        """carry() takes its fast path: a well GPU in a run of equal readings (so carrying it to
+        t1 and then t2 leaves it as carrying it to t2 alone)."""
         readings = self._readings
         if not self._in_run or not readings:
-            return None
+            return False
         last = readings[-1]
         v = self.verdict
-        if (
-            t < last.t
-            or last.faults
+        return not (
+            last.faults
             or last.cper_records is not None
             or v.state != OK
             or v.findings
             or v.throttle_share != 0.0
             or (last.residency is None and last.throttle_reasons != ())
-        ):
+        )
+
+    def carry(self, t: float) -> HealthReading | None:
+        """add(carried(self.last, t)) where that provably moves nothing but the run's newest
+        reading and the verdict's time (a well GPU said unchanged, in a run of equal readings:
+        most readings of a fleet); returns the reading added, None where add() must judge."""
+        readings = self._readings
+        if not self.steady() or t < readings[-1].t:
             return None
+        last = readings[-1]
         # add() would pop the run's middle and append this one as is (_rebased: carried, no CPER)
         reading = _carry(last, t, last.carried_from if last.carried_from is not None else last.t)
         readings[-1] = reading

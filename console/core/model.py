@@ -280,6 +280,10 @@ class HealthFrame:
     readings: tuple[HealthReading, ...]
     notes: tuple[str, ...] = ()  # GPU entries skipped as unreadable, one line each naming the GPU
     same: tuple[tuple[int, float], ...] = ()  # (physical, read time): read then, unchanged
+    # (physical, n) of the full entries read (the agent's count), and of the `same` items: the
+    # full entry they say is unchanged (a console that lacks it asks again)
+    numbered: tuple[tuple[int, int], ...] = ()
+    same_of: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,14 +259,17 @@ def _health_reading(entry: object, ts: float) -> HealthReading:
     return dataclasses.replace(reading, faults=faults, firmware=firmware)
 
 
-def _same_item(item: Any) -> tuple[int, float] | None:
-    """One ``same`` item, [physical, read time]: None when it is not one."""
-    if type(item) is not list or len(item) != 2:
+def _same_item(item: Any) -> tuple[int, float, int | None] | None:
+    """One ``same`` item, [physical, read time] or [physical, read time, n]: None when it is not one."""
+    if type(item) is not list or not 2 <= len(item) <= 3:
         return None
-    physical, t = item
+    physical, t = item[0], item[1]
     if type(physical) is not int or physical < 0 or type(t) not in (float, int) or not math.isfinite(t):
         return None  # bool is no index (type, not isinstance)
-    return physical, float(t)
+    n = item[2] if len(item) == 3 else None
+    if n is not None and type(n) is not int:
+        return None
+    return physical, float(t), n
 
 
 def _health(obj: dict) -> HealthFrame:
@@ -285,23 +288,39 @@ def _health(obj: dict) -> HealthFrame:
     if len(gpus) + len(same) > MAX_HEALTH_GPUS:
         raise ValueError(f"{len(gpus) + len(same)} GPUs read (at most {MAX_HEALTH_GPUS})")
     readings: list[HealthReading] = []
+    numbered: list[tuple[int, int]] = []
     notes: list[str] = []
     for n, entry in enumerate(gpus):
         try:
-            readings.append(_health_reading(entry, ts))
+            reading = _health_reading(entry, ts)
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             physical = entry.get("physical") if isinstance(entry, dict) else None
             who = f"GPU {physical}" if isinstance(physical, int) and not isinstance(physical, bool) else f"entry {n}"
             notes.append(f"health of {who} skipped: {printable(clip(str(exc), 120))}")
+            continue
+        readings.append(reading)
+        number = entry.get("n")
+        if type(number) is int:
+            numbered.append((reading.gpu, number))
     unchanged: list[tuple[int, float]] = []
+    same_of: dict[int, int] = {}
     for n, item in enumerate(same):
-        pair = _same_item(item)
-        if pair is None:
+        triple = _same_item(item)
+        if triple is None:
             notes.append(f"health: same[{n}] skipped: not [GPU index, read time]: {printable(clip(repr(item), 60))}")
-        else:
-            unchanged.append(pair)
+            continue
+        physical, t, number = triple
+        unchanged.append((physical, t))
+        if number is not None:
+            same_of[physical] = number
     return HealthFrame(
-        ts=ts, interval=interval or 0.0, readings=tuple(readings), notes=tuple(notes), same=tuple(unchanged)
+        ts=ts,
+        interval=interval or 0.0,
+        readings=tuple(readings),
+        notes=tuple(notes),
+        same=tuple(unchanged),
+        numbered=tuple(numbered),
+        same_of=tuple(same_of.items()),
     )
 
 

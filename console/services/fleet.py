@@ -52,6 +52,9 @@ HISTORY_METRICS = ("util_pct", "power_w", "temp_junction_c", "temp_mem_c", "vram
 _METRIC_COLUMN = {metric: i for i, metric in enumerate(HISTORY_METRICS)}
 _history_values = operator.attrgetter(*HISTORY_METRICS)
 _read_time = operator.itemgetter(1)  # of a health line's (physical, time read) pair
+# A GPU whose last full health entry this console lacks is asked for again at most this often
+# (an entry it cannot read would otherwise be asked for at every sample).
+ASK_FULL_AGAIN_S = 60.0
 # Stored value = reading / scale (NodeHistory keeps half floats, whose largest is 65,504: VRAM in
 # MiB goes past it; in 8 MiB units it reaches 512 GiB, a step of 16 units = 128 MiB near 192 GiB).
 HISTORY_SCALES = tuple(8.0 if m == "vram_used_mib" else 1.0 for m in HISTORY_METRICS)
@@ -157,6 +160,11 @@ class _NodeTrack:
         self.every = 1
         self.heard_at: float | None = None  # the newest line of any kind (a kept-back tick included)
         self.holds = 0  # full_rate() holders (a run recording this node)
+        # Health deltas: the agent's number of the full entry the console holds for each GPU,
+        # whether the agent takes asks for one again, and when each GPU was last asked for.
+        self.health_n: dict[int, int] = {}
+        self.asks_health = False
+        self.health_asked: dict[int, float] = {}
 
     def record(self, frame: TelemetryFrame, at: float) -> None:
         gpus = frame.gpus
@@ -476,6 +484,8 @@ class FleetTelemetry:
         elif isinstance(message, AgentHello):
             track.snapshot = replace(snap, source=message.source, interval=message.interval)
             track.controllable = "rate" in message.control
+            track.asks_health = "health" in message.control
+            track.health_n.clear()  # a new agent numbers its full entries afresh
             self._steer(track)
         elif isinstance(message, StaticInfo):
             track.snapshot = replace(snap, static=message.gpus)
@@ -488,7 +498,14 @@ class FleetTelemetry:
             self._set_health(track, NodeHealth.LIVE, None)
             self._emit(TelemetryReceived(track.spec.name, message, now))
         elif isinstance(message, HealthFrame):
-            self.ingest_health(track.spec.name, message.readings, notes=message.notes, same=message.same)
+            self.ingest_health(
+                track.spec.name,
+                message.readings,
+                notes=message.notes,
+                same=message.same,
+                numbered=message.numbered,
+                same_of=message.same_of,
+            )
         elif isinstance(message, ProbeInfo):
             track.snapshot = replace(snap, probe=message)
         elif isinstance(message, AgentFailure):
@@ -559,11 +576,15 @@ class FleetTelemetry:
         *,
         notes: tuple[str, ...] = (),
         same: tuple[tuple[int, float], ...] = (),
+        numbered: tuple[tuple[int, int], ...] = (),
+        same_of: tuple[tuple[int, int], ...] = (),
     ) -> None:
         """Health readings of some of a node's physical GPUs (an agent's health line, or DME's
         families): verdicts into snapshot.gpu_health, GpuHealthChanged when a state moved, and
         the events they cause as GpuEventsSeen.  ``same``: (physical, time) of GPUs the agent
-        read then and found unchanged: their last reading carried forward to that time."""
+        read then and found unchanged: their last reading carried forward to that time.
+        ``numbered``: (physical, n) of the agent's full entries here; ``same_of``: (physical, n)
+        of the full entry each ``same`` GPU repeats: one this console lacks is asked for again."""
         track = self._tracks[node]
         detector = self.detector
         events: list[Event] = []
@@ -572,13 +593,31 @@ class FleetTelemetry:
         health_since = track.health_since
         read: list[int] = []
         unknown: list[str] = []
+        lacking: list[int] = []
+        if same_of:
+            have = track.health_n
+            lacking = [gpu for gpu, n in same_of if have.get(gpu) != n]
         judge = detector.carry
-        # the carried ones first: the agent read them before the full entries of its line (one
-        # GPU may be named twice: each is carried from its last reading when it is judged)
-        for gpu, t in sorted(same, key=_read_time) if same else ():
+        if same:
+            # the carried ones first: the agent read them before the full entries of its line (one
+            # GPU may be named twice: each is carried from its last reading when it is judged)
+            pairs = sorted(same, key=_read_time)
+            newest = dict(pairs)  # each GPU to its newest read time (sorted by time)
+            quiet: dict[int, bool] = {}
+        for gpu, t in pairs if same else ():
+            if t < newest[gpu]:
+                # A quiet GPU carried to t and then to a later time ends as carried to the later
+                # one alone (EventDetector.quiet): a sample line brings ~3 readings of each GPU.
+                is_quiet = quiet.get(gpu)
+                if is_quiet is None:
+                    is_quiet = quiet[gpu] = detector.quiet(node, gpu)
+                if is_quiet:
+                    continue
+            if lacking and gpu in lacking:
+                continue
             carried = judge(node, gpu, t)
-            if carried is None:  # its full entry was skipped (or never sent): it comes within 30 readings
-                unknown.append(f"health of GPU {gpu} said unchanged before any reading of it: skipped")
+            if carried is None:  # its full entry was skipped (or never sent): asked for again
+                lacking.append(gpu)
                 continue
             found, tracker = carried
             if found:
@@ -606,6 +645,16 @@ class FleetTelemetry:
                 health_since[gpu] = (state, since)
                 changed = True
             by_gpu[gpu] = GpuHealth(gpu, verdict, known.last, since)
+        if numbered:
+            track.health_n.update(numbered)
+        if lacking:
+            lacking = sorted(set(lacking))
+            asked = self._ask_full(track, lacking)
+            for gpu in lacking:
+                unknown.append(
+                    f"health of GPU {gpu} said unchanged since a reading this console lacks: "
+                    + ("asked for again" if asked else "skipped until its next full reading")
+                )
         notes += tuple(unknown)
         if notes and notes != track.health_notes:
             for note in notes:
@@ -619,6 +668,20 @@ class FleetTelemetry:
             self._emit(GpuEventsSeen(node, tuple(events)))
         if self.health_read is not None:
             self.health_read(node, tuple(read))
+
+    def _ask_full(self, track: _NodeTrack, gpus: list[int]) -> bool:
+        """Ask the node's agent for these GPUs' next health entries in full (HealthDelta.apply),
+        each at most once per ASK_FULL_AGAIN_S; True when the agent takes such asks."""
+        control = track.control
+        if not track.asks_health or control is None:
+            return False
+        now = self._clock()
+        asked = track.health_asked
+        due = [gpu for gpu in gpus if now - asked.get(gpu, -ASK_FULL_AGAIN_S) >= ASK_FULL_AGAIN_S]
+        if due and control.send('{"kind":"health","full":[' + ",".join(str(gpu) for gpu in due) + "]}"):
+            for gpu in due:
+                asked[gpu] = now
+        return True
 
     def watch(self, nodes: Iterable[str]) -> None:
         """The nodes the user has on screen now. A Prometheus-fed fleet refreshes their values

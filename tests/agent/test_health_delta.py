@@ -149,7 +149,7 @@ def readings(lines: list[dict], physical: int) -> list[str]:
     """'full' or 'same' for each reading of one GPU, in the order sent."""
     out = []
     for line in health(lines):
-        out += ["same" for p, _t in line.get("same", []) if p == physical]
+        out += ["same" for item in line.get("same", []) if item[0] == physical]
         if any(g["physical"] == physical for g in line["gpus"]):
             out.append("full")
     return out
@@ -164,7 +164,7 @@ def test_an_unchanged_gpu_is_named_in_same_and_sent_in_full_every_few_readings()
     # a line whose GPUs are all unchanged still says they were read (exact freshness), and no `same` when none
     assert any(line["gpus"] == [] and line["same"] for line in health(lines))
     # each pair says when its GPU was read: here at the line's own tick (every tick writes a sample)
-    assert all(t == line["ts"] for line in health(lines) for _p, t in line.get("same", []))
+    assert all(t == line["ts"] for line in health(lines) for _p, t, _n in line.get("same", []))
     assert all("same" not in line for line in health(lines) if line["gpus"])
 
 
@@ -215,10 +215,11 @@ def test_a_new_enumeration_and_a_new_agent_start_with_full_entries():
     assert readings(again, 0) == ["full"] and readings(again, 1) == ["full"]
 
 
-def test_off_screen_the_unchanged_gpus_wait_for_the_next_line_and_a_change_goes_at_once():
+def test_off_screen_the_unchanged_gpus_wait_for_the_next_sample_and_a_change_goes_at_once():
     """The console asked for a sample every 10 ticks and a tick line every 5: the GPUs read
-    unchanged ride with those lines (one wake-up of the console), each with its read time;
-    a change is written at the tick that read it."""
+    unchanged ride with the samples (one wake-up of the console a sample, not one a tick
+    line), each with its read time and the number of the full entry it repeats; a change is
+    written at the tick that read it."""
     clock = Clock()
     sampler = Sampler(clock)
 
@@ -233,23 +234,48 @@ def test_off_screen_the_unchanged_gpus_wait_for_the_next_line_and_a_change_goes_
     for batch in writes.values():
         kinds = [o["kind"] for o in batch]
         if kinds != ["static"] and "health" in kinds and not any(o["gpus"] for o in health(batch)):
-            assert kinds[0] in ("sample", "tick")  # `same` only: never a write of its own
+            assert kinds[0] == "sample"  # `same` only: never a write of its own, nor with a tick line
+    full_n = {(o["at"], g["physical"]): g["n"] for o in health(lines) for g in o["gpus"]}
+    assert sorted(full_n.values()) == list(range(1, len(full_n) + 1))  # numbered in order, once each
     change = next(o for o in health(lines) for g in o["gpus"] if g["physical"] == 1 and o["at"] > 1010)
     assert change["gpus"][0]["results"]["amdsmi_get_gpu_total_ecc_count"]["correctable_count"] == 4
     assert change["at"] == 1011.0  # tick 11 read GPU 1 (odd ticks): written then, between two tick lines
-    [held] = [o for o in health(lines) if o["at"] == 1005.0]  # with the tick line of tick 5
-    assert [p for p, _t in held["same"]] == [0, 1, 0, 1]  # read on ticks 2, 3, 4, 5
-    times = [t for _p, t in held["same"]]
+    [held] = [o for o in health(lines) if o["at"] == 1010.0]  # with the sample of tick 10
+    assert [p for p, _t, _n in held["same"]] == [0, 1, 0, 1, 0, 1, 0, 1, 0]  # read on ticks 2 to 10
+    # each names the full entry it repeats: GPU 0's of tick 0, GPU 1's of tick 1
+    assert {(p, n) for p, _t, n in held["same"]} == {(0, full_n[1000.0, 0]), (1, full_n[1001.0, 1])}
+    times = [t for _p, t, _n in held["same"]]
     assert times == sorted(times) and times[0] < times[-1] <= held["ts"]  # each its own read time
+    [after] = [o for o in health(lines) if o["at"] == 1020.0]
+    assert {(p, n) for p, _t, n in after["same"]} == {(0, full_n[1000.0, 0]), (1, change["gpus"][0]["n"])}
     # every reading is sent, once: one GPU a tick
     assert sum(len(o["gpus"]) + len(o.get("same", ())) for o in health(lines)) == 21
 
 
-def test_unchanged_gpus_wait_a_health_interval_at_most_when_nothing_else_is_written():
-    delta = node_agent.HealthDelta(max_hold=10.0)
+def test_unchanged_gpus_wait_for_a_sample_or_the_longest_hold():
+    delta = node_agent.HealthDelta(max_hold=30.0)
     assert [g["physical"] for g in delta.line(100.0, 10.0, [amd_entry(0, 100.0)], False)["gpus"]] == [0]
-    assert delta.line(105.0, 10.0, [amd_entry(0, 105.0)], False) is None  # unchanged: held
-    assert delta.line(109.0, 10.0, None, False) is None
-    line = delta.line(115.0, 10.0, [amd_entry(0, 115.0)], False)  # the oldest waited 10 s: out
-    assert line["gpus"] == [] and line["same"] == [[0, 105.0], [0, 115.0]]
-    assert delta.line(116.0, 10.0, None, True) is None  # nothing held: no empty line
+    assert delta.line(110.0, 10.0, [amd_entry(0, 110.0)], False) is None  # unchanged: held
+    assert delta.line(120.0, 10.0, [amd_entry(0, 120.0)], False) is None
+    line = delta.line(140.0, 10.0, [amd_entry(0, 140.0)], False)  # the oldest waited 30 s: out
+    assert line["gpus"] == [] and line["same"] == [[0, 110.0, 1], [0, 120.0, 1], [0, 140.0, 1]]
+    assert delta.line(141.0, 10.0, None, True) is None  # nothing held: no empty line
+    assert delta.line(150.0, 10.0, [amd_entry(0, 150.0)], False) is None
+    assert delta.line(151.0, 10.0, None, True)["same"] == [[0, 150.0, 1]]  # a sample takes them along
+
+
+def test_a_console_that_lacks_a_full_entry_asks_and_gets_it_at_the_next_reading():
+    delta = node_agent.HealthDelta()
+    first = delta.line(100.0, 10.0, [amd_entry(0, 100.0), amd_entry(1, 100.0)], True)
+    assert [(g["physical"], g["n"]) for g in first["gpus"]] == [(0, 1), (1, 2)]
+    assert delta.line(110.0, 10.0, [amd_entry(0, 110.0), amd_entry(1, 110.0)], True)["same"] == [
+        [0, 110.0, 1],
+        [1, 110.0, 2],
+    ]
+    # not an ask: ignored, nothing changes
+    for other in ({"kind": "rate", "every": 2}, {"kind": "health"}, {"kind": "health", "full": "0"}, [1]):
+        assert delta.apply(other) is False
+    assert delta.apply({"kind": "health", "full": [1, True, "0", 7]}) is True
+    again = delta.line(120.0, 10.0, [amd_entry(0, 120.0), amd_entry(1, 120.0)], True)
+    assert [(g["physical"], g["n"]) for g in again["gpus"]] == [(1, 3)] and again["same"] == [[0, 120.0, 1]]
+    assert delta.line(130.0, 10.0, [amd_entry(1, 130.0)], True)["same"] == [[1, 130.0, 3]]

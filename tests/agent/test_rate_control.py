@@ -86,7 +86,15 @@ def test_every_n_ticks_a_sample_ticks_between_health_untouched_and_back_at_once(
     assert kinds == [("static", None), ("sample", 0), ("sample", 1), ("tick", 2), ("tick", 3), ("sample", 4),
                      ("tick", 5), ("tick", 6), ("sample", 7), ("tick", 8), ("sample", 8), ("sample", 9),
                      ("sample", 10), ("sample", 11)]  # fmt: skip
-    assert sum(o["kind"] == "health" for o in out) == 12  # health: every tick, whatever the rate
+    # health: both GPUs read every tick, whatever the rate; those read unchanged ride with the
+    # next sample (a tick line does not take them), each reading sent once
+    health = [(i, o) for i, o in enumerate(out) if o["kind"] == "health"]
+    assert all(o["gpus"] or out[i - 1]["kind"] == "sample" for i, o in health)
+    assert all(out[i - 1]["kind"] != "tick" for i, o in health if not o["gpus"])
+    sent = [(g["physical"], o["ts"]) for _i, o in health for g in o["gpus"]] + [
+        (p, t) for _i, o in health for p, t, _n in o.get("same", [])
+    ]
+    assert len(sent) == len(set(sent)) == 2 * 12  # the last sample (tick 11) takes every one left
     ticks = [o for o in out if o["kind"] == "tick"]
     assert all(isinstance(o["ts"], float) and isinstance(o["seq"], int) for o in ticks)
 
@@ -178,7 +186,7 @@ def test_the_real_agent_reads_rate_lines_on_stdin_and_streams_as_before_without_
     piped = subprocess.Popen(argv, env=_env(state), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         lines = _read_until(plain, lambda got: _count(got, "sample", "tick") >= 8)
-        assert lines[0]["kind"] == "hello" and lines[0]["control"] == ["rate"]
+        assert lines[0]["kind"] == "hello" and lines[0]["control"] == ["rate", "health"]
         assert _count(lines, "sample") >= 8 and not _count(lines, "tick")
         assert piped.stdin is not None
         piped.stdin.write(b'{"kind":"rate","every":5}\n')
@@ -189,7 +197,13 @@ def test_the_real_agent_reads_rate_lines_on_stdin_and_streams_as_before_without_
         quiet = _read_until(piped, lambda got: _count(got, "sample", "tick") >= 20)
         samples, ticks = _count(quiet, "sample"), _count(quiet, "tick")
         assert samples + ticks >= 20 and 3 <= samples <= 5, (samples, ticks)
-        assert _count(quiet, "health") >= 5  # health keeps its own pace (every 0.2 s, or each late tick)
+        # health keeps its own pace (each GPU every 0.2 s): the readings found unchanged ride
+        # with the samples, never with a tick line
+        health = [o for o in quiet if o["kind"] == "health"]
+        assert sum(len(o["gpus"]) + len(o.get("same", ())) for o in health) >= 10
+        assert all(
+            quiet[i - 1]["kind"] == "sample" for i, o in enumerate(quiet) if o["kind"] == "health" and not o["gpus"]
+        )
         # a tick line only every second tick between samples (a big fleet's off-screen nodes)
         piped.stdin.write(b'{"kind":"rate","every":4,"tick":2}\n')
         piped.stdin.flush()

@@ -24,13 +24,21 @@ def test_same_names_the_gpus_read_and_unchanged_and_when_beside_the_full_entries
     assert frame.ts == 100.0
 
 
+def test_full_entries_carry_their_number_and_same_items_the_number_of_the_one_they_repeat():
+    numbered = [dict(amd_entry(1), n=7), dict(amd_entry(3), n="8"), amd_entry(4)]
+    frame = parse_agent_line(line(100.0, numbered, same=[[0, 97.5, 5], [0, 99.0, 5], [2, 98.0, 6], [5, 99.5]]))
+    assert [r.gpu for r in frame.readings] == [1, 3, 4]
+    assert frame.numbered == ((1, 7),)  # a number that is not one: no number (the entry is kept)
+    assert frame.same == ((0, 97.5), (0, 99.0), (2, 98.0), (5, 99.5)) and frame.same_of == ((0, 5), (2, 6))
+
+
 def test_a_line_of_the_old_shape_has_no_same():
     frame = parse_agent_line(line(100.0, [amd_entry(0), amd_entry(1)]))
     assert [r.gpu for r in frame.readings] == [0, 1] and frame.same == ()
 
 
 def test_a_bad_item_in_same_is_one_note_naming_it_and_the_rest_is_kept():
-    bad = [3, ["3", 99.0], [-1, 99.0], [True, 99.0], [2.0, 99.0], [1, "now"], [1, None], [1, 99.0, 0]]
+    bad = [3, ["3", 99.0], [-1, 99.0], [True, 99.0], [2.0, 99.0], [1, "now"], [1, None], [1, 99.0, 0.5]]
     frame = parse_agent_line(line(100.0, [amd_entry(1)], same=[[0, 99.0], *bad]))
     assert frame.same == ((0, 99.0),) and [r.gpu for r in frame.readings] == [1]
     assert frame.notes == (
@@ -41,7 +49,7 @@ def test_a_bad_item_in_same_is_one_note_naming_it_and_the_rest_is_kept():
         "health: same[5] skipped: not [GPU index, read time]: [2.0, 99.0]",
         "health: same[6] skipped: not [GPU index, read time]: [1, 'now']",
         "health: same[7] skipped: not [GPU index, read time]: [1, None]",
-        "health: same[8] skipped: not [GPU index, read time]: [1, 99.0, 0]",
+        "health: same[8] skipped: not [GPU index, read time]: [1, 99.0, 0.5]",
     )
 
 

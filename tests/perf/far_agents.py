@@ -20,8 +20,8 @@ its steady one, with the timestamps and the residency counters' clock moving as 
 --health-change: the share of GPUs (seeded) that throttle at their power cap, so their
 residency counters grow at every reading: their entries change. delta: the agent's own
 HealthDelta picks full entries and `same`, at the agent's own full-resend cadence, and holds
-the `same` pairs for the node's next line (a sample, a tick line, a full entry) as the agent
-does; full: every entry in full, a line at every tick that read some (the agent before
+the `same` items for the node's next sample line or full entry (at most HOLD_INTERVALS health
+intervals), and takes the console's asks for a full entry again, as the agent does; full: every entry in full, a line at every tick that read some (the agent before
 `same`); none: no health lines.
 
 Kept out of the console's process so that what fleet_scale.py measures there is the
@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from console.agent.sampling import HealthDelta, HealthSpread, SendRate  # noqa: E402
+from console.agent.sampling import HOLD_INTERVALS, HealthDelta, HealthSpread, SendRate  # noqa: E402
 
 GPUS = 8  # physical GPUs per node (MI300X)
 CLOCK_HZ = 100  # the simulated amdsmi's residency clock (acc_counter, accumulation_counter)
@@ -101,7 +101,7 @@ class NodeHealth:
 
     def __init__(self, interval: float, health_interval: float, mode: str, throttling: list[bool], captured) -> None:
         self.spread = HealthSpread(interval, health_interval)
-        self.delta = HealthDelta(max_hold=health_interval) if mode == "delta" else None
+        self.delta = HealthDelta(max_hold=HOLD_INTERVALS * health_interval) if mode == "delta" else None
         self.health_interval = health_interval
         self.throttling = throttling
         self.first, self.steady = captured
@@ -115,7 +115,7 @@ class NodeHealth:
         return json.dumps(line, separators=(",", ":")) + "\n" if line is not None else None
 
     def line(self, now: float, writing: bool) -> str | None:
-        """This tick's health line (None: none now); ``writing``: the tick writes a line anyway."""
+        """This tick's health line (None: none now); ``writing``: the tick writes a sample anyway."""
         picks = self.spread.picks(GPUS)
         entries = []
         for p in picks:
@@ -195,7 +195,11 @@ def main() -> int:
             for raw in lines:
                 index, _, body = raw.partition(b" ")
                 i = int(index)
-                if rates[i].apply(json.loads(body)):  # back on screen: the newest sample now
+                message = json.loads(body)
+                node_health = readers[i]
+                if node_health is not None and node_health.delta is not None:
+                    node_health.delta.apply(message)  # the console lacks a GPU's last full entry
+                if rates[i].apply(message):  # back on screen: the newest sample now
                     rates[i].sent()
                     held = readers[i].held(time.time()) if readers[i] is not None else None
                     send(i, "sample", max(0, seqs[i] - 1), held)
@@ -204,7 +208,7 @@ def main() -> int:
         while due[0][0] <= now:
             at, i = heapq.heappop(due)
             reader, kind = readers[i], rates[i].line()
-            send(i, kind, seqs[i], reader.line(time.time(), kind is not None) if reader is not None else None)
+            send(i, kind, seqs[i], reader.line(time.time(), kind == "sample") if reader is not None else None)
             seqs[i] += 1
             at += interval
             if at <= now:  # missed ticks are skipped, as the agent does

@@ -13,6 +13,7 @@ from console.core.health import FAIL, OK, HealthReading, HealthRules
 from console.core.model import NodeSpec
 from console.services import demo_faults
 from console.services.fleet import FleetTelemetry
+from console.transport.base import StreamControl
 from tests.helpers import wait_for
 
 
@@ -28,8 +29,9 @@ def test_a_gpu_said_unchanged_keeps_its_reading_and_verdict_at_the_new_time(capl
     # a GPU the console has no reading of: one line naming it, nothing else moves
     with caplog.at_level(logging.WARNING):
         fleet.ingest_health("n1", [], same=((1, 120.0), (7, 120.0)))
-    assert fleet.health_notes("n1") == ("health of GPU 7 said unchanged before any reading of it: skipped",)
-    assert "n1: health of GPU 7 said unchanged before any reading of it: skipped" in caplog.text
+    said = "health of GPU 7 said unchanged since a reading this console lacks: skipped until its next full reading"
+    assert fleet.health_notes("n1") == (said,)
+    assert f"n1: {said}" in caplog.text
     assert fleet.snapshot("n1").health_of(7) is None and fleet.snapshot("n1").health_of(1).reading.t == 120.0
     # one GPU read twice while its notices waited, then a change sent in full: judged in the order read
     fleet.ingest_health("n1", [HealthReading(140.0, 1, "amd", ecc_uncorrectable=2)], same=((1, 135.0), (1, 125.0)))
@@ -65,5 +67,86 @@ async def test_an_injected_fault_shows_at_the_gpus_next_reading_between_unchange
         assert sick.since is not None and sick.since - written <= 1.0
         assert sick.reading.carried_from is None and sick.reading.ecc_uncorrectable == 1
         assert all(fleet.snapshot("a").health_of(p).verdict.state == OK for p in (0, 1, 3))
+    finally:
+        await fleet.stop()
+
+
+def test_a_gpu_said_unchanged_since_a_full_entry_the_console_lacks_is_asked_for_again(caplog):
+    now = [1000.0]
+    fleet = FleetTelemetry([NodeSpec(name="n1", host="localhost", transport="local")], clock=lambda: now[0])
+    sent: list[bytes] = []
+    control = StreamControl()
+    control.bind(sent.append)
+    fleet._tracks["n1"].control, fleet._tracks["n1"].asks_health = control, True  # as a hello listing "health"
+    fleet.ingest_health(
+        "n1", [HealthReading(100.0, 0, "amd"), HealthReading(100.0, 1, "amd")], numbered=((0, 1), (1, 2))
+    )
+    # GPU 1 changed in entry 3, a line this console could not read: its `same` items name 3
+    with caplog.at_level(logging.WARNING):
+        fleet.ingest_health("n1", [], same=((0, 110.0), (1, 110.0)), same_of=((0, 1), (1, 3)))
+    snap = fleet.snapshot("n1")
+    assert snap.health_of(0).reading.t == 110.0 and snap.health_of(1).reading.t == 100.0  # not carried forward
+    assert sent == [b'{"kind":"health","full":[1]}\n']
+    said = "health of GPU 1 said unchanged since a reading this console lacks: asked for again"
+    assert fleet.health_notes("n1") == (said,) and f"n1: {said}" in caplog.text
+    fleet.ingest_health("n1", [], same=((1, 120.0),), same_of=((1, 3),))
+    assert len(sent) == 1  # asked once a minute at most (an entry it cannot read is not asked for at every line)
+    now[0] += 61
+    fleet.ingest_health("n1", [], same=((1, 130.0),), same_of=((1, 3),))
+    assert sent[1:] == [b'{"kind":"health","full":[1]}\n']
+    # the agent sends it in full (entry 4); the items after it name 4 and carry it forward
+    fleet.ingest_health("n1", [HealthReading(140.0, 1, "amd", ecc_uncorrectable=1)], numbered=((1, 4),))
+    fleet.ingest_health("n1", [], same=((1, 150.0),), same_of=((1, 4),))
+    assert fleet.snapshot("n1").health_of(1).reading.t == 150.0
+    assert fleet.snapshot("n1").health_of(1).verdict.state == FAIL and fleet.health_notes("n1") == ()
+
+
+def test_a_quiet_gpu_read_three_times_before_a_sample_is_carried_once_to_its_newest_reading():
+    fleet = FleetTelemetry([NodeSpec(name="n1", host="localhost", transport="local")])
+    fleet.ingest_health("n1", [HealthReading(100.0, 0, "amd", throttle_reasons=())])
+    fleet.ingest_health("n1", [HealthReading(110.0, 0, "amd", throttle_reasons=())])  # equal readings: quiet
+    assert fleet.detector.quiet("n1", 0)
+    tracker = fleet.detector.tracker("n1", 0)
+    assert tracker is not None
+    carried: list[float] = []
+    original = tracker.carry
+
+    def spy(t: float):
+        carried.append(t)
+        return original(t)
+
+    tracker.carry = spy  # type: ignore[method-assign]
+    fleet.ingest_health("n1", [], same=((0, 130.0), (0, 120.0), (0, 140.0)))
+    assert carried == [140.0] and fleet.snapshot("n1").health_of(0).reading.t == 140.0
+    assert [r.t for r in fleet.health_readings("n1", 0)] == [100.0, 140.0]
+    # a sick GPU is not quiet: each reading is judged in the order read
+    fleet.ingest_health("n1", [HealthReading(150.0, 0, "amd", throttle_reasons=(), ecc_uncorrectable=1)])
+    assert not fleet.detector.quiet("n1", 0)
+    carried.clear()
+    fleet.ingest_health("n1", [], same=((0, 170.0), (0, 160.0)))
+    assert carried == [160.0, 170.0]
+
+
+async def test_a_real_agent_sends_a_gpus_entry_in_full_again_when_the_console_asks(sim_node):
+    node = sim_node("a", count=2)
+    fleet = FleetTelemetry([node], interval=0.1)
+    fleet.configure_health(HealthRules(interval=0.4))
+    await fleet.start()
+    try:
+        track = fleet._tracks["a"]
+
+        def carried(physical: int) -> bool:
+            health = fleet.snapshot("a").health_of(physical)
+            return health is not None and health.reading is not None and health.reading.carried_from is not None
+
+        assert await wait_for(lambda: carried(0) and carried(1), timeout=30)
+        assert track.asks_health  # the agent's hello lists "health" among the control lines it reads
+        n_before = dict(track.health_n)
+        asked = time.time()
+        assert fleet._ask_full(track, [1])
+        # its next reading comes in full, numbered anew; GPU 0 stays carried
+        assert await wait_for(lambda: track.health_n.get(1, 0) > n_before[1], timeout=5)
+        assert track.health_n[0] == n_before[0]
+        assert fleet.snapshot("a").health_of(1).reading.t >= asked - 0.1
     finally:
         await fleet.stop()
