@@ -309,7 +309,12 @@ def throttle_share(history: Sequence[HealthReading], window: float) -> tuple[flo
     start = end - window
     throttled = known = 0.0
     by_reason: dict[str, float] = {}
-    readings = list(history)
+    # Only the intervals that end inside the window: found from the newest end (a throttling
+    # GPU's history spans the ECC window, an hour of readings; the throttle window a minute).
+    first = len(history) - 1
+    while first > 0 and history[first - 1].t > start:
+        first -= 1
+    readings = [history[i] for i in range(max(0, first - 1), len(history))]
     for prev, cur in zip(readings, readings[1:]):
         if cur.t <= start or cur.t <= prev.t:
             continue
@@ -478,6 +483,8 @@ class HealthTracker:
         # Keep one reading at or before the horizon: the base of the window's first interval.
         while len(self._readings) > 2 and self._readings[1].t <= horizon:
             self._readings.popleft()
+        if not same:
+            self._thin(reading.t - self.rules.throttle_window)
         while self._faults and reading.t - self._faults[0].t > self.rules.fault_window:
             self._faults.popleft()
         v = self.verdict
@@ -495,6 +502,26 @@ class HealthTracker:
         else:
             self.verdict = evaluate(self._readings, self.rules, self._faults)
         return self.verdict
+
+    def _thin(self, start: float) -> None:
+        """Drop the middle of a throttling stretch once it left the throttle window (``start``):
+        a GPU at its power cap differs at every reading (its residency counters), so an hour of
+        them (the ECC window) is 360 readings. Past the window no rule reads the counters; a
+        reading is kept where anything else moved (ECC, pages, PCIe, links, firmware), where it
+        carries news, where a run of equal readings begins and where the counters stopped."""
+        readings = self._readings
+        base = len(readings) - 1  # the newest reading at or before start: the window's base
+        while base > 0 and readings[base].t > start:
+            base -= 1
+        for i in range(base - 1, max(0, base - 4), -1):
+            x, before, after = readings[i], readings[i - 1], readings[i + 1]
+            if (
+                _calm_equal(before, x)
+                and _calm_equal(x, after)
+                and not _same_values(x, after)
+                and not (x.residency != before.residency and x.residency == after.residency)
+            ):
+                del readings[i]  # (kept: where the counters stopped, the "since" of the detail's rows)
 
     def steady(self) -> bool:
         """carry() takes its fast path: a well GPU in a run of equal readings (so carrying it to
@@ -575,6 +602,32 @@ _VALUES = operator.attrgetter(
         if f.name not in ("t", "residency_clock", "carried_from", "faults", "cper_records")
     )
 )
+
+
+# what a thinned reading shares with its neighbours: all but the throttle counters and reasons,
+# the idle flag, the energy counter and the times
+_CALM = operator.attrgetter(
+    *(
+        f.name
+        for f in dataclasses.fields(HealthReading)
+        if f.name
+        not in (
+            "t",
+            "residency",
+            "residency_clock",
+            "throttle_reasons",
+            "idle",
+            "energy_j",
+            "carried_from",
+            "faults",
+            "cper_records",
+        )
+    )
+)
+
+
+def _calm_equal(a: HealthReading, b: HealthReading) -> bool:
+    return not (a.faults or b.faults or a.cper_records or b.cper_records) and _CALM(a) == _CALM(b)
 
 
 def _same_values(a: HealthReading, b: HealthReading) -> bool:
