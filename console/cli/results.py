@@ -16,7 +16,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -551,30 +551,106 @@ def _plain(value):
 
 
 def _export(args, history: History) -> int:
-    from console.core.results.export import export_csv, export_json, export_markdown
-    from console.core.results.new_file import write_new
-
+    """The runs written as they are read: with --all a page at a time from the store, oldest
+    first (a big history never whole in memory); to stdout or to a new file (never replaced)."""
     if args.all:
         if args.ids:
             raise UsageError("give run ids or --all, not both")
-        runs = history.runs.list()  # oldest first, as the export has always been
+        table = history.runs
+        total = table.count_runs()  # the pages of both passes end here: runs stored meanwhile are left out
+
+        def source() -> Iterable[StoredRun]:
+            return _oldest_first(table, total)
+
     elif args.ids:
         runs = _get_runs(history, args.ids)
+
+        def source() -> Iterable[StoredRun]:
+            return runs
+
     else:
         raise UsageError("export needs run ids (or --all)")
-    text = {"json": export_json, "csv": export_csv, "md": export_markdown}[args.format](runs)
-    if args.output:  # a file gets the data as it is (JSON is escaped by export_json either way)
-        try:
-            written = write_new(Path(args.output).expanduser(), text)  # an existing file is never replaced
-        except OSError as exc:
-            raise UsageError(f"--output {args.output}: {exc.strerror or exc}") from None
-        kept = f" ({args.output} exists: kept)" if written != Path(args.output).expanduser() else ""
-        print(f"{len(runs)} run(s) written to {written}{kept}", file=sys.stderr)
+    counted = _Counted()
+    chunks = _export_chunks(args.format, source, counted)
+    if args.output:  # a file gets the data as it is (JSON is escaped by json_chunks either way)
+        asked = Path(args.output).expanduser()
+        written = _write_new_file(asked, chunks, args.output)
+        kept = f" ({args.output} exists: kept)" if written != asked else ""
+        print(f"{counted.n} run(s) written to {written}{kept}", file=sys.stderr)
     else:
         # To stdout (a terminal, or a pipe that ends in one): CSV and Markdown are text, filtered
-        # like everything else shown; JSON is already plain ASCII-safe (export_json).
-        sys.stdout.write(text if args.format == "json" else printable(text, keep_newlines=True))
+        # like everything else shown (each chunk ends a line or a cell: escapes are never cut);
+        # JSON is already plain ASCII-safe (json_chunks).
+        for chunk in chunks:
+            sys.stdout.write(chunk if args.format == "json" else printable(chunk, keep_newlines=True))
     return EXIT_OK
+
+
+class _Counted:
+    """How many runs the writing pass went through (the "N run(s) written" line)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, runs: Iterable[StoredRun]) -> Iterator[StoredRun]:
+        self.n = 0
+        for run in runs:
+            self.n += 1
+            yield run
+
+
+def _export_chunks(fmt: str, source: Callable[[], Iterable[StoredRun]], counted: _Counted) -> Iterator[str]:
+    """The export's text a piece at a time. CSV's columns and Markdown's metric rows depend on
+    every run: a first pass over the runs keeps only those keys, the second writes the rows."""
+    from console.core.results.export import csv_chunks, csv_columns, json_chunks, markdown_chunks, markdown_plan
+
+    if fmt == "json":
+        return json_chunks(counted(source()))
+    if fmt == "csv":
+        return csv_chunks(counted(source()), csv_columns(source()))
+    return markdown_chunks(counted(source()), markdown_plan(source()))
+
+
+def _oldest_first(table, total: int) -> Iterator[StoredRun]:
+    """The first `total` stored runs, oldest first, STREAM_PAGE at a time. The store pages by
+    (created, seq); the export's order has always been run_order (runs of one time by source
+    and part), so each group of one time is held and sorted (a group is one import's runs)."""
+    from console.core.results.ids import run_order
+
+    group: list[StoredRun] = []
+    for offset in range(0, total, STREAM_PAGE):
+        for run in table.list_runs(limit=STREAM_PAGE, offset=offset, oldest_first=True):
+            if group and run.created != group[0].created:
+                yield from sorted(group, key=run_order)
+                group = []
+            group.append(run)
+    yield from sorted(group, key=run_order)
+
+
+def _write_new_file(path: Path, chunks: Iterable[str], shown: str) -> Path:
+    """The chunks written to `path`, or to the first free numbered name beside it (write_new's
+    rule: an existing file is never replaced); the path written. A failed export leaves no
+    part-written file behind."""
+    from console.core.results.new_file import MAX_TRIES, numbered
+
+    for n in range(MAX_TRIES):
+        target = numbered(path, n)
+        try:
+            fh = target.open("x", encoding="utf-8")
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+        try:
+            with fh:
+                fh.writelines(chunks)
+        except BaseException as exc:
+            target.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+            raise
+        return target
+    raise UsageError(f"--output {shown}: {path} and {MAX_TRIES - 1} numbered names beside it exist")
 
 
 def _print_report(report: ImportReport) -> None:
