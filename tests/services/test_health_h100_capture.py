@@ -28,7 +28,8 @@ LOAD = HARDWARE / "h100-agent-stream-health-2026-11-26.load.json"
 
 async def test_power_capped_h100_turns_warn_and_records_a_throttle_episode(tmp_path):
     trace = ReplayTrace.load(STREAM)
-    health_lines = sum(1 for line in trace.stream if '"kind":"health"' in line)
+    # the GPU's reading of the trace's last health line (NVML's own clock): every line ingested
+    last_read = [json.loads(line) for line in trace.stream if '"kind":"health"' in line][-1]["gpus"][0]["nvml"]["t"]
     node = NodeSpec(name="h100", host="127.0.0.1", transport="local", state_dir=str(tmp_path / "state"))
     fleet = FleetTelemetry([node], TransportPool(lambda n: ReplayTransport(n.name, trace, end="hold")), interval=1.0)
     log = EventLog(tmp_path / "data" / "events.jsonl")
@@ -43,7 +44,7 @@ async def test_power_capped_h100_turns_warn_and_records_a_throttle_episode(tmp_p
     await watch.start()
     await fleet.start()
     try:
-        assert await wait_for(lambda: len(fleet.health_readings("h100", 0)) >= health_lines, timeout=30)
+        assert await wait_for(lambda: _newest_read(fleet) >= last_read, timeout=30)
         assert await wait_for(lambda: any(e.kind == "gpu.throttle_end" for e in log.read()), timeout=10)
     finally:
         await fleet.stop()
@@ -75,3 +76,9 @@ async def test_power_capped_h100_turns_warn_and_records_a_throttle_episode(tmp_p
     first = fleet.health_readings("h100", 0)[0]
     assert last.energy_j is not None and first.energy_j is not None
     assert 50_000 < last.energy_j - first.energy_j < 100_000  # ~145 s, 72 W idle to 700 W loaded
+
+
+def _newest_read(fleet: FleetTelemetry) -> float:
+    """When GPU 0's newest reading the fleet holds was taken (0 before any)."""
+    history = fleet.health_readings("h100", 0)
+    return history[-1].t if history else 0.0
