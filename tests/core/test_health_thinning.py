@@ -6,31 +6,18 @@ tracker drops the middle of a throttling stretch once it left the throttle windo
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from console.core.health import GpuFault, HealthReading, HealthRules, HealthTracker, evaluate
+from tests.core.test_events_carried import reading as carried_reading
 
 RULES = HealthRules(ecc_window=3600.0, throttle_window=60.0, fault_window=86400.0)
 
 
 def reading(t: float, throttled_s: float, *, ecc: int = 0, narrow: bool = False, faults=()) -> HealthReading:
-    return HealthReading(
-        t,
-        0,
-        "amd",
-        ecc_correctable=ecc,
-        ecc_uncorrectable=0,
-        ecc_deferred=0,
-        throttle_reasons=("power",),
-        idle=False,
-        residency=(("power", throttled_s), ("socket_thermal", 0.0)),
-        residency_clock=t,
-        pcie_gen=5,
-        pcie_gen_max=5,
-        pcie_width=8 if narrow else 16,
-        pcie_width_max=16,
-        faults=faults,
-        energy_j=t * 700.0,
-    )
+    """A GPU at its power cap (the reasons say so at every reading) whose energy counter moves."""
+    base = carried_reading(t, throttled_s=throttled_s, narrow=narrow, faults=faults)
+    return replace(base, ecc_correctable=ecc, throttle_reasons=("power",), energy_j=t * 700.0)
 
 
 def test_a_gpu_throttling_for_two_hours_keeps_a_window_of_readings_and_judges_as_all_of_them():

@@ -41,9 +41,7 @@ def test_a_gpu_said_unchanged_keeps_its_reading_and_verdict_at_the_new_time(capl
 
 async def test_an_injected_fault_shows_at_the_gpus_next_reading_between_unchanged_ones(sim_node):
     node = sim_node("a", count=4)
-    fleet = FleetTelemetry([node], interval=0.1)
-    fleet.configure_health(HealthRules(interval=0.4))
-    await fleet.start()
+    fleet = await _started(node)
     try:
 
         def fresh(physical: int) -> float:
@@ -128,10 +126,7 @@ def test_a_quiet_gpu_read_three_times_before_a_sample_is_carried_once_to_its_new
 
 
 async def test_a_real_agent_sends_a_gpus_entry_in_full_again_when_the_console_asks(sim_node):
-    node = sim_node("a", count=2)
-    fleet = FleetTelemetry([node], interval=0.1)
-    fleet.configure_health(HealthRules(interval=0.4))
-    await fleet.start()
+    fleet = await _started(sim_node("a", count=2))
     try:
         track = fleet._tracks["a"]
 
@@ -150,3 +145,11 @@ async def test_a_real_agent_sends_a_gpus_entry_in_full_again_when_the_console_as
         assert fleet.snapshot("a").health_of(1).reading.t >= asked - 0.1
     finally:
         await fleet.stop()
+
+
+async def _started(node: NodeSpec) -> FleetTelemetry:
+    """A fleet streaming from one simulated node: a tick every 0.1 s, health every 0.4 s."""
+    fleet = FleetTelemetry([node], interval=0.1)
+    fleet.configure_health(HealthRules(interval=0.4))
+    await fleet.start()
+    return fleet
