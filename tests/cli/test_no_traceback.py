@@ -31,7 +31,9 @@ import pytest
 from console.cli.entry import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKERS = 4
+# The lines are CPU-bound (a process's start: no waits), so one per core, and one more to fill
+# the gaps of fork and exec; at least 3 (CI's core count varies, its integration half runs beside).
+WORKERS = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2) + 1
 DEADLINE = 90  # seconds for one command; every line here fails fast
 MEMORY_LIMIT = 2 << 30  # address space of each command: the console starts well within it
 # Options naming a file the console reads, and the inputs that are not files to read (W2).
