@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from console.cli.entry import build_parser
+from console.cli.entry import COMMAND_GROUPS, build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 # The lines are CPU-bound (a process's start: no waits), so one per core, and one more to fill
@@ -313,8 +313,6 @@ for group in sys.argv[1:]:
 
 
 def _warm_cache(files: dict[str, Path]) -> None:
-    from console.cli.entry import COMMAND_GROUPS
-
     subprocess.run(
         [sys.executable, "-c", WARM_CACHE, *COMMAND_GROUPS],
         cwd=files["cwd"],
