@@ -245,6 +245,7 @@ FULL_EVERY = 360
 # node off screen sends a sample every 30 s to a watcher, so its GPUs' unchanged readings ride
 # along with it, not with every tick line (a line each 5 s per node, ~200 a second at 1,024).
 HOLD_INTERVALS = 3
+MAX_FULL_ASKED = 1024  # GPUs one ask for full entries names, at most (a node has 8, or 64 partitions)
 # What of a health entry moves at every reading without saying anything about the GPU's health:
 # timestamps, the clocks the residency counters are read against, a bandwidth. Left out when an
 # entry is compared with the last one sent (a residency counter itself is compared: it moves
@@ -363,9 +364,6 @@ class HealthDelta:
                 entry["n"] = self._n
                 full.append(entry)
         return full, same
-
-
-MAX_FULL_ASKED = 1024  # GPUs one ask names, at most (a node has 8, or 64 partitions)
 
 
 # ------------------------------------------------------------------ rate control

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from console.core.health import EccBlock, HealthReading
+from console.core.health_readings import pcie_gen
 from console.core.model import GpuMetrics, GpuStatic
 
 # ---------------------------------------------------------------- DME's names
@@ -732,8 +733,6 @@ HEALTH_BASE_RE = (
 ECC_BLOCKS_RE = r"gpu_ecc_(correct|uncorrect|deferred)_[a-z0-9_]+"
 HEALTH_FAMILIES_RE = f"{HEALTH_BASE_RE}|{ECC_BLOCKS_RE}"
 _HEALTH_NAME_RE = re.compile(HEALTH_FAMILIES_RE)
-# PCIe transfer rate in GT/s -> generation
-_PCIE_GEN_BY_GTS = ((64.0, 6), (32.0, 5), (16.0, 4), (8.0, 3), (5.0, 2), (2.5, 1))
 
 
 def health_queries(
@@ -786,12 +785,8 @@ def _count(value: float | None) -> int | None:
 
 
 def _pcie_gen_of(gts: float | None) -> int | None:
-    if gts is None or gts <= 0:
-        return None
-    for floor, gen in _PCIE_GEN_BY_GTS:
-        if gts >= floor * 0.95:
-            return gen
-    return None
+    """DME's PCIe rate (GT/s) -> its generation, by amdsmi's table (MT/s)."""
+    return None if gts is None else pcie_gen(gts * 1000.0)
 
 
 def from_dme(gpu: int, t: float, values: Mapping[str, float]) -> HealthReading:

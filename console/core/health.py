@@ -593,37 +593,17 @@ def _with(reading: HealthReading, **changes: Any) -> HealthReading:
     return new
 
 
+def _fields_but(*left_out: str) -> operator.attrgetter:
+    return operator.attrgetter(*(f.name for f in dataclasses.fields(HealthReading) if f.name not in left_out))
+
+
 # what two readings of a run of equal ones share (all but the time, the residency counters'
 # clock, carried_from, the news: faults and CPER records are compared apart)
-_VALUES = operator.attrgetter(
-    *(
-        f.name
-        for f in dataclasses.fields(HealthReading)
-        if f.name not in ("t", "residency_clock", "carried_from", "faults", "cper_records")
-    )
-)
-
-
-# what a thinned reading shares with its neighbours: all but the throttle counters and reasons,
-# the idle flag, the energy counter and the times
-_CALM = operator.attrgetter(
-    *(
-        f.name
-        for f in dataclasses.fields(HealthReading)
-        if f.name
-        not in (
-            "t",
-            "residency",
-            "residency_clock",
-            "throttle_reasons",
-            "idle",
-            "energy_j",
-            "carried_from",
-            "faults",
-            "cper_records",
-        )
-    )
-)
+_SHARED_BUT = ("t", "residency_clock", "carried_from", "faults", "cper_records")
+_VALUES = _fields_but(*_SHARED_BUT)
+# what a thinned reading shares with its neighbours: that, less the throttle counters and
+# reasons, the idle flag and the energy counter
+_CALM = _fields_but(*_SHARED_BUT, "residency", "throttle_reasons", "idle", "energy_j")
 
 
 def _calm_equal(a: HealthReading, b: HealthReading) -> bool:

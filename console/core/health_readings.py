@@ -13,7 +13,7 @@ from typing import Any
 
 from console.core.health import EccBlock, GpuFault, HealthReading, LinkHealth
 
-__all__ = ["from_amdsmi", "from_nvml"]
+__all__ = ["from_amdsmi", "from_nvml", "pcie_gen"]
 
 
 # ---------------------------------------------------------------- NVML
@@ -183,7 +183,8 @@ def _amd(results: Mapping[str, Any], function: str, *keys: str) -> Any:
     return value
 
 
-def _pcie_gen(mts: object) -> int | None:
+def pcie_gen(mts: object) -> int | None:
+    """A PCIe transfer rate in MT/s (amdsmi's unit; DME's GT/s times 1000) -> its generation."""
     rate = _num(mts)
     if rate is None or rate <= 0:
         return None
@@ -310,8 +311,8 @@ def from_amdsmi(
         throttle_reasons=tuple(reasons) if any_flag else None,
         residency=tuple(residency) or None,
         residency_clock=clock if residency else None,
-        pcie_gen=_pcie_gen(_amd(results, "amdsmi_get_pcie_info", "pcie_metric", "pcie_speed")),
-        pcie_gen_max=_pcie_gen(_amd(results, "amdsmi_get_pcie_info", "pcie_static", "max_pcie_speed")),
+        pcie_gen=pcie_gen(_amd(results, "amdsmi_get_pcie_info", "pcie_metric", "pcie_speed")),
+        pcie_gen_max=pcie_gen(_amd(results, "amdsmi_get_pcie_info", "pcie_static", "max_pcie_speed")),
         pcie_width=_int(_amd(results, "amdsmi_get_pcie_info", "pcie_metric", "pcie_width")),
         pcie_width_max=_int(_amd(results, "amdsmi_get_pcie_info", "pcie_static", "max_pcie_width")),
         pcie_replay=_int(_amd(results, "amdsmi_get_pcie_info", "pcie_metric", "pcie_replay_count")),

@@ -592,19 +592,15 @@ class FleetTelemetry:
         by_gpu = {h.physical: h for h in track.snapshot.gpu_health}
         health_since = track.health_since
         read: list[int] = []
-        unknown: list[str] = []
-        lacking: list[int] = []
-        if same_of:
-            have = track.health_n
-            lacking = [gpu for gpu, n in same_of if have.get(gpu) != n]
+        have = track.health_n
+        lacking = [gpu for gpu, n in same_of if have.get(gpu) != n]
         judge = detector.carry
-        if same:
-            # the carried ones first: the agent read them before the full entries of its line (one
-            # GPU may be named twice: each is carried from its last reading when it is judged)
-            pairs = sorted(same, key=_read_time)
-            newest = dict(pairs)  # each GPU to its newest read time (sorted by time)
-            quiet: dict[int, bool] = {}
-        for gpu, t in pairs if same else ():
+        # the carried ones first: the agent read them before the full entries of its line (one
+        # GPU may be named twice: each is carried from its last reading when it is judged)
+        pairs = sorted(same, key=_read_time)
+        newest = dict(pairs)  # each GPU to its newest read time (sorted by time)
+        quiet: dict[int, bool] = {}
+        for gpu, t in pairs:
             if t < newest[gpu]:
                 # A quiet GPU carried to t and then to a later time ends as carried to the later
                 # one alone (EventDetector.quiet): a sample line brings ~3 readings of each GPU.
@@ -645,17 +641,13 @@ class FleetTelemetry:
                 health_since[gpu] = (state, since)
                 changed = True
             by_gpu[gpu] = GpuHealth(gpu, verdict, known.last, since)
-        if numbered:
-            track.health_n.update(numbered)
+        have.update(numbered)
         if lacking:
             lacking = sorted(set(lacking))
-            asked = self._ask_full(track, lacking)
-            for gpu in lacking:
-                unknown.append(
-                    f"health of GPU {gpu} said unchanged since a reading this console lacks: "
-                    + ("asked for again" if asked else "skipped until its next full reading")
-                )
-        notes += tuple(unknown)
+            then = "asked for again" if self._ask_full(track, lacking) else "skipped until its next full reading"
+            notes += tuple(
+                f"health of GPU {gpu} said unchanged since a reading this console lacks: {then}" for gpu in lacking
+            )
         if notes and notes != track.health_notes:
             for note in notes:
                 log.warning("%s: %s", node, note)
