@@ -485,7 +485,9 @@ class FleetTelemetry:
             track.snapshot = replace(snap, source=message.source, interval=message.interval)
             track.controllable = "rate" in message.control
             track.asks_health = "health" in message.control
-            track.health_n.clear()  # a new agent numbers its full entries afresh
+            # a new agent numbers its full entries afresh, and has not been asked for any
+            track.health_n.clear()
+            track.health_asked.clear()
             self._steer(track)
         elif isinstance(message, StaticInfo):
             track.snapshot = replace(snap, static=message.gpus)

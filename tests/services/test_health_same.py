@@ -10,7 +10,7 @@ import logging
 import time
 
 from console.core.health import FAIL, OK, HealthReading, HealthRules
-from console.core.model import NodeSpec
+from console.core.model import AgentHello, NodeSpec
 from console.services import demo_faults
 from console.services.fleet import FleetTelemetry
 from console.transport.base import StreamControl
@@ -97,6 +97,10 @@ def test_a_gpu_said_unchanged_since_a_full_entry_the_console_lacks_is_asked_for_
     fleet.ingest_health("n1", [], same=((1, 150.0),), same_of=((1, 4),))
     assert fleet.snapshot("n1").health_of(1).reading.t == 150.0
     assert fleet.snapshot("n1").health_of(1).verdict.state == FAIL and fleet.health_notes("n1") == ()
+    # a new agent (a reconnect) is asked at once: the minute counted for the one before it
+    fleet._apply(fleet._tracks["n1"], AgentHello("amdsmi", "n1", 1.0, control=("rate", "health")))
+    fleet.ingest_health("n1", [], same=((1, 160.0),), same_of=((1, 1),))
+    assert sent[2:] == [b'{"kind":"health","full":[1]}\n']
 
 
 def test_a_quiet_gpu_read_three_times_before_a_sample_is_carried_once_to_its_newest_reading():
