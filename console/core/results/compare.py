@@ -128,28 +128,7 @@ def compare_table(runs: Sequence[StoredRun]) -> list[dict]:
             union.setdefault(key, 1.0)
     for key in result_metric_keys(union):
         numbers: list[float | None] = [r.metrics.get(key) for r in runs]
-        base = numbers[0]
-        delta: list[float | None] = [None]
-        pct: list[float | None] = [None]
-        for value in numbers[1:]:
-            if value is None or base is None or not (math.isfinite(value) and math.isfinite(base)):
-                delta.append(None)
-                pct.append(None)
-                continue
-            diff = value - base
-            delta.append(diff)
-            pct.append(diff / base * 100.0 if base != 0 else None)
-        rows.append(
-            {
-                "section": "metric",
-                "key": key,
-                "label": metric_label(key),
-                "values": numbers,
-                "delta": delta,
-                "delta_pct": pct,
-                "better": better(key),
-            }
-        )
+        rows.append(_number_row("metric", key, metric_label(key), numbers, better(key), finite=True))
     rows.extend(energy_rows(runs))
     rows.extend(workload_rows(runs))
     return rows
@@ -181,19 +160,27 @@ def workload_rows(runs: Sequence[StoredRun]) -> list[dict]:
     return rows
 
 
-def _number_row(section: str, key: str, label: str, numbers: list[float | None], better: str | None) -> dict:
-    """A row of numbers with each run's delta from the first (None where either is missing, the
-    percentage also where the first is 0): the workload and energy rows."""
+def delta_from(base: float | None, value: float | None, *, finite: bool = False) -> tuple[float | None, float | None]:
+    """A value's difference from the first run's, and in percent: None where either is missing
+    (``finite``: or not a finite number, the metrics), the percentage also where the first is 0."""
+    if value is None or base is None or (finite and not (math.isfinite(value) and math.isfinite(base))):
+        return None, None
+    diff = value - base
+    return diff, (diff / base * 100.0 if base else None)
+
+
+def _number_row(
+    section: str, key: str, label: str, numbers: list[float | None], better: str | None, *, finite: bool = False
+) -> dict:
+    """A row of numbers with each run's delta from the first (delta_from): the metric, workload
+    and energy rows."""
     base = numbers[0]
     delta: list[float | None] = [None]
     pct: list[float | None] = [None]
     for value in numbers[1:]:
-        if value is None or base is None:
-            delta.append(None)
-            pct.append(None)
-            continue
-        delta.append(value - base)
-        pct.append((value - base) / base * 100.0 if base else None)
+        d, p = delta_from(base, value, finite=finite)
+        delta.append(d)
+        pct.append(p)
     return {
         "section": section,
         "key": key,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from console.core.bench.result import result_metric_keys
+from console.core.results.compare import delta_from
 from console.core.results.display import (
     ENERGY_LABELS,
     WORKLOAD_LABELS,
@@ -283,10 +284,7 @@ def _plan_delta(kind: str, value: object, base: object) -> tuple[float | None, f
     """compare_table's delta and percentage against the first run's value (compare.py)."""
     if kind == "bound" or not isinstance(value, (int, float)) or not isinstance(base, (int, float)):
         return None, None
-    if kind == "metric" and not (math.isfinite(value) and math.isfinite(base)):
-        return None, None
-    diff = value - base
-    return diff, (diff / base * 100.0 if base else None)
+    return delta_from(base, value, finite=kind == "metric")
 
 
 _SPOOL_READ = 1 << 16  # characters read back from a metrics row's spool at a time
