@@ -628,29 +628,14 @@ def _oldest_first(table, total: int) -> Iterator[StoredRun]:
 
 
 def _write_new_file(path: Path, chunks: Iterable[str], shown: str) -> Path:
-    """The chunks written to `path`, or to the first free numbered name beside it (write_new's
-    rule: an existing file is never replaced); the path written. A failed export leaves no
-    part-written file behind."""
-    from console.core.results.new_file import MAX_TRIES, numbered
+    """The chunks written to `path`, or to the first free numbered name beside it (write_new:
+    an existing file is never replaced, a failed export leaves no part-written file)."""
+    from console.core.results.new_file import write_new
 
-    for n in range(MAX_TRIES):
-        target = numbered(path, n)
-        try:
-            fh = target.open("x", encoding="utf-8")
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
-        try:
-            with fh:
-                fh.writelines(chunks)
-        except BaseException as exc:
-            target.unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
-            raise
-        return target
-    raise UsageError(f"--output {shown}: {path} and {MAX_TRIES - 1} numbered names beside it exist")
+    try:
+        return write_new(path, chunks)
+    except OSError as exc:
+        raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
 
 
 def _print_report(report: ImportReport) -> None:

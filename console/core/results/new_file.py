@@ -7,6 +7,7 @@ and the write is not replaced either.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["MAX_TRIES", "numbered", "write_new"]
@@ -19,16 +20,23 @@ def numbered(path: Path, n: int) -> Path:
     return path if n == 0 else path.with_name(f"{path.stem}-{n}{path.suffix}")
 
 
-def write_new(path: Path | str, text: str) -> Path:
-    """Write `text` to `path`, or to the first free numbered name beside it; the path written.
-    OSError when it cannot (FileExistsError when a thousand names are taken)."""
+def write_new(path: Path | str, text: str | Iterable[str]) -> Path:
+    """Write `text` (or its pieces, as they come: a streamed export) to `path`, or to the first
+    free numbered name beside it; the path written. A write that fails (or is interrupted)
+    leaves no part-written file. OSError when it cannot (FileExistsError when a thousand names
+    are taken)."""
     path = Path(path)
     for n in range(MAX_TRIES):
         target = numbered(path, n)
         try:
-            with target.open("x", encoding="utf-8") as fh:
-                fh.write(text)
+            fh = target.open("x", encoding="utf-8")
         except FileExistsError:
             continue
+        try:
+            with fh:
+                fh.writelines([text] if isinstance(text, str) else text)
+        except BaseException:
+            target.unlink(missing_ok=True)
+            raise
         return target
     raise FileExistsError(f"{path} and {MAX_TRIES - 1} numbered names beside it exist")
