@@ -14,6 +14,14 @@ std_dev and percentiles (p50 ... p999): time_to_first_token_ms -> ttft, inter_to
 the counts (errored -> failed; incomplete requests, cut off at the end, are neither);
 ``requests.successful`` / ``requests.errored`` the per-request figures (-> vLLM's ttfts,
 latencies, input_lens, output_lens, errors; GuideLLM keeps no per-token gaps, so no itls).
+
+Its figures (request_totals, the rates, the latencies) count only the requests whose times
+overlap its measurement window, which ends at the completion of the request its scheduler
+counted as the last one (the max_requests stop time). Its workers report completions late and
+out of order on a loaded machine (seen: 2.2 s late), so that can be one finished a whole wave
+early, and the requests started after it drop out of every figure: 12 of 16 counted, seen in
+CI. ``scheduler_metrics.requests_made`` counts every request made (-> requests_made), and the
+per-request figures keep them all; a shortfall is named in ``client_warning`` (one line).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from collections.abc import Mapping
 
 from console.core.bench.clients.common import num, put_stats, throughputs
 
-__all__ = ["NAME", "is_result", "progress", "results"]
+__all__ = ["NAME", "is_result", "progress", "results", "shortfall"]
 
 NAME = "guidellm"
 _PROGRESS_RE = re.compile(r"successful=(\d+)\s+errored=(\d+)\s+incomplete=(\d+)")
@@ -87,6 +95,7 @@ def _one(bench: Mapping, version: str | None) -> dict:
         "completed": int(num(totals.get("successful")) or 0),
         "failed": int(num(totals.get("errored")) or 0),
         "incomplete": int(num(totals.get("incomplete")) or 0),
+        "requests_made": _count(_get(bench, "scheduler_metrics", "requests_made", "total")),
         "total_input_tokens": _total(metrics.get("prompt_token_count")),
         "total_output_tokens": _total(metrics.get("output_token_count")),
         "client_request_throughput": num(_get(metrics, "requests_per_second", "successful", "mean")),
@@ -103,7 +112,30 @@ def _one(bench: Mapping, version: str | None) -> dict:
     _arrays(out, bench.get("requests"))
     if isinstance(metrics.get("turns"), list):
         out["turns"] = len(metrics["turns"])
+    counted = out["completed"] + out["failed"] + out["incomplete"]
+    asked = _count(_get(bench, "config", "constraints", "max_requests", "args", "count"))
+    out["client_warning"] = shortfall(counted, out["requests_made"], asked, out["duration"])
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _count(value: object) -> int | None:
+    n = num(value)
+    return int(n) if n is not None and n >= 0 else None
+
+
+def shortfall(counted: int, made: int | None, asked: int | None, window_s: float | None) -> str | None:
+    """One line when GuideLLM's figures count fewer requests than it made, or it made fewer than
+    asked (its max_requests); None when every request asked is in its figures or unknown."""
+    parts = []
+    if made is not None and asked is not None and made < asked:
+        parts.append(f"GuideLLM made {made} of the {asked} requests asked")
+    if made is not None and counted < made:
+        window = f" ({window_s:.3f} s)" if window_s is not None else ""
+        parts.append(
+            f"GuideLLM counted {counted} of the {made} requests it made in its figures: {made - counted} fell "
+            f"outside its measurement window{window}, so its counts, rates and latencies cover {counted}"
+        )
+    return "; ".join(parts) or None
 
 
 def _arrays(out: dict, requests: object) -> None:
