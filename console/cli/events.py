@@ -117,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
     from console.services.results import StoreError
 
     since = _check(args)
-    profile = found_profile(args)  # a broken one is exit 2 like everywhere; it may name the store
-    history = command_history(profile=profile)
+    # --node is checked against the profile's nodes: only then is the whole profile read (a
+    # broken one is exit 2 like everywhere); else its `[store] url` alone
+    profile = found_profile(args) if args.node is not None else None
+    history = command_history(profile=profile) if profile is not None else command_history(args)
     try:
         require(history)
         _check_node(args, history.events, {n.name for n in profile.nodes} if profile is not None else set())

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 from console.cli.common import user_config_dir
 
-__all__ = ["command_history", "found_profile", "require", "run_store", "say_store"]
+__all__ = ["command_history", "found_profile", "found_store_url", "require", "run_store", "say_store"]
 
 
 def say_store(line: str) -> None:
@@ -48,12 +48,37 @@ def found_profile(args: argparse.Namespace) -> Profile | None:
         from console.core.profiles import discover_profile_paths, load_profile
 
         return load_profile(discover_profile_paths(args.profile, Path.cwd(), None))
-    if not any(_tomls(Path.cwd() / "profiles")) and not any(_tomls(_config_dir())):
-        return None  # nothing to read: the profile reader is not even imported (a fresh `results list`)
-    from console.core.profiles import discover_profile_paths, load_profile
+    paths = _found_paths()
+    if not paths:
+        return None
+    from console.core.profiles import load_profile
 
-    paths = discover_profile_paths([], Path.cwd(), user_config_dir())
-    return load_profile(paths) if paths else None  # no nodes needed: results are local
+    return load_profile(paths)  # no nodes needed: results are local
+
+
+def found_store_url(args: argparse.Namespace) -> str | None:
+    """The store a command that needs nothing else of a profile opens (results, store): the
+    given profile's (--profile, --demo: loaded whole, as found_profile does), else the `[store]
+    url` of the files found, the rest of them unread; else None (the SQLite default)."""
+    if getattr(args, "demo", False) or getattr(args, "profile", None):
+        profile = found_profile(args)
+        return profile.store_url if profile is not None else None
+    paths = _found_paths()
+    if not paths:
+        return None
+    from console.core.store.profile_table import store_url_in
+
+    return store_url_in(paths)  # its errors name the file and key, as load_profile's do
+
+
+def _found_paths() -> list[Path]:
+    """The profile files found in ./profiles and the user's config folder; none read. Neither
+    the profile reader nor platformdirs is imported for it: a fresh `results list` is budgeted."""
+    if not any(_tomls(Path.cwd() / "profiles")) and not any(_tomls(_config_dir())):
+        return []
+    from console.core.profile_paths import discover_profile_paths
+
+    return discover_profile_paths([], Path.cwd(), _config_dir())
 
 
 def _config_dir() -> Path:
@@ -75,8 +100,8 @@ def command_history(args: argparse.Namespace | None = None, profile: Profile | N
     """The command's History (not opened yet: it opens on first use)."""
     from console.services.history import History, face_origin
 
-    if profile is None and args is not None:
-        profile = found_profile(args)
+    if profile is None and args is not None:  # the command needs only the profile's store
+        return History(found_store_url(args), say=say_store, origin=face_origin("cli"))
     return History.of(profile, say=say_store, origin=face_origin("cli"))
 
 

@@ -20,6 +20,7 @@ from console.core import bounds
 from console.core.errors import ProfileError
 from console.core.model import BenchPreset, ModelsConfig, NodeSpec, Profile, PrometheusSpec, ServePreset, SimulateSpec
 from console.core.partition_rules import VALID_NPS
+from console.core.profile_paths import SAMPLE_PROFILES, SHIPPED_DATA, discover_profile_paths, unique_paths
 from console.core.profile_values import (
     ENV_NAME_RE,
     SECRET_MSG,
@@ -62,6 +63,7 @@ __all__ = [
     "MEMORY_PARTITIONS",
     "PROFILES_DIR",
     "SAMPLE_PROFILES",
+    "SHIPPED_DATA",
     "demo_profile_path",
     "discover_profile_paths",
     "load_profile",
@@ -70,13 +72,6 @@ __all__ = [
 GPU_MODELS = ("MI300X", "MI325X", "MI355X", "H100", "H200")  # the last two: simulated NVML (console/sim/pynvml.py)
 COMPUTE_PARTITIONS = ("SPX", "DPX", "QPX", "CPX")
 MEMORY_PARTITIONS = ("NPS1", "NPS2", "NPS4")
-# Compute modes the driver accepts under each memory mode (reference/amdsmi.md).
-# Shipped samples in profiles/: loaded only via --profile / --demo, never found by
-# discovery, so running from the repo never dials the example's hosts.
-SAMPLE_PROFILES = ("example.toml", "demo.toml", "demo-multinode.toml")
-# The other data files shipped in profiles/: read by their own loaders, never as a profile
-# (the presets are loaded before every profile anyway).
-SHIPPED_DATA = ("presets.toml", "offline_presets.toml", "reference_numbers.toml")
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 # Names of nodes and presets end up in paths (state dirs, run ids), argv and file names:
@@ -131,33 +126,10 @@ def demo_profile_path() -> Path:
     return PROFILES_DIR / "demo.toml"
 
 
-def discover_profile_paths(explicit: Sequence[str], cwd: Path, config_dir: Path | None) -> list[Path]:
-    """Which profile files to load, in order.
-
-    Explicit paths win outright. Otherwise cwd/profiles/*.toml (minus the shipped
-    samples), then config_dir/*.toml; each group sorted by name.
-    """
-    if explicit:
-        found: list[Path] = []
-        for raw in explicit:
-            path = Path(raw).expanduser()
-            if not path.is_absolute():
-                path = cwd / path
-            if not path.exists():
-                raise ProfileError(str(raw), None, None, None, "no such profile file")
-            found.append(path)
-        return _unique(found)
-    shipped = (*SAMPLE_PROFILES, *SHIPPED_DATA)
-    found = [p for p in _toml_files(cwd / "profiles") if p.name not in shipped]
-    if config_dir is not None:
-        found += _toml_files(config_dir)
-    return _unique(found)
-
-
 def load_profile(paths: Sequence[str | Path]) -> Profile:
     """Read, validate and merge profile files in order. Raises ProfileError."""
     merged = _Merged()
-    for path in _unique([Path(p) for p in paths]):
+    for path in unique_paths([Path(p) for p in paths]):
         file = str(path)
         ctx = TomlContext(file, read_text(path, file))
         _merge_file(merged, ctx, parse_toml(ctx))
@@ -178,24 +150,6 @@ def load_profile(paths: Sequence[str | Path]) -> Profile:
 
 
 # ---------------------------------------------------------------- files
-
-
-def _toml_files(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.glob("*.toml") if p.is_file())
-
-
-def _unique(paths: list[Path]) -> list[Path]:
-    """Drop repeats of the same file (e.g. config_dir == cwd/profiles)."""
-    seen: set[Path] = set()
-    out = []
-    for path in paths:
-        key = path.resolve()
-        if key not in seen:
-            seen.add(key)
-            out.append(path)
-    return out
 
 
 # ---------------------------------------------------------------- tables

@@ -230,3 +230,24 @@ def test_the_profiles_store_url_is_the_one_every_command_opens(tmp_path):
         assert proc.returncode == 1, (argv, proc.stdout, proc.stderr)
         assert one_line_error(proc).startswith(f"rocm-console: cannot open the store {url}: "), argv
     assert not (tmp_path / "data" / "store.sqlite3").exists()  # never the file beside it
+
+
+def test_commands_that_read_runs_take_only_the_found_profiles_store_table(tmp_path):
+    """`results` and `events` (without --node) read only `[store]` of the profiles they find: a
+    node table the profile reader refuses does not stop them listing runs; a bad `[store]` is one
+    line naming the file and key, exit 2; `events --node` still checks the name in the profile."""
+    work = tmp_path / "work"
+    (work / "profiles").mkdir(parents=True)
+    (work / "profiles" / "lab.toml").write_text('[nodes.a]\nhost = "a"\ngpus = "all"\n')
+    env = {**_env(tmp_path), "PYTHONPATH": str(ROOT)}
+    for argv in (("results", "list"), ("events",)):
+        proc = run(*argv, env=env, cwd=work)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (argv, proc.stdout, proc.stderr)
+    proc = run("events", "--node", "a", env=env, cwd=work)
+    assert proc.returncode == 2 and "lab.toml" in one_line_error(proc)  # the whole profile: the node is at fault
+    team = work / "profiles" / "team.toml"
+    team.write_text('[store]\npassword = "s3cret"\n')
+    proc = run("results", "list", env=env, cwd=work)
+    line = one_line_error(proc)
+    assert proc.returncode == 2 and line.startswith(f"rocm-console: {team}:2: [store] key 'password': "), line
+    assert "s3cret" not in line

@@ -3,10 +3,13 @@ console/core/profiles.py; kept here so that the rule of the url lives beside the
 
 from __future__ import annotations
 
-from console.core.store.target import check_store_url
-from console.core.toml_source import TomlContext, describe
+from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["STORE_KEYS", "store_url"]
+from console.core.store.target import check_store_url
+from console.core.toml_source import TomlContext, describe, parse_toml, read_text
+
+__all__ = ["STORE_KEYS", "store_url", "store_url_in"]
 
 STORE_KEYS = ("url",)
 
@@ -29,3 +32,20 @@ def store_url(ctx: TomlContext, body: dict, earlier: tuple[str, str] | None) -> 
     if earlier is not None:
         raise ctx.error(("store",), (), f"[store] is also defined in {earlier[1]}")
     return url, ctx.file
+
+
+def store_url_in(paths: Sequence[Path]) -> str | None:
+    """The `[store] url` of these profile files, the rest of them unread: what a command that
+    needs only the store (results, store) takes from a profile, without loading the profile
+    model (~40 ms of a fresh `results list`). ProfileError as load_profile gives it: the file,
+    [store] and the key at fault, or the line of a file that is not TOML."""
+    found: tuple[str, str] | None = None
+    for path in paths:
+        ctx = TomlContext(str(path), read_text(path, str(path)))
+        body = parse_toml(ctx).get("store")
+        if body is None:
+            continue
+        if not isinstance(body, dict):
+            raise ctx.error(("store",), (), f"expected a table, got {describe(body)}")
+        found = store_url(ctx, body, found)
+    return found[0] if found else None
