@@ -11,6 +11,7 @@ A client whose venv is missing skips with the reason.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -83,10 +84,12 @@ async def test_each_client_runs_through_the_console_and_stores_a_record(client, 
     assert outcome.ok, (outcome.failure(), outcome.argv)
     assert os.path.basename(outcome.argv[0]) == client
     assert run.client == client and run.client_version == VERSIONS[client]
-    # GuideLLM stops at its request count and may leave one request in flight "incomplete" (seen
-    # once on a loaded machine: 15 successful + 1 incomplete); nothing may fail
-    completed, incomplete = int(run.metrics["completed"]), int(run.result.get("incomplete") or 0)
-    assert run.metrics.get("failed", 0) == 0 and completed + incomplete == 16 and incomplete <= 1
+    completed = int(run.metrics["completed"])
+    if client == "guidellm":
+        made = guidellm_counts(outcome, run, 16)
+    else:
+        made = completed
+        assert run.metrics.get("failed", 0) == 0 and completed + int(run.result.get("incomplete") or 0) == 16
     for key in ("mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "mean_e2el_ms", "output_throughput"):
         assert run.metrics.get(key) is not None, key
     done = [e.progress.n for e in events if isinstance(e, BenchProgressed)]
@@ -94,9 +97,37 @@ async def test_each_client_runs_through_the_console_and_stores_a_record(client, 
     assert run.client_check is not None  # the server's side was scraped around the run
     # per-request figures (GuideLLM's result file, AIPerf's result.jsonl): goodput counted from them
     assert run.goodput["source"] == "per-request" and run.goodput_pct == 100.0
-    assert len(run.result["latencies"]) == completed
+    assert len(run.result["latencies"]) == made  # GuideLLM's records keep every request it made
     print(client, {k: round(run.metrics[k], 2) for k in ("mean_ttft_ms", "mean_itl_ms", "output_throughput")})
     print("\n".join(check_lines(outcome)))
+
+
+def guidellm_counts(outcome, run, asked: int) -> int:
+    """What holds for a GuideLLM run on a loaded machine: its scheduler made every request asked
+    and none failed, the stored counts are those of its own result file, and every request it made
+    is in its figures or in the shortfall named with the run. Returns its successful requests.
+
+    Its figures (request_totals, rates, latencies) count only the requests inside its measurement
+    window, which ends at the completion its scheduler counted last. Its workers report
+    completions late and out of order on a loaded machine (on this 2-core host: up to 2.2 s late,
+    and a run whose window ended 0.18 s before the last completion), so that can be a request
+    finished a wave early, and the ones started after it drop out: seen in CI, 12 of 16 counted
+    (window 1.148 s, 10.45 req/s), none failed or incomplete. Not promised: all 16 counted.
+    """
+    path = next(a for a in outcome.argv if a.startswith("kind=json,path=")).removeprefix("kind=json,path=")
+    (bench,) = json.loads(Path(path).read_text())["benchmarks"]  # GuideLLM's own file, as it wrote it
+    totals, made = bench["metrics"]["request_totals"], bench["scheduler_metrics"]["requests_made"]
+    assert made["total"] == asked and made["errored"] == 0 and run.metrics.get("failed", 0) == 0
+    stored = (run.metrics["completed"], run.result["incomplete"], run.result["requests_made"])
+    assert stored == (totals["successful"], totals["incomplete"], made["total"])
+    assert len(bench["requests"]["successful"]) == made["successful"]
+    counted = totals["successful"] + totals["incomplete"]
+    named = [p["line"] for p in (run.client_check or {}).get("pitfalls") or [] if p["key"] == "guidellm-measure-window"]
+    if counted < asked:  # the shortfall is named, with its counts
+        assert named and named[0].startswith(f"GuideLLM counted {counted} of the {asked} requests it made"), named
+    else:
+        assert not named and counted == asked
+    return made["successful"]
 
 
 async def test_multi_turn_chat_runs_through_guidellm_and_stores_its_figures(target, short_tmp):
@@ -107,7 +138,7 @@ async def test_multi_turn_chat_runs_through_guidellm_and_stores_its_figures(targ
     outcome, run, _ = await run_one(node, view, preset, short_tmp / "mt", conc=2)
     assert outcome.ok, outcome.failure()
     assert run.client == "guidellm" and run.result["turns"] == 3
-    assert run.metrics["completed"] == 12
+    guidellm_counts(outcome, run, 12)  # its window may leave some of the 12 out, named (see there)
     lens = run.result["input_lens"]
     assert max(lens) > 2 * min(lens)  # later turns carry the history
     # the history is served from the prefix cache: warm by design, so no warning
