@@ -208,6 +208,16 @@ def energy_text(run: StoredRun) -> list[str]:
         for p in c.get("pitfalls") or []:
             if isinstance(p, Mapping):
                 out.append(printable(f"  pitfall: {p.get('line')} [{p.get('evidence')}]"))
+    # the client's own shortfall (GuideLLM's window): a run the console ran has it as a pitfall
+    # above; an imported report has no client check, and the line is shown on its own
+    warning = (run.result or {}).get("client_warning")
+    pitfalls = (c or {}).get("pitfalls") or []
+    if (
+        isinstance(warning, str)
+        and warning
+        and not any(isinstance(p, Mapping) and p.get("line") == warning for p in pitfalls)
+    ):
+        out.append(printable(f"Client  {warning}"))
     return out
 
 

@@ -32,6 +32,23 @@ def test_guidellm_and_aiperf_files_import_as_runs_of_their_client():
     assert back.client == "guidellm" and run_to_dict(g)["client"] == "guidellm"
 
 
+def test_an_imported_guidellm_report_that_left_requests_out_says_so_in_its_detail(tmp_path):
+    """An imported report has no client check to carry the pitfall: the detail shows the line."""
+    import json
+
+    from console.core.results.display import energy_text
+    from tests.core.bench.test_guidellm_window import window_ends_early
+
+    doc, counted, _ = window_ends_early(json.loads((FIX / "guidellm-0.8.1" / "random-c4" / "result.json").read_text()))
+    (tmp_path / "short.json").write_text(json.dumps(doc))
+    (run,) = imported(tmp_path / "short.json")
+    assert run.metrics["completed"] == counted and run.result["requests_made"] == 20
+    line = f"Client  GuideLLM counted {counted} of the 20 requests it made in its figures"
+    assert [s for s in energy_text(run) if s.startswith(line)], energy_text(run)
+    (whole,) = imported(FIX / "guidellm-0.8.1" / "random-c4" / "result.json")
+    assert not [s for s in energy_text(whole) if "GuideLLM counted" in s]
+
+
 def test_old_records_read_as_vllm():
     doc = {"format": "rocm-console-result/1", "id": "x", "created": 1.0, "origin": "import", "metrics": {}}
     assert run_from_dict(doc).client == "vllm" and run_from_dict(doc).client_version is None
