@@ -138,12 +138,15 @@ def fill_events(store, n: int, rng: random.Random) -> float:
 def cli(data_dir: Path, url: str | None, *argv: str) -> dict:
     """`python -m console ARGV` as a user runs it, on the data folder's store (or, with `url`,
     a profile in ./profiles naming that PostgreSQL): seconds start to exit, peak RSS, lines out."""
-    work = data_dir / "cli-cwd"
+    # a folder per engine: the PostgreSQL one's ./profiles names the server, the SQLite one's is empty
+    work = data_dir / ("cli-cwd-postgresql" if url else "cli-cwd")
     home = work / "home"
     (work / "profiles").mkdir(parents=True, exist_ok=True)
     home.mkdir(exist_ok=True)
     if url:
         (work / "profiles" / "store.toml").write_text(f'[store]\nurl = "{url}"\n')
+    else:
+        assert not any((work / "profiles").iterdir()), "the SQLite side must find no profile"
     env = dict(os.environ, ROCM_CONSOLE_DATA_DIR=str(data_dir), HOME=str(home), XDG_CONFIG_HOME=str(home / ".c"))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))  # this checkout's console
     # As after `pip install` (tests/perf/startup.py does the same): compiled modules are cached and
