@@ -3,6 +3,7 @@ the exit code cron and CI rely on (1 on any regression, 0 otherwise, 2 for bad i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -208,7 +209,8 @@ def _tail_runs(p99: float, completed: int, seed: int) -> list[PointRuns]:
 
 @pytest.mark.parametrize(("completed", "hinted"), [(48, True), (500, False)])
 def test_a_tail_percentile_from_short_repeats_says_why_it_may_not_repeat(completed, hinted):
-    suite = parse_suite(SUITE_TEXT_P99, "profiles/suites/lab.toml")
+    c4 = dataclasses.replace(SUITE.points[0], metrics=("p99_ttft_ms",))
+    suite = dataclasses.replace(SUITE, points=(c4,), accuracy=None)
     report = build_report(
         suite, _tail_runs(90.0, completed, 1), _tail_runs(700.0, completed, 2), name="n", node="lab-1"
     )
@@ -218,18 +220,3 @@ def test_a_tail_percentile_from_short_repeats_says_why_it_may_not_repeat(complet
     assert (hint in result.comparison.reason) is hinted
     assert (hint in render_markdown(report)) is hinted
     assert ("worst one or two" in result.comparison.reason) is hinted
-
-
-SUITE_TEXT_P99 = """
-[suite]
-repeats = 5
-
-[serve]
-preset = "tiny"
-
-[[point]]
-name = "c4"
-preset = "tiny"
-concurrency = 4
-metrics = ["p99_ttft_ms"]
-"""
