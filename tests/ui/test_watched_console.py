@@ -27,14 +27,16 @@ from tests.helpers import wait_for
 from tests.ui.conftest import screen_text
 
 
-def _live_watcher(data_dir, nodes, *, period: float = 60.0) -> None:
-    """The files a running watcher keeps: a fresh heartbeat (this test's pid: alive) and one open alert."""
+def _live_watcher(data_dir, nodes, *, period: float = 60.0) -> float:
+    """The files a running watcher keeps: a fresh heartbeat (this test's pid: alive) and one open
+    alert; the time the watcher says it started."""
     folder = watch_dir(data_dir, fleet_key(nodes))
     now = time.time()
     beat = {"pid": os.getpid(), "host": socket.gethostname(), "started": now - 3600, "heartbeat": now}
     write_json_atomic(folder / HEARTBEAT_FILE, {**beat, "period": period, "profile": [], "key": fleet_key(nodes)})
     alert = {"rule": "sick", "node": "n1", "gpu": 2, "instance": None, "since": now - 60, "fired": now - 60}
     write_json_atomic(folder / ALERTS_FILE, {"alerts": [{**alert, "text": "FIRED sick: n1 GPU 2: health == fail"}]})
+    return beat["started"]
 
 
 async def test_a_watched_fleet_says_so_and_the_console_runs_no_alert_action(sim_node, tmp_path):
@@ -46,7 +48,7 @@ async def test_a_watched_fleet_says_so_and_the_console_runs_no_alert_action(sim_
         name="sick", condition=parse_condition("health == fail"), command=(sys.executable, str(script)), repeat_after=0
     )
     log = EventLog(tmp_path / "data" / "events.jsonl")
-    _live_watcher(tmp_path / "data", [node])
+    since = _live_watcher(tmp_path / "data", [node])
     app = ConsoleApp(
         Profile(nodes=(node,)),
         interval=0.2,
@@ -58,7 +60,7 @@ async def test_a_watched_fleet_says_so_and_the_console_runs_no_alert_action(sim_
     async with app.run_test(size=(160, 40)) as pilot:
         assert await wait_for(lambda: len(app.fleet.snapshot("n1").gpu_health) == 8, timeout=30)
         await pilot.pause()
-        started = time.strftime("%H:%M", time.localtime(time.time() - 3600))
+        started = time.strftime("%H:%M", time.localtime(since))  # the heartbeat's, not a minute later
         assert await wait_for(lambda: "watched since" in screen_text(app), timeout=5), screen_text(app)
         top = screen_text(app).splitlines()[0]
         assert f"watched since {started} by {socket.gethostname()}:{os.getpid()}" in top
