@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     # --node is checked against the profile's nodes: only then is the whole profile read (a
     # broken one is exit 2 like everywhere); else its `[store] url` alone
     profile = found_profile(args) if args.node is not None else None
-    history = command_history(profile=profile) if profile is not None else command_history(args)
+    history = command_history(args, profile)  # no profile read: the store of the files found
     try:
         require(history)
         _check_node(args, history.events, {n.name for n in profile.nodes} if profile is not None else set())

@@ -450,6 +450,14 @@ def recognise_pitfalls(
                 line,
             )
         )
+    # the client's own count of requests it left out of its figures (GuideLLM's window: its parser's line)
+    warning = result.extra.get("client_warning") if result is not None else None
+    if isinstance(warning, str) and warning and result is not None:
+        made, done = result.metrics.get("requests_made"), result.metrics.get("completed")
+        counts = (
+            f"requests_made {'-' if made is None else f'{made:g}'}, completed {'-' if done is None else f'{done:g}'}"
+        )
+        found.append(Pitfall("guidellm-measure-window", warning, counts))
     mean_in = _mean_input(text, result)
     if mean_in is not None and mean_in >= LONG_CONTEXT_TOKENS:
         bound = check_result.client_bound if check_result is not None else None

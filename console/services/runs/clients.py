@@ -14,7 +14,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TypeVar
 
-from console.core.bench.client_check import Pitfall
 from console.core.bench.clients import aiperf, client_of_argv, guidellm
 from console.core.bench.clients.argv import outside_argv
 from console.core.bench.result import normalize_result
@@ -92,19 +91,10 @@ def spec_for(
 
 async def with_records(node_runs: run_api.NodeRuns, node: NodeSpec, outcome: OutcomeT) -> OutcomeT:
     """An AIPerf run's outcome with its per-request figures (result.jsonl, beside the summary the
-    run collected) in its result, so goodput is counted from them as for the other clients; a
-    GuideLLM run's with its shortfall warning (requests left out of its figures) as a client
-    pitfall, stored and shown with the run; any other outcome, or one whose records cannot be
-    read, as it was."""
+    run collected) in its result, so goodput is counted from them as for the other clients; any
+    other outcome, or one whose records cannot be read, as it was."""
     found = client_of_argv(outcome.argv)
     result_json = outcome.result_json
-    if found is not None and found[0] == guidellm.NAME and isinstance(result_json, dict):
-        warning = result_json.get("client_warning")
-        if not isinstance(warning, str) or not warning:
-            return outcome
-        figures = f"requests_made {result_json.get('requests_made')}, completed {result_json.get('completed')}"
-        pitfalls = (*getattr(outcome, "pitfalls", ()), Pitfall("guidellm-measure-window", warning, figures))
-        return dataclasses.replace(outcome, pitfalls=pitfalls)  # type: ignore[call-arg]  # RunOutcome has pitfalls
     if found is None or found[0] != aiperf.NAME or not isinstance(result_json, dict):
         return outcome
     try:

@@ -1,12 +1,13 @@
 """A GuideLLM run whose figures leave out requests it made (its measurement window ended early
 on a loaded machine) carries the parser's one line as a client pitfall: shown after the run,
-stored with the record and in its detail (console/services/runs/clients.py with_records)."""
+stored with the record and in its detail (console/core/bench/client_check.py recognise_pitfalls)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from console.core.bench.client_check import recognise_pitfalls
 from console.core.bench.clients import guidellm
 from console.core.bench.result import normalize_result
 from console.core.results.build import run_from_console
@@ -22,8 +23,9 @@ ARGV = ("/v/bin/guidellm", "run", "--constraint", "kind=max_requests,count=20", 
 
 def outcome_of(doc: dict) -> RunOutcome:
     (obj,) = guidellm.results(doc)
-    return RunOutcome(run="r1", node="n", exit_code=0, result=normalize_result(obj), result_json=obj, block=None,
-                      errors=(), argv=ARGV)  # fmt: skip
+    result = normalize_result(obj)
+    return RunOutcome(run="r1", node="n", exit_code=0, result=result, result_json=obj, block=None,
+                      errors=(), argv=ARGV, pitfalls=recognise_pitfalls("", result))  # fmt: skip
 
 
 def stored(outcome: RunOutcome):
